@@ -1,0 +1,62 @@
+// Package embedded runs a NATS server with JetStream inside the process: the
+// one-binary default of Weft (make demo) and the server of every test.
+package embedded
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// Config says where the embedded server keeps its data and how it listens.
+type Config struct {
+	// StoreDir is JetStream's file storage directory.
+	StoreDir string
+	// Host and Port to listen on; Port -1 picks a free port, 0 the default
+	// 4222. Host defaults to 127.0.0.1.
+	Host string
+	Port int
+	// ServerName names the server (optional).
+	ServerName string
+}
+
+// Start starts the server and waits until it is ready for connections.
+func Start(cfg Config) (*server.Server, error) {
+	if cfg.StoreDir == "" {
+		return nil, errors.New("embedded nats: a store directory is required")
+	}
+	if cfg.Host == "" {
+		cfg.Host = "127.0.0.1"
+	}
+	opts := &server.Options{
+		ServerName: cfg.ServerName,
+		Host:       cfg.Host,
+		Port:       cfg.Port,
+		JetStream:  true,
+		StoreDir:   cfg.StoreDir,
+		NoSigs:     true,
+		NoLog:      true,
+		MaxPayload: 8 << 20,
+	}
+	s, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("embedded nats: %w", err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(30 * time.Second) {
+		s.Shutdown()
+		return nil, errors.New("embedded nats: not ready for connections after 30s")
+	}
+	return s, nil
+}
+
+// Stop shuts the server down and waits until it has stopped.
+func Stop(s *server.Server) {
+	if s == nil {
+		return
+	}
+	s.Shutdown()
+	s.WaitForShutdown()
+}

@@ -1,0 +1,59 @@
+// Package natstest starts real NATS JetStream servers for tests: an embedded
+// server on a free loopback port with a temporary store, shut down and waited
+// for before the store directory goes.
+package natstest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/weft-dev/weft/internal/embedded"
+	"github.com/weft-dev/weft/pkg/events"
+)
+
+// Server starts an embedded JetStream server for the test.
+func Server(t testing.TB) *server.Server {
+	t.Helper()
+	dir := t.TempDir()
+	s, err := embedded.Start(embedded.Config{StoreDir: dir, Port: -1})
+	if err != nil {
+		t.Fatalf("starting nats: %v", err)
+	}
+	t.Cleanup(func() { embedded.Stop(s) })
+	return s
+}
+
+// Connect connects to s and returns the connection and its JetStream
+// context; both close with the test.
+func Connect(t testing.TB, s *server.Server) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(s.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatalf("connecting to nats: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatalf("jetstream: %v", err)
+	}
+	return nc, js
+}
+
+// Store starts a server and opens the event store on it.
+func Store(t testing.TB) (*server.Server, events.Store) {
+	t.Helper()
+	s := Server(t)
+	_, js := Connect(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := events.Open(ctx, js)
+	if err != nil {
+		t.Fatalf("opening store: %v", err)
+	}
+	return s, st
+}

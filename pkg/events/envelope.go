@@ -1,0 +1,361 @@
+package events
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/binding"
+	"github.com/cloudevents/sdk-go/v2/binding/spec"
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
+	"github.com/cloudevents/sdk-go/v2/types"
+	"github.com/nats-io/nats.go"
+)
+
+// Event is the one envelope every Weft event shares: the CloudEvents
+// attributes Weft uses, the payload as JSON, and where the event was read
+// from the store, its stream sequence.
+type Event struct {
+	ID      string
+	Type    Type
+	Source  string
+	Time    time.Time
+	RunID   string
+	NodeID  string
+	Attempt int
+	// W3C trace context, carried as the CloudEvents distributed-tracing
+	// extension.
+	TraceParent string
+	TraceState  string
+	// Data is the payload's JSON.
+	Data json.RawMessage
+
+	// Seq is the stream sequence, set when the event was read from the store.
+	Seq uint64
+
+	payload Payload
+}
+
+// New builds an event of payload's type for a run. The id must be unique for
+// what the event states: it is the de-duplication key, so a decision must get
+// the same id whoever makes it (see the ID helpers). A zero time means now.
+func New(runID, id string, at time.Time, p Payload) (*Event, error) {
+	data, err := json.Marshal(p)
+	if err != nil {
+		return nil, fmt.Errorf("encoding %s payload: %w", p.EventType(), err)
+	}
+	if at.IsZero() {
+		at = time.Now()
+	}
+	e := &Event{
+		ID:      id,
+		Type:    p.EventType(),
+		Source:  Source,
+		Time:    at.UTC(),
+		RunID:   runID,
+		Data:    data,
+	}
+	if ref, attempt, ok := nodeOf(p); ok {
+		e.NodeID, e.Attempt = ref, attempt
+	}
+	return e, nil
+}
+
+// Payload returns the event's payload, decoding Data on first use.
+func (e *Event) Payload() (Payload, error) {
+	if e.payload != nil {
+		return e.payload, nil
+	}
+	p, ok := NewPayload(e.Type)
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownType, e.Type)
+	}
+	if err := json.Unmarshal(e.Data, p); err != nil {
+		return nil, fmt.Errorf("%w: %s data: %v", ErrMalformedEvent, e.Type, err)
+	}
+	e.payload = p
+	return p, nil
+}
+
+// Subject is the NATS subject the event is published on.
+func (e *Event) Subject() string {
+	if e.Type == NodeReady {
+		if p, err := e.Payload(); err == nil {
+			return ReadySubject(e.RunID, p.(*NodeReadyData).Queue)
+		}
+	}
+	return subjectPrefix + e.RunID + "." + kinds[e.Type]
+}
+
+// CloudEvent returns the event as a CloudEvents SDK event.
+func (e *Event) CloudEvent() cloudevents.Event {
+	ce := cloudevents.New(cloudevents.CloudEventsVersionV1)
+	ce.SetID(e.ID)
+	ce.SetType(string(e.Type))
+	ce.SetSource(e.Source)
+	ce.SetTime(e.Time)
+	ce.SetSubject(e.NodeID)
+	ce.SetExtension(ExtRunID, e.RunID)
+	if e.NodeID != "" {
+		ce.SetExtension(ExtNodeID, e.NodeID)
+	}
+	if e.Attempt > 0 {
+		ce.SetExtension(ExtAttempt, int32(e.Attempt))
+	}
+	if e.TraceParent != "" {
+		ce.SetExtension(ExtTraceParent, e.TraceParent)
+		if e.TraceState != "" {
+			ce.SetExtension(ExtTraceState, e.TraceState)
+		}
+	}
+	_ = ce.SetData(cloudevents.ApplicationJSON, []byte(e.Data))
+	return ce
+}
+
+// fromCloudEvent maps a validated SDK event onto the envelope.
+func fromCloudEvent(ce *cloudevents.Event) (*Event, error) {
+	e := &Event{
+		ID:     ce.ID(),
+		Type:   Type(ce.Type()),
+		Source: ce.Source(),
+		Time:   ce.Time().UTC(),
+		Data:   json.RawMessage(ce.Data()),
+	}
+	ext := ce.Extensions()
+	var err error
+	if e.RunID, err = stringExt(ext, ExtRunID); err != nil {
+		return nil, err
+	}
+	if e.RunID == "" {
+		return nil, fmt.Errorf("%w: missing extension %q", ErrMalformedEvent, ExtRunID)
+	}
+	if e.NodeID, err = stringExt(ext, ExtNodeID); err != nil {
+		return nil, err
+	}
+	if e.TraceParent, err = stringExt(ext, ExtTraceParent); err != nil {
+		return nil, err
+	}
+	if e.TraceState, err = stringExt(ext, ExtTraceState); err != nil {
+		return nil, err
+	}
+	if v, ok := ext[ExtAttempt]; ok {
+		n, err := types.ToInteger(v)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("%w: extension %q: %v", ErrMalformedEvent, ExtAttempt, v)
+		}
+		e.Attempt = int(n)
+	}
+	return e, nil
+}
+
+func stringExt(ext map[string]any, name string) (string, error) {
+	v, ok := ext[name]
+	if !ok {
+		return "", nil
+	}
+	s, err := types.ToString(v)
+	if err != nil {
+		return "", fmt.Errorf("%w: extension %q: %v", ErrMalformedEvent, name, err)
+	}
+	return s, nil
+}
+
+// headerPrefix is the CloudEvents binary-mode attribute prefix on NATS.
+const headerPrefix = "ce-"
+
+var ceSpecs = spec.WithPrefix(headerPrefix)
+
+// Encode writes the event as a NATS message in CloudEvents binary content
+// mode on its subject, with the id as Nats-Msg-Id.
+func Encode(e *Event) (*nats.Msg, error) {
+	ce := e.CloudEvent()
+	if err := ce.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrMalformedEvent, err)
+	}
+	msg := nats.NewMsg(e.Subject())
+	w := &headerWriter{msg: msg}
+	if _, err := binding.Write(context.Background(), binding.ToMessage(&ce), nil, w); err != nil {
+		return nil, fmt.Errorf("encoding %s event: %w", e.Type, err)
+	}
+	msg.Header.Set(nats.MsgIdHdr, e.ID)
+	if e.TraceParent != "" {
+		// Plain W3C headers too, for NATS-native propagators.
+		msg.Header.Set("traceparent", e.TraceParent)
+		if e.TraceState != "" {
+			msg.Header.Set("tracestate", e.TraceState)
+		}
+	}
+	return msg, nil
+}
+
+// headerWriter is a binding.BinaryWriter onto NATS headers.
+type headerWriter struct{ msg *nats.Msg }
+
+func (w *headerWriter) Start(context.Context) error { return nil }
+func (w *headerWriter) End(context.Context) error   { return nil }
+
+func (w *headerWriter) SetData(r io.Reader) error {
+	b, err := io.ReadAll(r)
+	w.msg.Data = b
+	return err
+}
+
+func (w *headerWriter) SetAttribute(a spec.Attribute, v any) error {
+	if v == nil {
+		return nil
+	}
+	s, err := types.Format(v)
+	if err != nil {
+		return err
+	}
+	if a.Kind() == spec.DataContentType {
+		w.msg.Header.Set("content-type", s)
+		return nil
+	}
+	w.msg.Header.Set(headerPrefix+a.Name(), s)
+	return nil
+}
+
+func (w *headerWriter) SetExtension(name string, v any) error {
+	if v == nil {
+		return nil
+	}
+	s, err := types.Format(v)
+	if err != nil {
+		return err
+	}
+	w.msg.Header.Set(headerPrefix+name, s)
+	return nil
+}
+
+// natsMessage reads a NATS message in binary content mode as a CloudEvents
+// binding.Message, so that the SDK builds and validates the event.
+type natsMessage struct {
+	hdr  nats.Header
+	data []byte
+}
+
+func (m *natsMessage) ReadEncoding() binding.Encoding {
+	if m.hdr.Get(ceSpecs.PrefixedSpecVersionName()) != "" {
+		return binding.EncodingBinary
+	}
+	return binding.EncodingUnknown
+}
+
+func (m *natsMessage) ReadStructured(context.Context, binding.StructuredWriter) error {
+	return binding.ErrNotStructured
+}
+
+func (m *natsMessage) ReadBinary(ctx context.Context, w binding.BinaryWriter) error {
+	version := ceSpecs.Version(m.hdr.Get(ceSpecs.PrefixedSpecVersionName()))
+	if version == nil {
+		return binding.ErrUnknownEncoding
+	}
+	for name, vals := range m.hdr {
+		if len(vals) == 0 {
+			continue
+		}
+		lname := strings.ToLower(name)
+		switch {
+		case lname == "content-type":
+			if err := w.SetAttribute(version.AttributeFromKind(spec.DataContentType), vals[0]); err != nil {
+				return err
+			}
+		case strings.HasPrefix(lname, headerPrefix):
+			if a := version.Attribute(lname); a != nil {
+				if err := w.SetAttribute(a, vals[0]); err != nil {
+					return err
+				}
+			} else if err := w.SetExtension(strings.TrimPrefix(lname, headerPrefix), vals[0]); err != nil {
+				return err
+			}
+		}
+	}
+	if len(m.data) > 0 {
+		return w.SetData(bytes.NewReader(m.data))
+	}
+	return nil
+}
+
+func (m *natsMessage) Finish(error) error { return nil }
+
+// GetAttribute and GetExtension make natsMessage a
+// binding.MessageMetadataReader, as the SDK requires of binary messages.
+func (m *natsMessage) GetAttribute(k spec.Kind) (spec.Attribute, any) {
+	version := ceSpecs.Version(m.hdr.Get(ceSpecs.PrefixedSpecVersionName()))
+	if version == nil {
+		return nil, nil
+	}
+	a := version.AttributeFromKind(k)
+	if a == nil {
+		return nil, nil
+	}
+	if k == spec.DataContentType {
+		if v := m.hdr.Get("content-type"); v != "" {
+			return a, v
+		}
+		return a, nil
+	}
+	if v := m.hdr.Get(headerPrefix + a.Name()); v != "" {
+		return a, v
+	}
+	return a, nil
+}
+
+func (m *natsMessage) GetExtension(name string) any {
+	if v := m.hdr.Get(headerPrefix + name); v != "" {
+		return v
+	}
+	return nil
+}
+
+// Decode reads an event from a NATS message's subject, headers and body. It
+// checks everything a reader relies on: a valid CloudEvent, a known type, a
+// run id that matches the subject, and data that decodes as the type's
+// payload. Every failure wraps ErrMalformedEvent or ErrUnknownType.
+func Decode(subject string, hdr nats.Header, data []byte) (*Event, error) {
+	m := &natsMessage{hdr: hdr, data: data}
+	if m.ReadEncoding() != binding.EncodingBinary {
+		return nil, fmt.Errorf("%w: %s: not a CloudEvent in binary mode (no %s header)", ErrMalformedEvent, subject, ceSpecs.PrefixedSpecVersionName())
+	}
+	ce, err := binding.ToEvent(context.Background(), m)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrMalformedEvent, subject, err)
+	}
+	if err := ce.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrMalformedEvent, subject, err)
+	}
+	e, err := fromCloudEvent(ce)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", subject, err)
+	}
+	if !e.Type.Known() {
+		return nil, fmt.Errorf("%w: %s: %q", ErrUnknownType, subject, e.Type)
+	}
+	if run, ok := RunOf(subject); ok && run != e.RunID {
+		return nil, fmt.Errorf("%w: %s: runid %q does not match the subject", ErrMalformedEvent, subject, e.RunID)
+	}
+	if _, err := e.Payload(); err != nil {
+		return nil, fmt.Errorf("%s: %w", subject, err)
+	}
+	return e, nil
+}
+
+// nodeScoped is implemented by payloads that concern one node.
+type nodeScoped interface{ nodeAttempt() (string, int) }
+
+// nodeOf returns the node id and attempt an event concerns, if any.
+func nodeOf(p Payload) (string, int, bool) {
+	if n, ok := p.(nodeScoped); ok {
+		node, attempt := n.nodeAttempt()
+		return node, attempt, node != ""
+	}
+	return "", 0, false
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

@@ -1,0 +1,24 @@
+package events
+
+import "errors"
+
+var (
+	// ErrMalformedEvent is wrapped by every error about an event that is not
+	// a valid Weft CloudEvent: not binary mode, invalid attributes, broken
+	// JSON data, a run id that does not match its subject.
+	ErrMalformedEvent = errors.New("malformed event")
+	// ErrUnknownType is wrapped when an event's type is not in the catalogue.
+	ErrUnknownType = errors.New("unknown event type")
+	// ErrConflict means the run's log moved on since the state an append was
+	// decided from: re-read the run and decide again.
+	ErrConflict = errors.New("run log changed (optimistic concurrency conflict)")
+	// ErrRunExists means a run-started event was appended for a run id that
+	// already has a history.
+	ErrRunExists = errors.New("run already exists")
+	// ErrRunNotFound means a run has no events.
+	ErrRunNotFound = errors.New("run not found")
+	// ErrPayloadTooLarge means an event does not fit in one message.
+	ErrPayloadTooLarge = errors.New("event too large for one message")
+	// ErrInvalidID means a run id, node id or queue is not a valid subject token.
+	ErrInvalidID = errors.New("invalid id")
+)

@@ -1,0 +1,370 @@
+package events
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// AnySeq, as the expected last sequence of an append, skips the per-run
+// optimistic concurrency check. Workers append their outcomes this way: an
+// outcome is a fact about an attempt, not a decision taken from the run's
+// state, and its de-duplication key keeps it single.
+const AnySeq uint64 = math.MaxUint64
+
+// maxBatch is the most events one atomic batch holds (the server's default
+// limit).
+const maxBatch = 1000
+
+// Store is the JetStream event store.
+type Store interface {
+	// Append appends events of one run. expectLast is the run's last
+	// sequence the caller decided from: 0 means the run must have no events,
+	// AnySeq skips the check. Several events are appended as one atomic
+	// batch (chunks of 1000, each chained on the last). It returns the
+	// sequence of the last event, or ErrConflict when the run moved on.
+	Append(ctx context.Context, runID string, expectLast uint64, evs ...*Event) (uint64, error)
+	// Read returns a run's events with sequence ≥ from, in order, stopping
+	// at upTo when it is not zero. A run with no events gives ErrRunNotFound
+	// when from ≤ 1.
+	Read(ctx context.Context, runID string, from, upTo uint64) ([]*Event, error)
+	// LastSeq returns the sequence of a run's last event.
+	LastSeq(ctx context.Context, runID string) (uint64, error)
+	// Schedule stores ev to be appended at time at: a durable JetStream
+	// message schedule, surviving the restart of every process.
+	Schedule(ctx context.Context, ev *Event, timerID string, at time.Time) error
+	// CancelSchedules drops a run's pending delayed events.
+	CancelSchedules(ctx context.Context, runID string) error
+	// StreamName is the name of the events stream.
+	StreamName() string
+	// JetStream is the JetStream context the store uses.
+	JetStream() jetstream.JetStream
+	// MaxEventSize is the largest encoded event the server takes.
+	MaxEventSize() int
+}
+
+// Config is the events stream's configuration.
+type Config struct {
+	Stream   string
+	Storage  jetstream.StorageType
+	Replicas int
+	// Duplicates is the de-duplication window.
+	Duplicates time.Duration
+	// MaxAge drops events older than this; zero keeps them forever.
+	MaxAge time.Duration
+}
+
+// Option configures Open.
+type Option func(*Config)
+
+// WithStream names the events stream (default "WEFT").
+func WithStream(name string) Option { return func(c *Config) { c.Stream = name } }
+
+// WithStorage chooses file (default) or memory storage.
+func WithStorage(s jetstream.StorageType) Option { return func(c *Config) { c.Storage = s } }
+
+// WithReplicas sets the stream's replica count (default 1).
+func WithReplicas(n int) Option { return func(c *Config) { c.Replicas = n } }
+
+// WithDuplicates sets the de-duplication window (default 2 minutes).
+func WithDuplicates(d time.Duration) Option { return func(c *Config) { c.Duplicates = d } }
+
+// WithMaxAge sets how long events are kept (default forever).
+func WithMaxAge(d time.Duration) Option { return func(c *Config) { c.MaxAge = d } }
+
+type store struct {
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	cfg    Config
+	stream jetstream.Stream
+}
+
+// Open sets up the events stream (idempotently: creating it, or updating it
+// to this configuration) and returns the store.
+func Open(ctx context.Context, js jetstream.JetStream, opts ...Option) (Store, error) {
+	cfg := Config{Stream: "WEFT", Storage: jetstream.FileStorage, Replicas: 1, Duplicates: 2 * time.Minute}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	ctx, cancel := withDefaultTimeout(ctx, 30*time.Second)
+	defer cancel()
+	s, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:               cfg.Stream,
+		Description:        "Weft run histories (CloudEvents, binary mode)",
+		Subjects:           []string{AllEvents, AllSchedules},
+		Retention:          jetstream.LimitsPolicy,
+		Storage:            cfg.Storage,
+		Replicas:           cfg.Replicas,
+		Duplicates:         cfg.Duplicates,
+		MaxAge:             cfg.MaxAge,
+		AllowDirect:        true,
+		AllowMsgSchedules:  true,
+		AllowMsgTTL:        true,
+		AllowAtomicPublish: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("setting up stream %s: %w", cfg.Stream, err)
+	}
+	return &store{nc: js.Conn(), js: js, cfg: cfg, stream: s}, nil
+}
+
+func (s *store) StreamName() string            { return s.cfg.Stream }
+func (s *store) JetStream() jetstream.JetStream { return s.js }
+func (s *store) MaxEventSize() int             { return int(s.nc.MaxPayload()) }
+
+const (
+	hdrExpectLastSubjSeq     = "Nats-Expected-Last-Subject-Sequence"
+	hdrExpectLastSubjSeqSubj = "Nats-Expected-Last-Subject-Sequence-Subject"
+	hdrBatchID               = "Nats-Batch-Id"
+	hdrBatchSeq              = "Nats-Batch-Sequence"
+	hdrBatchCommit           = "Nats-Batch-Commit"
+	hdrSchedule              = "Nats-Schedule"
+	hdrScheduleTarget        = "Nats-Schedule-Target"
+)
+
+// encode encodes an event and checks it fits in one message.
+func (s *store) encode(e *Event) (*nats.Msg, error) {
+	if !ValidToken(e.RunID) {
+		return nil, fmt.Errorf("%w: run id %q", ErrInvalidID, e.RunID)
+	}
+	m, err := Encode(e)
+	if err != nil {
+		return nil, err
+	}
+	size := len(m.Data) + len(m.Subject)
+	for k, vs := range m.Header {
+		for _, v := range vs {
+			size += len(k) + len(v) + 4
+		}
+	}
+	if max := s.MaxEventSize(); size > max-512 {
+		return nil, fmt.Errorf("%w: %s event for node %q is %d bytes, the limit is %d", ErrPayloadTooLarge, e.Type, e.NodeID, size, max-512)
+	}
+	return m, nil
+}
+
+func (s *store) Append(ctx context.Context, runID string, expectLast uint64, evs ...*Event) (uint64, error) {
+	if len(evs) == 0 {
+		return expectLast, nil
+	}
+	ctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
+	defer cancel()
+	msgs := make([]*nats.Msg, len(evs))
+	for i, e := range evs {
+		if e.RunID != runID {
+			return 0, fmt.Errorf("%w: appending an event of run %q to run %q", ErrMalformedEvent, e.RunID, runID)
+		}
+		m, err := s.encode(e)
+		if err != nil {
+			return 0, err
+		}
+		msgs[i] = m
+	}
+	var last uint64
+	for start := 0; start < len(msgs); start += maxBatch {
+		chunk := msgs[start:min(start+maxBatch, len(msgs))]
+		if expectLast != AnySeq {
+			chunk[0].Header.Set(hdrExpectLastSubjSeq, strconv.FormatUint(expectLast, 10))
+			chunk[0].Header.Set(hdrExpectLastSubjSeqSubj, RunFilter(runID))
+		}
+		var err error
+		if len(chunk) == 1 {
+			last, err = s.publishOne(ctx, chunk[0])
+		} else {
+			last, err = s.publishBatch(ctx, chunk)
+		}
+		if err != nil {
+			if expectLast == 0 && errors.Is(err, ErrConflict) && evs[0].Type == RunStarted {
+				return 0, fmt.Errorf("%w: %s", ErrRunExists, runID)
+			}
+			return 0, err
+		}
+		if expectLast != AnySeq {
+			expectLast = last
+		}
+	}
+	return last, nil
+}
+
+func (s *store) publishOne(ctx context.Context, m *nats.Msg) (uint64, error) {
+	ack, err := s.js.PublishMsg(ctx, m)
+	if err != nil {
+		return 0, mapPublishError(err)
+	}
+	return ack.Sequence, nil
+}
+
+// batchAck is the server's answer to an atomic batch commit.
+type batchAck struct {
+	Stream string `json:"stream"`
+	Seq    uint64 `json:"seq"`
+	Count  int    `json:"count"`
+	Error  *struct {
+		Code        int    `json:"code"`
+		ErrCode     int    `json:"err_code"`
+		Description string `json:"description"`
+	} `json:"error"`
+}
+
+// publishBatch appends messages all or nothing as a JetStream atomic batch.
+func (s *store) publishBatch(ctx context.Context, msgs []*nats.Msg) (uint64, error) {
+	id := RandomID()
+	for i, m := range msgs {
+		m.Header.Set(hdrBatchID, id)
+		m.Header.Set(hdrBatchSeq, strconv.Itoa(i+1))
+		if i < len(msgs)-1 {
+			if err := s.nc.PublishMsg(m); err != nil {
+				return 0, fmt.Errorf("publishing batch: %w", err)
+			}
+		}
+	}
+	commit := msgs[len(msgs)-1]
+	commit.Header.Set(hdrBatchCommit, "1")
+	resp, err := s.nc.RequestMsgWithContext(ctx, commit)
+	if err != nil {
+		return 0, fmt.Errorf("committing batch of %d events: %w", len(msgs), err)
+	}
+	var ack batchAck
+	if err := json.Unmarshal(resp.Data, &ack); err != nil {
+		return 0, fmt.Errorf("committing batch: unreadable ack %q: %w", resp.Data, err)
+	}
+	if ack.Error != nil {
+		switch ack.Error.ErrCode {
+		case int(jetstream.JSErrCodeStreamWrongLastSequence), int(jetstream.JSErrCodeStreamWrongLastSequenceConstant), 10201, 10158:
+			return 0, fmt.Errorf("%w: %s", ErrConflict, ack.Error.Description)
+		}
+		return 0, fmt.Errorf("committing batch of %d events: %s (code %d)", len(msgs), ack.Error.Description, ack.Error.ErrCode)
+	}
+	return ack.Seq, nil
+}
+
+func mapPublishError(err error) error {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		switch apiErr.ErrorCode {
+		case jetstream.JSErrCodeStreamWrongLastSequence, jetstream.JSErrCodeStreamWrongLastSequenceConstant, 10158:
+			return fmt.Errorf("%w: %s", ErrConflict, apiErr.Description)
+		}
+	}
+	return fmt.Errorf("appending event: %w", err)
+}
+
+func (s *store) Read(ctx context.Context, runID string, from, upTo uint64) ([]*Event, error) {
+	if !ValidToken(runID) {
+		return nil, fmt.Errorf("%w: run id %q", ErrInvalidID, runID)
+	}
+	from = max(from, 1)
+	ctx, cancel := withDefaultTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var out []*Event
+	for {
+		batch, more, err := s.readBatch(ctx, RunFilter(runID), from, upTo)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, batch...)
+		if !more || len(batch) == 0 {
+			break
+		}
+		from = batch[len(batch)-1].Seq + 1
+	}
+	if len(out) == 0 && from <= 1 {
+		return nil, fmt.Errorf("%w: %s", ErrRunNotFound, runID)
+	}
+	return out, nil
+}
+
+// readBatch is one batched direct get: up to 1000 messages of filter from a
+// sequence, in one round trip. more says whether messages are left.
+func (s *store) readBatch(ctx context.Context, filter string, from, upTo uint64) ([]*Event, bool, error) {
+	req, _ := json.Marshal(map[string]any{"seq": from, "next_by_subj": filter, "batch": maxBatch, "up_to_seq": upTo})
+	inbox := s.nc.NewRespInbox()
+	sub, err := s.nc.SubscribeSync(inbox)
+	if err != nil {
+		return nil, false, err
+	}
+	defer sub.Unsubscribe()
+	if err := s.nc.PublishRequest("$JS.API.DIRECT.GET."+s.cfg.Stream, inbox, req); err != nil {
+		return nil, false, err
+	}
+	var out []*Event
+	for {
+		m, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			return nil, false, fmt.Errorf("reading %s: %w", filter, err)
+		}
+		switch m.Header.Get("Status") {
+		case "":
+		case "404":
+			return out, false, nil
+		case "204": // end of batch
+			pending, _ := strconv.ParseUint(m.Header.Get("Nats-Num-Pending"), 10, 64)
+			return out, pending > 0, nil
+		case "408":
+			return out, false, nil
+		default:
+			return nil, false, fmt.Errorf("reading %s: status %s %s", filter, m.Header.Get("Status"), m.Header.Get("Description"))
+		}
+		seq, _ := strconv.ParseUint(m.Header.Get("Nats-Sequence"), 10, 64)
+		e, err := Decode(m.Header.Get("Nats-Subject"), m.Header, m.Data)
+		if err != nil {
+			// A malformed event in a run's history is skipped here as it is
+			// by the coordinator: the history around it stays readable.
+			continue
+		}
+		e.Seq = seq
+		out = append(out, e)
+	}
+}
+
+func (s *store) LastSeq(ctx context.Context, runID string) (uint64, error) {
+	ctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
+	defer cancel()
+	m, err := s.stream.GetLastMsgForSubject(ctx, RunFilter(runID))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, fmt.Errorf("%w: %s", ErrRunNotFound, runID)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("reading last event of run %s: %w", runID, err)
+	}
+	return m.Sequence, nil
+}
+
+func (s *store) Schedule(ctx context.Context, ev *Event, timerID string, at time.Time) error {
+	ctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
+	defer cancel()
+	m, err := s.encode(ev)
+	if err != nil {
+		return err
+	}
+	target := m.Subject
+	m.Subject = ScheduleSubject(ev.RunID, timerID)
+	m.Header.Set(nats.MsgIdHdr, "sched:"+ev.ID)
+	m.Header.Set(hdrSchedule, "@at "+at.UTC().Format(time.RFC3339Nano))
+	m.Header.Set(hdrScheduleTarget, target)
+	if _, err := s.js.PublishMsg(ctx, m); err != nil {
+		return fmt.Errorf("scheduling %s for %s: %w", ev.Type, at.Format(time.RFC3339), err)
+	}
+	return nil
+}
+
+func (s *store) CancelSchedules(ctx context.Context, runID string) error {
+	ctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return s.stream.Purge(ctx, jetstream.WithPurgeSubject(schedulePrefix+runID+".>"))
+}
+
+// withDefaultTimeout bounds ctx when the caller set no deadline.
+func withDefaultTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, d)
+}

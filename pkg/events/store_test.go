@@ -1,0 +1,173 @@
+package events_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/pkg/events"
+)
+
+func mustEvent(t *testing.T, run, id string, p events.Payload) *events.Event {
+	t.Helper()
+	e, err := events.New(run, id, time.Time{}, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func started(t *testing.T, run string) *events.Event {
+	return mustEvent(t, run, run, &events.RunStartedData{GraphName: "g", GraphDigest: "sha256:x", Graph: json.RawMessage(`{"name":"g"}`)})
+}
+
+func ready(t *testing.T, run, node string) *events.Event {
+	ref := events.NodeRef{Node: node, Iteration: 1}
+	return mustEvent(t, run, events.DecisionID(run, events.NodeReady, ref.Key(), "1"), &events.NodeReadyData{NodeRef: ref, Attempt: 1, Type: "echo", Queue: "default"})
+}
+
+func TestStoreAppendAndRead(t *testing.T) {
+	_, st := natstest.Store(t)
+	ctx := context.Background()
+	run := events.NewRunID()
+
+	seq, err := st.Append(ctx, run, 0, started(t, run))
+	if err != nil {
+		t.Fatalf("append started: %v", err)
+	}
+	// A second run-started for the same run is refused; the same one again
+	// is de-duplicated.
+	other := mustEvent(t, run, "other-id", &events.RunStartedData{GraphName: "g"})
+	if _, err := st.Append(ctx, run, 0, other); !errors.Is(err, events.ErrRunExists) {
+		t.Fatalf("second start: got %v, want ErrRunExists", err)
+	}
+	// A decision taken from a stale state conflicts.
+	if _, err := st.Append(ctx, run, 0, ready(t, run, "a")); !errors.Is(err, events.ErrConflict) && !errors.Is(err, events.ErrRunExists) {
+		t.Fatalf("stale append: got %v, want a conflict", err)
+	}
+	// An atomic batch chained on the right sequence goes in whole.
+	last, err := st.Append(ctx, run, seq, ready(t, run, "a"), ready(t, run, "b"), ready(t, run, "c"))
+	if err != nil {
+		t.Fatalf("batch: %v", err)
+	}
+	if last != seq+3 {
+		t.Fatalf("batch last seq = %d, want %d", last, seq+3)
+	}
+	// The same batch again, from the old sequence, is refused whole.
+	if _, err := st.Append(ctx, run, seq, ready(t, run, "a"), ready(t, run, "d")); !errors.Is(err, events.ErrConflict) {
+		t.Fatalf("stale batch: got %v, want ErrConflict", err)
+	}
+	// Another run's events do not disturb this run's sequence check.
+	run2 := events.NewRunID()
+	if _, err := st.Append(ctx, run2, 0, started(t, run2)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Append(ctx, run, last, ready(t, run, "d")); err != nil {
+		t.Fatalf("append after another run's event: %v", err)
+	}
+
+	evs, err := st.Read(ctx, run, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range evs {
+		got = append(got, string(e.Type)+"/"+e.NodeID)
+	}
+	want := "dev.weft.run.started.v1/ dev.weft.node.ready.v1/a dev.weft.node.ready.v1/b dev.weft.node.ready.v1/c dev.weft.node.ready.v1/d"
+	if strings.Join(got, " ") != want {
+		t.Fatalf("read:\n got %v\nwant %v", got, want)
+	}
+	tail, err := st.Read(ctx, run, evs[2].Seq, 0)
+	if err != nil || len(tail) != 3 {
+		t.Fatalf("tail read: %d events, err %v", len(tail), err)
+	}
+	if ls, err := st.LastSeq(ctx, run); err != nil || ls != evs[4].Seq {
+		t.Fatalf("LastSeq = %d, %v; want %d", ls, err, evs[4].Seq)
+	}
+	if _, err := st.Read(ctx, "nope", 0, 0); !errors.Is(err, events.ErrRunNotFound) {
+		t.Fatalf("missing run: %v", err)
+	}
+	if _, err := st.LastSeq(ctx, "nope"); !errors.Is(err, events.ErrRunNotFound) {
+		t.Fatalf("missing run last seq: %v", err)
+	}
+}
+
+func TestStoreLargeBatchAndLongRead(t *testing.T) {
+	_, st := natstest.Store(t)
+	ctx := context.Background()
+	run := events.NewRunID()
+	seq, err := st.Append(ctx, run, 0, started(t, run))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []*events.Event
+	for i := range 2500 {
+		ref := events.NodeRef{Node: "m", Iteration: 1, Item: &i}
+		evs = append(evs, mustEvent(t, run, events.DecisionID(run, events.NodeReady, ref.Key()), &events.NodeReadyData{NodeRef: ref, Attempt: 1, Queue: "default"}))
+	}
+	last, err := st.Append(ctx, run, seq, evs...)
+	if err != nil {
+		t.Fatalf("2500-event append: %v", err)
+	}
+	if last != seq+2500 {
+		t.Fatalf("last = %d, want %d", last, seq+2500)
+	}
+	all, err := st.Read(ctx, run, 0, 0)
+	if err != nil || len(all) != 2501 {
+		t.Fatalf("read %d events, err %v; want 2501", len(all), err)
+	}
+	for i, e := range all[1:] {
+		p, _ := e.Payload()
+		if got := *p.(*events.NodeReadyData).Item; got != i {
+			t.Fatalf("event %d has item %d", i, got)
+		}
+	}
+}
+
+func TestStorePayloadTooLarge(t *testing.T) {
+	_, st := natstest.Store(t)
+	run := events.NewRunID()
+	big := strings.Repeat("x", st.MaxEventSize())
+	e := mustEvent(t, run, "big", &events.NodeInvokedData{NodeRef: events.NodeRef{Node: "n", Iteration: 1}, Attempt: 1, Output: json.RawMessage(`"` + big + `"`)})
+	_, err := st.Append(context.Background(), run, events.AnySeq, e)
+	if !errors.Is(err, events.ErrPayloadTooLarge) || !strings.Contains(err.Error(), `node "n"`) {
+		t.Fatalf("got %v, want ErrPayloadTooLarge naming the node", err)
+	}
+}
+
+func TestStoreSchedule(t *testing.T) {
+	_, st := natstest.Store(t)
+	ctx := context.Background()
+	run := events.NewRunID()
+	if _, err := st.Append(ctx, run, 0, started(t, run)); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now().Add(1500 * time.Millisecond)
+	timer := mustEvent(t, run, "t1", &events.TimerFiredData{TimerID: "t1", Purpose: "retry", Ref: events.NodeRef{Node: "a", Iteration: 1}, Attempt: 2})
+	if err := st.Schedule(ctx, timer, "t1", at); err != nil {
+		t.Fatalf("schedule: %v", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		evs, err := st.Read(ctx, run, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) == 2 {
+			if evs[1].Type != events.TimerFired || evs[1].NodeID != "a" {
+				t.Fatalf("fired event = %s/%s", evs[1].Type, evs[1].NodeID)
+			}
+			if time.Now().Before(at.Add(-time.Second)) {
+				t.Fatalf("timer fired early")
+			}
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatal("scheduled timer never fired")
+}

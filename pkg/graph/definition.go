@@ -1,0 +1,267 @@
+package graph
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// The virtual nodes every graph starts from and ends at. They are never
+// executed; edges from START mark the entry points and edges to END mark
+// where the run may finish.
+const (
+	Start = "START"
+	End   = "END"
+)
+
+// DefaultQueue is the task queue a node is put on when it names none.
+const DefaultQueue = "default"
+
+// DefaultAction is the action a node triggers when its result names none.
+// An edge without an action label matches it.
+const DefaultAction = "default"
+
+// Node types the coordinator runs itself, without a worker.
+const (
+	TypeRouter   = "router"   // chooses actions from the state; pure
+	TypeHuman    = "human"    // waits for a signal
+	TypeSubgraph = "subgraph" // starts a child run and waits for it
+)
+
+// Definition is a workflow graph as it is written in a YAML or JSON file and
+// recorded in a run's run-started event. Its JSON form is the canonical one:
+// Canonical gives the bytes whose digest identifies the graph.
+type Definition struct {
+	Name        string            `json:"name"`
+	Version     string            `json:"version,omitempty"`
+	Description string            `json:"description,omitempty"`
+	Metadata    map[string]string `json:"metadata,omitempty"`
+	// State declares the shared state's reducers per key.
+	State StateSpec `json:"state,omitempty"`
+	// MaxIterations caps how often any one node may be activated in a run
+	// (cycles). Zero means DefaultMaxIterations.
+	MaxIterations int    `json:"maxIterations,omitempty"`
+	Nodes         []Node `json:"nodes"`
+	Edges         []Edge `json:"edges"`
+	// Graphs holds subgraph definitions by name, referenced by subgraph nodes.
+	Graphs map[string]*Definition `json:"graphs,omitempty"`
+}
+
+// DefaultMaxIterations is the per-node activation cap when a graph sets none.
+const DefaultMaxIterations = 100
+
+// StateSpec configures the shared state.
+type StateSpec struct {
+	// Reducers maps a state key to the reducer that merges updates into it.
+	// Keys not listed use Replace.
+	Reducers map[string]Reducer `json:"reducers,omitempty"`
+}
+
+// Reducer names how updates to one state key are merged.
+type Reducer string
+
+// The reducers. Updates are applied in log order, so parallel writers
+// resolve deterministically.
+const (
+	Replace Reducer = "replace" // the last write wins
+	Append  Reducer = "append"  // the value is a list; updates are appended (a list update is appended element by element)
+	Merge   Reducer = "merge"   // the value is an object; updates are merged key by key, shallowly
+	Sum     Reducer = "sum"     // the value is a number; updates are added
+)
+
+// Node is one step of a graph.
+type Node struct {
+	ID          string            `json:"id"`
+	Name        string            `json:"name,omitempty"`
+	Description string            `json:"description,omitempty"`
+	Metadata    map[string]string `json:"metadata,omitempty"`
+	// Type names the executor that runs the node (for example "echo",
+	// "http", "transform") or one of the coordinator's own types.
+	Type string `json:"type"`
+	// Queue is the task queue workers pull the node's work from.
+	Queue string `json:"queue,omitempty"`
+	// Config is the executor's configuration, passed to it verbatim.
+	Config json.RawMessage `json:"config,omitempty"`
+
+	Inputs       []string        `json:"inputs,omitempty"`  // state keys the node reads; empty means all
+	Outputs      []string        `json:"outputs,omitempty"` // state keys the node may write; empty means any
+	InputSchema  json.RawMessage `json:"inputSchema,omitempty"`
+	OutputSchema json.RawMessage `json:"outputSchema,omitempty"`
+	// OutputAs promotes the node's output into the run's artifacts under this key.
+	OutputAs string `json:"outputAs,omitempty"`
+
+	// When is a condition (CEL) that must hold for the node to execute;
+	// when false the node is skipped and its successors see a skip.
+	When string `json:"when,omitempty"`
+	// Join says how many incoming forward edges must be taken before the
+	// node runs: "all" (default), "any", or a number n for n-of.
+	Join Join `json:"join,omitempty"`
+	// Map makes the node run once per item of a list (dynamic fan-out).
+	Map *MapSpec `json:"map,omitempty"`
+
+	Retry         *RetryPolicy `json:"retry,omitempty"`
+	Timeout       Duration     `json:"timeout,omitempty"`
+	Heartbeat     Duration     `json:"heartbeat,omitempty"`
+	MaxIterations int          `json:"maxIterations,omitempty"`
+	Effect        Effect       `json:"effect,omitempty"`
+	Checkpoint    Checkpoint   `json:"checkpoint,omitempty"`
+	// Fallback is the output used when the last attempt failed, letting the
+	// flow continue instead of failing the run.
+	Fallback json.RawMessage `json:"fallback,omitempty"`
+}
+
+// Edge connects two nodes. It is taken when its source triggers Action (or
+// the default action when Action is empty) and Condition holds.
+type Edge struct {
+	From      string `json:"from"`
+	To        string `json:"to"`
+	Action    string `json:"action,omitempty"`
+	Condition string `json:"when,omitempty"`
+	// Timeout marks the edge a human node takes when its deadline passes.
+	Timeout bool `json:"timeout,omitempty"`
+}
+
+// MapSpec describes a dynamic fan-out: one execution per item.
+type MapSpec struct {
+	// Over is a CEL expression giving the list, over state, output of the
+	// predecessor (as output), invocation and local.
+	Over string `json:"over"`
+	// Concurrency caps how many items run at once; zero means no cap.
+	Concurrency int `json:"concurrency,omitempty"`
+}
+
+// RetryPolicy says how a failing node is retried. Zero fields take the
+// defaults documented on DefaultRetryPolicy.
+type RetryPolicy struct {
+	MaxAttempts        int      `json:"maxAttempts,omitempty"`
+	InitialInterval    Duration `json:"initialInterval,omitempty"`
+	BackoffCoefficient float64  `json:"backoffCoefficient,omitempty"`
+	MaxInterval        Duration `json:"maxInterval,omitempty"`
+	// Jitter is the fraction (0..1) of each interval that is randomised,
+	// deterministically from the attempt's idempotency key.
+	Jitter             float64  `json:"jitter,omitempty"`
+	NonRetryableErrors []string `json:"nonRetryableErrors,omitempty"`
+}
+
+// DefaultRetryPolicy is used for nodes that set no policy: three attempts,
+// one second apart at first, doubling, at most a minute apart, 20% jitter.
+var DefaultRetryPolicy = RetryPolicy{
+	MaxAttempts:        3,
+	InitialInterval:    Duration(time.Second),
+	BackoffCoefficient: 2,
+	MaxInterval:        Duration(time.Minute),
+	Jitter:             0.2,
+}
+
+// Effect classifies what running a node does to the world. It decides what
+// may be retried or replayed freely: pure and read nodes always; write and
+// external nodes only with their idempotency key honoured; human nodes never
+// re-ask.
+type Effect string
+
+// The effect classes.
+const (
+	EffectPure     Effect = "pure"
+	EffectRead     Effect = "read"
+	EffectWrite    Effect = "write"
+	EffectExternal Effect = "external"
+	EffectHuman    Effect = "human"
+)
+
+// Checkpoint says when a snapshot of the run's projection is stored around a node.
+type Checkpoint string
+
+// The checkpoint policies.
+const (
+	CheckpointNone   Checkpoint = "none"
+	CheckpointBefore Checkpoint = "before"
+	CheckpointAfter  Checkpoint = "after"
+	CheckpointBoth   Checkpoint = "both"
+)
+
+// Join is a node's join policy over its incoming forward edges. Its JSON form
+// is "all", "any" or a positive number n (n-of).
+type Join struct {
+	Kind JoinKind
+	N    int // for JoinN
+}
+
+// JoinKind is the kind of a join.
+type JoinKind string
+
+// The join kinds.
+const (
+	JoinAll JoinKind = "all"
+	JoinAny JoinKind = "any"
+	JoinN   JoinKind = "n"
+)
+
+// MarshalJSON writes "all", "any" or n; the zero Join is written as "".
+func (j Join) MarshalJSON() ([]byte, error) {
+	switch j.Kind {
+	case JoinN:
+		return json.Marshal(j.N)
+	default:
+		return json.Marshal(string(j.Kind))
+	}
+}
+
+// UnmarshalJSON reads "all", "any", a number, or "n-of" forms like "2".
+func (j *Join) UnmarshalJSON(b []byte) error {
+	var n int
+	if err := json.Unmarshal(b, &n); err == nil {
+		if n < 1 {
+			return fmt.Errorf("join: n-of needs n ≥ 1, got %d", n)
+		}
+		*j = Join{Kind: JoinN, N: n}
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("join: want \"all\", \"any\" or a number, got %s", b)
+	}
+	switch JoinKind(strings.ToLower(s)) {
+	case "":
+		*j = Join{}
+	case JoinAll:
+		*j = Join{Kind: JoinAll}
+	case JoinAny:
+		*j = Join{Kind: JoinAny}
+	default:
+		return fmt.Errorf("join: want \"all\", \"any\" or a number, got %q", s)
+	}
+	return nil
+}
+
+// Duration is a time.Duration written as a Go duration string ("1.5s").
+type Duration time.Duration
+
+// MarshalJSON writes the duration as a string.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+// UnmarshalJSON reads a duration string such as "250ms" or "1m30s".
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("want a duration string such as \"30s\", got %s", b)
+	}
+	if s == "" {
+		*d = 0
+		return nil
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("malformed duration %q (want e.g. \"250ms\", \"30s\", \"1m\")", s)
+	}
+	if v < 0 {
+		return fmt.Errorf("negative duration %q", s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// D returns the value as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
