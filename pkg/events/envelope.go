@@ -53,12 +53,12 @@ func New(runID, id string, at time.Time, p Payload) (*Event, error) {
 		at = time.Now()
 	}
 	e := &Event{
-		ID:      id,
-		Type:    p.EventType(),
-		Source:  Source,
-		Time:    at.UTC(),
-		RunID:   runID,
-		Data:    data,
+		ID:     id,
+		Type:   p.EventType(),
+		Source: Source,
+		Time:   at.UTC(),
+		RunID:  runID,
+		Data:   data,
 	}
 	if ref, attempt, ok := nodeOf(p); ok {
 		e.NodeID, e.Attempt = ref, attempt

@@ -115,9 +115,9 @@ func Open(ctx context.Context, js jetstream.JetStream, opts ...Option) (Store, e
 	return &store{nc: js.Conn(), js: js, cfg: cfg, stream: s}, nil
 }
 
-func (s *store) StreamName() string            { return s.cfg.Stream }
+func (s *store) StreamName() string             { return s.cfg.Stream }
 func (s *store) JetStream() jetstream.JetStream { return s.js }
-func (s *store) MaxEventSize() int             { return int(s.nc.MaxPayload()) }
+func (s *store) MaxEventSize() int              { return int(s.nc.MaxPayload()) }
 
 const (
 	hdrExpectLastSubjSeq     = "Nats-Expected-Last-Subject-Sequence"
