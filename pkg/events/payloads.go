@@ -127,6 +127,10 @@ type NodeReadyData struct {
 	HeartbeatMs    int64  `json:"heartbeatMs,omitempty"`
 	// Consumed lists the incoming edge signals this activation used up.
 	Consumed []int `json:"consumed,omitempty"`
+	// Owed lists incoming edges whose next signal belongs to this
+	// activation's join round (an any or n-of join fired before they
+	// signalled): it is absorbed when it arrives.
+	Owed []int `json:"owed,omitempty"`
 }
 
 // NodeInvokingData says a worker took the work and is running the node.
@@ -184,15 +188,22 @@ type NodeSkippedData struct {
 	NodeRef
 	Reason   string `json:"reason"`
 	Consumed []int  `json:"consumed,omitempty"`
+	Owed     []int  `json:"owed,omitempty"`
 }
 
 // NodeWaitingData says a coordinator-run node (human, subgraph) is waiting.
 type NodeWaitingData struct {
 	NodeRef
 	Consumed []int           `json:"consumed,omitempty"`
-	For      string          `json:"for"` // "signal" or "child"
+	Owed     []int           `json:"owed,omitempty"`
+	For      string          `json:"for"` // "signal", "child", "map" or "router"
 	Deadline *time.Time      `json:"deadline,omitempty"`
 	Local    json.RawMessage `json:"local,omitempty"`
+	// Items is, for a map node, the list it maps over, fixed when the node
+	// is activated; each item then gets its own ready event.
+	Items json.RawMessage `json:"items,omitempty"`
+	// Input is the state view a coordinator-run node saw when it started.
+	Input json.RawMessage `json:"input,omitempty"`
 }
 
 // NodeCancelledData says a node execution ended because its run was cancelled
@@ -215,10 +226,13 @@ type HeartbeatData struct {
 // Signal is one edge signal sent by routing: taken or not, with the forking
 // data of the action that took it.
 type Signal struct {
-	Edge  int             `json:"edge"`
-	To    string          `json:"to"`
-	Taken bool            `json:"taken"`
-	Data  json.RawMessage `json:"data,omitempty"`
+	Edge  int    `json:"edge"`
+	To    string `json:"to"`
+	Taken bool   `json:"taken"`
+	// Back marks an edge that closes a cycle; a back edge not taken sends
+	// nothing (the loop is left), a taken one re-activates its target.
+	Back bool            `json:"back,omitempty"`
+	Data json.RawMessage `json:"data,omitempty"`
 }
 
 // NodeRoutedData records which outgoing edges of a finished (or skipped) node

@@ -1,0 +1,386 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/weft-dev/weft/pkg/events"
+	"github.com/weft-dev/weft/pkg/graph"
+	"github.com/weft-dev/weft/pkg/projection"
+)
+
+func (d *decider) env(ns *projection.NodeState) graph.Env {
+	env := graph.Env{State: d.s.VarsMap(), Invocation: d.s.InvocationMap()}
+	if ns != nil {
+		env.Output = decode(ns.Output)
+		env.Local = decode(ns.Local)
+	}
+	return env
+}
+
+func decode(b json.RawMessage) any {
+	if len(b) == 0 {
+		return nil
+	}
+	var v any
+	if json.Unmarshal(b, &v) != nil {
+		return nil
+	}
+	return v
+}
+
+func (d *decider) startRouted() bool { return d.s.EntryRouted }
+
+// routeStart routes START's edges: the run's entry points.
+func (d *decider) routeStart() {
+	env := d.env(nil)
+	var sigs []events.Signal
+	for _, i := range d.g.Outgoing(graph.Start) {
+		e := d.g.Edge(i)
+		taken, err := d.g.EdgeTaken(i, graph.DefaultAction, env)
+		if err != nil {
+			d.failRun(conditionFailure(i, e, err), "")
+			return
+		}
+		sigs = append(sigs, events.Signal{Edge: i, To: e.To, Taken: taken})
+	}
+	ref := events.NodeRef{Node: graph.Start, Iteration: 1}
+	d.emit(&events.NodeRoutedData{NodeRef: ref, Signals: sigs}, events.DecisionID(d.s.RunID, events.NodeRouted, ref.Key()))
+}
+
+func conditionFailure(i int, e *graph.Edge, err error) events.Failure {
+	return events.Failure{Type: events.FailureCondition, Message: fmt.Sprintf("edge %d (%s -> %s): %v", i, e.From, e.To, err)}
+}
+
+// route records which outgoing edges of a finished activation are taken.
+func (d *decider) route(n *graph.Node, ns *projection.NodeState) {
+	env := d.env(ns)
+	actions := ns.Actions
+	if len(actions) == 0 {
+		actions = []events.Action{{Name: graph.DefaultAction}}
+	}
+	var sigs []events.Signal
+	for _, i := range d.g.Outgoing(n.ID) {
+		e := d.g.Edge(i)
+		sig := events.Signal{Edge: i, To: e.To, Back: d.g.IsBackEdge(i)}
+		switch ns.Status {
+		case projection.NodeSucceeded:
+			if e.Timeout {
+				break
+			}
+			for _, a := range actions {
+				taken, err := d.g.EdgeTaken(i, a.Name, env)
+				if err != nil {
+					d.failRun(conditionFailure(i, e, err), n.ID)
+					return
+				}
+				if taken {
+					sig.Taken, sig.Data = true, a.Data
+					break
+				}
+			}
+		case projection.NodeFailed: // a human node's deadline passed
+			sig.Taken = e.Timeout
+		}
+		sigs = append(sigs, sig)
+	}
+	ref := events.NodeRef{Node: n.ID, Iteration: ns.Iteration}
+	d.emit(&events.NodeRoutedData{NodeRef: ref, Signals: sigs}, events.DecisionID(d.s.RunID, events.NodeRouted, ref.Key()))
+}
+
+// join fires the next round of a node's incoming signals, if it can.
+func (d *decider) join(n *graph.Node) bool {
+	q := d.s.Pending[n.ID]
+	if len(q) == 0 {
+		return false
+	}
+	if ns := d.s.Nodes[n.ID]; ns != nil && ns.Status.Active() {
+		return false // one activation of a node at a time; signals wait
+	}
+	for _, sig := range q {
+		if sig.Back && sig.Taken {
+			d.activate(n, []int{sig.Edge}, nil, sig.Data, true)
+			return true
+		}
+	}
+	fwd := d.g.ForwardIncoming(n.ID)
+	heads := map[int]events.Signal{}
+	var order []int
+	for _, sig := range q {
+		if _, ok := heads[sig.Edge]; !ok && !sig.Back {
+			heads[sig.Edge] = sig
+			order = append(order, sig.Edge)
+		}
+	}
+	taken := 0
+	var local json.RawMessage
+	for _, e := range order {
+		if heads[e].Taken {
+			taken++
+			local = mergeLocal(local, heads[e].Data)
+		}
+	}
+	var owed []int
+	for _, e := range fwd {
+		if _, ok := heads[e]; !ok {
+			owed = append(owed, e)
+		}
+	}
+	need := len(fwd)
+	switch n.Join.Kind {
+	case graph.JoinAny:
+		need = 1
+	case graph.JoinN:
+		need = n.Join.N
+	}
+	switch {
+	case n.Join.Kind == graph.JoinAll || n.Join.Kind == "":
+		if len(owed) > 0 {
+			return false
+		}
+		d.activate(n, order, nil, local, taken > 0)
+	case taken >= need:
+		d.activate(n, order, owed, local, true)
+	case taken+len(owed) < need:
+		d.activate(n, order, owed, nil, false)
+	default:
+		return false
+	}
+	return true
+}
+
+// mergeLocal merges branch-local data from several taken edges: objects
+// merge key by key (later edges win), anything else: the last one.
+func mergeLocal(a, b json.RawMessage) json.RawMessage {
+	if len(a) == 0 {
+		return b
+	}
+	if len(b) == 0 {
+		return a
+	}
+	var am, bm map[string]json.RawMessage
+	if json.Unmarshal(a, &am) != nil || json.Unmarshal(b, &bm) != nil || am == nil || bm == nil {
+		return b
+	}
+	for k, v := range bm {
+		am[k] = v
+	}
+	return mustJSON(am)
+}
+
+// activate starts a new activation of n (or skips it).
+func (d *decider) activate(n *graph.Node, consumed, owed []int, local json.RawMessage, run bool) {
+	iter := 1
+	if ns := d.s.Nodes[n.ID]; ns != nil {
+		iter = ns.Iteration + 1
+	}
+	if limit := d.g.MaxIterations(n.ID); iter > limit {
+		d.failRun(events.Failure{Type: events.FailureIterationCap, Message: fmt.Sprintf("node %q reached its iteration cap of %d", n.ID, limit)}, n.ID)
+		return
+	}
+	ref := events.NodeRef{Node: n.ID, Iteration: iter}
+	skip := func(reason string) {
+		d.emit(&events.NodeSkippedData{NodeRef: ref, Reason: reason, Consumed: consumed, Owed: owed}, events.DecisionID(d.s.RunID, events.NodeSkipped, ref.Key()))
+	}
+	if !run {
+		skip("no incoming edge was taken")
+		return
+	}
+	env := d.env(nil)
+	env.Local = decode(local)
+	ok, err := d.g.ShouldExecute(n.ID, env)
+	if err != nil {
+		d.failRun(events.Failure{Type: events.FailureCondition, Message: fmt.Sprintf("node %q: when: %v", n.ID, err)}, n.ID)
+		return
+	}
+	if !ok {
+		skip("its when condition is false")
+		return
+	}
+	wait := func(p *events.NodeWaitingData) {
+		p.NodeRef, p.Consumed, p.Owed, p.Local = ref, consumed, owed, local
+		d.emit(p, events.DecisionID(d.s.RunID, events.NodeWaiting, ref.Key()))
+	}
+	switch {
+	case n.Map != nil:
+		items, err := d.g.MapItems(n.ID, env)
+		if err != nil {
+			d.failRun(events.Failure{Type: events.FailureCondition, Message: fmt.Sprintf("node %q: map.over: %v", n.ID, err)}, n.ID)
+			return
+		}
+		if items == nil {
+			items = []any{}
+		}
+		wait(&events.NodeWaitingData{For: "map", Items: mustJSON(items)})
+	case n.Type == graph.TypeRouter:
+		wait(&events.NodeWaitingData{For: "router"})
+		d.emit(&events.NodeInvokedData{NodeRef: ref, Actions: routerActions(n, d.g, env), Worker: "coordinator"},
+			events.DecisionID(d.s.RunID, events.NodeInvoked, ref.Key(), "0"))
+	case n.Type == graph.TypeHuman:
+		p := &events.NodeWaitingData{For: "signal", Input: d.input(n)}
+		var cfg struct {
+			Timeout graph.Duration `json:"timeout"`
+		}
+		_ = json.Unmarshal(n.Config, &cfg)
+		if cfg.Timeout > 0 {
+			at := d.now.Add(cfg.Timeout.D())
+			p.Deadline = &at
+		}
+		wait(p)
+		if p.Deadline != nil {
+			id := "deadline-" + n.ID + "-" + strconv.Itoa(iter)
+			d.timer(id, *p.Deadline, &events.TimerFiredData{TimerID: id, Purpose: "deadline", Ref: ref})
+		}
+	case n.Type == graph.TypeSubgraph:
+		d.startChild(n, ref, consumed, owed, local)
+	default:
+		d.ready(n, ref, 1, local, consumed, owed)
+	}
+}
+
+// timer records a durable timer in the state and asks for it to be scheduled.
+func (d *decider) timer(id string, at time.Time, p *events.TimerFiredData) {
+	e, err := events.New(d.s.RunID, events.DecisionID(d.s.RunID, events.TimerFired, id), at, p)
+	if err != nil {
+		d.err = err
+		return
+	}
+	if d.s.Timers == nil {
+		d.s.Timers = map[string]projection.Timer{}
+	}
+	if p.Purpose == "deadline" {
+		// A retry timer is recorded by its RetryScheduled event; a
+		// deadline is recorded with the waiting event it belongs to.
+		d.s.Timers[id] = projection.Timer{Purpose: p.Purpose, Ref: p.Ref, At: at.UTC()}
+	}
+	d.out.Timers = append(d.out.Timers, Timer{ID: id, At: at, Event: e})
+}
+
+// routerActions evaluates a router's routes: config {"routes": [{"when":
+// expr, "action": name}], "default": name}; the first route whose condition
+// holds names the action. A router without routes triggers the default
+// action and lets its edges' conditions choose.
+func routerActions(n *graph.Node, g *graph.Graph, env graph.Env) []events.Action {
+	var cfg struct {
+		Default string `json:"default"`
+	}
+	_ = json.Unmarshal(n.Config, &cfg)
+	if cfg.Default != "" {
+		return []events.Action{{Name: cfg.Default}}
+	}
+	return nil
+}
+
+// input is a node's view of the shared state: the keys it declares, or all.
+func (d *decider) input(n *graph.Node) json.RawMessage {
+	if len(n.Inputs) == 0 {
+		if len(d.s.Vars) == 0 {
+			return nil
+		}
+		return mustJSON(d.s.Vars)
+	}
+	view := make(map[string]json.RawMessage, len(n.Inputs))
+	for _, k := range n.Inputs {
+		if v, ok := d.s.Vars[k]; ok {
+			view[k] = v
+		}
+	}
+	return mustJSON(view)
+}
+
+// ready publishes work for one attempt of a worker node (or of one item).
+func (d *decider) ready(n *graph.Node, ref events.NodeRef, attempt int, local json.RawMessage, consumed, owed []int) {
+	queue := n.Queue
+	if queue == "" {
+		queue = graph.DefaultQueue
+	}
+	p := &events.NodeReadyData{
+		NodeRef:        ref,
+		Attempt:        attempt,
+		Type:           n.Type,
+		Queue:          queue,
+		Config:         n.Config,
+		Input:          d.input(n),
+		Local:          local,
+		Invocation:     d.s.Invocation,
+		IdempotencyKey: events.IdempotencyKey(d.s.RunID, ref, attempt),
+		TimeoutMs:      n.Timeout.D().Milliseconds(),
+		HeartbeatMs:    n.Heartbeat.D().Milliseconds(),
+		Consumed:       consumed,
+		Owed:           owed,
+	}
+	d.emit(p, events.DecisionID(d.s.RunID, events.NodeReady, ref.Key(), strconv.Itoa(attempt)))
+}
+
+// mapItems readies a map node's items, up to its concurrency cap, and
+// handles their failures and retries.
+func (d *decider) mapItems(n *graph.Node, ns *projection.NodeState) bool {
+	active := 0
+	for i, it := range ns.Items {
+		switch it.Status {
+		case projection.NodeRetryDue:
+			d.ready(n, itemRef(n, ns, i), it.Attempt+1, itemLocal(ns, i), nil, nil)
+			return true
+		case projection.NodeFailed:
+			return d.onFailure(n, ns, &i)
+		case projection.NodeReady, projection.NodeRunning, projection.NodeRetrying:
+			active++
+		}
+	}
+	limit := n.Map.Concurrency
+	did := false
+	for i, it := range ns.Items {
+		if limit > 0 && active >= limit {
+			break
+		}
+		if it.Status == projection.NodeIdle {
+			d.ready(n, itemRef(n, ns, i), 1, itemLocal(ns, i), nil, nil)
+			active++
+			did = true
+		}
+	}
+	return did
+}
+
+func itemRef(n *graph.Node, ns *projection.NodeState, i int) events.NodeRef {
+	idx := i
+	return events.NodeRef{Node: n.ID, Iteration: ns.Iteration, Item: &idx}
+}
+
+// itemLocal is the local data of a map item: {"item": value, "index": i}.
+func itemLocal(ns *projection.NodeState, i int) json.RawMessage {
+	var items []json.RawMessage
+	_ = json.Unmarshal(ns.ItemData, &items)
+	if i >= len(items) {
+		return nil
+	}
+	return mustJSON(map[string]any{"item": items[i], "index": i})
+}
+
+// afterOutcome makes the decision a finished activation calls for.
+func (d *decider) afterOutcome(n *graph.Node, ns *projection.NodeState) bool {
+	switch ns.Status {
+	case projection.NodeSucceeded, projection.NodeSkipped, projection.NodeCancelled:
+		if ns.Routed < ns.Iteration {
+			d.route(n, ns)
+			return true
+		}
+	case projection.NodeFailed:
+		if ns.Routed < ns.Iteration {
+			if len(ns.Items) > 0 {
+				for i, it := range ns.Items {
+					if it.Status == projection.NodeFailed {
+						return d.onFailure(n, ns, &i)
+					}
+				}
+			}
+			return d.onFailure(n, ns, nil)
+		}
+	case projection.NodeRetryDue:
+		d.ready(n, events.NodeRef{Node: n.ID, Iteration: ns.Iteration}, ns.Attempt+1, ns.Local, nil, nil)
+		return true
+	}
+	return false
+}

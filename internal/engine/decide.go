@@ -1,0 +1,206 @@
+// Package engine decides what a run does next. Decide is a pure function of
+// the run's graph, its folded state and the time: it returns the events that
+// move the run forward (routing, activations, retries, the run's end), and
+// applies them to the state as it goes so that one call reaches a fixpoint.
+// The coordinator appends what Decide returns; because Decide looks only at
+// the state, deciding again from the same state gives the same events with
+// the same ids, which JetStream de-duplicates, and a decision that was
+// already appended is seen in the state and not made again.
+//
+// Semantics, briefly (pkg/graph has the full account):
+//
+//   - A finished activation is routed once: each outgoing edge is taken when
+//     the node triggered the edge's action (no action named: "default") and
+//     the edge's condition holds over state, output, invocation and local;
+//     a skipped activation sends "not taken" on every edge. The result is a
+//     NodeRouted event, so conditions are evaluated exactly once.
+//   - A node's forward incoming edges join by its policy: all (default), any
+//     or n-of. A round fires as soon as the policy can be decided: run when
+//     enough edges were taken, skip when that is no longer possible. Edges of
+//     a round that signal after an any or n-of fired are absorbed. A taken
+//     back edge (closing a cycle) re-activates its target on its own.
+//   - A node activation counts against the node's iteration cap; passing it
+//     fails the run with an error naming the node and the cap.
+//   - A failed attempt is retried by the node's policy after a durable timer;
+//     after the last attempt the fallback output stands in if the node has
+//     one, a timeout edge is taken for a human node that timed out, and
+//     otherwise the run fails.
+//   - The run completes when nothing is active or pending and an edge to END
+//     was taken; its output is the shared state.
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/weft-dev/weft/pkg/events"
+	"github.com/weft-dev/weft/pkg/graph"
+	"github.com/weft-dev/weft/pkg/projection"
+)
+
+// Decision is what one call of Decide wants done.
+type Decision struct {
+	// Events are appended to the run's log, in order, as one batch.
+	Events []*events.Event
+	// Timers are durable delayed events to schedule after Events are in.
+	Timers []Timer
+	// Children are child runs to start (their run-started events).
+	Children []*events.Event
+	// CancelChildren lists child runs to cancel.
+	CancelChildren []string
+	// DropTimers is set when the run ended and its pending timers can go.
+	DropTimers bool
+}
+
+// Timer is a durable delayed event.
+type Timer struct {
+	ID    string
+	At    time.Time
+	Event *events.Event
+}
+
+// Empty reports whether there is nothing to do.
+func (d *Decision) Empty() bool {
+	return len(d.Events) == 0 && len(d.Timers) == 0 && len(d.Children) == 0 && len(d.CancelChildren) == 0
+}
+
+// maxSteps bounds one Decide call; a graph needs far fewer steps than this
+// per event, so reaching it means a bug, reported as a run failure rather
+// than a coordinator that spins.
+const maxSteps = 100000
+
+type decider struct {
+	g   *graph.Graph
+	s   *projection.State
+	now time.Time
+	out Decision
+	err error
+}
+
+// Decide returns what must happen next for the run in state s of graph g,
+// applying the returned events to s. Only s's events must have come from
+// the log; on an error from appending the decision, throw s away and fold
+// the run again.
+func Decide(g *graph.Graph, s *projection.State, now time.Time) Decision {
+	d := &decider{g: g, s: s, now: now.UTC()}
+	d.run()
+	return d.out
+}
+
+func (d *decider) run() {
+	s := d.s
+	if s.Status.Ended() || s.Status == projection.RunPending {
+		return
+	}
+	if s.Status == projection.RunCancelling {
+		d.cancel()
+		return
+	}
+	for step := 0; step < maxSteps; step++ {
+		if s.Status.Ended() {
+			return
+		}
+		if !d.step() {
+			d.finishIfQuiet()
+			return
+		}
+	}
+	d.failRun(events.Failure{Type: "EngineError", Message: "decision did not settle"}, "")
+}
+
+// step makes the first decision that is due, in graph order, and reports
+// whether it made one.
+func (d *decider) step() bool {
+	for _, n := range d.g.Nodes() {
+		ns := d.s.Nodes[n.ID]
+		if ns != nil {
+			if d.afterOutcome(n, ns) {
+				return true
+			}
+			if ns.Status == projection.NodeWaiting && ns.WaitingFor == "map" && d.mapItems(n, ns) {
+				return true
+			}
+		}
+		if d.join(n) {
+			return true
+		}
+		if d.s.Status.Ended() {
+			return true
+		}
+	}
+	// Entry: START's edges are routed once, when the run starts.
+	if d.s.Stats.Events > 0 && !d.startRouted() {
+		d.routeStart()
+		return true
+	}
+	return false
+}
+
+// emit appends an event to the decision and applies it to the state.
+func (d *decider) emit(p events.Payload, id string) *events.Event {
+	e, err := events.New(d.s.RunID, id, d.now, p)
+	if err != nil {
+		d.err = err
+		return nil
+	}
+	if err := d.s.Apply(e); err != nil {
+		// A decision the fold cannot apply is a bug; fail loudly in the log.
+		panic(fmt.Sprintf("engine: decided %s that the fold rejects: %v", e.Type, err))
+	}
+	d.out.Events = append(d.out.Events, e)
+	return e
+}
+
+func (d *decider) failRun(f events.Failure, node string) {
+	d.emit(&events.RunFailedData{Error: f, Node: node}, events.DecisionID(d.s.RunID, events.RunFailed))
+	d.out.DropTimers = true
+	d.cancelChildren()
+}
+
+func (d *decider) cancel() {
+	c := d.s.Cancel
+	d.emit(&events.RunCancelledData{By: c.By, Reason: c.Reason}, events.DecisionID(d.s.RunID, events.RunCancelled))
+	d.out.DropTimers = true
+	d.cancelChildren()
+}
+
+func (d *decider) cancelChildren() {
+	for _, ns := range d.s.Nodes {
+		if ns.Child != "" && ns.Status == projection.NodeWaiting {
+			d.out.CancelChildren = append(d.out.CancelChildren, ns.Child)
+		}
+	}
+}
+
+// finishIfQuiet ends the run when nothing is left to happen.
+func (d *decider) finishIfQuiet() {
+	s := d.s
+	if len(s.Timers) > 0 {
+		return
+	}
+	for _, q := range s.Pending {
+		if len(q) > 0 {
+			return
+		}
+	}
+	for _, ns := range s.Nodes {
+		if ns.Status.Active() {
+			return
+		}
+	}
+	if !s.EndReached {
+		d.failRun(events.Failure{Type: events.FailureNoPathToEnd, Message: "the run came to rest without reaching END"}, "")
+		return
+	}
+	out := mustJSON(s.VarsMap())
+	d.emit(&events.RunCompletedData{Output: out}, events.DecisionID(s.RunID, events.RunCompleted))
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("engine: " + err.Error())
+	}
+	return b
+}

@@ -1,0 +1,117 @@
+package engine
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/weft-dev/weft/pkg/events"
+	"github.com/weft-dev/weft/pkg/graph"
+	"github.com/weft-dev/weft/pkg/projection"
+)
+
+// policy is a node's retry policy with graph.DefaultRetryPolicy filling
+// the fields it leaves zero.
+func policy(n *graph.Node) graph.RetryPolicy {
+	p := graph.DefaultRetryPolicy
+	if r := n.Retry; r != nil {
+		if r.MaxAttempts > 0 {
+			p.MaxAttempts = r.MaxAttempts
+		}
+		if r.InitialInterval > 0 {
+			p.InitialInterval = r.InitialInterval
+		}
+		if r.BackoffCoefficient >= 1 {
+			p.BackoffCoefficient = r.BackoffCoefficient
+		}
+		if r.MaxInterval > 0 {
+			p.MaxInterval = r.MaxInterval
+		}
+		if r.Jitter > 0 {
+			p.Jitter = r.Jitter
+		}
+		p.NonRetryableErrors = r.NonRetryableErrors
+	}
+	if n.Type == graph.TypeHuman || n.Effect == graph.EffectHuman {
+		p.MaxAttempts = 1 // a person is never asked twice
+	}
+	return p
+}
+
+// Backoff is the wait before attempt+1 after attempt failed: the initial
+// interval times the coefficient to the power attempt-1, capped, less up to
+// the jitter fraction. The jitter is drawn from key, so deciding again gives
+// the same wait.
+func Backoff(p graph.RetryPolicy, attempt int, key string) time.Duration {
+	d := float64(p.InitialInterval) * math.Pow(p.BackoffCoefficient, float64(attempt-1))
+	if max := float64(p.MaxInterval); max > 0 && d > max {
+		d = max
+	}
+	if p.Jitter > 0 {
+		h := sha256.Sum256([]byte(key))
+		u := float64(binary.BigEndian.Uint64(h[:8])>>11) / float64(1<<53)
+		d -= d * p.Jitter * u
+	}
+	return time.Duration(d)
+}
+
+func retryable(f *events.Failure, p graph.RetryPolicy) bool {
+	return f.Retryable && !slices.Contains(p.NonRetryableErrors, f.Type)
+}
+
+// onFailure decides what follows a failed attempt of a node, or of one item
+// of a map node: a retry, the fallback, a timeout edge, or the run's failure.
+func (d *decider) onFailure(n *graph.Node, ns *projection.NodeState, item *int) bool {
+	f, attempt := ns.Error, ns.Attempt
+	if item != nil {
+		it := ns.Items[*item]
+		f, attempt = it.Error, it.Attempt
+	}
+	if f == nil {
+		f = &events.Failure{Type: "Error", Message: "unknown failure"}
+	}
+	ref := events.NodeRef{Node: n.ID, Iteration: ns.Iteration, Item: item}
+	p := policy(n)
+	if retryable(f, p) && attempt < p.MaxAttempts {
+		next := attempt + 1
+		at := d.now.Add(Backoff(p, attempt, events.IdempotencyKey(d.s.RunID, ref, attempt)))
+		id := "retry-" + n.ID + "-" + strconv.Itoa(ns.Iteration)
+		if item != nil {
+			id += "-" + strconv.Itoa(*item)
+		}
+		id += "-" + strconv.Itoa(next)
+		d.emit(&events.RetryScheduledData{NodeRef: ref, Attempt: next, At: at, TimerID: id, LastFailure: *f},
+			events.DecisionID(d.s.RunID, events.RetryScheduled, ref.Key(), strconv.Itoa(next)))
+		d.timer(id, at, &events.TimerFiredData{TimerID: id, Purpose: "retry", Ref: ref, Attempt: next})
+		return true
+	}
+	if item == nil && len(n.Fallback) > 0 {
+		d.emit(&events.NodeInvokedData{NodeRef: ref, Attempt: attempt, Output: n.Fallback, Fallback: true, Worker: "coordinator"},
+			events.DecisionID(d.s.RunID, events.NodeInvoked, ref.Key(), strconv.Itoa(attempt), "fallback"))
+		return true
+	}
+	if item == nil && f.Type == events.FailureTimeout && ns.WaitingFor == "signal" && d.hasTimeoutEdge(n.ID) {
+		d.route(n, ns)
+		return true
+	}
+	cause := *f
+	msg := fmt.Sprintf("node %q failed after %d attempt(s): %s", n.ID, attempt, f.Message)
+	if item != nil {
+		msg = fmt.Sprintf("node %q item %d failed after %d attempt(s): %s", n.ID, *item, attempt, f.Message)
+	}
+	d.failRun(events.Failure{Type: f.Type, Message: msg, Cause: &cause}, n.ID)
+	return true
+}
+
+func (d *decider) hasTimeoutEdge(node string) bool {
+	for _, i := range d.g.Outgoing(node) {
+		if d.g.Edge(i).Timeout {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,134 @@
+// Package natsconn is the NATS connection configuration shared by Weft's
+// daemons and CLI: server URL, credentials, TLS and the events stream's
+// storage, from flags with environment-variable defaults.
+package natsconn
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/weft-dev/weft/pkg/events"
+)
+
+// Config says how to reach NATS and how the events stream is stored.
+type Config struct {
+	URL      string // WEFT_NATS_URL; empty means an embedded server where the program offers one
+	Creds    string // WEFT_NATS_CREDS: a credentials file
+	TLSCA    string // WEFT_NATS_TLS_CA
+	TLSCert  string // WEFT_NATS_TLS_CERT
+	TLSKey   string // WEFT_NATS_TLS_KEY
+	Stream   string // WEFT_STREAM
+	Storage  string // WEFT_STORAGE: file or memory
+	Replicas int    // WEFT_REPLICAS
+	Name     string // connection name
+}
+
+// RegisterFlags adds the connection flags to fs, with defaults taken from
+// the environment.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.URL, "nats", env("WEFT_NATS_URL", ""), "NATS server URL(s), comma separated (env WEFT_NATS_URL)")
+	fs.StringVar(&c.Creds, "creds", env("WEFT_NATS_CREDS", ""), "NATS credentials file (env WEFT_NATS_CREDS)")
+	fs.StringVar(&c.TLSCA, "tls-ca", env("WEFT_NATS_TLS_CA", ""), "CA certificate for TLS (env WEFT_NATS_TLS_CA)")
+	fs.StringVar(&c.TLSCert, "tls-cert", env("WEFT_NATS_TLS_CERT", ""), "client certificate for TLS (env WEFT_NATS_TLS_CERT)")
+	fs.StringVar(&c.TLSKey, "tls-key", env("WEFT_NATS_TLS_KEY", ""), "client key for TLS (env WEFT_NATS_TLS_KEY)")
+	fs.StringVar(&c.Stream, "stream", env("WEFT_STREAM", "WEFT"), "events stream name (env WEFT_STREAM)")
+	fs.StringVar(&c.Storage, "storage", env("WEFT_STORAGE", "file"), "events stream storage: file or memory (env WEFT_STORAGE)")
+	fs.IntVar(&c.Replicas, "replicas", envInt("WEFT_REPLICAS", 1), "events stream replicas (env WEFT_REPLICAS)")
+}
+
+// Validate reports every problem with the configuration at once.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Storage != "file" && c.Storage != "memory" {
+		errs = append(errs, fmt.Errorf("-storage: want file or memory, got %q", c.Storage))
+	}
+	if c.Replicas < 1 || c.Replicas > 5 {
+		errs = append(errs, fmt.Errorf("-replicas: want 1 to 5, got %d", c.Replicas))
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		errs = append(errs, errors.New("-tls-cert and -tls-key go together"))
+	}
+	for flagName, path := range map[string]string{"-creds": c.Creds, "-tls-ca": c.TLSCA, "-tls-cert": c.TLSCert, "-tls-key": c.TLSKey} {
+		if path == "" {
+			continue
+		}
+		if _, err := os.Stat(path); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %v", flagName, err))
+		}
+	}
+	if c.Stream == "" {
+		errs = append(errs, errors.New("-stream: must not be empty"))
+	}
+	return errors.Join(errs...)
+}
+
+// Options returns the NATS connection options of the configuration.
+func (c *Config) Options() []nats.Option {
+	opts := []nats.Option{
+		nats.Name(c.Name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+	}
+	if c.Creds != "" {
+		opts = append(opts, nats.UserCredentials(c.Creds))
+	}
+	if c.TLSCA != "" {
+		opts = append(opts, nats.RootCAs(c.TLSCA))
+	}
+	if c.TLSCert != "" {
+		opts = append(opts, nats.ClientCert(c.TLSCert, c.TLSKey))
+	}
+	return opts
+}
+
+// Connect connects to url (the configuration's URL when url is empty).
+func (c *Config) Connect(url string) (*nats.Conn, error) {
+	if url == "" {
+		url = c.URL
+	}
+	if url == "" {
+		url = nats.DefaultURL
+	}
+	nc, err := nats.Connect(url, c.Options()...)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to NATS at %s: %w", url, err)
+	}
+	return nc, nil
+}
+
+// OpenStore opens the events store over nc with the stream settings.
+func (c *Config) OpenStore(ctx context.Context, nc *nats.Conn) (events.Store, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	storage := jetstream.FileStorage
+	if c.Storage == "memory" {
+		storage = jetstream.MemoryStorage
+	}
+	return events.Open(ctx, js, events.WithStream(c.Stream), events.WithStorage(storage), events.WithReplicas(c.Replicas))
+}
+
+func env(key, def string) string {
+	if v, ok := os.LookupEnv(key); ok {
+		return v
+	}
+	return def
+}
+
+func envInt(key string, def int) int {
+	if v, ok := os.LookupEnv(key); ok {
+		if n, err := strconv.Atoi(v); err == nil {
+			return n
+		}
+	}
+	return def
+}

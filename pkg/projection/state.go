@@ -1,0 +1,238 @@
+package projection
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/weft-dev/weft/pkg/events"
+)
+
+// RunStatus is a run's status.
+type RunStatus string
+
+// The run statuses.
+const (
+	RunPending    RunStatus = ""           // no run-started yet
+	RunRunning    RunStatus = "running"    // started, not ended
+	RunCancelling RunStatus = "cancelling" // cancellation requested, not yet ended
+	RunCompleted  RunStatus = "completed"
+	RunFailed     RunStatus = "failed"
+	RunCancelled  RunStatus = "cancelled"
+)
+
+// Ended reports whether the status is final.
+func (s RunStatus) Ended() bool {
+	return s == RunCompleted || s == RunFailed || s == RunCancelled
+}
+
+// NodeStatus is the status of a node's current activation.
+type NodeStatus string
+
+// The node statuses.
+const (
+	NodeIdle      NodeStatus = ""          // never activated
+	NodeReady     NodeStatus = "ready"     // work published, no worker took it yet
+	NodeRunning   NodeStatus = "running"   // a worker is running it
+	NodeWaiting   NodeStatus = "waiting"   // waiting for a signal, a child run or map items
+	NodeRetrying  NodeStatus = "retrying"  // failed; a retry timer is pending
+	NodeRetryDue  NodeStatus = "retry_due" // the retry timer fired; the next attempt is due
+	NodeSucceeded NodeStatus = "succeeded"
+	NodeFailed    NodeStatus = "failed"
+	NodeSkipped   NodeStatus = "skipped"
+	NodeCancelled NodeStatus = "cancelled"
+)
+
+// Active reports whether the activation is under way (not finished).
+func (s NodeStatus) Active() bool {
+	switch s {
+	case NodeReady, NodeRunning, NodeWaiting, NodeRetrying, NodeRetryDue:
+		return true
+	}
+	return false
+}
+
+// State is a run's state: the fold of its events. It is plain data; its JSON
+// form is deterministic (map keys sorted, times from event times only), so
+// folding the same events always gives byte-identical JSON.
+type State struct {
+	RunID       string            `json:"runId"`
+	GraphName   string            `json:"graphName,omitempty"`
+	GraphDigest string            `json:"graphDigest,omitempty"`
+	Graph       json.RawMessage   `json:"graph,omitempty"`
+	Parent      *events.ParentRef `json:"parent,omitempty"`
+	Status      RunStatus         `json:"status"`
+	Input       json.RawMessage   `json:"input,omitempty"`
+	Invocation  json.RawMessage   `json:"invocation,omitempty"`
+
+	// Vars is the shared state, key by key.
+	Vars map[string]json.RawMessage `json:"state,omitempty"`
+	// Artifacts holds node outputs promoted by outputAs.
+	Artifacts map[string]json.RawMessage `json:"artifacts,omitempty"`
+	Nodes     map[string]*NodeState      `json:"nodes,omitempty"`
+	// Pending holds, per target node, the edge signals routed to it and not
+	// yet used up by an activation, in log order.
+	Pending map[string][]events.Signal `json:"pending,omitempty"`
+	// EntryRouted is set once START's edges were routed.
+	EntryRouted bool `json:"entryRouted,omitempty"`
+	// EndReached is set once an edge to END was taken.
+	EndReached bool `json:"endReached,omitempty"`
+	// Timers are pending durable timers by id.
+	Timers map[string]Timer `json:"timers,omitempty"`
+	// Signals buffers signals that arrived for nodes not yet waiting.
+	Signals map[string][]json.RawMessage `json:"signals,omitempty"`
+
+	Output json.RawMessage `json:"output,omitempty"`
+	Error  *events.Failure `json:"error,omitempty"`
+	Cancel *CancelRequest  `json:"cancel,omitempty"`
+	Stats  Stats           `json:"stats"`
+	Config runConfig       `json:"config,omitempty"`
+
+	StartedAt *time.Time `json:"startedAt,omitempty"`
+	UpdatedAt *time.Time `json:"updatedAt,omitempty"`
+	EndedAt   *time.Time `json:"endedAt,omitempty"`
+	// LastSeq is the stream sequence of the last event applied.
+	LastSeq uint64 `json:"lastSeq"`
+}
+
+// runConfig is what the fold itself needs from the graph: how to merge
+// state updates and which outputs become artifacts.
+type runConfig struct {
+	Reducers map[string]string `json:"reducers,omitempty"`
+	OutputAs map[string]string `json:"outputAs,omitempty"`
+}
+
+// Stats counts what happened in the run.
+type Stats struct {
+	Events     int `json:"events"`
+	Executions int `json:"executions"`
+	Failures   int `json:"failures"`
+	Retries    int `json:"retries"`
+	// Rejected counts events that could not be applied (malformed data,
+	// another run's event); they are passed over.
+	Rejected int `json:"rejected,omitempty"`
+}
+
+// CancelRequest says who asked for cancellation, why and when.
+type CancelRequest struct {
+	By     string    `json:"by"`
+	Reason string    `json:"reason,omitempty"`
+	At     time.Time `json:"at"`
+}
+
+// Timer is a pending durable timer.
+type Timer struct {
+	Purpose string         `json:"purpose"`
+	Ref     events.NodeRef `json:"ref"`
+	Attempt int            `json:"attempt,omitempty"`
+	At      time.Time      `json:"at"`
+}
+
+// NodeState is the state of one node: its current activation, and counters
+// over the run.
+type NodeState struct {
+	Status NodeStatus `json:"status"`
+	// Iteration is the current activation (1-based); loops raise it.
+	Iteration int `json:"iteration"`
+	// Attempt is the current attempt of the activation (1-based).
+	Attempt int `json:"attempt,omitempty"`
+	// Executions counts the node's invoking events over the run, across
+	// attempts, redeliveries and activations.
+	Executions int             `json:"executions,omitempty"`
+	Output     json.RawMessage `json:"output,omitempty"`
+	Error      *events.Failure `json:"error,omitempty"`
+	Worker     string          `json:"worker,omitempty"`
+	// Actions are the actions the activation's result triggered.
+	Actions []events.Action `json:"actions,omitempty"`
+	// Routed is the last activation whose outgoing edges were routed.
+	Routed int `json:"routed,omitempty"`
+	// Owed lists incoming edges whose next signal is absorbed (see
+	// events.NodeReadyData.Owed).
+	Owed []int `json:"owed,omitempty"`
+	// Local is the branch-local data the activation runs with.
+	Local json.RawMessage `json:"local,omitempty"`
+	// WaitingFor is set while the node waits: "signal", "child" or "map".
+	WaitingFor string     `json:"waitingFor,omitempty"`
+	Deadline   *time.Time `json:"deadline,omitempty"`
+	Child      string     `json:"child,omitempty"`
+	// Items holds the items of a map activation.
+	Items    []*ItemState    `json:"items,omitempty"`
+	ItemData json.RawMessage `json:"itemData,omitempty"`
+	Fallback bool            `json:"fallback,omitempty"`
+
+	ReadyAt   *time.Time `json:"readyAt,omitempty"`
+	StartedAt *time.Time `json:"startedAt,omitempty"`
+	EndedAt   *time.Time `json:"endedAt,omitempty"`
+}
+
+// ItemState is the state of one item of a map activation.
+type ItemState struct {
+	Status  NodeStatus      `json:"status"`
+	Attempt int             `json:"attempt,omitempty"`
+	Output  json.RawMessage `json:"output,omitempty"`
+	Error   *events.Failure `json:"error,omitempty"`
+}
+
+// Node returns the state of a node, creating it if absent.
+func (s *State) node(id string) *NodeState {
+	if s.Nodes == nil {
+		s.Nodes = map[string]*NodeState{}
+	}
+	n := s.Nodes[id]
+	if n == nil {
+		n = &NodeState{}
+		s.Nodes[id] = n
+	}
+	return n
+}
+
+// Node returns a node's state, or nil if it was never activated.
+func (s *State) Node(id string) *NodeState { return s.Nodes[id] }
+
+// VarsMap decodes the shared state into plain Go values.
+func (s *State) VarsMap() map[string]any {
+	out := make(map[string]any, len(s.Vars))
+	for k, v := range s.Vars {
+		var x any
+		if json.Unmarshal(v, &x) == nil {
+			out[k] = x
+		}
+	}
+	return out
+}
+
+// InvocationMap decodes the invocation state into plain Go values.
+func (s *State) InvocationMap() map[string]any {
+	out := map[string]any{}
+	if len(s.Invocation) > 0 {
+		_ = json.Unmarshal(s.Invocation, &out)
+	}
+	return out
+}
+
+// Marshal returns the state's deterministic JSON.
+func (s *State) Marshal() []byte {
+	b, err := json.Marshal(s)
+	if err != nil {
+		// State holds only JSON-encodable values; this is a bug.
+		panic("projection: state does not encode: " + err.Error())
+	}
+	return b
+}
+
+// Clone returns a deep copy of the state.
+func (s *State) Clone() *State {
+	c, err := Unmarshal(s.Marshal())
+	if err != nil {
+		panic("projection: state does not round-trip: " + err.Error())
+	}
+	return c
+}
+
+// Unmarshal reads a state written by Marshal (a snapshot).
+func Unmarshal(b []byte) (*State, error) {
+	var s State
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
