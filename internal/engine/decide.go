@@ -144,6 +144,7 @@ func (d *decider) emit(p events.Payload, id string) *events.Event {
 		d.err = err
 		return nil
 	}
+	e.Decision = true
 	if err := d.s.Apply(e); err != nil {
 		// A decision the fold cannot apply is a bug; fail loudly in the log.
 		panic(fmt.Sprintf("engine: decided %s that the fold rejects: %v", e.Type, err))

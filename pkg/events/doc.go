@@ -13,18 +13,23 @@
 // decode it; Encode and Decode are the one encoder and the one decoder, both
 // built on the CloudEvents SDK's binding machinery.
 //
-// Subjects are per run: every event of run R is published on
-// "weft.ev.R.<kind>" (see Subject), so "weft.ev.R.>" is the run's history and
-// the stream sequence is the total order. Node-ready events, the work items,
-// are published on "weft.ev.R.ready.<queue>" so that workers of a task queue
-// share one durable pull consumer filtered on "weft.ev.*.ready.<queue>": the
-// log itself is the task queue, and acknowledged work stays in the history.
+// Subjects are per run: facts (run-started, invoking, invoked, failed,
+// signals, timers, cancel requests) are published on "weft.ev.R.<kind>" and
+// the coordinator's decisions on "weft.ev.R.d.<kind>" (see Event.Subject),
+// so "weft.ev.R.>" is the run's history, the stream sequence is its total
+// order, and "weft.ev.R.d.>" is what decisions are checked against.
+// Node-ready events, the work items, are decisions published on
+// "weft.ev.R.d.ready.<queue>" so that workers of a task queue share one
+// durable pull consumer filtered on "weft.ev.*.d.ready.<queue>": the log
+// itself is the task queue, and acknowledged work stays in the history.
 //
 // The Store appends with JetStream message-id de-duplication (the CloudEvent
 // id is the Nats-Msg-Id, and ids of decisions are derived from what they
 // decide, so two coordinators deciding the same thing write it once) and with
 // per-run optimistic concurrency (Nats-Expected-Last-Subject-Sequence over
-// "weft.ev.R.>"). A coordinator's decisions from one step are appended as one
+// "weft.ev.R.d.>": decisions conflict with decisions, while workers' facts
+// land at any time without invalidating one, since a fact only ends an
+// attempt a decision already started). A coordinator's decisions from one step are appended as one
 // JetStream atomic batch. Delayed events (retries, deadlines) are JetStream
 // message schedules on "weft.sched.R.<id>" that fire onto the run's subjects.
 package events

@@ -35,6 +35,12 @@ type Event struct {
 	// Data is the payload's JSON.
 	Data json.RawMessage
 
+	// Decision marks an event the coordinator decided (as opposed to a
+	// fact reported by a client, a worker or a timer). Decisions live on
+	// "weft.ev.<run>.d.<kind>" and are appended under per-run optimistic
+	// concurrency over those subjects.
+	Decision bool
+
 	// Seq is the stream sequence, set when the event was read from the store.
 	Seq uint64
 
@@ -88,6 +94,9 @@ func (e *Event) Subject() string {
 		if p, err := e.Payload(); err == nil {
 			return ReadySubject(e.RunID, p.(*NodeReadyData).Queue)
 		}
+	}
+	if e.Decision {
+		return subjectPrefix + e.RunID + ".d." + kinds[e.Type]
 	}
 	return subjectPrefix + e.RunID + "." + kinds[e.Type]
 }
@@ -340,6 +349,7 @@ func Decode(subject string, hdr nats.Header, data []byte) (*Event, error) {
 	if run, ok := RunOf(subject); ok && run != e.RunID {
 		return nil, fmt.Errorf("%w: %s: runid %q does not match the subject", ErrMalformedEvent, subject, e.RunID)
 	}
+	e.Decision = IsDecision(subject)
 	if _, err := e.Payload(); err != nil {
 		return nil, fmt.Errorf("%s: %w", subject, err)
 	}

@@ -25,11 +25,15 @@ const maxBatch = 1000
 
 // Store is the JetStream event store.
 type Store interface {
-	// Append appends events of one run. expectLast is the run's last
-	// sequence the caller decided from: 0 means the run must have no events,
-	// AnySeq skips the check. Several events are appended as one atomic
-	// batch (chunks of 1000, each chained on the last). It returns the
-	// sequence of the last event, or ErrConflict when the run moved on.
+	// Append appends events of one run. For a run-started event, expectLast
+	// must be 0: the run must have no events yet (ErrRunExists otherwise).
+	// For decisions (Event.Decision), expectLast is the sequence of the run's
+	// last decision the caller decided from (0: none yet), checked over
+	// the run's decision subjects, so two coordinators never both land a
+	// decision from the same state (ErrConflict). AnySeq skips the check,
+	// as for facts reported by workers and clients. Several events are
+	// appended as one atomic batch (chunks of 1000, each chained on the
+	// last). It returns the sequence of the last event.
 	Append(ctx context.Context, runID string, expectLast uint64, evs ...*Event) (uint64, error)
 	// Read returns a run's events with sequence ≥ from, in order, stopping
 	// at upTo when it is not zero. A run with no events gives ErrRunNotFound
@@ -171,8 +175,12 @@ func (s *store) Append(ctx context.Context, runID string, expectLast uint64, evs
 	for start := 0; start < len(msgs); start += maxBatch {
 		chunk := msgs[start:min(start+maxBatch, len(msgs))]
 		if expectLast != AnySeq {
+			filter := DecisionFilter(runID)
+			if evs[start].Type == RunStarted {
+				filter = RunFilter(runID)
+			}
 			chunk[0].Header.Set(hdrExpectLastSubjSeq, strconv.FormatUint(expectLast, 10))
-			chunk[0].Header.Set(hdrExpectLastSubjSeqSubj, RunFilter(runID))
+			chunk[0].Header.Set(hdrExpectLastSubjSeqSubj, filter)
 		}
 		var err error
 		if len(chunk) == 1 {

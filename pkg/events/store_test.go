@@ -27,7 +27,9 @@ func started(t *testing.T, run string) *events.Event {
 
 func ready(t *testing.T, run, node string) *events.Event {
 	ref := events.NodeRef{Node: node, Iteration: 1}
-	return mustEvent(t, run, events.DecisionID(run, events.NodeReady, ref.Key(), "1"), &events.NodeReadyData{NodeRef: ref, Attempt: 1, Type: "echo", Queue: "default"})
+	e := mustEvent(t, run, events.DecisionID(run, events.NodeReady, ref.Key(), "1"), &events.NodeReadyData{NodeRef: ref, Attempt: 1, Type: "echo", Queue: "default"})
+	e.Decision = true
+	return e
 }
 
 func TestStoreAppendAndRead(t *testing.T) {
@@ -45,25 +47,39 @@ func TestStoreAppendAndRead(t *testing.T) {
 	if _, err := st.Append(ctx, run, 0, other); !errors.Is(err, events.ErrRunExists) {
 		t.Fatalf("second start: got %v, want ErrRunExists", err)
 	}
-	// A decision taken from a stale state conflicts.
-	if _, err := st.Append(ctx, run, 0, ready(t, run, "a")); !errors.Is(err, events.ErrConflict) && !errors.Is(err, events.ErrRunExists) {
-		t.Fatalf("stale append: got %v, want a conflict", err)
+	_ = seq
+	// The first decision expects no decision before it.
+	seqA, err := st.Append(ctx, run, 0, ready(t, run, "a"))
+	if err != nil {
+		t.Fatalf("first decision: %v", err)
 	}
-	// An atomic batch chained on the right sequence goes in whole.
-	last, err := st.Append(ctx, run, seq, ready(t, run, "a"), ready(t, run, "b"), ready(t, run, "c"))
+	// A decision taken from a state without it conflicts.
+	if _, err := st.Append(ctx, run, 0, ready(t, run, "x")); !errors.Is(err, events.ErrConflict) {
+		t.Fatalf("stale decision: got %v, want ErrConflict", err)
+	}
+	// A worker's fact in between does not invalidate decisions.
+	fact := mustEvent(t, run, "inv-a", &events.NodeInvokingData{NodeRef: events.NodeRef{Node: "a", Iteration: 1}, Attempt: 1, Delivery: 1, Worker: "w"})
+	if _, err := st.Append(ctx, run, events.AnySeq, fact); err != nil {
+		t.Fatalf("fact: %v", err)
+	}
+	// An atomic batch chained on the last decision goes in whole.
+	last, err := st.Append(ctx, run, seqA, ready(t, run, "b"), ready(t, run, "c"))
 	if err != nil {
 		t.Fatalf("batch: %v", err)
 	}
-	if last != seq+3 {
-		t.Fatalf("batch last seq = %d, want %d", last, seq+3)
+	if last != seqA+3 {
+		t.Fatalf("batch last seq = %d, want %d", last, seqA+3)
 	}
-	// The same batch again, from the old sequence, is refused whole.
-	if _, err := st.Append(ctx, run, seq, ready(t, run, "a"), ready(t, run, "d")); !errors.Is(err, events.ErrConflict) {
+	// The same batch again, from the old decision, is refused whole.
+	if _, err := st.Append(ctx, run, seqA, ready(t, run, "y"), ready(t, run, "z")); !errors.Is(err, events.ErrConflict) {
 		t.Fatalf("stale batch: got %v, want ErrConflict", err)
 	}
-	// Another run's events do not disturb this run's sequence check.
+	// Another run's decisions do not disturb this run's check.
 	run2 := events.NewRunID()
 	if _, err := st.Append(ctx, run2, 0, started(t, run2)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Append(ctx, run2, 0, ready(t, run2, "a")); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := st.Append(ctx, run, last, ready(t, run, "d")); err != nil {
@@ -78,16 +94,19 @@ func TestStoreAppendAndRead(t *testing.T) {
 	for _, e := range evs {
 		got = append(got, string(e.Type)+"/"+e.NodeID)
 	}
-	want := "dev.weft.run.started.v1/ dev.weft.node.ready.v1/a dev.weft.node.ready.v1/b dev.weft.node.ready.v1/c dev.weft.node.ready.v1/d"
+	want := "dev.weft.run.started.v1/ dev.weft.node.ready.v1/a dev.weft.node.invoking.v1/a dev.weft.node.ready.v1/b dev.weft.node.ready.v1/c dev.weft.node.ready.v1/d"
 	if strings.Join(got, " ") != want {
 		t.Fatalf("read:\n got %v\nwant %v", got, want)
 	}
-	tail, err := st.Read(ctx, run, evs[2].Seq, 0)
+	if !evs[1].Decision || evs[2].Decision {
+		t.Fatalf("decision flags: ready %v invoking %v", evs[1].Decision, evs[2].Decision)
+	}
+	tail, err := st.Read(ctx, run, evs[3].Seq, 0)
 	if err != nil || len(tail) != 3 {
 		t.Fatalf("tail read: %d events, err %v", len(tail), err)
 	}
-	if ls, err := st.LastSeq(ctx, run); err != nil || ls != evs[4].Seq {
-		t.Fatalf("LastSeq = %d, %v; want %d", ls, err, evs[4].Seq)
+	if ls, err := st.LastSeq(ctx, run); err != nil || ls != evs[5].Seq {
+		t.Fatalf("LastSeq = %d, %v; want %d", ls, err, evs[5].Seq)
 	}
 	if _, err := st.Read(ctx, "nope", 0, 0); !errors.Is(err, events.ErrRunNotFound) {
 		t.Fatalf("missing run: %v", err)
@@ -108,9 +127,11 @@ func TestStoreLargeBatchAndLongRead(t *testing.T) {
 	var evs []*events.Event
 	for i := range 2500 {
 		ref := events.NodeRef{Node: "m", Iteration: 1, Item: &i}
-		evs = append(evs, mustEvent(t, run, events.DecisionID(run, events.NodeReady, ref.Key()), &events.NodeReadyData{NodeRef: ref, Attempt: 1, Queue: "default"}))
+		e := mustEvent(t, run, events.DecisionID(run, events.NodeReady, ref.Key()), &events.NodeReadyData{NodeRef: ref, Attempt: 1, Queue: "default"})
+		e.Decision = true
+		evs = append(evs, e)
 	}
-	last, err := st.Append(ctx, run, seq, evs...)
+	last, err := st.Append(ctx, run, 0, evs...)
 	if err != nil {
 		t.Fatalf("2500-event append: %v", err)
 	}

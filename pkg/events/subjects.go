@@ -20,21 +20,46 @@ const (
 // RunFilter is the subject filter of one run's history.
 func RunFilter(runID string) string { return subjectPrefix + runID + ".>" }
 
+// DecisionFilter is the subject filter of a run's coordinator decisions.
+func DecisionFilter(runID string) string { return subjectPrefix + runID + ".d.>" }
+
 // ReadySubject is the subject of node-ready work for a queue.
 func ReadySubject(runID, queue string) string {
-	return subjectPrefix + runID + ".ready." + queue
+	return subjectPrefix + runID + ".d.ready." + queue
 }
 
 // QueueFilter is the subject filter of a task queue's work across runs.
-func QueueFilter(queue string) string { return subjectPrefix + "*.ready." + queue }
+func QueueFilter(queue string) string { return subjectPrefix + "*.d.ready." + queue }
+
+// decisionKinds are the types only the coordinator writes.
+var decisionKinds = map[Type]bool{
+	RunCompleted: true, RunFailed: true, RunCancelled: true,
+	NodeReady: true, NodeSkipped: true, NodeWaiting: true, NodeRouted: true,
+	RetryScheduled: true, ChildRunStarted: true,
+}
 
 // KindFilter is the filter of one type of event across all runs, for
-// example KindFilter(RunStarted) lists every run.
+// example KindFilter(RunStarted) lists every run. For NodeInvoked it
+// matches workers' reports only, not the outcomes the coordinator records
+// for routers and fallbacks.
 func KindFilter(t Type) string {
-	if t == NodeReady {
-		return subjectPrefix + "*.ready.*"
+	switch {
+	case t == NodeReady:
+		return subjectPrefix + "*.d.ready.*"
+	case decisionKinds[t]:
+		return subjectPrefix + "*.d." + kinds[t]
 	}
 	return subjectPrefix + "*." + kinds[t]
+}
+
+// IsDecision reports whether an event subject is a coordinator decision's.
+func IsDecision(subject string) bool {
+	rest, ok := strings.CutPrefix(subject, subjectPrefix)
+	if !ok {
+		return false
+	}
+	_, kind, _ := strings.Cut(rest, ".")
+	return strings.HasPrefix(kind, "d.")
 }
 
 // ScheduleSubject is where a delayed event waits.
