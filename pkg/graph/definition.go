@@ -38,7 +38,7 @@ type Definition struct {
 	Description string            `json:"description,omitempty"`
 	Metadata    map[string]string `json:"metadata,omitempty"`
 	// State declares the shared state's reducers per key.
-	State StateSpec `json:"state,omitempty"`
+	State StateSpec `json:"state,omitzero"`
 	// MaxIterations caps how often any one node may be activated in a run
 	// (cycles). Zero means DefaultMaxIterations.
 	MaxIterations int    `json:"maxIterations,omitempty"`
@@ -96,7 +96,7 @@ type Node struct {
 	When string `json:"when,omitempty"`
 	// Join says how many incoming forward edges must be taken before the
 	// node runs: "all" (default), "any", or a number n for n-of.
-	Join Join `json:"join,omitempty"`
+	Join Join `json:"join,omitzero"`
 	// Map makes the node run once per item of a list (dynamic fan-out).
 	Map *MapSpec `json:"map,omitempty"`
 
@@ -212,14 +212,14 @@ func (j *Join) UnmarshalJSON(b []byte) error {
 	var n int
 	if err := json.Unmarshal(b, &n); err == nil {
 		if n < 1 {
-			return fmt.Errorf("join: n-of needs n ≥ 1, got %d", n)
+			return fmt.Errorf("n-of needs n ≥ 1, got %d", n)
 		}
 		*j = Join{Kind: JoinN, N: n}
 		return nil
 	}
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("join: want \"all\", \"any\" or a number, got %s", b)
+		return fmt.Errorf("want \"all\", \"any\" or a number, got %s", b)
 	}
 	switch JoinKind(strings.ToLower(s)) {
 	case "":
@@ -229,7 +229,7 @@ func (j *Join) UnmarshalJSON(b []byte) error {
 	case JoinAny:
 		*j = Join{Kind: JoinAny}
 	default:
-		return fmt.Errorf("join: want \"all\", \"any\" or a number, got %q", s)
+		return fmt.Errorf("want \"all\", \"any\" or a number, got %q", s)
 	}
 	return nil
 }

@@ -1,0 +1,81 @@
+package coordinator
+
+import (
+	"container/list"
+	"sync"
+
+	"github.com/weft-dev/weft/pkg/projection"
+)
+
+// runEntry is a cached run: its state, folded from the log and from the
+// decisions this coordinator appended.
+type runEntry struct {
+	run   string
+	state *projection.State
+	// epoch is the delivery epoch the state was verified in.
+	epoch uint64
+	// prefix: every event of the run up to this sequence is in state.
+	prefix uint64
+	// lastDecision is the sequence of the run's last decision.
+	lastDecision uint64
+	// own holds the ids of decisions this coordinator applied in memory
+	// and has not yet seen come back through the consumer.
+	own map[string]struct{}
+	// notified is set once an ended child run told its parent.
+	notified bool
+}
+
+// runCache is an LRU of run entries. Each run is touched by one shard
+// goroutine only, so entries need no lock; the cache's index does.
+type runCache struct {
+	mu    sync.Mutex
+	max   int
+	order *list.List // front: most recent
+	items map[string]*list.Element
+}
+
+func newRunCache(max int) *runCache {
+	return &runCache{max: max, order: list.New(), items: map[string]*list.Element{}}
+}
+
+func (c *runCache) get(run string) *runEntry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.items[run]
+	if !ok {
+		return nil
+	}
+	c.order.MoveToFront(el)
+	return el.Value.(*runEntry)
+}
+
+func (c *runCache) put(e *runEntry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.items[e.run]; ok {
+		el.Value = e
+		c.order.MoveToFront(el)
+		return
+	}
+	c.items[e.run] = c.order.PushFront(e)
+	for c.order.Len() > c.max {
+		last := c.order.Back()
+		c.order.Remove(last)
+		delete(c.items, last.Value.(*runEntry).run)
+	}
+}
+
+func (c *runCache) del(run string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.items[run]; ok {
+		c.order.Remove(el)
+		delete(c.items, run)
+	}
+}
+
+func (c *runCache) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.order.Len()
+}

@@ -1,0 +1,348 @@
+package coordinator_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/weft-dev/weft/internal/coordinator"
+	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/pkg/events"
+	"github.com/weft-dev/weft/pkg/graph"
+	"github.com/weft-dev/weft/pkg/projection"
+	"github.com/weft-dev/weft/pkg/worker"
+	"github.com/weft-dev/weft/pkg/worker/builtin"
+)
+
+const chain = `
+name: chain
+nodes:
+  - {id: a, type: sleep, config: {duration: 30ms}}
+  - {id: b, type: echo}
+  - {id: c, type: sleep, config: {duration: 30ms}}
+  - {id: d, type: echo}
+  - {id: e, type: sleep, config: {duration: 30ms}}
+edges:
+  - {from: START, to: a}
+  - {from: a, to: b}
+  - {from: b, to: c}
+  - {from: c, to: d}
+  - {from: d, to: e}
+  - {from: e, to: END}
+`
+
+func mustGraph(t testing.TB, src string) *graph.Graph {
+	t.Helper()
+	g, err := graph.Parse([]byte(src), "test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// start appends run-started events for n runs of g.
+func start(t testing.TB, st events.Store, g *graph.Graph, n int) []string {
+	t.Helper()
+	var runs []string
+	for i := range n {
+		run := events.NewRunID()
+		e, err := events.New(run, run, time.Time{}, &events.RunStartedData{
+			GraphName: g.Definition().Name, GraphDigest: g.Digest(), Graph: g.Canonical(),
+			Input: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i)),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Append(context.Background(), run, 0, e); err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, run)
+	}
+	return runs
+}
+
+// runWorker runs an in-process worker with the built-in executors.
+func runWorker(t testing.TB, ctx context.Context, st events.Store, name string) {
+	t.Helper()
+	w, err := worker.New(st, worker.WithName(name), worker.WithConcurrency(64))
+	if err != nil {
+		t.Fatal(err)
+	}
+	builtin.Register(w)
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); wg.Wait() })
+}
+
+// runCoordinator runs an in-process coordinator until the test ends.
+func runCoordinator(t testing.TB, ctx context.Context, st events.Store, opts ...coordinator.Option) *coordinator.Coordinator {
+	t.Helper()
+	c := coordinator.New(st, opts...)
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = c.Run(ctx) }()
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return c
+}
+
+// waitEnded waits until every run has ended and returns their states.
+func waitEnded(t testing.TB, st events.Store, runs []string, timeout time.Duration) map[string]*projection.State {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	out := map[string]*projection.State{}
+	for _, run := range runs {
+		for {
+			evs, err := st.Read(context.Background(), run, 0, 0)
+			if err != nil {
+				t.Fatalf("reading %s: %v", run, err)
+			}
+			s := projection.Fold(evs)
+			if s.Status.Ended() {
+				out[run] = s
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("run %s did not end in %s: status %s, %d events", run, timeout, s.Status, len(evs))
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return out
+}
+
+// checkExactlyOnce asserts that every run completed and that no decision
+// was written twice: one ready event per node activation attempt, one
+// outcome per attempt.
+func checkExactlyOnce(t testing.TB, st events.Store, runs []string, nodes int) {
+	t.Helper()
+	for _, run := range runs {
+		evs, err := st.Read(context.Background(), run, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := projection.Fold(evs)
+		if s.Status != projection.RunCompleted {
+			t.Fatalf("run %s: %s (%v)", run, s.Status, s.Error)
+		}
+		seen := map[string]int{}
+		for _, e := range evs {
+			p, _ := e.Payload()
+			switch d := p.(type) {
+			case *events.NodeReadyData:
+				seen["ready "+d.Key()+fmt.Sprint(d.Attempt)]++
+			case *events.NodeInvokedData:
+				seen["invoked "+d.Key()]++
+			case *events.NodeRoutedData:
+				seen["routed "+d.Key()]++
+			case *events.RunCompletedData:
+				seen["completed"]++
+			}
+		}
+		readies := 0
+		for k, n := range seen {
+			if n != 1 {
+				t.Fatalf("run %s: %q written %d times", run, k, n)
+			}
+			if strings.HasPrefix(k, "ready ") {
+				readies++
+			}
+		}
+		if readies != nodes {
+			t.Fatalf("run %s: %d ready events, want %d", run, readies, nodes)
+		}
+	}
+}
+
+func TestRunsComplete(t *testing.T) {
+	_, st := natstest.Store(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	c := runCoordinator(t, ctx, st)
+	runWorker(t, ctx, st, "w1")
+	runs := start(t, st, mustGraph(t, chain), 20)
+	waitEnded(t, st, runs, 30*time.Second)
+	checkExactlyOnce(t, st, runs, 5)
+	if s := c.Stats(); s.Malformed != 0 || s.Errors != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+func TestTwoCoordinatorsNeverDecideTwice(t *testing.T) {
+	_, st := natstest.Store(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	runCoordinator(t, ctx, st)
+	runCoordinator(t, ctx, st)
+	runWorker(t, ctx, st, "w1")
+	runs := start(t, st, mustGraph(t, chain), 30)
+	waitEnded(t, st, runs, 60*time.Second)
+	checkExactlyOnce(t, st, runs, 5)
+}
+
+func TestTwoCoordinatorsWithSeparateConsumers(t *testing.T) {
+	// Each sees every event: both decide every step; the log takes one.
+	_, st := natstest.Store(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	a := runCoordinator(t, ctx, st, coordinator.WithDurable("coord-a"))
+	b := runCoordinator(t, ctx, st, coordinator.WithDurable("coord-b"))
+	runWorker(t, ctx, st, "w1")
+	runs := start(t, st, mustGraph(t, chain), 30)
+	waitEnded(t, st, runs, 60*time.Second)
+	checkExactlyOnce(t, st, runs, 5)
+	t.Logf("coordinator a: %+v", a.Stats())
+	t.Logf("coordinator b: %+v", b.Stats())
+}
+
+func TestMalformedEventsArePassedOver(t *testing.T) {
+	srv, st := natstest.Store(t)
+	nc, _ := natstest.Connect(t, srv)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	c := runCoordinator(t, ctx, st)
+	runWorker(t, ctx, st, "w1")
+	g := mustGraph(t, chain)
+
+	before := start(t, st, g, 3)
+	publish := func(subject string, hdr nats.Header, data string) {
+		t.Helper()
+		m := &nats.Msg{Subject: subject, Header: hdr, Data: []byte(data)}
+		if _, err := st.JetStream().PublishMsg(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ce := func(typ, run string) nats.Header {
+		return nats.Header{"ce-specversion": {"1.0"}, "ce-id": {events.RandomID()}, "ce-source": {"test"}, "ce-type": {typ}, "ce-runid": {run}, "content-type": {"application/json"}}
+	}
+	publish("weft.ev.junk1.started", nil, "not a cloud event")
+	publish("weft.ev.junk2.started", ce("com.example.unknown", "junk2"), `{}`)
+	publish("weft.ev.junk3.started", ce(string(events.RunStarted), "junk3"), `{"graph": [broken`)
+	publish("weft.ev.ghost.invoked", ce(string(events.NodeInvoked), "ghost"), `{"node":"a","iteration":1,"attempt":1}`)
+	publish("weft.ev."+before[0]+".invoked", ce(string(events.NodeInvoked), "someone-else"), `{}`)
+	publish("weft.ev."+before[1]+".invoked", ce(string(events.NodeInvoked), before[1]), `{"node": 7}`)
+	_ = nc
+	after := start(t, st, g, 3)
+
+	waitEnded(t, st, append(before, after...), 30*time.Second)
+	checkExactlyOnce(t, st, append(before, after...), 5)
+	s := c.Stats()
+	if s.Malformed < 5 || s.Orphans < 1 {
+		t.Fatalf("stats %+v: want ≥5 malformed and ≥1 orphan", s)
+	}
+}
+
+// The process tests run the real coordinator binary and kill it.
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+)
+
+func binaries(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "weft-bin-")
+		if buildErr != nil {
+			return
+		}
+		cmd := exec.Command("go", "build", "-o", binDir+"/", "github.com/weft-dev/weft/cmd/coordinator", "github.com/weft-dev/weft/cmd/nodeworker")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binDir
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+type proc struct {
+	cmd *exec.Cmd
+	out *strings.Builder
+}
+
+func spawn(t *testing.T, srv *server.Server, bin string, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(binaries(t), bin), append([]string{"-nats", srv.ClientURL()}, args...)...)
+	out := &strings.Builder{}
+	cmd.Stdout, cmd.Stderr = out, &syncWriter{w: out}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{cmd: cmd, out: out}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	return p
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	w  *strings.Builder
+}
+
+func (s *syncWriter) Write(b []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(b)
+}
+
+func TestCoordinatorKilledMidRunResumes(t *testing.T) {
+	srv, st := natstest.Store(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	runWorker(t, ctx, st, "w1")
+	runs := start(t, st, mustGraph(t, chain), 40)
+
+	// Kill the coordinator with SIGKILL several times while runs are in
+	// flight, at varying points, and start a new one each time.
+	for i := range 4 {
+		p := spawn(t, srv, "coordinator")
+		time.Sleep(time.Duration(150+i*90) * time.Millisecond)
+		if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		_ = p.cmd.Wait()
+	}
+	spawn(t, srv, "coordinator")
+	waitEnded(t, st, runs, 60*time.Second)
+	checkExactlyOnce(t, st, runs, 5)
+}
+
+func TestTwoCoordinatorProcesses(t *testing.T) {
+	srv, st := natstest.Store(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	spawn(t, srv, "coordinator")
+	spawn(t, srv, "coordinator")
+	spawn(t, srv, "nodeworker", "-concurrency", "64")
+	runs := start(t, st, mustGraph(t, chain), 40)
+	waitEnded(t, st, runs, 60*time.Second)
+	checkExactlyOnce(t, st, runs, 5)
+	_ = ctx
+}

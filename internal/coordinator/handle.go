@@ -1,0 +1,247 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/weft-dev/weft/internal/engine"
+	"github.com/weft-dev/weft/internal/logattr"
+	"github.com/weft-dev/weft/pkg/events"
+	"github.com/weft-dev/weft/pkg/graph"
+	"github.com/weft-dev/weft/pkg/projection"
+)
+
+// conflictRetries bounds how often one event re-reads its run after a
+// stale decision before it is handed back for redelivery.
+const conflictRetries = 5
+
+// handle processes one message of the log and acknowledges it once its
+// decisions are in; a message that fails for a passing reason is handed
+// back for redelivery.
+func (c *Coordinator) handle(ctx context.Context, msg jetstream.Msg) {
+	meta, _ := msg.Metadata()
+	c.n.processed.Add(1)
+	e, err := events.Decode(msg.Subject(), msg.Headers(), msg.Data())
+	if err != nil {
+		c.n.malformed.Add(1)
+		c.log.Warn("passing over a malformed event", logattr.Subject, msg.Subject(), logattr.Seq, meta.Sequence.Stream, logattr.Error, err)
+		_ = msg.Term()
+		return
+	}
+	e.Seq = meta.Sequence.Stream
+	if err := c.process(ctx, e); err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		c.n.errors.Add(1)
+		c.log.Warn("deciding failed; the event will be handled again", logattr.RunID, e.RunID, logattr.Seq, e.Seq, logattr.EventType, e.Type, logattr.Error, err)
+		_ = msg.NakWithDelay(500 * time.Millisecond)
+		return
+	}
+	_ = msg.Ack()
+}
+
+// process applies one event to its run and decides.
+func (c *Coordinator) process(ctx context.Context, e *events.Event) error {
+	for try := 0; ; try++ {
+		ent, err := c.entry(ctx, e.RunID)
+		if err != nil {
+			return err
+		}
+		c.apply(ent, e)
+		if ent.state.Status == projection.RunPending {
+			c.n.orphans.Add(1)
+			c.cache.del(e.RunID)
+			c.log.Warn("passing over an event of a run that does not exist", logattr.RunID, e.RunID, logattr.Seq, e.Seq, logattr.EventType, e.Type)
+			return nil
+		}
+		err = c.decide(ctx, ent)
+		if err == nil {
+			return nil
+		}
+		c.cache.del(e.RunID)
+		if !errors.Is(err, events.ErrConflict) || try >= conflictRetries {
+			return err
+		}
+		c.n.conflicts.Add(1)
+	}
+}
+
+// entry returns the run's cached entry, folding the run from the log when
+// it is not cached or may have missed events.
+func (c *Coordinator) entry(ctx context.Context, run string) (*runEntry, error) {
+	epoch := c.epoch.Load()
+	if ent := c.cache.get(run); ent != nil && ent.epoch >= epoch {
+		return ent, nil
+	}
+	evs, err := c.store.Read(ctx, run, 0, 0)
+	if err != nil && !errors.Is(err, events.ErrRunNotFound) {
+		return nil, fmt.Errorf("reading run %s: %w", run, err)
+	}
+	c.n.reloads.Add(1)
+	ent := &runEntry{run: run, state: &projection.State{}, epoch: epoch, own: map[string]struct{}{}}
+	for _, ev := range evs {
+		if err := ent.state.Apply(ev); err != nil {
+			c.n.rejected.Add(1)
+		}
+		ent.prefix = ev.Seq
+		if ev.Decision {
+			ent.lastDecision = ev.Seq
+		}
+	}
+	c.cache.put(ent)
+	return ent, nil
+}
+
+// apply folds an event delivered by the consumer into the entry, unless the
+// entry has it already: read with the run, or decided here.
+func (c *Coordinator) apply(ent *runEntry, e *events.Event) {
+	if e.Seq <= ent.prefix {
+		return
+	}
+	ent.prefix = e.Seq
+	if _, mine := ent.own[e.ID]; mine && e.Decision {
+		delete(ent.own, e.ID)
+		return
+	}
+	if e.Decision && e.Seq > ent.lastDecision {
+		ent.lastDecision = e.Seq // another coordinator's
+	}
+	if err := ent.state.Apply(e); err != nil {
+		c.n.rejected.Add(1)
+		c.log.Warn("passing over an event the fold cannot apply", logattr.RunID, e.RunID, logattr.Seq, e.Seq, logattr.EventType, e.Type, logattr.Error, err)
+	}
+}
+
+// graphFor compiles a run's graph from its run-started event, once per
+// digest.
+func (c *Coordinator) graphFor(s *projection.State) (*graph.Graph, error) {
+	if g, ok := c.graphs.Load(s.GraphDigest); ok && s.GraphDigest != "" {
+		return g.(*graph.Graph), nil
+	}
+	opts := []graph.Option{graph.AllowAnyType()}
+	if c.opts.conditions != nil {
+		opts = append(opts, graph.WithConditions(c.opts.conditions))
+	}
+	g, err := graph.Parse(s.Graph, "run "+s.RunID, opts...)
+	if err != nil {
+		return nil, err
+	}
+	c.graphs.Store(s.GraphDigest, g)
+	return g, nil
+}
+
+// decide asks the engine what the run does next and writes it: timers and
+// child runs first, then the run's own decisions as one batch.
+func (c *Coordinator) decide(ctx context.Context, ent *runEntry) error {
+	s := ent.state
+	if s.Status.Ended() {
+		return c.notifyParent(ctx, ent)
+	}
+	g, err := c.graphFor(s)
+	if err != nil {
+		return c.failInvalidGraph(ctx, ent, err)
+	}
+	d := engine.Decide(g, s, c.opts.now())
+	if d.Empty() {
+		return nil
+	}
+	for _, t := range d.Timers {
+		if err := c.store.Schedule(ctx, t.Event, t.ID, t.At); err != nil {
+			return err
+		}
+	}
+	for _, child := range d.Children {
+		if _, err := c.store.Append(ctx, child.RunID, 0, child); err != nil && !errors.Is(err, events.ErrRunExists) {
+			return fmt.Errorf("starting child run %s: %w", child.RunID, err)
+		}
+	}
+	for _, child := range d.CancelChildren {
+		if err := c.requestCancel(ctx, child, "run "+s.RunID, "parent run ended"); err != nil {
+			return err
+		}
+	}
+	for _, e := range d.Events {
+		if e.Type == events.NodeReady {
+			if err := c.ensureQueue(ctx, e); err != nil {
+				return err
+			}
+		}
+	}
+	last, err := c.store.Append(ctx, s.RunID, ent.lastDecision, d.Events...)
+	if err != nil {
+		return err
+	}
+	c.n.decisions.Add(int64(len(d.Events)))
+	ent.lastDecision = last
+	for _, e := range d.Events {
+		ent.own[e.ID] = struct{}{}
+	}
+	if d.DropTimers {
+		if err := c.store.CancelSchedules(ctx, s.RunID); err != nil {
+			c.log.Warn("dropping the timers of an ended run", logattr.RunID, s.RunID, logattr.Error, err)
+		}
+	}
+	return c.notifyParent(ctx, ent)
+}
+
+// notifyParent tells the parent of an ended child run how it ended.
+func (c *Coordinator) notifyParent(ctx context.Context, ent *runEntry) error {
+	if ent.notified {
+		return nil
+	}
+	notice := engine.ParentNotice(ent.state)
+	if notice == nil {
+		return nil
+	}
+	if _, err := c.store.Append(ctx, notice.RunID, events.AnySeq, notice); err != nil {
+		return fmt.Errorf("telling parent run %s: %w", notice.RunID, err)
+	}
+	ent.notified = true
+	return nil
+}
+
+func (c *Coordinator) requestCancel(ctx context.Context, run, by, reason string) error {
+	e, err := events.New(run, events.DecisionID(run, events.RunCancelRequested), c.opts.now(), &events.RunCancelRequestedData{By: by, Reason: reason})
+	if err != nil {
+		return err
+	}
+	if _, err := c.store.Append(ctx, run, events.AnySeq, e); err != nil {
+		return fmt.Errorf("cancelling run %s: %w", run, err)
+	}
+	return nil
+}
+
+// failInvalidGraph fails a run whose recorded graph does not compile.
+func (c *Coordinator) failInvalidGraph(ctx context.Context, ent *runEntry, gerr error) error {
+	e, err := events.New(ent.run, events.DecisionID(ent.run, events.RunFailed), c.opts.now(),
+		&events.RunFailedData{Error: events.Failure{Type: events.FailureInvalidGraph, Message: gerr.Error()}})
+	if err != nil {
+		return err
+	}
+	e.Decision = true
+	if _, err := c.store.Append(ctx, ent.run, ent.lastDecision, e); err != nil {
+		return err
+	}
+	c.cache.del(ent.run)
+	return nil
+}
+
+// ensureQueue makes sure the task queue's consumer exists before the first
+// work is published to it, so no work is published to nobody.
+func (c *Coordinator) ensureQueue(ctx context.Context, e *events.Event) error {
+	p, _ := e.Payload()
+	q := p.(*events.NodeReadyData).Queue
+	if _, ok := c.queues.Load(q); ok {
+		return nil
+	}
+	if _, err := ensureQueue(ctx, c.js, c.store.StreamName(), q, c.opts.queue); err != nil {
+		return fmt.Errorf("setting up queue %q: %w", q, err)
+	}
+	c.queues.Store(q, struct{}{})
+	return nil
+}

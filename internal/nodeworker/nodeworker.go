@@ -1,0 +1,181 @@
+// Package nodeworker is the worker daemon: it connects to NATS, registers
+// the built-in node executors (package builtin) and runs a worker (package
+// worker) on the configured task queues until its context ends, then drains.
+//
+// Every flag has an environment variable (shown in -h); a flag given on the
+// command line wins over the environment.
+package nodeworker
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/weft-dev/weft/internal/natsconn"
+	"github.com/weft-dev/weft/pkg/events"
+	"github.com/weft-dev/weft/pkg/worker"
+	"github.com/weft-dev/weft/pkg/worker/builtin"
+)
+
+// ErrUsage is wrapped by errors about the command line and configuration;
+// main exits with status 2 on them.
+var ErrUsage = errors.New("usage")
+
+// Config is the daemon's configuration.
+type Config struct {
+	NATS         natsconn.Config
+	Queues       []string
+	Concurrency  int
+	Name         string
+	AckWait      time.Duration // 0: keep the queue's (30s when created)
+	DrainTimeout time.Duration
+	LogLevel     string
+}
+
+// Validate reports every problem with the configuration at once.
+func (c *Config) Validate() error {
+	var errs []error
+	if err := c.NATS.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if len(c.Queues) == 0 {
+		errs = append(errs, errors.New("-queues: at least one queue"))
+	}
+	for _, q := range c.Queues {
+		if !events.ValidToken(q) {
+			errs = append(errs, fmt.Errorf("-queues: %q is not a valid queue name (letters, digits, '-' and '_')", q))
+		}
+	}
+	if c.Concurrency < 1 {
+		errs = append(errs, fmt.Errorf("-concurrency: want at least 1, got %d", c.Concurrency))
+	}
+	if c.AckWait != 0 && c.AckWait < time.Second {
+		errs = append(errs, fmt.Errorf("-ack-wait: want 0 (keep the queue's) or at least 1s, got %s", c.AckWait))
+	}
+	if c.DrainTimeout < 0 {
+		errs = append(errs, fmt.Errorf("-drain-timeout: want a positive duration, got %s", c.DrainTimeout))
+	}
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("-log-level: want debug, info, warn or error, got %q", s)
+	}
+	return l, nil
+}
+
+// envFlags maps the daemon's own flags to their environment variables.
+var envFlags = map[string]string{
+	"queues":        "WEFT_QUEUES",
+	"concurrency":   "WEFT_CONCURRENCY",
+	"name":          "WEFT_WORKER_NAME",
+	"ack-wait":      "WEFT_ACK_WAIT",
+	"drain-timeout": "WEFT_DRAIN_TIMEOUT",
+	"log-level":     "WEFT_LOG_LEVEL",
+}
+
+// parse reads the configuration from args and the environment.
+func parse(args []string, stderr io.Writer) (*Config, error) {
+	cfg := &Config{}
+	fs := flag.NewFlagSet("nodeworker", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg.NATS.RegisterFlags(fs)
+	queues := fs.String("queues", worker.DefaultQueue, "task queues to pull from, comma separated (env WEFT_QUEUES)")
+	fs.IntVar(&cfg.Concurrency, "concurrency", worker.DefaultConcurrency, "nodes run at once (env WEFT_CONCURRENCY)")
+	fs.StringVar(&cfg.Name, "name", "", "worker name in events (env WEFT_WORKER_NAME; default <hostname>-<pid>)")
+	fs.DurationVar(&cfg.AckWait, "ack-wait", 0, "redeliver work after this long without a heartbeat; 0 keeps the queue's, 30s when created (env WEFT_ACK_WAIT)")
+	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", worker.DefaultDrainTimeout, "on shutdown, wait this long for running nodes (env WEFT_DRAIN_TIMEOUT)")
+	fs.StringVar(&cfg.LogLevel, "log-level", "info", "debug, info, warn or error (env WEFT_LOG_LEVEL)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("%w: unexpected arguments %q", ErrUsage, fs.Args())
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var errs []error
+	for name, env := range envFlags {
+		if v, ok := os.LookupEnv(env); ok && !set[name] {
+			if err := fs.Set(name, v); err != nil {
+				errs = append(errs, fmt.Errorf("env %s=%q: not a valid -%s", env, v, name))
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%w: %w", ErrUsage, errors.Join(errs...))
+	}
+	for q := range strings.SplitSeq(*queues, ",") {
+		if q = strings.TrimSpace(q); q != "" {
+			cfg.Queues = append(cfg.Queues, q)
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUsage, err)
+	}
+	return cfg, nil
+}
+
+// Run runs the daemon until ctx ends. Errors about the command line wrap
+// ErrUsage; -h prints the usage and returns nil.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, err := parse(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	level, _ := parseLevel(cfg.LogLevel)
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	opts := []worker.Option{
+		worker.WithQueues(cfg.Queues...),
+		worker.WithConcurrency(cfg.Concurrency),
+		worker.WithLogger(log),
+		worker.WithDrainTimeout(cfg.DrainTimeout),
+	}
+	if cfg.Name != "" {
+		opts = append(opts, worker.WithName(cfg.Name))
+	}
+	if cfg.AckWait > 0 {
+		opts = append(opts, worker.WithAckWait(cfg.AckWait))
+	}
+
+	cfg.NATS.Name = "weft-nodeworker"
+	if cfg.Name != "" {
+		cfg.NATS.Name += " " + cfg.Name
+	}
+	nc, err := cfg.NATS.Connect("")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	store, err := cfg.NATS.OpenStore(ctx, nc)
+	if err != nil {
+		return fmt.Errorf("opening the events store: %w", err)
+	}
+	w, err := worker.New(store, opts...)
+	if err != nil {
+		return err
+	}
+	builtin.Register(w)
+	if err := w.Run(ctx); err != nil {
+		return fmt.Errorf("running worker: %w", err)
+	}
+	return nil
+}

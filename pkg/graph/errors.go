@@ -1,0 +1,106 @@
+package graph
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Sentinel errors. Every problem found while loading or validating a graph
+// is an *Error that matches ErrInvalidGraph under errors.Is; several
+// problems are joined with errors.Join so all of them are reported at once.
+var (
+	// ErrInvalidGraph marks a graph file or Definition that cannot be run.
+	ErrInvalidGraph = errors.New("invalid graph")
+	// ErrEvaluation marks a condition, when or map expression that failed at
+	// run time: a missing key, a wrong type, or the cost limit exceeded.
+	ErrEvaluation = errors.New("expression evaluation failed")
+	// ErrUnknownNode is returned when a node id or edge index is not in the
+	// graph.
+	ErrUnknownNode = errors.New("unknown node or edge")
+)
+
+// Error is one problem in a graph, located by the file, the subgraph, the
+// node or edge, and the field it was found in.
+type Error struct {
+	Source string // the file (or other name) the graph was read from; may be empty
+	Graph  string // the nested graph's name path ("child/grandchild"); empty for the top level
+	Node   string // the node id; empty if the problem is not in a node
+	Edge   int    // the edge index (0-based, definition order); -1 if the problem is not in an edge
+	From   string // the edge's source, when Edge ≥ 0
+	To     string // the edge's target, when Edge ≥ 0
+	Field  string // the JSON field name ("timeout", "retry.jitter"); may be empty
+	Msg    string
+}
+
+// Error formats the problem as
+//
+//	examples/x.yaml: node "fetch": field "timeout": malformed duration "3 sec" (want e.g. "250ms", "30s", "1m")
+func (e *Error) Error() string {
+	var b strings.Builder
+	if e.Source != "" {
+		b.WriteString(e.Source)
+		b.WriteString(": ")
+	}
+	if e.Graph != "" {
+		fmt.Fprintf(&b, "graph %q: ", e.Graph)
+	}
+	if e.Node != "" {
+		fmt.Fprintf(&b, "node %q: ", e.Node)
+	}
+	if e.Edge >= 0 {
+		fmt.Fprintf(&b, "edge %d (%s -> %s): ", e.Edge, orQ(e.From), orQ(e.To))
+	}
+	if e.Field != "" {
+		fmt.Fprintf(&b, "field %q: ", e.Field)
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// Is reports whether target is ErrInvalidGraph.
+func (e *Error) Is(target error) bool { return target == ErrInvalidGraph }
+
+func orQ(s string) string {
+	if s == "" {
+		return `""`
+	}
+	return s
+}
+
+// problems collects located errors while a graph is decoded or validated.
+type problems struct {
+	source string
+	graph  string
+	errs   []error
+}
+
+func (p *problems) add(e Error) {
+	e.Source, e.Graph = p.source, p.graph
+	p.errs = append(p.errs, &e)
+}
+
+func (p *problems) top(field, format string, args ...any) {
+	p.add(Error{Edge: -1, Field: field, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (p *problems) node(id, field, format string, args ...any) {
+	p.add(Error{Node: id, Edge: -1, Field: field, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (p *problems) edge(i int, e *Edge, field, format string, args ...any) {
+	p.add(Error{Edge: i, From: e.From, To: e.To, Field: field, Msg: fmt.Sprintf(format, args...)})
+}
+
+// sub returns a collector for the nested graph name that appends to p.
+func (p *problems) sub(name string) *problems {
+	g := name
+	if p.graph != "" {
+		g = p.graph + "/" + name
+	}
+	return &problems{source: p.source, graph: g}
+}
+
+func (p *problems) merge(q *problems) { p.errs = append(p.errs, q.errs...) }
+
+func (p *problems) err() error { return errors.Join(p.errs...) }

@@ -1,0 +1,416 @@
+package graph
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+
+	"sigs.k8s.io/yaml"
+)
+
+// maxFileSize bounds what LoadFile and Parse accept; graph files are small.
+const maxFileSize = 8 << 20
+
+type format int
+
+const (
+	sniff format = iota
+	formatJSON
+	formatYAML
+)
+
+// LoadFile reads, validates and compiles the graph in the file at path. The
+// format follows the extension: .yaml or .yml for YAML, .json for JSON.
+func LoadFile(path string, opts ...Option) (*Graph, error) {
+	var f format
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".yaml", ".yml":
+		f = formatYAML
+	case ".json":
+		f = formatJSON
+	default:
+		return nil, &Error{Source: path, Edge: -1, Msg: "unknown graph file extension (want .yaml, .yml or .json)"}
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("loading graph: %w", err)
+	}
+	return parse(data, path, f, opts)
+}
+
+// Parse validates and compiles a graph written in JSON or YAML; it takes
+// the input for JSON when it starts with '{'. source names the input in
+// errors, typically the file name.
+func Parse(data []byte, source string, opts ...Option) (*Graph, error) {
+	return parse(data, source, sniff, opts)
+}
+
+func parse(data []byte, source string, f format, opts []Option) (*Graph, error) {
+	p := &problems{source: source}
+	js := toJSON(data, f, p)
+	if js == nil {
+		return nil, p.err()
+	}
+	def := decodeDefinition(js, p)
+	if len(p.errs) > 0 {
+		return nil, p.err()
+	}
+	return compile(def, source, opts)
+}
+
+// toJSON checks the input's size and syntax and gives it as JSON, or nil
+// after reporting the problem.
+func toJSON(data []byte, f format, p *problems) []byte {
+	if len(data) > maxFileSize {
+		p.top("", "graph is %d bytes, larger than the limit of %d", len(data), maxFileSize)
+		return nil
+	}
+	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) == 0 {
+		p.top("", "empty document")
+		return nil
+	}
+	if f == sniff {
+		// A YAML flow mapping starts with '{' too; JSON wins when valid, and
+		// its error is the clearer one when neither parses.
+		f = formatYAML
+		if trimmed[0] == '{' {
+			if json.Valid(data) {
+				f = formatJSON
+			} else if _, err := yamlToJSON(data); err != nil {
+				f = formatJSON
+			}
+		}
+	}
+	if f == formatJSON {
+		if err := json.Unmarshal(data, new(json.RawMessage)); err != nil {
+			var se *json.SyntaxError
+			if errors.As(err, &se) {
+				line, col := position(data, se.Offset)
+				p.top("", "line %d, column %d: invalid JSON: %s", line, col, strings.TrimPrefix(se.Error(), "json: "))
+			} else {
+				p.top("", "invalid JSON: %v", err)
+			}
+			return nil
+		}
+		return data
+	}
+	js, err := yamlToJSON(data)
+	if err != nil {
+		msg := strings.TrimPrefix(err.Error(), "error converting YAML to JSON: ")
+		p.top("", "invalid YAML: %s", strings.TrimPrefix(msg, "yaml: "))
+		return nil
+	}
+	return js
+}
+
+// yamlToJSON converts, turning a panic in the YAML parser on hostile input
+// into an error.
+func yamlToJSON(data []byte) (js []byte, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			js, err = nil, fmt.Errorf("%v", r)
+		}
+	}()
+	return yaml.YAMLToJSON(data)
+}
+
+// position converts a byte offset to a 1-based line and column.
+func position(data []byte, off int64) (line, col int) {
+	if off > int64(len(data)) {
+		off = int64(len(data))
+	}
+	before := data[:off]
+	line = bytes.Count(before, []byte("\n")) + 1
+	col = int(off) - (bytes.LastIndexByte(before, '\n') + 1)
+	if col < 1 {
+		col = 1
+	}
+	return line, col
+}
+
+// The decoder below is strict like json.Decoder.DisallowUnknownFields, but
+// it goes field by field so that every problem is reported, each with the
+// node, edge and field it is in.
+
+// decodeDefinition decodes a graph object, reporting problems to p.
+func decodeDefinition(data []byte, p *problems) *Definition {
+	m, ok := asObject(data)
+	if !ok {
+		p.top("", "want a graph object, got %s", kindOf(data))
+		return nil
+	}
+	def := new(Definition)
+	report := func(field, msg string) { p.top(field, "%s", msg) }
+	decodeFields(m, reflect.ValueOf(def).Elem(), "", report, "nodes", "edges", "graphs")
+
+	if raw, ok := m["nodes"]; ok && !isNull(raw) {
+		var items []json.RawMessage
+		if err := json.Unmarshal(raw, &items); err != nil {
+			p.top("nodes", "want a list of nodes, got %s", kindOf(raw))
+		}
+		def.Nodes = make([]Node, len(items))
+		for i, item := range items {
+			decodeNode(item, i, &def.Nodes[i], p)
+		}
+	}
+	if raw, ok := m["edges"]; ok && !isNull(raw) {
+		var items []json.RawMessage
+		if err := json.Unmarshal(raw, &items); err != nil {
+			p.top("edges", "want a list of edges, got %s", kindOf(raw))
+		}
+		def.Edges = make([]Edge, len(items))
+		for i, item := range items {
+			decodeEdge(item, i, &def.Edges[i], p)
+		}
+	}
+	if raw, ok := m["graphs"]; ok && !isNull(raw) {
+		graphs, ok := asObject(raw)
+		if !ok {
+			p.top("graphs", "want an object of graphs by name, got %s", kindOf(raw))
+		}
+		if len(graphs) > 0 {
+			def.Graphs = make(map[string]*Definition, len(graphs))
+		}
+		for _, name := range sortedKeys(graphs) {
+			q := p.sub(name)
+			if sub := decodeDefinition(graphs[name], q); sub != nil {
+				def.Graphs[name] = sub
+			}
+			p.merge(q)
+		}
+	}
+	return def
+}
+
+func decodeNode(data json.RawMessage, i int, n *Node, p *problems) {
+	m, ok := asObject(data)
+	if !ok {
+		p.top(fmt.Sprintf("nodes[%d]", i), "want a node object, got %s", kindOf(data))
+		return
+	}
+	var id string
+	_ = json.Unmarshal(m["id"], &id)
+	report := func(field, msg string) {
+		if id == "" {
+			field = fmt.Sprintf("nodes[%d].%s", i, field)
+		}
+		p.node(id, field, "%s", msg)
+	}
+	decodeFields(m, reflect.ValueOf(n).Elem(), "", report)
+}
+
+func decodeEdge(data json.RawMessage, i int, e *Edge, p *problems) {
+	m, ok := asObject(data)
+	if !ok {
+		p.edge(i, &Edge{}, "", "want an edge object, got %s", kindOf(data))
+		return
+	}
+	var ends Edge
+	_ = json.Unmarshal(m["from"], &ends.From)
+	_ = json.Unmarshal(m["to"], &ends.To)
+	report := func(field, msg string) { p.edge(i, &ends, field, "%s", msg) }
+	decodeFields(m, reflect.ValueOf(e).Elem(), "", report)
+}
+
+// decodeFields sets the fields of the struct v from m, one by one, and
+// reports each bad value and each unknown key. Keys in skip are left to the
+// caller. Fields holding plain structs are decoded recursively, so nested
+// problems are named "retry.jitter".
+func decodeFields(m map[string]json.RawMessage, v reflect.Value, prefix string, report func(field, msg string), skip ...string) {
+	fields := jsonFields(v.Type())
+	for _, f := range fields {
+		raw, ok := m[f.name]
+		if !ok || slices.Contains(skip, f.name) {
+			continue
+		}
+		fv := v.Field(f.index)
+		name := prefix + f.name
+		if isNull(raw) {
+			continue
+		}
+		if st, isPtr := plainStruct(fv.Type()); st != nil {
+			sub, ok := asObject(raw)
+			if !ok {
+				report(name, fmt.Sprintf("want an object, got %s", kindOf(raw)))
+				continue
+			}
+			target := fv
+			if isPtr {
+				fv.Set(reflect.New(st))
+				target = fv.Elem()
+			}
+			decodeFields(sub, target, name+".", report)
+			continue
+		}
+		if err := json.Unmarshal(raw, fv.Addr().Interface()); err != nil {
+			report(name, decodeMessage(err, fv.Type()))
+		}
+	}
+	known := make(map[string]bool, len(fields))
+	for _, f := range fields {
+		known[f.name] = true
+	}
+	for _, k := range sortedKeys(m) {
+		if known[k] {
+			continue
+		}
+		msg := "unknown field"
+		best := 3 // suggest names at most two edits away
+		for _, f := range fields {
+			d := editDistance(strings.ToLower(f.name), strings.ToLower(k))
+			if d < best {
+				best = d
+				msg = fmt.Sprintf("unknown field (did you mean %q?)", f.name)
+			}
+		}
+		report(prefix+k, msg)
+	}
+}
+
+type jsonField struct {
+	name  string
+	index int
+}
+
+var fieldCache sync.Map // reflect.Type -> []jsonField
+
+func jsonFields(t reflect.Type) []jsonField {
+	if fs, ok := fieldCache.Load(t); ok {
+		return fs.([]jsonField)
+	}
+	var fs []jsonField
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		name, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
+		if !sf.IsExported() || name == "-" {
+			continue
+		}
+		if name == "" {
+			name = sf.Name
+		}
+		fs = append(fs, jsonField{name: name, index: i})
+	}
+	fieldCache.Store(t, fs)
+	return fs
+}
+
+var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+
+// plainStruct gives the struct type to decode field by field when t is a
+// struct or a pointer to one without its own UnmarshalJSON.
+func plainStruct(t reflect.Type) (st reflect.Type, isPtr bool) {
+	if t.Kind() == reflect.Pointer {
+		isPtr = true
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct || reflect.PointerTo(t).Implements(unmarshalerType) {
+		return nil, false
+	}
+	return t, isPtr
+}
+
+func decodeMessage(err error, t reflect.Type) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		msg := fmt.Sprintf("want %s, got %s", describeType(t), te.Value)
+		if te.Value == "bool" && t.Kind() == reflect.String {
+			msg += " (in YAML, quote values such as yes, no, on, off, y and n)"
+		}
+		return msg
+	}
+	return strings.TrimPrefix(err.Error(), "json: ")
+}
+
+func describeType(t reflect.Type) string {
+	switch t {
+	case reflect.TypeFor[Duration]():
+		return `a duration string such as "30s"`
+	case reflect.TypeFor[json.RawMessage]():
+		return "any JSON value"
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		return "an integer"
+	case reflect.Float64, reflect.Float32:
+		return "a number"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice:
+		return "a list of " + strings.TrimPrefix(strings.TrimPrefix(describeType(t.Elem()), "a "), "an ") + "s"
+	case reflect.Map, reflect.Struct, reflect.Pointer:
+		return "an object"
+	}
+	return t.String()
+}
+
+func asObject(data []byte) (map[string]json.RawMessage, bool) {
+	var m map[string]json.RawMessage
+	if bytes.HasPrefix(bytes.TrimSpace(data), []byte("{")) && json.Unmarshal(data, &m) == nil {
+		return m, true
+	}
+	return nil, false
+}
+
+func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
+
+// kindOf names the JSON kind of raw for error messages.
+func kindOf(raw []byte) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return "nothing"
+	}
+	switch raw[0] {
+	case '{':
+		return "an object"
+	case '[':
+		return "a list"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	}
+	return "a number"
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// editDistance is the Levenshtein distance, for suggesting field names.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

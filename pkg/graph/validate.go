@@ -1,0 +1,322 @@
+package graph
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// Node ids and graph names become NATS subject tokens and CloudEvents
+// extension values, so they are restricted to letters, digits, '_' and '-'.
+var (
+	idPattern    = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]*$`)
+	tokenPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]*$`)
+)
+
+const idRule = "must start with a letter and hold only letters, digits, '_' and '-'"
+
+// validate checks one normalised definition (not its nested graphs) and
+// compiles its expressions into g.
+func validate(g *Graph, scope []*Definition, o *options, p *problems) {
+	def := g.def
+	if strings.TrimSpace(def.Name) == "" {
+		p.top("name", "missing graph name")
+	}
+	if def.MaxIterations < 0 {
+		p.top("maxIterations", "must not be negative, got %d", def.MaxIterations)
+	}
+	for _, key := range sortedKeys(def.State.Reducers) {
+		field := "state.reducers." + key
+		if key == "" {
+			p.top("state.reducers", "empty state key")
+		}
+		switch r := def.State.Reducers[key]; r {
+		case Replace, Append, Merge, Sum:
+		default:
+			p.top(field, "unknown reducer %q (want replace, append, merge or sum)", r)
+		}
+	}
+	for _, name := range sortedKeys(def.Graphs) {
+		sub := def.Graphs[name]
+		switch {
+		case !idPattern.MatchString(name):
+			p.top("graphs", "graph name %q %s", name, idRule)
+		case sub == nil:
+			p.top("graphs."+name, "missing graph definition")
+		case sub.Name != name:
+			p.top("graphs."+name, "graph's name %q differs from its key %q", sub.Name, name)
+		}
+	}
+	if len(def.Nodes) == 0 {
+		p.top("nodes", "graph has no nodes")
+	}
+
+	g.when = map[string]*expr{}
+	g.mapOver = map[string]*expr{}
+	first := map[string]int{}
+	for i := range def.Nodes {
+		validateNode(g, i, first, scope, o, p)
+	}
+	endsOK := validateEdges(g, o, p)
+	if endsOK && len(def.Nodes) > 0 {
+		validateReach(g, p)
+	}
+}
+
+func validateNode(g *Graph, i int, first map[string]int, scope []*Definition, o *options, p *problems) {
+	n := &g.def.Nodes[i]
+	id, prefix := n.ID, ""
+	if id == "" {
+		prefix = fmt.Sprintf("nodes[%d].", i)
+	}
+	bad := func(field, format string, args ...any) { p.node(id, prefix+field, format, args...) }
+
+	switch j, dup := first[id]; {
+	case id == "":
+		bad("id", "missing node id")
+	case id == Start || id == End:
+		bad("id", "%s is reserved and cannot be a node id", id)
+	case !idPattern.MatchString(id):
+		bad("id", "node id %s", idRule)
+	case dup:
+		bad("id", "duplicate node id (first used by nodes[%d])", j)
+	default:
+		first[id] = i
+	}
+
+	switch {
+	case n.Type == "":
+		bad("type", "missing type")
+	case !o.anyType && !o.types[n.Type]:
+		known := sortedKeys(o.types)
+		bad("type", "unknown type %q (known: %s; add more with WithTypes)", n.Type, strings.Join(known, ", "))
+	}
+	if !tokenPattern.MatchString(n.Queue) {
+		bad("queue", "queue name %q must hold only letters, digits, '_' and '-'", n.Queue)
+	}
+	if n.MaxIterations < 0 {
+		bad("maxIterations", "must not be negative, got %d", n.MaxIterations)
+	}
+	if n.Timeout < 0 {
+		bad("timeout", "must not be negative")
+	}
+	if n.Heartbeat < 0 {
+		bad("heartbeat", "must not be negative")
+	}
+	for k, s := range n.Inputs {
+		if s == "" {
+			bad(fmt.Sprintf("inputs[%d]", k), "empty state key")
+		}
+	}
+	for k, s := range n.Outputs {
+		if s == "" {
+			bad(fmt.Sprintf("outputs[%d]", k), "empty state key")
+		}
+	}
+	switch n.Effect {
+	case EffectPure, EffectRead, EffectWrite, EffectExternal, EffectHuman:
+	default:
+		bad("effect", "unknown effect %q (want pure, read, write, external or human)", n.Effect)
+	}
+	switch n.Checkpoint {
+	case CheckpointNone, CheckpointBefore, CheckpointAfter, CheckpointBoth:
+	default:
+		bad("checkpoint", "unknown checkpoint %q (want none, before, after or both)", n.Checkpoint)
+	}
+	if r := n.Retry; r != nil {
+		if r.MaxAttempts < 0 {
+			bad("retry.maxAttempts", "must not be negative, got %d", r.MaxAttempts)
+		}
+		if r.BackoffCoefficient < 1 {
+			bad("retry.backoffCoefficient", "must be at least 1, got %g", r.BackoffCoefficient)
+		}
+		if r.Jitter < 0 || r.Jitter > 1 {
+			bad("retry.jitter", "must be between 0 and 1, got %g", r.Jitter)
+		}
+		if r.InitialInterval < 0 {
+			bad("retry.initialInterval", "must not be negative")
+		}
+		if r.MaxInterval < 0 {
+			bad("retry.maxInterval", "must not be negative")
+		}
+		if r.InitialInterval > 0 && r.MaxInterval > 0 && r.InitialInterval > r.MaxInterval {
+			bad("retry.maxInterval", "%s is less than initialInterval %s", r.MaxInterval.D(), r.InitialInterval.D())
+		}
+	}
+
+	fwd := len(g.fwdIn[id])
+	switch n.Join.Kind {
+	case JoinAll, JoinAny:
+	case JoinN:
+		switch {
+		case n.Join.N < 1:
+			bad("join", "n-of needs n ≥ 1, got %d", n.Join.N)
+		case n.Join.N > fwd && id != "":
+			bad("join", "join waits for %d incoming edges but the node has only %d (not counting back edges)", n.Join.N, fwd)
+		}
+	default:
+		bad("join", "unknown join %q (want \"all\", \"any\" or a number)", n.Join.Kind)
+	}
+
+	if n.When != "" {
+		if x, msg := compileExpr(n.When, boolExpr, o); msg != "" {
+			bad("when", "%s", msg)
+		} else {
+			g.when[id] = x
+		}
+	}
+	if m := n.Map; m != nil {
+		switch {
+		case strings.TrimSpace(m.Over) == "":
+			bad("map.over", "missing list expression")
+		default:
+			if x, msg := compileExpr(m.Over, listExpr, o); msg != "" {
+				bad("map.over", "%s", msg)
+			} else {
+				g.mapOver[id] = x
+			}
+		}
+		if m.Concurrency < 0 {
+			bad("map.concurrency", "must not be negative, got %d", m.Concurrency)
+		}
+	}
+
+	if n.Type == TypeSubgraph {
+		validateSubgraphRef(g.def, n, scope, bad)
+	}
+}
+
+// validateSubgraphRef checks that a subgraph node's config names a graph
+// in scope: the node's own graph's Graphs or an enclosing graph's.
+func validateSubgraphRef(def *Definition, n *Node, scope []*Definition, bad func(field, format string, args ...any)) {
+	var cfg struct {
+		Graph string `json:"graph"`
+	}
+	if len(n.Config) == 0 || json.Unmarshal(n.Config, &cfg) != nil || cfg.Graph == "" {
+		bad("config.graph", `subgraph node needs config {"graph": NAME} naming one of the graphs`)
+		return
+	}
+	chain := append(slices.Clip(scope), def)
+	for k := len(chain) - 1; k >= 0; k-- {
+		target, ok := chain[k].Graphs[cfg.Graph]
+		if !ok {
+			continue
+		}
+		if slices.Contains(chain, target) {
+			bad("config.graph", "graph %q contains this node: a subgraph cannot start itself", cfg.Graph)
+		}
+		return
+	}
+	bad("config.graph", "unknown graph %q (not in graphs)", cfg.Graph)
+}
+
+// validateEdges checks the edges and compiles their conditions. It reports
+// whether every edge's ends are known, which reachability needs.
+func validateEdges(g *Graph, o *options, p *problems) bool {
+	def := g.def
+	g.cond = make([]*expr, len(def.Edges))
+	endsOK := true
+	seen := map[Edge]int{}
+	for i := range def.Edges {
+		e := &def.Edges[i]
+		bad := func(field, format string, args ...any) { p.edge(i, e, field, format, args...) }
+		switch {
+		case e.From == "":
+			bad("from", "missing source node")
+			endsOK = false
+		case e.From == End:
+			bad("from", "no edge can leave END")
+			endsOK = false
+		case !g.known(e.From):
+			bad("from", "unknown node %q", e.From)
+			endsOK = false
+		}
+		switch {
+		case e.To == "":
+			bad("to", "missing target node")
+			endsOK = false
+		case e.To == Start:
+			bad("to", "no edge can enter START")
+			endsOK = false
+		case !g.known(e.To):
+			bad("to", "unknown node %q", e.To)
+			endsOK = false
+		}
+		if e.From == Start && e.Action != DefaultAction {
+			bad("action", "edges from START take the default action only, got %q", e.Action)
+		}
+		if e.Timeout {
+			if n, ok := g.Node(e.From); !ok || n.Type != TypeHuman {
+				bad("timeout", "timeout edges must leave a human node")
+			}
+		}
+		if e.Condition != "" {
+			if x, msg := compileExpr(e.Condition, boolExpr, o); msg != "" {
+				bad("when", "%s", msg)
+			} else {
+				g.cond[i] = x
+			}
+		}
+		if j, dup := seen[*e]; dup {
+			bad("", "duplicate of edge %d", j)
+		} else {
+			seen[*e] = i
+		}
+	}
+	if len(def.Nodes) > 0 && len(g.out[Start]) == 0 {
+		p.top("edges", "no edge leaves START")
+	}
+	if len(def.Nodes) > 0 && len(g.in[End]) == 0 {
+		p.top("edges", "no edge enters END")
+	}
+	return endsOK
+}
+
+// validateReach reports nodes that no run can activate and nodes from which
+// no run can finish.
+func validateReach(g *Graph, p *problems) {
+	fromStart := walk(Start, func(id string) []string {
+		var next []string
+		for _, i := range g.out[id] {
+			next = append(next, g.def.Edges[i].To)
+		}
+		return next
+	})
+	toEnd := walk(End, func(id string) []string {
+		var prev []string
+		for _, i := range g.in[id] {
+			prev = append(prev, g.def.Edges[i].From)
+		}
+		return prev
+	})
+	reported := map[string]bool{}
+	for _, n := range g.def.Nodes {
+		if n.ID == "" || reported[n.ID] {
+			continue
+		}
+		reported[n.ID] = true
+		if !fromStart[n.ID] {
+			p.node(n.ID, "", "not reachable from START")
+		} else if !toEnd[n.ID] {
+			p.node(n.ID, "", "no path to END")
+		}
+	}
+}
+
+func walk(from string, next func(string) []string) map[string]bool {
+	seen := map[string]bool{from: true}
+	stack := []string{from}
+	for len(stack) > 0 {
+		id := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for _, n := range next(id) {
+			if !seen[n] {
+				seen[n] = true
+				stack = append(stack, n)
+			}
+		}
+	}
+	return seen
+}

@@ -1,0 +1,54 @@
+package worker_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/weft-dev/weft/pkg/events"
+	"github.com/weft-dev/weft/pkg/worker"
+)
+
+// BenchmarkRoundTrip measures one work item from its node-ready append to
+// its node-invoked event, one at a time: the worker's share of a hop.
+func BenchmarkRoundTrip(b *testing.B) {
+	st := testStoreB(b)
+	w, err := worker.New(st, worker.WithLogger(quietLogger()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	w.Handle("noop", worker.NodeFunc(func(context.Context, *worker.Input) (*worker.Result, error) { return &worker.Result{}, nil }))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	invoked := make(chan *nats.Msg, 1)
+	sub, err := st.JetStream().Conn().ChanSubscribe(events.KindFilter(events.NodeInvoked), invoked)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	time.Sleep(200 * time.Millisecond) // the worker's first pull request
+
+	run := events.NewRunID()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		ref := events.NodeRef{Node: fmt.Sprintf("n%d", i), Iteration: 1}
+		ev, err := events.New(run, events.DecisionID(run, events.NodeReady, ref.Key(), "1"), time.Time{}, &events.NodeReadyData{NodeRef: ref, Attempt: 1, Type: "noop", Queue: worker.DefaultQueue})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := st.Append(ctx, run, events.AnySeq, ev); err != nil {
+			b.Fatal(err)
+		}
+		select {
+		case <-invoked:
+		case <-time.After(10 * time.Second):
+			b.Fatal("no invoked event")
+		}
+	}
+}

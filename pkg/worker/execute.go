@@ -1,0 +1,329 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/weft-dev/weft/pkg/events"
+)
+
+// ackTimeout bounds the double ack of a work item.
+const ackTimeout = 5 * time.Second
+
+// item is one work item being run.
+type item struct {
+	run      string
+	ready    *events.NodeReadyData
+	delivery int
+	msg      jetstream.Msg
+	base     *slog.Logger
+}
+
+// log is the item's logger, built only when something is logged: the hot
+// path logs nothing.
+func (it *item) log() *slog.Logger {
+	r := it.ready
+	return it.base.With(logRun, it.run, logKey, r.Key(), logType, r.Type, logAttempt, r.Attempt, logDelivery, it.delivery)
+}
+
+// process runs one work item: decode, record invoking, execute, record the
+// outcome, ack. base is the context nodes run on.
+func (w *Worker) process(base context.Context, q *queue, m jetstream.Msg) {
+	w.stats.received.Add(1)
+	ev, err := events.Decode(m.Subject(), m.Headers(), m.Data())
+	if err == nil && ev.Type != events.NodeReady {
+		err = fmt.Errorf("%w: %s: a %s event on a task queue", events.ErrMalformedEvent, m.Subject(), ev.Type)
+	}
+	var ready *events.NodeReadyData
+	if err == nil {
+		p, _ := ev.Payload()
+		ready = p.(*events.NodeReadyData)
+		if ready.Node == "" || ready.Type == "" {
+			err = fmt.Errorf("%w: %s: node-ready event without node or type", events.ErrMalformedEvent, m.Subject())
+		}
+	}
+	if err != nil {
+		w.stats.malformed.Add(1)
+		w.log.Error("malformed work item; terminated", logSubject, m.Subject(), logError, err)
+		if err := m.Term(); err != nil {
+			w.log.Warn("terminating malformed work item", logSubject, m.Subject(), logError, err)
+		}
+		return
+	}
+	delivery := 1
+	if md, err := m.Metadata(); err == nil {
+		delivery = int(md.NumDelivered)
+	}
+	if delivery > 1 {
+		w.stats.redelivered.Add(1)
+	}
+	it := &item{run: ev.RunID, ready: ready, delivery: delivery, msg: m, base: w.log}
+
+	node := w.handler(ready.Type)
+	if node == nil {
+		if _, seen := w.unknown.LoadOrStore(ready.Type, true); !seen {
+			w.log.Warn("no handler for node type; leaving its work to other workers", logType, ready.Type, logQueue, q.name)
+		}
+		if err := m.NakWithDelay(w.unknownDelay); err != nil {
+			it.log().Warn("handing back work of an unserved type", logError, err)
+		}
+		return
+	}
+	w.execute(base, q, it, node)
+}
+
+// execute runs a work item whose node this worker serves.
+func (w *Worker) execute(base context.Context, q *queue, it *item, node Node) {
+	ready := it.ready
+	// Appends and the ack outlive the node's context: an outcome is written
+	// even when the node ended because its context did.
+	detached := context.WithoutCancel(base)
+
+	nodeCtx, cancel := context.WithCancelCause(base)
+	defer cancel(nil)
+	untrack, cancelled := w.cancel.track(it.run, cancel)
+	defer untrack()
+	if cancelled != nil {
+		// The run was cancelled before this work started: do not start it.
+		w.finish(detached, it, w.cancelledEvent(it, cancelled))
+		return
+	}
+
+	invoking, err := events.New(it.run, events.DecisionID(it.run, events.NodeInvoking, ready.Key(), strconv.Itoa(ready.Attempt), strconv.Itoa(it.delivery)), time.Time{}, &events.NodeInvokingData{
+		NodeRef:  ready.NodeRef,
+		Attempt:  ready.Attempt,
+		Delivery: it.delivery,
+		Worker:   w.opts.name,
+	})
+	if err == nil {
+		_, err = w.store.Append(detached, it.run, events.AnySeq, invoking)
+	}
+	if err != nil {
+		it.log().Error("recording node invoking; handing work back", logError, err)
+		w.nak(it.msg)
+		return
+	}
+
+	every := q.heartbeat
+	if hb := time.Duration(ready.HeartbeatMs) * time.Millisecond; hb > 0 && hb < every {
+		every = hb
+	}
+	hb := startHeartbeat(every, it.msg.InProgress, cancel)
+	runCtx := nodeCtx
+	if ready.TimeoutMs > 0 {
+		var stop context.CancelFunc
+		runCtx, stop = context.WithTimeout(nodeCtx, time.Duration(ready.TimeoutMs)*time.Millisecond)
+		defer stop()
+	}
+	start := time.Now()
+	res, nodeErr := w.call(runCtx, node, it)
+	elapsed := time.Since(start)
+	hb.stop()
+
+	cause := context.Cause(runCtx)
+	var rc *runCancelled
+	switch {
+	case nodeErr != nil && (errors.Is(cause, errDrainTimeout) || errors.Is(cause, errHeartbeatLost)):
+		// The node was given up, not failed: its item is, or will be,
+		// delivered again. Record nothing.
+		it.log().Warn("node given up; handing work back", logError, cause)
+		w.nak(it.msg)
+		return
+	case nodeErr != nil && errors.As(cause, &rc):
+		w.finish(detached, it, w.cancelledEvent(it, rc))
+		return
+	case nodeErr != nil && errors.Is(cause, context.DeadlineExceeded):
+		nodeErr = &Error{
+			Type:      events.FailureTimeout,
+			Message:   fmt.Sprintf("node timed out after %s", time.Duration(ready.TimeoutMs)*time.Millisecond),
+			Retryable: true,
+			Cause:     nodeErr,
+		}
+	}
+	if nodeErr == nil {
+		invoked, err := w.invokedEvent(it, res, elapsed)
+		if err == nil {
+			err = w.append(detached, it, invoked)
+			if err == nil {
+				w.stats.succeeded.Add(1)
+				w.ack(detached, it)
+				return
+			}
+			if !errors.Is(err, events.ErrPayloadTooLarge) {
+				it.log().Error("recording node invoked; handing work back", logError, err)
+				w.nak(it.msg)
+				return
+			}
+			nodeErr = NonRetryable(events.FailurePayloadTooLarge, err.Error())
+		} else {
+			nodeErr = err
+		}
+	}
+	f := failureOf(nodeErr)
+	failed, err := w.failedEvent(it, f, elapsed)
+	if err == nil {
+		err = w.append(detached, it, failed)
+	}
+	if err != nil {
+		it.log().Error("recording node failed; handing work back", logError, err, logFailure, f.Error())
+		w.nak(it.msg)
+		return
+	}
+	w.stats.failed.Add(1)
+	it.log().Info("node failed", logFailure, f.Error(), "retryable", f.Retryable)
+	w.ack(detached, it)
+}
+
+// call runs the node, turning a panic into a non-retryable failure.
+func (w *Worker) call(ctx context.Context, node Node, it *item) (res *Result, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			res, err = nil, &Error{
+				Type:    events.FailurePanic,
+				Message: fmt.Sprint(r),
+				Details: map[string]string{"stack": string(debug.Stack())},
+			}
+		}
+	}()
+	in, err := input(it)
+	if err != nil {
+		return nil, err
+	}
+	return node.Execute(ctx, in)
+}
+
+// input decodes the work item for the node.
+func input(it *item) (*Input, error) {
+	r := it.ready
+	in := &Input{
+		RunID:          it.run,
+		NodeID:         r.Node,
+		Type:           r.Type,
+		Iteration:      r.Iteration,
+		Attempt:        r.Attempt,
+		Delivery:       it.delivery,
+		Item:           r.Item,
+		Config:         r.Config,
+		State:          map[string]any{},
+		Invocation:     map[string]any{},
+		IdempotencyKey: r.IdempotencyKey,
+	}
+	if in.IdempotencyKey == "" {
+		in.IdempotencyKey = events.IdempotencyKey(it.run, r.NodeRef, r.Attempt)
+	}
+	for _, f := range []struct {
+		name string
+		raw  json.RawMessage
+		into any
+	}{{"input", r.Input, &in.State}, {"local", r.Local, &in.Local}, {"invocation", r.Invocation, &in.Invocation}} {
+		if len(f.raw) == 0 {
+			continue
+		}
+		if err := json.Unmarshal(f.raw, f.into); err != nil {
+			return nil, NonRetryable(events.FailureValidation, fmt.Sprintf("work item %s: %v", f.name, err))
+		}
+	}
+	if in.State == nil { // JSON null
+		in.State = map[string]any{}
+	}
+	if in.Invocation == nil {
+		in.Invocation = map[string]any{}
+	}
+	return in, nil
+}
+
+func (w *Worker) invokedEvent(it *item, res *Result, elapsed time.Duration) (*events.Event, error) {
+	r := it.ready
+	d := &events.NodeInvokedData{NodeRef: r.NodeRef, Attempt: r.Attempt, DurationMs: elapsed.Milliseconds(), Worker: w.opts.name}
+	if res != nil {
+		invalid := func(what string, err error) error {
+			return NonRetryable(events.FailureValidation, fmt.Sprintf("encoding the node's %s: %v", what, err))
+		}
+		if res.Output != nil {
+			b, err := json.Marshal(res.Output)
+			if err != nil {
+				return nil, invalid("output", err)
+			}
+			d.Output = b
+		}
+		if len(res.Updates) > 0 {
+			d.Updates = make(map[string]json.RawMessage, len(res.Updates))
+			for k, v := range res.Updates {
+				b, err := json.Marshal(v)
+				if err != nil {
+					return nil, invalid(fmt.Sprintf("update %q", k), err)
+				}
+				d.Updates[k] = b
+			}
+		}
+		for i, a := range res.Actions {
+			if a.Name == "" {
+				return nil, NonRetryable(events.FailureValidation, fmt.Sprintf("action %d has no name", i))
+			}
+			ea := events.Action{Name: a.Name}
+			if a.Data != nil {
+				b, err := json.Marshal(a.Data)
+				if err != nil {
+					return nil, invalid(fmt.Sprintf("action %q data", a.Name), err)
+				}
+				ea.Data = b
+			}
+			d.Actions = append(d.Actions, ea)
+		}
+	}
+	return events.New(it.run, events.DecisionID(it.run, events.NodeInvoked, r.Key(), strconv.Itoa(r.Attempt)), time.Time{}, d)
+}
+
+func (w *Worker) failedEvent(it *item, f events.Failure, elapsed time.Duration) (*events.Event, error) {
+	r := it.ready
+	return events.New(it.run, events.DecisionID(it.run, events.NodeFailed, r.Key(), strconv.Itoa(r.Attempt)), time.Time{}, &events.NodeFailedData{
+		NodeRef: r.NodeRef, Attempt: r.Attempt, Error: f, DurationMs: elapsed.Milliseconds(), Worker: w.opts.name,
+	})
+}
+
+func (w *Worker) cancelledEvent(it *item, c *runCancelled) *events.Event {
+	r := it.ready
+	ev, err := events.New(it.run, events.DecisionID(it.run, events.NodeCanceled, r.Key(), strconv.Itoa(r.Attempt)), time.Time{}, &events.NodeCancelledData{
+		NodeRef: r.NodeRef, Attempt: r.Attempt, By: c.by, Reason: c.reason,
+	})
+	if err != nil { // a struct of strings and ints always encodes
+		panic(err)
+	}
+	return ev
+}
+
+// finish appends a cancellation and acks.
+func (w *Worker) finish(ctx context.Context, it *item, ev *events.Event) {
+	if err := w.append(ctx, it, ev); err != nil {
+		it.log().Error("recording node cancelled; handing work back", logError, err)
+		w.nak(it.msg)
+		return
+	}
+	w.stats.cancelled.Add(1)
+	it.log().Info("node cancelled")
+	w.ack(ctx, it)
+}
+
+func (w *Worker) append(ctx context.Context, it *item, ev *events.Event) error {
+	_, err := w.store.Append(ctx, it.run, events.AnySeq, ev)
+	return err
+}
+
+// ack acknowledges a work item whose outcome is in the log. If the ack is
+// lost the item is delivered again, runs again under the same idempotency
+// key, and its outcome is de-duplicated by its event id.
+func (w *Worker) ack(ctx context.Context, it *item) {
+	ctx, cancel := context.WithTimeout(ctx, ackTimeout)
+	defer cancel()
+	if err := it.msg.DoubleAck(ctx); err != nil {
+		it.log().Warn("acknowledging work item", logError, err)
+	}
+}

@@ -1,0 +1,109 @@
+package worker
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/weft-dev/weft/pkg/events"
+)
+
+// Defaults.
+const (
+	DefaultQueue        = "default"
+	DefaultConcurrency  = 16
+	DefaultDrainTimeout = 30 * time.Second
+	// unknownTypeDelay is how long a work item of a node type this worker
+	// does not serve waits before it is delivered again.
+	unknownTypeDelay = 5 * time.Second
+)
+
+// Option configures a Worker.
+type Option func(*options)
+
+type options struct {
+	queues       []string
+	concurrency  int
+	name         string
+	logger       *slog.Logger
+	ackWait      time.Duration // 0: keep the queue's
+	heartbeat    time.Duration // 0: a third of the queue's AckWait
+	drainTimeout time.Duration
+}
+
+// WithQueues sets the task queues the worker pulls from (default "default").
+func WithQueues(queues ...string) Option {
+	return func(o *options) { o.queues = append([]string(nil), queues...) }
+}
+
+// WithConcurrency sets how many nodes the worker runs at once, across its
+// queues (default 16).
+func WithConcurrency(n int) Option { return func(o *options) { o.concurrency = n } }
+
+// WithName names the worker in the events it writes (default
+// "<hostname>-<pid>").
+func WithName(name string) Option { return func(o *options) { o.name = name } }
+
+// WithLogger sets the logger (default slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// WithAckWait sets the AckWait of the worker's queue consumers: how long a
+// work item whose worker stopped heartbeating waits before it is delivered
+// again. Without it a queue keeps the AckWait it has (30s when created). All
+// workers of a queue should agree on it.
+func WithAckWait(d time.Duration) Option { return func(o *options) { o.ackWait = d } }
+
+// WithHeartbeat sets how often a running node's work item is marked in
+// progress (default a third of the queue's AckWait).
+func WithHeartbeat(d time.Duration) Option { return func(o *options) { o.heartbeat = d } }
+
+// WithDrainTimeout bounds how long Run waits for nodes in flight when its
+// context ends (default 30s).
+func WithDrainTimeout(d time.Duration) Option { return func(o *options) { o.drainTimeout = d } }
+
+func defaultName() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "worker"
+	}
+	return host + "-" + strconv.Itoa(os.Getpid())
+}
+
+func (o *options) validate() error {
+	var errs []error
+	if len(o.queues) == 0 {
+		errs = append(errs, errors.New("no queues"))
+	}
+	seen := map[string]bool{}
+	for _, q := range o.queues {
+		switch {
+		case !events.ValidToken(q):
+			errs = append(errs, fmt.Errorf("queue %q: %w (letters, digits, '-' and '_')", q, events.ErrInvalidID))
+		case seen[q]:
+			errs = append(errs, fmt.Errorf("queue %q listed twice", q))
+		}
+		seen[q] = true
+	}
+	if o.concurrency < 1 {
+		errs = append(errs, fmt.Errorf("concurrency: want at least 1, got %d", o.concurrency))
+	}
+	if o.name == "" {
+		errs = append(errs, errors.New("name: must not be empty"))
+	}
+	if o.ackWait != 0 && o.ackWait < time.Second {
+		errs = append(errs, fmt.Errorf("ack wait: want at least 1s, got %s", o.ackWait))
+	}
+	if o.heartbeat < 0 {
+		errs = append(errs, fmt.Errorf("heartbeat: want a positive duration, got %s", o.heartbeat))
+	}
+	if o.ackWait != 0 && o.heartbeat >= o.ackWait {
+		errs = append(errs, fmt.Errorf("heartbeat %s must be shorter than ack wait %s", o.heartbeat, o.ackWait))
+	}
+	if o.drainTimeout < 0 {
+		errs = append(errs, fmt.Errorf("drain timeout: want a positive duration, got %s", o.drainTimeout))
+	}
+	return errors.Join(errs...)
+}
