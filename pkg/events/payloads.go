@@ -125,6 +125,19 @@ type NodeReadyData struct {
 	IdempotencyKey string `json:"idempotencyKey"`
 	TimeoutMs      int64  `json:"timeoutMs,omitempty"`
 	HeartbeatMs    int64  `json:"heartbeatMs,omitempty"`
+	// MaxAttempts is the node's effective retry limit, so that the worker
+	// knows an attempt is the last (and runs the node's fallback); 0 means
+	// unknown.
+	MaxAttempts int `json:"maxAttempts,omitempty"`
+	// Effect is the node's effect class (pure, read, write, external,
+	// human), for the worker's hooks and filters.
+	Effect string `json:"effect,omitempty"`
+	// Outputs lists the state keys the node may update; empty means any.
+	Outputs []string `json:"outputs,omitempty"`
+	// InputSchema and OutputSchema are the node's JSON Schemas, checked by
+	// the worker before and after execution.
+	InputSchema  json.RawMessage `json:"inputSchema,omitempty"`
+	OutputSchema json.RawMessage `json:"outputSchema,omitempty"`
 	// Consumed lists the incoming edge signals this activation used up.
 	Consumed []int `json:"consumed,omitempty"`
 	// Owed lists incoming edges whose next signal belongs to this
@@ -146,7 +159,7 @@ type NodeInvokingData struct {
 // FilterNote records what one invocation filter did.
 type FilterNote struct {
 	Filter string `json:"filter"`
-	Action string `json:"action"` // "modified", "cancelled", "replaced"
+	Action string `json:"action"` // "modified", "cancelled", "replaced", "passed", "skipped"
 	Note   string `json:"note,omitempty"`
 }
 

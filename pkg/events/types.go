@@ -65,14 +65,16 @@ var kinds = map[Type]string{
 	ChildRunFinished:   "childfinished",
 }
 
-// Types lists every type of the catalogue.
-func Types() []Type {
-	out := make([]Type, 0, len(kinds))
-	for t := range kinds {
-		out = append(out, t)
-	}
-	return out
+// catalogue lists the types in a fixed order: runs, nodes, the rest.
+var catalogue = []Type{
+	RunStarted, RunCompleted, RunFailed, RunCancelRequested, RunCancelled,
+	NodeReady, NodeInvoking, NodeInvoked, NodeFailed, NodeSkipped, NodeWaiting,
+	NodeRouted, NodeCanceled, Heartbeat,
+	RetryScheduled, TimerFired, SignalReceived, ChildRunStarted, ChildRunFinished,
 }
+
+// Types lists every type of the catalogue, in a fixed order.
+func Types() []Type { return append([]Type(nil), catalogue...) }
 
 // Known reports whether t is a type of the catalogue.
 func (t Type) Known() bool { _, ok := kinds[t]; return ok }
