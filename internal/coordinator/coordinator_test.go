@@ -73,9 +73,12 @@ func start(t testing.TB, st events.Store, g *graph.Graph, n int) []string {
 }
 
 // runWorker runs an in-process worker with the built-in executors.
-func runWorker(t testing.TB, ctx context.Context, st events.Store, name string) {
+func runWorker(t testing.TB, ctx context.Context, st events.Store, name string, queues ...string) {
 	t.Helper()
-	w, err := worker.New(st, worker.WithName(name), worker.WithConcurrency(64))
+	if len(queues) == 0 {
+		queues = []string{"default"}
+	}
+	w, err := worker.New(st, worker.WithName(name), worker.WithConcurrency(64), worker.WithQueues(queues...))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -122,7 +122,10 @@ func (e *Event) CloudEvent() cloudevents.Event {
 			ce.SetExtension(ExtTraceState, e.TraceState)
 		}
 	}
-	_ = ce.SetData(cloudevents.ApplicationJSON, []byte(e.Data))
+	// Set the encoded data directly: SetData marks []byte as base64, and the
+	// data is JSON.
+	ce.SetDataContentType(cloudevents.ApplicationJSON)
+	ce.DataEncoded = []byte(e.Data)
 	return ce
 }
 

@@ -15,7 +15,7 @@ func exprGraph(t *testing.T) *Graph {
 		Node("a", "echo").
 		Node("b", "echo", When("state.count > 2")).
 		Node("m", "echo", Map("state.items", 0)).
-		Node("n", "echo", Map("state.items.map(i, i * 2.0)", 2)).
+		Node("n", "echo", Map("state.items.map(i, double(i) * 2.0)", 2)).
 		Edge(Start, "a").                                                            // 0
 		Edge("a", "b").                                                              // 1 default action, unconditional
 		Edge("a", "m", OnAction("approve")).                                         // 2

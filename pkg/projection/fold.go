@@ -3,6 +3,7 @@ package projection
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/weft-dev/weft/pkg/events"
@@ -128,8 +129,17 @@ func (s *State) Apply(e *events.Event) (err error) {
 			s.Pending[sig.To] = append(s.Pending[sig.To], sig)
 		}
 	case *events.RetryScheduledData:
+		// It follows a failed attempt: of the node, or of one item of a
+		// map node (which waits on meanwhile).
 		n := s.Nodes[d.Node]
-		if n == nil || n.Iteration != d.Iteration || n.Status.Active() && n.Status != NodeRetrying {
+		if n == nil || n.Iteration != d.Iteration {
+			return nil
+		}
+		if d.Item != nil {
+			if it := item(n, *d.Item); it == nil || it.Status != NodeFailed {
+				return nil
+			}
+		} else if n.Status != NodeFailed {
 			return nil
 		}
 		if s.Timers == nil {
@@ -311,7 +321,14 @@ func (s *State) waiting(d *events.NodeWaitingData, at time.Time) {
 		return
 	}
 	if d.For == "signal" {
+		if d.Deadline != nil {
+			if s.Timers == nil {
+				s.Timers = map[string]Timer{}
+			}
+			s.Timers[DeadlineTimerID(d.NodeRef)] = Timer{Purpose: "deadline", Ref: d.NodeRef, At: d.Deadline.UTC()}
+		}
 		if buf := s.Signals[d.Node]; len(buf) > 0 {
+			s.dropTimers(d.Node)
 			data := buf[0]
 			if len(buf) == 1 {
 				delete(s.Signals, d.Node)
@@ -436,6 +453,14 @@ func (s *State) finish(id string, n *NodeState, itemIdx *int, status NodeStatus,
 			s.Artifacts[key] = out
 		}
 	}
+}
+
+// DeadlineTimerID is the id of the durable timer that ends a human node
+// activation's wait. The node-waiting event that sets the deadline records
+// the timer under this id, so a state folded afresh (after a restart) knows
+// it as well as the state the deadline was decided in.
+func DeadlineTimerID(ref events.NodeRef) string {
+	return "deadline-" + ref.Node + "-" + strconv.Itoa(ref.Iteration)
 }
 
 // dropTimers removes the pending timers of a node.

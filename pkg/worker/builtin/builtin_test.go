@@ -135,7 +135,7 @@ func TestTransform(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]any{"count": int64(3), "greeting": "hello ada", "big": true, "item": int64(7), "tags": []any{"A", "B"}}
+	want := map[string]any{"count": 3.0, "greeting": "hello ada", "big": true, "item": 7.0, "tags": []any{"A", "B"}}
 	if !reflect.DeepEqual(res.Updates, want) || !reflect.DeepEqual(res.Output, want) {
 		t.Errorf("updates = %#v\noutput = %#v\nwant %#v", res.Updates, res.Output, want)
 	}
@@ -143,7 +143,7 @@ func TestTransform(t *testing.T) {
 	in = input("transform", map[string]any{"set": map[string]any{"x": "1"}, "output": "{'n': state.n * 2.0}"})
 	in.State = map[string]any{"n": 1.5}
 	res, err = builtin.Transform{}.Execute(context.Background(), in)
-	if err != nil || !reflect.DeepEqual(res.Output, map[string]any{"n": 3.0}) || res.Updates["x"] != int64(1) {
+	if err != nil || !reflect.DeepEqual(res.Output, map[string]any{"n": 3.0}) || res.Updates["x"] != 1.0 {
 		t.Errorf("output = %#v, %v", res, err)
 	}
 
