@@ -4,6 +4,8 @@ import (
 	"container/list"
 	"sync"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/weft-dev/weft/pkg/projection"
 )
 
@@ -23,6 +25,9 @@ type runEntry struct {
 	own map[string]struct{}
 	// notified is set once an ended child run told its parent.
 	notified bool
+	// traces holds, with tracing on, the trace context of each node's
+	// last outcome (and of the run's start), for the links of joins.
+	traces map[string]trace.SpanContext
 }
 
 // runCache is an LRU of run entries. Each run is touched by one shard

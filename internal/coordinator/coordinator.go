@@ -105,6 +105,7 @@ type Coordinator struct {
 	epoch  atomic.Uint64
 	queues sync.Map // queue name → struct{}: consumers known to exist
 	graphs sync.Map // digest → *graph.Graph
+	snaps  snapshotStore
 	n      counters
 }
 
@@ -159,6 +160,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	}
 	stop := context.AfterFunc(ctx, iter.Stop)
 	defer stop()
+	defer c.observeLag(cons)()
 
 	shards := make([]chan jetstream.Msg, c.opts.shards)
 	var wg sync.WaitGroup

@@ -10,6 +10,7 @@ import (
 
 	"github.com/weft-dev/weft/internal/engine"
 	"github.com/weft-dev/weft/internal/logattr"
+	"github.com/weft-dev/weft/internal/telemetry"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -33,12 +34,15 @@ func (c *Coordinator) handle(ctx context.Context, msg jetstream.Msg) {
 		return
 	}
 	e.Seq = meta.Sequence.Stream
+	ctx, span := c.startProcess(ctx, msg.Subject(), e, meta.NumDelivered)
+	defer span.End()
 	if err := c.process(ctx, e); err != nil {
 		if ctx.Err() != nil {
 			return
 		}
+		telemetry.Fail(span, err)
 		c.n.errors.Add(1)
-		c.log.Warn("deciding failed; the event will be handled again", logattr.RunID, e.RunID, logattr.Seq, e.Seq, logattr.EventType, e.Type, logattr.Error, err)
+		c.log.WarnContext(ctx, "deciding failed; the event will be handled again", logattr.RunID, e.RunID, logattr.Seq, e.Seq, logattr.EventType, e.Type, logattr.Error, err)
 		_ = msg.NakWithDelay(500 * time.Millisecond)
 		return
 	}
@@ -56,7 +60,7 @@ func (c *Coordinator) process(ctx context.Context, e *events.Event) error {
 		if ent.state.Status == projection.RunPending {
 			c.n.orphans.Add(1)
 			c.cache.del(e.RunID)
-			c.log.Warn("passing over an event of a run that does not exist", logattr.RunID, e.RunID, logattr.Seq, e.Seq, logattr.EventType, e.Type)
+			c.log.WarnContext(ctx, "passing over an event of a run that does not exist", logattr.RunID, e.RunID, logattr.Seq, e.Seq, logattr.EventType, e.Type)
 			return nil
 		}
 		err = c.decide(ctx, ent)
@@ -78,16 +82,19 @@ func (c *Coordinator) entry(ctx context.Context, run string) (*runEntry, error) 
 	if ent := c.cache.get(run); ent != nil && ent.epoch >= epoch {
 		return ent, nil
 	}
-	evs, err := c.store.Read(ctx, run, 0, 0)
+	// Start from the run's latest checkpoint, if it has one (snapshot.go).
+	state, from, lastDecision := c.fromSnapshot(ctx, run)
+	evs, err := c.store.Read(ctx, run, from, 0)
 	if err != nil && !errors.Is(err, events.ErrRunNotFound) {
 		return nil, fmt.Errorf("reading run %s: %w", run, err)
 	}
 	c.n.reloads.Add(1)
-	ent := &runEntry{run: run, state: &projection.State{}, epoch: epoch, own: map[string]struct{}{}}
+	ent := &runEntry{run: run, state: state, epoch: epoch, own: map[string]struct{}{}, prefix: state.LastSeq, lastDecision: lastDecision}
 	for _, ev := range evs {
 		if err := ent.state.Apply(ev); err != nil {
 			c.n.rejected.Add(1)
 		}
+		ent.noteTrace(ev)
 		ent.prefix = ev.Seq
 		if ev.Decision {
 			ent.lastDecision = ev.Seq
@@ -115,6 +122,7 @@ func (c *Coordinator) apply(ent *runEntry, e *events.Event) {
 		c.n.rejected.Add(1)
 		c.log.Warn("passing over an event the fold cannot apply", logattr.RunID, e.RunID, logattr.Seq, e.Seq, logattr.EventType, e.Type, logattr.Error, err)
 	}
+	ent.noteTrace(e)
 }
 
 // graphFor compiles a run's graph from its run-started event, once per
@@ -151,11 +159,13 @@ func (c *Coordinator) decide(ctx context.Context, ent *runEntry) error {
 		return nil
 	}
 	for _, t := range d.Timers {
+		telemetry.Inject(ctx, t.Event)
 		if err := c.store.Schedule(ctx, t.Event, t.ID, t.At); err != nil {
 			return err
 		}
 	}
 	for _, child := range d.Children {
+		telemetry.Inject(ctx, child)
 		if _, err := c.store.Append(ctx, child.RunID, 0, child); err != nil && !errors.Is(err, events.ErrRunExists) {
 			return fmt.Errorf("starting child run %s: %w", child.RunID, err)
 		}
@@ -172,12 +182,13 @@ func (c *Coordinator) decide(ctx context.Context, ent *runEntry) error {
 			}
 		}
 	}
-	last, err := c.store.Append(ctx, s.RunID, ent.lastDecision, d.Events...)
+	last, err := c.appendDecisions(ctx, g, ent, d.Events)
 	if err != nil {
 		return err
 	}
 	c.n.decisions.Add(int64(len(d.Events)))
 	ent.lastDecision = last
+	c.checkpoint(ctx, g, s.RunID, d.Events, last)
 	for _, e := range d.Events {
 		ent.own[e.ID] = struct{}{}
 	}
@@ -198,6 +209,7 @@ func (c *Coordinator) notifyParent(ctx context.Context, ent *runEntry) error {
 	if notice == nil {
 		return nil
 	}
+	telemetry.Inject(ctx, notice)
 	if _, err := c.store.Append(ctx, notice.RunID, events.AnySeq, notice); err != nil {
 		return fmt.Errorf("telling parent run %s: %w", notice.RunID, err)
 	}
@@ -210,6 +222,7 @@ func (c *Coordinator) requestCancel(ctx context.Context, run, by, reason string)
 	if err != nil {
 		return err
 	}
+	telemetry.Inject(ctx, e)
 	if _, err := c.store.Append(ctx, run, events.AnySeq, e); err != nil {
 		return fmt.Errorf("cancelling run %s: %w", run, err)
 	}
@@ -224,6 +237,7 @@ func (c *Coordinator) failInvalidGraph(ctx context.Context, ent *runEntry, gerr 
 		return err
 	}
 	e.Decision = true
+	telemetry.Inject(ctx, e)
 	if _, err := c.store.Append(ctx, ent.run, ent.lastDecision, e); err != nil {
 		return err
 	}

@@ -3,7 +3,8 @@
 // its context ends.
 //
 // Every flag has an environment variable (shown in -h); a flag given on the
-// command line wins over the environment.
+// command line wins over the environment. Traces and metrics are exported
+// as the standard OTEL_* variables say (package telemetry; off by default).
 package coordinatord
 
 import (
@@ -18,6 +19,7 @@ import (
 
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/natsconn"
+	"github.com/weft-dev/weft/internal/telemetry"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
@@ -80,7 +82,17 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(cfg.LogLevel))
-	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	log := slog.New(telemetry.LogHandler(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level})))
+	telemetry.LogErrors(log)
+	shutdown, err := telemetry.Setup(ctx, "weft-coordinator")
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	defer func() {
+		if err := shutdown(context.WithoutCancel(ctx)); err != nil {
+			log.Warn("flushing telemetry", "error", err)
+		}
+	}()
 
 	nc, err := cfg.NATS.Connect("")
 	if err != nil {

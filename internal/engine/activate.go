@@ -71,7 +71,11 @@ func (d *decider) route(n *graph.Node, ns *projection.NodeState) {
 				break
 			}
 			for _, a := range actions {
-				taken, err := d.g.EdgeTaken(i, a.Name, env)
+				aenv := env
+				if len(a.Data) > 0 {
+					aenv.Local = decode(a.Data)
+				}
+				taken, err := d.g.EdgeTaken(i, a.Name, aenv)
 				if err != nil {
 					d.failRun(conditionFailure(i, e, err), n.ID)
 					return
@@ -188,8 +192,9 @@ func (d *decider) activate(n *graph.Node, consumed, owed []int, local json.RawMe
 		skip("no incoming edge was taken")
 		return
 	}
+	pred := d.predOutput(n.ID, consumed)
 	env := d.env(nil)
-	env.Local = decode(local)
+	env.Local, env.Output = decode(local), decode(pred)
 	ok, err := d.g.ShouldExecute(n.ID, env)
 	if err != nil {
 		d.failRun(events.Failure{Type: events.FailureCondition, Message: fmt.Sprintf("node %q: when: %v", n.ID, err)}, n.ID)
@@ -215,8 +220,19 @@ func (d *decider) activate(n *graph.Node, consumed, owed []int, local json.RawMe
 		}
 		wait(&events.NodeWaitingData{For: "map", Items: mustJSON(items)})
 	case n.Type == graph.TypeRouter:
+		names, err := d.g.RouterActions(n.ID, env)
+		if err != nil {
+			d.failRun(events.Failure{Type: events.FailureCondition, Message: fmt.Sprintf("router %q: %v", n.ID, err)}, n.ID)
+			return
+		}
+		var actions []events.Action
+		for _, a := range names {
+			actions = append(actions, events.Action{Name: a})
+		}
 		wait(&events.NodeWaitingData{For: "router"})
-		d.emit(&events.NodeInvokedData{NodeRef: ref, Actions: routerActions(n, d.g, env), Worker: "coordinator"},
+		// A router passes its predecessor's output on, so the conditions
+		// of its edges see it as output.
+		d.emit(&events.NodeInvokedData{NodeRef: ref, Output: pred, Actions: actions, Worker: "coordinator"},
 			events.DecisionID(d.s.RunID, events.NodeInvoked, ref.Key(), "0"))
 	case n.Type == graph.TypeHuman:
 		p := &events.NodeWaitingData{For: "signal", Input: d.input(n)}
@@ -230,7 +246,7 @@ func (d *decider) activate(n *graph.Node, consumed, owed []int, local json.RawMe
 		}
 		wait(p)
 		if p.Deadline != nil {
-			id := "deadline-" + n.ID + "-" + strconv.Itoa(iter)
+			id := projection.DeadlineTimerID(ref)
 			d.timer(id, *p.Deadline, &events.TimerFiredData{TimerID: id, Purpose: "deadline", Ref: ref})
 		}
 	case n.Type == graph.TypeSubgraph:
@@ -247,28 +263,32 @@ func (d *decider) timer(id string, at time.Time, p *events.TimerFiredData) {
 		d.err = err
 		return
 	}
-	if d.s.Timers == nil {
-		d.s.Timers = map[string]projection.Timer{}
-	}
-	if p.Purpose == "deadline" {
-		// A retry timer is recorded by its RetryScheduled event; a
-		// deadline is recorded with the waiting event it belongs to.
-		d.s.Timers[id] = projection.Timer{Purpose: p.Purpose, Ref: p.Ref, At: at.UTC()}
-	}
+	// The state records the timer from the event that asks for it: a retry
+	// timer from its RetryScheduled, a deadline from its NodeWaiting.
 	d.out.Timers = append(d.out.Timers, Timer{ID: id, At: at, Event: e})
 }
 
-// routerActions evaluates a router's routes: config {"routes": [{"when":
-// expr, "action": name}], "default": name}; the first route whose condition
-// holds names the action. A router without routes triggers the default
-// action and lets its edges' conditions choose.
-func routerActions(n *graph.Node, g *graph.Graph, env graph.Env) []events.Action {
-	var cfg struct {
-		Default string `json:"default"`
+// predOutput is the output of the predecessor an activation follows: the
+// source of the last taken edge among the consumed ones (nil from START).
+// A node's when and map.over, and a router's routes, see it as output.
+func (d *decider) predOutput(node string, consumed []int) json.RawMessage {
+	taken := map[int]bool{}
+	seen := map[int]bool{}
+	for _, sig := range d.s.Pending[node] {
+		if !seen[sig.Edge] {
+			seen[sig.Edge], taken[sig.Edge] = true, sig.Taken
+		}
 	}
-	_ = json.Unmarshal(n.Config, &cfg)
-	if cfg.Default != "" {
-		return []events.Action{{Name: cfg.Default}}
+	for k := len(consumed) - 1; k >= 0; k-- {
+		if !taken[consumed[k]] {
+			continue
+		}
+		if e := d.g.Edge(consumed[k]); e != nil && e.From != graph.Start {
+			if ns := d.s.Nodes[e.From]; ns != nil {
+				return ns.Output
+			}
+		}
+		return nil
 	}
 	return nil
 }
@@ -308,6 +328,11 @@ func (d *decider) ready(n *graph.Node, ref events.NodeRef, attempt int, local js
 		IdempotencyKey: events.IdempotencyKey(d.s.RunID, ref, attempt),
 		TimeoutMs:      n.Timeout.D().Milliseconds(),
 		HeartbeatMs:    n.Heartbeat.D().Milliseconds(),
+		MaxAttempts:    policy(n).MaxAttempts,
+		Effect:         string(n.Effect),
+		Outputs:        n.Outputs,
+		InputSchema:    n.InputSchema,
+		OutputSchema:   n.OutputSchema,
 		Consumed:       consumed,
 		Owed:           owed,
 	}

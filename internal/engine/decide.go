@@ -25,8 +25,16 @@
 //     after the last attempt the fallback output stands in if the node has
 //     one, a timeout edge is taken for a human node that timed out, and
 //     otherwise the run fails.
-//   - The run completes when nothing is active or pending and an edge to END
-//     was taken; its output is the shared state.
+//   - A node's when and map.over, and a router's routes, see as output the
+//     output of the predecessor whose taken edge activated it; a router
+//     passes that output on as its own. An edge's condition sees as local
+//     the forking data of the action that would take it.
+//   - The run completes when nothing is active, no timer is pending and no
+//     join can fire any more, once an edge to END was taken; its output is
+//     the shared state. Signals a join can no longer use are left behind;
+//     without END reached the run fails, naming the joins that wait.
+//   - Cancelling a run, or its failure, cancels the child runs its
+//     subgraph nodes wait for.
 package engine
 
 import (
@@ -154,24 +162,32 @@ func (d *decider) emit(p events.Payload, id string) *events.Event {
 }
 
 func (d *decider) failRun(f events.Failure, node string) {
+	children := d.waitingChildren()
 	d.emit(&events.RunFailedData{Error: f, Node: node}, events.DecisionID(d.s.RunID, events.RunFailed))
 	d.out.DropTimers = true
-	d.cancelChildren()
+	d.out.CancelChildren = append(d.out.CancelChildren, children...)
 }
 
 func (d *decider) cancel() {
 	c := d.s.Cancel
+	// Collected first: folding run-cancelled marks the waiting nodes
+	// cancelled.
+	children := d.waitingChildren()
 	d.emit(&events.RunCancelledData{By: c.By, Reason: c.Reason}, events.DecisionID(d.s.RunID, events.RunCancelled))
 	d.out.DropTimers = true
-	d.cancelChildren()
+	d.out.CancelChildren = append(d.out.CancelChildren, children...)
 }
 
-func (d *decider) cancelChildren() {
-	for _, ns := range d.s.Nodes {
-		if ns.Child != "" && ns.Status == projection.NodeWaiting {
-			d.out.CancelChildren = append(d.out.CancelChildren, ns.Child)
+// waitingChildren lists the child runs the run's nodes wait for, in node
+// order.
+func (d *decider) waitingChildren() []string {
+	var out []string
+	for _, n := range d.g.Nodes() {
+		if ns := d.s.Nodes[n.ID]; ns != nil && ns.Child != "" && ns.Status == projection.NodeWaiting {
+			out = append(out, ns.Child)
 		}
 	}
+	return out
 }
 
 // finishIfQuiet ends the run when nothing is left to happen.
@@ -180,18 +196,26 @@ func (d *decider) finishIfQuiet() {
 	if len(s.Timers) > 0 {
 		return
 	}
-	for _, q := range s.Pending {
-		if len(q) > 0 {
-			return
-		}
-	}
 	for _, ns := range s.Nodes {
 		if ns.Status.Active() {
 			return
 		}
 	}
+	// Nothing is active and no timer is pending, so no signal can come:
+	// a join still holding signals (say, an all-join inside a loop whose
+	// other input ran only once) can never fire.
+	var stuck []string
+	for _, n := range d.g.Nodes() {
+		if len(s.Pending[n.ID]) > 0 {
+			stuck = append(stuck, n.ID)
+		}
+	}
 	if !s.EndReached {
-		d.failRun(events.Failure{Type: events.FailureNoPathToEnd, Message: "the run came to rest without reaching END"}, "")
+		msg := "the run came to rest without reaching END"
+		if len(stuck) > 0 {
+			msg += fmt.Sprintf("; nodes %q wait for incoming edges that can no longer be taken", stuck)
+		}
+		d.failRun(events.Failure{Type: events.FailureNoPathToEnd, Message: msg}, "")
 		return
 	}
 	out := mustJSON(s.VarsMap())

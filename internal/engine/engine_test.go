@@ -278,3 +278,68 @@ edges:
 		}
 	}
 }
+
+func TestMapItemRetry(t *testing.T) {
+	sm := newSim(t, `
+name: mapretry
+nodes:
+  - {id: each, type: echo, map: {over: "state.xs", concurrency: 2}, retry: {maxAttempts: 2, initialInterval: 1s}}
+edges:
+  - {from: START, to: each}
+  - {from: each, to: END}
+`, `{"xs":[1,2,3]}`, "", func(r *events.NodeReadyData) events.Payload {
+		if r.Item != nil && *r.Item == 1 && r.Attempt == 1 {
+			return &events.NodeFailedData{NodeRef: r.NodeRef, Attempt: r.Attempt, Error: events.Failure{Type: "Flaky", Message: "once", Retryable: true}}
+		}
+		return &events.NodeInvokedData{NodeRef: r.NodeRef, Attempt: r.Attempt, Output: json.RawMessage(`"ok"`)}
+	})
+	s := sm.run()
+	if s.Status != projection.RunCompleted || s.Stats.Retries != 1 || string(s.Nodes["each"].Output) != `["ok","ok","ok"]` {
+		t.Fatalf("status %s %v retries %d output %s; %s", s.Status, s.Error, s.Stats.Retries, s.Nodes["each"].Output, sm.types())
+	}
+}
+
+func TestStuckJoinFailsInsteadOfHanging(t *testing.T) {
+	// j joins a and b (all); the back edge j -> a runs a again, but b ran
+	// once, so j's second round can never complete.
+	sm := newSim(t, `
+name: stuck
+nodes:
+  - {id: a, type: echo}
+  - {id: b, type: echo}
+  - {id: j, type: echo}
+edges:
+  - {from: START, to: a}
+  - {from: START, to: b}
+  - {from: a, to: j}
+  - {from: b, to: j}
+  - {from: j, to: a, when: "true"}
+  - {from: j, to: END, when: "false"}
+`, "", "", echo)
+	s := sm.run()
+	if s.Status != projection.RunFailed || s.Error.Type != events.FailureNoPathToEnd || !strings.Contains(s.Error.Message, `"j"`) {
+		t.Fatalf("status %s error %+v; %s", s.Status, s.Error, sm.types())
+	}
+}
+
+func TestWhenAndMapSeePredecessorOutput(t *testing.T) {
+	sm := newSim(t, `
+name: predout
+nodes:
+  - {id: a, type: echo}
+  - {id: each, type: echo, when: "output.go == true", map: {over: "output.items"}}
+edges:
+  - {from: START, to: a}
+  - {from: a, to: each}
+  - {from: each, to: END}
+`, "", "", func(r *events.NodeReadyData) events.Payload {
+		if r.Node == "a" {
+			return &events.NodeInvokedData{NodeRef: r.NodeRef, Attempt: r.Attempt, Output: json.RawMessage(`{"go":true,"items":["x","y"]}`)}
+		}
+		return &events.NodeInvokedData{NodeRef: r.NodeRef, Attempt: r.Attempt, Output: r.Local}
+	})
+	s := sm.run()
+	if s.Status != projection.RunCompleted || string(s.Nodes["each"].Output) != `[{"index":0,"item":"x"},{"index":1,"item":"y"}]` {
+		t.Fatalf("status %s %v output %s", s.Status, s.Error, s.Nodes["each"].Output)
+	}
+}

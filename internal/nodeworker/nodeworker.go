@@ -3,7 +3,8 @@
 // worker) on the configured task queues until its context ends, then drains.
 //
 // Every flag has an environment variable (shown in -h); a flag given on the
-// command line wins over the environment.
+// command line wins over the environment. Traces and metrics are exported
+// as the standard OTEL_* variables say (package telemetry; off by default).
 package nodeworker
 
 import (
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/natsconn"
+	"github.com/weft-dev/weft/internal/telemetry"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/worker"
 	"github.com/weft-dev/weft/pkg/worker/builtin"
@@ -141,7 +143,17 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	level, _ := parseLevel(cfg.LogLevel)
-	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	log := slog.New(telemetry.LogHandler(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level})))
+	telemetry.LogErrors(log)
+	shutdown, err := telemetry.Setup(ctx, "weft-nodeworker")
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	defer func() {
+		if err := shutdown(context.WithoutCancel(ctx)); err != nil {
+			log.Warn("flushing telemetry", "error", err)
+		}
+	}()
 
 	opts := []worker.Option{
 		worker.WithQueues(cfg.Queues...),

@@ -94,6 +94,7 @@ type Graph struct {
 	cond     []*expr // per edge; nil when unconditional
 	when     map[string]*expr
 	mapOver  map[string]*expr
+	routes   map[string]*router
 	children map[string]*Graph
 	parent   *Graph
 }
@@ -533,6 +534,34 @@ func (g *Graph) ShouldExecute(node string, env Env) (bool, error) {
 		return false, fmt.Errorf("%w: node %q: when: %w", ErrEvaluation, node, err)
 	}
 	return ok, nil
+}
+
+// RouterActions evaluates a router node's routes (config {"routes":
+// [{"when": CEL, "action": NAME}, ...], "default": NAME}) in order and
+// returns the action of the first whose condition holds, else the
+// default, else nil (the node triggers DefaultAction and its edges'
+// conditions choose).
+func (g *Graph) RouterActions(node string, env Env) ([]string, error) {
+	if _, ok := g.nodes[node]; !ok {
+		return nil, fmt.Errorf("%w: node %q", ErrUnknownNode, node)
+	}
+	r := g.routes[node]
+	if r == nil {
+		return nil, nil
+	}
+	for k, rt := range r.routes {
+		ok, err := rt.when.evalBool(env)
+		if err != nil {
+			return nil, fmt.Errorf("%w: node %q: config.routes[%d].when: %w", ErrEvaluation, node, k, err)
+		}
+		if ok {
+			return []string{rt.action}, nil
+		}
+	}
+	if r.def != "" {
+		return []string{r.def}, nil
+	}
+	return nil, nil
 }
 
 // MapItems evaluates node's map.over, giving the items to fan out over as

@@ -35,16 +35,30 @@
 // taken when its source triggered the edge's action (an edge without an
 // action label has the default action) and its condition holds. Edges from
 // START take the default action only. Several edges may be taken at once:
-// that is static fan-out.
+// that is static fan-out. An action's forking data is branch-local: the
+// first node of each branch the action takes gets it as local (merged, key
+// by key, when several taken edges bring data), it is never written to the
+// shared state, and it does not flow further down the branch.
+//
+// A router node (type router) is run by the coordinator, not a worker, and
+// has no side effects. Its config {"routes": [{"when": CEL, "action":
+// NAME}, ...], "default": NAME} is compiled at load: the routes are tried in
+// order and the first that holds names the action the router triggers,
+// else the default; a router without routes triggers the default action
+// and its edges' conditions choose. Every action a router names must label
+// one of its edges. A router passes its predecessor's output on as its own.
 //
 // Conditions (an edge's when), a node's when and a map's over are CEL
 // expressions over four variables, all of type dyn:
 //
 //	state       the run's shared state (an object)
 //	output      the output of the node whose edges are evaluated; for a
-//	            node's when and map.over, the output of the predecessor
+//	            node's when and map.over and a router's routes, the output
+//	            of the predecessor whose taken edge activated the node
 //	invocation  the run's invocation state, given at start, read-only
-//	local       branch-local data: an action's forking data, a map's item
+//	local       branch-local data: an action's forking data (on an
+//	            edge, the data of the action that would take it), a
+//	            map's item
 //
 // Values are JSON values, so every number is a double; comparisons across
 // int and double are enabled, so state.count > 2 and invocation.n == 2 work
@@ -72,18 +86,55 @@
 // START in definition order), re-activates its target on its own, without
 // waiting for the target's other inputs. Every activation counts against
 // the node's iteration cap (maxIterations on the node, else on the graph,
-// else DefaultMaxIterations); a run that would pass it fails.
+// else DefaultMaxIterations); a run that would pass it fails with an
+// IterationCapReached error naming the node and the cap.
+//
+// A branch whose edge is not taken still signals its targets ("not
+// taken"); a node all of whose inputs were not taken is skipped and passes
+// the skip on, so joins downstream never wait for a branch that will not
+// come. A node whose own when is false is skipped the same way. Signals that
+// arrive for an any or n-of join after it fired belong to the round it
+// fired for and are absorbed. When nothing is running and no timer is
+// pending, a join that still waits can never fire (an all-join in a loop
+// whose other input ran only once, say): the run then completes if it
+// reached END and fails naming the join if not.
 //
 // # Maps, state and subgraphs
 //
 // A node with map runs once per item of the list map.over gives, with the
-// item as local, at most map.concurrency at a time. The shared state is an
-// object whose keys are merged by reducers (replace, the default; append;
-// merge; sum) in log order, so parallel writes resolve deterministically. A
-// subgraph node (config {"graph": NAME}) starts a child run of one of the
-// graph's graphs (or an enclosing graph's) and waits for it. A human node
-// waits for a signal; its edges marked timeout: true are taken when its
-// deadline passes, and only those.
+// item ({"item": value, "index": i}) as local, at most map.concurrency at a
+// time; a failed item is retried by the node's policy on its own. The
+// node's output gathers the items' outputs in item order, whatever order
+// they finished in.
+//
+// The shared state is an object whose keys are merged by reducers, declared
+// per key under state.reducers:
+//
+//	replace  (the default) the update is the new value
+//	append   the value is a list; a list update is appended element by
+//	         element, any other update as one element
+//	merge    the value is an object; an object update is merged in key by
+//	         key (shallow), the update's keys winning
+//	sum      the value is a number; a numeric update is added
+//
+// Updates apply in log order (the order the nodes' results reached the
+// events stream), so parallel writes resolve the same way on every fold
+// and replay. An update of the wrong shape for its reducer replaces the
+// value rather than failing the run.
+//
+// A subgraph node (config {"graph": NAME}) starts a child run of one of the
+// graph's graphs (or an enclosing graph's) with the node's view of the
+// state as input and the run's invocation state, and waits for it. The
+// child is a run of its own, with its own log; its run-started names the
+// parent run and node, and the parent's log names the child. The child's
+// output (its final state) becomes the node's output; a child that fails
+// fails the node. Cancelling or failing the parent cancels the child.
+//
+// A human node waits for a signal and occupies no worker; the signal's data
+// is its output. With config {"timeout": DURATION} its deadline is a
+// durable timer (a JetStream message schedule): when it passes, the edges
+// marked timeout: true are taken, and only those, or, without such edges,
+// the node fails with a Timeout error.
 //
 // # Compiled graphs
 //

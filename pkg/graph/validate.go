@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -55,6 +56,7 @@ func validate(g *Graph, scope []*Definition, o *options, p *problems) {
 
 	g.when = map[string]*expr{}
 	g.mapOver = map[string]*expr{}
+	g.routes = map[string]*router{}
 	first := map[string]int{}
 	for i := range def.Nodes {
 		validateNode(g, i, first, scope, o, p)
@@ -186,6 +188,85 @@ func validateNode(g *Graph, i int, first map[string]int, scope []*Definition, o 
 	if n.Type == TypeSubgraph {
 		validateSubgraphRef(g.def, n, scope, bad)
 	}
+	if n.Type == TypeRouter {
+		if r := validateRouter(g, n, o, bad); r != nil && id != "" {
+			g.routes[id] = r
+		}
+	}
+}
+
+// router is a router node's compiled config.
+type router struct {
+	routes []route
+	def    string
+}
+
+type route struct {
+	when   *expr
+	action string
+}
+
+// validateRouter compiles a router's config: {"routes": [{"when": CEL,
+// "action": NAME}], "default": NAME}, both optional. Every action it names
+// must label an edge leaving the router, so a typo is a load error rather
+// than a run that comes to rest.
+func validateRouter(g *Graph, n *Node, o *options, bad func(field, format string, args ...any)) *router {
+	if len(n.Config) == 0 {
+		return nil
+	}
+	var cfg struct {
+		Routes []struct {
+			When   string `json:"when"`
+			Action string `json:"action"`
+		} `json:"routes"`
+		Default string `json:"default"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(n.Config))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&cfg); err != nil {
+		bad("config", `router config: %v (want {"routes": [{"when": CEL, "action": NAME}], "default": NAME})`, err)
+		return nil
+	}
+	labels := map[string]bool{}
+	for _, i := range g.out[n.ID] {
+		labels[g.def.Edges[i].Action] = true
+	}
+	r := &router{def: cfg.Default}
+	ok := true
+	check := func(field, action string) {
+		if !labels[action] {
+			bad(field, "action %q labels no edge leaving the router", action)
+			ok = false
+		}
+	}
+	for k, rt := range cfg.Routes {
+		field := fmt.Sprintf("config.routes[%d]", k)
+		if rt.Action == "" {
+			bad(field+".action", "missing action")
+			ok = false
+		} else {
+			check(field+".action", rt.Action)
+		}
+		if strings.TrimSpace(rt.When) == "" {
+			bad(field+".when", "missing condition")
+			ok = false
+			continue
+		}
+		x, msg := compileExpr(rt.When, boolExpr, o)
+		if msg != "" {
+			bad(field+".when", "%s", msg)
+			ok = false
+			continue
+		}
+		r.routes = append(r.routes, route{when: x, action: rt.Action})
+	}
+	if cfg.Default != "" {
+		check("config.default", cfg.Default)
+	}
+	if !ok {
+		return nil
+	}
+	return r
 }
 
 // validateSubgraphRef checks that a subgraph node's config names a graph

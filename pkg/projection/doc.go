@@ -14,7 +14,10 @@
 // (State.Pending) and an activation (NodeReady, NodeSkipped, NodeWaiting)
 // consumes the ones its event names. The one thing the fold derives is the
 // outcome of a map node, which finishes when its last item does, with the
-// items' outputs in item order.
+// items' outputs in item order. Pending durable timers are recorded from the
+// events that ask for them (a retry's RetryScheduled, a human node's
+// deadline from its NodeWaiting), so a state folded afresh after a restart
+// knows them as well as the state they were decided in.
 //
 // Outcomes are first-wins: a node-invoked or node-failed event for an
 // attempt that is not current, or already finished, is passed over, so a

@@ -41,6 +41,73 @@
 // within the drain timeout; nodes still running after it are cancelled and
 // handed back for redelivery.
 //
+// # The node contract
+//
+// A Node's one required method is Execute. A node may also implement
+// optional interfaces, found by type assertion: Validator (check the input
+// before it runs; a refusal is a non-retryable "ValidationError"), Skipper
+// (decide at run time not to run), Executor with Preparer and Poster (the
+// prep → exec → post phases), BeforeHook, AfterHook and FailedHook
+// (lifecycle hooks) and Fallbacker (a result after the last attempt failed,
+// recorded as a NodeInvoked with Fallback set, so the flow goes on). The
+// order in which the worker runs them is in contract.go's comment and on
+// each interface. NodeFunc and Phases adapt plain functions.
+//
+// The graph's node metadata reaches the worker in the work item: the input
+// and output JSON Schemas (validated with santhosh-tekuri/jsonschema; a
+// violation is a non-retryable "ValidationError" naming the field as a JSON
+// pointer), the declared output keys (an update to another key is a
+// ValidationError), the effect class and the retry limit (Input.MaxAttempts).
+//
+// # Invocation filters
+//
+// WithInvokingFilter and WithInvokedFilter add filters that run around every
+// node, in registration order. An invoking filter may change the input or
+// cancel the execution (a NodeCancelled by "filter:<name>"; the coordinator
+// routes a cancelled node like a skipped one: none of its edges is taken);
+// an invoked filter may replace the result. Each filter's action is recorded
+// as an events.FilterNote on NodeInvoking or NodeInvoked.
+//
+// # Retries, timeouts and heartbeats
+//
+// Retries are the coordinator's: a failed attempt that is retryable under
+// the node's retry policy (graph.RetryPolicy, defaults in
+// graph.DefaultRetryPolicy) gets a RetryScheduled and a durable timer (a
+// JetStream message schedule), which survives the restart of every process;
+// the next attempt is a new work item with Attempt one higher. A node's
+// timeout is enforced by the worker (the node's context ends and the attempt
+// fails with a retryable "Timeout"), and by the log: a worker that dies or
+// stops heartbeating leaves its item unacknowledged, and JetStream delivers
+// the same attempt again after the queue's AckWait (a new NodeInvoking with a
+// higher delivery number). There is no separate coordinator-side timeout
+// timer: redelivery after AckWait is what recovers a lost attempt, so keep
+// AckWait short enough for your nodes' deadlines and the heartbeat (a third
+// of it by default) running.
+//
+// # Effects, idempotency and the guarantee
+//
+// Execution is at least once: a node may run more than once for one attempt
+// (redelivery after a crash, a lost ack). State transitions are exactly once:
+// the log records at most one outcome per attempt (outcome event ids are
+// de-duplicated by JetStream and the fold is first-wins), and the
+// coordinator's decisions are de-duplicated and written under optimistic
+// concurrency. Input.IdempotencyKey is the same on every delivery of an
+// attempt (and differs between attempts), so a side effect guarded by it (the
+// http and llm executors send it as the Idempotency-Key header) is applied
+// once. The node's effect class (Input.Effect) says what re-running costs:
+// "pure" and "read" nodes may be retried and replayed freely; "write" and
+// "external" nodes only when they honour the idempotency key; "human" nodes
+// are asked once (the coordinator never retries them).
+//
+// # Operations
+//
+// WithConcurrency bounds the nodes a worker runs at once and
+// WithQueueConcurrency those of one queue. On SIGTERM (the context of Run
+// ending) the worker drains. A running worker announces its queues and node
+// types in the KV bucket WorkersBucket (see LiveWorkers); work of a type no
+// live worker serves stays in its queue, as node status "ready", until one
+// comes.
+//
 // Package builtin holds the executors the nodeworker daemon registers
-// (echo, noop, sleep, fail, http, transform).
+// (echo, noop, sleep, fail, http, transform, llm).
 package worker

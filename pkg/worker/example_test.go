@@ -84,3 +84,97 @@ func ExampleEnsureQueue() {
 	}
 	fmt.Println(c.CachedInfo().Name)
 }
+
+// A node split into phases: prep reads the input, exec works on prep's
+// result only, post turns exec's result into output, updates and actions.
+func ExampleRunPhases() {
+	node := worker.Phases{
+		Prep: func(ctx context.Context, in *worker.Input) (any, error) { return in.State["text"], nil },
+		Exec: func(ctx context.Context, prep any) (any, error) { return len(prep.(string)), nil },
+		Post: func(ctx context.Context, in *worker.Input, prep, exec any) (*worker.Result, error) {
+			return &worker.Result{Output: exec, Updates: map[string]any{"length": exec}}, nil
+		},
+	}
+	res, err := node.Execute(context.Background(), &worker.Input{State: map[string]any{"text": "weft"}})
+	fmt.Println(res.Output, res.Updates, err)
+	// Output: 4 map[length:4] <nil>
+}
+
+// Filters run around every node of a worker, in registration order: this
+// one cancels work of blocked tenants (the log gets a NodeCancelled by
+// "filter:tenant-gate") and the other stamps every output.
+func ExampleWithInvokingFilter() {
+	var store events.Store // events.Open(ctx, js)
+	w, err := worker.New(store,
+		worker.WithInvokingFilter("tenant-gate", worker.InvokingFilterFunc(func(ctx context.Context, in *worker.Input) (worker.FilterDecision, error) {
+			if in.Invocation["tenant"] == "blocked" {
+				return worker.Cancel("tenant is blocked"), nil
+			}
+			return worker.Pass(), nil
+		})),
+		worker.WithInvokedFilter("stamp", worker.InvokedFilterFunc(func(ctx context.Context, in *worker.Input, res *worker.Result) (*worker.Result, error) {
+			return &worker.Result{Output: map[string]any{"node": in.NodeID, "output": res.Output}, Updates: res.Updates, Actions: res.Actions}, nil
+		})),
+	)
+	if err != nil {
+		log.Fatal(err)
+	}
+	_ = w
+}
+
+// A node that validates its input and falls back after its last attempt.
+type quote struct{}
+
+func (quote) Validate(in *worker.Input) error {
+	if _, ok := in.State["symbol"].(string); !ok {
+		return errors.New("state.symbol: want a ticker symbol such as \"ACME\"")
+	}
+	return nil
+}
+
+func (quote) Execute(ctx context.Context, in *worker.Input) (*worker.Result, error) {
+	return nil, worker.Retryable("Upstream", "quote service unavailable")
+}
+
+func (quote) Fallback(ctx context.Context, in *worker.Input, err error) (*worker.Result, error) {
+	return &worker.Result{Output: map[string]any{"price": nil, "stale": true}}, nil
+}
+
+// Optional interfaces are found by type assertion; a worker registers such
+// a node as any other (w.Handle("quote", quote{})) and calls Validate before
+// the node runs and Fallback after its last attempt failed.
+func ExampleFallbacker() {
+	var n worker.Node = quote{}
+	ctx := context.Background()
+	in := &worker.Input{State: map[string]any{}, Attempt: 3, MaxAttempts: 3}
+	if v, ok := n.(worker.Validator); ok {
+		fmt.Println(v.Validate(in))
+	}
+	in.State["symbol"] = "ACME"
+	_, err := n.Execute(ctx, in)
+	if f, ok := n.(worker.Fallbacker); ok {
+		res, _ := f.Fallback(ctx, in, err)
+		fmt.Println(res.Output)
+	}
+	// Output:
+	// state.symbol: want a ticker symbol such as "ACME"
+	// map[price:<nil> stale:true]
+}
+
+// LiveWorkers lists the workers that announce themselves, for operators and
+// the CLI.
+func ExampleLiveWorkers() {
+	nc, err := nats.Connect(nats.DefaultURL)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	live, err := worker.LiveWorkers(context.Background(), js)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, a := range live {
+		fmt.Println(a.Name, a.Queues, a.Types)
+	}
+}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/telemetry"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
@@ -25,6 +26,15 @@ type item struct {
 	delivery int
 	msg      jetstream.Msg
 	base     *slog.Logger
+
+	// Set while the node runs (lifecycle.go): the decoded input or why it
+	// could not be had, the invoked filters' notes, and how it ended.
+	in                *Input
+	inErr             error
+	invoked           []events.FilterNote
+	skipped, fallback bool
+
+	tel nodeTelemetry // telemetry.go
 }
 
 // log is the item's logger, built only when something is logged: the hot
@@ -77,6 +87,8 @@ func (w *Worker) process(base context.Context, q *queue, m jetstream.Msg) {
 		}
 		return
 	}
+	base, span := w.startNode(base, q, it, ev, m.Subject())
+	defer span.End()
 	w.execute(base, q, it, node)
 }
 
@@ -97,18 +109,25 @@ func (w *Worker) execute(base context.Context, q *queue, it *item, node Node) {
 		return
 	}
 
+	filters, filterCancel := w.prepareInput(nodeCtx, it)
 	invoking, err := events.New(it.run, events.DecisionID(it.run, events.NodeInvoking, ready.Key(), strconv.Itoa(ready.Attempt), strconv.Itoa(it.delivery)), time.Time{}, &events.NodeInvokingData{
 		NodeRef:  ready.NodeRef,
 		Attempt:  ready.Attempt,
 		Delivery: it.delivery,
 		Worker:   w.opts.name,
+		Filters:  filters,
 	})
 	if err == nil {
+		telemetry.Inject(detached, invoking)
 		_, err = w.store.Append(detached, it.run, events.AnySeq, invoking)
 	}
 	if err != nil {
 		it.log().Error("recording node invoking; handing work back", logError, err)
 		w.nak(it.msg)
+		return
+	}
+	if filterCancel != nil {
+		w.finish(detached, it, w.cancelledEvent(it, filterCancel))
 		return
 	}
 
@@ -126,6 +145,7 @@ func (w *Worker) execute(base context.Context, q *queue, it *item, node Node) {
 	start := time.Now()
 	res, nodeErr := w.call(runCtx, node, it)
 	elapsed := time.Since(start)
+	it.tel.elapsed = elapsed
 	hb.stop()
 
 	cause := context.Cause(runCtx)
@@ -140,7 +160,7 @@ func (w *Worker) execute(base context.Context, q *queue, it *item, node Node) {
 	case nodeErr != nil && errors.As(cause, &rc):
 		w.finish(detached, it, w.cancelledEvent(it, rc))
 		return
-	case nodeErr != nil && errors.Is(cause, context.DeadlineExceeded):
+	case nodeErr != nil && errors.Is(cause, context.DeadlineExceeded) && !isTimeout(nodeErr):
 		nodeErr = &Error{
 			Type:      events.FailureTimeout,
 			Message:   fmt.Sprintf("node timed out after %s", time.Duration(ready.TimeoutMs)*time.Millisecond),
@@ -193,11 +213,13 @@ func (w *Worker) call(ctx context.Context, node Node, it *item) (res *Result, er
 			}
 		}
 	}()
-	in, err := input(it)
-	if err != nil {
-		return nil, err
+	if it.in == nil && it.inErr == nil {
+		it.in, it.inErr = input(it)
 	}
-	return node.Execute(ctx, in)
+	if it.inErr != nil {
+		return nil, it.inErr
+	}
+	return w.runNode(ctx, node, it.in, it)
 }
 
 // input decodes the work item for the node.
@@ -215,6 +237,8 @@ func input(it *item) (*Input, error) {
 		State:          map[string]any{},
 		Invocation:     map[string]any{},
 		IdempotencyKey: r.IdempotencyKey,
+		MaxAttempts:    r.MaxAttempts,
+		Effect:         r.Effect,
 	}
 	if in.IdempotencyKey == "" {
 		in.IdempotencyKey = events.IdempotencyKey(it.run, r.NodeRef, r.Attempt)
@@ -242,7 +266,8 @@ func input(it *item) (*Input, error) {
 
 func (w *Worker) invokedEvent(it *item, res *Result, elapsed time.Duration) (*events.Event, error) {
 	r := it.ready
-	d := &events.NodeInvokedData{NodeRef: r.NodeRef, Attempt: r.Attempt, DurationMs: elapsed.Milliseconds(), Worker: w.opts.name}
+	d := &events.NodeInvokedData{NodeRef: r.NodeRef, Attempt: r.Attempt, DurationMs: elapsed.Milliseconds(), Worker: w.opts.name,
+		Filters: it.invoked, Fallback: it.fallback}
 	if res != nil {
 		invalid := func(what string, err error) error {
 			return NonRetryable(events.FailureValidation, fmt.Sprintf("encoding the node's %s: %v", what, err))
@@ -313,6 +338,7 @@ func (w *Worker) finish(ctx context.Context, it *item, ev *events.Event) {
 }
 
 func (w *Worker) append(ctx context.Context, it *item, ev *events.Event) error {
+	it.traceOutcome(ctx, ev)
 	_, err := w.store.Append(ctx, it.run, events.AnySeq, ev)
 	return err
 }

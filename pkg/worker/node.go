@@ -34,6 +34,12 @@ type Input struct {
 	// IdempotencyKey is stable across redeliveries of this attempt; guard
 	// side effects with it.
 	IdempotencyKey string
+	// MaxAttempts is the node's retry limit (0: unknown); Attempt ==
+	// MaxAttempts is the last attempt.
+	MaxAttempts int
+	// Effect is the node's effect class from the graph ("pure", "read",
+	// "write", "external", "human"; empty when the graph set none).
+	Effect string
 }
 
 // Result is a node's success: its output, the state updates it makes (merged

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 
@@ -32,6 +33,11 @@ type options struct {
 	ackWait      time.Duration // 0: keep the queue's
 	heartbeat    time.Duration // 0: a third of the queue's AckWait
 	drainTimeout time.Duration
+
+	invoking []namedInvoking // filters.go
+	invoked  []namedInvoked  // filters.go
+	perQueue map[string]int  // WithQueueConcurrency
+	announce time.Duration   // announce.go; 0: DefaultAnnounceInterval, <0: off
 }
 
 // WithQueues sets the task queues the worker pulls from (default "default").
@@ -42,6 +48,18 @@ func WithQueues(queues ...string) Option {
 // WithConcurrency sets how many nodes the worker runs at once, across its
 // queues (default 16).
 func WithConcurrency(n int) Option { return func(o *options) { o.concurrency = n } }
+
+// WithQueueConcurrency limits how many nodes of one queue the worker runs
+// at once, within its overall limit (WithConcurrency): a slow queue then
+// cannot take every slot. The queue must be one of the worker's queues.
+func WithQueueConcurrency(queue string, n int) Option {
+	return func(o *options) {
+		if o.perQueue == nil {
+			o.perQueue = map[string]int{}
+		}
+		o.perQueue[queue] = n
+	}
+}
 
 // WithName names the worker in the events it writes (default
 // "<hostname>-<pid>").
@@ -101,6 +119,24 @@ func (o *options) validate() error {
 	}
 	if o.ackWait != 0 && o.heartbeat >= o.ackWait {
 		errs = append(errs, fmt.Errorf("heartbeat %s must be shorter than ack wait %s", o.heartbeat, o.ackWait))
+	}
+	for q, n := range o.perQueue {
+		if !slices.Contains(o.queues, q) {
+			errs = append(errs, fmt.Errorf("queue concurrency: %q is not one of the worker's queues", q))
+		}
+		if n < 1 {
+			errs = append(errs, fmt.Errorf("queue %q concurrency: want at least 1, got %d", q, n))
+		}
+	}
+	for i, f := range o.invoking {
+		if f.name == "" || f.f == nil {
+			errs = append(errs, fmt.Errorf("invoking filter %d: needs a name and a filter", i+1))
+		}
+	}
+	for i, f := range o.invoked {
+		if f.name == "" || f.f == nil {
+			errs = append(errs, fmt.Errorf("invoked filter %d: needs a name and a filter", i+1))
+		}
 	}
 	if o.drainTimeout < 0 {
 		errs = append(errs, fmt.Errorf("drain timeout: want a positive duration, got %s", o.drainTimeout))

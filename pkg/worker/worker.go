@@ -156,6 +156,8 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 		queues = append(queues, q)
 	}
+	// Withdrawn after the drain, when the worker no longer serves.
+	defer w.announce(ctx).stop(w)
 
 	// Nodes run on a context that outlives ctx, so that they can finish
 	// while the worker drains; it ends when the drain timeout passes.
@@ -205,6 +207,9 @@ type queue struct {
 	name      string
 	consumer  jetstream.Consumer
 	heartbeat time.Duration
+	// slots bounds the queue's nodes in flight (WithQueueConcurrency);
+	// nil: only the worker's limit applies.
+	slots chan struct{}
 }
 
 func (w *Worker) openQueue(ctx context.Context, name string) (*queue, error) {
@@ -223,7 +228,11 @@ func (w *Worker) openQueue(ctx context.Context, name string) (*queue, error) {
 			hb = time.Second
 		}
 	}
-	return &queue{name: name, consumer: c, heartbeat: hb}, nil
+	q := &queue{name: name, consumer: c, heartbeat: hb}
+	if n := w.opts.perQueue[name]; n > 0 {
+		q.slots = make(chan struct{}, n)
+	}
+	return q, nil
 }
 
 // pull takes work from a queue until ctx ends, re-subscribing if the
@@ -234,7 +243,7 @@ func (w *Worker) pull(ctx, base context.Context, q *queue, slots chan struct{}) 
 		iter, err := q.consumer.Messages(
 			// Buffer no more than the worker can run: items wait in the
 			// buffer with their AckWait running.
-			jetstream.PullMaxMessages(w.opts.concurrency),
+			jetstream.PullMaxMessages(q.limit(w.opts.concurrency)),
 			jetstream.WithMessagesErrOnMissingHeartbeat(false),
 		)
 		if err == nil {
@@ -275,15 +284,21 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // is draining: what it still holds is handed back.
 func (w *Worker) consume(ctx, base context.Context, q *queue, iter jetstream.MessagesContext, slots chan struct{}) {
 	for {
+		if !q.acquire(ctx) {
+			w.handBack(iter)
+			return
+		}
 		select {
 		case slots <- struct{}{}:
 		case <-ctx.Done():
+			q.release()
 			w.handBack(iter)
 			return
 		}
 		m, err := iter.Next()
 		if err != nil {
 			<-slots
+			q.release()
 			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
 				return
 			}
@@ -295,12 +310,13 @@ func (w *Worker) consume(ctx, base context.Context, q *queue, iter jetstream.Mes
 		if ctx.Err() != nil {
 			w.nak(m)
 			<-slots
+			q.release()
 			continue
 		}
 		w.inflight.Add(1)
 		go func() {
 			defer w.inflight.Done()
-			defer func() { <-slots }()
+			defer func() { <-slots; q.release() }()
 			w.process(base, q, m)
 		}()
 	}
@@ -326,5 +342,32 @@ func (w *Worker) handBack(iter jetstream.MessagesContext) {
 func (w *Worker) nak(m jetstream.Msg) {
 	if err := m.Nak(); err != nil {
 		w.log.Warn("handing work back", logSubject, m.Subject(), logError, err)
+	}
+}
+
+// limit is how many of the queue's items the worker may hold at once.
+func (q *queue) limit(worker int) int {
+	if q.slots != nil && cap(q.slots) < worker {
+		return cap(q.slots)
+	}
+	return worker
+}
+
+// acquire takes one of the queue's slots, if it has a limit.
+func (q *queue) acquire(ctx context.Context) bool {
+	if q.slots == nil {
+		return true
+	}
+	select {
+	case q.slots <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (q *queue) release() {
+	if q.slots != nil {
+		<-q.slots
 	}
 }

@@ -1,5 +1,5 @@
 // Package builtin holds the node executors that come with Weft's worker
-// daemon: echo, noop, sleep, fail, http and transform. Register adds them
+// daemon: echo, noop, sleep, fail, http, transform and llm. Register adds them
 // all to a worker; each is also an exported type, for reuse under another
 // name or with other settings (an HTTP executor with its own client, say).
 //
@@ -20,6 +20,7 @@ const (
 	TypeFail      = "fail"
 	TypeHTTP      = "http"
 	TypeTransform = "transform"
+	TypeLLM       = "llm"
 )
 
 // Register registers every built-in executor with w under its type.
@@ -30,4 +31,5 @@ func Register(w *worker.Worker) {
 	w.Handle(TypeFail, Fail{})
 	w.Handle(TypeHTTP, &HTTP{})
 	w.Handle(TypeTransform, Transform{})
+	w.Handle(TypeLLM, &LLM{})
 }

@@ -1,0 +1,149 @@
+package coordinator
+
+import (
+	"context"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/weft-dev/weft/internal/telemetry"
+	"github.com/weft-dev/weft/pkg/events"
+	"github.com/weft-dev/weft/pkg/graph"
+	"github.com/weft-dev/weft/pkg/projection"
+)
+
+// Tracing (see package telemetry): the coordinator handles each event
+// under a Consumer span whose parent is the event's trace context, and
+// appends decisions under a Producer span whose context they carry. Its
+// own decisions coming back through the consumer get no span: they are
+// already in the state and decide nothing new. Timers, child run-started
+// events and notices to a parent carry the handling span's context, so a
+// run's retries and children stay in the run's trace.
+
+// startProcess starts the span of handling e and counts a run's start.
+func (c *Coordinator) startProcess(ctx context.Context, subject string, e *events.Event, delivered uint64) (context.Context, trace.Span) {
+	if e.Type == events.RunStarted && delivered <= 1 && telemetry.MetricsEnabled() {
+		if p, err := e.Payload(); err == nil {
+			telemetry.RunStarted(ctx, p.(*events.RunStartedData).GraphName)
+		}
+	}
+	if e.Decision {
+		return telemetry.Extract(ctx, e), trace.SpanFromContext(context.Background())
+	}
+	return telemetry.StartProcess(ctx, e, subject, c.opts.durable)
+}
+
+// appendDecisions appends a run's decisions under their Producer span,
+// linked to the causes of any join among them.
+func (c *Coordinator) appendDecisions(ctx context.Context, g *graph.Graph, ent *runEntry, evs []*events.Event) (uint64, error) {
+	if len(evs) == 0 {
+		return ent.lastDecision, nil
+	}
+	ctx, span := telemetry.StartDecisions(ctx, ent.run, evs, joinCauses(g, ent, evs))
+	last, err := c.store.Append(ctx, ent.run, ent.lastDecision, evs...)
+	telemetry.Fail(span, err)
+	span.End()
+	if err == nil && telemetry.MetricsEnabled() {
+		recordDecisions(ctx, ent.state, evs)
+	}
+	return last, err
+}
+
+// runStartKey keys the run-started event's trace context in runEntry.traces.
+const runStartKey = graph.Start
+
+// noteTrace remembers the trace context of an outcome of a node (or of
+// the run's start), for the links of joins. Only with tracing on.
+func (ent *runEntry) noteTrace(e *events.Event) {
+	if e.TraceParent == "" || !telemetry.Enabled() {
+		return
+	}
+	key := e.NodeID
+	switch e.Type {
+	case events.RunStarted:
+		key = runStartKey
+	case events.NodeInvoked, events.NodeFailed, events.NodeCanceled, events.ChildRunFinished, events.SignalReceived:
+	default:
+		return
+	}
+	if key == "" {
+		return
+	}
+	sc := telemetry.SpanContextOf(e)
+	if !sc.IsValid() {
+		return
+	}
+	if ent.traces == nil {
+		ent.traces = map[string]trace.SpanContext{}
+	}
+	ent.traces[key] = sc
+}
+
+// joinCauses returns, for the node-ready decisions of joins (nodes with
+// several forward incoming edges), the trace contexts of the outcomes of
+// their predecessors; the run's start when none is known.
+func joinCauses(g *graph.Graph, ent *runEntry, evs []*events.Event) []trace.SpanContext {
+	if !telemetry.Enabled() || len(ent.traces) == 0 {
+		return nil
+	}
+	var out []trace.SpanContext
+	seen := map[trace.SpanID]bool{}
+	add := func(sc trace.SpanContext) {
+		if sc.IsValid() && !seen[sc.SpanID()] {
+			seen[sc.SpanID()] = true
+			out = append(out, sc)
+		}
+	}
+	for _, e := range evs {
+		if e.Type != events.NodeReady {
+			continue
+		}
+		in := g.ForwardIncoming(e.NodeID)
+		if len(in) < 2 {
+			continue
+		}
+		n := len(out)
+		for _, i := range in {
+			add(ent.traces[g.Edge(i).From])
+		}
+		if len(out) == n {
+			add(ent.traces[runStartKey])
+		}
+	}
+	return out
+}
+
+// recordDecisions counts the retries and run ends among appended decisions.
+func recordDecisions(ctx context.Context, s *projection.State, evs []*events.Event) {
+	retries := 0
+	for _, e := range evs {
+		switch e.Type {
+		case events.RetryScheduled:
+			retries++
+		case events.RunCompleted:
+			telemetry.RunEnded(ctx, s.GraphName, "completed")
+		case events.RunFailed:
+			telemetry.RunEnded(ctx, s.GraphName, "failed")
+		case events.RunCancelled:
+			telemetry.RunEnded(ctx, s.GraphName, "cancelled")
+		}
+	}
+	telemetry.RetriesScheduled(ctx, s.GraphName, retries)
+}
+
+// observeLag reports the durable consumer's backlog as the lag gauge.
+func (c *Coordinator) observeLag(cons jetstream.Consumer) func() {
+	if !telemetry.MetricsEnabled() {
+		return func() {}
+	}
+	return telemetry.ObserveLag(c.opts.durable, func(ctx context.Context) (int64, bool) {
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		info, err := cons.Info(ctx)
+		if err != nil {
+			return 0, false
+		}
+		return int64(info.NumPending) + int64(info.NumAckPending), true
+	})
+}

@@ -1,0 +1,322 @@
+// Package reliability holds the tests that kill processes during real runs:
+// NATS cluster nodes, coordinators and workers, each a separate process on
+// loopback ports, and check that every run finishes once, with nothing lost
+// and nothing applied twice.
+package reliability
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/weft-dev/weft/pkg/events"
+	"github.com/weft-dev/weft/pkg/graph"
+	"github.com/weft-dev/weft/pkg/projection"
+)
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+)
+
+// binaries builds nats-server (from the module Weft embeds), the
+// coordinator and the worker.
+func binaries(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "weft-rel-")
+		if buildErr != nil {
+			return
+		}
+		cmd := exec.Command("go", "build", "-o", binDir+"/",
+			"github.com/nats-io/nats-server/v2",
+			"github.com/weft-dev/weft/cmd/coordinator",
+			"github.com/weft-dev/weft/cmd/nodeworker")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binDir
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+type process struct {
+	name string
+	cmd  *exec.Cmd
+	log  *os.File
+}
+
+func start(t *testing.T, name, bin string, args ...string) *process {
+	t.Helper()
+	logf, err := os.Create(filepath.Join(t.TempDir(), name+".log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(binaries(t), bin), args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &process{name: name, cmd: cmd, log: logf}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		_ = logf.Close()
+		if t.Failed() && !strings.HasPrefix(name, "nats") {
+			b, _ := os.ReadFile(logf.Name())
+			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+			t.Logf("--- last lines of %s:\n%s", name, strings.Join(lines[max(0, len(lines)-15):], "\n"))
+		}
+	})
+	return p
+}
+
+func (p *process) kill(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = p.cmd.Wait()
+}
+
+// cluster is three nats-server processes forming one JetStream cluster.
+type cluster struct {
+	urls    []string
+	servers []*process
+	args    [][]string
+}
+
+func startCluster(t *testing.T) *cluster {
+	t.Helper()
+	c := &cluster{}
+	var client, route []int
+	for range 3 {
+		client = append(client, freePort(t))
+		route = append(route, freePort(t))
+	}
+	var routes []string
+	for _, p := range route {
+		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
+	}
+	for i := range 3 {
+		dir := t.TempDir()
+		conf := filepath.Join(dir, "server.conf")
+		body := fmt.Sprintf(`server_name: n%d
+listen: 127.0.0.1:%d
+max_payload: 8MB
+jetstream { store_dir: %q }
+cluster { name: weft, listen: 127.0.0.1:%d, routes: [%s] }
+`, i+1, client[i], filepath.Join(dir, "js"), route[i], strings.Join(routes, ", "))
+		if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c.args = append(c.args, []string{"-c", conf})
+		c.servers = append(c.servers, start(t, fmt.Sprintf("nats-%d", i+1), "nats-server", "-c", conf))
+		c.urls = append(c.urls, fmt.Sprintf("nats://127.0.0.1:%d", client[i]))
+	}
+	return c
+}
+
+func (c *cluster) url() string { return strings.Join(c.urls, ",") }
+
+// openStore connects to the cluster and sets up the R3 events stream,
+// retrying while the cluster elects its leaders.
+func openStore(t *testing.T, c *cluster) events.Store {
+	t.Helper()
+	nc, err := nats.Connect(c.url(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond), nats.RetryOnFailedConnect(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		st, err := events.Open(ctx, js, events.WithReplicas(3))
+		cancel()
+		if err == nil {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cluster never took the stream: %v", err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+const chain = `
+name: chain
+nodes:
+  - {id: a, type: sleep, config: {duration: 40ms}}
+  - {id: b, type: echo}
+  - {id: c, type: sleep, config: {duration: 40ms}}
+  - {id: d, type: echo}
+edges:
+  - {from: START, to: a}
+  - {from: a, to: b}
+  - {from: b, to: c}
+  - {from: c, to: d}
+  - {from: d, to: END}
+`
+
+func startRuns(t *testing.T, st events.Store, n int) []string {
+	t.Helper()
+	g, err := graph.Parse([]byte(chain), "chain.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs []string
+	for i := range n {
+		run := events.NewRunID()
+		e, err := events.New(run, run, time.Time{}, &events.RunStartedData{
+			GraphName: g.Definition().Name, GraphDigest: g.Digest(), Graph: g.Canonical(),
+			Input: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i)),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for try := 0; ; try++ {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_, err = st.Append(ctx, run, 0, e)
+			cancel()
+			if err == nil || try > 20 {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if err != nil {
+			t.Fatalf("starting run: %v", err)
+		}
+		runs = append(runs, run)
+	}
+	return runs
+}
+
+// checkRuns waits for every run to end and checks each completed with one
+// decision of each kind per node: nothing lost, nothing applied twice.
+func checkRuns(t *testing.T, st events.Store, runs []string, nodes int, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for _, run := range runs {
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			evs, err := st.Read(ctx, run, 0, 0)
+			cancel()
+			if err == nil {
+				s := projection.Fold(evs)
+				if s.Status.Ended() {
+					if s.Status != projection.RunCompleted {
+						t.Fatalf("run %s: %s %v", run, s.Status, s.Error)
+					}
+					seen := map[string]int{}
+					readies := 0
+					for _, e := range evs {
+						p, _ := e.Payload()
+						switch d := p.(type) {
+						case *events.NodeReadyData:
+							seen["ready "+d.Key()+fmt.Sprint(d.Attempt)]++
+							readies++
+						case *events.NodeInvokedData:
+							seen["invoked "+d.Key()]++
+						case *events.NodeRoutedData:
+							seen["routed "+d.Key()]++
+						}
+					}
+					for k, n := range seen {
+						if n != 1 {
+							t.Fatalf("run %s: %q written %d times", run, k, n)
+						}
+					}
+					if readies != nodes {
+						t.Fatalf("run %s: %d ready events, want %d", run, readies, nodes)
+					}
+					break
+				}
+			}
+			if time.Now().After(deadline) {
+				for _, e := range evs {
+					t.Logf("%d %s %s %s", e.Seq, e.Type, e.NodeID, e.Time.Format("15:04:05.000"))
+				}
+				t.Fatalf("run %s did not end in %s (last read error: %v)", run, timeout, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
+// TestClusterNodeKilledDuringRuns runs a three-node NATS cluster with an R3
+// events stream, a coordinator and two workers as processes, kills one NATS
+// node with SIGKILL while runs are in flight, brings it back, and checks
+// that every run completes exactly once.
+func TestClusterNodeKilledDuringRuns(t *testing.T) {
+	c := startCluster(t)
+	st := openStore(t, c)
+	start(t, "coordinator", "coordinator", "-nats", c.url(), "-replicas", "3")
+	start(t, "worker-1", "nodeworker", "-nats", c.url(), "-replicas", "3", "-concurrency", "32", "-name", "w1")
+	start(t, "worker-2", "nodeworker", "-nats", c.url(), "-replicas", "3", "-concurrency", "32", "-name", "w2")
+
+	runs := startRuns(t, st, 30)
+	time.Sleep(700 * time.Millisecond)
+	c.servers[1].kill(t)
+	more := startRuns(t, st, 10)
+	time.Sleep(2 * time.Second)
+	c.servers[1] = start(t, "nats-2-again", "nats-server", c.args[1]...)
+
+	checkRuns(t, st, append(runs, more...), 4, 120*time.Second)
+}
+
+// TestWorkersAndCoordinatorKilledOnCluster kills a worker and the
+// coordinator (SIGKILL) during runs on the cluster and starts replacements.
+func TestWorkersAndCoordinatorKilledOnCluster(t *testing.T) {
+	c := startCluster(t)
+	st := openStore(t, c)
+	coord := start(t, "coordinator", "coordinator", "-nats", c.url(), "-replicas", "3")
+	w1 := start(t, "worker-1", "nodeworker", "-nats", c.url(), "-replicas", "3", "-concurrency", "32", "-name", "w1", "-ack-wait", "2s")
+	start(t, "worker-2", "nodeworker", "-nats", c.url(), "-replicas", "3", "-concurrency", "32", "-name", "w2")
+
+	runs := startRuns(t, st, 30)
+	time.Sleep(500 * time.Millisecond)
+	w1.kill(t)
+	coord.kill(t)
+	time.Sleep(300 * time.Millisecond)
+	start(t, "coordinator-2", "coordinator", "-nats", c.url(), "-replicas", "3")
+	start(t, "worker-3", "nodeworker", "-nats", c.url(), "-replicas", "3", "-concurrency", "32", "-name", "w3")
+
+	checkRuns(t, st, runs, 4, 120*time.Second)
+}

@@ -1,0 +1,185 @@
+package telemetry
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+)
+
+// Metric names: every metric Weft records, in one place.
+const (
+	// MetricNodeDuration is how long a node attempt ran on a worker, in
+	// seconds (histogram; weft.node.type, weft.node.outcome).
+	MetricNodeDuration = "weft.node.duration"
+	// MetricQueueWait is the time from node-ready (the coordinator's
+	// decision) to node-invoking (a worker took it), in seconds (histogram;
+	// weft.queue, weft.node.type).
+	MetricQueueWait = "weft.node.queue_wait"
+	// MetricNodeFailures counts failed node attempts (counter;
+	// weft.node.type, weft.failure.type).
+	MetricNodeFailures = "weft.node.failures"
+	// MetricRetries counts retries scheduled (counter; weft.graph.name).
+	MetricRetries = "weft.node.retries"
+	// MetricRunsStarted counts runs started, child runs included (counter;
+	// weft.graph.name).
+	MetricRunsStarted = "weft.runs.started"
+	// MetricRunsCompleted counts runs that completed (counter).
+	MetricRunsCompleted = "weft.runs.completed"
+	// MetricRunsFailed counts runs that failed (counter).
+	MetricRunsFailed = "weft.runs.failed"
+	// MetricRunsCancelled counts runs that were cancelled (counter).
+	MetricRunsCancelled = "weft.runs.cancelled"
+	// MetricRunsInFlight is runs started and not yet ended (up-down
+	// counter, summed over coordinators: each adds the runs it saw start
+	// and takes away those it ended).
+	MetricRunsInFlight = "weft.runs.in_flight"
+	// MetricCoordinatorLag is how many events of the log the coordinators
+	// have not yet handled: the durable consumer's pending plus
+	// unacknowledged messages (observable gauge; messaging.consumer.group.name).
+	MetricCoordinatorLag = "weft.coordinator.lag"
+)
+
+// Metric attribute values of the node outcome.
+const (
+	OutcomeSucceeded = "succeeded"
+	OutcomeFailed    = "failed"
+	OutcomeCancelled = "cancelled"
+)
+
+// AttrOutcome is the node outcome attribute of MetricNodeDuration.
+const AttrOutcome = attribute.Key("weft.node.outcome")
+
+// durationBuckets suit node attempts and queue waits: 1ms to 10 minutes.
+var durationBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}
+
+// instruments are the synchronous instruments of one MeterProvider.
+type instruments struct {
+	mp           metric.MeterProvider
+	meter        metric.Meter
+	nodeDuration metric.Float64Histogram
+	queueWait    metric.Float64Histogram
+	nodeFailures metric.Int64Counter
+	retries      metric.Int64Counter
+	runsStarted  metric.Int64Counter
+	runsDone     map[string]metric.Int64Counter // by run status
+	inFlight     metric.Int64UpDownCounter
+}
+
+var instrumentCache atomic.Pointer[instruments]
+
+// metrics returns the instruments of the installed MeterProvider, or nil
+// when none is installed.
+func metrics() *instruments {
+	mp := otel.GetMeterProvider()
+	if mp == defaultMeterProvider {
+		return nil
+	}
+	if in := instrumentCache.Load(); in != nil && in.mp == mp {
+		return in
+	}
+	m := mp.Meter(ScopeName, metric.WithSchemaURL(semconv.SchemaURL))
+	in := &instruments{mp: mp, meter: m, runsDone: map[string]metric.Int64Counter{}}
+	// Errors here are of instrument names and are checked by the tests;
+	// an instrument that failed is a no-op one.
+	in.nodeDuration, _ = m.Float64Histogram(MetricNodeDuration, metric.WithUnit("s"),
+		metric.WithDescription("Duration of node attempts on workers."), metric.WithExplicitBucketBoundaries(durationBuckets...))
+	in.queueWait, _ = m.Float64Histogram(MetricQueueWait, metric.WithUnit("s"),
+		metric.WithDescription("Time from node-ready to node-invoking."), metric.WithExplicitBucketBoundaries(durationBuckets...))
+	in.nodeFailures, _ = m.Int64Counter(MetricNodeFailures, metric.WithUnit("{failure}"), metric.WithDescription("Failed node attempts."))
+	in.retries, _ = m.Int64Counter(MetricRetries, metric.WithUnit("{retry}"), metric.WithDescription("Node retries scheduled."))
+	in.runsStarted, _ = m.Int64Counter(MetricRunsStarted, metric.WithUnit("{run}"), metric.WithDescription("Runs started."))
+	in.runsDone["completed"], _ = m.Int64Counter(MetricRunsCompleted, metric.WithUnit("{run}"), metric.WithDescription("Runs completed."))
+	in.runsDone["failed"], _ = m.Int64Counter(MetricRunsFailed, metric.WithUnit("{run}"), metric.WithDescription("Runs failed."))
+	in.runsDone["cancelled"], _ = m.Int64Counter(MetricRunsCancelled, metric.WithUnit("{run}"), metric.WithDescription("Runs cancelled."))
+	in.inFlight, _ = m.Int64UpDownCounter(MetricRunsInFlight, metric.WithUnit("{run}"), metric.WithDescription("Runs started and not yet ended."))
+	instrumentCache.Store(in)
+	return in
+}
+
+// NodeFinished records a node attempt's duration and, when it failed, the
+// failure. outcome is one of the Outcome constants; failureType is empty
+// unless it failed.
+func NodeFinished(ctx context.Context, nodeType, outcome, failureType string, d time.Duration) {
+	in := metrics()
+	if in == nil {
+		return
+	}
+	in.nodeDuration.Record(ctx, d.Seconds(), metric.WithAttributes(AttrNodeType.String(nodeType), AttrOutcome.String(outcome)))
+	if outcome == OutcomeFailed {
+		in.nodeFailures.Add(ctx, 1, metric.WithAttributes(AttrNodeType.String(nodeType), AttrFailureType.String(failureType)))
+	}
+}
+
+// QueueWait records the time a node-ready event waited for a worker.
+func QueueWait(ctx context.Context, queue, nodeType string, d time.Duration) {
+	in := metrics()
+	if in == nil {
+		return
+	}
+	in.queueWait.Record(ctx, max(d, 0).Seconds(), metric.WithAttributes(AttrQueue.String(queue), AttrNodeType.String(nodeType)))
+}
+
+// RetriesScheduled counts n retries scheduled in a run of a graph.
+func RetriesScheduled(ctx context.Context, graphName string, n int) {
+	in := metrics()
+	if in == nil || n == 0 {
+		return
+	}
+	in.retries.Add(ctx, int64(n), metric.WithAttributes(AttrGraphName.String(graphName)))
+}
+
+// RunStarted counts a run that started.
+func RunStarted(ctx context.Context, graphName string) {
+	in := metrics()
+	if in == nil {
+		return
+	}
+	attrs := metric.WithAttributes(AttrGraphName.String(graphName))
+	in.runsStarted.Add(ctx, 1, attrs)
+	in.inFlight.Add(ctx, 1, attrs)
+}
+
+// RunEnded counts a run that ended with status "completed", "failed" or
+// "cancelled".
+func RunEnded(ctx context.Context, graphName, status string) {
+	in := metrics()
+	if in == nil {
+		return
+	}
+	attrs := metric.WithAttributes(AttrGraphName.String(graphName))
+	if c, ok := in.runsDone[status]; ok {
+		c.Add(ctx, 1, attrs)
+	}
+	in.inFlight.Add(ctx, -1, attrs)
+}
+
+// ObserveLag registers the coordinator lag gauge of a durable consumer:
+// lag is called at each collection and reports the events not yet handled,
+// or false when it cannot tell. The returned function unregisters it.
+func ObserveLag(consumer string, lag func(context.Context) (int64, bool)) (unregister func()) {
+	in := metrics()
+	if in == nil {
+		return func() {}
+	}
+	g, err := in.meter.Int64ObservableGauge(MetricCoordinatorLag, metric.WithUnit("{event}"),
+		metric.WithDescription("Events of the log the coordinators have not handled yet."))
+	if err != nil {
+		return func() {}
+	}
+	attrs := metric.WithAttributes(semconv.MessagingConsumerGroupName(consumer))
+	reg, err := in.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		if n, ok := lag(ctx); ok {
+			o.ObserveInt64(g, n, attrs)
+		}
+		return nil
+	}, g)
+	if err != nil {
+		return func() {}
+	}
+	return func() { _ = reg.Unregister() }
+}
