@@ -104,7 +104,9 @@ func (c *Config) Connect(url string) (*nats.Conn, error) {
 	return nc, nil
 }
 
-// OpenStore opens the events store over nc with the stream settings.
+// OpenStore opens the events store over nc with the stream settings. While
+// JetStream is not ready (a cluster still electing its leaders, a server
+// still starting) it tries again, for up to SetupTimeout or until ctx ends.
 func (c *Config) OpenStore(ctx context.Context, nc *nats.Conn) (events.Store, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -114,7 +116,44 @@ func (c *Config) OpenStore(ctx context.Context, nc *nats.Conn) (events.Store, er
 	if c.Storage == "memory" {
 		storage = jetstream.MemoryStorage
 	}
-	return events.Open(ctx, js, events.WithStream(c.Stream), events.WithStorage(storage), events.WithReplicas(c.Replicas))
+	deadline := time.Now().Add(SetupTimeout)
+	wait := 250 * time.Millisecond
+	for {
+		attempt, cancel := context.WithTimeout(ctx, 10*time.Second)
+		st, err := events.Open(attempt, js, events.WithStream(c.Stream), events.WithStorage(storage), events.WithReplicas(c.Replicas))
+		cancel()
+		if err == nil || !transient(err) || time.Now().After(deadline) {
+			return st, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
+}
+
+// SetupTimeout bounds how long OpenStore waits for JetStream to be ready.
+const SetupTimeout = 2 * time.Minute
+
+// transient reports whether a stream set-up error may pass by itself.
+func transient(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, nats.ErrTimeout) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		// 10008: cluster temporarily unavailable; 10005: no suitable peers;
+		// 10023: insufficient resources while peers join.
+		switch apiErr.ErrorCode {
+		case 10008, 10005, 10023:
+			return true
+		}
+		return apiErr.Code == 503
+	}
+	return false
 }
 
 func env(key, def string) string {

@@ -270,6 +270,15 @@ func checkRuns(t *testing.T, st events.Store, runs []string, nodes int, timeout 
 				}
 			}
 			if time.Now().After(deadline) {
+				js := st.JetStream()
+				for _, name := range []string{"work-default", "coordinator"} {
+					if cons, cerr := js.Consumer(context.Background(), st.StreamName(), name); cerr == nil {
+						if info, ierr := cons.Info(context.Background()); ierr == nil {
+							t.Logf("consumer %s: delivered %+v ackfloor %+v pending %d ackpending %d redelivered %d waiting %d leader %s",
+								name, info.Delivered, info.AckFloor, info.NumPending, info.NumAckPending, info.NumRedelivered, info.NumWaiting, info.Cluster.Leader)
+						}
+					}
+				}
 				for _, e := range evs {
 					t.Logf("%d %s %s %s", e.Seq, e.Type, e.NodeID, e.Time.Format("15:04:05.000"))
 				}

@@ -1,11 +1,13 @@
 package events
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 
@@ -99,7 +101,7 @@ func Open(ctx context.Context, js jetstream.JetStream, opts ...Option) (Store, e
 	}
 	ctx, cancel := withDefaultTimeout(ctx, 30*time.Second)
 	defer cancel()
-	s, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	want := jetstream.StreamConfig{
 		Name:               cfg.Stream,
 		Description:        "Weft run histories (CloudEvents, binary mode)",
 		Subjects:           []string{AllEvents, AllSchedules},
@@ -112,11 +114,39 @@ func Open(ctx context.Context, js jetstream.JetStream, opts ...Option) (Store, e
 		AllowMsgSchedules:  true,
 		AllowMsgTTL:        true,
 		AllowAtomicPublish: true,
-	})
+	}
+	s, err := setupStream(ctx, js, want)
 	if err != nil {
 		return nil, fmt.Errorf("setting up stream %s: %w", cfg.Stream, err)
 	}
 	return &store{nc: js.Conn(), js: js, cfg: cfg, stream: s}, nil
+}
+
+// setupStream creates the stream, or brings an existing one to the settings
+// Weft relies on. An existing stream that already has them is left alone:
+// updating a stream has a cost, and every process opens the store.
+func setupStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig) (jetstream.Stream, error) {
+	s, err := js.Stream(ctx, want.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		s, err = js.CreateStream(ctx, want)
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			s, err = js.Stream(ctx, want.Name)
+		} else if err == nil {
+			return s, nil
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	have := s.CachedInfo().Config
+	if slices.Equal(have.Subjects, want.Subjects) && have.Replicas == want.Replicas && have.Duplicates == want.Duplicates &&
+		have.MaxAge == want.MaxAge && have.AllowDirect && have.AllowMsgSchedules && have.AllowMsgTTL && have.AllowAtomicPublish {
+		return s, nil
+	}
+	upd := have
+	upd.Subjects, upd.Replicas, upd.Duplicates, upd.MaxAge = want.Subjects, want.Replicas, want.Duplicates, want.MaxAge
+	upd.AllowDirect, upd.AllowMsgSchedules, upd.AllowMsgTTL, upd.AllowAtomicPublish = true, true, true, true
+	return js.UpdateStream(ctx, upd)
 }
 
 func (s *store) StreamName() string             { return s.cfg.Stream }
@@ -190,7 +220,7 @@ func (s *store) Append(ctx context.Context, runID string, expectLast uint64, evs
 		}
 		if err != nil {
 			if expectLast == 0 && errors.Is(err, ErrConflict) && evs[0].Type == RunStarted {
-				return 0, fmt.Errorf("%w: %s", ErrRunExists, runID)
+				return s.sameStart(ctx, evs[0])
 			}
 			return 0, err
 		}
@@ -199,6 +229,19 @@ func (s *store) Append(ctx context.Context, runID string, expectLast uint64, evs
 		}
 	}
 	return last, nil
+}
+
+// sameStart answers a run-started that found its run existing: starting
+// the same run again (a retried request, the same event) succeeds with the
+// recorded start's sequence; any other start is ErrRunExists.
+func (s *store) sameStart(ctx context.Context, e *Event) (uint64, error) {
+	m, err := s.stream.GetLastMsgForSubject(ctx, subjectPrefix+e.RunID+"."+kinds[RunStarted])
+	if err == nil {
+		if got, derr := Decode(m.Subject, m.Header, m.Data); derr == nil && got.ID == e.ID && bytes.Equal(got.Data, e.Data) {
+			return m.Sequence, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: %s", ErrRunExists, e.RunID)
 }
 
 func (s *store) publishOne(ctx context.Context, m *nats.Msg) (uint64, error) {
@@ -321,6 +364,10 @@ func (s *store) readBatch(ctx context.Context, filter string, from, upTo uint64)
 			return nil, false, fmt.Errorf("reading %s: status %s %s", filter, m.Header.Get("Status"), m.Header.Get("Description"))
 		}
 		seq, _ := strconv.ParseUint(m.Header.Get("Nats-Sequence"), 10, 64)
+		if upTo > 0 && seq > upTo {
+			// The server bounds only multi-last gets by up_to_seq; stop here.
+			return out, false, nil
+		}
 		e, err := Decode(m.Header.Get("Nats-Subject"), m.Header, m.Data)
 		if err != nil {
 			// A malformed event in a run's history is skipped here as it is

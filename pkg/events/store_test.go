@@ -192,3 +192,63 @@ func TestStoreSchedule(t *testing.T) {
 	}
 	t.Fatal("scheduled timer never fired")
 }
+
+func TestStoreReadUpTo(t *testing.T) {
+	_, st := natstest.Store(t)
+	ctx := context.Background()
+	run := events.NewRunID()
+	if _, err := st.Append(ctx, run, 0, started(t, run)); err != nil {
+		t.Fatal(err)
+	}
+	last, err := st.Append(ctx, run, 0, ready(t, run, "a"), ready(t, run, "b"), ready(t, run, "c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, err := st.Read(ctx, run, 0, last-1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 3 || evs[len(evs)-1].Seq != last-1 {
+		t.Fatalf("read up to %d: %d events", last-1, len(evs))
+	}
+}
+
+func TestStoreStartIsIdempotentOnlyForTheSameStart(t *testing.T) {
+	_, st := natstest.Store(t)
+	ctx := context.Background()
+	run := events.NewRunID()
+	first := started(t, run)
+	if _, err := st.Append(ctx, run, 0, first); err != nil {
+		t.Fatal(err)
+	}
+	// The same start again (a retried request) is fine.
+	if _, err := st.Append(ctx, run, 0, first); err != nil {
+		t.Fatalf("retried start: %v", err)
+	}
+	// Another start under the same id, within the de-duplication window, is not.
+	other := mustEvent(t, run, run, &events.RunStartedData{GraphName: "other", Graph: json.RawMessage(`{"name":"other"}`)})
+	if _, err := st.Append(ctx, run, 0, other); !errors.Is(err, events.ErrRunExists) {
+		t.Fatalf("second start: got %v, want ErrRunExists", err)
+	}
+	evs, _ := st.Read(ctx, run, 0, 0)
+	if len(evs) != 1 {
+		t.Fatalf("%d events, want 1", len(evs))
+	}
+}
+
+func TestOpenLeavesAGoodStreamAlone(t *testing.T) {
+	srv, st := natstest.Store(t)
+	_, js := natstest.Connect(t, srv)
+	s, err := js.Stream(context.Background(), st.StreamName())
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := s.CachedInfo().Created
+	if _, err := events.Open(context.Background(), js); err != nil {
+		t.Fatal(err)
+	}
+	s, _ = js.Stream(context.Background(), st.StreamName())
+	if !s.CachedInfo().Created.Equal(before) {
+		t.Fatal("stream was recreated")
+	}
+}

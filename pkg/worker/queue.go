@@ -38,7 +38,8 @@ func QueueConsumer(queue string) string { return "work-" + queue }
 
 // EnsureQueue returns the consumer of a task queue on the events stream,
 // creating it if it is missing. A new consumer delivers only events
-// published after its creation, so the coordinator calls EnsureQueue before
+// published after its creation (from the stream's next sequence, fixed at
+// creation), so the coordinator calls EnsureQueue before
 // it appends the first node-ready event of a queue. An existing consumer
 // keeps its delivery policy (which JetStream cannot change); the non-zero
 // fields of opts, and the filter subject, are updated if they differ.
@@ -60,11 +61,20 @@ func EnsureQueue(ctx context.Context, js jetstream.JetStream, stream, queue stri
 	case !errors.Is(err, jetstream.ErrConsumerNotFound):
 		return nil, fmt.Errorf("looking up consumer of queue %q: %w", queue, err)
 	}
+	// Start at a fixed sequence, not "new": a replicated consumer whose
+	// leader dies before its state is replicated resolves "new" again on
+	// the next leader, jumping past work not yet delivered. A fixed start
+	// at worst redelivers (at-least-once) and never skips.
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		return nil, fmt.Errorf("looking up stream %s for queue %q: %w", stream, queue, err)
+	}
 	cfg := jetstream.ConsumerConfig{
 		Durable:       name,
 		Description:   "Weft task queue " + queue,
 		FilterSubject: events.QueueFilter(queue),
-		DeliverPolicy: jetstream.DeliverNewPolicy,
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:   s.CachedInfo().State.LastSeq + 1,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       DefaultAckWait,
 		MaxAckPending: DefaultMaxAckPending,

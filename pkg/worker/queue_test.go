@@ -39,7 +39,7 @@ func TestEnsureQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := c.CachedInfo().Config
-	if cfg.DeliverPolicy != jetstream.DeliverNewPolicy || cfg.AckPolicy != jetstream.AckExplicitPolicy ||
+	if cfg.DeliverPolicy != jetstream.DeliverByStartSequencePolicy || cfg.OptStartSeq == 0 || cfg.AckPolicy != jetstream.AckExplicitPolicy ||
 		cfg.FilterSubject != events.QueueFilter("q1") || cfg.AckWait != worker.DefaultAckWait ||
 		cfg.MaxAckPending != worker.DefaultMaxAckPending || cfg.MaxDeliver != -1 {
 		t.Errorf("config = %+v", cfg)
@@ -50,7 +50,7 @@ func TestEnsureQueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg := c.CachedInfo().Config; cfg.AckWait != 5*time.Second || cfg.MaxAckPending != 10 || cfg.DeliverPolicy != jetstream.DeliverNewPolicy {
+	if cfg := c.CachedInfo().Config; cfg.AckWait != 5*time.Second || cfg.MaxAckPending != 10 || cfg.DeliverPolicy != jetstream.DeliverByStartSequencePolicy {
 		t.Errorf("updated config = %+v", cfg)
 	}
 	// A caller that does not care leaves them as they are.

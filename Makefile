@@ -1,0 +1,59 @@
+# Weft's tasks. A fresh machine needs Go and nothing else: every target
+# downloads what it needs through the Go module proxy.
+
+GO       ?= go
+GOFMT    ?= $(shell $(GO) env GOROOT)/bin/gofmt
+FUZZTIME ?= 20s
+# The race detector needs cgo (a C compiler); without one, tests run
+# without it, and say so.
+RACE     := $(shell [ "$$($(GO) env CGO_ENABLED)" = 1 ] && echo -race)
+
+.PHONY: demo test lint vet fmt-check build bench bench-quick fuzz clean
+
+## demo: run examples/hello.yaml on an embedded NATS, coordinator and worker
+demo:
+	$(GO) run ./cmd/weft demo examples/hello.yaml
+
+## test: vet, gofmt check, then every test with the race detector
+test: lint
+ifeq ($(RACE),)
+	@echo "note: cgo is off (no C compiler?), so tests run without -race" >&2
+endif
+	$(GO) test $(RACE) -count=1 -timeout 30m ./...
+
+## lint: go vet and the gofmt check
+lint: vet fmt-check
+
+vet:
+	$(GO) vet ./...
+
+fmt-check:
+	@files="$$($(GOFMT) -l .)"; \
+	if [ -n "$$files" ]; then echo "gofmt needed on:"; echo "$$files"; exit 1; fi
+
+## build: the weft, coordinator and nodeworker binaries, in bin/
+build:
+	$(GO) build -o bin/ ./cmd/...
+
+## bench: the benchmark suite, results in bench/results.json
+bench:
+	@mkdir -p bench
+	$(GO) run ./cmd/weftbench -o bench/results.json
+
+## bench-quick: a short run of the benchmark suite
+bench-quick:
+	@mkdir -p bench
+	$(GO) run ./cmd/weftbench -o bench/results.json -quick
+
+## fuzz: every Fuzz test of the module, FUZZTIME (20s) each
+fuzz:
+	@set -e; for pkg in $$($(GO) list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}' ./...); do \
+		for fn in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+			echo "fuzz $$pkg $$fn ($(FUZZTIME))"; \
+			$(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) $$pkg; \
+		done; \
+	done
+
+## clean: remove built binaries and weft dev's data
+clean:
+	rm -rf bin data

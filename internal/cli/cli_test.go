@@ -1,0 +1,419 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/weft-dev/weft/internal/cli"
+	"github.com/weft-dev/weft/internal/coordinator"
+	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/pkg/client"
+	"github.com/weft-dev/weft/pkg/events"
+	"github.com/weft-dev/weft/pkg/projection"
+	"github.com/weft-dev/weft/pkg/worker"
+	"github.com/weft-dev/weft/pkg/worker/builtin"
+)
+
+const helloFile = "../../examples/hello.yaml"
+
+// result is what one weft command line did.
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// weft runs a command line in-process, as cmd/weft does.
+func weft(t *testing.T, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	code := cli.Main(ctx, args, strings.NewReader(""), &stdout, &stderr)
+	return result{stdout.String(), stderr.String(), code}
+}
+
+// engine starts a JetStream server with a coordinator and a worker, and
+// returns the server's URL and a client over the store.
+func engine(t *testing.T) (string, *client.Client) {
+	t.Helper()
+	srv, store := natstest.Store(t)
+	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	w, err := worker.New(store, worker.WithName("test-worker"), worker.WithLogger(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	builtin.Register(w)
+	wctx, stopWorker := context.WithCancel(context.Background())
+	cctx, stopCoordinator := context.WithCancel(context.Background())
+	var wg, cg sync.WaitGroup
+	wg.Go(func() { _ = w.Run(wctx) })
+	cg.Go(func() { _ = coordinator.New(store, coordinator.WithLogger(log)).Run(cctx) })
+	t.Cleanup(func() {
+		stopWorker()
+		wg.Wait()
+		stopCoordinator()
+		cg.Wait()
+	})
+	// Every CLI command opens the stream (an idempotent stream update);
+	// the engine is set up first, so that no update races its consumers'
+	// creation inside the embedded server.
+	waitConsumers(t, store, "coordinator", worker.QueueConsumer("default"))
+	return srv.ClientURL(), client.New(store)
+}
+
+func waitConsumers(t *testing.T, store events.Store, names ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, name := range names {
+		for {
+			if _, err := store.JetStream().Consumer(ctx, store.StreamName(), name); err == nil {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("consumer %s was not created", name)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func wantContains(t *testing.T, what, got string, wants ...string) {
+	t.Helper()
+	for _, w := range wants {
+		if !strings.Contains(got, w) {
+			t.Errorf("%s does not contain %q:\n%s", what, w, got)
+		}
+	}
+}
+
+func TestRunAndInspect(t *testing.T) {
+	url, _ := engine(t)
+
+	r := weft(t, "run", helloFile, "-nats", url, "-input", `{"name":"Ada"}`, "-invocation", `{"tier":"gold"}`, "-wait")
+	if r.code != 0 {
+		t.Fatalf("run -wait: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	run := strings.SplitN(r.stdout, "\n", 2)[0]
+	if !events.ValidToken(run) {
+		t.Fatalf("first line of run's output is %q, want a run id", run)
+	}
+	wantContains(t, "run -wait", r.stdout, "run "+run+" completed", `"greeting": "Hello, Ada!"`)
+
+	r = weft(t, "status", run, "-nats", url)
+	wantContains(t, "status", r.stdout, "completed", "greet", "shout", "succeeded", "test-worker", "Hello, Ada!")
+
+	r = weft(t, "-o", "json", "status", "-nats", url, run)
+	var st projection.State
+	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
+		t.Fatalf("status -o json: %v\n%s", err, r.stdout)
+	}
+	if st.Status != projection.RunCompleted || st.InvocationMap()["tier"] != "gold" {
+		t.Errorf("status -o json: status %q, invocation %s", st.Status, st.Invocation)
+	}
+
+	r = weft(t, "events", run, "-nats", url)
+	wantContains(t, "events", r.stdout, "SEQ", "run.started", "node.ready", "type echo, queue default", "node.invoked", "worker test-worker", "-> shout", "-> END", "run.completed")
+	r = weft(t, "events", run, "-nats", url, "-o", "json")
+	var rows []struct {
+		Seq  uint64 `json:"seq"`
+		Type string `json:"type"`
+		Node string `json:"node"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil || len(rows) < 5 {
+		t.Fatalf("events -o json: %v, %d rows\n%s", err, len(rows), r.stdout)
+	}
+	first, last := rows[0].Seq, rows[len(rows)-1].Seq
+
+	r = weft(t, "state", run, "-at", itoa(first), "-nats", url)
+	if r.code != 0 || !strings.Contains(r.stdout, "running") || strings.Contains(r.stdout, "greeting") {
+		t.Errorf("state -at %d: exit %d, want running without a greeting:\n%s%s", first, r.code, r.stdout, r.stderr)
+	}
+	r = weft(t, "state", run, "-nats", url, "-o", "json")
+	wantContains(t, "state -o json", r.stdout, `"status": "completed"`)
+
+	r = weft(t, "diff", run, itoa(first), itoa(last), "-nats", url)
+	wantContains(t, "diff", r.stdout, "/state/greeting", `"Hello, Ada!"`, "/status", `"running"`, `"completed"`)
+
+	r = weft(t, "list", "-nats", url)
+	wantContains(t, "list", r.stdout, "RUN", run, "hello", "completed")
+	r = weft(t, "list", "-nats", url, "-o", "json", "-status", "failed")
+	if strings.TrimSpace(r.stdout) != "[]" {
+		t.Errorf("list -status failed: %s", r.stdout)
+	}
+}
+
+func TestRunFailsExitsOne(t *testing.T) {
+	url, _ := engine(t)
+	file := writeFile(t, "boom.yaml", `
+name: boom
+nodes:
+  - id: explode
+    type: fail
+    config: {message: kaboom, retryable: false}
+edges:
+  - {from: START, to: explode}
+  - {from: explode, to: END}
+`)
+	r := weft(t, "run", file, "-nats", url, "-wait")
+	if r.code != 1 {
+		t.Fatalf("run of a failing graph: exit %d, want 1\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	wantContains(t, "stdout", r.stdout, "failed", "kaboom", "(node explode)")
+	wantContains(t, "stderr", r.stderr, "weft: run ", " failed: ")
+}
+
+func TestSignalAndCancel(t *testing.T) {
+	url, c := engine(t)
+	file := writeFile(t, "approve.yaml", `
+name: approve
+nodes:
+  - {id: ask, type: human}
+  - {id: done, type: noop}
+edges:
+  - {from: START, to: ask}
+  - {from: ask, to: done}
+  - {from: done, to: END}
+`)
+	r := weft(t, "run", file, "-nats", url, "-id", "approval-1")
+	if r.code != 0 || strings.TrimSpace(r.stdout) != "approval-1" {
+		t.Fatalf("run -id: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	r = weft(t, "run", file, "-nats", url, "-id", "approval-1")
+	if r.code != 1 || !strings.Contains(r.stderr, "run already exists") {
+		t.Errorf("second run -id: exit %d, stderr %q", r.code, r.stderr)
+	}
+
+	r = weft(t, "signal", "approval-1", "nope", "-nats", url)
+	if r.code != 1 {
+		t.Errorf("signal to an unknown node: exit %d, want 1", r.code)
+	}
+	wantContains(t, "signal to an unknown node", r.stderr, `no node "nope"`, "ask, done")
+
+	r = weft(t, "signal", "approval-1", "ask", "-nats", url, "-data", `{"approved":true}`)
+	if r.code != 0 {
+		t.Fatalf("signal: exit %d\n%s", r.code, r.stderr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := c.Wait(ctx, "approval-1")
+	if err != nil || st.Status != projection.RunCompleted {
+		t.Fatalf("signalled run: %v, status %v", err, st)
+	}
+	r = weft(t, "signal", "approval-1", "ask", "-nats", url)
+	if r.code != 1 || !strings.Contains(r.stderr, "run already ended") {
+		t.Errorf("signal after the end: exit %d, stderr %q", r.code, r.stderr)
+	}
+
+	r = weft(t, "run", file, "-nats", url, "-id", "approval-2")
+	if r.code != 0 {
+		t.Fatal(r.stderr)
+	}
+	r = weft(t, "cancel", "approval-2", "-reason", "no longer needed", "-nats", url)
+	if r.code != 0 {
+		t.Fatalf("cancel: exit %d\n%s", r.code, r.stderr)
+	}
+	st, err = c.Wait(ctx, "approval-2")
+	if err != nil || st.Status != projection.RunCancelled || st.Cancel.Reason != "no longer needed" {
+		t.Fatalf("cancelled run: %v, %+v", err, st)
+	}
+}
+
+func TestMissingRun(t *testing.T) {
+	url, _ := engine(t)
+	for _, args := range [][]string{
+		{"status", "nosuchrun"},
+		{"events", "nosuchrun"},
+		{"state", "nosuchrun", "-at", "3"},
+		{"diff", "nosuchrun", "1", "2"},
+		{"signal", "nosuchrun", "ask"},
+		{"cancel", "nosuchrun"},
+	} {
+		t.Run(args[0], func(t *testing.T) {
+			r := weft(t, append(args, "-nats", url)...)
+			if r.code != 1 || r.stderr != "weft: run nosuchrun not found\n" {
+				t.Errorf("exit %d, stderr %q; want 1, \"weft: run nosuchrun not found\"", r.code, r.stderr)
+			}
+		})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := cli.Run(ctx, []string{"status", "nosuchrun", "-nats", url}, nil, &bytes.Buffer{}, &bytes.Buffer{})
+	if !errorsIs(err, events.ErrRunNotFound) {
+		t.Errorf("Run: %v, want events.ErrRunNotFound", err)
+	}
+}
+
+func TestUsage(t *testing.T) {
+	tests := []struct {
+		name     string
+		args     []string
+		wantCode int
+		wantOut  string // in stdout
+		wantErr  string // in stderr
+	}{
+		{"no command", nil, 2, "", "no command"},
+		{"unknown command", []string{"frobnicate"}, 2, "", `unknown command "frobnicate"`},
+		{"run without a file", []string{"run"}, 2, "", "want GRAPHFILE, got 0 argument(s)"},
+		{"status with two runs", []string{"status", "a", "b"}, 2, "", "usage: weft status RUN [flags]"},
+		{"unknown flag", []string{"list", "-bogus"}, 2, "", "flag provided but not defined: -bogus"},
+		{"bad output format", []string{"-o", "yaml", "list"}, 2, "", `-o: want text or json, got "yaml"`},
+		{"bad diff sequence", []string{"diff", "r", "one", "2"}, 2, "", `FROMSEQ: want a stream sequence`},
+		{"input not an object", []string{"run", helloFile, "-input", "[1]"}, 2, "", "-input: want a JSON object"},
+		{"input not JSON", []string{"run", helloFile, "-input", "{"}, 2, "", "-input: not valid JSON"},
+		{"input file missing", []string{"run", helloFile, "-input", "@/nonexistent.json"}, 2, "", "-input: open /nonexistent.json"},
+		{"bad run id", []string{"run", helloFile, "-id", "a.b"}, 2, "", `-id: "a.b" is not a valid run id`},
+		{"help", []string{"help"}, 0, "Commands:", ""},
+		{"-h", []string{"-h"}, 0, "weft demo", ""},
+		{"help run", []string{"help", "run"}, 0, "usage: weft run GRAPHFILE [flags]", ""},
+		{"run -h", []string{"run", "-h"}, 0, "", "-invocation"},
+		{"help unknown", []string{"help", "nope"}, 2, "", `unknown command "nope"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := weft(t, tt.args...)
+			if r.code != tt.wantCode {
+				t.Errorf("exit %d, want %d\nstdout: %s\nstderr: %s", r.code, tt.wantCode, r.stdout, r.stderr)
+			}
+			wantContains(t, "stdout", r.stdout, tt.wantOut)
+			wantContains(t, "stderr", r.stderr, tt.wantErr)
+		})
+	}
+	ctx := context.Background()
+	if err := cli.Run(ctx, []string{"frobnicate"}, nil, &bytes.Buffer{}, &bytes.Buffer{}); !errorsIs(err, cli.ErrUsage) {
+		t.Errorf("Run(unknown command) = %v, want ErrUsage", err)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	broken := writeFile(t, "broken.yaml", `
+name: broken
+nodes:
+  - id: fetch
+    type: echo
+    timeout: 3 sec
+  - id: fetch2
+    type: echo
+    retries: 3
+edges:
+  - {from: START, to: fetch}
+  - {from: fetch, to: fetch2}
+  - {from: fetch2, to: END}
+`)
+	r := weft(t, "validate", helloFile, broken)
+	if r.code != 1 {
+		t.Errorf("validate: exit %d, want 1", r.code)
+	}
+	wantContains(t, "validate", r.stdout, helloFile+": ok (graph hello, 2 nodes", broken+`: node "fetch": field "timeout"`, `node "fetch2": field "retries": unknown field`)
+	wantContains(t, "validate stderr", r.stderr, "1 of 2 graph files invalid")
+
+	r = weft(t, "validate", "-o", "json", broken)
+	var reports []struct {
+		File     string   `json:"file"`
+		Valid    bool     `json:"valid"`
+		Problems []string `json:"problems"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &reports); err != nil || len(reports) != 1 || reports[0].Valid || len(reports[0].Problems) != 2 {
+		t.Errorf("validate -o json: %v, %+v", err, reports)
+	}
+
+	r = weft(t, "run", broken, "-nats", "nats://127.0.0.1:1")
+	if r.code != 1 {
+		t.Errorf("run of a broken graph: exit %d, want 1", r.code)
+	}
+	wantContains(t, "run of a broken graph", r.stderr, "2 problems in "+broken, `node "fetch": field "timeout"`)
+
+	custom := writeFile(t, "custom.yaml", "name: c\nnodes: [{id: a, type: wordcount}]\nedges: [{from: START, to: a}, {from: a, to: END}]\n")
+	r = weft(t, "validate", custom)
+	if r.code != 1 || !strings.Contains(r.stdout, `unknown type "wordcount"`) {
+		t.Errorf("validate of an unknown type: exit %d\n%s", r.code, r.stdout)
+	}
+	r = weft(t, "validate", "-types", "wordcount,other", custom)
+	if r.code != 0 {
+		t.Errorf("validate -types: exit %d\n%s", r.code, r.stdout)
+	}
+
+	r = weft(t, "validate", "/nonexistent.yaml")
+	if r.code != 1 || !strings.Contains(r.stdout, "/nonexistent.yaml: no such file") {
+		t.Errorf("validate of a missing file: exit %d\n%s", r.code, r.stdout)
+	}
+}
+
+func TestDemo(t *testing.T) {
+	r := weft(t, "demo", helloFile, "-data", t.TempDir())
+	if r.code != 0 {
+		t.Fatalf("demo: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	wantContains(t, "demo", r.stdout, "embedded NATS at nats://127.0.0.1:", "SEQ", "run.started", "node.invoked", "run.completed", "completed in", `"greeting": "Hello, Ada!"`)
+}
+
+// syncBuffer is a bytes.Buffer safe to read while a command writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestDev(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr syncBuffer
+	done := make(chan int)
+	go func() {
+		done <- cli.Main(ctx, []string{"dev", "-port", "-1", "-data", t.TempDir()}, nil, &stdout, &stderr)
+	}()
+
+	urlRE := regexp.MustCompile(`at (nats://127\.0\.0\.1:\d+)`)
+	var url string
+	for deadline := time.Now().Add(30 * time.Second); url == ""; time.Sleep(20 * time.Millisecond) {
+		if m := urlRE.FindStringSubmatch(stdout.String()); m != nil {
+			url = m[1]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("dev did not start:\n%s\n%s", stdout.String(), stderr.String())
+		}
+	}
+	r := weft(t, "run", helloFile, "-nats", url, "-input", `{"name":"Dev"}`, "-wait")
+	if r.code != 0 || !strings.Contains(r.stdout, "Hello, Dev!") {
+		t.Errorf("run against dev: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Errorf("dev: exit %d\n%s", code, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("dev did not stop")
+	}
+	wantContains(t, "dev", stdout.String(), "weft dev: stopped")
+}

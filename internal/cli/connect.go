@@ -1,0 +1,71 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/weft-dev/weft/internal/natsconn"
+	"github.com/weft-dev/weft/pkg/client"
+	"github.com/weft-dev/weft/pkg/events"
+)
+
+// natsFlags registers the connection flags on fs.
+func natsFlags(fs *flag.FlagSet) *natsconn.Config {
+	cfg := &natsconn.Config{}
+	cfg.RegisterFlags(fs)
+	return cfg
+}
+
+// connect connects to NATS and returns a client over the events stream,
+// and a function that closes the connection. With create, a missing
+// stream is created (with the flags' storage and replicas); without, it is
+// an error, since there is nothing to read.
+func (e *env) connect(c *command, cfg *natsconn.Config, create bool) (*client.Client, func(), error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, nil, &usageError{cmd: c, msg: err.Error()}
+	}
+	cfg.Name = "weft " + c.name
+	nc, err := cfg.Connect("")
+	if err != nil {
+		if cfg.URL == "" {
+			err = fmt.Errorf("%w (is a server running? 'weft dev' starts one)", err)
+		}
+		return nil, nil, err
+	}
+	store, err := openStore(e.ctx, cfg, nc, create)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return client.New(store), nc.Close, nil
+}
+
+// openStore opens the events store. An existing stream is opened with its
+// own settings, so that the CLI's defaults never reconfigure it.
+func openStore(ctx context.Context, cfg *natsconn.Config, nc *nats.Conn, create bool) (events.Store, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	s, err := js.Stream(ctx, cfg.Stream)
+	switch {
+	case err == nil:
+		sc := s.CachedInfo().Config
+		return events.Open(ctx, js, events.WithStream(cfg.Stream), events.WithStorage(sc.Storage),
+			events.WithReplicas(sc.Replicas), events.WithDuplicates(sc.Duplicates), events.WithMaxAge(sc.MaxAge))
+	case errors.Is(err, jetstream.ErrStreamNotFound) && create:
+		return cfg.OpenStore(ctx, nc)
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		return nil, fmt.Errorf("no stream %q on the NATS server at %s: nothing has run there yet, or -stream (WEFT_STREAM) names another stream", cfg.Stream, nc.ConnectedUrlRedacted())
+	default:
+		return nil, fmt.Errorf("looking up stream %q: %w", cfg.Stream, err)
+	}
+}

@@ -1,0 +1,75 @@
+package cli
+
+import (
+	"fmt"
+)
+
+var cmdSignal = &command{
+	name:    "signal",
+	args:    "RUN NODE",
+	summary: "send a signal to a node of a run (-data JSON), e.g. a human node",
+	help: `Appends a signal for NODE to the run's log: the input a human node waits
+for. -data is any JSON value, inline or @FILE (@- for standard input). The
+run must exist, not have ended, and have the node.`,
+	run: func(e *env, c *command, args []string) error {
+		fs, out := e.flagSet(c)
+		cfg := natsFlags(fs)
+		data := fs.String("data", "", "the signal's data: JSON, or @FILE")
+		pos, err := e.parse(c, fs, args, 2, 2)
+		if err != nil {
+			return err
+		}
+		raw, err := e.jsonArg(c, "data", *data)
+		if err != nil {
+			return err
+		}
+		cl, closeConn, err := e.connect(c, cfg, false)
+		if err != nil {
+			return err
+		}
+		defer closeConn()
+		var payload any
+		if raw != nil {
+			payload = raw
+		}
+		if err := cl.Signal(e.ctx, pos[0], pos[1], payload); err != nil {
+			return runError(pos[0], err)
+		}
+		if *out == "json" {
+			return e.writeJSON(map[string]string{"runId": pos[0], "node": pos[1], "signal": "sent"})
+		}
+		fmt.Fprintf(e.stdout, "signal sent to node %s of run %s\n", pos[1], pos[0])
+		return nil
+	},
+}
+
+var cmdCancel = &command{
+	name:    "cancel",
+	args:    "RUN",
+	summary: "ask for a run to be cancelled (-reason TEXT)",
+	help: `Appends a cancel request to the run's log. The coordinator ends the run as
+cancelled and workers stop its nodes in flight; 'weft status' shows when it
+has.`,
+	run: func(e *env, c *command, args []string) error {
+		fs, out := e.flagSet(c)
+		cfg := natsFlags(fs)
+		reason := fs.String("reason", "", "why, recorded in the log")
+		pos, err := e.parse(c, fs, args, 1, 1)
+		if err != nil {
+			return err
+		}
+		cl, closeConn, err := e.connect(c, cfg, false)
+		if err != nil {
+			return err
+		}
+		defer closeConn()
+		if err := cl.Cancel(e.ctx, pos[0], *reason); err != nil {
+			return runError(pos[0], err)
+		}
+		if *out == "json" {
+			return e.writeJSON(map[string]string{"runId": pos[0], "cancel": "requested"})
+		}
+		fmt.Fprintf(e.stdout, "cancel requested for run %s\n", pos[0])
+		return nil
+	},
+}

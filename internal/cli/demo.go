@@ -1,0 +1,227 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/weft-dev/weft/pkg/client"
+	"github.com/weft-dev/weft/pkg/graph"
+	"github.com/weft-dev/weft/pkg/worker"
+)
+
+// defaultGraphFile is the graph demo runs when given none.
+const defaultGraphFile = "examples/hello.yaml"
+
+// builtinHello is examples/hello.yaml, for a demo run outside the
+// repository.
+const builtinHello = `name: hello
+version: "1"
+description: Greets whoever the input names.
+nodes:
+  - id: greet
+    type: echo
+  - id: shout
+    type: transform
+    config:
+      set:
+        greeting: "'Hello, ' + input.name + '!'"
+edges:
+  - {from: START, to: greet}
+  - {from: greet, to: shout}
+  - {from: shout, to: END}
+`
+
+// The demo's default input and invocation suit every graph in examples/.
+const (
+	demoInput      = `{"name":"Ada"}`
+	demoInvocation = `{"user_tier":"premium"}`
+)
+
+func logger(w io.Writer, verbose bool) *slog.Logger {
+	level := slog.LevelWarn
+	if verbose {
+		level = slog.LevelInfo
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
+var cmdDemo = &command{
+	name:    "demo",
+	args:    "[GRAPHFILE]",
+	summary: "run a graph with an embedded NATS, coordinator and worker, in one process",
+	help: `Starts an embedded NATS server with JetStream (file storage in a fresh
+temporary directory, or in -data), a coordinator and a worker with the
+built-in executors serving every queue the graph uses; runs the graph
+(default examples/hello.yaml); waits for the run's end; prints its timeline
+and final state; and shuts everything down in order: the worker, the
+coordinator, the connection, the server. Exits 1 if the run does not
+complete.`,
+	run: func(e *env, c *command, args []string) error {
+		fs, out := e.flagSet(c)
+		dataDir := fs.String("data", "", "JetStream data directory, kept after the demo (default a temporary directory, removed)")
+		input := fs.String("input", demoInput, "the run's input: a JSON object, or @FILE")
+		invocation := fs.String("invocation", demoInvocation, "the run's invocation state: a JSON object, or @FILE")
+		timeout := fs.Duration("timeout", time.Minute, "how long to wait for the run")
+		verbose := fs.Bool("v", false, "log the coordinator's and the worker's work")
+		pos, err := e.parse(c, fs, args, 0, 1)
+		if err != nil {
+			return err
+		}
+		in, err := e.objectArg(c, "input", *input)
+		if err != nil {
+			return err
+		}
+		inv, err := e.objectArg(c, "invocation", *invocation)
+		if err != nil {
+			return err
+		}
+		if *timeout <= 0 {
+			return &usageError{cmd: c, msg: fmt.Sprintf("-timeout: want a positive duration, got %s", *timeout)}
+		}
+		g, source, err := demoGraph(pos)
+		if err != nil {
+			return err
+		}
+
+		cfg := engineConfig{dataDir: *dataDir, port: -1, queues: graphQueues(g.Definition()),
+			concurrency: worker.DefaultConcurrency, log: logger(e.stderr, *verbose)}
+		if cfg.dataDir == "" {
+			if cfg.dataDir, err = os.MkdirTemp("", "weft-demo-"); err != nil {
+				return err
+			}
+			cfg.removeDir = true
+		} else if err := os.MkdirAll(cfg.dataDir, 0o755); err != nil {
+			return err
+		}
+		le, err := startEngine(e.ctx, cfg)
+		if err != nil {
+			if cfg.removeDir {
+				_ = os.RemoveAll(cfg.dataDir)
+			}
+			return err
+		}
+		defer le.Stop()
+		text := *out != "json"
+		if text {
+			kept := "removed at exit"
+			if !cfg.removeDir {
+				kept = "kept"
+			}
+			fmt.Fprintf(e.stdout, "embedded NATS at %s, data in %s (%s)\n", le.URL(), cfg.dataDir, kept)
+			fmt.Fprintf(e.stdout, "graph %s from %s (%s), queues %s\n", g.Definition().Name, source, shortDigest(g.Digest()), strings.Join(cfg.queues, ", "))
+		}
+
+		cl := client.New(le.store, client.WithLogger(cfg.log))
+		run, err := cl.Start(e.ctx, g, client.WithInput(in), client.WithInvocation(inv))
+		if err != nil {
+			return err
+		}
+		if text {
+			fmt.Fprintf(e.stdout, "run %s started with input %s and invocation %s\n\n", run, orDash(string(in)), orDash(string(inv)))
+		}
+		ctx, cancel := context.WithTimeout(e.ctx, *timeout)
+		defer cancel()
+		st, werr := cl.Wait(ctx, run)
+		evs, err := cl.History(e.ctx, run)
+		if err != nil {
+			return err
+		}
+		if werr != nil {
+			if text {
+				e.printTimeline(evs)
+			}
+			if errors.Is(werr, context.DeadlineExceeded) {
+				return fmt.Errorf("run %s has not ended after %s", run, *timeout)
+			}
+			return werr
+		}
+		if !text {
+			if err := e.writeJSON(map[string]any{"runId": run, "status": st.Status, "events": timeline(evs), "state": st}); err != nil {
+				return err
+			}
+			return endedError(st)
+		}
+		e.printTimeline(evs)
+		fmt.Fprintln(e.stdout)
+		e.printOutcome(st)
+		return endedError(st)
+	},
+}
+
+// demoGraph loads the demo's graph: the file named, or examples/hello.yaml,
+// or, when that is not there, a built-in copy of it.
+func demoGraph(pos []string) (*graph.Graph, string, error) {
+	file := defaultGraphFile
+	if len(pos) == 1 {
+		file = pos[0]
+	} else if _, err := os.Stat(file); err != nil {
+		g, err := graph.Parse([]byte(builtinHello), "hello.yaml (built in)")
+		return g, "the built-in hello.yaml", err
+	}
+	g, err := graph.LoadFile(file)
+	if err != nil {
+		return nil, "", graphError(file, err)
+	}
+	return g, file, nil
+}
+
+var cmdDev = &command{
+	name:    "dev",
+	summary: "run an embedded NATS, a coordinator and a worker until interrupted",
+	help: `Runs the whole engine in one process for development: an embedded NATS
+server with JetStream on 127.0.0.1 (-port; file storage in -data, kept
+between runs), a coordinator, and a worker with the built-in executors on
+-queues. Use the other commands against it from another terminal. Interrupt
+(Ctrl-C) to stop it; it shuts down the worker, the coordinator, the
+connection and the server, in that order.`,
+	run: func(e *env, c *command, args []string) error {
+		fs, _ := e.flagSet(c)
+		dataDir := fs.String("data", "data/dev", "JetStream data directory")
+		port := fs.Int("port", 4222, "port to listen on, on 127.0.0.1 (-1: any free port)")
+		queues := fs.String("queues", worker.DefaultQueue, "task queues the worker serves, comma separated (examples/pipeline.yaml also uses cpu)")
+		concurrency := fs.Int("concurrency", worker.DefaultConcurrency, "nodes the worker runs at once")
+		verbose := fs.Bool("v", false, "log the coordinator's and the worker's work")
+		if _, err := e.parse(c, fs, args, 0, 0); err != nil {
+			return err
+		}
+		cfg := engineConfig{dataDir: *dataDir, port: *port, concurrency: *concurrency, log: logger(e.stderr, *verbose)}
+		for q := range strings.SplitSeq(*queues, ",") {
+			if q = strings.TrimSpace(q); q != "" {
+				cfg.queues = append(cfg.queues, q)
+			}
+		}
+		switch {
+		case *port < -1 || *port > 65535:
+			return &usageError{cmd: c, msg: fmt.Sprintf("-port: want a port number or -1, got %d", *port)}
+		case *concurrency < 1:
+			return &usageError{cmd: c, msg: fmt.Sprintf("-concurrency: want at least 1, got %d", *concurrency)}
+		case len(cfg.queues) == 0:
+			return &usageError{cmd: c, msg: "-queues: at least one queue"}
+		}
+		if err := os.MkdirAll(cfg.dataDir, 0o755); err != nil {
+			return err
+		}
+		le, err := startEngine(e.ctx, cfg)
+		if err != nil {
+			return err
+		}
+		defer le.Stop()
+		hint := ""
+		if le.URL() != "nats://127.0.0.1:4222" {
+			hint = " -nats " + le.URL()
+		}
+		fmt.Fprintf(e.stdout, "weft dev: NATS with JetStream at %s, data in %s\n", le.URL(), cfg.dataDir)
+		fmt.Fprintf(e.stdout, "weft dev: coordinator and worker running (queues %s); interrupt to stop\n", strings.Join(cfg.queues, ", "))
+		fmt.Fprintf(e.stdout, "try: weft run examples/hello.yaml%s -input '{\"name\":\"Ada\"}' -wait\n", hint)
+		<-e.ctx.Done()
+		le.Stop()
+		fmt.Fprintln(e.stdout, "weft dev: stopped")
+		return nil
+	},
+}

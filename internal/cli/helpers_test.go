@@ -1,0 +1,10 @@
+package cli_test
+
+import (
+	"errors"
+	"strconv"
+)
+
+func itoa(n uint64) string { return strconv.FormatUint(n, 10) }
+
+func errorsIs(err, target error) bool { return errors.Is(err, target) }

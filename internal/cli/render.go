@@ -1,0 +1,399 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/weft-dev/weft/pkg/events"
+	"github.com/weft-dev/weft/pkg/projection"
+)
+
+func table(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0) }
+
+// printOutcome prints how a run ended and its shared state.
+func (e *env) printOutcome(st *projection.State) {
+	fmt.Fprintln(e.stdout, outcomeLine(st))
+	printJSONBlock(e.stdout, "state", st.Vars)
+	printJSONBlock(e.stdout, "artifacts", st.Artifacts)
+}
+
+func outcomeLine(st *projection.State) string {
+	took := ""
+	if st.StartedAt != nil && st.EndedAt != nil {
+		took = " in " + duration(st.EndedAt.Sub(*st.StartedAt))
+	}
+	switch st.Status {
+	case projection.RunFailed:
+		line := fmt.Sprintf("run %s failed%s: %v", st.RunID, took, st.Error)
+		if n := failedNode(st); n != "" {
+			line += " (node " + n + ")"
+		}
+		return line
+	case projection.RunCancelled:
+		line := fmt.Sprintf("run %s cancelled%s", st.RunID, took)
+		if st.Cancel != nil {
+			line += " by " + st.Cancel.By
+			if st.Cancel.Reason != "" {
+				line += ": " + st.Cancel.Reason
+			}
+		}
+		return line
+	}
+	return fmt.Sprintf("run %s %s%s", st.RunID, st.Status, took)
+}
+
+func failedNode(st *projection.State) string {
+	for _, id := range nodeOrder(st) {
+		if n := st.Nodes[id]; n != nil && n.Status == projection.NodeFailed {
+			return id
+		}
+	}
+	return ""
+}
+
+// printJSONBlock prints "name:" and v as indented JSON, if v is not empty.
+func printJSONBlock(w io.Writer, name string, v map[string]json.RawMessage) {
+	if len(v) == 0 {
+		return
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return
+	}
+	fmt.Fprintf(w, "%s:\n%s\n", name, b)
+}
+
+// printStatus prints a run's state for people: the run, its nodes, its
+// shared state.
+func (e *env) printStatus(st *projection.State) {
+	tw := table(e.stdout)
+	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+	row("run", st.RunID)
+	row("graph", fmt.Sprintf("%s (%s)", st.GraphName, shortDigest(st.GraphDigest)))
+	if st.Parent != nil {
+		row("parent", fmt.Sprintf("%s (node %s)", st.Parent.RunID, st.Parent.Ref.Node))
+	}
+	row("status", string(st.Status))
+	if st.StartedAt != nil {
+		row("started", st.StartedAt.Local().Format(time.DateTime+".000"))
+	}
+	if st.EndedAt != nil {
+		row("ended", fmt.Sprintf("%s (took %s)", st.EndedAt.Local().Format(time.DateTime+".000"), duration(st.EndedAt.Sub(*st.StartedAt))))
+	}
+	if st.Error != nil {
+		row("error", st.Error.Error())
+	}
+	if st.Cancel != nil {
+		row("cancel", strings.TrimSuffix("requested by "+st.Cancel.By+": "+st.Cancel.Reason, ": "))
+	}
+	row("events", fmt.Sprintf("%d up to seq %d (%d executions, %d failures, %d retries)", st.Stats.Events, st.LastSeq, st.Stats.Executions, st.Stats.Failures, st.Stats.Retries))
+	_ = tw.Flush()
+
+	fmt.Fprintln(e.stdout)
+	tw = table(e.stdout)
+	fmt.Fprintln(tw, "NODE\tSTATUS\tITER\tATTEMPT\tWORKER\tTIME\tDETAILS")
+	for _, id := range nodeOrder(st) {
+		n := st.Nodes[id]
+		if n == nil {
+			fmt.Fprintf(tw, "%s\t-\t\t\t\t\t\n", id)
+			continue
+		}
+		took := ""
+		if n.StartedAt != nil && n.EndedAt != nil {
+			took = duration(n.EndedAt.Sub(*n.StartedAt))
+		}
+		details := ""
+		switch {
+		case n.Error != nil:
+			details = n.Error.Error()
+		case n.WaitingFor != "":
+			details = "waiting for " + n.WaitingFor
+		case n.Fallback:
+			details = "fallback output"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", id, orDash(string(n.Status)), n.Iteration, num(n.Attempt), n.Worker, took, truncate(details, 80))
+	}
+	_ = tw.Flush()
+	if len(st.Vars) > 0 || len(st.Artifacts) > 0 {
+		fmt.Fprintln(e.stdout)
+	}
+	printJSONBlock(e.stdout, "state", st.Vars)
+	printJSONBlock(e.stdout, "artifacts", st.Artifacts)
+}
+
+// nodeOrder lists the run's nodes in graph order, then any others.
+func nodeOrder(st *projection.State) []string {
+	var def struct {
+		Nodes []struct {
+			ID string `json:"id"`
+		} `json:"nodes"`
+	}
+	_ = json.Unmarshal(st.Graph, &def)
+	var ids []string
+	for _, n := range def.Nodes {
+		ids = append(ids, n.ID)
+	}
+	var extra []string
+	for id := range st.Nodes {
+		if !slices.Contains(ids, id) {
+			extra = append(extra, id)
+		}
+	}
+	sort.Strings(extra)
+	return append(ids, extra...)
+}
+
+// timelineRow is one event of a run's timeline.
+type timelineRow struct {
+	Seq       uint64          `json:"seq"`
+	Offset    time.Duration   `json:"offsetNs"`
+	Time      time.Time       `json:"time"`
+	Type      events.Type     `json:"type"`
+	Node      string          `json:"node,omitempty"`
+	Iteration int             `json:"iteration,omitempty"`
+	Item      *int            `json:"item,omitempty"`
+	Attempt   int             `json:"attempt,omitempty"`
+	Summary   string          `json:"summary"`
+	Data      json.RawMessage `json:"data"`
+}
+
+func timeline(evs []*events.Event) []timelineRow {
+	var start time.Time
+	if len(evs) > 0 {
+		start = evs[0].Time
+	}
+	rows := make([]timelineRow, len(evs))
+	for i, e := range evs {
+		r := timelineRow{Seq: e.Seq, Offset: e.Time.Sub(start), Time: e.Time, Type: e.Type, Node: e.NodeID, Attempt: e.Attempt, Data: e.Data}
+		p, err := e.Payload()
+		if err != nil {
+			r.Summary = "unreadable: " + err.Error()
+		} else {
+			if ref, ok := refOf(p); ok {
+				r.Node, r.Iteration, r.Item = ref.Node, ref.Iteration, ref.Item
+			}
+			r.Summary = summary(p, start)
+		}
+		rows[i] = r
+	}
+	return rows
+}
+
+// printTimeline prints a run's events as a table.
+func (e *env) printTimeline(evs []*events.Event) {
+	tw := table(e.stdout)
+	fmt.Fprintln(tw, "SEQ\tTIME\tEVENT\tNODE\tITER\tATTEMPT\tDETAILS")
+	for _, r := range timeline(evs) {
+		node := orDash(r.Node)
+		if r.Item != nil {
+			node += "[" + strconv.Itoa(*r.Item) + "]"
+		}
+		fmt.Fprintf(tw, "%d\t+%s\t%s\t%s\t%s\t%s\t%s\n", r.Seq, offset(r.Offset), shortType(r.Type), node, num(r.Iteration), num(r.Attempt), r.Summary)
+	}
+	_ = tw.Flush()
+}
+
+// shortType is the type without the family prefix and version:
+// "node.invoked".
+func shortType(t events.Type) string {
+	s := strings.TrimPrefix(string(t), "dev.weft.")
+	if i := strings.LastIndex(s, ".v"); i > 0 {
+		s = s[:i]
+	}
+	return s
+}
+
+// refOf returns the node execution an event payload concerns.
+func refOf(p events.Payload) (events.NodeRef, bool) {
+	switch d := p.(type) {
+	case *events.NodeReadyData:
+		return d.NodeRef, true
+	case *events.NodeInvokingData:
+		return d.NodeRef, true
+	case *events.NodeInvokedData:
+		return d.NodeRef, true
+	case *events.NodeFailedData:
+		return d.NodeRef, true
+	case *events.NodeSkippedData:
+		return d.NodeRef, true
+	case *events.NodeWaitingData:
+		return d.NodeRef, true
+	case *events.NodeRoutedData:
+		return d.NodeRef, true
+	case *events.NodeCancelledData:
+		return d.NodeRef, true
+	case *events.HeartbeatData:
+		return d.NodeRef, true
+	case *events.RetryScheduledData:
+		return d.NodeRef, true
+	case *events.TimerFiredData:
+		return d.Ref, true
+	case *events.ChildRunStartedData:
+		return d.NodeRef, true
+	case *events.ChildRunFinishedData:
+		return d.NodeRef, true
+	case *events.SignalReceivedData:
+		return events.NodeRef{Node: d.Node}, true
+	}
+	return events.NodeRef{}, false
+}
+
+// summary says in a few words what an event states.
+func summary(p events.Payload, start time.Time) string {
+	switch d := p.(type) {
+	case *events.RunStartedData:
+		s := fmt.Sprintf("graph %s (%s)", d.GraphName, shortDigest(d.GraphDigest))
+		if d.StartedBy != "" {
+			s += " by " + d.StartedBy
+		}
+		if len(d.Input) > 0 {
+			s += ", input " + truncate(string(d.Input), 60)
+		}
+		if d.Parent != nil {
+			s += ", child of " + d.Parent.RunID
+		}
+		return s
+	case *events.RunCompletedData:
+		if len(d.Output) > 0 {
+			return "output " + truncate(string(d.Output), 80)
+		}
+		return ""
+	case *events.RunFailedData:
+		s := d.Error.Error()
+		if d.Node != "" {
+			s += " (node " + d.Node + ")"
+		}
+		return s
+	case *events.RunCancelRequestedData:
+		return strings.TrimSuffix("by "+d.By+": "+d.Reason, ": ")
+	case *events.RunCancelledData:
+		return strings.TrimSuffix("by "+d.By+": "+d.Reason, ": ")
+	case *events.NodeReadyData:
+		return fmt.Sprintf("type %s, queue %s", d.Type, d.Queue)
+	case *events.NodeInvokingData:
+		s := "worker " + d.Worker
+		if d.Delivery > 1 {
+			s += fmt.Sprintf(", delivery %d", d.Delivery)
+		}
+		return s
+	case *events.NodeInvokedData:
+		var parts []string
+		if d.Worker != "" {
+			parts = append(parts, "worker "+d.Worker)
+		}
+		if d.DurationMs > 0 {
+			parts = append(parts, duration(time.Duration(d.DurationMs)*time.Millisecond))
+		}
+		if len(d.Updates) > 0 {
+			keys := make([]string, 0, len(d.Updates))
+			for k := range d.Updates {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			parts = append(parts, "updates "+strings.Join(keys, ", "))
+		}
+		if len(d.Actions) > 0 {
+			names := make([]string, len(d.Actions))
+			for i, a := range d.Actions {
+				names[i] = a.Name
+			}
+			parts = append(parts, "actions "+strings.Join(names, ", "))
+		}
+		if d.Fallback {
+			parts = append(parts, "fallback")
+		}
+		return strings.Join(parts, "; ")
+	case *events.NodeFailedData:
+		s := d.Error.Error()
+		if d.Error.Retryable {
+			s += " (retryable)"
+		}
+		if d.Worker != "" {
+			s += "; worker " + d.Worker
+		}
+		return s
+	case *events.NodeSkippedData:
+		return d.Reason
+	case *events.NodeWaitingData:
+		s := "for " + d.For
+		if d.Deadline != nil {
+			s += ", until +" + offset(d.Deadline.Sub(start))
+		}
+		return s
+	case *events.NodeRoutedData:
+		var taken, not []string
+		for _, sig := range d.Signals {
+			if sig.Taken {
+				taken = append(taken, sig.To)
+			} else {
+				not = append(not, sig.To)
+			}
+		}
+		s := "no edge taken"
+		if len(taken) > 0 {
+			s = "-> " + strings.Join(taken, ", ")
+		}
+		if len(not) > 0 {
+			s += " (not " + strings.Join(not, ", ") + ")"
+		}
+		return s
+	case *events.NodeCancelledData:
+		return strings.TrimSuffix("by "+d.By+": "+d.Reason, ": ")
+	case *events.HeartbeatData:
+		return ""
+	case *events.RetryScheduledData:
+		return fmt.Sprintf("attempt %d at +%s after %v", d.Attempt, offset(d.At.Sub(start)), &d.LastFailure)
+	case *events.TimerFiredData:
+		return d.Purpose + " timer " + d.TimerID
+	case *events.SignalReceivedData:
+		s := "by " + d.By
+		if len(d.Data) > 0 {
+			s += ", data " + truncate(string(d.Data), 60)
+		}
+		return s
+	case *events.ChildRunStartedData:
+		return fmt.Sprintf("child run %s of graph %s", d.ChildRunID, d.Graph)
+	case *events.ChildRunFinishedData:
+		s := fmt.Sprintf("child run %s %s", d.ChildRunID, d.Status)
+		if d.Error != nil {
+			s += ": " + d.Error.Error()
+		}
+		return s
+	}
+	return ""
+}
+
+// duration rounds d for people: 12ms, 1.204s, 2m3s.
+func duration(d time.Duration) string {
+	switch {
+	case d < time.Millisecond:
+		return d.Round(time.Microsecond).String()
+	case d < time.Minute:
+		return d.Round(time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
+}
+
+// offset formats a time offset from the start of a run: 0.012s.
+func offset(d time.Duration) string { return fmt.Sprintf("%.3fs", d.Seconds()) }
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func num(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return strconv.Itoa(n)
+}

@@ -1,0 +1,76 @@
+package client
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/weft-dev/weft/pkg/events"
+)
+
+// Client starts, reads and steers runs over an events store. It is safe for
+// concurrent use.
+type Client struct {
+	store    events.Store
+	log      *slog.Logger
+	identity string
+
+	mu     sync.Mutex
+	stream jetstream.Stream
+}
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithLogger sets the logger (default slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(c *Client) { c.log = l } }
+
+// WithIdentity names who is acting, recorded as StartedBy in run-started
+// events and as By in signals and cancel requests (default "$USER@host").
+func WithIdentity(name string) Option { return func(c *Client) { c.identity = name } }
+
+// New returns a client over store.
+func New(store events.Store, opts ...Option) *Client {
+	c := &Client{store: store}
+	for _, o := range opts {
+		o(c)
+	}
+	if c.log == nil {
+		c.log = slog.Default()
+	}
+	if c.identity == "" {
+		c.identity = defaultIdentity()
+	}
+	return c
+}
+
+// Identity is the name the client acts under.
+func (c *Client) Identity() string { return c.identity }
+
+func defaultIdentity() string {
+	user := cmp.Or(os.Getenv("USER"), os.Getenv("USERNAME"), "weft")
+	if host, err := os.Hostname(); err == nil && host != "" {
+		return user + "@" + host
+	}
+	return user
+}
+
+// eventsStream returns the events stream's handle, looked up once.
+func (c *Client) eventsStream(ctx context.Context) (jetstream.Stream, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stream != nil {
+		return c.stream, nil
+	}
+	s, err := c.store.JetStream().Stream(ctx, c.store.StreamName())
+	if err != nil {
+		return nil, fmt.Errorf("looking up stream %s: %w", c.store.StreamName(), err)
+	}
+	c.stream = s
+	return s, nil
+}

@@ -1,0 +1,33 @@
+// Package client is how programs start, watch and steer Weft runs.
+//
+// A Client works over an events.Store: it appends the client's facts to a
+// run's log (run started, signal received, cancel requested) and reads the
+// log back to fold a run's state with package projection. It never decides
+// anything; the coordinator does. Every method is a thin, documented use of
+// the log:
+//
+//   - Start appends a run-started event that carries the compiled graph
+//     (graph.Graph.Canonical and Digest), the input that seeds the shared
+//     state and the read-only invocation state, so the run's log is
+//     self-contained. The event's id is the run id: a start that is retried
+//     is de-duplicated by JetStream, and a start of a run id that already
+//     has a history gives events.ErrRunExists.
+//   - Wait blocks, without polling, until one of the run's terminal
+//     decisions (completed, failed, cancelled) is in the log, then folds the
+//     run. It reads the terminal subjects through an ordered consumer that
+//     delivers from the start of the stream, so a run that ended before Wait
+//     was called is seen at once.
+//   - Get, History and StateAt read a run's log: the current state, the
+//     events, and the state as of any stream sequence (replay).
+//   - List lists runs from the stream's subject index, without reading their
+//     histories.
+//   - Signal and Cancel append a signal for a node and a cancel request; the
+//     coordinator acts on them.
+//
+// Errors wrap events.ErrRunNotFound when a run has no events,
+// events.ErrRunExists when a run id is taken, ErrRunEnded when a signal or a
+// cancel request comes after the run's end, graph.ErrUnknownNode when a
+// signal names a node the run's graph lacks, ErrNoSuchSeq when StateAt is
+// asked for a point before the run's start, and ErrInvalidInput when an
+// input or invocation is not a JSON object.
+package client

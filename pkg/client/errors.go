@@ -1,0 +1,15 @@
+package client
+
+import "errors"
+
+var (
+	// ErrInvalidInput means a run's input or invocation state is not a JSON
+	// object, or a signal's data is not JSON.
+	ErrInvalidInput = errors.New("invalid input")
+	// ErrRunEnded means a signal or cancel request was sent to a run that
+	// has already completed, failed or been cancelled.
+	ErrRunEnded = errors.New("run already ended")
+	// ErrNoSuchSeq means StateAt was asked for a sequence before the run's
+	// first event.
+	ErrNoSuchSeq = errors.New("sequence before the run's start")
+)
