@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/embedded"
 	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/proctest"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -281,7 +281,7 @@ edges:
 // is a durable JetStream message schedule.
 func TestRetrySurvivesRestartOfEverything(t *testing.T) {
 	dir := t.TempDir()
-	port := freePort(t)
+	port := proctest.FreePort(t)
 	type world struct {
 		stop func()
 		st   events.Store
@@ -370,16 +370,6 @@ edges:
 	if got := fmt.Sprint(attempts); got != want {
 		t.Fatalf("attempts = %s, want %s", got, want)
 	}
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/proctest"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -250,36 +251,14 @@ func TestMalformedEventsArePassedOver(t *testing.T) {
 
 // The process tests run the real coordinator binary and kill it.
 
-var (
-	buildOnce sync.Once
-	binDir    string
-	buildErr  error
-)
-
 func binaries(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		binDir, buildErr = os.MkdirTemp("", "weft-bin-")
-		if buildErr != nil {
-			return
-		}
-		cmd := exec.Command("go", "build", "-o", binDir+"/", "github.com/weft-dev/weft/cmd/coordinator", "github.com/weft-dev/weft/cmd/nodeworker")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binDir
+	return proctest.Build(t, "github.com/weft-dev/weft/cmd/coordinator", "github.com/weft-dev/weft/cmd/nodeworker")
 }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binDir != "" {
-		_ = os.RemoveAll(binDir)
-	}
+	proctest.Cleanup()
 	os.Exit(code)
 }
 

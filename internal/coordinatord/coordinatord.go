@@ -14,8 +14,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"strconv"
 
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/natsconn"
@@ -64,10 +62,10 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("coordinator", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfg.NATS.RegisterFlags(fs)
-	fs.StringVar(&cfg.Durable, "durable", env("WEFT_COORDINATOR_DURABLE", "coordinator"), "durable consumer shared by all coordinators (env WEFT_COORDINATOR_DURABLE)")
-	fs.IntVar(&cfg.Shards, "shards", envInt("WEFT_COORDINATOR_SHARDS", 32), "runs decided concurrently (env WEFT_COORDINATOR_SHARDS)")
-	fs.IntVar(&cfg.CacheSize, "cache", envInt("WEFT_COORDINATOR_CACHE", 10000), "run states kept in memory (env WEFT_COORDINATOR_CACHE)")
-	fs.StringVar(&cfg.LogLevel, "log-level", env("WEFT_LOG_LEVEL", "info"), "debug, info, warn or error (env WEFT_LOG_LEVEL)")
+	fs.StringVar(&cfg.Durable, "durable", "coordinator", "durable consumer shared by all coordinators (env WEFT_COORDINATOR_DURABLE)")
+	fs.IntVar(&cfg.Shards, "shards", 32, "runs decided concurrently (env WEFT_COORDINATOR_SHARDS)")
+	fs.IntVar(&cfg.CacheSize, "cache", 10000, "run states kept in memory (env WEFT_COORDINATOR_CACHE)")
+	fs.StringVar(&cfg.LogLevel, "log-level", "info", "debug, info, warn or error (env WEFT_LOG_LEVEL)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -76,6 +74,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected argument %q (the coordinator takes only flags)", ErrUsage, fs.Arg(0))
+	}
+	if err := natsconn.ApplyEnv(fs, envFlags); err != nil {
+		return fmt.Errorf("%w: %w", ErrUsage, err)
 	}
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", ErrUsage, err)
@@ -115,18 +116,10 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return err
 }
 
-func env(key, def string) string {
-	if v, ok := os.LookupEnv(key); ok {
-		return v
-	}
-	return def
-}
-
-func envInt(key string, def int) int {
-	if v, ok := os.LookupEnv(key); ok {
-		if n, err := strconv.Atoi(v); err == nil {
-			return n
-		}
-	}
-	return def
+// envFlags maps the daemon's own flags to their environment variables.
+var envFlags = map[string]string{
+	"durable":   "WEFT_COORDINATOR_DURABLE",
+	"shards":    "WEFT_COORDINATOR_SHARDS",
+	"cache":     "WEFT_COORDINATOR_CACHE",
+	"log-level": "WEFT_LOG_LEVEL",
 }

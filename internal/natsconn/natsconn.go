@@ -156,6 +156,23 @@ func transient(err error) bool {
 	return false
 }
 
+// ApplyEnv sets every flag of fs that the command line left unset from its
+// environment variable in envs (flag name → variable), and reports each
+// variable whose value the flag does not take, by name.
+func ApplyEnv(fs *flag.FlagSet, envs map[string]string) error {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var errs []error
+	for name, env := range envs {
+		if v, ok := os.LookupEnv(env); ok && !set[name] {
+			if err := fs.Set(name, v); err != nil {
+				errs = append(errs, fmt.Errorf("env %s=%q: not a valid -%s", env, v, name))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
 func env(key, def string) string {
 	if v, ok := os.LookupEnv(key); ok {
 		return v

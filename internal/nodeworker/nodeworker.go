@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"strings"
 	"time"
 
@@ -108,18 +107,8 @@ func parse(args []string, stderr io.Writer) (*Config, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("%w: unexpected arguments %q", ErrUsage, fs.Args())
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	var errs []error
-	for name, env := range envFlags {
-		if v, ok := os.LookupEnv(env); ok && !set[name] {
-			if err := fs.Set(name, v); err != nil {
-				errs = append(errs, fmt.Errorf("env %s=%q: not a valid -%s", env, v, name))
-			}
-		}
-	}
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("%w: %w", ErrUsage, errors.Join(errs...))
+	if err := natsconn.ApplyEnv(fs, envFlags); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUsage, err)
 	}
 	for q := range strings.SplitSeq(*queues, ",") {
 		if q = strings.TrimSpace(q); q != "" {

@@ -6,48 +6,23 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/weft-dev/weft/internal/proctest"
 	"github.com/weft-dev/weft/pkg/events"
-)
-
-var (
-	buildOnce sync.Once
-	binDir    string
-	binPath   string
-	buildErr  error
 )
 
 // binary builds cmd/nodeworker once per test run.
 func binary(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		binDir, buildErr = os.MkdirTemp("", "nodeworker-test")
-		if buildErr != nil {
-			return
-		}
-		binPath = filepath.Join(binDir, "nodeworker")
-		out, err := exec.Command("go", "build", "-o", binPath, "github.com/weft-dev/weft/cmd/nodeworker").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
+	return filepath.Join(proctest.Build(t, "github.com/weft-dev/weft/cmd/nodeworker"), "nodeworker")
 }
 
-func cleanupBinary() {
-	if binDir != "" {
-		_ = os.RemoveAll(binDir)
-	}
-}
+func cleanupBinary() { proctest.Cleanup() }
 
 func exit(code int) { os.Exit(code) }
 

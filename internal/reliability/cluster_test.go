@@ -8,12 +8,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,56 +19,24 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/proctest"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/projection"
-)
-
-var (
-	buildOnce sync.Once
-	binDir    string
-	buildErr  error
 )
 
 // binaries builds nats-server (from the module Weft embeds), the
 // coordinator and the worker.
 func binaries(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		binDir, buildErr = os.MkdirTemp("", "weft-rel-")
-		if buildErr != nil {
-			return
-		}
-		cmd := exec.Command("go", "build", "-o", binDir+"/",
-			"github.com/nats-io/nats-server/v2",
-			"github.com/weft-dev/weft/cmd/coordinator",
-			"github.com/weft-dev/weft/cmd/nodeworker")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binDir
+	return proctest.Build(t, "github.com/nats-io/nats-server/v2",
+		"github.com/weft-dev/weft/cmd/coordinator", "github.com/weft-dev/weft/cmd/nodeworker")
 }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binDir != "" {
-		_ = os.RemoveAll(binDir)
-	}
+	proctest.Cleanup()
 	os.Exit(code)
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 type process struct {
@@ -124,8 +90,8 @@ func startCluster(t *testing.T) *cluster {
 	c := &cluster{}
 	var client, route []int
 	for range 3 {
-		client = append(client, freePort(t))
-		route = append(route, freePort(t))
+		client = append(client, proctest.FreePort(t))
+		route = append(route, proctest.FreePort(t))
 	}
 	var routes []string
 	for _, p := range route {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/proctest"
 	"github.com/weft-dev/weft/internal/telemetry"
 )
 
@@ -87,21 +88,10 @@ func TestRunTraceAcrossProcesses(t *testing.T) {
 	}
 }
 
-// buildDaemons builds cmd/coordinator and cmd/nodeworker into a temporary
-// directory.
+// buildDaemons builds cmd/coordinator and cmd/nodeworker.
 func buildDaemons(t *testing.T) string {
 	t.Helper()
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		gobin = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
-	}
-	dir := t.TempDir()
-	cmd := exec.Command(gobin, "build", "-o", dir+string(filepath.Separator), "./cmd/coordinator", "./cmd/nodeworker")
-	cmd.Dir = filepath.Join("..", "..")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building the daemons: %v\n%s", err, out)
-	}
-	return dir
+	return proctest.Build(t, "github.com/weft-dev/weft/cmd/coordinator", "github.com/weft-dev/weft/cmd/nodeworker")
 }
 
 type daemon struct {
@@ -161,4 +151,10 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	proctest.Cleanup()
+	os.Exit(code)
 }
