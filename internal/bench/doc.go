@@ -1,0 +1,17 @@
+// Package bench is Weft's benchmark harness (cmd/weftbench, make bench): it
+// measures the engine beside the raw JetStream floor of the same message
+// pattern, on the same server, in the same run, and reports each figure as
+// a ratio to its floor, against the targets of issue 6.
+//
+// Run starts (or connects to) one server and runs the figures in order:
+// hop latency, throughput, fan-out, replay, memory and scale-out (one file
+// each). Every figure works on streams of its own, created for it and
+// deleted after it, and every component (coordinator, worker, each floor
+// role) has a connection of its own, as separate processes would. Times
+// are the server's stored message times (message metadata) wherever an
+// interval spans two processes, so no client clock is involved. The floor
+// of the engine's node pattern is flow (floor.go). The memory figure runs
+// the coordinator alone in a child process: this program re-executed with
+// WEFTBENCH_CHILD set (runChild). The scale-out figure builds and spawns
+// cmd/nodeworker. bench/README.md says how to read the results.
+package bench

@@ -1,0 +1,169 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/weft-dev/weft/pkg/events"
+)
+
+// runHop measures figure 1: a sequential chain of noop nodes. A hop is
+// from the stored time of node i's invoked event to the stored time of node
+// i+1's invoking event: the worker's outcome reaches the coordinator, which
+// appends routed and ready; the ready reaches the worker, which appends
+// invoking. Both ends are stamped by the server's clock when it stored the
+// message (message metadata), so no client clock is involved.
+//
+// The floor is the same pattern with no engine logic (see flow): one run
+// of the same number of width-1 steps, its hop measured the same way, from
+// the stored invoked of step i to the stored invoking of step i+1. Per node
+// is the steady cycle: (last invoked − first invoked) / (nodes − 1).
+func runHop(ctx context.Context, e *env) ([]Result, error) {
+	n := e.sizes.HopNodes
+	g, err := chainGraph("hop", "noop", n, nil)
+	if err != nil {
+		return nil, err
+	}
+	stream := e.name("WEFT_HOP")
+	defer e.dropStream(stream)
+	st, err := e.openStore(ctx, e.js, stream)
+	if err != nil {
+		return nil, err
+	}
+	coord, err := e.startCoordinator(ctx, stream)
+	if err != nil {
+		return nil, err
+	}
+	defer coord.stop()
+	work, err := e.startWorker(ctx, stream, 16)
+	if err != nil {
+		return nil, err
+	}
+	defer work.stop()
+	timeout := time.Minute + time.Duration(n)*100*time.Millisecond
+
+	run := events.NewRunID()
+	err = e.profile("", func() error {
+		ev, err := startedEvent(run, g, nil)
+		if err != nil {
+			return err
+		}
+		if _, err := st.Append(ctx, run, 0, ev); err != nil {
+			return err
+		}
+		_, err = waitRuns(ctx, e.js, stream, 1, timeout)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	msgs, _, err := e.streamBytes(ctx, stream)
+	if err != nil {
+		return nil, err
+	}
+	log, err := collect(ctx, e.js, stream, []string{events.RunFilter(run)}, int(msgs), time.Minute)
+	if err != nil {
+		return nil, err
+	}
+	invoked, invoking := map[int]time.Time{}, map[int]time.Time{}
+	size := 0
+	for _, s := range log {
+		size += s.size
+		i, err := strconv.Atoi(strings.TrimPrefix(s.node, "n"))
+		if err != nil {
+			continue
+		}
+		switch {
+		case strings.HasSuffix(s.subject, ".invoked"):
+			invoked[i] = s.at
+		case strings.HasSuffix(s.subject, ".invoking"):
+			invoking[i] = s.at
+		}
+	}
+	hops, perNode, err := hopStats(n, invoked, invoking)
+	if err != nil {
+		return nil, fmt.Errorf("engine chain: %w", err)
+	}
+	avgSize := size / max(len(log), 1)
+
+	var fl *floorRun
+	err = e.profile("floor", func() error {
+		var err error
+		fl, err = e.runFloor(ctx, flow{runs: 1, steps: n, width: 1, workerConc: 16, shards: 32, body: floorBody(avgSize)}, timeout)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("floor: %w", err)
+	}
+	defer e.dropStream(fl.stream)
+	fmsgs, _, err := e.streamBytes(ctx, fl.stream)
+	if err != nil {
+		return nil, err
+	}
+	flog, err := collect(ctx, e.js, fl.stream, []string{fl.prefix + ".>"}, int(fmsgs), time.Minute)
+	if err != nil {
+		return nil, err
+	}
+	finvoked, finvoking := map[int]time.Time{}, map[int]time.Time{}
+	for _, s := range flog {
+		step, err := strconv.Atoi(s.step)
+		if err != nil {
+			continue
+		}
+		switch {
+		case strings.HasSuffix(s.subject, ".invoked"):
+			finvoked[step] = s.at
+		case strings.HasSuffix(s.subject, ".invoking"):
+			finvoking[step] = s.at
+		}
+	}
+	fhops, fperNode, err := hopStats(n, finvoked, finvoking)
+	if err != nil {
+		return nil, fmt.Errorf("floor chain: %w", err)
+	}
+	p50, p99 := pct(hops, 50), pct(hops, 99)
+	f50, f99 := pct(fhops, 50), pct(fhops, 99)
+	notes := fmt.Sprintf("%d-node chain, %d hops; server-stored times (invoked i → invoking i+1); engine wrote %d events (%.1f per node, avg %d B)", n, len(hops), len(log), float64(len(log))/float64(n), avgSize)
+	return []Result{
+		row("hop latency p50", ms(p50), "ms", ms(f50), ratioAtMost(2), notes),
+		row("hop latency p99", ms(p99), "ms", ms(f99), nil, ""),
+		row("time per chain node", ms(perNode), "ms", ms(fperNode), nil, "(last invoked − first invoked) / (nodes − 1); floor: same over the floor chain"),
+	}, nil
+}
+
+// hopStats returns the hop latencies (invoked of i to invoking of i+1) and
+// the steady time per node.
+func hopStats(n int, invoked, invoking map[int]time.Time) ([]time.Duration, time.Duration, error) {
+	var hops []time.Duration
+	for i := 0; i+1 < n; i++ {
+		a, ok1 := invoked[i]
+		b, ok2 := invoking[i+1]
+		if !ok1 || !ok2 {
+			return nil, 0, fmt.Errorf("node %d or %d has no invoked/invoking event", i, i+1)
+		}
+		hops = append(hops, b.Sub(a))
+	}
+	if len(hops) == 0 {
+		return nil, 0, fmt.Errorf("a chain of %d nodes has no hops", n)
+	}
+	per := invoked[n-1].Sub(invoked[0]) / time.Duration(n-1)
+	return hops, per, nil
+}
+
+// pct is the p-th percentile (nearest rank).
+func pct(ds []time.Duration, p float64) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(float64(len(s))*p/100+0.5) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// floorBody is the body size that gives floor messages the engine's
+// average size (the floor's own headers and subject take about 100 bytes).
+func floorBody(avg int) int { return max(avg-100, 16) }

@@ -1,0 +1,154 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/weft-dev/weft/internal/coordinator"
+	"github.com/weft-dev/weft/pkg/events"
+	"github.com/weft-dev/weft/pkg/graph"
+)
+
+// runThroughput measures figure 2: many concurrent runs of a noop chain,
+// one coordinator and one worker (both in this process, each on its own
+// connection). The run-started events are in the log before either starts,
+// so all runs are in flight at once. The figure is the sustained rate of
+// node outcomes: invoked events between the 10th and 90th percentile of
+// their stored times (ramp up and down left out); the wall-clock rate is in
+// the notes.
+//
+// The floor is the same number of runs and nodes through flow: the
+// messages the engine writes and reads per node, at the same concurrency
+// (the same worker concurrency, 32 coordinator shards), with no engine
+// logic. The engine's message mix per node, counted from its log, is in
+// the notes.
+func runThroughput(ctx context.Context, e *env) ([]Result, error) {
+	runs, nodes, conc := e.sizes.TputRuns, e.sizes.TputNodes, e.sizes.TputWorkerConc
+	g, err := chainGraph("throughput", "noop", nodes, nil)
+	if err != nil {
+		return nil, err
+	}
+	total := runs * nodes
+	timeout := time.Minute + time.Duration(total)*10*time.Millisecond
+	eng, err := e.engineFlow(ctx, g, runs, conc, timeout)
+	if err != nil {
+		return nil, err
+	}
+	if eng.partial != "" {
+		fl, ftput, err := e.floorFlow(ctx, flow{runs: runs, steps: nodes, width: 1, workerConc: conc, shards: 32, body: 460}, total, timeout)
+		if err != nil || fl == nil {
+			return []Result{row("throughput", eng.tput, "nodes/s", 0, ratioAtLeast(0.4), eng.partial)}, err
+		}
+		return []Result{row("throughput", eng.tput, "nodes/s", ftput, ratioAtLeast(0.4), eng.partial+"; value: invoked nodes / elapsed")}, nil
+	}
+	fl, ftput, err := e.floorFlow(ctx, flow{runs: runs, steps: nodes, width: 1, workerConc: conc, shards: 32, body: floorBody(eng.avgSize)}, total, timeout)
+	if err != nil {
+		return nil, err
+	}
+	notes := fmt.Sprintf("%d runs × %d noop nodes, worker concurrency %d; wall clock %.0f nodes/s (floor %.0f); engine log per node: %s; coordinator re-read %d runs from the log",
+		runs, nodes, conc, float64(total)/eng.elapsed.Seconds(), float64(total)/fl.elapsed().Seconds(), eng.mixPerNode(total), eng.stats.Reloads)
+	return []Result{row("throughput", eng.tput, "nodes/s", ftput, ratioAtLeast(0.4), notes)}, nil
+}
+
+// engineRun is a finished engine workload.
+type engineRun struct {
+	stream  string
+	tput    float64 // sustained nodes/s
+	elapsed time.Duration
+	avgSize int
+	mix     map[string]int
+	msgs    uint64
+	stats   coordinator.Stats
+	partial string // set when the runs did not all complete in time
+}
+
+func (r *engineRun) mixPerNode(nodes int) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(r.mix)) {
+		parts = append(parts, fmt.Sprintf("%s %.2f", k, float64(r.mix[k])/float64(nodes)))
+	}
+	return fmt.Sprintf("%.2f events (%s)", float64(r.msgs)/float64(nodes), strings.Join(parts, ", "))
+}
+
+// engineFlow appends runs of g, then starts a coordinator and a worker and
+// waits for every run to complete.
+func (e *env) engineFlow(ctx context.Context, g *graph.Graph, runs, conc int, timeout time.Duration) (*engineRun, error) {
+	stream := e.name("WEFT_TPUT")
+	defer e.dropStream(stream)
+	if _, err := e.openStore(ctx, e.js, stream); err != nil {
+		return nil, err
+	}
+	if _, err := startRuns(ctx, e.js, g, runs); err != nil {
+		return nil, err
+	}
+	r := &engineRun{stream: stream}
+	var t0 time.Time
+	var ends []stamp
+	err := e.profile("", func() error {
+		t0 = time.Now()
+		coord, err := e.startCoordinator(ctx, stream)
+		if err != nil {
+			return err
+		}
+		defer coord.stop()
+		work, err := e.startWorker(ctx, stream, conc)
+		if err != nil {
+			return err
+		}
+		defer work.stop()
+		ends, err = waitRuns(ctx, e.js, stream, runs, timeout)
+		r.stats = coord.coord.Stats()
+		return err
+	})
+	nodes := len(g.Nodes()) * runs
+	if err != nil {
+		// Report what was done when time ran out, as a failing figure.
+		invoked, _ := collect(ctx, e.js, stream, []string{events.KindFilter(events.NodeInvoked)}, nodes, 10*time.Second)
+		r.tput = float64(len(invoked)) / time.Since(t0).Seconds()
+		r.partial = fmt.Sprintf("DID NOT FINISH in %s: %d of %d runs completed, %d of %d nodes (%v); coordinator: %d events handled, %d runs re-read from the log, %d errors",
+			timeout, len(ends), runs, len(invoked), nodes, err, r.stats.Processed, r.stats.Reloads, r.stats.Errors)
+		return r, nil
+	}
+	r.elapsed = last(ends).Sub(t0)
+	invoked, err := collect(ctx, e.js, stream, []string{events.KindFilter(events.NodeInvoked)}, nodes, time.Minute)
+	if err != nil {
+		return nil, err
+	}
+	r.tput = sustained(invoked)
+	msgs, bytes, err := e.streamBytes(ctx, stream)
+	if err != nil {
+		return nil, err
+	}
+	r.msgs = msgs
+	r.avgSize = int(bytes / max(msgs, 1))
+	if r.mix, err = logMix(ctx, e.js, stream, events.AllEvents, int(msgs)); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// floorFlow runs the floor flow and returns it with its sustained rate of
+// invoked messages.
+func (e *env) floorFlow(ctx context.Context, f flow, invokedWant int, timeout time.Duration) (*floorRun, float64, error) {
+	var fl *floorRun
+	err := e.profile("floor", func() error {
+		var err error
+		fl, err = e.runFloor(ctx, f, timeout)
+		return err
+	})
+	if fl != nil {
+		defer e.dropStream(fl.stream)
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("floor: %w", err)
+	}
+	invoked, err := collect(ctx, e.js, fl.stream, []string{fl.prefix + ".*.invoked"}, invokedWant, time.Minute)
+	if err != nil {
+		return nil, 0, err
+	}
+	return fl, sustained(invoked), nil
+}
