@@ -12,8 +12,9 @@
 //
 // Events of one run are handled in log order by one shard goroutine; runs
 // spread over shards, so a slow run never holds up another. Decisions of
-// one step go in as one atomic batch under optimistic concurrency over the
-// run's decision subjects. Durable timers and child runs are written before
+// one step go in under optimistic concurrency over the run's decision
+// subjects (see events.Store.Append); a crash part-way through leaves a
+// prefix that the next decision completes. Durable timers and child runs are written before
 // the decisions that refer to them, so a crash in between leaves at worst a
 // timer that fires for nothing (the fold passes it over) or a child that the
 // re-decided parent finds already started.
@@ -30,6 +31,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -141,9 +143,10 @@ func (c *Coordinator) Stats() Stats {
 func (c *Coordinator) Run(ctx context.Context) error {
 	setup, cancel := context.WithTimeout(ctx, 30*time.Second)
 	cons, err := c.js.CreateOrUpdateConsumer(setup, c.store.StreamName(), jetstream.ConsumerConfig{
-		Durable:       c.opts.durable,
-		Description:   "Weft coordinators: every run event, in log order",
-		FilterSubject: events.AllEvents,
+		Durable:     c.opts.durable,
+		Description: "Weft coordinators: every run event, in log order",
+		// No filter: the whole stream is the fast path on the server;
+		// pending schedules (weft.sched.>) are passed over here.
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       c.opts.ackWait,
 		MaxAckPending: 20000,
@@ -154,7 +157,9 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("creating coordinator consumer %q: %w", c.opts.durable, err)
 	}
-	iter, err := cons.Messages(jetstream.PullMaxMessages(1024))
+	// Buffers are kept small so that no event waits out the ack wait in
+	// them and comes again.
+	iter, err := cons.Messages(jetstream.PullMaxMessages(256))
 	if err != nil {
 		return fmt.Errorf("consuming %q: %w", c.opts.durable, err)
 	}
@@ -162,18 +167,18 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	defer stop()
 	defer c.observeLag(cons)()
 
-	shards := make([]chan jetstream.Msg, c.opts.shards)
+	shards := make([]chan delivery, c.opts.shards)
 	var wg sync.WaitGroup
 	for i := range shards {
-		shards[i] = make(chan jetstream.Msg, 256)
+		shards[i] = make(chan delivery, 64)
 		wg.Add(1)
-		go func(ch chan jetstream.Msg) {
+		go func(ch chan delivery) {
 			defer wg.Done()
-			for msg := range ch {
+			for d := range ch {
 				if ctx.Err() != nil {
 					continue // leave it unacknowledged
 				}
-				c.handle(ctx, msg)
+				c.handle(ctx, d.msg, d.redelivered)
 			}
 		}(shards[i])
 	}
@@ -200,12 +205,17 @@ func (c *Coordinator) Run(ctx context.Context) error {
 			_ = msg.Term()
 			continue
 		}
-		if meta.NumDelivered > 1 || lastDelivery != 0 && meta.Sequence.Consumer != lastDelivery+1 {
-			// Part of the stream went elsewhere or comes again: cached
-			// runs may have missed events.
+		if lastDelivery != 0 && meta.Sequence.Consumer != lastDelivery+1 {
+			// Part of the stream went to another coordinator: any cached
+			// run may have missed events. (A redelivery concerns its own
+			// run only; the shard re-reads that one.)
 			c.epoch.Add(1)
 		}
 		lastDelivery = meta.Sequence.Consumer
+		if strings.HasPrefix(msg.Subject(), schedulePrefix) {
+			_ = msg.Ack() // a timer still waiting to fire
+			continue
+		}
 		run, ok := events.RunOf(msg.Subject())
 		if !ok {
 			c.n.malformed.Add(1)
@@ -214,12 +224,21 @@ func (c *Coordinator) Run(ctx context.Context) error {
 			continue
 		}
 		select {
-		case shards[shardOf(run, len(shards))] <- msg:
+		case shards[shardOf(run, len(shards))] <- delivery{msg: msg, redelivered: meta.NumDelivered > 1}:
 		case <-ctx.Done():
 			return nil
 		}
 	}
 }
+
+// delivery is a message on its way to its run's shard.
+type delivery struct {
+	msg         jetstream.Msg
+	redelivered bool
+}
+
+// schedulePrefix is where pending timers wait (events.AllSchedules).
+const schedulePrefix = "weft.sched."
 
 func shardOf(run string, n int) int {
 	h := fnv.New32a()

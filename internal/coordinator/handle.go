@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/engine"
@@ -23,9 +24,19 @@ const conflictRetries = 5
 // handle processes one message of the log and acknowledges it once its
 // decisions are in; a message that fails for a passing reason is handed
 // back for redelivery.
-func (c *Coordinator) handle(ctx context.Context, msg jetstream.Msg) {
+func (c *Coordinator) handle(ctx context.Context, msg jetstream.Msg, redelivered bool) {
 	meta, _ := msg.Metadata()
 	c.n.processed.Add(1)
+	if redelivered {
+		// The run may have moved on since this event's first delivery:
+		// read it afresh.
+		if run, ok := events.RunOf(msg.Subject()); ok {
+			c.cache.del(run)
+		}
+	} else if c.ownEcho(msg, meta) {
+		_ = msg.Ack()
+		return
+	}
 	e, err := events.Decode(msg.Subject(), msg.Headers(), msg.Data())
 	if err != nil {
 		c.n.malformed.Add(1)
@@ -36,7 +47,7 @@ func (c *Coordinator) handle(ctx context.Context, msg jetstream.Msg) {
 	e.Seq = meta.Sequence.Stream
 	ctx, span := c.startProcess(ctx, msg.Subject(), e, meta.NumDelivered)
 	defer span.End()
-	if err := c.process(ctx, e); err != nil {
+	if err := c.process(ctx, e, redelivered); err != nil {
 		if ctx.Err() != nil {
 			return
 		}
@@ -49,14 +60,38 @@ func (c *Coordinator) handle(ctx context.Context, msg jetstream.Msg) {
 	_ = msg.Ack()
 }
 
-// process applies one event to its run and decides.
-func (c *Coordinator) process(ctx context.Context, e *events.Event) error {
+// ownEcho reports whether msg is a decision this coordinator appended and
+// already applied, coming back through the consumer: it is passed over
+// without decoding.
+func (c *Coordinator) ownEcho(msg jetstream.Msg, meta *jetstream.MsgMetadata) bool {
+	run, ok := events.RunOf(msg.Subject())
+	if !ok || meta == nil {
+		return false
+	}
+	ent := c.cache.get(run)
+	if ent == nil || ent.epoch < c.epoch.Load() || meta.Sequence.Stream <= ent.prefix {
+		return false
+	}
+	id := msg.Headers().Get(nats.MsgIdHdr)
+	if _, mine := ent.own[id]; !mine {
+		return false
+	}
+	delete(ent.own, id)
+	ent.prefix = meta.Sequence.Stream
+	return true
+}
+
+// process applies one event to its run and decides. An event the run's
+// state already has changes nothing, and so needs no decision.
+func (c *Coordinator) process(ctx context.Context, e *events.Event, redelivered bool) error {
 	for try := 0; ; try++ {
-		ent, err := c.entry(ctx, e.RunID)
+		ent, fresh, err := c.entry(ctx, e, redelivered)
 		if err != nil {
 			return err
 		}
-		c.apply(ent, e)
+		if !c.apply(ent, e) && !fresh {
+			return nil
+		}
 		if ent.state.Status == projection.RunPending {
 			c.n.orphans.Add(1)
 			c.cache.del(e.RunID)
@@ -76,17 +111,25 @@ func (c *Coordinator) process(ctx context.Context, e *events.Event) error {
 }
 
 // entry returns the run's cached entry, folding the run from the log when
-// it is not cached or may have missed events.
-func (c *Coordinator) entry(ctx context.Context, run string) (*runEntry, error) {
+// it is not cached or may have missed events; fresh says it was folded now.
+// A run-started delivered for the first time needs no read: it is the
+// run's first event.
+func (c *Coordinator) entry(ctx context.Context, e *events.Event, redelivered bool) (*runEntry, bool, error) {
+	run := e.RunID
 	epoch := c.epoch.Load()
 	if ent := c.cache.get(run); ent != nil && ent.epoch >= epoch {
-		return ent, nil
+		return ent, false, nil
+	}
+	if e.Type == events.RunStarted && !redelivered {
+		ent := &runEntry{run: run, state: &projection.State{}, epoch: epoch, own: map[string]struct{}{}}
+		c.cache.put(ent)
+		return ent, true, nil
 	}
 	// Start from the run's latest checkpoint, if it has one (snapshot.go).
 	state, from, lastDecision := c.fromSnapshot(ctx, run)
 	evs, err := c.store.Read(ctx, run, from, 0)
 	if err != nil && !errors.Is(err, events.ErrRunNotFound) {
-		return nil, fmt.Errorf("reading run %s: %w", run, err)
+		return nil, false, fmt.Errorf("reading run %s: %w", run, err)
 	}
 	c.n.reloads.Add(1)
 	ent := &runEntry{run: run, state: state, epoch: epoch, own: map[string]struct{}{}, prefix: state.LastSeq, lastDecision: lastDecision}
@@ -101,19 +144,20 @@ func (c *Coordinator) entry(ctx context.Context, run string) (*runEntry, error) 
 		}
 	}
 	c.cache.put(ent)
-	return ent, nil
+	return ent, true, nil
 }
 
 // apply folds an event delivered by the consumer into the entry, unless the
-// entry has it already: read with the run, or decided here.
-func (c *Coordinator) apply(ent *runEntry, e *events.Event) {
+// entry has it already: read with the run, or decided here. It reports
+// whether it applied the event.
+func (c *Coordinator) apply(ent *runEntry, e *events.Event) bool {
 	if e.Seq <= ent.prefix {
-		return
+		return false
 	}
 	ent.prefix = e.Seq
 	if _, mine := ent.own[e.ID]; mine && e.Decision {
 		delete(ent.own, e.ID)
-		return
+		return false
 	}
 	if e.Decision && e.Seq > ent.lastDecision {
 		ent.lastDecision = e.Seq // another coordinator's
@@ -123,6 +167,7 @@ func (c *Coordinator) apply(ent *runEntry, e *events.Event) {
 		c.log.Warn("passing over an event the fold cannot apply", logattr.RunID, e.RunID, logattr.Seq, e.Seq, logattr.EventType, e.Type, logattr.Error, err)
 	}
 	ent.noteTrace(e)
+	return true
 }
 
 // graphFor compiles a run's graph from its run-started event, once per

@@ -312,6 +312,12 @@ func (d *decider) input(n *graph.Node) json.RawMessage {
 
 // ready publishes work for one attempt of a worker node (or of one item).
 func (d *decider) ready(n *graph.Node, ref events.NodeRef, attempt int, local json.RawMessage, consumed, owed []int) {
+	d.readyWith(n, ref, attempt, local, consumed, owed, d.input(n))
+}
+
+// readyWith is ready with the node's input already encoded, for callers
+// that ready many items of one node at once.
+func (d *decider) readyWith(n *graph.Node, ref events.NodeRef, attempt int, local json.RawMessage, consumed, owed []int, input json.RawMessage) {
 	queue := n.Queue
 	if queue == "" {
 		queue = graph.DefaultQueue
@@ -322,7 +328,7 @@ func (d *decider) ready(n *graph.Node, ref events.NodeRef, attempt int, local js
 		Type:           n.Type,
 		Queue:          queue,
 		Config:         n.Config,
-		Input:          d.input(n),
+		Input:          input,
 		Local:          local,
 		Invocation:     d.s.Invocation,
 		IdempotencyKey: events.IdempotencyKey(d.s.RunID, ref, attempt),
@@ -340,13 +346,23 @@ func (d *decider) ready(n *graph.Node, ref events.NodeRef, attempt int, local js
 }
 
 // mapItems readies a map node's items, up to its concurrency cap, and
-// handles their failures and retries.
+// handles their failures and retries. The item list and the node's input
+// are decoded and encoded once per call, not once per item.
 func (d *decider) mapItems(n *graph.Node, ns *projection.NodeState) bool {
+	var items []json.RawMessage
+	_ = json.Unmarshal(ns.ItemData, &items)
+	var input json.RawMessage
+	readyItem := func(i, attempt int) {
+		if input == nil {
+			input = d.input(n)
+		}
+		d.readyWith(n, itemRef(n, ns, i), attempt, itemLocal(items, i), nil, nil, input)
+	}
 	active := 0
 	for i, it := range ns.Items {
 		switch it.Status {
 		case projection.NodeRetryDue:
-			d.ready(n, itemRef(n, ns, i), it.Attempt+1, itemLocal(ns, i), nil, nil)
+			readyItem(i, it.Attempt+1)
 			return true
 		case projection.NodeFailed:
 			return d.onFailure(n, ns, &i)
@@ -361,7 +377,7 @@ func (d *decider) mapItems(n *graph.Node, ns *projection.NodeState) bool {
 			break
 		}
 		if it.Status == projection.NodeIdle {
-			d.ready(n, itemRef(n, ns, i), 1, itemLocal(ns, i), nil, nil)
+			readyItem(i, 1)
 			active++
 			did = true
 		}
@@ -375,9 +391,7 @@ func itemRef(n *graph.Node, ns *projection.NodeState, i int) events.NodeRef {
 }
 
 // itemLocal is the local data of a map item: {"item": value, "index": i}.
-func itemLocal(ns *projection.NodeState, i int) json.RawMessage {
-	var items []json.RawMessage
-	_ = json.Unmarshal(ns.ItemData, &items)
+func itemLocal(items []json.RawMessage, i int) json.RawMessage {
 	if i >= len(items) {
 		return nil
 	}

@@ -29,7 +29,8 @@
 // per-run optimistic concurrency (Nats-Expected-Last-Subject-Sequence over
 // "weft.ev.R.d.>": decisions conflict with decisions, while workers' facts
 // land at any time without invalidating one, since a fact only ends an
-// attempt a decision already started). A coordinator's decisions from one step are appended as one
-// JetStream atomic batch. Delayed events (retries, deadlines) are JetStream
+// attempt a decision already started). A coordinator's decisions from one
+// step are appended as a chain of checked single appends, or, past eight
+// events, as JetStream atomic batches (see Store.Append). Delayed events (retries, deadlines) are JetStream
 // message schedules on "weft.sched.R.<id>" that fire onto the run's subjects.
 package events

@@ -25,17 +25,28 @@ const AnySeq uint64 = math.MaxUint64
 // limit).
 const maxBatch = 1000
 
+// chainMax is the most events appended as a chain of single appends rather
+// than an atomic batch. An atomic batch costs the server a temporary store
+// on disk (nats-server 2.15), far more than a few single appends; a
+// decision is usually two events (routed, ready).
+const chainMax = 8
+
 // Store is the JetStream event store.
 type Store interface {
 	// Append appends events of one run. For a run-started event, expectLast
-	// must be 0: the run must have no events yet (ErrRunExists otherwise).
-	// For decisions (Event.Decision), expectLast is the sequence of the run's
-	// last decision the caller decided from (0: none yet), checked over
-	// the run's decision subjects, so two coordinators never both land a
+	// must be 0: the run must have no events yet (ErrRunExists otherwise,
+	// unless it is the very same start again). For decisions
+	// (Event.Decision), expectLast is the sequence of the run's last
+	// decision the caller decided from (0: none yet), checked over the
+	// run's decision subjects, so two coordinators never both land a
 	// decision from the same state (ErrConflict). AnySeq skips the check,
-	// as for facts reported by workers and clients. Several events are
-	// appended as one atomic batch (chunks of 1000, each chained on the
-	// last). It returns the sequence of the last event.
+	// as for facts reported by workers and clients. Up to 8 events go in as
+	// a chain of single appends, each checked against the one before; more
+	// as atomic batches (chunks of 1000, each chained on the last). A chain
+	// cut short by a crash leaves a prefix of the decision in the log, which
+	// deciding again from the folded state completes: decisions are a
+	// function of the state, with ids derived from what they decide. It
+	// returns the sequence of the last event.
 	Append(ctx context.Context, runID string, expectLast uint64, evs ...*Event) (uint64, error)
 	// Read returns a run's events with sequence ≥ from, in order, stopping
 	// at upTo when it is not zero. A run with no events gives ErrRunNotFound
@@ -201,27 +212,40 @@ func (s *store) Append(ctx context.Context, runID string, expectLast uint64, evs
 		}
 		msgs[i] = m
 	}
+	filter := DecisionFilter(runID)
+	if evs[0].Type == RunStarted {
+		filter = RunFilter(runID)
+	}
+	expect := func(m *nats.Msg, seq uint64) {
+		if seq != AnySeq {
+			m.Header.Set(hdrExpectLastSubjSeq, strconv.FormatUint(seq, 10))
+			m.Header.Set(hdrExpectLastSubjSeqSubj, filter)
+		}
+	}
 	var last uint64
+	if len(msgs) <= chainMax {
+		// A chain of single appends, each checked against the one before.
+		for _, m := range msgs {
+			expect(m, expectLast)
+			seq, err := s.publishOne(ctx, m)
+			if err != nil {
+				if expectLast == 0 && errors.Is(err, ErrConflict) && evs[0].Type == RunStarted {
+					return s.sameStart(ctx, evs[0])
+				}
+				return 0, err
+			}
+			last = seq
+			if expectLast != AnySeq {
+				expectLast = seq
+			}
+		}
+		return last, nil
+	}
 	for start := 0; start < len(msgs); start += maxBatch {
 		chunk := msgs[start:min(start+maxBatch, len(msgs))]
-		if expectLast != AnySeq {
-			filter := DecisionFilter(runID)
-			if evs[start].Type == RunStarted {
-				filter = RunFilter(runID)
-			}
-			chunk[0].Header.Set(hdrExpectLastSubjSeq, strconv.FormatUint(expectLast, 10))
-			chunk[0].Header.Set(hdrExpectLastSubjSeqSubj, filter)
-		}
+		expect(chunk[0], expectLast)
 		var err error
-		if len(chunk) == 1 {
-			last, err = s.publishOne(ctx, chunk[0])
-		} else {
-			last, err = s.publishBatch(ctx, chunk)
-		}
-		if err != nil {
-			if expectLast == 0 && errors.Is(err, ErrConflict) && evs[0].Type == RunStarted {
-				return s.sameStart(ctx, evs[0])
-			}
+		if last, err = s.publishBatch(ctx, chunk); err != nil {
 			return 0, err
 		}
 		if expectLast != AnySeq {
@@ -337,7 +361,10 @@ func (s *store) Read(ctx context.Context, runID string, from, upTo uint64) ([]*E
 func (s *store) readBatch(ctx context.Context, filter string, from, upTo uint64) ([]*Event, bool, error) {
 	req, _ := json.Marshal(map[string]any{"seq": from, "next_by_subj": filter, "batch": maxBatch, "up_to_seq": upTo})
 	inbox := s.nc.NewRespInbox()
-	sub, err := s.nc.SubscribeSync(inbox)
+	// A channel just big enough for one batch and its end marker: a
+	// synchronous subscription would allocate 64k slots on every read.
+	ch := make(chan *nats.Msg, maxBatch+2)
+	sub, err := s.nc.ChanSubscribe(inbox, ch)
 	if err != nil {
 		return nil, false, err
 	}
@@ -347,9 +374,11 @@ func (s *store) readBatch(ctx context.Context, filter string, from, upTo uint64)
 	}
 	var out []*Event
 	for {
-		m, err := sub.NextMsgWithContext(ctx)
-		if err != nil {
-			return nil, false, fmt.Errorf("reading %s: %w", filter, err)
+		var m *nats.Msg
+		select {
+		case m = <-ch:
+		case <-ctx.Done():
+			return nil, false, fmt.Errorf("reading %s: %w", filter, ctx.Err())
 		}
 		switch m.Header.Get("Status") {
 		case "":
