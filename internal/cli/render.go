@@ -276,7 +276,7 @@ func summary(p events.Payload, start time.Time) string {
 	case *events.RunCancelledData:
 		return strings.TrimSuffix("by "+d.By+": "+d.Reason, ": ")
 	case *events.NodeReadyData:
-		return fmt.Sprintf("type %s, queue %s", d.Type, d.Queue)
+		return withRouted(d.Routed, fmt.Sprintf("type %s, queue %s", d.Type, d.Queue))
 	case *events.NodeInvokingData:
 		s := "worker " + d.Worker
 		if d.Delivery > 1 {
@@ -320,30 +320,15 @@ func summary(p events.Payload, start time.Time) string {
 		}
 		return s
 	case *events.NodeSkippedData:
-		return d.Reason
+		return withRouted(d.Routed, d.Reason)
 	case *events.NodeWaitingData:
 		s := "for " + d.For
 		if d.Deadline != nil {
 			s += ", until +" + offset(d.Deadline.Sub(start))
 		}
-		return s
+		return withRouted(d.Routed, s)
 	case *events.NodeRoutedData:
-		var taken, not []string
-		for _, sig := range d.Signals {
-			if sig.Taken {
-				taken = append(taken, sig.To)
-			} else {
-				not = append(not, sig.To)
-			}
-		}
-		s := "no edge taken"
-		if len(taken) > 0 {
-			s = "-> " + strings.Join(taken, ", ")
-		}
-		if len(not) > 0 {
-			s += " (not " + strings.Join(not, ", ") + ")"
-		}
-		return s
+		return routing(d)
 	case *events.NodeCancelledData:
 		return strings.TrimSuffix("by "+d.By+": "+d.Reason, ": ")
 	case *events.HeartbeatData:
@@ -396,4 +381,34 @@ func num(n int) string {
 		return ""
 	}
 	return strconv.Itoa(n)
+}
+
+// routing summarises a routing: the edges taken, and those not.
+func routing(d *events.NodeRoutedData) string {
+	var taken, not []string
+	for _, sig := range d.Signals {
+		if sig.Taken {
+			taken = append(taken, sig.To)
+		} else {
+			not = append(not, sig.To)
+		}
+	}
+	s := "no edge taken"
+	if len(taken) > 0 {
+		s = "-> " + strings.Join(taken, ", ")
+	}
+	if len(not) > 0 {
+		s += " (not " + strings.Join(not, ", ") + ")"
+	}
+	return s
+}
+
+// withRouted prefixes an activation's summary with the routings it
+// carries, e.g. "greet -> shout; type transform, queue default".
+func withRouted(rs []events.NodeRoutedData, s string) string {
+	var parts []string
+	for i := range rs {
+		parts = append(parts, rs[i].Node+" "+routing(&rs[i]))
+	}
+	return strings.Join(append(parts, s), "; ")
 }

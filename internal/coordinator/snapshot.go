@@ -136,38 +136,47 @@ func (c *Coordinator) checkpoint(ctx context.Context, g *graph.Graph, run string
 }
 
 func checkpointDue(g *graph.Graph, decided []*events.Event) bool {
+	due := func(node string, when graph.Checkpoint) bool {
+		n, ok := g.Node(node)
+		return ok && (n.Checkpoint == when || n.Checkpoint == graph.CheckpointBoth)
+	}
+	// A routing follows a node's outcome ("after"), whether it is written
+	// on its own or with the activation it leads to ("before" that one).
+	routedDue := func(rs []events.NodeRoutedData) bool {
+		for _, r := range rs {
+			if due(r.Node, graph.CheckpointAfter) {
+				return true
+			}
+		}
+		return false
+	}
 	for _, e := range decided {
-		var node string
-		var when graph.Checkpoint
 		switch e.Type {
-		case events.NodeReady, events.NodeWaiting:
-			when = graph.CheckpointBefore
-		case events.NodeRouted:
-			when = graph.CheckpointAfter
+		case events.NodeReady, events.NodeWaiting, events.NodeSkipped, events.NodeRouted:
 		default:
 			continue
 		}
-		node = e.NodeID
-		if node == "" {
-			p, err := e.Payload()
-			if err != nil {
-				continue
-			}
-			switch d := p.(type) {
-			case *events.NodeReadyData:
-				node = d.Node
-			case *events.NodeWaitingData:
-				node = d.Node
-			case *events.NodeRoutedData:
-				node = d.Node
-			}
-		}
-		n, ok := g.Node(node)
-		if !ok {
+		p, err := e.Payload()
+		if err != nil {
 			continue
 		}
-		if n.Checkpoint == when || n.Checkpoint == graph.CheckpointBoth {
-			return true
+		switch d := p.(type) {
+		case *events.NodeReadyData:
+			if due(d.Node, graph.CheckpointBefore) || routedDue(d.Routed) {
+				return true
+			}
+		case *events.NodeWaitingData:
+			if due(d.Node, graph.CheckpointBefore) || routedDue(d.Routed) {
+				return true
+			}
+		case *events.NodeSkippedData:
+			if routedDue(d.Routed) {
+				return true
+			}
+		case *events.NodeRoutedData:
+			if due(d.Node, graph.CheckpointAfter) {
+				return true
+			}
 		}
 	}
 	return false

@@ -47,7 +47,7 @@ func (d *decider) routeStart() {
 		sigs = append(sigs, events.Signal{Edge: i, To: e.To, Taken: taken})
 	}
 	ref := events.NodeRef{Node: graph.Start, Iteration: 1}
-	d.emit(&events.NodeRoutedData{NodeRef: ref, Signals: sigs}, events.DecisionID(d.s.RunID, events.NodeRouted, ref.Key()))
+	d.emitRouted(&events.NodeRoutedData{NodeRef: ref, Signals: sigs}, events.DecisionID(d.s.RunID, events.NodeRouted, ref.Key()))
 }
 
 func conditionFailure(i int, e *graph.Edge, err error) events.Failure {
@@ -91,7 +91,7 @@ func (d *decider) route(n *graph.Node, ns *projection.NodeState) {
 		sigs = append(sigs, sig)
 	}
 	ref := events.NodeRef{Node: n.ID, Iteration: ns.Iteration}
-	d.emit(&events.NodeRoutedData{NodeRef: ref, Signals: sigs}, events.DecisionID(d.s.RunID, events.NodeRouted, ref.Key()))
+	d.emitRouted(&events.NodeRoutedData{NodeRef: ref, Signals: sigs}, events.DecisionID(d.s.RunID, events.NodeRouted, ref.Key()))
 }
 
 // join fires the next round of a node's incoming signals, if it can.

@@ -84,6 +84,8 @@ type decider struct {
 	now time.Time
 	out Decision
 	err error
+	// routes are routings decided and applied, waiting to be written.
+	routes []pendingRoute
 }
 
 // Decide returns what must happen next for the run in state s of graph g,
@@ -93,6 +95,7 @@ type decider struct {
 func Decide(g *graph.Graph, s *projection.State, now time.Time) Decision {
 	d := &decider{g: g, s: s, now: now.UTC()}
 	d.run()
+	d.flushRoutes()
 	return d.out
 }
 
@@ -146,19 +149,82 @@ func (d *decider) step() bool {
 }
 
 // emit appends an event to the decision and applies it to the state.
+// Routings waiting to be written go with it when it is an activation, or
+// before it otherwise.
 func (d *decider) emit(p events.Payload, id string) *events.Event {
+	var attach func([]events.NodeRoutedData)
+	switch q := p.(type) {
+	case *events.NodeReadyData:
+		attach = func(r []events.NodeRoutedData) { q.Routed = r }
+	case *events.NodeSkippedData:
+		attach = func(r []events.NodeRoutedData) { q.Routed = r }
+	case *events.NodeWaitingData:
+		attach = func(r []events.NodeRoutedData) { q.Routed = r }
+	default:
+		d.flushRoutes()
+	}
+	e := d.build(p, id)
+	if e == nil {
+		return nil
+	}
+	d.apply(e)
+	if attach != nil && len(d.routes) > 0 {
+		// The routings are in the state already; the event records them.
+		r := make([]events.NodeRoutedData, len(d.routes))
+		for i, pr := range d.routes {
+			r[i] = pr.data
+		}
+		attach(r)
+		d.routes = nil
+		if e = d.build(p, id); e == nil {
+			return nil
+		}
+	}
+	d.out.Events = append(d.out.Events, e)
+	return e
+}
+
+// pendingRoute is a routing applied to the state and not yet written.
+type pendingRoute struct {
+	data  events.NodeRoutedData
+	event *events.Event
+}
+
+// emitRouted records a routing: it is applied to the state at once and
+// written with the next activation (the common step, a node finished and
+// its successor starts, is then one event), or on its own if none follows.
+func (d *decider) emitRouted(p *events.NodeRoutedData, id string) {
+	e := d.build(p, id)
+	if e == nil {
+		return
+	}
+	d.apply(e)
+	d.routes = append(d.routes, pendingRoute{data: *p, event: e})
+}
+
+// flushRoutes writes pending routings as events of their own.
+func (d *decider) flushRoutes() {
+	for _, pr := range d.routes {
+		d.out.Events = append(d.out.Events, pr.event)
+	}
+	d.routes = nil
+}
+
+func (d *decider) build(p events.Payload, id string) *events.Event {
 	e, err := events.New(d.s.RunID, id, d.now, p)
 	if err != nil {
 		d.err = err
 		return nil
 	}
 	e.Decision = true
+	return e
+}
+
+func (d *decider) apply(e *events.Event) {
 	if err := d.s.Apply(e); err != nil {
 		// A decision the fold cannot apply is a bug; fail loudly in the log.
 		panic(fmt.Sprintf("engine: decided %s that the fold rejects: %v", e.Type, err))
 	}
-	d.out.Events = append(d.out.Events, e)
-	return e
 }
 
 func (d *decider) failRun(f events.Failure, node string) {

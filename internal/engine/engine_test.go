@@ -133,9 +133,19 @@ edges:
 	if s.Status != projection.RunCompleted {
 		t.Fatalf("status %s; log: %s", s.Status, sm.types())
 	}
-	want := "run.started node.routed:START node.ready:a node.invoking:a node.invoked:a node.routed:a node.ready:b node.invoking:b node.invoked:b node.routed:b run.completed"
+	// A routing that leads straight to an activation is written with it:
+	// one event per step.
+	want := "run.started node.ready:a node.invoking:a node.invoked:a node.ready:b node.invoking:b node.invoked:b node.routed:b run.completed"
 	if got := sm.types(); got != want {
 		t.Fatalf("log\n got %s\nwant %s", got, want)
+	}
+	for _, e := range sm.log {
+		if e.Type == events.NodeReady && e.NodeID == "b" {
+			r := mustPayload(t, e).(*events.NodeReadyData).Routed
+			if len(r) != 1 || r[0].Node != "a" || len(r[0].Signals) != 1 || !r[0].Signals[0].Taken || r[0].Signals[0].To != "b" {
+				t.Fatalf("ready b carries routing %+v", r)
+			}
+		}
 	}
 	var out map[string]any
 	_ = json.Unmarshal(s.Output, &out)

@@ -88,7 +88,6 @@ func ExampleClient_StateAt() {
 	}
 	// Output:
 	// dev.weft.run.started.v1    run running   node a -
-	// dev.weft.node.routed.v1    run running   node a -
 	// dev.weft.node.ready.v1     run running   node a ready
 	// dev.weft.node.invoking.v1  run running   node a running
 	// dev.weft.node.invoked.v1   run running   node a succeeded

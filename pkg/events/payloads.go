@@ -144,6 +144,10 @@ type NodeReadyData struct {
 	// activation's join round (an any or n-of join fired before they
 	// signalled): it is absorbed when it arrives.
 	Owed []int `json:"owed,omitempty"`
+	// Routed holds routings decided in the same step as this activation,
+	// recorded with it (and applied before it) so that the common step,
+	// a node finished and its successor starts, is one event.
+	Routed []NodeRoutedData `json:"routed,omitempty"`
 }
 
 // NodeInvokingData says a worker took the work and is running the node.
@@ -202,16 +206,20 @@ type NodeSkippedData struct {
 	Reason   string `json:"reason"`
 	Consumed []int  `json:"consumed,omitempty"`
 	Owed     []int  `json:"owed,omitempty"`
+	// Routed: see NodeReadyData.Routed.
+	Routed []NodeRoutedData `json:"routed,omitempty"`
 }
 
 // NodeWaitingData says a coordinator-run node (human, subgraph) is waiting.
 type NodeWaitingData struct {
 	NodeRef
-	Consumed []int           `json:"consumed,omitempty"`
-	Owed     []int           `json:"owed,omitempty"`
-	For      string          `json:"for"` // "signal", "child", "map" or "router"
-	Deadline *time.Time      `json:"deadline,omitempty"`
-	Local    json.RawMessage `json:"local,omitempty"`
+	Consumed []int `json:"consumed,omitempty"`
+	Owed     []int `json:"owed,omitempty"`
+	// Routed: see NodeReadyData.Routed.
+	Routed   []NodeRoutedData `json:"routed,omitempty"`
+	For      string           `json:"for"` // "signal", "child", "map" or "router"
+	Deadline *time.Time       `json:"deadline,omitempty"`
+	Local    json.RawMessage  `json:"local,omitempty"`
 	// Items is, for a map node, the list it maps over, fixed when the node
 	// is activated; each item then gets its own ready event.
 	Items json.RawMessage `json:"items,omitempty"`

@@ -102,32 +102,13 @@ func (s *State) Apply(e *events.Event) (err error) {
 			s.finish(d.Node, n, d.Item, NodeCancelled, nil, &events.Failure{Type: events.FailureCancelled, Message: d.Reason}, at)
 		}
 	case *events.NodeSkippedData:
+		s.routedAll(d.Routed)
 		n := s.activate(d.NodeRef, d.Consumed, d.Owed, nil)
 		n.Status, n.EndedAt = NodeSkipped, &at
 	case *events.NodeWaitingData:
 		s.waiting(d, at)
 	case *events.NodeRoutedData:
-		if d.Node == "START" {
-			s.EntryRouted = true
-		} else if n := s.Nodes[d.Node]; n != nil && n.Iteration == d.Iteration {
-			n.Routed = d.Iteration
-		}
-		for _, sig := range d.Signals {
-			if sig.To == "END" {
-				s.EndReached = s.EndReached || sig.Taken
-				continue
-			}
-			if sig.Back && !sig.Taken {
-				continue
-			}
-			if t := s.Nodes[sig.To]; t != nil && absorb(t, sig.Edge) {
-				continue
-			}
-			if s.Pending == nil {
-				s.Pending = map[string][]events.Signal{}
-			}
-			s.Pending[sig.To] = append(s.Pending[sig.To], sig)
-		}
+		s.routed(d)
 	case *events.RetryScheduledData:
 		// It follows a failed attempt: of the node, or of one item of a
 		// map node (which waits on meanwhile).
@@ -249,6 +230,38 @@ func (s *State) started(e *events.Event, d *events.RunStartedData, at time.Time)
 	return nil
 }
 
+// routed queues the edge signals of a routing for their targets.
+func (s *State) routed(d *events.NodeRoutedData) {
+	if d.Node == "START" {
+		s.EntryRouted = true
+	} else if n := s.Nodes[d.Node]; n != nil && n.Iteration == d.Iteration {
+		n.Routed = d.Iteration
+	}
+	for _, sig := range d.Signals {
+		if sig.To == "END" {
+			s.EndReached = s.EndReached || sig.Taken
+			continue
+		}
+		if sig.Back && !sig.Taken {
+			continue
+		}
+		if t := s.Nodes[sig.To]; t != nil && absorb(t, sig.Edge) {
+			continue
+		}
+		if s.Pending == nil {
+			s.Pending = map[string][]events.Signal{}
+		}
+		s.Pending[sig.To] = append(s.Pending[sig.To], sig)
+	}
+}
+
+// routedAll applies the routings an activation event carries, before it.
+func (s *State) routedAll(rs []events.NodeRoutedData) {
+	for i := range rs {
+		s.routed(&rs[i])
+	}
+}
+
 // activate starts a node's activation (or continues it when the iteration
 // is the current one), consuming the incoming signals it used up.
 func (s *State) activate(ref events.NodeRef, consumed, owed []int, local json.RawMessage) *NodeState {
@@ -285,6 +298,7 @@ func (s *State) consume(node string, edges []int) {
 }
 
 func (s *State) ready(d *events.NodeReadyData, at time.Time) {
+	s.routedAll(d.Routed)
 	n := s.activate(d.NodeRef, d.Consumed, d.Owed, d.Local)
 	if d.Iteration != n.Iteration {
 		return // stale
@@ -302,6 +316,7 @@ func (s *State) ready(d *events.NodeReadyData, at time.Time) {
 }
 
 func (s *State) waiting(d *events.NodeWaitingData, at time.Time) {
+	s.routedAll(d.Routed)
 	n := s.activate(d.NodeRef, d.Consumed, d.Owed, d.Local)
 	if d.Iteration != n.Iteration || n.Status == NodeWaiting {
 		return
