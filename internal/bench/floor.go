@@ -30,16 +30,17 @@ const (
 //   - the coordinator role reads every message of the stream with a durable
 //     pull consumer (as the coordinator reads weft.ev.>), spread over shards
 //     by run; on a run's start, and when all items of a step were invoked,
-//     it publishes a routed message and the next step's ready messages (or
-//     completed), waiting for their acks, as the coordinator appends a
-//     decision batch;
+//     it publishes the next step's ready messages (or, after the last step,
+//     routed and completed), waiting for their acks, as the coordinator
+//     appends a decision (whose routing rides on the ready event);
 //   - the worker role reads the ready messages with a second durable pull
 //     consumer, at most workerConc at once, and for each publishes invoking
 //     then invoked (each waiting for its ack) and acks the ready message.
 //
-// So each chain node writes ready, invoking, invoked and routed, the
-// coordinator role reads all four and the worker role reads ready: the
-// messages the engine writes and reads per node. Every message carries a
+// So each chain node writes ready, invoking and invoked (and a run ends
+// with routed and completed); the coordinator role reads them all and the
+// worker role reads ready: the messages the engine writes and reads per
+// node. Every message carries a
 // Nats-Msg-Id (de-duplication is part of the pattern) and a body the size
 // of the engine's average event.
 type flow struct {
@@ -198,13 +199,15 @@ func floorDecide(ctx context.Context, js jetstream.JetStream, prefix string, f f
 		out.Header.Set(nats.MsgIdHdr, fmt.Sprintf("%s%s:%d:%d", base, kind, step, item))
 		return out
 	}
-	msgs := []*nats.Msg{mk("routed", next, 0)}
+	// As the engine writes: a step's routing goes with its ready events;
+	// the last step's routing to END is an event of its own.
+	var msgs []*nats.Msg
 	if next < f.steps {
 		for i := range f.width {
 			msgs = append(msgs, mk("ready", next, i))
 		}
 	} else {
-		msgs = append(msgs, mk("completed", next, 0))
+		msgs = append(msgs, mk("routed", next, 0), mk("completed", next, 0))
 	}
 	return publishAll(ctx, js, msgs)
 }
