@@ -417,3 +417,32 @@ func TestDev(t *testing.T) {
 	}
 	wantContains(t, "dev", stdout.String(), "weft dev: stopped")
 }
+
+func TestStatusShowsWorkNoWorkerServes(t *testing.T) {
+	url, _ := engine(t)
+	g := writeFile(t, "mystery.yaml", `
+name: mystery
+nodes:
+  - {id: odd, type: mystery}
+edges:
+  - {from: START, to: odd}
+  - {from: odd, to: END}
+`)
+	r := weft(t, "run", g, "-nats", url, "-types", "mystery")
+	if r.code != 0 {
+		t.Fatalf("run: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	run := strings.TrimSpace(strings.SplitN(r.stdout, "\n", 2)[0])
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		r = weft(t, "status", run, "-nats", url)
+		if strings.Contains(r.stdout, "no live worker serves type mystery on queue default") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status never says the work waits for a worker:\n%s%s", r.stdout, r.stderr)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	wantContains(t, "status", r.stdout, "running", "ready")
+}

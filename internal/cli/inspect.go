@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -35,9 +37,46 @@ worker and time, and the shared state. -o json prints the whole folded state.`,
 		if *out == "json" {
 			return e.writeJSON(st)
 		}
-		e.printStatus(st)
+		e.printStatus(st, unserved(e.ctx, cl, st))
 		return nil
 	},
+}
+
+// unserved finds the ready nodes of a run that no live worker serves: their
+// work waits in the queue until a worker for their type starts. It maps
+// node id to an explanation; a failed look-up shows nothing.
+func unserved(ctx context.Context, cl *client.Client, st *projection.State) map[string]string {
+	var def struct {
+		Nodes []struct{ ID, Type, Queue string } `json:"nodes"`
+	}
+	if json.Unmarshal(st.Graph, &def) != nil {
+		return nil
+	}
+	var ready []int
+	for i, n := range def.Nodes {
+		if ns := st.Nodes[n.ID]; ns != nil && ns.Status == projection.NodeReady {
+			ready = append(ready, i)
+		}
+	}
+	if len(ready) == 0 {
+		return nil
+	}
+	live, err := cl.LiveWorkers(ctx)
+	if err != nil {
+		return nil
+	}
+	out := map[string]string{}
+	for _, i := range ready {
+		n := def.Nodes[i]
+		served := false
+		for j := range live {
+			served = served || live[j].Serves(n.Queue, n.Type)
+		}
+		if !served {
+			out[n.ID] = fmt.Sprintf("waiting: no live worker serves type %s on queue %s", n.Type, n.Queue)
+		}
+	}
+	return out
 }
 
 var cmdList = &command{
@@ -154,7 +193,7 @@ the whole folded state.`,
 		if *at > 0 {
 			fmt.Fprintf(e.stdout, "state at seq %d\n", *at)
 		}
-		e.printStatus(st)
+		e.printStatus(st, nil)
 		return nil
 	},
 }

@@ -71,8 +71,8 @@ func printJSONBlock(w io.Writer, name string, v map[string]json.RawMessage) {
 }
 
 // printStatus prints a run's state for people: the run, its nodes, its
-// shared state.
-func (e *env) printStatus(st *projection.State) {
+// shared state. notes holds extra details by node id.
+func (e *env) printStatus(st *projection.State, notes map[string]string) {
 	tw := table(e.stdout)
 	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
 	row("run", st.RunID)
@@ -117,6 +117,8 @@ func (e *env) printStatus(st *projection.State) {
 			details = "waiting for " + n.WaitingFor
 		case n.Fallback:
 			details = "fallback output"
+		case notes[id] != "":
+			details = notes[id]
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", id, orDash(string(n.Status)), n.Iteration, num(n.Attempt), n.Worker, took, truncate(details, 80))
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
+	"github.com/weft-dev/weft/pkg/worker"
 )
 
 // History returns a run's events in log order. A run with no events gives
@@ -45,4 +46,11 @@ func (c *Client) StateAt(ctx context.Context, runID string, seq uint64) (*projec
 		return nil, fmt.Errorf("%w: run %s has no events at or before sequence %d: it starts at %d", ErrNoSuchSeq, runID, seq, evs[0].Seq)
 	}
 	return projection.FoldTo(evs, seq), nil
+}
+
+// LiveWorkers lists the workers that announced themselves recently: their
+// names, queues and node types (see worker.LiveWorkers). Work for a node
+// type that none of them serves on its queue waits, ready, until one does.
+func (c *Client) LiveWorkers(ctx context.Context) ([]worker.Announcement, error) {
+	return worker.LiveWorkers(ctx, c.store.JetStream())
 }
