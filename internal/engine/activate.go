@@ -349,14 +349,14 @@ func (d *decider) readyWith(n *graph.Node, ref events.NodeRef, attempt int, loca
 // handles their failures and retries. The item list and the node's input
 // are decoded and encoded once per call, not once per item.
 func (d *decider) mapItems(n *graph.Node, ns *projection.NodeState) bool {
-	var items []json.RawMessage
-	_ = json.Unmarshal(ns.ItemData, &items)
+	// The input is encoded only when an item is readied: most calls (an
+	// item finished, another is running) ready nothing.
 	var input json.RawMessage
 	readyItem := func(i, attempt int) {
 		if input == nil {
 			input = d.input(n)
 		}
-		d.readyWith(n, itemRef(n, ns, i), attempt, itemLocal(items, i), nil, nil, input)
+		d.readyWith(n, itemRef(n, ns, i), attempt, itemLocal(ns.Items[i].Data, i), nil, nil, input)
 	}
 	active := 0
 	for i, it := range ns.Items {
@@ -391,11 +391,11 @@ func itemRef(n *graph.Node, ns *projection.NodeState, i int) events.NodeRef {
 }
 
 // itemLocal is the local data of a map item: {"item": value, "index": i}.
-func itemLocal(items []json.RawMessage, i int) json.RawMessage {
-	if i >= len(items) {
-		return nil
+func itemLocal(item json.RawMessage, i int) json.RawMessage {
+	if item == nil {
+		item = json.RawMessage("null")
 	}
-	return mustJSON(map[string]any{"item": items[i], "index": i})
+	return mustJSON(map[string]any{"item": item, "index": i})
 }
 
 // afterOutcome makes the decision a finished activation calls for.

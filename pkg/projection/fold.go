@@ -270,7 +270,7 @@ func (s *State) activate(ref events.NodeRef, consumed, owed []int, local json.Ra
 		n.Iteration = ref.Iteration
 		n.Attempt, n.Output, n.Error, n.Worker, n.Actions = 0, nil, nil, "", nil
 		n.Owed = append(n.Owed, owed...)
-		n.Items, n.ItemData, n.WaitingFor, n.Deadline, n.Child, n.Fallback = nil, nil, "", nil, "", false
+		n.Items, n.WaitingFor, n.Deadline, n.Child, n.Fallback = nil, "", nil, "", false
 		n.StartedAt, n.EndedAt, n.ReadyAt = nil, nil, nil
 		n.Local = local
 		s.consume(ref.Node, consumed)
@@ -325,10 +325,9 @@ func (s *State) waiting(d *events.NodeWaitingData, at time.Time) {
 	if d.For == "map" {
 		var items []json.RawMessage
 		_ = json.Unmarshal(d.Items, &items)
-		n.ItemData = d.Items
 		n.Items = make([]*ItemState, len(items))
 		for i := range n.Items {
-			n.Items[i] = &ItemState{}
+			n.Items[i] = &ItemState{Data: items[i]}
 		}
 		if len(items) == 0 {
 			s.finish(d.Node, n, nil, NodeSucceeded, json.RawMessage("[]"), nil, at)

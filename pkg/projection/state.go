@@ -156,7 +156,6 @@ type NodeState struct {
 	Child      string     `json:"child,omitempty"`
 	// Items holds the items of a map activation.
 	Items    []*ItemState    `json:"items,omitempty"`
-	ItemData json.RawMessage `json:"itemData,omitempty"`
 	Fallback bool            `json:"fallback,omitempty"`
 
 	ReadyAt   *time.Time `json:"readyAt,omitempty"`
@@ -166,6 +165,8 @@ type NodeState struct {
 
 // ItemState is the state of one item of a map activation.
 type ItemState struct {
+	// Data is the item's value, from the list the map was activated with.
+	Data    json.RawMessage `json:"data,omitempty"`
 	Status  NodeStatus      `json:"status"`
 	Attempt int             `json:"attempt,omitempty"`
 	Output  json.RawMessage `json:"output,omitempty"`
