@@ -155,8 +155,8 @@ type NodeState struct {
 	Deadline   *time.Time `json:"deadline,omitempty"`
 	Child      string     `json:"child,omitempty"`
 	// Items holds the items of a map activation.
-	Items    []*ItemState    `json:"items,omitempty"`
-	Fallback bool            `json:"fallback,omitempty"`
+	Items    []*ItemState `json:"items,omitempty"`
+	Fallback bool         `json:"fallback,omitempty"`
 
 	ReadyAt   *time.Time `json:"readyAt,omitempty"`
 	StartedAt *time.Time `json:"startedAt,omitempty"`
