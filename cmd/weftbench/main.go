@@ -4,28 +4,8 @@
 package main
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
-
 	"github.com/weft-dev/weft/internal/bench"
+	"github.com/weft-dev/weft/internal/cmdmain"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := bench.Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	switch {
-	case err == nil:
-		os.Exit(0)
-	case errors.Is(err, bench.ErrUsage):
-		fmt.Fprintln(os.Stderr, "weftbench:", err)
-		os.Exit(2)
-	default:
-		fmt.Fprintln(os.Stderr, "weftbench:", err)
-		os.Exit(1)
-	}
-}
+func main() { cmdmain.Main("weftbench", bench.ErrUsage, bench.Run) }

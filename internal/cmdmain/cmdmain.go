@@ -1,0 +1,37 @@
+// Package cmdmain is what every Weft daemon's main does: run until SIGINT
+// or SIGTERM, then map the error to an exit code (0 done, 2 usage, 1 other).
+package cmdmain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// RunFunc is a program's body: it runs with the arguments until ctx ends.
+type RunFunc func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+
+// Main runs run with os.Args and exits: 0 on success, 2 when the error
+// wraps usage, 1 otherwise, printing the error prefixed with name.
+func Main(name string, usage error, run RunFunc) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(Code(os.Stderr, name, usage, err))
+}
+
+// Code is the exit code for err, which it prints to w.
+func Code(w io.Writer, name string, usage, err error) int {
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintln(w, name+":", err)
+	if errors.Is(err, usage) {
+		return 2
+	}
+	return 1
+}
