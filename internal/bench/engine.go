@@ -280,3 +280,33 @@ func logMix(ctx context.Context, js jetstream.JetStream, stream string, filter s
 	})
 	return mix, err
 }
+
+// engineOn opens a fresh stream named after prefix and starts a coordinator
+// and a worker on it; done stops both and drops the stream.
+func (e *env) engineOn(ctx context.Context, prefix string, workerConc int) (stream string, st events.Store, done func(), err error) {
+	stream = e.name(prefix)
+	var undo []func()
+	done = func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}
+	undo = append(undo, func() { e.dropStream(stream) })
+	if st, err = e.openStore(ctx, e.js, stream); err != nil {
+		done()
+		return "", nil, nil, err
+	}
+	coord, err := e.startCoordinator(ctx, stream)
+	if err != nil {
+		done()
+		return "", nil, nil, err
+	}
+	undo = append(undo, coord.stop)
+	work, err := e.startWorker(ctx, stream, workerConc)
+	if err != nil {
+		done()
+		return "", nil, nil, err
+	}
+	undo = append(undo, work.stop)
+	return stream, st, done, nil
+}

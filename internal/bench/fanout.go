@@ -29,22 +29,11 @@ func runFanout(ctx context.Context, e *env) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	stream := e.name("WEFT_FAN")
-	defer e.dropStream(stream)
-	st, err := e.openStore(ctx, e.js, stream)
+	stream, st, done, err := e.engineOn(ctx, "WEFT_FAN", e.sizes.TputWorkerConc)
 	if err != nil {
 		return nil, err
 	}
-	coord, err := e.startCoordinator(ctx, stream)
-	if err != nil {
-		return nil, err
-	}
-	defer coord.stop()
-	work, err := e.startWorker(ctx, stream, e.sizes.TputWorkerConc)
-	if err != nil {
-		return nil, err
-	}
-	defer work.stop()
+	defer done()
 	timeout := time.Minute + time.Duration(n)*20*time.Millisecond
 
 	run := events.NewRunID()

@@ -28,22 +28,11 @@ func runHop(ctx context.Context, e *env) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	stream := e.name("WEFT_HOP")
-	defer e.dropStream(stream)
-	st, err := e.openStore(ctx, e.js, stream)
+	stream, st, done, err := e.engineOn(ctx, "WEFT_HOP", 16)
 	if err != nil {
 		return nil, err
 	}
-	coord, err := e.startCoordinator(ctx, stream)
-	if err != nil {
-		return nil, err
-	}
-	defer coord.stop()
-	work, err := e.startWorker(ctx, stream, 16)
-	if err != nil {
-		return nil, err
-	}
-	defer work.stop()
+	defer done()
 	timeout := time.Minute + time.Duration(n)*100*time.Millisecond
 
 	run := events.NewRunID()

@@ -156,22 +156,11 @@ func (e *env) replayTemplate(ctx context.Context) ([]*events.Event, error) {
 	if err != nil {
 		return nil, err
 	}
-	stream := e.name("WEFT_TMPL")
-	defer e.dropStream(stream)
-	st, err := e.openStore(ctx, e.js, stream)
+	stream, st, done, err := e.engineOn(ctx, "WEFT_TMPL", 4)
 	if err != nil {
 		return nil, err
 	}
-	coord, err := e.startCoordinator(ctx, stream)
-	if err != nil {
-		return nil, err
-	}
-	defer coord.stop()
-	work, err := e.startWorker(ctx, stream, 4)
-	if err != nil {
-		return nil, err
-	}
-	defer work.stop()
+	defer done()
 	run := events.NewRunID()
 	ev, err := startedEvent(run, g, []byte(`{"doc":"a","n":1}`))
 	if err != nil {
