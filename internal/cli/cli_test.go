@@ -446,3 +446,16 @@ edges:
 	}
 	wantContains(t, "status", r.stdout, "running", "ready")
 }
+
+func TestConnectionFromTheEnvironment(t *testing.T) {
+	url, _ := engine(t)
+	t.Setenv("WEFT_NATS_URL", url)
+	if r := weft(t, "list"); r.code != 0 {
+		t.Fatalf("list with WEFT_NATS_URL: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	t.Setenv("WEFT_REPLICAS", "three")
+	r := weft(t, "list")
+	if r.code != 2 || !strings.Contains(r.stderr, `WEFT_REPLICAS="three"`) {
+		t.Fatalf("bad WEFT_REPLICAS: exit %d\n%s", r.code, r.stderr)
+	}
+}

@@ -9,6 +9,8 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"github.com/weft-dev/weft/internal/natsconn"
 )
 
 // flagSet returns the flag set of a command, with the -o flag every command
@@ -47,6 +49,9 @@ func (e *env) parse(c *command, fs *flag.FlagSet, args []string, min, max int) (
 			want = "no arguments"
 		}
 		return nil, &usageError{cmd: c, msg: fmt.Sprintf("want %s, got %d argument(s)", want, len(pos))}
+	}
+	if err := natsconn.ApplyEnv(fs); err != nil {
+		return nil, &usageError{cmd: c, msg: err.Error()}
 	}
 	if f := fs.Lookup("o"); f != nil {
 		if err := checkOutput(f.Value.String()); err != nil {

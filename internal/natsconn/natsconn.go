@@ -9,7 +9,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -31,17 +30,29 @@ type Config struct {
 	Name     string // connection name
 }
 
-// RegisterFlags adds the connection flags to fs, with defaults taken from
-// the environment.
+// EnvFlags maps the connection flags to their environment variables.
+var EnvFlags = map[string]string{
+	"nats":     "WEFT_NATS_URL",
+	"creds":    "WEFT_NATS_CREDS",
+	"tls-ca":   "WEFT_NATS_TLS_CA",
+	"tls-cert": "WEFT_NATS_TLS_CERT",
+	"tls-key":  "WEFT_NATS_TLS_KEY",
+	"stream":   "WEFT_STREAM",
+	"storage":  "WEFT_STORAGE",
+	"replicas": "WEFT_REPLICAS",
+}
+
+// RegisterFlags adds the connection flags to fs. After parsing, ApplyEnv
+// fills the ones the command line left unset from the environment.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
-	fs.StringVar(&c.URL, "nats", env("WEFT_NATS_URL", ""), "NATS server URL(s), comma separated (env WEFT_NATS_URL)")
-	fs.StringVar(&c.Creds, "creds", env("WEFT_NATS_CREDS", ""), "NATS credentials file (env WEFT_NATS_CREDS)")
-	fs.StringVar(&c.TLSCA, "tls-ca", env("WEFT_NATS_TLS_CA", ""), "CA certificate for TLS (env WEFT_NATS_TLS_CA)")
-	fs.StringVar(&c.TLSCert, "tls-cert", env("WEFT_NATS_TLS_CERT", ""), "client certificate for TLS (env WEFT_NATS_TLS_CERT)")
-	fs.StringVar(&c.TLSKey, "tls-key", env("WEFT_NATS_TLS_KEY", ""), "client key for TLS (env WEFT_NATS_TLS_KEY)")
-	fs.StringVar(&c.Stream, "stream", env("WEFT_STREAM", "WEFT"), "events stream name (env WEFT_STREAM)")
-	fs.StringVar(&c.Storage, "storage", env("WEFT_STORAGE", "file"), "events stream storage: file or memory (env WEFT_STORAGE)")
-	fs.IntVar(&c.Replicas, "replicas", envInt("WEFT_REPLICAS", 1), "events stream replicas (env WEFT_REPLICAS)")
+	fs.StringVar(&c.URL, "nats", "", "NATS server URL(s), comma separated (env WEFT_NATS_URL)")
+	fs.StringVar(&c.Creds, "creds", "", "NATS credentials file (env WEFT_NATS_CREDS)")
+	fs.StringVar(&c.TLSCA, "tls-ca", "", "CA certificate for TLS (env WEFT_NATS_TLS_CA)")
+	fs.StringVar(&c.TLSCert, "tls-cert", "", "client certificate for TLS (env WEFT_NATS_TLS_CERT)")
+	fs.StringVar(&c.TLSKey, "tls-key", "", "client key for TLS (env WEFT_NATS_TLS_KEY)")
+	fs.StringVar(&c.Stream, "stream", "WEFT", "events stream name (env WEFT_STREAM)")
+	fs.StringVar(&c.Storage, "storage", "file", "events stream storage: file or memory (env WEFT_STORAGE)")
+	fs.IntVar(&c.Replicas, "replicas", 1, "events stream replicas (env WEFT_REPLICAS)")
 }
 
 // Validate reports every problem with the configuration at once.
@@ -157,34 +168,23 @@ func transient(err error) bool {
 }
 
 // ApplyEnv sets every flag of fs that the command line left unset from its
-// environment variable in envs (flag name → variable), and reports each
-// variable whose value the flag does not take, by name.
-func ApplyEnv(fs *flag.FlagSet, envs map[string]string) error {
+// environment variable, in EnvFlags (the connection flags) and in envs
+// (flag name → variable), and reports each variable whose value the flag
+// does not take, by name. Flags fs does not define are passed over.
+func ApplyEnv(fs *flag.FlagSet, envs ...map[string]string) error {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	var errs []error
-	for name, env := range envs {
-		if v, ok := os.LookupEnv(env); ok && !set[name] {
+	for _, m := range append([]map[string]string{EnvFlags}, envs...) {
+		for name, env := range m {
+			v, ok := os.LookupEnv(env)
+			if !ok || set[name] || fs.Lookup(name) == nil {
+				continue
+			}
 			if err := fs.Set(name, v); err != nil {
 				errs = append(errs, fmt.Errorf("env %s=%q: not a valid -%s", env, v, name))
 			}
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func env(key, def string) string {
-	if v, ok := os.LookupEnv(key); ok {
-		return v
-	}
-	return def
-}
-
-func envInt(key string, def int) int {
-	if v, ok := os.LookupEnv(key); ok {
-		if n, err := strconv.Atoi(v); err == nil {
-			return n
-		}
-	}
-	return def
 }

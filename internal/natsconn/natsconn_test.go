@@ -43,3 +43,28 @@ func TestApplyEnv(t *testing.T) {
 		t.Fatalf("bad value: %v", err)
 	}
 }
+
+func TestApplyEnvConnectionFlags(t *testing.T) {
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	var c natsconn.Config
+	c.RegisterFlags(fs)
+	if err := fs.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("WEFT_NATS_URL", "nats://127.0.0.1:1")
+	t.Setenv("WEFT_REPLICAS", "3")
+	t.Setenv("X_UNDEFINED", "y")
+	if err := natsconn.ApplyEnv(fs, map[string]string{"undefined": "X_UNDEFINED"}); err != nil {
+		t.Fatal(err)
+	}
+	if c.URL != "nats://127.0.0.1:1" || c.Replicas != 3 {
+		t.Fatalf("config %+v", c)
+	}
+	t.Setenv("WEFT_REPLICAS", "three")
+	fs2 := flag.NewFlagSet("y", flag.ContinueOnError)
+	var c2 natsconn.Config
+	c2.RegisterFlags(fs2)
+	if err := natsconn.ApplyEnv(fs2); err == nil || !strings.Contains(err.Error(), `WEFT_REPLICAS="three"`) {
+		t.Fatalf("bad replicas: %v", err)
+	}
+}
