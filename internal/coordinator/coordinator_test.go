@@ -21,7 +21,6 @@ import (
 	"github.com/weft-dev/weft/internal/proctest"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
-	"github.com/weft-dev/weft/pkg/projection"
 	"github.com/weft-dev/weft/pkg/worker"
 	"github.com/weft-dev/weft/pkg/worker/builtin"
 )
@@ -103,73 +102,10 @@ func runCoordinator(t testing.TB, ctx context.Context, st events.Store, opts ...
 	return c
 }
 
-// waitEnded waits until every run has ended and returns their states.
-func waitEnded(t testing.TB, st events.Store, runs []string, timeout time.Duration) map[string]*projection.State {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	out := map[string]*projection.State{}
-	for _, run := range runs {
-		for {
-			evs, err := st.Read(context.Background(), run, 0, 0)
-			if err != nil {
-				t.Fatalf("reading %s: %v", run, err)
-			}
-			s := projection.Fold(evs)
-			if s.Status.Ended() {
-				out[run] = s
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("run %s did not end in %s: status %s, %d events", run, timeout, s.Status, len(evs))
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
-	return out
-}
-
-// checkExactlyOnce asserts that every run completed and that no decision
-// was written twice: one ready event per node activation attempt, one
-// outcome per attempt.
-func checkExactlyOnce(t testing.TB, st events.Store, runs []string, nodes int) {
-	t.Helper()
-	for _, run := range runs {
-		evs, err := st.Read(context.Background(), run, 0, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := projection.Fold(evs)
-		if s.Status != projection.RunCompleted {
-			t.Fatalf("run %s: %s (%v)", run, s.Status, s.Error)
-		}
-		seen := map[string]int{}
-		for _, e := range evs {
-			p, _ := e.Payload()
-			switch d := p.(type) {
-			case *events.NodeReadyData:
-				seen["ready "+d.Key()+fmt.Sprint(d.Attempt)]++
-			case *events.NodeInvokedData:
-				seen["invoked "+d.Key()]++
-			case *events.NodeRoutedData:
-				seen["routed "+d.Key()]++
-			case *events.RunCompletedData:
-				seen["completed"]++
-			}
-		}
-		readies := 0
-		for k, n := range seen {
-			if n != 1 {
-				t.Fatalf("run %s: %q written %d times", run, k, n)
-			}
-			if strings.HasPrefix(k, "ready ") {
-				readies++
-			}
-		}
-		if readies != nodes {
-			t.Fatalf("run %s: %d ready events, want %d", run, readies, nodes)
-		}
-	}
-}
+var (
+	waitEnded        = natstest.WaitEnded
+	checkExactlyOnce = natstest.CheckExactlyOnce
+)
 
 func TestRunsComplete(t *testing.T) {
 	_, st := natstest.Store(t)

@@ -19,10 +19,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/internal/proctest"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
-	"github.com/weft-dev/weft/pkg/projection"
 )
 
 // binaries builds nats-server (from the module Weft embeds), the
@@ -198,61 +198,8 @@ func startRuns(t *testing.T, st events.Store, n int) []string {
 // decision of each kind per node: nothing lost, nothing applied twice.
 func checkRuns(t *testing.T, st events.Store, runs []string, nodes int, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for _, run := range runs {
-		for {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			evs, err := st.Read(ctx, run, 0, 0)
-			cancel()
-			if err == nil {
-				s := projection.Fold(evs)
-				if s.Status.Ended() {
-					if s.Status != projection.RunCompleted {
-						t.Fatalf("run %s: %s %v", run, s.Status, s.Error)
-					}
-					seen := map[string]int{}
-					readies := 0
-					for _, e := range evs {
-						p, _ := e.Payload()
-						switch d := p.(type) {
-						case *events.NodeReadyData:
-							seen["ready "+d.Key()+fmt.Sprint(d.Attempt)]++
-							readies++
-						case *events.NodeInvokedData:
-							seen["invoked "+d.Key()]++
-						case *events.NodeRoutedData:
-							seen["routed "+d.Key()]++
-						}
-					}
-					for k, n := range seen {
-						if n != 1 {
-							t.Fatalf("run %s: %q written %d times", run, k, n)
-						}
-					}
-					if readies != nodes {
-						t.Fatalf("run %s: %d ready events, want %d", run, readies, nodes)
-					}
-					break
-				}
-			}
-			if time.Now().After(deadline) {
-				js := st.JetStream()
-				for _, name := range []string{"work-default", "coordinator"} {
-					if cons, cerr := js.Consumer(context.Background(), st.StreamName(), name); cerr == nil {
-						if info, ierr := cons.Info(context.Background()); ierr == nil {
-							t.Logf("consumer %s: delivered %+v ackfloor %+v pending %d ackpending %d redelivered %d waiting %d leader %s",
-								name, info.Delivered, info.AckFloor, info.NumPending, info.NumAckPending, info.NumRedelivered, info.NumWaiting, info.Cluster.Leader)
-						}
-					}
-				}
-				for _, e := range evs {
-					t.Logf("%d %s %s %s", e.Seq, e.Type, e.NodeID, e.Time.Format("15:04:05.000"))
-				}
-				t.Fatalf("run %s did not end in %s (last read error: %v)", run, timeout, err)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
+	natstest.WaitEnded(t, st, runs, timeout)
+	natstest.CheckExactlyOnce(t, st, runs, nodes)
 }
 
 // TestClusterNodeKilledDuringRuns runs a three-node NATS cluster with an R3
