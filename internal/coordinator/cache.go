@@ -78,9 +78,3 @@ func (c *runCache) del(run string) {
 		delete(c.items, run)
 	}
 }
-
-func (c *runCache) len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.order.Len()
-}

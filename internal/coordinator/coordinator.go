@@ -40,7 +40,6 @@ import (
 
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/pkg/events"
-	"github.com/weft-dev/weft/pkg/worker"
 )
 
 // Stats counts what the coordinator did.
@@ -70,7 +69,6 @@ type options struct {
 	now        func() time.Time
 	conditions map[string]any
 	ackWait    time.Duration
-	queue      worker.QueueOptions
 }
 
 // WithDurable names the durable consumer (default "coordinator"). Every
@@ -92,10 +90,6 @@ func WithClock(now func() time.Time) Option { return func(o *options) { o.now = 
 // WithConditions registers Go functions for "func:NAME" conditions of
 // graphs built with the Go builder (see graph.WithConditions).
 func WithConditions(fns map[string]any) Option { return func(o *options) { o.conditions = fns } }
-
-// WithQueueOptions sets the options of the task-queue consumers the
-// coordinator creates.
-func WithQueueOptions(q worker.QueueOptions) Option { return func(o *options) { o.queue = q } }
 
 // Coordinator decides runs.
 type Coordinator struct {
@@ -246,6 +240,3 @@ func shardOf(run string, n int) int {
 	return int(h.Sum32() % uint32(n))
 }
 
-// ensureQueue is worker.EnsureQueue, the one definition of a task queue's
-// consumer, shared with workers.
-var ensureQueue = worker.EnsureQueue

@@ -15,6 +15,7 @@ import (
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/projection"
+	"github.com/weft-dev/weft/pkg/worker"
 )
 
 // conflictRetries bounds how often one event re-reads its run after a
@@ -298,7 +299,7 @@ func (c *Coordinator) ensureQueue(ctx context.Context, e *events.Event) error {
 	if _, ok := c.queues.Load(q); ok {
 		return nil
 	}
-	if _, err := ensureQueue(ctx, c.js, c.store.StreamName(), q, c.opts.queue); err != nil {
+	if _, err := worker.EnsureQueue(ctx, c.js, c.store.StreamName(), q, worker.QueueOptions{}); err != nil {
 		return fmt.Errorf("setting up queue %q: %w", q, err)
 	}
 	c.queues.Store(q, struct{}{})

@@ -230,15 +230,6 @@ type runLog struct {
 	s   *projection.State
 }
 
-func (h *harness) read(run string) runLog {
-	h.t.Helper()
-	evs, err := h.st.Read(h.ctx, run, 0, 0)
-	if err != nil {
-		h.t.Fatalf("reading %s: %v", run, err)
-	}
-	return runLog{evs: evs, s: projection.Fold(evs)}
-}
-
 // waitFor polls the run's log until cond holds.
 func (h *harness) waitFor(run, what string, timeout time.Duration, cond func(runLog) bool) runLog {
 	h.t.Helper()
