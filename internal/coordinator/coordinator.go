@@ -239,4 +239,3 @@ func shardOf(run string, n int) int {
 	_, _ = h.Write([]byte(run))
 	return int(h.Sum32() % uint32(n))
 }
-
