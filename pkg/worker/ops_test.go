@@ -107,6 +107,9 @@ func TestStoppedHeartbeatRedelivers(t *testing.T) {
 	run := publishReady(t, st, "hang")
 	<-started
 	nc1.Close() // no more heartbeats from "stuck"
+	// Its parked pull request goes with its connection; wait for that, or
+	// the next worker's pull would replace it unseen in the count.
+	waitUntil(t, "the closed worker's pull to go", func() bool { return numWaiting(st) == 0 })
 
 	startWorker(t, st, map[string]worker.Node{
 		"hang": worker.NodeFunc(func(ctx context.Context, in *worker.Input) (*worker.Result, error) {
