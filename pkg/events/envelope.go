@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -50,6 +51,8 @@ type Event struct {
 // New builds an event of payload's type for a run. The id must be unique for
 // what the event states: it is the de-duplication key, so a decision must get
 // the same id whoever makes it (see the ID helpers). A zero time means now.
+// A pointer payload is kept as the event's Payload, so that reading it back
+// decodes nothing: do not change it after New.
 func New(runID, id string, at time.Time, p Payload) (*Event, error) {
 	data, err := json.Marshal(p)
 	if err != nil {
@@ -68,6 +71,9 @@ func New(runID, id string, at time.Time, p Payload) (*Event, error) {
 	}
 	if ref, attempt, ok := nodeOf(p); ok {
 		e.NodeID, e.Attempt = ref, attempt
+	}
+	if reflect.ValueOf(p).Kind() == reflect.Pointer {
+		e.payload = p
 	}
 	return e, nil
 }
