@@ -28,7 +28,7 @@ const (
 // worker are:
 //
 //   - the coordinator role reads every message of the stream with a durable
-//     pull consumer (as the coordinator reads weft.ev.>), spread over shards
+//     pull consumer (as the coordinator reads weft.r.>), spread over shards
 //     by run; on a run's start, and when all items of a step were invoked,
 //     it publishes the next step's ready messages (or, after the last step,
 //     routed and completed), waiting for their acks, as the coordinator

@@ -29,7 +29,7 @@ const replayTemplateNodes = 100
 // goroutines.
 //
 // Rows:
-//   - replay: one ordered consumer over weft.ev.> reads every event, decodes
+//   - replay: one ordered consumer over weft.r.> reads every event, decodes
 //     it (events.Decode, CloudEvents SDK) and folds it into its run's state
 //     (projection.State.Apply); events per second.
 //   - replay by run: store.Read (batched direct gets) and projection.Fold of
@@ -188,7 +188,7 @@ func appendHistory(ctx context.Context, st events.Store, tmpl []*events.Event, r
 		for i, t := range tmpl {
 			evs[i] = &events.Event{
 				ID: strings.ReplaceAll(t.ID, old, run), Type: t.Type, Source: t.Source, Time: t.Time,
-				RunID: run, NodeID: t.NodeID, Attempt: t.Attempt, Decision: t.Decision,
+				RunID: run, NodeID: t.NodeID, Attempt: t.Attempt, Decision: t.Decision, Queue: t.Queue,
 				Data: bytes.ReplaceAll(t.Data, []byte(old), []byte(run)),
 			}
 		}

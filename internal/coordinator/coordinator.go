@@ -140,7 +140,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 		Durable:     c.opts.durable,
 		Description: "Weft coordinators: every run event, in log order",
 		// No filter: the whole stream is the fast path on the server;
-		// pending schedules (weft.sched.>) are passed over here.
+		// pending schedules (weft.t.>) are passed over here.
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       c.opts.ackWait,
 		MaxAckPending: 20000,
@@ -232,7 +232,7 @@ type delivery struct {
 }
 
 // schedulePrefix is where pending timers wait (events.AllSchedules).
-const schedulePrefix = "weft.sched."
+const schedulePrefix = "weft.t."
 
 func shardOf(run string, n int) int {
 	h := fnv.New32a()

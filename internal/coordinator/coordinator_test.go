@@ -168,12 +168,13 @@ func TestMalformedEventsArePassedOver(t *testing.T) {
 	ce := func(typ, run string) nats.Header {
 		return nats.Header{"ce-specversion": {"1.0"}, "ce-id": {events.RandomID()}, "ce-source": {"test"}, "ce-type": {typ}, "ce-runid": {run}, "content-type": {"application/json"}}
 	}
-	publish("weft.ev.junk1.started", nil, "not a cloud event")
-	publish("weft.ev.junk2.started", ce("com.example.unknown", "junk2"), `{}`)
-	publish("weft.ev.junk3.started", ce(string(events.RunStarted), "junk3"), `{"graph": [broken`)
-	publish("weft.ev.ghost.invoked", ce(string(events.NodeInvoked), "ghost"), `{"node":"a","iteration":1,"attempt":1}`)
-	publish("weft.ev."+before[0]+".invoked", ce(string(events.NodeInvoked), "someone-else"), `{}`)
-	publish("weft.ev."+before[1]+".invoked", ce(string(events.NodeInvoked), before[1]), `{"node": 7}`)
+	invoked := func(run string) string { return strings.TrimSuffix(events.RunFilter(run), ">") + "w.default.invoked" }
+	publish(events.StartedSubject("junk1"), nil, "not a cloud event")
+	publish(events.StartedSubject("junk2"), ce("com.example.unknown", "junk2"), `{}`)
+	publish(events.StartedSubject("junk3"), ce(string(events.RunStarted), "junk3"), `{"graph": [broken`)
+	publish(invoked("ghost"), ce(string(events.NodeInvoked), "ghost"), `{"node":"a","iteration":1,"attempt":1}`)
+	publish(invoked(before[0]), ce(string(events.NodeInvoked), "someone-else"), `{}`)
+	publish(invoked(before[1]), ce(string(events.NodeInvoked), before[1]), `{"node": 7}`)
 	_ = nc
 	after := start(t, st, g, 3)
 

@@ -44,8 +44,10 @@ func WaitEnded(t testing.TB, st events.Store, runs []string, timeout time.Durati
 
 // CheckExactlyOnce asserts that every run completed, that it has nodes
 // ready events, and that no decision or outcome was written twice: one
-// ready per node attempt, one invoked per activation, one routing per
-// activation, one completion.
+// ready per node attempt, one invoked per delivery of a work item, one
+// routing per activation, one completion; and that the fold took one
+// outcome per activation (a redelivered attempt may report twice, and
+// only the live delivery's outcome counts).
 func CheckExactlyOnce(t testing.TB, st events.Store, runs []string, nodes int) {
 	t.Helper()
 	for _, run := range runs {
@@ -67,7 +69,7 @@ func CheckExactlyOnce(t testing.TB, st events.Store, runs []string, nodes int) {
 					note(&d.Routed[i])
 				}
 			case *events.NodeInvokedData:
-				seen["invoked "+d.Key()]++
+				seen[fmt.Sprintf("invoked %s attempt %d delivery %d", d.Key(), d.Attempt, d.Delivery)]++
 			case *events.NodeRoutedData:
 				note(d)
 			case *events.RunCompletedData:

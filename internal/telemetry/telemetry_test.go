@@ -109,12 +109,13 @@ func TestOffIsFree(t *testing.T) {
 	}
 	ctx := context.Background()
 	e := newEvent(t)
+	started, ready := events.StartedSubject("run1"), events.ReadySubject("run1", "default")
 	allocs := testing.AllocsPerRun(1000, func() {
-		pctx, span := telemetry.StartProcess(ctx, e, "weft.ev.run1.started", "coordinator")
+		pctx, span := telemetry.StartProcess(ctx, e, started, "coordinator")
 		dctx, send := telemetry.StartDecisions(pctx, "run1", []*events.Event{e}, nil)
 		telemetry.Inject(dctx, e)
 		send.End()
-		nctx, node := telemetry.StartNode(pctx, e, "weft.ev.run1.d.ready.default", telemetry.Node{})
+		nctx, node := telemetry.StartNode(pctx, e, ready, telemetry.Node{})
 		telemetry.QueueWait(nctx, "default", "echo", time.Millisecond)
 		telemetry.NodeFinished(nctx, "echo", telemetry.OutcomeSucceeded, "", time.Millisecond)
 		telemetry.RunStarted(nctx, "g")
@@ -134,7 +135,7 @@ func TestSpanHelpersDoNotEndCallersSpan(t *testing.T) {
 	rec := installTracing(t)
 	ctx, caller := otel.Tracer("test").Start(context.Background(), "caller")
 	otel.SetTracerProvider(origTracerProvider) // tracing off again
-	_, span := telemetry.StartRun(ctx, "run1", "g", "weft.ev.run1.started")
+	_, span := telemetry.StartRun(ctx, "run1", "g", events.StartedSubject("run1"))
 	span.End()
 	if len(rec.Ended()) != 0 {
 		t.Fatalf("ending the helper's span ended the caller's")
@@ -209,7 +210,7 @@ func TestSetupExports(t *testing.T) {
 				t.Fatalf("Setup with an endpoint installed no providers")
 			}
 			e := newEvent(t)
-			_, span := telemetry.StartProcess(context.Background(), e, "weft.ev.run1.started", "coordinator")
+			_, span := telemetry.StartProcess(context.Background(), e, events.StartedSubject("run1"), "coordinator")
 			span.End()
 			telemetry.RunStarted(context.Background(), "g")
 			if err := shutdown(context.Background()); err != nil {
@@ -257,10 +258,10 @@ func benchHop(b *testing.B) {
 	evs := []*events.Event{e}
 	b.ReportAllocs()
 	for b.Loop() {
-		pctx, span := telemetry.StartProcess(ctx, e, "weft.ev.run1.started", "coordinator")
+		pctx, span := telemetry.StartProcess(ctx, e, events.StartedSubject("run1"), "coordinator")
 		_, send := telemetry.StartDecisions(pctx, "run1", evs, nil)
 		send.End()
-		nctx, node := telemetry.StartNode(pctx, e, "weft.ev.run1.d.ready.default", telemetry.Node{RunID: "run1", NodeID: "a"})
+		nctx, node := telemetry.StartNode(pctx, e, events.ReadySubject("run1", "default"), telemetry.Node{RunID: "run1", NodeID: "a"})
 		telemetry.Inject(nctx, e)
 		node.End()
 		span.End()

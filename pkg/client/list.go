@@ -139,7 +139,7 @@ func (c *Client) details(ctx context.Context, st jetstream.Stream, runs []RunSum
 		wg.Go(func() {
 			defer func() { <-sem }()
 			r := &runs[i]
-			m, err := st.GetLastMsgForSubject(ctx, "weft.ev."+r.RunID+".started")
+			m, err := st.GetLastMsgForSubject(ctx, events.StartedSubject(r.RunID))
 			if err != nil {
 				errs[i] = fmt.Errorf("reading the start of run %s: %w", r.RunID, err)
 				return

@@ -12,12 +12,6 @@ import (
 	"github.com/weft-dev/weft/pkg/projection"
 )
 
-// terminalSubjects are the subjects of a run's terminal decisions.
-func terminalSubjects(runID string) []string {
-	base := "weft.ev." + runID + ".d."
-	return []string{base + "completed", base + "failed", base + "cancelled"}
-}
-
 // Wait blocks until the run has ended (completed, failed or cancelled) or
 // ctx ends, and returns the run's final state. A failed or cancelled run is
 // not an error: look at the state's Status and Error.
@@ -31,7 +25,7 @@ func (c *Client) Wait(ctx context.Context, runID string) (*projection.State, err
 		return nil, fmt.Errorf("waiting for run %s: %w", runID, err)
 	}
 	cons, err := c.store.JetStream().OrderedConsumer(ctx, c.store.StreamName(), jetstream.OrderedConsumerConfig{
-		FilterSubjects: terminalSubjects(runID),
+		FilterSubjects: events.TerminalSubjects(runID),
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
 	})
 	if err != nil {

@@ -13,24 +13,40 @@
 // decode it; Encode and Decode are the one encoder and the one decoder, both
 // built on the CloudEvents SDK's binding machinery.
 //
-// Subjects are per run: facts (run-started, invoking, invoked, failed,
-// signals, timers, cancel requests) are published on "weft.ev.R.<kind>" and
-// the coordinator's decisions on "weft.ev.R.d.<kind>" (see Event.Subject),
-// so "weft.ev.R.>" is the run's history, the stream sequence is its total
-// order, and "weft.ev.R.d.>" is what decisions are checked against.
-// Node-ready events, the work items, are decisions published on
-// "weft.ev.R.d.ready.<queue>" so that workers of a task queue share one
-// durable pull consumer filtered on "weft.ev.*.d.ready.<queue>": the log
-// itself is the task queue, and acknowledged work stays in the history.
+// Subjects are per run and name who may write them (see subjects.go for the
+// table): "weft.r.<slot>.<run>.c.<kind>" for clients (run-started, signals,
+// cancel requests), "weft.r.<slot>.<run>.w.<queue>.<kind>" for the workers
+// of a task queue (invoking, invoked, failed, cancelled, heartbeat),
+// "weft.r.<slot>.<run>.d.<kind>" for coordinator decisions and
+// "weft.r.<slot>.<run>.n.<kind>" for coordinator notices (timers fired,
+// child runs finished). "weft.r.*.<run>.>" is the run's history, the stream
+// sequence is its total order, and "weft.r.<slot>.<run>.d.>" is what
+// decisions are checked against. Node-ready events, the work items, are
+// decisions on "weft.r.<slot>.<run>.d.ready.<queue>", so that the workers of
+// a queue share one durable pull consumer filtered on
+// "weft.r.*.*.d.ready.<queue>": the log itself is the task queue, and
+// acknowledged work stays in the history.
+//
+// The slot (Slot, two hex digits from the run id) is how coordinators
+// partition runs; the writer class is what NATS permissions grant per role
+// and what Decode checks an event's type against (ErrMisplaced), so no
+// writer can pass one type off as another. Reading a history never stops at
+// a message that is not a valid event: Store.Read returns it in its place
+// with Event.Refused set, and the fold passes over it.
 //
 // The Store appends with JetStream message-id de-duplication (the CloudEvent
 // id is the Nats-Msg-Id, and ids of decisions are derived from what they
 // decide, so two coordinators deciding the same thing write it once) and with
 // per-run optimistic concurrency (Nats-Expected-Last-Subject-Sequence over
-// "weft.ev.R.d.>": decisions conflict with decisions, while workers' facts
-// land at any time without invalidating one, since a fact only ends an
-// attempt a decision already started). A coordinator's decisions from one
-// step are appended as a chain of checked single appends, or, past eight
-// events, as JetStream atomic batches (see Store.Append). Delayed events (retries, deadlines) are JetStream
-// message schedules on "weft.sched.R.<id>" that fire onto the run's subjects.
+// the run's decision subjects: decisions conflict with decisions, while
+// workers' facts land at any time without invalidating one, since a fact
+// only ends an attempt a decision already started). A duplicate
+// acknowledgement is never taken on trust: the stored message is read back
+// from the stream leader and must be the appended event
+// (ErrDuplicateMismatch otherwise), since anyone may publish under a
+// predictable id first. A coordinator's decisions from one step are
+// appended as a chain of checked single appends, or, past eight events, as
+// JetStream atomic batches (see Store.Append). Delayed events (retries,
+// deadlines, timeouts) are JetStream message schedules on
+// "weft.t.<slot>.<run>.<timer>" that fire onto the run's notice subjects.
 package events

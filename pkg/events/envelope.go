@@ -38,12 +38,29 @@ type Event struct {
 
 	// Decision marks an event the coordinator decided (as opposed to a
 	// fact reported by a client, a worker or a timer). Decisions live on
-	// "weft.ev.<run>.d.<kind>" and are appended under per-run optimistic
-	// concurrency over those subjects.
+	// "weft.r.<slot>.<run>.d.<kind>" and are appended under per-run
+	// optimistic concurrency over those subjects.
 	Decision bool
+	// Queue is the task queue of a work item (node-ready) or of the work
+	// item a worker's outcome answers; it is part of their subjects.
+	Queue string
+
+	// Refused is set on an event read from the log that is not accepted:
+	// junk bytes, an unknown (newer) type, or a type written on a subject
+	// that does not accept it. Such an event keeps its place in the
+	// history (Seq, and what could be read of ID and Type) and is passed
+	// over by the fold.
+	Refused error
 
 	// Seq is the stream sequence, set when the event was read from the store.
 	Seq uint64
+	// Time is the writer's time; Stored is the stream's own timestamp of
+	// the message, set when the event was read from the store. Durations
+	// are measured on Stored: a writer cannot forge it.
+	Stored time.Time
+
+	// subject is the subject the event was read from, if it was.
+	subject string
 
 	payload Payload
 }
@@ -69,6 +86,7 @@ func New(runID, id string, at time.Time, p Payload) (*Event, error) {
 		RunID:  runID,
 		Data:   data,
 	}
+	e.Decision = e.Type.Decision()
 	if ref, attempt, ok := nodeOf(p); ok {
 		e.NodeID, e.Attempt = ref, attempt
 	}
@@ -94,17 +112,24 @@ func (e *Event) Payload() (Payload, error) {
 	return p, nil
 }
 
-// Subject is the NATS subject the event is published on.
+// Subject is the NATS subject the event is (or was) published on; empty
+// for an event that has no place in the layout (see subjects.go).
 func (e *Event) Subject() string {
+	s, _ := e.subjectOf()
+	return s
+}
+
+func (e *Event) subjectOf() (string, error) {
+	if e.subject != "" {
+		return e.subject, nil
+	}
+	queue := e.Queue
 	if e.Type == NodeReady {
 		if p, err := e.Payload(); err == nil {
-			return ReadySubject(e.RunID, p.(*NodeReadyData).Queue)
+			queue = p.(*NodeReadyData).Queue
 		}
 	}
-	if e.Decision {
-		return subjectPrefix + e.RunID + ".d." + kinds[e.Type]
-	}
-	return subjectPrefix + e.RunID + "." + kinds[e.Type]
+	return subjectFor(e.RunID, e.Type, e.Decision, queue)
 }
 
 // CloudEvent returns the event as a CloudEvents SDK event.
@@ -195,7 +220,11 @@ func Encode(e *Event) (*nats.Msg, error) {
 	if err := ce.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrMalformedEvent, err)
 	}
-	msg := nats.NewMsg(e.Subject())
+	subject, err := e.subjectOf()
+	if err != nil {
+		return nil, fmt.Errorf("encoding %s event of run %q: %w", e.Type, e.RunID, err)
+	}
+	msg := nats.NewMsg(subject)
 	w := &headerWriter{msg: msg}
 	if _, err := binding.Write(context.Background(), binding.ToMessage(&ce), nil, w); err != nil {
 		return nil, fmt.Errorf("encoding %s event: %w", e.Type, err)
@@ -334,8 +363,9 @@ func (m *natsMessage) GetExtension(name string) any {
 
 // Decode reads an event from a NATS message's subject, headers and body. It
 // checks everything a reader relies on: a valid CloudEvent, a known type, a
-// run id that matches the subject, and data that decodes as the type's
-// payload. Every failure wraps ErrMalformedEvent or ErrUnknownType.
+// run id that matches the subject, a type the subject accepts, and data
+// that decodes as the type's payload. Every failure wraps
+// ErrMalformedEvent, ErrUnknownType or ErrMisplaced.
 func Decode(subject string, hdr nats.Header, data []byte) (*Event, error) {
 	m := &natsMessage{hdr: hdr, data: data}
 	if m.ReadEncoding() != binding.EncodingBinary {
@@ -355,14 +385,50 @@ func Decode(subject string, hdr nats.Header, data []byte) (*Event, error) {
 	if !e.Type.Known() {
 		return nil, fmt.Errorf("%w: %s: %q", ErrUnknownType, subject, e.Type)
 	}
-	if run, ok := RunOf(subject); ok && run != e.RunID {
+	p, ok := parseSubject(subject)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s: not a run event subject", ErrMisplaced, subject)
+	}
+	if p.run != e.RunID {
 		return nil, fmt.Errorf("%w: %s: runid %q does not match the subject", ErrMalformedEvent, subject, e.RunID)
 	}
-	e.Decision = IsDecision(subject)
-	if _, err := e.Payload(); err != nil {
+	if err := checkPlace(e.Type, p); err != nil {
 		return nil, fmt.Errorf("%s: %w", subject, err)
 	}
+	e.Decision = p.class == classCoordinator
+	e.Queue = p.queue
+	e.subject = subject
+	pl, err := e.Payload()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", subject, err)
+	}
+	if r, ok := pl.(*NodeReadyData); ok && r.Queue != p.queue {
+		return nil, fmt.Errorf("%w: %s: a work item of queue %q", ErrMisplaced, subject, r.Queue)
+	}
 	return e, nil
+}
+
+// DecodeStored reads a message of a run's history as Decode does, but never
+// fails: a message that Decode refuses comes back as an event with Refused
+// set, carrying what could be read of it (its id, type and node), its
+// subject and its sequence, so that it keeps its place in the history and
+// is passed over, not lost. Refused events are never applied.
+func DecodeStored(subject string, hdr nats.Header, data []byte, seq uint64, stored time.Time) *Event {
+	e, err := Decode(subject, hdr, data)
+	if err != nil {
+		run, _ := RunOf(subject)
+		e = &Event{
+			ID:      hdr.Get(headerPrefix + "id"),
+			Type:    Type(hdr.Get(headerPrefix + "type")),
+			RunID:   run,
+			NodeID:  hdr.Get(headerPrefix + ExtNodeID),
+			Refused: err,
+			subject: subject,
+		}
+		e.Decision = strings.HasPrefix(subject, runBase(run)+classCoordinator+".")
+	}
+	e.Seq, e.Stored = seq, stored.UTC()
+	return e
 }
 
 // nodeScoped is implemented by payloads that concern one node.

@@ -19,6 +19,13 @@ var (
 	ErrRunNotFound = errors.New("run not found")
 	// ErrPayloadTooLarge means an event does not fit in one message.
 	ErrPayloadTooLarge = errors.New("event too large for one message")
+	// ErrMisplaced means an event's type is not accepted on its subject:
+	// a writer passing one type off as another (see subjects.go).
+	ErrMisplaced = errors.New("event type not accepted on its subject")
+	// ErrDuplicateMismatch means JetStream answered an append as a
+	// duplicate, and the message stored under the event's id is not the
+	// event: someone took its id first.
+	ErrDuplicateMismatch = errors.New("another message holds the event's id")
 	// ErrInvalidID means a run id, node id or queue is not a valid subject token.
 	ErrInvalidID = errors.New("invalid id")
 )

@@ -13,6 +13,7 @@ import (
 const (
 	extSeq      = "seq"
 	extDecision = "decision"
+	extQueue    = "queue"
 )
 
 // MarshalJSON writes the event in CloudEvents structured JSON, through the
@@ -26,6 +27,9 @@ func (e *Event) MarshalJSON() ([]byte, error) {
 	}
 	if e.Decision {
 		ce.SetExtension(extDecision, true)
+	}
+	if e.Queue != "" && e.Type != NodeReady {
+		ce.SetExtension(extQueue, e.Queue)
 	}
 	return json.Marshal(ce)
 }
@@ -53,6 +57,9 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 	}
 	if v, ok := ext[extDecision]; ok {
 		out.Decision, _ = types.ToBool(v)
+	}
+	if v, ok := ext[extQueue]; ok {
+		out.Queue, _ = types.ToString(v)
 	}
 	if !out.Type.Known() {
 		return fmt.Errorf("%w: %q", ErrUnknownType, out.Type)

@@ -177,8 +177,11 @@ type Action struct {
 // NodeInvokedData is a node's success.
 type NodeInvokedData struct {
 	NodeRef
-	Attempt int             `json:"attempt"`
-	Output  json.RawMessage `json:"output,omitempty"`
+	Attempt int `json:"attempt"`
+	// Delivery is the delivery of the work item that produced the
+	// outcome (see NodeInvokingData.Delivery); zero for the coordinator's.
+	Delivery int             `json:"delivery,omitempty"`
+	Output   json.RawMessage `json:"output,omitempty"`
 	// Updates are state updates, merged by the state's reducers in log order.
 	Updates    map[string]json.RawMessage `json:"updates,omitempty"`
 	Actions    []Action                   `json:"actions,omitempty"`
@@ -194,6 +197,7 @@ type NodeInvokedData struct {
 type NodeFailedData struct {
 	NodeRef
 	Attempt    int     `json:"attempt"`
+	Delivery   int     `json:"delivery,omitempty"`
 	Error      Failure `json:"error"`
 	DurationMs int64   `json:"durationMs,omitempty"`
 	Worker     string  `json:"worker,omitempty"`
@@ -231,9 +235,10 @@ type NodeWaitingData struct {
 // or an invoking filter cancelled it.
 type NodeCancelledData struct {
 	NodeRef
-	Attempt int    `json:"attempt"`
-	By      string `json:"by"`
-	Reason  string `json:"reason,omitempty"`
+	Attempt  int    `json:"attempt"`
+	Delivery int    `json:"delivery,omitempty"`
+	By       string `json:"by"`
+	Reason   string `json:"reason,omitempty"`
 }
 
 // HeartbeatData is a sign of life from a long node (optional; the work

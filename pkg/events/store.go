@@ -50,8 +50,15 @@ type Store interface {
 	Append(ctx context.Context, runID string, expectLast uint64, evs ...*Event) (uint64, error)
 	// Read returns a run's events with sequence ≥ from, in order, stopping
 	// at upTo when it is not zero. A run with no events gives ErrRunNotFound
-	// when from ≤ 1.
+	// when from ≤ 1. Messages on the run's subjects that are not valid
+	// events come back with Event.Refused set, in their place. Read never
+	// misses an event acknowledged before it was called, even when a
+	// replica that is behind answers.
 	Read(ctx context.Context, runID string, from, upTo uint64) ([]*Event, error)
+	// ReadThrough is Read to the end of the run's history, which must
+	// reach at least sequence through (the caller knows an event there):
+	// reads that come back short are repeated, then served by the leader.
+	ReadThrough(ctx context.Context, runID string, from, through uint64) ([]*Event, error)
 	// LastSeq returns the sequence of a run's last event.
 	LastSeq(ctx context.Context, runID string) (uint64, error)
 	// Schedule stores ev to be appended at time at: a durable JetStream
@@ -259,8 +266,8 @@ func (s *store) Append(ctx context.Context, runID string, expectLast uint64, evs
 // the same run again (a retried request, the same event) succeeds with the
 // recorded start's sequence; any other start is ErrRunExists.
 func (s *store) sameStart(ctx context.Context, e *Event) (uint64, error) {
-	m, err := s.stream.GetLastMsgForSubject(ctx, subjectPrefix+e.RunID+"."+kinds[RunStarted])
-	if err == nil {
+	m, err := s.leaderGet(ctx, map[string]any{"last_by_subj": StartedSubject(e.RunID)})
+	if err == nil && m != nil {
 		if got, derr := Decode(m.Subject, m.Header, m.Data); derr == nil && got.ID == e.ID && bytes.Equal(got.Data, e.Data) {
 			return m.Sequence, nil
 		}
@@ -273,7 +280,74 @@ func (s *store) publishOne(ctx context.Context, m *nats.Msg) (uint64, error) {
 	if err != nil {
 		return 0, mapPublishError(err)
 	}
+	if ack.Duplicate {
+		// JetStream kept an earlier message with this id. It counts as
+		// this append only if it is this event: a retried publish whose
+		// first ack was lost. Anyone may have published under the id
+		// first (ids of decisions are predictable), so look.
+		if err := s.confirm(ctx, m, ack.Sequence); err != nil {
+			return 0, err
+		}
+	}
 	return ack.Sequence, nil
+}
+
+// confirm checks that the message stored at seq is m: same subject, type
+// and data (the time may differ between two writers of one decision). It
+// reads from the stream leader, which has every acknowledged message.
+func (s *store) confirm(ctx context.Context, m *nats.Msg, seq uint64) error {
+	got, err := s.leaderGet(ctx, map[string]any{"seq": seq})
+	if err != nil {
+		return fmt.Errorf("confirming duplicate of %s at sequence %d: %w", m.Header.Get(nats.MsgIdHdr), seq, err)
+	}
+	if got == nil || got.Subject != m.Subject || got.Header.Get(headerPrefix+"type") != m.Header.Get(headerPrefix+"type") || !bytes.Equal(got.Data, m.Data) {
+		return fmt.Errorf("%w: id %q at sequence %d", ErrDuplicateMismatch, m.Header.Get(nats.MsgIdHdr), seq)
+	}
+	return nil
+}
+
+// leaderGet is a get served by the stream leader (not a direct get, which
+// any replica may answer from behind). It returns nil when there is no
+// such message.
+func (s *store) leaderGet(ctx context.Context, req map[string]any) (*jetstream.RawStreamMsg, error) {
+	body, _ := json.Marshal(req)
+	resp, err := s.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+s.cfg.Stream, body)
+	if err != nil {
+		return nil, err
+	}
+	var r struct {
+		Message *struct {
+			Subject string    `json:"subject"`
+			Seq     uint64    `json:"seq"`
+			Header  []byte    `json:"hdrs"`
+			Data    []byte    `json:"data"`
+			Time    time.Time `json:"time"`
+		} `json:"message"`
+		Error *struct {
+			Code        int    `json:"code"`
+			ErrCode     int    `json:"err_code"`
+			Description string `json:"description"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(resp.Data, &r); err != nil {
+		return nil, fmt.Errorf("unreadable answer %q: %w", resp.Data, err)
+	}
+	if r.Error != nil {
+		if r.Error.Code == 404 {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("%s (code %d)", r.Error.Description, r.Error.ErrCode)
+	}
+	if r.Message == nil {
+		return nil, nil
+	}
+	out := &jetstream.RawStreamMsg{Subject: r.Message.Subject, Sequence: r.Message.Seq, Data: r.Message.Data, Time: r.Message.Time}
+	if len(r.Message.Header) > 0 {
+		if out.Header, err = nats.DecodeHeadersMsg(r.Message.Header); err != nil {
+			return nil, fmt.Errorf("message %d: %w", r.Message.Seq, err)
+		}
+	}
+	return out, nil
 }
 
 // batchAck is the server's answer to an atomic batch commit.
@@ -332,12 +406,59 @@ func mapPublishError(err error) error {
 }
 
 func (s *store) Read(ctx context.Context, runID string, from, upTo uint64) ([]*Event, error) {
+	return s.read(ctx, runID, from, upTo, 0)
+}
+
+func (s *store) ReadThrough(ctx context.Context, runID string, from, through uint64) ([]*Event, error) {
+	return s.read(ctx, runID, from, 0, through)
+}
+
+// freshTries is how often a read that comes back short of a known
+// sequence is repeated before it goes to the stream leader.
+const freshTries = 3
+
+// read reads a run's history from a sequence, up to upTo (0: to the end),
+// and, when through is set, at least through that sequence. Direct gets
+// may be answered by a replica that is behind the leader; a read that
+// comes back short of through is repeated, then done on the leader.
+// Without through (and without upTo), the leader says first where the
+// run's history ends, so that a read never misses an acknowledged event.
+func (s *store) read(ctx context.Context, runID string, from, upTo, through uint64) ([]*Event, error) {
 	if !ValidToken(runID) {
 		return nil, fmt.Errorf("%w: run id %q", ErrInvalidID, runID)
 	}
 	from = max(from, 1)
 	ctx, cancel := withDefaultTimeout(ctx, 30*time.Second)
 	defer cancel()
+	if through == 0 && upTo == 0 && s.cfg.Replicas > 1 {
+		last, err := s.LastSeq(ctx, runID)
+		if err != nil {
+			return nil, err
+		}
+		through = last
+	}
+	for try := 0; ; try++ {
+		out, err := s.readDirect(ctx, runID, from, upTo)
+		if err != nil {
+			return nil, err
+		}
+		if through == 0 || (len(out) > 0 && out[len(out)-1].Seq >= through) {
+			if len(out) == 0 && from <= 1 {
+				return nil, fmt.Errorf("%w: %s", ErrRunNotFound, runID)
+			}
+			return out, nil
+		}
+		if try+1 >= freshTries {
+			return s.readLeader(ctx, runID, from, upTo, through)
+		}
+		if err := sleepCtx(ctx, time.Duration(try+1)*5*time.Millisecond); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// readDirect reads with batched direct gets.
+func (s *store) readDirect(ctx context.Context, runID string, from, upTo uint64) ([]*Event, error) {
 	var out []*Event
 	for {
 		batch, more, err := s.readBatch(ctx, RunFilter(runID), from, upTo)
@@ -346,14 +467,45 @@ func (s *store) Read(ctx context.Context, runID string, from, upTo uint64) ([]*E
 		}
 		out = append(out, batch...)
 		if !more || len(batch) == 0 {
-			break
+			return out, nil
 		}
 		from = batch[len(batch)-1].Seq + 1
 	}
-	if len(out) == 0 && from <= 1 {
+}
+
+// readLeader reads message by message from the stream leader: slow, and
+// never behind.
+func (s *store) readLeader(ctx context.Context, runID string, from, upTo, through uint64) ([]*Event, error) {
+	var out []*Event
+	for {
+		m, err := s.leaderGet(ctx, map[string]any{"seq": from, "next_by_subj": RunFilter(runID)})
+		if err != nil {
+			return nil, fmt.Errorf("reading run %s from the stream leader: %w", runID, err)
+		}
+		if m == nil || (upTo > 0 && m.Sequence > upTo) {
+			break
+		}
+		out = append(out, DecodeStored(m.Subject, m.Header, m.Data, m.Sequence, m.Time))
+		from = m.Sequence + 1
+	}
+	if len(out) == 0 {
 		return nil, fmt.Errorf("%w: %s", ErrRunNotFound, runID)
 	}
+	if last := out[len(out)-1].Seq; through > 0 && last < through {
+		return nil, fmt.Errorf("reading run %s: the stream leader has it up to %d, expected %d", runID, last, through)
+	}
 	return out, nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // readBatch is one batched direct get: up to 1000 messages of filter from a
@@ -397,26 +549,22 @@ func (s *store) readBatch(ctx context.Context, filter string, from, upTo uint64)
 			// The server bounds only multi-last gets by up_to_seq; stop here.
 			return out, false, nil
 		}
-		e, err := Decode(m.Header.Get("Nats-Subject"), m.Header, m.Data)
-		if err != nil {
-			// A malformed event in a run's history is skipped here as it is
-			// by the coordinator: the history around it stays readable.
-			continue
-		}
-		e.Seq = seq
-		out = append(out, e)
+		ts, _ := time.Parse(time.RFC3339Nano, m.Header.Get("Nats-Time-Stamp"))
+		// A message that is not a valid event keeps its place, refused
+		// (see DecodeStored): the history around it stays readable.
+		out = append(out, DecodeStored(m.Header.Get("Nats-Subject"), m.Header, m.Data, seq, ts))
 	}
 }
 
 func (s *store) LastSeq(ctx context.Context, runID string) (uint64, error) {
 	ctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
 	defer cancel()
-	m, err := s.stream.GetLastMsgForSubject(ctx, RunFilter(runID))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return 0, fmt.Errorf("%w: %s", ErrRunNotFound, runID)
-	}
+	m, err := s.leaderGet(ctx, map[string]any{"last_by_subj": RunFilter(runID)})
 	if err != nil {
 		return 0, fmt.Errorf("reading last event of run %s: %w", runID, err)
+	}
+	if m == nil {
+		return 0, fmt.Errorf("%w: %s", ErrRunNotFound, runID)
 	}
 	return m.Sequence, nil
 }
@@ -442,7 +590,7 @@ func (s *store) Schedule(ctx context.Context, ev *Event, timerID string, at time
 func (s *store) CancelSchedules(ctx context.Context, runID string) error {
 	ctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
 	defer cancel()
-	return s.stream.Purge(ctx, jetstream.WithPurgeSubject(schedulePrefix+runID+".>"))
+	return s.stream.Purge(ctx, jetstream.WithPurgeSubject(ScheduleFilter(runID)))
 }
 
 // withDefaultTimeout bounds ctx when the caller set no deadline.

@@ -18,6 +18,7 @@ func mustEvent(t *testing.T, run, id string, p events.Payload) *events.Event {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.Queue = "default" // where a worker's outcome is written
 	return e
 }
 

@@ -1,41 +1,143 @@
 package events
 
 import (
+	"fmt"
+	"hash/fnv"
 	"regexp"
 	"strings"
 )
 
-// Subject layout. Every run's events live under "weft.ev.<run>."; delayed
-// events wait under "weft.sched.<run>." until JetStream fires them onto the
-// run's subjects.
+// The subject layout. One layout serves three purposes at once, and each
+// token is there for one of them:
+//
+//		weft.r.<slot>.<run>.c.<kind>          written by clients: started, signal, cancelreq
+//		weft.r.<slot>.<run>.w.<queue>.<kind>  written by workers of <queue>: invoking,
+//		                                      invoked, nodefailed, nodecancelled, heartbeat
+//		weft.r.<slot>.<run>.d.<kind>          coordinator decisions (optimistic concurrency
+//		                                      over weft.r.<slot>.<run>.d.>)
+//		weft.r.<slot>.<run>.d.ready.<queue>   the work item of <queue>: a decision
+//		weft.r.<slot>.<run>.n.<kind>          coordinator notices, outside the concurrency
+//		                                      check: timer (fired), childfinished
+//		weft.t.<slot>.<run>.<timer>           a pending durable timer (a message schedule
+//		                                      whose target is the run's n.timer subject)
+//
+//	  - <run> makes a run's history one filter ("weft.r.*.<run>.>") and the
+//	    stream sequence its total order.
+//	  - <slot> partitions runs for coordinators: Slot(run) is a pure function
+//	    of the run id (FNV-1a, 64 slots), so every writer computes it alone,
+//	    and a coordinator partition is a set of slots (PartitionFilters). The
+//	    number of partitions can change on a live system by re-filtering the
+//	    partition consumers; a run never changes slot.
+//	  - The writer class ("c", "w.<queue>", "d", "n") binds an event's type to
+//	    who may write it. NATS permissions grant each role its class only (a
+//	    worker of queue Q publishes on "weft.r.*.*.w.Q.>"), and Decode
+//	    refuses an event whose type is not accepted on its subject
+//	    (ErrMisplaced), so a writer cannot pass one type off as another.
 const (
-	subjectPrefix  = "weft.ev."
-	schedulePrefix = "weft.sched."
+	runPrefix      = "weft.r."
+	schedulePrefix = "weft.t."
 	// AllEvents is the filter of every run's events.
-	AllEvents = "weft.ev.>"
-	// AllSchedules is the filter of every pending delayed event.
-	AllSchedules = "weft.sched.>"
+	AllEvents = "weft.r.>"
+	// AllSchedules is the filter of every pending durable timer.
+	AllSchedules = "weft.t.>"
+	// Slots is the number of slots runs are spread over; coordinator
+	// partitions are sets of slots, so there are at most Slots partitions.
+	Slots = 64
 )
 
-// RunFilter is the subject filter of one run's history.
-func RunFilter(runID string) string { return subjectPrefix + runID + ".>" }
+// Writer classes: the subject token after the run id.
+const (
+	classClient      = "c"
+	classWorker      = "w"
+	classCoordinator = "d"
+	classNotice      = "n"
+)
 
-// DecisionFilter is the subject filter of a run's coordinator decisions.
-func DecisionFilter(runID string) string { return subjectPrefix + runID + ".d.>" }
+// Slot returns the slot token of a run: two hex digits, 00 to 3f.
+func Slot(runID string) string {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(runID))
+	return fmt.Sprintf("%02x", h.Sum32()%Slots)
+}
+
+// runBase is "weft.r.<slot>.<run>.".
+func runBase(runID string) string { return runPrefix + Slot(runID) + "." + runID + "." }
+
+// RunFilter is the subject filter of one run's history.
+func RunFilter(runID string) string { return runBase(runID) + ">" }
+
+// DecisionFilter is the subject filter of a run's coordinator decisions,
+// the subjects optimistic concurrency is checked over.
+func DecisionFilter(runID string) string { return runBase(runID) + classCoordinator + ".>" }
 
 // ReadySubject is the subject of node-ready work for a queue.
 func ReadySubject(runID, queue string) string {
-	return subjectPrefix + runID + ".d.ready." + queue
+	return runBase(runID) + classCoordinator + ".ready." + queue
 }
 
 // QueueFilter is the subject filter of a task queue's work across runs.
-func QueueFilter(queue string) string { return subjectPrefix + "*.d.ready." + queue }
+func QueueFilter(queue string) string { return runPrefix + "*.*.d.ready." + queue }
 
-// decisionKinds are the types only the coordinator writes.
-var decisionKinds = map[Type]bool{
-	RunCompleted: true, RunFailed: true, RunCancelled: true,
-	NodeReady: true, NodeSkipped: true, NodeWaiting: true, NodeRouted: true,
-	RetryScheduled: true, ChildRunStarted: true,
+// WorkerFilter is the filter of the subjects a worker of queue may write:
+// its NATS publish permission.
+func WorkerFilter(queue string) string { return runPrefix + "*.*.w." + queue + ".>" }
+
+// TerminalSubjects are the subjects of a run's ending decisions.
+func TerminalSubjects(runID string) []string {
+	base := runBase(runID) + classCoordinator + "."
+	return []string{base + kinds[RunCompleted], base + kinds[RunFailed], base + kinds[RunCancelled]}
+}
+
+// StartedSubject is the subject of a run's run-started event.
+func StartedSubject(runID string) string {
+	return runBase(runID) + classClient + "." + kinds[RunStarted]
+}
+
+// PartitionFilters returns the subject filters of partition p of n: the
+// runs whose slot is p modulo n. With one partition it is every event.
+func PartitionFilters(p, n int) []string {
+	if n <= 1 {
+		return []string{AllEvents}
+	}
+	var out []string
+	for s := p; s < Slots; s += n {
+		out = append(out, fmt.Sprintf("%s%02x.>", runPrefix, s))
+	}
+	return out
+}
+
+// PartitionOf returns the partition (of n) that decides a run.
+func PartitionOf(runID string, n int) int {
+	if n <= 1 {
+		return 0
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(runID))
+	return int(h.Sum32()%Slots) % n
+}
+
+// classOf says which writer class may write events of type t; NodeInvoked
+// is also a coordinator decision (a router's or a fallback's outcome).
+var classOf = map[Type]string{
+	RunStarted:         classClient,
+	RunCancelRequested: classClient,
+	SignalReceived:     classClient,
+	NodeInvoking:       classWorker,
+	NodeInvoked:        classWorker,
+	NodeFailed:         classWorker,
+	NodeCanceled:       classWorker,
+	Heartbeat:          classWorker,
+	RunCompleted:       classCoordinator,
+	RunFailed:          classCoordinator,
+	RunCancelled:       classCoordinator,
+	NodeReady:          classCoordinator,
+	NodeSkipped:        classCoordinator,
+	NodeWaiting:        classCoordinator,
+	NodeRouted:         classCoordinator,
+	RetryScheduled:     classCoordinator,
+	ChildRunStarted:    classCoordinator,
+	TimerFired:         classNotice,
+	ChildRunFinished:   classNotice,
 }
 
 // KindFilter is the filter of one type of event across all runs, for
@@ -43,42 +145,123 @@ var decisionKinds = map[Type]bool{
 // matches workers' reports only, not the outcomes the coordinator records
 // for routers and fallbacks.
 func KindFilter(t Type) string {
-	switch {
-	case t == NodeReady:
-		return subjectPrefix + "*.d.ready.*"
-	case decisionKinds[t]:
-		return subjectPrefix + "*.d." + kinds[t]
+	switch classOf[t] {
+	case classWorker:
+		return runPrefix + "*.*.w.*." + kinds[t]
+	case classCoordinator:
+		if t == NodeReady {
+			return runPrefix + "*.*.d.ready.*"
+		}
 	}
-	return subjectPrefix + "*." + kinds[t]
+	return runPrefix + "*.*." + classOf[t] + "." + kinds[t]
+}
+
+// ScheduleSubject is where a pending durable timer waits.
+func ScheduleSubject(runID, timerID string) string {
+	return schedulePrefix + Slot(runID) + "." + runID + "." + timerID
+}
+
+// ScheduleFilter is the filter of a run's pending timers.
+func ScheduleFilter(runID string) string {
+	return schedulePrefix + Slot(runID) + "." + runID + ".>"
+}
+
+// place is where a subject puts an event: its run, writer class, queue and
+// kind.
+type place struct {
+	run, class, queue, kind string
+}
+
+// parseSubject splits an event subject; ok is false for anything that is
+// not a run event subject of this layout.
+func parseSubject(subject string) (place, bool) {
+	rest, ok := strings.CutPrefix(subject, runPrefix)
+	if !ok {
+		return place{}, false
+	}
+	tok := strings.Split(rest, ".")
+	if len(tok) < 4 || tok[0] != Slot(tok[1]) {
+		return place{}, false
+	}
+	p := place{run: tok[1], class: tok[2]}
+	switch {
+	case p.class == classWorker && len(tok) == 5:
+		p.queue, p.kind = tok[3], tok[4]
+	case p.class == classCoordinator && len(tok) == 5 && tok[3] == kinds[NodeReady]:
+		p.kind, p.queue = tok[3], tok[4]
+	case len(tok) == 4 && (p.class == classClient || p.class == classCoordinator || p.class == classNotice):
+		p.kind = tok[3]
+	default:
+		return place{}, false
+	}
+	return p, p.run != ""
 }
 
 // IsDecision reports whether an event subject is a coordinator decision's.
 func IsDecision(subject string) bool {
-	rest, ok := strings.CutPrefix(subject, subjectPrefix)
-	if !ok {
-		return false
-	}
-	_, kind, _ := strings.Cut(rest, ".")
-	return strings.HasPrefix(kind, "d.")
+	p, ok := parseSubject(subject)
+	return ok && p.class == classCoordinator
 }
 
-// ScheduleSubject is where a delayed event waits.
-func ScheduleSubject(runID, timerID string) string {
-	return schedulePrefix + runID + "." + timerID
-}
-
-// RunOf returns the run id of an event subject.
+// RunOf returns the run id of an event subject: any subject under
+// "weft.r.<slot>.<run>.", well-formed or not, so that junk on a run's
+// subjects is still known to be the run's.
 func RunOf(subject string) (string, bool) {
-	rest, ok := strings.CutPrefix(subject, subjectPrefix)
+	rest, ok := strings.CutPrefix(subject, runPrefix)
 	if !ok {
 		return "", false
 	}
-	run, _, ok := strings.Cut(rest, ".")
-	return run, ok && run != ""
+	tok := strings.SplitN(rest, ".", 3)
+	if len(tok) < 3 || tok[1] == "" || tok[0] != Slot(tok[1]) {
+		return "", false
+	}
+	return tok[1], true
+}
+
+// subjectFor is the subject an event of type t is published on.
+func subjectFor(runID string, t Type, decision bool, queue string) (string, error) {
+	class, ok := classOf[t]
+	if !ok {
+		return "", fmt.Errorf("%w: %q", ErrUnknownType, t)
+	}
+	if decision {
+		if class != classCoordinator && t != NodeInvoked {
+			return "", fmt.Errorf("%w: %s is not a decision", ErrMisplaced, t)
+		}
+		class = classCoordinator
+	}
+	base := runBase(runID)
+	switch {
+	case t == NodeReady:
+		if !ValidToken(queue) {
+			return "", fmt.Errorf("%w: queue %q", ErrInvalidID, queue)
+		}
+		return base + classCoordinator + "." + kinds[t] + "." + queue, nil
+	case class == classWorker:
+		if !ValidToken(queue) {
+			return "", fmt.Errorf("%w: a %s event needs the queue of its work item, got %q", ErrInvalidID, t, queue)
+		}
+		return base + classWorker + "." + queue + "." + kinds[t], nil
+	}
+	return base + class + "." + kinds[t], nil
+}
+
+// checkPlace reports whether an event of type t may stand where p says:
+// its kind, and its writer class (NodeInvoked: a worker's or a decision).
+func checkPlace(t Type, p place) error {
+	class := classOf[t]
+	if p.kind != kinds[t] || (p.class != class && !(t == NodeInvoked && p.class == classCoordinator)) {
+		return fmt.Errorf("%w: a %s event is not accepted on a %q subject", ErrMisplaced, t, p.class+"."+p.kind)
+	}
+	return nil
 }
 
 var tokenRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`)
 
+// MaxTokenLen is the longest run id, node id, queue name or timer id.
+const MaxTokenLen = 128
+
 // ValidToken reports whether s can be a run id, node id or queue name: it
-// becomes one token of a NATS subject, so no dots, spaces or wildcards.
+// becomes one token of a NATS subject, so no dots, spaces or wildcards, and
+// at most MaxTokenLen characters.
 func ValidToken(s string) bool { return tokenRE.MatchString(s) }

@@ -79,6 +79,11 @@ func Types() []Type { return append([]Type(nil), catalogue...) }
 // Known reports whether t is a type of the catalogue.
 func (t Type) Known() bool { _, ok := kinds[t]; return ok }
 
+// Decision reports whether events of type t are always coordinator
+// decisions. (NodeInvoked is a worker's outcome, or a decision when the
+// coordinator records a router's or a fallback's outcome.)
+func (t Type) Decision() bool { return classOf[t] == classCoordinator }
+
 // Terminal reports whether t ends a run.
 func (t Type) Terminal() bool {
 	return t == RunCompleted || t == RunFailed || t == RunCancelled

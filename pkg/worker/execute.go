@@ -118,6 +118,7 @@ func (w *Worker) execute(base context.Context, q *queue, it *item, node Node) {
 		Filters:  filters,
 	})
 	if err == nil {
+		invoking.Queue = ready.Queue
 		telemetry.Inject(detached, invoking)
 		_, err = w.store.Append(detached, it.run, events.AnySeq, invoking)
 	}
@@ -304,20 +305,21 @@ func (w *Worker) invokedEvent(it *item, res *Result, elapsed time.Duration) (*ev
 			d.Actions = append(d.Actions, ea)
 		}
 	}
-	return events.New(it.run, events.DecisionID(it.run, events.NodeInvoked, r.Key(), strconv.Itoa(r.Attempt)), time.Time{}, d)
+	d.Delivery = it.delivery
+	return events.New(it.run, outcomeID(it, events.NodeInvoked), time.Time{}, d)
 }
 
 func (w *Worker) failedEvent(it *item, f events.Failure, elapsed time.Duration) (*events.Event, error) {
 	r := it.ready
-	return events.New(it.run, events.DecisionID(it.run, events.NodeFailed, r.Key(), strconv.Itoa(r.Attempt)), time.Time{}, &events.NodeFailedData{
-		NodeRef: r.NodeRef, Attempt: r.Attempt, Error: f, DurationMs: elapsed.Milliseconds(), Worker: w.opts.name,
+	return events.New(it.run, outcomeID(it, events.NodeFailed), time.Time{}, &events.NodeFailedData{
+		NodeRef: r.NodeRef, Attempt: r.Attempt, Delivery: it.delivery, Error: f, DurationMs: elapsed.Milliseconds(), Worker: w.opts.name,
 	})
 }
 
 func (w *Worker) cancelledEvent(it *item, c *runCancelled) *events.Event {
 	r := it.ready
-	ev, err := events.New(it.run, events.DecisionID(it.run, events.NodeCanceled, r.Key(), strconv.Itoa(r.Attempt)), time.Time{}, &events.NodeCancelledData{
-		NodeRef: r.NodeRef, Attempt: r.Attempt, By: c.by, Reason: c.reason,
+	ev, err := events.New(it.run, outcomeID(it, events.NodeCanceled), time.Time{}, &events.NodeCancelledData{
+		NodeRef: r.NodeRef, Attempt: r.Attempt, Delivery: it.delivery, By: c.by, Reason: c.reason,
 	})
 	if err != nil { // a struct of strings and ints always encodes
 		panic(err)
@@ -338,6 +340,7 @@ func (w *Worker) finish(ctx context.Context, it *item, ev *events.Event) {
 }
 
 func (w *Worker) append(ctx context.Context, it *item, ev *events.Event) error {
+	ev.Queue = it.ready.Queue
 	it.traceOutcome(ctx, ev)
 	_, err := w.store.Append(ctx, it.run, events.AnySeq, ev)
 	return err
@@ -352,4 +355,12 @@ func (w *Worker) ack(ctx context.Context, it *item) {
 	if err := it.msg.DoubleAck(ctx); err != nil {
 		it.log().Warn("acknowledging work item", logError, err)
 	}
+}
+
+// outcomeID is the id of an outcome of one delivery of a work item: a
+// retried append of it is de-duplicated, and two deliveries of one attempt
+// write two outcomes, of which the fold takes the live delivery's.
+func outcomeID(it *item, t events.Type) string {
+	r := it.ready
+	return events.DecisionID(it.run, t, r.Key(), strconv.Itoa(r.Attempt), strconv.Itoa(it.delivery))
 }

@@ -195,6 +195,7 @@ func TestWorkerSkipsMalformedWork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	wrongType.Queue = "default"
 	wrong, err := events.Encode(wrongType)
 	if err != nil {
 		t.Fatal(err)
