@@ -296,7 +296,7 @@ func (c *Coordinator) failInvalidGraph(ctx context.Context, ent *runEntry, gerr 
 func (c *Coordinator) ensureQueue(ctx context.Context, e *events.Event) error {
 	p, _ := e.Payload()
 	q := p.(*events.NodeReadyData).Queue
-	if _, ok := c.queues.Load(q); ok {
+	if _, ok := c.queues.Load(q); ok || c.js == nil {
 		return nil
 	}
 	if _, err := worker.EnsureQueue(ctx, c.js, c.store.StreamName(), q, worker.QueueOptions{}); err != nil {

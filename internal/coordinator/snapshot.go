@@ -49,6 +49,9 @@ func (c *Coordinator) snapshotKV(ctx context.Context, create bool) (jetstream.Ke
 	if s.kv != nil {
 		return s.kv, nil
 	}
+	if c.js == nil {
+		return nil, jetstream.ErrBucketNotFound
+	}
 	if !create && time.Since(s.checked) < bucketRecheck {
 		return nil, jetstream.ErrBucketNotFound
 	}
