@@ -151,14 +151,14 @@ type Coordinator struct {
 	running atomic.Bool
 	parts   partitionSet
 	store   events.Store
-	js     jetstream.JetStream
-	opts   options
-	log    *slog.Logger
-	cache  *runCache
-	queues sync.Map // queue name → struct{}: consumers known to exist
-	graphs sync.Map // digest → *graph.Graph
-	snaps  snapshotStore
-	n      counters
+	js      jetstream.JetStream
+	opts    options
+	log     *slog.Logger
+	cache   *runCache
+	queues  sync.Map // queue name → struct{}: consumers known to exist
+	graphs  sync.Map // digest → *graph.Graph
+	snaps   snapshotStore
+	n       counters
 }
 
 // New returns a coordinator over the store.
