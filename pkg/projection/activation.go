@@ -105,7 +105,10 @@ func (s *State) newActivation(ref events.NodeRef) error {
 	if n == nil || ref.Iteration > n.Iteration {
 		return nil
 	}
-	return stale("%s: the node is at iteration %d (%s)", ref.Key(), n.Iteration, orIdle(n.Status))
+	if ref.Iteration == n.Iteration {
+		return stale("%s began already (%s)", ref.Key(), orIdle(n.Status))
+	}
+	return stale("%s: the node is at iteration %d", ref.Key(), n.Iteration)
 }
 
 func (s *State) applyNodeRouted(d *events.NodeRoutedData) error {
