@@ -108,7 +108,11 @@ func TestLateSuccessOfRedeliveredAttemptIsStale(t *testing.T) {
 	if n := r.s.Nodes["a"]; n.Status != projection.NodeRetrying || n.Output != nil || len(r.s.Vars) != 0 || r.s.Stats.Stale != 1 {
 		t.Fatalf("late success applied: status %s output %s vars %v", n.Status, n.Output, r.s.Vars)
 	}
+	// Nor does any outcome of attempt 1 once it failed: not one of the
+	// delivery that failed it, not the coordinator's, retrying or due.
+	r.stale(&events.NodeInvokedData{NodeRef: a, Attempt: 1, Delivery: 2, Worker: "B"})
 	r.ok(&events.TimerFiredData{TimerID: "retry-a-1-2", Purpose: "retry", Ref: a, Attempt: 2})
+	r.stale(&events.NodeInvokedData{NodeRef: a, Attempt: 1})
 	r.ok(&events.NodeReadyData{NodeRef: a, Attempt: 2, Queue: "q"})
 	if n := r.s.Nodes["a"]; n.Delivery != 0 {
 		t.Fatalf("a new attempt keeps delivery %d", n.Delivery)
