@@ -3,6 +3,7 @@ package coordinator
 import (
 	"container/list"
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -23,6 +24,9 @@ type runEntry struct {
 	own map[string]struct{}
 	// notified is set once an ended child run told its parent.
 	notified bool
+	// armed holds the timers this coordinator armed for the run, by id,
+	// at the time they were armed for.
+	armed map[string]time.Time
 	// traces holds, with tracing on, the trace context of each node's
 	// last outcome (and of the run's start), for the links of joins.
 	traces map[string]trace.SpanContext
