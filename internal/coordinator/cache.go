@@ -19,6 +19,9 @@ type runEntry struct {
 	prefix uint64
 	// lastDecision is the sequence of the run's last decision.
 	lastDecision uint64
+	// ownMax is the sequence of the last decision this coordinator
+	// appended and applied to state ahead of the consumer.
+	ownMax uint64
 	// own holds the ids of decisions this coordinator applied in memory
 	// and has not yet seen come back through the consumer.
 	own map[string]struct{}

@@ -87,7 +87,10 @@ type Stats struct {
 	Decisions int64 // decision events appended
 	Conflicts int64 // stale decisions refused by the log
 	Reloads   int64 // runs folded from the log
-	Errors    int64 // transient failures; the event is redelivered
+	// Reorders counts runs folded afresh because an event preceding one
+	// of this coordinator's decisions in the log arrived after it.
+	Reorders int64
+	Errors   int64 // transient failures; the event is redelivered
 	// FailedRuns counts runs failed because their next decision could
 	// not be written (see errors.go).
 	FailedRuns int64
@@ -97,7 +100,7 @@ type Stats struct {
 }
 
 type counters struct {
-	processed, malformed, orphans, rejected, stale, decisions, conflicts, reloads, errors, failedRuns, handedBack atomic.Int64
+	processed, malformed, orphans, rejected, stale, decisions, conflicts, reloads, reorders, errors, failedRuns, handedBack atomic.Int64
 }
 
 // Option configures a Coordinator.
@@ -189,7 +192,7 @@ func (c *Coordinator) Stats() Stats {
 	return Stats{
 		Processed: c.n.processed.Load(), Malformed: c.n.malformed.Load(), Orphans: c.n.orphans.Load(),
 		Rejected: c.n.rejected.Load(), Stale: c.n.stale.Load(), Decisions: c.n.decisions.Load(), Conflicts: c.n.conflicts.Load(),
-		Reloads: c.n.reloads.Load(), Errors: c.n.errors.Load(), FailedRuns: c.n.failedRuns.Load(),
+		Reloads: c.n.reloads.Load(), Reorders: c.n.reorders.Load(), Errors: c.n.errors.Load(), FailedRuns: c.n.failedRuns.Load(),
 		HandedBack: c.n.handedBack.Load(),
 	}
 }

@@ -109,6 +109,18 @@ func (c *Coordinator) process(ctx context.Context, e *events.Event, redelivered 
 		if err != nil {
 			return err
 		}
+		if !fresh && e.Seq > ent.prefix && e.Seq < ent.ownMax {
+			// The event precedes in the log a decision the cache holds
+			// already (a worker's or a client's append landed while the
+			// decision was being made): the cache would apply them in
+			// another order than the log. Fold the run afresh, in log
+			// order.
+			c.cache.del(e.RunID)
+			c.n.reorders.Add(1)
+			if ent, fresh, err = c.entry(ctx, e, true); err != nil {
+				return err
+			}
+		}
 		if !c.apply(ent, e) && !fresh {
 			return nil
 		}
@@ -253,7 +265,7 @@ func (c *Coordinator) decide(ctx context.Context, ent *runEntry) error {
 		return err
 	}
 	c.n.decisions.Add(int64(len(d.Events)))
-	ent.lastDecision = last
+	ent.lastDecision, ent.ownMax = last, last
 	for _, e := range d.Events {
 		ent.own[e.ID] = struct{}{}
 	}
