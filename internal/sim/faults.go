@@ -116,6 +116,9 @@ func (fs FaultSet) String() string {
 	if len(names) == 0 {
 		return "none"
 	}
+	if len(names) == len(AllFaults) {
+		return "all"
+	}
 	return strings.Join(names, ",")
 }
 

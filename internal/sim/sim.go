@@ -53,14 +53,16 @@ func (c *Config) defaults() {
 
 // Result is what one simulation did.
 type Result struct {
-	Seed    uint64
-	Steps   int
-	Checks  int // invariant checks made
-	Runs    int
-	Ended   int
-	Events  int // messages in the log
-	Effects int // node executions (effects) by workers
-	SimTime time.Duration
+	Seed   uint64
+	Steps  int
+	Checks int // invariant checks made
+	// ChecksByKind counts the checks of each invariant.
+	ChecksByKind map[string]int
+	Runs         int
+	Ended        int
+	Events       int // messages in the log
+	Effects      int // node executions (effects) by workers
+	SimTime      time.Duration
 	// Violation is the first invariant that failed, nil if none did.
 	Violation *Violation
 }
@@ -82,12 +84,13 @@ type Violation struct {
 }
 
 func (v *Violation) Error() string {
-	graphs := ""
+	mk, gt := "", ""
 	if len(v.Graphs) > 0 {
-		graphs = strings.Join(v.Graphs, ",")
+		mk = " GRAPHS=" + strings.Join(v.Graphs, ",")
+		gt = " -graphs=" + strings.Join(v.Graphs, ",")
 	}
-	s := fmt.Sprintf("seed %d, step %d (t=%v), run %s: %s: %s\nreplay: make sim SEED=%d FAULTS=%s GRAPHS=%s\n    or: go test ./internal/sim -run 'TestSim$' -seed=%d -faults=%s -graphs=%s",
-		v.Seed, v.Step, v.At, v.Run, v.Invariant, v.Detail, v.Seed, v.Faults, graphs, v.Seed, v.Faults, graphs)
+	s := fmt.Sprintf("seed %d, step %d (t=%v), run %s: %s: %s\nreplay: make sim SEED=%d FAULTS=%s%s\n    or: go test ./internal/sim -run 'TestSim$' -seed=%d -faults=%s%s",
+		v.Seed, v.Step, v.At, v.Run, v.Invariant, v.Detail, v.Seed, v.Faults, mk, v.Seed, v.Faults, gt)
 	if len(v.Log) > 0 {
 		s += "\nthe run's log, last events:"
 		for _, l := range v.Log {
@@ -152,6 +155,14 @@ type simRun struct {
 
 // Run runs one simulation.
 func Run(cfg Config) (*Result, error) {
+	s, err := newSim(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return s.loop(), nil
+}
+
+func newSim(cfg Config) (*Sim, error) {
 	cfg.defaults()
 	gs, err := graphs()
 	if err != nil {
@@ -202,7 +213,7 @@ func Run(cfg Config) (*Result, error) {
 		s.workers = append(s.workers, s.newWorker())
 	}
 	s.planRuns()
-	return s.loop(), nil
+	return s, nil
 }
 
 // planRuns picks the runs the client starts, and when it cancels and
@@ -282,6 +293,7 @@ func (s *Sim) loop() *Result {
 	res := &Result{Seed: s.cfg.Seed, Runs: len(s.runs)}
 	defer func() {
 		res.Checks = s.val.checks
+		res.ChecksByKind = s.val.byKind
 		res.Events = len(s.log.msgs)
 		res.Effects = len(s.effects)
 		res.SimTime = s.clock.now.Sub(epoch)

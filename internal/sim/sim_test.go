@@ -128,6 +128,7 @@ func campaign(t *testing.T, first uint64, n int, cfg Config) {
 	}
 	failures := map[string]*failure{}
 	var steps, checks, runs, ended int
+	byKind := map[string]int{}
 	for seed := first; seed < first+uint64(n); seed++ {
 		cfg.Seed = seed
 		res, err := Run(cfg)
@@ -136,6 +137,9 @@ func campaign(t *testing.T, first uint64, n int, cfg Config) {
 		}
 		steps += res.Steps
 		checks += res.Checks
+		for k, n := range res.ChecksByKind {
+			byKind[k] += n
+		}
 		runs += res.Runs
 		ended += res.Ended
 		if v := res.Violation; v != nil {
@@ -157,6 +161,14 @@ func campaign(t *testing.T, first uint64, n int, cfg Config) {
 	fmt.Fprintf(&b, "sim: %d seeds (from %d) under faults %s, graphs %s, in %v\n", n, first, cfg.Faults, graphs, elapsed.Round(time.Millisecond))
 	fmt.Fprintf(&b, "sim: %.0f seeds/minute, %.0f invariant checks/minute, %.0f steps/minute; %d checks, %d steps; %d/%d runs ended\n",
 		perMin(n), perMin(checks), perMin(steps), checks, steps, ended, runs)
+	kinds := make([]string, 0, len(byKind))
+	for k := range byKind {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	for _, k := range kinds {
+		fmt.Fprintf(&b, "sim:   %-46s %9d checks, %.0f/minute\n", k, byKind[k], perMin(byKind[k]))
+	}
 	names := make([]string, 0, len(failures))
 	for k := range failures {
 		names = append(names, k)
@@ -175,5 +187,27 @@ func campaign(t *testing.T, first uint64, n int, cfg Config) {
 	t.Log(b.String())
 	if failed > 0 {
 		t.Fatalf("%d of %d seeds broke an invariant", failed, n)
+	}
+}
+
+// TestReplay checks that a seed replays exactly: the same steps, the same
+// log byte for byte, the same verdict.
+func TestReplay(t *testing.T) {
+	fs, _ := ParseFaults("all")
+	digest := func() (string, *Result) {
+		s, err := newSim(Config{Seed: 7, Faults: fs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := s.loop()
+		return logDigest(s), res
+	}
+	d1, r1 := digest()
+	d2, r2 := digest()
+	if d1 != d2 || r1.Steps != r2.Steps || r1.Checks != r2.Checks || (r1.Violation == nil) != (r2.Violation == nil) {
+		t.Fatalf("seed 7 did not replay: steps %d/%d, checks %d/%d, logs equal %v", r1.Steps, r2.Steps, r1.Checks, r2.Checks, d1 == d2)
+	}
+	if r1.Violation != nil && r1.Violation.Error() != r2.Violation.Error() {
+		t.Fatalf("seed 7 failed differently:\n%v\n%v", r1.Violation, r2.Violation)
 	}
 }

@@ -43,6 +43,7 @@ type validator struct {
 	runs   map[string]*runCheck
 	order  []string
 	checks int
+	byKind map[string]int
 	dirty  map[string]bool
 	failed *Violation
 }
@@ -73,7 +74,13 @@ type takenOutcome struct {
 }
 
 func newValidator(s *Sim) *validator {
-	return &validator{s: s, runs: map[string]*runCheck{}, dirty: map[string]bool{}}
+	return &validator{s: s, runs: map[string]*runCheck{}, dirty: map[string]bool{}, byKind: map[string]int{}}
+}
+
+// count counts one check of an invariant.
+func (v *validator) count(kind string) {
+	v.checks++
+	v.byKind[kind]++
 }
 
 func (v *validator) violation(run, invariant, detail string) *Violation {
@@ -162,7 +169,7 @@ func (v *validator) onAppend(m *message) {
 	if e.Refused != nil || p == nil {
 		return
 	}
-	v.checks++
+	v.count("decisions and outcomes (log-level)")
 	if !rc.started && rc.state.Status != projection.RunPending {
 		rc.started, rc.startedAt = true, m.stored
 	}
@@ -240,7 +247,7 @@ func (v *validator) checkDecision(rc *runCheck, m *message, e *events.Event, p e
 	if !ok || wasEnded {
 		return
 	}
-	v.checks++
+	v.count("node-ready for the due attempt")
 	due := false
 	switch {
 	case d.Item != nil:
@@ -266,7 +273,7 @@ func (v *validator) checkOutcome(rc *runCheck, m *message, e *events.Event, ref 
 	if after.json == before.json {
 		return // not taken: late, duplicate or superseded, and passed over
 	}
-	v.checks++
+	v.count("outcome taken for the live attempt, once")
 	key := ref.Key()
 	fallback := false
 	if d, isInvoked := e.Payload(); isInvoked == nil {
@@ -308,7 +315,7 @@ func (v *validator) checkEffects(rc *runCheck, key string) {
 			list = append(list, fmt.Sprintf("%s (attempt %d, delivery %d, %s)", ef.key[:8], ef.attempt, ef.delivery, ef.worker))
 		}
 	}
-	v.checks++
+	v.count("one effect per logical attempt")
 	if len(keys) > 1 {
 		v.fail(rc.id, "at most one effect per logical attempt", "%s: effects taken under %d idempotency keys: %s", key, len(keys), strings.Join(list, ", "))
 	}
@@ -322,7 +329,7 @@ func (v *validator) check() *Violation {
 	now := v.s.clock.now
 	for _, id := range v.order {
 		rc := v.runs[id]
-		v.checks++
+		v.count("every run ends")
 		if rc.started && !rc.ended && now.Sub(rc.startedAt) > v.s.cfg.Bound {
 			v.fail(id, "every run ends", "not ended %v after it started: %s", v.s.cfg.Bound, v.describe(rc))
 			return v.failed
@@ -370,7 +377,7 @@ func (v *validator) checkCache(ci *coordInstance, run string) {
 	if cached == nil {
 		return
 	}
-	v.checks++
+	v.count("cached state equals a fresh fold")
 	fresh := rc.state.Clone()
 	last := fresh.LastSeq
 	for _, d := range knownDivergences {
@@ -520,7 +527,7 @@ func (v *validator) final() *Violation {
 	}
 	for _, r := range v.s.runs {
 		rc := v.runs[r.id]
-		v.checks++
+		v.count("final: every run ended, no timer outlives it")
 		if rc == nil || !rc.ended {
 			return v.violation(r.id, "every run ends", "the simulation settled with the run not ended")
 		}
