@@ -26,6 +26,9 @@ type simGraph struct {
 	input string
 	// human lists the human nodes a client sends signals to.
 	human []string
+	// reactive: the client answers each wait of a human node (a signal
+	// per activation), rather than sending one signal at a random time.
+	reactive bool
 }
 
 func work(b behaviour, opts ...graph.NodeOption) []graph.NodeOption {
@@ -38,13 +41,15 @@ var quickRetry = graph.RetryPolicy{MaxAttempts: 4, InitialInterval: graph.Durati
 
 // graphs builds the graphs the simulator runs: a chain, a fan-out into an
 // all-join, retries with a fallback, a loop with an iteration cap, a map,
-// and a human node fed by signals with a deadline.
+// a human node fed by signals with a deadline, and a human node in a loop
+// whose person answers each wait.
 func graphs() ([]*simGraph, error) {
 	type spec struct {
-		name  string
-		b     *graph.Builder
-		input string
-		human []string
+		name     string
+		b        *graph.Builder
+		input    string
+		human    []string
+		reactive bool
 	}
 	reducers := func(b *graph.Builder) *graph.Builder {
 		return b.Reducer("log", graph.Append).Reducer("total", graph.Sum)
@@ -85,6 +90,14 @@ func graphs() ([]*simGraph, error) {
 			Edge(graph.Start, "draft").Edge("draft", "approve").
 			Edge("approve", "publish").Edge("approve", "escalate", graph.OnTimeout()).
 			Edge("publish", graph.End).Edge("escalate", graph.End)},
+		{name: "review", human: []string{"approve"}, reactive: true, b: reducers(graph.New("review")).
+			Node("draft", nodeType, work(behaviour{})...).
+			Node("approve", graph.TypeHuman, graph.Config(map[string]string{"timeout": "60s"}), graph.MaxIterations(4)).
+			Node("revise", nodeType, work(behaviour{})...).
+			Edge(graph.Start, "draft").Edge("draft", "approve").
+			Edge("approve", "revise").Edge("approve", graph.End, graph.OnTimeout()).
+			Edge("revise", "approve", graph.If("state.total < 3")).
+			Edge("revise", graph.End, graph.If("state.total >= 3"))},
 	}
 	var out []*simGraph
 	for _, sp := range specs {
@@ -92,7 +105,7 @@ func graphs() ([]*simGraph, error) {
 		if err != nil {
 			return nil, fmt.Errorf("graph %s: %w", sp.name, err)
 		}
-		out = append(out, &simGraph{name: sp.name, g: g, input: sp.input, human: sp.human})
+		out = append(out, &simGraph{name: sp.name, g: g, input: sp.input, human: sp.human, reactive: sp.reactive})
 	}
 	return out, nil
 }

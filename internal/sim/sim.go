@@ -150,7 +150,38 @@ type simRun struct {
 	startAt  time.Time
 	started  bool
 	cancelAt time.Time // zero: never
-	signals  []time.Time
+	// signals are the signals the client will send, earliest first.
+	signals []plannedSignal
+}
+
+// plannedSignal is one send of a signal. A retried send has the logical
+// id of the one it retries (and, as clients do today, an event id of its
+// own).
+type plannedSignal struct {
+	at      time.Time
+	node    string
+	logical string
+}
+
+// planSignal plans a signal to a run's human node, and its retry when
+// signals are sent twice.
+func (s *Sim) planSignal(r *simRun, node string, iteration int, at time.Time) {
+	logical := fmt.Sprintf("%s/%s/%d", r.id, node, iteration)
+	r.signals = append(r.signals, plannedSignal{at: at, node: node, logical: logical})
+	if s.chance(SignalDup, 0.5) {
+		r.signals = append(r.signals, plannedSignal{at: at.Add(time.Duration(s.rng.IntN(5000)) * time.Millisecond), node: node, logical: logical})
+	}
+	slices.SortStableFunc(r.signals, func(a, b plannedSignal) int { return a.at.Compare(b.at) })
+}
+
+// onWaiting is told of a human node's activation that waits for a signal:
+// for graphs whose person answers each wait, a signal is planned.
+func (s *Sim) onWaiting(run, node string, iteration int) {
+	for _, r := range s.runs {
+		if r.id == run && r.g.reactive {
+			s.planSignal(r, node, iteration, s.clock.now.Add(time.Duration(200+s.rng.IntN(10000))*time.Millisecond))
+		}
+	}
 }
 
 // Run runs one simulation.
@@ -225,11 +256,9 @@ func (s *Sim) planRuns() {
 		if s.cfg.Faults[Cancel] && s.rng.IntN(4) == 0 {
 			r.cancelAt = r.startAt.Add(time.Duration(s.rng.IntN(60000)) * time.Millisecond)
 		}
-		for range g.human {
-			at := r.startAt.Add(time.Duration(s.rng.IntN(60000)) * time.Millisecond)
-			r.signals = append(r.signals, at)
-			if s.cfg.Faults[SignalDup] && s.rng.IntN(2) == 0 {
-				r.signals = append(r.signals, at.Add(time.Duration(s.rng.IntN(5000))*time.Millisecond))
+		if !g.reactive {
+			for _, node := range g.human {
+				s.planSignal(r, node, 1, r.startAt.Add(time.Duration(s.rng.IntN(60000))*time.Millisecond))
 			}
 		}
 		s.runs = append(s.runs, r)
@@ -349,7 +378,7 @@ func (s *Sim) actions() []action {
 		if r.started && !r.cancelAt.IsZero() && !r.cancelAt.After(now) {
 			acts = append(acts, action{"cancel " + r.id, 3, func() { s.cancelRun(r) }})
 		}
-		if r.started && len(r.signals) > 0 && !r.signals[0].After(now) {
+		if r.started && len(r.signals) > 0 && !r.signals[0].at.After(now) {
 			acts = append(acts, action{"signal " + r.id, 3, func() { s.signalRun(r) }})
 		}
 	}
@@ -419,7 +448,7 @@ func (s *Sim) idle() bool {
 			consider(r.cancelAt)
 		}
 		if r.started && len(r.signals) > 0 {
-			consider(r.signals[0])
+			consider(r.signals[0].at)
 		}
 	}
 	if t, ok := s.coordCons.nextDue(); ok {
@@ -498,16 +527,19 @@ func (s *Sim) cancelRun(r *simRun) {
 // signalRun sends a signal to a run's human node, with a new random-like
 // id each time, as the client does today.
 func (s *Sim) signalRun(r *simRun) {
+	sig := r.signals[0]
 	s.gen++
-	e, err := events.New(r.id, fmt.Sprintf("signal-%d", s.gen), s.clock.now, &events.SignalReceivedData{Node: r.g.human[0], Data: json.RawMessage(`{"approved":true}`), By: "sim"})
+	id := fmt.Sprintf("signal-%d", s.gen)
+	e, err := events.New(r.id, id, s.clock.now, &events.SignalReceivedData{Node: sig.node, Data: json.RawMessage(`{"approved":true}`), By: "sim"})
 	if err != nil {
 		panic(err)
 	}
+	s.val.signals[id] = sig.logical
 	if _, err := s.client.Append(context.Background(), r.id, events.AnySeq, e); err != nil {
-		r.signals[0] = s.clock.now.Add(500 * time.Millisecond)
+		r.signals[0].at = s.clock.now.Add(500 * time.Millisecond)
 		return
 	}
-	s.note("client: signal to %s", r.id)
+	s.note("client: signal %s to %s (%s)", id, r.id, sig.logical)
 	r.signals = r.signals[1:]
 }
 

@@ -44,8 +44,15 @@ type validator struct {
 	order  []string
 	checks int
 	byKind map[string]int
-	dirty  map[string]bool
-	failed *Violation
+	// signals maps a signal event's id to the logical signal it sends (a
+	// retried send shares it); applied counts applications per logical
+	// signal; buffered holds, per run and node, the logical signals the
+	// fold buffered, in order.
+	signals  map[string]string
+	applied  map[string]int
+	buffered map[string][]string
+	dirty    map[string]bool
+	failed   *Violation
 }
 
 type runCheck struct {
@@ -74,7 +81,8 @@ type takenOutcome struct {
 }
 
 func newValidator(s *Sim) *validator {
-	return &validator{s: s, runs: map[string]*runCheck{}, dirty: map[string]bool{}, byKind: map[string]int{}}
+	return &validator{s: s, runs: map[string]*runCheck{}, dirty: map[string]bool{}, byKind: map[string]int{},
+		signals: map[string]string{}, applied: map[string]int{}, buffered: map[string][]string{}}
 }
 
 // count counts one check of an invariant.
@@ -165,7 +173,19 @@ func (v *validator) onAppend(m *message) {
 		ref = refOf(p)
 	}
 	before := targetOf(rc.state, ref)
+	sigNode := ""
+	switch d := p.(type) {
+	case *events.SignalReceivedData:
+		sigNode = d.Node
+	case *events.NodeWaitingData:
+		sigNode = d.Node
+	}
+	sigBefore := targetOf(rc.state, events.NodeRef{Node: sigNode})
+	bufBefore := len(rc.state.Signals[sigNode])
 	_ = rc.state.Apply(e)
+	if sigNode != "" && e.Refused == nil {
+		v.checkSignal(rc, m, e, p, sigNode, sigBefore, bufBefore)
+	}
 	if e.Refused != nil || p == nil {
 		return
 	}
@@ -184,6 +204,44 @@ func (v *validator) onAppend(m *message) {
 	}
 	if rc.state.Status.Ended() {
 		rc.ended = true
+	}
+}
+
+// checkSignal follows signals into the fold: applied at once to a waiting
+// node, or buffered and applied when the node next waits. A logical
+// signal (a send and its retries) must be applied once.
+func (v *validator) checkSignal(rc *runCheck, m *message, e *events.Event, p events.Payload, node string, before target, bufBefore int) {
+	key := rc.id + "/" + node
+	applied := ""
+	switch d := p.(type) {
+	case *events.SignalReceivedData:
+		logical := v.signals[e.ID]
+		if logical == "" {
+			logical = e.ID
+		}
+		after := targetOf(rc.state, events.NodeRef{Node: node})
+		switch {
+		case after.json != before.json:
+			applied = logical
+		case len(rc.state.Signals[node]) > bufBefore:
+			v.buffered[key] = append(v.buffered[key], logical)
+		}
+	case *events.NodeWaitingData:
+		if d.For == "signal" && len(rc.state.Signals[node]) < bufBefore && len(v.buffered[key]) > 0 {
+			applied = v.buffered[key][0]
+			v.buffered[key] = v.buffered[key][1:]
+		}
+		if d.For == "signal" && !rc.state.Status.Ended() {
+			v.s.onWaiting(rc.id, node, d.Iteration)
+		}
+	}
+	if applied == "" {
+		return
+	}
+	v.count("a signal is applied once")
+	v.applied[applied]++
+	if v.applied[applied] > 1 {
+		v.fail(rc.id, "a signal is applied once", "signal %s applied %d times, the last by %s (seq %d) to %s", applied, v.applied[applied], short(e.Type), m.seq, node)
 	}
 }
 
