@@ -8,7 +8,7 @@ FUZZTIME ?= 20s
 # without it, and say so.
 RACE     := $(shell [ "$$($(GO) env CGO_ENABLED)" = 1 ] && echo -race)
 
-.PHONY: demo test lint vet fmt-check build bench bench-quick fuzz clean sim
+.PHONY: demo test lint vet fmt-check build bench bench-quick fuzz clean sim sim-known
 
 ## demo: run examples/hello.yaml on an embedded NATS, coordinator and worker
 demo:
@@ -71,3 +71,8 @@ ifdef SEED
 else
 	$(GO) test -count=1 -timeout 60m -run 'TestSim$$' -v ./internal/sim -args -seeds=$(SEEDS) -faults=$(FAULTS) -graphs=$(GRAPHS)
 endif
+
+## sim-known: replay each fault class the simulator knows the production
+## code fails under (internal/sim knownFailing), with its seed
+sim-known:
+	$(GO) test -count=1 -run 'TestSim$$' -v ./internal/sim -args -known

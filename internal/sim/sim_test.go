@@ -15,6 +15,7 @@ var (
 	flagFirst  = flag.Uint64("first", 1, "the first seed -seeds runs")
 	flagFaults = flag.String("faults", "", `fault classes: "all", "none" or a comma-separated list (default: every class not in knownFailing)`)
 	flagRuns   = flag.Int("runs", 0, "runs per seed (default 6)")
+	flagKnown  = flag.Bool("known", false, "check that every knownFailing entry still fails with its seed (make sim-known)")
 	flagGraphs = flag.String("graphs", "", "comma-separated graphs to run (default: with -faults, all; without, every graph not in knownFailing)")
 )
 
@@ -30,17 +31,18 @@ var knownFailing = []struct {
 	what   string
 	reason string
 	seed   uint64
+	graphs string // the graphs the seed shows it with ("": the short test's)
 }{
-	{"append-slow", "stranded retry: the retry timer is scheduled before its retry-scheduled decision and fires while the slow append is under way; the log has timer.fired before retry.scheduled, the fold passes the timer over, and the coordinator (whose cache took the timer) readies attempt 2 of a node the log says is still retrying", 1},
-	{"schedule-fail", "stranded retry: the schedule is stored but its ack is lost; the event is handled again, the re-schedule is de-duplicated away (same id), the timer has already fired before retry.scheduled landed, so the node stays retrying and the run never ends", 31},
-	{"crash-coordinator", "stranded retry: a coordinator dies between scheduling the retry timer and appending retry.scheduled; the timer fires first, the fold passes it over, the re-schedule is de-duplicated, the run never ends", 7},
-	{"stall-worker", "late outcome: a stalled worker's failure of attempt 1 (delivery 1) lands after delivery 2 failed and the retry was scheduled; the fold takes it because a retrying node counts as live (projection current())", 19},
-	{"append-fail", "cache differs from the log: the coordinator applies its decision (here run.failed) before a timer.fired that precedes it in the log (notices, worker and client events are appended without the concurrency check), so the cache has the node retrying and the fold retry_due", 43},
-	{"cancel", "cache differs from the log: a node-ready decided without the cancel request that precedes it, then run.cancelled applied in the cache before the worker's node-invoking that precedes it in the log; the cache passes the invoking over (the run ended), the fold counts it", 4},
-	{"junk", "cache differs from the log (the ordering divergence of append-fail and cancel, made frequent by the conflicts junk on decision subjects causes): run.failed applied in the cache before a node-invoking that precedes it in the log", 5},
-	{"signal-dup", "a retried signal is applied twice: signals get a new random id per send, so the retry of the answer to a human node's first wait is buffered and answers its next wait (shown with -graphs=review, the human node in a loop)", 1},
-	{"graph:review", "a human node's deadline timers (one per activation of the loop) stay scheduled after the run completed (timers outlive their run)", 1},
-	{"graph:human", "a human node's deadline timer stays scheduled after the run completed on a signal (timers outlive their run; only run failure and cancellation drop timers); also seed 16 -faults=signal-dup: the cache applies node-waiting before the signal that precedes it in the log, so the node ends at the signal's time instead of the waiting's", 2},
+	{"append-slow", "stranded retry: the retry timer is scheduled before its retry-scheduled decision and fires while the slow append is under way; the log has timer.fired before retry.scheduled, the fold passes the timer over, and the coordinator (whose cache took the timer) readies attempt 2 of a node the log says is still retrying", 1, ""},
+	{"schedule-fail", "stranded retry: the schedule is stored but its ack is lost; the event is handled again, the re-schedule is de-duplicated away (same id), the timer has already fired before retry.scheduled landed, so the node stays retrying and the run never ends", 31, ""},
+	{"crash-coordinator", "stranded retry: a coordinator dies between scheduling the retry timer and appending retry.scheduled; the timer fires first, the fold passes it over, the re-schedule is de-duplicated, the run never ends", 7, ""},
+	{"stall-worker", "late outcome: a stalled worker's failure of attempt 1 (delivery 1) lands after delivery 2 failed and the retry was scheduled; the fold takes it because a retrying node counts as live (projection current())", 19, ""},
+	{"append-fail", "cache differs from the log: the coordinator applies its decision (here run.failed) before a timer.fired that precedes it in the log (notices, worker and client events are appended without the concurrency check), so the cache has the node retrying and the fold retry_due", 43, ""},
+	{"cancel", "cache differs from the log: a node-ready decided without the cancel request that precedes it, then run.cancelled applied in the cache before the worker's node-invoking that precedes it in the log; the cache passes the invoking over (the run ended), the fold counts it", 4, ""},
+	{"junk", "cache differs from the log (the ordering divergence of append-fail and cancel, made frequent by the conflicts junk on decision subjects causes): run.failed applied in the cache before a node-invoking that precedes it in the log", 5, ""},
+	{"signal-dup", "a retried signal is applied twice: signals get a new random id per send, so the retry of the answer to a human node's first wait is buffered and answers its next wait (shown with -graphs=review, the human node in a loop)", 1, "review"},
+	{"graph:review", "a human node's deadline timers (one per activation of the loop) stay scheduled after the run completed (timers outlive their run)", 1, "review"},
+	{"graph:human", "a human node's deadline timer stays scheduled after the run completed on a signal (timers outlive their run; only run failure and cancellation drop timers); also seed 16 -faults=signal-dup: the cache applies node-waiting before the signal that precedes it in the log, so the node ends at the signal's time instead of the waiting's", 2, "human"},
 }
 
 func known(what string) bool {
@@ -94,6 +96,8 @@ func config(t *testing.T) Config {
 func TestSim(t *testing.T) {
 	cfg := config(t)
 	switch {
+	case *flagKnown:
+		checkKnown(t, cfg.Graphs)
 	case *flagSeed >= 0:
 		cfg.Seed = uint64(*flagSeed)
 		res, err := Run(cfg)
@@ -211,5 +215,33 @@ func TestReplay(t *testing.T) {
 	}
 	if r1.Violation != nil && r1.Violation.Error() != r2.Violation.Error() {
 		t.Fatalf("seed 7 failed differently:\n%v\n%v", r1.Violation, r2.Violation)
+	}
+}
+
+// checkKnown replays each knownFailing entry's seed under its class alone
+// (or its graph alone, without faults) and says what breaks; an entry
+// whose seed breaks nothing any more is an error: take it out of the
+// table, or find the seed that shows what is left.
+func checkKnown(t *testing.T, shortGraphs []string) {
+	for _, k := range knownFailing {
+		cfg := Config{Seed: k.seed, Faults: FaultSet{}, Graphs: shortGraphs}
+		if g, ok := strings.CutPrefix(k.what, "graph:"); ok {
+			cfg.Graphs = []string{g}
+		} else {
+			cfg.Faults[Fault(k.what)] = true
+		}
+		if k.graphs != "" {
+			cfg.Graphs = strings.Split(k.graphs, ",")
+		}
+		res, err := Run(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Violation == nil {
+			t.Errorf("%s: seed %d breaks no invariant any more: take it out of knownFailing, or find a seed that shows what is left", k.what, k.seed)
+			continue
+		}
+		v := res.Violation
+		t.Logf("%s: still fails: make sim SEED=%d FAULTS=%s GRAPHS=%s\n    %s: %s", k.what, k.seed, cfg.Faults, strings.Join(cfg.Graphs, ","), v.Invariant, clip([]byte(v.Detail)))
 	}
 }
