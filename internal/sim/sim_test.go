@@ -24,15 +24,19 @@ const shortSeeds = 15
 
 // knownFailing lists the fault classes (and graphs, "graph:<name>") under
 // which the production code breaks an invariant today, with what breaks
-// and a seed that shows it under that class alone (make sim SEED=<seed>
-// FAULTS=<class>). The test in make test leaves them out, and only them;
-// take an entry out once the production code handles it.
+// and a seed that shows it under that class alone (make sim-known replays
+// them all). The test in make test leaves them out, and only them; take an
+// entry out once the production code handles it. The entry "none" is a
+// divergence that shows without any fault, in about one seed in 300: it
+// skips nothing (the short test's seeds do not hit it), it is here so that
+// make sim-known keeps showing it.
 var knownFailing = []struct {
 	what   string
 	reason string
 	seed   uint64
 	graphs string // the graphs the seed shows it with ("": the short test's)
 }{
+	{"none", "cache differs from the log without any fault: a run.failed decided from a state that lacks a node-invoking appended just before it (worker events are appended without the concurrency check); the cache applies run.failed first and passes the invoking over, the fold counts it", 107, ""},
 	{"append-slow", "stranded retry: the retry timer is scheduled before its retry-scheduled decision and fires while the slow append is under way; the log has timer.fired before retry.scheduled, the fold passes the timer over, and the coordinator (whose cache took the timer) readies attempt 2 of a node the log says is still retrying", 1, ""},
 	{"schedule-fail", "stranded retry: the schedule is stored but its ack is lost; the event is handled again, the re-schedule is de-duplicated away (same id), the timer has already fired before retry.scheduled landed, so the node stays retrying and the run never ends", 31, ""},
 	{"crash-coordinator", "stranded retry: a coordinator dies between scheduling the retry timer and appending retry.scheduled; the timer fires first, the fold passes it over, the re-schedule is de-duplicated, the run never ends", 7, ""},
@@ -227,7 +231,7 @@ func checkKnown(t *testing.T, shortGraphs []string) {
 		cfg := Config{Seed: k.seed, Faults: FaultSet{}, Graphs: shortGraphs}
 		if g, ok := strings.CutPrefix(k.what, "graph:"); ok {
 			cfg.Graphs = []string{g}
-		} else {
+		} else if k.what != "none" {
 			cfg.Faults[Fault(k.what)] = true
 		}
 		if k.graphs != "" {
