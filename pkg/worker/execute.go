@@ -69,8 +69,10 @@ func (w *Worker) process(base context.Context, q *queue, m jetstream.Msg) {
 		return
 	}
 	delivery := 1
+	var queued time.Duration
 	if md, err := m.Metadata(); err == nil {
 		delivery = int(md.NumDelivered)
+		queued = time.Since(md.Timestamp)
 	}
 	if delivery > 1 {
 		w.stats.redelivered.Add(1)
@@ -87,9 +89,49 @@ func (w *Worker) process(base context.Context, q *queue, m jetstream.Msg) {
 		}
 		return
 	}
+	if w.runEnded(base, it, queued) {
+		w.finish(context.WithoutCancel(base), it, w.cancelledEvent(it, runEndedCancel))
+		return
+	}
+	full, err := w.runs.resolve(base, it.run, ready)
+	var nodeErr *Error
+	switch {
+	case errors.As(err, &nodeErr):
+		it.inErr = err // the attempt fails with it, in the log
+	case err != nil:
+		it.log().Warn("reading what the work item refers to; handing it back", logError, err)
+		if err := m.NakWithDelay(time.Second); err != nil {
+			it.log().Warn("handing work back", logError, err)
+		}
+		return
+	default:
+		it.ready = full
+	}
 	base, span := w.startNode(base, q, it, ev, m.Subject())
 	defer span.End()
 	w.execute(base, q, it, node)
+}
+
+// runEndedCancel is the cancellation a worker records for work of a run
+// that ended before the work started.
+var runEndedCancel = &runCancelled{by: "worker", reason: "run ended before the work started"}
+
+// runEnded reports whether the item's run has ended, so that its work is
+// not started. It reads the log only for an item delivered again or one
+// that waited in its queue longer than staleAfter (see runinfo.go); a run
+// already seen ended needs no read.
+func (w *Worker) runEnded(ctx context.Context, it *item, queued time.Duration) bool {
+	if w.runs.knownEnded(it.run) {
+		return true
+	}
+	if it.delivery == 1 && queued < w.staleAfter {
+		return false
+	}
+	ended, err := w.runs.hasEnded(ctx, it.run)
+	if err != nil {
+		it.log().Warn("checking whether the run ended; running the work", logError, err)
+	}
+	return ended
 }
 
 // execute runs a work item whose node this worker serves.
@@ -144,7 +186,7 @@ func (w *Worker) execute(base context.Context, q *queue, it *item, node Node) {
 		defer stop()
 	}
 	start := time.Now()
-	res, nodeErr := w.call(runCtx, node, it)
+	res, nodeErr := w.call(withProgress(runCtx, w, it), node, it)
 	elapsed := time.Since(start)
 	it.tel.elapsed = elapsed
 	hb.stop()
