@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -225,7 +226,7 @@ func (w *Worker) execute(base context.Context, q *queue, it *item, node Node) {
 				w.nak(it.msg)
 				return
 			}
-			nodeErr = NonRetryable(events.FailurePayloadTooLarge, err.Error())
+			nodeErr = NonRetryable(events.FailurePayloadTooLarge, fmt.Sprintf("node %q: its result does not fit in an event: %v", ready.Node, err))
 		} else {
 			nodeErr = err
 		}
@@ -234,6 +235,15 @@ func (w *Worker) execute(base context.Context, q *queue, it *item, node Node) {
 	failed, err := w.failedEvent(it, f, elapsed)
 	if err == nil {
 		err = w.append(detached, it, failed)
+	}
+	if errors.Is(err, events.ErrPayloadTooLarge) {
+		// The failure itself (its details, its cause chain) is too large:
+		// record that, without them, rather than hand back an item that
+		// can never be answered.
+		f = events.Failure{Type: events.FailurePayloadTooLarge, Message: fmt.Sprintf("node %q: its failure does not fit in an event (%s: %s): %v", ready.Node, f.Type, clip(f.Message, 512), err)}
+		if failed, err = w.failedEvent(it, f, elapsed); err == nil {
+			err = w.append(detached, it, failed)
+		}
 	}
 	if err != nil {
 		it.log().Error("recording node failed; handing work back", logError, err, logFailure, f.Error())
@@ -405,4 +415,15 @@ func (w *Worker) ack(ctx context.Context, it *item) {
 func outcomeID(it *item, t events.Type) string {
 	r := it.ready
 	return events.DecisionID(it.run, t, r.Key(), strconv.Itoa(r.Attempt), strconv.Itoa(it.delivery))
+}
+
+// clip shortens s to at most n bytes (on a rune boundary), marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
