@@ -202,3 +202,35 @@ func TestHeartbeatWithDetails(t *testing.T) {
 		t.Fatalf("Heartbeat outside a node: %v, want ErrNoWorkItem", err)
 	}
 }
+
+// TestNoWorkForEndedRunOnRedelivery: an item delivered again is checked
+// whatever its age: here it was handed back by a worker that does not
+// serve its type, and the run ended meanwhile.
+func TestNoWorkForEndedRunOnRedelivery(t *testing.T) {
+	st := testStore(t)
+	a, _ := startWorker(t, st, map[string]worker.Node{"other": echoNode})
+	worker.SetUnknownTypeDelay(a, 50*time.Millisecond)
+	run := startRun(t, st, "", map[string]any{"id": "n1", "type": "late"})
+	publishReadyIn(t, st, run, "n1", "late")
+	waitUntil(t, "the item handed back", func() bool { return a.Stats().Received >= 1 })
+	ended, err := events.New(run, events.DecisionID(run, events.RunCancelled), time.Time{}, &events.RunCancelledData{By: "tester"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Append(context.Background(), run, events.AnySeq, ended); err != nil {
+		t.Fatal(err)
+	}
+	var ran atomic.Int32
+	startWorker(t, st, map[string]worker.Node{"late": worker.NodeFunc(func(context.Context, *worker.Input) (*worker.Result, error) {
+		ran.Add(1)
+		return &worker.Result{}, nil
+	})})
+	evs := waitOutcome(t, st, run, events.NodeCanceled)
+	c := ofType[*events.NodeCancelledData](t, evs, events.NodeCanceled)[0]
+	if c.Delivery < 2 || c.Reason != "run ended before the work started" {
+		t.Fatalf("cancelled %+v, want a redelivery cancelled because the run ended", c)
+	}
+	if ran.Load() != 0 {
+		t.Fatal("the node ran for an ended run")
+	}
+}
