@@ -76,9 +76,10 @@
 // A worker does not start work for a run that has ended. Before it runs an
 // item that was delivered before, or that waited in its queue longer than a
 // couple of seconds (staleAfter), it looks for the run's ending decision
-// (a direct get of the last message on each of events.TerminalSubjects,
-// three at most; a run seen ended is remembered); the hot path, a fresh
-// first delivery, reads nothing. Work of an ended run is recorded as
+// (one batched direct get of the last message on events.TerminalSubjects,
+// or one get per subject on a server without batched gets; a run seen
+// ended is remembered); the hot path, a fresh first delivery, reads
+// nothing. Work of an ended run is recorded as
 // NodeCancelled by "worker", reason "run ended before the work started",
 // and acknowledged. A cancel request seen on core NATS also stops the
 // run's nodes in flight at once.

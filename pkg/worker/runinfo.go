@@ -34,8 +34,9 @@ const (
 
 // staleAfter is how long a work item may have waited in its queue (from
 // when it was stored to when it is delivered) before the worker checks
-// that its run has not ended: the check costs up to three direct gets, so
-// fresh first deliveries, the hot path, skip it. Redeliveries are always
+// that its run has not ended: the check costs a batched direct get (three
+// gets on an older server), so fresh first deliveries, the hot path, skip
+// it. Redeliveries are always
 // checked.
 const staleAfter = 2 * time.Second
 
@@ -180,7 +181,18 @@ func (r *runReader) hasEnded(ctx context.Context, run string) (bool, error) {
 	if ended {
 		return true, nil
 	}
-	for _, subject := range events.TerminalSubjects(run) {
+	subjects := events.TerminalSubjects(run)
+	ended, err := r.anyLast(ctx, subjects)
+	if err == nil {
+		if ended {
+			r.mu.Lock()
+			r.ended.add(run, true)
+			r.mu.Unlock()
+		}
+		return ended, nil
+	}
+	// A server without batched direct gets: one get per subject.
+	for _, subject := range subjects {
 		m, err := r.last(ctx, subject)
 		if err != nil {
 			return false, err
@@ -225,6 +237,46 @@ func (r *runReader) last(ctx context.Context, subject string) (*jetstream.RawStr
 		return nil, nil
 	}
 	return m, err
+}
+
+// anyLast reports whether any of subjects has a message, in one batched
+// direct get ("multi_last", nats-server 2.11 and later): the server
+// answers with the last message of each subject that has one, then an
+// end-of-batch status.
+func (r *runReader) anyLast(ctx context.Context, subjects []string) (bool, error) {
+	ctx, cancel := withDefaultTimeout(ctx, 5*time.Second)
+	defer cancel()
+	nc := r.store.JetStream().Conn()
+	inbox := nc.NewInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		return false, err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	body, _ := json.Marshal(map[string]any{"multi_last": subjects, "batch": len(subjects)})
+	if err := nc.PublishRequest("$JS.API.DIRECT.GET."+r.store.StreamName(), inbox, body); err != nil {
+		return false, err
+	}
+	found := false
+	for {
+		m, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			return false, err
+		}
+		switch status := m.Header.Get("Status"); status {
+		case "":
+			if m.Header.Get("Nats-Subject") == "" {
+				return false, fmt.Errorf("batched direct get: an answer without a subject")
+			}
+			found = true
+		case "204": // end of batch
+			return found, nil
+		case "404":
+			return false, nil
+		default:
+			return false, fmt.Errorf("batched direct get: status %s %s", status, m.Header.Get("Description"))
+		}
+	}
 }
 
 // leaderLast is last served by the stream leader, which has every
