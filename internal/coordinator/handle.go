@@ -337,7 +337,7 @@ func (c *Coordinator) ensureQueue(ctx context.Context, e *events.Event) error {
 }
 
 // foldErr counts and logs what the fold said of an event delivered to it:
-// a stale outcome or decision (a late or superseded delivery, a decision
+// a stale outcome or decision (a late outcome, a decision
 // made before) is usual under faults and logged at info; a refused message
 // was logged when it came; anything else the fold cannot apply is a
 // warning.
