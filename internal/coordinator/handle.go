@@ -117,9 +117,13 @@ func (c *Coordinator) process(ctx context.Context, e *events.Event, redelivered 
 			// order.
 			c.cache.del(e.RunID)
 			c.n.reorders.Add(1)
+			armed, dropped := ent.armed, ent.dropped
 			if ent, fresh, err = c.entry(ctx, e, true); err != nil {
 				return err
 			}
+			// Its timers were armed from the log already: keep them as
+			// they are (and their trace parents).
+			ent.armed, ent.dropped = armed, dropped
 		}
 		if !c.apply(ent, e) && !fresh {
 			return nil
