@@ -1,6 +1,16 @@
 // Package coordinatord is the coordinator daemon: it connects to NATS, sets
-// up the events stream, and runs a coordinator (package coordinator) until
-// its context ends.
+// up the events stream and the coordinators' consumer, and runs a
+// coordinator (package coordinator) until its context ends.
+//
+// It rides out outages: a server not yet up, a cluster electing its leaders,
+// a lost server or consumer. Setup is retried with capped exponential
+// back-off (100ms doubling to 5s), each distinct error logged once with what
+// it waits for, and a coordinator that stops while the context is live is
+// set up and started again. It exits only on a configuration error (bad
+// flags, a stream or consumer setting Weft cannot run with, named with the
+// command that fixes it) or when its context ends. An existing stream or
+// consumer is used as it is: settings that differ from the flags are logged,
+// never rewritten ('weft admin apply' changes them).
 //
 // Every flag has an environment variable (shown in -h); a flag given on the
 // command line wins over the environment. Traces and metrics are exported
@@ -14,9 +24,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/natsconn"
+	"github.com/weft-dev/weft/internal/setup"
 	"github.com/weft-dev/weft/internal/telemetry"
 	"github.com/weft-dev/weft/pkg/events"
 )
@@ -95,25 +109,84 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}()
 
-	nc, err := cfg.NATS.Connect("")
+	// A server that is not up yet is waited for, like a lost one.
+	nc, err := cfg.NATS.Connect("", nats.RetryOnFailedConnect(true))
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	store, err := cfg.NATS.OpenStore(ctx, nc)
+	store, err := cfg.NATS.OpenStore(ctx, nc, log)
 	if err != nil {
-		return err
+		return setupError(ctx, log, err)
 	}
-	c := coordinator.New(store,
-		coordinator.WithDurable(cfg.Durable),
-		coordinator.WithShards(cfg.Shards),
-		coordinator.WithCacheSize(cfg.CacheSize),
-		coordinator.WithLogger(log))
-	log.Info("coordinating", "nats", nc.ConnectedUrl(), "stream", store.StreamName(), "durable", cfg.Durable)
-	err = c.Run(ctx)
-	st := c.Stats()
-	log.Info("stopped", "processed", st.Processed, "decisions", st.Decisions, "malformed", st.Malformed, "conflicts", st.Conflicts)
+	return coordinate(ctx, log, &cfg, store)
+}
+
+// coordinate runs coordinators until ctx ends: a coordinator that stops
+// while ctx is live (its consumer deleted, a server lost) is replaced by a
+// new one, with a fresh cache, once the consumer is set up again.
+func coordinate(ctx context.Context, log *slog.Logger, cfg *Config, store events.Store) error {
+	want := coordinator.ConsumerConfig(cfg.Durable, 0)
+	wait := setup.FirstWait
+	for {
+		err := setup.Retry(ctx, log, "the coordinator consumer "+cfg.Durable, natsconn.Fatal, func(ctx context.Context) error {
+			if err := setup.Connected(store.JetStream().Conn()); err != nil {
+				return err
+			}
+			attempt, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			_, err := coordinator.EnsureConsumer(attempt, store.JetStream(), store.StreamName(), want, log)
+			return err
+		})
+		if err != nil {
+			return setupError(ctx, log, err)
+		}
+		c := coordinator.New(store,
+			coordinator.WithDurable(cfg.Durable),
+			coordinator.WithShards(cfg.Shards),
+			coordinator.WithCacheSize(cfg.CacheSize),
+			coordinator.WithLogger(log))
+		log.Info("coordinating", "nats", store.JetStream().Conn().ConnectedUrl(), "stream", store.StreamName(), "durable", cfg.Durable)
+		started := time.Now()
+		err = c.Run(ctx)
+		st := c.Stats()
+		log.Info("stopped", "processed", st.Processed, "decisions", st.Decisions, "malformed", st.Malformed, "conflicts", st.Conflicts)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil && natsconn.Fatal(err) {
+			return err
+		}
+		if time.Since(started) > time.Minute {
+			wait = setup.FirstWait
+		}
+		log.Warn("the coordinator stopped; setting up again", "error", err, "after", wait)
+		if !sleep(ctx, wait) {
+			return nil
+		}
+		wait = min(2*wait, setup.MaxWait)
+	}
+}
+
+// setupError is what Run returns when setup ends with err: nothing when
+// ctx ended (a stop before the coordinator was ready is a clean stop).
+func setupError(ctx context.Context, log *slog.Logger, err error) error {
+	if ctx.Err() != nil {
+		log.Info("stopped before the coordinator was ready", "error", err)
+		return nil
+	}
 	return err
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
 
 // envFlags maps the daemon's own flags to their environment variables.

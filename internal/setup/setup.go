@@ -25,6 +25,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -115,6 +116,19 @@ func Retry(ctx context.Context, log *slog.Logger, what string, fatal func(error)
 		}
 		wait = min(2*wait, MaxWait)
 	}
+}
+
+// ErrNotConnected says the connection to NATS is down (not up yet, or
+// reconnecting): a request would only wait out its timeout.
+var ErrNotConnected = errors.New("not connected to NATS")
+
+// Connected returns ErrNotConnected, with the connection's status, unless
+// nc is connected.
+func Connected(nc *nats.Conn) error {
+	if nc.IsConnected() {
+		return nil
+	}
+	return fmt.Errorf("%w (%s)", ErrNotConnected, nc.Status())
 }
 
 // EnsureKV returns a KV bucket, creating it with cfg when it is missing.

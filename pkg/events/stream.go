@@ -34,25 +34,27 @@ const DefaultStream = "WEFT"
 // recognised as the same event.
 const MinDuplicates = time.Minute
 
-// ErrUnsafeStream is wrapped by the errors about a live stream's settings
-// that Weft cannot run with (see SettingError).
-var ErrUnsafeStream = errors.New("unsafe stream setting")
+// ErrUnsafeSetting is wrapped by the errors about a setting of the live
+// stream or of its consumers that Weft cannot run with (see SettingError).
+var ErrUnsafeSetting = errors.New("unsafe setting")
 
-// SettingError is a setting of the live stream that Weft cannot run with.
+// SettingError is a setting of the live stream, or of one of its
+// consumers, that Weft cannot run with.
 type SettingError struct {
-	Stream  string
-	Setting string
-	Have    string
-	Want    string
+	// Resource names it: "stream WEFT", "consumer work-default of stream WEFT".
+	Resource string
+	Setting  string
+	Have     string
+	Want     string
 	// Fix is the command that fixes it.
 	Fix string
 }
 
 func (e *SettingError) Error() string {
-	return fmt.Sprintf("stream %s: %s is %s, Weft needs %s; %s", e.Stream, e.Setting, e.Have, e.Want, e.Fix)
+	return fmt.Sprintf("%s: %s is %s, Weft needs %s; %s", e.Resource, e.Setting, e.Have, e.Want, e.Fix)
 }
 
-func (e *SettingError) Unwrap() error { return ErrUnsafeStream }
+func (e *SettingError) Unwrap() error { return ErrUnsafeSetting }
 
 // Config is the events stream's configuration. After Open it holds the
 // live stream's settings, which may differ from the options given.
@@ -101,7 +103,7 @@ func DefaultConfig() Config {
 // Open sets up the events stream and returns the store: it creates the
 // stream when it is missing, and uses an existing one with its own
 // settings, logging those that differ from the options once. It fails with
-// an error wrapping ErrUnsafeStream when the stream lacks a setting Weft
+// an error wrapping ErrUnsafeSetting when the stream lacks a setting Weft
 // relies on.
 func Open(ctx context.Context, js jetstream.JetStream, opts ...Option) (Store, error) {
 	cfg := DefaultConfig()
@@ -170,10 +172,10 @@ func CheckStream(have jetstream.StreamConfig) error {
 	recreate := fmt.Sprintf("it cannot be changed on a live stream: move the runs to a new stream (-stream) or recreate %s", have.Name)
 	var errs []error
 	bad := func(setting, h, w, fix string) {
-		errs = append(errs, &SettingError{Stream: have.Name, Setting: setting, Have: h, Want: w, Fix: fix})
+		errs = append(errs, &SettingError{Resource: "stream " + have.Name, Setting: setting, Have: h, Want: w, Fix: fix})
 	}
 	for _, subj := range []string{AllEvents, AllSchedules} {
-		if !covered(have.Subjects, subj) {
+		if !SubjectsCover(have.Subjects, subj) {
 			bad("subjects", fmt.Sprintf("%q", have.Subjects), "subjects covering "+subj, fix)
 		}
 	}
@@ -213,7 +215,7 @@ func Repair(have jetstream.StreamConfig) jetstream.StreamConfig {
 	upd := have
 	upd.Subjects = slices.Clone(have.Subjects)
 	for _, subj := range []string{AllEvents, AllSchedules} {
-		if !covered(upd.Subjects, subj) {
+		if !SubjectsCover(upd.Subjects, subj) {
 			// Narrower subjects go: the server refuses overlaps.
 			upd.Subjects = slices.DeleteFunc(upd.Subjects, func(s string) bool { return subsetOf(s, subj) })
 			upd.Subjects = append(upd.Subjects, subj)
@@ -234,9 +236,9 @@ func StreamDiffs(have jetstream.StreamConfig, cfg Config) []setup.Diff {
 	return d
 }
 
-// covered reports whether a message on every subject of filter is taken by
-// one of the stream's subjects.
-func covered(subjects []string, filter string) bool {
+// SubjectsCover reports whether every subject matching filter matches one
+// of subjects (a stream's subjects, a consumer's filters).
+func SubjectsCover(subjects []string, filter string) bool {
 	return slices.ContainsFunc(subjects, func(s string) bool { return subsetOf(filter, s) })
 }
 

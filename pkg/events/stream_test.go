@@ -126,7 +126,7 @@ func TestOpenRefusesAnUnsafeStream(t *testing.T) {
 			}
 			_, err := events.Open(ctx, js)
 			var se *events.SettingError
-			if !errors.Is(err, events.ErrUnsafeStream) || !errors.As(err, &se) || se.Setting != tt.setting {
+			if !errors.Is(err, events.ErrUnsafeSetting) || !errors.As(err, &se) || se.Setting != tt.setting {
 				t.Fatalf("got %v, want an unsafe %s", err, tt.setting)
 			}
 			if tt.fixable != strings.Contains(err.Error(), "weft admin apply -stream WEFT") {
