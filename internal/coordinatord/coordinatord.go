@@ -127,7 +127,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // new one, with a fresh cache, once the consumer is set up again.
 func coordinate(ctx context.Context, log *slog.Logger, cfg *Config, store events.Store) error {
 	want := coordinator.ConsumerConfig(cfg.Durable, 0)
-	wait := setup.FirstWait
+	var backoff setup.Backoff
 	for {
 		err := setup.Retry(ctx, log, "the coordinator consumer "+cfg.Durable, natsconn.Fatal, func(ctx context.Context) error {
 			if err := setup.Connected(store.JetStream().Conn()); err != nil {
@@ -158,13 +158,15 @@ func coordinate(ctx context.Context, log *slog.Logger, cfg *Config, store events
 			return err
 		}
 		if time.Since(started) > time.Minute {
-			wait = setup.FirstWait
+			backoff.Reset()
 		}
-		log.Warn("the coordinator stopped; setting up again", "error", err, "after", wait)
-		if !sleep(ctx, wait) {
+		if err == nil {
+			err = errors.New("its consumer stopped delivering (deleted, or its server lost)")
+		}
+		backoff.Warn(log, "the coordinator stopped; setting up again", "the coordinator consumer "+cfg.Durable, err)
+		if !backoff.Wait(ctx) {
 			return nil
 		}
-		wait = min(2*wait, setup.MaxWait)
 	}
 }
 
@@ -176,17 +178,6 @@ func setupError(ctx context.Context, log *slog.Logger, err error) error {
 		return nil
 	}
 	return err
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 // envFlags maps the daemon's own flags to their environment variables.

@@ -184,7 +184,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return setupError(ctx, log, err)
 	}
-	wait := setup.FirstWait
+	var backoff setup.Backoff
 	for {
 		if err := ensureQueues(ctx, log, cfg, store); err != nil {
 			return setupError(ctx, log, err)
@@ -206,11 +206,10 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if natsconn.Fatal(err) {
 			return fmt.Errorf("running worker: %w", err)
 		}
-		log.Warn("the worker could not start; setting up again", "error", err, "after", wait)
-		if !sleep(ctx, wait) {
+		backoff.Warn(log, "the worker could not start; setting up again", "the worker's queues", err)
+		if !backoff.Wait(ctx) {
 			return nil
 		}
-		wait = min(2*wait, setup.MaxWait)
 	}
 }
 
@@ -243,15 +242,4 @@ func setupError(ctx context.Context, log *slog.Logger, err error) error {
 		return nil
 	}
 	return err
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

@@ -78,21 +78,66 @@ const (
 	MaxWait   = 5 * time.Second
 )
 
+// maxSeen bounds the distinct errors a Backoff remembers; past it, it
+// forgets them all and may log each once more.
+const maxSeen = 64
+
+// Backoff is capped exponential back-off with a log that says each
+// distinct error once. The zero value is ready to use.
+type Backoff struct {
+	wait time.Duration
+	seen map[string]bool
+}
+
+// Wait waits for the current delay (FirstWait at first, doubling up to
+// MaxWait), or until ctx ends: then it returns false.
+func (b *Backoff) Wait(ctx context.Context) bool {
+	if b.wait == 0 {
+		b.wait = FirstWait
+	}
+	t := time.NewTimer(b.wait)
+	defer t.Stop()
+	b.wait = min(2*b.wait, MaxWait)
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// Reset starts the delays over, after a success.
+func (b *Backoff) Reset() { b.wait = 0 }
+
+// Warn logs msg with err unless this error was logged already; it
+// reports whether it logged.
+func (b *Backoff) Warn(log *slog.Logger, msg, what string, err error) bool {
+	text := err.Error()
+	if b.seen[text] {
+		return false
+	}
+	if b.seen == nil || len(b.seen) >= maxSeen {
+		b.seen = map[string]bool{}
+	}
+	b.seen[text] = true
+	log.Warn(msg, "for", what, "error", text, "retry", "with back-off up to "+MaxWait.String())
+	return true
+}
+
 // Retry calls fn until it succeeds, fatal says its error is one that
 // waiting cannot fix (a configuration error), or ctx ends. Between tries
-// it waits FirstWait, doubling up to MaxWait. It logs what it waits for,
-// once per distinct error, and once more when it got there after waiting.
-// It returns fn's last error when ctx ends, joined with ctx's.
+// it backs off (see Backoff). It logs what it waits for, once per distinct
+// error, and once more when it got there after waiting. It returns fn's
+// last error when ctx ends, joined with ctx's.
 func Retry(ctx context.Context, log *slog.Logger, what string, fatal func(error) bool, fn func(context.Context) error) error {
 	if log == nil {
 		log = slog.Default()
 	}
-	wait := FirstWait
-	last := ""
+	var b Backoff
 	for tries := 1; ; tries++ {
 		err := fn(ctx)
 		if err == nil {
-			if last != "" {
+			if tries > 1 {
 				log.Info("ready after waiting", "for", what, "tries", tries)
 			}
 			return nil
@@ -103,18 +148,10 @@ func Retry(ctx context.Context, log *slog.Logger, what string, fatal func(error)
 		if ctx.Err() != nil {
 			return errors.Join(err, context.Cause(ctx))
 		}
-		if msg := err.Error(); msg != last {
-			log.Warn("waiting for NATS", "for", what, "error", msg, "retry", "every "+MaxWait.String()+" at most")
-			last = msg
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		b.Warn(log, "waiting for NATS", what, err)
+		if !b.Wait(ctx) {
 			return errors.Join(err, context.Cause(ctx))
-		case <-t.C:
 		}
-		wait = min(2*wait, MaxWait)
 	}
 }
 

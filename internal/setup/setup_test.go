@@ -28,6 +28,7 @@ func TestRetry(t *testing.T) {
 	}{
 		{"at once", nil, nil, 1, 0},
 		{"after an outage", []error{errors.New("no responders"), errors.New("no responders"), errors.New("timeout")}, nil, 4, 2},
+		{"alternating errors", []error{errors.New("a"), errors.New("b"), errors.New("a"), errors.New("b")}, nil, 5, 2},
 		{"configuration error", []error{errors.New("no responders"), errConfig}, errConfig, 2, 1},
 	}
 	for _, tt := range tests {
