@@ -355,6 +355,9 @@ func adminApply(e *env, c *command, args []string) error {
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if given["duplicates"] && cfg.Duplicates < events.MinDuplicates {
+		return &usageError{cmd: c, msg: fmt.Sprintf("-duplicates: want at least %s, got %s", events.MinDuplicates, cfg.Duplicates)}
+	}
 	if given["ack-wait"] && *ackWait < time.Second {
 		return &usageError{cmd: c, msg: fmt.Sprintf("-ack-wait: want at least 1s, got %s", *ackWait)}
 	}

@@ -152,6 +152,7 @@ func TestAdminUsageErrors(t *testing.T) {
 		{"queue alone", []string{"admin", "apply", "-queue", "gpu"}, "-queue: goes with -ack-wait"},
 		{"bad queue", []string{"admin", "apply", "-queue", "a.b", "-ack-wait", "1m"}, `-queue: "a.b" is not a valid queue name`},
 		{"short window", []string{"admin", "apply", "-duplicates", "5s"}, "-duplicates: want at least 1m0s"},
+		{"no window", []string{"admin", "apply", "-duplicates", "0"}, "-duplicates: want at least 1m0s"},
 		{"replicas", []string{"admin", "apply", "-replicas", "9"}, "-replicas: want 1 to 5, got 9"},
 		{"output", []string{"admin", "settings", "-o", "yaml"}, `-o: want text or json`},
 	}

@@ -34,7 +34,8 @@ type Config struct {
 	Stream   string // WEFT_STREAM
 	Storage  string // WEFT_STORAGE: file or memory
 	Replicas int    // WEFT_REPLICAS
-	// Duplicates is the de-duplication window (WEFT_DUPLICATES).
+	// Duplicates is the de-duplication window (WEFT_DUPLICATES); 0: the
+	// default, 2 minutes.
 	Duplicates time.Duration
 	// MaxAge is how long events are kept; 0 forever (WEFT_MAX_AGE).
 	MaxAge time.Duration
@@ -93,7 +94,7 @@ func (c *Config) Validate() error {
 	if c.Stream == "" {
 		errs = append(errs, errors.New("-stream: must not be empty"))
 	}
-	if c.Duplicates < events.MinDuplicates {
+	if c.Duplicates != 0 && c.Duplicates < events.MinDuplicates {
 		errs = append(errs, fmt.Errorf("-duplicates: want at least %s, got %s", events.MinDuplicates, c.Duplicates))
 	}
 	if c.MaxAge < 0 {
@@ -143,10 +144,11 @@ func (c *Config) StoreOptions() []events.Option {
 	if c.Storage == "memory" {
 		storage = jetstream.MemoryStorage
 	}
-	return []events.Option{
-		events.WithStream(c.Stream), events.WithStorage(storage), events.WithReplicas(c.Replicas),
-		events.WithDuplicates(c.Duplicates), events.WithMaxAge(c.MaxAge),
+	opts := []events.Option{events.WithStream(c.Stream), events.WithStorage(storage), events.WithReplicas(c.Replicas), events.WithMaxAge(c.MaxAge)}
+	if c.Duplicates > 0 {
+		opts = append(opts, events.WithDuplicates(c.Duplicates))
 	}
+	return opts
 }
 
 // OpenStore opens the events store over nc with the stream settings (see
