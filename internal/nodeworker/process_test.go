@@ -126,18 +126,7 @@ func TestProcessesShareQueue(t *testing.T) {
 // the ack wait passes, and invoked once.
 func TestProcessKilledMidNode(t *testing.T) {
 	srv, st := setup(t)
-	// The queue exists: its ack wait is changed on purpose (as 'weft
-	// admin apply -ack-wait' does), since -ack-wait only creates.
-	ctx := context.Background()
-	c, err := st.JetStream().Consumer(ctx, st.StreamName(), worker.QueueConsumer(worker.DefaultQueue))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cc := c.CachedInfo().Config
-	cc.AckWait = 2 * time.Second
-	if _, err := st.JetStream().UpdateConsumer(ctx, st.StreamName(), cc); err != nil {
-		t.Fatal(err)
-	}
+	setAckWait(t, st, 2*time.Second)
 	first := startProc(t, srv, "doomed", "-ack-wait", "2s")
 	waitPulling(t, st, 1)
 	run := events.NewRunID()
@@ -156,7 +145,7 @@ func TestProcessKilledMidNode(t *testing.T) {
 	}
 	// Nothing more arrives: the item was acknowledged.
 	time.Sleep(500 * time.Millisecond)
-	evs, err = st.Read(context.Background(), run, 0, 0)
+	evs, err := st.Read(context.Background(), run, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,5 +228,22 @@ func TestProcessWaitsForItsServer(t *testing.T) {
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatalf("no exit after SIGTERM:\n%s", logs)
+	}
+}
+
+// setAckWait changes the default queue's ack wait on purpose, as 'weft
+// admin apply -ack-wait' does: the queue exists, and a worker's -ack-wait
+// only applies to a queue it creates.
+func setAckWait(t *testing.T, st events.Store, d time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	c, err := st.JetStream().Consumer(ctx, st.StreamName(), worker.QueueConsumer(worker.DefaultQueue))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := c.CachedInfo().Config
+	cc.AckWait = d
+	if _, err := st.JetStream().UpdateConsumer(ctx, st.StreamName(), cc); err != nil {
+		t.Fatal(err)
 	}
 }
