@@ -159,3 +159,23 @@ func (l *logWatch) wait(t *testing.T, s string, d time.Duration) {
 		t.Fatalf("no log line with %s after %s:\n%s", s, d, l)
 	}
 }
+
+// A server that refuses the daemon's credentials is a configuration error:
+// the daemon exits, it does not wait.
+func TestRunExitsOnRefusedCredentials(t *testing.T) {
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true, Username: "weft", Password: "secret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("server not ready")
+	}
+	t.Cleanup(func() { embedded.Stop(s) })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = nodeworker.Run(ctx, []string{"-nats", s.ClientURL()}, &bytes.Buffer{}, &bytes.Buffer{})
+	if err == nil || ctx.Err() != nil || !strings.Contains(strings.ToLower(err.Error()), "authorization") {
+		t.Fatalf("Run = %v, want an authorization error", err)
+	}
+}

@@ -159,11 +159,15 @@ func Retry(ctx context.Context, log *slog.Logger, what string, fatal func(error)
 // reconnecting): a request would only wait out its timeout.
 var ErrNotConnected = errors.New("not connected to NATS")
 
-// Connected returns ErrNotConnected, with the connection's status, unless
-// nc is connected.
+// Connected returns ErrNotConnected, with the connection's status and
+// last error (an authorization error, say, which the caller may take as
+// fatal), unless nc is connected.
 func Connected(nc *nats.Conn) error {
 	if nc.IsConnected() {
 		return nil
+	}
+	if last := nc.LastError(); last != nil {
+		return fmt.Errorf("%w (%s): %w", ErrNotConnected, nc.Status(), last)
 	}
 	return fmt.Errorf("%w (%s)", ErrNotConnected, nc.Status())
 }
