@@ -66,7 +66,7 @@ func engine(t *testing.T) (string, *client.Client) {
 	// Every CLI command opens the stream (an idempotent stream update);
 	// the engine is set up first, so that no update races its consumers'
 	// creation inside the embedded server.
-	waitConsumers(t, store, "coordinator", worker.QueueConsumer("default"))
+	waitConsumers(t, store, coordinator.ConsumerName("coordinator", 0), worker.QueueConsumer("default"))
 	return srv.ClientURL(), client.New(store)
 }
 
@@ -208,7 +208,11 @@ edges:
 	}
 	wantContains(t, "signal to an unknown node", r.stderr, `no node "nope"`, "ask, done")
 
-	r = weft(t, "signal", "approval-1", "ask", "-nats", url, "-data", `{"approved":true}`)
+	r = weft(t, "signal", "approval-1", "ask", "-nats", url, "-id", "bad.id")
+	if r.code != 1 || !strings.Contains(r.stderr, `signal id "bad.id"`) {
+		t.Errorf("signal -id bad.id: exit %d, stderr %q", r.code, r.stderr)
+	}
+	r = weft(t, "signal", "approval-1", "ask", "-nats", url, "-data", `{"approved":true}`, "-id", "req-1")
 	if r.code != 0 {
 		t.Fatalf("signal: exit %d\n%s", r.code, r.stderr)
 	}
