@@ -28,7 +28,8 @@ var cmdAdmin = &command{
 	args:    "settings|apply",
 	summary: "show the live stream, consumer and KV settings, or change them",
 	help: `'weft admin settings' shows the live settings of the events stream, its
-consumers (the coordinators' and each task queue's) and Weft's KV buckets,
+consumers (the coordinators' partitions and each task queue's) and Weft's
+KV buckets (coordinator leases, snapshots, worker announcements),
 and any setting Weft cannot run with.
 
 'weft admin apply' changes them on purpose, and prints what changed:
@@ -158,7 +159,7 @@ type BucketSettings struct {
 }
 
 // buckets are Weft's KV buckets.
-var buckets = []string{worker.WorkersBucket, coordinator.SnapshotsBucket}
+var buckets = []string{coordinator.LeasesBucket, coordinator.SnapshotsBucket, worker.WorkersBucket}
 
 func adminSettings(e *env, c *command, args []string) error {
 	fs, out := e.flagSet(c)
@@ -246,7 +247,7 @@ func consumerSettings(ci *jetstream.ConsumerInfo) ConsumerSettings {
 	}
 	if q, ok := worker.QueueName(ci.Name); ok {
 		cs.Kind, cs.Queue = "queue", q
-	} else if strings.HasPrefix(cc.Description, "Weft coordinators") || strings.HasPrefix(ci.Name, "coordinator") {
+	} else if strings.HasPrefix(cc.Description, "Weft coordinator") || strings.HasPrefix(ci.Name, "coordinator") {
 		cs.Kind = "coordinator"
 	}
 	return cs

@@ -22,7 +22,7 @@ func TestAdminSettings(t *testing.T) {
 		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	wantContains(t, "admin settings", r.stdout, "stream WEFT", "weft.r.>, weft.t.>", "duplicates window  2m0s",
-		"message schedules  yes", "coordinator", "work-default", "queue", "30s", "weft-workers", "weft-snapshots")
+		"message schedules  yes", "coordinator-0", "work-default", "queue", "30s", "weft-workers", "weft-snapshots", "weft-coordinators")
 	if strings.Contains(r.stdout, "cannot run with") {
 		t.Errorf("a good stream reported problems:\n%s", r.stdout)
 	}
@@ -39,10 +39,10 @@ func TestAdminSettings(t *testing.T) {
 	for _, c := range set.Consumers {
 		kinds[c.Name] = c.Kind
 	}
-	if kinds["coordinator"] != "coordinator" || kinds["work-default"] != "queue" {
+	if kinds["coordinator-0"] != "coordinator" || kinds["work-default"] != "queue" {
 		t.Errorf("consumers = %+v", set.Consumers)
 	}
-	if len(set.Buckets) != 2 || set.Buckets[0].Name != worker.WorkersBucket {
+	if len(set.Buckets) != 3 || set.Buckets[2].Name != worker.WorkersBucket {
 		t.Errorf("buckets = %+v", set.Buckets)
 	}
 }

@@ -16,17 +16,24 @@ import (
 	"github.com/weft-dev/weft/pkg/events"
 )
 
+func partitionConsumer(name string, ackWait time.Duration) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable: name, AckPolicy: jetstream.AckExplicitPolicy, AckWait: ackWait, MaxAckPending: 20000, MaxDeliver: -1,
+		DeliverPolicy: jetstream.DeliverAllPolicy, FilterSubject: "weft.r.>",
+	}
+}
+
 func TestEnsureConsumerUsesAnExistingOneAsItIs(t *testing.T) {
 	_, st := natstest.Store(t)
 	ctx := context.Background()
 	js, stream := st.JetStream(), st.StreamName()
-	if _, err := coordinator.EnsureConsumer(ctx, js, stream, coordinator.ConsumerConfig("coord", time.Minute), nil); err != nil {
+	if _, err := coordinator.EnsureConsumer(ctx, js, stream, partitionConsumer("coord-0", time.Minute), nil); err != nil {
 		t.Fatal(err)
 	}
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	for range 2 {
-		c, err := coordinator.EnsureConsumer(ctx, js, stream, coordinator.ConsumerConfig("coord", 0), log)
+		c, err := coordinator.EnsureConsumer(ctx, js, stream, partitionConsumer("coord-0", 10*time.Second), log)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -39,27 +46,18 @@ func TestEnsureConsumerUsesAnExistingOneAsItIs(t *testing.T) {
 	}
 }
 
-func TestEnsureConsumerRefusesOneThatLosesEvents(t *testing.T) {
+func TestEnsureConsumerRefusesOneWithoutAcks(t *testing.T) {
 	_, st := natstest.Store(t)
 	ctx := context.Background()
 	js, stream := st.JetStream(), st.StreamName()
-	cfg := coordinator.ConsumerConfig("narrow", 0)
-	cfg.FilterSubject = "weft.r.0.>"
+	cfg := partitionConsumer("noack", time.Minute)
+	cfg.AckPolicy, cfg.AckWait = jetstream.AckNonePolicy, 0
 	if _, err := js.CreateConsumer(ctx, stream, cfg); err != nil {
 		t.Fatal(err)
 	}
-	_, err := coordinator.EnsureConsumer(ctx, js, stream, coordinator.ConsumerConfig("narrow", 0), nil)
+	_, err := coordinator.EnsureConsumer(ctx, js, stream, partitionConsumer("noack", time.Minute), nil)
 	var se *events.SettingError
-	if !errors.Is(err, events.ErrUnsafeSetting) || !errors.As(err, &se) || se.Setting != "filter_subjects" {
-		t.Fatalf("got %v, want an unsafe filter_subjects", err)
-	}
-	cfg = coordinator.ConsumerConfig("wide", 0)
-	cfg.FilterSubject = "weft.>"
-	cfg.AckPolicy = jetstream.AckExplicitPolicy
-	if _, err := js.CreateConsumer(ctx, stream, cfg); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := coordinator.EnsureConsumer(ctx, js, stream, coordinator.ConsumerConfig("wide", 0), nil); err != nil {
-		t.Fatalf("a filter covering every run event was refused: %v", err)
+	if !errors.Is(err, events.ErrUnsafeSetting) || !errors.As(err, &se) || se.Setting != "ack_policy" {
+		t.Fatalf("got %v, want an unsafe ack_policy", err)
 	}
 }

@@ -1,16 +1,17 @@
 // Package coordinatord is the coordinator daemon: it connects to NATS, sets
-// up the events stream and the coordinators' consumer, and runs a
-// coordinator (package coordinator) until its context ends.
+// up the events stream, and runs a coordinator (package coordinator, which
+// sets up its leases bucket and partition consumers) until its context
+// ends.
 //
 // It rides out outages: a server not yet up, a cluster electing its leaders,
-// a lost server or consumer. Setup is retried with capped exponential
+// a lost server. Setting up the stream is retried with capped exponential
 // back-off (100ms doubling to 5s), each distinct error logged once with what
-// it waits for, and a coordinator that stops while the context is live is
-// set up and started again. It exits only on a configuration error (bad
-// flags, a stream or consumer setting Weft cannot run with, named with the
-// command that fixes it) or when its context ends. An existing stream or
-// consumer is used as it is: settings that differ from the flags are logged,
-// never rewritten ('weft admin apply' changes them).
+// it waits for; the coordinator retries its own setup likewise, and one that
+// stops while the context is live is started again. It exits only on a
+// configuration error (bad flags, a stream setting Weft cannot run with,
+// named with the command that fixes it) or when its context ends. An
+// existing stream is used as it is: settings that differ from the flags are
+// logged, never rewritten ('weft admin apply' changes them).
 //
 // Every flag has an environment variable (shown in -h); a flag given on the
 // command line wins over the environment. Traces and metrics are exported
@@ -122,25 +123,13 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return coordinate(ctx, log, &cfg, store)
 }
 
-// coordinate runs coordinators until ctx ends: a coordinator that stops
-// while ctx is live (its consumer deleted, a server lost) is replaced by a
-// new one, with a fresh cache, once the consumer is set up again.
+// coordinate runs coordinators until ctx ends. A coordinator waits for
+// its leases bucket and partition consumers itself, with back-off; one that
+// stops while ctx is live anyway is replaced by a new one, with a fresh
+// cache.
 func coordinate(ctx context.Context, log *slog.Logger, cfg *Config, store events.Store) error {
-	want := coordinator.ConsumerConfig(cfg.Durable, 0)
 	var backoff setup.Backoff
 	for {
-		err := setup.Retry(ctx, log, "the coordinator consumer "+cfg.Durable, natsconn.Fatal, func(ctx context.Context) error {
-			if err := setup.Connected(store.JetStream().Conn()); err != nil {
-				return err
-			}
-			attempt, cancel := context.WithTimeout(ctx, 10*time.Second)
-			defer cancel()
-			_, err := coordinator.EnsureConsumer(attempt, store.JetStream(), store.StreamName(), want, log)
-			return err
-		})
-		if err != nil {
-			return setupError(ctx, log, err)
-		}
 		c := coordinator.New(store,
 			coordinator.WithDurable(cfg.Durable),
 			coordinator.WithShards(cfg.Shards),
@@ -148,7 +137,7 @@ func coordinate(ctx context.Context, log *slog.Logger, cfg *Config, store events
 			coordinator.WithLogger(log))
 		log.Info("coordinating", "nats", store.JetStream().Conn().ConnectedUrl(), "stream", store.StreamName(), "durable", cfg.Durable)
 		started := time.Now()
-		err = c.Run(ctx)
+		err := c.Run(ctx)
 		st := c.Stats()
 		log.Info("stopped", "processed", st.Processed, "decisions", st.Decisions, "malformed", st.Malformed, "conflicts", st.Conflicts)
 		if ctx.Err() != nil {
@@ -161,9 +150,9 @@ func coordinate(ctx context.Context, log *slog.Logger, cfg *Config, store events
 			backoff.Reset()
 		}
 		if err == nil {
-			err = errors.New("its consumer stopped delivering (deleted, or its server lost)")
+			err = errors.New("it stopped while the daemon runs")
 		}
-		backoff.Warn(log, "the coordinator stopped; setting up again", "the coordinator consumer "+cfg.Durable, err)
+		backoff.Warn(log, "the coordinator stopped; starting it again", "the coordinator", err)
 		if !backoff.Wait(ctx) {
 			return nil
 		}
