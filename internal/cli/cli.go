@@ -17,6 +17,8 @@
 // The CLI never opens the events stream with settings of its own: when the
 // stream exists it adopts the stream's storage, replicas and limits, so that
 // a "weft status" with default flags cannot reconfigure a production stream.
+// Changing them is 'weft admin apply', which changes only the settings it
+// is given and prints what changed; 'weft admin settings' shows them.
 package cli
 
 import (
@@ -49,7 +51,7 @@ var commands []*command
 func init() {
 	commands = []*command{
 		cmdRun, cmdStatus, cmdList, cmdEvents, cmdState, cmdDiff,
-		cmdSignal, cmdCancel, cmdValidate, cmdDemo, cmdDev,
+		cmdSignal, cmdCancel, cmdValidate, cmdDemo, cmdDev, cmdAdmin,
 	}
 }
 
@@ -221,6 +223,14 @@ func (e *env) helpCommand(args []string) error {
 	case 0:
 		usage(e.stdout)
 		return nil
+	case 2:
+		if args[0] == cmdAdmin.name {
+			e.help = e.stdout
+			if err := cmdAdmin.run(e, cmdAdmin, []string{args[1], "-h"}); !errors.Is(err, flag.ErrHelp) {
+				return err
+			}
+			return nil
+		}
 	case 1:
 		c := lookup(args[0])
 		if c == nil {

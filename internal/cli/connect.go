@@ -62,7 +62,7 @@ func openStore(ctx context.Context, cfg *natsconn.Config, nc *nats.Conn, create 
 		return events.Open(ctx, js, events.WithStream(cfg.Stream), events.WithStorage(sc.Storage),
 			events.WithReplicas(sc.Replicas), events.WithDuplicates(sc.Duplicates), events.WithMaxAge(sc.MaxAge))
 	case errors.Is(err, jetstream.ErrStreamNotFound) && create:
-		return cfg.OpenStore(ctx, nc)
+		return cfg.OpenStore(ctx, nc, nil)
 	case errors.Is(err, jetstream.ErrStreamNotFound):
 		return nil, fmt.Errorf("no stream %q on the NATS server at %s: nothing has run there yet, or -stream (WEFT_STREAM) names another stream", cfg.Stream, nc.ConnectedUrlRedacted())
 	default:

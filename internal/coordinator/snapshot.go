@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/logattr"
+	"github.com/weft-dev/weft/internal/setup"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -57,14 +59,7 @@ func (c *Coordinator) snapshotKV(ctx context.Context, create bool) (jetstream.Ke
 	}
 	kv, err := c.js.KeyValue(ctx, SnapshotsBucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) && create {
-		kv, err = c.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket:      SnapshotsBucket,
-			Description: "Weft run snapshots: the latest checkpoint of each run's projection",
-			History:     1,
-		})
-		if errors.Is(err, jetstream.ErrBucketExists) {
-			kv, err = c.js.KeyValue(ctx, SnapshotsBucket)
-		}
+		kv, err = ensureSnapshotsKV(ctx, c.js, c.store.StreamName(), c.log)
 	}
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		s.checked = time.Now()
@@ -74,6 +69,27 @@ func (c *Coordinator) snapshotKV(ctx context.Context, create bool) (jetstream.Ke
 	}
 	s.kv = kv
 	return kv, nil
+}
+
+// SnapshotsKVConfig is the snapshots bucket as coordinators create it:
+// with as many replicas as the events stream, whose log it caches.
+func SnapshotsKVConfig(replicas int) jetstream.KeyValueConfig {
+	return jetstream.KeyValueConfig{
+		Bucket:      SnapshotsBucket,
+		Description: "Weft run snapshots: the latest checkpoint of each run's projection",
+		History:     1,
+		Replicas:    replicas,
+	}
+}
+
+// ensureSnapshotsKV creates the snapshots bucket, or uses the one another
+// coordinator created as it is.
+func ensureSnapshotsKV(ctx context.Context, js jetstream.JetStream, stream string, log *slog.Logger) (jetstream.KeyValue, error) {
+	replicas, err := setup.StreamReplicas(ctx, js, stream)
+	if err != nil {
+		return nil, err
+	}
+	return setup.EnsureKV(ctx, js, SnapshotsKVConfig(replicas), log)
 }
 
 // LoadSnapshot returns a run's latest snapshot, or nil when it has none.

@@ -1,6 +1,17 @@
 // Package coordinatord is the coordinator daemon: it connects to NATS, sets
-// up the events stream, and runs a coordinator (package coordinator) until
-// its context ends.
+// up the events stream, and runs a coordinator (package coordinator, which
+// sets up its leases bucket and partition consumers) until its context
+// ends.
+//
+// It rides out outages: a server not yet up, a cluster electing its leaders,
+// a lost server. Setting up the stream is retried with capped exponential
+// back-off (100ms doubling to 5s), each distinct error logged once with what
+// it waits for; the coordinator retries its own setup likewise, and one that
+// stops while the context is live is started again. It exits only on a
+// configuration error (bad flags, a stream setting Weft cannot run with,
+// named with the command that fixes it) or when its context ends. An
+// existing stream is used as it is: settings that differ from the flags are
+// logged, never rewritten ('weft admin apply' changes them).
 //
 // Every flag has an environment variable (shown in -h); a flag given on the
 // command line wins over the environment. Traces and metrics are exported
@@ -14,9 +25,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/natsconn"
+	"github.com/weft-dev/weft/internal/setup"
 	"github.com/weft-dev/weft/internal/telemetry"
 	"github.com/weft-dev/weft/pkg/events"
 )
@@ -95,24 +110,62 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}()
 
-	nc, err := cfg.NATS.Connect("")
+	// A server that is not up yet is waited for, like a lost one.
+	nc, err := cfg.NATS.Connect("", nats.RetryOnFailedConnect(true))
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	store, err := cfg.NATS.OpenStore(ctx, nc)
+	store, err := cfg.NATS.OpenStore(ctx, nc, log)
 	if err != nil {
-		return err
+		return setupError(ctx, log, err)
 	}
-	c := coordinator.New(store,
-		coordinator.WithDurable(cfg.Durable),
-		coordinator.WithShards(cfg.Shards),
-		coordinator.WithCacheSize(cfg.CacheSize),
-		coordinator.WithLogger(log))
-	log.Info("coordinating", "nats", nc.ConnectedUrl(), "stream", store.StreamName(), "durable", cfg.Durable)
-	err = c.Run(ctx)
-	st := c.Stats()
-	log.Info("stopped", "processed", st.Processed, "decisions", st.Decisions, "malformed", st.Malformed, "conflicts", st.Conflicts)
+	return coordinate(ctx, log, &cfg, store)
+}
+
+// coordinate runs coordinators until ctx ends. A coordinator waits for
+// its leases bucket and partition consumers itself, with back-off; one that
+// stops while ctx is live anyway is replaced by a new one, with a fresh
+// cache.
+func coordinate(ctx context.Context, log *slog.Logger, cfg *Config, store events.Store) error {
+	var backoff setup.Backoff
+	for {
+		c := coordinator.New(store,
+			coordinator.WithDurable(cfg.Durable),
+			coordinator.WithShards(cfg.Shards),
+			coordinator.WithCacheSize(cfg.CacheSize),
+			coordinator.WithLogger(log))
+		log.Info("coordinating", "nats", store.JetStream().Conn().ConnectedUrl(), "stream", store.StreamName(), "durable", cfg.Durable)
+		started := time.Now()
+		err := c.Run(ctx)
+		st := c.Stats()
+		log.Info("stopped", "processed", st.Processed, "decisions", st.Decisions, "malformed", st.Malformed, "conflicts", st.Conflicts)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil && natsconn.Fatal(err) {
+			return err
+		}
+		if time.Since(started) > time.Minute {
+			backoff.Reset()
+		}
+		if err == nil {
+			err = errors.New("it stopped while the daemon runs")
+		}
+		backoff.Warn(log, "the coordinator stopped; starting it again", "the coordinator", err)
+		if !backoff.Wait(ctx) {
+			return nil
+		}
+	}
+}
+
+// setupError is what Run returns when setup ends with err: nothing when
+// ctx ended (a stop before the coordinator was ready is a clean stop).
+func setupError(ctx context.Context, log *slog.Logger, err error) error {
+	if ctx.Err() != nil {
+		log.Info("stopped before the coordinator was ready", "error", err)
+		return nil
+	}
 	return err
 }
 

@@ -1,6 +1,11 @@
 // Package natsconn is the NATS connection configuration shared by Weft's
 // daemons and CLI: server URL, credentials, TLS and the events stream's
-// storage, from flags with environment-variable defaults.
+// settings, from flags with environment-variable defaults.
+//
+// The stream settings (-storage, -replicas, -duplicates, -max-age) are those
+// a process creates the stream with when it is missing. An existing stream
+// is used as it is, whatever the flags say (see package events); 'weft
+// admin apply' changes it on purpose.
 package natsconn
 
 import (
@@ -8,12 +13,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/setup"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
@@ -27,19 +34,26 @@ type Config struct {
 	Stream   string // WEFT_STREAM
 	Storage  string // WEFT_STORAGE: file or memory
 	Replicas int    // WEFT_REPLICAS
-	Name     string // connection name
+	// Duplicates is the de-duplication window (WEFT_DUPLICATES); 0: the
+	// default, 2 minutes.
+	Duplicates time.Duration
+	// MaxAge is how long events are kept; 0 forever (WEFT_MAX_AGE).
+	MaxAge time.Duration
+	Name   string // connection name
 }
 
 // EnvFlags maps the connection flags to their environment variables.
 var EnvFlags = map[string]string{
-	"nats":     "WEFT_NATS_URL",
-	"creds":    "WEFT_NATS_CREDS",
-	"tls-ca":   "WEFT_NATS_TLS_CA",
-	"tls-cert": "WEFT_NATS_TLS_CERT",
-	"tls-key":  "WEFT_NATS_TLS_KEY",
-	"stream":   "WEFT_STREAM",
-	"storage":  "WEFT_STORAGE",
-	"replicas": "WEFT_REPLICAS",
+	"nats":       "WEFT_NATS_URL",
+	"creds":      "WEFT_NATS_CREDS",
+	"tls-ca":     "WEFT_NATS_TLS_CA",
+	"tls-cert":   "WEFT_NATS_TLS_CERT",
+	"tls-key":    "WEFT_NATS_TLS_KEY",
+	"stream":     "WEFT_STREAM",
+	"storage":    "WEFT_STORAGE",
+	"replicas":   "WEFT_REPLICAS",
+	"duplicates": "WEFT_DUPLICATES",
+	"max-age":    "WEFT_MAX_AGE",
 }
 
 // RegisterFlags adds the connection flags to fs. After parsing, ApplyEnv
@@ -52,7 +66,9 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.TLSKey, "tls-key", "", "client key for TLS (env WEFT_NATS_TLS_KEY)")
 	fs.StringVar(&c.Stream, "stream", "WEFT", "events stream name (env WEFT_STREAM)")
 	fs.StringVar(&c.Storage, "storage", "file", "events stream storage: file or memory (env WEFT_STORAGE)")
-	fs.IntVar(&c.Replicas, "replicas", 1, "events stream replicas (env WEFT_REPLICAS)")
+	fs.IntVar(&c.Replicas, "replicas", 1, "events stream and KV bucket replicas, when created (env WEFT_REPLICAS)")
+	fs.DurationVar(&c.Duplicates, "duplicates", 2*time.Minute, "events stream de-duplication window, when created (env WEFT_DUPLICATES)")
+	fs.DurationVar(&c.MaxAge, "max-age", 0, "how long the events stream keeps events, when created; 0 forever (env WEFT_MAX_AGE)")
 }
 
 // Validate reports every problem with the configuration at once.
@@ -78,6 +94,12 @@ func (c *Config) Validate() error {
 	if c.Stream == "" {
 		errs = append(errs, errors.New("-stream: must not be empty"))
 	}
+	if c.Duplicates != 0 && c.Duplicates < events.MinDuplicates {
+		errs = append(errs, fmt.Errorf("-duplicates: want at least %s, got %s", events.MinDuplicates, c.Duplicates))
+	}
+	if c.MaxAge < 0 {
+		errs = append(errs, fmt.Errorf("-max-age: want 0 (forever) or a positive duration, got %s", c.MaxAge))
+	}
 	return errors.Join(errs...)
 }
 
@@ -100,69 +122,79 @@ func (c *Config) Options() []nats.Option {
 	return opts
 }
 
-// Connect connects to url (the configuration's URL when url is empty).
-func (c *Config) Connect(url string) (*nats.Conn, error) {
+// Connect connects to url (the configuration's URL when url is empty),
+// with the configuration's options and then extra.
+func (c *Config) Connect(url string, extra ...nats.Option) (*nats.Conn, error) {
 	if url == "" {
 		url = c.URL
 	}
 	if url == "" {
 		url = nats.DefaultURL
 	}
-	nc, err := nats.Connect(url, c.Options()...)
+	nc, err := nats.Connect(url, append(c.Options(), extra...)...)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to NATS at %s: %w", url, err)
 	}
 	return nc, nil
 }
 
-// OpenStore opens the events store over nc with the stream settings. While
-// JetStream is not ready (a cluster still electing its leaders, a server
-// still starting) it tries again, for up to SetupTimeout or until ctx ends.
-func (c *Config) OpenStore(ctx context.Context, nc *nats.Conn) (events.Store, error) {
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, err
-	}
+// StoreOptions are the events store options of the configuration.
+func (c *Config) StoreOptions() []events.Option {
 	storage := jetstream.FileStorage
 	if c.Storage == "memory" {
 		storage = jetstream.MemoryStorage
 	}
-	deadline := time.Now().Add(SetupTimeout)
-	wait := 250 * time.Millisecond
-	for {
-		attempt, cancel := context.WithTimeout(ctx, 10*time.Second)
-		st, err := events.Open(attempt, js, events.WithStream(c.Stream), events.WithStorage(storage), events.WithReplicas(c.Replicas))
-		cancel()
-		if err == nil || !transient(err) || time.Now().After(deadline) {
-			return st, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, err
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, 5*time.Second)
+	opts := []events.Option{events.WithStream(c.Stream), events.WithStorage(storage), events.WithReplicas(c.Replicas), events.WithMaxAge(c.MaxAge)}
+	if c.Duplicates > 0 {
+		opts = append(opts, events.WithDuplicates(c.Duplicates))
 	}
+	return opts
 }
 
-// SetupTimeout bounds how long OpenStore waits for JetStream to be ready.
-const SetupTimeout = 2 * time.Minute
+// OpenStore opens the events store over nc with the stream settings (see
+// events.Open: an existing stream is used as it is, differences logged to
+// log). While JetStream is not ready (a server still starting, a cluster
+// electing its leaders, a lost server) it tries again with capped back-off
+// until ctx ends; a stream Weft cannot run with (events.ErrUnsafeSetting)
+// or a permissions error ends it at once.
+func (c *Config) OpenStore(ctx context.Context, nc *nats.Conn, log *slog.Logger) (events.Store, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	opts := append(c.StoreOptions(), events.WithLogger(log))
+	var st events.Store
+	err = setup.Retry(ctx, log, "the events stream "+c.Stream, Fatal, func(ctx context.Context) error {
+		if err := setup.Connected(nc); err != nil {
+			return err
+		}
+		attempt, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		st, err = events.Open(attempt, js, opts...)
+		return err
+	})
+	return st, err
+}
 
-// transient reports whether a stream set-up error may pass by itself.
-func transient(err error) bool {
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrNoResponders) ||
-		errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, nats.ErrTimeout) {
+// Fatal reports whether a setup error is one that waiting cannot fix: an
+// unsafe live setting, an invalid name, a permissions or authorization
+// error. Every other error (timeouts, no responders, JetStream not ready
+// or temporarily unavailable) may pass.
+func Fatal(err error) bool {
+	if errors.Is(err, events.ErrUnsafeSetting) || errors.Is(err, events.ErrInvalidID) ||
+		errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrPermissionViolation) ||
+		errors.Is(err, nats.ErrAuthExpired) || errors.Is(err, nats.ErrAuthRevoked) {
 		return true
 	}
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
-		// 10008: cluster temporarily unavailable; 10005: no suitable peers;
-		// 10023: insufficient resources while peers join.
+		// 10052: invalid stream config; 10058: stream name in use with
+		// another config; 10074: replicas > 1 on a server without a
+		// cluster.
 		switch apiErr.ErrorCode {
-		case 10008, 10005, 10023:
+		case 10052, 10058, 10074:
 			return true
 		}
-		return apiErr.Code == 503
 	}
 	return false
 }

@@ -1,11 +1,19 @@
 package natsconn_test
 
 import (
+	"context"
 	"flag"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/natsconn"
+	"github.com/weft-dev/weft/internal/setup"
+	"github.com/weft-dev/weft/pkg/events"
 )
 
 func TestValidateReportsEveryProblem(t *testing.T) {
@@ -66,5 +74,52 @@ func TestApplyEnvConnectionFlags(t *testing.T) {
 	c2.RegisterFlags(fs2)
 	if err := natsconn.ApplyEnv(fs2); err == nil || !strings.Contains(err.Error(), `WEFT_REPLICAS="three"`) {
 		t.Fatalf("bad replicas: %v", err)
+	}
+}
+
+func TestStreamSettingFlags(t *testing.T) {
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	var c natsconn.Config
+	c.RegisterFlags(fs)
+	if err := fs.Parse([]string{"-duplicates", "5m"}); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("WEFT_MAX_AGE", "24h")
+	t.Setenv("WEFT_DUPLICATES", "10m")
+	if err := natsconn.ApplyEnv(fs); err != nil {
+		t.Fatal(err)
+	}
+	if c.Duplicates != 5*time.Minute || c.MaxAge != 24*time.Hour {
+		t.Fatalf("duplicates %s, max age %s", c.Duplicates, c.MaxAge)
+	}
+	c.Duplicates, c.MaxAge = 10*time.Second, -time.Second
+	err := c.Validate()
+	for _, want := range []string{"-duplicates: want at least 1m0s", "-max-age"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q: %v", want, err)
+		}
+	}
+}
+
+func TestFatal(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"timeout", fmt.Errorf("setting up stream: %w", context.DeadlineExceeded), false},
+		{"no responders", nats.ErrNoResponders, false},
+		{"not connected", setup.ErrNotConnected, false},
+		{"temporarily unavailable", &jetstream.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}, false},
+		{"unsafe stream", fmt.Errorf("setting up stream: %w", &events.SettingError{Resource: "stream WEFT", Setting: "allow_direct"}), true},
+		{"permissions", fmt.Errorf("x: %w", nats.ErrPermissionViolation), true},
+		{"replicas without a cluster", &jetstream.APIError{Code: 500, ErrorCode: 10074}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := natsconn.Fatal(tt.err); got != tt.want {
+				t.Fatalf("Fatal(%v) = %v, want %v", tt.err, got, tt.want)
+			}
+		})
 	}
 }

@@ -55,6 +55,7 @@ func (l *ledger) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // applies the effect once, and the run's log has one outcome.
 func TestKilledWorkerDoesNotApplyEffectTwice(t *testing.T) {
 	srv, st := setup(t)
+	setAckWait(t, st, 2*time.Second)
 	l := newLedger()
 	hs := httptest.NewServer(l)
 	var releaseOnce sync.Once

@@ -2,6 +2,16 @@
 // the built-in node executors (package builtin) and runs a worker (package
 // worker) on the configured task queues until its context ends, then drains.
 //
+// It rides out outages: a server not yet up, a cluster electing its leaders,
+// a lost server. Setting up the stream and the queue consumers is retried
+// with capped exponential back-off (100ms doubling to 5s), each distinct
+// error logged once with what it waits for; a worker that cannot start is
+// set up and started again. It exits only on a configuration error (bad
+// flags, a stream or consumer setting Weft cannot run with, named with the
+// command that fixes it) or when its context ends. Existing queue
+// consumers are used as they are: an -ack-wait that differs from a queue's
+// is logged, never applied ('weft admin apply -ack-wait' changes it).
+//
 // Every flag has an environment variable (shown in -h); a flag given on the
 // command line wins over the environment. Traces and metrics are exported
 // as the standard OTEL_* variables say (package telemetry; off by default).
@@ -17,7 +27,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/weft-dev/weft/internal/natsconn"
+	"github.com/weft-dev/weft/internal/setup"
 	"github.com/weft-dev/weft/internal/telemetry"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/worker"
@@ -95,7 +108,7 @@ func parse(args []string, stderr io.Writer) (*Config, error) {
 	queues := fs.String("queues", worker.DefaultQueue, "task queues to pull from, comma separated (env WEFT_QUEUES)")
 	fs.IntVar(&cfg.Concurrency, "concurrency", worker.DefaultConcurrency, "nodes run at once (env WEFT_CONCURRENCY)")
 	fs.StringVar(&cfg.Name, "name", "", "worker name in events (env WEFT_WORKER_NAME; default <hostname>-<pid>)")
-	fs.DurationVar(&cfg.AckWait, "ack-wait", 0, "redeliver work after this long without a heartbeat; 0 keeps the queue's, 30s when created (env WEFT_ACK_WAIT)")
+	fs.DurationVar(&cfg.AckWait, "ack-wait", 0, "redeliver work after this long without a heartbeat, for queues this worker creates (default 30s); an existing queue keeps its own (env WEFT_ACK_WAIT)")
 	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", worker.DefaultDrainTimeout, "on shutdown, wait this long for running nodes (env WEFT_DRAIN_TIMEOUT)")
 	fs.StringVar(&cfg.LogLevel, "log-level", "info", "debug, info, warn or error (env WEFT_LOG_LEVEL)")
 	if err := fs.Parse(args); err != nil {
@@ -161,22 +174,72 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if cfg.Name != "" {
 		cfg.NATS.Name += " " + cfg.Name
 	}
-	nc, err := cfg.NATS.Connect("")
+	// A server that is not up yet is waited for, like a lost one.
+	nc, err := cfg.NATS.Connect("", nats.RetryOnFailedConnect(true))
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	store, err := cfg.NATS.OpenStore(ctx, nc)
+	store, err := cfg.NATS.OpenStore(ctx, nc, log)
 	if err != nil {
-		return fmt.Errorf("opening the events store: %w", err)
+		return setupError(ctx, log, err)
 	}
-	w, err := worker.New(store, opts...)
-	if err != nil {
-		return err
+	var backoff setup.Backoff
+	for {
+		if err := ensureQueues(ctx, log, cfg, store); err != nil {
+			return setupError(ctx, log, err)
+		}
+		w, err := worker.New(store, opts...)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrUsage, err)
+		}
+		builtin.Register(w)
+		err = w.Run(ctx)
+		if ctx.Err() != nil {
+			if err != nil {
+				return fmt.Errorf("running worker: %w", err)
+			}
+			return nil
+		}
+		// The worker could not start (a queue lost between setup and
+		// start, a server gone): set up again.
+		if natsconn.Fatal(err) {
+			return fmt.Errorf("running worker: %w", err)
+		}
+		backoff.Warn(log, "the worker could not start; setting up again", "the worker's queues", err)
+		if !backoff.Wait(ctx) {
+			return nil
+		}
 	}
-	builtin.Register(w)
-	if err := w.Run(ctx); err != nil {
-		return fmt.Errorf("running worker: %w", err)
+}
+
+// ensureQueues sets up the consumers of the worker's queues, waiting for
+// NATS as long as it takes.
+func ensureQueues(ctx context.Context, log *slog.Logger, cfg *Config, store events.Store) error {
+	opts := worker.QueueOptions{AckWait: cfg.AckWait, Logger: log}
+	for _, q := range cfg.Queues {
+		err := setup.Retry(ctx, log, "the consumer of queue "+q, natsconn.Fatal, func(ctx context.Context) error {
+			if err := setup.Connected(store.JetStream().Conn()); err != nil {
+				return err
+			}
+			attempt, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			_, err := worker.EnsureQueue(attempt, store.JetStream(), store.StreamName(), q, opts)
+			return err
+		})
+		if err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// setupError is what Run returns when setup ends with err: nothing when
+// ctx ended (a stop before the worker was ready is a clean stop).
+func setupError(ctx context.Context, log *slog.Logger, err error) error {
+	if ctx.Err() != nil {
+		log.Info("stopped before the worker was ready", "error", err)
+		return nil
+	}
+	return err
 }

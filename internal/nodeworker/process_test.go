@@ -14,6 +14,7 @@ import (
 
 	"github.com/weft-dev/weft/internal/proctest"
 	"github.com/weft-dev/weft/pkg/events"
+	"github.com/weft-dev/weft/pkg/worker"
 )
 
 // binary builds cmd/nodeworker once per test run.
@@ -125,6 +126,7 @@ func TestProcessesShareQueue(t *testing.T) {
 // the ack wait passes, and invoked once.
 func TestProcessKilledMidNode(t *testing.T) {
 	srv, st := setup(t)
+	setAckWait(t, st, 2*time.Second)
 	first := startProc(t, srv, "doomed", "-ack-wait", "2s")
 	waitPulling(t, st, 1)
 	run := events.NewRunID()
@@ -188,7 +190,6 @@ func TestProcessExitCodes(t *testing.T) {
 	}{
 		{[]string{"-bogus"}, 2},
 		{[]string{"-concurrency", "0"}, 2},
-		{[]string{"-nats", "nats://127.0.0.1:1"}, 1},
 		{[]string{"-h"}, 0},
 	} {
 		err := exec.Command(bin, tt.args...).Run()
@@ -201,5 +202,48 @@ func TestProcessExitCodes(t *testing.T) {
 		if code != tt.want {
 			t.Errorf("nodeworker %v: exit %d, want %d", tt.args, code, tt.want)
 		}
+	}
+}
+
+// A server that cannot be reached is waited for, not an exit; SIGTERM
+// still stops the process cleanly.
+func TestProcessWaitsForItsServer(t *testing.T) {
+	logs := newLogWatch()
+	cmd := exec.Command(binary(t), "-nats", fmt.Sprintf("nats://127.0.0.1:%d", freePort(t)))
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	logs.wait(t, `"msg":"waiting for NATS"`, 30*time.Second)
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("exit: %v\n%s", err, logs)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("no exit after SIGTERM:\n%s", logs)
+	}
+}
+
+// setAckWait changes the default queue's ack wait on purpose, as 'weft
+// admin apply -ack-wait' does: the queue exists, and a worker's -ack-wait
+// only applies to a queue it creates.
+func setAckWait(t *testing.T, st events.Store, d time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	c, err := st.JetStream().Consumer(ctx, st.StreamName(), worker.QueueConsumer(worker.DefaultQueue))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := c.CachedInfo().Config
+	cc.AckWait = d
+	if _, err := st.JetStream().UpdateConsumer(ctx, st.StreamName(), cc); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
 	"time"
 
@@ -78,97 +77,11 @@ type Store interface {
 	MaxEventSize() int
 }
 
-// Config is the events stream's configuration.
-type Config struct {
-	Stream   string
-	Storage  jetstream.StorageType
-	Replicas int
-	// Duplicates is the de-duplication window.
-	Duplicates time.Duration
-	// MaxAge drops events older than this; zero keeps them forever.
-	MaxAge time.Duration
-}
-
-// Option configures Open.
-type Option func(*Config)
-
-// WithStream names the events stream (default "WEFT").
-func WithStream(name string) Option { return func(c *Config) { c.Stream = name } }
-
-// WithStorage chooses file (default) or memory storage.
-func WithStorage(s jetstream.StorageType) Option { return func(c *Config) { c.Storage = s } }
-
-// WithReplicas sets the stream's replica count (default 1).
-func WithReplicas(n int) Option { return func(c *Config) { c.Replicas = n } }
-
-// WithDuplicates sets the de-duplication window (default 2 minutes).
-func WithDuplicates(d time.Duration) Option { return func(c *Config) { c.Duplicates = d } }
-
-// WithMaxAge sets how long events are kept (default forever).
-func WithMaxAge(d time.Duration) Option { return func(c *Config) { c.MaxAge = d } }
-
 type store struct {
 	nc     *nats.Conn
 	js     jetstream.JetStream
 	cfg    Config
 	stream jetstream.Stream
-}
-
-// Open sets up the events stream (idempotently: creating it, or updating it
-// to this configuration) and returns the store.
-func Open(ctx context.Context, js jetstream.JetStream, opts ...Option) (Store, error) {
-	cfg := Config{Stream: "WEFT", Storage: jetstream.FileStorage, Replicas: 1, Duplicates: 2 * time.Minute}
-	for _, o := range opts {
-		o(&cfg)
-	}
-	ctx, cancel := withDefaultTimeout(ctx, 30*time.Second)
-	defer cancel()
-	want := jetstream.StreamConfig{
-		Name:               cfg.Stream,
-		Description:        "Weft run histories (CloudEvents, binary mode)",
-		Subjects:           []string{AllEvents, AllSchedules},
-		Retention:          jetstream.LimitsPolicy,
-		Storage:            cfg.Storage,
-		Replicas:           cfg.Replicas,
-		Duplicates:         cfg.Duplicates,
-		MaxAge:             cfg.MaxAge,
-		AllowDirect:        true,
-		AllowMsgSchedules:  true,
-		AllowMsgTTL:        true,
-		AllowAtomicPublish: true,
-	}
-	s, err := setupStream(ctx, js, want)
-	if err != nil {
-		return nil, fmt.Errorf("setting up stream %s: %w", cfg.Stream, err)
-	}
-	return &store{nc: js.Conn(), js: js, cfg: cfg, stream: s}, nil
-}
-
-// setupStream creates the stream, or brings an existing one to the settings
-// Weft relies on. An existing stream that already has them is left alone:
-// updating a stream has a cost, and every process opens the store.
-func setupStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig) (jetstream.Stream, error) {
-	s, err := js.Stream(ctx, want.Name)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		s, err = js.CreateStream(ctx, want)
-		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			s, err = js.Stream(ctx, want.Name)
-		} else if err == nil {
-			return s, nil
-		}
-	}
-	if err != nil {
-		return nil, err
-	}
-	have := s.CachedInfo().Config
-	if slices.Equal(have.Subjects, want.Subjects) && have.Replicas == want.Replicas && have.Duplicates == want.Duplicates &&
-		have.MaxAge == want.MaxAge && have.AllowDirect && have.AllowMsgSchedules && have.AllowMsgTTL && have.AllowAtomicPublish {
-		return s, nil
-	}
-	upd := have
-	upd.Subjects, upd.Replicas, upd.Duplicates, upd.MaxAge = want.Subjects, want.Replicas, want.Duplicates, want.MaxAge
-	upd.AllowDirect, upd.AllowMsgSchedules, upd.AllowMsgTTL, upd.AllowAtomicPublish = true, true, true, true
-	return js.UpdateStream(ctx, upd)
 }
 
 func (s *store) StreamName() string             { return s.cfg.Stream }

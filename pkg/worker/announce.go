@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/weft-dev/weft/internal/setup"
 )
 
 // Worker announcements. A running worker keeps an entry in the JetStream KV
@@ -53,22 +56,26 @@ func WithAnnounceInterval(d time.Duration) Option {
 	return func(o *options) { o.announce = d }
 }
 
-// workersKV returns the announcements bucket, creating it if missing.
-func workersKV(ctx context.Context, js jetstream.JetStream, create bool) (jetstream.KeyValue, error) {
-	kv, err := js.KeyValue(ctx, WorkersBucket)
-	if err == nil || !create || !errors.Is(err, jetstream.ErrBucketNotFound) {
-		return kv, err
+// workersKV returns the announcements bucket, creating it if missing with
+// as many replicas as the events stream has: it is shared like the log.
+// An existing bucket is used as it is (differences logged once).
+func workersKV(ctx context.Context, js jetstream.JetStream, stream string, log *slog.Logger) (jetstream.KeyValue, error) {
+	replicas, err := setup.StreamReplicas(ctx, js, stream)
+	if err != nil {
+		return nil, err
 	}
-	kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+	return setup.EnsureKV(ctx, js, WorkersKVConfig(replicas), log)
+}
+
+// WorkersKVConfig is the announcements bucket as workers create it.
+func WorkersKVConfig(replicas int) jetstream.KeyValueConfig {
+	return jetstream.KeyValueConfig{
 		Bucket:      WorkersBucket,
 		Description: "Weft workers: the queues and node types each live worker serves",
 		TTL:         AnnounceTTL,
 		History:     1,
-	})
-	if errors.Is(err, jetstream.ErrBucketExists) {
-		return js.KeyValue(ctx, WorkersBucket)
+		Replicas:    replicas,
 	}
-	return kv, err
 }
 
 // announceKey is a worker name made safe as a KV key.
@@ -103,7 +110,7 @@ func (w *Worker) announce(ctx context.Context) *announcer {
 	}
 	setup, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	kv, err := workersKV(setup, w.js, true)
+	kv, err := workersKV(setup, w.js, w.store.StreamName(), w.log)
 	if err != nil {
 		w.log.Warn("announcing the worker", logError, err)
 		return nil
@@ -166,7 +173,7 @@ func LiveWorkers(ctx context.Context, js jetstream.JetStream) ([]Announcement, e
 		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 	}
-	kv, err := workersKV(ctx, js, false)
+	kv, err := js.KeyValue(ctx, WorkersBucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return nil, nil
 	}

@@ -68,10 +68,10 @@ func WithName(name string) Option { return func(o *options) { o.name = name } }
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
 
-// WithAckWait sets the AckWait of the worker's queue consumers: how long a
-// work item whose worker stopped heartbeating waits before it is delivered
-// again. Without it a queue keeps the AckWait it has (30s when created). All
-// workers of a queue should agree on it.
+// WithAckWait sets the AckWait of the queue consumers this worker creates:
+// how long a work item whose worker stopped heartbeating waits before it is
+// delivered again (default 30s). An existing queue keeps the AckWait it has
+// (a difference is logged); 'weft admin apply -ack-wait' changes it.
 func WithAckWait(d time.Duration) Option { return func(o *options) { o.ackWait = d } }
 
 // WithHeartbeat sets how often a running node's work item is marked in

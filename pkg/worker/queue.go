@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/setup"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
@@ -17,10 +20,12 @@ const (
 	DefaultMaxAckPending = 1000
 )
 
-// QueueOptions are the settings of a task queue's consumer. A zero field
-// means "the default when the consumer is created, and as it is otherwise",
-// so that callers that do not care (the coordinator) never undo what a
-// worker fleet configured.
+// QueueOptions are the settings of a task queue's consumer, used when
+// EnsureQueue creates it. A zero field means the default. An existing
+// consumer keeps the settings it has: a worker started with another ack
+// wait must not make running nodes redeliver (and run twice) on every
+// other worker; the difference is logged once instead, and changed on
+// purpose with 'weft admin apply -ack-wait'.
 type QueueOptions struct {
 	// AckWait is how long a delivered item may go without an ack or a
 	// heartbeat before it is delivered again (default 30s).
@@ -30,20 +35,28 @@ type QueueOptions struct {
 	MaxAckPending int
 	// MaxDeliver bounds deliveries of one item (default -1, unlimited).
 	MaxDeliver int
+	// Logger receives the settings of an existing consumer that differ
+	// from these (default slog.Default()).
+	Logger *slog.Logger
 }
 
 // QueueConsumer is the name of the durable consumer the workers of a task
 // queue share.
 func QueueConsumer(queue string) string { return "work-" + queue }
 
+// QueueName is the task queue of a queue consumer's name, if it is one.
+func QueueName(consumer string) (string, bool) { return strings.CutPrefix(consumer, "work-") }
+
 // EnsureQueue returns the consumer of a task queue on the events stream,
 // creating it if it is missing. A new consumer delivers only events
 // published after its creation (from the stream's next sequence, fixed at
-// creation), so the coordinator calls EnsureQueue before
-// it appends the first node-ready event of a queue. An existing consumer
-// keeps its delivery policy (which JetStream cannot change); the non-zero
-// fields of opts, and the filter subject, are updated if they differ.
-// EnsureQueue is safe to call concurrently from many processes.
+// creation), so the coordinator calls EnsureQueue before it appends the
+// first node-ready event of a queue. An existing consumer is used as it
+// is: the non-zero fields of opts that differ from it are logged once,
+// never applied. Its filter subject, which is Weft's and no operator's
+// choice, is brought to the queue's. A consumer without explicit acks is
+// refused (an error wrapping events.ErrUnsafeSetting). EnsureQueue is safe
+// to call concurrently from many processes.
 func EnsureQueue(ctx context.Context, js jetstream.JetStream, stream, queue string, opts QueueOptions) (jetstream.Consumer, error) {
 	if !events.ValidToken(queue) {
 		return nil, fmt.Errorf("queue %q: %w", queue, events.ErrInvalidID)
@@ -57,7 +70,7 @@ func EnsureQueue(ctx context.Context, js jetstream.JetStream, stream, queue stri
 	c, err := js.Consumer(ctx, stream, name)
 	switch {
 	case err == nil:
-		return updateQueue(ctx, js, stream, queue, c, opts)
+		return checkQueue(ctx, js, stream, queue, c, opts)
 	case !errors.Is(err, jetstream.ErrConsumerNotFound):
 		return nil, fmt.Errorf("looking up consumer of queue %q: %w", queue, err)
 	}
@@ -69,12 +82,29 @@ func EnsureQueue(ctx context.Context, js jetstream.JetStream, stream, queue stri
 	if err != nil {
 		return nil, fmt.Errorf("looking up stream %s for queue %q: %w", stream, queue, err)
 	}
+	cfg := QueueConfig(queue, opts)
+	cfg.OptStartSeq = s.CachedInfo().State.LastSeq + 1
+	c, err = js.CreateConsumer(ctx, stream, cfg)
+	if errors.Is(err, jetstream.ErrConsumerExists) {
+		// Another process created it meanwhile, with other settings.
+		if c, err = js.Consumer(ctx, stream, name); err == nil {
+			return checkQueue(ctx, js, stream, queue, c, opts)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("creating consumer of queue %q: %w", queue, err)
+	}
+	return c, nil
+}
+
+// QueueConfig is the consumer EnsureQueue creates for a queue (without its
+// start sequence, which is the stream's next at creation).
+func QueueConfig(queue string, opts QueueOptions) jetstream.ConsumerConfig {
 	cfg := jetstream.ConsumerConfig{
-		Durable:       name,
+		Durable:       QueueConsumer(queue),
 		Description:   "Weft task queue " + queue,
 		FilterSubject: events.QueueFilter(queue),
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:   s.CachedInfo().State.LastSeq + 1,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       DefaultAckWait,
 		MaxAckPending: DefaultMaxAckPending,
@@ -89,40 +119,37 @@ func EnsureQueue(ctx context.Context, js jetstream.JetStream, stream, queue stri
 	if opts.MaxDeliver != 0 {
 		cfg.MaxDeliver = opts.MaxDeliver
 	}
-	c, err = js.CreateConsumer(ctx, stream, cfg)
-	if errors.Is(err, jetstream.ErrConsumerExists) {
-		// Another process created it meanwhile, with other settings.
-		if c, err = js.Consumer(ctx, stream, name); err == nil {
-			return updateQueue(ctx, js, stream, queue, c, opts)
-		}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("creating consumer of queue %q: %w", queue, err)
-	}
-	return c, nil
+	return cfg
 }
 
-func updateQueue(ctx context.Context, js jetstream.JetStream, stream, queue string, c jetstream.Consumer, opts QueueOptions) (jetstream.Consumer, error) {
+// checkQueue checks an existing queue consumer, logs how it differs from
+// opts, and brings its filter to the queue's.
+func checkQueue(ctx context.Context, js jetstream.JetStream, stream, queue string, c jetstream.Consumer, opts QueueOptions) (jetstream.Consumer, error) {
 	cfg := c.CachedInfo().Config
-	changed := false
-	if f := events.QueueFilter(queue); cfg.FilterSubject != f || len(cfg.FilterSubjects) > 0 {
-		cfg.FilterSubject, cfg.FilterSubjects, changed = f, nil, true
+	resource := fmt.Sprintf("consumer %s of stream %s", cfg.Durable, stream)
+	if cfg.AckPolicy != jetstream.AckExplicitPolicy {
+		return nil, &events.SettingError{Resource: resource, Setting: "ack_policy", Have: cfg.AckPolicy.String(), Want: jetstream.AckExplicitPolicy.String(),
+			Fix: fmt.Sprintf("it cannot be changed on a live consumer: delete it ('nats consumer rm %s %s') when its queue is idle, and a worker creates it again", stream, cfg.Durable)}
 	}
-	if opts.AckWait > 0 && cfg.AckWait != opts.AckWait {
-		cfg.AckWait, changed = opts.AckWait, true
+	var diffs []setup.Diff
+	if opts.AckWait > 0 {
+		diffs = setup.Compare(diffs, "ack_wait", cfg.AckWait, opts.AckWait)
 	}
-	if opts.MaxAckPending > 0 && cfg.MaxAckPending != opts.MaxAckPending {
-		cfg.MaxAckPending, changed = opts.MaxAckPending, true
+	if opts.MaxAckPending > 0 {
+		diffs = setup.Compare(diffs, "max_ack_pending", cfg.MaxAckPending, opts.MaxAckPending)
 	}
-	if opts.MaxDeliver != 0 && cfg.MaxDeliver != opts.MaxDeliver {
-		cfg.MaxDeliver, changed = opts.MaxDeliver, true
+	if opts.MaxDeliver != 0 {
+		diffs = setup.Compare(diffs, "max_deliver", cfg.MaxDeliver, opts.MaxDeliver)
 	}
-	if !changed {
+	setup.WarnDiffs(opts.Logger, js, resource, diffs)
+	f := events.QueueFilter(queue)
+	if cfg.FilterSubject == f && len(cfg.FilterSubjects) == 0 {
 		return c, nil
 	}
+	cfg.FilterSubject, cfg.FilterSubjects = f, nil
 	c, err := js.UpdateConsumer(ctx, stream, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("updating consumer of queue %q: %w", queue, err)
+		return nil, fmt.Errorf("updating the filter of the consumer of queue %q: %w", queue, err)
 	}
 	return c, nil
 }

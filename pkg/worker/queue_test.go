@@ -1,7 +1,11 @@
 package worker_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -45,24 +49,73 @@ func TestEnsureQueue(t *testing.T) {
 		t.Errorf("config = %+v", cfg)
 	}
 
-	// A worker's settings are applied; the delivery policy stays.
-	c, err = worker.EnsureQueue(ctx, js, stream, "q1", worker.QueueOptions{AckWait: 5 * time.Second, MaxAckPending: 10})
-	if err != nil {
+	// A worker's other settings are not applied: they are logged, once.
+	var logs lockedBuffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	for range 2 {
+		c, err = worker.EnsureQueue(ctx, js, stream, "q1", worker.QueueOptions{AckWait: 5 * time.Second, MaxAckPending: 10, Logger: log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg := c.CachedInfo().Config; cfg.AckWait != worker.DefaultAckWait || cfg.MaxAckPending != worker.DefaultMaxAckPending {
+			t.Errorf("the consumer was changed: %+v", cfg)
+		}
+	}
+	for _, want := range []string{"setting=ack_wait have=30s want=5s", "setting=max_ack_pending have=1000 want=10"} {
+		if n := strings.Count(logs.String(), want); n != 1 {
+			t.Errorf("%q logged %d times, want once:\n%s", want, n, logs.String())
+		}
+	}
+	// A caller that does not care says nothing.
+	if _, err := worker.EnsureQueue(ctx, js, stream, "q1", worker.QueueOptions{Logger: log}); err != nil {
 		t.Fatal(err)
-	}
-	if cfg := c.CachedInfo().Config; cfg.AckWait != 5*time.Second || cfg.MaxAckPending != 10 || cfg.DeliverPolicy != jetstream.DeliverByStartSequencePolicy {
-		t.Errorf("updated config = %+v", cfg)
-	}
-	// A caller that does not care leaves them as they are.
-	c, err = worker.EnsureQueue(ctx, js, stream, "q1", worker.QueueOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg := c.CachedInfo().Config; cfg.AckWait != 5*time.Second || cfg.MaxAckPending != 10 {
-		t.Errorf("config after a zero ensure = %+v", cfg)
 	}
 
 	if _, err := worker.EnsureQueue(ctx, js, stream, "bad.queue", worker.QueueOptions{}); err == nil {
 		t.Error("a queue name with a dot was accepted")
 	}
+}
+
+func TestEnsureQueueCreatesWithItsOptions(t *testing.T) {
+	_, st := natstest.Store(t)
+	c, err := worker.EnsureQueue(context.Background(), st.JetStream(), st.StreamName(), "q2", worker.QueueOptions{AckWait: 7 * time.Second, MaxDeliver: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg := c.CachedInfo().Config; cfg.AckWait != 7*time.Second || cfg.MaxDeliver != 5 {
+		t.Errorf("created with %+v", cfg)
+	}
+}
+
+func TestEnsureQueueRefusesAConsumerWithoutAcks(t *testing.T) {
+	_, st := natstest.Store(t)
+	ctx := context.Background()
+	cfg := worker.QueueConfig("q3", worker.QueueOptions{})
+	cfg.AckPolicy, cfg.OptStartSeq = jetstream.AckNonePolicy, 1
+	if _, err := st.JetStream().CreateConsumer(ctx, st.StreamName(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	_, err := worker.EnsureQueue(ctx, st.JetStream(), st.StreamName(), "q3", worker.QueueOptions{})
+	var se *events.SettingError
+	if !errors.Is(err, events.ErrUnsafeSetting) || !errors.As(err, &se) || se.Setting != "ack_policy" {
+		t.Fatalf("got %v, want an unsafe ack_policy", err)
+	}
+}
+
+// lockedBuffer is a log destination tests read while others write.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -1,0 +1,264 @@
+package events
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/weft-dev/weft/internal/setup"
+)
+
+// The events stream's settings. Open creates a missing stream with the
+// settings of its options. An existing stream is used as it is: its
+// replicas, de-duplication window, max age and storage are what an operator
+// (or the first process) chose, and a process started with other flags only
+// logs the difference, once, so that one worker started without -replicas 3
+// never turns an R3 stream into R1. Changing them is done on purpose, with
+// 'weft admin apply'. A stream that lacks what Weft relies on (the
+// subjects weft.r.> and weft.t.>, direct gets, message schedules,
+// per-message TTLs, atomic batches, limits retention, purges, a
+// de-duplication window of at least MinDuplicates) is refused with a
+// *SettingError naming the setting and the command that fixes it.
+
+// DefaultStream is the events stream's default name.
+const DefaultStream = "WEFT"
+
+// MinDuplicates is the shortest de-duplication window Weft runs with: a
+// retried append (a lost ack, a timeout) must fall in the window to be
+// recognised as the same event.
+const MinDuplicates = time.Minute
+
+// ErrUnsafeSetting is wrapped by the errors about a setting of the live
+// stream or of its consumers that Weft cannot run with (see SettingError).
+var ErrUnsafeSetting = errors.New("unsafe setting")
+
+// SettingError is a setting of the live stream, or of one of its
+// consumers, that Weft cannot run with.
+type SettingError struct {
+	// Resource names it: "stream WEFT", "consumer work-default of stream WEFT".
+	Resource string
+	Setting  string
+	Have     string
+	Want     string
+	// Fix is the command that fixes it.
+	Fix string
+}
+
+func (e *SettingError) Error() string {
+	return fmt.Sprintf("%s: %s is %s, Weft needs %s; %s", e.Resource, e.Setting, e.Have, e.Want, e.Fix)
+}
+
+func (e *SettingError) Unwrap() error { return ErrUnsafeSetting }
+
+// Config is the events stream's configuration. After Open it holds the
+// live stream's settings, which may differ from the options given.
+type Config struct {
+	Stream   string
+	Storage  jetstream.StorageType
+	Replicas int
+	// Duplicates is the de-duplication window.
+	Duplicates time.Duration
+	// MaxAge drops events older than this; zero keeps them forever.
+	MaxAge time.Duration
+
+	log *slog.Logger
+}
+
+// Option configures Open.
+type Option func(*Config)
+
+// WithStream names the events stream (default "WEFT").
+func WithStream(name string) Option { return func(c *Config) { c.Stream = name } }
+
+// WithStorage chooses file (default) or memory storage, for a stream Open
+// creates.
+func WithStorage(s jetstream.StorageType) Option { return func(c *Config) { c.Storage = s } }
+
+// WithReplicas sets the replica count (default 1) of a stream Open creates.
+func WithReplicas(n int) Option { return func(c *Config) { c.Replicas = n } }
+
+// WithDuplicates sets the de-duplication window (default 2 minutes) of a
+// stream Open creates.
+func WithDuplicates(d time.Duration) Option { return func(c *Config) { c.Duplicates = d } }
+
+// WithMaxAge sets how long events are kept (default forever) by a stream
+// Open creates.
+func WithMaxAge(d time.Duration) Option { return func(c *Config) { c.MaxAge = d } }
+
+// WithLogger sets where Open logs the settings of an existing stream that
+// differ from the options (default slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(c *Config) { c.log = l } }
+
+// DefaultConfig is the configuration Open starts from.
+func DefaultConfig() Config {
+	return Config{Stream: DefaultStream, Storage: jetstream.FileStorage, Replicas: 1, Duplicates: 2 * time.Minute}
+}
+
+// Open sets up the events stream and returns the store: it creates the
+// stream when it is missing, and uses an existing one with its own
+// settings, logging those that differ from the options once. It fails with
+// an error wrapping ErrUnsafeSetting when the stream lacks a setting Weft
+// relies on.
+func Open(ctx context.Context, js jetstream.JetStream, opts ...Option) (Store, error) {
+	cfg := DefaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	ctx, cancel := withDefaultTimeout(ctx, 30*time.Second)
+	defer cancel()
+	s, err := setupStream(ctx, js, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("setting up stream %s: %w", cfg.Stream, err)
+	}
+	// Reads depend on the live settings (a replicated stream is read
+	// with care), not on what this process asked for.
+	live := s.CachedInfo().Config
+	cfg.Storage, cfg.Replicas, cfg.Duplicates, cfg.MaxAge = live.Storage, max(live.Replicas, 1), live.Duplicates, live.MaxAge
+	return &store{nc: js.Conn(), js: js, cfg: cfg, stream: s}, nil
+}
+
+// StreamConfig is the stream Open creates for cfg.
+func StreamConfig(cfg Config) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:               cfg.Stream,
+		Description:        "Weft run histories (CloudEvents, binary mode)",
+		Subjects:           []string{AllEvents, AllSchedules},
+		Retention:          jetstream.LimitsPolicy,
+		Storage:            cfg.Storage,
+		Replicas:           cfg.Replicas,
+		Duplicates:         cfg.Duplicates,
+		MaxAge:             cfg.MaxAge,
+		AllowDirect:        true,
+		AllowMsgSchedules:  true,
+		AllowMsgTTL:        true,
+		AllowAtomicPublish: true,
+	}
+}
+
+// setupStream creates the stream, or checks an existing one and logs how
+// its settings differ from cfg. It never updates a stream.
+func setupStream(ctx context.Context, js jetstream.JetStream, cfg Config) (jetstream.Stream, error) {
+	s, err := js.Stream(ctx, cfg.Stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		s, err = js.CreateStream(ctx, StreamConfig(cfg))
+		if err == nil {
+			return s, nil
+		}
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			s, err = js.Stream(ctx, cfg.Stream)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	have := s.CachedInfo().Config
+	if err := CheckStream(have); err != nil {
+		return nil, err
+	}
+	setup.WarnDiffs(cfg.log, js, "stream "+cfg.Stream, StreamDiffs(have, cfg))
+	return s, nil
+}
+
+// CheckStream reports every setting of a live stream Weft cannot run with,
+// each a *SettingError.
+func CheckStream(have jetstream.StreamConfig) error {
+	fix := fmt.Sprintf("run 'weft admin apply -stream %s' to set it", have.Name)
+	recreate := fmt.Sprintf("it cannot be changed on a live stream: move the runs to a new stream (-stream) or recreate %s", have.Name)
+	var errs []error
+	bad := func(setting, h, w, fix string) {
+		errs = append(errs, &SettingError{Resource: "stream " + have.Name, Setting: setting, Have: h, Want: w, Fix: fix})
+	}
+	for _, subj := range []string{AllEvents, AllSchedules} {
+		if !SubjectsCover(have.Subjects, subj) {
+			bad("subjects", fmt.Sprintf("%q", have.Subjects), "subjects covering "+subj, fix)
+		}
+	}
+	flags := []struct {
+		name string
+		have bool
+	}{
+		{"allow_direct", have.AllowDirect},
+		{"allow_msg_schedules", have.AllowMsgSchedules},
+		{"allow_msg_ttl", have.AllowMsgTTL},
+		{"allow_atomic", have.AllowAtomicPublish},
+	}
+	for _, f := range flags {
+		if !f.have {
+			bad(f.name, "false", "true", fix)
+		}
+	}
+	if have.Duplicates < MinDuplicates {
+		bad("duplicate_window", have.Duplicates.String(), "at least "+MinDuplicates.String(),
+			fmt.Sprintf("run 'weft admin apply -stream %s -duplicates %s' to set it", have.Name, 2*time.Minute))
+	}
+	if have.Retention != jetstream.LimitsPolicy {
+		bad("retention", have.Retention.String(), jetstream.LimitsPolicy.String(), recreate)
+	}
+	if have.Sealed {
+		bad("sealed", "true", "false", recreate)
+	}
+	if have.DenyPurge {
+		bad("deny_purge", "true", "false", recreate)
+	}
+	return errors.Join(errs...)
+}
+
+// Repair returns have with the settings Weft relies on set: those
+// CheckStream asks for that an update can change.
+func Repair(have jetstream.StreamConfig) jetstream.StreamConfig {
+	upd := have
+	upd.Subjects = slices.Clone(have.Subjects)
+	for _, subj := range []string{AllEvents, AllSchedules} {
+		if !SubjectsCover(upd.Subjects, subj) {
+			// Narrower subjects go: the server refuses overlaps.
+			upd.Subjects = slices.DeleteFunc(upd.Subjects, func(s string) bool { return subsetOf(s, subj) })
+			upd.Subjects = append(upd.Subjects, subj)
+		}
+	}
+	upd.AllowDirect, upd.AllowMsgSchedules, upd.AllowMsgTTL, upd.AllowAtomicPublish = true, true, true, true
+	return upd
+}
+
+// StreamDiffs lists the tunable settings of a live stream that differ from
+// cfg: replicas, de-duplication window, max age, storage.
+func StreamDiffs(have jetstream.StreamConfig, cfg Config) []setup.Diff {
+	var d []setup.Diff
+	d = setup.Compare(d, "replicas", max(have.Replicas, 1), max(cfg.Replicas, 1))
+	d = setup.Compare(d, "duplicate_window", have.Duplicates, cfg.Duplicates)
+	d = setup.Compare(d, "max_age", have.MaxAge, cfg.MaxAge)
+	d = setup.Compare(d, "storage", have.Storage.String(), cfg.Storage.String())
+	return d
+}
+
+// SubjectsCover reports whether every subject matching filter matches one
+// of subjects (a stream's subjects, a consumer's filters).
+func SubjectsCover(subjects []string, filter string) bool {
+	return slices.ContainsFunc(subjects, func(s string) bool { return subsetOf(filter, s) })
+}
+
+// subsetOf reports whether every subject matching filter a matches filter b.
+func subsetOf(a, b string) bool {
+	at, bt := strings.Split(a, "."), strings.Split(b, ".")
+	for i, t := range bt {
+		if t == ">" {
+			return i < len(at)
+		}
+		if i >= len(at) {
+			return false
+		}
+		switch {
+		case at[i] == ">":
+			return false
+		case t == "*":
+		case at[i] == "*" || at[i] != t:
+			return false
+		}
+	}
+	return len(at) == len(bt)
+}
