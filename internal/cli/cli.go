@@ -49,7 +49,7 @@ var commands []*command
 func init() {
 	commands = []*command{
 		cmdRun, cmdStatus, cmdList, cmdEvents, cmdState, cmdDiff,
-		cmdSignal, cmdCancel, cmdValidate, cmdDemo, cmdDev,
+		cmdSignal, cmdCancel, cmdValidate, cmdDemo, cmdDev, cmdRoles,
 	}
 }
 

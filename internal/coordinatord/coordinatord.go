@@ -109,7 +109,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		coordinator.WithShards(cfg.Shards),
 		coordinator.WithCacheSize(cfg.CacheSize),
 		coordinator.WithLogger(log))
-	log.Info("coordinating", "nats", nc.ConnectedUrl(), "stream", store.StreamName(), "durable", cfg.Durable)
+	log.Info("coordinating", "nats", natsconn.ConnectedURL(nc), "stream", store.StreamName(), "durable", cfg.Durable)
 	err = c.Run(ctx)
 	st := c.Stats()
 	log.Info("stopped", "processed", st.Processed, "decisions", st.Decisions, "malformed", st.Malformed, "conflicts", st.Conflicts)

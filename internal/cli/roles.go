@@ -1,0 +1,80 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/weft-dev/weft/internal/natsconn"
+)
+
+var cmdRoles = &command{
+	name:    "roles",
+	summary: "generate NATS users and credentials for Weft's roles (-out DIR -queues Q,...)",
+	help: `Writes a NATS authorization setup for Weft's roles into -out: auth.conf, the
+server's authorization block (users with bcrypt-hashed passwords and
+publish/subscribe allow-lists; include it from the server configuration, see
+deploy/nats/auth/server.conf), and one <user>.env file per user, mode 0600,
+with WEFT_NATS_USER and WEFT_NATS_PASSWORD for the processes of that role
+(docker compose env_file, systemd EnvironmentFile, or 'set -a; . FILE').
+
+Users: weft-client (start, signal, cancel and read runs), weft-coordinator,
+weft-worker-<queue> for each of -queues (outcomes of its queue's work only),
+weft-ui (read only) and weft-admin (everything, purging and deleting the
+stream included). deploy/SECURITY.md says what each may do and which rights
+are still broader than their role. Passwords are random and never printed.
+Existing files are kept unless -force (which changes every password).`,
+	run: func(e *env, c *command, args []string) error {
+		fs, out := e.flagSet(c)
+		dir := fs.String("out", "", "directory to write auth.conf and the <user>.env files to (required)")
+		queues := fs.String("queues", "default", "task queues, comma separated: one worker user each")
+		stream := fs.String("stream", "WEFT", "events stream name")
+		durable := fs.String("durable", "coordinator", "the coordinators' durable consumer")
+		force := fs.Bool("force", false, "replace existing files (and every password)")
+		if _, err := e.parse(c, fs, args, 0, 0); err != nil {
+			return err
+		}
+		if *dir == "" {
+			return &usageError{cmd: c, msg: "-out: a directory is required"}
+		}
+		d := natsconn.Deployment{Stream: *stream, Durable: *durable}
+		for q := range strings.SplitSeq(*queues, ",") {
+			if q = strings.TrimSpace(q); q != "" {
+				d.Queues = append(d.Queues, q)
+			}
+		}
+		if err := d.Validate(); err != nil {
+			return &usageError{cmd: c, msg: err.Error()}
+		}
+		files, err := natsconn.WriteRoles(*dir, d, 0, *force)
+		if errors.Is(err, natsconn.ErrExists) {
+			return err
+		}
+		if err != nil {
+			return fmt.Errorf("writing roles to %s: %w", *dir, err)
+		}
+		if *out == "json" {
+			type file struct {
+				Path string `json:"path"`
+				User string `json:"user,omitempty"`
+				Role string `json:"role,omitempty"`
+			}
+			var fl []file
+			for _, f := range files {
+				fl = append(fl, file{Path: f.Path, User: f.User, Role: string(f.Role)})
+			}
+			return e.writeJSON(fl)
+		}
+		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "USER\tROLE\tFILE")
+		for _, f := range files {
+			if f.User == "" {
+				fmt.Fprintf(tw, "(server)\t\t%s\n", f.Path)
+				continue
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", f.User, f.Role, f.Path)
+		}
+		return tw.Flush()
+	},
+}
