@@ -1,12 +1,18 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"text/tabwriter"
+	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/natsconn"
+	"github.com/weft-dev/weft/pkg/worker"
 )
 
 var cmdRoles = &command{
@@ -24,21 +30,32 @@ weft-worker-<queue> for each of -queues (outcomes of its queue's work only),
 weft-ui (read only) and weft-admin (everything, purging and deleting the
 stream included). deploy/SECURITY.md says what each may do and which rights
 are still broader than their role. Passwords are random and never printed.
-Existing files are kept unless -force (which changes every password).`,
+Existing files are kept unless -force (which changes every password).
+
+With -setup, writes nothing: connects with the connection flags (as
+weft-admin: WEFT_NATS_USER and WEFT_NATS_PASSWORD from weft-admin.env) and
+creates the events stream (-storage, -replicas) and the KV buckets
+weft-workers and weft-snapshots, which no other role may create, since a
+stream's configuration could capture or republish any subject. Run it once
+before the coordinators and workers start; they wait for the stream.`,
 	run: func(e *env, c *command, args []string) error {
 		fs, out := e.flagSet(c)
 		dir := fs.String("out", "", "directory to write auth.conf and the <user>.env files to (required)")
 		queues := fs.String("queues", "default", "task queues, comma separated: one worker user each")
-		stream := fs.String("stream", "WEFT", "events stream name")
+		cfg := natsFlags(fs)
+		setup := fs.Bool("setup", false, "create the stream and the KV buckets (as the admin) instead of writing files")
 		durable := fs.String("durable", "coordinator", "the coordinators' durable consumer")
 		force := fs.Bool("force", false, "replace existing files (and every password)")
 		if _, err := e.parse(c, fs, args, 0, 0); err != nil {
 			return err
 		}
+		if *setup {
+			return e.setupDeployment(c, cfg)
+		}
 		if *dir == "" {
 			return &usageError{cmd: c, msg: "-out: a directory is required"}
 		}
-		d := natsconn.Deployment{Stream: *stream, Durable: *durable}
+		d := natsconn.Deployment{Stream: cfg.Stream, Durable: *durable}
 		for q := range strings.SplitSeq(*queues, ",") {
 			if q = strings.TrimSpace(q); q != "" {
 				d.Queues = append(d.Queues, q)
@@ -77,4 +94,49 @@ Existing files are kept unless -force (which changes every password).`,
 		}
 		return tw.Flush()
 	},
+}
+
+// setupDeployment creates what only the admin may create: the events
+// stream and the KV buckets, with the settings their users would create
+// them with (pkg/worker's announcements, internal/coordinator's
+// snapshots).
+func (e *env) setupDeployment(c *command, cfg *natsconn.Config) error {
+	if err := cfg.Validate(); err != nil {
+		return &usageError{cmd: c, msg: err.Error()}
+	}
+	cfg.Name = "weft roles -setup"
+	nc, err := cfg.Connect("")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(e.ctx, time.Minute)
+	defer cancel()
+	store, err := cfg.OpenStore(ctx, nc)
+	if err != nil {
+		return fmt.Errorf("setting up stream %s: %w", cfg.Stream, err)
+	}
+	js := store.JetStream()
+	buckets := []jetstream.KeyValueConfig{
+		{
+			Bucket:      worker.WorkersBucket,
+			Description: "Weft workers: the queues and node types each live worker serves",
+			TTL:         worker.AnnounceTTL,
+			History:     1,
+			Replicas:    cfg.Replicas,
+		},
+		{
+			Bucket:      coordinator.SnapshotsBucket,
+			Description: "Weft run snapshots: the latest checkpoint of each run's projection",
+			History:     1,
+			Replicas:    cfg.Replicas,
+		},
+	}
+	for _, b := range buckets {
+		if _, err := js.CreateKeyValue(ctx, b); err != nil && !errors.Is(err, jetstream.ErrBucketExists) {
+			return fmt.Errorf("creating KV bucket %s: %w", b.Bucket, err)
+		}
+	}
+	fmt.Fprintf(e.stdout, "stream %s and KV buckets %s, %s ready on %s\n", cfg.Stream, buckets[0].Bucket, buckets[1].Bucket, natsconn.ConnectedURL(nc))
+	return nil
 }

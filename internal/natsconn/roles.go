@@ -185,13 +185,13 @@ func (d Deployment) User(r Role, q string) User {
 			},
 			reads,
 			[]string{
-				// Setting the stream up (events.Open) when it is missing
-				// or lacks a setting Weft needs.
-				api + "STREAM.CREATE." + s,
-				api + "STREAM.UPDATE." + s,
 				// Store.CancelSchedules: a purge filtered to one run's
 				// timers; NATS cannot check the filter (open gap).
 				api + "STREAM.PURGE." + s,
+				// No stream create or update: a stream's configuration
+				// (subjects, republish rules) is in the request body, so
+				// the right would reach any subject. The admin sets the
+				// stream and the buckets up ('weft roles -setup').
 				// Its own durable consumer, all partitions' filters.
 				api + "CONSUMER.CREATE." + s + "." + d.Durable,
 				api + "CONSUMER.CREATE." + s + "." + d.Durable + ".>",
@@ -203,12 +203,9 @@ func (d Deployment) User(r Role, q string) User {
 				// work items only.
 				api + "CONSUMER.INFO." + s + ".*",
 				api + "CONSUMER.CREATE." + s + ".*.weft.r.*.*.d.ready.*",
-				// Snapshots. Creating a KV bucket asks for the account's
-				// JetStream info first.
-				api + "INFO",
+				// Snapshots (the bucket is the admin's to create).
 				"$KV." + snapshotsBucket + ".>",
 				api + "STREAM.INFO.KV_" + snapshotsBucket,
-				api + "STREAM.CREATE.KV_" + snapshotsBucket,
 				api + "DIRECT.GET.KV_" + snapshotsBucket + ".>",
 				api + "STREAM.MSG.GET.KV_" + snapshotsBucket,
 			})
@@ -227,12 +224,10 @@ func (d Deployment) User(r Role, q string) User {
 			api + "CONSUMER.CREATE." + s + "." + cons + "." + events.QueueFilter(q),
 			api + "CONSUMER.MSG.NEXT." + s + "." + cons,
 			"$JS.ACK." + s + "." + cons + ".>",
-			// Announcements (a read model for operators); creating the
-			// bucket asks for the account's JetStream info first.
-			api + "INFO",
+			// Announcements (a read model for operators; the bucket is
+			// the admin's to create).
 			"$KV." + workersBucket + ".>",
 			api + "STREAM.INFO.KV_" + workersBucket,
-			api + "STREAM.CREATE.KV_" + workersBucket,
 		}
 		u.SubscribeAllow = []string{
 			inbox,

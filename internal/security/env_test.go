@@ -278,3 +278,15 @@ func openStore(t *testing.T, c *conn) events.Store {
 	}
 	return st
 }
+
+// setup runs 'weft roles -setup' as the admin: the stream and the KV
+// buckets, which the other roles may not create.
+func (s *server) setup(t *testing.T) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(binaries(t), "weft"), "roles", "-setup", "-nats", s.url)
+	cmd.Env = append(os.Environ(), s.roleEnv(natsconn.UserName(natsconn.RoleAdmin, ""))...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("weft roles -setup: %v\n%s", err, out)
+	}
+}

@@ -60,8 +60,7 @@ func sub(run, rest string) string { return "weft.r." + events.Slot(run) + "." + 
 // and the workers' announcements.
 func TestRolesWork(t *testing.T) {
 	s := startServer(t)
-	admin := s.connect(t, userAdmin)
-	openStore(t, admin) // the admin sets the stream up, as in production
+	s.setup(t) // the admin sets the stream and buckets up, as in production
 	dir := t.TempDir()
 	startProcess(t, "coordinator", filepath.Join(dir, "coordinator.log"), s.roleEnv(userCoord), "-nats", s.url)
 	for _, q := range []string{queueA, queueB} {
@@ -166,7 +165,7 @@ edges:
 func TestRolesRefused(t *testing.T) {
 	s := startServer(t)
 	admin := s.connect(t, userAdmin)
-	openStore(t, admin)
+	s.setup(t)
 	run := events.NewRunID()
 	other := events.NewRunID()
 	for _, r := range []string{run, other} {
@@ -331,7 +330,7 @@ func TestRolesRefused(t *testing.T) {
 func TestOnlyAdminPurges(t *testing.T) {
 	s := startServer(t)
 	admin := s.connect(t, userAdmin)
-	openStore(t, admin)
+	s.setup(t)
 	ctx := context.Background()
 	if _, err := admin.js.Publish(ctx, sub(events.NewRunID(), "c.started"), []byte("{}")); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,165 @@
+package security
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/weft-dev/weft/pkg/events"
+)
+
+// The TestGap… tests show rights a role still has beyond its own, because
+// of how the engine uses JetStream today. Each is an open gap in
+// deploy/SECURITY.md; when the engine stops needing the right, the grant
+// goes and the test turns into a refusal.
+
+// TestGapCoordinatorPurgesAnyRun: dropping a run's pending timers
+// (Store.CancelSchedules) is a purge filtered on the run's weft.t
+// subjects, and the filter is in the request body, which NATS permissions
+// do not see. So the coordinator may purge any subject: another run's
+// history, or the whole stream.
+func TestGapCoordinatorPurgesAnyRun(t *testing.T) {
+	s := startServer(t)
+	admin := s.connect(t, userAdmin)
+	s.setup(t)
+	ctx := context.Background()
+	victim := events.NewRunID()
+	if _, err := admin.js.Publish(ctx, sub(victim, "c.started"), []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	coord := s.connect(t, userCoord)
+	st := mustStream(t, coord)
+	if err := st.Purge(ctx, jetstream.WithPurgeSubject(events.RunFilter(victim))); err != nil {
+		t.Fatalf("the coordinator's purge was refused (close the gap in SECURITY.md): %v", err)
+	}
+	if seq := lastSeqOn(t, admin, sub(victim, "c.started")); seq != 0 {
+		t.Fatalf("purged, yet the run's start is still at %d", seq)
+	}
+}
+
+// TestGapWorkerReadsAnyMessage: a worker confirms a duplicate ack by
+// reading the stored message from the stream leader
+// ($JS.API.STREAM.MSG.GET, the sequence in the body), so it can read any
+// message by sequence: another queue's work item, any run's input.
+// Batched direct gets (whole histories) stay refused (TestRolesRefused).
+func TestGapWorkerReadsAnyMessage(t *testing.T) {
+	s := startServer(t)
+	admin := s.connect(t, userAdmin)
+	s.setup(t)
+	ctx := context.Background()
+	secret := events.NewRunID()
+	ack, err := admin.js.Publish(ctx, sub(secret, "d.ready."+queueB), []byte(`{"input":"for gpu workers only"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := s.connect(t, userWorker)
+	// The request Store.Append's duplicate check makes (a leader get).
+	req, _ := json.Marshal(map[string]any{"seq": ack.Sequence})
+	resp, err := w.nc.Request("$JS.API.STREAM.MSG.GET.WEFT", req, 3*time.Second)
+	if err != nil {
+		t.Fatalf("the worker's get was refused (close the gap in SECURITY.md): %v", err)
+	}
+	var got struct {
+		Message struct {
+			Data []byte `json:"data"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(resp.Data, &got); err != nil || string(got.Message.Data) != `{"input":"for gpu workers only"}` {
+		t.Fatalf("got %s (%v)", resp.Data, err)
+	}
+}
+
+// TestGapClientConsumers: pkg/client's Wait reads with an ordered
+// consumer, whose name is generated, so clients (and the UI) may create
+// consumers of any name and filter and pull from them. The coordinators'
+// durable and the queues known when the roles were generated are denied
+// by name; a queue added later is not, so a client can pull its work
+// until the roles are generated again with it.
+func TestGapClientConsumers(t *testing.T) {
+	s := startServer(t)
+	admin := s.connect(t, userAdmin)
+	s.setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	run := events.NewRunID()
+	if _, err := admin.js.Publish(ctx, sub(run, "d.ready.newq"), []byte(`{"work":"of a queue added later"}`)); err != nil {
+		t.Fatal(err)
+	}
+	cl := s.connect(t, userClient)
+	cons, err := cl.js.CreateOrUpdateConsumer(ctx, "WEFT", jetstream.ConsumerConfig{
+		Durable: "work-newq", FilterSubject: events.QueueFilter("newq"), AckPolicy: jetstream.AckExplicitPolicy,
+	})
+	if err != nil {
+		t.Fatalf("the client's consumer was refused (close the gap in SECURITY.md): %v", err)
+	}
+	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(3*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := 0
+	for range batch.Messages() {
+		got++
+	}
+	if got != 1 {
+		t.Fatalf("pulled %d items of the later queue, want 1 (%v)", got, batch.Error())
+	}
+}
+
+// TestGapPushConsumerDeliversAnywhere: a consumer's deliver subject is in
+// the request body, so a role that may create consumers (client, UI) may
+// create a push consumer that delivers stream messages to any subject of
+// the account. NATS refuses a deliver subject the stream itself captures
+// (a cycle), so events cannot be re-injected into WEFT this way; other
+// subjects — another stream's, another role's inbox — can receive them.
+func TestGapPushConsumerDeliversAnywhere(t *testing.T) {
+	s := startServer(t)
+	admin := s.connect(t, userAdmin)
+	s.setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	run := events.NewRunID()
+	if _, err := admin.js.Publish(ctx, sub(run, "c.started"), []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	cl := s.connect(t, userClient)
+	create := func(name, deliver string) map[string]any {
+		body, _ := json.Marshal(map[string]any{"stream_name": "WEFT", "config": map[string]any{
+			"name": name, "deliver_subject": deliver, "filter_subject": events.RunFilter(run), "ack_policy": "none",
+		}})
+		msg, err := cl.nc.Request("$JS.API.CONSUMER.CREATE.WEFT."+name+"."+events.RunFilter(run), body, 2*time.Second)
+		if err != nil {
+			t.Fatalf("consumer create: %v", err)
+		}
+		var resp map[string]any
+		_ = json.Unmarshal(msg.Data, &resp)
+		return resp
+	}
+	// Into the stream itself: refused by NATS (a cycle).
+	if resp := create("loop", sub(run, "d.completed")); resp["error"] == nil {
+		t.Fatalf("a push consumer delivering into WEFT was accepted: %v", resp)
+	}
+	// Elsewhere in the account: accepted.
+	if resp := create("elsewhere", "_INBOX_weft-coordinator.spoofed"); resp["error"] != nil {
+		t.Fatalf("the push consumer was refused (close the gap in SECURITY.md): %v", resp)
+	}
+}
+
+// TestKVCreateCannotCapture shows why no role but the admin (and the
+// coordinator, for its own stream) may create streams: a stream's
+// configuration is in the request body, so whoever may create the
+// announcements bucket's stream could give it any subjects and a
+// republish rule. Workers therefore get no create right on the
+// announcements bucket, and the attack is refused.
+func TestKVCreateCannotCapture(t *testing.T) {
+	s := startServer(t)
+	w := s.connect(t, userWorker)
+	run := events.NewRunID()
+	body, _ := json.Marshal(map[string]any{
+		"name": "KV_weft-workers", "subjects": []string{"$KV.weft-workers.>"},
+		"republish": map[string]any{"src": "$KV.weft-workers.>", "dest": sub(run, "d.completed")},
+	})
+	w.refusedRequest(t, "$JS.API.STREAM.CREATE.KV_weft-workers", body)
+}
