@@ -3,9 +3,11 @@ package security
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/pkg/events"
@@ -162,4 +164,36 @@ func TestKVCreateCannotCapture(t *testing.T) {
 		"republish": map[string]any{"src": "$KV.weft-workers.>", "dest": sub(run, "d.completed")},
 	})
 	w.refusedRequest(t, "$JS.API.STREAM.CREATE.KV_weft-workers", body)
+}
+
+// TestMsgIDSquattingCaught: JetStream de-duplicates by message id across
+// the whole stream, whatever the subject, and permissions do not cover
+// message ids. So a client may publish, on its own subjects, under the id
+// a coordinator decision will use next, and JetStream drops the decision
+// as a duplicate. NATS cannot refuse this; the engine does not take the
+// duplicate ack on trust (events.Store confirms it against the stored
+// message, ErrDuplicateMismatch), which this test shows under the roles.
+func TestMsgIDSquattingCaught(t *testing.T) {
+	s := startServer(t)
+	s.setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	run := events.NewRunID()
+	id := events.DecisionID(run, events.RunCompleted)
+	cl := s.connect(t, userClient)
+	squat := nats.NewMsg(sub(run, "c.signal"))
+	squat.Header.Set(nats.MsgIdHdr, id)
+	squat.Data = []byte(`{}`)
+	if _, err := cl.js.PublishMsg(ctx, squat); err != nil {
+		t.Fatalf("the client's publish: %v", err)
+	}
+	coord := openStore(t, s.connect(t, userCoord))
+	e, err := events.New(run, id, time.Now(), &events.RunCompletedData{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = coord.Append(ctx, run, events.AnySeq, e)
+	if !errors.Is(err, events.ErrDuplicateMismatch) {
+		t.Fatalf("append under a squatted id: %v, want ErrDuplicateMismatch", err)
+	}
 }

@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -146,6 +148,30 @@ edges:
 	}
 	if _, err := ui.Wait(ctx, run); err != nil {
 		t.Fatalf("ui waits: %v", err)
+	}
+
+	// The CLI under the client and UI roles: start and wait, read.
+	graphFile := filepath.Join(dir, "chain.yaml")
+	if err := os.WriteFile(graphFile, []byte(chain), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		user string
+		args []string
+	}{
+		{userClient, []string{"run", graphFile, "-wait"}},
+		{userClient, []string{"list"}},
+		{userUI, []string{"status", run}},
+		{userUI, []string{"events", run}},
+		{userUI, []string{"state", run}},
+		{userUI, []string{"list"}},
+	} {
+		cmd := exec.Command(filepath.Join(binaries(t), "weft"), append(c.args, "-nats", s.url)...)
+		cmd.Env = append(cleanEnv(), s.roleEnv(c.user)...)
+		out, err := cmd.CombinedOutput()
+		if err != nil || bytes.Contains(bytes.ToLower(out), []byte("permissions violation")) {
+			t.Errorf("%s: weft %s: %v\n%s", c.user, strings.Join(c.args, " "), err, out)
+		}
 	}
 
 	// The roles have every right their daemons use: none was refused one.
