@@ -175,16 +175,7 @@ edges:
 	}
 
 	// The roles have every right their daemons use: none was refused one.
-	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
-	for _, l := range logs {
-		b, err := os.ReadFile(l)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if i := bytes.Index(bytes.ToLower(b), []byte("permissions violation")); i >= 0 {
-			t.Errorf("%s: %s", filepath.Base(l), b[i:min(len(b), i+200)])
-		}
-	}
+	checkNoViolations(t, dir)
 }
 
 // TestRolesRefused tries, for each role, what the role must not do.
@@ -385,3 +376,21 @@ func concat[T any](xs ...[]T) []T {
 	}
 	return out
 }
+
+// checkNoViolations fails the test if any daemon's log in dir reports a
+// permissions violation: a right its role lacks.
+func checkNoViolations(t *testing.T, dir string) {
+	t.Helper()
+	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	for _, l := range logs {
+		b, err := os.ReadFile(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i := bytes.Index(bytes.ToLower(b), []byte("permissions violation")); i >= 0 {
+			t.Errorf("%s: %s", filepath.Base(l), b[i:min(len(b), i+200)])
+		}
+	}
+}
+
+func userWorkerB() string { return natsconn.UserName(natsconn.RoleWorker, queueB) }
