@@ -6,8 +6,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nkeys"
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/weft-dev/weft/internal/natsconn"
@@ -88,5 +90,55 @@ func TestWorkerPermissions(t *testing.T) {
 		if strings.Contains(p, "work-b") || strings.Contains(p, "PURGE") || strings.Contains(p, "DELETE") || strings.Contains(p, "STREAM.CREATE") {
 			t.Errorf("worker of a may call %s", p)
 		}
+	}
+}
+
+// TestNKeyAndUserConnect: -nkey and -user/-password authenticate, and a
+// user's connection takes replies on its own inbox prefix.
+func TestNKeyAndUserConnect(t *testing.T) {
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := kp.PublicKey()
+	seed, _ := kp.Seed()
+	seedFile := filepath.Join(t.TempDir(), "user.nk")
+	if err := os.WriteFile(seedFile, seed, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := server.NewServer(&server.Options{
+		Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true,
+		Nkeys: []*server.NkeyUser{{Nkey: pub}},
+		Users: []*server.User{{Username: "alice", Password: "pw", Permissions: &server.Permissions{
+			Publish:   &server.SubjectPermission{Allow: []string{"x"}},
+			Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX_alice.>"}},
+		}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	t.Cleanup(s.Shutdown)
+	if !s.ReadyForConnections(5 * time.Second) {
+		t.Fatal("server not ready")
+	}
+	nk := natsconn.Config{NKey: seedFile}
+	nc, err := nk.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatalf("nkey: %v", err)
+	}
+	nc.Close()
+	alice := natsconn.Config{User: "alice", Password: "pw"}
+	nc, err = alice.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatalf("user: %v", err)
+	}
+	defer nc.Close()
+	if in := nc.NewRespInbox(); !strings.HasPrefix(in, "_INBOX_alice.") {
+		t.Fatalf("inbox %q", in)
+	}
+	bad := natsconn.Config{User: "alice", Password: "wrong"}
+	if _, err := bad.Connect(s.ClientURL()); err == nil || strings.Contains(err.Error(), "wrong") {
+		t.Fatalf("wrong password: %v", err)
 	}
 }

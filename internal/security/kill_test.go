@@ -10,6 +10,7 @@ import (
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/graph"
+	"github.com/weft-dev/weft/pkg/projection"
 )
 
 // TestRolesSurviveKills is the reliability drill under the roles: runs go
@@ -64,4 +65,32 @@ edges:
 	natstest.WaitEnded(t, admin, runs, 90*time.Second)
 	natstest.CheckExactlyOnce(t, admin, runs, 3)
 	checkNoViolations(t, dir)
+}
+
+// TestDaemonsWaitForSetup: under the roles only the admin creates the
+// stream and the buckets, so a coordinator or a worker started first
+// waits for them (its create is refused, and it tries again) and works
+// once 'weft roles -setup' has run.
+func TestDaemonsWaitForSetup(t *testing.T) {
+	s := startServer(t)
+	dir := t.TempDir()
+	startProcess(t, "coordinator", filepath.Join(dir, "coordinator.log"), s.roleEnv(userCoord), "-nats", s.url)
+	startProcess(t, "nodeworker", filepath.Join(dir, "worker.log"), s.roleEnv(userWorker), "-nats", s.url, "-queues", queueA)
+	startProcess(t, "nodeworker", filepath.Join(dir, "worker-gpu.log"), s.roleEnv(userWorkerB()), "-nats", s.url, "-queues", queueB)
+	time.Sleep(3 * time.Second)
+	s.setup(t)
+	cl := client.New(openStore(t, s.connect(t, userClient)))
+	g, err := graph.Parse([]byte(chain), "chain.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	run, err := cl.Start(ctx, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := cl.Wait(ctx, run); err != nil || st.Status != projection.RunCompleted {
+		t.Fatalf("run after a late set-up: %+v %v", st, err)
+	}
 }
