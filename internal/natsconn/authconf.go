@@ -172,5 +172,3 @@ func writeFile(path string, data []byte, mode os.FileMode) error {
 	}
 	return os.Rename(tmp.Name(), path)
 }
-
-func joinErrs(errs []error) error { return errors.Join(errs...) }

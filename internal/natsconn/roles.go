@@ -1,6 +1,7 @@
 package natsconn
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 
@@ -73,7 +74,7 @@ func (d Deployment) Validate() error {
 		errs = append(errs, fmt.Errorf("durable %q: not a valid consumer name", d.Durable))
 	}
 	if len(d.Queues) == 0 {
-		errs = append(errs, fmt.Errorf("queues: at least one"))
+		errs = append(errs, errors.New("queues: at least one"))
 	}
 	for i, q := range d.Queues {
 		if !events.ValidToken(q) {
@@ -83,7 +84,7 @@ func (d Deployment) Validate() error {
 			errs = append(errs, fmt.Errorf("queue %q: given twice", q))
 		}
 	}
-	return joinErrs(errs)
+	return errors.Join(errs...)
 }
 
 // User is a NATS user of a role: its name and what it may publish and
