@@ -197,3 +197,124 @@ func TestMsgIDSquattingCaught(t *testing.T) {
 		t.Fatalf("append under a squatted id: %v, want ErrDuplicateMismatch", err)
 	}
 }
+
+// TestGapScheduleForgesDecision: message schedules (which Weft's timers
+// need, AllowMsgSchedules) let any writer of the stream name a target
+// subject in a header, and the server, not the writer, publishes there
+// when the schedule fires; permissions are checked on the schedule's
+// subject only. So a client, on its own signal subject, schedules a
+// run-completed onto the run's decision subject, and JetStream stores it
+// there. NATS cannot refuse it. The fired copy carries the header
+// Nats-Scheduler with the schedule's subject (which a writer cannot set
+// itself), so the engine can refuse a message on a run subject whose
+// scheduler is not one of the coordinator's weft.t subjects; this test
+// reports whether the fold accepts the forged end today.
+func TestGapScheduleForgesDecision(t *testing.T) {
+	s := startServer(t)
+	s.setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	run := events.NewRunID()
+	e, err := events.New(run, events.DecisionID(run, events.RunCompleted), time.Now(), &events.RunCompletedData{Output: json.RawMessage(`"forged"`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := events.Encode(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := m.Subject // weft.r.<slot>.<run>.d.completed
+	m.Subject = sub(run, "c.signal")
+	m.Header.Set("Nats-Schedule", "@at "+time.Now().Add(time.Second).UTC().Format(time.RFC3339Nano))
+	m.Header.Set("Nats-Schedule-Target", target)
+	cl := s.connect(t, userClient)
+	if _, err := cl.js.PublishMsg(ctx, m); err != nil {
+		t.Skipf("the server refused the schedule (the gap is closed): %v", err)
+	}
+	admin := s.connect(t, userAdmin)
+	deadline := time.Now().Add(10 * time.Second)
+	for lastSeqOn(t, admin, target) == 0 {
+		if time.Now().After(deadline) {
+			t.Skip("the schedule never fired onto the decision subject (the gap is closed)")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	st := openStore(t, admin)
+	evs, err := st.Read(ctx, run, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range evs {
+		if ev.Type == events.RunCompleted && ev.Refused == nil {
+			t.Logf("OPEN: the engine accepts the forged %s at %d on %s (fired by a client's schedule)", ev.Type, ev.Seq, target)
+			return
+		}
+	}
+	t.Logf("the engine refuses the forged end: %d events, none an accepted run-completed", len(evs))
+}
+
+// TestGapRollupPurgesStream: the events stream allows message schedules
+// (Weft's durable timers), and nats-server then forces roll-ups on
+// (AllowRollup true, DenyPurge false: a schedule may roll its subject
+// up). So any role that may publish on any subject of the stream — a
+// client on its own signal subject — can send "Nats-Rollup: all" and
+// purge the whole stream with one ordinary publish. Permissions see the
+// subject, never the header. The fix is the engine's: timers in a stream
+// of their own, so that the events stream needs neither schedules nor
+// roll-ups (see deploy/SECURITY.md, gap 1).
+func TestGapRollupPurgesStream(t *testing.T) {
+	s := startServer(t)
+	s.setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	admin := s.connect(t, userAdmin)
+	victim := events.NewRunID()
+	if _, err := admin.js.Publish(ctx, sub(victim, "c.started"), []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	cl := s.connect(t, userClient)
+	m := nats.NewMsg(sub(events.NewRunID(), "c.signal"))
+	m.Header.Set("Nats-Rollup", "all")
+	if _, err := cl.js.PublishMsg(ctx, m); err != nil {
+		t.Skipf("the rollup was refused (the gap is closed): %v", err)
+	}
+	info, err := mustStream(t, admin).Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lastSeqOn(t, admin, sub(victim, "c.started")) != 0 {
+		t.Skip("the other run's event survived (the gap is closed)")
+	}
+	t.Logf("OPEN: a client's rollup purged the stream (allow_rollup_hdrs=%v, deny_purge=%v, %d message left)",
+		info.Config.AllowRollup, info.Config.DenyPurge, info.State.Msgs)
+}
+
+// TestGapWriterChosenTTL: the events stream allows per-message TTLs
+// (AllowMsgTTL, for timers), and a writer may set Nats-TTL on its own
+// events: a client's signal, or a worker's outcome, is then deleted by
+// the server after the coordinator has acted on it, and a replay of the
+// log no longer sees it. NATS cannot refuse the header per subject; the
+// engine can pass over events that carry one (outside weft.t).
+func TestGapWriterChosenTTL(t *testing.T) {
+	s := startServer(t)
+	s.setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl := s.connect(t, userClient)
+	subject := sub(events.NewRunID(), "c.signal")
+	m := nats.NewMsg(subject)
+	m.Header.Set("Nats-TTL", "1s")
+	m.Data = []byte("{}")
+	if _, err := cl.js.PublishMsg(ctx, m); err != nil {
+		t.Skipf("the TTL was refused (the gap is closed): %v", err)
+	}
+	admin := s.connect(t, userAdmin)
+	deadline := time.Now().Add(8 * time.Second)
+	for lastSeqOn(t, admin, subject) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the message outlived its TTL")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Logf("OPEN: a client's event on %s vanished from the log after its writer-chosen TTL", subject)
+}
