@@ -171,8 +171,9 @@ func TestKVCreateCannotCapture(t *testing.T) {
 // message ids. So a client may publish, on its own subjects, under the id
 // a coordinator decision will use next, and JetStream drops the decision
 // as a duplicate. NATS cannot refuse this; the engine does not take the
-// duplicate ack on trust (events.Store confirms it against the stored
-// message, ErrDuplicateMismatch), which this test shows under the roles.
+// duplicate ack on trust: events.Store confirms it against the stored
+// message and reports ErrDuplicateMismatch, or writes the event under a
+// fresh id; either way the decision is not silently lost.
 func TestMsgIDSquattingCaught(t *testing.T) {
 	s := startServer(t)
 	s.setup(t)
@@ -192,9 +193,18 @@ func TestMsgIDSquattingCaught(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = coord.Append(ctx, run, events.AnySeq, e)
-	if !errors.Is(err, events.ErrDuplicateMismatch) {
-		t.Fatalf("append under a squatted id: %v, want ErrDuplicateMismatch", err)
+	seq, err := coord.Append(ctx, run, events.AnySeq, e)
+	switch {
+	case errors.Is(err, events.ErrDuplicateMismatch):
+		// Caught, and reported to the caller.
+	case err == nil:
+		// Caught, and written under a fresh id: the decision is in the log.
+		admin := s.connect(t, userAdmin)
+		if e.ID == id || lastSeqOn(t, admin, sub(run, "d.completed")) != seq {
+			t.Fatalf("append under a squatted id: id %q, seq %d, the decision subject's last at %d", e.ID, seq, lastSeqOn(t, admin, sub(run, "d.completed")))
+		}
+	default:
+		t.Fatalf("append under a squatted id: %v", err)
 	}
 }
 
