@@ -35,7 +35,8 @@ Existing files are kept unless -force (which changes every password).
 With -setup, writes nothing: connects with the connection flags (as
 weft-admin: WEFT_NATS_USER and WEFT_NATS_PASSWORD from weft-admin.env) and
 creates the events stream (-storage, -replicas) and the KV buckets
-weft-workers and weft-snapshots, which no other role may create, since a
+weft-workers, weft-snapshots and weft-coordinators, which no other role may
+create, since a
 stream's configuration could capture or republish any subject. Run it once
 before the coordinators and workers start; they wait for the stream.`,
 	run: func(e *env, c *command, args []string) error {
@@ -44,7 +45,8 @@ before the coordinators and workers start; they wait for the stream.`,
 		queues := fs.String("queues", "default", "task queues, comma separated: one worker user each")
 		cfg := natsFlags(fs)
 		setup := fs.Bool("setup", false, "create the stream and the KV buckets (as the admin) instead of writing files")
-		durable := fs.String("durable", "coordinator", "the coordinators' durable consumer")
+		durable := fs.String("durable", "coordinator", "the coordinators' consumers are <durable>-<partition>")
+		partitions := fs.Int("partitions", 64, "coordinator partitions the coordinator role may consume (at most 64)")
 		force := fs.Bool("force", false, "replace existing files (and every password)")
 		if _, err := e.parse(c, fs, args, 0, 0); err != nil {
 			return err
@@ -55,7 +57,7 @@ before the coordinators and workers start; they wait for the stream.`,
 		if *dir == "" {
 			return &usageError{cmd: c, msg: "-out: a directory is required"}
 		}
-		d := natsconn.Deployment{Stream: cfg.Stream, Durable: *durable}
+		d := natsconn.Deployment{Stream: cfg.Stream, Durable: *durable, Partitions: *partitions}
 		for q := range strings.SplitSeq(*queues, ",") {
 			if q = strings.TrimSpace(q); q != "" {
 				d.Queues = append(d.Queues, q)
@@ -131,12 +133,25 @@ func (e *env) setupDeployment(c *command, cfg *natsconn.Config) error {
 			History:     1,
 			Replicas:    cfg.Replicas,
 		},
+		{
+			// The coordinators adopt the bucket's TTL as their lease
+			// duration; 5s is their default (coordinator.WithLeaseTTL).
+			Bucket:      coordinator.LeasesBucket,
+			Description: "Weft coordinator partition leases and announcements",
+			History:     1,
+			TTL:         5 * time.Second,
+			Replicas:    cfg.Replicas,
+		},
 	}
 	for _, b := range buckets {
 		if _, err := js.CreateKeyValue(ctx, b); err != nil && !errors.Is(err, jetstream.ErrBucketExists) {
 			return fmt.Errorf("creating KV bucket %s: %w", b.Bucket, err)
 		}
 	}
-	fmt.Fprintf(e.stdout, "stream %s and KV buckets %s, %s ready on %s\n", cfg.Stream, buckets[0].Bucket, buckets[1].Bucket, natsconn.ConnectedURL(nc))
+	names := make([]string, len(buckets))
+	for i, b := range buckets {
+		names[i] = b.Bucket
+	}
+	fmt.Fprintf(e.stdout, "stream %s and KV buckets %s ready on %s\n", cfg.Stream, strings.Join(names, ", "), natsconn.ConnectedURL(nc))
 	return nil
 }

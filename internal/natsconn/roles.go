@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 
 	"github.com/weft-dev/weft/pkg/events"
 )
@@ -39,15 +40,21 @@ var Roles = []Role{RoleClient, RoleCoordinator, RoleUI, RoleAdmin, RoleWorker}
 const (
 	workersBucket   = "weft-workers"
 	snapshotsBucket = "weft-snapshots"
+	leasesBucket    = "weft-coordinators"
 )
 
 // Deployment is what the permissions depend on.
 type Deployment struct {
 	// Stream is the events stream's name (default "WEFT").
 	Stream string
-	// Durable is the coordinators' durable consumer (default
-	// "coordinator").
+	// Durable is the name the coordinators' partition consumers are
+	// made from: "<durable>-<partition>" (default "coordinator").
 	Durable string
+	// Partitions is how many coordinator partitions the permissions
+	// cover (default events.Slots, the most there can be): consumer
+	// names are not wildcards, so each is granted (and, to clients,
+	// denied) by name.
+	Partitions int
 	// Queues are the task queues; each gets a worker user, and no other
 	// role may pull from or reconfigure their consumers.
 	Queues []string
@@ -59,6 +66,9 @@ func (d Deployment) withDefaults() Deployment {
 	}
 	if d.Durable == "" {
 		d.Durable = "coordinator"
+	}
+	if d.Partitions == 0 {
+		d.Partitions = events.Slots
 	}
 	return d
 }
@@ -72,6 +82,9 @@ func (d Deployment) Validate() error {
 	}
 	if !events.ValidToken(d.Durable) {
 		errs = append(errs, fmt.Errorf("durable %q: not a valid consumer name", d.Durable))
+	}
+	if d.Partitions < 1 || d.Partitions > events.Slots {
+		errs = append(errs, fmt.Errorf("partitions: want 1 to %d, got %d", events.Slots, d.Partitions))
 	}
 	if len(d.Queues) == 0 {
 		errs = append(errs, errors.New("queues: at least one"))
@@ -146,7 +159,8 @@ func (d Deployment) User(r Role, q string) User {
 		api + "CONSUMER.MSG.NEXT." + s + ".*",
 	}
 	var durablesDeny []string
-	for _, name := range append([]string{d.Durable}, queueConsumers(d.Queues)...) {
+	coordinators := d.coordinatorConsumers()
+	for _, name := range append(slices.Clone(coordinators), queueConsumers(d.Queues)...) {
 		durablesDeny = append(durablesDeny,
 			api+"CONSUMER.CREATE."+s+"."+name,
 			api+"CONSUMER.CREATE."+s+"."+name+".>",
@@ -160,6 +174,7 @@ func (d Deployment) User(r Role, q string) User {
 		api + "DIRECT.GET.KV_" + workersBucket + ".>",
 		api + "STREAM.MSG.GET.KV_" + workersBucket,
 		api + "CONSUMER.CREATE.KV_" + workersBucket + ".>",
+		api + "CONSUMER.DELETE.KV_" + workersBucket + ".*",
 		"$JS.FC.KV_" + workersBucket + ".>",
 	}
 	switch r {
@@ -193,12 +208,6 @@ func (d Deployment) User(r Role, q string) User {
 				// (subjects, republish rules) is in the request body, so
 				// the right would reach any subject. The admin sets the
 				// stream and the buckets up ('weft roles -setup').
-				// Its own durable consumer, all partitions' filters.
-				api + "CONSUMER.CREATE." + s + "." + d.Durable,
-				api + "CONSUMER.CREATE." + s + "." + d.Durable + ".>",
-				api + "CONSUMER.INFO." + s + "." + d.Durable,
-				api + "CONSUMER.MSG.NEXT." + s + "." + d.Durable,
-				"$JS.ACK." + s + "." + d.Durable + ".>",
 				// Task queues' consumers (worker.EnsureQueue before the
 				// first work item of a queue): any queue, filtered on
 				// work items only.
@@ -209,7 +218,20 @@ func (d Deployment) User(r Role, q string) User {
 				api + "STREAM.INFO.KV_" + snapshotsBucket,
 				api + "DIRECT.GET.KV_" + snapshotsBucket + ".>",
 				api + "STREAM.MSG.GET.KV_" + snapshotsBucket,
-			})
+				// Partition leases and coordinator announcements (the
+				// bucket is the admin's to create; listing members is a
+				// KV watcher).
+				"$KV." + leasesBucket + ".>",
+				api + "STREAM.INFO.KV_" + leasesBucket,
+				api + "DIRECT.GET.KV_" + leasesBucket + ".>",
+				api + "STREAM.MSG.GET.KV_" + leasesBucket,
+				api + "CONSUMER.CREATE.KV_" + leasesBucket + ".>",
+				api + "CONSUMER.DELETE.KV_" + leasesBucket + ".*",
+				"$JS.FC.KV_" + leasesBucket + ".>",
+			},
+			// Its partition consumers: create with any of the
+			// partitions' filters, info, pull, acknowledge.
+			coordinatorGrants(api, s, coordinators))
 		u.SubscribeAllow = []string{inbox}
 	case RoleWorker:
 		cons := QueueConsumerName(q)
@@ -240,6 +262,30 @@ func (d Deployment) User(r Role, q string) User {
 		u.SubscribeAllow = []string{">"}
 	}
 	return u
+}
+
+// coordinatorConsumers are the names of the coordinators' partition
+// consumers (internal/coordinator's ConsumerName), and the durable's own
+// name (a single consumer, as before partitions).
+func (d Deployment) coordinatorConsumers() []string {
+	out := []string{d.Durable}
+	for p := range d.Partitions {
+		out = append(out, d.Durable+"-"+strconv.Itoa(p))
+	}
+	return out
+}
+
+func coordinatorGrants(api, stream string, names []string) []string {
+	var out []string
+	for _, n := range names {
+		out = append(out,
+			api+"CONSUMER.CREATE."+stream+"."+n,
+			api+"CONSUMER.CREATE."+stream+"."+n+".>",
+			api+"CONSUMER.MSG.NEXT."+stream+"."+n,
+			"$JS.ACK."+stream+"."+n+".>",
+		)
+	}
+	return out
 }
 
 // QueueConsumerName is pkg/worker's QueueConsumer: the durable consumer
