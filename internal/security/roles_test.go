@@ -277,6 +277,13 @@ func TestRolesRefused(t *testing.T) {
 			{api + "CONSUMER.CREATE.WEFT.coordinator", cfgFor("coordinator", "")},
 			{api + "CONSUMER.CREATE.WEFT.coordinator.weft.r.00.>", cfgFor("coordinator", "weft.r.00.>")},
 			{"$JS.ACK.WEFT.coordinator.1.1.1.1.1.1.1", nil},
+			// A partition's consumer (internal/coordinator's ConsumerName).
+			{api + "CONSUMER.MSG.NEXT.WEFT.coordinator-0", []byte(`{"batch":1,"expires":100000000}`)},
+			{api + "CONSUMER.CREATE.WEFT.coordinator-0", cfgFor("coordinator-0", "")},
+			{api + "CONSUMER.CREATE.WEFT.coordinator-63.weft.r.3f.>", cfgFor("coordinator-63", "weft.r.3f.>")},
+			{"$JS.ACK.WEFT.coordinator-0.1.1.1.1.1.1.1", nil},
+			// The leases: taking a partition over.
+			{"$KV.weft-coordinators.lease.0", []byte("attacker")},
 		}
 		snapshots := []call{
 			{"$KV.weft-snapshots." + run, []byte(`{"forged":true}`)},
