@@ -85,18 +85,12 @@ func (s *Sim) handleCoord(ci *coordInstance) {
 	d := ci.inbox[i]
 	ci.inbox = append(ci.inbox[:i:i], ci.inbox[i+1:]...)
 	m := d.msg
-	e, err := events.Decode(m.subject, m.header, m.data)
-	if err != nil {
-		// Run terminates a message that does not decode.
-		s.coordCons.term(m.seq)
-		if k := ci.known[run]; k != nil {
-			k[m.seq] = true
-		}
-		ci.touched[run] = true
+	// As Run does: a message the engine does not accept keeps its place
+	// (Refused), and is handled like any other.
+	e := events.DecodeStored(m.subject, m.header, m.data, m.seq, m.stored)
+	if e.Refused != nil {
 		s.note("%s passes over undecodable %d", ci.name, m.seq)
-		return
 	}
-	e.Seq = m.seq
 	redelivered := d.count > 1 || ci.stale[run]
 	delete(ci.stale, run)
 	if redelivered {
