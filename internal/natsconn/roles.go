@@ -237,21 +237,27 @@ func (d Deployment) User(r Role, q string) User {
 		cons := QueueConsumerName(q)
 		u.PublishAllow = []string{
 			events.WorkerFilter(q), // its outcomes: weft.r.*.*.w.<queue>.>
-			api + "STREAM.INFO." + s,
-			// Confirming a duplicate ack reads the stored message from
-			// the stream leader; NATS cannot scope the get (open gap).
-			api + "STREAM.MSG.GET." + s,
+		}
+		// Reads (open gap): a worker reads a run's start for its node's
+		// config (a last-by-subject direct get, falling back to the
+		// leader), checks whether a stale item's run has ended (a
+		// batched direct get of the terminal subjects), and confirms a
+		// duplicate ack on the stream leader. The batched and leader
+		// gets carry their subjects in the body, which NATS cannot
+		// scope: a worker can read every run.
+		u.PublishAllow = append(u.PublishAllow, reads...)
+		u.PublishAllow = append(u.PublishAllow,
 			// Its queue's consumer only: info, create or update with the
 			// queue's own filter, pull, acknowledge.
-			api + "CONSUMER.INFO." + s + "." + cons,
-			api + "CONSUMER.CREATE." + s + "." + cons + "." + events.QueueFilter(q),
-			api + "CONSUMER.MSG.NEXT." + s + "." + cons,
-			"$JS.ACK." + s + "." + cons + ".>",
+			api+"CONSUMER.INFO."+s+"."+cons,
+			api+"CONSUMER.CREATE."+s+"."+cons+"."+events.QueueFilter(q),
+			api+"CONSUMER.MSG.NEXT."+s+"."+cons,
+			"$JS.ACK."+s+"."+cons+".>",
 			// Announcements (a read model for operators; the bucket is
 			// the admin's to create).
-			"$KV." + workersBucket + ".>",
-			api + "STREAM.INFO.KV_" + workersBucket,
-		}
+			"$KV."+workersBucket+".>",
+			api+"STREAM.INFO.KV_"+workersBucket,
+		)
 		u.SubscribeAllow = []string{
 			inbox,
 			// Cancel requests, to stop a node of a cancelled run at once.

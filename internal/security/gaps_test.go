@@ -44,9 +44,10 @@ func TestGapCoordinatorPurgesAnyRun(t *testing.T) {
 
 // TestGapWorkerReadsAnyMessage: a worker confirms a duplicate ack by
 // reading the stored message from the stream leader
-// ($JS.API.STREAM.MSG.GET, the sequence in the body), so it can read any
-// message by sequence: another queue's work item, any run's input.
-// Batched direct gets (whole histories) stay refused (TestRolesRefused).
+// ($JS.API.STREAM.MSG.GET, the sequence in the body), reads a run's start
+// for its node's config and checks whether a stale item's run has ended
+// with a batched direct get ($JS.API.DIRECT.GET, subjects in the body).
+// So it can read any message: another queue's work item, any run's input.
 func TestGapWorkerReadsAnyMessage(t *testing.T) {
 	s := startServer(t)
 	admin := s.connect(t, userAdmin)
@@ -71,6 +72,11 @@ func TestGapWorkerReadsAnyMessage(t *testing.T) {
 	}
 	if err := json.Unmarshal(resp.Data, &got); err != nil || string(got.Message.Data) != `{"input":"for gpu workers only"}` {
 		t.Fatalf("got %s (%v)", resp.Data, err)
+	}
+	// And a whole history, with a batched direct get.
+	evs, err := openStore(t, w).Read(ctx, secret, 0, 0)
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("the worker's batched read: %d events, %v", len(evs), err)
 	}
 }
 

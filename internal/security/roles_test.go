@@ -289,10 +289,10 @@ func TestRolesRefused(t *testing.T) {
 			{"$KV.weft-snapshots." + run, []byte(`{"forged":true}`)},
 			{api + "STREAM.CREATE.KV_weft-snapshots", []byte(`{"name":"KV_weft-snapshots","subjects":["$KV.weft-snapshots.>"]}`)},
 		}
+		// Workers read runs (gap 2), but create no consumer but their own.
 		reads := []call{
-			{api + "DIRECT.GET.WEFT", []byte(`{"seq":1,"next_by_subj":"weft.r.>","batch":10}`)},
-			{api + "DIRECT.GET.WEFT." + sub(other, "c.started"), nil},
 			{api + "CONSUMER.CREATE.WEFT.spy", cfgFor("spy", "")},
+			{api + "CONSUMER.CREATE.WEFT.spy." + sub(other, ">"), cfgFor("spy", sub(other, ">"))},
 		}
 		calls := map[string][]call{
 			userClient: concat(destroy, work(queueA), work(queueB), coordinatorConsumer, snapshots,
