@@ -51,7 +51,7 @@ var commands []*command
 func init() {
 	commands = []*command{
 		cmdRun, cmdStatus, cmdList, cmdEvents, cmdState, cmdDiff,
-		cmdSignal, cmdCancel, cmdValidate, cmdDemo, cmdDev, cmdAdmin,
+		cmdSignal, cmdCancel, cmdValidate, cmdDemo, cmdDev, cmdAdmin, cmdRoles,
 	}
 }
 
@@ -192,10 +192,12 @@ Commands:
 
 const outro = `
 Commands that talk to NATS take -nats URL (default nats://127.0.0.1:4222),
--creds FILE, -tls-ca/-tls-cert/-tls-key FILE and -stream NAME, with the
-environment defaults WEFT_NATS_URL, WEFT_NATS_CREDS, WEFT_NATS_TLS_CA,
-WEFT_NATS_TLS_CERT, WEFT_NATS_TLS_KEY and WEFT_STREAM. Every command takes
--o json for machine-readable output.
+-user NAME and -password (or -creds FILE, -nkey FILE), -tls-ca/-tls-cert/
+-tls-key FILE and -stream NAME, with the environment defaults WEFT_NATS_URL,
+WEFT_NATS_USER, WEFT_NATS_PASSWORD, WEFT_NATS_CREDS, WEFT_NATS_NKEY,
+WEFT_NATS_TLS_CA, WEFT_NATS_TLS_CERT, WEFT_NATS_TLS_KEY and WEFT_STREAM
+('weft roles' makes per-role users). Every command takes -o json for
+machine-readable output.
 
 Quick start:
   weft demo                       run examples/hello.yaml in one process

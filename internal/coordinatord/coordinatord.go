@@ -135,7 +135,7 @@ func coordinate(ctx context.Context, log *slog.Logger, cfg *Config, store events
 			coordinator.WithShards(cfg.Shards),
 			coordinator.WithCacheSize(cfg.CacheSize),
 			coordinator.WithLogger(log))
-		log.Info("coordinating", "nats", store.JetStream().Conn().ConnectedUrl(), "stream", store.StreamName(), "durable", cfg.Durable)
+		log.Info("coordinating", "nats", natsconn.ConnectedURL(store.JetStream().Conn()), "stream", store.StreamName(), "durable", cfg.Durable)
 		started := time.Now()
 		err := c.Run(ctx)
 		st := c.Stats()

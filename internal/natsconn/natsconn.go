@@ -6,6 +6,14 @@
 // a process creates the stream with when it is missing. An existing stream
 // is used as it is, whatever the flags say (see package events); 'weft
 // admin apply' changes it on purpose.
+//
+// Credentials are a user and password (-user, -password; or in the URL),
+// an nkey seed file (-nkey) or a decentralized-auth credentials file
+// (-creds). A connection made with a user name uses its own inbox prefix,
+// "_INBOX_<user>", so that the roles of deploy/nats/auth (see roles.go)
+// can each be allowed to subscribe to their own replies only. Secrets
+// never reach a log: Redact strips the user information of URLs, and
+// every URL this package puts in an error or a log line is redacted.
 package natsconn
 
 import (
@@ -15,6 +23,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -28,12 +37,18 @@ import (
 type Config struct {
 	URL      string // WEFT_NATS_URL; empty means an embedded server where the program offers one
 	Creds    string // WEFT_NATS_CREDS: a credentials file
-	TLSCA    string // WEFT_NATS_TLS_CA
-	TLSCert  string // WEFT_NATS_TLS_CERT
-	TLSKey   string // WEFT_NATS_TLS_KEY
-	Stream   string // WEFT_STREAM
-	Storage  string // WEFT_STORAGE: file or memory
-	Replicas int    // WEFT_REPLICAS
+	User     string // WEFT_NATS_USER
+	Password string // WEFT_NATS_PASSWORD
+	NKey     string // WEFT_NATS_NKEY: an nkey seed file
+	// InboxPrefix is where replies come (WEFT_NATS_INBOX_PREFIX); empty
+	// means "_INBOX_<user>" with a user, NATS's "_INBOX" without.
+	InboxPrefix string
+	TLSCA       string // WEFT_NATS_TLS_CA
+	TLSCert     string // WEFT_NATS_TLS_CERT
+	TLSKey      string // WEFT_NATS_TLS_KEY
+	Stream      string // WEFT_STREAM
+	Storage     string // WEFT_STORAGE: file or memory
+	Replicas    int    // WEFT_REPLICAS
 	// Duplicates is the de-duplication window (WEFT_DUPLICATES); 0: the
 	// default, 2 minutes.
 	Duplicates time.Duration
@@ -44,16 +59,20 @@ type Config struct {
 
 // EnvFlags maps the connection flags to their environment variables.
 var EnvFlags = map[string]string{
-	"nats":       "WEFT_NATS_URL",
-	"creds":      "WEFT_NATS_CREDS",
-	"tls-ca":     "WEFT_NATS_TLS_CA",
-	"tls-cert":   "WEFT_NATS_TLS_CERT",
-	"tls-key":    "WEFT_NATS_TLS_KEY",
-	"stream":     "WEFT_STREAM",
-	"storage":    "WEFT_STORAGE",
-	"replicas":   "WEFT_REPLICAS",
-	"duplicates": "WEFT_DUPLICATES",
-	"max-age":    "WEFT_MAX_AGE",
+	"nats":         "WEFT_NATS_URL",
+	"creds":        "WEFT_NATS_CREDS",
+	"user":         "WEFT_NATS_USER",
+	"password":     "WEFT_NATS_PASSWORD",
+	"nkey":         "WEFT_NATS_NKEY",
+	"inbox-prefix": "WEFT_NATS_INBOX_PREFIX",
+	"tls-ca":       "WEFT_NATS_TLS_CA",
+	"tls-cert":     "WEFT_NATS_TLS_CERT",
+	"tls-key":      "WEFT_NATS_TLS_KEY",
+	"stream":       "WEFT_STREAM",
+	"storage":      "WEFT_STORAGE",
+	"replicas":     "WEFT_REPLICAS",
+	"duplicates":   "WEFT_DUPLICATES",
+	"max-age":      "WEFT_MAX_AGE",
 }
 
 // RegisterFlags adds the connection flags to fs. After parsing, ApplyEnv
@@ -61,6 +80,10 @@ var EnvFlags = map[string]string{
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.URL, "nats", "", "NATS server URL(s), comma separated (env WEFT_NATS_URL)")
 	fs.StringVar(&c.Creds, "creds", "", "NATS credentials file (env WEFT_NATS_CREDS)")
+	fs.StringVar(&c.User, "user", "", "NATS user (env WEFT_NATS_USER)")
+	fs.StringVar(&c.Password, "password", "", "NATS password; prefer the environment, which ps does not show (env WEFT_NATS_PASSWORD)")
+	fs.StringVar(&c.NKey, "nkey", "", "NATS nkey seed file (env WEFT_NATS_NKEY)")
+	fs.StringVar(&c.InboxPrefix, "inbox-prefix", "", "subject prefix of reply inboxes; default _INBOX_<user> with -user (env WEFT_NATS_INBOX_PREFIX)")
 	fs.StringVar(&c.TLSCA, "tls-ca", "", "CA certificate for TLS (env WEFT_NATS_TLS_CA)")
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "client certificate for TLS (env WEFT_NATS_TLS_CERT)")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "client key for TLS (env WEFT_NATS_TLS_KEY)")
@@ -83,7 +106,16 @@ func (c *Config) Validate() error {
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		errs = append(errs, errors.New("-tls-cert and -tls-key go together"))
 	}
-	for flagName, path := range map[string]string{"-creds": c.Creds, "-tls-ca": c.TLSCA, "-tls-cert": c.TLSCert, "-tls-key": c.TLSKey} {
+	if c.Password != "" && c.User == "" {
+		errs = append(errs, errors.New("-password needs -user"))
+	}
+	if n := countSet(c.User, c.Creds, c.NKey); n > 1 {
+		errs = append(errs, errors.New("-user, -creds and -nkey: give one way to authenticate"))
+	}
+	if c.InboxPrefix != "" && !validPrefix(c.InboxPrefix) {
+		errs = append(errs, fmt.Errorf("-inbox-prefix: %q is not a subject prefix (no wildcards, spaces or empty tokens)", c.InboxPrefix))
+	}
+	for flagName, path := range map[string]string{"-creds": c.Creds, "-nkey": c.NKey, "-tls-ca": c.TLSCA, "-tls-cert": c.TLSCert, "-tls-key": c.TLSKey} {
 		if path == "" {
 			continue
 		}
@@ -113,6 +145,20 @@ func (c *Config) Options() []nats.Option {
 	if c.Creds != "" {
 		opts = append(opts, nats.UserCredentials(c.Creds))
 	}
+	if c.User != "" {
+		opts = append(opts, nats.UserInfo(c.User, c.Password))
+	}
+	if c.NKey != "" {
+		// Validate checked the file exists; a bad seed fails Connect.
+		if o, err := nats.NkeyOptionFromSeed(c.NKey); err == nil {
+			opts = append(opts, o)
+		} else {
+			opts = append(opts, func(*nats.Options) error { return fmt.Errorf("-nkey: %w", err) })
+		}
+	}
+	if p := c.inboxPrefix(); p != "" {
+		opts = append(opts, nats.CustomInboxPrefix(p))
+	}
 	if c.TLSCA != "" {
 		opts = append(opts, nats.RootCAs(c.TLSCA))
 	}
@@ -131,11 +177,57 @@ func (c *Config) Connect(url string, extra ...nats.Option) (*nats.Conn, error) {
 	if url == "" {
 		url = nats.DefaultURL
 	}
-	nc, err := nats.Connect(url, append(c.Options(), extra...)...)
+	opts := append(c.Options(), extra...)
+	if c.InboxPrefix == "" && c.User == "" {
+		// A user given in the URL gets its own inbox prefix as well.
+		if u := urlUser(url); u != "" {
+			opts = append(opts, nats.CustomInboxPrefix(InboxPrefixFor(u)))
+		}
+	}
+	nc, err := nats.Connect(url, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("connecting to NATS at %s: %w", url, err)
+		return nil, fmt.Errorf("connecting to NATS at %s: %w", Redact(url), redactErr(err, c.Password))
 	}
 	return nc, nil
+}
+
+// ConnectedURL is the URL nc is connected to, for logs: without user
+// information.
+func ConnectedURL(nc *nats.Conn) string { return Redact(nc.ConnectedUrl()) }
+
+// inboxPrefix is the configured prefix, or the user's.
+func (c *Config) inboxPrefix() string {
+	if c.InboxPrefix != "" {
+		return c.InboxPrefix
+	}
+	if c.User != "" {
+		return InboxPrefixFor(c.User)
+	}
+	return ""
+}
+
+// InboxPrefixFor is the inbox prefix of a NATS user: "_INBOX_<user>".
+// The roles' permissions (see roles.go) let each user subscribe to its own
+// prefix only, so no role reads another's replies.
+func InboxPrefixFor(user string) string { return "_INBOX_" + user }
+
+func countSet(ss ...string) int {
+	n := 0
+	for _, s := range ss {
+		if s != "" {
+			n++
+		}
+	}
+	return n
+}
+
+func validPrefix(p string) bool {
+	for tok := range strings.SplitSeq(p, ".") {
+		if tok == "" || tok == "*" || tok == ">" || strings.ContainsAny(tok, " \t\r\n") {
+			return false
+		}
+	}
+	return true
 }
 
 // StoreOptions are the events store options of the configuration.

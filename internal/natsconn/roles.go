@@ -1,0 +1,307 @@
+package natsconn
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/weft-dev/weft/pkg/events"
+)
+
+// Role is what a NATS user of a Weft deployment is for. Each role gets
+// the subjects and JetStream API calls its programs make, and nothing
+// more (DESIGN.md, principle 8); deploy/SECURITY.md explains each grant
+// and lists the ones that are still broader than the role.
+type Role string
+
+// The roles.
+const (
+	// RoleClient starts, signals and cancels runs and reads them (the
+	// weft CLI, pkg/client).
+	RoleClient Role = "client"
+	// RoleCoordinator decides runs (cmd/coordinator).
+	RoleCoordinator Role = "coordinator"
+	// RoleWorker runs the nodes of one task queue (cmd/nodeworker, or a
+	// program on pkg/worker).
+	RoleWorker Role = "worker"
+	// RoleUI reads runs and workers and writes nothing.
+	RoleUI Role = "ui"
+	// RoleAdmin may do anything, purging and deleting the stream included.
+	RoleAdmin Role = "admin"
+)
+
+// Roles lists the roles, workers last.
+var Roles = []Role{RoleClient, RoleCoordinator, RoleUI, RoleAdmin, RoleWorker}
+
+// Names of the KV buckets Weft keeps next to its stream (pkg/worker's
+// WorkersBucket, internal/coordinator's SnapshotsBucket); repeated here,
+// not imported, so that this package stays below both.
+const (
+	workersBucket   = "weft-workers"
+	snapshotsBucket = "weft-snapshots"
+	leasesBucket    = "weft-coordinators"
+)
+
+// Deployment is what the permissions depend on.
+type Deployment struct {
+	// Stream is the events stream's name (default "WEFT").
+	Stream string
+	// Durable is the name the coordinators' partition consumers are
+	// made from: "<durable>-<partition>" (default "coordinator").
+	Durable string
+	// Partitions is how many coordinator partitions the permissions
+	// cover (default events.Slots, the most there can be): consumer
+	// names are not wildcards, so each is granted (and, to clients,
+	// denied) by name.
+	Partitions int
+	// Queues are the task queues; each gets a worker user, and no other
+	// role may pull from or reconfigure their consumers.
+	Queues []string
+}
+
+func (d Deployment) withDefaults() Deployment {
+	if d.Stream == "" {
+		d.Stream = "WEFT"
+	}
+	if d.Durable == "" {
+		d.Durable = "coordinator"
+	}
+	if d.Partitions == 0 {
+		d.Partitions = events.Slots
+	}
+	return d
+}
+
+// Validate reports every problem with the deployment at once.
+func (d Deployment) Validate() error {
+	d = d.withDefaults()
+	var errs []error
+	if !events.ValidToken(d.Stream) {
+		errs = append(errs, fmt.Errorf("stream %q: not a valid stream name", d.Stream))
+	}
+	if !events.ValidToken(d.Durable) {
+		errs = append(errs, fmt.Errorf("durable %q: not a valid consumer name", d.Durable))
+	}
+	if d.Partitions < 1 || d.Partitions > events.Slots {
+		errs = append(errs, fmt.Errorf("partitions: want 1 to %d, got %d", events.Slots, d.Partitions))
+	}
+	if len(d.Queues) == 0 {
+		errs = append(errs, errors.New("queues: at least one"))
+	}
+	for i, q := range d.Queues {
+		if !events.ValidToken(q) {
+			errs = append(errs, fmt.Errorf("queue %q: not a valid queue name (letters, digits, '-' and '_')", q))
+		}
+		if slices.Contains(d.Queues[:i], q) {
+			errs = append(errs, fmt.Errorf("queue %q: given twice", q))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// User is a NATS user of a role: its name and what it may publish and
+// subscribe to. Deny lists take precedence over allow lists (NATS's rule).
+type User struct {
+	Name           string
+	Role           Role
+	Queue          string // RoleWorker only
+	PublishAllow   []string
+	PublishDeny    []string
+	SubscribeAllow []string
+}
+
+// UserName is the NATS user name of a role (and queue, for workers).
+func UserName(r Role, queue string) string {
+	if r == RoleWorker {
+		return "weft-worker-" + queue
+	}
+	return "weft-" + string(r)
+}
+
+// Users returns the users of a deployment: one per role, and one worker
+// user per queue.
+func (d Deployment) Users() []User {
+	d = d.withDefaults()
+	var out []User
+	for _, r := range Roles {
+		if r == RoleWorker {
+			for _, q := range d.Queues {
+				out = append(out, d.User(r, q))
+			}
+			continue
+		}
+		out = append(out, d.User(r, ""))
+	}
+	return out
+}
+
+// User returns the user of role r (and queue q, for a worker).
+func (d Deployment) User(r Role, q string) User {
+	d = d.withDefaults()
+	u := User{Name: UserName(r, q), Role: r, Queue: q}
+	inbox := InboxPrefixFor(u.Name) + ".>"
+	api := "$JS.API."
+	s := d.Stream
+	// Reading runs: batched direct gets (body-filtered, so not scoped to
+	// a run), gets on the stream leader, stream info.
+	reads := []string{
+		api + "STREAM.INFO." + s,
+		api + "DIRECT.GET." + s,
+		api + "DIRECT.GET." + s + ".>",
+		api + "STREAM.MSG.GET." + s,
+	}
+	// Ordered consumers (pkg/client's Wait) have generated names, so any
+	// name must be allowed; the deployment's durables are denied by name.
+	ordered := []string{
+		api + "CONSUMER.CREATE." + s + ".*",
+		api + "CONSUMER.CREATE." + s + ".*." + events.AllEvents,
+		api + "CONSUMER.MSG.NEXT." + s + ".*",
+	}
+	var durablesDeny []string
+	coordinators := d.coordinatorConsumers()
+	for _, name := range append(slices.Clone(coordinators), queueConsumers(d.Queues)...) {
+		durablesDeny = append(durablesDeny,
+			api+"CONSUMER.CREATE."+s+"."+name,
+			api+"CONSUMER.CREATE."+s+"."+name+".>",
+			api+"CONSUMER.MSG.NEXT."+s+"."+name,
+		)
+	}
+	// The worker announcements, read (a KV watcher is a legacy ordered
+	// push consumer with flow control).
+	workersRead := []string{
+		api + "STREAM.INFO.KV_" + workersBucket,
+		api + "DIRECT.GET.KV_" + workersBucket + ".>",
+		api + "STREAM.MSG.GET.KV_" + workersBucket,
+		api + "CONSUMER.CREATE.KV_" + workersBucket + ".>",
+		api + "CONSUMER.DELETE.KV_" + workersBucket + ".*",
+		"$JS.FC.KV_" + workersBucket + ".>",
+	}
+	switch r {
+	case RoleClient:
+		u.PublishAllow = slices.Concat(
+			[]string{"weft.r.*.*.c.*"},
+			reads, ordered, workersRead)
+		u.PublishDeny = durablesDeny
+		u.SubscribeAllow = []string{inbox}
+	case RoleUI:
+		u.PublishAllow = slices.Concat(reads, ordered, workersRead)
+		u.PublishDeny = durablesDeny
+		u.SubscribeAllow = []string{inbox}
+	case RoleCoordinator:
+		u.PublishAllow = slices.Concat(
+			[]string{
+				"weft.r.*.*.d.>", // decisions, work items included
+				"weft.r.*.*.n.*", // notices: timers fired, children finished
+				"weft.t.>",       // durable timers (message schedules)
+				// A child run is started, and cancelled, by its parent's
+				// coordinator, with client events.
+				"weft.r.*.*.c.started",
+				"weft.r.*.*.c.cancelreq",
+			},
+			reads,
+			[]string{
+				// Store.CancelSchedules: a purge filtered to one run's
+				// timers; NATS cannot check the filter (open gap).
+				api + "STREAM.PURGE." + s,
+				// No stream create or update: a stream's configuration
+				// (subjects, republish rules) is in the request body, so
+				// the right would reach any subject. The admin sets the
+				// stream and the buckets up ('weft roles -setup').
+				// Task queues' consumers (worker.EnsureQueue before the
+				// first work item of a queue): any queue, filtered on
+				// work items only.
+				api + "CONSUMER.INFO." + s + ".*",
+				api + "CONSUMER.CREATE." + s + ".*.weft.r.*.*.d.ready.*",
+				// Snapshots (the bucket is the admin's to create).
+				"$KV." + snapshotsBucket + ".>",
+				api + "STREAM.INFO.KV_" + snapshotsBucket,
+				api + "DIRECT.GET.KV_" + snapshotsBucket + ".>",
+				api + "STREAM.MSG.GET.KV_" + snapshotsBucket,
+				// Partition leases and coordinator announcements (the
+				// bucket is the admin's to create; listing members is a
+				// KV watcher).
+				"$KV." + leasesBucket + ".>",
+				api + "STREAM.INFO.KV_" + leasesBucket,
+				api + "DIRECT.GET.KV_" + leasesBucket + ".>",
+				api + "STREAM.MSG.GET.KV_" + leasesBucket,
+				api + "CONSUMER.CREATE.KV_" + leasesBucket + ".>",
+				api + "CONSUMER.DELETE.KV_" + leasesBucket + ".*",
+				"$JS.FC.KV_" + leasesBucket + ".>",
+			},
+			// Its partition consumers: create with any of the
+			// partitions' filters, info, pull, acknowledge.
+			coordinatorGrants(api, s, coordinators))
+		u.SubscribeAllow = []string{inbox}
+	case RoleWorker:
+		cons := QueueConsumerName(q)
+		u.PublishAllow = []string{
+			events.WorkerFilter(q), // its outcomes: weft.r.*.*.w.<queue>.>
+		}
+		// Reads (open gap): a worker reads a run's start for its node's
+		// config (a last-by-subject direct get, falling back to the
+		// leader), checks whether a stale item's run has ended (a
+		// batched direct get of the terminal subjects), and confirms a
+		// duplicate ack on the stream leader. The batched and leader
+		// gets carry their subjects in the body, which NATS cannot
+		// scope: a worker can read every run.
+		u.PublishAllow = append(u.PublishAllow, reads...)
+		u.PublishAllow = append(u.PublishAllow,
+			// Its queue's consumer only: info, create or update with the
+			// queue's own filter, pull, acknowledge.
+			api+"CONSUMER.INFO."+s+"."+cons,
+			api+"CONSUMER.CREATE."+s+"."+cons+"."+events.QueueFilter(q),
+			api+"CONSUMER.MSG.NEXT."+s+"."+cons,
+			"$JS.ACK."+s+"."+cons+".>",
+			// Announcements (a read model for operators; the bucket is
+			// the admin's to create).
+			"$KV."+workersBucket+".>",
+			api+"STREAM.INFO.KV_"+workersBucket,
+		)
+		u.SubscribeAllow = []string{
+			inbox,
+			// Cancel requests, to stop a node of a cancelled run at once.
+			events.KindFilter(events.RunCancelRequested),
+		}
+	case RoleAdmin:
+		u.PublishAllow = []string{">"}
+		u.SubscribeAllow = []string{">"}
+	}
+	return u
+}
+
+// coordinatorConsumers are the names of the coordinators' partition
+// consumers (internal/coordinator's ConsumerName), and the durable's own
+// name (a single consumer, as before partitions).
+func (d Deployment) coordinatorConsumers() []string {
+	out := []string{d.Durable}
+	for p := range d.Partitions {
+		out = append(out, d.Durable+"-"+strconv.Itoa(p))
+	}
+	return out
+}
+
+func coordinatorGrants(api, stream string, names []string) []string {
+	var out []string
+	for _, n := range names {
+		out = append(out,
+			api+"CONSUMER.CREATE."+stream+"."+n,
+			api+"CONSUMER.CREATE."+stream+"."+n+".>",
+			api+"CONSUMER.MSG.NEXT."+stream+"."+n,
+			"$JS.ACK."+stream+"."+n+".>",
+		)
+	}
+	return out
+}
+
+// QueueConsumerName is pkg/worker's QueueConsumer: the durable consumer
+// of a task queue.
+func QueueConsumerName(queue string) string { return "work-" + queue }
+
+func queueConsumers(queues []string) []string {
+	out := make([]string, len(queues))
+	for i, q := range queues {
+		out[i] = QueueConsumerName(q)
+	}
+	return out
+}

@@ -1,0 +1,144 @@
+package natsconn_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nkeys"
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/weft-dev/weft/internal/natsconn"
+)
+
+// TestWriteRoles: the generated authorization parses as nats-server
+// configuration, holds hashes only, and the env files are private.
+func TestWriteRoles(t *testing.T) {
+	dir := t.TempDir()
+	d := natsconn.Deployment{Queues: []string{"default", "gpu"}}
+	files, err := natsconn.WriteRoles(dir, d, bcrypt.MinCost, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 1+4+2 {
+		t.Fatalf("%d files", len(files))
+	}
+	conf, err := os.ReadFile(filepath.Join(dir, "auth.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files[1:] {
+		info, err := os.Stat(f.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Mode().Perm() != 0o600 {
+			t.Errorf("%s: mode %v", f.Path, info.Mode())
+		}
+		b, _ := os.ReadFile(f.Path)
+		_, pw, _ := strings.Cut(string(b), "WEFT_NATS_PASSWORD=")
+		pw, _, _ = strings.Cut(pw, "\n")
+		if len(pw) < 32 || strings.Contains(string(conf), pw) {
+			t.Errorf("%s: password %d chars, in auth.conf: %v", f.User, len(pw), strings.Contains(string(conf), pw))
+		}
+	}
+	main := filepath.Join(dir, "server.conf")
+	if err := os.WriteFile(main, []byte("listen: 127.0.0.1:-1\ninclude ./auth.conf\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(main)
+	if err != nil {
+		t.Fatalf("nats-server refuses the configuration: %v", err)
+	}
+	if len(opts.Users) != 6 {
+		t.Fatalf("%d users", len(opts.Users))
+	}
+	for _, u := range opts.Users {
+		if !strings.HasPrefix(u.Password, "$2a$") || u.Permissions == nil || u.Permissions.Publish == nil {
+			t.Errorf("user %s: password %q…, permissions %+v", u.Username, u.Password[:4], u.Permissions)
+		}
+	}
+	if _, err := natsconn.WriteRoles(dir, d, bcrypt.MinCost, false); !errors.Is(err, natsconn.ErrExists) {
+		t.Fatalf("overwrote: %v", err)
+	}
+	if _, err := natsconn.WriteRoles(dir, d, bcrypt.MinCost, true); err != nil {
+		t.Fatalf("-force: %v", err)
+	}
+}
+
+func TestDeploymentValidate(t *testing.T) {
+	err := natsconn.Deployment{Queues: []string{"a.b", "x", "x"}, Durable: "c d"}.Validate()
+	for _, want := range []string{`queue "a.b"`, `queue "x": given twice`, `durable "c d"`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v lacks %q", err, want)
+		}
+	}
+}
+
+// TestWorkerPermissions: a worker publishes only its queue's outcomes and
+// touches only its queue's consumer.
+func TestWorkerPermissions(t *testing.T) {
+	u := natsconn.Deployment{Queues: []string{"a", "b"}}.User(natsconn.RoleWorker, "a")
+	for _, p := range u.PublishAllow {
+		if strings.HasPrefix(p, "weft.") && p != "weft.r.*.*.w.a.>" {
+			t.Errorf("worker of a may publish %s", p)
+		}
+		if strings.Contains(p, "work-b") || strings.Contains(p, "PURGE") || strings.Contains(p, "DELETE") || strings.Contains(p, "STREAM.CREATE") {
+			t.Errorf("worker of a may call %s", p)
+		}
+	}
+}
+
+// TestNKeyAndUserConnect: -nkey and -user/-password authenticate, and a
+// user's connection takes replies on its own inbox prefix.
+func TestNKeyAndUserConnect(t *testing.T) {
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := kp.PublicKey()
+	seed, _ := kp.Seed()
+	seedFile := filepath.Join(t.TempDir(), "user.nk")
+	if err := os.WriteFile(seedFile, seed, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := server.NewServer(&server.Options{
+		Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true,
+		Nkeys: []*server.NkeyUser{{Nkey: pub}},
+		Users: []*server.User{{Username: "alice", Password: "pw", Permissions: &server.Permissions{
+			Publish:   &server.SubjectPermission{Allow: []string{"x"}},
+			Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX_alice.>"}},
+		}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	t.Cleanup(s.Shutdown)
+	if !s.ReadyForConnections(5 * time.Second) {
+		t.Fatal("server not ready")
+	}
+	nk := natsconn.Config{NKey: seedFile}
+	nc, err := nk.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatalf("nkey: %v", err)
+	}
+	nc.Close()
+	alice := natsconn.Config{User: "alice", Password: "pw"}
+	nc, err = alice.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatalf("user: %v", err)
+	}
+	defer nc.Close()
+	if in := nc.NewRespInbox(); !strings.HasPrefix(in, "_INBOX_alice.") {
+		t.Fatalf("inbox %q", in)
+	}
+	bad := natsconn.Config{User: "alice", Password: "wrong"}
+	if _, err := bad.Connect(s.ClientURL()); err == nil || strings.Contains(err.Error(), "wrong") {
+		t.Fatalf("wrong password: %v", err)
+	}
+}

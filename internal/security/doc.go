@@ -1,0 +1,17 @@
+// Package security holds Weft's security tests: attacks run with valid
+// credentials of one role against real nats-server processes on loopback,
+// configured with the authorization that 'weft roles' generates (see
+// internal/natsconn/roles.go and deploy/SECURITY.md).
+//
+// For each role, what it must not do is tried and must be refused by NATS
+// (a publish permission violation reported on the connection, and nothing
+// stored; an API call that never reaches JetStream), and what it must do
+// is done for real: a run started by the client role is decided by a
+// coordinator process and run by a worker process, each with its own
+// role's credentials. Rights that are still broader than their role
+// because of how the engine works today have tests named TestGap…, which
+// show the right is there; deploy/SECURITY.md lists them as open gaps.
+//
+// The tests also start every daemon and the CLI with a password in the
+// URL, the flags and the environment, and look for it in all their output.
+package security

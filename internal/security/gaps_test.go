@@ -1,0 +1,336 @@
+package security
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/weft-dev/weft/pkg/events"
+)
+
+// The TestGap… tests show rights a role still has beyond its own, because
+// of how the engine uses JetStream today. Each is an open gap in
+// deploy/SECURITY.md; when the engine stops needing the right, the grant
+// goes and the test turns into a refusal.
+
+// TestGapCoordinatorPurgesAnyRun: dropping a run's pending timers
+// (Store.CancelSchedules) is a purge filtered on the run's weft.t
+// subjects, and the filter is in the request body, which NATS permissions
+// do not see. So the coordinator may purge any subject: another run's
+// history, or the whole stream.
+func TestGapCoordinatorPurgesAnyRun(t *testing.T) {
+	s := startServer(t)
+	admin := s.connect(t, userAdmin)
+	s.setup(t)
+	ctx := context.Background()
+	victim := events.NewRunID()
+	if _, err := admin.js.Publish(ctx, sub(victim, "c.started"), []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	coord := s.connect(t, userCoord)
+	st := mustStream(t, coord)
+	if err := st.Purge(ctx, jetstream.WithPurgeSubject(events.RunFilter(victim))); err != nil {
+		t.Fatalf("the coordinator's purge was refused (close the gap in SECURITY.md): %v", err)
+	}
+	if seq := lastSeqOn(t, admin, sub(victim, "c.started")); seq != 0 {
+		t.Fatalf("purged, yet the run's start is still at %d", seq)
+	}
+}
+
+// TestGapWorkerReadsAnyMessage: a worker confirms a duplicate ack by
+// reading the stored message from the stream leader
+// ($JS.API.STREAM.MSG.GET, the sequence in the body), reads a run's start
+// for its node's config and checks whether a stale item's run has ended
+// with a batched direct get ($JS.API.DIRECT.GET, subjects in the body).
+// So it can read any message: another queue's work item, any run's input.
+func TestGapWorkerReadsAnyMessage(t *testing.T) {
+	s := startServer(t)
+	admin := s.connect(t, userAdmin)
+	s.setup(t)
+	ctx := context.Background()
+	secret := events.NewRunID()
+	ack, err := admin.js.Publish(ctx, sub(secret, "d.ready."+queueB), []byte(`{"input":"for gpu workers only"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := s.connect(t, userWorker)
+	// The request Store.Append's duplicate check makes (a leader get).
+	req, _ := json.Marshal(map[string]any{"seq": ack.Sequence})
+	resp, err := w.nc.Request("$JS.API.STREAM.MSG.GET.WEFT", req, 3*time.Second)
+	if err != nil {
+		t.Fatalf("the worker's get was refused (close the gap in SECURITY.md): %v", err)
+	}
+	var got struct {
+		Message struct {
+			Data []byte `json:"data"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(resp.Data, &got); err != nil || string(got.Message.Data) != `{"input":"for gpu workers only"}` {
+		t.Fatalf("got %s (%v)", resp.Data, err)
+	}
+	// And a whole history, with a batched direct get.
+	evs, err := openStore(t, w).Read(ctx, secret, 0, 0)
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("the worker's batched read: %d events, %v", len(evs), err)
+	}
+}
+
+// TestGapClientConsumers: pkg/client's Wait reads with an ordered
+// consumer, whose name is generated, so clients (and the UI) may create
+// consumers of any name and filter and pull from them. The coordinators'
+// durable and the queues known when the roles were generated are denied
+// by name; a queue added later is not, so a client can pull its work
+// until the roles are generated again with it.
+func TestGapClientConsumers(t *testing.T) {
+	s := startServer(t)
+	admin := s.connect(t, userAdmin)
+	s.setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	run := events.NewRunID()
+	if _, err := admin.js.Publish(ctx, sub(run, "d.ready.newq"), []byte(`{"work":"of a queue added later"}`)); err != nil {
+		t.Fatal(err)
+	}
+	cl := s.connect(t, userClient)
+	cons, err := cl.js.CreateOrUpdateConsumer(ctx, "WEFT", jetstream.ConsumerConfig{
+		Durable: "work-newq", FilterSubject: events.QueueFilter("newq"), AckPolicy: jetstream.AckExplicitPolicy,
+	})
+	if err != nil {
+		t.Fatalf("the client's consumer was refused (close the gap in SECURITY.md): %v", err)
+	}
+	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(3*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := 0
+	for range batch.Messages() {
+		got++
+	}
+	if got != 1 {
+		t.Fatalf("pulled %d items of the later queue, want 1 (%v)", got, batch.Error())
+	}
+}
+
+// TestGapPushConsumerDeliversAnywhere: a consumer's deliver subject is in
+// the request body, so a role that may create consumers (client, UI) may
+// create a push consumer that delivers stream messages to any subject of
+// the account. NATS refuses a deliver subject the stream itself captures
+// (a cycle), so events cannot be re-injected into WEFT this way; other
+// subjects — another stream's, another role's inbox — can receive them.
+func TestGapPushConsumerDeliversAnywhere(t *testing.T) {
+	s := startServer(t)
+	admin := s.connect(t, userAdmin)
+	s.setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	run := events.NewRunID()
+	if _, err := admin.js.Publish(ctx, sub(run, "c.started"), []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	cl := s.connect(t, userClient)
+	create := func(name, deliver string) map[string]any {
+		body, _ := json.Marshal(map[string]any{"stream_name": "WEFT", "config": map[string]any{
+			"name": name, "deliver_subject": deliver, "filter_subject": events.RunFilter(run), "ack_policy": "none",
+		}})
+		msg, err := cl.nc.Request("$JS.API.CONSUMER.CREATE.WEFT."+name+"."+events.RunFilter(run), body, 2*time.Second)
+		if err != nil {
+			t.Fatalf("consumer create: %v", err)
+		}
+		var resp map[string]any
+		_ = json.Unmarshal(msg.Data, &resp)
+		return resp
+	}
+	// Into the stream itself: refused by NATS (a cycle).
+	if resp := create("loop", sub(run, "d.completed")); resp["error"] == nil {
+		t.Fatalf("a push consumer delivering into WEFT was accepted: %v", resp)
+	}
+	// Elsewhere in the account: accepted.
+	if resp := create("elsewhere", "_INBOX_weft-coordinator.spoofed"); resp["error"] != nil {
+		t.Fatalf("the push consumer was refused (close the gap in SECURITY.md): %v", resp)
+	}
+}
+
+// TestKVCreateCannotCapture shows why no role but the admin (and the
+// coordinator, for its own stream) may create streams: a stream's
+// configuration is in the request body, so whoever may create the
+// announcements bucket's stream could give it any subjects and a
+// republish rule. Workers therefore get no create right on the
+// announcements bucket, and the attack is refused.
+func TestKVCreateCannotCapture(t *testing.T) {
+	s := startServer(t)
+	w := s.connect(t, userWorker)
+	run := events.NewRunID()
+	body, _ := json.Marshal(map[string]any{
+		"name": "KV_weft-workers", "subjects": []string{"$KV.weft-workers.>"},
+		"republish": map[string]any{"src": "$KV.weft-workers.>", "dest": sub(run, "d.completed")},
+	})
+	w.refusedRequest(t, "$JS.API.STREAM.CREATE.KV_weft-workers", body)
+}
+
+// TestMsgIDSquattingCaught: JetStream de-duplicates by message id across
+// the whole stream, whatever the subject, and permissions do not cover
+// message ids. So a client may publish, on its own subjects, under the id
+// a coordinator decision will use next, and JetStream drops the decision
+// as a duplicate. NATS cannot refuse this; the engine does not take the
+// duplicate ack on trust: events.Store confirms it against the stored
+// message and reports ErrDuplicateMismatch, or writes the event under a
+// fresh id; either way the decision is not silently lost.
+func TestMsgIDSquattingCaught(t *testing.T) {
+	s := startServer(t)
+	s.setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	run := events.NewRunID()
+	id := events.DecisionID(run, events.RunCompleted)
+	cl := s.connect(t, userClient)
+	squat := nats.NewMsg(sub(run, "c.signal"))
+	squat.Header.Set(nats.MsgIdHdr, id)
+	squat.Data = []byte(`{}`)
+	if _, err := cl.js.PublishMsg(ctx, squat); err != nil {
+		t.Fatalf("the client's publish: %v", err)
+	}
+	coord := openStore(t, s.connect(t, userCoord))
+	e, err := events.New(run, id, time.Now(), &events.RunCompletedData{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq, err := coord.Append(ctx, run, events.AnySeq, e)
+	switch {
+	case errors.Is(err, events.ErrDuplicateMismatch):
+		// Caught, and reported to the caller.
+	case err == nil:
+		// Caught, and written under a fresh id: the decision is in the log.
+		admin := s.connect(t, userAdmin)
+		if e.ID == id || lastSeqOn(t, admin, sub(run, "d.completed")) != seq {
+			t.Fatalf("append under a squatted id: id %q, seq %d, the decision subject's last at %d", e.ID, seq, lastSeqOn(t, admin, sub(run, "d.completed")))
+		}
+	default:
+		t.Fatalf("append under a squatted id: %v", err)
+	}
+}
+
+// TestGapScheduleForgesDecision: message schedules (which Weft's timers
+// need, AllowMsgSchedules) let any writer of the stream name a target
+// subject in a header, and the server, not the writer, publishes there
+// when the schedule fires; permissions are checked on the schedule's
+// subject only. So a client, on its own signal subject, schedules a
+// run-completed onto the run's decision subject, and JetStream stores it
+// there. NATS cannot refuse it. The fired copy carries the header
+// Nats-Scheduler with the schedule's subject (which a writer cannot set
+// itself), so the engine can refuse a message on a run subject whose
+// scheduler is not one of the coordinator's weft.t subjects; this test
+// reports whether the fold accepts the forged end today.
+func TestGapScheduleForgesDecision(t *testing.T) {
+	s := startServer(t)
+	s.setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	run := events.NewRunID()
+	e, err := events.New(run, events.DecisionID(run, events.RunCompleted), time.Now(), &events.RunCompletedData{Output: json.RawMessage(`"forged"`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := events.Encode(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := m.Subject // weft.r.<slot>.<run>.d.completed
+	m.Subject = sub(run, "c.signal")
+	m.Header.Set("Nats-Schedule", "@at "+time.Now().Add(time.Second).UTC().Format(time.RFC3339Nano))
+	m.Header.Set("Nats-Schedule-Target", target)
+	cl := s.connect(t, userClient)
+	if _, err := cl.js.PublishMsg(ctx, m); err != nil {
+		t.Skipf("the server refused the schedule (the gap is closed): %v", err)
+	}
+	admin := s.connect(t, userAdmin)
+	deadline := time.Now().Add(10 * time.Second)
+	for lastSeqOn(t, admin, target) == 0 {
+		if time.Now().After(deadline) {
+			t.Skip("the schedule never fired onto the decision subject (the gap is closed)")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	st := openStore(t, admin)
+	evs, err := st.Read(ctx, run, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range evs {
+		if ev.Type == events.RunCompleted && ev.Refused == nil {
+			t.Logf("OPEN: the engine accepts the forged %s at %d on %s (fired by a client's schedule)", ev.Type, ev.Seq, target)
+			return
+		}
+	}
+	t.Logf("the engine refuses the forged end: %d events, none an accepted run-completed", len(evs))
+}
+
+// TestGapRollupPurgesStream: the events stream allows message schedules
+// (Weft's durable timers), and nats-server then forces roll-ups on
+// (AllowRollup true, DenyPurge false: a schedule may roll its subject
+// up). So any role that may publish on any subject of the stream — a
+// client on its own signal subject — can send "Nats-Rollup: all" and
+// purge the whole stream with one ordinary publish. Permissions see the
+// subject, never the header. The fix is the engine's: timers in a stream
+// of their own, so that the events stream needs neither schedules nor
+// roll-ups (see deploy/SECURITY.md, gap 1).
+func TestGapRollupPurgesStream(t *testing.T) {
+	s := startServer(t)
+	s.setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	admin := s.connect(t, userAdmin)
+	victim := events.NewRunID()
+	if _, err := admin.js.Publish(ctx, sub(victim, "c.started"), []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	cl := s.connect(t, userClient)
+	m := nats.NewMsg(sub(events.NewRunID(), "c.signal"))
+	m.Header.Set("Nats-Rollup", "all")
+	if _, err := cl.js.PublishMsg(ctx, m); err != nil {
+		t.Skipf("the rollup was refused (the gap is closed): %v", err)
+	}
+	info, err := mustStream(t, admin).Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lastSeqOn(t, admin, sub(victim, "c.started")) != 0 {
+		t.Skip("the other run's event survived (the gap is closed)")
+	}
+	t.Logf("OPEN: a client's rollup purged the stream (allow_rollup_hdrs=%v, deny_purge=%v, %d message left)",
+		info.Config.AllowRollup, info.Config.DenyPurge, info.State.Msgs)
+}
+
+// TestGapWriterChosenTTL: the events stream allows per-message TTLs
+// (AllowMsgTTL, for timers), and a writer may set Nats-TTL on its own
+// events: a client's signal, or a worker's outcome, is then deleted by
+// the server after the coordinator has acted on it, and a replay of the
+// log no longer sees it. NATS cannot refuse the header per subject; the
+// engine can pass over events that carry one (outside weft.t).
+func TestGapWriterChosenTTL(t *testing.T) {
+	s := startServer(t)
+	s.setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl := s.connect(t, userClient)
+	subject := sub(events.NewRunID(), "c.signal")
+	m := nats.NewMsg(subject)
+	m.Header.Set("Nats-TTL", "1s")
+	m.Data = []byte("{}")
+	if _, err := cl.js.PublishMsg(ctx, m); err != nil {
+		t.Skipf("the TTL was refused (the gap is closed): %v", err)
+	}
+	admin := s.connect(t, userAdmin)
+	deadline := time.Now().Add(8 * time.Second)
+	for lastSeqOn(t, admin, subject) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the message outlived its TTL")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Logf("OPEN: a client's event on %s vanished from the log after its writer-chosen TTL", subject)
+}
