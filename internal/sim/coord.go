@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/pkg/events"
@@ -85,18 +86,9 @@ func (s *Sim) handleCoord(ci *coordInstance) {
 	d := ci.inbox[i]
 	ci.inbox = append(ci.inbox[:i:i], ci.inbox[i+1:]...)
 	m := d.msg
-	e, err := events.Decode(m.subject, m.header, m.data)
-	if err != nil {
-		// Run terminates a message that does not decode.
-		s.coordCons.term(m.seq)
-		if k := ci.known[run]; k != nil {
-			k[m.seq] = true
-		}
-		ci.touched[run] = true
-		s.note("%s passes over undecodable %d", ci.name, m.seq)
-		return
-	}
-	e.Seq = m.seq
+	// As Run does: a message the engine does not accept keeps its place
+	// (Refused set) and goes through the same step, which passes it over.
+	e := events.DecodeStored(m.subject, m.header, m.data, m.seq, m.stored)
 	redelivered := d.count > 1 || ci.stale[run]
 	delete(ci.stale, run)
 	if redelivered {
@@ -109,7 +101,7 @@ func (s *Sim) handleCoord(ci *coordInstance) {
 	}
 	if err != nil {
 		delete(ci.known, run)
-		s.coordCons.nak(m.seq, coordNakWait)
+		s.coordCons.nak(m.seq, backoff(d.count))
 		s.note("%s: %s %d of %s failed: %v", ci.name, short(e.Type), m.seq, run, err)
 		return
 	}
@@ -123,6 +115,20 @@ func (s *Sim) handleCoord(ci *coordInstance) {
 		return
 	}
 	s.coordCons.ack(m.seq)
+}
+
+// backoff is the coordinator's wait before an event that failed on its
+// delivery n comes again (internal/coordinator/errors.go). Run fails the
+// run instead when the error is permanent, or after 20 deliveries of one
+// that is not transient; the seam has no way to do that, so the simulator
+// only injects transient failures, and a permanent one shows as a run
+// that does not end.
+func backoff(n int) time.Duration {
+	d := 100 * time.Millisecond
+	for i := 1; i < n && d < 10*time.Second; i++ {
+		d *= 2
+	}
+	return min(d, 10*time.Second)
 }
 
 // callCoord calls HandleEvent, turning a simulated crash into a dead

@@ -33,7 +33,8 @@ import (
 //   - at most one effect per logical attempt counts: among the effects of
 //     an activation whose outcome the fold took, one idempotency key;
 //   - when every run has ended and the system is quiet, no timer of an
-//     ended run is pending.
+//     ended run is pending (one whose purge failed may fire into its ended
+//     run first, and must change nothing there).
 //
 // The log-level checks are made as each message is written, on the
 // validator's own decoding and incremental fold of the log (which is
