@@ -17,9 +17,9 @@ type coordInstance struct {
 	c     *coordinator.Coordinator
 	inbox []delivery
 	// lastD is the consumer sequence of the last delivery: a gap means
-	// another coordinator took part of the stream (Run then marks every
-	// cached run unverified; the simulator hands the run's next event in as
-	// redelivered, which re-reads it the same way).
+	// another coordinator took part of the stream, so every cached run is
+	// unverified: the simulator hands a run's next event in as redelivered,
+	// which re-reads it (see doc.go).
 	lastD uint64
 	stale map[string]bool
 	// known holds, per run, the sequences of the log the cached state is
