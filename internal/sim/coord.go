@@ -87,8 +87,11 @@ func (s *Sim) handleCoord(ci *coordInstance) {
 	ci.inbox = append(ci.inbox[:i:i], ci.inbox[i+1:]...)
 	m := d.msg
 	// As Run does: a message the engine does not accept keeps its place
-	// (Refused set) and goes through the same step, which passes it over.
+	// (Refused), and is handled like any other.
 	e := events.DecodeStored(m.subject, m.header, m.data, m.seq, m.stored)
+	if e.Refused != nil {
+		s.note("%s passes over undecodable %d", ci.name, m.seq)
+	}
 	redelivered := d.count > 1 || ci.stale[run]
 	delete(ci.stale, run)
 	if redelivered {

@@ -154,8 +154,8 @@ type simRun struct {
 }
 
 // plannedSignal is one send of a signal. A retried send has the logical
-// id of the one it retries (and, as clients do today, an event id of its
-// own).
+// id of the one it retries, and so (as pkg/client derives it, from the
+// run, the node, the activation and the data) the same event id.
 type plannedSignal struct {
 	at      time.Time
 	node    string
@@ -522,12 +522,11 @@ func (s *Sim) cancelRun(r *simRun) {
 	r.cancelAt = time.Time{}
 }
 
-// signalRun sends a signal to a run's human node, with a new random-like
-// id each time, as the client does today.
+// signalRun sends a signal to a run's human node, with the id the client
+// derives for it: a retried send has the id of the send it retries.
 func (s *Sim) signalRun(r *simRun) {
 	sig := r.signals[0]
-	s.gen++
-	id := fmt.Sprintf("signal-%d", s.gen)
+	id := "signal:" + sig.logical
 	e, err := events.New(r.id, id, s.clock.now, &events.SignalReceivedData{Node: sig.node, Data: json.RawMessage(`{"approved":true}`), By: "sim"})
 	if err != nil {
 		panic(err)

@@ -24,12 +24,10 @@ const shortSeeds = 15
 
 // knownFailing lists the fault classes (and graphs, "graph:<name>") under
 // which the production code breaks an invariant today, with what breaks
-// and a seed that shows it under that class alone (make sim-known replays
-// them all). The test in make test leaves them out, and only them; take an
-// entry out once the production code handles it. The entry "none" is a
-// divergence that shows without any fault, in a few seeds in a hundred: it
-// skips nothing (the short test's seeds do not hit it), it is here so that
-// make sim-known keeps showing it.
+// and a seed that shows it (make sim-known replays them all), under that
+// class alone or with the faults the entry names. The test in make test
+// leaves them out, and only them; take an entry out once the production
+// code handles it (make sim-known then says so).
 var knownFailing = []struct {
 	what   string
 	reason string
@@ -37,15 +35,7 @@ var knownFailing = []struct {
 	graphs string // the graphs the seed shows it with ("": the short test's)
 	faults string // the faults it needs besides its own class ("": none)
 }{
-	{"none", "cache differs from the log without any fault: a run.failed decided from a state that lacks a worker's event appended just before it (worker and client events, and timer notices, are appended without the concurrency check); the cache applies the decision first and passes the earlier event over as history after the end, the fold counts it", 21, "", ""},
-	{"crash-coordinator", "the same ordering divergence (cache applies its decision before a worker event that precedes it in the log)", 13, "", ""},
-	{"cancel", "the same ordering divergence, around a cancel request: the cache and the fold end the map node's items differently", 4, "", ""},
-	{"late-timer", "the same ordering divergence around a signal: the cache applied node-waiting before a signal that precedes it in the log, so the fold holds the signal buffered and the cache does not", 57, "", ""},
-	{"append-slow", "cache differs from the log: the cache stamps its own decisions with the coordinator's time, the fold with the server's (Stored); a slow append makes them differ (node readyAt)", 2, "", ""},
-	{"append-lost-ack", "a signal applied twice: the client's signal append is written but its ack lost, the client sends it again under a new random id (pkg/client Signal uses events.RandomID), and the copy answers the human node's next wait", 9, "", ""},
-	{"signal-dup", "a retried signal is applied twice: signals get a new random id per send, so the retry of the answer to a human node's first wait is buffered and answers its next wait (the review graph)", 6, "", ""},
-	{"stall-worker", "a run that never ends: delivery 1 of a work item stalls past the ack wait, delivery 2 starts (the live one for the fold), delivery 1 then finishes and acks the item (JetStream acks by stream sequence, whatever the delivery), the worker of delivery 2 dies: nothing redelivers the item and the fold waits for delivery 2's outcome forever (no start-to-close timeout in the log)", 2, "",
-		"append-fail,dup-publish,schedule-fail,read-fail,junk,crash-coordinator,crash-worker,redeliver,multi-coordinator,late-timer,cancel"},
+	{"stall-worker", "a run that never ends: delivery 1 of a work item stalls past the ack wait, delivery 2 starts (the live one for the fold), delivery 1 then finishes, its outcome is passed over as stale and its worker acks the item (JetStream acks by stream sequence, whatever the delivery); when delivery 2 is lost too (its worker dies, or stalls and acks late), nothing redelivers the item and the node stays running: a node without a timeout has no start-to-close timer to end the attempt", 71, "", "all"},
 }
 
 func known(what string) bool {
