@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/pkg/events"
@@ -16,9 +17,9 @@ type coordInstance struct {
 	c     *coordinator.Coordinator
 	inbox []delivery
 	// lastD is the consumer sequence of the last delivery: a gap means
-	// another coordinator took part of the stream (Run then marks every
-	// cached run unverified; the simulator hands the run's next event in as
-	// redelivered, which re-reads it the same way).
+	// another coordinator took part of the stream, so every cached run is
+	// unverified: the simulator hands a run's next event in as redelivered,
+	// which re-reads it (see doc.go).
 	lastD uint64
 	stale map[string]bool
 	// known holds, per run, the sequences of the log the cached state is
@@ -103,7 +104,7 @@ func (s *Sim) handleCoord(ci *coordInstance) {
 	}
 	if err != nil {
 		delete(ci.known, run)
-		s.coordCons.nak(m.seq, coordNakWait)
+		s.coordCons.nak(m.seq, backoff(d.count))
 		s.note("%s: %s %d of %s failed: %v", ci.name, short(e.Type), m.seq, run, err)
 		return
 	}
@@ -117,6 +118,20 @@ func (s *Sim) handleCoord(ci *coordInstance) {
 		return
 	}
 	s.coordCons.ack(m.seq)
+}
+
+// backoff is the coordinator's wait before an event that failed on its
+// delivery n comes again (internal/coordinator/errors.go). Run fails the
+// run instead when the error is permanent, or after 20 deliveries of one
+// that is not transient; the seam has no way to do that, so the simulator
+// only injects transient failures, and a permanent one shows as a run
+// that does not end.
+func backoff(n int) time.Duration {
+	d := 100 * time.Millisecond
+	for i := 1; i < n && d < 10*time.Second; i++ {
+		d *= 2
+	}
+	return min(d, 10*time.Second)
 }
 
 // callCoord calls HandleEvent, turning a simulated crash into a dead

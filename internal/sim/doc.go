@@ -27,10 +27,16 @@
 //     crashes at any store call.
 //   - consumer.go: durable pull consumers with explicit acks, ack waits,
 //     naks and redelivery, one for the coordinators and one per task queue.
-//   - coord.go: coordinator processes. Several may share the consumer,
-//     each getting part of the stream; a gap in a coordinator's delivery
-//     sequence makes its cached runs unverified, as Run does. Crashed ones
-//     are replaced by new ones with an empty cache.
+//   - coord.go: coordinator processes, each handling what it is delivered
+//     as Run does (events.DecodeStored, refused messages through the same
+//     step, acks, naks with back-off). Production gives each partition of
+//     runs to one lease holder; the simulator instead lets two or three
+//     coordinators share one consumer (multi-coordinator), which splits a
+//     run's events between them: the overlap a lease hand-over allows,
+//     made common. A coordinator that sees a gap in its deliveries hands
+//     each cached run's next event in as redelivered (it re-reads the
+//     run), so that its cache is comparable with the log. Crashed
+//     coordinators are replaced by new ones with an empty cache.
 //   - worker.go: workers that append invoking, run the node (recording the
 //     effect under the item's idempotency key), append the outcome and ack,
 //     one step at a time; they crash, stall past the ack wait and lose
@@ -51,6 +57,9 @@
 // signals. What is guaranteed, and checked: see validator.go. What is not
 // modelled: message loss inside the server (an acknowledged message is
 // stored), stale reads from a replica (reads are as fresh as the leader),
-// partitions of the coordinator consumer, child runs, and the worker SDK
-// itself (the simulated worker follows pkg/worker's protocol).
+// partition leases and their hand-over, snapshots, child runs, and the
+// worker SDK itself (the simulated worker follows pkg/worker's protocol).
+// Run's last resort for an event that can never be decided (failing its
+// run) is not reachable through HandleEvent: the simulator injects only
+// transient failures, and a permanent one shows as a run that never ends.
 package sim

@@ -122,7 +122,9 @@ func (fs FaultSet) String() string {
 	return strings.Join(names, ",")
 }
 
-// errInjected marks a failure the simulator injected.
+// errInjected marks a failure the simulator injected. Injected failures
+// wrap context.DeadlineExceeded too: what a NATS call that failed returns,
+// and what the coordinator classifies as transient.
 var errInjected = errors.New("sim: injected fault")
 
 // crash is the panic value that kills a simulated process at a store call.
@@ -169,7 +171,7 @@ func (p *procStore) Append(ctx context.Context, runID string, expectLast uint64,
 			_, _ = s.store.Append(ctx, runID, expectLast, evs[:k]...)
 		}
 		s.note("%s: append of %d event(s) to %s fails before write", p.name, len(evs), runID)
-		return 0, fmt.Errorf("%w: append failed", errInjected)
+		return 0, fmt.Errorf("%w: append failed: %w", errInjected, context.DeadlineExceeded)
 	}
 	if s.chance(AppendSlow, 0.05) {
 		d := time.Duration(100+s.rng.IntN(3000)) * time.Millisecond
@@ -239,7 +241,7 @@ func (p *procStore) Schedule(ctx context.Context, ev *events.Event, timerID stri
 		} else {
 			s.note("%s: schedule %s of %s fails", p.name, timerID, ev.RunID)
 		}
-		return fmt.Errorf("%w: scheduling %s", errInjected, timerID)
+		return fmt.Errorf("%w: scheduling %s: %w", errInjected, timerID, context.DeadlineExceeded)
 	}
 	err := s.store.Schedule(ctx, ev, timerID, at)
 	p.crashPoint()
@@ -250,7 +252,7 @@ func (p *procStore) CancelSchedules(ctx context.Context, runID string) error {
 	p.crashPoint()
 	if p.sim.chance(ScheduleFail, 0.08) {
 		p.sim.note("%s: dropping the timers of %s fails", p.name, runID)
-		return fmt.Errorf("%w: purging timers of %s", errInjected, runID)
+		return fmt.Errorf("%w: purging timers of %s: %w", errInjected, runID, context.DeadlineExceeded)
 	}
 	return p.sim.store.CancelSchedules(ctx, runID)
 }
