@@ -34,11 +34,7 @@ var knownFailing = []struct {
 	seed   uint64
 	graphs string // the graphs the seed shows it with ("": the short test's)
 	faults string // the faults it needs besides its own class ("": none)
-}{
-	// A combination, not one class: it skips nothing in the short test
-	// (whose seeds do not hit it) and is here for make sim-known.
-	{"combination", "cache differs from the log: two coordinators decide the run's end from different states at different times; the second append is answered as a duplicate (de-duplication comes before the expected-sequence check) and confirmed because the data agree, so its cache keeps its own run.completed (endedAt, updatedAt) instead of the stored one", 316, "", "all"},
-}
+}{}
 
 func known(what string) bool {
 	for _, k := range knownFailing {

@@ -220,9 +220,14 @@ func (s *store) publishOne(ctx context.Context, m *nats.Msg) (uint64, error) {
 	return ack.Sequence, nil
 }
 
-// confirm checks that the message stored at seq is m: same subject, type
-// and data (the time may differ between two writers of one decision). It
-// reads from the stream leader, which has every acknowledged message.
+// confirm checks that the message stored at seq is m: same subject, type,
+// data and time, as a retried publish of m is. The same event made at
+// another time (two coordinators deciding the same thing from different
+// states, or at different moments) is, for a checked append, a conflict:
+// the caller folds the run again and finds the decision made, rather than
+// keep its own time for it. Anything else under m's id is someone else's
+// message (ErrDuplicateMismatch). It reads from the stream leader, which
+// has every acknowledged message.
 func (s *store) confirm(ctx context.Context, m *nats.Msg, seq uint64) error {
 	got, err := s.leaderGet(ctx, map[string]any{"seq": seq})
 	if err != nil {
@@ -230,6 +235,12 @@ func (s *store) confirm(ctx context.Context, m *nats.Msg, seq uint64) error {
 	}
 	if got == nil || got.Subject != m.Subject || got.Header.Get(headerPrefix+"type") != m.Header.Get(headerPrefix+"type") || !bytes.Equal(got.Data, m.Data) {
 		return fmt.Errorf("%w: id %q at sequence %d", ErrDuplicateMismatch, m.Header.Get(nats.MsgIdHdr), seq)
+	}
+	if got.Header.Get(hdrTime) != m.Header.Get(hdrTime) {
+		if m.Header.Get(hdrExpectLastSubjSeq) != "" {
+			return fmt.Errorf("%w: %s was written at sequence %d by another decision", ErrConflict, m.Header.Get(nats.MsgIdHdr), seq)
+		}
+		return fmt.Errorf("%w: id %q at sequence %d, written at another time", ErrDuplicateMismatch, m.Header.Get(nats.MsgIdHdr), seq)
 	}
 	return nil
 }
