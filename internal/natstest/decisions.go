@@ -1,0 +1,78 @@
+package natstest
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/weft-dev/weft/pkg/events"
+)
+
+// DuplicateDecisions returns, for one run's history, every coordinator
+// decision that is in the log more than once, as "what: n times". It counts
+// decisions, not outcomes (a worker's outcome id includes its delivery, so
+// a redelivered attempt legitimately reports again): one node-ready per node
+// attempt, one skip, wait and routing per activation, one retry per attempt,
+// one child run per activation, one outcome the coordinator records per
+// attempt (routers, fallbacks), and one ending of the run of any kind. It
+// also reports an event id that is in the log twice (de-duplication
+// failed). Events the log holds but could not decode are passed over.
+func DuplicateDecisions(evs []*events.Event) []string {
+	seen := map[string]int{}
+	ids := map[string]int{}
+	note := func(r *events.NodeRoutedData) { seen["routed "+r.Key()]++ }
+	for _, e := range evs {
+		if e.Refused != nil {
+			continue
+		}
+		if e.ID != "" {
+			ids[e.ID]++
+		}
+		if !e.Decision {
+			continue
+		}
+		p, err := e.Payload()
+		if err != nil {
+			continue
+		}
+		switch d := p.(type) {
+		case *events.NodeReadyData:
+			seen[fmt.Sprintf("ready %s attempt %d", d.Key(), d.Attempt)]++
+			for i := range d.Routed {
+				note(&d.Routed[i])
+			}
+		case *events.NodeSkippedData:
+			seen["skipped "+d.Key()]++
+			for i := range d.Routed {
+				note(&d.Routed[i])
+			}
+		case *events.NodeWaitingData:
+			seen["waiting "+d.Key()]++
+			for i := range d.Routed {
+				note(&d.Routed[i])
+			}
+		case *events.NodeRoutedData:
+			note(d)
+		case *events.RetryScheduledData:
+			seen[fmt.Sprintf("retry %s attempt %d", d.Key(), d.Attempt)]++
+		case *events.NodeInvokedData:
+			seen[fmt.Sprintf("decided outcome %s attempt %d", d.Key(), d.Attempt)]++
+		case *events.ChildRunStartedData:
+			seen["child run "+d.Key()]++
+		case *events.RunCompletedData, *events.RunFailedData, *events.RunCancelledData:
+			seen["run end"]++
+		}
+	}
+	var out []string
+	for k, n := range seen {
+		if n > 1 {
+			out = append(out, fmt.Sprintf("%s: %d times", k, n))
+		}
+	}
+	for id, n := range ids {
+		if n > 1 {
+			out = append(out, fmt.Sprintf("event id %s: %d times", id, n))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
