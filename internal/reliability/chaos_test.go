@@ -661,6 +661,8 @@ type chaosReport struct {
 	ended        int
 	completed    int
 	stuck        []string // details
+	causes       map[string]int
+	done         map[string]bool // runs completed
 	wrong        []string
 	dupDecisions int
 	decisions    []string
@@ -691,6 +693,15 @@ func (r *chaosReport) fail() {
 			t.Errorf("%s: and %d more", what, len(items)-most)
 		}
 	}
+	if len(r.causes) > 0 {
+		var lines []string
+		for c, n := range r.causes {
+			lines = append(lines, fmt.Sprintf("%5d  %s", n, c))
+		}
+		slices.Sort(lines)
+		slices.Reverse(lines)
+		t.Logf("why the %d runs that did not end are stuck (activations by cause):\n%s", len(r.stuck), strings.Join(lines, "\n"))
+	}
 	show("run did not end", r.stuck)
 	show("run ended wrongly", r.wrong)
 	show("decision written twice", r.decisions)
@@ -707,7 +718,15 @@ func (r *chaosReport) checkRun(run *chaosRun, evs []*events.Event, endedInIndex 
 		r.decisions = append(r.decisions, fmt.Sprintf("run %s: %s\n%s", run.id, strings.Join(dups, "; "), timeline(evs)))
 	}
 	if !s.Status.Ended() {
-		r.stuck = append(r.stuck, fmt.Sprintf("run %s: status %s; nodes: %s; timers: %s\n%s", run.id, s.Status, nodeStates(s), timers(s), timeline(evs)))
+		causes := stuckCauses(s, evs)
+		for _, c := range causes {
+			if r.causes == nil {
+				r.causes = map[string]int{}
+			}
+			r.causes[causeClass(c)]++
+		}
+		r.stuck = append(r.stuck, fmt.Sprintf("run %s: status %s; stuck on: %s; nodes: %s; timers: %s\n%s",
+			run.id, s.Status, strings.Join(causes, "; "), nodeStates(s), timers(s), timeline(evs)))
 		return
 	}
 	r.ended++
@@ -716,6 +735,10 @@ func (r *chaosReport) checkRun(run *chaosRun, evs []*events.Event, endedInIndex 
 		return
 	}
 	r.completed++
+	if r.done == nil {
+		r.done = map[string]bool{}
+	}
+	r.done[run.id] = true
 	var problems []string
 	num := func(key string) float64 {
 		var f float64
@@ -850,9 +873,14 @@ func (r *chaosReport) checkLedger(runs []*chaosRun, logs map[string][]*events.Ev
 		}
 	}
 	// Each activation's effects: the final attempt's (it succeeded), and
-	// those of earlier attempts that failed after their effect by rule.
+	// those of earlier attempts that failed after their effect by rule. Runs
+	// that did not complete are reported already; their activations may be
+	// half way.
 	for act, final := range finalAttempt {
 		run, _, _ := strings.Cut(act, " ")
+		if !r.done[run] {
+			continue
+		}
 		ref := refs[act]
 		for k := 1; k <= final; k++ {
 			ak := run + " " + attemptRef(ref, k)
@@ -1094,4 +1122,111 @@ func logConsumerStates(t *testing.T, js jetstream.JetStream, stream string) {
 			t.Logf("consumer %s: %v", name, err)
 		}
 	}
+}
+
+// stuckCauses names why a run that did not end is stuck, from its fold and
+// its log: one cause per activation (or map item) still active, so that a
+// report groups the runs by the failure they show.
+func stuckCauses(s *projection.State, evs []*events.Event) []string {
+	type retryInfo struct {
+		seq   uint64
+		timer string
+	}
+	ready := map[string]bool{}
+	invoking := map[string]string{} // attempt → last delivery's worker
+	outcome := map[string]string{}
+	retries := map[string]retryInfo{}
+	fired := map[string][]uint64{}
+	for _, e := range evs {
+		if e.Refused != nil {
+			continue
+		}
+		p, err := e.Payload()
+		if err != nil {
+			continue
+		}
+		switch d := p.(type) {
+		case *events.NodeReadyData:
+			ready[attemptRef(d.NodeRef, d.Attempt)] = true
+		case *events.NodeInvokingData:
+			invoking[attemptRef(d.NodeRef, d.Attempt)] = fmt.Sprintf("delivery %d by %s", d.Delivery, d.Worker)
+		case *events.NodeInvokedData:
+			outcome[attemptRef(d.NodeRef, d.Attempt)] = "invoked"
+		case *events.NodeFailedData:
+			outcome[attemptRef(d.NodeRef, d.Attempt)] = "failed " + d.Error.Type
+		case *events.NodeCancelledData:
+			outcome[attemptRef(d.NodeRef, d.Attempt)] = "cancelled"
+		case *events.RetryScheduledData:
+			retries[attemptRef(d.NodeRef, d.Attempt)] = retryInfo{seq: e.Seq, timer: d.TimerID}
+		case *events.TimerFiredData:
+			fired[d.TimerID] = append(fired[d.TimerID], e.Seq)
+		}
+	}
+	var causes []string
+	add := func(class, format string, args ...any) {
+		causes = append(causes, class+" ["+fmt.Sprintf(format, args...)+"]")
+	}
+	unit := func(ref events.NodeRef, status projection.NodeStatus, attempt int) {
+		ar := attemptRef(ref, attempt)
+		switch status {
+		case projection.NodeRetrying:
+			rs, ok := retries[attemptRef(ref, attempt+1)]
+			switch {
+			case !ok:
+				add("retrying, no retry.scheduled in the log", "%s", ar)
+			case len(fired[rs.timer]) == 0:
+				add("retrying, the retry timer never fired", "%s timer %s decided at seq %d", ar, rs.timer, rs.seq)
+			case slices.Max(fired[rs.timer]) < rs.seq:
+				add("retrying, stranded: the timer fired before its retry.scheduled landed", "%s timer %s fired at seq %v, decided at seq %d", ar, rs.timer, fired[rs.timer], rs.seq)
+			default:
+				add("retrying, though the timer fired after its decision", "%s timer %s fired at seq %v, decided at seq %d", ar, rs.timer, fired[rs.timer], rs.seq)
+			}
+		case projection.NodeRetryDue:
+			add("retry due, no node-ready for the next attempt", "%s", ar)
+		case projection.NodeReady:
+			if w, ok := invoking[ar]; ok {
+				add("ready, though a worker took it", "%s %s", ar, w)
+			} else {
+				add("node-ready never taken by a worker", "%s", ar)
+			}
+		case projection.NodeRunning:
+			if o, ok := outcome[ar]; ok {
+				add("running, yet its outcome is in the log with no decision after it", "%s %s", ar, o)
+			} else {
+				add("running, no outcome in the log", "%s last %s", ar, invoking[ar])
+			}
+		default:
+			add("node "+string(status), "%s", ar)
+		}
+	}
+	for id, n := range s.Nodes {
+		if !n.Status.Active() {
+			continue
+		}
+		if len(n.Items) == 0 {
+			unit(events.NodeRef{Node: id, Iteration: n.Iteration}, n.Status, n.Attempt)
+			continue
+		}
+		active := false
+		for i, it := range n.Items {
+			if it.Status.Active() {
+				active = true
+				unit(events.NodeRef{Node: id, Iteration: n.Iteration, Item: &i}, it.Status, it.Attempt)
+			}
+		}
+		if !active {
+			add("every map item ended, no decision on the map", "%s/%d", id, n.Iteration)
+		}
+	}
+	if len(causes) == 0 {
+		add("no activation active, yet no decision ends the run", "last seq %d", s.LastSeq)
+	}
+	slices.Sort(causes)
+	return causes
+}
+
+// causeClass is a cause without its details, for counting.
+func causeClass(cause string) string {
+	class, _, _ := strings.Cut(cause, " [")
+	return class
 }
