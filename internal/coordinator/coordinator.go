@@ -52,10 +52,13 @@ type Stats struct {
 	Conflicts int64 // stale decisions refused by the log
 	Reloads   int64 // runs folded from the log
 	Errors    int64 // transient failures; the event is redelivered
+	// FailedRuns counts runs failed because their next decision could
+	// not be written (see errors.go).
+	FailedRuns int64
 }
 
 type counters struct {
-	processed, malformed, orphans, rejected, decisions, conflicts, reloads, errors atomic.Int64
+	processed, malformed, orphans, rejected, decisions, conflicts, reloads, errors, failedRuns atomic.Int64
 }
 
 // Option configures a Coordinator.
@@ -128,7 +131,7 @@ func (c *Coordinator) Stats() Stats {
 	return Stats{
 		Processed: c.n.processed.Load(), Malformed: c.n.malformed.Load(), Orphans: c.n.orphans.Load(),
 		Rejected: c.n.rejected.Load(), Decisions: c.n.decisions.Load(), Conflicts: c.n.conflicts.Load(),
-		Reloads: c.n.reloads.Load(), Errors: c.n.errors.Load(),
+		Reloads: c.n.reloads.Load(), Errors: c.n.errors.Load(), FailedRuns: c.n.failedRuns.Load(),
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -23,10 +22,16 @@ import (
 const conflictRetries = 5
 
 // handle processes one message of the log and acknowledges it once its
-// decisions are in; a message that fails for a passing reason is handed
-// back for redelivery.
+// decisions are in. A message that fails for a passing reason is handed
+// back for redelivery after a back-off; one that can never be decided
+// fails its run (see fail).
 func (c *Coordinator) handle(ctx context.Context, msg jetstream.Msg, redelivered bool) {
-	meta, _ := msg.Metadata()
+	meta, err := msg.Metadata()
+	if err != nil {
+		c.n.malformed.Add(1)
+		_ = msg.Term()
+		return
+	}
 	c.n.processed.Add(1)
 	if redelivered {
 		// The run may have moved on since this event's first delivery:
@@ -38,27 +43,38 @@ func (c *Coordinator) handle(ctx context.Context, msg jetstream.Msg, redelivered
 		_ = msg.Ack()
 		return
 	}
-	e, err := events.Decode(msg.Subject(), msg.Headers(), msg.Data())
-	if err != nil {
+	// A message the engine does not accept keeps its place in its run:
+	// passed over by the fold, and counted by the concurrency check if it
+	// is on the run's decision subjects.
+	e := events.DecodeStored(msg.Subject(), msg.Headers(), msg.Data(), meta.Sequence.Stream, meta.Timestamp)
+	if e.Refused != nil {
 		c.n.malformed.Add(1)
-		c.log.Warn("passing over a malformed event", logattr.Subject, msg.Subject(), logattr.Seq, meta.Sequence.Stream, logattr.Error, err)
-		_ = msg.Term()
-		return
+		c.log.Warn("passing over a message the engine does not accept", logattr.Subject, msg.Subject(), logattr.Seq, meta.Sequence.Stream, logattr.Error, e.Refused)
 	}
-	e.Seq = meta.Sequence.Stream
 	ctx, span := c.startProcess(ctx, msg.Subject(), e, meta.NumDelivered)
 	defer span.End()
-	if err := c.process(ctx, e, redelivered); err != nil {
-		if ctx.Err() != nil {
-			return
-		}
-		telemetry.Fail(span, err)
-		c.n.errors.Add(1)
-		c.log.WarnContext(ctx, "deciding failed; the event will be handled again", logattr.RunID, e.RunID, logattr.Seq, e.Seq, logattr.EventType, e.Type, logattr.Error, err)
-		_ = msg.NakWithDelay(500 * time.Millisecond)
+	err = c.process(ctx, e, redelivered)
+	if err == nil {
+		_ = msg.Ack()
 		return
 	}
-	_ = msg.Ack()
+	if ctx.Err() != nil {
+		return // shutting down: left for the next coordinator
+	}
+	telemetry.Fail(span, err)
+	if permanent(err) || int(meta.NumDelivered) >= maxDeliveries && !transient(err) {
+		if ferr := c.fail(ctx, e, err); ferr != nil {
+			c.n.errors.Add(1)
+			c.log.WarnContext(ctx, "failing a run that cannot be decided; the event will be handled again", logattr.RunID, e.RunID, logattr.Seq, e.Seq, logattr.Error, ferr)
+			_ = msg.NakWithDelay(backoff(meta.NumDelivered))
+			return
+		}
+		_ = msg.Ack()
+		return
+	}
+	c.n.errors.Add(1)
+	c.log.WarnContext(ctx, "deciding failed; the event will be handled again", logattr.RunID, e.RunID, logattr.Seq, e.Seq, logattr.EventType, e.Type, "delivery", meta.NumDelivered, logattr.Error, err)
+	_ = msg.NakWithDelay(backoff(meta.NumDelivered))
 }
 
 // ownEcho reports whether msg is a decision this coordinator appended and
@@ -85,6 +101,9 @@ func (c *Coordinator) ownEcho(msg jetstream.Msg, meta *jetstream.MsgMetadata) bo
 // process applies one event to its run and decides. An event the run's
 // state already has changes nothing, and so needs no decision.
 func (c *Coordinator) process(ctx context.Context, e *events.Event, redelivered bool) error {
+	if e.RunID == "" {
+		return nil // not a run's: nothing to decide
+	}
 	for try := 0; ; try++ {
 		ent, fresh, err := c.entry(ctx, e, redelivered)
 		if err != nil {
@@ -99,8 +118,19 @@ func (c *Coordinator) process(ctx context.Context, e *events.Event, redelivered 
 			c.log.WarnContext(ctx, "passing over an event of a run that does not exist", logattr.RunID, e.RunID, logattr.Seq, e.Seq, logattr.EventType, e.Type)
 			return nil
 		}
+		if fresh {
+			// Whatever the last holder of this run scheduled or not:
+			// every timer the state says is pending gets its schedule.
+			if err := c.rearm(ctx, ent.state); err != nil {
+				c.cache.del(e.RunID)
+				return err
+			}
+		}
 		err = c.decide(ctx, ent)
 		if err == nil {
+			if e.Type.Terminal() || (e.Type == events.TimerFired && ent.state.Status.Ended()) {
+				c.dropTimers(ctx, e.RunID)
+			}
 			return nil
 		}
 		c.cache.del(e.RunID)
@@ -114,21 +144,22 @@ func (c *Coordinator) process(ctx context.Context, e *events.Event, redelivered 
 // entry returns the run's cached entry, folding the run from the log when
 // it is not cached or may have missed events; fresh says it was folded now.
 // A run-started delivered for the first time needs no read: it is the
-// run's first event.
+// run's first event. A read must reach the event being handled: a replica
+// that is behind is not asked for the state to decide from.
 func (c *Coordinator) entry(ctx context.Context, e *events.Event, redelivered bool) (*runEntry, bool, error) {
 	run := e.RunID
 	epoch := c.epoch.Load()
 	if ent := c.cache.get(run); ent != nil && ent.epoch >= epoch {
 		return ent, false, nil
 	}
-	if e.Type == events.RunStarted && !redelivered {
+	if e.Type == events.RunStarted && e.Refused == nil && !redelivered {
 		ent := &runEntry{run: run, state: &projection.State{}, epoch: epoch, own: map[string]struct{}{}}
 		c.cache.put(ent)
 		return ent, true, nil
 	}
 	// Start from the run's latest checkpoint, if it has one (snapshot.go).
 	state, from, lastDecision := c.fromSnapshot(ctx, run)
-	evs, err := c.store.Read(ctx, run, from, 0)
+	evs, err := c.store.ReadThrough(ctx, run, from, e.Seq)
 	if err != nil && !errors.Is(err, events.ErrRunNotFound) {
 		return nil, false, fmt.Errorf("reading run %s: %w", run, err)
 	}
@@ -141,6 +172,8 @@ func (c *Coordinator) entry(ctx context.Context, e *events.Event, redelivered bo
 		ent.noteTrace(ev)
 		ent.prefix = ev.Seq
 		if ev.Decision {
+			// Every message on the decision subjects counts, accepted or
+			// not: the log's own order is the concurrency check.
 			ent.lastDecision = ev.Seq
 		}
 	}
@@ -204,12 +237,6 @@ func (c *Coordinator) decide(ctx context.Context, ent *runEntry) error {
 	if d.Empty() {
 		return nil
 	}
-	for _, t := range d.Timers {
-		telemetry.Inject(ctx, t.Event)
-		if err := c.store.Schedule(ctx, t.Event, t.ID, t.At); err != nil {
-			return err
-		}
-	}
 	for _, child := range d.Children {
 		telemetry.Inject(ctx, child)
 		if _, err := c.store.Append(ctx, child.RunID, 0, child); err != nil && !errors.Is(err, events.ErrRunExists) {
@@ -234,14 +261,19 @@ func (c *Coordinator) decide(ctx context.Context, ent *runEntry) error {
 	}
 	c.n.decisions.Add(int64(len(d.Events)))
 	ent.lastDecision = last
-	c.checkpoint(ctx, g, s.RunID, d.Events, last)
 	for _, e := range d.Events {
 		ent.own[e.ID] = struct{}{}
 	}
-	if d.DropTimers {
-		if err := c.store.CancelSchedules(ctx, s.RunID); err != nil {
-			c.log.Warn("dropping the timers of an ended run", logattr.RunID, s.RunID, logattr.Error, err)
-		}
+	// Timers only once the decisions that ask for them are in the log: a
+	// timer never exists without its decision. A failure here leaves the
+	// decisions in and the timers unarmed; the event is handled again,
+	// the run read afresh, and rearm schedules what the state says.
+	if err := c.schedule(ctx, d.Timers); err != nil {
+		return err
+	}
+	c.checkpoint(ctx, g, s.RunID, d.Events, last)
+	if d.DropTimers || s.Status.Ended() {
+		c.dropTimers(ctx, s.RunID)
 	}
 	return c.notifyParent(ctx, ent)
 }

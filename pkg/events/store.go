@@ -33,7 +33,9 @@ const chainMax = 8
 
 // Store is the JetStream event store.
 type Store interface {
-	// Append appends events of one run. For a run-started event, expectLast
+	// Append appends events of one run. An event whose id someone else
+	// took first (ErrDuplicateMismatch) is written under a fresh id, set
+	// on the event. For a run-started event, expectLast
 	// must be 0: the run must have no events yet (ErrRunExists otherwise,
 	// unless it is the very same start again). For decisions
 	// (Event.Decision), expectLast is the sequence of the run's last
@@ -62,7 +64,9 @@ type Store interface {
 	// LastSeq returns the sequence of a run's last event.
 	LastSeq(ctx context.Context, runID string) (uint64, error)
 	// Schedule stores ev to be appended at time at: a durable JetStream
-	// message schedule, surviving the restart of every process.
+	// message schedule, surviving the restart of every process. A timer
+	// is one schedule subject: scheduling the same timerID again replaces
+	// the pending schedule.
 	Schedule(ctx context.Context, ev *Event, timerID string, at time.Time) error
 	// CancelSchedules drops a run's pending delayed events.
 	CancelSchedules(ctx context.Context, runID string) error
@@ -232,9 +236,20 @@ func (s *store) Append(ctx context.Context, runID string, expectLast uint64, evs
 	var last uint64
 	if len(msgs) <= chainMax {
 		// A chain of single appends, each checked against the one before.
-		for _, m := range msgs {
+		for i, m := range msgs {
 			expect(m, expectLast)
 			seq, err := s.publishOne(ctx, m)
+			if errors.Is(err, ErrDuplicateMismatch) {
+				// Someone took the id first: write the event under a
+				// fresh one. The optimistic concurrency check (for
+				// decisions) or the fold's fencing (for outcomes) keeps
+				// it single; a squatted id never stalls a run.
+				id := m.Header.Get(nats.MsgIdHdr) + "~" + RandomID()
+				m.Header.Set(nats.MsgIdHdr, id)
+				m.Header.Set(headerPrefix+"id", id)
+				evs[i].ID = id // what the caller wrote, as it is in the log
+				seq, err = s.publishOne(ctx, m)
+			}
 			if err != nil {
 				if expectLast == 0 && errors.Is(err, ErrConflict) && evs[0].Type == RunStarted {
 					return s.sameStart(ctx, evs[0])
@@ -578,7 +593,10 @@ func (s *store) Schedule(ctx context.Context, ev *Event, timerID string, at time
 	}
 	target := m.Subject
 	m.Subject = ScheduleSubject(ev.RunID, timerID)
-	m.Header.Set(nats.MsgIdHdr, "sched:"+ev.ID)
+	// No message id: a schedule published on a timer's subject replaces
+	// the one there, so arming a timer again is harmless at any time, also
+	// beyond the de-duplication window.
+	m.Header.Del(nats.MsgIdHdr)
 	m.Header.Set(hdrSchedule, "@at "+at.UTC().Format(time.RFC3339Nano))
 	m.Header.Set(hdrScheduleTarget, target)
 	if _, err := s.js.PublishMsg(ctx, m); err != nil {

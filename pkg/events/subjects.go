@@ -116,8 +116,10 @@ func PartitionOf(runID string, n int) int {
 	return int(h.Sum32()%Slots) % n
 }
 
-// classOf says which writer class may write events of type t; NodeInvoked
-// is also a coordinator decision (a router's or a fallback's outcome).
+// classOf says which writer class may write events of type t. NodeInvoked
+// and NodeFailed are also coordinator decisions: a router's or a
+// fallback's outcome, an attempt that timed out or could not be handed
+// out.
 var classOf = map[Type]string{
 	RunStarted:         classClient,
 	RunCancelRequested: classClient,
@@ -225,7 +227,7 @@ func subjectFor(runID string, t Type, decision bool, queue string) (string, erro
 		return "", fmt.Errorf("%w: %q", ErrUnknownType, t)
 	}
 	if decision {
-		if class != classCoordinator && t != NodeInvoked {
+		if class != classCoordinator && t != NodeInvoked && t != NodeFailed {
 			return "", fmt.Errorf("%w: %s is not a decision", ErrMisplaced, t)
 		}
 		class = classCoordinator
@@ -247,10 +249,12 @@ func subjectFor(runID string, t Type, decision bool, queue string) (string, erro
 }
 
 // checkPlace reports whether an event of type t may stand where p says:
-// its kind, and its writer class (NodeInvoked: a worker's or a decision).
+// its kind, and its writer class (NodeInvoked, NodeFailed: a worker's or a
+// decision).
 func checkPlace(t Type, p place) error {
 	class := classOf[t]
-	if p.kind != kinds[t] || (p.class != class && !(t == NodeInvoked && p.class == classCoordinator)) {
+	alsoDecision := (t == NodeInvoked || t == NodeFailed) && p.class == classCoordinator
+	if p.kind != kinds[t] || (p.class != class && !alsoDecision) {
 		return fmt.Errorf("%w: a %s event is not accepted on a %q subject", ErrMisplaced, t, p.class+"."+p.kind)
 	}
 	return nil

@@ -1,0 +1,301 @@
+package coordinator_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/weft-dev/weft/internal/coordinator"
+	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/pkg/client"
+	"github.com/weft-dev/weft/pkg/events"
+	"github.com/weft-dev/weft/pkg/graph"
+	"github.com/weft-dev/weft/pkg/projection"
+)
+
+// Regression tests of issue 9's bug classes against real JetStream, with
+// faults injected at the store seam (natstest.FaultStore) or hostile
+// messages published on a run's subjects.
+
+const flakyGraph = `
+name: flaky
+nodes:
+  - {id: a, type: fail, config: {failAttempts: 2}, retry: {maxAttempts: 4, initialInterval: 10ms, jitter: 0.01}}
+edges:
+  - {from: START, to: a}
+  - {from: a, to: END}
+`
+
+// startRun appends the run-started event of a run with a chosen id.
+func startRun(t testing.TB, st events.Store, g *graph.Graph, run string, input string) {
+	t.Helper()
+	e, err := events.New(run, run, time.Time{}, &events.RunStartedData{
+		GraphName: g.Definition().Name, GraphDigest: g.Digest(), Graph: g.Canonical(), Input: json.RawMessage(input),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Append(context.Background(), run, 0, e); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func attempts(t testing.TB, st events.Store, run string) string {
+	t.Helper()
+	var out []string
+	for _, e := range readRun(t, st, run) {
+		p, _ := e.Payload()
+		switch d := p.(type) {
+		case *events.NodeReadyData:
+			out = append(out, fmt.Sprintf("ready %d", d.Attempt))
+		case *events.NodeFailedData:
+			out = append(out, fmt.Sprintf("failed %d", d.Attempt))
+		case *events.RetryScheduledData:
+			out = append(out, fmt.Sprintf("retry %d", d.Attempt))
+		case *events.TimerFiredData:
+			out = append(out, fmt.Sprintf("timer %d", d.Attempt))
+		case *events.NodeInvokedData:
+			out = append(out, fmt.Sprintf("invoked %d", d.Attempt))
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+const wantFlaky = "ready 1, failed 1, retry 2, timer 2, ready 2, failed 2, retry 3, timer 3, ready 3, invoked 3"
+
+// A retry timer whose schedule fails is armed again: the event is handed
+// back, the run folded afresh, and every pending timer re-armed. Before,
+// the timer was scheduled before its decision with a fixed id, and one
+// failed schedule left the node retrying forever.
+func TestRetryTimerSurvivesFailedSchedules(t *testing.T) {
+	_, base := natstest.Store(t)
+	st := natstest.NewFaultStore(base)
+	var mu sync.Mutex
+	failures := map[string]int{}
+	st.Set(func(f *natstest.FaultStore) {
+		f.BeforeSchedule = func(_ *events.Event, id string) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if failures[id] < 2 {
+				failures[id]++
+				return errors.New("injected: schedule failed")
+			}
+			return nil
+		}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	runCoordinator(t, ctx, st, coordinator.WithLogger(quiet()))
+	runWorker(t, ctx, base, "w1")
+	runs := start(t, base, mustGraph(t, flakyGraph), 3)
+	for _, s := range waitEnded(t, base, runs, 30*time.Second) {
+		if s.Status != projection.RunCompleted {
+			t.Fatalf("run %s: %s %v", s.RunID, s.Status, s.Error)
+		}
+	}
+	for _, run := range runs {
+		if got := attempts(t, base, run); got != wantFlaky {
+			t.Fatalf("run %s: %s\nwant %s", run, got, wantFlaky)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(failures) == 0 {
+		t.Fatal("no schedule was failed: the test injected nothing")
+	}
+}
+
+// The decision that asks for a retry lands, and its acknowledgement is
+// lost (as when the coordinator dies right after the append): the timer
+// is armed from the state when the event is handled again.
+func TestRetryTimerArmedAfterLostAck(t *testing.T) {
+	_, base := natstest.Store(t)
+	st := natstest.NewFaultStore(base)
+	var mu sync.Mutex
+	lost := map[string]bool{}
+	st.Set(func(f *natstest.FaultStore) {
+		f.AfterAppend = func(run string, evs []*events.Event) error {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, e := range evs {
+				if e.Type == events.RetryScheduled && !lost[e.ID] {
+					lost[e.ID] = true
+					return errors.New("injected: acknowledgement lost")
+				}
+			}
+			return nil
+		}
+		// And appends slower than the back-off: the timer still follows
+		// its decision.
+		f.Delay = 20 * time.Millisecond
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	runCoordinator(t, ctx, st, coordinator.WithLogger(quiet()))
+	runWorker(t, ctx, base, "w1")
+	runs := start(t, base, mustGraph(t, flakyGraph), 2)
+	waitEnded(t, base, runs, 30*time.Second)
+	for _, run := range runs {
+		if got := attempts(t, base, run); got != wantFlaky {
+			t.Fatalf("run %s: %s\nwant %s", run, got, wantFlaky)
+		}
+	}
+	if len(lost) == 0 {
+		t.Fatal("no acknowledgement was lost: the test injected nothing")
+	}
+}
+
+// Junk bytes and an event of a type this version does not know (written
+// by a newer Weft) on a run's decision subjects: the run goes on. Before,
+// the concurrency check was computed from decodable events only, and every
+// later decision conflicted forever.
+func TestJunkOnDecisionSubjectsDoesNotStall(t *testing.T) {
+	_, st := natstest.Store(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	c := runCoordinator(t, ctx, st, coordinator.WithLogger(quiet()))
+	runWorker(t, ctx, st, "w1")
+	run := events.NewRunID()
+	startRun(t, st, mustGraph(t, chain), run, `{}`)
+	waitFor(t, st, run, events.NodeReady)
+	base := strings.TrimSuffix(events.DecisionFilter(run), ">")
+	publish := func(subject string, hdr nats.Header, data string) {
+		t.Helper()
+		if _, err := st.JetStream().PublishMsg(ctx, &nats.Msg{Subject: subject, Header: hdr, Data: []byte(data)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish(base+"routed", nil, "\x00\x01 not an event")
+	publish(base+"future", nats.Header{"ce-specversion": {"1.0"}, "ce-id": {"f1"}, "ce-source": {"weft-v9"},
+		"ce-type": {"dev.weft.future.v9"}, "ce-runid": {run}, "content-type": {"application/json"}}, `{"x":1}`)
+	s := waitEnded(t, st, []string{run}, 30*time.Second)[run]
+	if s.Status != projection.RunCompleted {
+		t.Fatalf("run %s: %v", s.Status, s.Error)
+	}
+	checkExactlyOnce(t, st, []string{run}, 5)
+	if got := c.Stats().Malformed; got < 2 {
+		t.Fatalf("%d messages passed over, want 2", got)
+	}
+}
+
+// Someone publishes, on another run's subject, messages under the ids the
+// engine will use next (a decision's and a worker outcome's). JetStream
+// answers the real events as duplicates; the store confirms them against
+// the stored messages, writes them under fresh ids, and the run ends.
+func TestSquattedIDsDoNotStall(t *testing.T) {
+	_, st := natstest.Store(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	runCoordinator(t, ctx, st, coordinator.WithLogger(quiet()))
+	runWorker(t, ctx, st, "w1")
+	run, other := events.NewRunID(), events.NewRunID()
+	for _, id := range []string{
+		events.DecisionID(run, events.RunCompleted),
+		events.DecisionID(run, events.NodeInvoked, "b/1", "1", "1"),
+		events.DecisionID(run, events.NodeReady, "c/1", "1"),
+	} {
+		squat := &nats.Msg{Subject: strings.TrimSuffix(events.StartedSubject(other), "started") + "signal", Header: nats.Header{nats.MsgIdHdr: {id}}, Data: []byte("mine")}
+		if _, err := st.JetStream().PublishMsg(ctx, squat); err != nil {
+			t.Fatal(err)
+		}
+	}
+	startRun(t, st, mustGraph(t, chain), run, `{}`)
+	s := waitEnded(t, st, []string{run}, 30*time.Second)[run]
+	if s.Status != projection.RunCompleted {
+		t.Fatalf("run %s: %v", s.Status, s.Error)
+	}
+	checkExactlyOnce(t, st, []string{run}, 5)
+}
+
+// A decision that can never be written (a work item over the server's
+// message size) fails the run with an error that says why, instead of
+// being retried every 500 ms forever.
+func TestUnwritableDecisionFailsRun(t *testing.T) {
+	_, st := natstest.Store(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	c := runCoordinator(t, ctx, st, coordinator.WithLogger(quiet()))
+	runWorker(t, ctx, st, "w1")
+	g := mustGraph(t, `
+name: grows
+nodes:
+  - {id: a, type: transform, config: {set: {t: "state.s + state.s"}, output: "1"}}
+  - {id: b, type: echo}
+edges:
+  - {from: START, to: a}
+  - {from: a, to: b}
+  - {from: b, to: END}
+`)
+	run := events.NewRunID()
+	startRun(t, st, g, run, fmt.Sprintf(`{"s":%q}`, strings.Repeat("x", 2_800_000)))
+	s := waitEnded(t, st, []string{run}, 30*time.Second)[run]
+	if s.Status != projection.RunFailed || s.Error == nil || s.Error.Type != events.FailurePayloadTooLarge ||
+		!strings.Contains(s.Error.Message, `node "b"`) {
+		t.Fatalf("run %s: %+v, want a PayloadTooLarge failure naming node b", s.Status, s.Error)
+	}
+	if got := c.Stats().FailedRuns; got != 1 {
+		t.Fatalf("%d runs failed by the coordinator, want 1", got)
+	}
+}
+
+// A human node's deadline timer is dropped when the run ends: no schedule
+// is left behind and no timer fires into the ended run.
+func TestTimersDroppedWhenRunEnds(t *testing.T) {
+	_, st := natstest.Store(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	runCoordinator(t, ctx, st, coordinator.WithLogger(quiet()))
+	g := mustGraph(t, `
+name: approve
+nodes:
+  - {id: ask, type: human, config: {timeout: 1h}}
+edges:
+  - {from: START, to: ask}
+  - {from: ask, to: END}
+`)
+	run := events.NewRunID()
+	startRun(t, st, g, run, `{}`)
+	waitFor(t, st, run, events.NodeWaiting)
+	if n := pendingSchedules(t, st, run); n != 1 {
+		t.Fatalf("%d schedules pending while the node waits, want 1", n)
+	}
+	if err := client.New(st).Signal(ctx, run, "ask", map[string]any{"ok": true}); err != nil {
+		t.Fatal(err)
+	}
+	s := waitEnded(t, st, []string{run}, 30*time.Second)[run]
+	if s.Status != projection.RunCompleted {
+		t.Fatalf("run %s: %v", s.Status, s.Error)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for pendingSchedules(t, st, run) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the deadline's schedule outlived the run")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func pendingSchedules(t testing.TB, st events.Store, run string) uint64 {
+	t.Helper()
+	s, err := st.JetStream().Stream(context.Background(), st.StreamName())
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(context.Background(), jetstream.WithSubjectFilter(events.ScheduleFilter(run)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, c := range info.State.Subjects {
+		n += c
+	}
+	return n
+}
