@@ -3,7 +3,10 @@ package reliability
 // TestChaos proves, against real processes, Weft's promise under crashes:
 // while a seeded killer SIGKILLs workers, coordinators and NATS nodes of a
 // three-node cluster (one NATS node down at most, so the R3 stream keeps its
-// quorum) and restarts each after a short pause, hundreds of runs of a graph
+// quorum) and restarts each after a short pause, and SIGSTOPs workers and
+// coordinators for longer than their consumers' ack wait (so their work is
+// redelivered to another and their outcomes and decisions come late, when
+// SIGCONT resumes them), hundreds of runs of a graph
 // with retries, fan-out (static branches and a map) and joins (all and
 // 2-of-3) are started by a client, and once the kills stop:
 //
@@ -140,6 +143,7 @@ type daemon struct {
 	cmd     *exec.Cmd
 	done    chan struct{}
 	up      bool
+	paused  bool // SIGSTOPped
 	killing bool
 	life    int
 	exits   []string // exits the test did not cause
@@ -191,7 +195,7 @@ func (s *supervisor) start(d *daemon) error {
 		err := cmd.Wait()
 		_ = logf.Close()
 		d.mu.Lock()
-		d.up = false
+		d.up, d.paused = false, false
 		unexpected := !d.killing && !s.stopping.Load()
 		if unexpected {
 			d.exits = append(d.exits, fmt.Sprintf("life %d exited by itself at +%s: %v; last lines:\n%s", d.life, s.since(), err, tail(d.logPath, 6)))
@@ -221,6 +225,37 @@ func (s *supervisor) kill(d *daemon) bool {
 	d.killing = false
 	d.mu.Unlock()
 	return true
+}
+
+// stop pauses the daemon's process (SIGSTOP): it holds its connections and
+// its work, and says nothing, as a process on a stalled machine does.
+func (s *supervisor) stop(d *daemon) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.up || d.paused {
+		return false
+	}
+	if err := d.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		return false
+	}
+	d.paused = true
+	return true
+}
+
+// cont resumes a paused daemon (SIGCONT).
+func (s *supervisor) cont(d *daemon) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.paused && d.up {
+		_ = d.cmd.Process.Signal(syscall.SIGCONT)
+	}
+	d.paused = false
+}
+
+func (d *daemon) isPaused() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.paused
 }
 
 func (d *daemon) isUp() bool {
@@ -470,7 +505,7 @@ func TestChaos(t *testing.T) {
 		between := func(a, b time.Duration) time.Duration { return a + time.Duration(rng.Int64N(int64(b-a)+1)) }
 		// The first kills go through every kind, in a seeded order, so a
 		// short run kills each kind at least once.
-		kinds := []string{"worker", "ledgerworker", "coordinator", "nats"}
+		kinds := []string{"worker", "ledgerworker", "coordinator", "nats", "pause"}
 		rng.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
 		for n := 0; ; n++ {
 			select {
@@ -482,16 +517,7 @@ func TestChaos(t *testing.T) {
 			if n < len(kinds) {
 				kind = kinds[n]
 			} else {
-				switch r := rng.IntN(100); {
-				case r < 25:
-					kind = "worker"
-				case r < 50:
-					kind = "ledgerworker"
-				case r < 75:
-					kind = "coordinator"
-				default:
-					kind = "nats"
-				}
+				kind = kinds[rng.IntN(len(kinds))]
 			}
 			pool := weft
 			if kind == "nats" {
@@ -499,7 +525,7 @@ func TestChaos(t *testing.T) {
 			}
 			var up []*daemon
 			for _, d := range pool {
-				if d.kind == kind && d.isUp() {
+				if (d.kind == kind || kind == "pause") && d.isUp() && !d.isPaused() {
 					up = append(up, d)
 				}
 			}
@@ -507,11 +533,26 @@ func TestChaos(t *testing.T) {
 			// over, so the schedule depends on little but the seed.
 			victim := rng.IntN(max(1, len(up)))
 			pause := between(200*time.Millisecond, 1500*time.Millisecond)
+			if kind == "pause" {
+				// Longer than the queues' ack wait (3s) and the
+				// coordinators' (10s): the paused process's work goes to
+				// another, and its outcomes and decisions come late.
+				pause = between(4*time.Second, 7*time.Second)
+				if len(up) > 0 && up[victim].kind == "coordinator" {
+					pause += 8 * time.Second
+				}
+			}
 			if len(up) == 0 || (kind == "nats" && !natsBusy.CompareAndSwap(false, true)) {
 				continue
 			}
 			d := up[victim]
-			sup.kill(d)
+			if kind == "pause" {
+				if !sup.stop(d) {
+					continue
+				}
+			} else {
+				sup.kill(d)
+			}
 			killsMu.Lock()
 			kills = append(kills, kill{at: time.Since(began).Round(time.Millisecond), kind: kind, name: d.name, pause: pause})
 			killsMu.Unlock()
@@ -519,6 +560,10 @@ func TestChaos(t *testing.T) {
 			go func() {
 				defer restarts.Done()
 				time.Sleep(pause)
+				if kind == "pause" {
+					sup.cont(d)
+					return
+				}
 				if err := sup.start(d); err != nil {
 					t.Errorf("restarting %s: %v", d.name, err)
 				}
@@ -633,9 +678,9 @@ func TestChaos(t *testing.T) {
 	for _, k := range kills {
 		byKind[k.kind]++
 	}
-	summary := fmt.Sprintf("chaos summary: runs=%d ended=%d stuck=%d completed=%d wrong=%d kills=%d (worker=%d ledgerworker=%d coordinator=%d nats=%d) self-exits=%d duplicate-decisions=%d duplicate-facts=%d duplicate-effects=%d absorbed-rewrites=%d lost-effects=%d foreign-keys=%d ledger-keys=%d seed=%d wall=%s (runs started by %s, kills stopped at %s, all ended by %s)",
+	summary := fmt.Sprintf("chaos summary: runs=%d ended=%d stuck=%d completed=%d wrong=%d kills=%d (worker=%d ledgerworker=%d coordinator=%d nats=%d pause=%d) self-exits=%d duplicate-decisions=%d duplicate-facts=%d duplicate-effects=%d absorbed-rewrites=%d lost-effects=%d foreign-keys=%d ledger-keys=%d seed=%d wall=%s (runs started by %s, kills stopped at %s, all ended by %s)",
 		len(runs), rep.ended, len(runs)-rep.ended, rep.completed, len(rep.wrong), len(kills),
-		byKind["worker"], byKind["ledgerworker"], byKind["coordinator"], byKind["nats"], len(exits),
+		byKind["worker"], byKind["ledgerworker"], byKind["coordinator"], byKind["nats"], byKind["pause"], len(exits),
 		rep.dupDecisions, rep.dupFacts, rep.dupEffects, rep.absorbed, rep.lostEffects, rep.foreignKeys, len(entries),
 		cfg.seed, time.Since(began).Round(time.Second), startedAll.Round(time.Second), killsStopped.Round(time.Second), allEnded.Round(time.Second))
 	fmt.Println(summary)
@@ -648,9 +693,13 @@ func TestChaos(t *testing.T) {
 	if rep.failed() || len(exits) > 0 {
 		var b strings.Builder
 		for _, k := range kills {
-			fmt.Fprintf(&b, "  +%s kill %s (%s), back after %s\n", k.at, k.name, k.kind, k.pause)
+			verb := "kill"
+			if k.kind == "pause" {
+				verb = "pause"
+			}
+			fmt.Fprintf(&b, "  +%s %s %s (%s), back after %s\n", k.at, verb, k.name, k.kind, k.pause)
 		}
-		t.Logf("kill timeline (test clock; daemon logs in %s mark each life with the same clock):\n%s", cfg.logs, b.String())
+		t.Logf("kill timeline (test clock; daemon logs in %s mark each life with the same clock; a pause is SIGSTOP, then SIGCONT):\n%s", cfg.logs, b.String())
 		logConsumerStates(t, js, st.StreamName())
 	}
 	for _, e := range exits {
