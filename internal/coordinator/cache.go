@@ -14,8 +14,6 @@ import (
 type runEntry struct {
 	run   string
 	state *projection.State
-	// epoch is the delivery epoch the state was verified in.
-	epoch uint64
 	// prefix: every event of the run up to this sequence is in state.
 	prefix uint64
 	// lastDecision is the sequence of the run's last decision.
@@ -76,5 +74,17 @@ func (c *runCache) del(run string) {
 	if el, ok := c.items[run]; ok {
 		c.order.Remove(el)
 		delete(c.items, run)
+	}
+}
+
+// dropIf removes the runs for which drop says so.
+func (c *runCache) dropIf(drop func(run string) bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for run, el := range c.items {
+		if drop(run) {
+			c.order.Remove(el)
+			delete(c.items, run)
+		}
 	}
 }

@@ -1,37 +1,72 @@
 // Package coordinator is the coordinator daemon's engine room: it consumes
-// the events stream durably, keeps a cache of run states folded from the
-// log, asks the engine what each run does next, and appends the decisions.
+// its partitions of the events stream, keeps a cache of run states folded
+// from the log, asks the engine what each run does next, and appends the
+// decisions.
 //
 // Nothing here is the truth. The cache is an LRU of projections that any
 // event can rebuild from the log; a run that falls out of it costs one read
 // when its next event arrives, so a run waiting on a person or a timer takes
-// no memory. The consumer is acknowledged only after an event's decisions are
-// in the log: kill the process at any point and the next coordinator gets the
-// event again, folds the run afresh, and decides the same thing, which
-// JetStream de-duplicates by id or refuses as a stale decision.
+// no memory. An event is acknowledged only after its decisions are in the
+// log: kill the process at any point and the next holder of the partition
+// gets the event again, folds the run afresh, and decides the same thing,
+// which JetStream de-duplicates by id or refuses as a stale decision.
 //
-// Events of one run are handled in log order by one shard goroutine; runs
-// spread over shards, so a slow run never holds up another. Decisions of
-// one step go in under optimistic concurrency over the run's decision
-// subjects (see events.Store.Append); a crash part-way through leaves a
-// prefix that the next decision completes. Durable timers and child runs are written before
-// the decisions that refer to them, so a crash in between leaves at worst a
-// timer that fires for nothing (the fold passes it over) or a child that the
-// re-decided parent finds already started.
+// # Partitions
 //
-// Several coordinators may run at once. They share one durable consumer, so
-// each sees part of the stream; a gap in the delivery sequence (or a
-// redelivery) marks every cached run as unverified, to be re-read before it
-// is decided on again.
+// Runs are split into partitions by the slot token of their subjects; each
+// partition is one durable consumer, consumed by the one coordinator that
+// holds its lease in a KV bucket, and standbys take it over within the
+// lease's duration when the holder dies (partition.go says how, and why an
+// overlap is safe). Events of one run are handled in log order by one shard
+// goroutine; runs spread over shards, and a shard that is busy hands an
+// event back rather than holding up the partition, so a slow run holds up
+// only itself.
+//
+// # The fault model
+//
+// What may fail: any process may stop at any instruction (SIGKILL); any
+// append may fail, time out, or land with its acknowledgement lost; any
+// message may be delivered again, late, or after later ones; timers may
+// fire late or twice; a NATS server of a cluster may go away and a replica
+// may answer reads from behind; anyone with publish rights may write junk,
+// events of types this version does not know, or messages under ids the
+// engine will use.
+//
+// What is guaranteed:
+//
+//   - Every run ends. Errors are classified (errors.go): transient ones are
+//     retried with capped back-off for as long as NATS needs; a decision
+//     that can never be written fails the run with an event that says why;
+//     anything else is retried a bounded number of times, then fails the
+//     run the same way.
+//   - Timers exist exactly when their decisions are in the log (timers.go):
+//     armed after the decision lands, re-armed from the state whenever a
+//     run is folded from the log, purged when the run ends.
+//   - No decision is written twice, and none from a stale state: decisions
+//     are appended under per-run optimistic concurrency over the run's
+//     decision subjects, computed from every message there, accepted by
+//     the fold or not; a duplicate acknowledgement is confirmed against
+//     the stored message; a read of a run reaches at least the event being
+//     handled, however far behind the replica that answers.
+//   - An outcome counts only for the attempt and delivery that are live in
+//     the fold (pkg/projection); a late or superseded one is recorded and
+//     changes nothing.
+//   - Messages the engine does not accept keep their place in the history
+//     and are passed over, visibly; they never stall a run.
+//
+// What is not: a node's side effect may run more than once (a worker dies
+// after the effect and before its outcome lands, or a delivery is
+// superseded); each logical attempt carries one idempotency key, stable
+// across its deliveries, for the node to guard the effect with. Events a
+// client or worker appends outside its role are refused by NATS
+// permissions (deploy/), not here.
 package coordinator
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"hash/fnv"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -55,10 +90,13 @@ type Stats struct {
 	// FailedRuns counts runs failed because their next decision could
 	// not be written (see errors.go).
 	FailedRuns int64
+	// HandedBack counts events handed back because their run's shard was
+	// busy; they come again shortly.
+	HandedBack int64
 }
 
 type counters struct {
-	processed, malformed, orphans, rejected, decisions, conflicts, reloads, errors, failedRuns atomic.Int64
+	processed, malformed, orphans, rejected, decisions, conflicts, reloads, errors, failedRuns, handedBack atomic.Int64
 }
 
 // Option configures a Coordinator.
@@ -72,11 +110,24 @@ type options struct {
 	now        func() time.Time
 	conditions map[string]any
 	ackWait    time.Duration
+	partitions int
+	leaseTTL   time.Duration
 }
 
-// WithDurable names the durable consumer (default "coordinator"). Every
-// coordinator of a deployment uses the same name.
+// WithDurable names the partition consumers (default "coordinator": the
+// consumers are "coordinator-0", "coordinator-1", …). Every coordinator of
+// a deployment uses the same name.
 func WithDurable(name string) Option { return func(o *options) { o.durable = name } }
+
+// WithPartitions sets the number of partitions runs are split into
+// (default 1, at most events.Slots). Every coordinator of a deployment
+// uses the same number; see partition.go.
+func WithPartitions(n int) Option { return func(o *options) { o.partitions = n } }
+
+// WithLeaseTTL sets how long a partition lease outlives its holder's last
+// renewal (default 5s): the longest a partition goes undecided when its
+// holder dies.
+func WithLeaseTTL(d time.Duration) Option { return func(o *options) { o.leaseTTL = d } }
 
 // WithShards sets how many runs are decided on concurrently (default 32).
 func WithShards(n int) Option { return func(o *options) { o.shards = n } }
@@ -96,28 +147,34 @@ func WithConditions(fns map[string]any) Option { return func(o *options) { o.con
 
 // Coordinator decides runs.
 type Coordinator struct {
-	store  events.Store
-	js     jetstream.JetStream
-	opts   options
-	log    *slog.Logger
-	cache  *runCache
-	epoch  atomic.Uint64
-	queues sync.Map // queue name → struct{}: consumers known to exist
-	graphs sync.Map // digest → *graph.Graph
-	snaps  snapshotStore
-	n      counters
+	id      string // in the leases bucket
+	running atomic.Bool
+	parts   partitionSet
+	store   events.Store
+	js      jetstream.JetStream
+	opts    options
+	log     *slog.Logger
+	cache   *runCache
+	queues  sync.Map // queue name → struct{}: consumers known to exist
+	graphs  sync.Map // digest → *graph.Graph
+	snaps   snapshotStore
+	n       counters
 }
 
 // New returns a coordinator over the store.
 func New(store events.Store, opts ...Option) *Coordinator {
-	o := options{durable: "coordinator", shards: 32, cacheSize: 10000, now: time.Now, ackWait: 10 * time.Second}
+	o := options{durable: "coordinator", shards: 32, cacheSize: 10000, now: time.Now, ackWait: 10 * time.Second,
+		partitions: 1, leaseTTL: defaultLeaseTTL}
 	for _, opt := range opts {
 		opt(&o)
 	}
+	o.partitions = min(max(o.partitions, 1), events.Slots)
+	o.leaseTTL = max(o.leaseTTL, minLeaseTTL)
 	if o.logger == nil {
 		o.logger = slog.Default()
 	}
 	return &Coordinator{
+		id:    events.RandomID(),
 		store: store,
 		js:    store.JetStream(),
 		opts:  o,
@@ -132,52 +189,30 @@ func (c *Coordinator) Stats() Stats {
 		Processed: c.n.processed.Load(), Malformed: c.n.malformed.Load(), Orphans: c.n.orphans.Load(),
 		Rejected: c.n.rejected.Load(), Decisions: c.n.decisions.Load(), Conflicts: c.n.conflicts.Load(),
 		Reloads: c.n.reloads.Load(), Errors: c.n.errors.Load(), FailedRuns: c.n.failedRuns.Load(),
+		HandedBack: c.n.handedBack.Load(),
 	}
 }
 
-// Run consumes the log and decides until ctx ends. Events being handled
-// when it ends are left unacknowledged, for the next coordinator.
+// Run takes its share of the partitions and decides their runs until ctx
+// ends (see partition.go). Events being handled when it ends are left
+// unacknowledged, for the next holder of their partition; the leases are
+// released so that it comes at once.
 func (c *Coordinator) Run(ctx context.Context) error {
-	setup, cancel := context.WithTimeout(ctx, 30*time.Second)
-	cons, err := c.js.CreateOrUpdateConsumer(setup, c.store.StreamName(), jetstream.ConsumerConfig{
-		Durable:     c.opts.durable,
-		Description: "Weft coordinators: every run event, in log order",
-		// No filter: the whole stream is the fast path on the server;
-		// pending schedules (weft.t.>) are passed over here.
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       c.opts.ackWait,
-		MaxAckPending: 20000,
-		MaxDeliver:    -1,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-	})
-	cancel()
-	if err != nil {
-		return fmt.Errorf("creating coordinator consumer %q: %w", c.opts.durable, err)
+	if !c.running.CompareAndSwap(false, true) {
+		return errors.New("coordinator: Run called twice")
 	}
-	// Buffers are kept small so that no event waits out the ack wait in
-	// them and comes again.
-	iter, err := cons.Messages(jetstream.PullMaxMessages(256))
-	if err != nil {
-		return fmt.Errorf("consuming %q: %w", c.opts.durable, err)
-	}
-	stop := context.AfterFunc(ctx, iter.Stop)
-	defer stop()
-	defer c.observeLag(cons)()
-
 	shards := make([]chan delivery, c.opts.shards)
 	var wg sync.WaitGroup
 	for i := range shards {
-		shards[i] = make(chan delivery, 64)
-		wg.Add(1)
-		go func(ch chan delivery) {
-			defer wg.Done()
-			for d := range ch {
+		shards[i] = make(chan delivery, shardBuffer)
+		wg.Go(func() {
+			for d := range shards[i] {
 				if ctx.Err() != nil {
 					continue // leave it unacknowledged
 				}
 				c.handle(ctx, d.msg, d.redelivered)
 			}
-		}(shards[i])
+		})
 	}
 	defer func() {
 		for _, ch := range shards {
@@ -185,15 +220,70 @@ func (c *Coordinator) Run(ctx context.Context) error {
 		}
 		wg.Wait()
 	}()
+	kv, err := retry(ctx, c.log, "opening the partition leases", func(ctx context.Context) (jetstream.KeyValue, error) {
+		return c.leasesKV(ctx)
+	})
+	if err != nil {
+		return nil // ctx ended
+	}
+	var consumers sync.WaitGroup
+	c.leases(ctx, kv, func(pctx context.Context, p int) {
+		consumers.Add(1)
+		defer consumers.Done()
+		c.consume(pctx, p, shards)
+	})
+	consumers.Wait()
+	return nil
+}
 
-	var lastDelivery uint64
+// shardBuffer is how many events wait for one shard. A full shard hands
+// the event back (see dispatch), so it stays small: an event never waits
+// in it for long, and one slow run holds up few others.
+const shardBuffer = 16
+
+// shardFullDelay is when an event handed back by a full shard comes again.
+const shardFullDelay = 50 * time.Millisecond
+
+// consume reads one partition's consumer until pctx ends, feeding the
+// shards; it takes the consumer up again when its iterator fails.
+func (c *Coordinator) consume(pctx context.Context, p int, shards []chan delivery) {
+	log := c.log.With(logattr.Partition, p)
+	for pctx.Err() == nil {
+		cons, err := retry(pctx, log, "setting up the partition consumer", func(ctx context.Context) (jetstream.Consumer, error) {
+			return c.partitionConsumer(ctx, p)
+		})
+		if err != nil {
+			return
+		}
+		iter, err := cons.Messages(jetstream.PullMaxMessages(64))
+		if err != nil {
+			log.Warn("consuming a partition", logattr.Error, err)
+			if !sleepCtx(pctx, time.Second) {
+				return
+			}
+			continue
+		}
+		stopLag := c.observeLag(cons)
+		stop := context.AfterFunc(pctx, iter.Drain)
+		c.dispatch(pctx, iter, shards, log)
+		stop()
+		stopLag()
+	}
+}
+
+// dispatch hands each message of a partition to its run's shard.
+func (c *Coordinator) dispatch(pctx context.Context, iter jetstream.MessagesContext, shards []chan delivery, log *slog.Logger) {
 	for {
 		msg, err := iter.Next()
 		if err != nil {
-			if errors.Is(err, jetstream.ErrMsgIteratorClosed) || ctx.Err() != nil {
-				return nil
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) || pctx.Err() != nil {
+				return
 			}
-			c.log.Warn("consuming the log", logattr.Error, err)
+			log.Warn("consuming a partition", logattr.Error, err)
+			continue
+		}
+		if pctx.Err() != nil {
+			_ = msg.Nak() // the partition was given up: for its next holder
 			continue
 		}
 		meta, err := msg.Metadata()
@@ -202,29 +292,58 @@ func (c *Coordinator) Run(ctx context.Context) error {
 			_ = msg.Term()
 			continue
 		}
-		if lastDelivery != 0 && meta.Sequence.Consumer != lastDelivery+1 {
-			// Part of the stream went to another coordinator: any cached
-			// run may have missed events. (A redelivery concerns its own
-			// run only; the shard re-reads that one.)
-			c.epoch.Add(1)
-		}
-		lastDelivery = meta.Sequence.Consumer
-		if strings.HasPrefix(msg.Subject(), schedulePrefix) {
-			_ = msg.Ack() // a timer still waiting to fire
-			continue
-		}
 		run, ok := events.RunOf(msg.Subject())
 		if !ok {
 			c.n.malformed.Add(1)
-			c.log.Warn("passing over an event on an unexpected subject", logattr.Subject, msg.Subject(), logattr.Seq, meta.Sequence.Stream)
+			log.Warn("passing over a message on an unexpected subject", logattr.Subject, msg.Subject(), logattr.Seq, meta.Sequence.Stream)
 			_ = msg.Term()
 			continue
 		}
 		select {
 		case shards[shardOf(run, len(shards))] <- delivery{msg: msg, redelivered: meta.NumDelivered > 1}:
-		case <-ctx.Done():
-			return nil
+		default:
+			// The run's shard is busy: this event comes again shortly,
+			// and the run is read afresh then (its later events may go
+			// first; a fresh read puts them in order).
+			c.n.handedBack.Add(1)
+			c.cache.del(run)
+			_ = msg.NakWithDelay(shardFullDelay)
 		}
+	}
+}
+
+// retry calls fn until it succeeds or ctx ends, with capped exponential
+// back-off, logging each distinct error once.
+func retry[T any](ctx context.Context, log *slog.Logger, what string, fn func(context.Context) (T, error)) (T, error) {
+	var last string
+	for n := uint64(1); ; n++ {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		v, err := fn(cctx)
+		cancel()
+		if err == nil {
+			return v, nil
+		}
+		if ctx.Err() != nil {
+			return v, ctx.Err()
+		}
+		if err.Error() != last {
+			last = err.Error()
+			log.Warn(what+"; retrying", logattr.Error, err)
+		}
+		if !sleepCtx(ctx, backoff(n)) {
+			return v, ctx.Err()
+		}
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 
@@ -233,9 +352,6 @@ type delivery struct {
 	msg         jetstream.Msg
 	redelivered bool
 }
-
-// schedulePrefix is where pending timers wait (events.AllSchedules).
-const schedulePrefix = "weft.t."
 
 func shardOf(run string, n int) int {
 	h := fnv.New32a()

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/coordinator"
+	"github.com/weft-dev/weft/internal/embedded"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
@@ -219,7 +220,7 @@ func TestSquattedIDsDoNotStall(t *testing.T) {
 // message size) fails the run with an error that says why, instead of
 // being retried every 500 ms forever.
 func TestUnwritableDecisionFailsRun(t *testing.T) {
-	_, st := natstest.Store(t)
+	_, st := natstest.StoreOn(t, natstest.ServerWith(t, embedded.Config{MaxPayload: 256 << 10}))
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	c := runCoordinator(t, ctx, st, coordinator.WithLogger(quiet()))
@@ -235,7 +236,7 @@ edges:
   - {from: b, to: END}
 `)
 	run := events.NewRunID()
-	startRun(t, st, g, run, fmt.Sprintf(`{"s":%q}`, strings.Repeat("x", 2_800_000)))
+	startRun(t, st, g, run, fmt.Sprintf(`{"s":%q}`, strings.Repeat("x", 100_000)))
 	s := waitEnded(t, st, []string{run}, 30*time.Second)[run]
 	if s.Status != projection.RunFailed || s.Error == nil || s.Error.Type != events.FailurePayloadTooLarge ||
 		!strings.Contains(s.Error.Message, `node "b"`) {

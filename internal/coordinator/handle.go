@@ -86,7 +86,7 @@ func (c *Coordinator) ownEcho(msg jetstream.Msg, meta *jetstream.MsgMetadata) bo
 		return false
 	}
 	ent := c.cache.get(run)
-	if ent == nil || ent.epoch < c.epoch.Load() || meta.Sequence.Stream <= ent.prefix {
+	if ent == nil || meta.Sequence.Stream <= ent.prefix {
 		return false
 	}
 	id := msg.Headers().Get(nats.MsgIdHdr)
@@ -148,12 +148,11 @@ func (c *Coordinator) process(ctx context.Context, e *events.Event, redelivered 
 // that is behind is not asked for the state to decide from.
 func (c *Coordinator) entry(ctx context.Context, e *events.Event, redelivered bool) (*runEntry, bool, error) {
 	run := e.RunID
-	epoch := c.epoch.Load()
-	if ent := c.cache.get(run); ent != nil && ent.epoch >= epoch {
+	if ent := c.cache.get(run); ent != nil {
 		return ent, false, nil
 	}
 	if e.Type == events.RunStarted && e.Refused == nil && !redelivered {
-		ent := &runEntry{run: run, state: &projection.State{}, epoch: epoch, own: map[string]struct{}{}}
+		ent := &runEntry{run: run, state: &projection.State{}, own: map[string]struct{}{}}
 		c.cache.put(ent)
 		return ent, true, nil
 	}
@@ -164,7 +163,7 @@ func (c *Coordinator) entry(ctx context.Context, e *events.Event, redelivered bo
 		return nil, false, fmt.Errorf("reading run %s: %w", run, err)
 	}
 	c.n.reloads.Add(1)
-	ent := &runEntry{run: run, state: state, epoch: epoch, own: map[string]struct{}{}, prefix: state.LastSeq, lastDecision: lastDecision}
+	ent := &runEntry{run: run, state: state, own: map[string]struct{}{}, prefix: state.LastSeq, lastDecision: lastDecision}
 	for _, ev := range evs {
 		if err := ent.state.Apply(ev); err != nil {
 			c.n.rejected.Add(1)

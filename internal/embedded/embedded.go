@@ -20,6 +20,8 @@ type Config struct {
 	Port int
 	// ServerName names the server (optional).
 	ServerName string
+	// MaxPayload is the largest message the server takes (default 8 MiB).
+	MaxPayload int32
 }
 
 // Start starts the server and waits until it is ready for connections.
@@ -39,6 +41,9 @@ func Start(cfg Config) (*server.Server, error) {
 		NoSigs:     true,
 		NoLog:      true,
 		MaxPayload: 8 << 20,
+	}
+	if cfg.MaxPayload > 0 {
+		opts.MaxPayload = cfg.MaxPayload
 	}
 	s, err := server.NewServer(opts)
 	if err != nil {

@@ -18,4 +18,5 @@ const (
 	TraceID   = "trace_id"
 	SpanID    = "span_id"
 	Component = "component"
+	Partition = "partition"
 )

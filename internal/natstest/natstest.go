@@ -17,10 +17,14 @@ import (
 )
 
 // Server starts an embedded JetStream server for the test.
-func Server(t testing.TB) *server.Server {
+func Server(t testing.TB) *server.Server { return ServerWith(t, embedded.Config{}) }
+
+// ServerWith starts an embedded JetStream server with cfg (its store
+// directory and port are the test's).
+func ServerWith(t testing.TB, cfg embedded.Config) *server.Server {
 	t.Helper()
-	dir := t.TempDir()
-	s, err := embedded.Start(embedded.Config{StoreDir: dir, Port: -1})
+	cfg.StoreDir, cfg.Port = t.TempDir(), -1
+	s, err := embedded.Start(cfg)
 	if err != nil {
 		t.Fatalf("starting nats: %v", err)
 	}
@@ -47,7 +51,12 @@ func Connect(t testing.TB, s *server.Server) (*nats.Conn, jetstream.JetStream) {
 // Store starts a server and opens the event store on it.
 func Store(t testing.TB) (*server.Server, events.Store) {
 	t.Helper()
-	s := Server(t)
+	return StoreOn(t, Server(t))
+}
+
+// StoreOn opens the event store on a server started for the test.
+func StoreOn(t testing.TB, s *server.Server) (*server.Server, events.Store) {
+	t.Helper()
 	_, js := Connect(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -1,0 +1,335 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/weft-dev/weft/internal/logattr"
+	"github.com/weft-dev/weft/pkg/events"
+)
+
+// Partitions. Runs are split into a fixed number of partitions by their
+// slot (events.PartitionFilters, events.PartitionOf); each partition is a
+// durable consumer of the events stream ("<durable>-<i>") filtered on its
+// slots. A coordinator consumes a partition only while it holds the
+// partition's lease: a key "lease.<i>" in the KV bucket LeasesBucket, whose
+// keys expire leaseTTL after their last write. The holder renews it every
+// renewEvery with a revision-checked update; when it dies, the key expires
+// and a standby creates it (a create fails while the key exists), so a
+// partition changes hands within leaseTTL plus one acquisition tick.
+//
+// Coordinators announce themselves under "member.<id>" in the same bucket,
+// with the same expiry. Each one holds at most its share, ceil(partitions
+// / live members): one that holds more releases the excess (it stops
+// consuming, then deletes the lease), one that holds fewer takes free
+// partitions. Starting or stopping coordinators thus rebalances the
+// partitions with no manual step.
+//
+// Why it is safe: a lease is an efficiency, not a lock. A coordinator that
+// lost its lease without knowing it (a pause longer than leaseTTL) may go
+// on deciding for a moment while the new holder starts; both decide from
+// the log, and every decision is appended under per-run optimistic
+// concurrency over the run's decision subjects (events.Store.Append), so
+// one of them gets a conflict, reads the run again, and finds the decision
+// made. No decision is written twice; the cost of an overlap is a
+// conflict. A new holder resumes from the partition consumer's
+// acknowledged position: events the old holder took and did not
+// acknowledge come again after the consumer's ack wait.
+
+// LeasesBucket is the KV bucket of partition leases and coordinator
+// announcements.
+const LeasesBucket = "weft-coordinators"
+
+// Lease timing defaults.
+const (
+	defaultLeaseTTL = 5 * time.Second
+	minLeaseTTL     = time.Second
+)
+
+// partitionSet tracks the partitions this coordinator holds.
+type partitionSet struct {
+	mu   sync.Mutex
+	held map[int]*heldPartition
+}
+
+type heldPartition struct {
+	rev    uint64
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// leaseKey and memberKey name the bucket's keys.
+func leaseKey(p int) string      { return "lease." + strconv.Itoa(p) }
+func memberKey(id string) string { return "member." + id }
+
+// leases runs the lease loop until ctx ends: it announces the coordinator,
+// renews what it holds, releases what exceeds its share and takes free
+// partitions, starting consume for each partition it takes and stopping it
+// for each it loses or releases.
+func (c *Coordinator) leases(ctx context.Context, kv jetstream.KeyValue, consume func(context.Context, int)) {
+	ttl := c.opts.leaseTTL
+	tick := time.NewTicker(ttl / 5)
+	defer tick.Stop()
+	ps := &c.parts
+	defer c.releaseAll(kv)
+	for {
+		c.leaseRound(ctx, kv, ps, consume)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// leaseRound is one tick of the lease loop.
+func (c *Coordinator) leaseRound(ctx context.Context, kv jetstream.KeyValue, ps *partitionSet, consume func(context.Context, int)) {
+	rctx, cancel := context.WithTimeout(ctx, c.opts.leaseTTL/2)
+	defer cancel()
+	if _, err := kv.Put(rctx, memberKey(c.id), []byte(c.id)); err != nil {
+		c.leaseWarn("announcing the coordinator", err)
+		return
+	}
+	members, err := c.members(rctx, kv)
+	if err != nil {
+		c.leaseWarn("counting coordinators", err)
+		return
+	}
+	n := c.opts.partitions
+	share := (n + members - 1) / max(members, 1)
+
+	ps.mu.Lock()
+	held := make([]int, 0, len(ps.held))
+	for p := range ps.held {
+		held = append(held, p)
+	}
+	ps.mu.Unlock()
+	// Renew what is held; a lease that cannot be renewed is lost.
+	for _, p := range held {
+		h := ps.get(p)
+		rev, err := kv.Update(rctx, leaseKey(p), []byte(c.id), h.rev)
+		if err != nil {
+			c.log.Warn("lost a partition lease", logattr.Partition, p, logattr.Error, err)
+			c.drop(p)
+			continue
+		}
+		ps.setRev(p, rev)
+	}
+	// Release the excess, highest partitions first.
+	for len(ps.ids()) > share {
+		ids := ps.ids()
+		p := ids[len(ids)-1]
+		rev := ps.get(p).rev
+		c.drop(p)
+		if err := kv.Delete(rctx, leaseKey(p), jetstream.LastRevision(rev)); err != nil {
+			c.leaseWarn("releasing a partition lease", err)
+		}
+		c.log.Info("released a partition", logattr.Partition, p, "share", share, "members", members)
+	}
+	// Take free partitions up to the share, starting at a random one so
+	// that coordinators starting together spread out.
+	start := rand.IntN(n)
+	for k := 0; k < n && len(ps.ids()) < share; k++ {
+		p := (start + k) % n
+		if ps.get(p) != nil {
+			continue
+		}
+		rev, err := kv.Create(rctx, leaseKey(p), []byte(c.id))
+		if err != nil {
+			continue // held by another, or the bucket is away
+		}
+		pctx, pcancel := context.WithCancel(ctx)
+		h := &heldPartition{rev: rev, cancel: pcancel, done: make(chan struct{})}
+		ps.put(p, h)
+		c.forgetPartition(p)
+		c.log.Info("took a partition", logattr.Partition, p, "share", share, "members", members)
+		go func() {
+			defer close(h.done)
+			consume(pctx, p)
+		}()
+	}
+}
+
+// members counts the live coordinators (their unexpired announcements).
+func (c *Coordinator) members(ctx context.Context, kv jetstream.KeyValue) (int, error) {
+	lister, err := kv.ListKeysFiltered(ctx, "member.>")
+	if err != nil {
+		if errors.Is(err, jetstream.ErrNoKeysFound) {
+			return 1, nil
+		}
+		return 0, err
+	}
+	n := 0
+	for range lister.Keys() {
+		n++
+	}
+	return max(n, 1), nil
+}
+
+// drop stops consuming a partition (its buffered events are handed back)
+// and forgets it.
+func (c *Coordinator) drop(p int) {
+	ps := &c.parts
+	ps.mu.Lock()
+	h := ps.held[p]
+	delete(ps.held, p)
+	ps.mu.Unlock()
+	if h != nil {
+		h.cancel()
+		<-h.done
+	}
+}
+
+// releaseAll stops every partition and deletes the leases and the
+// announcement, so that standbys take over at once on a clean stop.
+func (c *Coordinator) releaseAll(kv jetstream.KeyValue) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for _, p := range c.parts.ids() {
+		rev := c.parts.get(p).rev
+		c.drop(p)
+		_ = kv.Delete(ctx, leaseKey(p), jetstream.LastRevision(rev))
+	}
+	_ = kv.Delete(ctx, memberKey(c.id))
+}
+
+// forgetPartition drops the cached runs of a partition just taken: while
+// another coordinator held it, they may have moved on.
+func (c *Coordinator) forgetPartition(p int) {
+	c.cache.dropIf(func(run string) bool { return events.PartitionOf(run, c.opts.partitions) == p })
+}
+
+func (c *Coordinator) leaseWarn(what string, err error) {
+	c.log.Warn(what, logattr.Error, err)
+}
+
+func (ps *partitionSet) get(p int) *heldPartition {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	return ps.held[p]
+}
+
+func (ps *partitionSet) put(p int, h *heldPartition) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.held == nil {
+		ps.held = map[int]*heldPartition{}
+	}
+	ps.held[p] = h
+}
+
+func (ps *partitionSet) setRev(p int, rev uint64) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if h := ps.held[p]; h != nil {
+		h.rev = rev
+	}
+}
+
+// ids lists the held partitions in order.
+func (ps *partitionSet) ids() []int {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	out := make([]int, 0, len(ps.held))
+	for p := range ps.held {
+		out = append(out, p)
+	}
+	for i := 1; i < len(out); i++ {
+		for j := i; j > 0 && out[j] < out[j-1]; j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	return out
+}
+
+// Partitions returns the partitions this coordinator holds now.
+func (c *Coordinator) Partitions() []int { return c.parts.ids() }
+
+// leasesKV opens (creating if missing) the leases bucket.
+func (c *Coordinator) leasesKV(ctx context.Context) (jetstream.KeyValue, error) {
+	kv, err := c.js.KeyValue(ctx, LeasesBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		kv, err = c.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket:      LeasesBucket,
+			Description: "Weft coordinator partition leases and announcements",
+			History:     1,
+			TTL:         c.opts.leaseTTL,
+			Replicas:    c.replicas(ctx),
+		})
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			kv, err = c.js.KeyValue(ctx, LeasesBucket)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("opening the leases bucket %s: %w", LeasesBucket, err)
+	}
+	if st, serr := kv.Status(ctx); serr == nil && st.TTL() != c.opts.leaseTTL {
+		c.log.Warn("the leases bucket has another lease duration; using it as it is", "have", st.TTL(), "want", c.opts.leaseTTL)
+		c.opts.leaseTTL = max(st.TTL(), minLeaseTTL)
+	}
+	return kv, nil
+}
+
+// replicas is the events stream's replica count, for the buckets Weft
+// creates beside it.
+func (c *Coordinator) replicas(ctx context.Context) int {
+	s, err := c.js.Stream(ctx, c.store.StreamName())
+	if err != nil {
+		return 1
+	}
+	return max(s.CachedInfo().Config.Replicas, 1)
+}
+
+// partitionConsumer returns the durable consumer of partition p, creating
+// it when missing; an existing one is used as it is.
+func (c *Coordinator) partitionConsumer(ctx context.Context, p int) (jetstream.Consumer, error) {
+	name := c.opts.durable + "-" + strconv.Itoa(p)
+	cons, err := c.js.Consumer(ctx, c.store.StreamName(), name)
+	if err == nil {
+		have := cons.CachedInfo().Config
+		want := events.PartitionFilters(p, c.opts.partitions)
+		if strings.Join(filtersOf(have), ",") != strings.Join(want, ",") {
+			c.log.Warn("a partition consumer has other filters (another partition count?); using it as it is",
+				"consumer", name, "have", filtersOf(have), "want", want)
+		}
+		return cons, nil
+	}
+	if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return nil, err
+	}
+	cfg := jetstream.ConsumerConfig{
+		Durable:       name,
+		Description:   fmt.Sprintf("Weft coordinator partition %d of %d", p, c.opts.partitions),
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       c.opts.ackWait,
+		MaxAckPending: 20000,
+		MaxDeliver:    -1,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		Metadata:      map[string]string{"weft.partition": strconv.Itoa(p), "weft.partitions": strconv.Itoa(c.opts.partitions)},
+	}
+	if f := events.PartitionFilters(p, c.opts.partitions); len(f) == 1 {
+		cfg.FilterSubject = f[0]
+	} else {
+		cfg.FilterSubjects = f
+	}
+	cons, err = c.js.CreateConsumer(ctx, c.store.StreamName(), cfg)
+	if errors.Is(err, jetstream.ErrConsumerExists) {
+		cons, err = c.js.Consumer(ctx, c.store.StreamName(), name)
+	}
+	return cons, err
+}
+
+func filtersOf(cfg jetstream.ConsumerConfig) []string {
+	if cfg.FilterSubject != "" {
+		return []string{cfg.FilterSubject}
+	}
+	return cfg.FilterSubjects
+}
