@@ -1158,28 +1158,28 @@ func timers(s *projection.State) string {
 	return strings.Join(parts, " ")
 }
 
-// logConsumerStates logs where the coordinator's and the queues' consumers
-// stand.
+// logConsumerStates logs where every consumer of the events stream (the
+// coordinators' partitions, the queues) stands.
 func logConsumerStates(t *testing.T, js jetstream.JetStream, stream string) {
 	t.Helper()
-	for _, name := range []string{"coordinator", worker.QueueConsumer(worker.DefaultQueue), worker.QueueConsumer(ledger.Queue)} {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		cons, err := js.Consumer(ctx, stream, name)
-		if err == nil {
-			var info *jetstream.ConsumerInfo
-			if info, err = cons.Info(ctx); err == nil {
-				leader := ""
-				if info.Cluster != nil {
-					leader = info.Cluster.Leader
-				}
-				t.Logf("consumer %s: delivered %+v ack floor %+v pending %d ack pending %d redelivered %d waiting %d leader %q",
-					name, info.Delivered, info.AckFloor, info.NumPending, info.NumAckPending, info.NumRedelivered, info.NumWaiting, leader)
-			}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		t.Logf("consumers: %v", err)
+		return
+	}
+	list := s.ListConsumers(ctx)
+	for info := range list.Info() {
+		leader := ""
+		if info.Cluster != nil {
+			leader = info.Cluster.Leader
 		}
-		cancel()
-		if err != nil {
-			t.Logf("consumer %s: %v", name, err)
-		}
+		t.Logf("consumer %s: delivered %d ack floor %d pending %d ack pending %d redelivered %d waiting %d leader %q",
+			info.Name, info.Delivered.Stream, info.AckFloor.Stream, info.NumPending, info.NumAckPending, info.NumRedelivered, info.NumWaiting, leader)
+	}
+	if err := list.Err(); err != nil {
+		t.Logf("consumers: %v", err)
 	}
 }
 
