@@ -25,7 +25,8 @@ package reliability
 //
 // WEFT_CHAOS_RUNS sets the number of runs (default 40, about a minute or
 // two; `make chaos` runs 1,000), WEFT_CHAOS_SEED the killer's seed (default:
-// from the clock, printed), WEFT_CHAOS_RATE the runs started per second,
+// from the clock, printed; it replays the schedule of kills, not the
+// processes' timing), WEFT_CHAOS_RATE the runs started per second,
 // WEFT_CHAOS_LOGS a directory that keeps the daemons' logs.
 
 import (
@@ -408,7 +409,7 @@ func (r *chaosRun) total() int {
 
 func TestChaos(t *testing.T) {
 	cfg := chaosSettings(t)
-	t.Logf("chaos: %d runs at %.1f/s, seed %d (WEFT_CHAOS_SEED=%d reproduces the kill schedule), logs in %s",
+	t.Logf("chaos: %d runs at %.1f/s, seed %d (WEFT_CHAOS_SEED=%d replays the kill schedule; the processes' timing is not reproducible), logs in %s",
 		cfg.runs, cfg.rate, cfg.seed, cfg.seed, cfg.logs)
 	sup := &supervisor{t: t, dir: chaosBinaries(t), logs: cfg.logs, began: time.Now(), exited: make(chan *daemon, 64)}
 	reviveCtx, stopRevive := context.WithCancel(context.Background())
@@ -498,6 +499,13 @@ func TestChaos(t *testing.T) {
 	stopKiller := make(chan struct{})
 	killerDone := make(chan struct{})
 	var restarts sync.WaitGroup
+	var stopOnce sync.Once
+	stop := func() {
+		stopOnce.Do(func() { close(stopKiller) })
+		<-killerDone
+		restarts.Wait()
+	}
+	t.Cleanup(stop) // on a t.Fatal before the kills stop
 	var natsBusy atomic.Bool
 	go func() {
 		defer close(killerDone)
@@ -603,9 +611,7 @@ func TestChaos(t *testing.T) {
 	if rest := cfg.minChaos - time.Since(began); rest > 0 {
 		time.Sleep(rest)
 	}
-	close(stopKiller)
-	<-killerDone
-	restarts.Wait()
+	stop()
 	killsStopped := time.Since(began)
 	// Everything is up again (a daemon that exited by itself is revived
 	// within a second).
