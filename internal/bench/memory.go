@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/pkg/graph"
 )
 
@@ -80,7 +81,7 @@ func (e *env) memoryWith(ctx context.Context, g *graph.Graph, n, cache int) (Res
 		if base, err = c.mem(); err != nil {
 			return Result{}, err
 		}
-		if ci, cerr := e.js.Consumer(ctx, stream, "coordinator"); cerr == nil && ci.CachedInfo() != nil {
+		if ci, cerr := e.js.Consumer(ctx, stream, coordinator.ConsumerName("coordinator", 0)); cerr == nil && ci.CachedInfo() != nil {
 			break
 		}
 		if time.Now().After(deadline) {

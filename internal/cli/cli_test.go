@@ -66,7 +66,7 @@ func engine(t *testing.T) (string, *client.Client) {
 	// Every CLI command opens the stream (an idempotent stream update);
 	// the engine is set up first, so that no update races its consumers'
 	// creation inside the embedded server.
-	waitConsumers(t, store, "coordinator", worker.QueueConsumer("default"))
+	waitConsumers(t, store, coordinator.ConsumerName("coordinator", 0), worker.QueueConsumer("default"))
 	return srv.ClientURL(), client.New(store)
 }
 

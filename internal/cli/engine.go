@@ -95,7 +95,7 @@ func startEngine(ctx context.Context, cfg engineConfig) (_ *localEngine, err err
 			cfg.log.Error("worker stopped", "error", err)
 		}
 	})
-	consumers := []string{"coordinator"}
+	consumers := []string{coordinator.ConsumerName("coordinator", 0)}
 	for _, q := range cfg.queues {
 		consumers = append(consumers, worker.QueueConsumer(q))
 	}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -164,31 +165,70 @@ type timelineRow struct {
 	Attempt   int             `json:"attempt,omitempty"`
 	Summary   string          `json:"summary"`
 	Data      json.RawMessage `json:"data"`
+	// Fold says what the fold made of an event it did not apply: "stale:
+	// superseded delivery 1 (live delivery 2)", "refused: ...",
+	// "rejected: ...". Empty for an event that counted.
+	Fold string `json:"fold,omitempty"`
 }
 
+// timeline lists a run's events, folding them as it goes so that each row
+// says whether its event counted (see projection.ErrStale, ErrRefused).
+// Times are the stream's own where the events carry them.
 func timeline(evs []*events.Event) []timelineRow {
 	var start time.Time
 	if len(evs) > 0 {
-		start = evs[0].Time
+		start = eventTime(evs[0])
 	}
+	s := &projection.State{}
 	rows := make([]timelineRow, len(evs))
 	for i, e := range evs {
-		r := timelineRow{Seq: e.Seq, Offset: e.Time.Sub(start), Time: e.Time, Type: e.Type, Node: e.NodeID, Attempt: e.Attempt, Data: e.Data}
-		p, err := e.Payload()
-		if err != nil {
-			r.Summary = "unreadable: " + err.Error()
-		} else {
-			if ref, ok := refOf(p); ok {
-				r.Node, r.Iteration, r.Item = ref.Node, ref.Iteration, ref.Item
-			}
-			r.Summary = summary(p, start)
+		at := eventTime(e)
+		r := timelineRow{Seq: e.Seq, Offset: at.Sub(start), Time: at, Type: e.Type, Node: e.NodeID, Attempt: e.Attempt, Data: e.Data}
+		r.Fold = foldNote(s.Apply(e))
+		if e.Refused == nil {
+			r.Summary = eventSummary(e, &r, start)
 		}
 		rows[i] = r
 	}
 	return rows
 }
 
-// printTimeline prints a run's events as a table.
+// eventSummary says what an event states, and fills in the node execution
+// it concerns.
+func eventSummary(e *events.Event, r *timelineRow, start time.Time) string {
+	p, err := e.Payload()
+	if err != nil {
+		return "unreadable: " + err.Error()
+	}
+	if ref, ok := refOf(p); ok {
+		r.Node, r.Iteration, r.Item = ref.Node, ref.Iteration, ref.Item
+	}
+	return summary(p, start)
+}
+
+// foldNote is the timeline's note on what the fold made of an event.
+func foldNote(err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, projection.ErrStale), errors.Is(err, projection.ErrRefused):
+		return err.Error()
+	}
+	return "rejected: " + err.Error()
+}
+
+// eventTime is the stream's timestamp of an event read from it, else the
+// writer's time.
+func eventTime(e *events.Event) time.Time {
+	if !e.Stored.IsZero() {
+		return e.Stored
+	}
+	return e.Time
+}
+
+// printTimeline prints a run's events as a table; an event the fold did
+// not count is marked with why, e.g. "[stale: superseded delivery 1 (live
+// delivery 2)]".
 func (e *env) printTimeline(evs []*events.Event) {
 	tw := table(e.stdout)
 	fmt.Fprintln(tw, "SEQ\tTIME\tEVENT\tNODE\tITER\tATTEMPT\tDETAILS")
@@ -197,7 +237,11 @@ func (e *env) printTimeline(evs []*events.Event) {
 		if r.Item != nil {
 			node += "[" + strconv.Itoa(*r.Item) + "]"
 		}
-		fmt.Fprintf(tw, "%d\t+%s\t%s\t%s\t%s\t%s\t%s\n", r.Seq, offset(r.Offset), shortType(r.Type), node, num(r.Iteration), num(r.Attempt), r.Summary)
+		details := r.Summary
+		if r.Fold != "" {
+			details = strings.TrimSpace("[" + r.Fold + "] " + details)
+		}
+		fmt.Fprintf(tw, "%d\t+%s\t%s\t%s\t%s\t%s\t%s\n", r.Seq, offset(r.Offset), orDash(shortType(r.Type)), node, num(r.Iteration), num(r.Attempt), details)
 	}
 	_ = tw.Flush()
 }

@@ -49,9 +49,12 @@ func startRun(t testing.TB, st events.Store, g *graph.Graph, run string, input s
 	}
 }
 
+// attempts lists a run's attempts as the fold took them. A timer may fire
+// twice (it was re-armed while firing); the fold takes the first.
 func attempts(t testing.TB, st events.Store, run string) string {
 	t.Helper()
 	var out []string
+	fired := map[int]bool{}
 	for _, e := range readRun(t, st, run) {
 		p, _ := e.Payload()
 		switch d := p.(type) {
@@ -62,7 +65,10 @@ func attempts(t testing.TB, st events.Store, run string) string {
 		case *events.RetryScheduledData:
 			out = append(out, fmt.Sprintf("retry %d", d.Attempt))
 		case *events.TimerFiredData:
-			out = append(out, fmt.Sprintf("timer %d", d.Attempt))
+			if !fired[d.Attempt] {
+				fired[d.Attempt] = true
+				out = append(out, fmt.Sprintf("timer %d", d.Attempt))
+			}
 		case *events.NodeInvokedData:
 			out = append(out, fmt.Sprintf("invoked %d", d.Attempt))
 		}

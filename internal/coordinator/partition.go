@@ -66,6 +66,9 @@ type heldPartition struct {
 	done   chan struct{}
 }
 
+// ConsumerName is the name of partition p's durable consumer.
+func ConsumerName(durable string, p int) string { return durable + "-" + strconv.Itoa(p) }
+
 // leaseKey and memberKey name the bucket's keys.
 func leaseKey(p int) string      { return "lease." + strconv.Itoa(p) }
 func memberKey(id string) string { return "member." + id }
@@ -291,7 +294,7 @@ func (c *Coordinator) replicas(ctx context.Context) int {
 // partitionConsumer returns the durable consumer of partition p, creating
 // it when missing; an existing one is used as it is.
 func (c *Coordinator) partitionConsumer(ctx context.Context, p int) (jetstream.Consumer, error) {
-	name := c.opts.durable + "-" + strconv.Itoa(p)
+	name := ConsumerName(c.opts.durable, p)
 	cons, err := c.js.Consumer(ctx, c.store.StreamName(), name)
 	if err == nil {
 		have := cons.CachedInfo().Config

@@ -95,7 +95,7 @@ func CheckExactlyOnce(t testing.TB, st events.Store, runs []string, nodes int) {
 // consumers: where the work stands when a run does not end.
 func logConsumers(t testing.TB, st events.Store) {
 	t.Helper()
-	for _, name := range []string{"coordinator", "work-default"} {
+	for _, name := range []string{"coordinator-0", "work-default"} {
 		cons, err := st.JetStream().Consumer(context.Background(), st.StreamName(), name)
 		if err != nil {
 			continue

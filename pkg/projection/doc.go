@@ -1,12 +1,17 @@
 // Package projection folds a run's events into its state.
 //
 // The fold is pure: State.Apply takes one event and changes the state by
-// what the event says and nothing else: no clock (times come from the
-// events), no I/O, no randomness. Folding the same events always gives a
-// byte-identical State.Marshal, and folding a snapshot (State.Marshal, read
-// back with Unmarshal) and then the tail gives the same state as folding
-// everything. FoldTo gives the state at any sequence; Diff compares two
-// states.
+// what the event says and nothing else: no clock, no I/O, no randomness.
+// Folding the same events always gives a byte-identical State.Marshal, and
+// folding a snapshot (State.Marshal, read back with Unmarshal) and then the
+// tail gives the same state as folding everything. FoldTo gives the state
+// at any sequence; Diff compares two states.
+//
+// The fold reads like the event catalogue: Apply hands each event to the
+// applier of its type (applyRunStarted, applyNodeReady, applyNodeInvoked,
+// …), each a few lines over the state.
+//
+// # Facts, not decisions
 //
 // The fold records facts; it decides nothing. Which edges a finished node
 // took is a NodeRouted event written by the coordinator, so replay never
@@ -14,14 +19,79 @@
 // (State.Pending) and an activation (NodeReady, NodeSkipped, NodeWaiting)
 // consumes the ones its event names. The one thing the fold derives is the
 // outcome of a map node, which finishes when its last item does, with the
-// items' outputs in item order. Pending durable timers are recorded from the
-// events that ask for them (a retry's RetryScheduled, a human node's
-// deadline from its NodeWaiting), so a state folded afresh after a restart
-// knows them as well as the state they were decided in.
+// items' outputs in item order.
 //
-// Outcomes are first-wins: a node-invoked or node-failed event for an
-// attempt that is not current, or already finished, is passed over, so a
-// redelivered node that reports twice changes the state once. Events that
-// cannot be applied at all (broken data, another run's event, anything
-// before run-started) are counted in Stats.Rejected and passed over.
+// # Times
+//
+// Every time the fold records (StartedAt, ReadyAt, EndedAt, UpdatedAt,
+// HeartbeatAt, a cancellation's time) is the event's Stored time, the
+// stream's own timestamp, when it has one: a writer cannot forge it, so a
+// worker that writes year 1 or 9999 cannot break a duration. Events not
+// read from the store (recorded histories, a decision just made) use the
+// writer's Time. Decided times (a retry's At, a human node's Deadline) are
+// the coordinator's, as decided.
+//
+// # Timers
+//
+// Pending durable timers are recorded from the events that ask for them (a
+// retry's RetryScheduled, a human node's deadline from its NodeWaiting), so
+// a state folded afresh after a restart knows them as well as the state
+// they were decided in; PendingTimers lists them for re-arming. A timer
+// goes when it fires, when its node's wait ends, and, all of them, when the
+// run ends. A TimerFired for a timer that is not pending changes nothing.
+//
+// # Fencing: what counts, what is stale
+//
+// Delivery is at least once and several writers race, so the fold decides
+// which of the events it is given count. Per node (and per map item) it
+// knows the live attempt: the activation's current Iteration and Attempt,
+// while its status is ready or running; and the live delivery: the highest
+// Delivery a NodeInvoking of that attempt reported (NodeState.Delivery).
+//
+//   - An outcome (NodeInvoked, NodeFailed, NodeCancelled) counts only for
+//     the live attempt, and only from the live delivery or with Delivery 0
+//     (the coordinator's outcomes, and histories older than deliveries).
+//     An outcome of another iteration or attempt, of an attempt that is
+//     retrying, due for retry or ended, or of a superseded delivery is
+//     stale: the first outcome of the live delivery stands. Two outcomes of
+//     the coordinator stand in for a worker's: a router's NodeInvoked while
+//     it waits, and a fallback's NodeInvoked for the last attempt, which
+//     failed for good.
+//   - A NodeInvoking of the live attempt makes it running and may raise the
+//     live delivery; any invoking counts as an execution (Executions).
+//   - A Heartbeat of the live attempt sets its HeartbeatAt; others are
+//     stale.
+//   - A decision never overwrites an activation that began: a NodeWaiting
+//     or NodeSkipped for an iteration at or below the node's current one,
+//     a NodeReady for an earlier iteration, for an ended activation or
+//     item, or for an attempt not above the current one, a RetryScheduled
+//     for an attempt that did not fail, a routing made before, a second
+//     cancellation request: all stale. A new iteration of a loop is a new
+//     activation and counts.
+//   - A SignalReceived applies once per event id (State.SignalIDs); the
+//     same id again is stale. Signals for a node that is not waiting are
+//     buffered up to MaxBufferedSignals per node and
+//     MaxBufferedSignalsPerRun per run; more are refused.
+//   - Anything after the run ended is stale.
+//
+// A stale event changes nothing but Stats.Stale (and LastSeq, Stats.Events
+// and UpdatedAt), and Apply returns an error wrapping ErrStale that says
+// why ("stale: superseded delivery 1 (live delivery 2)"), for the
+// coordinator's logs and the timeline of `weft events`.
+//
+// # Refused and rejected events
+//
+// An event the store refused (Event.Refused: junk bytes, a type on a
+// subject that does not accept it) or of a type this version does not
+// know (written by a newer Weft) keeps its place in the history and is
+// passed over: it moves LastSeq on, counts in Stats.Refused, changes
+// nothing else, and Apply returns an error wrapping ErrRefused, so the log
+// stays forward compatible. Events that cannot be applied at all (broken
+// data, another run's event, anything before run-started) are counted in
+// Stats.Rejected and passed over.
+//
+// Apply ignores an event at or below LastSeq, so an event delivered again
+// after later ones changes nothing: folding a run's events in log order,
+// with redeliveries and interleaved with other runs' events, gives the
+// same state as the log alone.
 package projection

@@ -172,9 +172,9 @@ func TestDiffBetweenPoints(t *testing.T) {
 }
 
 // FuzzFold: arbitrary sequences of events (drawn from the recorded
-// histories, reordered, repeated, with broken payloads) never panic the
-// fold, and folding a prefix, snapshotting it, then folding the rest
-// equals folding the whole.
+// histories, reordered, repeated, with broken payloads, refused or of
+// unknown types) never panic the fold, and folding a prefix, snapshotting
+// it, then folding the rest equals folding the whole.
 func FuzzFold(f *testing.F) {
 	t := &testing.T{}
 	var pool []*events.Event
@@ -186,10 +186,13 @@ func FuzzFold(f *testing.F) {
 	f.Fuzz(func(t *testing.T, picks []byte, cut uint8) {
 		var evs []*events.Event
 		for i, p := range picks {
-			src := pool[int(p)%len(pool)]
-			e := *src
+			e := fresh(pool[int(p)%len(pool)])
 			e.Seq = uint64(i + 1)
 			switch {
+			case p%19 == 0:
+				e.Refused = events.ErrMalformedEvent
+			case p%23 == 0:
+				e.Type = "dev.weft.node.future.v9"
 			case p%17 == 0:
 				e.Data = []byte(`{"node": [broken`)
 			case p%13 == 0:
@@ -197,7 +200,7 @@ func FuzzFold(f *testing.F) {
 			case p%11 == 0:
 				e.RunID = "someone-else"
 			}
-			evs = append(evs, &e)
+			evs = append(evs, e)
 		}
 		whole := projection.Fold(evs).Marshal()
 		k := int(cut) % (len(evs) + 1)
@@ -212,4 +215,11 @@ func FuzzFold(f *testing.F) {
 			t.Fatalf("prefix %d + rest differs from the whole", k)
 		}
 	})
+}
+
+// fresh copies an event without its decoded payload, so that the copy
+// decodes its own Data (and its Type) when folded.
+func fresh(e *events.Event) *events.Event {
+	return &events.Event{ID: e.ID, Type: e.Type, Source: e.Source, Time: e.Time, RunID: e.RunID, NodeID: e.NodeID,
+		Attempt: e.Attempt, Data: e.Data, Decision: e.Decision, Queue: e.Queue, Seq: e.Seq, Stored: e.Stored}
 }

@@ -24,47 +24,61 @@ func (s *State) update(key string, v json.RawMessage) {
 	if s.Vars == nil {
 		s.Vars = map[string]json.RawMessage{}
 	}
-	old, had := s.Vars[key]
+	old := s.Vars[key] // nil when absent
 	switch s.Config.Reducers[key] {
 	case "append":
-		var list []json.RawMessage
-		if had {
-			if json.Unmarshal(old, &list) != nil {
-				list = []json.RawMessage{old}
-			}
-		}
-		var add []json.RawMessage
-		if bytes.HasPrefix(bytes.TrimSpace(v), []byte("[")) && json.Unmarshal(v, &add) == nil {
-			list = append(list, add...)
-		} else {
-			list = append(list, v)
-		}
-		if list == nil {
-			list = []json.RawMessage{}
-		}
-		s.Vars[key] = mustJSON(list)
+		s.Vars[key] = appendReducer(old, v)
 	case "merge":
-		var cur, add map[string]json.RawMessage
-		if !had || json.Unmarshal(old, &cur) != nil || cur == nil {
-			cur = map[string]json.RawMessage{}
-		}
-		if json.Unmarshal(v, &add) != nil || add == nil {
-			s.Vars[key] = v
-			return
-		}
-		maps.Copy(cur, add)
-		s.Vars[key] = mustJSON(cur)
+		s.Vars[key] = mergeReducer(old, v)
 	case "sum":
-		var a, b float64
-		if json.Unmarshal(v, &b) != nil {
-			s.Vars[key] = v
-			return
-		}
-		if had {
-			_ = json.Unmarshal(old, &a)
-		}
-		s.Vars[key] = mustJSON(a + b)
+		s.Vars[key] = sumReducer(old, v)
 	default:
 		s.Vars[key] = v
 	}
+}
+
+// appendReducer appends v (its elements, if it is a list) to the list old
+// (nil for none; any other value becomes the list's first element).
+func appendReducer(old, v json.RawMessage) json.RawMessage {
+	var list []json.RawMessage
+	if old != nil && json.Unmarshal(old, &list) != nil {
+		list = []json.RawMessage{old}
+	}
+	var add []json.RawMessage
+	if bytes.HasPrefix(bytes.TrimSpace(v), []byte("[")) && json.Unmarshal(v, &add) == nil {
+		list = append(list, add...)
+	} else {
+		list = append(list, v)
+	}
+	if list == nil {
+		list = []json.RawMessage{}
+	}
+	return mustJSON(list)
+}
+
+// mergeReducer merges the object v into the object old; v replaces old
+// when it is not an object.
+func mergeReducer(old, v json.RawMessage) json.RawMessage {
+	var cur, add map[string]json.RawMessage
+	if old == nil || json.Unmarshal(old, &cur) != nil || cur == nil {
+		cur = map[string]json.RawMessage{}
+	}
+	if json.Unmarshal(v, &add) != nil || add == nil {
+		return v
+	}
+	maps.Copy(cur, add)
+	return mustJSON(cur)
+}
+
+// sumReducer adds the number v to old; v replaces old when it is not a
+// number.
+func sumReducer(old, v json.RawMessage) json.RawMessage {
+	var a, b float64
+	if json.Unmarshal(v, &b) != nil {
+		return v
+	}
+	if old != nil {
+		_ = json.Unmarshal(old, &a)
+	}
+	return mustJSON(a + b)
 }

@@ -78,8 +78,16 @@ type State struct {
 	EndReached bool `json:"endReached,omitempty"`
 	// Timers are pending durable timers by id.
 	Timers map[string]Timer `json:"timers,omitempty"`
-	// Signals buffers signals that arrived for nodes not yet waiting.
+	// Signals buffers signals that arrived for nodes not yet waiting
+	// (at most MaxBufferedSignals per node, MaxBufferedSignalsPerRun in
+	// all).
 	Signals map[string][]json.RawMessage `json:"signals,omitempty"`
+	// SignalIDs holds the event ids of the signals applied or buffered,
+	// so that a signal sent twice is applied once. It is bounded: every id
+	// in it either ended a signal wait (at most one per activation of a
+	// human node, and activations are capped by the graph's iteration
+	// caps) or is buffered (bounded by MaxBufferedSignalsPerRun).
+	SignalIDs map[string]bool `json:"signalIds,omitempty"`
 
 	Output json.RawMessage `json:"output,omitempty"`
 	Error  *events.Failure `json:"error,omitempty"`
@@ -110,6 +118,14 @@ type Stats struct {
 	// Rejected counts events that could not be applied (malformed data,
 	// another run's event); they are passed over.
 	Rejected int `json:"rejected,omitempty"`
+	// Stale counts events that came too late to count (ErrStale): a
+	// superseded or late outcome, a decision about an ended activation, a
+	// signal sent twice, anything after the run ended.
+	Stale int `json:"stale,omitempty"`
+	// Refused counts events the fold did not take in (ErrRefused): refused
+	// by the store, of an unknown type, or signals over the buffer limits.
+	// They are not counted in Events.
+	Refused int `json:"refused,omitempty"`
 }
 
 // CancelRequest says who asked for cancellation, why and when.
@@ -127,6 +143,12 @@ type Timer struct {
 	At      time.Time      `json:"at"`
 }
 
+// TimerRef is a pending timer with its id (see State.PendingTimers).
+type TimerRef struct {
+	ID string `json:"id"`
+	Timer
+}
+
 // NodeState is the state of one node: its current activation, and counters
 // over the run.
 type NodeState struct {
@@ -135,6 +157,10 @@ type NodeState struct {
 	Iteration int `json:"iteration"`
 	// Attempt is the current attempt of the activation (1-based).
 	Attempt int `json:"attempt,omitempty"`
+	// Delivery is the live delivery of the current attempt: the highest
+	// delivery of its work item a worker reported taking (NodeInvoking);
+	// 0 before any, or in histories older than delivery numbers.
+	Delivery int `json:"delivery,omitempty"`
 	// Executions counts the node's invoking events over the run, across
 	// attempts, redeliveries and activations.
 	Executions int             `json:"executions,omitempty"`
@@ -160,7 +186,9 @@ type NodeState struct {
 
 	ReadyAt   *time.Time `json:"readyAt,omitempty"`
 	StartedAt *time.Time `json:"startedAt,omitempty"`
-	EndedAt   *time.Time `json:"endedAt,omitempty"`
+	// HeartbeatAt is the time of the live attempt's last Heartbeat event.
+	HeartbeatAt *time.Time `json:"heartbeatAt,omitempty"`
+	EndedAt     *time.Time `json:"endedAt,omitempty"`
 }
 
 // ItemState is the state of one item of a map activation.
@@ -169,8 +197,11 @@ type ItemState struct {
 	Data    json.RawMessage `json:"data,omitempty"`
 	Status  NodeStatus      `json:"status"`
 	Attempt int             `json:"attempt,omitempty"`
-	Output  json.RawMessage `json:"output,omitempty"`
-	Error   *events.Failure `json:"error,omitempty"`
+	// Delivery and HeartbeatAt: see NodeState.
+	Delivery    int             `json:"delivery,omitempty"`
+	Output      json.RawMessage `json:"output,omitempty"`
+	Error       *events.Failure `json:"error,omitempty"`
+	HeartbeatAt *time.Time      `json:"heartbeatAt,omitempty"`
 }
 
 // Node returns the state of a node, creating it if absent.
@@ -236,4 +267,26 @@ func Unmarshal(b []byte) (*State, error) {
 		return nil, err
 	}
 	return &s, nil
+}
+
+// ended reports whether an activation (or item) with this status is over:
+// it succeeded, failed for good, was skipped or cancelled.
+func (s NodeStatus) ended() bool {
+	return s != NodeIdle && !s.Active()
+}
+
+// orIdle names a status for messages.
+func orIdle(s NodeStatus) string {
+	if s == NodeIdle {
+		return "idle"
+	}
+	return string(s)
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("projection: " + err.Error())
+	}
+	return b
 }

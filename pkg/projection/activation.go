@@ -1,0 +1,220 @@
+package projection
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/weft-dev/weft/pkg/events"
+)
+
+// The appliers of the coordinator's activation decisions: ready, waiting,
+// skipped, and the routings they carry.
+
+func (s *State) applyNodeReady(d *events.NodeReadyData, at time.Time) error {
+	if err := s.readyStale(d); err != nil {
+		return err
+	}
+	s.routedAll(d.Routed)
+	n := s.activate(d.NodeRef, d.Consumed, d.Owed, d.Local)
+	if d.Item != nil {
+		it := item(n, *d.Item)
+		it.Status, it.Attempt, it.Delivery, it.HeartbeatAt = NodeReady, d.Attempt, 0, nil
+		return nil
+	}
+	n.Status, n.Attempt, n.ReadyAt = NodeReady, d.Attempt, &at
+	n.Delivery, n.HeartbeatAt = 0, nil
+	return nil
+}
+
+// readyStale says why a node-ready does not count, or nil when it does:
+// it starts a new activation, or the next attempt of the current one (or
+// of one of its map items), which has not ended.
+func (s *State) readyStale(d *events.NodeReadyData) error {
+	n := s.Nodes[d.Node]
+	if d.Item == nil && (n == nil || d.Iteration > n.Iteration) {
+		return nil
+	}
+	if n == nil || d.Iteration != n.Iteration {
+		return stale("%s: not the node's current activation", d.Key())
+	}
+	if n.Status.ended() {
+		return stale("%s already %s", d.Key(), n.Status)
+	}
+	attempt := n.Attempt
+	if d.Item != nil {
+		it := item(n, *d.Item)
+		if it == nil {
+			return stale("%s: no such item", d.Key())
+		}
+		if it.Status.ended() {
+			return stale("%s already %s", d.Key(), it.Status)
+		}
+		attempt = it.Attempt
+	}
+	if d.Attempt <= attempt {
+		return stale("attempt %d of %s: attempt %d was readied before", d.Attempt, d.Key(), attempt)
+	}
+	return nil
+}
+
+func (s *State) applyNodeWaiting(d *events.NodeWaitingData, at time.Time) error {
+	if err := s.newActivation(d.NodeRef); err != nil {
+		return err
+	}
+	s.routedAll(d.Routed)
+	n := s.activate(d.NodeRef, d.Consumed, d.Owed, d.Local)
+	n.Status, n.WaitingFor, n.Deadline, n.StartedAt = NodeWaiting, d.For, d.Deadline, &at
+	switch d.For {
+	case "map":
+		var items []json.RawMessage
+		_ = json.Unmarshal(d.Items, &items)
+		n.Items = make([]*ItemState, len(items))
+		for i := range n.Items {
+			n.Items[i] = &ItemState{Data: items[i]}
+		}
+		if len(items) == 0 {
+			s.finish(d.Node, n, nil, NodeSucceeded, json.RawMessage("[]"), nil, at)
+		}
+	case "signal":
+		if d.Deadline != nil {
+			s.addTimer(DeadlineTimerID(d.NodeRef), Timer{Purpose: "deadline", Ref: d.NodeRef, At: d.Deadline.UTC()})
+		}
+		if data, ok := s.takeSignal(d.Node); ok {
+			s.dropTimers(d.Node)
+			s.finish(d.Node, n, nil, NodeSucceeded, data, nil, at)
+		}
+	}
+	return nil
+}
+
+func (s *State) applyNodeSkipped(d *events.NodeSkippedData, at time.Time) error {
+	if err := s.newActivation(d.NodeRef); err != nil {
+		return err
+	}
+	s.routedAll(d.Routed)
+	n := s.activate(d.NodeRef, d.Consumed, d.Owed, nil)
+	n.Status, n.EndedAt = NodeSkipped, &at
+	return nil
+}
+
+// newActivation says why a waiting or skipped decision is stale: the
+// activation it names began already (the same iteration or an earlier
+// one), so the decision would overwrite it. Nil when it is new.
+func (s *State) newActivation(ref events.NodeRef) error {
+	n := s.Nodes[ref.Node]
+	if n == nil || ref.Iteration > n.Iteration {
+		return nil
+	}
+	if ref.Iteration == n.Iteration {
+		return stale("%s began already (%s)", ref.Key(), orIdle(n.Status))
+	}
+	return stale("%s: the node is at iteration %d", ref.Key(), n.Iteration)
+}
+
+func (s *State) applyNodeRouted(d *events.NodeRoutedData) error {
+	if err := s.routedStale(d); err != nil {
+		return err
+	}
+	s.routed(d)
+	return nil
+}
+
+// routedStale says why a routing is stale: the activation was routed
+// before, so its signals are queued already.
+func (s *State) routedStale(d *events.NodeRoutedData) error {
+	if d.Node == "START" {
+		if s.EntryRouted {
+			return stale("START was routed before")
+		}
+		return nil
+	}
+	if n := s.Nodes[d.Node]; n != nil && n.Routed >= d.Iteration {
+		return stale("%s was routed before", d.Key())
+	}
+	return nil
+}
+
+// routed queues the edge signals of a routing for their targets.
+func (s *State) routed(d *events.NodeRoutedData) {
+	if d.Node == "START" {
+		s.EntryRouted = true
+	} else if n := s.Nodes[d.Node]; n != nil && n.Iteration == d.Iteration {
+		n.Routed = d.Iteration
+	}
+	for _, sig := range d.Signals {
+		if sig.To == "END" {
+			s.EndReached = s.EndReached || sig.Taken
+			continue
+		}
+		if sig.Back && !sig.Taken {
+			continue
+		}
+		if t := s.Nodes[sig.To]; t != nil && absorb(t, sig.Edge) {
+			continue
+		}
+		if s.Pending == nil {
+			s.Pending = map[string][]events.Signal{}
+		}
+		s.Pending[sig.To] = append(s.Pending[sig.To], sig)
+	}
+}
+
+// routedAll applies the routings an activation event carries, before it,
+// passing over any routed before.
+func (s *State) routedAll(rs []events.NodeRoutedData) {
+	for i := range rs {
+		if s.routedStale(&rs[i]) == nil {
+			s.routed(&rs[i])
+		}
+	}
+}
+
+// activate starts a node's activation (or continues it when the iteration
+// is the current one), consuming the incoming signals it used up.
+func (s *State) activate(ref events.NodeRef, consumed, owed []int, local json.RawMessage) *NodeState {
+	n := s.node(ref.Node)
+	if ref.Iteration > n.Iteration {
+		n.Iteration = ref.Iteration
+		n.Attempt, n.Delivery, n.Output, n.Error, n.Worker, n.Actions = 0, 0, nil, nil, "", nil
+		n.Owed = append(n.Owed, owed...)
+		n.Items, n.WaitingFor, n.Deadline, n.Child, n.Fallback = nil, "", nil, "", false
+		n.StartedAt, n.EndedAt, n.ReadyAt, n.HeartbeatAt = nil, nil, nil, nil
+		n.Local = local
+		s.consume(ref.Node, consumed)
+	}
+	return n
+}
+
+// consume removes, for each edge index, the oldest pending signal on that
+// edge to node.
+func (s *State) consume(node string, edges []int) {
+	q := s.Pending[node]
+	for _, edge := range edges {
+		for i, sig := range q {
+			if sig.Edge == edge {
+				q = append(q[:i:i], q[i+1:]...)
+				break
+			}
+		}
+	}
+	if len(q) == 0 {
+		delete(s.Pending, node)
+	} else {
+		s.Pending[node] = q
+	}
+}
+
+// absorb drops a signal on edge that an earlier any or n-of activation of n
+// owes; it reports whether it did.
+func absorb(n *NodeState, edge int) bool {
+	for i, e := range n.Owed {
+		if e == edge {
+			n.Owed = append(n.Owed[:i:i], n.Owed[i+1:]...)
+			if len(n.Owed) == 0 {
+				n.Owed = nil
+			}
+			return true
+		}
+	}
+	return false
+}
