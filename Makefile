@@ -8,7 +8,7 @@ FUZZTIME ?= 20s
 # without it, and say so.
 RACE     := $(shell [ "$$($(GO) env CGO_ENABLED)" = 1 ] && echo -race)
 
-.PHONY: demo test lint vet fmt-check build bench bench-quick fuzz chaos clean
+.PHONY: demo test lint vet fmt-check build bench bench-quick fuzz chaos clean sim sim-known
 
 ## demo: run examples/hello.yaml on an embedded NATS, coordinator and worker
 demo:
@@ -63,3 +63,22 @@ chaos:
 ## clean: remove built binaries and weft dev's data
 clean:
 	rm -rf bin data
+
+## sim: the deterministic simulator over SEEDS seeds (default 200) under
+## FAULTS (default all; see internal/sim/faults.go) and GRAPHS (default
+## all); SEED=<n> replays one seed. Prints seeds and invariant checks per
+## minute, and each invariant that failed with the seeds that show it.
+SEEDS  ?= 200
+FAULTS ?= all
+GRAPHS ?=
+sim:
+ifdef SEED
+	$(GO) test -count=1 -run 'TestSim$$' -v ./internal/sim -args -seed=$(SEED) -faults=$(FAULTS) -graphs=$(GRAPHS)
+else
+	$(GO) test -count=1 -timeout 60m -run 'TestSim$$' -v ./internal/sim -args -seeds=$(SEEDS) -faults=$(FAULTS) -graphs=$(GRAPHS)
+endif
+
+## sim-known: replay each fault class the simulator knows the production
+## code fails under (internal/sim knownFailing), with its seed
+sim-known:
+	$(GO) test -count=1 -run 'TestSim$$' -v ./internal/sim -args -known

@@ -208,7 +208,11 @@ edges:
 	}
 	wantContains(t, "signal to an unknown node", r.stderr, `no node "nope"`, "ask, done")
 
-	r = weft(t, "signal", "approval-1", "ask", "-nats", url, "-data", `{"approved":true}`)
+	r = weft(t, "signal", "approval-1", "ask", "-nats", url, "-id", "bad.id")
+	if r.code != 1 || !strings.Contains(r.stderr, `signal id "bad.id"`) {
+		t.Errorf("signal -id bad.id: exit %d, stderr %q", r.code, r.stderr)
+	}
+	r = weft(t, "signal", "approval-1", "ask", "-nats", url, "-data", `{"approved":true}`, "-id", "req-1")
 	if r.code != 0 {
 		t.Fatalf("signal: exit %d\n%s", r.code, r.stderr)
 	}

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"fmt"
+
+	"github.com/weft-dev/weft/pkg/client"
 )
 
 var cmdSignal = &command{
@@ -10,11 +12,19 @@ var cmdSignal = &command{
 	summary: "send a signal to a node of a run (-data JSON), e.g. a human node",
 	help: `Appends a signal for NODE to the run's log: the input a human node waits
 for. -data is any JSON value, inline or @FILE (@- for standard input). The
-run must exist, not have ended, and have the node.`,
+run must exist, not have ended, and have the node.
+
+A signal is applied once: -id names it (letters, digits, '_' and '-'), and
+sending the same id again changes nothing. Without -id it is derived from
+the run, the node, the activation it is for and the data, so running the
+same command again after an error (or a lost answer) does not answer the
+node's next wait too; to send the same data again on purpose within two
+minutes, give each its own -id.`,
 	run: func(e *env, c *command, args []string) error {
 		fs, out := e.flagSet(c)
 		cfg := natsFlags(fs)
 		data := fs.String("data", "", "the signal's data: JSON, or @FILE")
+		id := fs.String("id", "", "the signal's id, so that sending it again is harmless (default: derived)")
 		pos, err := e.parse(c, fs, args, 2, 2)
 		if err != nil {
 			return err
@@ -32,7 +42,11 @@ run must exist, not have ended, and have the node.`,
 		if raw != nil {
 			payload = raw
 		}
-		if err := cl.Signal(e.ctx, pos[0], pos[1], payload); err != nil {
+		var opts []client.SignalOption
+		if *id != "" {
+			opts = append(opts, client.WithSignalID(*id))
+		}
+		if err := cl.Signal(e.ctx, pos[0], pos[1], payload, opts...); err != nil {
 			return runError(pos[0], err)
 		}
 		if *out == "json" {

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"container/list"
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -18,11 +19,17 @@ type runEntry struct {
 	prefix uint64
 	// lastDecision is the sequence of the run's last decision.
 	lastDecision uint64
+	// ownMax is the sequence of the last decision this coordinator
+	// appended and applied to state ahead of the consumer.
+	ownMax uint64
 	// own holds the ids of decisions this coordinator applied in memory
 	// and has not yet seen come back through the consumer.
 	own map[string]struct{}
 	// notified is set once an ended child run told its parent.
 	notified bool
+	// armed holds the timers this coordinator armed for the run, by id,
+	// at the time they were armed for.
+	armed map[string]time.Time
 	// traces holds, with tracing on, the trace context of each node's
 	// last outcome (and of the run's start), for the links of joins.
 	traces map[string]trace.SpanContext

@@ -83,10 +83,14 @@ type Stats struct {
 	Malformed int64 // events that did not decode, passed over
 	Orphans   int64 // events of runs that have no run-started
 	Rejected  int64 // events the fold could not apply, passed over
+	Stale     int64 // late or superseded outcomes and decisions, passed over
 	Decisions int64 // decision events appended
 	Conflicts int64 // stale decisions refused by the log
 	Reloads   int64 // runs folded from the log
-	Errors    int64 // transient failures; the event is redelivered
+	// Reorders counts runs folded afresh because an event preceding one
+	// of this coordinator's decisions in the log arrived after it.
+	Reorders int64
+	Errors   int64 // transient failures; the event is redelivered
 	// FailedRuns counts runs failed because their next decision could
 	// not be written (see errors.go).
 	FailedRuns int64
@@ -96,7 +100,7 @@ type Stats struct {
 }
 
 type counters struct {
-	processed, malformed, orphans, rejected, decisions, conflicts, reloads, errors, failedRuns, handedBack atomic.Int64
+	processed, malformed, orphans, rejected, stale, decisions, conflicts, reloads, reorders, errors, failedRuns, handedBack atomic.Int64
 }
 
 // Option configures a Coordinator.
@@ -187,8 +191,8 @@ func New(store events.Store, opts ...Option) *Coordinator {
 func (c *Coordinator) Stats() Stats {
 	return Stats{
 		Processed: c.n.processed.Load(), Malformed: c.n.malformed.Load(), Orphans: c.n.orphans.Load(),
-		Rejected: c.n.rejected.Load(), Decisions: c.n.decisions.Load(), Conflicts: c.n.conflicts.Load(),
-		Reloads: c.n.reloads.Load(), Errors: c.n.errors.Load(), FailedRuns: c.n.failedRuns.Load(),
+		Rejected: c.n.rejected.Load(), Stale: c.n.stale.Load(), Decisions: c.n.decisions.Load(), Conflicts: c.n.conflicts.Load(),
+		Reloads: c.n.reloads.Load(), Reorders: c.n.reorders.Load(), Errors: c.n.errors.Load(), FailedRuns: c.n.failedRuns.Load(),
 		HandedBack: c.n.handedBack.Load(),
 	}
 }

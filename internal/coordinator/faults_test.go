@@ -20,6 +20,7 @@ import (
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/projection"
+	"github.com/weft-dev/weft/pkg/worker"
 )
 
 // Regression tests of issue 9's bug classes against real JetStream, with
@@ -305,4 +306,53 @@ func pendingSchedules(t testing.TB, st events.Store, run string) uint64 {
 		n += c
 	}
 	return n
+}
+
+// A node that ignores its context runs past its timeout: the coordinator's
+// durable start-to-close timer fails the attempt as timed out, whatever the
+// worker is doing, the retry policy runs attempt 2, and the first
+// attempt's outcome, if it ever comes, is stale.
+func TestTimeoutEnforcedByCoordinator(t *testing.T) {
+	_, st := natstest.Store(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	runCoordinator(t, ctx, st, coordinator.WithLogger(quiet()))
+	release := make(chan struct{})
+	runCustomWorker(t, ctx, st, map[string]worker.Node{
+		"stubborn": worker.NodeFunc(func(_ context.Context, in *worker.Input) (*worker.Result, error) {
+			if in.Attempt == 1 {
+				<-release // ignores its context
+			}
+			return &worker.Result{Output: "done"}, nil
+		}),
+	}, worker.WithDrainTimeout(time.Second))
+	t.Cleanup(func() { close(release) }) // before the worker stops
+	g := anyTypeGraph(t, `
+name: stubborn
+nodes:
+  - {id: s, type: stubborn, timeout: 200ms, retry: {maxAttempts: 2, initialInterval: 10ms, jitter: 0.01}}
+edges:
+  - {from: START, to: s}
+  - {from: s, to: END}
+`)
+	run := events.NewRunID()
+	startRun(t, st, g, run, `{}`)
+	s := waitEnded(t, st, []string{run}, 30*time.Second)[run]
+	if s.Status != projection.RunCompleted {
+		t.Fatalf("run %s: %v", s.Status, s.Error)
+	}
+	var timedOut bool
+	for _, e := range readRun(t, st, run) {
+		if p, _ := e.Payload(); p != nil {
+			if f, ok := p.(*events.NodeFailedData); ok && e.Decision && f.Attempt == 1 && f.Error.Type == events.FailureTimeout {
+				timedOut = true
+			}
+		}
+	}
+	if !timedOut {
+		t.Fatalf("no timeout of attempt 1 recorded by the coordinator: %s", attempts(t, st, run))
+	}
+	if got := attempts(t, st, run); got != "ready 1, timer 1, failed 1, retry 2, timer 2, ready 2, invoked 2" {
+		t.Fatalf("attempts: %s", got)
+	}
 }

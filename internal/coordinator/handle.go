@@ -109,6 +109,18 @@ func (c *Coordinator) process(ctx context.Context, e *events.Event, redelivered 
 		if err != nil {
 			return err
 		}
+		if !fresh && e.Seq > ent.prefix && e.Seq < ent.ownMax {
+			// The event precedes in the log a decision the cache holds
+			// already (a worker's or a client's append landed while the
+			// decision was being made): the cache would apply them in
+			// another order than the log. Fold the run afresh, in log
+			// order.
+			c.cache.del(e.RunID)
+			c.n.reorders.Add(1)
+			if ent, fresh, err = c.entry(ctx, e, true); err != nil {
+				return err
+			}
+		}
 		if !c.apply(ent, e) && !fresh {
 			return nil
 		}
@@ -118,15 +130,12 @@ func (c *Coordinator) process(ctx context.Context, e *events.Event, redelivered 
 			c.log.WarnContext(ctx, "passing over an event of a run that does not exist", logattr.RunID, e.RunID, logattr.Seq, e.Seq, logattr.EventType, e.Type)
 			return nil
 		}
-		if fresh {
-			// Whatever the last holder of this run scheduled or not:
-			// every timer the state says is pending gets its schedule.
-			if err := c.rearm(ctx, ent.state); err != nil {
-				c.cache.del(e.RunID)
-				return err
-			}
-		}
 		err = c.decide(ctx, ent)
+		if err == nil {
+			// Timers the state says are pending, armed once their
+			// decisions are in the log (a fresh entry re-arms them all).
+			err = c.syncTimers(ctx, ent)
+		}
 		if err == nil {
 			if e.Type.Terminal() || (e.Type == events.TimerFired && ent.state.Status.Ended()) {
 				c.dropTimers(ctx, e.RunID)
@@ -165,7 +174,7 @@ func (c *Coordinator) entry(ctx context.Context, e *events.Event, redelivered bo
 	c.n.reloads.Add(1)
 	ent := &runEntry{run: run, state: state, own: map[string]struct{}{}, prefix: state.LastSeq, lastDecision: lastDecision}
 	for _, ev := range evs {
-		if err := ent.state.Apply(ev); err != nil {
+		if err := ent.state.Apply(ev); err != nil && !errors.Is(err, projection.ErrStale) && !errors.Is(err, projection.ErrRefused) {
 			c.n.rejected.Add(1)
 		}
 		ent.noteTrace(ev)
@@ -195,10 +204,7 @@ func (c *Coordinator) apply(ent *runEntry, e *events.Event) bool {
 	if e.Decision && e.Seq > ent.lastDecision {
 		ent.lastDecision = e.Seq // another coordinator's
 	}
-	if err := ent.state.Apply(e); err != nil {
-		c.n.rejected.Add(1)
-		c.log.Warn("passing over an event the fold cannot apply", logattr.RunID, e.RunID, logattr.Seq, e.Seq, logattr.EventType, e.Type, logattr.Error, err)
-	}
+	c.foldErr(e, ent.state.Apply(e))
 	ent.noteTrace(e)
 	return true
 }
@@ -259,16 +265,9 @@ func (c *Coordinator) decide(ctx context.Context, ent *runEntry) error {
 		return err
 	}
 	c.n.decisions.Add(int64(len(d.Events)))
-	ent.lastDecision = last
+	ent.lastDecision, ent.ownMax = last, last
 	for _, e := range d.Events {
 		ent.own[e.ID] = struct{}{}
-	}
-	// Timers only once the decisions that ask for them are in the log: a
-	// timer never exists without its decision. A failure here leaves the
-	// decisions in and the timers unarmed; the event is handled again,
-	// the run read afresh, and rearm schedules what the state says.
-	if err := c.schedule(ctx, d.Timers); err != nil {
-		return err
 	}
 	c.checkpoint(ctx, g, s.RunID, d.Events, last)
 	if d.DropTimers || s.Status.Ended() {
@@ -335,4 +334,21 @@ func (c *Coordinator) ensureQueue(ctx context.Context, e *events.Event) error {
 	}
 	c.queues.Store(q, struct{}{})
 	return nil
+}
+
+// foldErr counts and logs what the fold said of an event delivered to it:
+// a stale outcome or decision (a late or superseded delivery, a decision
+// made before) is usual under faults and logged at info; a refused message
+// was logged when it came; anything else the fold cannot apply is a
+// warning.
+func (c *Coordinator) foldErr(e *events.Event, err error) {
+	switch {
+	case err == nil, errors.Is(err, projection.ErrRefused):
+	case errors.Is(err, projection.ErrStale):
+		c.n.stale.Add(1)
+		c.log.Info("passing over a stale event", logattr.RunID, e.RunID, logattr.Seq, e.Seq, logattr.EventType, e.Type, logattr.NodeID, e.NodeID, logattr.Error, err)
+	default:
+		c.n.rejected.Add(1)
+		c.log.Warn("passing over an event the fold cannot apply", logattr.RunID, e.RunID, logattr.Seq, e.Seq, logattr.EventType, e.Type, logattr.Error, err)
+	}
 }

@@ -3,20 +3,21 @@ package coordinator
 import (
 	"context"
 	"fmt"
-	"sort"
+	"time"
 
 	"github.com/weft-dev/weft/internal/engine"
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/telemetry"
-	"github.com/weft-dev/weft/pkg/projection"
 )
 
 // Durable timers are correct by construction:
 //
-//   - A timer is scheduled only after the decision that asks for it (a
-//     retry-scheduled, a node-waiting with a deadline) is in the log, so
-//     no timer exists without its decision, and the fold always knows a
-//     timer before it fires.
+//   - A timer is pending when the fold says so (State.Timers): from the
+//     decision that asks for it (a retry-scheduled, a node-waiting with a
+//     deadline) or, for an attempt's timeouts, from the invoking or
+//     heartbeat that (re)starts them. It is scheduled only after that
+//     event is in the log, so no timer exists without its cause, and the
+//     fold always knows a timer before it fires.
 //   - A timer's schedule subject is named by the timer's id (derived from
 //     the node, iteration, item and attempt), and a schedule published on
 //     a subject replaces the one there: arming a timer twice leaves one
@@ -25,43 +26,47 @@ import (
 //     twice changes the run once.
 //   - Whenever a coordinator folds a run from the log (a restart, a
 //     redelivery, a takeover), it re-arms every timer the state says is
-//     pending (rearm): a coordinator that died between a decision and its
+//     pending (syncTimers): a coordinator that died between a decision and its
 //     timer, or a schedule that failed, leaves no run waiting forever.
 //   - When a run ends, its pending schedules are purged (dropTimers); one
 //     that fires anyway into the ended run is passed over by the fold, and
 //     purges what is left.
 
-// schedule arms timers whose decisions are in the log.
-func (c *Coordinator) schedule(ctx context.Context, timers []engine.Timer) error {
-	for _, t := range timers {
-		telemetry.Inject(ctx, t.Event)
-		if err := c.store.Schedule(ctx, t.Event, t.ID, t.At); err != nil {
-			return fmt.Errorf("arming timer %s: %w", t.ID, err)
-		}
-	}
-	return nil
-}
-
-// rearm arms every timer the state says is pending.
-func (c *Coordinator) rearm(ctx context.Context, s *projection.State) error {
-	if len(s.Timers) == 0 || s.Status.Ended() {
+// syncTimers arms every timer the run's state says is pending and this
+// coordinator has not armed at that time yet: a timer the decision just
+// appended asked for, a timeout an invoking or a heartbeat (re)started,
+// and, for a run just folded from the log, all of them. Arming is after
+// the events that ask for the timers are in the log. A failure leaves the
+// event to be handled again, from a fresh fold, which re-arms everything.
+func (c *Coordinator) syncTimers(ctx context.Context, ent *runEntry) error {
+	s := ent.state
+	if s.Status.Ended() {
+		ent.armed = nil
 		return nil
 	}
-	ids := make([]string, 0, len(s.Timers))
-	for id := range s.Timers {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	timers := make([]engine.Timer, 0, len(ids))
-	for _, id := range ids {
-		t := s.Timers[id]
-		ev, err := engine.TimerEvent(s.RunID, id, t)
+	for _, t := range s.PendingTimers() {
+		if at, ok := ent.armed[t.ID]; ok && at.Equal(t.At) {
+			continue
+		}
+		ev, err := engine.TimerEvent(s.RunID, t.ID, t.Timer)
 		if err != nil {
 			return err
 		}
-		timers = append(timers, engine.Timer{ID: id, At: t.At, Event: ev})
+		telemetry.Inject(ctx, ev)
+		if err := c.store.Schedule(ctx, ev, t.ID, t.At); err != nil {
+			return fmt.Errorf("arming timer %s: %w", t.ID, err)
+		}
+		if ent.armed == nil {
+			ent.armed = map[string]time.Time{}
+		}
+		ent.armed[t.ID] = t.At
 	}
-	return c.schedule(ctx, timers)
+	for id := range ent.armed {
+		if _, ok := s.Timers[id]; !ok {
+			delete(ent.armed, id)
+		}
+	}
+	return nil
 }
 
 // dropTimers purges an ended run's pending schedules. A failure is logged:

@@ -315,30 +315,56 @@ func (d *decider) ready(n *graph.Node, ref events.NodeRef, attempt int, local js
 	d.readyWith(n, ref, attempt, local, consumed, owed, d.input(n))
 }
 
+// MaxWorkItemData is the most state a work item carries: its input (the
+// node's view of the state) and its local data together. It stays under
+// NATS's default max_payload (1 MiB) with room for the rest of the event,
+// so that a work item fits any server's limit; a node whose view of the
+// state is larger fails the run with a PayloadTooLarge error naming the
+// node, the size and the limit, rather than a decision that can never be
+// written.
+const MaxWorkItemData = 1<<20 - 32<<10
+
 // readyWith is ready with the node's input already encoded, for callers
 // that ready many items of one node at once.
+//
+// A work item is small: what the node is (type, queue, the policy a worker
+// applies: timeout, heartbeat, attempts, effect, outputs) and what it works
+// on (the state view and local data). What the run's start already holds,
+// the node's config and schemas (in the graph) and the invocation state, is
+// not copied into every item: a worker reads the run's run-started event
+// once per run (pkg/worker) and takes them from there. The decision's log
+// position is not in the item either: the same decision, retried from a
+// later state, must encode to the same bytes, since a duplicate is
+// confirmed against the stored message.
 func (d *decider) readyWith(n *graph.Node, ref events.NodeRef, attempt int, local json.RawMessage, consumed, owed []int, input json.RawMessage) {
+	if d.s.Status.Ended() { // a sibling item's failure ended the run
+		return
+	}
 	queue := n.Queue
 	if queue == "" {
 		queue = graph.DefaultQueue
+	}
+	if size := len(input) + len(local); size > MaxWorkItemData {
+		d.failRun(events.Failure{
+			Type:    events.FailurePayloadTooLarge,
+			Message: fmt.Sprintf("node %q: its work item would carry %d bytes of state (input and local data), the limit is %d; declare the state keys it needs as its inputs, or keep large values out of the state", n.ID, size, MaxWorkItemData),
+			Details: mustJSON(map[string]any{"node": n.ID, "size": size, "limit": MaxWorkItemData}),
+		}, n.ID)
+		return
 	}
 	p := &events.NodeReadyData{
 		NodeRef:        ref,
 		Attempt:        attempt,
 		Type:           n.Type,
 		Queue:          queue,
-		Config:         n.Config,
 		Input:          input,
 		Local:          local,
-		Invocation:     d.s.Invocation,
 		IdempotencyKey: events.IdempotencyKey(d.s.RunID, ref, attempt),
 		TimeoutMs:      n.Timeout.D().Milliseconds(),
 		HeartbeatMs:    n.Heartbeat.D().Milliseconds(),
 		MaxAttempts:    policy(n).MaxAttempts,
 		Effect:         string(n.Effect),
 		Outputs:        n.Outputs,
-		InputSchema:    n.InputSchema,
-		OutputSchema:   n.OutputSchema,
 		Consumed:       consumed,
 		Owed:           owed,
 	}

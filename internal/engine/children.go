@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -11,9 +13,19 @@ import (
 )
 
 // ChildRunID is the id of the child run a subgraph node's activation
-// starts: derived from the parent, so starting it twice starts it once.
+// starts: derived from the parent, so starting it twice starts it once. It
+// is "<parent>-<node>-<iteration>" while that is a subject token
+// (events.MaxTokenLen); a longer one, as nested subgraphs under a long run
+// id make, keeps a prefix of it and ends in a digest of the whole, so it
+// stays a token, stays readable, and stays distinct.
 func ChildRunID(parent string, ref events.NodeRef) string {
-	return parent + "-" + ref.Node + "-" + strconv.Itoa(ref.Iteration)
+	id := parent + "-" + ref.Node + "-" + strconv.Itoa(ref.Iteration)
+	if len(id) <= events.MaxTokenLen {
+		return id
+	}
+	sum := sha256.Sum256([]byte(id))
+	digest := hex.EncodeToString(sum[:16])
+	return id[:events.MaxTokenLen-1-len(digest)] + "-" + digest
 }
 
 // startChild starts a child run for a subgraph node: config {"graph":

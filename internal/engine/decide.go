@@ -126,7 +126,7 @@ func (d *decider) step() bool {
 	for _, n := range d.g.Nodes() {
 		ns := d.s.Nodes[n.ID]
 		if ns != nil {
-			if d.afterOutcome(n, ns) {
+			if d.timedOut(n, ns) || d.afterOutcome(n, ns) {
 				return true
 			}
 			if ns.Status == projection.NodeWaiting && ns.WaitingFor == "map" && d.mapItems(n, ns) {

@@ -273,3 +273,113 @@ func TestWaitHonoursContext(t *testing.T) {
 		t.Fatalf("Wait: %v, want context.DeadlineExceeded", err)
 	}
 }
+
+// loopYAML asks again for as long as the answer says "more".
+const loopYAML = `
+name: loop
+nodes:
+  - id: ask
+    type: human
+edges:
+  - {from: START, to: ask}
+  - {from: ask, to: ask, when: "output.more"}
+  - {from: ask, to: END, when: "!output.more"}
+`
+
+// signalCount counts the signal events in a run's log.
+func signalCount(t *testing.T, c *client.Client, run string) int {
+	t.Helper()
+	evs, err := c.History(timeout(t), run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range evs {
+		if e.Type == events.SignalReceived {
+			n++
+		}
+	}
+	return n
+}
+
+// waitIteration waits until the node waits for a signal in activation it.
+func waitIteration(t *testing.T, c *client.Client, run, node string, it int) {
+	t.Helper()
+	ctx := timeout(t)
+	for {
+		st, err := c.Get(ctx, run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ns := st.Nodes[node]; ns != nil && ns.Iteration == it && ns.Status == projection.NodeWaiting {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("node %s never waited in activation %d: %+v", node, it, st.Nodes[node])
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func TestSignalIsIdempotent(t *testing.T) {
+	c, _ := engine(t)
+	ctx := timeout(t)
+	g := mustGraph(t, loopYAML)
+
+	for _, tc := range []struct {
+		name string
+		opts []client.SignalOption
+	}{
+		{"derived id", nil},
+		{"client id", []client.SignalOption{client.WithSignalID("req-1")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			run, err := c.Start(ctx, g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitIteration(t, c, run, "ask", 1)
+			more := map[string]any{"more": true}
+			if err := c.Signal(ctx, run, "ask", more, tc.opts...); err != nil {
+				t.Fatal(err)
+			}
+			// The first signal completes the first wait and the loop
+			// waits again; the same signal sent again (a retried call)
+			// must not answer the second wait.
+			waitIteration(t, c, run, "ask", 2)
+			if err := c.Signal(ctx, run, "ask", more, tc.opts...); err != nil {
+				t.Fatal(err)
+			}
+			if n := signalCount(t, c, run); n != 1 {
+				t.Fatalf("%d signal events after sending one signal twice, want 1", n)
+			}
+			time.Sleep(200 * time.Millisecond)
+			st, err := c.Get(ctx, run)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ns := st.Nodes["ask"]; ns.Iteration != 2 || ns.Status != projection.NodeWaiting {
+				t.Fatalf("after the repeat: ask is %s in activation %d, want waiting in 2", ns.Status, ns.Iteration)
+			}
+			// A different signal answers the second wait.
+			var opts []client.SignalOption
+			if tc.opts != nil {
+				opts = []client.SignalOption{client.WithSignalID("req-2")}
+			}
+			if err := c.Signal(ctx, run, "ask", map[string]any{"more": false}, opts...); err != nil {
+				t.Fatal(err)
+			}
+			st, err = c.Wait(ctx, run)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Status != projection.RunCompleted || st.Nodes["ask"].Iteration != 2 {
+				t.Fatalf("run %s in activation %d, want completed in 2", st.Status, st.Nodes["ask"].Iteration)
+			}
+		})
+	}
+	if err := c.Signal(ctx, "x", "ask", nil, client.WithSignalID("a.b")); !errors.Is(err, events.ErrInvalidID) {
+		t.Fatalf("signal id a.b: %v, want events.ErrInvalidID", err)
+	}
+}

@@ -1,10 +1,14 @@
 package client
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -13,21 +17,64 @@ import (
 	"github.com/weft-dev/weft/pkg/projection"
 )
 
+// SignalOption configures one Signal call.
+type SignalOption func(*signalOptions)
+
+type signalOptions struct{ id string }
+
+// WithSignalID sets the signal's id, chosen by the caller: a signal with an
+// id already in the run's log is not applied again, whenever it is sent.
+// The id is scoped to the run; it must be a subject-token-like string
+// (letters, digits, '_' and '-', at most 128 characters), e.g. a UUID or a
+// request id.
+func WithSignalID(id string) SignalOption { return func(o *signalOptions) { o.id = id } }
+
+// SignalRetryWindow is how long after a signal an identical one (same run,
+// node, data and sender, and no other signal for the node since) is taken
+// for a retry of it when no id is given. It matches the events stream's
+// default de-duplication window.
+const SignalRetryWindow = 2 * time.Minute
+
 // Signal sends data to a node of a run: the input a human node waits for.
 // A signal for a node that is not waiting yet is kept in the run's state
 // until the node waits. data is any JSON value (json.RawMessage and []byte
 // are taken as JSON text); nil sends none.
 //
+// Signals are idempotent: each carries an id (its event id is derived from
+// it and the run), which JetStream de-duplicates within its window and the
+// fold applies once. Give the id with WithSignalID. Without one it is
+// derived from the run, the node, the node's activation the signal is for
+// (the waiting one, or the next) and a digest of the data, so that a call
+// retried after a lost answer is the same signal; and a call that repeats
+// the node's last signal (same data and sender, within SignalRetryWindow,
+// no other signal since) is taken for such a retry even when the first one
+// already moved a looping node on to its next wait. To send the same data
+// again on purpose within that window, give each signal its own id.
+//
 // It checks that the run exists (events.ErrRunNotFound), has not ended
 // (ErrRunEnded) and that its graph has the node (graph.ErrUnknownNode).
-func (c *Client) Signal(ctx context.Context, runID, node string, data any) error {
+func (c *Client) Signal(ctx context.Context, runID, node string, data any, opts ...SignalOption) error {
+	var o signalOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.id != "" && !events.ValidToken(o.id) {
+		return fmt.Errorf("signalling node %q of run %s: %w: signal id %q (letters, digits, '_' and '-', at most %d)", node, runID, events.ErrInvalidID, o.id, events.MaxTokenLen)
+	}
 	raw, err := jsonData(data)
 	if err != nil {
 		return fmt.Errorf("signalling node %q of run %s: %w", node, runID, err)
 	}
-	st, err := c.live(ctx, runID)
+	if !events.ValidToken(runID) {
+		return fmt.Errorf("signalling node %q of run %s: run id %q: %w", node, runID, runID, events.ErrInvalidID)
+	}
+	history, err := c.History(ctx, runID)
 	if err != nil {
 		return fmt.Errorf("signalling node %q of run %s: %w", node, runID, err)
+	}
+	st := projection.Fold(history)
+	if st.Status.Ended() {
+		return fmt.Errorf("signalling node %q of run %s: %w (%s)", node, runID, ErrRunEnded, st.Status)
 	}
 	nodes, err := nodeIDs(st.Graph)
 	if err != nil {
@@ -36,7 +83,11 @@ func (c *Client) Signal(ctx context.Context, runID, node string, data any) error
 	if !slices.Contains(nodes, node) {
 		return fmt.Errorf("signalling run %s: %w: graph %q has no node %q (its nodes: %s)", runID, graph.ErrUnknownNode, st.GraphName, node, strings.Join(nodes, ", "))
 	}
-	ev, err := events.New(runID, events.RandomID(), time.Time{}, &events.SignalReceivedData{Node: node, Data: raw, By: c.identity})
+	id := events.DecisionID(runID, events.SignalReceived, o.id)
+	if o.id == "" {
+		id = c.derivedSignalID(runID, node, raw, st, history)
+	}
+	ev, err := events.New(runID, id, time.Time{}, &events.SignalReceivedData{Node: node, Data: raw, By: c.identity})
 	if err != nil {
 		return err
 	}
@@ -44,6 +95,42 @@ func (c *Client) Signal(ctx context.Context, runID, node string, data any) error
 		return fmt.Errorf("signalling node %q of run %s: %w", node, runID, err)
 	}
 	return nil
+}
+
+// derivedSignalID is the event id of a signal sent without an id: see
+// Signal.
+func (c *Client) derivedSignalID(runID, node string, data json.RawMessage, st *projection.State, history []*events.Event) string {
+	sum := sha256.Sum256(data)
+	digest := hex.EncodeToString(sum[:8])
+	prefix := events.DecisionID(runID, events.SignalReceived, "n", node) + ":"
+	// A repeat of the node's last signal, recent enough to be a retry of
+	// it: the same id again.
+	for i := len(history) - 1; i >= 0; i-- {
+		e := history[i]
+		if e.Refused != nil || e.Type != events.SignalReceived || e.NodeID != node {
+			continue
+		}
+		p, err := e.Payload()
+		if err != nil {
+			break
+		}
+		last := p.(*events.SignalReceivedData)
+		if strings.HasPrefix(e.ID, prefix) && strings.HasSuffix(e.ID, ":"+digest) && last.By == c.identity &&
+			bytes.Equal(last.Data, data) && time.Since(e.Stored) < SignalRetryWindow {
+			return e.ID
+		}
+		break
+	}
+	// The activation the signal is for: the one waiting, or else the next
+	// one that has no buffered signal yet.
+	target := 1 + len(st.Signals[node])
+	if ns := st.Nodes[node]; ns != nil {
+		target = ns.Iteration + 1 + len(st.Signals[node])
+		if ns.Status == projection.NodeWaiting && ns.WaitingFor == "signal" {
+			target = ns.Iteration
+		}
+	}
+	return prefix + strconv.Itoa(target) + ":" + digest
 }
 
 // Cancel asks for a run to be cancelled. The coordinator ends the run as

@@ -22,7 +22,12 @@
 //   - List lists runs from the stream's subject index, without reading their
 //     histories.
 //   - Signal and Cancel append a signal for a node and a cancel request; the
-//     coordinator acts on them.
+//     coordinator acts on them. Both are idempotent: a cancel request's id
+//     is derived from the run, and a signal's from the id the caller gives
+//     (WithSignalID) or, without one, from the run, the node, the
+//     activation it is for and its data, so that a retried call is the same
+//     event (JetStream de-duplicates it within its window, the fold applies
+//     a signal id once) and never answers a looping node's next wait.
 //
 // Errors wrap events.ErrRunNotFound when a run has no events,
 // events.ErrRunExists when a run id is taken, ErrRunEnded when a signal or a

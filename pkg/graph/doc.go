@@ -22,7 +22,9 @@
 // edges to END are where the run may finish. Node ids (and queue and
 // subgraph names) must match ^[A-Za-z][A-Za-z0-9_-]*$ because they become
 // NATS subject tokens and CloudEvents extension values; START and END are
-// reserved. A node's type names its executor ("echo", "noop", "sleep",
+// reserved. A node id holds at most MaxNodeIDLen (62) characters, so that
+// the timer ids derived from it stay within a subject token's 128, and a
+// queue name at most MaxQueueLen (128). A node's type names its executor ("echo", "noop", "sleep",
 // "fail", "http", "transform", "llm", or one added with WithTypes) or one of
 // the types the coordinator runs itself: router, human and subgraph.
 // Unknown fields are errors, and every problem is reported at once, each

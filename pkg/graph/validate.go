@@ -18,6 +18,27 @@ var (
 
 const idRule = "must start with a letter and hold only letters, digits, '_' and '-'"
 
+// Subject token limits. A subject token (a run id, a queue name, a timer
+// id) holds at most MaxTokenLen characters (events.MaxTokenLen; the two
+// are checked equal by a test, since this package does not import events).
+// A node id is one part of tokens the engine derives from it, so it must
+// leave room for the rest:
+//
+//	retry-<node>-<iteration>-<item>-<attempt>  a retry timer's id
+//	deadline-<node>-<iteration>                a human node's deadline timer
+//
+// with each number up to 19 digits (an int64). Child run ids
+// ("<parent run>-<node>-<iteration>") need no limit here: the engine
+// shortens one that would be too long to a digest (engine.ChildRunID).
+const (
+	MaxTokenLen = 128
+	// MaxNodeIDLen is the longest node id: MaxTokenLen less "retry-" and
+	// three numbers of up to 19 digits with their '-' separators.
+	MaxNodeIDLen = MaxTokenLen - len("retry-") - 3*(1+19)
+	// MaxQueueLen is the longest queue name: one subject token.
+	MaxQueueLen = MaxTokenLen
+)
+
 // validate checks one normalised definition (not its nested graphs) and
 // compiles its expressions into g.
 func validate(g *Graph, scope []*Definition, o *options, p *problems) {
@@ -82,6 +103,8 @@ func validateNode(g *Graph, i int, first map[string]int, scope []*Definition, o 
 		bad("id", "%s is reserved and cannot be a node id", id)
 	case !idPattern.MatchString(id):
 		bad("id", "node id %s", idRule)
+	case len(id) > MaxNodeIDLen:
+		bad("id", "node id is %d characters, the limit is %d (the ids of its timers become subject tokens of at most %d)", len(id), MaxNodeIDLen, MaxTokenLen)
 	case dup:
 		bad("id", "duplicate node id (first used by nodes[%d])", j)
 	default:
@@ -95,8 +118,11 @@ func validateNode(g *Graph, i int, first map[string]int, scope []*Definition, o 
 		known := sortedKeys(o.types)
 		bad("type", "unknown type %q (known: %s; add more with WithTypes)", n.Type, strings.Join(known, ", "))
 	}
-	if !tokenPattern.MatchString(n.Queue) {
+	switch {
+	case !tokenPattern.MatchString(n.Queue):
 		bad("queue", "queue name %q must hold only letters, digits, '_' and '-'", n.Queue)
+	case len(n.Queue) > MaxQueueLen:
+		bad("queue", "queue name is %d characters, the limit is %d (it is a subject token)", len(n.Queue), MaxQueueLen)
 	}
 	if n.MaxIterations < 0 {
 		bad("maxIterations", "must not be negative, got %d", n.MaxIterations)

@@ -166,6 +166,18 @@ graphs:
 			[]string{`node "a": field "map.over": Go function conditions are not allowed here`}},
 		{"bad queue", strings.Replace(base, "type: echo", "type: echo, queue: io.fast", 1), nil,
 			[]string{`node "a": field "queue": queue name "io.fast"`}},
+		{"queue over the token limit", strings.Replace(base, "type: echo", "type: echo, queue: q"+strings.Repeat("x", MaxTokenLen), 1), nil,
+			[]string{`x.yaml: node "a": field "queue": queue name is 129 characters, the limit is 128 (it is a subject token)`}},
+		{"node id over the limit", strings.NewReplacer("id: a", "id: n"+strings.Repeat("x", MaxNodeIDLen), "to: a", "to: n"+strings.Repeat("x", MaxNodeIDLen), "from: a", "from: n"+strings.Repeat("x", MaxNodeIDLen)).Replace(base), nil,
+			[]string{`x.yaml: node "n` + strings.Repeat("x", MaxNodeIDLen) + `": field "id": node id is 63 characters, the limit is 62`}},
+		{"node id over the limit in a subgraph", `name: t
+nodes: [{id: a, type: subgraph, config: {graph: child}}]
+edges: [{from: START, to: a}, {from: a, to: END}]
+graphs:
+  child:
+    nodes: [{id: ` + strings.Repeat("y", MaxNodeIDLen+1) + `, type: echo}]
+    edges: [{from: START, to: ` + strings.Repeat("y", MaxNodeIDLen+1) + `}, {from: ` + strings.Repeat("y", MaxNodeIDLen+1) + `, to: END}]`, nil,
+			[]string{`x.yaml: graph "child": node "` + strings.Repeat("y", MaxNodeIDLen+1) + `": field "id": node id is 63 characters`}},
 		{"start edge with action", base + `  - {from: START, to: a, action: go}`, nil,
 			[]string{`edge 2 (START -> a): field "action": edges from START take the default action only, got "go"`}},
 		{"duplicate edge", base + `  - {from: a, to: END}`, nil,

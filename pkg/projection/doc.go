@@ -24,10 +24,15 @@
 // # Times
 //
 // Every time the fold records (StartedAt, ReadyAt, EndedAt, UpdatedAt,
-// HeartbeatAt, a cancellation's time) is the event's Stored time, the
-// stream's own timestamp, when it has one: a writer cannot forge it, so a
-// worker that writes year 1 or 9999 cannot break a duration. Events not
-// read from the store (recorded histories, a decision just made) use the
+// HeartbeatAt, a cancellation's time) of a client's, a worker's or a
+// notice's event is the event's Stored time, the stream's own timestamp,
+// when it has one: such a writer cannot forge it, so a worker that writes
+// year 1 or 9999 cannot break a duration. Decisions carry the
+// coordinator's time: only the coordinator role may write them (NATS
+// permissions, and the writer class of their subjects), and the
+// coordinator applies a decision to its cache before the stream stamps it,
+// so the time must be the one it decided with for its cache to equal a
+// fresh fold. Events not read from the store (recorded histories) use the
 // writer's Time. Decided times (a retry's At, a human node's Deadline) are
 // the coordinator's, as decided.
 //

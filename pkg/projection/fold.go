@@ -76,11 +76,14 @@ func (s *State) count(e *events.Event, err error) {
 	}
 }
 
-// eventTime is the time the fold records for an event: the stream's own
-// timestamp when the event was read from the store (a writer cannot forge
-// it), else the writer's (recorded histories, decisions just made).
+// eventTime is the time the fold records for an event: for a decision,
+// the coordinator's (only the coordinator role may write decisions, and
+// the coordinator applies its decisions before the stream has stamped
+// them, so its cache and a fresh fold agree); for anything else, the
+// stream's own timestamp when the event was read from the store (a writer
+// cannot forge it), else the writer's (recorded histories).
 func eventTime(e *events.Event) time.Time {
-	if !e.Stored.IsZero() {
+	if !e.Stored.IsZero() && !e.Decision {
 		return e.Stored.UTC()
 	}
 	return e.Time.UTC()

@@ -18,6 +18,7 @@ type attempt struct {
 	attempt     int
 	delivery    *int
 	heartbeatAt **time.Time
+	timedOut    *string
 }
 
 // attemptOf returns the node and the attempt slot ref names, or why there
@@ -28,13 +29,13 @@ func (s *State) attemptOf(ref events.NodeRef) (*NodeState, attempt, error) {
 		return nil, attempt{}, stale("%s: not the node's current activation", ref.Key())
 	}
 	if ref.Item == nil {
-		return n, attempt{&n.Status, n.Attempt, &n.Delivery, &n.HeartbeatAt}, nil
+		return n, attempt{&n.Status, n.Attempt, &n.Delivery, &n.HeartbeatAt, &n.TimedOut}, nil
 	}
 	it := item(n, *ref.Item)
 	if it == nil {
 		return nil, attempt{}, stale("%s: no such item", ref.Key())
 	}
-	return n, attempt{&it.Status, it.Attempt, &it.Delivery, &it.HeartbeatAt}, nil
+	return n, attempt{&it.Status, it.Attempt, &it.Delivery, &it.HeartbeatAt, &it.TimedOut}, nil
 }
 
 // live returns the node if an outcome of (ref, attempt, delivery) counts,
@@ -77,6 +78,7 @@ func (s *State) applyNodeInvoking(d *events.NodeInvokingData, at time.Time) erro
 	if d.Item == nil || n.StartedAt == nil {
 		n.StartedAt = &at
 	}
+	s.armTimeouts(n, d.NodeRef, d.Attempt, at)
 	return nil
 }
 
@@ -85,6 +87,7 @@ func (s *State) applyNodeInvoked(d *events.NodeInvokedData, at time.Time) error 
 	if err != nil {
 		return err
 	}
+	s.dropAttemptTimers(d.NodeRef, d.Attempt)
 	n.Actions = d.Actions
 	for k, v := range d.Updates {
 		s.update(k, v)
@@ -122,6 +125,7 @@ func (s *State) applyNodeFailed(d *events.NodeFailedData, at time.Time) error {
 	if err != nil {
 		return err
 	}
+	s.dropAttemptTimers(d.NodeRef, d.Attempt)
 	s.Stats.Failures++
 	f := d.Error
 	s.finish(d.Node, n, d.Item, NodeFailed, nil, &f, at)
@@ -133,16 +137,18 @@ func (s *State) applyNodeCancelled(d *events.NodeCancelledData, at time.Time) er
 	if err != nil {
 		return err
 	}
+	s.dropAttemptTimers(d.NodeRef, d.Attempt)
 	s.finish(d.Node, n, d.Item, NodeCancelled, nil, &events.Failure{Type: events.FailureCancelled, Message: d.Reason}, at)
 	return nil
 }
 
 func (s *State) applyHeartbeat(d *events.HeartbeatData, at time.Time) error {
-	_, a, err := s.live(d.NodeRef, d.Attempt, 0)
+	n, a, err := s.live(d.NodeRef, d.Attempt, 0)
 	if err != nil {
 		return err
 	}
 	*a.heartbeatAt = &at
+	s.armHeartbeat(n, d.NodeRef, d.Attempt, at)
 	return nil
 }
 

@@ -183,6 +183,13 @@ type NodeState struct {
 	// Items holds the items of a map activation.
 	Items    []*ItemState `json:"items,omitempty"`
 	Fallback bool         `json:"fallback,omitempty"`
+	// TimeoutMs and HeartbeatMs are the live attempt's limits, from its
+	// work item (see timeouts.go).
+	TimeoutMs   int64 `json:"timeoutMs,omitempty"`
+	HeartbeatMs int64 `json:"heartbeatMs,omitempty"`
+	// TimedOut says which durable timeout of the live attempt fired
+	// ("timeout" or "heartbeat"): the coordinator fails the attempt.
+	TimedOut string `json:"timedOut,omitempty"`
 
 	ReadyAt   *time.Time `json:"readyAt,omitempty"`
 	StartedAt *time.Time `json:"startedAt,omitempty"`
@@ -202,6 +209,7 @@ type ItemState struct {
 	Output      json.RawMessage `json:"output,omitempty"`
 	Error       *events.Failure `json:"error,omitempty"`
 	HeartbeatAt *time.Time      `json:"heartbeatAt,omitempty"`
+	TimedOut    string          `json:"timedOut,omitempty"`
 }
 
 // Node returns the state of a node, creating it if absent.

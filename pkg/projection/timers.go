@@ -59,6 +59,8 @@ func (s *State) applyTimerFired(d *events.TimerFiredData, at time.Time) error {
 			f := &events.Failure{Type: events.FailureTimeout, Message: "no signal before the deadline"}
 			s.finish(t.Ref.Node, n, nil, NodeFailed, nil, f, at)
 		}
+	case PurposeTimeout, PurposeHeartbeat:
+		s.timeoutFired(d.TimerID, t, a, at)
 	}
 	return nil
 }

@@ -53,11 +53,44 @@
 // order in which the worker runs them is in contract.go's comment and on
 // each interface. NodeFunc and Phases adapt plain functions.
 //
-// The graph's node metadata reaches the worker in the work item: the input
-// and output JSON Schemas (validated with santhosh-tekuri/jsonschema; a
-// violation is a non-retryable "ValidationError" naming the field as a JSON
-// pointer), the declared output keys (an update to another key is a
-// ValidationError), the effect class and the retry limit (Input.MaxAttempts).
+// # Work items by reference
+//
+// A work item is small: the node's reference, attempt, type and queue, its
+// policy (timeout, heartbeat, retry limit, effect class, declared output
+// keys), the idempotency key, and its input (the state view) and local
+// data. The node's config and its input and output JSON Schemas (in the
+// graph) and the run's invocation state are not copied into every item:
+// the worker reads them from the run's run-started event, once per run
+// (a direct get of the last message on its start subject, kept in an LRU;
+// the graph's node specs are shared by runs of one graph digest), see
+// runinfo.go. A work item that carries them itself, as older coordinators
+// wrote them, is used as it is. A run whose start is not in the stream, or
+// whose graph lacks the node, fails the attempt at once with a
+// non-retryable "RunNotFound" or "InvalidGraph". Schemas are validated with
+// santhosh-tekuri/jsonschema (a violation is a non-retryable
+// "ValidationError" naming the field as a JSON pointer); an update to a key
+// the node does not declare as an output is a ValidationError.
+//
+// # Work of ended runs
+//
+// A worker does not start work for a run that has ended. Before it runs an
+// item that was delivered before, or that waited in its queue longer than a
+// couple of seconds (staleAfter), it looks for the run's ending decision
+// (one batched direct get of the last message on events.TerminalSubjects,
+// or one get per subject on a server without batched gets; a run seen
+// ended is remembered); the hot path, a fresh first delivery, reads
+// nothing. Work of an ended run is recorded as
+// NodeCancelled by "worker", reason "run ended before the work started",
+// and acknowledged. A cancel request seen on core NATS also stops the
+// run's nodes in flight at once.
+//
+// # Progress
+//
+// A node reports progress with Heartbeat(ctx, details) from its Execute (or
+// any step): the work item is marked in progress, extending its ack
+// deadline, and a Heartbeat event with the details is appended to the
+// run's log, at most one per HeartbeatEventInterval (10s) per attempt, so
+// that a node calling it in a loop does not flood the log.
 //
 // # Invocation filters
 //

@@ -178,3 +178,20 @@ func ExampleLiveWorkers() {
 		fmt.Println(a.Name, a.Queues, a.Types)
 	}
 }
+
+// A long node reports its progress: each call keeps its work item its own,
+// and the run's timeline shows the details (at most one event per
+// HeartbeatEventInterval).
+func ExampleHeartbeat() {
+	var reindex worker.NodeFunc = func(ctx context.Context, in *worker.Input) (*worker.Result, error) {
+		pages := 1000
+		for page := 1; page <= pages; page++ {
+			// ... index one page ...
+			if err := worker.Heartbeat(ctx, map[string]int{"page": page, "of": pages}); err != nil {
+				return nil, err
+			}
+		}
+		return &worker.Result{Output: map[string]int{"pages": pages}}, nil
+	}
+	_ = reindex
+}

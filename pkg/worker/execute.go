@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -69,8 +70,10 @@ func (w *Worker) process(base context.Context, q *queue, m jetstream.Msg) {
 		return
 	}
 	delivery := 1
+	var queued time.Duration
 	if md, err := m.Metadata(); err == nil {
 		delivery = int(md.NumDelivered)
+		queued = time.Since(md.Timestamp)
 	}
 	if delivery > 1 {
 		w.stats.redelivered.Add(1)
@@ -87,9 +90,49 @@ func (w *Worker) process(base context.Context, q *queue, m jetstream.Msg) {
 		}
 		return
 	}
+	if w.runEnded(base, it, queued) {
+		w.finish(context.WithoutCancel(base), it, w.cancelledEvent(it, runEndedCancel))
+		return
+	}
+	full, err := w.runs.resolve(base, it.run, ready)
+	var nodeErr *Error
+	switch {
+	case errors.As(err, &nodeErr):
+		it.inErr = err // the attempt fails with it, in the log
+	case err != nil:
+		it.log().Warn("reading what the work item refers to; handing it back", logError, err)
+		if err := m.NakWithDelay(time.Second); err != nil {
+			it.log().Warn("handing work back", logError, err)
+		}
+		return
+	default:
+		it.ready = full
+	}
 	base, span := w.startNode(base, q, it, ev, m.Subject())
 	defer span.End()
 	w.execute(base, q, it, node)
+}
+
+// runEndedCancel is the cancellation a worker records for work of a run
+// that ended before the work started.
+var runEndedCancel = &runCancelled{by: "worker", reason: "run ended before the work started"}
+
+// runEnded reports whether the item's run has ended, so that its work is
+// not started. It reads the log only for an item delivered again or one
+// that waited in its queue longer than staleAfter (see runinfo.go); a run
+// already seen ended needs no read.
+func (w *Worker) runEnded(ctx context.Context, it *item, queued time.Duration) bool {
+	if w.runs.knownEnded(it.run) {
+		return true
+	}
+	if it.delivery == 1 && queued < w.staleAfter {
+		return false
+	}
+	ended, err := w.runs.hasEnded(ctx, it.run)
+	if err != nil {
+		it.log().Warn("checking whether the run ended; running the work", logError, err)
+	}
+	return ended
 }
 
 // execute runs a work item whose node this worker serves.
@@ -144,7 +187,7 @@ func (w *Worker) execute(base context.Context, q *queue, it *item, node Node) {
 		defer stop()
 	}
 	start := time.Now()
-	res, nodeErr := w.call(runCtx, node, it)
+	res, nodeErr := w.call(withProgress(runCtx, w, it), node, it)
 	elapsed := time.Since(start)
 	it.tel.elapsed = elapsed
 	hb.stop()
@@ -183,7 +226,7 @@ func (w *Worker) execute(base context.Context, q *queue, it *item, node Node) {
 				w.nak(it.msg)
 				return
 			}
-			nodeErr = NonRetryable(events.FailurePayloadTooLarge, err.Error())
+			nodeErr = NonRetryable(events.FailurePayloadTooLarge, fmt.Sprintf("node %q: its result does not fit in an event: %v", ready.Node, err))
 		} else {
 			nodeErr = err
 		}
@@ -192,6 +235,15 @@ func (w *Worker) execute(base context.Context, q *queue, it *item, node Node) {
 	failed, err := w.failedEvent(it, f, elapsed)
 	if err == nil {
 		err = w.append(detached, it, failed)
+	}
+	if errors.Is(err, events.ErrPayloadTooLarge) {
+		// The failure itself (its details, its cause chain) is too large:
+		// record that, without them, rather than hand back an item that
+		// can never be answered.
+		f = events.Failure{Type: events.FailurePayloadTooLarge, Message: fmt.Sprintf("node %q: its failure does not fit in an event (%s: %s): %v", ready.Node, f.Type, clip(f.Message, 512), err)}
+		if failed, err = w.failedEvent(it, f, elapsed); err == nil {
+			err = w.append(detached, it, failed)
+		}
 	}
 	if err != nil {
 		it.log().Error("recording node failed; handing work back", logError, err, logFailure, f.Error())
@@ -363,4 +415,15 @@ func (w *Worker) ack(ctx context.Context, it *item) {
 func outcomeID(it *item, t events.Type) string {
 	r := it.ready
 	return events.DecisionID(it.run, t, r.Key(), strconv.Itoa(r.Attempt), strconv.Itoa(it.delivery))
+}
+
+// clip shortens s to at most n bytes (on a rune boundary), marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }

@@ -124,6 +124,7 @@ func publishReady(t *testing.T, st events.Store, typ string, opts ...readyOpt) s
 
 func publishReadyIn(t *testing.T, st events.Store, run, node, typ string, opts ...readyOpt) *events.NodeReadyData {
 	t.Helper()
+	ensureStarted(t, st, run, node, typ)
 	ref := events.NodeRef{Node: node, Iteration: 1}
 	d := &events.NodeReadyData{NodeRef: ref, Attempt: 1, Type: typ, Queue: worker.DefaultQueue, IdempotencyKey: events.IdempotencyKey(run, ref, 1)}
 	for _, o := range opts {
@@ -194,10 +195,38 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// types lists the types of a run's events after its start (which
+// ensureStarted writes for every test run).
 func types(evs []*events.Event) []events.Type {
-	out := make([]events.Type, len(evs))
-	for i, e := range evs {
-		out[i] = e.Type
+	out := make([]events.Type, 0, len(evs))
+	for _, e := range evs {
+		if e.Type != events.RunStarted {
+			out = append(out, e.Type)
+		}
 	}
 	return out
+}
+
+// ensureStarted appends a run-started event for run, once, whose graph has
+// the node (and the other nodes the tests use) without config: work items
+// refer to the run's start for the node's config and the invocation state.
+func ensureStarted(t testing.TB, st events.Store, run, node, typ string) {
+	t.Helper()
+	if evs, _ := st.Read(context.Background(), run, 0, 0); len(evs) > 0 {
+		return
+	}
+	nodes := []map[string]any{{"id": node, "type": typ}}
+	for _, id := range []string{"n1", "n2", "add"} {
+		if id != node {
+			nodes = append(nodes, map[string]any{"id": id, "type": "echo"})
+		}
+	}
+	g := mustJSON(map[string]any{"name": "t", "nodes": nodes})
+	ev, err := events.New(run, run, time.Time{}, &events.RunStartedData{GraphName: "t", Graph: g, Invocation: json.RawMessage(`{"tenant":"acme"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Append(context.Background(), run, 0, ev); err != nil {
+		t.Fatalf("appending run-started: %v", err)
+	}
 }

@@ -206,6 +206,9 @@ func checkOutputs(outputs []string, res *Result) error {
 // over it, before NodeInvoking is written (it carries their notes). A
 // decoding or filter error is kept on it and becomes the attempt's failure.
 func (w *Worker) prepareInput(ctx context.Context, it *item) (notes []events.FilterNote, cancelled *runCancelled) {
+	if it.inErr != nil { // the work item could not be resolved
+		return nil, nil
+	}
 	in, err := input(it)
 	if err != nil {
 		it.inErr = err

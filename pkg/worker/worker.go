@@ -23,6 +23,7 @@ type Worker struct {
 	opts   options
 	log    *slog.Logger
 	cancel *cancelRegistry
+	runs   *runReader // runinfo.go
 
 	mu       sync.RWMutex
 	handlers map[string]Node
@@ -35,6 +36,10 @@ type Worker struct {
 	// unknownDelay is how long work of a node type this worker does not
 	// serve waits before it is delivered again.
 	unknownDelay time.Duration
+	// staleAfter: see runinfo.go; a field so that tests can change it.
+	staleAfter time.Duration
+	// now is the clock of Heartbeat's rate limit (nil: time.Now).
+	now func() time.Time
 }
 
 // Stats are a worker's counters since it was created.
@@ -82,9 +87,11 @@ func New(store events.Store, opts ...Option) (*Worker, error) {
 		opts:     o,
 		log:      logger.With(logWorker, o.name),
 		cancel:   newCancelRegistry(),
+		runs:     newRunReader(store),
 		handlers: map[string]Node{},
 
 		unknownDelay: unknownTypeDelay,
+		staleAfter:   staleAfter,
 	}, nil
 }
 

@@ -107,6 +107,9 @@ func TestWorkerFailures(t *testing.T) {
 		"huge": worker.NodeFunc(func(context.Context, *worker.Input) (*worker.Result, error) {
 			return &worker.Result{Output: strings.Repeat("x", 9<<20)}, nil
 		}),
+		"hugefailure": worker.NodeFunc(func(context.Context, *worker.Input) (*worker.Result, error) {
+			return nil, &worker.Error{Type: "Upstream", Message: "it said", Details: strings.Repeat("y", 9<<20)}
+		}),
 		"badjson": worker.NodeFunc(func(context.Context, *worker.Input) (*worker.Result, error) {
 			return &worker.Result{Output: make(chan int)}, nil
 		}),
@@ -137,6 +140,11 @@ func TestWorkerFailures(t *testing.T) {
 		{typ: "huge", wantType: events.FailurePayloadTooLarge, wantMsg: "too large", check: func(t *testing.T, f events.Failure) {
 			if !strings.Contains(f.Message, "bytes, the limit is") {
 				t.Errorf("message does not say the size and limit: %s", f.Message)
+			}
+		}},
+		{typ: "hugefailure", wantType: events.FailurePayloadTooLarge, wantMsg: `node "n1": its failure does not fit in an event (Upstream: it said)`, check: func(t *testing.T, f events.Failure) {
+			if !strings.Contains(f.Message, "bytes, the limit is") || len(f.Details) > 0 {
+				t.Errorf("failure does not say the size and limit, or keeps the details: %.300s", f.Message)
 			}
 		}},
 		{typ: "badjson", wantType: events.FailureValidation, wantMsg: "encoding the node's output"},

@@ -1,0 +1,118 @@
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/weft-dev/weft/pkg/graph"
+)
+
+// nodeType is the executor type of every simulated worker node. Its config
+// says how often an attempt fails: {"fail": p} retryably, {"fatal": p} for
+// good.
+const nodeType = "sim"
+
+// behaviour is a simulated node's config.
+type behaviour struct {
+	Fail  float64 `json:"fail"`
+	Fatal float64 `json:"fatal"`
+}
+
+// simGraph is a graph the generator starts runs of.
+type simGraph struct {
+	name  string
+	g     *graph.Graph
+	input string
+	// human lists the human nodes a client sends signals to.
+	human []string
+	// reactive: the client answers each wait of a human node (a signal
+	// per activation), rather than sending one signal at a random time.
+	reactive bool
+}
+
+func work(b behaviour, opts ...graph.NodeOption) []graph.NodeOption {
+	return append([]graph.NodeOption{graph.Config(b), graph.Outputs("log", "total", "count")}, opts...)
+}
+
+// quickRetry keeps back-offs short against the de-duplication window, so
+// a lost timer is retried inside it, as it is in production.
+var quickRetry = graph.RetryPolicy{MaxAttempts: 4, InitialInterval: graph.Duration(time.Second), BackoffCoefficient: 2, MaxInterval: graph.Duration(10 * time.Second), Jitter: 0.2}
+
+// graphs builds the graphs the simulator runs: a chain, a fan-out into an
+// all-join, retries with a fallback, a loop with an iteration cap, a map,
+// a human node fed by signals with a deadline, and a human node in a loop
+// whose person answers each wait.
+func graphs() ([]*simGraph, error) {
+	type spec struct {
+		name     string
+		b        *graph.Builder
+		input    string
+		human    []string
+		reactive bool
+	}
+	reducers := func(b *graph.Builder) *graph.Builder {
+		return b.Reducer("log", graph.Append).Reducer("total", graph.Sum)
+	}
+	specs := []spec{
+		{name: "chain", b: reducers(graph.New("chain")).
+			Node("a", nodeType, work(behaviour{Fail: 0.2})...).
+			Node("b", nodeType, work(behaviour{Fail: 0.2}, graph.Retry(quickRetry))...).
+			Node("c", nodeType, work(behaviour{})...).
+			Edge(graph.Start, "a").Edge("a", "b").Edge("b", "c").Edge("c", graph.End)},
+		{name: "fanout", b: reducers(graph.New("fanout")).
+			Node("split", nodeType, work(behaviour{})...).
+			Node("x", nodeType, work(behaviour{Fail: 0.3}, graph.Retry(quickRetry))...).
+			Node("y", nodeType, work(behaviour{Fail: 0.3}, graph.Retry(quickRetry))...).
+			Node("z", nodeType, work(behaviour{Fail: 0.1, Fatal: 0.02}, graph.Retry(quickRetry), graph.Queue("slow"))...).
+			Node("join", nodeType, append(work(behaviour{}), graph.WaitAll())...).
+			Edge(graph.Start, "split").Edge("split", "x").Edge("split", "y").Edge("split", "z").
+			Edge("x", "join").Edge("y", "join").Edge("z", "join").Edge("join", graph.End)},
+		{name: "retry", b: reducers(graph.New("retry")).
+			Node("flaky", nodeType, work(behaviour{Fail: 0.6}, graph.Retry(quickRetry))...).
+			Node("fb", nodeType, work(behaviour{Fail: 0.7}, graph.Retry(graph.RetryPolicy{MaxAttempts: 2, InitialInterval: graph.Duration(500 * time.Millisecond)}), graph.Fallback("fallback"))...).
+			Edge(graph.Start, "flaky").Edge("flaky", "fb").Edge("fb", graph.End)},
+		{name: "loop", b: reducers(graph.New("loop")).
+			Node("init", nodeType, work(behaviour{})...).
+			Node("step", nodeType, work(behaviour{Fail: 0.2}, graph.Retry(quickRetry), graph.MaxIterations(6))...).
+			Edge(graph.Start, "init").Edge("init", "step").
+			Edge("step", "step", graph.If("state.total < 4")).
+			Edge("step", graph.End, graph.If("state.total >= 4"))},
+		{name: "map", input: `{"items":[1,2,3,4]}`, b: reducers(graph.New("map")).
+			Node("each", nodeType, work(behaviour{Fail: 0.2}, graph.Retry(quickRetry), graph.Map("state.items", 2))...).
+			Node("after", nodeType, work(behaviour{})...).
+			Edge(graph.Start, "each").Edge("each", "after").Edge("after", graph.End)},
+		{name: "human", human: []string{"approve"}, b: reducers(graph.New("human")).
+			Node("draft", nodeType, work(behaviour{})...).
+			Node("approve", graph.TypeHuman, graph.Config(map[string]string{"timeout": "40s"})).
+			Node("publish", nodeType, work(behaviour{})...).
+			Node("escalate", nodeType, work(behaviour{})...).
+			Edge(graph.Start, "draft").Edge("draft", "approve").
+			Edge("approve", "publish").Edge("approve", "escalate", graph.OnTimeout()).
+			Edge("publish", graph.End).Edge("escalate", graph.End)},
+		{name: "review", human: []string{"approve"}, reactive: true, b: reducers(graph.New("review")).
+			Node("draft", nodeType, work(behaviour{})...).
+			Node("approve", graph.TypeHuman, graph.Config(map[string]string{"timeout": "60s"}), graph.MaxIterations(4)).
+			Node("revise", nodeType, work(behaviour{})...).
+			Edge(graph.Start, "draft").Edge("draft", "approve").
+			Edge("approve", "revise").Edge("approve", graph.End, graph.OnTimeout()).
+			Edge("revise", "approve", graph.If("state.total < 3")).
+			Edge("revise", graph.End, graph.If("state.total >= 3"))},
+	}
+	var out []*simGraph
+	for _, sp := range specs {
+		g, err := sp.b.Build(graph.AllowAnyType())
+		if err != nil {
+			return nil, fmt.Errorf("graph %s: %w", sp.name, err)
+		}
+		out = append(out, &simGraph{name: sp.name, g: g, input: sp.input, human: sp.human, reactive: sp.reactive})
+	}
+	return out, nil
+}
+
+// behaviourOf reads a node's behaviour from its work item's config.
+func behaviourOf(cfg json.RawMessage) behaviour {
+	var b behaviour
+	_ = json.Unmarshal(cfg, &b)
+	return b
+}
