@@ -166,7 +166,7 @@ type timelineRow struct {
 	Summary   string          `json:"summary"`
 	Data      json.RawMessage `json:"data"`
 	// Fold says what the fold made of an event it did not apply: "stale:
-	// superseded delivery 1 (live delivery 2)", "refused: ...",
+	// attempt 1 of a/1 is succeeded", "refused: ...",
 	// "rejected: ...". Empty for an event that counted.
 	Fold string `json:"fold,omitempty"`
 }
@@ -227,8 +227,8 @@ func eventTime(e *events.Event) time.Time {
 }
 
 // printTimeline prints a run's events as a table; an event the fold did
-// not count is marked with why, e.g. "[stale: superseded delivery 1 (live
-// delivery 2)]".
+// not count is marked with why, e.g. "[stale: attempt 1 of a/1 is
+// succeeded]".
 func (e *env) printTimeline(evs []*events.Event) {
 	tw := table(e.stdout)
 	fmt.Fprintln(tw, "SEQ\tTIME\tEVENT\tNODE\tITER\tATTEMPT\tDETAILS")

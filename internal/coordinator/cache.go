@@ -30,6 +30,8 @@ type runEntry struct {
 	// armed holds the timers this coordinator armed for the run, by id,
 	// at the time they were armed for.
 	armed map[string]time.Time
+	// dropped is set once the run ended and its schedules were purged.
+	dropped bool
 	// traces holds, with tracing on, the trace context of each node's
 	// last outcome (and of the run's start), for the links of joins.
 	traces map[string]trace.SpanContext

@@ -356,3 +356,52 @@ edges:
 		t.Fatalf("attempts: %s", got)
 	}
 }
+
+// A node that reported progress once and then hangs: the coordinator's
+// durable heartbeat timer fails the attempt when no Heartbeat event comes
+// for HeartbeatMisses intervals, and attempt 2 runs.
+func TestHeartbeatTimeoutEnforcedByCoordinator(t *testing.T) {
+	_, st := natstest.Store(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	runCoordinator(t, ctx, st, coordinator.WithLogger(quiet()))
+	release := make(chan struct{})
+	runCustomWorker(t, ctx, st, map[string]worker.Node{
+		"silent": worker.NodeFunc(func(ctx context.Context, in *worker.Input) (*worker.Result, error) {
+			if err := worker.Heartbeat(ctx, map[string]int{"done": 1}); err != nil {
+				return nil, err
+			}
+			if in.Attempt == 1 {
+				<-release // hangs, heartbeating no more
+			}
+			return &worker.Result{Output: "done"}, nil
+		}),
+	}, worker.WithDrainTimeout(time.Second))
+	t.Cleanup(func() { close(release) })
+	g := anyTypeGraph(t, `
+name: silent
+nodes:
+  - {id: s, type: silent, heartbeat: 100ms, retry: {maxAttempts: 2, initialInterval: 10ms, jitter: 0.01}}
+edges:
+  - {from: START, to: s}
+  - {from: s, to: END}
+`)
+	run := events.NewRunID()
+	startRun(t, st, g, run, `{}`)
+	s := waitEnded(t, st, []string{run}, 30*time.Second)[run]
+	if s.Status != projection.RunCompleted {
+		t.Fatalf("run %s: %v", s.Status, s.Error)
+	}
+	var timedOut bool
+	for _, e := range readRun(t, st, run) {
+		if p, _ := e.Payload(); p != nil {
+			if f, ok := p.(*events.NodeFailedData); ok && e.Decision && f.Attempt == 1 && f.Error.Type == events.FailureTimeout &&
+				strings.Contains(f.Error.Message, "no heartbeat") {
+				timedOut = true
+			}
+		}
+	}
+	if !timedOut {
+		t.Fatalf("no heartbeat timeout of attempt 1 recorded by the coordinator: %s", attempts(t, st, run))
+	}
+}

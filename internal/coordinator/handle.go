@@ -137,9 +137,6 @@ func (c *Coordinator) process(ctx context.Context, e *events.Event, redelivered 
 			err = c.syncTimers(ctx, ent)
 		}
 		if err == nil {
-			if e.Type.Terminal() || (e.Type == events.TimerFired && ent.state.Status.Ended()) {
-				c.dropTimers(ctx, e.RunID)
-			}
 			return nil
 		}
 		c.cache.del(e.RunID)
@@ -270,9 +267,6 @@ func (c *Coordinator) decide(ctx context.Context, ent *runEntry) error {
 		ent.own[e.ID] = struct{}{}
 	}
 	c.checkpoint(ctx, g, s.RunID, d.Events, last)
-	if d.DropTimers || s.Status.Ended() {
-		c.dropTimers(ctx, s.RunID)
-	}
 	return c.notifyParent(ctx, ent)
 }
 
@@ -337,7 +331,7 @@ func (c *Coordinator) ensureQueue(ctx context.Context, e *events.Event) error {
 }
 
 // foldErr counts and logs what the fold said of an event delivered to it:
-// a stale outcome or decision (a late or superseded delivery, a decision
+// a stale outcome or decision (a late outcome, a decision
 // made before) is usual under faults and logged at info; a refused message
 // was logged when it came; anything else the fold cannot apply is a
 // warning.

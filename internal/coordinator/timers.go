@@ -28,9 +28,9 @@ import (
 //     redelivery, a takeover), it re-arms every timer the state says is
 //     pending (syncTimers): a coordinator that died between a decision and its
 //     timer, or a schedule that failed, leaves no run waiting forever.
-//   - When a run ends, its pending schedules are purged (dropTimers); one
-//     that fires anyway into the ended run is passed over by the fold, and
-//     purges what is left.
+//   - When a run ends, its pending schedules are purged (syncTimers), and
+//     a purge that fails leaves the event to be handled again; a timer
+//     that fires anyway into the ended run is passed over by the fold.
 
 // syncTimers arms every timer the run's state says is pending and this
 // coordinator has not armed at that time yet: a timer the decision just
@@ -41,7 +41,15 @@ import (
 func (c *Coordinator) syncTimers(ctx context.Context, ent *runEntry) error {
 	s := ent.state
 	if s.Status.Ended() {
-		ent.armed = nil
+		// Once per entry: the decision that ended the run, or the first
+		// event this coordinator gets of a run that ended (a restart, a
+		// purge that failed and left its event to come again).
+		if !ent.dropped {
+			if err := c.store.CancelSchedules(ctx, s.RunID); err != nil {
+				return fmt.Errorf("dropping the timers of ended run %s: %w", s.RunID, err)
+			}
+			ent.armed, ent.dropped = nil, true
+		}
 		return nil
 	}
 	for _, t := range s.PendingTimers() {
@@ -69,9 +77,9 @@ func (c *Coordinator) syncTimers(ctx context.Context, ent *runEntry) error {
 	return nil
 }
 
-// dropTimers purges an ended run's pending schedules. A failure is logged:
-// a timer left behind fires into the ended run, changes nothing there, and
-// purges again.
+// dropTimers purges the pending schedules of a run that failed outside
+// syncTimers. A failure is logged: the run-failed event comes back through
+// the consumer, and its handling purges again.
 func (c *Coordinator) dropTimers(ctx context.Context, run string) {
 	if err := c.store.CancelSchedules(ctx, run); err != nil {
 		c.log.Warn("dropping the timers of an ended run", logattr.RunID, run, logattr.Error, err)

@@ -50,18 +50,20 @@
 // Delivery is at least once and several writers race, so the fold decides
 // which of the events it is given count. Per node (and per map item) it
 // knows the live attempt: the activation's current Iteration and Attempt,
-// while its status is ready or running; and the live delivery: the highest
-// Delivery a NodeInvoking of that attempt reported (NodeState.Delivery).
+// while its status is ready or running. It records the highest Delivery a
+// NodeInvoking of that attempt reported (NodeState.Delivery).
 //
 //   - An outcome (NodeInvoked, NodeFailed, NodeCancelled) counts only for
-//     the live attempt, and only from the live delivery or with Delivery 0
-//     (the coordinator's outcomes, and histories older than deliveries).
-//     An outcome of another iteration or attempt, of an attempt that is
-//     retrying, due for retry or ended, or of a superseded delivery is
-//     stale: the first outcome of the live delivery stands. Two outcomes of
-//     the coordinator stand in for a worker's: a router's NodeInvoked while
-//     it waits, and a fallback's NodeInvoked for the last attempt, which
-//     failed for good.
+//     the live attempt: the first one to land stands, from whichever
+//     delivery of the attempt's work item (the deliveries run one logical
+//     execution, with one idempotency key, and share one work item, which
+//     the first outcome's worker acknowledges; fencing out an earlier
+//     delivery would strand the attempt if the later one's worker died).
+//     An outcome of another iteration or attempt, or of an attempt that is
+//     retrying, due for retry, timed out by the coordinator or ended, is
+//     stale. Two outcomes of the coordinator stand in for a worker's: a
+//     router's NodeInvoked while it waits, and a fallback's NodeInvoked for
+//     the last attempt, which failed for good.
 //   - A NodeInvoking of the live attempt makes it running and may raise the
 //     live delivery; any invoking counts as an execution (Executions).
 //   - A Heartbeat of the live attempt sets its HeartbeatAt; others are
@@ -81,7 +83,7 @@
 //
 // A stale event changes nothing but Stats.Stale (and LastSeq, Stats.Events
 // and UpdatedAt), and Apply returns an error wrapping ErrStale that says
-// why ("stale: superseded delivery 1 (live delivery 2)"), for the
+// why ("stale: attempt 1 of a/1 is retrying"), for the
 // coordinator's logs and the timeline of `weft events`.
 //
 // # Refused and rejected events

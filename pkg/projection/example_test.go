@@ -9,9 +9,9 @@ import (
 	"github.com/weft-dev/weft/pkg/projection"
 )
 
-// Apply says what became of each event: here the first delivery of an
-// attempt reports after the work item was redelivered, and only the live
-// delivery's outcome counts.
+// Apply says what became of each event: here the work item of an attempt
+// was delivered twice, both deliveries report, and the first outcome to
+// land stands.
 func ExampleState_Apply() {
 	a := events.NodeRef{Node: "fetch", Iteration: 1}
 	log := []events.Payload{
@@ -33,6 +33,6 @@ func ExampleState_Apply() {
 	n := s.Node("fetch")
 	fmt.Println(n.Status, "by", n.Worker, "- stale events:", s.Stats.Stale)
 	// Output:
-	// seq 5: stale: superseded delivery 1 (live delivery 2)
-	// succeeded by w2 - stale events: 1
+	// seq 6: stale: attempt 1 of fetch/1 is succeeded
+	// succeeded by w1 - stale events: 1
 }

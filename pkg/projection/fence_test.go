@@ -124,33 +124,28 @@ func TestLateSuccessOfRedeliveredAttemptIsStale(t *testing.T) {
 	}
 }
 
-// An outcome of a superseded delivery is stale while the live delivery
-// runs, and the live delivery's outcome then counts.
-func TestSupersededDeliveryIsStale(t *testing.T) {
+// The first outcome of the live attempt stands, from whichever delivery:
+// a late outcome of delivery 1 counts while delivery 2 runs, and delivery
+// 2's outcome is then stale.
+func TestFirstOutcomeOfAnyDeliveryStands(t *testing.T) {
 	r := newRun(t)
 	a := ref("a", 1)
 	r.ok(&events.NodeReadyData{NodeRef: a, Attempt: 1, Queue: "q"})
 	r.ok(&events.NodeInvokingData{NodeRef: a, Attempt: 1, Delivery: 1, Worker: "A"})
 	r.ok(&events.NodeInvokingData{NodeRef: a, Attempt: 1, Delivery: 2, Worker: "B"})
-	err := r.stale(&events.NodeInvokedData{NodeRef: a, Attempt: 1, Delivery: 1, Worker: "A"})
-	if want := "stale: superseded delivery 1 (live delivery 2)"; err.Error() != want {
-		t.Fatalf("error %q, want %q", err, want)
-	}
-	r.stale(&events.NodeFailedData{NodeRef: a, Attempt: 1, Delivery: 1, Error: boom})
-	r.stale(&events.NodeCancelledData{NodeRef: a, Attempt: 1, Delivery: 1, By: "filter"})
-	// A late invoking of the superseded delivery is an execution, but
-	// does not lower the live delivery.
+	// A late invoking of an earlier delivery is an execution, but does not
+	// lower the recorded delivery.
 	r.ok(&events.NodeInvokingData{NodeRef: a, Attempt: 1, Delivery: 1, Worker: "A"})
 	if n := r.s.Nodes["a"]; n.Delivery != 2 || n.Worker != "B" || n.Executions != 3 {
 		t.Fatalf("delivery %d worker %q executions %d", n.Delivery, n.Worker, n.Executions)
 	}
-	r.ok(&events.NodeInvokedData{NodeRef: a, Attempt: 1, Delivery: 2, Worker: "B", Output: json.RawMessage(`"b"`)})
-	if n := r.s.Nodes["a"]; n.Status != projection.NodeSucceeded || string(n.Output) != `"b"` {
+	r.ok(&events.NodeInvokedData{NodeRef: a, Attempt: 1, Delivery: 1, Worker: "A", Output: json.RawMessage(`"a"`)})
+	if n := r.s.Nodes["a"]; n.Status != projection.NodeSucceeded || string(n.Output) != `"a"` {
 		t.Fatalf("status %s output %s", n.Status, n.Output)
 	}
-	// The first outcome of the live delivery stands.
+	r.stale(&events.NodeInvokedData{NodeRef: a, Attempt: 1, Delivery: 2, Worker: "B", Output: json.RawMessage(`"b"`)})
 	r.stale(&events.NodeFailedData{NodeRef: a, Attempt: 1, Delivery: 2, Error: boom})
-	if r.s.Stats.Stale != 4 || r.s.Stats.Rejected != 0 {
+	if r.s.Stats.Stale != 2 || r.s.Stats.Rejected != 0 {
 		t.Fatalf("stats %+v", r.s.Stats)
 	}
 }
@@ -187,7 +182,7 @@ func TestOutcomeFencing(t *testing.T) {
 		{"ready, no delivery known", ready, invoked(1, 3), nil},
 		{"running, live delivery", running, invoked(1, 1), nil},
 		{"running, coordinator's (delivery 0)", running, &events.NodeFailedData{NodeRef: a, Attempt: 1, Error: events.Failure{Type: events.FailureTimeout}}, nil},
-		{"running, delivery never invoking", running, invoked(1, 2), projection.ErrStale},
+		{"running, a delivery not reported invoking", running, invoked(1, 2), nil},
 		{"running, other attempt", running, invoked(2, 1), projection.ErrStale},
 		{"running, other iteration", running, &events.NodeInvokedData{NodeRef: ref("a", 2), Attempt: 1, Delivery: 1}, projection.ErrStale},
 		{"unknown node", running, &events.NodeInvokedData{NodeRef: ref("zz", 1), Attempt: 1}, projection.ErrStale},
@@ -215,7 +210,7 @@ func TestOutcomeFencing(t *testing.T) {
 	}
 }
 
-// Map items are fenced like nodes, each on its own attempt and delivery.
+// Map items are fenced like nodes, each on its own attempt.
 func TestItemFencing(t *testing.T) {
 	r := newRun(t)
 	r.ok(&events.NodeWaitingData{NodeRef: ref("m", 1), For: "map", Items: json.RawMessage(`["x","y"]`)})
@@ -226,8 +221,8 @@ func TestItemFencing(t *testing.T) {
 	r.ok(&events.NodeInvokingData{NodeRef: i0, Attempt: 1, Delivery: 1})
 	r.ok(&events.NodeInvokingData{NodeRef: i0, Attempt: 1, Delivery: 2})
 	r.ok(&events.NodeInvokingData{NodeRef: i1, Attempt: 1, Delivery: 1})
-	r.stale(&events.NodeInvokedData{NodeRef: i0, Attempt: 1, Delivery: 1, Output: json.RawMessage(`"late"`)})
 	r.ok(&events.NodeFailedData{NodeRef: i0, Attempt: 1, Delivery: 2, Error: boom})
+	r.stale(&events.NodeInvokedData{NodeRef: i0, Attempt: 1, Delivery: 1, Output: json.RawMessage(`"late"`)})
 	r.ok(&events.RetryScheduledData{NodeRef: i0, Attempt: 2, At: r.clock, TimerID: "t0", LastFailure: boom})
 	r.stale(&events.NodeInvokedData{NodeRef: i0, Attempt: 1, Delivery: 2})
 	r.ok(&events.NodeInvokedData{NodeRef: i1, Attempt: 1, Delivery: 1, Output: json.RawMessage(`"Y"`)})

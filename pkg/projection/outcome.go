@@ -38,12 +38,16 @@ func (s *State) attemptOf(ref events.NodeRef) (*NodeState, attempt, error) {
 	return n, attempt{&it.Status, it.Attempt, &it.Delivery, &it.HeartbeatAt, &it.TimedOut}, nil
 }
 
-// live returns the node if an outcome of (ref, attempt, delivery) counts,
-// else why it is stale. It counts when attempt is the current attempt of
-// ref's activation (or item), which is ready or running, and delivery is
-// 0 (the coordinator's, or a history without deliveries) or the live
-// delivery (or no delivery is known yet).
-func (s *State) live(ref events.NodeRef, att, delivery int) (*NodeState, attempt, error) {
+// live returns the node if an outcome of (ref, attempt) counts, else why
+// it is stale. It counts when attempt is the current attempt of ref's
+// activation (or item), which is ready or running. Whichever delivery's
+// outcome lands first stands: the deliveries of one attempt run the same
+// logical execution (one input, one idempotency key), and they share one
+// work item, which the first delivery's worker acknowledges once its
+// outcome is in, so a later delivery is not redelivered if its worker
+// dies: fencing the earlier delivery out would leave the attempt running
+// forever (the simulator showed it).
+func (s *State) live(ref events.NodeRef, att, _ int) (*NodeState, attempt, error) {
 	n, a, err := s.attemptOf(ref)
 	if err != nil {
 		return nil, a, err
@@ -53,12 +57,6 @@ func (s *State) live(ref events.NodeRef, att, delivery int) (*NodeState, attempt
 	}
 	if st := *a.status; st != NodeReady && st != NodeRunning {
 		return nil, a, stale("attempt %d of %s is %s", att, ref.Key(), orIdle(st))
-	}
-	if live := *a.delivery; delivery != 0 && live != 0 && delivery != live {
-		if delivery < live {
-			return nil, a, stale("superseded delivery %d (live delivery %d)", delivery, live)
-		}
-		return nil, a, stale("delivery %d was never reported invoking (live delivery %d)", delivery, live)
 	}
 	return n, a, nil
 }

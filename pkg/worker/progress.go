@@ -14,7 +14,10 @@ import (
 )
 
 // HeartbeatEventInterval is the least time between two Heartbeat events of
-// one attempt (one delivery of its work item). Heartbeat calls in between
+// one attempt (one delivery of its work item), or the node's heartbeat
+// interval (graph field heartbeat) when that is shorter: once a node has
+// sent a Heartbeat event, the coordinator fails its attempt as timed out
+// when projection.HeartbeatMisses intervals pass without another. Heartbeat calls in between
 // still extend the work item's ack deadline; their details are not
 // recorded, so that a node that reports progress in a tight loop does not
 // flood its run's log.
@@ -66,7 +69,11 @@ func Heartbeat(ctx context.Context, details any) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.now()
-	if !p.last.IsZero() && now.Sub(p.last) < HeartbeatEventInterval {
+	interval := HeartbeatEventInterval
+	if hb := time.Duration(p.it.ready.HeartbeatMs) * time.Millisecond; hb > 0 && hb < interval {
+		interval = hb
+	}
+	if !p.last.IsZero() && now.Sub(p.last) < interval {
 		return nil
 	}
 	var raw json.RawMessage
