@@ -8,7 +8,7 @@ FUZZTIME ?= 20s
 # without it, and say so.
 RACE     := $(shell [ "$$($(GO) env CGO_ENABLED)" = 1 ] && echo -race)
 
-.PHONY: demo test lint vet fmt-check build bench bench-quick fuzz clean sim sim-known
+.PHONY: demo test lint vet fmt-check build bench bench-quick fuzz chaos clean sim sim-known
 
 ## demo: run examples/hello.yaml on an embedded NATS, coordinator and worker
 demo:
@@ -53,6 +53,12 @@ fuzz:
 			$(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) $$pkg; \
 		done; \
 	done
+
+## chaos: the chaos test at full size: 1,000 runs on a 3-node NATS cluster
+## while workers, coordinators and NATS nodes are SIGKILLed (WEFT_CHAOS_RUNS,
+## WEFT_CHAOS_SEED and WEFT_CHAOS_LOGS override; see internal/reliability)
+chaos:
+	WEFT_CHAOS_RUNS=$${WEFT_CHAOS_RUNS:-1000} $(GO) test $(RACE) -v -run TestChaos -count=1 -timeout 60m ./internal/reliability/
 
 ## clean: remove built binaries and weft dev's data
 clean:
