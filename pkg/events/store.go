@@ -275,6 +275,9 @@ func (s *store) leaderGet(ctx context.Context, req map[string]any) (*jetstream.R
 		if r.Error.Code == 404 {
 			return nil, nil
 		}
+		if r.Error.Code == 503 {
+			return nil, fmt.Errorf("%s: %w", r.Error.Description, nats.ErrNoResponders)
+		}
 		return nil, fmt.Errorf("%s (code %d)", r.Error.Description, r.Error.ErrCode)
 	}
 	if r.Message == nil {
@@ -480,6 +483,10 @@ func (s *store) readBatch(ctx context.Context, filter string, from, upTo uint64)
 			return out, pending > 0, nil
 		case "408":
 			return out, false, nil
+		case "503":
+			// No replica answered (a leader election, a lost server): a
+			// passing condition, worth waiting for.
+			return nil, false, fmt.Errorf("reading %s: %w", filter, nats.ErrNoResponders)
 		default:
 			return nil, false, fmt.Errorf("reading %s: status %s %s", filter, m.Header.Get("Status"), m.Header.Get("Description"))
 		}

@@ -10,8 +10,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/setup"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
@@ -219,8 +221,16 @@ type queue struct {
 	slots chan struct{}
 }
 
+// openQueue sets up a queue's consumer, waiting out a NATS that is away
+// or electing its leaders (with capped back-off, logging what it waits
+// for) until ctx ends; a configuration error ends it at once.
 func (w *Worker) openQueue(ctx context.Context, name string) (*queue, error) {
-	c, err := EnsureQueue(ctx, w.js, w.store.StreamName(), name, QueueOptions{AckWait: w.opts.ackWait})
+	var c jetstream.Consumer
+	err := setup.Retry(ctx, w.log, "the consumer of queue "+name, setupFatal, func(ctx context.Context) error {
+		var err error
+		c, err = EnsureQueue(ctx, w.js, w.store.StreamName(), name, QueueOptions{AckWait: w.opts.ackWait})
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -377,4 +387,10 @@ func (q *queue) release() {
 	if q.slots != nil {
 		<-q.slots
 	}
+}
+
+// setupFatal reports whether a setup error is one waiting cannot fix.
+func setupFatal(err error) bool {
+	return errors.Is(err, events.ErrInvalidID) || errors.Is(err, events.ErrUnsafeSetting) ||
+		errors.Is(err, nats.ErrPermissionViolation) || errors.Is(err, nats.ErrAuthorization)
 }

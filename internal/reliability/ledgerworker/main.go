@@ -63,7 +63,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer nc.Close()
-	store, err := cfg.OpenStore(ctx, nc)
+	store, err := cfg.OpenStore(ctx, nc, nil)
 	if err != nil {
 		return fmt.Errorf("opening the events store: %w", err)
 	}
