@@ -223,8 +223,8 @@ func TestMsgIDSquattingCaught(t *testing.T) {
 // there. NATS cannot refuse it. The fired copy carries the header
 // Nats-Scheduler with the schedule's subject (which a writer cannot set
 // itself), so the engine can refuse a message on a run subject whose
-// scheduler is not one of the coordinator's weft.t subjects; this test
-// reports whether the fold accepts the forged end today.
+// scheduler is not one of the coordinator's weft.t subjects (Decode's
+// checkServerHeaders): this test asserts that it does.
 func TestGapScheduleForgesDecision(t *testing.T) {
 	s := startServer(t)
 	s.setup(t)
@@ -260,13 +260,16 @@ func TestGapScheduleForgesDecision(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	refused := false
 	for _, ev := range evs {
 		if ev.Type == events.RunCompleted && ev.Refused == nil {
-			t.Logf("OPEN: the engine accepts the forged %s at %d on %s (fired by a client's schedule)", ev.Type, ev.Seq, target)
-			return
+			t.Fatalf("the engine accepts the forged %s at %d on %s (fired by a client's schedule)", ev.Type, ev.Seq, target)
 		}
+		refused = refused || errors.Is(ev.Refused, events.ErrMisplaced)
 	}
-	t.Logf("the engine refuses the forged end: %d events, none an accepted run-completed", len(evs))
+	if !refused {
+		t.Fatalf("the forged end was not read as refused: %d events", len(evs))
+	}
 }
 
 // TestGapRollupPurgesStream: the events stream allows message schedules
@@ -308,23 +311,36 @@ func TestGapRollupPurgesStream(t *testing.T) {
 // TestGapWriterChosenTTL: the events stream allows per-message TTLs
 // (AllowMsgTTL, for timers), and a writer may set Nats-TTL on its own
 // events: a client's signal, or a worker's outcome, is then deleted by
-// the server after the coordinator has acted on it, and a replay of the
-// log no longer sees it. NATS cannot refuse the header per subject; the
-// engine can pass over events that carry one (outside weft.t).
+// the server later, and a replay of the log no longer sees it. NATS
+// cannot refuse the header per subject; the engine passes over events
+// that carry one, so nothing is ever decided from such an event.
 func TestGapWriterChosenTTL(t *testing.T) {
 	s := startServer(t)
 	s.setup(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cl := s.connect(t, userClient)
-	subject := sub(events.NewRunID(), "c.signal")
-	m := nats.NewMsg(subject)
+	run := events.NewRunID()
+	subject := sub(run, "c.signal")
+	sig, err := events.New(run, "sig-ttl", time.Now(), &events.SignalReceivedData{Node: "ask", Data: json.RawMessage(`{"ok":true}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := events.Encode(sig)
+	if err != nil {
+		t.Fatal(err)
+	}
 	m.Header.Set("Nats-TTL", "1s")
-	m.Data = []byte("{}")
 	if _, err := cl.js.PublishMsg(ctx, m); err != nil {
-		t.Skipf("the TTL was refused (the gap is closed): %v", err)
+		t.Logf("the TTL was refused by the server: %v", err)
+		return
 	}
 	admin := s.connect(t, userAdmin)
+	// While it is there, the engine passes it over: the coordinator never
+	// acts on an event that will vanish.
+	if evs, err := openStore(t, admin).Read(ctx, run, 0, 0); err != nil || len(evs) != 1 || !errors.Is(evs[0].Refused, events.ErrMisplaced) {
+		t.Fatalf("a signal with a writer-chosen TTL: read %d events (err %v), want it refused", len(evs), err)
+	}
 	deadline := time.Now().Add(8 * time.Second)
 	for lastSeqOn(t, admin, subject) != 0 {
 		if time.Now().After(deadline) {
@@ -332,5 +348,5 @@ func TestGapWriterChosenTTL(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	t.Logf("OPEN: a client's event on %s vanished from the log after its writer-chosen TTL", subject)
+	t.Logf("a client's event on %s vanished after its writer-chosen TTL; the engine had passed it over", subject)
 }

@@ -372,6 +372,9 @@ func (m *natsMessage) GetExtension(name string) any {
 // that decodes as the type's payload. Every failure wraps
 // ErrMalformedEvent, ErrUnknownType or ErrMisplaced.
 func Decode(subject string, hdr nats.Header, data []byte) (*Event, error) {
+	if err := checkServerHeaders(subject, hdr); err != nil {
+		return nil, err
+	}
 	if e, ok, err := decodeFast(subject, hdr, data); ok {
 		return e, err
 	}
@@ -466,3 +469,39 @@ func nodeOf(p Payload) (string, int, bool) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// JetStream headers that make the server write or remove messages on a
+// writer's behalf, which NATS permissions (on subjects only) do not see.
+const (
+	hdrScheduler   = "Nats-Scheduler"
+	hdrMsgTTL      = "Nats-TTL"
+	hdrScheduleHdr = "Nats-Schedule"
+)
+
+// checkServerHeaders refuses events the server wrote or will remove on a
+// writer's behalf: a message with a per-message TTL (its writer would make
+// it vanish from the history after the coordinator acted on it), a message
+// that is itself a schedule, and a fired schedule that is not one of the
+// coordinator's timers of the run, firing onto the run's timer subject (a
+// writer who may publish a schedule on its own subject could otherwise
+// have the server write any event, a decision included, anywhere).
+func checkServerHeaders(subject string, hdr nats.Header) error {
+	if hdr == nil {
+		return nil
+	}
+	if hdr.Get(hdrMsgTTL) != "" {
+		return fmt.Errorf("%w: %s: an event with a %s header", ErrMisplaced, subject, hdrMsgTTL)
+	}
+	if hdr.Get(hdrScheduleHdr) != "" {
+		return fmt.Errorf("%w: %s: a schedule, not an event", ErrMisplaced, subject)
+	}
+	by := hdr.Get(hdrScheduler)
+	if by == "" {
+		return nil
+	}
+	p, ok := parseSubject(subject)
+	if !ok || p.class != classNotice || p.kind != kinds[TimerFired] || !strings.HasPrefix(by, strings.TrimSuffix(ScheduleFilter(p.run), ">")) {
+		return fmt.Errorf("%w: %s: written by the schedule %s, which is not one of the run's timers", ErrMisplaced, subject, by)
+	}
+	return nil
+}
