@@ -38,7 +38,7 @@ and any setting Weft cannot run with.
   -max-age D      how long the stream keeps events (0: forever)
   -ack-wait D     the ack wait of the task queues' consumers (-queue Q: one)
 It also sets what Weft relies on and an update can set (the stream's
-subjects, direct gets, message schedules, TTLs and atomic batches): run it
+subjects, direct gets and atomic batches): run it
 with no change flags when a daemon refuses a stream. Only the settings
 given change, by flag or by their environment variable (WEFT_REPLICAS,
 WEFT_DUPLICATES, WEFT_MAX_AGE); -dry-run shows the changes without making

@@ -21,8 +21,8 @@ func TestAdminSettings(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	wantContains(t, "admin settings", r.stdout, "stream WEFT", "weft.r.>, weft.t.>", "duplicates window  2m0s",
-		"message schedules  yes", "coordinator-0", "work-default", "queue", "30s", "weft-workers", "weft-snapshots", "weft-coordinators")
+	wantContains(t, "admin settings", r.stdout, "stream WEFT", "weft.r.>", "duplicates window  2m0s",
+		"message schedules  no", "coordinator-0", "work-default", "queue", "30s", "weft-workers", "weft-snapshots", "weft-coordinators")
 	if strings.Contains(r.stdout, "cannot run with") {
 		t.Errorf("a good stream reported problems:\n%s", r.stdout)
 	}
@@ -32,7 +32,7 @@ func TestAdminSettings(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &set); err != nil {
 		t.Fatalf("-o json: %v\n%s", err, r.stdout)
 	}
-	if set.Stream.Name != "WEFT" || set.Stream.Replicas != 1 || set.Stream.Duplicates != "2m0s" || !set.Stream.AllowMsgSchedules {
+	if set.Stream.Name != "WEFT" || set.Stream.Replicas != 1 || set.Stream.Duplicates != "2m0s" || set.Stream.AllowMsgSchedules {
 		t.Errorf("stream = %+v", set.Stream)
 	}
 	kinds := map[string]string{}
@@ -116,7 +116,7 @@ func TestAdminApplyRepairsAStream(t *testing.T) {
 	_, js := natstest.Connect(t, srv)
 	ctx := context.Background()
 	sc := events.StreamConfig(events.DefaultConfig())
-	sc.AllowMsgSchedules, sc.AllowAtomicPublish = false, false
+	sc.AllowDirect, sc.AllowAtomicPublish = false, false
 	if _, err := js.CreateStream(ctx, sc); err != nil {
 		t.Fatal(err)
 	}
@@ -125,13 +125,13 @@ func TestAdminApplyRepairsAStream(t *testing.T) {
 	}
 	url := srv.ClientURL()
 	r := weft(t, "admin", "settings", "-nats", url)
-	wantContains(t, "settings", r.stdout, "message schedules  no", "settings Weft cannot run with", "allow_msg_schedules is false")
+	wantContains(t, "settings", r.stdout, "settings Weft cannot run with", "allow_direct is false")
 
 	r = weft(t, "admin", "apply", "-nats", url)
 	if r.code != 0 {
 		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	wantContains(t, "apply", r.stdout, "allow_msg_schedules", "allow_atomic", "false → true")
+	wantContains(t, "apply", r.stdout, "allow_direct", "allow_atomic", "false → true")
 	if _, err := events.Open(ctx, js); err != nil {
 		t.Fatalf("after apply: %v", err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/natsconn"
+	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/worker"
 )
 
@@ -117,6 +118,9 @@ func (e *env) setupDeployment(c *command, cfg *natsconn.Config) error {
 	store, err := cfg.OpenStore(ctx, nc, nil)
 	if err != nil {
 		return fmt.Errorf("setting up stream %s: %w", cfg.Stream, err)
+	}
+	if err := events.EnsureTimers(ctx, store); err != nil {
+		return err
 	}
 	js := store.JetStream()
 	buckets := []jetstream.KeyValueConfig{

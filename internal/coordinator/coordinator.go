@@ -224,6 +224,11 @@ func (c *Coordinator) Run(ctx context.Context) error {
 		}
 		wg.Wait()
 	}()
+	if _, err := retry(ctx, c.log, "setting up the timers stream", func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, events.EnsureTimers(ctx, c.store)
+	}); err != nil {
+		return nil // ctx ended
+	}
 	kv, err := retry(ctx, c.log, "opening the partition leases", func(ctx context.Context) (jetstream.KeyValue, error) {
 		return c.leasesKV(ctx)
 	})
@@ -252,6 +257,9 @@ const shardFullDelay = 50 * time.Millisecond
 // shards; it takes the consumer up again when its iterator fails.
 func (c *Coordinator) consume(pctx context.Context, p int, shards []chan delivery) {
 	log := c.log.With(logattr.Partition, p)
+	var relay sync.WaitGroup
+	relay.Go(func() { c.relayTimers(pctx, p) })
+	defer relay.Wait()
 	for pctx.Err() == nil {
 		cons, err := retry(pctx, log, "setting up the partition consumer", func(ctx context.Context) (jetstream.Consumer, error) {
 			return c.partitionConsumer(ctx, p)

@@ -293,7 +293,7 @@ edges:
 
 func pendingSchedules(t testing.TB, st events.Store, run string) uint64 {
 	t.Helper()
-	s, err := st.JetStream().Stream(context.Background(), st.StreamName())
+	s, err := st.JetStream().Stream(context.Background(), st.TimerStream())
 	if err != nil {
 		t.Fatal(err)
 	}

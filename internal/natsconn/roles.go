@@ -193,7 +193,7 @@ func (d Deployment) User(r Role, q string) User {
 			[]string{
 				"weft.r.*.*.d.>", // decisions, work items included
 				"weft.r.*.*.n.*", // notices: timers fired, children finished
-				"weft.t.>",       // durable timers (message schedules)
+				"weft.t.s.>",     // durable timers (message schedules), in the timers stream
 				// A child run is started, and cancelled, by its parent's
 				// coordinator, with client events.
 				"weft.r.*.*.c.started",
@@ -201,9 +201,11 @@ func (d Deployment) User(r Role, q string) User {
 			},
 			reads,
 			[]string{
-				// Store.CancelSchedules: a purge filtered to one run's
-				// timers; NATS cannot check the filter (open gap).
-				api + "STREAM.PURGE." + s,
+				// Store.CancelSchedules: a purge of one run's timers, in
+				// the timers stream only (NATS cannot check the filter,
+				// but the events stream is out of reach).
+				api + "STREAM.PURGE." + s + events.TimerStreamSuffix,
+				api + "STREAM.INFO." + s + events.TimerStreamSuffix,
 				// No stream create or update: a stream's configuration
 				// (subjects, republish rules) is in the request body, so
 				// the right would reach any subject. The admin sets the
@@ -230,8 +232,11 @@ func (d Deployment) User(r Role, q string) User {
 				"$JS.FC.KV_" + leasesBucket + ".>",
 			},
 			// Its partition consumers: create with any of the
-			// partitions' filters, info, pull, acknowledge.
-			coordinatorGrants(api, s, coordinators))
+			// partitions' filters, info, pull, acknowledge; and the
+			// partitions' consumers of fired timers.
+			coordinatorGrants(api, s, coordinators),
+			coordinatorGrants(api, s+events.TimerStreamSuffix, d.timerConsumers()),
+			[]string{api + "CONSUMER.INFO." + s + events.TimerStreamSuffix + ".*"})
 		u.SubscribeAllow = []string{inbox}
 	case RoleWorker:
 		cons := QueueConsumerName(q)
@@ -277,6 +282,16 @@ func (d Deployment) coordinatorConsumers() []string {
 	out := []string{d.Durable}
 	for p := range d.Partitions {
 		out = append(out, d.Durable+"-"+strconv.Itoa(p))
+	}
+	return out
+}
+
+// timerConsumers are the names of the partitions' consumers of fired
+// timers (internal/coordinator relay.go).
+func (d Deployment) timerConsumers() []string {
+	var out []string
+	for p := range max(d.Partitions, 1) {
+		out = append(out, d.Durable+"-timers-"+strconv.Itoa(p))
 	}
 	return out
 }

@@ -57,14 +57,14 @@ func TestRunRefusesAnUnsafeStream(t *testing.T) {
 	srv := natstest.Server(t)
 	_, js := natstest.Connect(t, srv)
 	sc := events.StreamConfig(events.DefaultConfig())
-	sc.AllowMsgSchedules = false
+	sc.AllowAtomicPublish = false
 	if _, err := js.CreateStream(context.Background(), sc); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	err := nodeworker.Run(ctx, []string{"-nats", srv.ClientURL()}, &bytes.Buffer{}, &bytes.Buffer{})
-	if err == nil || ctx.Err() != nil || !strings.Contains(err.Error(), "allow_msg_schedules") || !strings.Contains(err.Error(), "weft admin apply") {
+	if err == nil || ctx.Err() != nil || !strings.Contains(err.Error(), "allow_atomic") || !strings.Contains(err.Error(), "weft admin apply") {
 		t.Fatalf("Run = %v, want the unsafe setting and its fix", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,12 +19,11 @@ import (
 // deploy/SECURITY.md; when the engine stops needing the right, the grant
 // goes and the test turns into a refusal.
 
-// TestGapCoordinatorPurgesAnyRun: dropping a run's pending timers
-// (Store.CancelSchedules) is a purge filtered on the run's weft.t
-// subjects, and the filter is in the request body, which NATS permissions
-// do not see. So the coordinator may purge any subject: another run's
-// history, or the whole stream.
-func TestGapCoordinatorPurgesAnyRun(t *testing.T) {
+// TestCoordinatorCannotPurgeRuns: dropping a run's pending timers
+// (Store.CancelSchedules) is a purge of the timers stream, the only purge
+// the coordinator holds; the events stream, every run's history, is out
+// of its reach.
+func TestCoordinatorCannotPurgeRuns(t *testing.T) {
 	s := startServer(t)
 	admin := s.connect(t, userAdmin)
 	s.setup(t)
@@ -34,11 +34,11 @@ func TestGapCoordinatorPurgesAnyRun(t *testing.T) {
 	}
 	coord := s.connect(t, userCoord)
 	st := mustStream(t, coord)
-	if err := st.Purge(ctx, jetstream.WithPurgeSubject(events.RunFilter(victim))); err != nil {
-		t.Fatalf("the coordinator's purge was refused (close the gap in SECURITY.md): %v", err)
+	if err := st.Purge(ctx, jetstream.WithPurgeSubject(events.RunFilter(victim))); err == nil {
+		t.Fatal("the coordinator purged a run's history")
 	}
-	if seq := lastSeqOn(t, admin, sub(victim, "c.started")); seq != 0 {
-		t.Fatalf("purged, yet the run's start is still at %d", seq)
+	if seq := lastSeqOn(t, admin, sub(victim, "c.started")); seq == 0 {
+		t.Fatal("the run's start is gone")
 	}
 }
 
@@ -245,13 +245,18 @@ func TestGapScheduleForgesDecision(t *testing.T) {
 	m.Header.Set("Nats-Schedule-Target", target)
 	cl := s.connect(t, userClient)
 	if _, err := cl.js.PublishMsg(ctx, m); err != nil {
-		t.Skipf("the server refused the schedule (the gap is closed): %v", err)
+		// The events stream has no message schedules (timers live in
+		// their own stream): refused by the server.
+		if !strings.Contains(err.Error(), "schedules is disabled") {
+			t.Fatalf("refused for another reason: %v", err)
+		}
+		return
 	}
 	admin := s.connect(t, userAdmin)
 	deadline := time.Now().Add(10 * time.Second)
 	for lastSeqOn(t, admin, target) == 0 {
 		if time.Now().After(deadline) {
-			t.Skip("the schedule never fired onto the decision subject (the gap is closed)")
+			t.Fatal("the schedule was taken and never fired onto the decision subject")
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -272,16 +277,12 @@ func TestGapScheduleForgesDecision(t *testing.T) {
 	}
 }
 
-// TestGapRollupPurgesStream: the events stream allows message schedules
-// (Weft's durable timers), and nats-server then forces roll-ups on
-// (AllowRollup true, DenyPurge false: a schedule may roll its subject
-// up). So any role that may publish on any subject of the stream — a
-// client on its own signal subject — can send "Nats-Rollup: all" and
-// purge the whole stream with one ordinary publish. Permissions see the
-// subject, never the header. The fix is the engine's: timers in a stream
-// of their own, so that the events stream needs neither schedules nor
-// roll-ups (see deploy/SECURITY.md, gap 1).
-func TestGapRollupPurgesStream(t *testing.T) {
+// TestRollupRefused: a stream with message schedules has roll-ups forced
+// on, and permissions see subjects, never headers: with timers in the
+// events stream, any role could purge it with "Nats-Rollup: all" on its
+// own subject. Timers live in a stream of their own, so the events stream
+// has roll-ups off and the server refuses the header.
+func TestRollupRefused(t *testing.T) {
 	s := startServer(t)
 	s.setup(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -294,18 +295,12 @@ func TestGapRollupPurgesStream(t *testing.T) {
 	cl := s.connect(t, userClient)
 	m := nats.NewMsg(sub(events.NewRunID(), "c.signal"))
 	m.Header.Set("Nats-Rollup", "all")
-	if _, err := cl.js.PublishMsg(ctx, m); err != nil {
-		t.Skipf("the rollup was refused (the gap is closed): %v", err)
+	if _, err := cl.js.PublishMsg(ctx, m); err == nil {
+		t.Error("the server took a client's rollup")
 	}
-	info, err := mustStream(t, admin).Info(ctx)
-	if err != nil {
-		t.Fatal(err)
+	if lastSeqOn(t, admin, sub(victim, "c.started")) == 0 {
+		t.Fatal("a client's rollup purged the events stream")
 	}
-	if lastSeqOn(t, admin, sub(victim, "c.started")) != 0 {
-		t.Skip("the other run's event survived (the gap is closed)")
-	}
-	t.Logf("OPEN: a client's rollup purged the stream (allow_rollup_hdrs=%v, deny_purge=%v, %d message left)",
-		info.Config.AllowRollup, info.Config.DenyPurge, info.State.Msgs)
 }
 
 // TestGapWriterChosenTTL: the events stream allows per-message TTLs

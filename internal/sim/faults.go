@@ -258,6 +258,7 @@ func (p *procStore) CancelSchedules(ctx context.Context, runID string) error {
 }
 
 func (p *procStore) StreamName() string             { return p.sim.store.StreamName() }
+func (p *procStore) TimerStream() string            { return p.sim.store.TimerStream() }
 func (p *procStore) JetStream() jetstream.JetStream { return nil }
 func (p *procStore) MaxEventSize() int              { return p.sim.store.MaxEventSize() }
 

@@ -395,6 +395,7 @@ func (s *memStore) CancelSchedules(_ context.Context, runID string) error {
 }
 
 func (s *memStore) StreamName() string             { return "WEFT" }
+func (s *memStore) TimerStream() string            { return "WEFT" + events.TimerStreamSuffix }
 func (s *memStore) JetStream() jetstream.JetStream { return nil }
 func (s *memStore) MaxEventSize() int              { return s.log.maxSize }
 

@@ -505,3 +505,28 @@ func checkServerHeaders(subject string, hdr nats.Header) error {
 	}
 	return nil
 }
+
+// DecodeFired reads a timer that fired in the timers stream (on
+// FiredSubject(run)) as the TimerFired event the coordinator appends to
+// the run: only the coordinator writes the timers stream, and the server
+// stamps the fired copy with the schedule it came from (Nats-Scheduler),
+// which must be one of the run's timers.
+func DecodeFired(subject string, hdr nats.Header, data []byte) (*Event, error) {
+	run, ok := firedRun(subject)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s: not a fired timer's subject", ErrMisplaced, subject)
+	}
+	if by := hdr.Get(hdrScheduler); !strings.HasPrefix(by, strings.TrimSuffix(ScheduleFilter(run), ">")) {
+		return nil, fmt.Errorf("%w: %s: fired by %q, not one of the run's timers", ErrMisplaced, subject, by)
+	}
+	target := runBase(run) + classNotice + "." + kinds[TimerFired]
+	e, err := Decode(target, hdr, data)
+	if err != nil {
+		return nil, err
+	}
+	if e.Type != TimerFired {
+		return nil, fmt.Errorf("%w: %s: a %s fired as a timer", ErrMisplaced, subject, e.Type)
+	}
+	e.subject = "" // appended anew to the run
+	return e, nil
+}

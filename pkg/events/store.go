@@ -71,6 +71,10 @@ type Store interface {
 	CancelSchedules(ctx context.Context, runID string) error
 	// StreamName is the name of the events stream.
 	StreamName() string
+	// TimerStream is the name of the timers stream beside it, where
+	// Schedule stores timers and they fire (see FiredSubject); the
+	// coordinator appends each fired timer to its run.
+	TimerStream() string
 	// JetStream is the JetStream context the store uses.
 	JetStream() jetstream.JetStream
 	// MaxEventSize is the largest encoded event the server takes.
@@ -85,6 +89,7 @@ type store struct {
 }
 
 func (s *store) StreamName() string             { return s.cfg.Stream }
+func (s *store) TimerStream() string            { return s.cfg.Stream + TimerStreamSuffix }
 func (s *store) JetStream() jetstream.JetStream { return s.js }
 func (s *store) MaxEventSize() int              { return int(s.nc.MaxPayload()) }
 
@@ -522,8 +527,8 @@ func (s *store) Schedule(ctx context.Context, ev *Event, timerID string, at time
 	if err != nil {
 		return err
 	}
-	target := m.Subject
 	m.Subject = ScheduleSubject(ev.RunID, timerID)
+	target := FiredSubject(ev.RunID)
 	// No message id: a schedule published on a timer's subject replaces
 	// the one there, so arming a timer again is harmless at any time, also
 	// beyond the de-duplication window.
@@ -539,7 +544,14 @@ func (s *store) Schedule(ctx context.Context, ev *Event, timerID string, at time
 func (s *store) CancelSchedules(ctx context.Context, runID string) error {
 	ctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
 	defer cancel()
-	return s.stream.Purge(ctx, jetstream.WithPurgeSubject(ScheduleFilter(runID)))
+	ts, err := s.js.Stream(ctx, s.TimerStream())
+	if err != nil {
+		return err
+	}
+	if err := ts.Purge(ctx, jetstream.WithPurgeSubject(ScheduleFilter(runID))); err != nil {
+		return err
+	}
+	return ts.Purge(ctx, jetstream.WithPurgeSubject(FiredSubject(runID)))
 }
 
 // withDefaultTimeout bounds ctx when the caller set no deadline.

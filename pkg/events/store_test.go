@@ -164,6 +164,9 @@ func TestStorePayloadTooLarge(t *testing.T) {
 
 func TestStoreSchedule(t *testing.T) {
 	_, st := natstest.Store(t)
+	if err := events.EnsureTimers(context.Background(), st); err != nil {
+		t.Fatal(err)
+	}
 	ctx := context.Background()
 	run := events.NewRunID()
 	if _, err := st.Append(ctx, run, 0, started(t, run)); err != nil {
@@ -174,22 +177,36 @@ func TestStoreSchedule(t *testing.T) {
 	if err := st.Schedule(ctx, timer, "t1", at); err != nil {
 		t.Fatalf("schedule: %v", err)
 	}
+	// The timer fires in the timers stream, never in the events stream,
+	// and reads back as the run's TimerFired (the coordinator relays it).
+	ts, err := st.JetStream().Stream(ctx, st.TimerStream())
+	if err != nil {
+		t.Fatal(err)
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		evs, err := st.Read(ctx, run, 0, 0)
+		m, err := ts.GetLastMsgForSubject(ctx, events.FiredSubject(run))
 		if err != nil {
-			t.Fatal(err)
+			time.Sleep(100 * time.Millisecond)
+			continue
 		}
-		if len(evs) == 2 {
-			if evs[1].Type != events.TimerFired || evs[1].NodeID != "a" {
-				t.Fatalf("fired event = %s/%s", evs[1].Type, evs[1].NodeID)
-			}
-			if time.Now().Before(at.Add(-time.Second)) {
-				t.Fatalf("timer fired early")
-			}
-			return
+		if time.Now().Before(at.Add(-time.Second)) {
+			t.Fatalf("timer fired early")
 		}
-		time.Sleep(100 * time.Millisecond)
+		e, err := events.DecodeFired(m.Subject, m.Header, m.Data)
+		if err != nil || e.Type != events.TimerFired || e.NodeID != "a" || e.ID != timer.ID {
+			t.Fatalf("fired timer read as %+v: %v", e, err)
+		}
+		if evs, _ := st.Read(ctx, run, 0, 0); len(evs) != 1 {
+			t.Fatalf("the run has %d events: the timer fired into the events stream", len(evs))
+		}
+		// A fired copy on another run's subject, or fired by another
+		// schedule, is refused.
+		m.Header.Set("Nats-Scheduler", events.ScheduleSubject(events.NewRunID(), "t1"))
+		if _, err := events.DecodeFired(m.Subject, m.Header, m.Data); !errors.Is(err, events.ErrMisplaced) {
+			t.Fatalf("a timer fired by another run's schedule: %v", err)
+		}
+		return
 	}
 	t.Fatal("scheduled timer never fired")
 }

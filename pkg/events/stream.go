@@ -117,7 +117,8 @@ func Open(ctx context.Context, js jetstream.JetStream, opts ...Option) (Store, e
 		return nil, fmt.Errorf("setting up stream %s: %w", cfg.Stream, err)
 	}
 	// Reads depend on the live settings (a replicated stream is read
-	// with care), not on what this process asked for.
+	// with care), not on what this process asked for; the timers stream
+	// is made like the live events stream.
 	live := s.CachedInfo().Config
 	cfg.Storage, cfg.Replicas, cfg.Duplicates, cfg.MaxAge = live.Storage, max(live.Replicas, 1), live.Duplicates, live.MaxAge
 	return &store{nc: js.Conn(), js: js, cfg: cfg, stream: s}, nil
@@ -128,17 +129,80 @@ func StreamConfig(cfg Config) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:               cfg.Stream,
 		Description:        "Weft run histories (CloudEvents, binary mode)",
-		Subjects:           []string{AllEvents, AllSchedules},
+		Subjects:           []string{AllEvents},
 		Retention:          jetstream.LimitsPolicy,
 		Storage:            cfg.Storage,
 		Replicas:           cfg.Replicas,
 		Duplicates:         cfg.Duplicates,
 		MaxAge:             cfg.MaxAge,
 		AllowDirect:        true,
-		AllowMsgSchedules:  true,
-		AllowMsgTTL:        true,
 		AllowAtomicPublish: true,
 	}
+}
+
+// TimerStreamConfig is the timers stream Open creates beside the events
+// stream: message schedules, which force roll-up headers on, live here,
+// where only the coordinator writes.
+func TimerStreamConfig(cfg Config) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:              cfg.Stream + TimerStreamSuffix,
+		Description:       "Weft durable timers (message schedules) of the runs in " + cfg.Stream,
+		Subjects:          []string{AllSchedules},
+		Retention:         jetstream.LimitsPolicy,
+		Storage:           cfg.Storage,
+		Replicas:          cfg.Replicas,
+		Duplicates:        cfg.Duplicates,
+		AllowMsgSchedules: true,
+	}
+}
+
+// EnsureTimers sets up the timers stream beside a store's events stream
+// (creating it, made like the live events stream, when it is missing):
+// what a coordinator, or the admin's set-up, does before timers are armed.
+// Clients and workers never touch it. A store that is not the JetStream
+// store (a simulator's) has nothing to set up.
+func EnsureTimers(ctx context.Context, st Store) error {
+	s, ok := st.(*store)
+	if !ok {
+		return nil
+	}
+	ctx, cancel := withDefaultTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := setupTimerStream(ctx, s.js, s.cfg); err != nil {
+		return fmt.Errorf("setting up stream %s: %w", s.TimerStream(), err)
+	}
+	return nil
+}
+
+// setupTimerStream creates the timers stream, or checks an existing one.
+func setupTimerStream(ctx context.Context, js jetstream.JetStream, cfg Config) (jetstream.Stream, error) {
+	want := TimerStreamConfig(cfg)
+	s, err := js.Stream(ctx, want.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		s, err = js.CreateStream(ctx, want)
+		if err == nil {
+			return s, nil
+		}
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			s, err = js.Stream(ctx, want.Name)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	have := s.CachedInfo().Config
+	var errs []error
+	if !SubjectsCover(have.Subjects, AllSchedules) {
+		errs = append(errs, &SettingError{Resource: "stream " + have.Name, Setting: "subjects", Have: fmt.Sprintf("%q", have.Subjects), Want: "subjects covering " + AllSchedules, Fix: "recreate it"})
+	}
+	if !have.AllowMsgSchedules {
+		errs = append(errs, &SettingError{Resource: "stream " + have.Name, Setting: "allow_msg_schedules", Have: "false", Want: "true", Fix: "recreate it"})
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	setup.WarnDiffs(cfg.log, js, "stream "+want.Name, StreamDiffs(have, Config{Replicas: cfg.Replicas, Duplicates: cfg.Duplicates, Storage: cfg.Storage}))
+	return s, nil
 }
 
 // setupStream creates the stream, or checks an existing one and logs how
@@ -161,6 +225,14 @@ func setupStream(ctx context.Context, js jetstream.JetStream, cfg Config) (jetst
 	if err := CheckStream(have); err != nil {
 		return nil, err
 	}
+	if have.AllowRollup || have.AllowMsgSchedules || have.AllowMsgTTL {
+		log := cfg.log
+		if log == nil {
+			log = slog.Default()
+		}
+		log.Warn("the events stream allows roll-up, schedule or TTL headers (a stream made by an older Weft): any writer may purge it with one header; recreate it",
+			"stream", cfg.Stream, "allow_rollup_hdrs", have.AllowRollup, "allow_msg_schedules", have.AllowMsgSchedules, "allow_msg_ttl", have.AllowMsgTTL)
+	}
 	setup.WarnDiffs(cfg.log, js, "stream "+cfg.Stream, StreamDiffs(have, cfg))
 	return s, nil
 }
@@ -174,18 +246,17 @@ func CheckStream(have jetstream.StreamConfig) error {
 	bad := func(setting, h, w, fix string) {
 		errs = append(errs, &SettingError{Resource: "stream " + have.Name, Setting: setting, Have: h, Want: w, Fix: fix})
 	}
-	for _, subj := range []string{AllEvents, AllSchedules} {
-		if !SubjectsCover(have.Subjects, subj) {
-			bad("subjects", fmt.Sprintf("%q", have.Subjects), "subjects covering "+subj, fix)
-		}
+	if !SubjectsCover(have.Subjects, AllEvents) {
+		bad("subjects", fmt.Sprintf("%q", have.Subjects), "subjects covering "+AllEvents, fix)
+	}
+	if slices.ContainsFunc(have.Subjects, func(s string) bool { return subsetOf(AllSchedules, s) || subsetOf(s, AllSchedules) }) {
+		bad("subjects", fmt.Sprintf("%q", have.Subjects), "no subject of the timers stream ("+AllSchedules+")", fix)
 	}
 	flags := []struct {
 		name string
 		have bool
 	}{
 		{"allow_direct", have.AllowDirect},
-		{"allow_msg_schedules", have.AllowMsgSchedules},
-		{"allow_msg_ttl", have.AllowMsgTTL},
 		{"allow_atomic", have.AllowAtomicPublish},
 	}
 	for _, f := range flags {
@@ -214,14 +285,13 @@ func CheckStream(have jetstream.StreamConfig) error {
 func Repair(have jetstream.StreamConfig) jetstream.StreamConfig {
 	upd := have
 	upd.Subjects = slices.Clone(have.Subjects)
-	for _, subj := range []string{AllEvents, AllSchedules} {
-		if !SubjectsCover(upd.Subjects, subj) {
-			// Narrower subjects go: the server refuses overlaps.
-			upd.Subjects = slices.DeleteFunc(upd.Subjects, func(s string) bool { return subsetOf(s, subj) })
-			upd.Subjects = append(upd.Subjects, subj)
-		}
+	upd.Subjects = slices.DeleteFunc(upd.Subjects, func(s string) bool { return subsetOf(AllSchedules, s) || subsetOf(s, AllSchedules) })
+	if !SubjectsCover(upd.Subjects, AllEvents) {
+		// Narrower subjects go: the server refuses overlaps.
+		upd.Subjects = slices.DeleteFunc(upd.Subjects, func(s string) bool { return subsetOf(s, AllEvents) })
+		upd.Subjects = append(upd.Subjects, AllEvents)
 	}
-	upd.AllowDirect, upd.AllowMsgSchedules, upd.AllowMsgTTL, upd.AllowAtomicPublish = true, true, true, true
+	upd.AllowDirect, upd.AllowAtomicPublish = true, true
 	return upd
 }
 

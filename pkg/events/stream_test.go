@@ -92,7 +92,7 @@ func TestOpenCreatesAMissingStreamWithItsOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := s.CachedInfo().Config; got.Duplicates != 3*time.Minute || got.MaxAge != 48*time.Hour || !got.AllowMsgSchedules {
+	if got := s.CachedInfo().Config; got.Duplicates != 3*time.Minute || got.MaxAge != 48*time.Hour || got.AllowMsgSchedules || got.AllowRollup || got.AllowMsgTTL {
 		t.Fatalf("created with %+v", got)
 	}
 	if logs.String() != "" {
@@ -107,7 +107,7 @@ func TestOpenRefusesAnUnsafeStream(t *testing.T) {
 		setting string
 		fixable bool
 	}{
-		{"no schedules", func(c *jetstream.StreamConfig) { c.AllowMsgSchedules = false }, "allow_msg_schedules", true},
+		{"timer subjects", func(c *jetstream.StreamConfig) { c.Subjects = []string{"weft.>"} }, "subjects", true},
 		{"no direct gets", func(c *jetstream.StreamConfig) { c.AllowDirect = false }, "allow_direct", true},
 		{"no atomic batches", func(c *jetstream.StreamConfig) { c.AllowAtomicPublish = false }, "allow_atomic", true},
 		{"subjects", func(c *jetstream.StreamConfig) { c.Subjects = []string{"weft.r.*.>"} }, "subjects", true},
@@ -154,7 +154,7 @@ func TestOpenAcceptsWiderSubjects(t *testing.T) {
 	srv := natstest.Server(t)
 	_, js := natstest.Connect(t, srv)
 	sc := events.StreamConfig(events.DefaultConfig())
-	sc.Subjects = []string{"weft.>"}
+	sc.Subjects = []string{"weft.r.>", "weft.x.>"}
 	if _, err := js.CreateStream(ctx, sc); err != nil {
 		t.Fatal(err)
 	}

@@ -18,8 +18,11 @@ import (
 //		weft.r.<slot>.<run>.d.ready.<queue>   the work item of <queue>: a decision
 //		weft.r.<slot>.<run>.n.<kind>          coordinator notices, outside the concurrency
 //		                                      check: timer (fired), childfinished
-//		weft.t.<slot>.<run>.<timer>           a pending durable timer (a message schedule
-//		                                      whose target is the run's n.timer subject)
+//		weft.t.s.<slot>.<run>.<timer>         a pending durable timer: a message schedule in
+//		                                      the timers stream, which only the coordinator
+//		                                      may write or read
+//		weft.t.f.<slot>.<run>                 a timer that fired, in the timers stream; the
+//		                                      coordinator appends it to the run as n.timer
 //
 //	  - <run> makes a run's history one filter ("weft.r.*.<run>.>") and the
 //	    stream sequence its total order.
@@ -38,8 +41,14 @@ const (
 	schedulePrefix = "weft.t."
 	// AllEvents is the filter of every run's events.
 	AllEvents = "weft.r.>"
-	// AllSchedules is the filter of every pending durable timer.
+	// AllSchedules is the filter of the timers stream: pending durable
+	// timers, and timers fired and not yet appended to their runs.
 	AllSchedules = "weft.t.>"
+	// TimerStreamSuffix names the timers stream after the events stream
+	// ("WEFT_TIMERS"). Timers live apart because a stream with message
+	// schedules has roll-up headers forced on: in the events stream, any
+	// writer could purge it with one header that permissions do not see.
+	TimerStreamSuffix = "_TIMERS"
 	// Slots is the number of slots runs are spread over; coordinator
 	// partitions are sets of slots, so there are at most Slots partitions.
 	Slots = 64
@@ -160,12 +169,40 @@ func KindFilter(t Type) string {
 
 // ScheduleSubject is where a pending durable timer waits.
 func ScheduleSubject(runID, timerID string) string {
-	return schedulePrefix + Slot(runID) + "." + runID + "." + timerID
+	return schedulePrefix + "s." + Slot(runID) + "." + runID + "." + timerID
 }
 
 // ScheduleFilter is the filter of a run's pending timers.
 func ScheduleFilter(runID string) string {
-	return schedulePrefix + Slot(runID) + "." + runID + ".>"
+	return schedulePrefix + "s." + Slot(runID) + "." + runID + ".>"
+}
+
+// FiredSubject is where a run's timers fire, in the timers stream.
+func FiredSubject(runID string) string {
+	return schedulePrefix + "f." + Slot(runID) + "." + runID
+}
+
+// FiredFilters are the filters of the timers fired for the runs of
+// partition p of n.
+func FiredFilters(p, n int) []string {
+	if n <= 1 {
+		return []string{schedulePrefix + "f.>"}
+	}
+	var out []string
+	for s := p; s < Slots; s += n {
+		out = append(out, fmt.Sprintf("%sf.%02x.*", schedulePrefix, s))
+	}
+	return out
+}
+
+// firedRun returns the run of a fired-timer subject.
+func firedRun(subject string) (string, bool) {
+	rest, ok := strings.CutPrefix(subject, schedulePrefix+"f.")
+	if !ok {
+		return "", false
+	}
+	slot, run, ok := strings.Cut(rest, ".")
+	return run, ok && run != "" && slot == Slot(run) && !strings.Contains(run, ".")
 }
 
 // place is where a subject puts an event: its run, writer class, queue and
