@@ -64,5 +64,8 @@ func StoreOn(t testing.TB, s *server.Server) (*server.Server, events.Store) {
 	if err != nil {
 		t.Fatalf("opening store: %v", err)
 	}
+	if err := events.EnsureTimers(ctx, st); err != nil {
+		t.Fatalf("setting up the timers stream: %v", err)
+	}
 	return s, st
 }

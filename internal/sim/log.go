@@ -320,11 +320,8 @@ func (s *memStore) confirm(m *nats.Msg, seq uint64) error {
 	if got.subject != m.Subject || got.header.Get("ce-type") != m.Header.Get("ce-type") || !bytes.Equal(got.data, m.Data) {
 		return fmt.Errorf("%w: id %q at sequence %d", events.ErrDuplicateMismatch, m.Header.Get(nats.MsgIdHdr), seq)
 	}
-	if got.header.Get("ce-time") != m.Header.Get("ce-time") {
-		if m.Header.Get("Nats-Expected-Last-Subject-Sequence") != "" {
-			return fmt.Errorf("%w: %s was written at sequence %d by another decision", events.ErrConflict, m.Header.Get(nats.MsgIdHdr), seq)
-		}
-		return fmt.Errorf("%w: id %q at sequence %d, written at another time", events.ErrDuplicateMismatch, m.Header.Get(nats.MsgIdHdr), seq)
+	if got.header.Get("ce-time") != m.Header.Get("ce-time") && m.Header.Get("Nats-Expected-Last-Subject-Sequence") != "" {
+		return fmt.Errorf("%w: %s was written at sequence %d by another decision", events.ErrConflict, m.Header.Get(nats.MsgIdHdr), seq)
 	}
 	return nil
 }

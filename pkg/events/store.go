@@ -241,11 +241,11 @@ func (s *store) confirm(ctx context.Context, m *nats.Msg, seq uint64) error {
 	if got == nil || got.Subject != m.Subject || got.Header.Get(headerPrefix+"type") != m.Header.Get(headerPrefix+"type") || !bytes.Equal(got.Data, m.Data) {
 		return fmt.Errorf("%w: id %q at sequence %d", ErrDuplicateMismatch, m.Header.Get(nats.MsgIdHdr), seq)
 	}
-	if got.Header.Get(hdrTime) != m.Header.Get(hdrTime) {
-		if m.Header.Get(hdrExpectLastSubjSeq) != "" {
-			return fmt.Errorf("%w: %s was written at sequence %d by another decision", ErrConflict, m.Header.Get(nats.MsgIdHdr), seq)
-		}
-		return fmt.Errorf("%w: id %q at sequence %d, written at another time", ErrDuplicateMismatch, m.Header.Get(nats.MsgIdHdr), seq)
+	if got.Header.Get(hdrTime) != m.Header.Get(hdrTime) && m.Header.Get(hdrExpectLastSubjSeq) != "" {
+		// A checked append: the same decision was made elsewhere, or
+		// earlier, from a state that may differ; a fact sent again (a
+		// retried signal) is the fact that is there.
+		return fmt.Errorf("%w: %s was written at sequence %d by another decision", ErrConflict, m.Header.Get(nats.MsgIdHdr), seq)
 	}
 	return nil
 }
