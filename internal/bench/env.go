@@ -135,8 +135,12 @@ func openStore(ctx context.Context, js jetstream.JetStream, stream string, stora
 func (e *env) dropStream(stream string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := e.js.DeleteStream(ctx, stream); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
-		e.logf("deleting stream %s: %v", stream, err)
+	// An engine's stream has its timers stream beside it (events.Store
+	// TimerStream), on subjects the next engine's needs.
+	for _, name := range []string{stream, stream + events.TimerStreamSuffix} {
+		if err := e.js.DeleteStream(ctx, name); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+			e.logf("deleting stream %s: %v", name, err)
+		}
 	}
 }
 
