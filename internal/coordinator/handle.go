@@ -117,10 +117,8 @@ func (c *Coordinator) process(ctx context.Context, e *events.Event, redelivered 
 			// order.
 			c.cache.del(e.RunID)
 			c.n.reorders.Add(1)
-			armed, dropped, upTo := ent.armed, ent.dropped, ent.ownMax
-			// Up to the last decision the cache held: what came after it
-			// is handled when it comes, each event in its own step.
-			if ent, fresh, err = c.entryUpTo(ctx, e, upTo); err != nil {
+			armed, dropped := ent.armed, ent.dropped
+			if ent, fresh, err = c.entry(ctx, e, true); err != nil {
 				return err
 			}
 			// Its timers were armed from the log already: keep them as
@@ -159,18 +157,6 @@ func (c *Coordinator) process(ctx context.Context, e *events.Event, redelivered 
 // run's first event. A read must reach the event being handled: a replica
 // that is behind is not asked for the state to decide from.
 func (c *Coordinator) entry(ctx context.Context, e *events.Event, redelivered bool) (*runEntry, bool, error) {
-	return c.load(ctx, e, redelivered, 0)
-}
-
-// entryUpTo is entry for a run just dropped from the cache, folded up to
-// sequence upTo (at least the event's).
-func (c *Coordinator) entryUpTo(ctx context.Context, e *events.Event, upTo uint64) (*runEntry, bool, error) {
-	return c.load(ctx, e, true, max(upTo, e.Seq))
-}
-
-// load returns the run's cached entry or folds it from the log, to the end
-// of its history, or up to upTo when it is set.
-func (c *Coordinator) load(ctx context.Context, e *events.Event, redelivered bool, upTo uint64) (*runEntry, bool, error) {
 	run := e.RunID
 	if ent := c.cache.get(run); ent != nil {
 		return ent, false, nil
@@ -189,9 +175,6 @@ func (c *Coordinator) load(ctx context.Context, e *events.Event, redelivered boo
 	c.n.reloads.Add(1)
 	ent := &runEntry{run: run, state: state, own: map[string]struct{}{}, prefix: state.LastSeq, lastDecision: lastDecision}
 	for _, ev := range evs {
-		if upTo > 0 && ev.Seq > upTo {
-			break
-		}
 		if err := ent.state.Apply(ev); err != nil && !errors.Is(err, projection.ErrStale) && !errors.Is(err, projection.ErrRefused) {
 			c.n.rejected.Add(1)
 		}

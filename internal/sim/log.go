@@ -302,6 +302,9 @@ func (s *memStore) Append(_ context.Context, runID string, expectLast uint64, ev
 		}
 		if dup {
 			if err := s.confirm(m, seq); err != nil {
+				if expectLast == 0 && errors.Is(err, events.ErrConflict) && evs[0].Type == events.RunStarted {
+					return s.sameStart(evs[0])
+				}
 				return 0, err
 			}
 		}
