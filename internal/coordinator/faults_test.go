@@ -308,18 +308,23 @@ func pendingSchedules(t testing.TB, st events.Store, run string) uint64 {
 	return n
 }
 
-// A node that ignores its context runs past its timeout: the coordinator's
-// durable start-to-close timer fails the attempt as timed out, whatever the
-// worker is doing, the retry policy runs attempt 2, and the first
-// attempt's outcome, if it ever comes, is stale.
-func TestTimeoutEnforcedByCoordinator(t *testing.T) {
+// runHanging runs a graph of one node of type typ, configured by limits
+// (its timeout or heartbeat), whose attempt 1 hangs ignoring its context
+// after calling before, and returns its log once the run completed; it
+// fails the test unless the coordinator recorded attempt 1 as timed out
+// with a message that contains want.
+func runHanging(t *testing.T, typ, limits, want string, before func(context.Context) error) []*events.Event {
+	t.Helper()
 	_, st := natstest.Store(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	runCoordinator(t, ctx, st, coordinator.WithLogger(quiet()))
 	release := make(chan struct{})
 	runCustomWorker(t, ctx, st, map[string]worker.Node{
-		"stubborn": worker.NodeFunc(func(_ context.Context, in *worker.Input) (*worker.Result, error) {
+		typ: worker.NodeFunc(func(ctx context.Context, in *worker.Input) (*worker.Result, error) {
+			if err := before(ctx); err != nil {
+				return nil, err
+			}
 			if in.Attempt == 1 {
 				<-release // ignores its context
 			}
@@ -327,81 +332,48 @@ func TestTimeoutEnforcedByCoordinator(t *testing.T) {
 		}),
 	}, worker.WithDrainTimeout(time.Second))
 	t.Cleanup(func() { close(release) }) // before the worker stops
-	g := anyTypeGraph(t, `
-name: stubborn
+	g := anyTypeGraph(t, fmt.Sprintf(`
+name: %s
 nodes:
-  - {id: s, type: stubborn, timeout: 200ms, retry: {maxAttempts: 2, initialInterval: 10ms, jitter: 0.01}}
+  - {id: s, type: %s, %s, retry: {maxAttempts: 2, initialInterval: 10ms, jitter: 0.01}}
 edges:
   - {from: START, to: s}
   - {from: s, to: END}
-`)
+`, typ, typ, limits))
 	run := events.NewRunID()
 	startRun(t, st, g, run, `{}`)
 	s := waitEnded(t, st, []string{run}, 30*time.Second)[run]
 	if s.Status != projection.RunCompleted {
 		t.Fatalf("run %s: %v", s.Status, s.Error)
 	}
-	var timedOut bool
-	for _, e := range readRun(t, st, run) {
+	evs := readRun(t, st, run)
+	for _, e := range evs {
 		if p, _ := e.Payload(); p != nil {
-			if f, ok := p.(*events.NodeFailedData); ok && e.Decision && f.Attempt == 1 && f.Error.Type == events.FailureTimeout {
-				timedOut = true
+			if f, ok := p.(*events.NodeFailedData); ok && e.Decision && f.Attempt == 1 && f.Error.Type == events.FailureTimeout &&
+				strings.Contains(f.Error.Message, want) {
+				if got := attempts(t, st, run); got != "ready 1, timer 1, failed 1, retry 2, timer 2, ready 2, invoked 2" {
+					t.Fatalf("attempts: %s", got)
+				}
+				return evs
 			}
 		}
 	}
-	if !timedOut {
-		t.Fatalf("no timeout of attempt 1 recorded by the coordinator: %s", attempts(t, st, run))
-	}
-	if got := attempts(t, st, run); got != "ready 1, timer 1, failed 1, retry 2, timer 2, ready 2, invoked 2" {
-		t.Fatalf("attempts: %s", got)
-	}
+	t.Fatalf("no timeout of attempt 1 (%q) recorded by the coordinator: %s", want, attempts(t, st, run))
+	return nil
+}
+
+// A node that ignores its context runs past its timeout: the coordinator's
+// durable start-to-close timer fails the attempt as timed out, whatever the
+// worker is doing, and the retry policy runs attempt 2.
+func TestTimeoutEnforcedByCoordinator(t *testing.T) {
+	runHanging(t, "stubborn", "timeout: 200ms", "longer than its timeout", func(context.Context) error { return nil })
 }
 
 // A node that reported progress once and then hangs: the coordinator's
 // durable heartbeat timer fails the attempt when no Heartbeat event comes
 // for HeartbeatMisses intervals, and attempt 2 runs.
 func TestHeartbeatTimeoutEnforcedByCoordinator(t *testing.T) {
-	_, st := natstest.Store(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	runCoordinator(t, ctx, st, coordinator.WithLogger(quiet()))
-	release := make(chan struct{})
-	runCustomWorker(t, ctx, st, map[string]worker.Node{
-		"silent": worker.NodeFunc(func(ctx context.Context, in *worker.Input) (*worker.Result, error) {
-			if err := worker.Heartbeat(ctx, map[string]int{"done": 1}); err != nil {
-				return nil, err
-			}
-			if in.Attempt == 1 {
-				<-release // hangs, heartbeating no more
-			}
-			return &worker.Result{Output: "done"}, nil
-		}),
-	}, worker.WithDrainTimeout(time.Second))
-	t.Cleanup(func() { close(release) })
-	g := anyTypeGraph(t, `
-name: silent
-nodes:
-  - {id: s, type: silent, heartbeat: 100ms, retry: {maxAttempts: 2, initialInterval: 10ms, jitter: 0.01}}
-edges:
-  - {from: START, to: s}
-  - {from: s, to: END}
-`)
-	run := events.NewRunID()
-	startRun(t, st, g, run, `{}`)
-	s := waitEnded(t, st, []string{run}, 30*time.Second)[run]
-	if s.Status != projection.RunCompleted {
-		t.Fatalf("run %s: %v", s.Status, s.Error)
-	}
-	var timedOut bool
-	for _, e := range readRun(t, st, run) {
-		if p, _ := e.Payload(); p != nil {
-			if f, ok := p.(*events.NodeFailedData); ok && e.Decision && f.Attempt == 1 && f.Error.Type == events.FailureTimeout &&
-				strings.Contains(f.Error.Message, "no heartbeat") {
-				timedOut = true
-			}
-		}
-	}
-	if !timedOut {
-		t.Fatalf("no heartbeat timeout of attempt 1 recorded by the coordinator: %s", attempts(t, st, run))
-	}
+	runHanging(t, "silent", "heartbeat: 100ms", "no heartbeat", func(ctx context.Context) error {
+		return worker.Heartbeat(ctx, map[string]int{"done": 1})
+	})
 }
