@@ -46,7 +46,12 @@ type Config struct {
 	Durable   string
 	Shards    int
 	CacheSize int
-	LogLevel  string
+	// Partitions is how many partitions runs are split into (every
+	// coordinator of a deployment uses the same number).
+	Partitions int
+	// LeaseTTL is how long a partition outlives its holder.
+	LeaseTTL time.Duration
+	LogLevel string
 }
 
 // Validate reports every problem with the configuration at once.
@@ -60,6 +65,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Shards < 1 || c.Shards > 4096 {
 		errs = append(errs, fmt.Errorf("-shards: want 1 to 4096, got %d", c.Shards))
+	}
+	if c.Partitions < 1 || c.Partitions > events.Slots {
+		errs = append(errs, fmt.Errorf("-partitions: want 1 to %d, got %d", events.Slots, c.Partitions))
+	}
+	if c.LeaseTTL < time.Second {
+		errs = append(errs, fmt.Errorf("-lease-ttl: want at least 1s, got %s", c.LeaseTTL))
 	}
 	if c.CacheSize < 1 {
 		errs = append(errs, fmt.Errorf("-cache: want at least 1, got %d", c.CacheSize))
@@ -80,6 +91,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.Durable, "durable", "coordinator", "durable consumer shared by all coordinators (env WEFT_COORDINATOR_DURABLE)")
 	fs.IntVar(&cfg.Shards, "shards", 32, "runs decided concurrently (env WEFT_COORDINATOR_SHARDS)")
 	fs.IntVar(&cfg.CacheSize, "cache", 10000, "run states kept in memory (env WEFT_COORDINATOR_CACHE)")
+	fs.IntVar(&cfg.Partitions, "partitions", 1, "partitions runs are split into, the same for every coordinator (env WEFT_COORDINATOR_PARTITIONS)")
+	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", 5*time.Second, "how long a partition outlives its holder's last renewal (env WEFT_COORDINATOR_LEASE_TTL)")
 	fs.StringVar(&cfg.LogLevel, "log-level", "info", "debug, info, warn or error (env WEFT_LOG_LEVEL)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -134,6 +147,8 @@ func coordinate(ctx context.Context, log *slog.Logger, cfg *Config, store events
 			coordinator.WithDurable(cfg.Durable),
 			coordinator.WithShards(cfg.Shards),
 			coordinator.WithCacheSize(cfg.CacheSize),
+			coordinator.WithPartitions(cfg.Partitions),
+			coordinator.WithLeaseTTL(cfg.LeaseTTL),
 			coordinator.WithLogger(log))
 		log.Info("coordinating", "nats", natsconn.ConnectedURL(store.JetStream().Conn()), "stream", store.StreamName(), "durable", cfg.Durable)
 		started := time.Now()
@@ -171,8 +186,10 @@ func setupError(ctx context.Context, log *slog.Logger, err error) error {
 
 // envFlags maps the daemon's own flags to their environment variables.
 var envFlags = map[string]string{
-	"durable":   "WEFT_COORDINATOR_DURABLE",
-	"shards":    "WEFT_COORDINATOR_SHARDS",
-	"cache":     "WEFT_COORDINATOR_CACHE",
-	"log-level": "WEFT_LOG_LEVEL",
+	"durable":    "WEFT_COORDINATOR_DURABLE",
+	"shards":     "WEFT_COORDINATOR_SHARDS",
+	"cache":      "WEFT_COORDINATOR_CACHE",
+	"partitions": "WEFT_COORDINATOR_PARTITIONS",
+	"lease-ttl":  "WEFT_COORDINATOR_LEASE_TTL",
+	"log-level":  "WEFT_LOG_LEVEL",
 }

@@ -24,6 +24,9 @@ func TestUsageErrors(t *testing.T) {
 		{"bad env", nil, map[string]string{"WEFT_COORDINATOR_SHARDS": "many"}, `env WEFT_COORDINATOR_SHARDS="many": not a valid -shards`},
 		{"bad durable", []string{"-durable", "a.b"}, nil, `-durable: "a.b" is not a valid consumer name`},
 		{"creds missing", []string{"-creds", "/nonexistent/x.creds"}, nil, "-creds:"},
+		{"too many partitions", []string{"-partitions", "65"}, nil, "-partitions: want 1 to 64, got 65"},
+		{"no partitions", nil, map[string]string{"WEFT_COORDINATOR_PARTITIONS": "0"}, "-partitions: want 1 to 64, got 0"},
+		{"short lease", []string{"-lease-ttl", "10ms"}, nil, "-lease-ttl: want at least 1s, got 10ms"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
