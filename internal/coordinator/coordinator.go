@@ -277,14 +277,22 @@ func (c *Coordinator) consume(pctx context.Context, p int, shards []chan deliver
 		}
 		stopLag := c.observeLag(cons)
 		stop := context.AfterFunc(pctx, iter.Drain)
-		c.dispatch(pctx, iter, shards, log)
+		c.dispatch(pctx, p, iter, shards, log)
 		stop()
 		stopLag()
 	}
 }
 
 // dispatch hands each message of a partition to its run's shard.
-func (c *Coordinator) dispatch(pctx context.Context, iter jetstream.MessagesContext, shards []chan delivery, log *slog.Logger) {
+//
+// Two guards keep a coordinator that lost its partition without knowing
+// it (a pause longer than the lease) from deciding on a stale cache: an
+// event is handed back, not handled, while the lease was last renewed
+// longer ago than its duration; and a gap in the consumer's delivery
+// sequence (events went to another holder meanwhile) drops the cached
+// runs of the partition, which are then read afresh.
+func (c *Coordinator) dispatch(pctx context.Context, p int, iter jetstream.MessagesContext, shards []chan delivery, log *slog.Logger) {
+	var lastDelivery uint64
 	for {
 		msg, err := iter.Next()
 		if err != nil {
@@ -304,6 +312,16 @@ func (c *Coordinator) dispatch(pctx context.Context, iter jetstream.MessagesCont
 			_ = msg.Term()
 			continue
 		}
+		if !c.parts.current(p, c.opts.leaseTTL) {
+			// The lease may have passed to another: not ours to handle.
+			c.n.handedBack.Add(1)
+			_ = msg.NakWithDelay(shardFullDelay)
+			continue
+		}
+		if lastDelivery != 0 && meta.Sequence.Consumer != lastDelivery+1 {
+			c.forgetPartition(p)
+		}
+		lastDelivery = meta.Sequence.Consumer
 		run, ok := events.RunOf(msg.Subject())
 		if !ok {
 			c.n.malformed.Add(1)

@@ -61,9 +61,10 @@ type partitionSet struct {
 }
 
 type heldPartition struct {
-	rev    uint64
-	cancel context.CancelFunc
-	done   chan struct{}
+	rev     uint64
+	renewed time.Time // when the lease was last written
+	cancel  context.CancelFunc
+	done    chan struct{}
 }
 
 // ConsumerName is the name of partition p's durable consumer.
@@ -150,7 +151,7 @@ func (c *Coordinator) leaseRound(ctx context.Context, kv jetstream.KeyValue, ps 
 			continue // held by another, or the bucket is away
 		}
 		pctx, pcancel := context.WithCancel(ctx)
-		h := &heldPartition{rev: rev, cancel: pcancel, done: make(chan struct{})}
+		h := &heldPartition{rev: rev, renewed: time.Now(), cancel: pcancel, done: make(chan struct{})}
 		ps.put(p, h)
 		c.forgetPartition(p)
 		c.log.Info("took a partition", logattr.Partition, p, "share", share, "members", members)
@@ -188,6 +189,7 @@ func (c *Coordinator) drop(p int) {
 	if h != nil {
 		h.cancel()
 		<-h.done
+		c.forgetPartition(p) // another may decide its runs meanwhile
 	}
 }
 
@@ -233,8 +235,17 @@ func (ps *partitionSet) setRev(p int, rev uint64) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	if h := ps.held[p]; h != nil {
-		h.rev = rev
+		h.rev, h.renewed = rev, time.Now()
 	}
+}
+
+// current reports whether partition p is held and its lease was renewed
+// within ttl: past that, another coordinator may hold it.
+func (ps *partitionSet) current(p int, ttl time.Duration) bool {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	h := ps.held[p]
+	return h != nil && time.Since(h.renewed) < ttl
 }
 
 // ids lists the held partitions in order.

@@ -462,8 +462,10 @@ func TestChaos(t *testing.T) {
 	common := []string{"-nats", url, "-replicas", "3"}
 	var weft []*daemon
 	for i := 1; i <= 2; i++ {
+		// Four partitions over two coordinators: both decide, and a kill
+		// or a pause hands a holder's partitions to the other.
 		weft = append(weft, sup.add("coordinator", fmt.Sprintf("coordinator-%d", i), "coordinator",
-			func(int) []string { return common }))
+			func(int) []string { return append(slices.Clone(common), "-partitions", "4", "-lease-ttl", "2s") }))
 	}
 	for i := 1; i <= 2; i++ {
 		name := fmt.Sprintf("nodeworker-%d", i)
