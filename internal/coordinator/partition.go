@@ -33,14 +33,17 @@ import (
 // partitions. Starting or stopping coordinators thus rebalances the
 // partitions with no manual step.
 //
-// Why it is safe: a lease is an efficiency, not a lock. A coordinator that
-// lost its lease without knowing it (a pause longer than leaseTTL) may go
-// on deciding for a moment while the new holder starts; both decide from
-// the log, and every decision is appended under per-run optimistic
-// concurrency over the run's decision subjects (events.Store.Append), so
-// one of them gets a conflict, reads the run again, and finds the decision
-// made. No decision is written twice; the cost of an overlap is a
-// conflict. A new holder resumes from the partition consumer's
+// Why it is safe: a lease is an efficiency, not a lock. Every decision is
+// appended under per-run optimistic concurrency over the run's decision
+// subjects (events.Store.Append), so two coordinators deciding the same
+// run at once cannot both land a decision: one gets a conflict, reads the
+// run again, and finds the decision made. No decision is written twice;
+// the cost of an overlap is a conflict. What a lease must not allow is a
+// holder that lost it without knowing (a pause longer than leaseTTL)
+// handling events on a stale cache and acknowledging them undecided; so a
+// holder hands events back while its lease was last renewed longer ago
+// than leaseTTL, and a gap in its partition's deliveries (events that went
+// to another holder) drops the partition's cached runs (dispatch). A new holder resumes from the partition consumer's
 // acknowledged position: events the old holder took and did not
 // acknowledge come again after the consumer's ack wait.
 
