@@ -254,8 +254,21 @@ func (s *store) confirm(ctx context.Context, m *nats.Msg, seq uint64) error {
 // any replica may answer from behind). It returns nil when there is no
 // such message.
 func (s *store) leaderGet(ctx context.Context, req map[string]any) (*jetstream.RawStreamMsg, error) {
+	return leaderGet(ctx, s.nc, s.cfg.Stream, req)
+}
+
+// LeaderLast returns the last message on subject in st's stream, served
+// by the stream leader (never a replica that is behind), or nil when there
+// is none.
+func LeaderLast(ctx context.Context, st Store, subject string) (*jetstream.RawStreamMsg, error) {
+	ctx, cancel := withDefaultTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return leaderGet(ctx, st.JetStream().Conn(), st.StreamName(), map[string]any{"last_by_subj": subject})
+}
+
+func leaderGet(ctx context.Context, nc *nats.Conn, stream string, req map[string]any) (*jetstream.RawStreamMsg, error) {
 	body, _ := json.Marshal(req)
-	resp, err := s.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+s.cfg.Stream, body)
+	resp, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, body)
 	if err != nil {
 		return nil, err
 	}

@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/pkg/events"
@@ -125,7 +124,7 @@ func (r *runReader) readStart(ctx context.Context, run string) (*runStart, error
 	m, err := r.last(ctx, subject)
 	if err == nil && m == nil {
 		// A replica behind the leader may not have it yet.
-		m, err = r.leaderLast(ctx, subject)
+		m, err = events.LeaderLast(ctx, r.store, subject)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading the start of run %s: %w", run, err)
@@ -277,49 +276,6 @@ func (r *runReader) anyLast(ctx context.Context, subjects []string) (bool, error
 			return false, fmt.Errorf("batched direct get: status %s %s", status, m.Header.Get("Description"))
 		}
 	}
-}
-
-// leaderLast is last served by the stream leader, which has every
-// acknowledged message.
-func (r *runReader) leaderLast(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
-	ctx, cancel := withDefaultTimeout(ctx, 5*time.Second)
-	defer cancel()
-	body, _ := json.Marshal(map[string]string{"last_by_subj": subject})
-	resp, err := r.store.JetStream().Conn().RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+r.store.StreamName(), body)
-	if err != nil {
-		return nil, err
-	}
-	var a struct {
-		Message *struct {
-			Subject string    `json:"subject"`
-			Seq     uint64    `json:"seq"`
-			Header  []byte    `json:"hdrs"`
-			Data    []byte    `json:"data"`
-			Time    time.Time `json:"time"`
-		} `json:"message"`
-		Error *struct {
-			Code        int    `json:"code"`
-			Description string `json:"description"`
-		} `json:"error"`
-	}
-	if err := json.Unmarshal(resp.Data, &a); err != nil {
-		return nil, fmt.Errorf("unreadable answer from the stream leader: %w", err)
-	}
-	switch {
-	case a.Error != nil && a.Error.Code == 404:
-		return nil, nil
-	case a.Error != nil:
-		return nil, fmt.Errorf("stream leader: %s (%d)", a.Error.Description, a.Error.Code)
-	case a.Message == nil:
-		return nil, nil
-	}
-	m := &jetstream.RawStreamMsg{Subject: a.Message.Subject, Sequence: a.Message.Seq, Data: a.Message.Data, Time: a.Message.Time}
-	if len(a.Message.Header) > 0 {
-		if m.Header, err = nats.DecodeHeadersMsg(a.Message.Header); err != nil {
-			return nil, fmt.Errorf("message %d: %w", a.Message.Seq, err)
-		}
-	}
-	return m, nil
 }
 
 func withDefaultTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
