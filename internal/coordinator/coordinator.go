@@ -74,6 +74,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/logattr"
+	"github.com/weft-dev/weft/internal/setup"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
@@ -342,28 +343,18 @@ func (c *Coordinator) dispatch(pctx context.Context, p int, iter jetstream.Messa
 	}
 }
 
-// retry calls fn until it succeeds or ctx ends, with capped exponential
-// back-off, logging each distinct error once.
+// retry calls fn, each try bounded, until it succeeds or ctx ends, as
+// setup.Retry does (capped back-off, each distinct error logged once).
 func retry[T any](ctx context.Context, log *slog.Logger, what string, fn func(context.Context) (T, error)) (T, error) {
-	var last string
-	for n := uint64(1); ; n++ {
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		v, err := fn(cctx)
-		cancel()
-		if err == nil {
-			return v, nil
-		}
-		if ctx.Err() != nil {
-			return v, ctx.Err()
-		}
-		if err.Error() != last {
-			last = err.Error()
-			log.Warn(what+"; retrying", logattr.Error, err)
-		}
-		if !sleepCtx(ctx, backoff(n)) {
-			return v, ctx.Err()
-		}
-	}
+	var v T
+	err := setup.Retry(ctx, log, what, nil, func(ctx context.Context) error {
+		try, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		var err error
+		v, err = fn(try)
+		return err
+	})
+	return v, err
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {

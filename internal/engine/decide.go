@@ -51,14 +51,15 @@ import (
 type Decision struct {
 	// Events are appended to the run's log, in order, as one batch.
 	Events []*events.Event
-	// Timers are durable delayed events to schedule after Events are in.
+	// Timers are the durable timers this decision asks for. They are in
+	// the state too (projection.State.Timers), and the coordinator arms
+	// what the state says is pending once Events are in; Timers serve
+	// callers that drive the engine themselves (its tests).
 	Timers []Timer
 	// Children are child runs to start (their run-started events).
 	Children []*events.Event
 	// CancelChildren lists child runs to cancel.
 	CancelChildren []string
-	// DropTimers is set when the run ended and its pending timers can go.
-	DropTimers bool
 }
 
 // Timer is a durable delayed event.
@@ -230,7 +231,6 @@ func (d *decider) apply(e *events.Event) {
 func (d *decider) failRun(f events.Failure, node string) {
 	children := d.waitingChildren()
 	d.emit(&events.RunFailedData{Error: f, Node: node}, events.DecisionID(d.s.RunID, events.RunFailed))
-	d.out.DropTimers = true
 	d.out.CancelChildren = append(d.out.CancelChildren, children...)
 }
 
@@ -240,7 +240,6 @@ func (d *decider) cancel() {
 	// cancelled.
 	children := d.waitingChildren()
 	d.emit(&events.RunCancelledData{By: c.By, Reason: c.Reason}, events.DecisionID(d.s.RunID, events.RunCancelled))
-	d.out.DropTimers = true
 	d.out.CancelChildren = append(d.out.CancelChildren, children...)
 }
 
