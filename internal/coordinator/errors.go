@@ -106,7 +106,8 @@ func (c *Coordinator) fail(ctx context.Context, e *events.Event, cause error) er
 		return fmt.Errorf("failing run %s: %w", e.RunID, err)
 	}
 	c.n.failedRuns.Add(1)
+	// Its timers go when the run-failed comes back through the consumer
+	// and the ended run is handled (syncTimers).
 	c.log.ErrorContext(ctx, "failed a run that cannot be decided", logattr.RunID, e.RunID, logattr.Seq, e.Seq, logattr.EventType, e.Type, logattr.Error, cause)
-	c.dropTimers(ctx, e.RunID)
 	return nil
 }

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/engine"
-	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/telemetry"
 )
 
@@ -75,13 +74,4 @@ func (c *Coordinator) syncTimers(ctx context.Context, ent *runEntry) error {
 		}
 	}
 	return nil
-}
-
-// dropTimers purges the pending schedules of a run that failed outside
-// syncTimers. A failure is logged: the run-failed event comes back through
-// the consumer, and its handling purges again.
-func (c *Coordinator) dropTimers(ctx context.Context, run string) {
-	if err := c.store.CancelSchedules(ctx, run); err != nil {
-		c.log.Warn("dropping the timers of an ended run", logattr.RunID, run, logattr.Error, err)
-	}
 }
