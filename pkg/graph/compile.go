@@ -20,6 +20,7 @@ type options struct {
 	funcs     map[string]condFn
 	badFuncs  []string
 	costLimit uint64
+	typeHint  string
 }
 
 // builtinTypes are the executors of the stock worker plus the types the
@@ -35,6 +36,11 @@ func WithTypes(names ...string) Option {
 		}
 	}
 }
+
+// WithTypeHint replaces the hint an unknown node type's error gives (by
+// default "add more with graph.WithTypes") with the way the caller's user
+// names more types, for example a command's flag.
+func WithTypeHint(hint string) Option { return func(o *options) { o.typeHint = hint } }
 
 // AllowAnyType turns off the check that every node's type is known.
 func AllowAnyType() Option { return func(o *options) { o.anyType = true } }
@@ -68,7 +74,7 @@ func WithCostLimit(units uint64) Option {
 }
 
 func newOptions(opts []Option) *options {
-	o := &options{types: map[string]bool{}, funcs: map[string]condFn{}, costLimit: DefaultCostLimit}
+	o := &options{types: map[string]bool{}, funcs: map[string]condFn{}, costLimit: DefaultCostLimit, typeHint: "add more with graph.WithTypes"}
 	for _, t := range builtinTypes {
 		o.types[t] = true
 	}
