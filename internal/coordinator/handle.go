@@ -216,7 +216,7 @@ func (c *Coordinator) graphFor(s *projection.State) (*graph.Graph, error) {
 	if g, ok := c.graphs.Load(s.GraphDigest); ok && s.GraphDigest != "" {
 		return g.(*graph.Graph), nil
 	}
-	opts := []graph.Option{graph.AllowAnyType()}
+	opts := []graph.Option{graph.AllowAnyType(), graph.WithConditionHint(ConditionHint)}
 	if c.opts.conditions != nil {
 		opts = append(opts, graph.WithConditions(c.opts.conditions))
 	}
