@@ -60,10 +60,12 @@ type config struct {
 	nc            *nats.Conn
 	embedded      bool
 	storeDir      string
+	port          int
 	conditions    map[string]any
 	nodes         map[string]worker.Node
 	queues        []string
 	concurrency   int
+	drain         time.Duration
 	partitions    int
 	noBuiltins    bool
 	noWorker      bool
@@ -84,6 +86,10 @@ func WithNATS(nc *nats.Conn) Option { return func(c *config) { c.nc = nc } }
 func Embedded(dir string) Option {
 	return func(c *config) { c.embedded, c.storeDir = true, dir }
 }
+
+// WithPort makes the embedded server listen on port of 127.0.0.1 (default
+// -1: a free port).
+func WithPort(port int) Option { return func(c *config) { c.port = port } }
 
 // WithConditions registers Go conditions by name, for graphs whose edges
 // or whens say "func:NAME" (the builder's IfFunc). Each value is a
@@ -113,8 +119,13 @@ func WithNode(typ string, n worker.Node) Option {
 // "default").
 func WithQueues(queues ...string) Option { return func(c *config) { c.queues = queues } }
 
-// WithConcurrency sets how many nodes the worker runs at once (default 16).
+// WithConcurrency sets how many nodes the worker runs at once (default
+// worker.DefaultConcurrency).
 func WithConcurrency(n int) Option { return func(c *config) { c.concurrency = n } }
+
+// WithDrainTimeout sets how long Stop lets running nodes finish (the
+// worker's default otherwise).
+func WithDrainTimeout(d time.Duration) Option { return func(c *config) { c.drain = d } }
 
 // WithPartitions sets the number of coordinator partitions (see the
 // coordinator's documentation: every coordinator sharing a stream must
@@ -159,7 +170,7 @@ type Engine struct {
 // Start starts an engine and returns once its coordinator and worker are
 // consuming. It needs WithNATS or Embedded.
 func Start(ctx context.Context, opts ...Option) (_ *Engine, err error) {
-	cfg := config{conditions: map[string]any{}, nodes: map[string]worker.Node{}, queues: []string{worker.DefaultQueue}, concurrency: 16}
+	cfg := config{conditions: map[string]any{}, nodes: map[string]worker.Node{}, queues: []string{worker.DefaultQueue}, concurrency: worker.DefaultConcurrency, port: -1}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -173,6 +184,8 @@ func Start(ctx context.Context, opts ...Option) (_ *Engine, err error) {
 		return nil, errors.New("weft.Start: no NATS: pass weft.WithNATS(conn) or weft.Embedded(dir)")
 	case cfg.nc != nil && cfg.embedded:
 		return nil, errors.New("weft.Start: weft.WithNATS and weft.Embedded both given; choose one")
+	case cfg.port < -1 || cfg.port > 65535:
+		return nil, fmt.Errorf("weft.WithPort: want a port number or -1, got %d", cfg.port)
 	case cfg.noWorker && len(cfg.nodes) > 0:
 		return nil, errors.New("weft.Start: weft.WithNode given with weft.WithoutWorker: no worker would run the node types")
 	}
@@ -223,7 +236,7 @@ func (e *Engine) connect() error {
 		}
 		dir, e.tmpDir = tmp, tmp
 	}
-	srv, err := embedded.Start(embedded.Config{StoreDir: dir, Port: -1, ServerName: "weft-embedded"})
+	srv, err := embedded.Start(embedded.Config{StoreDir: dir, Port: e.cfg.port, ServerName: "weft-embedded"})
 	if err != nil {
 		return err
 	}
@@ -258,6 +271,9 @@ func (e *Engine) startWorker(base context.Context) ([]string, error) {
 	opts := []worker.Option{worker.WithQueues(e.cfg.queues...), worker.WithConcurrency(e.cfg.concurrency), worker.WithLogger(e.cfg.logger)}
 	if e.cfg.name != "" {
 		opts = append(opts, worker.WithName(e.cfg.name))
+	}
+	if e.cfg.drain > 0 {
+		opts = append(opts, worker.WithDrainTimeout(e.cfg.drain))
 	}
 	w, err := worker.New(e.store, opts...)
 	if err != nil {
