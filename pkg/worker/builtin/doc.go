@@ -23,13 +23,18 @@ const (
 	TypeLLM       = "llm"
 )
 
-// Register registers every built-in executor with w under its type.
-func Register(w *worker.Worker) {
+// Register registers every built-in executor with w under its type,
+// configured by opts.
+func Register(w *worker.Worker, opts ...Option) {
+	var s settings
+	for _, o := range opts {
+		o(&s)
+	}
 	w.Handle(TypeEcho, Echo{})
 	w.Handle(TypeNoop, Noop{})
 	w.Handle(TypeSleep, Sleep{})
 	w.Handle(TypeFail, Fail{})
-	w.Handle(TypeHTTP, &HTTP{})
+	w.Handle(TypeHTTP, &HTTP{Policy: s.policy, Secrets: s.secrets, MaxBody: s.maxBody, MaxRedirects: s.maxRedirects})
 	w.Handle(TypeTransform, Transform{})
-	w.Handle(TypeLLM, &LLM{})
+	w.Handle(TypeLLM, &LLM{Endpoints: s.endpoints, Secrets: s.secrets, MaxBody: s.maxBody, Limits: s.limits})
 }
