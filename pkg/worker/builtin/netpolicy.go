@@ -139,10 +139,17 @@ func (p *AddressPolicy) checkHost(host, port string) error {
 	if !p.Restricted() || p.names(host, port) {
 		return nil
 	}
-	if _, err := netip.ParseAddr(host); err != nil && len(p.nets) > 0 {
+	a, err := netip.ParseAddr(host)
+	if err != nil && len(p.nets) > 0 {
 		return nil
 	}
-	return &DeniedError{Host: net.JoinHostPort(host, port), Rule: "not in the worker's allow-list"}
+	rule := "not in the worker's allow-list"
+	if err == nil {
+		if r := deniedRange(a.Unmap()); r != "" {
+			rule = r + ", and not in the worker's allow-list"
+		}
+	}
+	return &DeniedError{Host: net.JoinHostPort(host, port), Rule: rule}
 }
 
 // checkAddr is the check of an address about to be dialled for host.
