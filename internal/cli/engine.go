@@ -16,6 +16,7 @@ import (
 
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/embedded"
+	"github.com/weft-dev/weft/internal/nodeworker"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/worker"
@@ -77,7 +78,13 @@ func startEngine(ctx context.Context, cfg engineConfig) (_ *localEngine, err err
 	if err != nil {
 		return nil, err
 	}
-	builtin.Register(w)
+	// The executors' limits, secrets and llm endpoints come from the same
+	// WEFT_* variables as nodeworker's.
+	execOpts, err := nodeworker.ExecutorOptionsFromEnv()
+	if err != nil {
+		return nil, err
+	}
+	builtin.Register(w, execOpts...)
 
 	// The two run on contexts of their own, so that Stop can end them in
 	// order: the worker first, then the coordinator.

@@ -4,10 +4,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
 
+	"github.com/weft-dev/weft/internal/natsconn"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/worker/builtin"
 )
@@ -197,4 +199,21 @@ func (c *ExecutorConfig) describe() []any {
 	}
 	slices.Sort(names)
 	return []any{"http_allow", strings.Join(c.HTTPAllow, ","), "llm_endpoints", strings.Join(names, ","), "secrets_dir", c.SecretsDir != ""}
+}
+
+// ExecutorOptionsFromEnv reads the executor configuration from the
+// WEFT_* variables alone (the defaults when unset), for the worker that
+// 'weft dev' and 'weft demo' embed.
+func ExecutorOptionsFromEnv() ([]builtin.Option, error) {
+	var c ExecutorConfig
+	fs := flag.NewFlagSet("executors", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	c.RegisterFlags(fs)
+	if err := natsconn.ApplyEnv(fs, executorEnv); err != nil {
+		return nil, err
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c.options(), nil
 }
