@@ -64,7 +64,7 @@ const tickFunc = "weftRangeTick__"
 
 // templates caches parsed and instrumented templates by text.
 var (
-	templates     sync.Map // string → *template.Template
+	templates     sync.Map // name + "\x00" + text → *template.Template
 	templateCount atomic.Int64
 )
 
@@ -75,7 +75,8 @@ func (e *limitError) Error() string { return e.msg }
 
 // parseTemplate parses text and instruments its ranges, or says why not.
 func parseTemplate(name, text string) (*template.Template, error) {
-	if v, ok := templates.Load(text); ok {
+	key := name + "\x00" + text
+	if v, ok := templates.Load(key); ok {
 		return v.(*template.Template), nil
 	}
 	if strings.Contains(text, tickFunc) {
@@ -100,7 +101,7 @@ func parseTemplate(name, text string) (*template.Template, error) {
 		return nil, err
 	}
 	if templateCount.Load() < maxCachedTemplates {
-		if _, loaded := templates.LoadOrStore(text, t); !loaded {
+		if _, loaded := templates.LoadOrStore(key, t); !loaded {
 			templateCount.Add(1)
 		}
 	}

@@ -20,13 +20,13 @@ func TestTemplateBombs(t *testing.T) {
 	t.Cleanup(srv.Close)
 	llm := &builtin.LLM{
 		Endpoints: map[string]builtin.LLMEndpoint{"default": {URL: srv.URL + "/v1"}},
-		Limits:    builtin.TemplateLimits{MaxOutput: 64 << 10},
+		Limits:    builtin.TemplateLimits{MaxOutput: 64 << 10, MaxIterations: 20_000},
 	}
 	list := make([]any, 1000)
 	tests := []struct {
 		name, prompt, wantType, wantMsg string
 	}{
-		{"range over a huge int", "{{range 1000000000000}}{{if false}}x{{end}}{{end}}", builtin.FailureTemplateLimit, "more than 100000 range iterations"},
+		{"range over a huge int", "{{range 1000000000000}}{{if false}}x{{end}}{{end}}", builtin.FailureTemplateLimit, "more than 20000 range iterations"},
 		{"silent huge range", "{{range $i := 1000000000000}}{{end}}", builtin.FailureTemplateLimit, "range iterations"},
 		{"nested ranges over state", "{{range .state.list}}{{range $.state.list}}{{range $.state.list}}{{end}}{{end}}{{end}}", builtin.FailureTemplateLimit, "range iterations"},
 		{"range over a variable", "{{$n := 2000000000}}{{range $n}}{{end}}", builtin.FailureTemplateLimit, "range iterations"},
@@ -46,7 +46,8 @@ func TestTemplateBombs(t *testing.T) {
 			if !strings.Contains(we.Message, tt.wantMsg) || !strings.Contains(we.Message, `llm node "n1": `) || !strings.Contains(we.Message, "prompt") {
 				t.Errorf("message %q does not say %q", we.Message, tt.wantMsg)
 			}
-			if d := time.Since(start); d > 5*time.Second {
+			// Unbounded, any of these would run for hours.
+			if d := time.Since(start); d > 30*time.Second {
 				t.Errorf("took %s", d)
 			}
 		})
