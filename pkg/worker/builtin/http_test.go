@@ -65,6 +65,7 @@ func TestHTTPAddressPolicy(t *testing.T) {
 		{"v6 loopback", nil, "http://[::1]:" + c.port() + "/", "loopback"},
 		{"v6 unique local", nil, "http://[fd00:ec2::254]/", "fc00::/7"},
 		{"multicast", nil, "http://224.0.0.1/", "multicast"},
+		{"link-local with a zone", nil, "http://[fe80::1%25lo]:" + c.port() + "/", "link-local"},
 		{"host allowed, range not", allow(t, "localhost"), "http://localhost:" + c.port() + "/", "loopback"},
 		{"other port", allow(t, "127.0.0.1:1"), "http://127.0.0.1:" + c.port() + "/", "allow-list"},
 		{"not listed", allow(t, "api.example.com"), "http://127.0.0.1:" + c.port() + "/", "not in the worker's allow-list"},

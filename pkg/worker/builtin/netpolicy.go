@@ -129,7 +129,7 @@ func (p *AddressPolicy) names(host, port string) bool {
 		return true
 	}
 	a, err := netip.ParseAddr(host)
-	return err == nil && p.netAllowed(a.Unmap(), port)
+	return err == nil && p.netAllowed(a.Unmap().WithZone(""), port)
 }
 
 // checkHost is the check before any dial: a restricted policy refuses a
@@ -145,7 +145,7 @@ func (p *AddressPolicy) checkHost(host, port string) error {
 	}
 	rule := "not in the worker's allow-list"
 	if err == nil {
-		if r := deniedRange(a.Unmap()); r != "" {
+		if r := deniedRange(a.Unmap().WithZone("")); r != "" {
 			rule = r + ", and not in the worker's allow-list"
 		}
 	}
@@ -154,7 +154,8 @@ func (p *AddressPolicy) checkHost(host, port string) error {
 
 // checkAddr is the check of an address about to be dialled for host.
 func (p *AddressPolicy) checkAddr(host string, a netip.Addr, port string) error {
-	a = a.Unmap()
+	// A prefix never contains an address with a zone (fe80::1%eth0).
+	a = a.Unmap().WithZone("")
 	if p.netAllowed(a, port) {
 		return nil
 	}
