@@ -74,9 +74,10 @@ type HTTP struct {
 	Policy *AddressPolicy
 	// Secrets resolves ${secret:NAME} in headers (nil: none).
 	Secrets Secrets
-	// RedactHeaders names request headers, besides SensitiveHeaders, whose
-	// values must be secret references.
-	RedactHeaders []string
+	// SecretHeaders names request headers, besides SensitiveHeaders, whose
+	// values must be secret references (and which, like those, are dropped
+	// on a redirect to another host).
+	SecretHeaders []string
 	// MaxBody caps the response body (default 1 MiB).
 	MaxBody int64
 	// MaxRedirects caps the redirects followed (default 5; negative: none).
@@ -241,7 +242,7 @@ func (h *HTTP) request(ctx context.Context, in *worker.Input, cfg *HTTPConfig, i
 	if msg != "" {
 		return nil, nil, configError(in, "url: "+msg)
 	}
-	if bad := CheckHeaders(cfg.Headers, h.RedactHeaders...); len(bad) > 0 {
+	if bad := CheckHeaders(cfg.Headers, h.SecretHeaders...); len(bad) > 0 {
 		return nil, nil, configError(in, strings.Join(bad, "; "))
 	}
 	method := strings.ToUpper(cfg.Method)
@@ -278,7 +279,7 @@ func (h *HTTP) request(ctx context.Context, in *worker.Input, cfg *HTTPConfig, i
 			used = append(used, vals...)
 			info.secretHeaders = append(info.secretHeaders, k)
 			v = val
-		} else if sensitive(k, h.RedactHeaders) {
+		} else if sensitive(k, h.SecretHeaders) {
 			info.secretHeaders = append(info.secretHeaders, k)
 		}
 		req.Header.Set(k, v)

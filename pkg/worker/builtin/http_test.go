@@ -246,3 +246,14 @@ func TestNewAddressPolicy(t *testing.T) {
 		t.Errorf("want four problems, got %v", err)
 	}
 }
+
+// TestHTTPSecretHeaders: a header the worker marks secret must be a
+// reference, like Authorization.
+func TestHTTPSecretHeaders(t *testing.T) {
+	h := &builtin.HTTP{Policy: allow(t, "127.0.0.1"), SecretHeaders: []string{"X-Api-Key"}}
+	_, err := h.Execute(context.Background(), input("http", map[string]any{"url": "http://127.0.0.1:1/", "headers": map[string]string{"x-api-key": "literal-key-value"}}))
+	we := failure(t, err, events.FailureValidation, false)
+	if !strings.Contains(we.Message, "headers.x-api-key: a credential must not be written") || strings.Contains(we.Message, "literal-key-value") {
+		t.Errorf("message = %q", we.Message)
+	}
+}

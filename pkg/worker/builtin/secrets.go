@@ -2,7 +2,6 @@ package builtin
 
 import (
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -152,18 +151,6 @@ func sensitive(header string, extra []string) bool {
 		}
 	}
 	return false
-}
-
-// RedactHeaders returns h with the value of every sensitive header (and
-// every header in secret) replaced by "[redacted]", for logs and errors.
-func RedactHeaders(h http.Header, secret ...string) http.Header {
-	out := h.Clone()
-	for k := range out {
-		if sensitive(k, secret) {
-			out[k] = []string{"[redacted]"}
-		}
-	}
-	return out
 }
 
 // scrub replaces every secret value in s.
