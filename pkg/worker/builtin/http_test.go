@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -255,5 +257,32 @@ func TestHTTPSecretHeaders(t *testing.T) {
 	we := failure(t, err, events.FailureValidation, false)
 	if !strings.Contains(we.Message, "headers.x-api-key: a credential must not be written") || strings.Contains(we.Message, "literal-key-value") {
 		t.Errorf("message = %q", we.Message)
+	}
+}
+
+func TestSecretSources(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "TOKEN"), []byte("from-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(filepath.Dir(dir), "OUTSIDE"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := builtin.SecretsFromEnv(func(k string) (string, bool) {
+		return map[string]string{"WEFT_SECRET_TOKEN": "from-env", "WEFT_SECRET_OTHER": "other"}[k], k != "WEFT_SECRET_NONE"
+	})
+	s := builtin.SecretsFromDir(dir).Or(env)
+	for _, tt := range []struct {
+		name, want string
+		ok         bool
+	}{
+		{"TOKEN", "from-file", true},
+		{"OTHER", "other", true},
+		{"../OUTSIDE", "", false},
+		{"NONE", "", false},
+	} {
+		if v, ok := s(tt.name); v != tt.want || ok != tt.ok {
+			t.Errorf("%s = %q %v, want %q %v", tt.name, v, ok, tt.want, tt.ok)
+		}
 	}
 }
