@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/weft-dev/weft/internal/nodeworker"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/weft"
 	"github.com/weft-dev/weft/pkg/worker"
@@ -33,7 +34,14 @@ type localEngine struct {
 }
 
 func startEngine(ctx context.Context, cfg engineConfig) (*localEngine, error) {
+	// The executors' limits, secrets and llm endpoints come from the same
+	// WEFT_* variables as nodeworker's.
+	execOpts, err := nodeworker.ExecutorOptionsFromEnv()
+	if err != nil {
+		return nil, err
+	}
 	eng, err := weft.Start(ctx,
+		weft.WithBuiltins(execOpts...),
 		weft.Embedded(cfg.dataDir),
 		weft.WithPort(cfg.port),
 		weft.WithQueues(cfg.queues...),

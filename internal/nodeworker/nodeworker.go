@@ -50,6 +50,7 @@ type Config struct {
 	AckWait      time.Duration // 0: keep the queue's (30s when created)
 	DrainTimeout time.Duration
 	LogLevel     string
+	Executors    ExecutorConfig // executors.go
 }
 
 // Validate reports every problem with the configuration at once.
@@ -76,6 +77,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("-drain-timeout: want a positive duration, got %s", c.DrainTimeout))
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Executors.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -111,6 +115,7 @@ func parse(args []string, stderr io.Writer) (*Config, error) {
 	fs.DurationVar(&cfg.AckWait, "ack-wait", 0, "redeliver work after this long without a heartbeat, for queues this worker creates (default 30s); an existing queue keeps its own (env WEFT_ACK_WAIT)")
 	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", worker.DefaultDrainTimeout, "on shutdown, wait this long for running nodes (env WEFT_DRAIN_TIMEOUT)")
 	fs.StringVar(&cfg.LogLevel, "log-level", "info", "debug, info, warn or error (env WEFT_LOG_LEVEL)")
+	cfg.Executors.RegisterFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
@@ -120,7 +125,7 @@ func parse(args []string, stderr io.Writer) (*Config, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("%w: unexpected arguments %q", ErrUsage, fs.Args())
 	}
-	if err := natsconn.ApplyEnv(fs, envFlags); err != nil {
+	if err := natsconn.ApplyEnv(fs, envFlags, executorEnv); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUsage, err)
 	}
 	for q := range strings.SplitSeq(*queues, ",") {
@@ -184,6 +189,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return setupError(ctx, log, err)
 	}
+	log.Info("built-in executors configured", cfg.Executors.describe()...)
 	var backoff setup.Backoff
 	for {
 		if err := ensureQueues(ctx, log, cfg, store); err != nil {
@@ -193,7 +199,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("%w: %w", ErrUsage, err)
 		}
-		builtin.Register(w)
+		builtin.Register(w, cfg.Executors.options()...)
 		err = w.Run(ctx)
 		if ctx.Err() != nil {
 			if err != nil {

@@ -219,6 +219,7 @@ func validateNode(g *Graph, i int, first map[string]int, scope []*Definition, o 
 			g.routes[id] = r
 		}
 	}
+	validateBuiltinConfig(n, bad)
 }
 
 // router is a router node's compiled config.

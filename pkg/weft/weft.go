@@ -68,6 +68,7 @@ type config struct {
 	drain         time.Duration
 	partitions    int
 	noBuiltins    bool
+	builtinOpts   []builtin.Option
 	noWorker      bool
 	noCoordinator bool
 	name          string
@@ -131,6 +132,13 @@ func WithDrainTimeout(d time.Duration) Option { return func(c *config) { c.drain
 // coordinator's documentation: every coordinator sharing a stream must
 // use the same number). Zero keeps the default.
 func WithPartitions(n int) Option { return func(c *config) { c.partitions = n } }
+
+// WithBuiltins configures the built-in node types: what the http executor
+// may reach, where secrets and llm endpoints come from, template limits
+// (see package builtin's options).
+func WithBuiltins(opts ...builtin.Option) Option {
+	return func(c *config) { c.builtinOpts = append(c.builtinOpts, opts...) }
+}
 
 // WithoutBuiltins leaves the built-in node types (echo, sleep, http,
 // transform, llm, …) off the worker.
@@ -280,7 +288,7 @@ func (e *Engine) startWorker(base context.Context) ([]string, error) {
 		return nil, fmt.Errorf("weft.Start: %w", err)
 	}
 	if !e.cfg.noBuiltins {
-		builtin.Register(w)
+		builtin.Register(w, e.cfg.builtinOpts...)
 	}
 	for typ, n := range e.cfg.nodes {
 		w.Handle(typ, n)
