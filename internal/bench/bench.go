@@ -33,6 +33,13 @@ type Sizes struct {
 	ScaleConc      int // each worker process's -concurrency
 	ScaleSleep     time.Duration
 	ScaleWorkers   []int // worker process counts; the first is the base
+	CoordRuns      int   // runs of the coordinator scale-out figure
+	CoordNodes     int   // noop nodes per coordinator scale-out run
+	CoordWorkers   int   // in-process workers of the coordinator figures
+	CoordProcs     []int // coordinator process counts; the first is the base
+	FailoverKills  int   // partition owners killed in the failover figure
+	FailoverRate   int   // runs started per second during the failover figure
+	DurableRuns    int   // concurrent runs of the durable throughput figure
 }
 
 // FullSizes are the sizes the issue asks for.
@@ -42,6 +49,8 @@ func FullSizes() Sizes {
 		FanItems: 10000, ReplayEvents: 1_000_000, MemRuns: 100_000,
 		ScaleRuns: 400, ScaleNodes: 10, ScaleConc: 8, ScaleSleep: 20 * time.Millisecond,
 		ScaleWorkers: []int{1, 2, 4},
+		CoordRuns:    1000, CoordNodes: 10, CoordWorkers: 2, CoordProcs: []int{1, 2, 4},
+		FailoverKills: 20, FailoverRate: 40, DurableRuns: 2000,
 	}
 }
 
@@ -52,6 +61,8 @@ func QuickSizes() Sizes {
 		FanItems: 1000, ReplayEvents: 100_000, MemRuns: 10_000,
 		ScaleRuns: 160, ScaleNodes: 5, ScaleConc: 8, ScaleSleep: 20 * time.Millisecond,
 		ScaleWorkers: []int{1, 2, 4},
+		CoordRuns:    200, CoordNodes: 10, CoordWorkers: 2, CoordProcs: []int{1, 2, 4},
+		FailoverKills: 3, FailoverRate: 40, DurableRuns: 200,
 	}
 }
 
@@ -81,6 +92,8 @@ var figures = []figure{
 	{"replay", runReplay},
 	{"memory", runMemory},
 	{"scaleout", runScaleout},
+	{"coordscale", runCoordscale},
+	{"failover", runFailover},
 }
 
 func figureNames() []string {
