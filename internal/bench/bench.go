@@ -39,7 +39,6 @@ type Sizes struct {
 	CoordProcs     []int // coordinator process counts; the first is the base
 	FailoverKills  int   // partition owners killed in the failover figure
 	FailoverRate   int   // runs started per second during the failover figure
-	DurableRuns    int   // concurrent runs of the durable throughput figure
 }
 
 // FullSizes are the sizes the issue asks for.
@@ -50,7 +49,7 @@ func FullSizes() Sizes {
 		ScaleRuns: 400, ScaleNodes: 10, ScaleConc: 8, ScaleSleep: 20 * time.Millisecond,
 		ScaleWorkers: []int{1, 2, 4},
 		CoordRuns:    1000, CoordNodes: 10, CoordWorkers: 2, CoordProcs: []int{1, 2, 4},
-		FailoverKills: 20, FailoverRate: 40, DurableRuns: 2000,
+		FailoverKills: 20, FailoverRate: 40,
 	}
 }
 
@@ -62,7 +61,7 @@ func QuickSizes() Sizes {
 		ScaleRuns: 160, ScaleNodes: 5, ScaleConc: 8, ScaleSleep: 20 * time.Millisecond,
 		ScaleWorkers: []int{1, 2, 4},
 		CoordRuns:    200, CoordNodes: 10, CoordWorkers: 2, CoordProcs: []int{1, 2, 4},
-		FailoverKills: 3, FailoverRate: 40, DurableRuns: 200,
+		FailoverKills: 3, FailoverRate: 40,
 	}
 }
 
@@ -77,6 +76,10 @@ type Config struct {
 	// Storage is the streams' storage, "file" (default) or "memory".
 	Storage string
 	Sizes   Sizes
+
+	// syncAlways starts the embedded server with sync_interval: always
+	// (the durable figures' own server).
+	syncAlways bool
 }
 
 // figure is one measured figure: it returns its rows.
@@ -94,6 +97,8 @@ var figures = []figure{
 	{"scaleout", runScaleout},
 	{"coordscale", runCoordscale},
 	{"failover", runFailover},
+	{"hop-durable", durable(runHop)},
+	{"throughput-durable", durable(runThroughput)},
 }
 
 func figureNames() []string {

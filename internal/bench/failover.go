@@ -28,8 +28,10 @@ const failoverPartition = 0
 // created its lease (so by the new holder: the old one is dead and its
 // lease had to expire first). The killed process is then started again and
 // the partitions rebalanced before the next kill. p50 and max over
-// FailoverKills kills; the floor is the lease duration, below which no
-// failover can go.
+// FailoverKills kills. The floor is the lease duration: a lease expires
+// that long after its last renewal, which is up to a fifth of it (the
+// renewal tick) before the kill, so a failover takes about the lease
+// duration, and the target is that it takes less than two.
 func runFailover(ctx context.Context, e *env) ([]Result, error) {
 	bin, err := e.binary(ctx, "cmd/coordinator")
 	if err != nil {
@@ -133,7 +135,7 @@ func runFailover(ctx context.Context, e *env) ([]Result, error) {
 		coordPartitions, failoverTTL, len(times), failoverPartition, s.FailoverRate, started)
 	return []Result{
 		row("failover p50", pct(times, 50).Seconds(), "s", failoverTTL.Seconds(), nil, notes),
-		row("failover max", slices.Max(times).Seconds(), "s", failoverTTL.Seconds(), nil, ""),
+		row("failover max", slices.Max(times).Seconds(), "s", failoverTTL.Seconds(), ratioAtMost(2), ""),
 	}, nil
 }
 

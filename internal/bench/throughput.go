@@ -41,9 +41,9 @@ func runThroughput(ctx context.Context, e *env) ([]Result, error) {
 	if eng.partial != "" {
 		fl, ftput, err := e.floorFlow(ctx, flow{runs: runs, steps: nodes, width: 1, workerConc: conc, shards: 32, body: 460}, total, timeout)
 		if err != nil || fl == nil {
-			return []Result{row("throughput", eng.tput, "nodes/s", 0, ratioAtLeast(0.4), eng.partial)}, err
+			return []Result{row("throughput", eng.tput, "nodes/s", 0, ratioAtLeast(0.6), eng.partial)}, err
 		}
-		return []Result{row("throughput", eng.tput, "nodes/s", ftput, ratioAtLeast(0.4), eng.partial+"; value: invoked nodes / elapsed")}, nil
+		return []Result{row("throughput", eng.tput, "nodes/s", ftput, ratioAtLeast(0.6), eng.partial+"; value: invoked nodes / elapsed")}, nil
 	}
 	fl, ftput, err := e.floorFlow(ctx, flow{runs: runs, steps: nodes, width: 1, workerConc: conc, shards: 32, body: floorBody(eng.avgSize)}, total, timeout)
 	if err != nil {
@@ -51,7 +51,7 @@ func runThroughput(ctx context.Context, e *env) ([]Result, error) {
 	}
 	notes := fmt.Sprintf("%d runs × %d noop nodes, worker concurrency %d; wall clock %.0f nodes/s (floor %.0f); engine log per node: %s; coordinator re-read %d runs from the log",
 		runs, nodes, conc, float64(total)/eng.elapsed.Seconds(), float64(total)/fl.elapsed().Seconds(), eng.mixPerNode(total), eng.stats.Reloads)
-	return []Result{row("throughput", eng.tput, "nodes/s", ftput, ratioAtLeast(0.4), notes)}, nil
+	return []Result{row("throughput", eng.tput, "nodes/s", ftput, ratioAtLeast(0.6), notes)}, nil
 }
 
 // engineRun is a finished engine workload.
