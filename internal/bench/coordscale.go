@@ -175,7 +175,7 @@ func (e *env) coordscaleWith(ctx context.Context, bin string, k int, fn func(ctx
 func collectAll(ctx context.Context, js jetstream.JetStream, stream string, subjects []string, timeout time.Duration) ([]stamp, error) {
 	var out []stamp
 	err := watch(ctx, js, stream, subjects, timeout, func(m jetstream.Msg, meta *jetstream.MsgMetadata) bool {
-		out = append(out, stamp{subject: m.Subject(), at: meta.Timestamp, seq: meta.Sequence.Stream})
+		out = append(out, stamp{subject: m.Subject(), node: m.Headers().Get("ce-nodeid"), at: meta.Timestamp, seq: meta.Sequence.Stream})
 		return meta.NumPending > 0
 	})
 	return out, err
