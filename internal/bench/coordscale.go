@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/coordinator"
+	"github.com/weft-dev/weft/pkg/events"
 )
 
 // coordPartitions is the partition count of the coordinator figures.
@@ -163,10 +165,13 @@ func (e *env) coordscaleWith(ctx context.Context, bin string, k int, fn func(ctx
 	if err != nil {
 		return nil, err
 	}
-	decided, err := collectAll(ctx, e.js, stream, decisionFilters(0, 1), time.Minute)
+	// The whole log, filtered here (a wildcard filter on sparse subjects
+	// costs the server a scan per batch).
+	log, err := collectAll(ctx, e.js, stream, []string{events.AllEvents}, 2*time.Minute)
 	if err != nil {
 		return nil, err
 	}
+	decided := slices.DeleteFunc(log, func(s stamp) bool { return !events.IsDecision(s.subject) })
 	return &coordMeasure{rate: sustained(decided), wall: float64(stats.Decisions) / wall.Seconds(), cpu: cpu1 - cpu0, stats: stats}, nil
 }
 
