@@ -60,8 +60,8 @@ func runCoordscale(ctx context.Context, e *env) ([]Result, error) {
 		cpuPer := m.cpu.Seconds() / dec * 1000
 		churn := float64(m.stats.Reloads+m.stats.Conflicts) / dec * 1000
 		name := fmt.Sprintf("coordinators %d", k)
-		notes := fmt.Sprintf("%d runs × %d noop nodes, -partitions %d, %d in-process worker(s) at concurrency %d; %d decisions, %.2f CPU-s over the coordinators; wall clock %.0f decisions/s",
-			s.CoordRuns, s.CoordNodes, coordPartitions, s.CoordWorkers, s.TputWorkerConc, m.stats.Decisions, m.cpu.Seconds(), m.wall)
+		notes := fmt.Sprintf("%d runs × %d noop nodes, -partitions %d, %d in-process worker(s) at concurrency %d; %d decisions (%d in the log), %.2f CPU-s over the coordinators; wall clock %.0f decisions/s",
+			s.CoordRuns, s.CoordNodes, coordPartitions, s.CoordWorkers, s.TputWorkerConc, m.stats.Decisions, m.logged, m.cpu.Seconds(), m.wall)
 		churnNotes := fmt.Sprintf("reloads %d (%.2f per 1,000), conflicts %d (%.2f per 1,000), reorders %d, handed back %d, errors %d",
 			m.stats.Reloads, float64(m.stats.Reloads)/dec*1000, m.stats.Conflicts, float64(m.stats.Conflicts)/dec*1000, m.stats.Reorders, m.stats.HandedBack, m.stats.Errors)
 		if i == 0 {
@@ -88,6 +88,9 @@ type coordMeasure struct {
 	wall  float64 // decisions / wall clock
 	cpu   time.Duration
 	stats coordinator.Stats // summed over the processes
+	// logged is the number of decision events in the log, which the
+	// processes' count should match.
+	logged int
 }
 
 // coordscaleWith starts k coordinator processes and a worker on a fresh
@@ -172,7 +175,7 @@ func (e *env) coordscaleWith(ctx context.Context, bin string, k int, fn func(ctx
 		return nil, err
 	}
 	decided := slices.DeleteFunc(log, func(s stamp) bool { return !events.IsDecision(s.subject) })
-	return &coordMeasure{rate: sustained(decided), wall: float64(stats.Decisions) / wall.Seconds(), cpu: cpu1 - cpu0, stats: stats}, nil
+	return &coordMeasure{rate: sustained(decided), wall: float64(stats.Decisions) / wall.Seconds(), cpu: cpu1 - cpu0, stats: stats, logged: len(decided)}, nil
 }
 
 // collectAll reads every message stored on subjects now and returns their
