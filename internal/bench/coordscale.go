@@ -56,7 +56,9 @@ func runCoordscale(ctx context.Context, e *env) ([]Result, error) {
 		if err != nil {
 			return rows, fmt.Errorf("%d coordinators: %w", k, err)
 		}
-		dec := float64(max(m.stats.Decisions, 1))
+		// Per decision event in the log (the processes' own count was a
+		// few short of it in some runs).
+		dec := float64(max(m.logged, 1))
 		cpuPer := m.cpu.Seconds() / dec * 1000
 		churn := float64(m.stats.Reloads+m.stats.Conflicts) / dec * 1000
 		name := fmt.Sprintf("coordinators %d", k)
