@@ -251,9 +251,15 @@ func (c *Coordinator) Run(ctx context.Context) error {
 }
 
 // shardBuffer is how many events wait for one shard. A full shard hands
-// the event back (see dispatch), so it stays small: an event never waits
-// in it for long, and one slow run holds up few others.
-const shardBuffer = 16
+// the event back (see dispatch), so it stays small enough that an event
+// never waits in it for long (an event takes about a millisecond, the ack
+// wait is seconds), and one slow run holds up few others. It must not be
+// smaller than a burst of work: a handed-back event comes again as a
+// redelivery, which reads its run afresh, so a shard too small for a burst
+// (16 was, for 200 runs started at once: a thousand reloads and a hundred
+// thousand hand-backs in weftbench's coordscale figure) slows itself down
+// further with each reload.
+const shardBuffer = 256
 
 // shardFullDelay is when an event handed back by a full shard comes again.
 const shardFullDelay = 50 * time.Millisecond

@@ -154,7 +154,10 @@ func coordinate(ctx context.Context, log *slog.Logger, cfg *Config, store events
 		started := time.Now()
 		err := c.Run(ctx)
 		st := c.Stats()
-		log.Info("stopped", "processed", st.Processed, "decisions", st.Decisions, "malformed", st.Malformed, "conflicts", st.Conflicts)
+		// The counters, once at shutdown (weftbench's coordinator figures
+		// read them from this line).
+		log.Info("stopped", "processed", st.Processed, "decisions", st.Decisions, "malformed", st.Malformed, "conflicts", st.Conflicts,
+			"reloads", st.Reloads, "reorders", st.Reorders, "handed_back", st.HandedBack, "errors", st.Errors)
 		if ctx.Err() != nil {
 			return nil
 		}
