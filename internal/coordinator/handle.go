@@ -148,6 +148,7 @@ func (c *Coordinator) process(ctx context.Context, e *events.Event, redelivered 
 			return err
 		}
 		c.n.conflicts.Add(1)
+		c.conflicted(ctx, e, try)
 	}
 }
 
