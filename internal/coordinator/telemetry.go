@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -221,4 +222,40 @@ func (c *Coordinator) observeLag(cons jetstream.Consumer) func() {
 		}
 		return int64(info.NumPending) + int64(info.NumAckPending), true
 	})
+}
+
+// Readiness is what a readiness probe asks of a coordinator.
+type Readiness struct {
+	// Announced is when the coordinator last announced itself in the
+	// leases bucket; zero before its setup is done. A coordinator whose
+	// last announcement is older than its lease duration is cut off from
+	// the bucket and takes part in nothing.
+	Announced time.Time
+	// Held lists the partitions it holds; none is a standby, ready to take
+	// over those of a coordinator that stops.
+	Held []int
+	// LeaseTTL is the lease duration.
+	LeaseTTL time.Duration
+}
+
+// Ready reports whether the coordinator takes part in deciding: it
+// announced itself within its lease duration (it then holds its share of
+// the partitions, or stands by).
+func (r Readiness) Ready(now time.Time) bool {
+	return !r.Announced.IsZero() && now.Sub(r.Announced) <= r.LeaseTTL
+}
+
+// Readiness reports the coordinator's part in deciding, for probes.
+func (c *Coordinator) Readiness() Readiness {
+	r := Readiness{LeaseTTL: c.opts.leaseTTL}
+	if ns := c.announced.Load(); ns != 0 {
+		r.Announced = time.Unix(0, ns)
+	}
+	c.parts.mu.Lock()
+	for p := range c.parts.held {
+		r.Held = append(r.Held, p)
+	}
+	c.parts.mu.Unlock()
+	slices.Sort(r.Held)
+	return r
 }

@@ -115,4 +115,6 @@ func (s *Server) Close() {
 // slogPromLogger sends promhttp's errors to the daemon's log.
 type slogPromLogger struct{ log *slog.Logger }
 
-func (l slogPromLogger) Println(v ...any) { l.log.Warn("serving metrics", logattr.Error, fmt.Sprint(v...)) }
+func (l slogPromLogger) Println(v ...any) {
+	l.log.Warn("serving metrics", logattr.Error, fmt.Sprint(v...))
+}
