@@ -39,7 +39,7 @@ type causeKey struct{}
 func (c *Coordinator) startProcess(ctx context.Context, subject string, e *events.Event, delivered uint64) (context.Context, trace.Span) {
 	ctx = context.WithValue(ctx, causeKey{}, e)
 	if delivered > 1 {
-		telemetry.Redelivered(ctx, "coordinator")
+		telemetry.Redelivered(ctx, telemetry.ComponentCoordinator)
 		c.log.InfoContext(telemetry.Extract(ctx, e), "handling an event again", logattr.RunID, e.RunID, logattr.EventType, e.Type, logattr.Seq, e.Seq, logattr.Delivery, delivered)
 	} else if c.log.Enabled(ctx, slog.LevelDebug) {
 		c.log.DebugContext(telemetry.Extract(ctx, e), "handling", logattr.RunID, e.RunID, logattr.EventType, e.Type, logattr.Seq, e.Seq, logattr.NodeID, e.NodeID, logattr.Attempt, e.Attempt)

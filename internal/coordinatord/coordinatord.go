@@ -139,6 +139,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			log.Warn("flushing telemetry", "error", err)
 		}
 	}()
+	telemetry.Announce(ctx, telemetry.ComponentCoordinator)
 
 	// A server that is not up yet is waited for, like a lost one.
 	nc, err := cfg.NATS.Connect("", nats.RetryOnFailedConnect(true))

@@ -175,6 +175,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			log.Warn("flushing telemetry", "error", err)
 		}
 	}()
+	telemetry.Announce(ctx, telemetry.ComponentWorker)
 
 	opts := []worker.Option{
 		worker.WithQueues(cfg.Queues...),

@@ -274,3 +274,24 @@ func ObserveQueues(stats func(context.Context) []QueueStat) (unregister func()) 
 	}
 	return func() { _ = reg.Unregister() }
 }
+
+// Component names of MetricRedeliveries.
+const (
+	ComponentCoordinator = "coordinator"
+	ComponentWorker      = "worker"
+)
+
+// Announce gives a daemon's counters of rare events their zero, so that a
+// scrape shows them before the first one happens (a series that appears
+// only on its first increment hides its rate): the redeliveries of
+// component, and for coordinators the conflicts.
+func Announce(ctx context.Context, component string) {
+	in := metrics()
+	if in == nil {
+		return
+	}
+	in.redeliveries.Add(ctx, 0, metric.WithAttributes(AttrComponent.String(component)))
+	if component == ComponentCoordinator {
+		in.conflicts.Add(ctx, 0)
+	}
+}

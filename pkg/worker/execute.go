@@ -88,7 +88,7 @@ func (w *Worker) process(base context.Context, q *queue, m jetstream.Msg) {
 	it := &item{run: ev.RunID, ready: ready, delivery: delivery, msg: m, base: w.log.With(telemetry.LogAttrs(telemetry.SpanContextOf(ev))...)}
 	if delivery > 1 {
 		w.stats.redelivered.Add(1)
-		telemetry.Redelivered(base, "worker")
+		telemetry.Redelivered(base, telemetry.ComponentWorker)
 		it.log().Info("work item delivered again")
 	}
 
