@@ -22,6 +22,8 @@ func devMetrics(ctx context.Context) (*prometheus.Registry, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	telemetry.Announce(ctx, telemetry.ComponentCoordinator)
+	telemetry.Announce(ctx, telemetry.ComponentWorker)
 	return reg, func() { _ = shutdown(context.WithoutCancel(ctx)) }, nil
 }
 
