@@ -37,7 +37,9 @@ type causeKey struct{}
 
 // startProcess starts the span of handling e and counts a run's start.
 func (c *Coordinator) startProcess(ctx context.Context, subject string, e *events.Event, delivered uint64) (context.Context, trace.Span) {
-	ctx = context.WithValue(ctx, causeKey{}, e)
+	if c.log.Enabled(ctx, slog.LevelDebug) {
+		ctx = context.WithValue(ctx, causeKey{}, e) // for the decision lines
+	}
 	if delivered > 1 {
 		telemetry.Redelivered(ctx, telemetry.ComponentCoordinator)
 		c.log.InfoContext(telemetry.Extract(ctx, e), "handling an event again", logattr.RunID, e.RunID, logattr.EventType, e.Type, logattr.Seq, e.Seq, logattr.Delivery, delivered)
