@@ -4,6 +4,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -48,12 +50,19 @@ func stalled(st *projection.State, now time.Time, after time.Duration) string {
 		return ""
 	}
 	last := *st.UpdatedAt
-	for _, n := range st.Nodes {
+	var running []string
+	for id, n := range st.Nodes {
 		if n.Status == projection.NodeWaiting {
 			return ""
 		}
 		if n.HeartbeatAt != nil && n.HeartbeatAt.After(last) {
 			last = *n.HeartbeatAt
+		}
+		if n.Status == projection.NodeRunning {
+			if n.TimeoutMs > 0 && n.StartedAt != nil && now.Before(n.StartedAt.Add(time.Duration(n.TimeoutMs)*time.Millisecond)) {
+				return "" // within its own timeout
+			}
+			running = append(running, id)
 		}
 	}
 	for _, t := range st.Timers {
@@ -61,11 +70,17 @@ func stalled(st *projection.State, now time.Time, after time.Duration) string {
 			return ""
 		}
 	}
-	if idle := now.Sub(last); idle > after {
-		return fmt.Sprintf("run %s has not advanced for %s (no event since %s, longer than -stall %s): is a coordinator running, and a worker for its ready nodes?",
-			st.RunID, duration(idle), last.Local().Format(time.DateTime), after)
+	idle := now.Sub(last)
+	if idle <= after {
+		return ""
 	}
-	return ""
+	if len(running) > 0 {
+		slices.Sort(running)
+		return fmt.Sprintf("run %s has not advanced for %s (no event since %s, longer than -stall %s) while %s ran with no timeout and no heartbeat event: is its worker alive?",
+			st.RunID, duration(idle), last.Local().Format(time.DateTime), after, strings.Join(running, ", "))
+	}
+	return fmt.Sprintf("run %s has not advanced for %s (no event since %s, longer than -stall %s): is a coordinator running, and a worker for its ready nodes?",
+		st.RunID, duration(idle), last.Local().Format(time.DateTime), after)
 }
 
 // warnStalled prints stalled's warning on stderr.
