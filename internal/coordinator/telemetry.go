@@ -89,7 +89,8 @@ func (c *Coordinator) logDecisions(ctx context.Context, run string, evs []*event
 	}
 	for _, e := range evs {
 		c.log.DebugContext(ctx, "decided", logattr.RunID, run, logattr.Decision, telemetry.EventName(e.Type),
-			logattr.NodeID, e.NodeID, logattr.Attempt, e.Attempt, logattr.Cause, causeType, logattr.CauseSeq, causeSeq)
+			logattr.NodeID, e.NodeID, logattr.Attempt, e.Attempt, logattr.Cause, causeType, logattr.CauseSeq, causeSeq,
+			logattr.Coordinator, c.id)
 	}
 }
 

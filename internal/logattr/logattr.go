@@ -27,7 +27,10 @@ const (
 	SpanID    = "span_id"
 	Component = "component"
 	Partition = "partition"
-	Status    = "status"
+	// Coordinator is a coordinator's id, as it announces itself in the
+	// leases bucket: which coordinator decided.
+	Coordinator = "coordinator"
+	Status      = "status"
 
 	// Decision is the type of an event a coordinator decided; Cause and
 	// CauseSeq name the event it decided on and its stream sequence.

@@ -91,7 +91,7 @@ func TestLogsExplainARun(t *testing.T) {
 		found := false
 		for _, m := range lines {
 			if m["msg"] == "decided" && str(m, logattr.RunID) == run && str(m, logattr.Decision) == telemetry.EventName(e.Type) &&
-				str(m, logattr.NodeID) == e.NodeID && str(m, logattr.Cause) != "" && str(m, logattr.CauseSeq) != "" && str(m, logattr.TraceID) == trace {
+				str(m, logattr.NodeID) == e.NodeID && str(m, logattr.Cause) != "" && str(m, logattr.CauseSeq) != "" && str(m, logattr.TraceID) == trace && str(m, logattr.Coordinator) != "" {
 				found = true
 				break
 			}
