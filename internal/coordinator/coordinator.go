@@ -168,6 +168,9 @@ type Coordinator struct {
 	graphs  sync.Map // digest → *graph.Graph
 	snaps   snapshotStore
 	n       counters
+	// announced is when the coordinator last announced itself in the
+	// leases bucket (unix nanoseconds): see Readiness.
+	announced atomic.Int64
 }
 
 // New returns a coordinator over the store.

@@ -49,7 +49,7 @@ func (c *Coordinator) handle(ctx context.Context, msg jetstream.Msg, redelivered
 	e := events.DecodeStored(msg.Subject(), msg.Headers(), msg.Data(), meta.Sequence.Stream, meta.Timestamp)
 	if e.Refused != nil {
 		c.n.malformed.Add(1)
-		c.log.Warn("passing over a message the engine does not accept", logattr.Subject, msg.Subject(), logattr.Seq, meta.Sequence.Stream, logattr.Error, e.Refused)
+		c.log.Warn("passing over a message the engine does not accept", logattr.RunID, e.RunID, logattr.Subject, msg.Subject(), logattr.Seq, meta.Sequence.Stream, logattr.Error, e.Refused)
 	}
 	ctx, span := c.startProcess(ctx, msg.Subject(), e, meta.NumDelivered)
 	defer span.End()
@@ -148,6 +148,7 @@ func (c *Coordinator) process(ctx context.Context, e *events.Event, redelivered 
 			return err
 		}
 		c.n.conflicts.Add(1)
+		c.conflicted(ctx, e, try)
 	}
 }
 

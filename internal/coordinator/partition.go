@@ -105,6 +105,7 @@ func (c *Coordinator) leaseRound(ctx context.Context, kv jetstream.KeyValue, ps 
 		c.leaseWarn("announcing the coordinator", err)
 		return
 	}
+	c.announced.Store(time.Now().UnixNano())
 	members, err := c.members(rctx, kv)
 	if err != nil {
 		c.leaseWarn("counting coordinators", err)

@@ -16,6 +16,8 @@
 // Every flag has an environment variable (shown in -h); a flag given on the
 // command line wins over the environment. Traces and metrics are exported
 // as the standard OTEL_* variables say (package telemetry; off by default).
+// With -http (WEFT_HTTP; off by default) it serves /metrics (Prometheus
+// text format), /healthz and /readyz (see probe for what ready means).
 package coordinatord
 
 import (
@@ -28,6 +30,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/natsconn"
@@ -52,6 +55,9 @@ type Config struct {
 	// LeaseTTL is how long a partition outlives its holder.
 	LeaseTTL time.Duration
 	LogLevel string
+	// HTTP is where /metrics, /healthz and /readyz are served; "" serves
+	// nothing (the default).
+	HTTP string
 }
 
 // Validate reports every problem with the configuration at once.
@@ -75,6 +81,11 @@ func (c *Config) Validate() error {
 	if c.CacheSize < 1 {
 		errs = append(errs, fmt.Errorf("-cache: want at least 1, got %d", c.CacheSize))
 	}
+	if c.HTTP != "" {
+		if _, err := telemetry.HTTPAddr(c.HTTP); err != nil {
+			errs = append(errs, fmt.Errorf("-http: %w", err))
+		}
+	}
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(c.LogLevel)); err != nil {
 		errs = append(errs, fmt.Errorf("-log-level: want debug, info, warn or error, got %q", c.LogLevel))
@@ -94,6 +105,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.Partitions, "partitions", 1, "partitions runs are split into, the same for every coordinator (env WEFT_COORDINATOR_PARTITIONS)")
 	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", 5*time.Second, "how long a partition outlives its holder's last renewal (env WEFT_COORDINATOR_LEASE_TTL)")
 	fs.StringVar(&cfg.LogLevel, "log-level", "info", "debug, info, warn or error (env WEFT_LOG_LEVEL)")
+	fs.StringVar(&cfg.HTTP, "http", "", "serve /metrics, /healthz and /readyz on this address, e.g. "+telemetry.DefaultHTTPAddr+" (\":9090\" is loopback; default off) (env WEFT_HTTP)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -113,7 +125,12 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	_ = level.UnmarshalText([]byte(cfg.LogLevel))
 	log := slog.New(telemetry.LogHandler(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level})))
 	telemetry.LogErrors(log)
-	shutdown, err := telemetry.Setup(ctx, "weft-coordinator")
+	var topts []telemetry.Option
+	reg := prometheus.NewRegistry()
+	if cfg.HTTP != "" {
+		topts = append(topts, telemetry.WithPrometheus(reg))
+	}
+	shutdown, err := telemetry.Setup(ctx, "weft-coordinator", topts...)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrUsage, err)
 	}
@@ -122,6 +139,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			log.Warn("flushing telemetry", "error", err)
 		}
 	}()
+	telemetry.Announce(ctx, telemetry.ComponentCoordinator)
 
 	// A server that is not up yet is waited for, like a lost one.
 	nc, err := cfg.NATS.Connect("", nats.RetryOnFailedConnect(true))
@@ -129,18 +147,27 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer nc.Close()
+	pr := &probe{nc: nc}
+	if cfg.HTTP != "" {
+		addr, _ := telemetry.HTTPAddr(cfg.HTTP)
+		srv, err := telemetry.Serve(ctx, addr, reg, pr.ready, log)
+		if err != nil {
+			return err
+		}
+		defer srv.Close()
+	}
 	store, err := cfg.NATS.OpenStore(ctx, nc, log)
 	if err != nil {
 		return setupError(ctx, log, err)
 	}
-	return coordinate(ctx, log, &cfg, store)
+	return coordinate(ctx, log, &cfg, store, pr)
 }
 
 // coordinate runs coordinators until ctx ends. A coordinator waits for
 // its leases bucket and partition consumers itself, with back-off; one that
 // stops while ctx is live anyway is replaced by a new one, with a fresh
 // cache.
-func coordinate(ctx context.Context, log *slog.Logger, cfg *Config, store events.Store) error {
+func coordinate(ctx context.Context, log *slog.Logger, cfg *Config, store events.Store, pr *probe) error {
 	var backoff setup.Backoff
 	for {
 		c := coordinator.New(store,
@@ -150,6 +177,7 @@ func coordinate(ctx context.Context, log *slog.Logger, cfg *Config, store events
 			coordinator.WithPartitions(cfg.Partitions),
 			coordinator.WithLeaseTTL(cfg.LeaseTTL),
 			coordinator.WithLogger(log))
+		pr.c.Store(c)
 		log.Info("coordinating", "nats", natsconn.ConnectedURL(store.JetStream().Conn()), "stream", store.StreamName(), "durable", cfg.Durable)
 		started := time.Now()
 		err := c.Run(ctx)
@@ -195,4 +223,5 @@ var envFlags = map[string]string{
 	"partitions": "WEFT_COORDINATOR_PARTITIONS",
 	"lease-ttl":  "WEFT_COORDINATOR_LEASE_TTL",
 	"log-level":  "WEFT_LOG_LEVEL",
+	"http":       "WEFT_HTTP",
 }

@@ -15,6 +15,8 @@
 // Every flag has an environment variable (shown in -h); a flag given on the
 // command line wins over the environment. Traces and metrics are exported
 // as the standard OTEL_* variables say (package telemetry; off by default).
+// With -http (WEFT_HTTP; off by default) it serves /metrics (Prometheus
+// text format), /healthz and /readyz (see probe for what ready means).
 package nodeworker
 
 import (
@@ -28,6 +30,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/weft-dev/weft/internal/natsconn"
 	"github.com/weft-dev/weft/internal/setup"
@@ -51,6 +55,9 @@ type Config struct {
 	DrainTimeout time.Duration
 	LogLevel     string
 	Executors    ExecutorConfig // executors.go
+	// HTTP is where /metrics, /healthz and /readyz are served; "" serves
+	// nothing (the default).
+	HTTP string
 }
 
 // Validate reports every problem with the configuration at once.
@@ -82,6 +89,11 @@ func (c *Config) Validate() error {
 	if err := c.Executors.Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	if c.HTTP != "" {
+		if _, err := telemetry.HTTPAddr(c.HTTP); err != nil {
+			errs = append(errs, fmt.Errorf("-http: %w", err))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -101,6 +113,7 @@ var envFlags = map[string]string{
 	"ack-wait":      "WEFT_ACK_WAIT",
 	"drain-timeout": "WEFT_DRAIN_TIMEOUT",
 	"log-level":     "WEFT_LOG_LEVEL",
+	"http":          "WEFT_HTTP",
 }
 
 // parse reads the configuration from args and the environment.
@@ -116,6 +129,7 @@ func parse(args []string, stderr io.Writer) (*Config, error) {
 	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", worker.DefaultDrainTimeout, "on shutdown, wait this long for running nodes (env WEFT_DRAIN_TIMEOUT)")
 	fs.StringVar(&cfg.LogLevel, "log-level", "info", "debug, info, warn or error (env WEFT_LOG_LEVEL)")
 	cfg.Executors.RegisterFlags(fs)
+	fs.StringVar(&cfg.HTTP, "http", "", "serve /metrics, /healthz and /readyz on this address, e.g. "+telemetry.DefaultHTTPAddr+" (\":9090\" is loopback; default off) (env WEFT_HTTP)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
@@ -152,7 +166,12 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	level, _ := parseLevel(cfg.LogLevel)
 	log := slog.New(telemetry.LogHandler(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level})))
 	telemetry.LogErrors(log)
-	shutdown, err := telemetry.Setup(ctx, "weft-nodeworker")
+	var topts []telemetry.Option
+	reg := prometheus.NewRegistry()
+	if cfg.HTTP != "" {
+		topts = append(topts, telemetry.WithPrometheus(reg))
+	}
+	shutdown, err := telemetry.Setup(ctx, "weft-nodeworker", topts...)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrUsage, err)
 	}
@@ -161,6 +180,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			log.Warn("flushing telemetry", "error", err)
 		}
 	}()
+	telemetry.Announce(ctx, telemetry.ComponentWorker)
 
 	opts := []worker.Option{
 		worker.WithQueues(cfg.Queues...),
@@ -185,6 +205,20 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	pr := &probe{js: js, stream: cfg.NATS.Stream, queues: cfg.Queues}
+	if cfg.HTTP != "" {
+		addr, _ := telemetry.HTTPAddr(cfg.HTTP)
+		srv, err := telemetry.Serve(ctx, addr, reg, pr.ready, log)
+		if err != nil {
+			return err
+		}
+		defer srv.Close()
+	}
+	defer telemetry.ObserveQueues(pr.queueStats)()
 	store, err := cfg.NATS.OpenStore(ctx, nc, log)
 	if err != nil {
 		return setupError(ctx, log, err)

@@ -167,6 +167,9 @@ type Engine struct {
 	tmpDir string
 	store  events.Store
 	client *client.Client
+	// consumers are the durable consumers the engine's coordinator and
+	// worker consume from.
+	consumers []string
 
 	stopWorker, stopCoordinator context.CancelFunc
 	worker, coordinator         sync.WaitGroup
@@ -229,6 +232,7 @@ func Start(ctx context.Context, opts ...Option) (_ *Engine, err error) {
 	if err := waitForConsumers(ctx, js, e.store.StreamName(), consumers); err != nil {
 		return nil, err
 	}
+	e.consumers = consumers
 	return e, nil
 }
 
@@ -348,6 +352,20 @@ func (e *Engine) Err() error {
 	e.errMu.Lock()
 	defer e.errMu.Unlock()
 	return e.err
+}
+
+// Ready says whether the engine can work: its connection is up and its
+// coordinator's and worker's consumers exist (a readiness probe).
+func (e *Engine) Ready(ctx context.Context) error {
+	if !e.nc.IsConnected() {
+		return errors.New("not connected to NATS")
+	}
+	for _, n := range e.consumers {
+		if _, err := e.store.JetStream().Consumer(ctx, e.store.StreamName(), n); err != nil {
+			return fmt.Errorf("consumer %s: %w", n, err)
+		}
+	}
+	return nil
 }
 
 // Client is a client over the engine's connection: start, wait for,
