@@ -1,0 +1,89 @@
+package projection
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/weft-dev/weft/pkg/events"
+)
+
+// ErrForkChild is wrapped by ForkState's error when a node waits for a
+// child run at the fork point: the child belongs to the parent run and
+// would report to it, not to the fork.
+var ErrForkChild = errors.New("a node waits for a child run")
+
+// ForkState returns the state a run forked from a run in state parent
+// starts with (see events.RunStartedData.State): the parent's shared
+// state, nodes, pending edge signals, buffered signals and timers, with
+//
+//   - every node (and map item) that was ready or running made due to run
+//     again: its work item goes out anew, as the same attempt number, under
+//     the fork's run id;
+//   - the timeouts of those attempts dropped (they are armed again when a
+//     worker takes the new work item); retry and deadline timers kept, to
+//     be armed for the fork;
+//   - nodes that completed, failed, were skipped or wait for a signal left
+//     as they are: a completed node does not run again;
+//   - the run's own fields (id, graph, status, end, cancellation, counts,
+//     times) cleared: the fork's run-started sets them.
+//
+// A node waiting for a child run makes ForkState fail with ErrForkChild.
+func ForkState(parent *State) (*State, error) {
+	s := parent.Clone()
+	for _, id := range slices.Sorted(maps.Keys(s.Nodes)) {
+		n := s.Nodes[id]
+		if n.Status == NodeWaiting && n.WaitingFor == "child" {
+			return nil, fmt.Errorf("%w: node %q waits for child run %s; fork from before the node was activated", ErrForkChild, id, n.Child)
+		}
+		if n.Status == NodeReady || n.Status == NodeRunning {
+			redo(&n.Status, &n.Attempt, &n.Delivery, &n.TimedOut)
+			n.Worker, n.StartedAt, n.HeartbeatAt = "", nil, nil
+		}
+		for _, it := range n.Items {
+			if it.Status == NodeReady || it.Status == NodeRunning {
+				redo(&it.Status, &it.Attempt, &it.Delivery, &it.TimedOut)
+				it.HeartbeatAt = nil
+			}
+		}
+	}
+	for id, t := range s.Timers {
+		if t.Purpose == PurposeTimeout || t.Purpose == PurposeHeartbeat {
+			delete(s.Timers, id)
+		}
+	}
+	if len(s.Timers) == 0 {
+		s.Timers = nil
+	}
+	s.RunID, s.GraphName, s.GraphDigest, s.Graph = "", "", "", nil
+	s.Parent, s.Fork, s.Input, s.Invocation = nil, nil, nil, nil
+	s.Status, s.Output, s.Error, s.Cancel = RunPending, nil, nil, nil
+	s.Stats, s.Config = Stats{}, runConfig{}
+	s.StartedAt, s.UpdatedAt, s.EndedAt, s.LastSeq = nil, nil, nil, 0
+	return s, nil
+}
+
+// redo makes an attempt that was ready or running due again: the engine
+// readies attempt+1 of a retry-due attempt, so the attempt is counted
+// back by one and the same attempt number runs again.
+func redo(status *NodeStatus, attempt, delivery *int, timedOut *string) {
+	*status, *delivery, *timedOut = NodeRetryDue, 0, ""
+	if *attempt > 0 {
+		*attempt--
+	}
+}
+
+// applyForkState takes a forked run's start state from its run-started.
+func (s *State) applyForkState(raw json.RawMessage, fork *events.ForkRef) error {
+	var st State
+	if err := json.Unmarshal(raw, &st); err != nil {
+		return fmt.Errorf("run-started state: %w", err)
+	}
+	last := s.LastSeq
+	*s = st
+	s.LastSeq, s.Stats = last, Stats{}
+	s.Fork = fork
+	return nil
+}
