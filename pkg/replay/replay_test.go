@@ -70,8 +70,10 @@ func TestRecordedRunsReplayOnTheirGraph(t *testing.T) {
 // recorder collects what Check reports.
 type recorder struct{ errs []string }
 
-func (r *recorder) Helper()                         {}
-func (r *recorder) Errorf(format string, args ...any) { r.errs = append(r.errs, fmt.Sprintf(format, args...)) }
+func (r *recorder) Helper() {}
+func (r *recorder) Errorf(format string, args ...any) {
+	r.errs = append(r.errs, fmt.Sprintf(format, args...))
+}
 
 // A graph whose changed condition routes the recorded run elsewhere is
 // caught at the routing, with both sides shown.
