@@ -150,6 +150,13 @@ func TestForkCommand(t *testing.T) {
 		}
 	}
 
+	// A compatible graph: the same nodes, shout says something else.
+	hi := writeFile(t, "hi.yaml", strings.Replace(mustRead(t, helloFile), "'Hello, '", "'Hi, '", 1))
+	r = weft(t, "fork", run, "-at", strconv.Itoa(at), "-graph", hi, "-wait", "-nats", url)
+	if r.code != 0 || !strings.Contains(r.stdout, `"greeting": "Hi, Ada!"`) {
+		t.Errorf("fork -graph: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+
 	// A graph that renames shout does not fit a state in which shout ran.
 	renamed := writeFile(t, "renamed.yaml", strings.ReplaceAll(mustRead(t, helloFile), "shout", "yell"))
 	invalid := writeFile(t, "invalid.yaml", "name: x\nnodes:\n  - id: a\n    type: nosuchtype\nedges: []\n")

@@ -1,0 +1,91 @@
+package projection_test
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/weft-dev/weft/pkg/events"
+	"github.com/weft-dev/weft/pkg/projection"
+)
+
+// ForkState makes ready and running attempts due again (same attempt
+// number), keeps finished nodes, pending signals, retry and deadline
+// timers, drops the re-run attempts' timeouts, and clears the run's own
+// fields; the fork's run-started then gives exactly that state back.
+func TestForkStateRerunsActiveAttempts(t *testing.T) {
+	t0 := time.Date(2026, 11, 23, 3, 0, 0, 0, time.UTC)
+	n := 0
+	var evs []*events.Event
+	add := func(p events.Payload) {
+		t.Helper()
+		n++
+		e, err := events.New("parent", "e"+string(rune('a'+n)), t0.Add(time.Duration(n)*time.Second), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Seq = uint64(n)
+		evs = append(evs, e)
+	}
+	a := events.NodeRef{Node: "a", Iteration: 1}
+	b := events.NodeRef{Node: "b", Iteration: 1}
+	add(&events.RunStartedData{GraphName: "g", Graph: json.RawMessage(`{"nodes":[{"id":"a"},{"id":"b"},{"id":"c"}]}`), Input: json.RawMessage(`{"k":1}`)})
+	add(&events.NodeReadyData{NodeRef: a, Attempt: 1, Queue: "q"})
+	add(&events.NodeInvokedData{NodeRef: a, Attempt: 1, Output: json.RawMessage(`{"x":1}`)})
+	add(&events.NodeReadyData{NodeRef: b, Attempt: 2, Queue: "q", TimeoutMs: 1000,
+		Routed: []events.NodeRoutedData{{NodeRef: a, Signals: []events.Signal{{Edge: 1, To: "b", Taken: true}, {Edge: 2, To: "c", Taken: true}}}}})
+	add(&events.NodeInvokingData{NodeRef: b, Attempt: 2, Delivery: 1, Worker: "w"})
+	parent := projection.Fold(evs)
+	if parent.Nodes["b"].Status != projection.NodeRunning || len(parent.Timers) == 0 {
+		t.Fatalf("setup: b %s, timers %v", parent.Nodes["b"].Status, parent.Timers)
+	}
+
+	st, err := projection.ForkState(parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.Nodes["b"]; got.Status != projection.NodeRetryDue || got.Attempt != 1 || got.Worker != "" || got.Delivery != 0 {
+		t.Errorf("b after ForkState: %+v; want retry_due at attempt 1 (so that attempt 2 runs again)", got)
+	}
+	if st.Nodes["a"].Status != projection.NodeSucceeded || string(st.Nodes["a"].Output) != `{"x":1}` {
+		t.Errorf("a after ForkState: %+v", st.Nodes["a"])
+	}
+	if len(st.Pending["c"]) != 1 {
+		t.Errorf("c's pending signal was lost: %v", st.Pending)
+	}
+	if len(st.Timers) != 0 {
+		t.Errorf("the re-run attempt's timeout is kept: %v", st.Timers)
+	}
+	if st.RunID != "" || st.Status != projection.RunPending || st.Stats.Events != 0 || st.LastSeq != 0 || st.Graph != nil {
+		t.Errorf("the run's own fields are kept: %s", st.Marshal())
+	}
+	if parent.Nodes["b"].Status != projection.NodeRunning {
+		t.Error("ForkState changed the parent's state")
+	}
+
+	fork := &events.ForkRef{RunID: "parent", Position: 5, Seq: 5}
+	start, err := events.New("child", "child", t0.Add(time.Hour), &events.RunStartedData{GraphName: "g", Graph: json.RawMessage(`{"nodes":[{"id":"a"},{"id":"b"},{"id":"c"}]}`), Fork: fork, State: st.Marshal()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start.Seq = 100
+	got := projection.Fold([]*events.Event{start})
+	if got.RunID != "child" || got.Status != projection.RunRunning || got.Fork == nil || *got.Fork != *fork || got.LastSeq != 100 || got.Stats.Events != 1 {
+		t.Errorf("fork's fold: %s", got.Marshal())
+	}
+	if got.Nodes["b"].Status != projection.NodeRetryDue || string(got.Vars["k"]) != "1" || got.StartedAt == nil || !got.StartedAt.Equal(t0.Add(time.Hour)) {
+		t.Errorf("fork's fold lost the start state: %s", got.Marshal())
+	}
+	if string(got.Marshal()) != string(projection.Fold([]*events.Event{start}).Marshal()) {
+		t.Error("folding the fork's start twice gives different states")
+	}
+}
+
+// A node waiting for a child run cannot be forked over.
+func TestForkStateRefusesAWaitingChild(t *testing.T) {
+	s := &projection.State{Nodes: map[string]*projection.NodeState{"sub": {Status: projection.NodeWaiting, WaitingFor: "child", Child: "kid"}}}
+	if _, err := projection.ForkState(s); !errors.Is(err, projection.ErrForkChild) {
+		t.Errorf("ForkState = %v, want ErrForkChild", err)
+	}
+}
