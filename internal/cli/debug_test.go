@@ -185,7 +185,7 @@ func TestForkCommand(t *testing.T) {
 	if after := streamLast(t, cl, fork); after != before {
 		t.Errorf("refused forks wrote to the stream: last sequence %d -> %d", before, after)
 	}
-	if l := weft(t, "-o", "json", "list", "-nats", url); strings.Count(l.stdout, `"status"`) != 2 {
+	if l := weft(t, "-o", "json", "list", "-nats", url); strings.Count(l.stdout, `"status"`) != 3 {
 		t.Errorf("refused forks started runs:\n%s", l.stdout)
 	}
 }
