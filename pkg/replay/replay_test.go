@@ -152,3 +152,38 @@ func TestChangedDataShowsChangedFields(t *testing.T) {
 		t.Errorf("changes %+v lack /queue default -> gpu\n%s", r.Diff.Changes, r.Diff)
 	}
 }
+
+// For a run still going, what comes next is compared too: a graph that
+// agrees with every recorded decision but would route the run elsewhere
+// from here differs after the last event.
+func TestRunningRunComparesTheNextDecisions(t *testing.T) {
+	all := histories(t)["hello"]
+	var upto int
+	for i, e := range all {
+		if e.Type == events.NodeInvoked && e.NodeID == "greet" {
+			upto = i + 1
+		}
+	}
+	evs := all[:upto]
+	if r := replay.Run(runGraph(t, evs), evs); !r.OK() {
+		t.Fatalf("the running run on its own graph: %s", r.Diff)
+	}
+	var def map[string]any
+	_ = json.Unmarshal(projection.Fold(evs[:1]).Graph, &def)
+	def["nodes"] = append(def["nodes"].([]any), map[string]any{"id": "audit", "type": "echo"})
+	for _, e := range def["edges"].([]any) {
+		if e := e.(map[string]any); e["from"] == "greet" {
+			e["to"] = "audit"
+		}
+	}
+	def["edges"] = append(def["edges"].([]any), map[string]any{"from": "audit", "to": "shout"})
+	raw, _ := json.Marshal(def)
+	g, err := graph.Parse(raw, "changed.json", graph.AllowAnyType())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := replay.Run(g, evs)
+	if r.OK() || r.Diff.Position != len(evs)+1 || !strings.Contains(r.Diff.Recorded, "greet/1 -> shout") || !strings.Contains(strings.Join(r.Diff.Decided, ";"), "greet/1 -> audit") {
+		t.Fatalf("want a difference after the last event, shout vs audit; got %+v", r.Diff)
+	}
+}
