@@ -31,10 +31,19 @@ var ErrForkChild = errors.New("a node waits for a child run")
 //     times) cleared: the fork's run-started sets them.
 //
 // A node waiting for a child run makes ForkState fail with ErrForkChild.
+//
+// In a run that was being cancelled, the activations the cancellation
+// ended (cancelled and not routed on) are taken up again: a node that
+// waited for a signal waits again (its deadline re-armed), a map node
+// waits for its items again, and a worker node runs again (a node that was
+// backing off before a retry runs its next attempt).
 func ForkState(parent *State) (*State, error) {
 	s := parent.Clone()
 	for _, id := range slices.Sorted(maps.Keys(s.Nodes)) {
 		n := s.Nodes[id]
+		if parent.Cancel != nil {
+			s.resume(id, n)
+		}
 		if n.Status == NodeWaiting && n.WaitingFor == "child" {
 			return nil, fmt.Errorf("%w: node %q waits for child run %s; fork from before the node was activated", ErrForkChild, id, n.Child)
 		}
@@ -63,6 +72,34 @@ func ForkState(parent *State) (*State, error) {
 	s.Stats, s.Config = Stats{}, runConfig{}
 	s.StartedAt, s.UpdatedAt, s.EndedAt, s.LastSeq = nil, nil, nil, 0
 	return s, nil
+}
+
+// resume takes up an activation a cancellation ended (see ForkState).
+func (s *State) resume(id string, n *NodeState) {
+	for _, it := range n.Items {
+		if it.Status == NodeCancelled {
+			it.Status, it.Error = NodeRunning, nil // redone below
+		}
+	}
+	if n.Status != NodeCancelled || n.Routed >= n.Iteration {
+		return
+	}
+	ref := events.NodeRef{Node: id, Iteration: n.Iteration}
+	n.EndedAt = nil
+	switch n.WaitingFor {
+	case "signal", "map", "child":
+		n.Status, n.Error = NodeWaiting, nil
+		if n.WaitingFor == "signal" && n.Deadline != nil {
+			s.addTimer(DeadlineTimerID(ref), Timer{Purpose: "deadline", Ref: ref, At: n.Deadline.UTC()})
+		}
+	default:
+		if n.Error != nil && n.Error.Type != events.FailureCancelled {
+			// It was backing off after a failed attempt: the next one runs.
+			n.Status, n.Error, n.Delivery, n.TimedOut = NodeRetryDue, nil, 0, ""
+			return
+		}
+		n.Status, n.Error = NodeRunning, nil // redone by ForkState
+	}
 }
 
 // redo makes an attempt that was ready or running due again: the engine

@@ -89,3 +89,49 @@ func TestForkStateRefusesAWaitingChild(t *testing.T) {
 		t.Errorf("ForkState = %v, want ErrForkChild", err)
 	}
 }
+
+// A fork of a cancelled run takes up what the cancellation ended: the
+// waiting human node waits again with its deadline, the running node runs
+// again.
+func TestForkStateOfACancelledRun(t *testing.T) {
+	t0 := time.Date(2026, 11, 23, 3, 0, 0, 0, time.UTC)
+	deadline := t0.Add(time.Hour)
+	var evs []*events.Event
+	add := func(p events.Payload) {
+		t.Helper()
+		e, err := events.New("parent", "e"+string(rune('a'+len(evs))), t0.Add(time.Duration(len(evs))*time.Second), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Seq = uint64(len(evs) + 1)
+		evs = append(evs, e)
+	}
+	h := events.NodeRef{Node: "h", Iteration: 1}
+	w := events.NodeRef{Node: "w", Iteration: 1}
+	add(&events.RunStartedData{GraphName: "g", Graph: json.RawMessage(`{"nodes":[{"id":"h"},{"id":"w"}]}`)})
+	add(&events.NodeWaitingData{NodeRef: h, For: "signal", Deadline: &deadline})
+	add(&events.NodeReadyData{NodeRef: w, Attempt: 1, Queue: "q"})
+	add(&events.NodeInvokingData{NodeRef: w, Attempt: 1, Delivery: 1, Worker: "x"})
+	add(&events.RunCancelRequestedData{By: "me"})
+	add(&events.RunCancelledData{By: "me"})
+	parent := projection.Fold(evs)
+	if parent.Status != projection.RunCancelled || parent.Nodes["h"].Status != projection.NodeCancelled {
+		t.Fatalf("setup: %s", parent.Marshal())
+	}
+	st, err := projection.ForkState(parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := st.Nodes["h"]; n.Status != projection.NodeWaiting || n.WaitingFor != "signal" {
+		t.Errorf("h: %+v, want waiting for a signal again", n)
+	}
+	if tm, ok := st.Timers[projection.DeadlineTimerID(h)]; !ok || !tm.At.Equal(deadline) {
+		t.Errorf("h's deadline timer: %v", st.Timers)
+	}
+	if n := st.Nodes["w"]; n.Status != projection.NodeRetryDue || n.Attempt != 0 {
+		t.Errorf("w: %+v, want attempt 1 due again", n)
+	}
+	if st.Cancel != nil || st.EndedAt != nil {
+		t.Errorf("the cancellation is kept: %s", st.Marshal())
+	}
+}
