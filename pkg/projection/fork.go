@@ -66,12 +66,17 @@ func ForkState(parent *State) (*State, error) {
 	if len(s.Timers) == 0 {
 		s.Timers = nil
 	}
+	s.clearRun()
+	return s, nil
+}
+
+// clearRun clears the run's own fields, which a run-started sets.
+func (s *State) clearRun() {
 	s.RunID, s.GraphName, s.GraphDigest, s.Graph = "", "", "", nil
 	s.Parent, s.Fork, s.Input, s.Invocation = nil, nil, nil, nil
 	s.Status, s.Output, s.Error, s.Cancel = RunPending, nil, nil, nil
 	s.Stats, s.Config = Stats{}, runConfig{}
 	s.StartedAt, s.UpdatedAt, s.EndedAt, s.LastSeq = nil, nil, nil, 0
-	return s, nil
 }
 
 // resume takes up an activation a cancellation ended (see ForkState).
@@ -118,9 +123,11 @@ func (s *State) applyForkState(raw json.RawMessage, fork *events.ForkRef) error 
 	if err := json.Unmarshal(raw, &st); err != nil {
 		return fmt.Errorf("run-started state: %w", err)
 	}
+	// The run's own fields come from the run-started, whatever the state
+	// says of them.
+	st.clearRun()
 	last := s.LastSeq
 	*s = st
-	s.LastSeq, s.Stats = last, Stats{}
-	s.Fork = fork
+	s.LastSeq, s.Fork = last, fork
 	return nil
 }
