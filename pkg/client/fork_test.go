@@ -98,6 +98,20 @@ func TestForkRerunsReadyNodesWithEditedState(t *testing.T) {
 	if n := count(fevs, events.NodeInvoking, "shout"); n != 1 {
 		t.Errorf("shout, ready at the fork point, ran %d times in the fork, want 1", n)
 	}
+	// From the point where shout was running: it runs again too, as
+	// attempt 1 of the fork.
+	running := position(t, evs, events.NodeInvoking, "shout")
+	fork2, err := c.Fork(ctx, run, running)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := c.Wait(ctx, fork2); err != nil || st.Status != projection.RunCompleted || st.Nodes["shout"].Attempt != 1 || string(st.Vars["greeting"]) != `"Hello, Ada!"` {
+		t.Errorf("fork from shout running: %v %+v", err, st)
+	}
+	f2evs, _ := c.Events(ctx, fork2)
+	if n := count(f2evs, events.NodeInvoking, "shout"); n != 1 {
+		t.Errorf("shout, running at the fork point, ran %d times in the fork, want 1", n)
+	}
 	// Self-contained: the fork's own first event folds to its start state.
 	first := projection.Fold([]*events.Event{fevs[0].Event})
 	if first.Nodes["greet"] == nil || first.Nodes["greet"].Status != projection.NodeSucceeded || len(first.Graph) == 0 {

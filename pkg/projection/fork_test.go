@@ -135,3 +135,21 @@ func TestForkStateOfACancelledRun(t *testing.T) {
 		t.Errorf("the cancellation is kept: %s", st.Marshal())
 	}
 }
+
+// A map node's items that were ready or running run again; finished ones
+// do not.
+func TestForkStateRerunsMapItems(t *testing.T) {
+	s := &projection.State{Nodes: map[string]*projection.NodeState{"m": {Status: projection.NodeWaiting, WaitingFor: "map", Iteration: 1,
+		Items: []*projection.ItemState{{Status: projection.NodeSucceeded, Attempt: 1}, {Status: projection.NodeRunning, Attempt: 2, Delivery: 1}, {Status: projection.NodeReady, Attempt: 1}}}}}
+	st, err := projection.ForkState(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	it := st.Nodes["m"].Items
+	if it[0].Status != projection.NodeSucceeded || it[1].Status != projection.NodeRetryDue || it[1].Attempt != 1 || it[2].Status != projection.NodeRetryDue || it[2].Attempt != 0 {
+		t.Errorf("items after ForkState: %+v %+v %+v", *it[0], *it[1], *it[2])
+	}
+	if st.Nodes["m"].Status != projection.NodeWaiting {
+		t.Errorf("the map node is %s, want waiting", st.Nodes["m"].Status)
+	}
+}
