@@ -264,3 +264,53 @@ func TestReplay(t *testing.T) {
 		t.Errorf("Replay of a missing run: %v", err)
 	}
 }
+
+// A fork taken while a map's items run: the items then running run again,
+// finished ones do not, and the fork completes with every item's output.
+func TestForkDuringAMap(t *testing.T) {
+	c, _ := engine(t)
+	ctx := timeout(t)
+	g, err := graph.LoadFile("../../examples/fanout.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := c.Start(ctx, g, client.WithInput(map[string]any{"docs": []string{"a", "b", "c", "d"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := c.Wait(ctx, run); err != nil || st.Status != projection.RunCompleted {
+		t.Fatalf("parent: %v %+v", err, st)
+	}
+	evs, _ := c.Events(ctx, run)
+	// After the first item's outcome: item 0 is done, item 1 is under way
+	// or ready, items 2 and 3 wait for a slot.
+	at := position(t, evs, events.NodeInvoked, "pages")
+	mid, _ := c.StateAt(ctx, run, at)
+	done := 0
+	for _, it := range mid.Nodes["pages"].Items {
+		if it.Status == projection.NodeSucceeded {
+			done++
+		}
+	}
+	if done != 1 {
+		t.Fatalf("at the first item's outcome %d items are done", done)
+	}
+	fork, err := c.Fork(ctx, run, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.Wait(ctx, fork)
+	if err != nil || st.Status != projection.RunCompleted {
+		t.Fatalf("fork: %v %+v", err, st)
+	}
+	if got := string(st.Artifacts["pages"]); got != `["0:A","1:B","2:C","3:D"]` {
+		t.Errorf("fork's pages %s", got)
+	}
+	fevs, _ := c.Events(ctx, fork)
+	if n := count(fevs, events.NodeInvoking, "pages"); n != 4-done {
+		t.Errorf("the fork ran %d items, want the %d not done at the fork point", n, 4-done)
+	}
+	if n := count(fevs, events.NodeInvoking, "left") + count(fevs, events.NodeInvoking, "right"); n != 0 {
+		t.Errorf("the fork ran left or right again (%d)", n)
+	}
+}
