@@ -239,6 +239,18 @@ func TestResetCommand(t *testing.T) {
 		t.Fatalf("signal: %s%s", r.stdout, r.stderr)
 	}
 	waitState(t, cl, fork, func(st *projection.State) bool { return st.Status == projection.RunCompleted })
+
+	// -at: from after an event; a run that ended is not cancelled again.
+	rows := eventRows(t, url, fork)
+	r = weft(t, "reset", fork, "-at", "2", "-nats", url)
+	if r.code != 0 {
+		t.Fatalf("reset -at 2: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	again := strings.TrimSpace(r.stdout)
+	wantContains(t, "status after reset -at", weft(t, "status", again, "-nats", url).stdout, fmt.Sprintf("forked from %s@2 (reset to position 2)", fork))
+	if after := eventRows(t, url, fork); len(after) != len(rows) {
+		t.Errorf("resetting an ended run wrote to it: %d events, then %d", len(rows), len(after))
+	}
 }
 
 // waitState follows a run until its state satisfies ok.
@@ -259,7 +271,7 @@ func waitState(t *testing.T, cl *client.Client, run string, ok func(*projection.
 // weft replay passes a run on its own graph, and reports where a changed
 // graph decides otherwise, exiting 1.
 func TestReplayCommand(t *testing.T) {
-	url, _ := engine(t)
+	url, cl := engine(t)
 	run := runHello(t, url, "Ada")
 	r := weft(t, "replay", "-graph", helloFile, run, "-nats", url)
 	if r.code != 0 || !regexp.MustCompile(run+`: ok \(\d+ events, \d+ decisions the same\)`).MatchString(r.stdout) {
@@ -281,6 +293,23 @@ func TestReplayCommand(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "no runs of graph hello to check") {
 		t.Errorf("replay -all -status running with none running: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
+	// A run in flight: the approval waits with a deadline a day after it
+	// began to wait; a graph with a shorter timeout decides otherwise.
+	waiting := strings.TrimSpace(weft(t, "run", approvalFile, "-nats", url).stdout)
+	waitState(t, cl, waiting, func(st *projection.State) bool {
+		return st.Nodes["approve"] != nil && st.Nodes["approve"].Status == projection.NodeWaiting
+	})
+	hour := writeFile(t, "approval.yaml", strings.Replace(mustRead(t, approvalFile), "timeout: 24h", "timeout: 1h", 1))
+	r = weft(t, "replay", "-graph", approvalFile, "-all", "-status", "running", "-nats", url)
+	if r.code != 0 || !strings.Contains(r.stdout, waiting+": ok") || strings.Contains(r.stdout, run) {
+		t.Errorf("replay -all -status running on the run's graph: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = weft(t, "replay", "-graph", hour, "-all", "-status", "running", "-nats", url)
+	if r.code != 1 {
+		t.Errorf("replay -all -status running on a shorter timeout: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	wantContains(t, "replay of the waiting run", r.stdout, waiting+": DIFFERS at event", "recorded: node.waiting approve/1 for signal", "/deadline:")
+
 	invalid := writeFile(t, "invalid.yaml", "name: x\nnodes: [{id: a, type: echo, retries: 3}]\nedges: []\n")
 	r = weft(t, "replay", "-graph", invalid, run, "-nats", url)
 	if r.code != 1 || !strings.Contains(r.stderr, invalid) {
