@@ -462,7 +462,7 @@ func summary(p events.Payload, at time.Time) string {
 	case *events.NodeWaitingData:
 		s := "for " + d.For
 		if d.Deadline != nil {
-			s += ", until " + deadline(*d.Deadline, at)
+			s += ", deadline " + deadline(*d.Deadline, at)
 		}
 		return s
 	case *events.NodeRoutedData:
