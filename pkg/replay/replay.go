@@ -137,6 +137,7 @@ func Run(g *graph.Graph, history []*events.Event) Result {
 				return r
 			}
 			fresh := false
+			var now []unit
 			for _, u := range units {
 				r.Decisions++
 				got, ok, same := match(expect, u)
@@ -144,7 +145,8 @@ func Run(g *graph.Graph, history []*events.Event) Result {
 					if !fresh {
 						// Ask again from the state before this event; keep
 						// the old answer too (see the package doc).
-						now, err := decide(g, s, e.Time)
+						var err error
+						now, err = decide(g, s, e.Time)
 						if err != nil {
 							r.Diff = &Divergence{Position: i + 1, Seq: e.Seq, Recorded: u.desc, Message: fmt.Sprintf("event %d: %v", i+1, err)}
 							return r
@@ -154,7 +156,7 @@ func Run(g *graph.Graph, history []*events.Event) Result {
 					}
 				}
 				if !ok {
-					r.Diff = &Divergence{Position: i + 1, Seq: e.Seq, Recorded: u.desc, Decided: descs(expect),
+					r.Diff = &Divergence{Position: i + 1, Seq: e.Seq, Recorded: u.desc, Decided: descs(now),
 						Message: fmt.Sprintf("event %d: the run recorded %s; the graph does not decide it", i+1, u.desc)}
 					return r
 				}
