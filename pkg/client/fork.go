@@ -114,6 +114,10 @@ func toRaw(v any) json.RawMessage {
 // ones do not). The coordinator then decides from that state, as for any
 // run.
 //
+// The start state travels in that one event: a fork whose state does not
+// fit the server's largest message (its max_payload) fails with
+// events.ErrPayloadTooLarge.
+//
 // Nothing is written when the position is out of range
 // (ErrNoSuchPosition), an edit is not JSON or not an object
 // (ErrInvalidInput), the graph is incompatible with the state
