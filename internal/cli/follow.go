@@ -51,7 +51,7 @@ func printFollowRow(w io.Writer, r timelineRow) {
 	}
 	at := "+" + offset(r.Offset)
 	if r.Clock != "" {
-		details = strings.TrimSpace("[time: " + r.Clock + "] " + details)
+		at += " (" + r.Clock + ")"
 	}
 	fmt.Fprintf(w, followFormat, strconv.Itoa(r.Position), strconv.FormatUint(r.Seq, 10), at, orDash(shortType(r.Type)), node, num(r.Iteration), num(r.Attempt), details)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
@@ -313,5 +314,24 @@ func TestForkDuringAMap(t *testing.T) {
 	}
 	if n := count(fevs, events.NodeInvoking, "left") + count(fevs, events.NodeInvoking, "right"); n != 0 {
 		t.Errorf("the fork ran left or right again (%d)", n)
+	}
+}
+
+// A RunEvent's JSON keeps its position beside the event.
+func TestRunEventJSON(t *testing.T) {
+	e, err := events.New("r1", "e1", time.Date(2026, 11, 23, 3, 0, 0, 0, time.UTC), &events.SignalReceivedData{Node: "a", By: "me"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(client.RunEvent{Position: 3, Event: e})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got client.RunEvent
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Position != 3 || got.ID != "e1" || got.Type != events.SignalReceived {
+		t.Errorf("round trip of %s: %+v", b, got)
 	}
 }

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/weft-dev/weft/pkg/events"
@@ -44,6 +45,29 @@ func (c *Client) Events(ctx context.Context, runID string) ([]RunEvent, error) {
 		return nil, err
 	}
 	return positioned(evs), nil
+}
+
+// runEventJSON is RunEvent's JSON form: the event's own (CloudEvents
+// structured JSON, see events.Event.MarshalJSON) beside its position.
+type runEventJSON struct {
+	Position int           `json:"position"`
+	Event    *events.Event `json:"event"`
+}
+
+// MarshalJSON writes {"position": N, "event": {...}}; without it the
+// embedded event's MarshalJSON would drop the position.
+func (r RunEvent) MarshalJSON() ([]byte, error) {
+	return json.Marshal(runEventJSON{Position: r.Position, Event: r.Event})
+}
+
+// UnmarshalJSON reads what MarshalJSON wrote.
+func (r *RunEvent) UnmarshalJSON(b []byte) error {
+	var j runEventJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	r.Position, r.Event = j.Position, j.Event
+	return nil
 }
 
 func positioned(evs []*events.Event) []RunEvent {
