@@ -124,8 +124,19 @@ func (s *State) applyForkState(raw json.RawMessage, fork *events.ForkRef) error 
 		return fmt.Errorf("run-started state: %w", err)
 	}
 	// The run's own fields come from the run-started, whatever the state
-	// says of them.
+	// says of them; a state a writer broke holds no nil nodes or items.
 	st.clearRun()
+	for id, n := range st.Nodes {
+		if n == nil {
+			delete(st.Nodes, id)
+			continue
+		}
+		for i, it := range n.Items {
+			if it == nil {
+				n.Items[i] = &ItemState{}
+			}
+		}
+	}
 	last := s.LastSeq
 	*s = st
 	s.LastSeq, s.Fork = last, fork

@@ -153,3 +153,39 @@ func TestForkStateRerunsMapItems(t *testing.T) {
 		t.Errorf("the map node is %s, want waiting", st.Nodes["m"].Status)
 	}
 }
+
+// FuzzForkStart: a fork's run-started carrying any state (the writer is a
+// client) followed by any recorded events never panics the fold, and
+// folding it twice gives the same state.
+func FuzzForkStart(f *testing.F) {
+	t := &testing.T{}
+	var pool []*events.Event
+	for _, evs := range histories(t) {
+		pool = append(pool, evs...)
+	}
+	for _, evs := range histories(t) {
+		st, err := projection.ForkState(projection.Fold(evs[:len(evs)/2]))
+		if err == nil {
+			f.Add(st.Marshal(), []byte{1, 2, 3, 4, 5})
+		}
+	}
+	f.Add([]byte(`{"nodes":{"a":null,"b":{"items":[null]}},"timers":{"x":{}}}`), []byte{0, 7, 9})
+	f.Fuzz(func(t *testing.T, state []byte, picks []byte) {
+		start, err := events.New("rec-hello", "rec-hello", time.Date(2026, 11, 23, 3, 0, 0, 0, time.UTC),
+			&events.RunStartedData{GraphName: "g", Fork: &events.ForkRef{RunID: "p", Position: 1}, State: state})
+		if err != nil {
+			return
+		}
+		start.Seq = 1
+		evs := []*events.Event{start}
+		for i, p := range picks {
+			e := fresh(pool[int(p)%len(pool)])
+			e.RunID, e.Seq = "rec-hello", uint64(i+2)
+			evs = append(evs, e)
+		}
+		a := projection.Fold(evs).Marshal()
+		if b := projection.Fold(evs).Marshal(); string(a) != string(b) {
+			t.Fatal("folding the same events twice differs")
+		}
+	})
+}
