@@ -25,7 +25,9 @@
 // before the decision, and, when that disagrees, from the state where the
 // previous decision was made, since a coordinator decides from the state it
 // has folded and a worker's event can land between its decision and the
-// append. At the end of a log whose run has not ended, what the recorded
+// append. A recorded decision the fold passed over as stale (a duplicate
+// written around a coordinator takeover) changed nothing and is not
+// compared. At the end of a log whose run has not ended, what the recorded
 // graph would decide next is compared with what the new graph decides.
 //
 // Limits: a history is checked in memory, one Decide per recorded decision
@@ -131,6 +133,13 @@ func Run(g *graph.Graph, history []*events.Event) Result {
 			r.RunID = e.RunID
 		}
 		if e.Decision && e.Refused == nil && s.Status != projection.RunPending && !s.Status.Ended() {
+			// A decision the fold passes over (stale: a coordinator's
+			// duplicate after a takeover) changed nothing: not compared.
+			before := s.Clone()
+			if s.Apply(e) != nil {
+				continue
+			}
+			s, before = before, s
 			units, err := unitsOf(e)
 			if err != nil {
 				r.Diff = &Divergence{Position: i + 1, Seq: e.Seq, Message: fmt.Sprintf("event %d (%s) is unreadable: %v", i+1, e.Type, err)}
@@ -168,6 +177,8 @@ func Run(g *graph.Graph, history []*events.Event) Result {
 				}
 				expect = remove(expect, u.key)
 			}
+			s = before // the state after e
+			continue
 		}
 		_ = s.Apply(e)
 	}

@@ -187,3 +187,26 @@ func TestRunningRunComparesTheNextDecisions(t *testing.T) {
 		t.Fatalf("want a difference after the last event, shout vs audit; got %+v", r.Diff)
 	}
 }
+
+// A decision recorded twice (the second copy stale, as around a
+// coordinator takeover) is not a difference.
+func TestStaleDuplicateDecisionIsNotADifference(t *testing.T) {
+	evs := histories(t)["hello"]
+	var dup []*events.Event
+	for _, e := range evs {
+		dup = append(dup, e)
+		if e.Type == events.NodeReady && e.NodeID == "shout" {
+			c := *e
+			c.ID += "-again"
+			dup = append(dup, &c)
+		}
+	}
+	for i, e := range dup {
+		c := *e
+		c.Seq = uint64(i + 1)
+		dup[i] = &c
+	}
+	if r := replay.Check(t, runGraph(t, dup), dup); r.Events != len(evs)+1 {
+		t.Errorf("replayed %d events, want %d", r.Events, len(evs)+1)
+	}
+}
