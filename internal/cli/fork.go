@@ -57,7 +57,7 @@ wrong.`,
 var cmdReset = &command{
 	name:    "reset",
 	args:    "RUN",
-	summary: "end a run and fork it from before a node ran (-to NODE) or an event (-at POS)",
+	summary: "end a run and fork it from before a node ran (-to NODE)",
 	help: `Resets RUN the way Temporal's reset does: forks it from just before NODE
 was last activated (-to NODE), or after the event at position -at, and, if
 RUN has not ended, cancels it with the reason "reset to ..., new run X",
