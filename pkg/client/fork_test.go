@@ -113,6 +113,18 @@ func TestForkRerunsReadyNodesWithEditedState(t *testing.T) {
 	if n := count(f2evs, events.NodeInvoking, "shout"); n != 1 {
 		t.Errorf("shout, running at the fork point, ran %d times in the fork, want 1", n)
 	}
+	// From the end of the completed run: nothing runs, the fork completes
+	// with the same state.
+	end, err := c.Fork(ctx, run, len(evs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := c.Wait(ctx, end); err != nil || st.Status != projection.RunCompleted || string(st.Vars["greeting"]) != `"Hello, Ada!"` {
+		t.Errorf("fork from the end: %v %+v", err, st)
+	}
+	if eevs, _ := c.Events(ctx, end); count(eevs, events.NodeReady, "greet")+count(eevs, events.NodeReady, "shout") != 0 {
+		t.Errorf("a fork from the end ran nodes again")
+	}
 	// Self-contained: the fork's own first event folds to its start state.
 	first := projection.Fold([]*events.Event{fevs[0].Event})
 	if first.Nodes["greet"] == nil || first.Nodes["greet"].Status != projection.NodeSucceeded || len(first.Graph) == 0 {
