@@ -117,7 +117,7 @@ complete.`,
 			fmt.Fprintf(e.stdout, "graph %s from %s (%s), queues %s\n", g.Definition().Name, source, shortDigest(g.Digest()), strings.Join(cfg.queues, ", "))
 		}
 
-		cl := client.New(le.store, client.WithLogger(cfg.log))
+		cl := client.New(le.Store(), client.WithLogger(cfg.log))
 		run, err := cl.Start(e.ctx, g, client.WithInput(in), client.WithInvocation(inv))
 		if err != nil {
 			return err

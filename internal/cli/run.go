@@ -129,7 +129,7 @@ func loadGraph(file, types string) (*graph.Graph, error) {
 			extra = append(extra, t)
 		}
 	}
-	return graph.LoadFile(file, graph.WithTypes(extra...))
+	return graph.LoadFile(file, graph.WithTypes(extra...), graph.WithTypeHint("name a worker's own types with -types"))
 }
 
 // graphError lists a graph file's problems, one per line; each names the

@@ -216,7 +216,7 @@ func (c *Coordinator) graphFor(s *projection.State) (*graph.Graph, error) {
 	if g, ok := c.graphs.Load(s.GraphDigest); ok && s.GraphDigest != "" {
 		return g.(*graph.Graph), nil
 	}
-	opts := []graph.Option{graph.AllowAnyType()}
+	opts := []graph.Option{graph.AllowAnyType(), graph.WithConditionHint(ConditionHint)}
 	if c.opts.conditions != nil {
 		opts = append(opts, graph.WithConditions(c.opts.conditions))
 	}
@@ -228,8 +228,10 @@ func (c *Coordinator) graphFor(s *projection.State) (*graph.Graph, error) {
 	return g, nil
 }
 
-// decide asks the engine what the run does next and writes it: timers and
-// child runs first, then the run's own decisions as one batch.
+// decide asks the engine what the run does next and writes it: child runs
+// first, then the run's own decisions, appended in order, each conditioned
+// on the one before (events.Store.Append), so a conflict or a crash leaves
+// a prefix that deciding again from the folded state completes.
 func (c *Coordinator) decide(ctx context.Context, ent *runEntry) error {
 	s := ent.state
 	if s.Status.Ended() {

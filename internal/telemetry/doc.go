@@ -31,8 +31,8 @@
 //	                                 child of the caller's span, if any
 //	process <event>        Consumer  coordinator: handling one event that is
 //	                                 not a decision; parent: the event's context
-//	send decisions         Producer  coordinator: appending one batch of
-//	                                 decisions; child of the process span;
+//	send decisions         Producer  coordinator: appending the decisions
+//	                                 of one step; child of the process span;
 //	                                 links to the causes of a join
 //	node <id>              Consumer  worker: one delivery of a node attempt;
 //	                                 parent: the node-ready event's context
