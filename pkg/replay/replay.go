@@ -19,7 +19,8 @@
 // How decisions are compared: a decision is identified by what it decides
 // (its type, the node activation and the attempt: node-ready b/1 attempt
 // 1, node-routed a/1, run-completed, …), as the engine's event ids are,
-// and compared by its data. A routing
+// and compared by its data (failure messages aside: they are text for
+// people, worded differently by versions of the engine). A routing
 // counts as a decision of its own whether it was written alone or carried
 // by the activation that followed it. The engine is asked from the state
 // before the decision, and, when that disagrees, from the state where the
@@ -265,10 +266,15 @@ func unitsOf(e *events.Event) ([]unit, error) {
 		}
 		*routed = nil
 	}
-	if d, ok := p.(*events.NodeReadyData); ok {
+	switch d := p.(type) {
+	case *events.NodeReadyData:
 		// Written into work items by older versions and now read from the
 		// run's start (see engine.readyWith): not a decision's content.
 		d.Config, d.Invocation, d.InputSchema, d.OutputSchema = nil, nil, nil, nil
+	case *events.RunFailedData:
+		plainFailure(&d.Error)
+	case *events.NodeFailedData:
+		plainFailure(&d.Error)
 	}
 	data, err := json.Marshal(p)
 	if err != nil {
@@ -276,6 +282,15 @@ func unitsOf(e *events.Event) ([]unit, error) {
 	}
 	d := describe(p)
 	return append(out, unit{key: d, desc: d, data: data}), nil
+}
+
+// plainFailure drops a failure's messages, text for people that versions
+// of the engine word differently; its type, retryability and causes'
+// types are the decision.
+func plainFailure(f *events.Failure) {
+	for ; f != nil; f = f.Cause {
+		f.Message = ""
+	}
 }
 
 func routingUnit(d *events.NodeRoutedData) unit {
