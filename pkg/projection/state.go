@@ -60,9 +60,11 @@ type State struct {
 	GraphDigest string            `json:"graphDigest,omitempty"`
 	Graph       json.RawMessage   `json:"graph,omitempty"`
 	Parent      *events.ParentRef `json:"parent,omitempty"`
-	Status      RunStatus         `json:"status"`
-	Input       json.RawMessage   `json:"input,omitempty"`
-	Invocation  json.RawMessage   `json:"invocation,omitempty"`
+	// Fork is set for a run forked from another (weft fork, weft reset).
+	Fork       *events.ForkRef `json:"fork,omitempty"`
+	Status     RunStatus       `json:"status"`
+	Input      json.RawMessage `json:"input,omitempty"`
+	Invocation json.RawMessage `json:"invocation,omitempty"`
 
 	// Vars is the shared state, key by key.
 	Vars map[string]json.RawMessage `json:"state,omitempty"`
