@@ -2,6 +2,7 @@ package coordinator_test
 
 import (
 	"bytes"
+	"strings"
 	"context"
 	"fmt"
 	"io"
@@ -167,7 +168,7 @@ edges:
 `)
 	run := start(t, st, g, 1)[0] // input {"i": 0}
 	s := waitEnded(t, st, []string{run}, 30*time.Second)[run]
-	if s.Status != projection.RunFailed || s.Error == nil || s.Error.Type != events.FailureValidation || !bytes.Contains([]byte(s.Error.Message), []byte("/i: got number, want string")) {
+	if s.Status != projection.RunFailed || s.Error == nil || s.Error.Type != events.FailureValidation || !strings.Contains(s.Error.Error(), "/i: got number, want string") {
 		t.Fatalf("run = %s %+v", s.Status, s.Error)
 	}
 	if n := len(payloadsOf[*events.NodeReadyData](readRun(t, st, run))); n != 1 {
