@@ -2,11 +2,11 @@ package coordinator_test
 
 import (
 	"bytes"
-	"strings"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
