@@ -261,6 +261,7 @@ func (c *Coordinator) decide(ctx context.Context, ent *runEntry) error {
 			}
 		}
 	}
+	cp := c.prepareCheckpoint(ctx, g, ent, d.Events)
 	last, err := c.appendDecisions(ctx, g, ent, d.Events)
 	if err != nil {
 		return err
@@ -270,7 +271,7 @@ func (c *Coordinator) decide(ctx context.Context, ent *runEntry) error {
 	for _, e := range d.Events {
 		ent.own[e.ID] = struct{}{}
 	}
-	c.checkpoint(ctx, g, s.RunID, d.Events, last)
+	cp.store(ctx, c, last)
 	return c.notifyParent(ctx, ent)
 }
 
