@@ -124,6 +124,8 @@ type options struct {
 	ackWait    time.Duration
 	partitions int
 	leaseTTL   time.Duration
+	maxEvents  int   // history budget (budget.go)
+	maxBytes   int64 // history budget (budget.go)
 }
 
 // WithDurable names the partition consumers (default "coordinator": the
@@ -176,7 +178,7 @@ type Coordinator struct {
 // New returns a coordinator over the store.
 func New(store events.Store, opts ...Option) *Coordinator {
 	o := options{durable: "coordinator", shards: 32, cacheSize: 10000, now: time.Now, ackWait: 10 * time.Second,
-		partitions: 1, leaseTTL: defaultLeaseTTL}
+		partitions: 1, leaseTTL: defaultLeaseTTL, maxEvents: DefaultMaxHistoryEvents, maxBytes: DefaultMaxHistoryBytes}
 	for _, opt := range opts {
 		opt(&o)
 	}

@@ -134,6 +134,9 @@ func (c *Coordinator) process(ctx context.Context, e *events.Event, redelivered 
 			c.log.WarnContext(ctx, "passing over an event of a run that does not exist", logattr.RunID, e.RunID, logattr.Seq, e.Seq, logattr.EventType, e.Type)
 			return nil
 		}
+		if failed, err := c.enforceBudget(ctx, ent); failed { // budget.go
+			return err
+		}
 		err = c.decide(ctx, ent)
 		if err == nil {
 			// Timers the state says are pending, armed once their

@@ -60,6 +60,7 @@ func (s *State) Apply(e *events.Event) error {
 
 // count records what became of an event in Stats.
 func (s *State) count(e *events.Event, err error) {
+	s.Stats.Bytes += int64(len(e.Data))
 	if errors.Is(err, ErrRefused) {
 		s.Stats.Refused++
 		return

@@ -126,6 +126,10 @@ type Stats struct {
 	// by the store, of an unknown type, or signals over the buffer limits.
 	// They are not counted in Events.
 	Refused int `json:"refused,omitempty"`
+	// Bytes is the size of the payloads of every event folded, refused or
+	// not: what the run's history weighs, for its budget (the coordinator
+	// fails a run whose history outgrows it).
+	Bytes int64 `json:"bytes,omitempty"`
 }
 
 // CancelRequest says who asked for cancellation, why and when.
