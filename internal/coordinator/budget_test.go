@@ -40,7 +40,9 @@ edges:
   - {from: later, to: END}
 `)
 	run := start(t, st, g, 1)[0]
-	waitState(t, st, run, func(s *projection.State) bool { return s.Nodes["gate"] != nil && s.Nodes["gate"].Status == projection.NodeWaiting })
+	waitState(t, st, run, func(s *projection.State) bool {
+		return s.Nodes["gate"] != nil && s.Nodes["gate"].Status == projection.NodeWaiting
+	})
 
 	// The client buffers up to the limit for a node that does not wait,
 	// then refuses, visibly.
