@@ -171,13 +171,11 @@ func (c *Coordinator) entry(ctx context.Context, e *events.Event, redelivered bo
 	}
 	// Start from the run's latest checkpoint, if it has one (snapshot.go).
 	state, from, lastDecision := c.fromSnapshot(ctx, run)
-	evs, err := c.store.ReadThrough(ctx, run, from, e.Seq)
-	if err != nil && !errors.Is(err, events.ErrRunNotFound) {
-		return nil, false, fmt.Errorf("reading run %s: %w", run, err)
-	}
+	// The history is walked in batches of bounded size, whatever its
+	// length (events.Each).
 	c.n.reloads.Add(1)
 	ent := &runEntry{run: run, state: state, own: map[string]struct{}{}, prefix: state.LastSeq, lastDecision: lastDecision}
-	for _, ev := range evs {
+	err := events.Each(ctx, c.store, run, from, e.Seq, func(ev *events.Event) error {
 		if err := ent.state.Apply(ev); err != nil && !errors.Is(err, projection.ErrStale) && !errors.Is(err, projection.ErrRefused) {
 			c.n.rejected.Add(1)
 		}
@@ -188,6 +186,10 @@ func (c *Coordinator) entry(ctx context.Context, e *events.Event, redelivered bo
 			// not: the log's own order is the concurrency check.
 			ent.lastDecision = ev.Seq
 		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, events.ErrRunNotFound) {
+		return nil, false, fmt.Errorf("reading run %s: %w", run, err)
 	}
 	c.cache.put(ent)
 	return ent, true, nil
