@@ -16,8 +16,9 @@ import (
 // client that floods it with signals, a loop that never ends within its
 // caps) would cost ever more to load, and in the end could not be loaded
 // at all. A run's history has a budget, in events and in payload bytes
-// (projection.Stats: Events + Refused, and Bytes, which count every event
-// the fold saw, accepted or not); when an event takes a running run over
+// (projection.Stats: Events + Refused, every event the fold saw, accepted
+// or not; and Bytes, the payloads of those not decided by the
+// coordinator: what clients, workers and timers wrote); when an event takes a running run over
 // it, the coordinator fails the run at once with a run-failed decision of
 // type HistoryBudgetExceeded that says which limit and by how much, and
 // asks its waiting child runs to cancel. Events after that are folded as
