@@ -265,8 +265,10 @@ edges:
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The snapshot is taken after b's routing: b succeeded, c not yet done.
-	if s.Nodes["b"] == nil || s.Nodes["b"].Routed != 1 || s.Status != projection.RunRunning || sn.Seq >= evs[len(evs)-1].Seq {
+	// The snapshot is taken after b's outcome, just before the decision
+	// that routes it (which records its digest): b succeeded, not yet
+	// routed.
+	if s.Nodes["b"] == nil || s.Nodes["b"].Status != projection.NodeSucceeded || s.Nodes["b"].Routed != 0 || s.Status != projection.RunRunning || sn.Seq >= evs[len(evs)-1].Seq {
 		t.Errorf("snapshot at %d: b %+v, run %s", sn.Seq, s.Nodes["b"], s.Status)
 	}
 	tail, err := st.Read(ctx, run, sn.Seq+1, 0)

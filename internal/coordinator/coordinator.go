@@ -98,10 +98,17 @@ type Stats struct {
 	// HandedBack counts events handed back because their run's shard was
 	// busy; they come again shortly.
 	HandedBack int64
+	// SnapshotsDiscarded counts snapshots the log does not attest (see
+	// snapshot.go); their runs were folded from the start.
+	SnapshotsDiscarded int64
+	// OverBudget counts runs failed for a history over its budget (see
+	// budget.go).
+	OverBudget int64
 }
 
 type counters struct {
 	processed, malformed, orphans, rejected, stale, decisions, conflicts, reloads, reorders, errors, failedRuns, handedBack atomic.Int64
+	snapshotsDiscarded, overBudget                                                                                          atomic.Int64
 }
 
 // Option configures a Coordinator.
@@ -117,6 +124,8 @@ type options struct {
 	ackWait    time.Duration
 	partitions int
 	leaseTTL   time.Duration
+	maxEvents  int   // history budget (budget.go)
+	maxBytes   int64 // history budget (budget.go)
 }
 
 // WithDurable names the partition consumers (default "coordinator": the
@@ -176,7 +185,7 @@ type Coordinator struct {
 // New returns a coordinator over the store.
 func New(store events.Store, opts ...Option) *Coordinator {
 	o := options{durable: "coordinator", shards: 32, cacheSize: 10000, now: time.Now, ackWait: 10 * time.Second,
-		partitions: 1, leaseTTL: defaultLeaseTTL}
+		partitions: 1, leaseTTL: defaultLeaseTTL, maxEvents: DefaultMaxHistoryEvents, maxBytes: DefaultMaxHistoryBytes}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -201,7 +210,7 @@ func (c *Coordinator) Stats() Stats {
 		Processed: c.n.processed.Load(), Malformed: c.n.malformed.Load(), Orphans: c.n.orphans.Load(),
 		Rejected: c.n.rejected.Load(), Stale: c.n.stale.Load(), Decisions: c.n.decisions.Load(), Conflicts: c.n.conflicts.Load(),
 		Reloads: c.n.reloads.Load(), Reorders: c.n.reorders.Load(), Errors: c.n.errors.Load(), FailedRuns: c.n.failedRuns.Load(),
-		HandedBack: c.n.handedBack.Load(),
+		HandedBack: c.n.handedBack.Load(), SnapshotsDiscarded: c.n.snapshotsDiscarded.Load(), OverBudget: c.n.overBudget.Load(),
 	}
 }
 

@@ -9,6 +9,10 @@ var (
 	// ErrRunEnded means a signal or cancel request was sent to a run that
 	// has already completed, failed or been cancelled.
 	ErrRunEnded = errors.New("run already ended")
+	// ErrSignalRefused means a signal was not sent because the run would
+	// refuse it: its node does not wait for one and the run buffers as
+	// many signals as it may (projection.MaxBufferedSignals).
+	ErrSignalRefused = errors.New("signal refused")
 	// ErrNoSuchPosition means a position outside a run's events was asked
 	// for (StateAt, Fork, Reset); the error states the valid range.
 	ErrNoSuchPosition = errors.New("no event at that position")

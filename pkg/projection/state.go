@@ -128,6 +128,12 @@ type Stats struct {
 	// by the store, of an unknown type, or signals over the buffer limits.
 	// They are not counted in Events.
 	Refused int `json:"refused,omitempty"`
+	// Bytes is the size of the payloads of the events written by clients,
+	// workers and timers (everything but the coordinator's decisions,
+	// which the engine and the graph's limits bound), refused or not: what
+	// writers made the run's history weigh, for its budget (the
+	// coordinator fails a run whose history outgrows it).
+	Bytes int64 `json:"bytes,omitempty"`
 }
 
 // CancelRequest says who asked for cancellation, why and when.
