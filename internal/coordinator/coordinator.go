@@ -76,6 +76,7 @@ import (
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/setup"
 	"github.com/weft-dev/weft/pkg/events"
+	"github.com/weft-dev/weft/pkg/runs"
 )
 
 // Stats counts what the coordinator did.
@@ -117,6 +118,7 @@ type options struct {
 	ackWait    time.Duration
 	partitions int
 	leaseTTL   time.Duration
+	retention  time.Duration
 }
 
 // WithDurable names the partition consumers (default "coordinator": the
@@ -163,13 +165,15 @@ type Coordinator struct {
 	queues  sync.Map // queue name → struct{}: consumers known to exist
 	graphs  sync.Map // digest → *graph.Graph
 	snaps   snapshotStore
-	n       counters
+	// runsModel is the read model of runs (readmodel.go).
+	runsModel readModel
+	n         counters
 }
 
 // New returns a coordinator over the store.
 func New(store events.Store, opts ...Option) *Coordinator {
 	o := options{durable: "coordinator", shards: 32, cacheSize: 10000, now: time.Now, ackWait: 10 * time.Second,
-		partitions: 1, leaseTTL: defaultLeaseTTL}
+		partitions: 1, leaseTTL: defaultLeaseTTL, retention: runs.DefaultRetention}
 	for _, opt := range opts {
 		opt(&o)
 	}

@@ -80,6 +80,9 @@ type RunStartedData struct {
 	Invocation  json.RawMessage `json:"invocation,omitempty"`
 	Parent      *ParentRef      `json:"parent,omitempty"`
 	StartedBy   string          `json:"startedBy,omitempty"`
+	// Retention overrides, for this run, how long it is kept once ended
+	// (a Go duration; see package runs).
+	Retention string `json:"retention,omitempty"`
 }
 
 // RunCompletedData ends a run successfully with its output (the final state
@@ -98,12 +101,17 @@ type RunFailedData struct {
 type RunCancelRequestedData struct {
 	By     string `json:"by"`
 	Reason string `json:"reason,omitempty"`
+	// Terminate ends the run at once ('weft terminate'): its
+	// run-cancelled is marked terminated.
+	Terminate bool `json:"terminate,omitempty"`
 }
 
 // RunCancelledData ends a run as cancelled.
 type RunCancelledData struct {
 	By     string `json:"by"`
 	Reason string `json:"reason,omitempty"`
+	// Terminated says the run was terminated, not cancelled.
+	Terminated bool `json:"terminated,omitempty"`
 }
 
 // NodeReadyData is the coordinator's decision to run a node: the work item a
