@@ -159,7 +159,8 @@ func (m *Model) listByValue(ctx context.Context, q Query, statuses []projection.
 		if !q.keep(&s) {
 			return
 		}
-		if old, ok := byRun[s.RunID]; !ok || s.Seq >= old.Seq {
+		// A run met twice (it moved on while this read): the later.
+		if old, ok := byRun[s.RunID]; !ok || statusRank(s.Status) >= statusRank(old.Status) {
 			byRun[s.RunID] = s
 		}
 	})
@@ -213,4 +214,15 @@ func (m *Model) each(ctx context.Context, statuses []projection.RunStatus, fn fu
 			fn(s)
 		}
 	}
+}
+
+// statusRank orders statuses as a run goes through them.
+func statusRank(s projection.RunStatus) int {
+	switch {
+	case s.Ended():
+		return 2
+	case s == projection.RunCancelling:
+		return 1
+	}
+	return 0
 }

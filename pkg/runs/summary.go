@@ -44,8 +44,6 @@ type Summary struct {
 	ExpiresAt time.Time `json:"expiresAt,omitzero"`
 	// Terminated marks a run ended by 'weft terminate'.
 	Terminated bool `json:"terminated,omitempty"`
-	// Seq is the stream sequence of the last event folded into it.
-	Seq uint64 `json:"seq"`
 }
 
 // Key is the summary's key in the bucket: "<status>.<run>".
@@ -68,7 +66,7 @@ type graphSettings struct {
 // retention of a run whose start and graph name none.
 func Summarize(s *projection.State, def time.Duration) Summary {
 	sum := Summary{
-		RunID: s.RunID, Graph: s.GraphName, GraphDigest: s.GraphDigest, Status: s.Status, Seq: s.LastSeq,
+		RunID: s.RunID, Graph: s.GraphName, GraphDigest: s.GraphDigest, Status: s.Status,
 		Terminated: s.Cancel != nil && s.Cancel.Terminate,
 	}
 	if s.StartedAt != nil {
