@@ -51,7 +51,7 @@ var commands []*command
 func init() {
 	commands = []*command{
 		cmdRun, cmdStatus, cmdList, cmdEvents, cmdState, cmdDiff,
-		cmdSignal, cmdCancel, cmdValidate, cmdDemo, cmdDev, cmdAdmin, cmdRoles,
+		cmdSignal, cmdCancel, cmdTerminate, cmdDelete, cmdValidate, cmdDemo, cmdDev, cmdAdmin, cmdRoles,
 	}
 }
 

@@ -34,6 +34,7 @@ import (
 	"github.com/weft-dev/weft/internal/setup"
 	"github.com/weft-dev/weft/internal/telemetry"
 	"github.com/weft-dev/weft/pkg/events"
+	"github.com/weft-dev/weft/pkg/runs"
 )
 
 // ErrUsage is wrapped by errors about the command line and configuration;
@@ -51,7 +52,10 @@ type Config struct {
 	Partitions int
 	// LeaseTTL is how long a partition outlives its holder.
 	LeaseTTL time.Duration
-	LogLevel string
+	// Retention is how long an ended run is kept when neither the run nor
+	// its graph says (package runs).
+	Retention time.Duration
+	LogLevel  string
 }
 
 // Validate reports every problem with the configuration at once.
@@ -68,6 +72,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Partitions < 1 || c.Partitions > events.Slots {
 		errs = append(errs, fmt.Errorf("-partitions: want 1 to %d, got %d", events.Slots, c.Partitions))
+	}
+	if c.Retention < 0 {
+		errs = append(errs, fmt.Errorf("-retention: must not be negative, got %s", c.Retention))
 	}
 	if c.LeaseTTL < time.Second {
 		errs = append(errs, fmt.Errorf("-lease-ttl: want at least 1s, got %s", c.LeaseTTL))
@@ -92,6 +99,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.Shards, "shards", 32, "runs decided concurrently (env WEFT_COORDINATOR_SHARDS)")
 	fs.IntVar(&cfg.CacheSize, "cache", 10000, "run states kept in memory (env WEFT_COORDINATOR_CACHE)")
 	fs.IntVar(&cfg.Partitions, "partitions", 1, "partitions runs are split into, the same for every coordinator (env WEFT_COORDINATOR_PARTITIONS)")
+	fs.DurationVar(&cfg.Retention, "retention", runs.DefaultRetention, "how long an ended run is kept when neither it nor its graph says; 'weft admin retention' removes it then (env WEFT_COORDINATOR_RETENTION)")
 	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", 5*time.Second, "how long a partition outlives its holder's last renewal (env WEFT_COORDINATOR_LEASE_TTL)")
 	fs.StringVar(&cfg.LogLevel, "log-level", "info", "debug, info, warn or error (env WEFT_LOG_LEVEL)")
 	if err := fs.Parse(args); err != nil {
@@ -149,6 +157,7 @@ func coordinate(ctx context.Context, log *slog.Logger, cfg *Config, store events
 			coordinator.WithCacheSize(cfg.CacheSize),
 			coordinator.WithPartitions(cfg.Partitions),
 			coordinator.WithLeaseTTL(cfg.LeaseTTL),
+			coordinator.WithRetention(cfg.Retention),
 			coordinator.WithLogger(log))
 		log.Info("coordinating", "nats", natsconn.ConnectedURL(store.JetStream().Conn()), "stream", store.StreamName(), "durable", cfg.Durable)
 		started := time.Now()
@@ -191,5 +200,6 @@ var envFlags = map[string]string{
 	"cache":      "WEFT_COORDINATOR_CACHE",
 	"partitions": "WEFT_COORDINATOR_PARTITIONS",
 	"lease-ttl":  "WEFT_COORDINATOR_LEASE_TTL",
+	"retention":  "WEFT_COORDINATOR_RETENTION",
 	"log-level":  "WEFT_LOG_LEVEL",
 }
