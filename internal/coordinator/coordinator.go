@@ -240,6 +240,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	if err != nil {
 		return nil // ctx ended
 	}
+	c.prepareReadModel(ctx)
 	var consumers sync.WaitGroup
 	c.leases(ctx, kv, func(pctx context.Context, p int) {
 		consumers.Add(1)

@@ -67,3 +67,14 @@ func (c *Coordinator) index(ctx context.Context, ent *runEntry, first bool) erro
 	ent.indexed = s.Status
 	return nil
 }
+
+// prepareReadModel opens (or creates) the read model at start, so that
+// listing works before the first run is indexed. A failure is logged
+// only: indexing opens it again when it needs it.
+func (c *Coordinator) prepareReadModel(ctx context.Context) {
+	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := c.readModel(tctx); err != nil && ctx.Err() == nil {
+		c.log.Warn("opening the read model of runs; it is opened again when a run is indexed", logattr.Error, err)
+	}
+}
