@@ -158,3 +158,21 @@ func attrValue(raw json.RawMessage) (string, bool) {
 
 // validRun reports whether run can be a key token.
 func validRun(run string) bool { return events.ValidToken(run) }
+
+// SubjectsPerRun is the most subjects a run leaves in the events stream,
+// for a graph whose nodes use the given number of task queues. Subjects
+// are per run and per kind of event, never per node, attempt, iteration
+// or timer (pending timers live in the timers stream, one subject each,
+// purged when the run ends), so the bound does not grow with a run's
+// retries, loops or timers:
+//
+//	client:      started, signal, cancelreq                          3
+//	worker:      w.<queue>.{invoking,invoked,nodefailed,
+//	             nodecancelled,heartbeat}                            5 per queue
+//	decisions:   completed, failed, cancelled, skipped, waiting,
+//	             routed, retry, childstarted, invoked, nodefailed    10
+//	             ready.<queue>                                       1 per queue
+//	notices:     timer, childfinished                                2
+//
+// that is 15 + 6 per queue: 21 for a graph on one queue.
+func SubjectsPerRun(queues int) int { return 15 + 6*queues }
