@@ -81,6 +81,7 @@ var figures = []figure{
 	{"replay", runReplay},
 	{"memory", runMemory},
 	{"scaleout", runScaleout},
+	{"retention", runRetention},
 }
 
 func figureNames() []string {

@@ -1,0 +1,322 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/weft-dev/weft/pkg/events"
+	"github.com/weft-dev/weft/pkg/graph"
+	"github.com/weft-dev/weft/pkg/projection"
+	"github.com/weft-dev/weft/pkg/runs"
+)
+
+// runRetention measures the log at scale (issue 13): a nats-server
+// process of its own (so that its RSS is the server's alone) holds N ended
+// runs (MemRuns at full size, a fifth in -quick), each a short log of
+// four events on four subjects, one in ten failed, each with its entry in
+// the read model of runs. The figures: the server's RSS and the stream's
+// subject count with the runs and after retention removed them (runs.Sweep,
+// archiving each to the Object Store bucket first), against the empty
+// server's; 'weft list -status failed' (the read model's List, a page of
+// 50) p50 with the N runs in the read model; the archive rate (archive,
+// read back, purge, per run) and the restore rate (a removed run read back
+// from the archive and folded) in runs per second.
+func runRetention(ctx context.Context, e *env) ([]Result, error) {
+	n := e.sizes.MemRuns
+	if e.cfg.Quick {
+		n /= 5
+	}
+	srv, err := e.startServerProcess(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer srv.stop()
+	nc, err := nats.Connect(srv.url, nats.Name("weftbench retention"), nats.MaxReconnects(-1))
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
+	if err != nil {
+		return nil, err
+	}
+	store, err := openStore(ctx, js, "WEFT", e.storage())
+	if err != nil {
+		return nil, err
+	}
+	if err := events.EnsureTimers(ctx, store); err != nil {
+		return nil, err
+	}
+	model, err := runs.Ensure(ctx, js, "WEFT", e.quiet)
+	if err != nil {
+		return nil, err
+	}
+	arch, err := runs.OpenObjectStore(ctx, js, runs.ArchiveBucket, "WEFT", true)
+	if err != nil {
+		return nil, err
+	}
+	emptyRSS := srv.settledRSS(ctx, 0)
+	g, err := graph.New("orders").Node("work", "noop").Edge(graph.Start, "work").Edge("work", graph.End).Build()
+	if err != nil {
+		return nil, err
+	}
+	e.logf("writing %d ended runs", n)
+	t0 := time.Now()
+	for done := 0; done < n; done += 1000 {
+		if err := writeEndedRuns(ctx, js, g, done, min(1000, n-done)); err != nil {
+			return nil, err
+		}
+	}
+	e.logf("wrote %d runs in %s", n, time.Since(t0).Round(time.Millisecond))
+	loadedSubjects, err := subjectCount(ctx, js, "WEFT")
+	if err != nil {
+		return nil, err
+	}
+	loadedRSS := srv.settledRSS(ctx, 0)
+
+	// weft list -status failed: a page of the newest 50.
+	var lat []time.Duration
+	var failed int
+	for range 21 {
+		t := time.Now()
+		p, err := model.List(ctx, runs.Query{Statuses: []projection.RunStatus{projection.RunFailed}, Limit: 50})
+		if err != nil {
+			return nil, err
+		}
+		lat = append(lat, time.Since(t))
+		failed = p.Total
+	}
+	slices.Sort(lat)
+	listP50 := lat[len(lat)/2]
+	if failed != n/10 {
+		return nil, fmt.Errorf("the read model lists %d failed runs, want %d", failed, n/10)
+	}
+
+	// Retention: every run's time has come; each is archived, then purged.
+	t0 = time.Now()
+	res, err := runs.Sweep(ctx, store, arch, time.Now().Add(time.Minute), 0, e.quiet)
+	if err != nil {
+		return nil, err
+	}
+	sweep := time.Since(t0)
+	if len(res.Removed) != n {
+		return nil, fmt.Errorf("retention removed %d of %d runs (%d failed)", len(res.Removed), n, len(res.Failed))
+	}
+	removed := make([]string, 0, len(res.Removed))
+	for _, r := range res.Removed {
+		removed = append(removed, r.RunID)
+	}
+	// Restore: read removed runs back from the archive and fold them.
+	sample := removed[:min(len(removed), 2000)]
+	t0 = time.Now()
+	if err := restoreAll(ctx, store, arch, sample); err != nil {
+		return nil, err
+	}
+	restore := time.Since(t0)
+	afterSubjects, err := subjectCount(ctx, js, "WEFT")
+	if err != nil {
+		return nil, err
+	}
+	afterRSS := srv.settledRSS(ctx, emptyRSS)
+
+	notes := fmt.Sprintf("%d ended runs (4 events, 4 subjects each; 1 in 10 failed) in a nats-server process of its own, %s storage; empty server %.1f MiB",
+		n, e.cfg.Storage, mib(emptyRSS))
+	return []Result{
+		row(fmt.Sprintf("retention: server RSS with %d ended runs", n), mib(loadedRSS), "MiB", mib(emptyRSS), nil, notes),
+		row(fmt.Sprintf("retention: server RSS after removing %d runs", n), mib(afterRSS), "MiB", mib(emptyRSS), ratioAtMost(1.5),
+			fmt.Sprintf("floor: the empty server's RSS; VmRSS polled until it settles (at most 30s) after the sweep; %d runs archived and purged by subject", n)),
+		row(fmt.Sprintf("retention: stream subjects with %d ended runs", n), float64(loadedSubjects), "subjects", 0, nil, ""),
+		row(fmt.Sprintf("retention: stream subjects after removing %d runs", n), float64(afterSubjects), "subjects", 0, valueAtMost(0), ""),
+		row(fmt.Sprintf("weft list -status failed p50 (%d runs in the read model)", n), float64(listP50.Microseconds())/1000, "ms", 0, nil,
+			fmt.Sprintf("a page of 50 of %d failed runs, from the read model's subject index (KV weft-runs, keys <status>.<run>); 21 calls", n/10)),
+		row("archive rate (archive, check, purge)", float64(n)/sweep.Seconds(), "runs/s", 0, nil,
+			fmt.Sprintf("runs.Sweep of %d runs, 8 at a time: read the log, gzip to Object Store weft-archive, read back, purge events, timers, snapshot and read-model entry; %s", n, sweep.Round(time.Millisecond))),
+		row("restore rate (read from archive + fold)", float64(len(sample))/restore.Seconds(), "runs/s", 0, nil,
+			fmt.Sprintf("%d removed runs read back through runs.Read (live log first, then the archive) and folded, 8 at a time", len(sample))),
+	}, nil
+}
+
+// writeEndedRuns appends count ended runs of g and their read-model
+// entries, as fast as the server takes them.
+func writeEndedRuns(ctx context.Context, js jetstream.JetStream, g *graph.Graph, from, count int) error {
+	var msgs []*nats.Msg
+	at := time.Now().UTC()
+	for i := from; i < from+count; i++ {
+		run := events.NewRunID()
+		evs, err := endedRun(run, g, at, i%10 == 0)
+		if err != nil {
+			return err
+		}
+		for _, ev := range evs {
+			m, err := events.Encode(ev)
+			if err != nil {
+				return err
+			}
+			msgs = append(msgs, m)
+		}
+		s := projection.Fold(evs)
+		s.EndedAt = &at // the fold of unstored events has no stored time
+		sum := runs.Summarize(s, 0)
+		b, err := json.Marshal(sum)
+		if err != nil {
+			return err
+		}
+		msgs = append(msgs, &nats.Msg{Subject: "$KV." + runs.Bucket + "." + sum.Key(), Data: b})
+	}
+	return publishAll(ctx, js, msgs)
+}
+
+// endedRun is a run's log: started, one node ready and taken, ended.
+func endedRun(run string, g *graph.Graph, at time.Time, failed bool) ([]*events.Event, error) {
+	started, err := startedEvent(run, g, json.RawMessage(`{"customer":"acme"}`))
+	if err != nil {
+		return nil, err
+	}
+	ref := events.NodeRef{Node: "work"}
+	ready, err := events.New(run, events.DecisionID(run, events.NodeReady, "work"), at, &events.NodeReadyData{
+		NodeRef: ref, Attempt: 1, Type: "noop", Queue: "default", IdempotencyKey: events.IdempotencyKey(run, ref, 1),
+	})
+	if err != nil {
+		return nil, err
+	}
+	ready.Decision = true
+	invoking, err := events.New(run, events.RandomID(), at, &events.NodeInvokingData{NodeRef: ref, Attempt: 1, Delivery: 1, Worker: "bench"})
+	if err != nil {
+		return nil, err
+	}
+	invoking.Queue = "default"
+	var end *events.Event
+	if failed {
+		end, err = events.New(run, events.DecisionID(run, events.RunFailed), at, &events.RunFailedData{Error: events.Failure{Type: "Bench", Message: "failed on purpose"}})
+	} else {
+		end, err = events.New(run, events.DecisionID(run, events.RunCompleted), at, &events.RunCompletedData{})
+	}
+	if err != nil {
+		return nil, err
+	}
+	end.Decision = true
+	return []*events.Event{started, ready, invoking, end}, nil
+}
+
+func restoreAll(ctx context.Context, store events.Store, arch runs.Archive, ids []string) error {
+	errs := make([]error, len(ids))
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			evs, err := runs.Read(ctx, store, arch, id)
+			if err == nil && !projection.Fold(evs).Status.Ended() {
+				err = fmt.Errorf("restored run %s has not ended", id)
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func subjectCount(ctx context.Context, js jetstream.JetStream, stream string) (uint64, error) {
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		return 0, err
+	}
+	return st.CachedInfo().State.NumSubjects, nil
+}
+
+// serverProc is a nats-server process of the figure's own.
+type serverProc struct {
+	*proc
+	url string
+}
+
+// startServerProcess builds nats-server from the module Weft embeds and
+// starts it with JetStream on a free loopback port.
+func (e *env) startServerProcess(ctx context.Context) (*serverProc, error) {
+	bin, err := e.natsServerBinary(ctx)
+	if err != nil {
+		return nil, err
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	dir, err := os.MkdirTemp(e.tmp, "retention-")
+	if err != nil {
+		return nil, err
+	}
+	p, err := e.spawn(bin, "-js", "-sd", dir, "-a", "127.0.0.1", "-p", strconv.Itoa(port))
+	if err != nil {
+		return nil, err
+	}
+	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		nc, err := nats.Connect(url)
+		if err == nil {
+			nc.Close()
+			return &serverProc{proc: p, url: url}, nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			_ = p.stop()
+			return nil, fmt.Errorf("nats-server on port %d did not start: %v", port, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (e *env) natsServerBinary(ctx context.Context) (string, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	const key = "nats-server"
+	if p, ok := e.bins[key]; ok {
+		return p, nil
+	}
+	out := filepath.Join(e.tmp, "bin", key)
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "github.com/nats-io/nats-server/v2")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build nats-server (run weftbench inside the module): %v\n%s", err, b)
+	}
+	e.bins[key] = out
+	return out, nil
+}
+
+// settledRSS reads the server's RSS until it stops falling (three equal
+// readings a second apart), at most 30s; with goal > 0 it stops as soon as
+// the RSS is within 10% of goal.
+func (s *serverProc) settledRSS(ctx context.Context, goal uint64) uint64 {
+	pid := s.cmd.Process.Pid
+	last, same := vmRSS(pid), 0
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && ctx.Err() == nil; {
+		if goal > 0 && float64(last) <= 1.1*float64(goal) {
+			return last
+		}
+		time.Sleep(time.Second)
+		r := vmRSS(pid)
+		if r >= last {
+			if same++; same >= 3 {
+				return last
+			}
+		} else {
+			same = 0
+		}
+		last = min(last, r)
+	}
+	return last
+}
