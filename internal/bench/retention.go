@@ -39,6 +39,9 @@ func runRetention(ctx context.Context, e *env) ([]Result, error) {
 	if e.cfg.Quick {
 		n /= 5
 	}
+	if v, err := strconv.Atoi(os.Getenv("WEFTBENCH_RETENTION_RUNS")); err == nil && v > 0 {
+		n = v // for a quick look at one size
+	}
 	srv, err := e.startServerProcess(ctx)
 	if err != nil {
 		return nil, err
@@ -105,48 +108,97 @@ func runRetention(ctx context.Context, e *env) ([]Result, error) {
 		return nil, fmt.Errorf("the read model lists %d failed runs, want %d", failed, n/10)
 	}
 
-	// Retention: every run's time has come; each is archived, then purged.
-	t0 = time.Now()
-	res, err := runs.Sweep(ctx, store, arch, time.Now().Add(time.Minute), 0, e.quiet)
+	// Retention: every run's time has come; each is archived (to a
+	// directory: the server's memory is measured, not the archive's),
+	// then purged.
+	dirArch, err := runs.OpenDir(mustMkdir(e.tmp, "archive"))
 	if err != nil {
 		return nil, err
 	}
-	sweep := time.Since(t0)
-	if len(res.Removed) != n {
-		return nil, fmt.Errorf("retention removed %d of %d runs (%d failed)", len(res.Removed), n, len(res.Failed))
-	}
-	removed := make([]string, 0, len(res.Removed))
-	for _, r := range res.Removed {
-		removed = append(removed, r.RunID)
-	}
-	// Restore: read removed runs back from the archive and fold them.
-	sample := removed[:min(len(removed), 2000)]
-	t0 = time.Now()
-	if err := restoreAll(ctx, store, arch, sample); err != nil {
+	dirRate, dirIDs, err := sweepAll(ctx, e, store, dirArch, n)
+	if err != nil {
 		return nil, err
 	}
-	restore := time.Since(t0)
 	afterSubjects, err := subjectCount(ctx, js, "WEFT")
 	if err != nil {
 		return nil, err
 	}
 	afterRSS := srv.settledRSS(ctx, emptyRSS)
+	dirRestore, err := restoreRate(ctx, store, dirArch, dirIDs)
+	if err != nil {
+		return nil, err
+	}
+	// The default archive, an Object Store bucket on the same server.
+	m := min(n, 2000)
+	for done := 0; done < m; done += 1000 {
+		if err := writeEndedRuns(ctx, js, g, done, min(1000, m-done)); err != nil {
+			return nil, err
+		}
+	}
+	objRate, objIDs, err := sweepAll(ctx, e, store, arch, m)
+	if err != nil {
+		return nil, err
+	}
+	objRestore, err := restoreRate(ctx, store, arch, objIDs)
+	if err != nil {
+		return nil, err
+	}
 
 	notes := fmt.Sprintf("%d ended runs (4 events, 4 subjects each; 1 in 10 failed) in a nats-server process of its own, %s storage; empty server %.1f MiB",
 		n, e.cfg.Storage, mib(emptyRSS))
+	sweepNotes := "runs.Sweep, 16 runs at a time: read the log, gzip it to the archive, purge the run's events, timers, snapshot and read-model entry by subject"
 	return []Result{
 		row(fmt.Sprintf("retention: server RSS with %d ended runs", n), mib(loadedRSS), "MiB", mib(emptyRSS), nil, notes),
 		row(fmt.Sprintf("retention: server RSS after removing %d runs", n), mib(afterRSS), "MiB", mib(emptyRSS), ratioAtMost(1.5),
-			fmt.Sprintf("floor: the empty server's RSS; VmRSS polled until it settles (at most 30s) after the sweep; %d runs archived and purged by subject", n)),
+			"floor: the empty server's RSS; VmRSS polled until it settles (at most 30s) after the sweep, which archived every run to a directory and purged it by subject"),
 		row(fmt.Sprintf("retention: stream subjects with %d ended runs", n), float64(loadedSubjects), "subjects", 0, nil, ""),
 		row(fmt.Sprintf("retention: stream subjects after removing %d runs", n), float64(afterSubjects), "subjects", 0, valueAtMost(0), ""),
 		row(fmt.Sprintf("weft list -status failed p50 (%d runs in the read model)", n), float64(listP50.Microseconds())/1000, "ms", 0, nil,
 			fmt.Sprintf("a page of 50 of %d failed runs, from the read model's subject index (KV weft-runs, keys <status>.<run>); 21 calls", n/10)),
-		row("archive rate (archive, check, purge)", float64(n)/sweep.Seconds(), "runs/s", 0, nil,
-			fmt.Sprintf("runs.Sweep of %d runs, 8 at a time: read the log, gzip to Object Store weft-archive, read back, purge events, timers, snapshot and read-model entry; %s", n, sweep.Round(time.Millisecond))),
-		row("restore rate (read from archive + fold)", float64(len(sample))/restore.Seconds(), "runs/s", 0, nil,
-			fmt.Sprintf("%d removed runs read back through runs.Read (live log first, then the archive) and folded, 8 at a time", len(sample))),
+		row("archive rate, Object Store (archive + purge)", objRate, "runs/s", 0, nil, fmt.Sprintf("%s; %d runs, to the Object Store bucket weft-archive on the same server", sweepNotes, m)),
+		row("restore rate, Object Store (read + fold)", objRestore, "runs/s", 0, nil, fmt.Sprintf("%d removed runs read back through runs.Read (live log first, then the archive) and folded, 8 at a time", min(m, 2000))),
+		row("archive rate, directory (archive + purge)", dirRate, "runs/s", 0, nil, fmt.Sprintf("%s; %d runs, to a local directory", sweepNotes, n)),
+		row("restore rate, directory (read + fold)", dirRestore, "runs/s", 0, nil, fmt.Sprintf("%d removed runs read back and folded, 8 at a time", min(n, 2000))),
 	}, nil
+}
+
+func mustMkdir(parent, name string) string {
+	dir := filepath.Join(parent, name)
+	_ = os.MkdirAll(dir, 0o755)
+	return dir
+}
+
+// sweepAll removes every ended run through runs.Sweep to arch and returns
+// the rate in runs/s and the ids removed; want is how many there are.
+func sweepAll(ctx context.Context, e *env, store events.Store, arch runs.Archive, want int) (float64, []string, error) {
+	t0 := time.Now()
+	res, err := runs.Sweep(ctx, store, arch, time.Now().Add(time.Minute), 0, e.quiet)
+	if err != nil {
+		return 0, nil, err
+	}
+	took := time.Since(t0)
+	if len(res.Removed) != want {
+		for run, why := range res.Failed {
+			return 0, nil, fmt.Errorf("retention removed %d of %d runs (%d failed; run %s: %s)", len(res.Removed), want, len(res.Failed), run, why)
+		}
+		return 0, nil, fmt.Errorf("retention removed %d of %d runs", len(res.Removed), want)
+	}
+	ids := make([]string, 0, len(res.Removed))
+	for _, r := range res.Removed {
+		ids = append(ids, r.RunID)
+	}
+	e.logf("removed %d runs to %s in %s", want, arch, took.Round(time.Millisecond))
+	return float64(want) / took.Seconds(), ids, nil
+}
+
+// restoreRate reads up to 2000 removed runs back and folds them.
+func restoreRate(ctx context.Context, store events.Store, arch runs.Archive, ids []string) (float64, error) {
+	sample := ids[:min(len(ids), 2000)]
+	t0 := time.Now()
+	if err := restoreAll(ctx, store, arch, sample); err != nil {
+		return 0, err
+	}
+	return float64(len(sample)) / time.Since(t0).Seconds(), nil
 }
 
 // writeEndedRuns appends count ended runs of g and their read-model
@@ -261,7 +313,7 @@ func (e *env) startServerProcess(ctx context.Context) (*serverProc, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := e.spawn(bin, "-js", "-sd", dir, "-a", "127.0.0.1", "-p", strconv.Itoa(port))
+	p, err := e.spawn(bin, "-js", "-sd", dir, "-a", "127.0.0.1", "-p", strconv.Itoa(port), "-l", filepath.Join(dir, "server.log"))
 	if err != nil {
 		return nil, err
 	}

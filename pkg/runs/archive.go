@@ -183,64 +183,40 @@ type record struct {
 // Encode reads a run's messages from the live log, in order, as an
 // archive object. A run with no messages is ErrRunNotFound.
 func Encode(ctx context.Context, store events.Store, run string) ([]byte, int, error) {
-	if !events.ValidToken(run) {
-		return nil, 0, fmt.Errorf("%w: run id %q", events.ErrInvalidID, run)
-	}
-	js := store.JetStream()
-	st, err := js.Stream(ctx, store.StreamName())
+	evs, err := store.Read(ctx, run, 0, 0)
 	if err != nil {
 		return nil, 0, fmt.Errorf("archiving run %s: %w", run, err)
 	}
-	info, err := st.Info(ctx, jetstream.WithSubjectFilter(events.RunFilter(run)))
+	st, err := store.JetStream().Stream(ctx, store.StreamName())
 	if err != nil {
 		return nil, 0, fmt.Errorf("archiving run %s: %w", run, err)
 	}
-	var total uint64
-	for _, n := range info.State.Subjects {
-		total += n
-	}
-	if total == 0 {
-		return nil, 0, fmt.Errorf("%w: %s", events.ErrRunNotFound, run)
-	}
-	cons, err := js.OrderedConsumer(ctx, store.StreamName(), jetstream.OrderedConsumerConfig{FilterSubjects: []string{events.RunFilter(run)}})
-	if err != nil {
-		return nil, 0, fmt.Errorf("archiving run %s: %w", run, err)
-	}
+	return encode(ctx, st, run, evs)
+}
+
+// encode gets the stored messages of a run's events (direct gets by
+// sequence: the messages as stored, headers and all, junk included) and
+// writes them as an archive object.
+func encode(ctx context.Context, st jetstream.Stream, run string, evs []*events.Event) ([]byte, int, error) {
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
 	enc := json.NewEncoder(zw)
-	var n uint64
-	for n < total {
-		batch, err := cons.Fetch(int(min(total-n, 256)), jetstream.FetchMaxWait(5*time.Second))
+	for _, e := range evs {
+		m, err := st.GetMsg(ctx, e.Seq)
 		if err != nil {
-			return nil, 0, fmt.Errorf("archiving run %s: %w", run, err)
+			return nil, 0, fmt.Errorf("archiving run %s: reading sequence %d: %w", run, e.Seq, err)
 		}
-		got := 0
-		for m := range batch.Messages() {
-			meta, err := m.Metadata()
-			if err != nil {
-				return nil, 0, fmt.Errorf("archiving run %s: %w", run, err)
-			}
-			if err := enc.Encode(record{Subject: m.Subject(), Seq: meta.Sequence.Stream, Stored: meta.Timestamp.UTC(), Header: m.Headers(), Data: m.Data()}); err != nil {
-				return nil, 0, err
-			}
-			n++
-			got++
+		if got, ok := events.RunOf(m.Subject); !ok || got != run {
+			return nil, 0, fmt.Errorf("archiving run %s: sequence %d is on %s, not the run's", run, e.Seq, m.Subject)
 		}
-		if err := batch.Error(); err != nil {
-			return nil, 0, fmt.Errorf("archiving run %s: %w", run, err)
-		}
-		if got == 0 {
-			return nil, 0, fmt.Errorf("archiving run %s: read %d of its %d messages, then nothing came", run, n, total)
-		}
-		if err := ctx.Err(); err != nil {
+		if err := enc.Encode(record{Subject: m.Subject, Seq: m.Sequence, Stored: m.Time.UTC(), Header: m.Header, Data: m.Data}); err != nil {
 			return nil, 0, err
 		}
 	}
 	if err := zw.Close(); err != nil {
 		return nil, 0, err
 	}
-	return buf.Bytes(), int(n), nil
+	return buf.Bytes(), len(evs), nil
 }
 
 // Decode reads an archive object back as the run's events, as the live

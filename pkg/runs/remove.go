@@ -32,12 +32,17 @@ type Removed struct {
 }
 
 // Remove removes an ended run: it archives the run's log first when
-// archive is not nil (and reads the object back), then purges the run's
+// archive is not nil (Archive.Put is durable when it returns), then purges the run's
 // subjects in the events stream, its timers, its snapshot and its
 // read-model entry. A run that has not ended is refused (ErrNotEnded); an
 // archive that fails leaves everything as it was. It needs the admin's
 // rights: purges of the events stream.
 func Remove(ctx context.Context, store events.Store, run string, archive Archive) (*Removed, error) {
+	return remove(ctx, newPurger(store), run, archive)
+}
+
+func remove(ctx context.Context, p *purger, run string, archive Archive) (*Removed, error) {
+	store := p.store
 	evs, err := store.Read(ctx, run, 0, 0)
 	if err != nil {
 		return nil, fmt.Errorf("removing run %s: %w", run, err)
@@ -48,26 +53,23 @@ func Remove(ctx context.Context, store events.Store, run string, archive Archive
 	}
 	out := &Removed{RunID: run, Events: len(evs)}
 	if archive != nil {
-		data, n, err := Encode(ctx, store, run)
+		st, err := p.stream(ctx, store.StreamName())
+		if err != nil || st == nil {
+			return nil, fmt.Errorf("archiving run %s: stream %s: %w", run, store.StreamName(), err)
+		}
+		data, n, err := encode(ctx, st, run, evs)
 		if err != nil {
 			return nil, err
+		}
+		if n < len(evs) {
+			return nil, fmt.Errorf("archiving run %s: read %d of its %d events; the run was not removed", run, n, len(evs))
 		}
 		if err := archive.Put(ctx, run, data); err != nil {
 			return nil, err
 		}
-		back, err := archive.Get(ctx, run)
-		if err == nil {
-			var got []*events.Event
-			if got, err = Decode(run, back); err == nil && (len(got) != n || got[len(got)-1].Seq != evs[len(evs)-1].Seq) {
-				err = fmt.Errorf("read back %d events up to sequence %d, want %d up to %d", len(got), got[len(got)-1].Seq, n, evs[len(evs)-1].Seq)
-			}
-		}
-		if err != nil {
-			return nil, fmt.Errorf("archiving run %s to %s: checking the object: %w; the run was not removed", run, archive, err)
-		}
 		out.Archived = archive.String()
 	}
-	if err := purge(ctx, store, run); err != nil {
+	if err := p.purge(ctx, run); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -80,12 +82,39 @@ func cmpStatus(s projection.RunStatus) string {
 	return string(s)
 }
 
-// purge removes every trace of a run: its events, timers, snapshot and
-// read-model entry.
-func purge(ctx context.Context, store events.Store, run string) error {
-	js := store.JetStream()
-	type target struct{ stream, filter string }
-	targets := []target{
+// purger removes every trace of a run: its events, timers, snapshot and
+// read-model entry. It looks each stream up once.
+type purger struct {
+	store   events.Store
+	mu      sync.Mutex
+	streams map[string]jetstream.Stream
+}
+
+func newPurger(store events.Store) *purger {
+	return &purger{store: store, streams: map[string]jetstream.Stream{}}
+}
+
+// stream returns a stream, or nil when it does not exist.
+func (p *purger) stream(ctx context.Context, name string) (jetstream.Stream, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if st, ok := p.streams[name]; ok {
+		return st, nil
+	}
+	st, err := p.store.JetStream().Stream(ctx, name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	p.streams[name] = st
+	return st, nil
+}
+
+func (p *purger) purge(ctx context.Context, run string) error {
+	store := p.store
+	targets := []struct{ stream, filter string }{
 		{store.StreamName(), events.RunFilter(run)},
 		{store.TimerStream(), events.ScheduleFilter(run)},
 		{store.TimerStream(), events.FiredSubject(run)},
@@ -93,8 +122,11 @@ func purge(ctx context.Context, store events.Store, run string) error {
 		{bucketStream, subjectOf("*." + run)},
 	}
 	for i, t := range targets {
-		st, err := js.Stream(ctx, t.stream)
-		if errors.Is(err, jetstream.ErrStreamNotFound) && i > 0 {
+		st, err := p.stream(ctx, t.stream)
+		if err == nil && st == nil {
+			if i == 0 {
+				return fmt.Errorf("removing run %s: stream %s does not exist", run, t.stream)
+			}
 			continue // no timers, snapshots or read model yet
 		}
 		if err == nil {
@@ -106,6 +138,9 @@ func purge(ctx context.Context, store events.Store, run string) error {
 	}
 	return nil
 }
+
+// sweepConcurrency is how many runs Sweep removes at a time.
+const sweepConcurrency = 16
 
 // SweepResult says what Sweep did.
 type SweepResult struct {
@@ -136,14 +171,15 @@ func Sweep(ctx context.Context, store events.Store, archive Archive, now time.Ti
 		expired = expired[:limit]
 	}
 	res := &SweepResult{Expired: len(expired), Removed: []Removed{}}
+	p := newPurger(store)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, 8)
+	sem := make(chan struct{}, sweepConcurrency)
 	for _, run := range expired {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			r, err := Remove(ctx, store, run, archive)
+			r, err := remove(ctx, p, run, archive)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
