@@ -418,4 +418,14 @@ func TestArchiveFailureKeepsLog(t *testing.T) {
 	if _, err := runs.ParseArchive(ctx, f.store.JetStream(), f.store.StreamName(), "nosuchbucket", false); err == nil || !strings.Contains(err.Error(), "nosuchbucket") {
 		t.Errorf("missing archive bucket: %v", err)
 	}
+	// A run started with a negative retention is refused, and nothing starts.
+	if _, err := f.c.Start(ctx, mustGraph(t, ordersYAML), client.WithRetention(-time.Hour)); err == nil || !strings.Contains(err.Error(), "retention") {
+		t.Errorf("start with a negative retention: %v, want an error naming the retention", err)
+	}
+	if p, err := f.c.ListPage(ctx); err != nil || p.Total != len(f.all) {
+		t.Errorf("after a refused start: %v runs, %v; want %d", p, err, len(f.all))
+	}
+	if _, err := runs.ParseRetention("-1h"); err == nil || !strings.Contains(err.Error(), "retention") {
+		t.Errorf("ParseRetention(-1h): %v", err)
+	}
 }
