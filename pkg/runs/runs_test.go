@@ -429,3 +429,33 @@ func TestArchiveFailureKeepsLog(t *testing.T) {
 		t.Errorf("ParseRetention(-1h): %v", err)
 	}
 }
+
+// TestLostPutRepaired: an entry lost from the read model comes back with
+// the run's next status change, and a terminated run's entry says so.
+func TestLostPutRepaired(t *testing.T) {
+	ctx := timeout(t)
+	f := newFixture(t, ctx)
+	m, err := runs.Open(ctx, f.store.JetStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Remove(ctx, f.waiting); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Get(ctx, f.waiting); !errors.Is(err, runs.ErrNotFound) {
+		t.Fatalf("entry still there: %v", err)
+	}
+	if err := f.c.Terminate(ctx, f.waiting, "lost entry"); err != nil {
+		t.Fatal(err)
+	}
+	waitIndexed(t, ctx, f.store, map[string]projection.RunStatus{f.waiting: projection.RunCancelled})
+	s, err := m.Get(ctx, f.waiting)
+	if err != nil || !s.Terminated || s.EndedAt.IsZero() {
+		t.Fatalf("repaired entry: %+v, %v; want terminated, ended", s, err)
+	}
+	// One entry per run: the running one went when the run ended.
+	p, err := m.List(ctx, runs.Query{Statuses: []projection.RunStatus{projection.RunRunning}})
+	if err != nil || p.Total != 0 {
+		t.Errorf("running runs after the end: %+v, %v", p, err)
+	}
+}
