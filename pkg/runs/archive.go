@@ -24,9 +24,6 @@ import (
 // ArchiveBucket is the default archive: a JetStream Object Store bucket.
 const ArchiveBucket = "weft-archive"
 
-// ErrNotArchived says an archive has no such run.
-var ErrNotArchived = errors.New("run not archived")
-
 // Archive keeps the logs of removed runs, one object per run, named by its
 // id. Put must be durable when it returns: the live log goes next. An
 // S3-compatible store implements it with PutObject, GetObject and the key

@@ -12,14 +12,6 @@ import (
 	"github.com/weft-dev/weft/internal/setup"
 )
 
-// ErrNoReadModel says the read model's bucket does not exist: no
-// coordinator has run yet, or it was removed ('weft admin reindex' makes
-// it again).
-var ErrNoReadModel = errors.New("no read model of runs")
-
-// ErrNotFound says the read model has no entry for a run.
-var ErrNotFound = errors.New("run not in the read model")
-
 // Model is the read model's bucket.
 type Model struct {
 	kv jetstream.KeyValue

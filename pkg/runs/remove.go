@@ -1,6 +1,7 @@
 package runs
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -14,9 +15,6 @@ import (
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
 )
-
-// ErrNotEnded says a run that has not ended was to be removed.
-var ErrNotEnded = errors.New("run has not ended")
 
 // snapshotsBucket is internal/coordinator's SnapshotsBucket, repeated
 // here because the coordinator imports this package.
@@ -194,18 +192,8 @@ func Sweep(ctx context.Context, store events.Store, archive Archive, now time.Ti
 		})
 	}
 	wg.Wait()
-	slices.SortFunc(res.Removed, func(a, b Removed) int { return compareStr(a.RunID, b.RunID) })
+	slices.SortFunc(res.Removed, func(a, b Removed) int { return cmp.Compare(a.RunID, b.RunID) })
 	return res, nil
-}
-
-func compareStr(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // expired lists the ended runs whose retention passed by now, oldest
