@@ -3,6 +3,7 @@ package cli_test
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -168,6 +169,15 @@ func TestTerminateDeleteAndArchivedReads(t *testing.T) {
 	wantContains(t, "events of an archived run", r.stdout, "run.started", "run.cancelled")
 	r = weft(t, "state", run, "-nats", url, "-o", "json")
 	wantContains(t, "state of an archived run", r.stdout, `"status": "cancelled"`, `"terminate": true`)
+	r = weft(t, "events", run, "-nats", url, "-o", "json")
+	var rows []struct {
+		Seq uint64 `json:"seq"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil || len(rows) < 2 {
+		t.Fatalf("events -o json of an archived run: %v\n%s", err, r.stdout)
+	}
+	r = weft(t, "diff", run, strconv.FormatUint(rows[0].Seq, 10), strconv.FormatUint(rows[len(rows)-1].Seq, 10), "-nats", url)
+	wantContains(t, "diff of an archived run", r.stdout, "/status", `"running"`, `"cancelled"`)
 }
 
 func TestAdminReindexAndRetention(t *testing.T) {
