@@ -99,6 +99,7 @@ var figures = []figure{
 	{"failover", runFailover},
 	{"hop-durable", durable(runHop)},
 	{"throughput-durable", durable(runThroughput)},
+	{"retention", runRetention},
 }
 
 func figureNames() []string {

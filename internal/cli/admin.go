@@ -25,7 +25,7 @@ import (
 
 var cmdAdmin = &command{
 	name:    "admin",
-	args:    "settings|apply",
+	args:    "settings|apply|reindex|retention",
 	summary: "show the live stream, consumer and KV settings, or change them",
 	help: `'weft admin settings' shows the live settings of the events stream, its
 consumers (the coordinators' partitions and each task queue's) and Weft's
@@ -44,6 +44,10 @@ given change, by flag or by their environment variable (WEFT_REPLICAS,
 WEFT_DUPLICATES, WEFT_MAX_AGE); -dry-run shows the changes without making
 them.
 
+'weft admin reindex' rebuilds the read model of runs from the log, and
+'weft admin retention' removes (and archives) the ended runs whose
+retention passed.
+
 Run 'weft admin settings -h' or 'weft admin apply -h' for the flags.`,
 	run: func(e *env, c *command, args []string) error {
 		if len(args) == 0 || strings.HasPrefix(args[0], "-") {
@@ -59,8 +63,12 @@ Run 'weft admin settings -h' or 'weft admin apply -h' for the flags.`,
 			return adminSettings(e, cmdAdminSettings, args[1:])
 		case "apply":
 			return adminApply(e, cmdAdminApply, args[1:])
+		case "reindex":
+			return adminReindex(e, cmdAdminReindex, args[1:])
+		case "retention":
+			return adminRetention(e, cmdAdminRetention, args[1:])
 		}
-		return &usageError{cmd: c, msg: fmt.Sprintf("unknown admin command %q (want settings or apply)", args[0])}
+		return &usageError{cmd: c, msg: fmt.Sprintf("unknown admin command %q (want settings, apply, reindex or retention)", args[0])}
 	},
 }
 

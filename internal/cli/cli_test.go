@@ -106,7 +106,7 @@ func wantContains(t *testing.T, what, got string, wants ...string) {
 }
 
 func TestRunAndInspect(t *testing.T) {
-	url, _ := engine(t)
+	url, cl := engine(t)
 
 	r := weft(t, "run", helloFile, "-nats", url, "-input", `{"name":"Ada"}`, "-invocation", `{"tier":"gold"}`, "-wait")
 	if r.code != 0 {
@@ -157,6 +157,7 @@ func TestRunAndInspect(t *testing.T) {
 	r = weft(t, "diff", run, itoa(first), itoa(last), "-nats", url)
 	wantContains(t, "diff", r.stdout, "/state/greeting", `"Hello, Ada!"`, "/status", `"running"`, `"completed"`)
 
+	waitListed(t, cl, run, projection.RunCompleted)
 	r = weft(t, "list", "-nats", url)
 	wantContains(t, "list", r.stdout, "RUN", run, "hello", "completed")
 	r = weft(t, "list", "-nats", url, "-o", "json", "-status", "failed")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -13,6 +14,7 @@ import (
 	"github.com/weft-dev/weft/internal/natsconn"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
+	"github.com/weft-dev/weft/pkg/runs"
 )
 
 // natsFlags registers the connection flags on fs.
@@ -43,7 +45,18 @@ func (e *env) connect(c *command, cfg *natsconn.Config, create bool) (*client.Cl
 		nc.Close()
 		return nil, nil, err
 	}
-	return client.New(store), nc.Close, nil
+	var opts []client.Option
+	if v := os.Getenv("WEFT_ARCHIVE"); v != "" {
+		// Runs removed from the log are read from this archive (package
+		// runs); by default, from the Object Store bucket weft-archive.
+		a, err := runs.ParseArchive(e.ctx, store.JetStream(), store.StreamName(), v, false)
+		if err != nil {
+			nc.Close()
+			return nil, nil, fmt.Errorf("WEFT_ARCHIVE: %w", err)
+		}
+		opts = append(opts, client.WithArchive(a))
+	}
+	return client.New(store, opts...), nc.Close, nil
 }
 
 // openStore opens the events store. An existing stream is opened with its

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/weft-dev/weft/internal/telemetry"
@@ -92,42 +91,44 @@ func unserved(ctx context.Context, cl *client.Client, st *projection.State) map[
 
 var cmdList = &command{
 	name:    "list",
-	summary: "list runs, newest first",
-	help: `Lists runs from the events stream's subject index, newest first, with their
-status, graph, start time and lineage (a forked run's parent run and
-position: "forked from RUN@N").`,
+	summary: "list runs, newest first (filters: -status, -graph, -since, -until, -attr)",
+	help: `Lists runs from the read model of runs (the KV bucket weft-runs, which the
+coordinators keep), newest first, with their status, graph, start time and lineage (a forked
+run's parent run and position: "forked from RUN@N");
+it never reads the events stream. Filters combine: -status (comma
+separated), -graph, -since and -until (start time: RFC 3339 or a duration
+before now, such as 24h), -attr NAME=VALUE (a search attribute the graph
+declares; repeat for more). -limit pages: the next page's cursor is printed
+after the runs, for -cursor. -count prints how many runs the filters select.
+'weft admin reindex' rebuilds the read model from the log.`,
 	run: func(e *env, c *command, args []string) error {
 		fs, out := e.flagSet(c)
 		cfg := natsFlags(fs)
-		limit := fs.Int("limit", 50, "list at most this many runs (0: all)")
-		status := fs.String("status", "", "only runs in these statuses, comma separated (running, cancelling, completed, failed, cancelled)")
+		lf := listFlags(fs)
 		stall := stallFlag(fs)
 		if _, err := e.parse(c, fs, args, 0, 0); err != nil {
 			return err
 		}
-		if *limit < 0 {
-			return &usageError{cmd: c, msg: fmt.Sprintf("-limit: want 0 or more, got %d", *limit)}
-		}
-		opts := []client.ListOption{client.WithLimit(*limit), client.WithDetails()}
-		if *status != "" {
-			for s := range strings.SplitSeq(*status, ",") {
-				rs := projection.RunStatus(strings.TrimSpace(s))
-				switch rs {
-				case projection.RunRunning, projection.RunCancelling, projection.RunCompleted, projection.RunFailed, projection.RunCancelled:
-				default:
-					return &usageError{cmd: c, msg: fmt.Sprintf("-status: unknown status %q (want running, cancelling, completed, failed or cancelled)", s)}
-				}
-				opts = append(opts, client.WithStatus(rs))
-			}
+		opts, err := lf.options(time.Now())
+		if err != nil {
+			return &usageError{cmd: c, msg: err.Error()}
 		}
 		cl, closeConn, err := e.connect(c, cfg, false)
 		if err != nil {
 			return err
 		}
 		defer closeConn()
-		runs, err := cl.List(e.ctx, opts...)
+		page, err := cl.ListPage(e.ctx, opts...)
 		if err != nil {
 			return err
+		}
+		runs := page.Runs
+		if *lf.count {
+			if *out == "json" {
+				return e.writeJSON(map[string]int{"total": page.Total})
+			}
+			fmt.Fprintln(e.stdout, page.Total)
+			return nil
 		}
 		e.warnList(cl, runs, *stall)
 		if *out == "json" {
@@ -145,7 +146,13 @@ position: "forked from RUN@N").`,
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.RunID, r.Graph, r.Status, r.StartedAt.Local().Format(time.DateTime), from)
 		}
-		return tw.Flush()
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		if page.Next != "" {
+			fmt.Fprintf(e.stdout, "more: -cursor %s (%d runs in all)\n", page.Next, page.Total)
+		}
+		return nil
 	},
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/natsconn"
 	"github.com/weft-dev/weft/pkg/events"
+	"github.com/weft-dev/weft/pkg/runs"
 	"github.com/weft-dev/weft/pkg/worker"
 )
 
@@ -146,6 +147,7 @@ func (e *env) setupDeployment(c *command, cfg *natsconn.Config) error {
 			TTL:         5 * time.Second,
 			Replicas:    cfg.Replicas,
 		},
+		runs.KVConfig(cfg.Replicas),
 	}
 	for _, b := range buckets {
 		if _, err := js.CreateKeyValue(ctx, b); err != nil && !errors.Is(err, jetstream.ErrBucketExists) {

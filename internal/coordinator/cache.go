@@ -25,6 +25,8 @@ type runEntry struct {
 	// own holds the ids of decisions this coordinator applied in memory
 	// and has not yet seen come back through the consumer.
 	own map[string]struct{}
+	// indexed is the status last put in the read model (readmodel.go).
+	indexed projection.RunStatus
 	// notified is set once an ended child run told its parent.
 	notified bool
 	// armed holds the timers this coordinator armed for the run, by id,

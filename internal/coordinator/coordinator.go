@@ -76,6 +76,7 @@ import (
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/setup"
 	"github.com/weft-dev/weft/pkg/events"
+	"github.com/weft-dev/weft/pkg/runs"
 )
 
 // Stats counts what the coordinator did.
@@ -126,6 +127,7 @@ type options struct {
 	leaseTTL   time.Duration
 	maxEvents  int   // history budget (budget.go)
 	maxBytes   int64 // history budget (budget.go)
+	retention  time.Duration
 }
 
 // WithDurable names the partition consumers (default "coordinator": the
@@ -180,12 +182,14 @@ type Coordinator struct {
 	// announced is when the coordinator last announced itself in the
 	// leases bucket (unix nanoseconds): see Readiness.
 	announced atomic.Int64
+	// runsModel is the read model of runs (readmodel.go).
+	runsModel readModel
 }
 
 // New returns a coordinator over the store.
 func New(store events.Store, opts ...Option) *Coordinator {
 	o := options{durable: "coordinator", shards: 32, cacheSize: 10000, now: time.Now, ackWait: 10 * time.Second,
-		partitions: 1, leaseTTL: defaultLeaseTTL, maxEvents: DefaultMaxHistoryEvents, maxBytes: DefaultMaxHistoryBytes}
+		partitions: 1, leaseTTL: defaultLeaseTTL, maxEvents: DefaultMaxHistoryEvents, maxBytes: DefaultMaxHistoryBytes, retention: runs.DefaultRetention}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -252,6 +256,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	if err != nil {
 		return nil // ctx ended
 	}
+	c.prepareReadModel(ctx)
 	var consumers sync.WaitGroup
 	c.leases(ctx, kv, func(pctx context.Context, p int) {
 		consumers.Add(1)

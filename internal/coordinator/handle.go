@@ -144,6 +144,9 @@ func (c *Coordinator) process(ctx context.Context, e *events.Event, redelivered 
 			err = c.syncTimers(ctx, ent)
 		}
 		if err == nil {
+			err = c.index(ctx, ent, fresh && e.Type == events.RunStarted && !redelivered)
+		}
+		if err == nil {
 			return nil
 		}
 		c.cache.del(e.RunID)

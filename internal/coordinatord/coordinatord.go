@@ -37,6 +37,7 @@ import (
 	"github.com/weft-dev/weft/internal/setup"
 	"github.com/weft-dev/weft/internal/telemetry"
 	"github.com/weft-dev/weft/pkg/events"
+	"github.com/weft-dev/weft/pkg/runs"
 )
 
 // ErrUsage is wrapped by errors about the command line and configuration;
@@ -54,6 +55,9 @@ type Config struct {
 	Partitions int
 	// LeaseTTL is how long a partition outlives its holder.
 	LeaseTTL time.Duration
+	// Retention is how long an ended run is kept when neither the run nor
+	// its graph says (package runs).
+	Retention time.Duration
 	// MaxHistoryEvents and MaxHistoryBytes are a run's history budget:
 	// over it, the run fails (internal/coordinator, budget.go).
 	MaxHistoryEvents int
@@ -78,6 +82,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Partitions < 1 || c.Partitions > events.Slots {
 		errs = append(errs, fmt.Errorf("-partitions: want 1 to %d, got %d", events.Slots, c.Partitions))
+	}
+	if c.Retention < 0 {
+		errs = append(errs, fmt.Errorf("-retention: must not be negative, got %s", c.Retention))
 	}
 	if c.LeaseTTL < time.Second {
 		errs = append(errs, fmt.Errorf("-lease-ttl: want at least 1s, got %s", c.LeaseTTL))
@@ -113,6 +120,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.Shards, "shards", 32, "runs decided concurrently (env WEFT_COORDINATOR_SHARDS)")
 	fs.IntVar(&cfg.CacheSize, "cache", 10000, "run states kept in memory (env WEFT_COORDINATOR_CACHE)")
 	fs.IntVar(&cfg.Partitions, "partitions", 1, "partitions runs are split into, the same for every coordinator (env WEFT_COORDINATOR_PARTITIONS)")
+	fs.DurationVar(&cfg.Retention, "retention", runs.DefaultRetention, "how long an ended run is kept when neither it nor its graph says; 'weft admin retention' removes it then (env WEFT_COORDINATOR_RETENTION)")
 	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", 5*time.Second, "how long a partition outlives its holder's last renewal (env WEFT_COORDINATOR_LEASE_TTL)")
 	fs.IntVar(&cfg.MaxHistoryEvents, "max-history-events", coordinator.DefaultMaxHistoryEvents, "a run whose history holds more events fails (env WEFT_COORDINATOR_MAX_HISTORY_EVENTS)")
 	fs.Int64Var(&cfg.MaxHistoryBytes, "max-history-bytes", coordinator.DefaultMaxHistoryBytes, "a run whose history holds more bytes of event data fails (env WEFT_COORDINATOR_MAX_HISTORY_BYTES)")
@@ -189,6 +197,7 @@ func coordinate(ctx context.Context, log *slog.Logger, cfg *Config, store events
 			coordinator.WithPartitions(cfg.Partitions),
 			coordinator.WithLeaseTTL(cfg.LeaseTTL),
 			coordinator.WithHistoryBudget(cfg.MaxHistoryEvents, cfg.MaxHistoryBytes),
+			coordinator.WithRetention(cfg.Retention),
 			coordinator.WithLogger(log))
 		pr.c.Store(c)
 		log.Info("coordinating", "nats", natsconn.ConnectedURL(store.JetStream().Conn()), "stream", store.StreamName(), "durable", cfg.Durable)
@@ -237,6 +246,7 @@ var envFlags = map[string]string{
 	"lease-ttl":          "WEFT_COORDINATOR_LEASE_TTL",
 	"max-history-events": "WEFT_COORDINATOR_MAX_HISTORY_EVENTS",
 	"max-history-bytes":  "WEFT_COORDINATOR_MAX_HISTORY_BYTES",
+	"retention":          "WEFT_COORDINATOR_RETENTION",
 	"log-level":          "WEFT_LOG_LEVEL",
 	"http":               "WEFT_HTTP",
 }

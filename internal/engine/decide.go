@@ -241,7 +241,7 @@ func (d *decider) cancel() {
 	// Collected first: folding run-cancelled marks the waiting nodes
 	// cancelled.
 	children := d.waitingChildren()
-	d.emit(&events.RunCancelledData{By: c.By, Reason: c.Reason}, events.DecisionID(d.s.RunID, events.RunCancelled))
+	d.emit(&events.RunCancelledData{By: c.By, Reason: c.Reason, Terminated: c.Terminate}, events.DecisionID(d.s.RunID, events.RunCancelled))
 	d.out.CancelChildren = append(d.out.CancelChildren, children...)
 }
 

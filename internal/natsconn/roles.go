@@ -41,6 +41,10 @@ const (
 	workersBucket   = "weft-workers"
 	snapshotsBucket = "weft-snapshots"
 	leasesBucket    = "weft-coordinators"
+	// pkg/runs: the read model of runs, and the archive of removed runs
+	// (an Object Store bucket).
+	runsBucket    = "weft-runs"
+	archiveBucket = "weft-archive"
 )
 
 // Deployment is what the permissions depend on.
@@ -180,15 +184,33 @@ func (d Deployment) User(r Role, q string) User {
 		// is): the leases bucket's stream information, nothing more.
 		api + "STREAM.INFO.KV_" + leasesBucket,
 	}
+	// The read model of runs (pkg/runs), read: stream info with subject
+	// filters (the keys of one status), gets, and KV watchers; and the
+	// archive of removed runs, read (an object is a meta get and an
+	// ordered consumer of its chunks).
+	runsRead := []string{
+		api + "STREAM.INFO.KV_" + runsBucket,
+		api + "DIRECT.GET.KV_" + runsBucket + ".>",
+		api + "STREAM.MSG.GET.KV_" + runsBucket,
+		api + "CONSUMER.CREATE.KV_" + runsBucket + ".>",
+		api + "CONSUMER.DELETE.KV_" + runsBucket + ".*",
+		"$JS.FC.KV_" + runsBucket + ".>",
+		api + "STREAM.INFO.OBJ_" + archiveBucket,
+		api + "DIRECT.GET.OBJ_" + archiveBucket + ".>",
+		api + "STREAM.MSG.GET.OBJ_" + archiveBucket,
+		api + "CONSUMER.CREATE.OBJ_" + archiveBucket + ".>",
+		api + "CONSUMER.DELETE.OBJ_" + archiveBucket + ".*",
+		"$JS.FC.OBJ_" + archiveBucket + ".>",
+	}
 	switch r {
 	case RoleClient:
 		u.PublishAllow = slices.Concat(
 			[]string{"weft.r.*.*.c.*"},
-			reads, ordered, workersRead)
+			reads, ordered, workersRead, runsRead)
 		u.PublishDeny = durablesDeny
 		u.SubscribeAllow = []string{inbox}
 	case RoleUI:
-		u.PublishAllow = slices.Concat(reads, ordered, workersRead)
+		u.PublishAllow = slices.Concat(reads, ordered, workersRead, runsRead)
 		u.PublishDeny = durablesDeny
 		u.SubscribeAllow = []string{inbox}
 	case RoleCoordinator:
@@ -233,6 +255,17 @@ func (d Deployment) User(r Role, q string) User {
 				api + "CONSUMER.CREATE.KV_" + leasesBucket + ".>",
 				api + "CONSUMER.DELETE.KV_" + leasesBucket + ".*",
 				"$JS.FC.KV_" + leasesBucket + ".>",
+				// The read model of runs (the bucket is the admin's to
+				// create): puts, gets, and a purge of a run's older keys.
+				// The purge's filter is in the body, so NATS cannot scope
+				// it, but the right reaches this bucket's stream only, a
+				// projection that 'weft admin reindex' rebuilds; the
+				// events stream stays out of reach.
+				"$KV." + runsBucket + ".>",
+				api + "STREAM.INFO.KV_" + runsBucket,
+				api + "DIRECT.GET.KV_" + runsBucket + ".>",
+				api + "STREAM.MSG.GET.KV_" + runsBucket,
+				api + "STREAM.PURGE.KV_" + runsBucket,
 			},
 			// Its partition consumers: create with any of the
 			// partitions' filters, info, pull, acknowledge; and the

@@ -88,8 +88,19 @@ func TestRolesWork(t *testing.T) {
 	if st.Status != projection.RunCompleted {
 		t.Fatalf("run %s: %s %v", run, st.Status, st.Error)
 	}
-	if _, err := cl.List(ctx, client.WithDetails()); err != nil {
-		t.Fatalf("client lists runs: %v", err)
+	// The coordinator keeps the read model of runs; the client lists it.
+	for listed := false; !listed; {
+		runs, err := cl.List(ctx, client.WithStatus(projection.RunCompleted))
+		if err != nil {
+			t.Fatalf("client lists runs: %v", err)
+		}
+		listed = len(runs) == 1 && runs[0].RunID == run
+		if !listed && ctx.Err() != nil {
+			t.Fatalf("the completed run was never listed: %+v", runs)
+		}
+		if !listed {
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
 
 	approval, err := graph.Parse([]byte(`
@@ -165,6 +176,7 @@ edges:
 		{userUI, []string{"events", run}},
 		{userUI, []string{"state", run}},
 		{userUI, []string{"list"}},
+		{userUI, []string{"list", "-status", "completed", "-graph", "chain"}},
 	} {
 		cmd := exec.Command(filepath.Join(binaries(t), "weft"), append(c.args, "-nats", s.url)...)
 		cmd.Env = append(cleanEnv(), s.roleEnv(c.user)...)
@@ -287,6 +299,9 @@ func TestRolesRefused(t *testing.T) {
 		}
 		snapshots := []call{
 			{"$KV.weft-snapshots." + run, []byte(`{"forged":true}`)},
+			// The read model of runs: only the coordinator writes it.
+			{"$KV.weft-runs.completed." + run, []byte(`{"forged":true}`)},
+			{api + "STREAM.PURGE.KV_weft-runs", []byte(`{"filter":"$KV.weft-runs.>"}`)},
 			{api + "STREAM.CREATE.KV_weft-snapshots", []byte(`{"name":"KV_weft-snapshots","subjects":["$KV.weft-snapshots.>"]}`)},
 		}
 		// Workers read runs (gap 2), but create no consumer but their own.

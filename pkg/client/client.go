@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/pkg/events"
+	"github.com/weft-dev/weft/pkg/runs"
 )
 
 // Client starts, reads and steers runs over an events store. It is safe for
@@ -22,6 +23,11 @@ type Client struct {
 
 	mu     sync.Mutex
 	stream jetstream.Stream
+	runs   *runs.Model
+	// arch is where removed runs are read from (list.go); archChecked
+	// says the default was looked for and is missing.
+	arch        runs.Archive
+	archChecked bool
 }
 
 // Option configures a Client.
@@ -33,6 +39,11 @@ func WithLogger(l *slog.Logger) Option { return func(c *Client) { c.log = l } }
 // WithIdentity names who is acting, recorded as StartedBy in run-started
 // events and as By in signals and cancel requests (default "$USER@host").
 func WithIdentity(name string) Option { return func(c *Client) { c.identity = name } }
+
+// WithArchive reads runs that retention or 'weft delete' removed from the
+// live log from a (default: the Object Store bucket runs.ArchiveBucket,
+// when it exists).
+func WithArchive(a runs.Archive) Option { return func(c *Client) { c.arch = a } }
 
 // New returns a client over store.
 func New(store events.Store, opts ...Option) *Client {

@@ -98,6 +98,7 @@ func TestStartWaitGetList(t *testing.T) {
 		t.Error("Get differs from Wait's state")
 	}
 
+	waitListed(t, ctx, c, run, projection.RunCompleted)
 	runs, err := c.List(ctx, client.WithDetails())
 	if err != nil {
 		t.Fatal(err)
@@ -152,6 +153,8 @@ func TestListStatusesAndOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	waitListed(t, ctx, c, done, projection.RunCompleted)
+	waitListed(t, ctx, c, waiting, projection.RunRunning)
 	runs, err := c.List(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -215,6 +218,7 @@ func TestSignalAndCancel(t *testing.T) {
 	if err := c.Cancel(ctx, run2, ""); !errors.Is(err, client.ErrRunEnded) {
 		t.Fatalf("cancel after the end: %v, want ErrRunEnded", err)
 	}
+	waitListed(t, ctx, c, run2, projection.RunCancelled)
 	runs, err := c.List(ctx, client.WithStatus(projection.RunCancelled))
 	if err != nil || len(runs) != 1 || runs[0].RunID != run2 {
 		t.Fatalf("List(cancelled) = %+v, %v", runs, err)

@@ -202,3 +202,24 @@ func nodeIDs(canonical json.RawMessage) ([]string, error) {
 	}
 	return ids, nil
 }
+
+// Terminate ends a run at once: the coordinator ends it as cancelled,
+// marked terminated (events.RunCancelledData.Terminated), without waiting
+// for anything; nodes in flight are stopped like a cancellation's, and
+// their late outcomes are passed over. A run whose cancellation was
+// requested already ends by that request. It checks that the run exists
+// and has not ended (ErrRunEnded).
+func (c *Client) Terminate(ctx context.Context, runID, reason string) error {
+	if _, err := c.live(ctx, runID); err != nil {
+		return fmt.Errorf("terminating run %s: %w", runID, err)
+	}
+	ev, err := events.New(runID, events.DecisionID(runID, events.RunCancelRequested, "terminate"), time.Time{},
+		&events.RunCancelRequestedData{By: c.identity, Reason: reason, Terminate: true})
+	if err != nil {
+		return err
+	}
+	if _, err := c.store.Append(ctx, runID, events.AnySeq, ev); err != nil {
+		return fmt.Errorf("terminating run %s: %w", runID, err)
+	}
+	return nil
+}

@@ -5,11 +5,13 @@ import (
 	"log/slog"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
+	"github.com/weft-dev/weft/pkg/projection"
 	"github.com/weft-dev/weft/pkg/worker"
 	"github.com/weft-dev/weft/pkg/worker/builtin"
 )
@@ -55,4 +57,21 @@ func engine(t *testing.T, queues ...string) (*client.Client, events.Store) {
 		cwg.Wait()
 	})
 	return client.New(store, client.WithLogger(log), client.WithIdentity("tester")), store
+}
+
+// waitListed waits until the read model of runs, which the coordinator
+// writes after it decided, shows run in status.
+func waitListed(t *testing.T, ctx context.Context, c *client.Client, run string, status projection.RunStatus) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		s, err := c.Summary(ctx, run)
+		if err == nil && s.Status == status {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s not listed as %s in time: %+v, %v", run, status, s, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -3,183 +3,125 @@ package client
 import (
 	"context"
 	"errors"
-	"fmt"
-	"slices"
-	"strings"
-	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
+	"github.com/weft-dev/weft/pkg/runs"
 )
 
-// RunSummary is one line of List.
-type RunSummary struct {
-	RunID  string               `json:"runId"`
-	Status projection.RunStatus `json:"status"`
-	// Graph and StartedAt come from the run-started event; List fills them
-	// in only when asked (WithDetails).
-	Graph     string    `json:"graph,omitempty"`
-	StartedAt time.Time `json:"startedAt,omitzero"`
-	// ForkedFrom is the run and point a forked run was forked from (with
-	// WithDetails).
-	ForkedFrom *events.ForkRef `json:"forkedFrom,omitempty"`
-}
+// RunSummary is one line of List: a run's entry in the read model of runs
+// (package runs).
+type RunSummary = runs.Summary
 
 // ListOption configures List.
-type ListOption func(*listOptions)
-
-type listOptions struct {
-	limit    int
-	statuses []projection.RunStatus
-	details  bool
-}
+type ListOption func(*runs.Query)
 
 // WithLimit returns at most n runs, the newest (default: all).
-func WithLimit(n int) ListOption { return func(o *listOptions) { o.limit = n } }
+func WithLimit(n int) ListOption { return func(q *runs.Query) { q.Limit = n } }
 
 // WithStatus keeps only runs in one of the given statuses.
 func WithStatus(statuses ...projection.RunStatus) ListOption {
-	return func(o *listOptions) { o.statuses = append(o.statuses, statuses...) }
+	return func(q *runs.Query) { q.Statuses = append(q.Statuses, statuses...) }
 }
 
-// WithDetails fills in each listed run's graph name and start time, at the
-// cost of reading its run-started event (one direct get per listed run).
-func WithDetails() ListOption { return func(o *listOptions) { o.details = true } }
+// WithGraph keeps only runs of the graph of this name.
+func WithGraph(name string) ListOption { return func(q *runs.Query) { q.Graph = name } }
 
-// List lists runs, newest first.
-//
-// It reads the stream's subject index, not the runs' histories: the runs
-// are the subjects of run-started events, and a run's status follows from
-// which terminal decision subject it has (or its cancel-request subject), so
-// listing costs a handful of requests whatever the runs' sizes. Runs are
-// ordered by run id, descending, which is newest first for ids from
-// events.NewRunID; with WithDetails the page is then ordered by start, the
-// newest first.
+// WithStartedBetween keeps only runs started at or after since and before
+// until; a zero time leaves that side open.
+func WithStartedBetween(since, until time.Time) ListOption {
+	return func(q *runs.Query) { q.Since, q.Until = since, until }
+}
+
+// WithAttr keeps only runs whose search attribute name has this value
+// (see the graph's searchAttributes).
+func WithAttr(name, value string) ListOption {
+	return func(q *runs.Query) {
+		if q.Attrs == nil {
+			q.Attrs = map[string]string{}
+		}
+		q.Attrs[name] = value
+	}
+}
+
+// WithCursor continues a listing after the page whose Next it is.
+func WithCursor(cursor string) ListOption { return func(q *runs.Query) { q.Cursor = cursor } }
+
+// WithDetails is kept for callers of older versions: every summary now
+// carries the run's graph and start.
+func WithDetails() ListOption { return func(*runs.Query) {} }
+
+// List lists runs, newest first, from the read model of runs (the KV
+// bucket runs.Bucket, kept by the coordinators): it never reads the events
+// stream, so its cost does not grow with the runs' histories. A run shows
+// up once its coordinator has handled its run-started, and its status
+// follows the coordinator's. A missing bucket is an error wrapping
+// runs.ErrNoReadModel. ListPage gives the cursor of the next page and the
+// count of the runs selected.
 func (c *Client) List(ctx context.Context, opts ...ListOption) ([]RunSummary, error) {
-	var o listOptions
+	p, err := c.ListPage(ctx, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return p.Runs, nil
+}
+
+// ListPage is List with the cursor of the next page and the count of the
+// runs the options select, over all pages.
+func (c *Client) ListPage(ctx context.Context, opts ...ListOption) (*runs.Page, error) {
+	var q runs.Query
 	for _, opt := range opts {
-		opt(&o)
+		opt(&q)
 	}
-	st, err := c.eventsStream(ctx)
+	if err := q.Validate(); err != nil {
+		return nil, err
+	}
+	m, err := c.readModel(ctx)
 	if err != nil {
 		return nil, err
 	}
-	runs, err := runsOn(ctx, st, events.KindFilter(events.RunStarted))
+	return m.List(ctx, q)
+}
+
+// Summary returns a run's entry in the read model.
+func (c *Client) Summary(ctx context.Context, run string) (*RunSummary, error) {
+	m, err := c.readModel(ctx)
 	if err != nil {
 		return nil, err
 	}
-	status := make(map[string]projection.RunStatus, len(runs))
-	for _, id := range runs {
-		status[id] = projection.RunRunning
-	}
-	// Later kinds win: a cancel request is overridden by any end.
-	for _, k := range []struct {
-		t events.Type
-		s projection.RunStatus
-	}{
-		{events.RunCancelRequested, projection.RunCancelling},
-		{events.RunCancelled, projection.RunCancelled},
-		{events.RunFailed, projection.RunFailed},
-		{events.RunCompleted, projection.RunCompleted},
-	} {
-		ids, err := runsOn(ctx, st, events.KindFilter(k.t))
-		if err != nil {
-			return nil, err
-		}
-		for _, id := range ids {
-			if _, ok := status[id]; ok {
-				status[id] = k.s
-			}
-		}
-	}
-	out := make([]RunSummary, 0, len(runs))
-	for _, id := range runs {
-		if len(o.statuses) > 0 && !slices.Contains(o.statuses, status[id]) {
-			continue
-		}
-		out = append(out, RunSummary{RunID: id, Status: status[id]})
-	}
-	slices.SortFunc(out, func(a, b RunSummary) int { return strings.Compare(b.RunID, a.RunID) })
-	if o.limit > 0 && len(out) > o.limit {
-		out = out[:o.limit]
-	}
-	if o.details {
-		if err := c.details(ctx, st, out); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return m.Get(ctx, run)
 }
 
-// runsOn returns the run ids of the subjects matching filter, from the
-// stream's subject index.
-func runsOn(ctx context.Context, st jetstream.Stream, filter string) ([]string, error) {
-	info, err := st.Info(ctx, jetstream.WithSubjectFilter(filter))
+// readModel opens the read model once.
+func (c *Client) readModel(ctx context.Context) (*runs.Model, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.runs != nil {
+		return c.runs, nil
+	}
+	m, err := runs.Open(ctx, c.store.JetStream())
 	if err != nil {
-		return nil, fmt.Errorf("listing subjects %s: %w", filter, err)
+		return nil, err
 	}
-	ids := make([]string, 0, len(info.State.Subjects))
-	for subj := range info.State.Subjects {
-		if id, ok := events.RunOf(subj); ok {
-			ids = append(ids, id)
-		}
-	}
-	return ids, nil
+	c.runs = m
+	return m, nil
 }
 
-// details reads the run-started events of runs, a few at a time, and orders
-// runs by start, newest first.
-func (c *Client) details(ctx context.Context, st jetstream.Stream, runs []RunSummary) error {
-	seqs := make([]uint64, len(runs))
-	errs := make([]error, len(runs))
-	sem := make(chan struct{}, 16)
-	var wg sync.WaitGroup
-	for i := range runs {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			r := &runs[i]
-			m, err := st.GetLastMsgForSubject(ctx, events.StartedSubject(r.RunID))
-			if err != nil {
-				errs[i] = fmt.Errorf("reading the start of run %s: %w", r.RunID, err)
-				return
-			}
-			e, err := events.Decode(m.Subject, m.Header, m.Data)
-			if err != nil {
-				errs[i] = fmt.Errorf("reading the start of run %s: %w", r.RunID, err)
-				return
-			}
-			p, _ := e.Payload()
-			if d, ok := p.(*events.RunStartedData); ok {
-				r.Graph, r.ForkedFrom = d.GraphName, d.Fork
-			}
-			r.StartedAt, seqs[i] = e.Time, m.Sequence
-		})
+// archive returns the archive removed runs are read from: the one given
+// (WithArchive), else the default Object Store bucket when it exists.
+func (c *Client) archive(ctx context.Context) runs.Archive {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.arch != nil || c.archChecked {
+		return c.arch
 	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	order := make([]int, len(runs))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(a, b int) int {
-		switch {
-		case seqs[a] > seqs[b]:
-			return -1
-		case seqs[a] < seqs[b]:
-			return 1
+	a, err := runs.OpenObjectStore(ctx, c.store.JetStream(), runs.ArchiveBucket, c.store.StreamName(), false)
+	if err != nil {
+		if !errors.Is(err, context.Canceled) {
+			c.archChecked = true
 		}
-		return 0
-	})
-	sorted := make([]RunSummary, len(runs))
-	for i, j := range order {
-		sorted[i] = runs[j]
+		return nil
 	}
-	copy(runs, sorted)
-	return nil
+	c.arch = a
+	return a
 }

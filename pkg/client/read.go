@@ -3,17 +3,26 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
+	"github.com/weft-dev/weft/pkg/runs"
 	"github.com/weft-dev/weft/pkg/worker"
 )
 
-// History returns a run's events in log order. A run with no events gives
-// an error wrapping events.ErrRunNotFound.
+// History returns a run's events in log order: from the live log, or, for
+// a run removed from it, from the archive (WithArchive), transparently. A
+// run with no events in either gives an error wrapping
+// events.ErrRunNotFound.
 func (c *Client) History(ctx context.Context, runID string) ([]*events.Event, error) {
 	evs, err := c.store.Read(ctx, runID, 0, 0)
+	if errors.Is(err, events.ErrRunNotFound) {
+		if a := c.archive(ctx); a != nil {
+			evs, err = runs.Read(ctx, c.store, a, runID)
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("reading run %s: %w", runID, err)
 	}

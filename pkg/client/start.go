@@ -21,7 +21,13 @@ type startOptions struct {
 	runID      string
 	input      any
 	invocation any
+	retention  *time.Duration
 }
+
+// WithRetention sets how long the run is kept once it ended, overriding
+// its graph's retention and the coordinator's default (see package runs).
+// A negative duration is refused by Start.
+func WithRetention(d time.Duration) StartOption { return func(o *startOptions) { o.retention = &d } }
 
 // WithInput sets the run's input: a JSON object (a map, a struct, or
 // json.RawMessage / []byte holding an object) that seeds the shared state,
@@ -58,6 +64,13 @@ func (c *Client) Start(ctx context.Context, g *graph.Graph, opts ...StartOption)
 	} else if !events.ValidToken(runID) {
 		return "", fmt.Errorf("starting a run: run id %q: %w (letters, digits, '-' and '_', at most 128)", runID, events.ErrInvalidID)
 	}
+	var retention string
+	if o.retention != nil {
+		if *o.retention < 0 {
+			return "", fmt.Errorf("starting a run of %s: retention %s: must not be negative", g.Definition().Name, *o.retention)
+		}
+		retention = o.retention.String()
+	}
 	input, err := jsonObject("input", o.input)
 	if err != nil {
 		return "", fmt.Errorf("starting a run of %s: %w", g.Definition().Name, err)
@@ -73,6 +86,7 @@ func (c *Client) Start(ctx context.Context, g *graph.Graph, opts ...StartOption)
 		Input:       input,
 		Invocation:  invocation,
 		StartedBy:   c.identity,
+		Retention:   retention,
 	})
 	if err != nil {
 		return "", err

@@ -87,6 +87,9 @@ type RunStartedData struct {
 	Invocation  json.RawMessage `json:"invocation,omitempty"`
 	Parent      *ParentRef      `json:"parent,omitempty"`
 	StartedBy   string          `json:"startedBy,omitempty"`
+	// Retention overrides, for this run, how long it is kept once ended
+	// (a Go duration; see package runs).
+	Retention string `json:"retention,omitempty"`
 	// Fork is set when the run was forked from another run (weft fork,
 	// weft reset): the run and the point it was forked from.
 	Fork *ForkRef `json:"fork,omitempty"`
@@ -124,12 +127,17 @@ type RunFailedData struct {
 type RunCancelRequestedData struct {
 	By     string `json:"by"`
 	Reason string `json:"reason,omitempty"`
+	// Terminate ends the run at once ('weft terminate'): its
+	// run-cancelled is marked terminated.
+	Terminate bool `json:"terminate,omitempty"`
 }
 
 // RunCancelledData ends a run as cancelled.
 type RunCancelledData struct {
 	By     string `json:"by"`
 	Reason string `json:"reason,omitempty"`
+	// Terminated says the run was terminated, not cancelled.
+	Terminated bool `json:"terminated,omitempty"`
 }
 
 // NodeReadyData is the coordinator's decision to run a node: the work item a

@@ -46,7 +46,17 @@ type Definition struct {
 	Edges         []Edge `json:"edges"`
 	// Graphs holds subgraph definitions by name, referenced by subgraph nodes.
 	Graphs map[string]*Definition `json:"graphs,omitempty"`
+	// Retention is how long a run of the graph is kept once it ended (a
+	// Go duration; empty: the coordinator's default). See package runs.
+	Retention string `json:"retention,omitempty"`
+	// SearchAttributes names the keys of a run's invocation state (else
+	// its input) that the read model of runs records, for 'weft list
+	// -attr'. At most MaxSearchAttributes.
+	SearchAttributes []string `json:"searchAttributes,omitempty"`
 }
+
+// MaxSearchAttributes is the most search attributes a graph may declare.
+const MaxSearchAttributes = 8
 
 // DefaultMaxIterations is the per-node activation cap when a graph sets none.
 const DefaultMaxIterations = 100

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Node ids and graph names become NATS subject tokens and CloudEvents
@@ -48,6 +49,23 @@ func validate(g *Graph, scope []*Definition, o *options, p *problems) {
 	}
 	if def.MaxIterations < 0 {
 		p.top("maxIterations", "must not be negative, got %d", def.MaxIterations)
+	}
+	if def.Retention != "" {
+		if d, err := time.ParseDuration(def.Retention); err != nil {
+			p.top("retention", "want a duration such as 720h, got %q", def.Retention)
+		} else if d < 0 {
+			p.top("retention", "must not be negative, got %s", def.Retention)
+		}
+	}
+	if len(def.SearchAttributes) > MaxSearchAttributes {
+		p.top("searchAttributes", "at most %d, got %d", MaxSearchAttributes, len(def.SearchAttributes))
+	}
+	for i, a := range def.SearchAttributes {
+		if !idPattern.MatchString(a) {
+			p.top(fmt.Sprintf("searchAttributes[%d]", i), "attribute %q %s", a, idRule)
+		} else if slices.Contains(def.SearchAttributes[:i], a) {
+			p.top(fmt.Sprintf("searchAttributes[%d]", i), "attribute %q given twice", a)
+		}
 	}
 	for _, key := range sortedKeys(def.State.Reducers) {
 		field := "state.reducers." + key

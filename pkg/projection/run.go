@@ -22,7 +22,7 @@ func (s *State) applyRunStarted(e *events.Event, d *events.RunStartedData, at ti
 		s.Fork = d.Fork
 	}
 	s.RunID, s.GraphName, s.GraphDigest, s.Graph = e.RunID, d.GraphName, d.GraphDigest, d.Graph
-	s.Parent, s.Input, s.Invocation = d.Parent, d.Input, d.Invocation
+	s.Parent, s.Input, s.Invocation, s.Retention = d.Parent, d.Input, d.Invocation, d.Retention
 	s.Status, s.StartedAt = RunRunning, &at
 	if err := s.configure(d.Graph); err != nil {
 		return err
@@ -84,14 +84,14 @@ func (s *State) applyRunCancelRequested(d *events.RunCancelRequestedData, at tim
 	if s.Cancel != nil {
 		return stale("cancellation was requested before, by %s", s.Cancel.By)
 	}
-	s.Cancel = &CancelRequest{By: d.By, Reason: d.Reason, At: at}
+	s.Cancel = &CancelRequest{By: d.By, Reason: d.Reason, At: at, Terminate: d.Terminate}
 	s.Status = RunCancelling
 	return nil
 }
 
 func (s *State) applyRunCancelled(d *events.RunCancelledData, at time.Time) error {
 	if s.Cancel == nil {
-		s.Cancel = &CancelRequest{By: d.By, Reason: d.Reason, At: at}
+		s.Cancel = &CancelRequest{By: d.By, Reason: d.Reason, At: at, Terminate: d.Terminated}
 	}
 	for _, n := range s.Nodes {
 		if n.Status.Active() {

@@ -65,6 +65,8 @@ type State struct {
 	Status     RunStatus       `json:"status"`
 	Input      json.RawMessage `json:"input,omitempty"`
 	Invocation json.RawMessage `json:"invocation,omitempty"`
+	// Retention is the run's own retention, if it was started with one.
+	Retention string `json:"retention,omitempty"`
 
 	// Vars is the shared state, key by key.
 	Vars map[string]json.RawMessage `json:"state,omitempty"`
@@ -138,9 +140,10 @@ type Stats struct {
 
 // CancelRequest says who asked for cancellation, why and when.
 type CancelRequest struct {
-	By     string    `json:"by"`
-	Reason string    `json:"reason,omitempty"`
-	At     time.Time `json:"at"`
+	By        string    `json:"by"`
+	Reason    string    `json:"reason,omitempty"`
+	At        time.Time `json:"at"`
+	Terminate bool      `json:"terminate,omitempty"`
 }
 
 // Timer is a pending durable timer.

@@ -1,0 +1,97 @@
+package cli
+
+import (
+	"flag"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/weft-dev/weft/pkg/client"
+	"github.com/weft-dev/weft/pkg/projection"
+	"github.com/weft-dev/weft/pkg/runs"
+)
+
+// listFlagSet holds the filters of 'weft list'.
+type listFlagSet struct {
+	limit         *int
+	status, graph *string
+	since, until  *string
+	cursor        *string
+	count         *bool
+	attrs         attrFlag
+}
+
+// attrFlag is a repeatable NAME=VALUE flag.
+type attrFlag map[string]string
+
+func (a attrFlag) String() string { return "" }
+func (a attrFlag) Set(v string) error {
+	k, val, ok := strings.Cut(v, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("want NAME=VALUE, got %q", v)
+	}
+	a[k] = val
+	return nil
+}
+
+func listFlags(fs *flag.FlagSet) *listFlagSet {
+	lf := &listFlagSet{attrs: attrFlag{}}
+	lf.limit = fs.Int("limit", 50, "list at most this many runs (0: all)")
+	lf.status = fs.String("status", "", "only runs in these statuses, comma separated (running, cancelling, completed, failed, cancelled)")
+	lf.graph = fs.String("graph", "", "only runs of this graph")
+	lf.since = fs.String("since", "", "only runs started at or after this time (RFC 3339, or a duration before now: 24h)")
+	lf.until = fs.String("until", "", "only runs started before this time (RFC 3339, or a duration before now)")
+	lf.cursor = fs.String("cursor", "", "continue after the page this cursor ends")
+	lf.count = fs.Bool("count", false, "print how many runs the filters select")
+	fs.Var(lf.attrs, "attr", "only runs with this search attribute, NAME=VALUE (repeatable)")
+	return lf
+}
+
+// options turns the flags into List options; errors name the flag.
+func (lf *listFlagSet) options(now time.Time) ([]client.ListOption, error) {
+	if *lf.limit < 0 {
+		return nil, fmt.Errorf("-limit: want 0 or more, got %d", *lf.limit)
+	}
+	opts := []client.ListOption{client.WithLimit(*lf.limit), client.WithCursor(*lf.cursor), client.WithGraph(*lf.graph)}
+	if *lf.status != "" {
+		for s := range strings.SplitSeq(*lf.status, ",") {
+			rs := projection.RunStatus(strings.TrimSpace(s))
+			if !slices.Contains(runs.Statuses, rs) {
+				return nil, fmt.Errorf("-status: unknown status %q (want running, cancelling, completed, failed or cancelled)", s)
+			}
+			opts = append(opts, client.WithStatus(rs))
+		}
+	}
+	since, err := timeArg("since", *lf.since, now)
+	if err != nil {
+		return nil, err
+	}
+	until, err := timeArg("until", *lf.until, now)
+	if err != nil {
+		return nil, err
+	}
+	if !since.IsZero() && !until.IsZero() && !until.After(since) {
+		return nil, fmt.Errorf("-until %s is not after -since %s", *lf.until, *lf.since)
+	}
+	opts = append(opts, client.WithStartedBetween(since, until))
+	for k, v := range lf.attrs {
+		opts = append(opts, client.WithAttr(k, v))
+	}
+	return opts, nil
+}
+
+// timeArg reads a time flag: RFC 3339, or a duration before now.
+func timeArg(name, v string, now time.Time) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339, v); err == nil {
+		return t, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return time.Time{}, fmt.Errorf("-%s: want an RFC 3339 time or a duration before now (24h), got %q", name, v)
+	}
+	return now.Add(-d), nil
+}

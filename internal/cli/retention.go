@@ -1,0 +1,231 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/weft-dev/weft/internal/natsconn"
+	"github.com/weft-dev/weft/pkg/events"
+	"github.com/weft-dev/weft/pkg/runs"
+)
+
+// Commands of the log's lifecycle: terminate and delete a run, rebuild the
+// read model, and remove the runs whose retention passed (package runs).
+
+var cmdTerminate = &command{
+	name:    "terminate",
+	args:    "RUN",
+	summary: "end a run at once, without waiting for anything (-reason TEXT)",
+	help: `Appends a terminate request to the run's log: the coordinator ends the run
+at once as cancelled, marked terminated, in the log and in the read model.
+Nodes in flight are stopped and their late outcomes passed over. The run
+must exist and not have ended.`,
+	run: func(e *env, c *command, args []string) error {
+		fs, out := e.flagSet(c)
+		cfg := natsFlags(fs)
+		reason := fs.String("reason", "", "why, recorded in the log")
+		pos, err := e.parse(c, fs, args, 1, 1)
+		if err != nil {
+			return err
+		}
+		cl, closeConn, err := e.connect(c, cfg, false)
+		if err != nil {
+			return err
+		}
+		defer closeConn()
+		if err := cl.Terminate(e.ctx, pos[0], *reason); err != nil {
+			return runError(pos[0], err)
+		}
+		if *out == "json" {
+			return e.writeJSON(map[string]string{"runId": pos[0], "terminate": "requested"})
+		}
+		fmt.Fprintf(e.stdout, "terminate requested for run %s\n", pos[0])
+		return nil
+	},
+}
+
+var cmdDelete = &command{
+	name:    "delete",
+	args:    "RUN",
+	summary: "remove an ended run's log and read-model entry (-yes: no question)",
+	help: `Removes a run that ended: its events, timers, snapshot and read-model entry
+(purges by the run's own subjects). A run that has not ended is refused.
+It asks for confirmation unless -yes is given. With -archive the run is
+archived first (an Object Store bucket name, obj:NAME, or dir:PATH), and an
+archive that fails removes nothing. Purging the events stream needs the
+admin's credentials.`,
+	run: func(e *env, c *command, args []string) error {
+		fs, out := e.flagSet(c)
+		cfg := natsFlags(fs)
+		yes := fs.Bool("yes", false, "do not ask for confirmation")
+		archive := fs.String("archive", "none", "archive the run first: none, an Object Store bucket, obj:NAME or dir:PATH")
+		pos, err := e.parse(c, fs, args, 1, 1)
+		if err != nil {
+			return err
+		}
+		run := pos[0]
+		if !events.ValidToken(run) {
+			return &usageError{cmd: c, msg: fmt.Sprintf("run id %q: not a run id", run)}
+		}
+		store, closeConn, err := e.adminStore(c, cfg)
+		if err != nil {
+			return err
+		}
+		defer closeConn()
+		arch, err := runs.ParseArchive(e.ctx, store.JetStream(), store.StreamName(), *archive, false)
+		if err != nil {
+			return err
+		}
+		if !*yes {
+			fmt.Fprintf(e.stderr, "Remove run %s and its whole history? [y/N] ", run)
+			line, _ := bufio.NewReader(e.stdin).ReadString('\n')
+			if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
+				return fmt.Errorf("run %s not deleted: not confirmed (-yes skips the question)", run)
+			}
+		}
+		r, err := runs.Remove(e.ctx, store, run, arch)
+		if err != nil {
+			return runError(run, err)
+		}
+		if *out == "json" {
+			return e.writeJSON(r)
+		}
+		fmt.Fprintf(e.stdout, "run %s deleted (%d events)", run, r.Events)
+		if r.Archived != "" {
+			fmt.Fprintf(e.stdout, ", archived to %s", r.Archived)
+		}
+		fmt.Fprintln(e.stdout)
+		return nil
+	},
+}
+
+var cmdAdminReindex = &command{
+	name: "admin reindex",
+	help: `Rebuilds the read model of runs (KV bucket weft-runs) from the log: every
+run is folded and its summary put; entries of runs the log does not have
+are removed. -retention is the default retention the coordinators run
+with, for runs that name none.`,
+}
+
+var cmdAdminRetention = &command{
+	name: "admin retention",
+	help: `Removes the ended runs whose retention passed, each by purging its own
+subjects (events, timers, snapshot, read-model entry); a run that has not
+ended is never removed. Each is archived first unless -archive none: to
+the Object Store bucket weft-archive by default (-create-archive creates
+it), another bucket (obj:NAME), or a directory (dir:PATH). An archive that
+fails leaves its run as it was. -every D repeats the sweep until
+interrupted (a daemon, with the admin's credentials: purges need them).`,
+}
+
+// adminStore opens the events store for an admin command.
+func (e *env) adminStore(c *command, cfg *natsconn.Config) (events.Store, func(), error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, nil, &usageError{cmd: c, msg: err.Error()}
+	}
+	cfg.Name = "weft " + c.name
+	nc, err := cfg.Connect("")
+	if err != nil {
+		return nil, nil, err
+	}
+	store, err := openStore(e.ctx, cfg, nc, false)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return store, nc.Close, nil
+}
+
+func adminReindex(e *env, c *command, args []string) error {
+	fs, out := e.flagSet(c)
+	cfg := natsFlags(fs)
+	retention := fs.String("retention", runs.DefaultRetention.String(), "the coordinators' default retention")
+	if _, err := e.parse(c, fs, args, 0, 0); err != nil {
+		return err
+	}
+	def, err := runs.ParseRetention(*retention)
+	if err != nil {
+		return &usageError{cmd: c, msg: "-" + err.Error()}
+	}
+	store, closeConn, err := e.adminStore(c, cfg)
+	if err != nil {
+		return err
+	}
+	defer closeConn()
+	res, err := runs.Reindex(e.ctx, store, def, nil)
+	if err != nil {
+		return err
+	}
+	if *out == "json" {
+		return e.writeJSON(res)
+	}
+	fmt.Fprintf(e.stdout, "reindexed %d runs; dropped %d entries of runs not in the log\n", res.Indexed, res.Dropped)
+	return nil
+}
+
+func adminRetention(e *env, c *command, args []string) error {
+	fs, out := e.flagSet(c)
+	cfg := natsFlags(fs)
+	archive := fs.String("archive", runs.ArchiveBucket, "archive runs before removing them: an Object Store bucket, obj:NAME, dir:PATH, or none")
+	create := fs.Bool("create-archive", false, "create the archive bucket if it is missing")
+	every := fs.Duration("every", 0, "sweep again at this interval until interrupted (0: once)")
+	limit := fs.Int("limit", 0, "remove at most this many runs per sweep (0: all)")
+	if _, err := e.parse(c, fs, args, 0, 0); err != nil {
+		return err
+	}
+	if *every < 0 {
+		return &usageError{cmd: c, msg: fmt.Sprintf("-every: must not be negative, got %s", *every)}
+	}
+	if *limit < 0 {
+		return &usageError{cmd: c, msg: fmt.Sprintf("-limit: want 0 or more, got %d", *limit)}
+	}
+	store, closeConn, err := e.adminStore(c, cfg)
+	if err != nil {
+		return err
+	}
+	defer closeConn()
+	arch, err := runs.ParseArchive(e.ctx, store.JetStream(), store.StreamName(), *archive, *create)
+	if err != nil {
+		return err
+	}
+	for {
+		res, err := runs.Sweep(e.ctx, store, arch, time.Now(), *limit, nil)
+		if err != nil {
+			return err
+		}
+		if *out == "json" {
+			if err := e.writeJSON(res); err != nil {
+				return err
+			}
+		} else {
+			fmt.Fprintf(e.stdout, "%s: %d runs past their retention, %d removed, %d failed\n",
+				time.Now().Format(time.DateTime), res.Expired, len(res.Removed), len(res.Failed))
+			for run, why := range res.Failed {
+				fmt.Fprintf(e.stdout, "  %s: %s\n", run, why)
+			}
+		}
+		if *every == 0 {
+			if len(res.Failed) > 0 {
+				return fmt.Errorf("%d runs were not removed", len(res.Failed))
+			}
+			return nil
+		}
+		if !sleepFor(e.ctx, *every) {
+			return nil
+		}
+	}
+}
+
+func sleepFor(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
