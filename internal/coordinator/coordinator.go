@@ -76,6 +76,7 @@ import (
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/setup"
 	"github.com/weft-dev/weft/pkg/events"
+	"github.com/weft-dev/weft/pkg/worker"
 )
 
 // Stats counts what the coordinator did.
@@ -98,10 +99,14 @@ type Stats struct {
 	// HandedBack counts events handed back because their run's shard was
 	// busy; they come again shortly.
 	HandedBack int64
+	// LocalRuns counts local nodes run to a recorded outcome here;
+	// LocalDetached those of them that outran the shard's inline budget.
+	LocalRuns, LocalDetached int64
 }
 
 type counters struct {
 	processed, malformed, orphans, rejected, stale, decisions, conflicts, reloads, reorders, errors, failedRuns, handedBack atomic.Int64
+	localRuns, localDetached                                                                                                atomic.Int64
 }
 
 // Option configures a Coordinator.
@@ -117,6 +122,9 @@ type options struct {
 	ackWait    time.Duration
 	partitions int
 	leaseTTL   time.Duration
+	// local holds the local executors by node type (local.go).
+	local        map[string]worker.Node
+	localTimeout time.Duration
 }
 
 // WithDurable names the partition consumers (default "coordinator": the
@@ -164,12 +172,16 @@ type Coordinator struct {
 	graphs  sync.Map // digest → *graph.Graph
 	snaps   snapshotStore
 	n       counters
+	// inflight holds the local nodes running here, by the id of their
+	// work item (local.go); localWG waits for them.
+	inflight sync.Map
+	localWG  sync.WaitGroup
 }
 
 // New returns a coordinator over the store.
 func New(store events.Store, opts ...Option) *Coordinator {
 	o := options{durable: "coordinator", shards: 32, cacheSize: 10000, now: time.Now, ackWait: 10 * time.Second,
-		partitions: 1, leaseTTL: defaultLeaseTTL}
+		partitions: 1, leaseTTL: defaultLeaseTTL, local: defaultLocal(), localTimeout: DefaultLocalTimeout}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -194,7 +206,7 @@ func (c *Coordinator) Stats() Stats {
 		Processed: c.n.processed.Load(), Malformed: c.n.malformed.Load(), Orphans: c.n.orphans.Load(),
 		Rejected: c.n.rejected.Load(), Stale: c.n.stale.Load(), Decisions: c.n.decisions.Load(), Conflicts: c.n.conflicts.Load(),
 		Reloads: c.n.reloads.Load(), Reorders: c.n.reorders.Load(), Errors: c.n.errors.Load(), FailedRuns: c.n.failedRuns.Load(),
-		HandedBack: c.n.handedBack.Load(),
+		HandedBack: c.n.handedBack.Load(), LocalRuns: c.n.localRuns.Load(), LocalDetached: c.n.localDetached.Load(),
 	}
 }
 
@@ -224,6 +236,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 			close(ch)
 		}
 		wg.Wait()
+		c.localWG.Wait() // local nodes end with ctx
 	}()
 	if _, err := retry(ctx, c.log, "setting up the timers stream", func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, events.EnsureTimers(ctx, c.store)

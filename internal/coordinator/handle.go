@@ -33,6 +33,9 @@ func (c *Coordinator) handle(ctx context.Context, msg jetstream.Msg, redelivered
 		return
 	}
 	c.n.processed.Add(1)
+	if c.holdLocal(msg) {
+		return // acknowledged once its local node's outcome is in
+	}
 	if redelivered {
 		// The run may have moved on since this event's first delivery:
 		// read it afresh.
@@ -55,7 +58,9 @@ func (c *Coordinator) handle(ctx context.Context, msg jetstream.Msg, redelivered
 	defer span.End()
 	err = c.process(ctx, e, redelivered)
 	if err == nil {
-		_ = msg.Ack()
+		if !c.holdLocal(msg) {
+			_ = msg.Ack()
+		}
 		return
 	}
 	if ctx.Err() != nil {
@@ -136,6 +141,11 @@ func (c *Coordinator) process(ctx context.Context, e *events.Event, redelivered 
 		}
 		err = c.decide(ctx, ent)
 		if err == nil {
+			// Local nodes readied now, or before and not yet run (the
+			// run was folded afresh), run here (local.go).
+			err = c.runLocal(ctx, ent)
+		}
+		if err == nil {
 			// Timers the state says are pending, armed once their
 			// decisions are in the log (a fresh entry re-arms them all).
 			err = c.syncTimers(ctx, ent)
@@ -179,6 +189,7 @@ func (c *Coordinator) entry(ctx context.Context, e *events.Event, redelivered bo
 			c.n.rejected.Add(1)
 		}
 		ent.noteTrace(ev)
+		ent.noteLocal(ev)
 		ent.prefix = ev.Seq
 		if ev.Decision {
 			// Every message on the decision subjects counts, accepted or
@@ -198,7 +209,9 @@ func (c *Coordinator) apply(ent *runEntry, e *events.Event) bool {
 		return false
 	}
 	ent.prefix = e.Seq
-	if _, mine := ent.own[e.ID]; mine && e.Decision {
+	if _, mine := ent.own[e.ID]; mine && (e.Decision || e.Queue == events.LocalQueue) {
+		// Decided here, or a local node's outcome recorded here: applied
+		// already.
 		delete(ent.own, e.ID)
 		return false
 	}
@@ -207,6 +220,7 @@ func (c *Coordinator) apply(ent *runEntry, e *events.Event) bool {
 	}
 	c.foldErr(e, ent.state.Apply(e))
 	ent.noteTrace(e)
+	ent.noteLocal(e)
 	return true
 }
 
@@ -216,7 +230,7 @@ func (c *Coordinator) graphFor(s *projection.State) (*graph.Graph, error) {
 	if g, ok := c.graphs.Load(s.GraphDigest); ok && s.GraphDigest != "" {
 		return g.(*graph.Graph), nil
 	}
-	opts := []graph.Option{graph.AllowAnyType()}
+	opts := []graph.Option{graph.AllowAnyType(), graph.WithLocalTypes(c.localTypes()...)}
 	if c.opts.conditions != nil {
 		opts = append(opts, graph.WithConditions(c.opts.conditions))
 	}
@@ -269,6 +283,7 @@ func (c *Coordinator) decide(ctx context.Context, ent *runEntry) error {
 	ent.lastDecision, ent.ownMax = last, last
 	for _, e := range d.Events {
 		ent.own[e.ID] = struct{}{}
+		ent.noteLocal(e)
 	}
 	c.checkpoint(ctx, g, s.RunID, d.Events, last)
 	return c.notifyParent(ctx, ent)
@@ -324,6 +339,9 @@ func (c *Coordinator) failInvalidGraph(ctx context.Context, ent *runEntry, gerr 
 func (c *Coordinator) ensureQueue(ctx context.Context, e *events.Event) error {
 	p, _ := e.Payload()
 	q := p.(*events.NodeReadyData).Queue
+	if q == events.LocalQueue {
+		return nil // run here (local.go): no queue
+	}
 	if _, ok := c.queues.Load(q); ok || c.js == nil {
 		return nil
 	}

@@ -1,0 +1,405 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/weft-dev/weft/internal/logattr"
+	"github.com/weft-dev/weft/pkg/events"
+	"github.com/weft-dev/weft/pkg/graph"
+	"github.com/weft-dev/weft/pkg/projection"
+	"github.com/weft-dev/weft/pkg/worker"
+	"github.com/weft-dev/weft/pkg/worker/builtin"
+)
+
+// Local nodes: pure, cheap nodes the coordinator that owns the run runs
+// itself, with no queue hop (see the package doc, "Local nodes").
+
+// WithLocalNode registers node as the local executor of node type typ:
+// nodes of that type run inside the coordinator (unless a graph forces
+// them onto a queue, see graph.Graph.IsLocal), through the same contract
+// as on a worker (pkg/worker). The built-in transform is local by default;
+// WithLocalNode("transform", nil) makes it a worker's again. A local node
+// must be deterministic and idempotent and must honour its context: it
+// may run again after a coordinator dies. Every coordinator of a
+// deployment must register the same local types. Router, human and
+// subgraph are the coordinator's own types and cannot be registered.
+func WithLocalNode(typ string, node worker.Node) Option {
+	return func(o *options) {
+		if typ == graph.TypeRouter || typ == graph.TypeHuman || typ == graph.TypeSubgraph || typ == "" {
+			return
+		}
+		if o.local == nil {
+			o.local = map[string]worker.Node{}
+		}
+		if node == nil {
+			delete(o.local, typ)
+			return
+		}
+		o.local[typ] = node
+	}
+}
+
+// WithLocalTimeout sets the timeout of a local node that sets none
+// (default DefaultLocalTimeout).
+func WithLocalTimeout(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.localTimeout = d
+		}
+	}
+}
+
+// DefaultLocalTimeout bounds a local node whose graph sets no timeout: a
+// local node runs in the coordinator, so it is never unbounded.
+const DefaultLocalTimeout = 10 * time.Second
+
+// localInlineBudget is how long one handled event may spend running local
+// nodes on its shard. A local node still running when the budget is spent
+// goes on off the shard (detached) and records its outcome itself, which
+// comes back through the partition consumer like a worker's.
+const localInlineBudget = 50 * time.Millisecond
+
+// localWorker names the coordinator as the worker of a local node's
+// outcome.
+const localWorker = "coordinator"
+
+// defaultLocal are the built-in local executors.
+func defaultLocal() map[string]worker.Node {
+	return map[string]worker.Node{builtin.TypeTransform: builtin.Transform{}}
+}
+
+// localTypes lists the registered local types, sorted.
+func (c *Coordinator) localTypes() []string {
+	out := make([]string, 0, len(c.opts.local))
+	for t := range c.opts.local {
+		out = append(out, t)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// localItem is a local node's work item as decided, waiting to be run.
+type localItem struct {
+	id    string // the node-ready event's id: its echo's Nats-Msg-Id
+	ready *events.NodeReadyData
+}
+
+func attemptKey(ref events.NodeRef, attempt int) string {
+	return ref.Key() + "#" + strconv.Itoa(attempt)
+}
+
+// noteLocal remembers the work item of a local node from its node-ready
+// event: decided here, delivered by the consumer, or read with the run.
+func (ent *runEntry) noteLocal(e *events.Event) {
+	if e.Type != events.NodeReady || e.Refused != nil || (e.Queue != "" && e.Queue != events.LocalQueue) {
+		return
+	}
+	p, err := e.Payload()
+	if err != nil {
+		return
+	}
+	r, ok := p.(*events.NodeReadyData)
+	if !ok || r.Queue != events.LocalQueue {
+		return
+	}
+	if ent.local == nil {
+		ent.local = map[string]*localItem{}
+	}
+	ent.local[attemptKey(r.NodeRef, r.Attempt)] = &localItem{id: e.ID, ready: r}
+}
+
+// localLive reports whether the local attempt r is ready in s: not yet run
+// to an outcome, superseded or timed out.
+func localLive(s *projection.State, r *events.NodeReadyData) bool {
+	ns := s.Nodes[r.Node]
+	if ns == nil || ns.Iteration != r.Iteration {
+		return false
+	}
+	if r.Item != nil {
+		if *r.Item < 0 || *r.Item >= len(ns.Items) {
+			return false
+		}
+		it := ns.Items[*r.Item]
+		return it.LocalAttempt && it.Status == projection.NodeReady && it.Attempt == r.Attempt && it.TimedOut == ""
+	}
+	return ns.LocalAttempt && ns.Status == projection.NodeReady && ns.Attempt == r.Attempt && ns.TimedOut == ""
+}
+
+// localDue lists the run's local attempts that are ready and not running
+// here already, in key order. A ready local attempt whose work item is
+// not known (the run was folded from a snapshot taken after it was
+// readied) is looked up in the run's log.
+func (c *Coordinator) localDue(ctx context.Context, ent *runEntry) ([]*localItem, error) {
+	s := ent.state
+	var due []*localItem
+	for key, li := range ent.local {
+		if !localLive(s, li.ready) {
+			delete(ent.local, key)
+			continue
+		}
+		if _, running := c.inflight.Load(li.id); running {
+			continue
+		}
+		due = append(due, li)
+	}
+	if missing := c.localMissing(ent); missing && !ent.localScanned {
+		ent.localScanned = true
+		evs, err := c.store.Read(ctx, ent.run, 1, ent.prefix)
+		if err != nil {
+			return nil, fmt.Errorf("reading run %s for its local work items: %w", ent.run, err)
+		}
+		for _, e := range evs {
+			ent.noteLocal(e)
+		}
+		return c.localDue(ctx, ent)
+	}
+	slices.SortFunc(due, func(a, b *localItem) int {
+		return strings.Compare(attemptKey(a.ready.NodeRef, a.ready.Attempt), attemptKey(b.ready.NodeRef, b.ready.Attempt))
+	})
+	return due, nil
+}
+
+// localMissing reports whether the state has a ready local attempt whose
+// work item the entry does not hold.
+func (c *Coordinator) localMissing(ent *runEntry) bool {
+	has := func(ref events.NodeRef, attempt int) bool {
+		_, ok := ent.local[attemptKey(ref, attempt)]
+		return ok
+	}
+	for id, ns := range ent.state.Nodes {
+		if ns.LocalAttempt && ns.Status == projection.NodeReady && !has(events.NodeRef{Node: id, Iteration: ns.Iteration}, ns.Attempt) {
+			return true
+		}
+		for i, it := range ns.Items {
+			if it.LocalAttempt && it.Status == projection.NodeReady && !has(events.NodeRef{Node: id, Iteration: ns.Iteration, Item: &i}, it.Attempt) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// runLocal runs the run's due local nodes after its decisions are in, and
+// decides after their outcomes, until none is due: a chain of local nodes
+// runs in one handled event. Each node runs within what is left of
+// localInlineBudget; one that takes longer is detached (it finishes off
+// the shard and records its outcome itself). An outcome is appended, then
+// applied to the cached state like the coordinator's own decisions.
+func (c *Coordinator) runLocal(ctx context.Context, ent *runEntry) error {
+	if len(c.opts.local) == 0 || len(ent.local) == 0 && !c.localMissing(ent) {
+		return nil
+	}
+	g, err := c.graphFor(ent.state)
+	if err != nil {
+		return nil // decide failed the run
+	}
+	deadline := time.Now().Add(localInlineBudget)
+	for !ent.state.Status.Ended() {
+		due, err := c.localDue(ctx, ent)
+		if err != nil || len(due) == 0 {
+			return err
+		}
+		var outs []*events.Event
+		for _, li := range due {
+			if out := c.startLocal(ctx, g, ent, li, time.Until(deadline)); out != nil {
+				outs = append(outs, out)
+			}
+		}
+		if len(outs) == 0 {
+			return nil // all detached
+		}
+		for _, out := range outs {
+			seq, err := c.store.Append(ctx, ent.run, events.AnySeq, out)
+			if err != nil {
+				return fmt.Errorf("recording the outcome of local node %s: %w", out.NodeID, err)
+			}
+			ent.own[out.ID] = struct{}{}
+			ent.ownMax = max(ent.ownMax, seq)
+			c.foldErr(out, ent.state.Apply(out))
+			ent.noteTrace(out)
+			c.n.localRuns.Add(1)
+		}
+		if err := c.decide(ctx, ent); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// localRun is one execution of a local node, keyed in Coordinator.inflight
+// by its work item's event id while it runs.
+type localRun struct {
+	done chan struct{}
+	out  *events.Event
+	err  error
+
+	mu       sync.Mutex
+	detached bool            // the shard stopped waiting: the run records its outcome
+	finished bool            // the detached run recorded its outcome, or gave up
+	held     []jetstream.Msg // echoes of the work item, acknowledged once the outcome is in
+}
+
+// startLocal runs a local node, waiting for it up to wait; it returns the
+// outcome to record, or nil when the node was detached (or given up).
+func (c *Coordinator) startLocal(ctx context.Context, g *graph.Graph, ent *runEntry, li *localItem, wait time.Duration) *events.Event {
+	ready := *li.ready
+	if n, ok := g.Node(ready.Node); ok {
+		ready.Config, ready.InputSchema, ready.OutputSchema = n.Config, n.InputSchema, n.OutputSchema
+	}
+	ready.Invocation = ent.state.Invocation
+	node := c.opts.local[ready.Type]
+	lr := &localRun{done: make(chan struct{})}
+	c.inflight.Store(li.id, lr)
+	run := ent.run
+	c.localWG.Go(func() {
+		if node == nil {
+			// The graph was compiled with this type local, so this cannot
+			// be; fail the attempt rather than leave it ready.
+			lr.out, lr.err = localFailure(run, &ready, fmt.Sprintf("no local executor for node type %q", ready.Type))
+		} else {
+			lr.out, lr.err = worker.InvokeLocal(ctx, node, run, &ready, localWorker, c.opts.localTimeout, c.log)
+		}
+		lr.mu.Lock()
+		close(lr.done)
+		detached := lr.detached
+		lr.mu.Unlock()
+		if detached {
+			c.finishDetached(ctx, run, li.id, lr)
+		}
+	})
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-lr.done:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	lr.mu.Lock()
+	select {
+	case <-lr.done:
+	default:
+		lr.detached = true
+	}
+	lr.mu.Unlock()
+	if lr.detached {
+		c.n.localDetached.Add(1)
+		return nil
+	}
+	c.inflight.Delete(li.id)
+	if lr.err != nil {
+		return nil // given up: ctx ended; the next holder runs it again
+	}
+	return lr.out
+}
+
+// finishDetached records the outcome of a local node the shard stopped
+// waiting for, then acknowledges the echoes of its work item held
+// meanwhile. If it cannot, the echoes are handed back: their redelivery
+// folds the run afresh and runs the node again.
+func (c *Coordinator) finishDetached(ctx context.Context, run, id string, lr *localRun) {
+	var err error
+	if lr.err == nil {
+		_, err = c.store.Append(ctx, run, events.AnySeq, lr.out)
+		if err == nil {
+			c.n.localRuns.Add(1)
+		}
+	}
+	lr.mu.Lock()
+	held := lr.held
+	lr.held, lr.finished = nil, true
+	c.inflight.Delete(id)
+	lr.mu.Unlock()
+	switch {
+	case lr.err != nil || ctx.Err() != nil:
+		// Given up (the coordinator stops): the echoes go back at once,
+		// for the next holder of the partition to run the node.
+		for _, m := range held {
+			_ = m.Nak()
+		}
+	case err != nil:
+		c.log.Warn("recording the outcome of a local node; it will run again", logattr.RunID, run, logattr.Error, err)
+		for _, m := range held {
+			_ = m.NakWithDelay(shardFullDelay)
+		}
+	default:
+		for _, m := range held {
+			_ = m.Ack()
+		}
+	}
+}
+
+// holdLocal keeps the echo of a local node's work item unacknowledged
+// while the node runs detached: if the coordinator dies before the
+// outcome is in, the echo is delivered to the next holder of the
+// partition, which folds the run and runs the node again. It reports
+// whether it took msg.
+func (c *Coordinator) holdLocal(msg jetstream.Msg) bool {
+	if !strings.HasSuffix(msg.Subject(), localReadySuffix) {
+		return false
+	}
+	v, ok := c.inflight.Load(msg.Headers().Get(nats.MsgIdHdr))
+	if !ok {
+		return false
+	}
+	lr := v.(*localRun)
+	lr.mu.Lock()
+	defer lr.mu.Unlock()
+	if lr.finished {
+		return false
+	}
+	select {
+	case <-lr.done:
+		if !lr.detached {
+			return false
+		}
+	default:
+	}
+	if len(lr.held) == 0 {
+		c.localWG.Go(func() { c.keepHeld(lr) })
+	}
+	lr.held = append(lr.held, msg)
+	return true
+}
+
+// keepHeld marks held echoes in progress while their node runs, so that
+// they are not redelivered meanwhile.
+func (c *Coordinator) keepHeld(lr *localRun) {
+	t := time.NewTicker(max(c.opts.ackWait/3, 100*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-lr.done:
+			return
+		case <-t.C:
+			lr.mu.Lock()
+			for _, m := range lr.held {
+				_ = m.InProgress()
+			}
+			lr.mu.Unlock()
+		}
+	}
+}
+
+var localReadySuffix = ".d.ready." + events.LocalQueue
+
+// localFailure is a non-retryable failure of a local attempt.
+func localFailure(run string, r *events.NodeReadyData, msg string) (*events.Event, error) {
+	e, err := events.New(run, events.DecisionID(run, events.NodeFailed, r.Key(), strconv.Itoa(r.Attempt), "0"), time.Time{}, &events.NodeFailedData{
+		NodeRef: r.NodeRef, Attempt: r.Attempt, Worker: localWorker,
+		Error: events.Failure{Type: "LocalExecutorMissing", Message: msg},
+	})
+	if err == nil {
+		e.Queue = events.LocalQueue
+	}
+	return e, err
+}
