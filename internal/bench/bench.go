@@ -81,6 +81,7 @@ var figures = []figure{
 	{"replay", runReplay},
 	{"memory", runMemory},
 	{"scaleout", runScaleout},
+	{"local", runLocal},
 }
 
 func figureNames() []string {

@@ -22,6 +22,45 @@
 // event back rather than holding up the partition, so a slow run holds up
 // only itself.
 //
+// # Local nodes
+//
+// Pure, cheap nodes run here, in the coordinator that owns the run, with
+// no queue hop (local.go), as Temporal's local activities do: the built-in
+// transform and the types registered with WithLocalNode, through the same
+// node contract as on a worker (worker.InvokeLocal); routers are decided
+// by the engine itself. The engine readies a local node like any other,
+// on the reserved queue events.LocalQueue ("_local"), which no worker
+// consumes; once the decision is in the log the shard runs the node and
+// appends its outcome (node-invoked or node-failed on "w._local", which
+// only the coordinator's role may write), applies it to the cached state
+// as it does its own decisions, and decides again, so a chain of local
+// nodes runs within one handled event at two appends a node. Retries,
+// fallbacks and the run's end are the engine's as for any node; the node's
+// timeout (DefaultLocalTimeout when it sets none) bounds each attempt.
+//
+// A slow local node must not stall the runs that share its shard, so
+// each handled event runs local nodes inline for at most a budget
+// (localInlineBudget, 50ms); a node still running then is detached: it
+// goes on off the shard, bounded by its timeout, and appends its outcome
+// itself, which comes back through the partition consumer like a
+// worker's. The choice keeps the common case (a transform takes
+// microseconds) free of any extra hop, and bounds what one run can take
+// from a shard.
+//
+// Crash safety comes from the work item's own echo: the node-ready
+// decision comes back through the partition consumer, and is not
+// acknowledged while its node runs detached (its ack is held, kept in
+// progress, and given once the outcome is in), nor while it runs inline
+// (the shard is busy with the event that decided it). If the coordinator
+// dies between the ready and the outcome, the next holder of the partition
+// gets the echo again, folds the run afresh, finds the local attempt ready
+// and runs it again. Local nodes must therefore be deterministic and
+// idempotent. The outcome is a fact, appended unchecked and fenced by the
+// fold like a worker's; what follows it is decided under the usual
+// optimistic concurrency, so nothing is decided twice. Every coordinator of
+// a deployment must register the same local types: the engine's choice of
+// queue depends on them.
+//
 // # The fault model
 //
 // What may fail: any process may stop at any instruction (SIGKILL); any

@@ -120,7 +120,7 @@ func validateNode(g *Graph, i int, first map[string]int, scope []*Definition, o 
 	}
 	switch {
 	case !tokenPattern.MatchString(n.Queue):
-		bad("queue", "queue name %q must hold only letters, digits, '_' and '-'", n.Queue)
+		bad("queue", "queue name %q must start with a letter or digit and hold only letters, digits, '_' and '-' (names starting with '_', such as \"_local\", the coordinator's own, are reserved)", n.Queue)
 	case len(n.Queue) > MaxQueueLen:
 		bad("queue", "queue name is %d characters, the limit is %d (it is a subject token)", len(n.Queue), MaxQueueLen)
 	}
