@@ -98,6 +98,9 @@ func (c *Coordinator) ownEcho(msg jetstream.Msg, meta *jetstream.MsgMetadata) bo
 	if _, mine := ent.own[id]; !mine {
 		return false
 	}
+	if ent.localWaiting(id, msg.Subject()) {
+		return false // its local node is left to run (local.go)
+	}
 	delete(ent.own, id)
 	ent.prefix = meta.Sequence.Stream
 	return true
@@ -130,7 +133,7 @@ func (c *Coordinator) process(ctx context.Context, e *events.Event, redelivered 
 			// they are (and their trace parents).
 			ent.armed, ent.dropped = armed, dropped
 		}
-		if !c.apply(ent, e) && !fresh {
+		if !c.apply(ent, e) && !fresh && (len(ent.local) == 0 || e.Type != events.NodeReady) {
 			return nil
 		}
 		if ent.state.Status == projection.RunPending {

@@ -68,6 +68,13 @@ const DefaultLocalTimeout = 10 * time.Second
 // comes back through the partition consumer like a worker's.
 const localInlineBudget = 50 * time.Millisecond
 
+// localInlineSteps is how many rounds of local nodes one handled event
+// runs. Each round appends an outcome and a decision whose echoes wait for
+// the shard meanwhile; more than its buffer (shardBuffer) would be handed
+// back and make the run be read afresh. Local nodes left over are run
+// when the echo of their node-ready comes (see handle).
+const localInlineSteps = 3
+
 // localWorker names the coordinator as the worker of a local node's
 // outcome.
 const localWorker = "coordinator"
@@ -115,6 +122,20 @@ func (ent *runEntry) noteLocal(e *events.Event) {
 		ent.local = map[string]*localItem{}
 	}
 	ent.local[attemptKey(r.NodeRef, r.Attempt)] = &localItem{id: e.ID, ready: r}
+}
+
+// localWaiting reports whether id, on subject, is the node-ready of a
+// local node that is ready and was left to run when its echo comes.
+func (ent *runEntry) localWaiting(id, subject string) bool {
+	if len(ent.local) == 0 || !strings.HasSuffix(subject, localReadySuffix) {
+		return false
+	}
+	for _, li := range ent.local {
+		if li.id == id {
+			return localLive(ent.state, li.ready)
+		}
+	}
+	return false
 }
 
 // localLive reports whether the local attempt r is ready in s: not yet run
@@ -190,10 +211,12 @@ func (c *Coordinator) localMissing(ent *runEntry) bool {
 
 // runLocal runs the run's due local nodes after its decisions are in, and
 // decides after their outcomes, until none is due: a chain of local nodes
-// runs in one handled event. Each node runs within what is left of
-// localInlineBudget; one that takes longer is detached (it finishes off
-// the shard and records its outcome itself). An outcome is appended, then
-// applied to the cached state like the coordinator's own decisions.
+// runs in one handled event, for up to localInlineSteps rounds. Each node
+// runs within what is left of localInlineBudget; one that takes longer is
+// detached (it finishes off the shard and records its outcome itself). An
+// outcome is appended, then applied to the cached state like the
+// coordinator's own decisions. Nodes not started (the budget or the
+// rounds ran out) start when the echo of their node-ready is handled.
 func (c *Coordinator) runLocal(ctx context.Context, ent *runEntry) error {
 	if len(c.opts.local) == 0 || len(ent.local) == 0 && !c.localMissing(ent) {
 		return nil
@@ -203,14 +226,18 @@ func (c *Coordinator) runLocal(ctx context.Context, ent *runEntry) error {
 		return nil // decide failed the run
 	}
 	deadline := time.Now().Add(localInlineBudget)
-	for !ent.state.Status.Ended() {
+	for round := 0; round < localInlineSteps && !ent.state.Status.Ended(); round++ {
 		due, err := c.localDue(ctx, ent)
 		if err != nil || len(due) == 0 {
 			return err
 		}
 		var outs []*events.Event
 		for _, li := range due {
-			if out := c.startLocal(ctx, g, ent, li, time.Until(deadline)); out != nil {
+			wait := time.Until(deadline)
+			if wait <= 0 {
+				break // the rest run when their node-ready's echo comes
+			}
+			if out := c.startLocal(ctx, g, ent, li, wait); out != nil {
 				outs = append(outs, out)
 			}
 		}
