@@ -101,8 +101,8 @@ func runLocal(ctx context.Context, e *env) ([]Result, error) {
 		return nil, fmt.Errorf("floor: %w", err)
 	}
 	p50, p99, f50 := pct(steps, 50), pct(steps, 99), pct(pubs, 50)
-	notes := fmt.Sprintf("%d-node chain of local transforms, no worker; server-stored times (invoked i → invoked i+1); %d events (%.1f per node, avg %d B); %d of %d nodes outran the shard's inline budget; floor: %d synchronous publishes (publish + ack), client-timed",
-		n, len(log), float64(len(log))/float64(n), avgSize, stats.LocalDetached, stats.LocalRuns, len(pubs))
+	notes := fmt.Sprintf("%d-node chain of local transforms, no worker; server-stored times (invoked i → invoked i+1); %d events (%.1f per node, avg %d B); %d of %d nodes outran the shard's inline budget, %d reloads, %d events handed back; floor: %d synchronous publishes (publish + ack), client-timed",
+		n, len(log), float64(len(log))/float64(n), avgSize, stats.LocalDetached, stats.LocalRuns, stats.Reloads, stats.HandedBack, len(pubs))
 	return []Result{
 		row("local step p50", ms(p50), "ms", ms(f50), nil, notes),
 		row("local step p99", ms(p99), "ms", ms(pct(pubs, 99)), nil, "floor: sync publish p99"),

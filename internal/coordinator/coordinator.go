@@ -34,7 +34,10 @@
 // appends its outcome (node-invoked or node-failed on "w._local", which
 // only the coordinator's role may write), applies it to the cached state
 // as it does its own decisions, and decides again, so a chain of local
-// nodes runs within one handled event at two appends a node. Retries,
+// nodes runs at two appends a node with no consumer hop between them: up
+// to localInlineSteps (3) rounds in one handled event, then the next
+// round when the echo of the last node-ready is handled (more rounds at
+// once would overflow the shard's buffer with their own echoes). Retries,
 // fallbacks and the run's end are the engine's as for any node; the node's
 // timeout (DefaultLocalTimeout when it sets none) bounds each attempt.
 //

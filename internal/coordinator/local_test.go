@@ -379,3 +379,77 @@ edges: [{from: START, to: a}, {from: a, to: END}]
 		t.Fatalf("output %s", got)
 	}
 }
+
+// gate blocks every execution until released (or its context ends).
+type gate struct {
+	started chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func (g *gate) Execute(ctx context.Context, in *worker.Input) (*worker.Result, error) {
+	g.once.Do(func() { close(g.started) })
+	select {
+	case <-g.release:
+		return &worker.Result{Updates: map[string]any{"gated": true}}, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// A slow local node is detached from its shard: another run on the same
+// (only) shard completes while it runs, and it completes once it returns.
+func TestSlowLocalNodeDoesNotStallOtherRuns(t *testing.T) {
+	_, st := natstest.Store(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	gt := &gate{started: make(chan struct{}), release: make(chan struct{})}
+	c := runCoordinator(t, ctx, st, coordinator.WithLogger(quiet()), coordinator.WithShards(1), coordinator.WithLocalNode("gate", gt))
+	slow := start(t, st, anyTypeGraph(t, `
+name: slow
+nodes: [{id: g, type: gate, timeout: 1m}]
+edges: [{from: START, to: g}, {from: g, to: END}]
+`), 1)
+	select {
+	case <-gt.started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the slow node did not start")
+	}
+	fast := start(t, st, mustGraph(t, localGraph), 3)
+	waitEnded(t, st, fast, 30*time.Second)
+	if s := projection.Fold(readRun(t, st, slow[0])); s.Status.Ended() || s.Nodes["g"].Status != projection.NodeReady {
+		t.Fatalf("the slow run moved on before its node returned: %s %+v", s.Status, s.Nodes["g"])
+	}
+	close(gt.release)
+	s := waitEnded(t, st, slow, 30*time.Second)[slow[0]]
+	if s.Status != projection.RunCompleted || s.VarsMap()["gated"] != true {
+		t.Fatalf("slow run %s %v", s.Status, s.VarsMap())
+	}
+	if got := c.Stats().LocalDetached; got < 1 {
+		t.Fatalf("%d local nodes detached, want the slow one", got)
+	}
+	checkNoDuplicates(t, st, append(fast, slow...))
+}
+
+// A local node's timeout bounds each attempt; a timed-out attempt is
+// retried by the policy like any node's.
+func TestLocalNodeTimeout(t *testing.T) {
+	_, st := natstest.Store(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	gt := &gate{started: make(chan struct{}), release: make(chan struct{})}
+	runCoordinator(t, ctx, st, coordinator.WithLogger(quiet()), coordinator.WithLocalNode("gate", gt))
+	runs := start(t, st, anyTypeGraph(t, `
+name: timeout
+nodes: [{id: g, type: gate, timeout: 100ms, retry: {maxAttempts: 2, initialInterval: 10ms}}]
+edges: [{from: START, to: g}, {from: g, to: END}]
+`), 1)
+	s := waitEnded(t, st, runs, 30*time.Second)[runs[0]]
+	if s.Status != projection.RunFailed || s.Error == nil || s.Error.Type != events.FailureTimeout || !strings.Contains(s.Error.Message, "after 2 attempt(s)") {
+		t.Fatalf("run %s: %+v", s.Status, s.Error)
+	}
+	want := "[node.ready g 1 node.failed g 1 node.ready g 2 node.failed g 2]"
+	if got := fmt.Sprint(localEvents(readRun(t, st, runs[0]))); got != want {
+		t.Fatalf("local events %s, want %s", got, want)
+	}
+}
