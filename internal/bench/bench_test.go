@@ -46,7 +46,7 @@ func TestFigures(t *testing.T) {
 	want := map[string]bool{
 		"hop latency p50": true, "throughput": true, "fan-out time to completion": true,
 		"replay (read+decode+fold)": true, "coordinator memory per waiting run (cache 10000)": true,
-		"scale-out 2 worker(s)": true,
+		"scale-out 2 worker(s)": true, "local step p50": true,
 	}
 	for _, r := range results {
 		delete(want, r.Name)

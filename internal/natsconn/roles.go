@@ -198,7 +198,7 @@ func (d Deployment) User(r Role, q string) User {
 				// Outcomes of local nodes, which it runs itself: the
 				// reserved queue no worker may have.
 				events.WorkerFilter(events.LocalQueue),
-				"weft.t.s.>",     // durable timers (message schedules), in the timers stream
+				"weft.t.s.>", // durable timers (message schedules), in the timers stream
 				// A child run is started, and cancelled, by its parent's
 				// coordinator, with client events.
 				"weft.r.*.*.c.started",

@@ -61,6 +61,7 @@
 // token "_local", with the same retries, timeout and replay; a router is
 // always the coordinator's. Two things force a node onto a worker queue:
 //
+//	nodes:
 //	  - id: enrich
 //	    type: transform
 //	    local: false        # a worker of queue "default" runs it
