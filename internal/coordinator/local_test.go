@@ -453,3 +453,29 @@ edges: [{from: START, to: g}, {from: g, to: END}]
 		t.Fatalf("local events %s, want %s", got, want)
 	}
 }
+
+// The items of a mapped local node run in the coordinator, each recorded
+// as its own attempt.
+func TestLocalMapItems(t *testing.T) {
+	_, st := natstest.Store(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	runCoordinator(t, ctx, st, coordinator.WithLogger(quiet()))
+	runs := start(t, st, mustGraph(t, `
+name: mapped
+nodes:
+  - id: sq
+    type: transform
+    map: {over: '[1, 2, 3, 4]', concurrency: 2}
+    config: {output: 'local.item * local.item'}
+edges: [{from: START, to: sq}, {from: sq, to: END}]
+`), 1)
+	s := waitEnded(t, st, runs, 30*time.Second)[runs[0]]
+	if s.Status != projection.RunCompleted || string(s.Nodes["sq"].Output) != "[1,4,9,16]" {
+		t.Fatalf("run %s, output %s (%v)", s.Status, s.Nodes["sq"].Output, s.Error)
+	}
+	if n := len(localEvents(readRun(t, st, runs[0]))); n != 8 {
+		t.Fatalf("%d local events, want 4 ready and 4 invoked", n)
+	}
+	checkNoDuplicates(t, st, runs)
+}
