@@ -218,6 +218,11 @@ type Coordinator struct {
 	// work item (local.go); localWG waits for them.
 	inflight sync.Map
 	localWG  sync.WaitGroup
+	// echoes holds the ids of events this coordinator appended whose echo
+	// has not come back through the consumer, and localPending those of
+	// local nodes' work items not yet started (local.go): a shard that is
+	// full takes them without handing them back (see dispatch).
+	echoes, localPending sync.Map
 }
 
 // New returns a coordinator over the store.
@@ -388,6 +393,9 @@ func (c *Coordinator) dispatch(pctx context.Context, p int, iter jetstream.Messa
 		select {
 		case shards[shardOf(run, len(shards))] <- delivery{msg: msg, redelivered: meta.NumDelivered > 1}:
 		default:
+			if c.ownEchoWhenFull(msg) {
+				continue
+			}
 			// The run's shard is busy: this event comes again shortly,
 			// and the run is read afresh then (its later events may go
 			// first; a fresh read puts them in order).

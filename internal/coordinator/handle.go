@@ -36,9 +36,10 @@ func (c *Coordinator) handle(ctx context.Context, msg jetstream.Msg, redelivered
 	if c.holdLocal(msg) {
 		return // acknowledged once its local node's outcome is in
 	}
-	if redelivered {
+	if _, echo := c.echoes.Load(msg.Headers().Get(nats.MsgIdHdr)); redelivered && !echo {
 		// The run may have moved on since this event's first delivery:
-		// read it afresh.
+		// read it afresh. (Not for an echo of this coordinator's own,
+		// handed back by a full shard: the cache has it.)
 		if run, ok := events.RunOf(msg.Subject()); ok {
 			c.cache.del(run)
 		}
@@ -102,6 +103,7 @@ func (c *Coordinator) ownEcho(msg jetstream.Msg, meta *jetstream.MsgMetadata) bo
 		return false // its local node is left to run (local.go)
 	}
 	delete(ent.own, id)
+	c.echoes.Delete(id)
 	ent.prefix = meta.Sequence.Stream
 	return true
 }
@@ -216,6 +218,7 @@ func (c *Coordinator) apply(ent *runEntry, e *events.Event) bool {
 		// Decided here, or a local node's outcome recorded here: applied
 		// already.
 		delete(ent.own, e.ID)
+		c.echoes.Delete(e.ID)
 		return false
 	}
 	if e.Decision && e.Seq > ent.lastDecision {
@@ -278,15 +281,31 @@ func (c *Coordinator) decide(ctx context.Context, ent *runEntry) error {
 			}
 		}
 	}
+	// Known before they are appended, as their echoes may come first (see
+	// ownEchoWhenFull): a local node's work item as pending before it as
+	// an echo.
+	for _, e := range d.Events {
+		if ent.noteLocal(e) {
+			c.localPending.Store(e.ID, struct{}{})
+		}
+		c.echoes.Store(e.ID, struct{}{})
+	}
 	last, err := c.appendDecisions(ctx, g, ent, d.Events)
 	if err != nil {
+		for _, e := range d.Events {
+			c.echoes.Delete(e.ID)
+			c.localPending.Delete(e.ID)
+		}
 		return err
 	}
 	c.n.decisions.Add(int64(len(d.Events)))
 	ent.lastDecision, ent.ownMax = last, last
+	if len(ent.own) > maxOwn {
+		// Echoes taken by a full shard's dispatcher never came here.
+		clear(ent.own)
+	}
 	for _, e := range d.Events {
 		ent.own[e.ID] = struct{}{}
-		ent.noteLocal(e)
 	}
 	c.checkpoint(ctx, g, s.RunID, d.Events, last)
 	return c.notifyParent(ctx, ent)

@@ -106,22 +106,63 @@ func attemptKey(ref events.NodeRef, attempt int) string {
 
 // noteLocal remembers the work item of a local node from its node-ready
 // event: decided here, delivered by the consumer, or read with the run.
-func (ent *runEntry) noteLocal(e *events.Event) {
+// It reports whether e was one.
+func (ent *runEntry) noteLocal(e *events.Event) bool {
 	if e.Type != events.NodeReady || e.Refused != nil || (e.Queue != "" && e.Queue != events.LocalQueue) {
-		return
+		return false
 	}
 	p, err := e.Payload()
 	if err != nil {
-		return
+		return false
 	}
 	r, ok := p.(*events.NodeReadyData)
 	if !ok || r.Queue != events.LocalQueue {
-		return
+		return false
 	}
 	if ent.local == nil {
 		ent.local = map[string]*localItem{}
 	}
 	ent.local[attemptKey(r.NodeRef, r.Attempt)] = &localItem{id: e.ID, ready: r}
+	return true
+}
+
+// maxOwn bounds runEntry.own: ids whose echoes a full shard's dispatcher
+// took (ownEchoWhenFull) are never deleted from it.
+const maxOwn = 4096
+
+// ownEchoWhenFull takes, for a shard that is full, the echo of an event
+// this coordinator appended, rather than hand it back: handing back drops
+// the run's cache, and a chain of local nodes appends faster than its
+// shard takes the echoes, which would read the run afresh again and again.
+// The echo of a local node's work item is held while the node runs
+// detached, and is handed back while the node waits to be started (its
+// echo starts it). It reports whether it took msg.
+//
+// The order of the look-ups matters: the shard records a work item as
+// pending before it records its echo, and as running before it is no
+// longer pending, so an echo known here was pending, and one no longer
+// pending is seen running, if it is.
+func (c *Coordinator) ownEchoWhenFull(msg jetstream.Msg) bool {
+	id := msg.Headers().Get(nats.MsgIdHdr)
+	if _, mine := c.echoes.Load(id); !mine {
+		return false
+	}
+	if strings.HasSuffix(msg.Subject(), localReadySuffix) {
+		if _, pending := c.localPending.Load(id); pending {
+			// Handed back, its run's cache kept: the work item is
+			// this coordinator's decision, in the cache already, so
+			// the run's later events may go first.
+			c.n.handedBack.Add(1)
+			_ = msg.NakWithDelay(shardFullDelay)
+			return true
+		}
+		if c.holdLocal(msg) {
+			return true
+		}
+	}
+	c.echoes.Delete(id)
+	_ = msg.Ack()
+	return true
 }
 
 // localWaiting reports whether id, on subject, is the node-ready of a
@@ -165,10 +206,15 @@ func (c *Coordinator) localDue(ctx context.Context, ent *runEntry) ([]*localItem
 	for key, li := range ent.local {
 		if !localLive(s, li.ready) {
 			delete(ent.local, key)
+			c.localPending.Delete(li.id)
+			c.inflight.Delete(li.id) // a detached run's outcome is folded
 			continue
 		}
-		if _, running := c.inflight.Load(li.id); running {
-			continue
+		if v, running := c.inflight.Load(li.id); running {
+			if !v.(*localRun).recordedLongAgo() {
+				continue
+			}
+			c.inflight.Delete(li.id) // its outcome never came: run it again
 		}
 		due = append(due, li)
 	}
@@ -245,8 +291,10 @@ func (c *Coordinator) runLocal(ctx context.Context, ent *runEntry) error {
 			return nil // all detached
 		}
 		for _, out := range outs {
+			c.echoes.Store(out.ID, struct{}{}) // before: its echo may come first
 			seq, err := c.store.Append(ctx, ent.run, events.AnySeq, out)
 			if err != nil {
+				c.echoes.Delete(out.ID)
 				return fmt.Errorf("recording the outcome of local node %s: %w", out.NodeID, err)
 			}
 			ent.own[out.ID] = struct{}{}
@@ -272,7 +320,30 @@ type localRun struct {
 	mu       sync.Mutex
 	detached bool            // the shard stopped waiting: the run records its outcome
 	finished bool            // the detached run recorded its outcome, or gave up
+	recorded time.Time       // when the detached run's outcome was appended
 	held     []jetstream.Msg // echoes of the work item, acknowledged once the outcome is in
+}
+
+// recordedTTL is how long a detached run whose outcome is in the log keeps
+// its place in Coordinator.inflight, so that the node is not run again
+// before the outcome is folded; past it, the outcome is taken as lost.
+const recordedTTL = time.Minute
+
+func (lr *localRun) recordedLongAgo() bool {
+	lr.mu.Lock()
+	defer lr.mu.Unlock()
+	return !lr.recorded.IsZero() && time.Since(lr.recorded) > recordedTTL
+}
+
+// sweepInflight drops detached runs whose outcomes were recorded long ago
+// (their runs left the cache before the outcome was folded).
+func (c *Coordinator) sweepInflight() {
+	c.inflight.Range(func(k, v any) bool {
+		if v.(*localRun).recordedLongAgo() {
+			c.inflight.Delete(k)
+		}
+		return true
+	})
 }
 
 // startLocal runs a local node, waiting for it up to wait; it returns the
@@ -286,6 +357,7 @@ func (c *Coordinator) startLocal(ctx context.Context, g *graph.Graph, ent *runEn
 	node := c.opts.local[ready.Type]
 	lr := &localRun{done: make(chan struct{})}
 	c.inflight.Store(li.id, lr)
+	c.localPending.Delete(li.id)
 	run := ent.run
 	c.localWG.Go(func() {
 		if node == nil {
@@ -344,8 +416,17 @@ func (c *Coordinator) finishDetached(ctx context.Context, run, id string, lr *lo
 	lr.mu.Lock()
 	held := lr.held
 	lr.held, lr.finished = nil, true
-	c.inflight.Delete(id)
+	if lr.err == nil && err == nil {
+		// Kept until the outcome is folded (localDue), so that a fold
+		// of the run from before it does not run the node again.
+		lr.recorded = time.Now()
+	} else {
+		c.inflight.Delete(id)
+	}
 	lr.mu.Unlock()
+	if c.n.localDetached.Load()%256 == 0 {
+		c.sweepInflight()
+	}
 	switch {
 	case lr.err != nil || ctx.Err() != nil:
 		// Given up (the coordinator stops): the echoes go back at once,

@@ -479,3 +479,36 @@ edges: [{from: START, to: sq}, {from: sq, to: END}]
 	}
 	checkNoDuplicates(t, st, runs)
 }
+
+// Many chains of local nodes at once, more runs than shards can hold
+// apart: each node runs once to its outcome, each decision is written
+// once, and every run completes.
+func TestConcurrentLocalChains(t *testing.T) {
+	_, st := natstest.Store(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	c := runCoordinator(t, ctx, st, coordinator.WithLogger(quiet()), coordinator.WithShards(4))
+	const nodes, n = 60, 12
+	var b strings.Builder
+	b.WriteString("name: c\nnodes:\n")
+	for i := range nodes {
+		fmt.Fprintf(&b, "  - {id: n%d, type: transform, config: {set: {x: 'state.i + %d'}}}\n", i, i)
+	}
+	b.WriteString("edges:\n  - {from: START, to: n0}\n")
+	for i := range nodes - 1 {
+		fmt.Fprintf(&b, "  - {from: n%d, to: n%d}\n", i, i+1)
+	}
+	fmt.Fprintf(&b, "  - {from: n%d, to: END}\n", nodes-1)
+	runs := start(t, st, mustGraph(t, b.String()), n)
+	states := waitEnded(t, st, runs, 60*time.Second)
+	checkExactlyOnce(t, st, runs, nodes)
+	checkNoDuplicates(t, st, runs)
+	for i, run := range runs {
+		if got := states[run].VarsMap()["x"]; got != float64(i+nodes-1) {
+			t.Fatalf("run %d: x = %v", i, got)
+		}
+	}
+	if s := c.Stats(); s.LocalRuns != nodes*n || s.Errors != 0 {
+		t.Fatalf("stats %+v, want %d local runs", s, nodes*n)
+	}
+}
