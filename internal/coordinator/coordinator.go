@@ -37,7 +37,12 @@
 // nodes runs at two appends a node with no consumer hop between them: up
 // to localInlineSteps (3) rounds in one handled event, then the next
 // round when the echo of the last node-ready is handled (more rounds at
-// once would overflow the shard's buffer with their own echoes). Retries,
+// once would overflow the shard's buffer with their own echoes). When a
+// shard is full anyway (several runs' chains on one shard), the dispatcher
+// takes the coordinator's own echoes itself (ownEchoWhenFull): it
+// acknowledges them, holds a running local node's work item, and hands
+// back a waiting one without dropping its run's cache, so that a busy
+// shard never turns into a run read afresh for every echo. Retries,
 // fallbacks and the run's end are the engine's as for any node; the node's
 // timeout (DefaultLocalTimeout when it sets none) bounds each attempt.
 //
