@@ -173,8 +173,9 @@ var classOf = map[Type]string{
 
 // KindFilter is the filter of one type of event across all runs, for
 // example KindFilter(RunStarted) lists every run. For NodeInvoked it
-// matches workers' reports only, not the outcomes the coordinator records
-// for routers and fallbacks.
+// matches workers' reports and local nodes' outcomes (queue LocalQueue),
+// not the outcomes the coordinator records as decisions for routers and
+// fallbacks.
 func KindFilter(t Type) string {
 	switch classOf[t] {
 	case classWorker:
