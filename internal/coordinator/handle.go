@@ -60,6 +60,7 @@ func (c *Coordinator) handle(ctx context.Context, msg jetstream.Msg, redelivered
 	err = c.process(ctx, e, redelivered)
 	if err == nil {
 		if !c.holdLocal(msg) {
+			c.echoes.Delete(e.ID) // an echo of this coordinator's, if it was one
 			_ = msg.Ack()
 		}
 		return
