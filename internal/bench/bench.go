@@ -100,6 +100,7 @@ var figures = []figure{
 	{"hop-durable", durable(runHop)},
 	{"throughput-durable", durable(runThroughput)},
 	{"retention", runRetention},
+	{"local", runLocal},
 }
 
 func figureNames() []string {

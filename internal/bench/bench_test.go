@@ -51,7 +51,7 @@ func TestFigures(t *testing.T) {
 		"replay (read+decode+fold)": true, "coordinator memory per waiting run (cache 10000)": true,
 		"scale-out 2 worker(s)": true, "coordinators 2: decided events/s": true,
 		"coordinators 2: CPU per 1,000 decided events": true, "failover p50": true, "failover max": true,
-		"hop latency p50 (durable)": true, "throughput (durable)": true,
+		"hop latency p50 (durable)": true, "local step p50": true, "throughput (durable)": true,
 	}
 	for _, r := range results {
 		delete(want, r.Name)

@@ -140,7 +140,7 @@ func TestForkCommand(t *testing.T) {
 	lineage := fmt.Sprintf("forked from %s@%d", run, at)
 	wantContains(t, "status of the fork", weft(t, "status", fork, "-nats", url).stdout, "lineage", lineage)
 	wantContains(t, "list", weft(t, "list", "-nats", url).stdout, "LINEAGE", lineage)
-	if fr := eventRows(t, url, fork); len(fr) == 0 || rowOf(t, fr, events.NodeInvoking, "shout").Node != "shout" {
+	if fr := eventRows(t, url, fork); len(fr) == 0 || rowOf(t, fr, events.NodeInvoked, "shout").Node != "shout" {
 		t.Errorf("the fork did not run shout again")
 	} else {
 		for _, x := range fr {
@@ -286,7 +286,7 @@ func TestReplayCommand(t *testing.T) {
 			t.Errorf("replay %v on a changed graph: exit %d, want 1\n%s%s", args, r.code, r.stdout, r.stderr)
 		}
 		wantContains(t, "replay", r.stdout, fmt.Sprintf("%s: DIFFERS at event %d (seq %d)", run, ready.Position, ready.Seq),
-			"recorded: node.ready shout/1 attempt 1", `/queue: "default" -> "gpu"`)
+			"recorded: node.ready shout/1 attempt 1", `/queue: "_local" -> "gpu"`)
 		wantContains(t, "replay stderr", r.stderr, "1 of 1 runs decide differently")
 	}
 	r = weft(t, "replay", "-graph", changed, "-all", "-status", "running", "-nats", url)

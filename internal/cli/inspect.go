@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"github.com/weft-dev/weft/internal/telemetry"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/projection"
+	wruns "github.com/weft-dev/weft/pkg/runs"
 )
 
 var cmdStatus = &command{
@@ -120,6 +122,10 @@ after the runs, for -cursor. -count prints how many runs the filters select.
 		defer closeConn()
 		page, err := cl.ListPage(e.ctx, opts...)
 		if err != nil {
+			if errors.Is(err, wruns.ErrNoReadModel) {
+				// No coordinator has kept it: say whether one is alive.
+				e.warnNoCoordinator(cl)
+			}
 			return err
 		}
 		runs := page.Runs

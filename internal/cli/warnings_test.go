@@ -46,7 +46,12 @@ edges:
 		t.Fatal(err)
 	}
 
-	for _, args := range [][]string{{"status", run}, {"list"}} {
+	// With no coordinator ever, there is no read model to list from:
+	// weft list says so, and why.
+	if r := weft(t, "list", "-nats", url); r.code != 1 || !strings.Contains(r.stderr, warnNever) || !strings.Contains(r.stderr, "no read model of runs") {
+		t.Errorf("weft list without a coordinator ever: exit %d, stderr %q; want 1, the warning and the missing read model", r.code, r.stderr)
+	}
+	for _, args := range [][]string{{"status", run}} {
 		r := weft(t, append(args, "-nats", url, "-stall", "1ms")...)
 		if r.code != 0 || !strings.Contains(r.stderr, warnNever) || !strings.Contains(r.stderr, warnStalled) {
 			t.Errorf("weft %s without a coordinator: exit %d, stderr %q; want both warnings", args[0], r.code, r.stderr)

@@ -37,6 +37,11 @@ type runEntry struct {
 	// traces holds, with tracing on, the trace context of each node's
 	// last outcome (and of the run's start), for the links of joins.
 	traces map[string]trace.SpanContext
+	// local holds the work items of the run's ready local nodes, by
+	// attempt (local.go); localScanned is set once the log was searched
+	// for one the entry did not hold.
+	local        map[string]*localItem
+	localScanned bool
 }
 
 // runCache is an LRU of run entries. Each run is touched by one shard

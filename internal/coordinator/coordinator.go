@@ -22,6 +22,53 @@
 // event back rather than holding up the partition, so a slow run holds up
 // only itself.
 //
+// # Local nodes
+//
+// Pure, cheap nodes run here, in the coordinator that owns the run, with
+// no queue hop (local.go), as Temporal's local activities do: the built-in
+// transform and the types registered with WithLocalNode, through the same
+// node contract as on a worker (worker.InvokeLocal); routers are decided
+// by the engine itself. The engine readies a local node like any other,
+// on the reserved queue events.LocalQueue ("_local"), which no worker
+// consumes; once the decision is in the log the shard runs the node and
+// appends its outcome (node-invoked or node-failed on "w._local", which
+// only the coordinator's role may write), applies it to the cached state
+// as it does its own decisions, and decides again, so a chain of local
+// nodes runs at two appends a node with no consumer hop between them: up
+// to localInlineSteps (3) rounds in one handled event, then the next
+// round when the echo of the last node-ready is handled (more rounds at
+// once would overflow the shard's buffer with their own echoes). When a
+// shard is full anyway (several runs' chains on one shard), the dispatcher
+// takes the coordinator's own echoes itself (ownEchoWhenFull): it
+// acknowledges them, holds a running local node's work item, and hands
+// back a waiting one without dropping its run's cache, so that a busy
+// shard never turns into a run read afresh for every echo. Retries,
+// fallbacks and the run's end are the engine's as for any node; the node's
+// timeout (DefaultLocalTimeout when it sets none) bounds each attempt.
+//
+// A slow local node must not stall the runs that share its shard, so
+// each handled event runs local nodes inline for at most a budget
+// (localInlineBudget, 50ms); a node still running then is detached: it
+// goes on off the shard, bounded by its timeout, and appends its outcome
+// itself, which comes back through the partition consumer like a
+// worker's. The choice keeps the common case (a transform takes
+// microseconds) free of any extra hop, and bounds what one run can take
+// from a shard.
+//
+// Crash safety comes from the work item's own echo: the node-ready
+// decision comes back through the partition consumer, and is not
+// acknowledged while its node runs detached (its ack is held, kept in
+// progress, and given once the outcome is in), nor while it runs inline
+// (the shard is busy with the event that decided it). If the coordinator
+// dies between the ready and the outcome, the next holder of the partition
+// gets the echo again, folds the run afresh, finds the local attempt ready
+// and runs it again. Local nodes must therefore be deterministic and
+// idempotent. The outcome is a fact, appended unchecked and fenced by the
+// fold like a worker's; what follows it is decided under the usual
+// optimistic concurrency, so nothing is decided twice. Every coordinator of
+// a deployment must register the same local types: the engine's choice of
+// queue depends on them.
+//
 // # The fault model
 //
 // What may fail: any process may stop at any instruction (SIGKILL); any
@@ -77,6 +124,7 @@ import (
 	"github.com/weft-dev/weft/internal/setup"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/runs"
+	"github.com/weft-dev/weft/pkg/worker"
 )
 
 // Stats counts what the coordinator did.
@@ -105,11 +153,15 @@ type Stats struct {
 	// OverBudget counts runs failed for a history over its budget (see
 	// budget.go).
 	OverBudget int64
+	// LocalRuns counts local nodes run to a recorded outcome here;
+	// LocalDetached those of them that outran the shard's inline budget.
+	LocalRuns, LocalDetached int64
 }
 
 type counters struct {
 	processed, malformed, orphans, rejected, stale, decisions, conflicts, reloads, reorders, errors, failedRuns, handedBack atomic.Int64
 	snapshotsDiscarded, overBudget                                                                                          atomic.Int64
+	localRuns, localDetached                                                                                                atomic.Int64
 }
 
 // Option configures a Coordinator.
@@ -128,6 +180,9 @@ type options struct {
 	maxEvents  int   // history budget (budget.go)
 	maxBytes   int64 // history budget (budget.go)
 	retention  time.Duration
+	// local holds the local executors by node type (local.go).
+	local        map[string]worker.Node
+	localTimeout time.Duration
 }
 
 // WithDurable names the partition consumers (default "coordinator": the
@@ -184,12 +239,22 @@ type Coordinator struct {
 	announced atomic.Int64
 	// runsModel is the read model of runs (readmodel.go).
 	runsModel readModel
+	// inflight holds the local nodes running here, by the id of their
+	// work item (local.go); localWG waits for them.
+	inflight sync.Map
+	localWG  sync.WaitGroup
+	// echoes holds the ids of events this coordinator appended whose echo
+	// has not come back through the consumer, and localPending those of
+	// local nodes' work items not yet started (local.go): a shard that is
+	// full takes them without handing them back (see dispatch).
+	echoes, localPending sync.Map
 }
 
 // New returns a coordinator over the store.
 func New(store events.Store, opts ...Option) *Coordinator {
 	o := options{durable: "coordinator", shards: 32, cacheSize: 10000, now: time.Now, ackWait: 10 * time.Second,
-		partitions: 1, leaseTTL: defaultLeaseTTL, maxEvents: DefaultMaxHistoryEvents, maxBytes: DefaultMaxHistoryBytes, retention: runs.DefaultRetention}
+		partitions: 1, leaseTTL: defaultLeaseTTL, maxEvents: DefaultMaxHistoryEvents, maxBytes: DefaultMaxHistoryBytes, retention: runs.DefaultRetention,
+		local: defaultLocal(), localTimeout: DefaultLocalTimeout}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -215,6 +280,7 @@ func (c *Coordinator) Stats() Stats {
 		Rejected: c.n.rejected.Load(), Stale: c.n.stale.Load(), Decisions: c.n.decisions.Load(), Conflicts: c.n.conflicts.Load(),
 		Reloads: c.n.reloads.Load(), Reorders: c.n.reorders.Load(), Errors: c.n.errors.Load(), FailedRuns: c.n.failedRuns.Load(),
 		HandedBack: c.n.handedBack.Load(), SnapshotsDiscarded: c.n.snapshotsDiscarded.Load(), OverBudget: c.n.overBudget.Load(),
+		LocalRuns: c.n.localRuns.Load(), LocalDetached: c.n.localDetached.Load(),
 	}
 }
 
@@ -244,6 +310,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 			close(ch)
 		}
 		wg.Wait()
+		c.localWG.Wait() // local nodes end with ctx
 	}()
 	if _, err := retry(ctx, c.log, "setting up the timers stream", func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, events.EnsureTimers(ctx, c.store)
@@ -360,6 +427,9 @@ func (c *Coordinator) dispatch(pctx context.Context, p int, iter jetstream.Messa
 		select {
 		case shards[shardOf(run, len(shards))] <- delivery{msg: msg, redelivered: meta.NumDelivered > 1}:
 		default:
+			if c.ownEchoWhenFull(msg) {
+				continue
+			}
 			// The run's shard is busy: this event comes again shortly,
 			// and the run is read afresh then (its later events may go
 			// first; a fresh read puts them in order).

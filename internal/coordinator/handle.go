@@ -33,9 +33,13 @@ func (c *Coordinator) handle(ctx context.Context, msg jetstream.Msg, redelivered
 		return
 	}
 	c.n.processed.Add(1)
-	if redelivered {
+	if c.holdLocal(msg) {
+		return // acknowledged once its local node's outcome is in
+	}
+	if _, echo := c.echoes.Load(msg.Headers().Get(nats.MsgIdHdr)); redelivered && !echo {
 		// The run may have moved on since this event's first delivery:
-		// read it afresh.
+		// read it afresh. (Not for an echo of this coordinator's own,
+		// handed back by a full shard: the cache has it.)
 		if run, ok := events.RunOf(msg.Subject()); ok {
 			c.cache.del(run)
 		}
@@ -55,7 +59,10 @@ func (c *Coordinator) handle(ctx context.Context, msg jetstream.Msg, redelivered
 	defer span.End()
 	err = c.process(ctx, e, redelivered)
 	if err == nil {
-		_ = msg.Ack()
+		if !c.holdLocal(msg) {
+			c.echoes.Delete(e.ID) // an echo of this coordinator's, if it was one
+			_ = msg.Ack()
+		}
 		return
 	}
 	if ctx.Err() != nil {
@@ -93,7 +100,11 @@ func (c *Coordinator) ownEcho(msg jetstream.Msg, meta *jetstream.MsgMetadata) bo
 	if _, mine := ent.own[id]; !mine {
 		return false
 	}
+	if ent.localWaiting(id, msg.Subject()) {
+		return false // its local node is left to run (local.go)
+	}
 	delete(ent.own, id)
+	c.echoes.Delete(id)
 	ent.prefix = meta.Sequence.Stream
 	return true
 }
@@ -125,7 +136,7 @@ func (c *Coordinator) process(ctx context.Context, e *events.Event, redelivered 
 			// they are (and their trace parents).
 			ent.armed, ent.dropped = armed, dropped
 		}
-		if !c.apply(ent, e) && !fresh {
+		if !c.apply(ent, e) && !fresh && (len(ent.local) == 0 || e.Type != events.NodeReady) {
 			return nil
 		}
 		if ent.state.Status == projection.RunPending {
@@ -138,6 +149,11 @@ func (c *Coordinator) process(ctx context.Context, e *events.Event, redelivered 
 			return err
 		}
 		err = c.decide(ctx, ent)
+		if err == nil {
+			// Local nodes readied now, or before and not yet run (the
+			// run was folded afresh), run here (local.go).
+			err = c.runLocal(ctx, ent)
+		}
 		if err == nil {
 			// Timers the state says are pending, armed once their
 			// decisions are in the log (a fresh entry re-arms them all).
@@ -184,6 +200,7 @@ func (c *Coordinator) entry(ctx context.Context, e *events.Event, redelivered bo
 			c.n.rejected.Add(1)
 		}
 		ent.noteTrace(ev)
+		ent.noteLocal(ev)
 		ent.prefix = ev.Seq
 		if ev.Decision {
 			// Every message on the decision subjects counts, accepted or
@@ -207,8 +224,11 @@ func (c *Coordinator) apply(ent *runEntry, e *events.Event) bool {
 		return false
 	}
 	ent.prefix = e.Seq
-	if _, mine := ent.own[e.ID]; mine && e.Decision {
+	if _, mine := ent.own[e.ID]; mine && (e.Decision || e.Queue == events.LocalQueue) {
+		// Decided here, or a local node's outcome recorded here: applied
+		// already.
 		delete(ent.own, e.ID)
+		c.echoes.Delete(e.ID)
 		return false
 	}
 	if e.Decision && e.Seq > ent.lastDecision {
@@ -216,6 +236,7 @@ func (c *Coordinator) apply(ent *runEntry, e *events.Event) bool {
 	}
 	c.foldErr(e, ent.state.Apply(e))
 	ent.noteTrace(e)
+	ent.noteLocal(e)
 	return true
 }
 
@@ -225,7 +246,7 @@ func (c *Coordinator) graphFor(s *projection.State) (*graph.Graph, error) {
 	if g, ok := c.graphs.Load(s.GraphDigest); ok && s.GraphDigest != "" {
 		return g.(*graph.Graph), nil
 	}
-	opts := []graph.Option{graph.AllowAnyType(), graph.WithConditionHint(ConditionHint)}
+	opts := []graph.Option{graph.AllowAnyType(), graph.WithConditionHint(ConditionHint), graph.WithLocalTypes(c.localTypes()...)}
 	if c.opts.conditions != nil {
 		opts = append(opts, graph.WithConditions(c.opts.conditions))
 	}
@@ -272,13 +293,30 @@ func (c *Coordinator) decide(ctx context.Context, ent *runEntry) error {
 			}
 		}
 	}
+	// Known before they are appended, as their echoes may come first (see
+	// ownEchoWhenFull): a local node's work item as pending before it as
+	// an echo.
+	for _, e := range d.Events {
+		if ent.noteLocal(e) {
+			c.localPending.Store(e.ID, struct{}{})
+		}
+		c.echoes.Store(e.ID, struct{}{})
+	}
 	cp := c.prepareCheckpoint(ctx, g, ent, d.Events)
 	last, err := c.appendDecisions(ctx, g, ent, d.Events)
 	if err != nil {
+		for _, e := range d.Events {
+			c.echoes.Delete(e.ID)
+			c.localPending.Delete(e.ID)
+		}
 		return err
 	}
 	c.n.decisions.Add(int64(len(d.Events)))
 	ent.lastDecision, ent.ownMax = last, last
+	if len(ent.own) > maxOwn {
+		// Echoes taken by a full shard's dispatcher never came here.
+		clear(ent.own)
+	}
 	for _, e := range d.Events {
 		ent.own[e.ID] = struct{}{}
 	}
@@ -336,6 +374,9 @@ func (c *Coordinator) failInvalidGraph(ctx context.Context, ent *runEntry, gerr 
 func (c *Coordinator) ensureQueue(ctx context.Context, e *events.Event) error {
 	p, _ := e.Payload()
 	q := p.(*events.NodeReadyData).Queue
+	if q == events.LocalQueue {
+		return nil // run here (local.go): no queue
+	}
 	if _, ok := c.queues.Load(q); ok || c.js == nil {
 		return nil
 	}

@@ -341,7 +341,10 @@ func (d *decider) readyWith(n *graph.Node, ref events.NodeRef, attempt int, loca
 		return
 	}
 	queue := n.Queue
-	if queue == "" {
+	switch {
+	case d.g.IsLocal(n.ID):
+		queue = events.LocalQueue // the coordinator runs it
+	case queue == "":
 		queue = graph.DefaultQueue
 	}
 	if size := len(input) + len(local); size > MaxWorkItemData {

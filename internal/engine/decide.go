@@ -35,6 +35,11 @@
 //     without END reached the run fails, naming the joins that wait.
 //   - Cancelling a run, or its failure, cancels the child runs its
 //     subgraph nodes wait for.
+//   - A local node (graph.Graph.IsLocal) is readied like any other, with
+//     events.LocalQueue as its queue: the coordinator runs it and records
+//     its outcome; retries, timeouts and fallbacks are the same.
+//     Routers are decided here directly (NodeWaiting, then the router's
+//     NodeInvoked), with no work item at all.
 package engine
 
 import (

@@ -94,7 +94,9 @@ func (d Deployment) Validate() error {
 		errs = append(errs, errors.New("queues: at least one"))
 	}
 	for i, q := range d.Queues {
-		if !events.ValidToken(q) {
+		if q == events.LocalQueue {
+			errs = append(errs, fmt.Errorf("queue %q: reserved for the nodes the coordinator runs itself; no worker may have it", q))
+		} else if !events.ValidToken(q) {
 			errs = append(errs, fmt.Errorf("queue %q: not a valid queue name (letters, digits, '-' and '_')", q))
 		}
 		if slices.Contains(d.Queues[:i], q) {
@@ -218,7 +220,10 @@ func (d Deployment) User(r Role, q string) User {
 			[]string{
 				"weft.r.*.*.d.>", // decisions, work items included
 				"weft.r.*.*.n.*", // notices: timers fired, children finished
-				"weft.t.s.>",     // durable timers (message schedules), in the timers stream
+				// Outcomes of local nodes, which it runs itself: the
+				// reserved queue no worker may have.
+				events.WorkerFilter(events.LocalQueue),
+				"weft.t.s.>", // durable timers (message schedules), in the timers stream
 				// A child run is started, and cancelled, by its parent's
 				// coordinator, with client events.
 				"weft.r.*.*.c.started",

@@ -103,6 +103,27 @@ func TestRolesWork(t *testing.T) {
 		}
 	}
 
+	// A local node: the coordinator runs it and writes its outcome on the
+	// reserved queue, which its role may.
+	local, err := graph.Parse([]byte(`
+name: local
+nodes:
+  - {id: t, type: transform, config: {set: {doubled: 'state.x * 2'}}}
+edges:
+  - {from: START, to: t}
+  - {from: t, to: END}
+`), "local.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lrun, err := cl.Start(ctx, local, client.WithInput(map[string]any{"x": 2}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := cl.Wait(ctx, lrun); err != nil || st.Status != projection.RunCompleted || st.Nodes["t"].Worker != "coordinator" || string(st.Vars["doubled"]) != "4" {
+		t.Fatalf("local run: %v %+v", err, st)
+	}
+
 	approval, err := graph.Parse([]byte(`
 name: approval
 nodes:
@@ -221,6 +242,7 @@ func TestRolesRefused(t *testing.T) {
 			{sub(run, "d.ready."+queueA), events.NodeReady},
 			{sub(run, "d.invoked"), events.NodeInvoked},
 			{sub(run, "w."+queueA+".invoked"), events.NodeInvoked},
+			{sub(run, "w."+events.LocalQueue+".invoked"), events.NodeInvoked},
 			{sub(run, "n.timer"), events.TimerFired},
 			{"weft.t." + events.Slot(run) + "." + run + ".t1", events.TimerFired},
 		},
@@ -233,6 +255,9 @@ func TestRolesRefused(t *testing.T) {
 			{sub(run, "d.invoked"), events.NodeInvoked},
 			{sub(run, "n.childfinished"), events.ChildRunFinished},
 			{sub(run, "w."+queueB+".invoked"), events.NodeInvoked},
+			// A local node's outcome: the coordinator's alone.
+			{sub(run, "w."+events.LocalQueue+".invoked"), events.NodeInvoked},
+			{sub(run, "w."+events.LocalQueue+".nodefailed"), events.NodeFailed},
 			{"weft.t." + events.Slot(run) + "." + run + ".t1", events.TimerFired},
 		},
 		userUI: {
@@ -241,6 +266,7 @@ func TestRolesRefused(t *testing.T) {
 			{sub(run, "c.cancelreq"), events.RunCancelRequested},
 			{sub(run, "d.completed"), events.RunCompleted},
 			{sub(run, "w."+queueA+".invoked"), events.NodeInvoked},
+			{sub(run, "w."+events.LocalQueue+".invoked"), events.NodeInvoked},
 		},
 		userCoord: {
 			{sub(run, "w."+queueA+".invoked"), events.NodeInvoked},

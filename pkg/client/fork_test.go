@@ -42,6 +42,10 @@ func position(t *testing.T, evs []client.RunEvent, typ events.Type, node string)
 	return 0
 }
 
+// workerHelloYAML is helloYAML with shout on a worker, not run by the
+// coordinator as a local node: a fork can then find it running.
+var workerHelloYAML = strings.Replace(helloYAML, "type: transform", "type: transform\n    local: false", 1)
+
 func count(evs []client.RunEvent, typ events.Type, node string) int {
 	n := 0
 	for _, e := range evs {
@@ -58,7 +62,7 @@ func count(evs []client.RunEvent, typ events.Type, node string) int {
 func TestForkRerunsReadyNodesWithEditedState(t *testing.T) {
 	c, _ := engine(t)
 	ctx := timeout(t)
-	run, err := c.Start(ctx, mustGraph(t, helloYAML), client.WithInput(map[string]any{"name": "Ada"}))
+	run, err := c.Start(ctx, mustGraph(t, workerHelloYAML), client.WithInput(map[string]any{"name": "Ada"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +141,7 @@ func TestForkRerunsReadyNodesWithEditedState(t *testing.T) {
 func TestForkRefusesBadInputWritingNothing(t *testing.T) {
 	c, store := engine(t)
 	ctx := timeout(t)
-	run, err := c.Start(ctx, mustGraph(t, helloYAML), client.WithInput(map[string]any{"name": "Ada"}))
+	run, err := c.Start(ctx, mustGraph(t, workerHelloYAML), client.WithInput(map[string]any{"name": "Ada"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,7 +325,7 @@ func TestForkDuringAMap(t *testing.T) {
 		t.Errorf("fork's pages %s", got)
 	}
 	fevs, _ := c.Events(ctx, fork)
-	if n := count(fevs, events.NodeInvoking, "pages"); n != 4-done {
+	if n := count(fevs, events.NodeInvoked, "pages"); n != 4-done {
 		t.Errorf("the fork ran %d items, want the %d not done at the fork point", n, 4-done)
 	}
 	if n := count(fevs, events.NodeInvoking, "left") + count(fevs, events.NodeInvoking, "right"); n != 0 {

@@ -13,6 +13,9 @@ import (
 //		weft.r.<slot>.<run>.c.<kind>          written by clients: started, signal, cancelreq
 //		weft.r.<slot>.<run>.w.<queue>.<kind>  written by workers of <queue>: invoking,
 //		                                      invoked, nodefailed, nodecancelled, heartbeat
+//		weft.r.<slot>.<run>.w._local.<kind>   outcomes of local nodes (LocalQueue), which
+//		                                      the coordinator runs itself: written by the
+//		                                      coordinator only
 //		weft.r.<slot>.<run>.d.<kind>          coordinator decisions (optimistic concurrency
 //		                                      over weft.r.<slot>.<run>.d.>)
 //		weft.r.<slot>.<run>.d.ready.<queue>   the work item of <queue>: a decision
@@ -36,6 +39,14 @@ import (
 //	    worker of queue Q publishes on "weft.r.*.*.w.Q.>"), and Decode
 //	    refuses an event whose type is not accepted on its subject
 //	    (ErrMisplaced), so a writer cannot pass one type off as another.
+//	  - LocalQueue ("_local") is the queue token of local nodes: their work
+//	    item is a decision on "d.ready._local", which no worker consumes,
+//	    and their outcomes are worker-class events on "w._local.<kind>".
+//	    No queue name may be "_local" (ValidToken refuses a leading "_",
+//	    and so do graph validation and 'weft roles'), so no worker holds
+//	    the right to write there; the coordinator's role does. The fold
+//	    takes a local attempt's outcome from "w._local" only, and a
+//	    "w._local" outcome for a local attempt only (pkg/projection).
 const (
 	runPrefix      = "weft.r."
 	schedulePrefix = "weft.t."
@@ -53,6 +64,15 @@ const (
 	// partitions are sets of slots, so there are at most Slots partitions.
 	Slots = 64
 )
+
+// LocalQueue is the queue token of the nodes the coordinator runs itself
+// (local nodes): the queue of their work items and outcomes. It is no
+// valid queue name (ValidToken refuses it), so no worker can be given it.
+const LocalQueue = "_local"
+
+// validQueue reports whether q can be the queue token of an event: a
+// queue name, or LocalQueue.
+func validQueue(q string) bool { return q == LocalQueue || ValidToken(q) }
 
 // Writer classes: the subject token after the run id.
 const (
@@ -153,8 +173,9 @@ var classOf = map[Type]string{
 
 // KindFilter is the filter of one type of event across all runs, for
 // example KindFilter(RunStarted) lists every run. For NodeInvoked it
-// matches workers' reports only, not the outcomes the coordinator records
-// for routers and fallbacks.
+// matches workers' reports and local nodes' outcomes (queue LocalQueue),
+// not the outcomes the coordinator records as decisions for routers and
+// fallbacks.
 func KindFilter(t Type) string {
 	switch classOf[t] {
 	case classWorker:
@@ -272,12 +293,12 @@ func subjectFor(runID string, t Type, decision bool, queue string) (string, erro
 	base := runBase(runID)
 	switch {
 	case t == NodeReady:
-		if !ValidToken(queue) {
+		if !validQueue(queue) {
 			return "", fmt.Errorf("%w: queue %q", ErrInvalidID, queue)
 		}
 		return base + classCoordinator + "." + kinds[t] + "." + queue, nil
 	case class == classWorker:
-		if !ValidToken(queue) {
+		if !validQueue(queue) {
 			return "", fmt.Errorf("%w: a %s event needs the queue of its work item, got %q", ErrInvalidID, t, queue)
 		}
 		return base + classWorker + "." + queue + "." + kinds[t], nil

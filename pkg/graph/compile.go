@@ -22,6 +22,7 @@ type options struct {
 	costLimit uint64
 	typeHint  string
 	condHint  string
+	local     map[string]bool
 }
 
 // builtinTypes are the executors of the stock worker plus the types the
@@ -69,6 +70,26 @@ func WithConditions(fns map[string]any) Option {
 	}
 }
 
+// DefaultLocalTypes are the node types a stock coordinator runs itself
+// (local nodes, see IsLocal): what a graph is compiled with when no
+// WithLocalTypes option says otherwise, so that a replay of a recorded run
+// (package replay) decides as the coordinator did.
+var DefaultLocalTypes = []string{"transform"}
+
+// WithLocalTypes names the node types the coordinator runs itself, with
+// no queue hop (local nodes, see IsLocal), in place of DefaultLocalTypes
+// (none: no local nodes). The coordinator compiles a run's graph with the
+// types it has local executors for; every coordinator of a deployment must
+// have the same ones, and a replay of its runs must name them too.
+func WithLocalTypes(types ...string) Option {
+	return func(o *options) {
+		o.local = map[string]bool{}
+		for _, t := range types {
+			o.local[t] = true
+		}
+	}
+}
+
 // WithCostLimit sets the cost limit of each expression evaluation (see
 // DefaultCostLimit); an evaluation that exceeds it fails with ErrEvaluation.
 func WithCostLimit(units uint64) Option {
@@ -87,6 +108,12 @@ func newOptions(opts []Option) *options {
 	}
 	for _, opt := range opts {
 		opt(o)
+	}
+	if o.local == nil {
+		o.local = map[string]bool{}
+		for _, t := range DefaultLocalTypes {
+			o.local[t] = true
+		}
 	}
 	return o
 }
@@ -110,6 +137,7 @@ type Graph struct {
 	routes   map[string]*router
 	children map[string]*Graph
 	parent   *Graph
+	local    map[string]bool // node id → runs in the coordinator
 }
 
 // Compile validates def and compiles it. def is not modified; the Graph
@@ -147,6 +175,7 @@ func build(def *Definition, parent *Graph, scope []*Definition, o *options, p *p
 	g := &Graph{def: def, parent: parent}
 	g.index()
 	validate(g, scope, o, p)
+	g.markLocal(o)
 	if len(def.Graphs) > 0 {
 		g.children = make(map[string]*Graph, len(def.Graphs))
 		inner := append(slices.Clip(scope), def)
@@ -431,6 +460,27 @@ func (g *Graph) known(id string) bool {
 	_, ok := g.nodes[id]
 	return ok
 }
+
+// markLocal records which nodes run in the coordinator (see IsLocal).
+func (g *Graph) markLocal(o *options) {
+	for i := range g.def.Nodes {
+		n := &g.def.Nodes[i]
+		if o.local[n.Type] && n.Queue == DefaultQueue && (n.Local == nil || *n.Local) {
+			if g.local == nil {
+				g.local = map[string]bool{}
+			}
+			g.local[n.ID] = true
+		}
+	}
+}
+
+// IsLocal reports whether a node is local: its type is one the graph was
+// compiled with WithLocalTypes for, it names no queue but DefaultQueue,
+// and it does not say local: false. A local node's work is not put on a
+// queue: the coordinator that owns the run runs it (events.LocalQueue).
+// Routers, human and subgraph nodes are the coordinator's own and are
+// never local in this sense.
+func (g *Graph) IsLocal(id string) bool { return g.local[id] }
 
 // Definition returns the normalised definition: defaults filled in (queue,
 // join, effect, checkpoint, retry policy, edge actions, iteration cap) and

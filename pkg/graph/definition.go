@@ -89,8 +89,14 @@ type Node struct {
 	// Type names the executor that runs the node (for example "echo",
 	// "http", "transform") or one of the coordinator's own types.
 	Type string `json:"type"`
-	// Queue is the task queue workers pull the node's work from.
+	// Queue is the task queue workers pull the node's work from. A queue
+	// other than DefaultQueue keeps the node on workers even when its
+	// type is local to the coordinator (see IsLocal).
 	Queue string `json:"queue,omitempty"`
+	// Local false forces the node onto a worker queue when its type is
+	// local to the coordinator (see IsLocal). It can only be false: a
+	// node runs locally by its type, not by asking.
+	Local *bool `json:"local,omitempty"`
 	// Config is the executor's configuration, passed to it verbatim.
 	Config json.RawMessage `json:"config,omitempty"`
 

@@ -50,6 +50,31 @@
 // and its edges' conditions choose. Every action a router names must label
 // one of its edges. A router passes its predecessor's output on as its own.
 //
+// # Local nodes
+//
+// A node whose type the coordinator has a local executor for (the
+// built-in transform, or a type registered with the coordinator's
+// WithLocalNode; WithLocalTypes names them when a graph is compiled) is
+// local: the coordinator that owns the run runs it, with no queue hop, as
+// Temporal runs local activities. It is still made ready and invoked (or
+// failed) in the log like any node, its work item on the reserved queue
+// token "_local", with the same retries, timeout and replay; a router is
+// always the coordinator's. Two things force a node onto a worker queue:
+//
+//	nodes:
+//	  - id: enrich
+//	    type: transform
+//	    local: false        # a worker of queue "default" runs it
+//	  - id: heavy
+//	    type: transform
+//	    queue: cpu          # any queue but "default": workers of "cpu"
+//
+// local can only be false (local: true is an error: a node is local by its
+// type), and is an error on router, human and subgraph nodes. A local node
+// may run again when its coordinator dies between its ready and its
+// outcome, so it must be deterministic and idempotent; IsLocal says which
+// nodes are local.
+//
 // Conditions (an edge's when), a node's when and a map's over are CEL
 // expressions over four variables, all of type dyn:
 //

@@ -138,9 +138,17 @@ func validateNode(g *Graph, i int, first map[string]int, scope []*Definition, o 
 	}
 	switch {
 	case !tokenPattern.MatchString(n.Queue):
-		bad("queue", "queue name %q must hold only letters, digits, '_' and '-'", n.Queue)
+		bad("queue", "queue name %q must start with a letter or digit and hold only letters, digits, '_' and '-' (names starting with '_', such as \"_local\", the coordinator's own, are reserved)", n.Queue)
 	case len(n.Queue) > MaxQueueLen:
 		bad("queue", "queue name is %d characters, the limit is %d (it is a subject token)", len(n.Queue), MaxQueueLen)
+	}
+	if n.Local != nil {
+		switch {
+		case *n.Local:
+			bad("local", "only local: false is a setting (it forces the node onto a worker queue); a node runs in the coordinator by its type, when the coordinator has a local executor for it")
+		case n.Type == TypeRouter || n.Type == TypeHuman || n.Type == TypeSubgraph:
+			bad("local", "a %s node is always run by the coordinator; it has no worker queue to be forced onto", n.Type)
+		}
 	}
 	if n.MaxIterations < 0 {
 		bad("maxIterations", "must not be negative, got %d", n.MaxIterations)

@@ -19,11 +19,13 @@ func (s *State) applyNodeReady(d *events.NodeReadyData, at time.Time) error {
 	if d.Item != nil {
 		it := item(n, *d.Item)
 		it.Status, it.Attempt, it.Delivery, it.HeartbeatAt, it.TimedOut = NodeReady, d.Attempt, 0, nil, ""
+		it.LocalAttempt = d.Queue == events.LocalQueue
 		n.TimeoutMs, n.HeartbeatMs = d.TimeoutMs, d.HeartbeatMs
 		return nil
 	}
 	n.Status, n.Attempt, n.ReadyAt = NodeReady, d.Attempt, &at
 	n.Delivery, n.HeartbeatAt, n.TimedOut = 0, nil, ""
+	n.LocalAttempt = d.Queue == events.LocalQueue
 	n.TimeoutMs, n.HeartbeatMs = d.TimeoutMs, d.HeartbeatMs
 	return nil
 }

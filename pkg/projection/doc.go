@@ -64,6 +64,12 @@
 //     stale. Two outcomes of the coordinator stand in for a worker's: a
 //     router's NodeInvoked while it waits, and a fallback's NodeInvoked for
 //     the last attempt, which failed for good.
+//   - A worker's report (invoking, an outcome, a heartbeat) counts only
+//     from its attempt's queue as far as local nodes go: a local attempt
+//     (its work item on events.LocalQueue; NodeState.LocalAttempt), which the
+//     coordinator runs itself, takes reports from LocalQueue only, and a
+//     LocalQueue report counts for a local attempt only; any other is
+//     stale.
 //   - A NodeInvoking of the live attempt makes it running and may raise the
 //     live delivery; any invoking counts as an execution (Executions).
 //   - A Heartbeat of the live attempt sets its HeartbeatAt; others are

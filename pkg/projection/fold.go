@@ -88,8 +88,12 @@ func (s *State) count(e *events.Event, err error) {
 // them, so its cache and a fresh fold agree); for anything else, the
 // stream's own timestamp when the event was read from the store (a writer
 // cannot forge it), else the writer's (recorded histories).
+//
+// A local node's outcome (events.LocalQueue) counts as a decision here:
+// only the coordinator role may write it, and the coordinator applies it
+// to its cache before the stream stamps it.
 func eventTime(e *events.Event) time.Time {
-	if !e.Stored.IsZero() && !e.Decision {
+	if !e.Stored.IsZero() && !e.Decision && e.Queue != events.LocalQueue {
 		return e.Stored.UTC()
 	}
 	return e.Time.UTC()
@@ -118,6 +122,9 @@ func (s *State) apply(e *events.Event) error {
 	}
 	if s.Status.Ended() {
 		return stale("the run already %s", s.Status)
+	}
+	if err := s.fenceQueue(e, p); err != nil {
+		return err
 	}
 	return s.dispatch(e, p, eventTime(e))
 }

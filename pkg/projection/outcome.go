@@ -208,3 +208,46 @@ func item(n *NodeState, i int) *ItemState {
 	}
 	return n.Items[i]
 }
+
+// fenceQueue passes over a worker's report whose queue is not its
+// attempt's: a local attempt (its work item on events.LocalQueue, run by
+// the coordinator) takes its reports from LocalQueue only, which no worker
+// may write, and a LocalQueue report counts for a local attempt only. So a
+// worker cannot answer for a local node, nor the coordinator's local
+// executor for a worker's. Reports with no queue (built in memory, not read
+// from the log) and reports of no live attempt are left to their applier.
+func (s *State) fenceQueue(e *events.Event, p events.Payload) error {
+	if e.Decision || e.Queue == "" {
+		return nil
+	}
+	var ref events.NodeRef
+	switch d := p.(type) {
+	case *events.NodeInvokingData:
+		ref = d.NodeRef
+	case *events.NodeInvokedData:
+		ref = d.NodeRef
+	case *events.NodeFailedData:
+		ref = d.NodeRef
+	case *events.NodeCancelledData:
+		ref = d.NodeRef
+	case *events.HeartbeatData:
+		ref = d.NodeRef
+	default:
+		return nil
+	}
+	n, _, err := s.attemptOf(ref)
+	if err != nil {
+		return nil
+	}
+	local := n.LocalAttempt
+	if ref.Item != nil {
+		local = n.Items[*ref.Item].LocalAttempt
+	}
+	if fromLocal := e.Queue == events.LocalQueue; fromLocal != local {
+		if local {
+			return stale("%s runs in the coordinator: a report from queue %q does not count", ref.Key(), e.Queue)
+		}
+		return stale("%s is not a local node's: a report from queue %q does not count", ref.Key(), e.Queue)
+	}
+	return nil
+}

@@ -201,6 +201,9 @@ type NodeState struct {
 	// TimedOut says which durable timeout of the live attempt fired
 	// ("timeout" or "heartbeat"): the coordinator fails the attempt.
 	TimedOut string `json:"timedOut,omitempty"`
+	// LocalAttempt says the live attempt is a local node's: its work item
+	// went to events.LocalQueue, and the coordinator runs it.
+	LocalAttempt bool `json:"localAttempt,omitempty"`
 
 	ReadyAt   *time.Time `json:"readyAt,omitempty"`
 	StartedAt *time.Time `json:"startedAt,omitempty"`
@@ -221,6 +224,8 @@ type ItemState struct {
 	Error       *events.Failure `json:"error,omitempty"`
 	HeartbeatAt *time.Time      `json:"heartbeatAt,omitempty"`
 	TimedOut    string          `json:"timedOut,omitempty"`
+	// LocalAttempt: see NodeState.
+	LocalAttempt bool `json:"localAttempt,omitempty"`
 }
 
 // Node returns the state of a node, creating it if absent.

@@ -1,0 +1,513 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/weft-dev/weft/internal/logattr"
+	"github.com/weft-dev/weft/pkg/events"
+	"github.com/weft-dev/weft/pkg/graph"
+	"github.com/weft-dev/weft/pkg/projection"
+	"github.com/weft-dev/weft/pkg/worker"
+	"github.com/weft-dev/weft/pkg/worker/builtin"
+)
+
+// Local nodes: pure, cheap nodes the coordinator that owns the run runs
+// itself, with no queue hop (see the package doc, "Local nodes").
+
+// WithLocalNode registers node as the local executor of node type typ:
+// nodes of that type run inside the coordinator (unless a graph forces
+// them onto a queue, see graph.Graph.IsLocal), through the same contract
+// as on a worker (pkg/worker). The built-in transform is local by default;
+// WithLocalNode("transform", nil) makes it a worker's again. A local node
+// must be deterministic and idempotent and must honour its context: it
+// may run again after a coordinator dies. Every coordinator of a
+// deployment must register the same local types. Router, human and
+// subgraph are the coordinator's own types and cannot be registered.
+func WithLocalNode(typ string, node worker.Node) Option {
+	return func(o *options) {
+		if typ == graph.TypeRouter || typ == graph.TypeHuman || typ == graph.TypeSubgraph || typ == "" {
+			return
+		}
+		if o.local == nil {
+			o.local = map[string]worker.Node{}
+		}
+		if node == nil {
+			delete(o.local, typ)
+			return
+		}
+		o.local[typ] = node
+	}
+}
+
+// WithLocalTimeout sets the timeout of a local node that sets none
+// (default DefaultLocalTimeout).
+func WithLocalTimeout(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.localTimeout = d
+		}
+	}
+}
+
+// DefaultLocalTimeout bounds a local node whose graph sets no timeout: a
+// local node runs in the coordinator, so it is never unbounded.
+const DefaultLocalTimeout = 10 * time.Second
+
+// localInlineBudget is how long one handled event may spend running local
+// nodes on its shard. A local node still running when the budget is spent
+// goes on off the shard (detached) and records its outcome itself, which
+// comes back through the partition consumer like a worker's.
+const localInlineBudget = 50 * time.Millisecond
+
+// localInlineSteps is how many rounds of local nodes one handled event
+// runs. Each round appends an outcome and a decision whose echoes wait for
+// the shard meanwhile; more than its buffer (shardBuffer) would be handed
+// back and make the run be read afresh. Local nodes left over are run
+// when the echo of their node-ready comes (see handle).
+const localInlineSteps = 3
+
+// localWorker names the coordinator as the worker of a local node's
+// outcome.
+const localWorker = "coordinator"
+
+// defaultLocal are the built-in local executors.
+func defaultLocal() map[string]worker.Node {
+	return map[string]worker.Node{builtin.TypeTransform: builtin.Transform{}}
+}
+
+// localTypes lists the registered local types, sorted.
+func (c *Coordinator) localTypes() []string {
+	out := make([]string, 0, len(c.opts.local))
+	for t := range c.opts.local {
+		out = append(out, t)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// localItem is a local node's work item as decided, waiting to be run.
+type localItem struct {
+	id    string // the node-ready event's id: its echo's Nats-Msg-Id
+	ready *events.NodeReadyData
+}
+
+func attemptKey(ref events.NodeRef, attempt int) string {
+	return ref.Key() + "#" + strconv.Itoa(attempt)
+}
+
+// noteLocal remembers the work item of a local node from its node-ready
+// event: decided here, delivered by the consumer, or read with the run.
+// It reports whether e was one.
+func (ent *runEntry) noteLocal(e *events.Event) bool {
+	if e.Type != events.NodeReady || e.Refused != nil || (e.Queue != "" && e.Queue != events.LocalQueue) {
+		return false
+	}
+	p, err := e.Payload()
+	if err != nil {
+		return false
+	}
+	r, ok := p.(*events.NodeReadyData)
+	if !ok || r.Queue != events.LocalQueue {
+		return false
+	}
+	if ent.local == nil {
+		ent.local = map[string]*localItem{}
+	}
+	ent.local[attemptKey(r.NodeRef, r.Attempt)] = &localItem{id: e.ID, ready: r}
+	return true
+}
+
+// maxOwn bounds runEntry.own: ids whose echoes a full shard's dispatcher
+// took (ownEchoWhenFull) are never deleted from it.
+const maxOwn = 4096
+
+// ownEchoWhenFull takes, for a shard that is full, the echo of an event
+// this coordinator appended, rather than hand it back: handing back drops
+// the run's cache, and a chain of local nodes appends faster than its
+// shard takes the echoes, which would read the run afresh again and again.
+// The echo of a local node's work item is held while the node runs
+// detached, and is handed back while the node waits to be started (its
+// echo starts it). It reports whether it took msg.
+//
+// The order of the look-ups matters: the shard records a work item as
+// pending before it records its echo, and as running before it is no
+// longer pending, so an echo known here was pending, and one no longer
+// pending is seen running, if it is.
+func (c *Coordinator) ownEchoWhenFull(msg jetstream.Msg) bool {
+	id := msg.Headers().Get(nats.MsgIdHdr)
+	if _, mine := c.echoes.Load(id); !mine {
+		return false
+	}
+	if strings.HasSuffix(msg.Subject(), localReadySuffix) {
+		if _, pending := c.localPending.Load(id); pending {
+			// Handed back, its run's cache kept: the work item is
+			// this coordinator's decision, in the cache already, so
+			// the run's later events may go first.
+			c.n.handedBack.Add(1)
+			_ = msg.NakWithDelay(shardFullDelay)
+			return true
+		}
+		if c.holdLocal(msg) {
+			return true
+		}
+	}
+	c.echoes.Delete(id)
+	_ = msg.Ack()
+	return true
+}
+
+// localWaiting reports whether id, on subject, is the node-ready of a
+// local node that is ready and was left to run when its echo comes.
+func (ent *runEntry) localWaiting(id, subject string) bool {
+	if len(ent.local) == 0 || !strings.HasSuffix(subject, localReadySuffix) {
+		return false
+	}
+	for _, li := range ent.local {
+		if li.id == id {
+			return localLive(ent.state, li.ready)
+		}
+	}
+	return false
+}
+
+// localLive reports whether the local attempt r is ready in s: not yet run
+// to an outcome, superseded or timed out.
+func localLive(s *projection.State, r *events.NodeReadyData) bool {
+	ns := s.Nodes[r.Node]
+	if ns == nil || ns.Iteration != r.Iteration {
+		return false
+	}
+	if r.Item != nil {
+		if *r.Item < 0 || *r.Item >= len(ns.Items) {
+			return false
+		}
+		it := ns.Items[*r.Item]
+		return it.LocalAttempt && it.Status == projection.NodeReady && it.Attempt == r.Attempt && it.TimedOut == ""
+	}
+	return ns.LocalAttempt && ns.Status == projection.NodeReady && ns.Attempt == r.Attempt && ns.TimedOut == ""
+}
+
+// localDue lists the run's local attempts that are ready and not running
+// here already, in key order. A ready local attempt whose work item is
+// not known (the run was folded from a snapshot taken after it was
+// readied) is looked up in the run's log.
+func (c *Coordinator) localDue(ctx context.Context, ent *runEntry) ([]*localItem, error) {
+	s := ent.state
+	var due []*localItem
+	for key, li := range ent.local {
+		if !localLive(s, li.ready) {
+			delete(ent.local, key)
+			c.localPending.Delete(li.id)
+			c.inflight.Delete(li.id) // a detached run's outcome is folded
+			continue
+		}
+		if v, running := c.inflight.Load(li.id); running {
+			if !v.(*localRun).recordedLongAgo() {
+				continue
+			}
+			c.inflight.Delete(li.id) // its outcome never came: run it again
+		}
+		due = append(due, li)
+	}
+	if missing := c.localMissing(ent); missing && !ent.localScanned {
+		ent.localScanned = true
+		evs, err := c.store.Read(ctx, ent.run, 1, ent.prefix)
+		if err != nil {
+			return nil, fmt.Errorf("reading run %s for its local work items: %w", ent.run, err)
+		}
+		for _, e := range evs {
+			ent.noteLocal(e)
+		}
+		return c.localDue(ctx, ent)
+	}
+	slices.SortFunc(due, func(a, b *localItem) int {
+		return strings.Compare(attemptKey(a.ready.NodeRef, a.ready.Attempt), attemptKey(b.ready.NodeRef, b.ready.Attempt))
+	})
+	return due, nil
+}
+
+// localMissing reports whether the state has a ready local attempt whose
+// work item the entry does not hold.
+func (c *Coordinator) localMissing(ent *runEntry) bool {
+	has := func(ref events.NodeRef, attempt int) bool {
+		_, ok := ent.local[attemptKey(ref, attempt)]
+		return ok
+	}
+	for id, ns := range ent.state.Nodes {
+		if ns.LocalAttempt && ns.Status == projection.NodeReady && !has(events.NodeRef{Node: id, Iteration: ns.Iteration}, ns.Attempt) {
+			return true
+		}
+		for i, it := range ns.Items {
+			if it.LocalAttempt && it.Status == projection.NodeReady && !has(events.NodeRef{Node: id, Iteration: ns.Iteration, Item: &i}, it.Attempt) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// runLocal runs the run's due local nodes after its decisions are in, and
+// decides after their outcomes, until none is due: a chain of local nodes
+// runs in one handled event, for up to localInlineSteps rounds. Each node
+// runs within what is left of localInlineBudget; one that takes longer is
+// detached (it finishes off the shard and records its outcome itself). An
+// outcome is appended, then applied to the cached state like the
+// coordinator's own decisions. Nodes not started (the budget or the
+// rounds ran out) start when the echo of their node-ready is handled.
+func (c *Coordinator) runLocal(ctx context.Context, ent *runEntry) error {
+	if len(c.opts.local) == 0 || len(ent.local) == 0 && !c.localMissing(ent) {
+		return nil
+	}
+	g, err := c.graphFor(ent.state)
+	if err != nil {
+		return nil // decide failed the run
+	}
+	deadline := time.Now().Add(localInlineBudget)
+	for round := 0; round < localInlineSteps && !ent.state.Status.Ended(); round++ {
+		due, err := c.localDue(ctx, ent)
+		if err != nil || len(due) == 0 {
+			return err
+		}
+		var outs []*events.Event
+		for _, li := range due {
+			wait := time.Until(deadline)
+			if wait <= 0 {
+				break // the rest run when their node-ready's echo comes
+			}
+			if out := c.startLocal(ctx, g, ent, li, wait); out != nil {
+				outs = append(outs, out)
+			}
+		}
+		if len(outs) == 0 {
+			return nil // all detached
+		}
+		for _, out := range outs {
+			c.echoes.Store(out.ID, struct{}{}) // before: its echo may come first
+			seq, err := c.store.Append(ctx, ent.run, events.AnySeq, out)
+			if err != nil {
+				c.echoes.Delete(out.ID)
+				return fmt.Errorf("recording the outcome of local node %s: %w", out.NodeID, err)
+			}
+			ent.own[out.ID] = struct{}{}
+			ent.ownMax = max(ent.ownMax, seq)
+			c.foldErr(out, ent.state.Apply(out))
+			ent.noteTrace(out)
+			c.n.localRuns.Add(1)
+		}
+		if err := c.decide(ctx, ent); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// localRun is one execution of a local node, keyed in Coordinator.inflight
+// by its work item's event id while it runs.
+type localRun struct {
+	done chan struct{}
+	out  *events.Event
+	err  error
+
+	mu       sync.Mutex
+	detached bool            // the shard stopped waiting: the run records its outcome
+	finished bool            // the detached run recorded its outcome, or gave up
+	recorded time.Time       // when the detached run's outcome was appended
+	held     []jetstream.Msg // echoes of the work item, acknowledged once the outcome is in
+}
+
+// recordedTTL is how long a detached run whose outcome is in the log keeps
+// its place in Coordinator.inflight, so that the node is not run again
+// before the outcome is folded; past it, the outcome is taken as lost.
+const recordedTTL = time.Minute
+
+func (lr *localRun) recordedLongAgo() bool {
+	lr.mu.Lock()
+	defer lr.mu.Unlock()
+	return !lr.recorded.IsZero() && time.Since(lr.recorded) > recordedTTL
+}
+
+// sweepInflight drops detached runs whose outcomes were recorded long ago
+// (their runs left the cache before the outcome was folded).
+func (c *Coordinator) sweepInflight() {
+	c.inflight.Range(func(k, v any) bool {
+		if v.(*localRun).recordedLongAgo() {
+			c.inflight.Delete(k)
+		}
+		return true
+	})
+}
+
+// startLocal runs a local node, waiting for it up to wait; it returns the
+// outcome to record, or nil when the node was detached (or given up).
+func (c *Coordinator) startLocal(ctx context.Context, g *graph.Graph, ent *runEntry, li *localItem, wait time.Duration) *events.Event {
+	ready := *li.ready
+	if n, ok := g.Node(ready.Node); ok {
+		ready.Config, ready.InputSchema, ready.OutputSchema = n.Config, n.InputSchema, n.OutputSchema
+	}
+	ready.Invocation = ent.state.Invocation
+	node := c.opts.local[ready.Type]
+	lr := &localRun{done: make(chan struct{})}
+	c.inflight.Store(li.id, lr)
+	c.localPending.Delete(li.id)
+	run := ent.run
+	c.localWG.Go(func() {
+		if node == nil {
+			// The graph was compiled with this type local, so this cannot
+			// be; fail the attempt rather than leave it ready.
+			lr.out, lr.err = localFailure(run, &ready, fmt.Sprintf("no local executor for node type %q", ready.Type))
+		} else {
+			lr.out, lr.err = worker.InvokeLocal(ctx, node, run, &ready, localWorker, c.opts.localTimeout, c.log)
+		}
+		lr.mu.Lock()
+		close(lr.done)
+		detached := lr.detached
+		lr.mu.Unlock()
+		if detached {
+			c.finishDetached(ctx, run, li.id, lr)
+		}
+	})
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-lr.done:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	lr.mu.Lock()
+	select {
+	case <-lr.done:
+	default:
+		lr.detached = true
+	}
+	lr.mu.Unlock()
+	if lr.detached {
+		c.n.localDetached.Add(1)
+		return nil
+	}
+	c.inflight.Delete(li.id)
+	if lr.err != nil {
+		return nil // given up: ctx ended; the next holder runs it again
+	}
+	return lr.out
+}
+
+// finishDetached records the outcome of a local node the shard stopped
+// waiting for, then acknowledges the echoes of its work item held
+// meanwhile. If it cannot, the echoes are handed back: their redelivery
+// folds the run afresh and runs the node again.
+func (c *Coordinator) finishDetached(ctx context.Context, run, id string, lr *localRun) {
+	var err error
+	if lr.err == nil {
+		_, err = c.store.Append(ctx, run, events.AnySeq, lr.out)
+		if err == nil {
+			c.n.localRuns.Add(1)
+		}
+	}
+	lr.mu.Lock()
+	held := lr.held
+	lr.held, lr.finished = nil, true
+	if lr.err == nil && err == nil {
+		// Kept until the outcome is folded (localDue), so that a fold
+		// of the run from before it does not run the node again.
+		lr.recorded = time.Now()
+	} else {
+		c.inflight.Delete(id)
+	}
+	lr.mu.Unlock()
+	if c.n.localDetached.Load()%256 == 0 {
+		c.sweepInflight()
+	}
+	switch {
+	case lr.err != nil || ctx.Err() != nil:
+		// Given up (the coordinator stops): the echoes go back at once,
+		// for the next holder of the partition to run the node.
+		for _, m := range held {
+			_ = m.Nak()
+		}
+	case err != nil:
+		c.log.Warn("recording the outcome of a local node; it will run again", logattr.RunID, run, logattr.Error, err)
+		for _, m := range held {
+			_ = m.NakWithDelay(shardFullDelay)
+		}
+	default:
+		for _, m := range held {
+			_ = m.Ack()
+		}
+	}
+}
+
+// holdLocal keeps the echo of a local node's work item unacknowledged
+// while the node runs detached: if the coordinator dies before the
+// outcome is in, the echo is delivered to the next holder of the
+// partition, which folds the run and runs the node again. It reports
+// whether it took msg.
+func (c *Coordinator) holdLocal(msg jetstream.Msg) bool {
+	if !strings.HasSuffix(msg.Subject(), localReadySuffix) {
+		return false
+	}
+	v, ok := c.inflight.Load(msg.Headers().Get(nats.MsgIdHdr))
+	if !ok {
+		return false
+	}
+	lr := v.(*localRun)
+	lr.mu.Lock()
+	defer lr.mu.Unlock()
+	if lr.finished {
+		return false
+	}
+	select {
+	case <-lr.done:
+		if !lr.detached {
+			return false
+		}
+	default:
+	}
+	if len(lr.held) == 0 {
+		c.localWG.Go(func() { c.keepHeld(lr) })
+	}
+	lr.held = append(lr.held, msg)
+	return true
+}
+
+// keepHeld marks held echoes in progress while their node runs, so that
+// they are not redelivered meanwhile.
+func (c *Coordinator) keepHeld(lr *localRun) {
+	t := time.NewTicker(max(c.opts.ackWait/3, 100*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-lr.done:
+			return
+		case <-t.C:
+			lr.mu.Lock()
+			for _, m := range lr.held {
+				_ = m.InProgress()
+			}
+			lr.mu.Unlock()
+		}
+	}
+}
+
+var localReadySuffix = ".d.ready." + events.LocalQueue
+
+// localFailure is a non-retryable failure of a local attempt.
+func localFailure(run string, r *events.NodeReadyData, msg string) (*events.Event, error) {
+	e, err := events.New(run, events.DecisionID(run, events.NodeFailed, r.Key(), strconv.Itoa(r.Attempt), "0"), time.Time{}, &events.NodeFailedData{
+		NodeRef: r.NodeRef, Attempt: r.Attempt, Worker: localWorker,
+		Error: events.Failure{Type: "LocalExecutorMissing", Message: msg},
+	})
+	if err == nil {
+		e.Queue = events.LocalQueue
+	}
+	return e, err
+}
