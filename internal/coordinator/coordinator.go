@@ -153,6 +153,7 @@ func WithConditions(fns map[string]any) Option { return func(o *options) { o.con
 // Coordinator decides runs.
 type Coordinator struct {
 	id      string // in the leases bucket
+	holder  []byte // the value of its keys there (Holder)
 	running atomic.Bool
 	parts   partitionSet
 	store   events.Store
@@ -178,7 +179,7 @@ func New(store events.Store, opts ...Option) *Coordinator {
 	if o.logger == nil {
 		o.logger = slog.Default()
 	}
-	return &Coordinator{
+	c := &Coordinator{
 		id:    events.RandomID(),
 		store: store,
 		js:    store.JetStream(),
@@ -186,6 +187,8 @@ func New(store events.Store, opts ...Option) *Coordinator {
 		log:   o.logger.With(logattr.Component, "coordinator"),
 		cache: newRunCache(o.cacheSize),
 	}
+	c.holder = c.holderValue()
+	return c
 }
 
 // Stats returns the counters.

@@ -2,9 +2,11 @@ package coordinator
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -57,6 +59,35 @@ const (
 	minLeaseTTL     = time.Second
 )
 
+// Holder is what a lease or an announcement in LeasesBucket says of the
+// coordinator that wrote it: its random id, and the host and process id
+// it runs as, so that an operator (`nats kv get weft-coordinators
+// lease.3`) or a test can tell which process holds a partition.
+type Holder struct {
+	ID   string `json:"id"`
+	Host string `json:"host,omitempty"`
+	PID  int    `json:"pid"`
+}
+
+// ParseHolder decodes the value of a lease or an announcement.
+func ParseHolder(b []byte) (Holder, error) {
+	var h Holder
+	if err := json.Unmarshal(b, &h); err != nil || h.ID == "" {
+		return Holder{}, fmt.Errorf("not a coordinator's lease: %q", b)
+	}
+	return h, nil
+}
+
+// holderValue is the value this coordinator writes under its keys.
+func (c *Coordinator) holderValue() []byte {
+	host, _ := os.Hostname()
+	b, _ := json.Marshal(Holder{ID: c.id, Host: host, PID: os.Getpid()})
+	return b
+}
+
+// LeaseKey is the key of partition p's lease in LeasesBucket.
+func LeaseKey(p int) string { return leaseKey(p) }
+
 // partitionSet tracks the partitions this coordinator holds.
 type partitionSet struct {
 	mu   sync.Mutex
@@ -101,7 +132,7 @@ func (c *Coordinator) leases(ctx context.Context, kv jetstream.KeyValue, consume
 func (c *Coordinator) leaseRound(ctx context.Context, kv jetstream.KeyValue, ps *partitionSet, consume func(context.Context, int)) {
 	rctx, cancel := context.WithTimeout(ctx, c.opts.leaseTTL/2)
 	defer cancel()
-	if _, err := kv.Put(rctx, memberKey(c.id), []byte(c.id)); err != nil {
+	if _, err := kv.Put(rctx, memberKey(c.id), c.holder); err != nil {
 		c.leaseWarn("announcing the coordinator", err)
 		return
 	}
@@ -122,7 +153,7 @@ func (c *Coordinator) leaseRound(ctx context.Context, kv jetstream.KeyValue, ps 
 	// Renew what is held; a lease that cannot be renewed is lost.
 	for _, p := range held {
 		h := ps.get(p)
-		rev, err := kv.Update(rctx, leaseKey(p), []byte(c.id), h.rev)
+		rev, err := kv.Update(rctx, leaseKey(p), c.holder, h.rev)
 		if err != nil {
 			c.log.Warn("lost a partition lease", logattr.Partition, p, logattr.Error, err)
 			c.drop(p)
@@ -149,7 +180,7 @@ func (c *Coordinator) leaseRound(ctx context.Context, kv jetstream.KeyValue, ps 
 		if ps.get(p) != nil {
 			continue
 		}
-		rev, err := kv.Create(rctx, leaseKey(p), []byte(c.id))
+		rev, err := kv.Create(rctx, leaseKey(p), c.holder)
 		if err != nil {
 			continue // held by another, or the bucket is away
 		}
