@@ -17,10 +17,10 @@
 // partition is one durable consumer, consumed by the one coordinator that
 // holds its lease in a KV bucket, and standbys take it over within the
 // lease's duration when the holder dies (partition.go says how, and why an
-// overlap is safe). Events of one run are handled in log order by one shard
-// goroutine; runs spread over shards, and a shard that is busy hands an
-// event back rather than holding up the partition, so a slow run holds up
-// only itself.
+// overlap is safe). Events of one run are handled in delivery order, one at
+// a time; a bounded number of runs are handled at once, each event held
+// waiting its turn gets in-progress acknowledgements, and a slow run holds
+// up only itself (inflight.go).
 //
 // # The fault model
 //
@@ -65,7 +65,6 @@ package coordinator
 import (
 	"context"
 	"errors"
-	"hash/fnv"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -95,8 +94,9 @@ type Stats struct {
 	// FailedRuns counts runs failed because their next decision could
 	// not be written (see errors.go).
 	FailedRuns int64
-	// HandedBack counts events handed back because their run's shard was
-	// busy; they come again shortly.
+	// HandedBack counts events handed back because the coordinator held
+	// as many as it may, or no longer held their partition; they come
+	// again shortly.
 	HandedBack int64
 }
 
@@ -117,6 +117,9 @@ type options struct {
 	ackWait    time.Duration
 	partitions int
 	leaseTTL   time.Duration
+	// repartition lets Run replace partition consumers made for another
+	// partition count (repartition.go).
+	repartition bool
 }
 
 // WithDurable names the partition consumers (default "coordinator": the
@@ -152,19 +155,23 @@ func WithConditions(fns map[string]any) Option { return func(o *options) { o.con
 
 // Coordinator decides runs.
 type Coordinator struct {
-	id      string // in the leases bucket
-	holder  []byte // the value of its keys there (Holder)
-	running atomic.Bool
-	parts   partitionSet
-	store   events.Store
-	js      jetstream.JetStream
-	opts    options
-	log     *slog.Logger
-	cache   *runCache
-	queues  sync.Map // queue name → struct{}: consumers known to exist
-	graphs  sync.Map // digest → *graph.Graph
-	snaps   snapshotStore
-	n       counters
+	id     string // in the leases bucket
+	holder []byte // the value of its keys there (Holder)
+	// startAt and timersStartAt, when set by a repartition, are where the
+	// partition consumers it creates start in the events and timers
+	// streams.
+	startAt, timersStartAt uint64
+	running                atomic.Bool
+	parts                  partitionSet
+	store                  events.Store
+	js                     jetstream.JetStream
+	opts                   options
+	log                    *slog.Logger
+	cache                  *runCache
+	queues                 sync.Map // queue name → struct{}: consumers known to exist
+	graphs                 sync.Map // digest → *graph.Graph
+	snaps                  snapshotStore
+	n                      counters
 }
 
 // New returns a coordinator over the store.
@@ -209,25 +216,13 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	if !c.running.CompareAndSwap(false, true) {
 		return errors.New("coordinator: Run called twice")
 	}
-	shards := make([]chan delivery, c.opts.shards)
-	var wg sync.WaitGroup
-	for i := range shards {
-		shards[i] = make(chan delivery, shardBuffer)
-		wg.Go(func() {
-			for d := range shards[i] {
-				if ctx.Err() != nil {
-					continue // leave it unacknowledged
-				}
-				c.handle(ctx, d.msg, d.redelivered)
-			}
-		})
-	}
-	defer func() {
-		for _, ch := range shards {
-			close(ch)
-		}
-		wg.Wait()
-	}()
+	ctx, cancel := context.WithCancel(ctx)
+	held := newInflight(ctx, c, c.opts.shards)
+	defer held.wait()
+	var alive sync.WaitGroup
+	alive.Go(func() { held.keepAlive(c.opts.ackWait) })
+	defer alive.Wait()
+	defer cancel() // Run may return before ctx ends (a refusal)
 	if _, err := retry(ctx, c.log, "setting up the timers stream", func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, events.EnsureTimers(ctx, c.store)
 	}); err != nil {
@@ -239,27 +234,34 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	if err != nil {
 		return nil // ctx ended
 	}
+	var mismatch error
+	if _, err := retry(ctx, c.log, "checking the partition count", func(ctx context.Context) (struct{}, error) {
+		err := c.checkPartitions(ctx, kv)
+		if errors.Is(err, ErrPartitionCount) {
+			mismatch = err
+			return struct{}{}, nil
+		}
+		return struct{}{}, err
+	}); err != nil {
+		return nil // ctx ended
+	}
+	if mismatch != nil {
+		return mismatch
+	}
 	var consumers sync.WaitGroup
 	c.leases(ctx, kv, func(pctx context.Context, p int) {
 		consumers.Add(1)
 		defer consumers.Done()
-		c.consume(pctx, p, shards)
+		c.consume(pctx, p, held)
 	})
 	consumers.Wait()
 	return nil
 }
 
-// shardBuffer is how many events wait for one shard. A full shard hands
-// the event back (see dispatch), so it stays small: an event never waits
-// in it for long, and one slow run holds up few others.
-const shardBuffer = 16
-
-// shardFullDelay is when an event handed back by a full shard comes again.
-const shardFullDelay = 50 * time.Millisecond
-
-// consume reads one partition's consumer until pctx ends, feeding the
-// shards; it takes the consumer up again when its iterator fails.
-func (c *Coordinator) consume(pctx context.Context, p int, shards []chan delivery) {
+// consume reads one partition's consumer until pctx ends, handing its
+// events to their runs' handlers (inflight.go); it takes the consumer up
+// again when its iterator fails.
+func (c *Coordinator) consume(pctx context.Context, p int, held *inflight) {
 	log := c.log.With(logattr.Partition, p)
 	var relay sync.WaitGroup
 	relay.Go(func() { c.relayTimers(pctx, p) })
@@ -281,13 +283,13 @@ func (c *Coordinator) consume(pctx context.Context, p int, shards []chan deliver
 		}
 		stopLag := c.observeLag(cons)
 		stop := context.AfterFunc(pctx, iter.Drain)
-		c.dispatch(pctx, p, iter, shards, log)
+		c.dispatch(pctx, p, iter, held, log)
 		stop()
 		stopLag()
 	}
 }
 
-// dispatch hands each message of a partition to its run's shard.
+// dispatch hands each message of a partition to its run's handler.
 //
 // Two guards keep a coordinator that lost its partition without knowing
 // it (a pause longer than the lease) from deciding on a stale cache: an
@@ -295,7 +297,7 @@ func (c *Coordinator) consume(pctx context.Context, p int, shards []chan deliver
 // longer ago than its duration; and a gap in the consumer's delivery
 // sequence (events went to another holder meanwhile) drops the cached
 // runs of the partition, which are then read afresh.
-func (c *Coordinator) dispatch(pctx context.Context, p int, iter jetstream.MessagesContext, shards []chan delivery, log *slog.Logger) {
+func (c *Coordinator) dispatch(pctx context.Context, p int, iter jetstream.MessagesContext, held *inflight, log *slog.Logger) {
 	var lastDelivery uint64
 	for {
 		msg, err := iter.Next()
@@ -333,12 +335,10 @@ func (c *Coordinator) dispatch(pctx context.Context, p int, iter jetstream.Messa
 			_ = msg.Term()
 			continue
 		}
-		select {
-		case shards[shardOf(run, len(shards))] <- delivery{msg: msg, redelivered: meta.NumDelivered > 1}:
-		default:
-			// The run's shard is busy: this event comes again shortly,
-			// and the run is read afresh then (its later events may go
-			// first; a fresh read puts them in order).
+		if !held.push(run, delivery{msg: msg, partition: p, redelivered: meta.NumDelivered > 1}) {
+			// The coordinator holds as many events as it may: this one
+			// comes again shortly, and the run is read afresh then (its
+			// later events may go first; a fresh read puts them in order).
 			c.n.handedBack.Add(1)
 			c.cache.del(run)
 			_ = msg.NakWithDelay(shardFullDelay)
@@ -369,16 +369,4 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
-}
-
-// delivery is a message on its way to its run's shard.
-type delivery struct {
-	msg         jetstream.Msg
-	redelivered bool
-}
-
-func shardOf(run string, n int) int {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(run))
-	return int(h.Sum32() % uint32(n))
 }

@@ -361,7 +361,10 @@ func (c *Coordinator) partitionConsumer(ctx context.Context, p int) (jetstream.C
 		MaxAckPending: 20000,
 		MaxDeliver:    -1,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
-		Metadata:      map[string]string{"weft.partition": strconv.Itoa(p), "weft.partitions": strconv.Itoa(c.opts.partitions)},
+		Metadata:      map[string]string{"weft.partition": strconv.Itoa(p), partitionsMeta: strconv.Itoa(c.opts.partitions)},
+	}
+	if c.startAt > 0 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, c.startAt
 	}
 	if f := events.PartitionFilters(p, c.opts.partitions); len(f) == 1 {
 		cfg.FilterSubject = f[0]

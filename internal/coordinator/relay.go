@@ -99,6 +99,9 @@ func (c *Coordinator) timerConsumer(ctx context.Context, p int) (jetstream.Consu
 		MaxDeliver:    -1,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 	}
+	if c.timersStartAt > 0 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, c.timersStartAt
+	}
 	if f := events.FiredFilters(p, c.opts.partitions); len(f) == 1 {
 		cfg.FilterSubject = f[0]
 	} else {

@@ -51,7 +51,10 @@ type Config struct {
 	Partitions int
 	// LeaseTTL is how long a partition outlives its holder.
 	LeaseTTL time.Duration
-	LogLevel string
+	// Repartition lets the coordinator replace partition consumers made
+	// for another partition count (see package coordinator).
+	Repartition bool
+	LogLevel    string
 }
 
 // Validate reports every problem with the configuration at once.
@@ -93,6 +96,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.CacheSize, "cache", 10000, "run states kept in memory (env WEFT_COORDINATOR_CACHE)")
 	fs.IntVar(&cfg.Partitions, "partitions", 1, "partitions runs are split into, the same for every coordinator (env WEFT_COORDINATOR_PARTITIONS)")
 	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", 5*time.Second, "how long a partition outlives its holder's last renewal (env WEFT_COORDINATOR_LEASE_TTL)")
+	fs.BoolVar(&cfg.Repartition, "repartition", false, "replace partition consumers made for another -partitions; every other coordinator must be stopped (env WEFT_COORDINATOR_REPARTITION)")
 	fs.StringVar(&cfg.LogLevel, "log-level", "info", "debug, info, warn or error (env WEFT_LOG_LEVEL)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -149,6 +153,7 @@ func coordinate(ctx context.Context, log *slog.Logger, cfg *Config, store events
 			coordinator.WithCacheSize(cfg.CacheSize),
 			coordinator.WithPartitions(cfg.Partitions),
 			coordinator.WithLeaseTTL(cfg.LeaseTTL),
+			coordinator.WithRepartition(cfg.Repartition),
 			coordinator.WithLogger(log))
 		log.Info("coordinating", "nats", natsconn.ConnectedURL(store.JetStream().Conn()), "stream", store.StreamName(), "durable", cfg.Durable)
 		started := time.Now()
@@ -158,7 +163,7 @@ func coordinate(ctx context.Context, log *slog.Logger, cfg *Config, store events
 		if ctx.Err() != nil {
 			return nil
 		}
-		if err != nil && natsconn.Fatal(err) {
+		if err != nil && (natsconn.Fatal(err) || errors.Is(err, coordinator.ErrPartitionCount)) {
 			return err
 		}
 		if time.Since(started) > time.Minute {
@@ -186,10 +191,11 @@ func setupError(ctx context.Context, log *slog.Logger, err error) error {
 
 // envFlags maps the daemon's own flags to their environment variables.
 var envFlags = map[string]string{
-	"durable":    "WEFT_COORDINATOR_DURABLE",
-	"shards":     "WEFT_COORDINATOR_SHARDS",
-	"cache":      "WEFT_COORDINATOR_CACHE",
-	"partitions": "WEFT_COORDINATOR_PARTITIONS",
-	"lease-ttl":  "WEFT_COORDINATOR_LEASE_TTL",
-	"log-level":  "WEFT_LOG_LEVEL",
+	"durable":     "WEFT_COORDINATOR_DURABLE",
+	"shards":      "WEFT_COORDINATOR_SHARDS",
+	"cache":       "WEFT_COORDINATOR_CACHE",
+	"partitions":  "WEFT_COORDINATOR_PARTITIONS",
+	"lease-ttl":   "WEFT_COORDINATOR_LEASE_TTL",
+	"repartition": "WEFT_COORDINATOR_REPARTITION",
+	"log-level":   "WEFT_LOG_LEVEL",
 }

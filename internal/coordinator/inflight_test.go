@@ -1,0 +1,78 @@
+package coordinator_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/weft-dev/weft/internal/coordinator"
+	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/pkg/events"
+	"github.com/weft-dev/weft/pkg/projection"
+)
+
+// One run whose decision append hangs for several of the consumer's ack
+// waits holds up only itself: the other runs of its partition complete
+// meanwhile, and its event, held all that time, is not delivered again
+// (it gets in-progress acknowledgements), nor are the others' events.
+func TestSlowRunHoldsUpOnlyItself(t *testing.T) {
+	_, st := natstest.Store(t)
+	fs := natstest.NewFaultStore(st)
+	g := mustGraph(t, chain)
+	slow := events.NewRunID()
+	release := make(chan struct{})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	blocked := make(chan struct{})
+	var blockedOnce sync.Once
+	fs.Set(func(f *natstest.FaultStore) {
+		f.BeforeAppend = func(run string, evs []*events.Event) error {
+			if run == slow {
+				blockedOnce.Do(func() { close(blocked) })
+				<-release
+			}
+			return nil
+		}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	const ackWait = time.Second
+	c := runCoordinator(t, ctx, fs, coordinator.WithAckWait(ackWait), coordinator.WithLogger(quiet()))
+	t.Cleanup(unblock) // before the coordinator's cleanup waits for its handlers
+	runWorker(t, ctx, st, "w1")
+
+	startRun(t, st, g, slow, `{"i":-1}`)
+	select {
+	case <-blocked:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the slow run's first decision was never appended")
+	}
+	blockedAt := time.Now()
+	runs := start(t, st, g, 64)
+	waitEnded(t, st, runs, 30*time.Second)
+	t.Logf("64 runs ended %s after the slow run's append hung", time.Since(blockedAt).Round(time.Millisecond))
+	// Hold the slow run past three ack waits, for a redelivery to show.
+	time.Sleep(time.Until(blockedAt.Add(3 * ackWait)))
+	if s := projection.Fold(readRun(t, st, slow)); s.Status.Ended() {
+		t.Fatalf("the slow run ended while its append hung: %s", s.Status)
+	}
+	info, err := st.JetStream().Consumer(ctx, st.StreamName(), coordinator.ConsumerName("coordinator", 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ci, err := info.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ci.NumRedelivered > 2 {
+		t.Errorf("the partition consumer redelivered %d events while one run hung (ack pending %d); want none", ci.NumRedelivered, ci.NumAckPending)
+	}
+	if s := c.Stats(); s.HandedBack > 0 {
+		t.Errorf("%d events handed back while one run hung", s.HandedBack)
+	}
+
+	unblock()
+	waitEnded(t, st, []string{slow}, 30*time.Second)
+	checkExactlyOnce(t, st, append(runs, slow), 5)
+}
