@@ -13,14 +13,60 @@
 //
 // # Partitions
 //
-// Runs are split into partitions by the slot token of their subjects; each
-// partition is one durable consumer, consumed by the one coordinator that
-// holds its lease in a KV bucket, and standbys take it over within the
-// lease's duration when the holder dies (partition.go says how, and why an
-// overlap is safe). Events of one run are handled in delivery order, one at
-// a time; a bounded number of runs are handled at once, each event held
-// waiting its turn gets in-progress acknowledgements, and a slow run holds
-// up only itself (inflight.go).
+// Runs are split into a fixed number of partitions (WithPartitions, the
+// daemon's -partitions, at most events.Slots) by the slot token of their
+// subjects: each partition is one durable consumer filtered on its slots,
+// consumed by the one coordinator that holds its lease in the KV bucket
+// LeasesBucket. Leases expire a lease duration (WithLeaseTTL) after their
+// holder's last renewal, and a standby takes an expired one over at its
+// next tick (a fifth of the duration); a coordinator that stops cleanly
+// (SIGTERM) deletes its leases on the way out, so its partitions pass on
+// within a tick. Each coordinator holds its share of the partitions,
+// ceil(partitions / live coordinators), releasing the excess and taking
+// free ones, so starting or stopping coordinators rebalances them with no
+// manual step. partition.go says how, and why an overlap of two holders is
+// safe: a lease only keeps one coordinator busy with a run at a time; what
+// makes every decision land once is the per-run concurrency check of the
+// log, which no lease can break. A lease's value says which process holds
+// it (Holder): `nats kv get weft-coordinators lease.3`.
+//
+// Within a coordinator, events of one run are handled in delivery order,
+// one at a time; a bounded number of runs are handled at once, every event
+// held waiting its turn gets in-progress acknowledgements, and a slow run
+// holds up only itself (inflight.go).
+//
+// # Changing the number of partitions
+//
+// A run's partition is its slot modulo the partition count, so all
+// coordinators of a deployment must agree on it. The count is recorded in
+// the partition consumers' metadata, and a coordinator told another one
+// refuses to start (ErrPartitionCount; the daemon exits saying so) rather
+// than consume some slots twice and leave others undecided. To change it
+// on a live system:
+//
+//  1. stop every coordinator (SIGTERM, or wait a lease duration after a
+//     SIGKILL, until the announcements expire). Clients and workers go on:
+//     runs in flight keep their events in the stream and wait, undecided;
+//  2. start one coordinator with the new -partitions and -repartition. It
+//     refuses while another coordinator is announced; otherwise it reads
+//     where the old partition consumers stand, deletes them, and creates
+//     the new ones (and their timer consumers) starting at the earliest
+//     event any old one had not acknowledged. Events already handled may
+//     be handled again, which the log's de-duplication and concurrency
+//     check make harmless; none is passed over. Runs in flight go on from
+//     where they stood;
+//  3. start the other coordinators with the new -partitions (without
+//     -repartition, which is harmless once the counts agree).
+//
+// The pause is the time from the first stop to the repartitioned
+// coordinator's start; no run is lost or decided twice
+// (TestRepartitionKeepsRunsGoing).
+//
+// Limits: at most events.Slots (64) partitions, so at most 64
+// coordinators do work at once (more stand by); partitions are spread by
+// count, not by load, so a partition with many busy runs is not split; a
+// killed holder's partitions wait up to a lease duration plus a tick, and
+// the events it was handling up to the consumers' ack wait (10s).
 //
 // # The fault model
 //
@@ -209,9 +255,11 @@ func (c *Coordinator) Stats() Stats {
 }
 
 // Run takes its share of the partitions and decides their runs until ctx
-// ends (see partition.go). Events being handled when it ends are left
-// unacknowledged, for the next holder of their partition; the leases are
-// released so that it comes at once.
+// ends (see partition.go). Events waiting to be handled when it ends are
+// handed back, and the leases released, so that the next holder of their
+// partitions takes them at once; an event being handled is left
+// unacknowledged, and comes again after the ack wait. Run returns an
+// error only when it refuses to start (ErrPartitionCount).
 func (c *Coordinator) Run(ctx context.Context) error {
 	if !c.running.CompareAndSwap(false, true) {
 		return errors.New("coordinator: Run called twice")

@@ -25,7 +25,9 @@ import (
 //     handed back for a short delay rather than held, which is what an
 //     overloaded coordinator does instead of buffering without limit;
 //   - an event whose partition this coordinator no longer holds when its
-//     turn comes is handed back, for the partition's new holder.
+//     turn comes, or that is still waiting when the coordinator stops, is
+//     handed back at once, for the partition's next holder (who would
+//     otherwise get it only after the ack wait).
 type inflight struct {
 	c       *Coordinator
 	ctx     context.Context
@@ -112,7 +114,8 @@ func (f *inflight) drain(run string, q *runQueue) {
 
 		switch {
 		case f.ctx.Err() != nil:
-			// Shutting down: left unacknowledged, for the next holder.
+			// Shutting down: handed back at once, for the next holder.
+			_ = d.msg.Nak()
 		case !f.c.parts.current(d.partition, f.c.opts.leaseTTL):
 			f.c.n.handedBack.Add(1)
 			_ = d.msg.NakWithDelay(shardFullDelay)
@@ -127,14 +130,20 @@ func (f *inflight) drain(run string, q *runQueue) {
 	}
 }
 
-// abandon forgets a run's held events when the coordinator stops: they
-// stay unacknowledged, for the next holder of their partition.
+// abandon hands a run's held events back when the coordinator stops, for
+// the next holder of their partition.
 func (f *inflight) abandon(run string) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	if q := f.runs[run]; q != nil {
+	q := f.runs[run]
+	if q != nil {
 		f.held -= len(q.pending)
 		delete(f.runs, run)
+	}
+	f.mu.Unlock()
+	if q != nil {
+		for _, d := range q.pending {
+			_ = d.msg.Nak()
+		}
 	}
 }
 

@@ -45,9 +45,16 @@ import (
 // handling events on a stale cache and acknowledging them undecided; so a
 // holder hands events back while its lease was last renewed longer ago
 // than leaseTTL, and a gap in its partition's deliveries (events that went
-// to another holder) drops the partition's cached runs (dispatch). A new holder resumes from the partition consumer's
-// acknowledged position: events the old holder took and did not
-// acknowledge come again after the consumer's ack wait.
+// to another holder) drops the partition's cached runs (dispatch), and an
+// event whose partition was released or lost while it waited its turn is
+// handed back, not handled (inflight.go). A new holder resumes from the
+// partition consumer's acknowledged position: events the old holder held
+// come again at once when it handed them back on a clean stop or release,
+// after the consumer's ack wait when it was killed.
+//
+// The number of partitions is recorded in the partition consumers, and a
+// coordinator told another refuses to start unless told to repartition
+// (repartition.go).
 
 // LeasesBucket is the KV bucket of partition leases and coordinator
 // announcements.

@@ -91,6 +91,11 @@ func TestRepartitionKeepsRunsGoing(t *testing.T) {
 			if got := cons.CachedInfo().Config.Metadata["weft.partitions"]; got != strconv.Itoa(n) {
 				t.Fatalf("consumer of partition %d says %q partitions, want %d", p, got, n)
 			}
+			// The first round's runs had all ended: the new consumers
+			// start past them, not at the stream's start.
+			if n == 6 && cons.CachedInfo().Config.OptStartSeq <= 1 {
+				t.Fatalf("consumer of partition %d starts at %d: it re-reads the whole stream", p, cons.CachedInfo().Config.OptStartSeq)
+			}
 		}
 		if n == 2 {
 			for _, p := range []int{2, 3} {
