@@ -58,6 +58,11 @@
 //  3. start the other coordinators with the new -partitions (without
 //     -repartition, which is harmless once the counts agree).
 //
+// Under `weft roles`, a coordinator's user is granted the consumers of the
+// deployment's partition count and may not delete consumers: the admin
+// generates the roles for the new count, and runs step 2 with the admin's
+// credentials.
+//
 // The pause is the time from the first stop to the repartitioned
 // coordinator's start; no run is lost or decided twice
 // (TestRepartitionKeepsRunsGoing).
