@@ -2,6 +2,7 @@ package coordinator_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -75,4 +76,79 @@ func TestSlowRunHoldsUpOnlyItself(t *testing.T) {
 	unblock()
 	waitEnded(t, st, []string{slow}, 30*time.Second)
 	checkExactlyOnce(t, st, append(runs, slow), 5)
+}
+
+// A coordinator that stops cleanly hands the events it held back at once:
+// the next holder of their partition decides them without waiting for the
+// consumer's ack wait. Here a run's first decision hangs while a cancel
+// request of the run waits its turn behind it; the coordinator stops, and
+// another, with an ack wait far longer than the test, cancels the run.
+func TestStoppedCoordinatorHandsHeldEventsBack(t *testing.T) {
+	_, st := natstest.Store(t)
+	fs := natstest.NewFaultStore(st)
+	g := mustGraph(t, chain)
+	run := events.NewRunID()
+	release := make(chan struct{})
+	blocked := make(chan struct{})
+	var blockedOnce, releaseOnce sync.Once
+	unblock := func() { releaseOnce.Do(func() { close(release) }) }
+	fs.Set(func(f *natstest.FaultStore) {
+		f.BeforeAppend = func(r string, evs []*events.Event) error {
+			if r == run {
+				blockedOnce.Do(func() { close(blocked) })
+				<-release
+				return errors.New("the test stopped this append")
+			}
+			return nil
+		}
+	})
+	const ackWait = time.Minute
+	a := coordinator.New(fs, coordinator.WithAckWait(ackWait), coordinator.WithLeaseTTL(time.Second), coordinator.WithLogger(quiet()))
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = a.Run(ctx) })
+	t.Cleanup(func() { unblock(); cancel(); wg.Wait() })
+
+	startRun(t, st, g, run, `{"i":0}`)
+	select {
+	case <-blocked:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the run's first decision was never appended")
+	}
+	e, err := events.New(run, events.NewRunID(), time.Time{}, &events.RunCancelRequestedData{By: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Append(ctx, run, events.AnySeq, e); err != nil {
+		t.Fatal(err)
+	}
+	// Both events are delivered to the coordinator and unacknowledged.
+	cons, err := st.JetStream().Consumer(ctx, st.StreamName(), coordinator.ConsumerName("coordinator", 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ci, err := cons.Info(ctx)
+		if err == nil && ci.NumAckPending == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the cancel request never reached the coordinator: %+v, %v", ci, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	unblock()
+	wg.Wait()
+
+	b := coordinator.New(st, coordinator.WithAckWait(ackWait), coordinator.WithLeaseTTL(time.Second), coordinator.WithLogger(quiet()))
+	bctx, bcancel := context.WithCancel(context.Background())
+	var bwg sync.WaitGroup
+	bwg.Go(func() { _ = b.Run(bctx) })
+	t.Cleanup(func() { bcancel(); bwg.Wait() })
+	states := waitEnded(t, st, []string{run}, ackWait/3)
+	if s := states[run]; s.Status != projection.RunCancelled {
+		t.Fatalf("run %s: %s, want cancelled", run, s.Status)
+	}
 }
