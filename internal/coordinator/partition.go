@@ -348,16 +348,33 @@ func (c *Coordinator) replicas(ctx context.Context) int {
 func (c *Coordinator) partitionConsumer(ctx context.Context, p int) (jetstream.Consumer, error) {
 	name := ConsumerName(c.opts.durable, p)
 	cons, err := c.js.Consumer(ctx, c.store.StreamName(), name)
+	startAt := c.startAt
 	if err == nil {
 		have := cons.CachedInfo().Config
 		want := events.PartitionFilters(p, c.opts.partitions)
-		if strings.Join(filtersOf(have), ",") != strings.Join(want, ",") {
+		if strings.Join(filtersOf(have), ",") == strings.Join(want, ",") {
+			return cons, nil
+		}
+		if p == 0 {
+			// Partition 0's consumer records the deployment's count:
+			// checkPartitions refuses a mismatch.
 			c.log.Warn("a partition consumer has other filters (another partition count?); using it as it is",
 				"consumer", name, "have", filtersOf(have), "want", want)
+			return cons, nil
 		}
-		return cons, nil
-	}
-	if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		// Partition 0's agrees with this coordinator: this one is left
+		// from a repartition that was interrupted. Replace it, from where
+		// the repartition started the new consumers.
+		rec, err := c.js.Consumer(ctx, c.store.StreamName(), ConsumerName(c.opts.durable, 0))
+		if err != nil {
+			return nil, err
+		}
+		startAt, _ = recordedStarts(rec.CachedInfo().Config)
+		c.log.Warn("replacing a partition consumer left from another partition count", "consumer", name, "from_seq", startAt)
+		if err := c.js.DeleteConsumer(ctx, c.store.StreamName(), name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return nil, err
+		}
+	} else if !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return nil, err
 	}
 	cfg := jetstream.ConsumerConfig{
@@ -370,8 +387,11 @@ func (c *Coordinator) partitionConsumer(ctx context.Context, p int) (jetstream.C
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		Metadata:      map[string]string{"weft.partition": strconv.Itoa(p), partitionsMeta: strconv.Itoa(c.opts.partitions)},
 	}
-	if c.startAt > 0 {
-		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, c.startAt
+	if startAt > 0 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, startAt
+	}
+	if p == 0 && c.timersStartAt > 0 {
+		cfg.Metadata[timersStartMeta] = strconv.FormatUint(c.timersStartAt, 10)
 	}
 	if f := events.PartitionFilters(p, c.opts.partitions); len(f) == 1 {
 		cfg.FilterSubject = f[0]

@@ -28,7 +28,12 @@ import (
 // new ones starting at the earliest event any old one had not
 // acknowledged: events handled already may be handled again, which
 // de-duplication and the concurrency check make harmless, and no event is
-// passed over.
+// passed over. It replaces partition 0's consumer first, which records the
+// new count and the starting points; a coordinator that finds another
+// partition's consumer (or a timer consumer) made for another count once
+// partition 0's agrees with it replaces it from those points, so a
+// repartition that dies midway is finished by the next coordinators
+// (TestInterruptedRepartitionFinishes).
 
 // ErrPartitionCount says the deployment's partition consumers were made
 // for another number of partitions than the coordinator was told.
@@ -39,7 +44,24 @@ var ErrPartitionCount = errors.New("the partition count differs from the deploym
 // coordinator refuses to start.
 func WithRepartition(ok bool) Option { return func(o *options) { o.repartition = ok } }
 
-const partitionsMeta = "weft.partitions"
+// The metadata of partition consumers: the partition count, and on
+// partition 0's after a repartition, where the new timer consumers
+// started.
+const (
+	partitionsMeta  = "weft.partitions"
+	timersStartMeta = "weft.timers-start"
+)
+
+// recordedStarts reads, from partition 0's consumer, where the last
+// repartition started the partition consumers in the events and timers
+// streams (0: at their start).
+func recordedStarts(cfg jetstream.ConsumerConfig) (events, timers uint64) {
+	if cfg.DeliverPolicy == jetstream.DeliverByStartSequencePolicy {
+		events = cfg.OptStartSeq
+	}
+	timers, _ = strconv.ParseUint(cfg.Metadata[timersStartMeta], 10, 64)
+	return events, timers
+}
 
 // checkPartitions makes sure the partition consumers are made for this
 // coordinator's partition count, creating partition 0's when there is
@@ -105,7 +127,22 @@ func (c *Coordinator) repartitionTo(ctx context.Context, kv jetstream.KeyValue, 
 		return err
 	}
 	c.log.Warn("repartitioning", "from", countText(have), "to", c.opts.partitions, "events_from_seq", eventsFrom, "timers_from_seq", timersFrom)
+	// Partition 0's consumer first: it records the new count and where
+	// the new consumers start, so that a repartition interrupted from here
+	// on is finished by the coordinators that start next (partitionConsumer
+	// and timerConsumer replace a consumer left from the old count).
+	c.startAt, c.timersStartAt = eventsFrom, timersFrom
+	first := ConsumerName(c.opts.durable, 0)
+	if err := c.js.DeleteConsumer(ctx, c.store.StreamName(), first); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return fmt.Errorf("deleting consumer %s: %w", first, err)
+	}
+	if _, err := c.partitionConsumer(ctx, 0); err != nil {
+		return err
+	}
 	for _, name := range events {
+		if name == first {
+			continue
+		}
 		if err := c.js.DeleteConsumer(ctx, c.store.StreamName(), name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 			return fmt.Errorf("deleting consumer %s: %w", name, err)
 		}
@@ -115,7 +152,6 @@ func (c *Coordinator) repartitionTo(ctx context.Context, kv jetstream.KeyValue, 
 			return fmt.Errorf("deleting consumer %s: %w", name, err)
 		}
 	}
-	c.startAt, c.timersStartAt = eventsFrom, timersFrom
 	for p := range c.opts.partitions {
 		if _, err := c.partitionConsumer(ctx, p); err != nil {
 			return err

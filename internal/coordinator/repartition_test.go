@@ -109,3 +109,47 @@ func TestRepartitionKeepsRunsGoing(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A repartition interrupted after it replaced partition 0's consumer (the
+// one that records the count) is finished by the coordinators that start
+// next with the new count: a consumer left from the old count is replaced,
+// so no slot is left unconsumed, and every run completes once.
+func TestInterruptedRepartitionFinishes(t *testing.T) {
+	_, st := natstest.Store(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	runWorker(t, ctx, st, "w1")
+	g := mustGraph(t, chain)
+	stop := runOnce(t, st, coordinator.WithPartitions(4))
+	runs := start(t, st, g, 20)
+	waitEnded(t, st, runs[:1], 30*time.Second)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	// What a repartition to 2 leaves when it dies after its first step.
+	js, stream := st.JetStream(), st.StreamName()
+	if err := js.DeleteConsumer(ctx, stream, coordinator.ConsumerName("coordinator", 0)); err != nil {
+		t.Fatal(err)
+	}
+	cfg := partitionConsumer(coordinator.ConsumerName("coordinator", 0), 10*time.Second)
+	cfg.FilterSubject, cfg.FilterSubjects = "", events.PartitionFilters(0, 2)
+	cfg.Metadata = map[string]string{"weft.partitions": "2"}
+	if _, err := js.CreateConsumer(ctx, stream, cfg); err != nil {
+		t.Fatal(err)
+	}
+	runs = append(runs, start(t, st, g, 20)...)
+
+	stop = runOnce(t, st, coordinator.WithPartitions(2))
+	waitEnded(t, st, runs, 60*time.Second)
+	checkExactlyOnce(t, st, runs, 5)
+	cons, err := js.Consumer(ctx, stream, coordinator.ConsumerName("coordinator", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := cons.CachedInfo().Config.FilterSubjects, events.PartitionFilters(1, 2); strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("partition 1's consumer filters %v, want %v", got, want)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}
