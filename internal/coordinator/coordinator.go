@@ -334,6 +334,7 @@ func (c *Coordinator) consume(pctx context.Context, p int, held *inflight) {
 			}
 			continue
 		}
+		held.noteAckWait(cons.CachedInfo().Config.AckWait)
 		stopLag := c.observeLag(cons)
 		stop := context.AfterFunc(pctx, iter.Drain)
 		c.dispatch(pctx, p, iter, held, log)

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -19,8 +20,9 @@ import (
 //     hangs, a long read) holds up its own later events and nothing else:
 //     the others go on through the free slots;
 //   - every event held, queued or being handled, gets an in-progress
-//     acknowledgement every third of the ack wait, so the server does not
-//     deliver it again while it waits its turn;
+//     acknowledgement every third of the ack wait (the shortest of the
+//     partition consumers'), so the server does not deliver it again
+//     while it waits its turn;
 //   - the events held are bounded (maxHeld): past that, a new event is
 //     handed back for a short delay rather than held, which is what an
 //     overloaded coordinator does instead of buffering without limit;
@@ -33,6 +35,8 @@ type inflight struct {
 	ctx     context.Context
 	slots   chan struct{} // one per run being handled
 	maxHeld int
+
+	ackWait atomic.Int64 // the shortest of the consumers', in nanoseconds
 
 	mu   sync.Mutex
 	runs map[string]*runQueue // runs with events held
@@ -148,18 +152,40 @@ func (f *inflight) abandon(run string) {
 }
 
 // keepAlive sends an in-progress acknowledgement for every held event
-// every third of the ack wait, until ctx ends.
+// every third of the shortest ack wait of the partition consumers (see
+// noteAckWait), until ctx ends.
 func (f *inflight) keepAlive(ackWait time.Duration) {
-	tick := time.NewTicker(max(ackWait/3, 10*time.Millisecond))
+	f.noteAckWait(ackWait)
+	tick := time.NewTicker(keepAliveTick)
 	defer tick.Stop()
+	last := time.Now()
 	for {
 		select {
 		case <-f.ctx.Done():
 			return
 		case <-tick.C:
 		}
+		if time.Since(last) < time.Duration(f.ackWait.Load())/3 {
+			continue
+		}
+		last = time.Now()
 		for _, m := range f.heldMsgs() {
 			_ = m.InProgress()
+		}
+	}
+}
+
+// keepAliveTick is how often keepAlive looks whether it is time.
+const keepAliveTick = 100 * time.Millisecond
+
+// noteAckWait lowers the ack wait keepAlive works to: a partition consumer
+// made before may have a shorter one than this coordinator would give it.
+func (f *inflight) noteAckWait(d time.Duration) {
+	d = max(d, 3*keepAliveTick)
+	for {
+		cur := f.ackWait.Load()
+		if cur != 0 && cur <= int64(d) || f.ackWait.CompareAndSwap(cur, int64(d)) {
+			return
 		}
 	}
 }

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/weft-dev/weft/pkg/events"
 )
 
 // Changing the number of partitions. A run's partition is its slot modulo
@@ -55,12 +58,12 @@ const (
 // recordedStarts reads, from partition 0's consumer, where the last
 // repartition started the partition consumers in the events and timers
 // streams (0: at their start).
-func recordedStarts(cfg jetstream.ConsumerConfig) (events, timers uint64) {
+func recordedStarts(cfg jetstream.ConsumerConfig) (log, timers uint64) {
 	if cfg.DeliverPolicy == jetstream.DeliverByStartSequencePolicy {
-		events = cfg.OptStartSeq
+		log = cfg.OptStartSeq
 	}
 	timers, _ = strconv.ParseUint(cfg.Metadata[timersStartMeta], 10, 64)
-	return events, timers
+	return log, timers
 }
 
 // checkPartitions makes sure the partition consumers are made for this
@@ -72,9 +75,13 @@ func (c *Coordinator) checkPartitions(ctx context.Context, kv jetstream.KeyValue
 	if err != nil {
 		return err
 	}
-	have := deployedPartitions(cons.CachedInfo().Config)
+	cfg := cons.CachedInfo().Config
+	have := deployedPartitions(cfg)
 	if have == c.opts.partitions {
 		return nil
+	}
+	if have == 0 && strings.Join(filtersOf(cfg), ",") == strings.Join(events.PartitionFilters(0, c.opts.partitions), ",") {
+		return nil // made without the record, by its filters for this count
 	}
 	if !c.opts.repartition {
 		return fmt.Errorf("%w: consumer %s was made for %s partitions, this coordinator is told %d: start it with the deployment's count, or change the count as the coordinator's docs say (stop every coordinator, start one with -repartition)",
@@ -110,7 +117,7 @@ func (c *Coordinator) repartitionTo(ctx context.Context, kv jetstream.KeyValue, 
 	if others > 0 {
 		return fmt.Errorf("%w: repartitioning needs every other coordinator stopped, and %d is announced in %s (a killed one's announcement expires after %s)", ErrPartitionCount, others, LeasesBucket, c.opts.leaseTTL)
 	}
-	events, err := c.consumersOf(ctx, c.store.StreamName(), func(name string) bool { return partitionIndex(c.opts.durable, name) >= 0 })
+	old, err := c.consumersOf(ctx, c.store.StreamName(), func(name string) bool { return partitionIndex(c.opts.durable, name) >= 0 })
 	if err != nil {
 		return err
 	}
@@ -118,7 +125,7 @@ func (c *Coordinator) repartitionTo(ctx context.Context, kv jetstream.KeyValue, 
 	if err != nil {
 		return err
 	}
-	eventsFrom, err := resumePoint(ctx, c.js, c.store.StreamName(), events)
+	eventsFrom, err := resumePoint(ctx, c.js, c.store.StreamName(), old)
 	if err != nil {
 		return err
 	}
@@ -139,7 +146,7 @@ func (c *Coordinator) repartitionTo(ctx context.Context, kv jetstream.KeyValue, 
 	if _, err := c.partitionConsumer(ctx, 0); err != nil {
 		return err
 	}
-	for _, name := range events {
+	for _, name := range old {
 		if name == first {
 			continue
 		}
