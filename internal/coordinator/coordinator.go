@@ -54,14 +54,15 @@
 //     event any old one had not acknowledged. Events already handled may
 //     be handled again, which the log's de-duplication and concurrency
 //     check make harmless; none is passed over. Runs in flight go on from
-//     where they stood;
+//     where they stood. If it dies midway, the coordinators started next
+//     with the new count finish the change (repartition.go);
 //  3. start the other coordinators with the new -partitions (without
 //     -repartition, which is harmless once the counts agree).
 //
-// Under `weft roles`, a coordinator's user is granted the consumers of the
-// deployment's partition count and may not delete consumers: the admin
-// generates the roles for the new count, and runs step 2 with the admin's
-// credentials.
+// Under `weft roles`, a coordinator's user may not delete consumers: run
+// step 2 with the admin's credentials, and if the roles were generated
+// for fewer partitions than the new count (`weft roles -partitions`,
+// default 64), generate them again.
 //
 // The pause is the time from the first stop to the repartitioned
 // coordinator's start; no run is lost or decided twice
