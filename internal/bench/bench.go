@@ -33,6 +33,12 @@ type Sizes struct {
 	ScaleConc      int // each worker process's -concurrency
 	ScaleSleep     time.Duration
 	ScaleWorkers   []int // worker process counts; the first is the base
+	CoordRuns      int   // runs of the coordinator scale-out figure
+	CoordNodes     int   // noop nodes per coordinator scale-out run
+	CoordWorkers   int   // in-process workers of the coordinator figures
+	CoordProcs     []int // coordinator process counts; the first is the base
+	FailoverKills  int   // partition owners killed in the failover figure
+	FailoverRate   int   // runs started per second during the failover figure
 }
 
 // FullSizes are the sizes the issue asks for.
@@ -42,6 +48,8 @@ func FullSizes() Sizes {
 		FanItems: 10000, ReplayEvents: 1_000_000, MemRuns: 100_000,
 		ScaleRuns: 400, ScaleNodes: 10, ScaleConc: 8, ScaleSleep: 20 * time.Millisecond,
 		ScaleWorkers: []int{1, 2, 4},
+		CoordRuns:    1000, CoordNodes: 10, CoordWorkers: 2, CoordProcs: []int{1, 2, 4},
+		FailoverKills: 20, FailoverRate: 40,
 	}
 }
 
@@ -52,6 +60,8 @@ func QuickSizes() Sizes {
 		FanItems: 1000, ReplayEvents: 100_000, MemRuns: 10_000,
 		ScaleRuns: 160, ScaleNodes: 5, ScaleConc: 8, ScaleSleep: 20 * time.Millisecond,
 		ScaleWorkers: []int{1, 2, 4},
+		CoordRuns:    200, CoordNodes: 10, CoordWorkers: 2, CoordProcs: []int{1, 2, 4},
+		FailoverKills: 3, FailoverRate: 40,
 	}
 }
 
@@ -66,6 +76,10 @@ type Config struct {
 	// Storage is the streams' storage, "file" (default) or "memory".
 	Storage string
 	Sizes   Sizes
+
+	// syncAlways starts the embedded server with sync_interval: always
+	// (the durable figures' own server).
+	syncAlways bool
 }
 
 // figure is one measured figure: it returns its rows.
@@ -81,6 +95,10 @@ var figures = []figure{
 	{"replay", runReplay},
 	{"memory", runMemory},
 	{"scaleout", runScaleout},
+	{"coordscale", runCoordscale},
+	{"failover", runFailover},
+	{"hop-durable", durable(runHop)},
+	{"throughput-durable", durable(runThroughput)},
 }
 
 func figureNames() []string {

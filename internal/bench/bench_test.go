@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -28,6 +29,8 @@ func tinySizes() Sizes {
 		FanItems: 30, ReplayEvents: 1000, MemRuns: 200,
 		ScaleRuns: 8, ScaleNodes: 2, ScaleConc: 4, ScaleSleep: 5 * time.Millisecond,
 		ScaleWorkers: []int{1, 2},
+		CoordRuns:    10, CoordNodes: 3, CoordWorkers: 1, CoordProcs: []int{1, 2},
+		FailoverKills: 1, FailoverRate: 20,
 	}
 }
 
@@ -46,11 +49,13 @@ func TestFigures(t *testing.T) {
 	want := map[string]bool{
 		"hop latency p50": true, "throughput": true, "fan-out time to completion": true,
 		"replay (read+decode+fold)": true, "coordinator memory per waiting run (cache 10000)": true,
-		"scale-out 2 worker(s)": true,
+		"scale-out 2 worker(s)": true, "coordinators 2: decided events/s": true,
+		"coordinators 2: CPU per 1,000 decided events": true, "failover p50": true, "failover max": true,
+		"hop latency p50 (durable)": true, "throughput (durable)": true,
 	}
 	for _, r := range results {
 		delete(want, r.Name)
-		if r.Value <= 0 && r.Name != "coordinator memory per waiting run (cache 10000)" {
+		if r.Value <= 0 && r.Name != "coordinator memory per waiting run (cache 10000)" && !strings.Contains(r.Name, "per 1,000") {
 			t.Errorf("%s = %v %s", r.Name, r.Value, r.Unit)
 		}
 		if r.Floor != nil && *r.Floor <= 0 {

@@ -1,11 +1,13 @@
 // Package bench is Weft's benchmark harness (cmd/weftbench, make bench): it
 // measures the engine beside the raw JetStream floor of the same message
 // pattern, on the same server, in the same run, and reports each figure as
-// a ratio to its floor, against the targets of issue 6.
+// a ratio to its floor, against the targets of issues 6 and 10.
 //
 // Run starts (or connects to) one server and runs the figures in order:
-// hop latency, throughput, fan-out, replay, memory and scale-out (one file
-// each). Every figure works on streams of its own, created for it and
+// hop latency, throughput, fan-out, replay, memory, scale-out, coordinator
+// scale-out and failover (one file each), then hop and throughput again in
+// durable mode, on a server of their own that fsyncs every write
+// (durable.go). Every figure works on streams of its own, created for it and
 // deleted after it, and every component (coordinator, worker, each floor
 // role) has a connection of its own, as separate processes would. Times
 // are the server's stored message times (message metadata) wherever an
@@ -13,5 +15,7 @@
 // of the engine's node pattern is flow (floor.go). The memory figure runs
 // the coordinator alone in a child process: this program re-executed with
 // WEFTBENCH_CHILD set (runChild). The scale-out figure builds and spawns
-// cmd/nodeworker. bench/README.md says how to read the results.
+// cmd/nodeworker; the coordinator figures build and spawn cmd/coordinator
+// and read each process's counters from the line it logs when it stops
+// (coordproc.go). bench/README.md says how to read the results.
 package bench

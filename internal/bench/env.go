@@ -50,7 +50,7 @@ func newEnv(ctx context.Context, cfg Config, progress io.Writer) (*env, error) {
 	}
 	e.url = cfg.NATS
 	if e.url == "" {
-		s, err := embedded.Start(embedded.Config{StoreDir: tmp + "/nats", Port: -1, ServerName: "weftbench"})
+		s, err := embedded.Start(embedded.Config{StoreDir: tmp + "/nats", Port: -1, ServerName: "weftbench", SyncAlways: cfg.syncAlways})
 		if err != nil {
 			_ = os.RemoveAll(tmp)
 			return nil, err

@@ -125,6 +125,9 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	}
 	defer func() { _ = shutdown(context.WithoutCancel(ctx)) }()
 	err = Run(ctx, args, stdin, stdout, stderr)
+	// Spans are exported as soon as the command is done, before its
+	// output is read: a CLI killed by a closed pipe loses nothing.
+	_ = telemetry.Flush(context.WithoutCancel(ctx))
 	if err == nil {
 		return 0
 	}

@@ -347,8 +347,8 @@ edges:
 
 	custom := writeFile(t, "custom.yaml", "name: c\nnodes: [{id: a, type: wordcount}]\nedges: [{from: START, to: a}, {from: a, to: END}]\n")
 	r = weft(t, "validate", custom)
-	if r.code != 1 || !strings.Contains(r.stdout, `unknown type "wordcount"`) {
-		t.Errorf("validate of an unknown type: exit %d\n%s", r.code, r.stdout)
+	if r.code != 1 || !strings.Contains(r.stdout, `unknown type "wordcount"`) || !strings.Contains(r.stdout, "with -types") || strings.Contains(r.stdout, "WithTypes") {
+		t.Errorf("validate of an unknown type: exit %d, want 1 and a hint at -types (not the Go API)\n%s", r.code, r.stdout)
 	}
 	r = weft(t, "validate", "-types", "wordcount,other", custom)
 	if r.code != 0 {

@@ -10,6 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/weft-dev/weft/internal/telemetry"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/worker"
@@ -117,7 +120,7 @@ complete.`,
 			fmt.Fprintf(e.stdout, "graph %s from %s (%s), queues %s\n", g.Definition().Name, source, shortDigest(g.Digest()), strings.Join(cfg.queues, ", "))
 		}
 
-		cl := client.New(le.store, client.WithLogger(cfg.log))
+		cl := client.New(le.Store(), client.WithLogger(cfg.log))
 		run, err := cl.Start(e.ctx, g, client.WithInput(in), client.WithInvocation(inv))
 		if err != nil {
 			return err
@@ -187,6 +190,7 @@ connection and the server, in that order.`,
 		queues := fs.String("queues", worker.DefaultQueue, "task queues the worker serves, comma separated (examples/pipeline.yaml also uses cpu)")
 		concurrency := fs.Int("concurrency", worker.DefaultConcurrency, "nodes the worker runs at once")
 		verbose := fs.Bool("v", false, "log the coordinator's and the worker's work")
+		httpAddr := fs.String("http", "", "serve /metrics, /healthz and /readyz on this address, e.g. "+telemetry.DefaultHTTPAddr+" (default off)")
 		if _, err := e.parse(c, fs, args, 0, 0); err != nil {
 			return err
 		}
@@ -204,14 +208,36 @@ connection and the server, in that order.`,
 		case len(cfg.queues) == 0:
 			return &usageError{cmd: c, msg: "-queues: at least one queue"}
 		}
+		addr, err := "", error(nil)
+		if *httpAddr != "" {
+			if addr, err = telemetry.HTTPAddr(*httpAddr); err != nil {
+				return &usageError{cmd: c, msg: "-http: " + err.Error()}
+			}
+		}
 		if err := os.MkdirAll(cfg.dataDir, 0o755); err != nil {
 			return err
+		}
+		var reg *prometheus.Registry
+		if addr != "" {
+			var stop func()
+			if reg, stop, err = devMetrics(e.ctx); err != nil {
+				return err
+			}
+			defer stop()
 		}
 		le, err := startEngine(e.ctx, cfg)
 		if err != nil {
 			return err
 		}
 		defer le.Stop()
+		if addr != "" {
+			srv, err := serveDev(e.ctx, addr, reg, le, cfg.log)
+			if err != nil {
+				return err
+			}
+			defer srv.Close()
+			fmt.Fprintf(e.stdout, "weft dev: metrics and health at http://%s (/metrics, /healthz, /readyz)\n", srv.Addr())
+		}
 		hint := ""
 		if le.URL() != "nats://127.0.0.1:4222" {
 			hint = " -nats " + le.URL()

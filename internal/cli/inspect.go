@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weft-dev/weft/internal/telemetry"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/projection"
 )
@@ -21,6 +22,7 @@ worker and time, and the shared state. -o json prints the whole folded state.`,
 	run: func(e *env, c *command, args []string) error {
 		fs, out := e.flagSet(c)
 		cfg := natsFlags(fs)
+		stall := stallFlag(fs)
 		pos, err := e.parse(c, fs, args, 1, 1)
 		if err != nil {
 			return err
@@ -30,14 +32,22 @@ worker and time, and the shared state. -o json prints the whole folded state.`,
 			return err
 		}
 		defer closeConn()
-		st, err := cl.Get(e.ctx, pos[0])
+		history, err := cl.History(e.ctx, pos[0])
 		if err != nil {
 			return runError(pos[0], err)
+		}
+		st := projection.Fold(history)
+		if !st.Status.Ended() {
+			e.warnNoCoordinator(cl)
+			e.warnStalled(st, *stall)
 		}
 		if *out == "json" {
 			return e.writeJSON(st)
 		}
 		e.printStatus(st, unserved(e.ctx, cl, st))
+		if id := telemetry.TraceID(history[0]); id != "" {
+			fmt.Fprintf(e.stdout, "\ntrace %s\n", id)
+		}
 		return nil
 	},
 }
@@ -89,6 +99,7 @@ status, graph and start time.`,
 		cfg := natsFlags(fs)
 		limit := fs.Int("limit", 50, "list at most this many runs (0: all)")
 		status := fs.String("status", "", "only runs in these statuses, comma separated (running, cancelling, completed, failed, cancelled)")
+		stall := stallFlag(fs)
 		if _, err := e.parse(c, fs, args, 0, 0); err != nil {
 			return err
 		}
@@ -116,6 +127,7 @@ status, graph and start time.`,
 		if err != nil {
 			return err
 		}
+		e.warnList(cl, runs, *stall)
 		if *out == "json" {
 			if runs == nil {
 				runs = []client.RunSummary{}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weft-dev/weft/internal/telemetry"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
@@ -66,9 +67,16 @@ them (the types your own workers serve).`,
 		if *id != "" {
 			opts = append(opts, client.WithRunID(*id))
 		}
-		run, err := cl.Start(e.ctx, g, opts...)
+		sctx, span := commandSpan(e.ctx, c.name)
+		run, err := cl.Start(sctx, g, opts...)
+		span.End()
 		if err != nil {
 			return err
+		}
+		if span.SpanContext().IsValid() {
+			// Exported now, not at exit: a -wait may be cut short.
+			_ = telemetry.Flush(e.ctx)
+			fmt.Fprintf(e.stderr, "trace %s\n", span.SpanContext().TraceID())
 		}
 		if !*wait {
 			if *out == "json" {
@@ -127,7 +135,7 @@ func loadGraph(file, types string) (*graph.Graph, error) {
 			extra = append(extra, t)
 		}
 	}
-	return graph.LoadFile(file, graph.WithTypes(extra...))
+	return graph.LoadFile(file, graph.WithTypes(extra...), graph.WithTypeHint("name a worker's own types with -types"))
 }
 
 // graphError lists a graph file's problems, one per line; each names the

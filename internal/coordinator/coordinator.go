@@ -201,6 +201,10 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l 
 // WithClock sets the clock decisions are stamped with.
 func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
 
+// ConditionHint is what a run whose graph names an unregistered Go
+// condition is told to do.
+const ConditionHint = "register it on every coordinator: weft.WithConditions (package github.com/weft-dev/weft/pkg/weft) for an embedded engine"
+
 // WithConditions registers Go functions for "func:NAME" conditions of
 // graphs built with the Go builder (see graph.WithConditions).
 func WithConditions(fns map[string]any) Option { return func(o *options) { o.conditions = fns } }
@@ -224,6 +228,9 @@ type Coordinator struct {
 	graphs                 sync.Map // digest → *graph.Graph
 	snaps                  snapshotStore
 	n                      counters
+	// announced is when the coordinator last announced itself in the
+	// leases bucket (unix nanoseconds): see Readiness.
+	announced atomic.Int64
 }
 
 // New returns a coordinator over the store.

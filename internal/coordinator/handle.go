@@ -49,7 +49,7 @@ func (c *Coordinator) handle(ctx context.Context, msg jetstream.Msg, redelivered
 	e := events.DecodeStored(msg.Subject(), msg.Headers(), msg.Data(), meta.Sequence.Stream, meta.Timestamp)
 	if e.Refused != nil {
 		c.n.malformed.Add(1)
-		c.log.Warn("passing over a message the engine does not accept", logattr.Subject, msg.Subject(), logattr.Seq, meta.Sequence.Stream, logattr.Error, e.Refused)
+		c.log.Warn("passing over a message the engine does not accept", logattr.RunID, e.RunID, logattr.Subject, msg.Subject(), logattr.Seq, meta.Sequence.Stream, logattr.Error, e.Refused)
 	}
 	ctx, span := c.startProcess(ctx, msg.Subject(), e, meta.NumDelivered)
 	defer span.End()
@@ -148,6 +148,7 @@ func (c *Coordinator) process(ctx context.Context, e *events.Event, redelivered 
 			return err
 		}
 		c.n.conflicts.Add(1)
+		c.conflicted(ctx, e, try)
 	}
 }
 
@@ -216,7 +217,7 @@ func (c *Coordinator) graphFor(s *projection.State) (*graph.Graph, error) {
 	if g, ok := c.graphs.Load(s.GraphDigest); ok && s.GraphDigest != "" {
 		return g.(*graph.Graph), nil
 	}
-	opts := []graph.Option{graph.AllowAnyType()}
+	opts := []graph.Option{graph.AllowAnyType(), graph.WithConditionHint(ConditionHint)}
 	if c.opts.conditions != nil {
 		opts = append(opts, graph.WithConditions(c.opts.conditions))
 	}
@@ -228,8 +229,10 @@ func (c *Coordinator) graphFor(s *projection.State) (*graph.Graph, error) {
 	return g, nil
 }
 
-// decide asks the engine what the run does next and writes it: timers and
-// child runs first, then the run's own decisions as one batch.
+// decide asks the engine what the run does next and writes it: child runs
+// first, then the run's own decisions, appended in order, each conditioned
+// on the one before (events.Store.Append), so a conflict or a crash leaves
+// a prefix that deciding again from the folded state completes.
 func (c *Coordinator) decide(ctx context.Context, ent *runEntry) error {
 	s := ent.state
 	if s.Status.Ended() {

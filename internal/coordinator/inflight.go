@@ -58,8 +58,14 @@ type delivery struct {
 	redelivered bool
 }
 
-// heldPerSlot bounds the events held per concurrently handled run.
-const heldPerSlot = 64
+// The events held are bounded by heldPerSlot per concurrently handled run
+// plus heldPerPartition per partition, twice what a partition's iterator
+// pulls at once (64): a burst never reaches the bound, and events handed
+// back come again as redeliveries, each reading its run afresh.
+const (
+	heldPerSlot      = 64
+	heldPerPartition = 128
+)
 
 // shardFullDelay is when an event handed back (the coordinator holds as
 // many as it may, or lost the event's partition) comes again.
@@ -69,7 +75,7 @@ func newInflight(ctx context.Context, c *Coordinator, concurrency int) *inflight
 	return &inflight{
 		c: c, ctx: ctx,
 		slots:   make(chan struct{}, concurrency),
-		maxHeld: concurrency * heldPerSlot,
+		maxHeld: concurrency*heldPerSlot + c.opts.partitions*heldPerPartition,
 		runs:    map[string]*runQueue{},
 	}
 }

@@ -143,6 +143,7 @@ func (c *Coordinator) leaseRound(ctx context.Context, kv jetstream.KeyValue, ps 
 		c.leaseWarn("announcing the coordinator", err)
 		return
 	}
+	c.announced.Store(time.Now().UnixNano())
 	members, err := c.members(rctx, kv)
 	if err != nil {
 		c.leaseWarn("counting coordinators", err)
@@ -195,7 +196,7 @@ func (c *Coordinator) leaseRound(ctx context.Context, kv jetstream.KeyValue, ps 
 		h := &heldPartition{rev: rev, renewed: time.Now(), cancel: pcancel, done: make(chan struct{})}
 		ps.put(p, h)
 		c.forgetPartition(p)
-		c.log.Info("took a partition", logattr.Partition, p, "share", share, "members", members)
+		c.log.Info("took a partition", logattr.Partition, p, "share", share, "members", members, "holder", c.id)
 		go func() {
 			defer close(h.done)
 			consume(pctx, p)

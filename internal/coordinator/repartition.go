@@ -110,7 +110,7 @@ func countText(n int) string {
 // repartitionTo replaces the partition consumers made for have partitions
 // (0: unknown) with this coordinator's.
 func (c *Coordinator) repartitionTo(ctx context.Context, kv jetstream.KeyValue, have int) error {
-	others, err := c.announced(ctx, kv)
+	others, err := c.othersAnnounced(ctx, kv)
 	if err != nil {
 		return err
 	}
@@ -170,9 +170,9 @@ func (c *Coordinator) repartitionTo(ctx context.Context, kv jetstream.KeyValue, 
 	return nil
 }
 
-// announced counts the coordinators other than this one announced in the
+// othersAnnounced counts the coordinators other than this one announced in the
 // leases bucket.
-func (c *Coordinator) announced(ctx context.Context, kv jetstream.KeyValue) (int, error) {
+func (c *Coordinator) othersAnnounced(ctx context.Context, kv jetstream.KeyValue) (int, error) {
 	lister, err := kv.ListKeysFiltered(ctx, "member.>")
 	if err != nil {
 		if errors.Is(err, jetstream.ErrNoKeysFound) {

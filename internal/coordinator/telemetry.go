@@ -2,11 +2,14 @@ package coordinator
 
 import (
 	"context"
+	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/telemetry"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
@@ -21,8 +24,28 @@ import (
 // events and notices to a parent carry the handling span's context, so a
 // run's retries and children stay in the run's trace.
 
+// Logs (keys in package logattr): at debug level, one line per event
+// handled ("handling") and per decision appended ("decided": its type,
+// node and attempt, and the event and stream sequence it was decided on);
+// at info level, what is unusual: an event delivered again, a decision
+// refused for a concurrent one. Lines logged with the handling context
+// carry the run's trace_id.
+
+// causeKey keys the event being handled in a context, for the decision
+// lines.
+type causeKey struct{}
+
 // startProcess starts the span of handling e and counts a run's start.
 func (c *Coordinator) startProcess(ctx context.Context, subject string, e *events.Event, delivered uint64) (context.Context, trace.Span) {
+	if c.log.Enabled(ctx, slog.LevelDebug) {
+		ctx = context.WithValue(ctx, causeKey{}, e) // for the decision lines
+	}
+	if delivered > 1 {
+		telemetry.Redelivered(ctx, telemetry.ComponentCoordinator)
+		c.log.InfoContext(telemetry.Extract(ctx, e), "handling an event again", logattr.RunID, e.RunID, logattr.EventType, e.Type, logattr.Seq, e.Seq, logattr.Delivery, delivered)
+	} else if c.log.Enabled(ctx, slog.LevelDebug) {
+		c.log.DebugContext(telemetry.Extract(ctx, e), "handling", logattr.RunID, e.RunID, logattr.EventType, e.Type, logattr.Seq, e.Seq, logattr.NodeID, e.NodeID, logattr.Attempt, e.Attempt)
+	}
 	if e.Type == events.RunStarted && delivered <= 1 && telemetry.MetricsEnabled() {
 		if p, err := e.Payload(); err == nil {
 			telemetry.RunStarted(ctx, p.(*events.RunStartedData).GraphName)
@@ -47,7 +70,62 @@ func (c *Coordinator) appendDecisions(ctx context.Context, g *graph.Graph, ent *
 	if err == nil && telemetry.MetricsEnabled() {
 		recordDecisions(ctx, ent.state, evs)
 	}
+	if err == nil {
+		c.logDecisions(ctx, ent.run, evs)
+		c.recordLifetime(ctx, ent, evs)
+	}
 	return last, err
+}
+
+// logDecisions writes the debug line of each decision appended.
+func (c *Coordinator) logDecisions(ctx context.Context, run string, evs []*events.Event) {
+	if !c.log.Enabled(ctx, slog.LevelDebug) {
+		return
+	}
+	var causeType events.Type
+	var causeSeq uint64
+	if cause, ok := ctx.Value(causeKey{}).(*events.Event); ok {
+		causeType, causeSeq = cause.Type, cause.Seq
+	}
+	for _, e := range evs {
+		c.log.DebugContext(ctx, "decided", logattr.RunID, run, logattr.Decision, telemetry.EventName(e.Type),
+			logattr.NodeID, e.NodeID, logattr.Attempt, e.Attempt, logattr.Cause, causeType, logattr.CauseSeq, causeSeq,
+			logattr.Coordinator, c.id)
+	}
+}
+
+// recordLifetime records the run's lifetime span when evs end the run.
+func (c *Coordinator) recordLifetime(ctx context.Context, ent *runEntry, evs []*events.Event) {
+	if !telemetry.Enabled() || ent.state.StartedAt == nil {
+		return
+	}
+	for _, e := range evs {
+		var status string
+		switch e.Type {
+		case events.RunCompleted:
+			status = "completed"
+		case events.RunFailed:
+			status = "failed"
+		case events.RunCancelled:
+			status = "cancelled"
+		default:
+			continue
+		}
+		root := ent.traces[runStartKey]
+		if !root.IsValid() {
+			// Folded from a snapshot: the run's start was not read; the
+			// handling span is in the run's trace too.
+			root = trace.SpanContextFromContext(ctx)
+		}
+		telemetry.RecordLifetime(ctx, root, ent.run, ent.state.GraphName, status, *ent.state.StartedAt, e.Time)
+	}
+}
+
+// conflicted notes a decision of e's run that the log refused because
+// another landed first.
+func (c *Coordinator) conflicted(ctx context.Context, e *events.Event, try int) {
+	telemetry.Conflict(ctx)
+	c.log.InfoContext(ctx, "a concurrent decision landed first; deciding again", logattr.RunID, e.RunID, logattr.EventType, e.Type, logattr.Seq, e.Seq, "try", try+1)
 }
 
 // runStartKey keys the run-started event's trace context in runEntry.traces.
@@ -118,6 +196,7 @@ func joinCauses(g *graph.Graph, ent *runEntry, evs []*events.Event) []trace.Span
 func recordDecisions(ctx context.Context, s *projection.State, evs []*events.Event) {
 	retries := 0
 	for _, e := range evs {
+		telemetry.Decided(ctx, telemetry.EventName(e.Type))
 		switch e.Type {
 		case events.RetryScheduled:
 			retries++
@@ -146,4 +225,40 @@ func (c *Coordinator) observeLag(cons jetstream.Consumer) func() {
 		}
 		return int64(info.NumPending) + int64(info.NumAckPending), true
 	})
+}
+
+// Readiness is what a readiness probe asks of a coordinator.
+type Readiness struct {
+	// Announced is when the coordinator last announced itself in the
+	// leases bucket; zero before its setup is done. A coordinator whose
+	// last announcement is older than its lease duration is cut off from
+	// the bucket and takes part in nothing.
+	Announced time.Time
+	// Held lists the partitions it holds; none is a standby, ready to take
+	// over those of a coordinator that stops.
+	Held []int
+	// LeaseTTL is the lease duration.
+	LeaseTTL time.Duration
+}
+
+// Ready reports whether the coordinator takes part in deciding: it
+// announced itself within its lease duration (it then holds its share of
+// the partitions, or stands by).
+func (r Readiness) Ready(now time.Time) bool {
+	return !r.Announced.IsZero() && now.Sub(r.Announced) <= r.LeaseTTL
+}
+
+// Readiness reports the coordinator's part in deciding, for probes.
+func (c *Coordinator) Readiness() Readiness {
+	r := Readiness{LeaseTTL: c.opts.leaseTTL}
+	if ns := c.announced.Load(); ns != 0 {
+		r.Announced = time.Unix(0, ns)
+	}
+	c.parts.mu.Lock()
+	for p := range c.parts.held {
+		r.Held = append(r.Held, p)
+	}
+	c.parts.mu.Unlock()
+	slices.Sort(r.Held)
+	return r
 }

@@ -16,6 +16,8 @@
 // Every flag has an environment variable (shown in -h); a flag given on the
 // command line wins over the environment. Traces and metrics are exported
 // as the standard OTEL_* variables say (package telemetry; off by default).
+// With -http (WEFT_HTTP; off by default) it serves /metrics (Prometheus
+// text format), /healthz and /readyz (see probe for what ready means).
 package coordinatord
 
 import (
@@ -28,6 +30,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/natsconn"
@@ -55,6 +58,9 @@ type Config struct {
 	// for another partition count (see package coordinator).
 	Repartition bool
 	LogLevel    string
+	// HTTP is where /metrics, /healthz and /readyz are served; "" serves
+	// nothing (the default).
+	HTTP string
 }
 
 // Validate reports every problem with the configuration at once.
@@ -78,6 +84,11 @@ func (c *Config) Validate() error {
 	if c.CacheSize < 1 {
 		errs = append(errs, fmt.Errorf("-cache: want at least 1, got %d", c.CacheSize))
 	}
+	if c.HTTP != "" {
+		if _, err := telemetry.HTTPAddr(c.HTTP); err != nil {
+			errs = append(errs, fmt.Errorf("-http: %w", err))
+		}
+	}
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(c.LogLevel)); err != nil {
 		errs = append(errs, fmt.Errorf("-log-level: want debug, info, warn or error, got %q", c.LogLevel))
@@ -98,6 +109,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", 5*time.Second, "how long a partition outlives its holder's last renewal (env WEFT_COORDINATOR_LEASE_TTL)")
 	fs.BoolVar(&cfg.Repartition, "repartition", false, "replace partition consumers made for another -partitions; every other coordinator must be stopped (env WEFT_COORDINATOR_REPARTITION)")
 	fs.StringVar(&cfg.LogLevel, "log-level", "info", "debug, info, warn or error (env WEFT_LOG_LEVEL)")
+	fs.StringVar(&cfg.HTTP, "http", "", "serve /metrics, /healthz and /readyz on this address, e.g. "+telemetry.DefaultHTTPAddr+" (\":9090\" is loopback; default off) (env WEFT_HTTP)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -117,7 +129,12 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	_ = level.UnmarshalText([]byte(cfg.LogLevel))
 	log := slog.New(telemetry.LogHandler(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level})))
 	telemetry.LogErrors(log)
-	shutdown, err := telemetry.Setup(ctx, "weft-coordinator")
+	var topts []telemetry.Option
+	reg := prometheus.NewRegistry()
+	if cfg.HTTP != "" {
+		topts = append(topts, telemetry.WithPrometheus(reg))
+	}
+	shutdown, err := telemetry.Setup(ctx, "weft-coordinator", topts...)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrUsage, err)
 	}
@@ -126,6 +143,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			log.Warn("flushing telemetry", "error", err)
 		}
 	}()
+	telemetry.Announce(ctx, telemetry.ComponentCoordinator)
 
 	// A server that is not up yet is waited for, like a lost one.
 	nc, err := cfg.NATS.Connect("", nats.RetryOnFailedConnect(true))
@@ -133,18 +151,27 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer nc.Close()
+	pr := &probe{nc: nc}
+	if cfg.HTTP != "" {
+		addr, _ := telemetry.HTTPAddr(cfg.HTTP)
+		srv, err := telemetry.Serve(ctx, addr, reg, pr.ready, log)
+		if err != nil {
+			return err
+		}
+		defer srv.Close()
+	}
 	store, err := cfg.NATS.OpenStore(ctx, nc, log)
 	if err != nil {
 		return setupError(ctx, log, err)
 	}
-	return coordinate(ctx, log, &cfg, store)
+	return coordinate(ctx, log, &cfg, store, pr)
 }
 
 // coordinate runs coordinators until ctx ends. A coordinator waits for
 // its leases bucket and partition consumers itself, with back-off; one that
 // stops while ctx is live anyway is replaced by a new one, with a fresh
 // cache.
-func coordinate(ctx context.Context, log *slog.Logger, cfg *Config, store events.Store) error {
+func coordinate(ctx context.Context, log *slog.Logger, cfg *Config, store events.Store, pr *probe) error {
 	var backoff setup.Backoff
 	for {
 		c := coordinator.New(store,
@@ -155,11 +182,15 @@ func coordinate(ctx context.Context, log *slog.Logger, cfg *Config, store events
 			coordinator.WithLeaseTTL(cfg.LeaseTTL),
 			coordinator.WithRepartition(cfg.Repartition),
 			coordinator.WithLogger(log))
+		pr.c.Store(c)
 		log.Info("coordinating", "nats", natsconn.ConnectedURL(store.JetStream().Conn()), "stream", store.StreamName(), "durable", cfg.Durable)
 		started := time.Now()
 		err := c.Run(ctx)
 		st := c.Stats()
-		log.Info("stopped", "processed", st.Processed, "decisions", st.Decisions, "malformed", st.Malformed, "conflicts", st.Conflicts)
+		// The counters, once at shutdown (weftbench's coordinator figures
+		// read them from this line).
+		log.Info("stopped", "processed", st.Processed, "decisions", st.Decisions, "malformed", st.Malformed, "conflicts", st.Conflicts,
+			"reloads", st.Reloads, "reorders", st.Reorders, "handed_back", st.HandedBack, "errors", st.Errors)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -198,4 +229,5 @@ var envFlags = map[string]string{
 	"lease-ttl":   "WEFT_COORDINATOR_LEASE_TTL",
 	"repartition": "WEFT_COORDINATOR_REPARTITION",
 	"log-level":   "WEFT_LOG_LEVEL",
+	"http":        "WEFT_HTTP",
 }

@@ -22,6 +22,10 @@ type Config struct {
 	ServerName string
 	// MaxPayload is the largest message the server takes (default 8 MiB).
 	MaxPayload int32
+	// SyncAlways fsyncs every write to file storage before it is
+	// acknowledged (the server's sync_interval: always); by default the
+	// server syncs every 2 minutes.
+	SyncAlways bool
 }
 
 // Start starts the server and waits until it is ready for connections.
@@ -41,6 +45,9 @@ func Start(cfg Config) (*server.Server, error) {
 		NoSigs:     true,
 		NoLog:      true,
 		MaxPayload: 8 << 20,
+	}
+	if cfg.SyncAlways {
+		opts.SyncAlways = true
 	}
 	if cfg.MaxPayload > 0 {
 		opts.MaxPayload = cfg.MaxPayload

@@ -49,7 +49,9 @@ import (
 
 // Decision is what one call of Decide wants done.
 type Decision struct {
-	// Events are appended to the run's log, in order, as one batch.
+	// Events are appended to the run's log in order, each conditioned on
+	// the one before (events.Store.Append): a crash may land a prefix,
+	// which deciding again from the folded state completes.
 	Events []*events.Event
 	// Timers are the durable timers this decision asks for. They are in
 	// the state too (projection.State.Timers), and the coordinator arms

@@ -31,7 +31,7 @@ func policy(n *graph.Node) graph.RetryPolicy {
 		if r.MaxInterval > 0 {
 			p.MaxInterval = r.MaxInterval
 		}
-		if r.Jitter > 0 {
+		if r.Jitter != nil {
 			p.Jitter = r.Jitter
 		}
 		p.NonRetryableErrors = r.NonRetryableErrors
@@ -54,10 +54,10 @@ func Backoff(p graph.RetryPolicy, attempt int, key string) time.Duration {
 	if max := float64(p.MaxInterval); max > 0 && d > max {
 		d = max
 	}
-	if p.Jitter > 0 {
+	if p.Jitter != nil && *p.Jitter > 0 {
 		h := sha256.Sum256([]byte(key))
 		u := float64(binary.BigEndian.Uint64(h[:8])>>11) / float64(1<<53)
-		d -= d * p.Jitter * u
+		d -= d * *p.Jitter * u
 	}
 	return time.Duration(d)
 }
@@ -102,9 +102,11 @@ func (d *decider) onFailure(n *graph.Node, ns *projection.NodeState, item *int) 
 		return true
 	}
 	cause := *f
-	msg := fmt.Sprintf("node %q failed after %d attempt(s): %s", n.ID, attempt, f.Message)
+	// The node's own failure is the cause; the run's message does not
+	// repeat it.
+	msg := fmt.Sprintf("node %q failed after %d attempt(s)", n.ID, attempt)
 	if item != nil {
-		msg = fmt.Sprintf("node %q item %d failed after %d attempt(s): %s", n.ID, *item, attempt, f.Message)
+		msg = fmt.Sprintf("node %q item %d failed after %d attempt(s)", n.ID, *item, attempt)
 	}
 	d.failRun(events.Failure{Type: f.Type, Message: msg, Cause: &cause}, n.ID)
 	return true

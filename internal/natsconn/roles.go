@@ -176,6 +176,9 @@ func (d Deployment) User(r Role, q string) User {
 		api + "CONSUMER.CREATE.KV_" + workersBucket + ".>",
 		api + "CONSUMER.DELETE.KV_" + workersBucket + ".*",
 		"$JS.FC.KV_" + workersBucket + ".>",
+		// Whether a coordinator is alive ('weft status' warns when none
+		// is): the leases bucket's stream information, nothing more.
+		api + "STREAM.INFO.KV_" + leasesBucket,
 	}
 	switch r {
 	case RoleClient:

@@ -62,7 +62,7 @@ func TestKilledWorkerDoesNotApplyEffectTwice(t *testing.T) {
 	release := func() { releaseOnce.Do(func() { close(l.release) }) }
 	t.Cleanup(func() { release(); hs.Close() })
 
-	doomed := startProc(t, srv, "doomed", "-ack-wait", "2s")
+	doomed := startProc(t, srv, "doomed", "-ack-wait", "2s", "-http-allow", "127.0.0.1")
 	waitPulling(t, st, 1)
 	run := events.NewRunID()
 	publish(t, st, run, "charge", "http", fmt.Sprintf(`{"url": %q, "method": "POST", "body": {"amount": 42}}`, hs.URL), "")
@@ -77,7 +77,7 @@ func TestKilledWorkerDoesNotApplyEffectTwice(t *testing.T) {
 	_ = doomed.wait(t, 5*time.Second)
 	release()
 
-	startProc(t, srv, "heir", "-ack-wait", "2s")
+	startProc(t, srv, "heir", "-ack-wait", "2s", "-http-allow", "127.0.0.1")
 	evs := waitCount(t, st, run, events.NodeInvoked, 1, 30*time.Second)
 
 	l.mu.Lock()

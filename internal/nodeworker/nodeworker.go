@@ -15,6 +15,8 @@
 // Every flag has an environment variable (shown in -h); a flag given on the
 // command line wins over the environment. Traces and metrics are exported
 // as the standard OTEL_* variables say (package telemetry; off by default).
+// With -http (WEFT_HTTP; off by default) it serves /metrics (Prometheus
+// text format), /healthz and /readyz (see probe for what ready means).
 package nodeworker
 
 import (
@@ -28,6 +30,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/weft-dev/weft/internal/natsconn"
 	"github.com/weft-dev/weft/internal/setup"
@@ -50,6 +54,10 @@ type Config struct {
 	AckWait      time.Duration // 0: keep the queue's (30s when created)
 	DrainTimeout time.Duration
 	LogLevel     string
+	Executors    ExecutorConfig // executors.go
+	// HTTP is where /metrics, /healthz and /readyz are served; "" serves
+	// nothing (the default).
+	HTTP string
 }
 
 // Validate reports every problem with the configuration at once.
@@ -78,6 +86,14 @@ func (c *Config) Validate() error {
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		errs = append(errs, err)
 	}
+	if err := c.Executors.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.HTTP != "" {
+		if _, err := telemetry.HTTPAddr(c.HTTP); err != nil {
+			errs = append(errs, fmt.Errorf("-http: %w", err))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -97,6 +113,7 @@ var envFlags = map[string]string{
 	"ack-wait":      "WEFT_ACK_WAIT",
 	"drain-timeout": "WEFT_DRAIN_TIMEOUT",
 	"log-level":     "WEFT_LOG_LEVEL",
+	"http":          "WEFT_HTTP",
 }
 
 // parse reads the configuration from args and the environment.
@@ -111,6 +128,8 @@ func parse(args []string, stderr io.Writer) (*Config, error) {
 	fs.DurationVar(&cfg.AckWait, "ack-wait", 0, "redeliver work after this long without a heartbeat, for queues this worker creates (default 30s); an existing queue keeps its own (env WEFT_ACK_WAIT)")
 	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", worker.DefaultDrainTimeout, "on shutdown, wait this long for running nodes (env WEFT_DRAIN_TIMEOUT)")
 	fs.StringVar(&cfg.LogLevel, "log-level", "info", "debug, info, warn or error (env WEFT_LOG_LEVEL)")
+	cfg.Executors.RegisterFlags(fs)
+	fs.StringVar(&cfg.HTTP, "http", "", "serve /metrics, /healthz and /readyz on this address, e.g. "+telemetry.DefaultHTTPAddr+" (\":9090\" is loopback; default off) (env WEFT_HTTP)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
@@ -120,7 +139,7 @@ func parse(args []string, stderr io.Writer) (*Config, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("%w: unexpected arguments %q", ErrUsage, fs.Args())
 	}
-	if err := natsconn.ApplyEnv(fs, envFlags); err != nil {
+	if err := natsconn.ApplyEnv(fs, envFlags, executorEnv); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUsage, err)
 	}
 	for q := range strings.SplitSeq(*queues, ",") {
@@ -147,7 +166,12 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	level, _ := parseLevel(cfg.LogLevel)
 	log := slog.New(telemetry.LogHandler(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level})))
 	telemetry.LogErrors(log)
-	shutdown, err := telemetry.Setup(ctx, "weft-nodeworker")
+	var topts []telemetry.Option
+	reg := prometheus.NewRegistry()
+	if cfg.HTTP != "" {
+		topts = append(topts, telemetry.WithPrometheus(reg))
+	}
+	shutdown, err := telemetry.Setup(ctx, "weft-nodeworker", topts...)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrUsage, err)
 	}
@@ -156,6 +180,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			log.Warn("flushing telemetry", "error", err)
 		}
 	}()
+	telemetry.Announce(ctx, telemetry.ComponentWorker)
 
 	opts := []worker.Option{
 		worker.WithQueues(cfg.Queues...),
@@ -180,10 +205,25 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	pr := &probe{js: js, stream: cfg.NATS.Stream, queues: cfg.Queues}
+	if cfg.HTTP != "" {
+		addr, _ := telemetry.HTTPAddr(cfg.HTTP)
+		srv, err := telemetry.Serve(ctx, addr, reg, pr.ready, log)
+		if err != nil {
+			return err
+		}
+		defer srv.Close()
+	}
+	defer telemetry.ObserveQueues(pr.queueStats)()
 	store, err := cfg.NATS.OpenStore(ctx, nc, log)
 	if err != nil {
 		return setupError(ctx, log, err)
 	}
+	log.Info("built-in executors configured", cfg.Executors.describe()...)
 	var backoff setup.Backoff
 	for {
 		if err := ensureQueues(ctx, log, cfg, store); err != nil {
@@ -193,7 +233,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("%w: %w", ErrUsage, err)
 		}
-		builtin.Register(w)
+		builtin.Register(w, cfg.Executors.options()...)
 		err = w.Run(ctx)
 		if ctx.Err() != nil {
 			if err != nil {

@@ -13,5 +13,9 @@
 // show the right is there; deploy/SECURITY.md lists them as open gaps.
 //
 // The tests also start every daemon and the CLI with a password in the
-// URL, the flags and the environment, and look for it in all their output.
+// URL, the flags and the environment, and look for it in all their output,
+// and turn the built-in executors against their worker (SSRF to a loopback
+// canary, redirects, oversized responses, template bombs, schema $refs to
+// files, llm key exfiltration), looking for the worker's secrets in every
+// message of the stream and in every process's output.
 package security

@@ -37,7 +37,7 @@ func work(b behaviour, opts ...graph.NodeOption) []graph.NodeOption {
 
 // quickRetry keeps back-offs short against the de-duplication window, so
 // a lost timer is retried inside it, as it is in production.
-var quickRetry = graph.RetryPolicy{MaxAttempts: 4, InitialInterval: graph.Duration(time.Second), BackoffCoefficient: 2, MaxInterval: graph.Duration(10 * time.Second), Jitter: 0.2}
+var quickRetry = graph.RetryPolicy{MaxAttempts: 4, InitialInterval: graph.Duration(time.Second), BackoffCoefficient: 2, MaxInterval: graph.Duration(10 * time.Second), Jitter: graph.JitterOf(0.2)}
 
 // graphs builds the graphs the simulator runs: a chain, a fan-out into an
 // all-join, retries with a fallback, a loop with an iteration cap, a map,

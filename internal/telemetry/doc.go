@@ -31,11 +31,25 @@
 //	                                 child of the caller's span, if any
 //	process <event>        Consumer  coordinator: handling one event that is
 //	                                 not a decision; parent: the event's context
-//	send decisions         Producer  coordinator: appending one batch of
-//	                                 decisions; child of the process span;
+//	send decisions         Producer  coordinator: appending the decisions
+//	                                 of one step; child of the process span;
 //	                                 links to the causes of a join
 //	node <id>              Consumer  worker: one delivery of a node attempt;
 //	                                 parent: the node-ready event's context
+//	wait <queue>           Internal  worker: the work item's time in its
+//	                                 queue, node-ready to pick-up; a sibling
+//	                                 of the node span
+//	signal <node>, cancel  Producer  client: a signal or cancel request sent
+//	                                 to a running run; parent: the run's
+//	                                 context, read from its run-started
+//	                                 (the caller's span is linked)
+//	run lifetime <graph>   Internal  coordinator: recorded when the run
+//	                                 ends, from run-started's stored time
+//	                                 to the end; parent: the run's root
+//
+// "send decisions" spans carry weft.decision.types and weft.decision.nodes:
+// what was decided. Flush exports ended spans at once, for short-lived
+// processes (the CLI flushes after each command).
 //
 // Node-ready work therefore hangs under the decision that made it, the
 // coordinator's handling of an outcome hangs under the node's span, and a
@@ -44,14 +58,23 @@
 //
 // # Metrics
 //
-// Names are in metrics.go. Workers record node duration, queue wait
-// (node-ready to invoking) and failures; coordinators record runs started,
-// completed, failed and cancelled, runs in flight, retries scheduled and
-// their lag behind the log.
+// Names are in metrics.go, and their table (with the Prometheus names) in
+// deploy/otel/README.md. Workers record node duration, queue wait
+// (node-ready to invoking), failures, redeliveries, and the depth and
+// oldest waiting work of their queues; coordinators record runs started
+// and ended by status, runs in flight, decisions by type, conflicts,
+// redeliveries, retries scheduled and their lag behind the log.
+//
+// # Metrics and health over HTTP
+//
+// Setup with WithPrometheus adds a Prometheus reader to the MeterProvider,
+// so that the same instruments feed OTLP and a scrape; Serve answers
+// /metrics, /healthz and /readyz (the daemons' -http flag, off by default,
+// loopback unless told otherwise).
 //
 // # Logs
 //
 // LogHandler wraps a slog.Handler so that records logged with a context
 // carry trace_id and span_id (see internal/logattr); callers add run_id
-// and node_id as attributes.
+// and node_id as attributes, under the keys of internal/logattr.
 package telemetry

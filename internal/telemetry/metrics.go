@@ -42,7 +42,31 @@ const (
 	// have not yet handled: the durable consumer's pending plus
 	// unacknowledged messages (observable gauge; messaging.consumer.group.name).
 	MetricCoordinatorLag = "weft.coordinator.lag"
+	// MetricRunsEnded counts runs that ended, by how (counter;
+	// weft.graph.name, weft.run.status: completed, failed, cancelled).
+	MetricRunsEnded = "weft.runs.ended"
+	// MetricDecisions counts the decisions coordinators appended (counter;
+	// weft.event.type: node.ready, retry.scheduled, run.completed, …).
+	MetricDecisions = "weft.decisions"
+	// MetricConflicts counts decisions the log refused because another
+	// decision of the run landed first: the coordinator read the run again
+	// and decided anew (counter).
+	MetricConflicts = "weft.coordinator.conflicts"
+	// MetricRedeliveries counts messages delivered again: to coordinators,
+	// events not acknowledged in time or handed back; to workers, work
+	// items (counter; weft.component: coordinator, worker).
+	MetricRedeliveries = "weft.redeliveries"
+	// MetricQueueDepth is the work items of a queue not yet delivered to a
+	// worker (observable gauge; weft.queue).
+	MetricQueueDepth = "weft.queue.depth"
+	// MetricQueueOldest is the age of the oldest work item of a queue not
+	// yet delivered to a worker, in seconds; 0 when none waits (observable
+	// gauge; weft.queue).
+	MetricQueueOldest = "weft.queue.oldest_age"
 )
+
+// AttrComponent is the component attribute of MetricRedeliveries.
+const AttrComponent = attribute.Key("weft.component")
 
 // Metric attribute values of the node outcome.
 const (
@@ -68,6 +92,10 @@ type instruments struct {
 	runsStarted  metric.Int64Counter
 	runsDone     map[string]metric.Int64Counter // by run status
 	inFlight     metric.Int64UpDownCounter
+	runsEnded    metric.Int64Counter
+	decisions    metric.Int64Counter
+	conflicts    metric.Int64Counter
+	redeliveries metric.Int64Counter
 }
 
 var instrumentCache atomic.Pointer[instruments]
@@ -97,6 +125,10 @@ func metrics() *instruments {
 	in.runsDone["failed"], _ = m.Int64Counter(MetricRunsFailed, metric.WithUnit("{run}"), metric.WithDescription("Runs failed."))
 	in.runsDone["cancelled"], _ = m.Int64Counter(MetricRunsCancelled, metric.WithUnit("{run}"), metric.WithDescription("Runs cancelled."))
 	in.inFlight, _ = m.Int64UpDownCounter(MetricRunsInFlight, metric.WithUnit("{run}"), metric.WithDescription("Runs started and not yet ended."))
+	in.runsEnded, _ = m.Int64Counter(MetricRunsEnded, metric.WithUnit("{run}"), metric.WithDescription("Runs ended, by status."))
+	in.decisions, _ = m.Int64Counter(MetricDecisions, metric.WithUnit("{decision}"), metric.WithDescription("Decisions appended by coordinators."))
+	in.conflicts, _ = m.Int64Counter(MetricConflicts, metric.WithUnit("{conflict}"), metric.WithDescription("Decisions refused for a concurrent one."))
+	in.redeliveries, _ = m.Int64Counter(MetricRedeliveries, metric.WithUnit("{message}"), metric.WithDescription("Messages delivered again."))
 	instrumentCache.Store(in)
 	return in
 }
@@ -155,6 +187,7 @@ func RunEnded(ctx context.Context, graphName, status string) {
 	if c, ok := in.runsDone[status]; ok {
 		c.Add(ctx, 1, attrs)
 	}
+	in.runsEnded.Add(ctx, 1, metric.WithAttributes(AttrGraphName.String(graphName), AttrRunStatus.String(status)))
 	in.inFlight.Add(ctx, -1, attrs)
 }
 
@@ -182,4 +215,83 @@ func ObserveLag(consumer string, lag func(context.Context) (int64, bool)) (unreg
 		return func() {}
 	}
 	return func() { _ = reg.Unregister() }
+}
+
+// Decided counts one decision of type typ appended.
+func Decided(ctx context.Context, typ string) {
+	if in := metrics(); in != nil {
+		in.decisions.Add(ctx, 1, metric.WithAttributes(AttrEventType.String(typ)))
+	}
+}
+
+// Conflict counts a decision the log refused for a concurrent one.
+func Conflict(ctx context.Context) {
+	if in := metrics(); in != nil {
+		in.conflicts.Add(ctx, 1)
+	}
+}
+
+// Redelivered counts a message delivered again to a component
+// ("coordinator", "worker").
+func Redelivered(ctx context.Context, component string) {
+	if in := metrics(); in != nil {
+		in.redeliveries.Add(ctx, 1, metric.WithAttributes(AttrComponent.String(component)))
+	}
+}
+
+// QueueStat is what ObserveQueues reports of one queue.
+type QueueStat struct {
+	Queue  string
+	Depth  int64         // work items not yet delivered
+	Oldest time.Duration // age of the oldest of them; 0 when none
+}
+
+// ObserveQueues registers the queue depth and oldest-work gauges: stats is
+// called at each collection and reports the queues it can tell about.
+// The returned function unregisters them.
+func ObserveQueues(stats func(context.Context) []QueueStat) (unregister func()) {
+	in := metrics()
+	if in == nil {
+		return func() {}
+	}
+	depth, err1 := in.meter.Int64ObservableGauge(MetricQueueDepth, metric.WithUnit("{item}"),
+		metric.WithDescription("Work items of a queue not yet delivered to a worker."))
+	oldest, err2 := in.meter.Float64ObservableGauge(MetricQueueOldest, metric.WithUnit("s"),
+		metric.WithDescription("Age of the oldest work item of a queue not yet delivered to a worker."))
+	if err1 != nil || err2 != nil {
+		return func() {}
+	}
+	reg, err := in.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		for _, q := range stats(ctx) {
+			attrs := metric.WithAttributes(AttrQueue.String(q.Queue))
+			o.ObserveInt64(depth, q.Depth, attrs)
+			o.ObserveFloat64(oldest, q.Oldest.Seconds(), attrs)
+		}
+		return nil
+	}, depth, oldest)
+	if err != nil {
+		return func() {}
+	}
+	return func() { _ = reg.Unregister() }
+}
+
+// Component names of MetricRedeliveries.
+const (
+	ComponentCoordinator = "coordinator"
+	ComponentWorker      = "worker"
+)
+
+// Announce gives a daemon's counters of rare events their zero, so that a
+// scrape shows them before the first one happens (a series that appears
+// only on its first increment hides its rate): the redeliveries of
+// component, and for coordinators the conflicts.
+func Announce(ctx context.Context, component string) {
+	in := metrics()
+	if in == nil {
+		return
+	}
+	in.redeliveries.Add(ctx, 0, metric.WithAttributes(AttrComponent.String(component)))
+	if component == ComponentCoordinator {
+		in.conflicts.Add(ctx, 0)
+	}
 }

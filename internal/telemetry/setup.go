@@ -9,11 +9,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -47,21 +49,28 @@ const (
 // compression and TLS are read by the OTLP exporters themselves, sampling
 // (OTEL_TRACES_SAMPLER) and batching (OTEL_BSP_*, OTEL_METRIC_EXPORT_INTERVAL)
 // by the SDK.
-func Setup(ctx context.Context, service string) (shutdown func(context.Context) error, err error) {
+//
+// WithPrometheus adds a Prometheus reader to the MeterProvider (installing
+// one even when no OTLP exporter is configured), so that the same
+// instruments feed OTLP and a /metrics endpoint (see Serve).
+func Setup(ctx context.Context, service string, opts ...Option) (shutdown func(context.Context) error, err error) {
+	var o setupOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 	noop := func(context.Context) error { return nil }
-	if strings.EqualFold(strings.TrimSpace(os.Getenv("OTEL_SDK_DISABLED")), "true") {
-		return noop, nil
+	disabled := strings.EqualFold(strings.TrimSpace(os.Getenv("OTEL_SDK_DISABLED")), "true")
+	var traces, metrics bool
+	if !disabled {
+		if traces, err = exporterOf("TRACES"); err != nil {
+			return noop, err
+		}
+		if metrics, err = exporterOf("METRICS"); err != nil {
+			return noop, err
+		}
 	}
-	traces, err := exporterOf("TRACES")
-	if err != nil {
-		return noop, err
-	}
-	metrics, err := exporterOf("METRICS")
-	if err != nil {
-		return noop, err
-	}
-	if !traces && !metrics {
+	if !traces && !metrics && o.prometheus == nil {
 		return noop, nil
 	}
 
@@ -99,17 +108,43 @@ func Setup(ctx context.Context, service string) (shutdown func(context.Context) 
 		otel.SetTracerProvider(tp)
 		shutdowns = append(shutdowns, tp.Shutdown)
 	}
-	if metrics {
-		exp, err := metricExporter(ctx)
-		if err != nil {
-			_ = shutdown(ctx)
-			return noop, err
+	if metrics || o.prometheus != nil {
+		mopts := []sdkmetric.Option{sdkmetric.WithResource(res)}
+		if metrics {
+			exp, err := metricExporter(ctx)
+			if err != nil {
+				_ = shutdown(ctx)
+				return noop, err
+			}
+			mopts = append(mopts, sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp)))
 		}
-		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp)), sdkmetric.WithResource(res))
+		if o.prometheus != nil {
+			exp, err := otelprom.New(otelprom.WithRegisterer(o.prometheus))
+			if err != nil {
+				_ = shutdown(ctx)
+				return noop, fmt.Errorf("Prometheus exporter: %w", err)
+			}
+			mopts = append(mopts, sdkmetric.WithReader(exp))
+		}
+		mp := sdkmetric.NewMeterProvider(mopts...)
 		otel.SetMeterProvider(mp)
 		shutdowns = append(shutdowns, mp.Shutdown)
 	}
 	return shutdown, nil
+}
+
+// Option configures Setup.
+type Option func(*setupOptions)
+
+type setupOptions struct {
+	prometheus *prometheus.Registry
+}
+
+// WithPrometheus makes Setup record metrics for reg too, whatever the
+// OTEL_* variables say (OTEL_SDK_DISABLED included: the endpoint was asked
+// for on the command line).
+func WithPrometheus(reg *prometheus.Registry) Option {
+	return func(o *setupOptions) { o.prometheus = reg }
 }
 
 // exporterOf reports whether a signal ("TRACES", "METRICS") is exported.

@@ -148,6 +148,7 @@ func StartDecisions(ctx context.Context, runID string, evs []*events.Event, caus
 			semconv.MessagingBatchMessageCount(len(evs)),
 			AttrRunID.String(runID),
 		),
+		trace.WithAttributes(decisionAttrs(evs)...),
 	}
 	if len(causes) > 0 {
 		links := make([]trace.Link, 0, len(causes))

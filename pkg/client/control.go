@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weft-dev/weft/internal/logattr"
+	"github.com/weft-dev/weft/internal/telemetry"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -91,9 +93,15 @@ func (c *Client) Signal(ctx context.Context, runID, node string, data any, opts 
 	if err != nil {
 		return err
 	}
+	// The signal joins the run's trace, under a span of its own.
+	ctx, span := telemetry.StartControl(ctx, history[0], telemetry.SpanSignal+" "+node, runID, ev.Subject(), telemetry.AttrSignalNode.String(node))
+	defer span.End()
+	telemetry.Inject(ctx, ev)
 	if _, err := c.store.Append(ctx, runID, events.AnySeq, ev); err != nil {
+		telemetry.Fail(span, err)
 		return fmt.Errorf("signalling node %q of run %s: %w", node, runID, err)
 	}
+	c.log.DebugContext(ctx, "signal sent", logattr.RunID, runID, logattr.NodeID, node)
 	return nil
 }
 
@@ -139,32 +147,39 @@ func (c *Client) derivedSignalID(runID, node string, data json.RawMessage, st *p
 // one. It checks that the run exists (events.ErrRunNotFound) and has not
 // ended (ErrRunEnded).
 func (c *Client) Cancel(ctx context.Context, runID, reason string) error {
-	if _, err := c.live(ctx, runID); err != nil {
+	history, err := c.live(ctx, runID)
+	if err != nil {
 		return fmt.Errorf("cancelling run %s: %w", runID, err)
 	}
 	ev, err := events.New(runID, events.DecisionID(runID, events.RunCancelRequested), time.Time{}, &events.RunCancelRequestedData{By: c.identity, Reason: reason})
 	if err != nil {
 		return err
 	}
+	// The request joins the run's trace, under a span of its own.
+	ctx, span := telemetry.StartControl(ctx, history[0], telemetry.SpanCancel, runID, ev.Subject())
+	defer span.End()
+	telemetry.Inject(ctx, ev)
 	if _, err := c.store.Append(ctx, runID, events.AnySeq, ev); err != nil {
+		telemetry.Fail(span, err)
 		return fmt.Errorf("cancelling run %s: %w", runID, err)
 	}
+	c.log.DebugContext(ctx, "cancel requested", logattr.RunID, runID)
 	return nil
 }
 
-// live returns the state of a run that has not ended.
-func (c *Client) live(ctx context.Context, runID string) (*projection.State, error) {
+// live returns the history of a run that has not ended.
+func (c *Client) live(ctx context.Context, runID string) ([]*events.Event, error) {
 	if !events.ValidToken(runID) {
 		return nil, fmt.Errorf("run id %q: %w", runID, events.ErrInvalidID)
 	}
-	st, err := c.Get(ctx, runID)
+	history, err := c.History(ctx, runID)
 	if err != nil {
 		return nil, err
 	}
-	if st.Status.Ended() {
+	if st := projection.Fold(history); st.Status.Ended() {
 		return nil, fmt.Errorf("%w (%s)", ErrRunEnded, st.Status)
 	}
-	return st, nil
+	return history, nil
 }
 
 // nodeIDs lists the top-level node ids of a canonical graph.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/telemetry"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
@@ -91,7 +92,7 @@ func (c *Client) Start(ctx context.Context, g *graph.Graph, opts ...StartOption)
 		telemetry.Fail(span, err)
 		return "", fmt.Errorf("starting run %s: %w", runID, err)
 	}
-	c.log.Debug("run started", "run_id", runID, "graph", g.Definition().Name)
+	c.log.DebugContext(ctx, "run started", logattr.RunID, runID, logattr.Graph, g.Definition().Name)
 	return runID, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
 )
@@ -47,13 +48,13 @@ func (c *Client) Wait(ctx context.Context, runID string) (*projection.State, err
 			if errors.Is(err, jetstream.ErrMsgIteratorClosed) || errors.Is(err, nats.ErrConnectionClosed) {
 				return nil, fmt.Errorf("waiting for run %s: %w", runID, err)
 			}
-			c.log.Warn("waiting for a run", "run_id", runID, "error", err)
+			c.log.Warn("waiting for a run", logattr.RunID, runID, logattr.Error, err)
 			continue
 		}
 		if _, err := events.Decode(msg.Subject(), msg.Headers(), msg.Data()); err != nil {
 			// Not a valid terminal event; the coordinator passes it over
 			// too, so keep waiting for one that is.
-			c.log.Warn("passing over a malformed terminal event", "run_id", runID, "subject", msg.Subject(), "error", err)
+			c.log.Warn("passing over a malformed terminal event", logattr.RunID, runID, logattr.Subject, msg.Subject(), logattr.Error, err)
 			continue
 		}
 		break

@@ -38,13 +38,20 @@ type Failure struct {
 	Cause     *Failure        `json:"cause,omitempty"`
 }
 
+// Error is the failure's type and message followed by its causes', each
+// cause's type only where it differs from the one before.
 func (f *Failure) Error() string {
 	if f == nil {
 		return "<nil failure>"
 	}
 	s := f.Type + ": " + f.Message
-	if f.Cause != nil {
-		s += ": " + f.Cause.Error()
+	for c := f.Cause; c != nil; c = c.Cause {
+		// A cause of the same type says only its message.
+		if c.Type != "" && c.Type != f.Type {
+			s += ": " + c.Type
+		}
+		s += ": " + c.Message
+		f = c
 	}
 	return s
 }

@@ -10,11 +10,12 @@
 // strings, math, lists, sets and encoders, and optional types.
 //
 // Numbers: JSON has one number type and CEL two. Whole numbers arrive as
-// CEL ints and others as doubles, so `state.count + 1` and `state.price *
-// 1.2` both work; comparisons across int and double work
-// (`state.count > 2.5`); arithmetic across them does not (write
-// `double(state.count) * 1.5`). Results go back to JSON values: ints and
-// doubles become float64, as encoding/json would decode them.
+// CEL ints and others as doubles, so `state.count + 1` counts. Arithmetic
+// across int and double is an error: `state.count + 1.0` fails, and so does
+// `state.price * 1.2` when the price happens to be whole; write
+// `double(state.price) * 1.2` where a value may be either. Comparisons
+// across them work (`state.count > 2.5`). Results go back to JSON values:
+// ints and doubles become float64, as encoding/json would decode them.
 //
 // Every evaluation is bounded by a cost limit, so a hostile expression
 // cannot hold up the process that evaluates it.

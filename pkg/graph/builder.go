@@ -242,6 +242,17 @@ func OnAction(action string) EdgeOption { return func(s *edgeSpec) { s.edge.Acti
 // If sets the edge's CEL condition.
 func If(expr string) EdgeOption { return func(s *edgeSpec) { s.edge.Condition = expr } }
 
+// Conditions are the Go conditions registered by the builder's IfFunc
+// (and its subgraphs'), by name: what an engine that runs the graph needs
+// (weft.WithConditions, graph.WithConditions).
+func (b *Builder) Conditions() map[string]any {
+	out := make(map[string]any, len(b.funcs))
+	for name, fn := range b.funcs {
+		out[name] = fn
+	}
+	return out
+}
+
 // IfFunc sets the edge's condition to the Go function fn, registered under
 // name: the definition records "func:name", and the Graph Build returns
 // resolves it. A process that compiles the definition again (say, read back

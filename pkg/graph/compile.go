@@ -20,6 +20,8 @@ type options struct {
 	funcs     map[string]condFn
 	badFuncs  []string
 	costLimit uint64
+	typeHint  string
+	condHint  string
 }
 
 // builtinTypes are the executors of the stock worker plus the types the
@@ -35,6 +37,16 @@ func WithTypes(names ...string) Option {
 		}
 	}
 }
+
+// WithTypeHint replaces the hint an unknown node type's error gives (by
+// default "add more with graph.WithTypes") with the way the caller's user
+// names more types, for example a command's flag.
+func WithTypeHint(hint string) Option { return func(o *options) { o.typeHint = hint } }
+
+// WithConditionHint replaces the hint an unregistered Go condition's error
+// gives (by default "register it with the builder's IfFunc or
+// graph.WithConditions") with the way the caller's user registers one.
+func WithConditionHint(hint string) Option { return func(o *options) { o.condHint = hint } }
 
 // AllowAnyType turns off the check that every node's type is known.
 func AllowAnyType() Option { return func(o *options) { o.anyType = true } }
@@ -68,7 +80,8 @@ func WithCostLimit(units uint64) Option {
 }
 
 func newOptions(opts []Option) *options {
-	o := &options{types: map[string]bool{}, funcs: map[string]condFn{}, costLimit: DefaultCostLimit}
+	o := &options{types: map[string]bool{}, funcs: map[string]condFn{}, costLimit: DefaultCostLimit, typeHint: "add more with graph.WithTypes",
+		condHint: "register it with the builder's IfFunc or graph.WithConditions"}
 	for _, t := range builtinTypes {
 		o.types[t] = true
 	}

@@ -88,7 +88,7 @@ func equivBuilder() *Builder {
 	b.Node("fetch", "http",
 		Queue("io"), Timeout(30*time.Second),
 		Config(map[string]any{"url": "https://example.com/a?b=1&c=2", "method": "GET", "headers": map[string]any{}, "retries": 1}),
-		Retry(RetryPolicy{MaxAttempts: 5, InitialInterval: Duration(500 * time.Millisecond), Jitter: 0.1}),
+		Retry(RetryPolicy{MaxAttempts: 5, InitialInterval: Duration(500 * time.Millisecond), Jitter: JitterOf(0.1)}),
 		OutputAs("page"))
 	b.Node("each", "transform", Map("state.items", 4), Config(map[string]any{"set": map[string]string{"x": "local"}}))
 	b.Node("other", "noop", When("invocation.n == 2"))

@@ -139,8 +139,9 @@ type RetryPolicy struct {
 	BackoffCoefficient float64  `json:"backoffCoefficient,omitempty"`
 	MaxInterval        Duration `json:"maxInterval,omitempty"`
 	// Jitter is the fraction (0..1) of each interval that is randomised,
-	// deterministically from the attempt's idempotency key.
-	Jitter             float64  `json:"jitter,omitempty"`
+	// deterministically from the attempt's idempotency key. Unset (nil)
+	// means the default; 0 means no jitter (JitterOf(0) in Go).
+	Jitter             *float64 `json:"jitter,omitempty"`
 	NonRetryableErrors []string `json:"nonRetryableErrors,omitempty"`
 }
 
@@ -151,8 +152,11 @@ var DefaultRetryPolicy = RetryPolicy{
 	InitialInterval:    Duration(time.Second),
 	BackoffCoefficient: 2,
 	MaxInterval:        Duration(time.Minute),
-	Jitter:             0.2,
+	Jitter:             JitterOf(0.2),
 }
+
+// JitterOf is a RetryPolicy's Jitter of fraction f (0 for none).
+func JitterOf(f float64) *float64 { return &f }
 
 // Effect classifies what running a node does to the world. It decides what
 // may be retried or replayed freely: pure and read nodes always; write and

@@ -62,10 +62,14 @@
 //	            edge, the data of the action that would take it), a
 //	            map's item
 //
-// Values are JSON values, so every number is a double; comparisons across
-// int and double are enabled, so state.count > 2 and invocation.n == 2 work
-// as a reader expects; arithmetic does not mix them, so write
-// state.count + 1.0. A missing key is an evaluation error; write
+// Values are JSON values. A whole number (1, 3.0) reads as a CEL int and
+// any other number as a double, so state.count + 1 counts. Arithmetic
+// does not mix int and double: state.count + 1.0 is an evaluation error,
+// and so is state.price * 1.2 when the price happens to be whole; write
+// double(state.price) * 1.2 where a value may be either. Comparisons
+// across int and double are enabled, so state.count > 2.5 works as a
+// reader expects. Results go back into the state as JSON numbers. A
+// missing key is an evaluation error; write
 // has(state.x) or state.?x.orValue(0) when a key may be absent. The CEL
 // string, math, list, set and encoder extensions and optional types are
 // available. Each evaluation is bounded by a cost limit, so no expression

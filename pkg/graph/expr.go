@@ -93,7 +93,7 @@ func compileExpr(src string, kind exprKind, o *options) (*expr, string) {
 		}
 		fn, ok := o.funcs[name]
 		if !ok {
-			return nil, fmt.Sprintf("no Go condition registered as %q (register it with the builder's IfFunc or WithConditions)", name)
+			return nil, fmt.Sprintf("no Go condition registered as %q (%s)", name, o.condHint)
 		}
 		return &expr{src: src, fn: fn}, ""
 	}

@@ -116,7 +116,7 @@ func validateNode(g *Graph, i int, first map[string]int, scope []*Definition, o 
 		bad("type", "missing type")
 	case !o.anyType && !o.types[n.Type]:
 		known := sortedKeys(o.types)
-		bad("type", "unknown type %q (known: %s; add more with WithTypes)", n.Type, strings.Join(known, ", "))
+		bad("type", "unknown type %q (known: %s; %s)", n.Type, strings.Join(known, ", "), o.typeHint)
 	}
 	switch {
 	case !tokenPattern.MatchString(n.Queue):
@@ -160,8 +160,8 @@ func validateNode(g *Graph, i int, first map[string]int, scope []*Definition, o 
 		if r.BackoffCoefficient < 1 {
 			bad("retry.backoffCoefficient", "must be at least 1, got %g", r.BackoffCoefficient)
 		}
-		if r.Jitter < 0 || r.Jitter > 1 {
-			bad("retry.jitter", "must be between 0 and 1, got %g", r.Jitter)
+		if r.Jitter != nil && (*r.Jitter < 0 || *r.Jitter > 1) {
+			bad("retry.jitter", "must be between 0 and 1, got %g", *r.Jitter)
 		}
 		if r.InitialInterval < 0 {
 			bad("retry.initialInterval", "must not be negative")
@@ -219,6 +219,7 @@ func validateNode(g *Graph, i int, first map[string]int, scope []*Definition, o 
 			g.routes[id] = r
 		}
 	}
+	validateBuiltinConfig(n, bad)
 }
 
 // router is a router node's compiled config.

@@ -68,8 +68,11 @@
 // whose graph lacks the node, fails the attempt at once with a
 // non-retryable "RunNotFound" or "InvalidGraph". Schemas are validated with
 // santhosh-tekuri/jsonschema (a violation is a non-retryable
-// "ValidationError" naming the field as a JSON pointer); an update to a key
-// the node does not declare as an output is a ValidationError.
+// "ValidationError" naming the field as a JSON pointer); a schema loads no
+// other document ($ref to a file or a URL fails the node, naming the URL
+// and nothing of its content) unless the worker has WithSchemaLoader; an
+// update to a key the node does not declare as an output is a
+// ValidationError.
 //
 // # Work of ended runs
 //

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/telemetry"
 	"github.com/weft-dev/weft/pkg/events"
 )
@@ -42,7 +43,16 @@ type item struct {
 // path logs nothing.
 func (it *item) log() *slog.Logger {
 	r := it.ready
-	return it.base.With(logRun, it.run, logKey, r.Key(), logType, r.Type, logAttempt, r.Attempt, logDelivery, it.delivery)
+	return it.base.With(logRun, it.run, logNode, r.Node, logKey, r.Key(), logType, r.Type, logAttempt, r.Attempt, logDelivery, it.delivery)
+}
+
+// step logs, at debug level, one step of the item's life: took, ran,
+// reported, acked.
+func (it *item) step(ctx context.Context, step string, args ...any) {
+	if !it.base.Enabled(ctx, slog.LevelDebug) {
+		return
+	}
+	it.log().DebugContext(ctx, step, append([]any{logStep, step}, args...)...)
 }
 
 // process runs one work item: decode, record invoking, execute, record the
@@ -75,10 +85,12 @@ func (w *Worker) process(base context.Context, q *queue, m jetstream.Msg) {
 		delivery = int(md.NumDelivered)
 		queued = time.Since(md.Timestamp)
 	}
+	it := &item{run: ev.RunID, ready: ready, delivery: delivery, msg: m, base: w.log.With(telemetry.LogAttrs(telemetry.SpanContextOf(ev))...)}
 	if delivery > 1 {
 		w.stats.redelivered.Add(1)
+		telemetry.Redelivered(base, telemetry.ComponentWorker)
+		it.log().Info("work item delivered again")
 	}
-	it := &item{run: ev.RunID, ready: ready, delivery: delivery, msg: m, base: w.log}
 
 	node := w.handler(ready.Type)
 	if node == nil {
@@ -191,6 +203,7 @@ func (w *Worker) execute(base context.Context, q *queue, it *item, node Node) {
 	elapsed := time.Since(start)
 	it.tel.elapsed = elapsed
 	hb.stop()
+	it.step(base, "ran", "elapsed", elapsed, logError, nodeErr)
 
 	cause := context.Cause(runCtx)
 	var rc *runCancelled
@@ -394,7 +407,10 @@ func (w *Worker) finish(ctx context.Context, it *item, ev *events.Event) {
 func (w *Worker) append(ctx context.Context, it *item, ev *events.Event) error {
 	ev.Queue = it.ready.Queue
 	it.traceOutcome(ctx, ev)
-	_, err := w.store.Append(ctx, it.run, events.AnySeq, ev)
+	seq, err := w.store.Append(ctx, it.run, events.AnySeq, ev)
+	if err == nil {
+		it.step(ctx, "reported", logattr.EventType, ev.Type, logattr.Seq, seq)
+	}
 	return err
 }
 
@@ -406,7 +422,9 @@ func (w *Worker) ack(ctx context.Context, it *item) {
 	defer cancel()
 	if err := it.msg.DoubleAck(ctx); err != nil {
 		it.log().Warn("acknowledging work item", logError, err)
+		return
 	}
+	it.step(ctx, "acked")
 }
 
 // outcomeID is the id of an outcome of one delivery of a work item: a

@@ -61,7 +61,7 @@ func (w *Worker) runNode(ctx context.Context, node Node, in *Input, it *item) (*
 // execution.
 func (w *Worker) attempt(ctx context.Context, node Node, in *Input, it *item) (*Result, error) {
 	r := it.ready
-	if err := checkSchema("input", r.InputSchema, in.State); err != nil {
+	if err := w.schemas().check("input", r.InputSchema, in.State); err != nil {
 		return nil, err
 	}
 	if v, ok := node.(Validator); ok {
@@ -101,7 +101,7 @@ func (w *Worker) attempt(ctx context.Context, node Node, in *Input, it *item) (*
 	if err := checkOutputs(r.Outputs, res); err != nil {
 		return nil, err
 	}
-	if err := checkSchema("output", r.OutputSchema, res.Output); err != nil {
+	if err := w.schemas().check("output", r.OutputSchema, res.Output); err != nil {
 		return nil, err
 	}
 	if h, ok := node.(AfterHook); ok {

@@ -1,17 +1,20 @@
 package worker
 
-// Log attribute keys.
+import "github.com/weft-dev/weft/internal/logattr"
+
+// Log attribute keys: those of every Weft process (package logattr).
 const (
-	logRun      = "run"
-	logNode     = "node"
-	logKey      = "ref"
-	logType     = "type"
-	logAttempt  = "attempt"
-	logDelivery = "delivery"
-	logQueue    = "queue"
-	logSubject  = "subject"
-	logWorker   = "worker"
-	logError    = "error"
-	logFailure  = "failure"
-	logCount    = "count"
+	logRun      = logattr.RunID
+	logNode     = logattr.NodeID
+	logKey      = logattr.Ref
+	logType     = logattr.NodeType
+	logAttempt  = logattr.Attempt
+	logDelivery = logattr.Delivery
+	logQueue    = logattr.Queue
+	logSubject  = logattr.Subject
+	logWorker   = logattr.Worker
+	logError    = logattr.Error
+	logFailure  = logattr.Failure
+	logCount    = logattr.Count
+	logStep     = logattr.Step
 )

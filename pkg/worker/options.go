@@ -38,6 +38,7 @@ type options struct {
 	invoked  []namedInvoked  // filters.go
 	perQueue map[string]int  // WithQueueConcurrency
 	announce time.Duration   // announce.go; 0: DefaultAnnounceInterval, <0: off
+	schemas  *schemaCache    // schema.go; nil: the shared cache, no loading
 }
 
 // WithQueues sets the task queues the worker pulls from (default "default").

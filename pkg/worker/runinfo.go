@@ -25,8 +25,14 @@ import (
 // graphCache graphs by digest, so that runs of one graph share them. A work
 // item that carries config, schemas or invocation state itself (written by
 // an older coordinator) is used as it is, with no read.
+//
+// The starts cache must hold the runs in flight: work items come in queue
+// order, which cycles through them, so an LRU smaller than that misses on
+// every item (1024 did for 2,000 runs at once in weftbench's throughput
+// figure: a read and a decode of the run's start per node). A cached start
+// is its invocation state and a pointer to its graph's shared node specs.
 const (
-	runStartCache = 1024
+	runStartCache = 16384
 	graphCache    = 256
 	endedCache    = 4096
 )

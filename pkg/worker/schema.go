@@ -20,12 +20,56 @@ import (
 // and its output against the output schema after; a value that does not
 // match fails the attempt with a non-retryable "ValidationError" whose
 // message names the failing field as a JSON pointer ("/user/email") and
-// whose details list every failing field. Schemas may not load others
-// ($ref to a URL): only the schema itself and the standard meta-schemas are
-// available.
+// whose details list every failing field.
+//
+// Schemas load nothing: a "$ref" to a file:// or http(s):// URL (or any
+// other document than the schema itself and the standard meta-schemas,
+// which are built in) fails the node with a non-retryable
+// "ValidationError" that names the URL and nothing of what it holds. A
+// program that wants shared schemas gives the worker a loader
+// (WithSchemaLoader) that decides what may be loaded.
+
+// SchemaLoader returns the JSON document a schema's "$ref" names by its
+// absolute URL, or an error when the worker does not allow it.
+type SchemaLoader func(url string) (json.RawMessage, error)
+
+// WithSchemaLoader lets node schemas load the documents their "$ref"s
+// name, through l. Without it nothing is loaded.
+func WithSchemaLoader(l SchemaLoader) Option {
+	return func(o *options) { o.schemas = &schemaCache{loader: l} }
+}
+
+// ErrSchemaRefRefused is what a schema's reference to another document
+// fails with when the worker loads none.
+var ErrSchemaRefRefused = errors.New("schemas may not load other documents on this worker (no schema loader)")
 
 // schemaCache compiles each schema once, keyed by the SHA-256 of its bytes.
-type schemaCache struct{ m sync.Map } // [32]byte → *compiledSchema
+type schemaCache struct {
+	m      sync.Map // [32]byte → *compiledSchema
+	loader SchemaLoader
+}
+
+func (w *Worker) schemas() *schemaCache {
+	if w.opts.schemas != nil {
+		return w.opts.schemas
+	}
+	return &sharedSchemas
+}
+
+// urlLoader adapts a SchemaLoader (or none) to the library's loader; it
+// replaces the library's default, which reads file:// URLs from disk.
+type urlLoader struct{ l SchemaLoader }
+
+func (u urlLoader) Load(url string) (any, error) {
+	if u.l == nil {
+		return nil, ErrSchemaRefRefused
+	}
+	raw, err := u.l(url)
+	if err != nil {
+		return nil, err
+	}
+	return jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+}
 
 type compiledSchema struct {
 	once sync.Once
@@ -33,24 +77,25 @@ type compiledSchema struct {
 	err  error
 }
 
-// schemas is shared by all workers of the process: a schema's compilation
-// depends on its bytes only.
-var schemas schemaCache
+// sharedSchemas is shared by the workers of the process that load nothing:
+// a schema's compilation then depends on its bytes only.
+var sharedSchemas schemaCache
 
 func (c *schemaCache) get(raw json.RawMessage) (*jsonschema.Schema, error) {
 	key := sha256.Sum256(raw)
 	v, _ := c.m.LoadOrStore(key, &compiledSchema{})
 	cs := v.(*compiledSchema)
-	cs.once.Do(func() { cs.s, cs.err = compileSchema(raw) })
+	cs.once.Do(func() { cs.s, cs.err = compileSchema(raw, c.loader) })
 	return cs.s, cs.err
 }
 
-func compileSchema(raw json.RawMessage) (*jsonschema.Schema, error) {
+func compileSchema(raw json.RawMessage, loader SchemaLoader) (*jsonschema.Schema, error) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
 		return nil, err
 	}
 	c := jsonschema.NewCompiler()
+	c.UseLoader(urlLoader{loader})
 	c.DefaultDraft(jsonschema.Draft2020)
 	const loc = "weft:///node.schema.json"
 	if err := c.AddResource(loc, doc); err != nil {
@@ -67,13 +112,13 @@ type FieldError struct {
 	Message string `json:"message"`
 }
 
-// checkSchema validates v against the schema raw; what names the value
+// check validates v against the schema raw; what names the value
 // ("input", "output") in the failure.
-func checkSchema(what string, raw json.RawMessage, v any) error {
+func (c *schemaCache) check(what string, raw json.RawMessage, v any) error {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return nil
 	}
-	s, err := schemas.get(raw)
+	s, err := c.get(raw)
 	if err != nil {
 		return NonRetryable(events.FailureValidation, fmt.Sprintf("the node's %s schema does not compile: %v", what, err))
 	}

@@ -39,11 +39,16 @@ func (w *Worker) startNode(ctx context.Context, q *queue, it *item, ready *event
 	})
 	it.tel.span = span
 	if span.IsRecording() {
-		it.base = it.base.With(telemetry.LogAttrs(span.SpanContext())...)
+		it.base = w.log.With(telemetry.LogAttrs(span.SpanContext())...)
 	}
-	if it.delivery == 1 && telemetry.MetricsEnabled() {
-		telemetry.QueueWait(ctx, q.name, r.Type, time.Since(ready.Time))
+	took := time.Now()
+	if it.delivery == 1 {
+		if telemetry.MetricsEnabled() {
+			telemetry.QueueWait(ctx, q.name, r.Type, took.Sub(ready.Time))
+		}
+		telemetry.RecordWait(ctx, ready, q.name, took)
 	}
+	it.step(ctx, "took", logQueue, q.name)
 	return ctx, span
 }
 

@@ -185,7 +185,7 @@ func TestHTTP(t *testing.T) {
 		}
 	}))
 	t.Cleanup(srv.Close)
-	h := &builtin.HTTP{Client: srv.Client(), MaxBody: 1024}
+	h := &builtin.HTTP{Policy: allow(t, "127.0.0.1"), MaxBody: 1024}
 
 	res, err := h.Execute(context.Background(), input("http", map[string]any{"url": srv.URL + "/ok", "method": "post", "body": map[string]any{"q": 1}}))
 	if err != nil {

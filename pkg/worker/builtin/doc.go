@@ -1,13 +1,72 @@
 // Package builtin holds the node executors that come with Weft's worker
 // daemon: echo, noop, sleep, fail, http, transform and llm. Register adds them
-// all to a worker; each is also an exported type, for reuse under another
-// name or with other settings (an HTTP executor with its own client, say).
+// all to a worker, configured by options; each is also an exported type, for
+// reuse under another name or with other settings.
 //
 // Executors read their configuration from the node's "config" in the graph.
 // Unknown configuration fields are refused: a misspelt field fails the node
 // with a non-retryable "ValidationError" rather than being ignored.
 // Durations are Go duration strings ("100ms", "1m30s") or numbers of
 // milliseconds.
+//
+// # What the graph chooses, and what the worker does
+//
+// A graph is written by whoever may start runs; the worker's configuration
+// by its operator. So a graph never chooses where the worker's secrets go
+// nor what its host can reach:
+//
+//   - http: the worker's AddressPolicy (WithAddressPolicy; nodeworker
+//     -http-allow) decides which hosts and addresses may be reached. It is
+//     checked on the address actually dialled, after DNS, for every
+//     connection and every redirect, so DNS rebinding and redirects to a
+//     denied address are refused. Loopback, link-local (cloud metadata),
+//     private, shared, unspecified, multicast and reserved addresses are
+//     denied unless an allowed address or network holds them. Proxies from
+//     the environment are not used. A refusal fails the node with a
+//     non-retryable "AddressDenied" naming the host and the rule.
+//   - Secrets are referenced, never written: an http header value holds
+//     ${secret:NAME} ("Authorization": "Bearer ${secret:API_TOKEN}"), which
+//     the worker resolves from its own secrets (WithSecrets; nodeworker:
+//     WEFT_SECRET_<NAME> variables and the files of -secrets-dir), so
+//     events hold only the reference. Authorization, Cookie and
+//     Proxy-Authorization must be references; a URL with user:password@ is
+//     refused. Graph validation (pkg/graph) refuses both, located, before a
+//     run starts. Secrets are sent only to hosts the allow-list names (not
+//     to any public host), are dropped on a redirect to another host, and
+//     their values are scrubbed from the node's output and failures.
+//   - llm: endpoints and their keys are the worker's, under names
+//     (WithLLMEndpoint; nodeworker -llm-endpoint name=N,url=U,key=SECRET);
+//     a graph picks one with "endpoint". The old "baseURL" and "apiKeyEnv"
+//     fields are refused, saying what to use instead. Operator-configured
+//     endpoints are trusted: they are not subject to the address policy.
+//     Redirects are not followed.
+//
+// # Limits
+//
+// Exceeding a limit fails the node with a non-retryable failure that names
+// the node and the limit; the work item is acknowledged, so it cannot be
+// redelivered to the next worker.
+//
+//	limit                      default  option (nodeworker flag)                            failure
+//	http, llm response body    1 MiB    WithMaxResponse (-http-max-body)                    ResponseTooLarge
+//	http redirects             5        WithMaxRedirects (-http-max-redirects)              TooManyRedirects
+//	http request time          10s      config "timeout"; the node's timeout                Timeout (retryable)
+//	llm request time           60s      config "timeout"; the node's timeout                Timeout (retryable)
+//	template source            64 KiB   TemplateLimits.MaxSource                            TemplateLimit
+//	template output            1 MiB    TemplateLimits.MaxOutput (-template-max-output)     TemplateLimit
+//	template range iterations  100000   TemplateLimits.MaxIterations (-template-max-iterations) TemplateLimit
+//	template printf width      1024     fixed                                               ValidationError
+//	transform expression cost  1000000  fixed (pkg/expr cost units)                         EvaluationError
+//
+// Templates (the llm prompt and system message, Go text/template over
+// {"state", "local", "invocation"}) cannot be interrupted once they run, so
+// they are bounded by construction: every range iteration (over a list, a
+// map or an integer) counts against the budget and checks the node's
+// context, so the node's timeout also stops a template; output past its cap
+// aborts execution; printf refuses '*' and widths or precisions over 1024;
+// {{define}}, {{block}} and {{template}} are refused (no recursion).
+// Transform's CEL expressions have a cost limit (package expr) and stop
+// when the node's context ends.
 package builtin
 
 import "github.com/weft-dev/weft/pkg/worker"
@@ -23,13 +82,18 @@ const (
 	TypeLLM       = "llm"
 )
 
-// Register registers every built-in executor with w under its type.
-func Register(w *worker.Worker) {
+// Register registers every built-in executor with w under its type,
+// configured by opts.
+func Register(w *worker.Worker, opts ...Option) {
+	var s settings
+	for _, o := range opts {
+		o(&s)
+	}
 	w.Handle(TypeEcho, Echo{})
 	w.Handle(TypeNoop, Noop{})
 	w.Handle(TypeSleep, Sleep{})
 	w.Handle(TypeFail, Fail{})
-	w.Handle(TypeHTTP, &HTTP{})
+	w.Handle(TypeHTTP, &HTTP{Policy: s.policy, Secrets: s.secrets, MaxBody: s.maxBody, MaxRedirects: s.maxRedirects})
 	w.Handle(TypeTransform, Transform{})
-	w.Handle(TypeLLM, &LLM{})
+	w.Handle(TypeLLM, &LLM{Endpoints: s.endpoints, Secrets: s.secrets, MaxBody: s.maxBody, Limits: s.limits})
 }

@@ -7,12 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
-	"os"
+	"slices"
 	"strings"
-	"sync"
-	"text/template"
 	"time"
 
 	"github.com/weft-dev/weft/pkg/events"
@@ -21,9 +20,10 @@ import (
 
 // LLM defaults.
 const (
-	DefaultLLMBaseURL   = "https://api.openai.com/v1"
-	DefaultLLMAPIKeyEnv = "OPENAI_API_KEY"
-	DefaultLLMTimeout   = 60 * time.Second
+	DefaultLLMTimeout = 60 * time.Second
+	// DefaultLLMEndpoint is the endpoint a node without "endpoint" uses,
+	// when the worker has several.
+	DefaultLLMEndpoint = "default"
 )
 
 // Failure types of the llm executor.
@@ -34,10 +34,11 @@ const (
 
 // LLMConfig configures llm.
 type LLMConfig struct {
-	// BaseURL of an OpenAI-compatible API (default
-	// https://api.openai.com/v1); requests go to BaseURL/chat/completions.
-	BaseURL string `json:"baseURL,omitempty"`
-	Model   string `json:"model"`
+	// Endpoint names one of the worker's endpoints (LLM.Endpoints; the
+	// nodeworker's -llm-endpoint). Without it, the worker's only endpoint,
+	// or the one named "default". A graph never gives a URL or a key.
+	Endpoint string `json:"endpoint,omitempty"`
+	Model    string `json:"model"`
 	// Temperature and MaxTokens are sent when set.
 	Temperature *float64 `json:"temperature,omitempty"`
 	MaxTokens   int      `json:"max_tokens,omitempty"`
@@ -46,15 +47,51 @@ type LLMConfig struct {
 	// Prompt is the user message: a Go text/template over {"state",
 	// "local", "invocation"}, e.g. "Summarise: {{.state.text}}". A key
 	// that is missing is an error; use {{index .state "k"}} for optional
-	// keys.
+	// keys. Templates are bounded (see TemplateLimits).
 	Prompt string `json:"prompt"`
-	// APIKeyEnv names the environment variable that holds the API key
-	// (default OPENAI_API_KEY). When the default variable is unset, no
-	// Authorization header is sent (local servers need none); when a
-	// variable named here is unset, the node fails.
-	APIKeyEnv string `json:"apiKeyEnv,omitempty"`
 	// Timeout bounds one request (default 60s).
 	Timeout Duration `json:"timeout,omitempty"`
+}
+
+// LLMEndpoint is an OpenAI-compatible API the operator configured on the
+// worker, under a name graphs pick it by.
+type LLMEndpoint struct {
+	// URL is the API's base URL; requests go to URL/chat/completions.
+	URL string
+	// KeySecret names the worker secret (see Secrets) that holds the API
+	// key, sent as a bearer token; empty: no Authorization header.
+	KeySecret string
+	// Key is the API key itself, for programs that embed the worker and
+	// hold it already; KeySecret wins when both are set.
+	Key string
+}
+
+// removedLLMFields are configuration fields a graph may no longer give,
+// with what to use instead.
+var removedLLMFields = map[string]string{
+	"baseurl":   `a graph no longer chooses the URL: name an endpoint configured on the worker ("endpoint": "NAME"; nodeworker -llm-endpoint name=NAME,url=URL,key=SECRET)`,
+	"url":       `a graph does not choose the URL: name an endpoint configured on the worker ("endpoint": "NAME"; nodeworker -llm-endpoint name=NAME,url=URL,key=SECRET)`,
+	"apikeyenv": `a graph no longer chooses the API key: the key belongs to the endpoint configured on the worker ("endpoint": "NAME"; nodeworker -llm-endpoint name=NAME,url=URL,key=SECRET)`,
+	"apikey":    `a graph does not hold the API key: the key belongs to the endpoint configured on the worker ("endpoint": "NAME"; nodeworker -llm-endpoint name=NAME,url=URL,key=SECRET)`,
+}
+
+// CheckLLMConfig checks the parts of an llm node's configuration that must
+// hold before the graph is accepted: no URL, no key, no environment
+// variable. It returns one message per problem, each starting with the
+// field.
+func CheckLLMConfig(raw json.RawMessage) []string {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil {
+		return nil // the executor reports a malformed config
+	}
+	var bad []string
+	for k := range m {
+		if why, ok := removedLLMFields[strings.ToLower(k)]; ok {
+			bad = append(bad, k+": "+why)
+		}
+	}
+	slices.Sort(bad)
+	return bad
 }
 
 // LLM calls an OpenAI-compatible chat-completions endpoint with a prompt
@@ -62,19 +99,57 @@ type LLMConfig struct {
 // outputs {"content", "model", "usage"}. The attempt's idempotency key is
 // sent as the Idempotency-Key header.
 //
+// The endpoint is one of Endpoints, chosen by name: operators configure
+// them, and they are trusted (not subject to the http executor's address
+// policy); redirects are not followed. Prompt templates are bounded by
+// Limits.
+//
 // Statuses 408, 429 and 5xx, network errors and timeouts are retryable
 // failures (the coordinator retries by the node's policy); other 4xx are
 // not, nor are configuration and template errors. Failures carry the
 // provider's error message, and Retry-After when given, in their details.
 type LLM struct {
-	// Client sends the requests (default http.DefaultClient).
+	// Endpoints by name.
+	Endpoints map[string]LLMEndpoint
+	// Secrets resolves the endpoints' KeySecret.
+	Secrets Secrets
+	// Client sends the requests (default: a client that follows no
+	// redirects).
 	Client *http.Client
-	// Getenv reads the API key (default os.Getenv).
-	Getenv func(string) string
+	// MaxBody caps the response body (default 1 MiB).
+	MaxBody int64
+	// Limits bound the prompt templates.
+	Limits TemplateLimits
+}
+
+var noRedirects = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+// endpoint picks the node's endpoint.
+func (l *LLM) endpoint(in *worker.Input, name string) (string, LLMEndpoint, error) {
+	if name == "" {
+		switch {
+		case len(l.Endpoints) == 1:
+			for n, e := range l.Endpoints {
+				return n, e, nil
+			}
+		case len(l.Endpoints) == 0:
+			return "", LLMEndpoint{}, configError(in, "no llm endpoint is configured on this worker (nodeworker -llm-endpoint name=NAME,url=URL,key=SECRET)")
+		}
+		name = DefaultLLMEndpoint
+	}
+	e, ok := l.Endpoints[name]
+	if !ok {
+		known := slices.Sorted(maps.Keys(l.Endpoints))
+		return "", LLMEndpoint{}, configError(in, fmt.Sprintf("endpoint: %q is not configured on this worker (it has: %s)", name, strings.Join(known, ", ")))
+	}
+	return name, e, nil
 }
 
 // Execute implements worker.Node.
 func (l *LLM) Execute(ctx context.Context, in *worker.Input) (*worker.Result, error) {
+	if bad := CheckLLMConfig(in.Config); len(bad) > 0 {
+		return nil, configError(in, strings.Join(bad, "; "))
+	}
 	var cfg LLMConfig
 	if err := decodeConfig(in, &cfg); err != nil {
 		return nil, err
@@ -85,30 +160,37 @@ func (l *LLM) Execute(ctx context.Context, in *worker.Input) (*worker.Result, er
 	if strings.TrimSpace(cfg.Prompt) == "" {
 		return nil, configError(in, "prompt: required")
 	}
-	base := cfg.BaseURL
-	if base == "" {
-		base = DefaultLLMBaseURL
+	name, ep, err := l.endpoint(in, cfg.Endpoint)
+	if err != nil {
+		return nil, err
 	}
-	u, err := url.Parse(strings.TrimRight(base, "/") + "/chat/completions")
+	u, err := url.Parse(strings.TrimRight(ep.URL, "/") + "/chat/completions")
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, configError(in, fmt.Sprintf("baseURL: want an absolute http(s) URL, got %q", base))
+		return nil, configError(in, fmt.Sprintf("endpoint %q: the worker's URL is not an absolute http(s) URL", name))
 	}
 	data := map[string]any{"state": in.State, "local": in.Local, "invocation": in.Invocation}
-	prompt, err := render(in, "prompt", cfg.Prompt, data)
+	prompt, err := render(ctx, in, "prompt", cfg.Prompt, data, l.Limits)
 	if err != nil {
 		return nil, err
 	}
 	messages := []chatMessage{{Role: "user", Content: prompt}}
 	if cfg.System != "" {
-		system, err := render(in, "system", cfg.System, data)
+		system, err := render(ctx, in, "system", cfg.System, data, l.Limits)
 		if err != nil {
 			return nil, err
 		}
 		messages = append([]chatMessage{{Role: "system", Content: system}}, messages...)
 	}
-	key, err := l.apiKey(in, cfg.APIKeyEnv)
-	if err != nil {
-		return nil, err
+	key := ep.Key
+	if ep.KeySecret != "" {
+		v, ok := "", false
+		if l.Secrets != nil {
+			v, ok = l.Secrets(ep.KeySecret)
+		}
+		if !ok {
+			return nil, configError(in, fmt.Sprintf("endpoint %q: its key, secret %s, is not configured on this worker (set %s%s, or a file %s in its -secrets-dir)", name, ep.KeySecret, SecretEnvPrefix, ep.KeySecret, ep.KeySecret))
+		}
+		key = v
 	}
 	body, _ := json.Marshal(chatRequest{Model: cfg.Model, Messages: messages, Temperature: cfg.Temperature, MaxTokens: cfg.MaxTokens})
 
@@ -129,24 +211,33 @@ func (l *LLM) Execute(ctx context.Context, in *worker.Input) (*worker.Result, er
 	}
 	client := l.Client
 	if client == nil {
-		client = http.DefaultClient
+		client = noRedirects
 	}
-	where := "POST " + redact(u)
+	where := fmt.Sprintf("llm node %q: endpoint %q: POST %s", in.NodeID, name, redact(u))
+	var secrets []string
+	if key != "" {
+		secrets = []string{key}
+	}
 	resp, err := client.Do(req)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return nil, &worker.Error{Type: events.FailureTimeout, Message: fmt.Sprintf("%s: no response within %s", where, timeout), Retryable: true}
 		}
-		return nil, &worker.Error{Type: FailureHTTPNetwork, Message: where, Retryable: true, Cause: err}
+		return nil, &worker.Error{Type: FailureHTTPNetwork, Message: where, Retryable: true, Cause: errors.New(scrub(err.Error(), secrets))}
 	}
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, DefaultMaxBody+1))
+	limit := l.MaxBody
+	if limit <= 0 {
+		limit = DefaultMaxBody
+	}
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if err != nil {
 		return nil, &worker.Error{Type: FailureHTTPNetwork, Message: where + ": reading the response", Retryable: true, Cause: err}
 	}
-	if len(raw) > DefaultMaxBody {
-		return nil, worker.NonRetryable(FailureResponseTooLarge, fmt.Sprintf("%s: response body is larger than %d bytes", where, DefaultMaxBody))
+	if int64(len(raw)) > limit {
+		return nil, worker.NonRetryable(FailureResponseTooLarge, fmt.Sprintf("%s: the response body is larger than the worker's %d-byte limit", where, limit))
 	}
+	raw = []byte(scrub(string(raw), secrets))
 	if s := resp.StatusCode; s < 200 || s > 299 {
 		details := map[string]any{"status": s, "error": providerError(raw)}
 		if ra := resp.Header.Get("Retry-After"); ra != "" {
@@ -176,21 +267,6 @@ func (l *LLM) Execute(ctx context.Context, in *worker.Input) (*worker.Result, er
 		"model":   model,
 		"usage":   out.Usage,
 	}}, nil
-}
-
-func (l *LLM) apiKey(in *worker.Input, env string) (string, error) {
-	getenv := l.Getenv
-	if getenv == nil {
-		getenv = os.Getenv
-	}
-	if env == "" {
-		return getenv(DefaultLLMAPIKeyEnv), nil
-	}
-	key := getenv(env)
-	if key == "" {
-		return "", configError(in, fmt.Sprintf("apiKeyEnv: environment variable %s is not set", env))
-	}
-	return key, nil
 }
 
 type chatMessage struct {
@@ -232,23 +308,4 @@ func providerError(raw []byte) string {
 		s = s[:200] + "…"
 	}
 	return s
-}
-
-// templates caches parsed prompt templates by text.
-var templates sync.Map // string → *template.Template
-
-func render(in *worker.Input, name, text string, data any) (string, error) {
-	v, ok := templates.Load(text)
-	if !ok {
-		t, err := template.New(name).Option("missingkey=error").Parse(text)
-		if err != nil {
-			return "", configError(in, fmt.Sprintf("%s: %v", name, err))
-		}
-		v, _ = templates.LoadOrStore(text, t)
-	}
-	var b strings.Builder
-	if err := v.(*template.Template).Execute(&b, data); err != nil {
-		return "", worker.NonRetryable(events.FailureValidation, fmt.Sprintf("%s node %q: %s: %v", in.Type, in.NodeID, name, err))
-	}
-	return b.String(), nil
 }

@@ -50,12 +50,15 @@ func TestLLM(t *testing.T) {
 	fake := &fakeLLM{}
 	srv := httptest.NewServer(fake)
 	t.Cleanup(srv.Close)
-	env := map[string]string{"MY_KEY": "sk-test"}
-	llm := &builtin.LLM{Getenv: func(k string) string { return env[k] }}
+	secrets := map[string]string{"MY_KEY": "sk-test"}
+	llm := &builtin.LLM{
+		Endpoints: map[string]builtin.LLMEndpoint{"local": {URL: srv.URL + "/v1", KeySecret: "MY_KEY"}},
+		Secrets:   func(k string) (string, bool) { v, ok := secrets[k]; return v, ok },
+	}
 	temp := 0.2
 	cfg := builtin.LLMConfig{
-		BaseURL: srv.URL + "/v1", Model: "tiny", Temperature: &temp, MaxTokens: 64,
-		System: "You greet {{.invocation.tier}} users.", Prompt: "Greet {{.state.name}} ({{.local.item}}).", APIKeyEnv: "MY_KEY",
+		Endpoint: "local", Model: "tiny", Temperature: &temp, MaxTokens: 64,
+		System: "You greet {{.invocation.tier}} users.", Prompt: "Greet {{.state.name}} ({{.local.item}}).",
 	}
 	in := input("llm", cfg)
 	in.State["name"] = "Ada"
@@ -87,8 +90,14 @@ func TestLLMFailures(t *testing.T) {
 	fake := &fakeLLM{}
 	srv := httptest.NewServer(fake)
 	t.Cleanup(srv.Close)
-	llm := &builtin.LLM{Getenv: func(string) string { return "" }}
-	base := srv.URL + "/v1"
+	llm := &builtin.LLM{
+		Endpoints: map[string]builtin.LLMEndpoint{
+			"default": {URL: srv.URL + "/v1"},
+			"keyed":   {URL: srv.URL + "/v1", KeySecret: "NOPE"},
+			"down":    {URL: "http://127.0.0.1:1/v1"},
+		},
+		Secrets: func(string) (string, bool) { return "", false },
+	}
 	tests := []struct {
 		name      string
 		status    int
@@ -103,11 +112,12 @@ func TestLLMFailures(t *testing.T) {
 		{name: "bad request", status: 400, body: `{"error":{"message":"unknown model"}}`, wantType: builtin.FailureLLMStatus, wantMsg: "unknown model"},
 		{name: "unauthorized", status: 401, body: `{"error":{"message":"bad key"}}`, wantType: builtin.FailureLLMStatus, wantMsg: "bad key"},
 		{name: "bad body", status: 200, body: `{"choices":[]}`, wantType: builtin.FailureLLMResponse, retryable: true},
-		{name: "missing key", cfg: builtin.LLMConfig{APIKeyEnv: "NOPE"}, wantType: events.FailureValidation, wantMsg: "NOPE is not set"},
+		{name: "missing key", cfg: builtin.LLMConfig{Endpoint: "keyed"}, wantType: events.FailureValidation, wantMsg: "secret NOPE, is not configured"},
+		{name: "unknown endpoint", cfg: builtin.LLMConfig{Endpoint: "elsewhere"}, wantType: events.FailureValidation, wantMsg: `"elsewhere" is not configured on this worker (it has: default, down, keyed)`},
 		{name: "missing state", cfg: builtin.LLMConfig{Prompt: "{{.state.absent}}"}, wantType: events.FailureValidation, wantMsg: "absent"},
 		{name: "bad template", cfg: builtin.LLMConfig{Prompt: "{{.state"}, wantType: events.FailureValidation},
 		{name: "no model", cfg: builtin.LLMConfig{Model: "-"}, wantType: events.FailureValidation, wantMsg: "model"},
-		{name: "unreachable", cfg: builtin.LLMConfig{BaseURL: "http://127.0.0.1:1/v1"}, wantType: builtin.FailureHTTPNetwork, retryable: true},
+		{name: "unreachable", cfg: builtin.LLMConfig{Endpoint: "down"}, wantType: builtin.FailureHTTPNetwork, retryable: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -118,9 +128,6 @@ func TestLLMFailures(t *testing.T) {
 			}
 			fake.mu.Unlock()
 			cfg := tt.cfg
-			if cfg.BaseURL == "" {
-				cfg.BaseURL = base
-			}
 			switch cfg.Model {
 			case "":
 				cfg.Model = "tiny"
@@ -136,5 +143,51 @@ func TestLLMFailures(t *testing.T) {
 				t.Errorf("error %q does not say %q", we.Error(), tt.wantMsg)
 			}
 		})
+	}
+}
+
+// TestLLMGraphCannotChooseURLOrKey: the fields that let a graph send a
+// worker's secret anywhere are refused, with what to use instead, before
+// any request.
+func TestLLMGraphCannotChooseURLOrKey(t *testing.T) {
+	fake := &fakeLLM{}
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	llm := &builtin.LLM{Endpoints: map[string]builtin.LLMEndpoint{"default": {URL: srv.URL + "/v1", Key: "sk-worker"}}}
+	for _, cfg := range []map[string]any{
+		{"model": "m", "prompt": "p", "baseURL": srv.URL + "/v1"},
+		{"model": "m", "prompt": "p", "apiKeyEnv": "HOME"},
+		{"model": "m", "prompt": "p", "BaseUrl": "http://evil.example"},
+	} {
+		_, err := llm.Execute(context.Background(), input("llm", cfg))
+		we := failure(t, err, events.FailureValidation, false)
+		if !strings.Contains(we.Message, `"endpoint": "NAME"`) {
+			t.Errorf("%v: %s does not say what to use", cfg, we.Message)
+		}
+	}
+	fake.mu.Lock()
+	defer fake.mu.Unlock()
+	if len(fake.reqs) != 0 {
+		t.Errorf("%d requests sent", len(fake.reqs))
+	}
+	if got := builtin.CheckLLMConfig([]byte(`{"baseURL": "x", "apiKeyEnv": "Y", "model": "m"}`)); len(got) != 2 || !strings.HasPrefix(got[0], "apiKeyEnv: ") || !strings.HasPrefix(got[1], "baseURL: ") {
+		t.Errorf("CheckLLMConfig = %q", got)
+	}
+}
+
+// TestLLMKeyNeverInError: the endpoint's key is scrubbed from what a
+// provider echoes back.
+func TestLLMKeyNeverInError(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = io.WriteString(w, `{"error":{"message":"bad key `+r.Header.Get("Authorization")+`"}}`)
+	}))
+	t.Cleanup(srv.Close)
+	llm := &builtin.LLM{Endpoints: map[string]builtin.LLMEndpoint{"p": {URL: srv.URL, Key: "sk-very-secret"}}}
+	_, err := llm.Execute(context.Background(), input("llm", map[string]any{"model": "m", "prompt": "p"}))
+	we := failure(t, err, builtin.FailureLLMStatus, false)
+	b, _ := json.Marshal(we)
+	if strings.Contains(we.Error()+string(b), "sk-very-secret") || !strings.Contains(we.Message, "[redacted]") {
+		t.Errorf("failure shows the key: %s %s", we.Error(), b)
 	}
 }

@@ -1,0 +1,64 @@
+package nodeworker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/weft-dev/weft/internal/natsconn"
+	"github.com/weft-dev/weft/internal/telemetry"
+	"github.com/weft-dev/weft/pkg/events"
+)
+
+// probe answers the daemon's /readyz (with -http) and reports its queues'
+// gauges. The worker is ready when it is connected to NATS and the
+// consumer of every queue it serves exists (the worker pulls from them;
+// until they do, it sets them up).
+type probe struct {
+	js     jetstream.JetStream
+	stream string
+	queues []string
+}
+
+func (p *probe) ready(ctx context.Context) error {
+	if !p.js.Conn().IsConnected() {
+		return errors.New("not connected to NATS")
+	}
+	for _, q := range p.queues {
+		if _, err := p.js.Consumer(ctx, p.stream, natsconn.QueueConsumerName(q)); err != nil {
+			return fmt.Errorf("queue %s: its consumer %s is not bound: %w", q, natsconn.QueueConsumerName(q), err)
+		}
+	}
+	return nil
+}
+
+// queueStats reads, for each queue, the work items not yet delivered and
+// the age of the oldest of them: the first work item after the last one
+// delivered.
+func (p *probe) queueStats(ctx context.Context) []telemetry.QueueStat {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	st, err := p.js.Stream(ctx, p.stream)
+	if err != nil {
+		return nil
+	}
+	var out []telemetry.QueueStat
+	for _, q := range p.queues {
+		c, err := p.js.Consumer(ctx, p.stream, natsconn.QueueConsumerName(q))
+		if err != nil {
+			continue
+		}
+		info := c.CachedInfo()
+		s := telemetry.QueueStat{Queue: q, Depth: int64(info.NumPending)}
+		if info.NumPending > 0 {
+			if m, err := st.GetMsg(ctx, info.Delivered.Stream+1, jetstream.WithGetMsgSubject(events.QueueFilter(q))); err == nil {
+				s.Oldest = max(time.Since(m.Time), 0)
+			}
+		}
+		out = append(out, s)
+	}
+	return out
+}
