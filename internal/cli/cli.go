@@ -1,6 +1,13 @@
 // Package cli is the weft command: start, inspect, replay and steer runs,
 // validate graph files, and run the whole engine in one process (demo, dev).
 //
+// Debugging by replay: 'weft events' shows each event's position in its run
+// (1, 2, 3…), the points 'weft state -at', 'weft diff' and 'weft fork -at'
+// take (-seq takes stream sequences instead); 'weft fork' starts a new run
+// from any point with edited state or another graph, 'weft reset' ends a run
+// and forks it from before a node ran, and 'weft replay' checks recorded
+// runs against a changed graph (package replay).
+//
 // Run parses a command line and runs one subcommand; Main also prints the
 // error and maps it to an exit status, which is all cmd/weft does. Each
 // subcommand has its own flag.FlagSet; flags and arguments may come in any
@@ -51,6 +58,7 @@ var commands []*command
 func init() {
 	commands = []*command{
 		cmdRun, cmdStatus, cmdList, cmdEvents, cmdState, cmdDiff,
+		cmdFork, cmdReset, cmdReplay,
 		cmdSignal, cmdCancel, cmdValidate, cmdDemo, cmdDev, cmdAdmin, cmdRoles,
 	}
 }

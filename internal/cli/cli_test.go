@@ -134,14 +134,18 @@ func TestRunAndInspect(t *testing.T) {
 	wantContains(t, "events", r.stdout, "SEQ", "run.started", "node.ready", "type echo, queue default", "node.invoked", "worker test-worker", "-> shout", "-> END", "run.completed")
 	r = weft(t, "events", run, "-nats", url, "-o", "json")
 	var rows []struct {
-		Seq  uint64 `json:"seq"`
-		Type string `json:"type"`
-		Node string `json:"node"`
+		Position int    `json:"position"`
+		Seq      uint64 `json:"seq"`
+		Type     string `json:"type"`
+		Node     string `json:"node"`
 	}
 	if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil || len(rows) < 5 {
 		t.Fatalf("events -o json: %v, %d rows\n%s", err, len(rows), r.stdout)
 	}
-	first, last := rows[0].Seq, rows[len(rows)-1].Seq
+	first, last := uint64(rows[0].Position), uint64(rows[len(rows)-1].Position)
+	if first != 1 || last != uint64(len(rows)) {
+		t.Errorf("events -o json: positions %d to %d for %d events, want 1 to %d", first, last, len(rows), len(rows))
+	}
 
 	r = weft(t, "state", run, "-at", itoa(first), "-nats", url)
 	if r.code != 0 || !strings.Contains(r.stdout, "running") || strings.Contains(r.stdout, "greeting") {
@@ -280,7 +284,21 @@ func TestUsage(t *testing.T) {
 		{"status with two runs", []string{"status", "a", "b"}, 2, "", "usage: weft status RUN [flags]"},
 		{"unknown flag", []string{"list", "-bogus"}, 2, "", "flag provided but not defined: -bogus"},
 		{"bad output format", []string{"-o", "yaml", "list"}, 2, "", `-o: want text or json, got "yaml"`},
-		{"bad diff sequence", []string{"diff", "r", "one", "2"}, 2, "", `FROMSEQ: want a stream sequence`},
+		{"bad diff position", []string{"diff", "r", "one", "2"}, 2, "", `FROM: want a position in the run`},
+		{"bad diff sequence", []string{"diff", "r", "0", "2", "-seq"}, 2, "", `FROM: want a stream sequence`},
+		{"reversed diff", []string{"diff", "r", "5", "2"}, 2, "", `TO 2 is before FROM 5: TO must be 5 or later`},
+		{"fork without -at", []string{"fork", "r"}, 2, "", `-at: want the position of an event`},
+		{"fork bad -set", []string{"fork", "r", "-at", "2", "-set", "name=Bob"}, 2, "", `-set name=Bob: want KEY=JSON`},
+		{"fork -set without =", []string{"fork", "r", "-at", "2", "-set", "name"}, 2, "", `want KEY=JSON`},
+		{"fork -state not an object", []string{"fork", "r", "-at", "2", "-state", "[1]"}, 2, "", `-state: want a JSON object`},
+		{"fork graph missing", []string{"fork", "r", "-at", "2", "-graph", "/nonexistent.yaml"}, 1, "", `graph file /nonexistent.yaml does not exist`},
+		{"reset without target", []string{"reset", "r"}, 2, "", `want -to NODE or -at POS`},
+		{"reset with both", []string{"reset", "r", "-to", "a", "-at", "3"}, 2, "", `want -to NODE or -at POS`},
+		{"replay without graph", []string{"replay", "r"}, 2, "", `-graph: want the changed graph file`},
+		{"replay without runs", []string{"replay", "-graph", helloFile}, 2, "", `want RUN... or -all`},
+		{"replay -status without -all", []string{"replay", "-graph", helloFile, "r", "-status", "running"}, 2, "", `-status goes with -all`},
+		{"help fork", []string{"help", "fork"}, 0, "usage: weft fork RUN [flags]", ""},
+		{"help lists replay", []string{"help"}, 0, "replay RUN...", ""},
 		{"input not an object", []string{"run", helloFile, "-input", "[1]"}, 2, "", "-input: want a JSON object"},
 		{"input not JSON", []string{"run", helloFile, "-input", "{"}, 2, "", "-input: not valid JSON"},
 		{"input file missing", []string{"run", helloFile, "-input", "@/nonexistent.json"}, 2, "", "-input: open /nonexistent.json"},

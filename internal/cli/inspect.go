@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -93,7 +94,8 @@ var cmdList = &command{
 	name:    "list",
 	summary: "list runs, newest first",
 	help: `Lists runs from the events stream's subject index, newest first, with their
-status, graph and start time.`,
+status, graph, start time and lineage (a forked run's parent run and
+position: "forked from RUN@N").`,
 	run: func(e *env, c *command, args []string) error {
 		fs, out := e.flagSet(c)
 		cfg := natsFlags(fs)
@@ -135,9 +137,13 @@ status, graph and start time.`,
 			return e.writeJSON(runs)
 		}
 		tw := table(e.stdout)
-		fmt.Fprintln(tw, "RUN\tGRAPH\tSTATUS\tSTARTED")
+		fmt.Fprintln(tw, "RUN\tGRAPH\tSTATUS\tSTARTED\tLINEAGE")
 		for _, r := range runs {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.RunID, r.Graph, r.Status, r.StartedAt.Local().Format(time.DateTime))
+			from := "-"
+			if r.ForkedFrom != nil {
+				from = lineage(r.ForkedFrom)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.RunID, r.Graph, r.Status, r.StartedAt.Local().Format(time.DateTime), from)
 		}
 		return tw.Flush()
 	},
@@ -146,14 +152,19 @@ status, graph and start time.`,
 var cmdEvents = &command{
 	name:    "events",
 	args:    "RUN",
-	summary: "show a run's timeline, event by event",
-	help: `Prints the run's events in log order: the stream sequence, the time since
-the run started, the event type, the node, its iteration and attempt, and what
-the event says (the worker, the error, the edges taken...). The sequences are
-the points 'weft state -at' and 'weft diff' take.`,
+	summary: "show a run's timeline, event by event (-follow to tail it)",
+	help: `Prints the run's events in log order: the event's position in the run
+(POS, the point 'weft state -at', 'weft diff' and 'weft fork -at' take), the
+stream sequence (SEQ, which also counts other runs' events), the time since
+the run started, the event type, the node, its iteration and attempt, and
+what the event says (the worker, the error, the edges taken...). Routings a
+node-ready, -waiting or -skipped event carries get rows of their own above it.
+With -follow it keeps printing events as they are stored until the run ends
+(-o json: one JSON object a line).`,
 	run: func(e *env, c *command, args []string) error {
 		fs, out := e.flagSet(c)
 		cfg := natsFlags(fs)
+		follow := fs.Bool("follow", false, "keep printing the run's events as they come, until the run ends")
 		pos, err := e.parse(c, fs, args, 1, 1)
 		if err != nil {
 			return err
@@ -163,6 +174,9 @@ the points 'weft state -at' and 'weft diff' take.`,
 			return err
 		}
 		defer closeConn()
+		if *follow {
+			return runError(pos[0], e.followTimeline(cl, pos[0], *out == "json"))
+		}
 		evs, err := cl.History(e.ctx, pos[0])
 		if err != nil {
 			return runError(pos[0], err)
@@ -178,14 +192,16 @@ the points 'weft state -at' and 'weft diff' take.`,
 var cmdState = &command{
 	name:    "state",
 	args:    "RUN",
-	summary: "show a run's state, now or at a sequence (-at SEQ)",
-	help: `Replays the run's log up to the stream sequence -at (see 'weft events') and
-prints the state at that point; without -at, the current state. -o json prints
-the whole folded state.`,
+	summary: "show a run's state, now or after an event (-at POS)",
+	help: `Replays the run's log up to the event at position -at (1 is run-started;
+see POS in 'weft events') and prints the state after it; without -at, the
+current state. With -seq, -at is a stream sequence instead (SEQ in 'weft
+events'). -o json prints the whole folded state.`,
 	run: func(e *env, c *command, args []string) error {
 		fs, out := e.flagSet(c)
 		cfg := natsFlags(fs)
-		at := fs.Uint64("at", 0, "the stream sequence to replay up to (0: all)")
+		at := fs.Uint64("at", 0, "the position in the run to replay up to (0: all)")
+		bySeq := fs.Bool("seq", false, "-at is a stream sequence, not a position in the run")
 		pos, err := e.parse(c, fs, args, 1, 1)
 		if err != nil {
 			return err
@@ -195,15 +211,25 @@ the whole folded state.`,
 			return err
 		}
 		defer closeConn()
-		st, err := cl.StateAt(e.ctx, pos[0], *at)
+		var st *projection.State
+		if *bySeq {
+			st, err = cl.StateAtSeq(e.ctx, pos[0], *at)
+		} else if *at > math.MaxInt32 {
+			err = fmt.Errorf("position %d is out of range", *at)
+		} else {
+			st, err = cl.StateAt(e.ctx, pos[0], int(*at))
+		}
 		if err != nil {
 			return runError(pos[0], err)
 		}
 		if *out == "json" {
 			return e.writeJSON(st)
 		}
-		if *at > 0 {
+		switch {
+		case *at > 0 && *bySeq:
 			fmt.Fprintf(e.stdout, "state at seq %d\n", *at)
+		case *at > 0:
+			fmt.Fprintf(e.stdout, "state after event %d (seq %d)\n", *at, st.LastSeq)
 		}
 		e.printStatus(st, nil)
 		return nil
@@ -212,24 +238,34 @@ the whole folded state.`,
 
 var cmdDiff = &command{
 	name:    "diff",
-	args:    "RUN FROMSEQ TOSEQ",
-	summary: "show what changed in a run's state between two sequences",
-	help: `Replays the run's log to FROMSEQ and to TOSEQ (stream sequences, see 'weft
-events') and lists every value that differs, by JSON path.`,
+	args:    "RUN FROM TO",
+	summary: "show what changed in a run's state between two events",
+	help: `Replays the run's log to the events at positions FROM and TO (see POS in
+'weft events'; -seq: stream sequences) and lists every value that differs,
+by JSON path. Long values are cut to 60 characters; -full prints them whole.`,
 	run: func(e *env, c *command, args []string) error {
 		fs, out := e.flagSet(c)
 		cfg := natsFlags(fs)
+		bySeq := fs.Bool("seq", false, "FROM and TO are stream sequences, not positions in the run")
+		full := fs.Bool("full", false, "print values whole, not cut to 60 characters")
 		pos, err := e.parse(c, fs, args, 3, 3)
 		if err != nil {
 			return err
 		}
-		var seqs [2]uint64
+		what := "a position in the run"
+		if *bySeq {
+			what = "a stream sequence"
+		}
+		var pts [2]uint64
 		for i, s := range pos[1:] {
 			n, err := strconv.ParseUint(s, 10, 64)
 			if err != nil || n == 0 {
-				return &usageError{cmd: c, msg: fmt.Sprintf("%s: want a stream sequence (a positive number), got %q", []string{"FROMSEQ", "TOSEQ"}[i], s)}
+				return &usageError{cmd: c, msg: fmt.Sprintf("%s: want %s (a positive number), got %q", []string{"FROM", "TO"}[i], what, s)}
 			}
-			seqs[i] = n
+			pts[i] = n
+		}
+		if pts[0] > pts[1] {
+			return &usageError{cmd: c, msg: fmt.Sprintf("TO %d is before FROM %d: TO must be %d or later", pts[1], pts[0], pts[0])}
 		}
 		cl, closeConn, err := e.connect(c, cfg, false)
 		if err != nil {
@@ -240,26 +276,46 @@ events') and lists every value that differs, by JSON path.`,
 		if err != nil {
 			return runError(pos[0], err)
 		}
-		for _, s := range seqs {
-			if s < evs[0].Seq {
-				return fmt.Errorf("run %s starts at seq %d; %d is before it", pos[0], evs[0].Seq, s)
+		var states [2]*projection.State
+		for i, p := range pts {
+			if *bySeq {
+				first, last := evs[0].Seq, evs[len(evs)-1].Seq
+				if p < first {
+					return fmt.Errorf("run %s has events at sequences %d to %d; %d is before its start", pos[0], first, last, p)
+				}
+				states[i] = projection.FoldTo(evs, p)
+				continue
 			}
+			if p > uint64(len(evs)) {
+				return fmt.Errorf("run %s has events at positions 1 to %d; %s %d is out of range", pos[0], len(evs), []string{"FROM", "TO"}[i], p)
+			}
+			states[i] = projection.Fold(evs[:p])
 		}
-		changes := projection.Diff(projection.FoldTo(evs, seqs[0]), projection.FoldTo(evs, seqs[1]))
+		changes := projection.Diff(states[0], states[1])
 		if *out == "json" {
 			if changes == nil {
 				changes = []projection.Change{}
 			}
 			return e.writeJSON(changes)
 		}
+		unit := "event"
+		if *bySeq {
+			unit = "seq"
+		}
 		if len(changes) == 0 {
-			fmt.Fprintf(e.stdout, "no changes between seq %d and seq %d\n", seqs[0], seqs[1])
+			fmt.Fprintf(e.stdout, "no changes between %s %d and %s %d\n", unit, pts[0], unit, pts[1])
 			return nil
+		}
+		show := func(b json.RawMessage) string {
+			if *full {
+				return orDash(string(b))
+			}
+			return orDash(truncate(string(b), 60))
 		}
 		tw := table(e.stdout)
 		fmt.Fprintln(tw, "PATH\tBEFORE\tAFTER")
 		for _, ch := range changes {
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", ch.Path, orDash(truncate(string(ch.Before), 60)), orDash(truncate(string(ch.After), 60)))
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", ch.Path, show(ch.Before), show(ch.After))
 		}
 		return tw.Flush()
 	},

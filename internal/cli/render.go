@@ -81,6 +81,9 @@ func (e *env) printStatus(st *projection.State, notes map[string]string) {
 	if st.Parent != nil {
 		row("parent", fmt.Sprintf("%s (node %s)", st.Parent.RunID, st.Parent.Ref.Node))
 	}
+	if st.Fork != nil {
+		row("lineage", lineage(st.Fork))
+	}
 	row("status", string(st.Status))
 	if st.StartedAt != nil {
 		row("started", st.StartedAt.Local().Format(time.DateTime+".000"))
@@ -155,9 +158,16 @@ func nodeOrder(st *projection.State) []string {
 
 // timelineRow is one event of a run's timeline.
 type timelineRow struct {
-	Seq       uint64          `json:"seq"`
-	Offset    time.Duration   `json:"offsetNs"`
-	Time      time.Time       `json:"time"`
+	// Position is the event's position in the run (1, 2, 3, ...): the
+	// point 'weft state -at' and 'weft diff' take. Seq is the stream's
+	// sequence, which also counts other runs' events.
+	Position int           `json:"position"`
+	Seq      uint64        `json:"seq"`
+	Offset   time.Duration `json:"offsetNs"`
+	Time     time.Time     `json:"time"`
+	// Clock says why the event's time is earlier than an event before it
+	// in the log, when it is; empty when times run forward.
+	Clock     string          `json:"clock,omitempty"`
 	Type      events.Type     `json:"type"`
 	Node      string          `json:"node,omitempty"`
 	Iteration int             `json:"iteration,omitempty"`
@@ -165,37 +175,70 @@ type timelineRow struct {
 	Attempt   int             `json:"attempt,omitempty"`
 	Summary   string          `json:"summary"`
 	Data      json.RawMessage `json:"data"`
+	// Routed lists the routings an activation carries: decided with it,
+	// about the nodes before it ("greet -> shout"). The text timeline
+	// prints each on a row of its own, above the event.
+	Routed []routedRow `json:"routed,omitempty"`
 	// Fold says what the fold made of an event it did not apply: "stale:
 	// attempt 1 of a/1 is succeeded", "refused: ...",
 	// "rejected: ...". Empty for an event that counted.
 	Fold string `json:"fold,omitempty"`
 }
 
-// timeline lists a run's events, folding them as it goes so that each row
-// says whether its event counted (see projection.ErrStale, ErrRefused).
-// Times are the stream's own where the events carry them.
-func timeline(evs []*events.Event) []timelineRow {
-	var start time.Time
-	if len(evs) > 0 {
-		start = eventTime(evs[0])
+// routedRow is one routing an activation carries.
+type routedRow struct {
+	Node      string `json:"node"`
+	Iteration int    `json:"iteration"`
+	Summary   string `json:"summary"`
+}
+
+// timeliner turns a run's events into timeline rows one at a time, folding
+// them as it goes so that each row says whether its event counted (see
+// projection.ErrStale, ErrRefused). Times are the stream's own where the
+// events carry them.
+type timeliner struct {
+	s      projection.State
+	start  time.Time
+	latest time.Time
+	pos    int
+}
+
+func (tl *timeliner) row(e *events.Event) timelineRow {
+	tl.pos++
+	at := eventTime(e)
+	if tl.pos == 1 {
+		tl.start = at
 	}
-	s := &projection.State{}
+	r := timelineRow{Position: tl.pos, Seq: e.Seq, Offset: at.Sub(tl.start), Time: at, Type: e.Type, Node: e.NodeID, Attempt: e.Attempt, Data: e.Data}
+	if at.Before(tl.latest) {
+		who := "its writer's clock"
+		if !e.Stored.IsZero() {
+			who = "the stream's clock"
+		}
+		r.Clock = fmt.Sprintf("%s before an earlier event: %s", duration(tl.latest.Sub(at)), who)
+	} else {
+		tl.latest = at
+	}
+	r.Fold = foldNote(tl.s.Apply(e))
+	if e.Refused == nil {
+		r.Summary = eventSummary(e, &r, at)
+	}
+	return r
+}
+
+// timeline lists a run's events.
+func timeline(evs []*events.Event) []timelineRow {
+	var tl timeliner
 	rows := make([]timelineRow, len(evs))
 	for i, e := range evs {
-		at := eventTime(e)
-		r := timelineRow{Seq: e.Seq, Offset: at.Sub(start), Time: at, Type: e.Type, Node: e.NodeID, Attempt: e.Attempt, Data: e.Data}
-		r.Fold = foldNote(s.Apply(e))
-		if e.Refused == nil {
-			r.Summary = eventSummary(e, &r, start)
-		}
-		rows[i] = r
+		rows[i] = tl.row(e)
 	}
 	return rows
 }
 
 // eventSummary says what an event states, and fills in the node execution
-// it concerns.
-func eventSummary(e *events.Event, r *timelineRow, start time.Time) string {
+// it concerns and the routings it carries.
+func eventSummary(e *events.Event, r *timelineRow, at time.Time) string {
 	p, err := e.Payload()
 	if err != nil {
 		return "unreadable: " + err.Error()
@@ -203,7 +246,23 @@ func eventSummary(e *events.Event, r *timelineRow, start time.Time) string {
 	if ref, ok := refOf(p); ok {
 		r.Node, r.Iteration, r.Item = ref.Node, ref.Iteration, ref.Item
 	}
-	return summary(p, start)
+	for _, rd := range carried(p) {
+		r.Routed = append(r.Routed, routedRow{Node: rd.Node, Iteration: rd.Iteration, Summary: routing(&rd)})
+	}
+	return summary(p, at)
+}
+
+// carried returns the routings an activation event carries.
+func carried(p events.Payload) []events.NodeRoutedData {
+	switch d := p.(type) {
+	case *events.NodeReadyData:
+		return d.Routed
+	case *events.NodeSkippedData:
+		return d.Routed
+	case *events.NodeWaitingData:
+		return d.Routed
+	}
+	return nil
 }
 
 // foldNote is the timeline's note on what the fold made of an event.
@@ -228,22 +287,51 @@ func eventTime(e *events.Event) time.Time {
 
 // printTimeline prints a run's events as a table; an event the fold did
 // not count is marked with why, e.g. "[stale: attempt 1 of a/1 is
-// succeeded]".
+// succeeded]". The routings an activation carries get rows of their own,
+// above it, marked "(with the next event)".
 func (e *env) printTimeline(evs []*events.Event) {
 	tw := table(e.stdout)
-	fmt.Fprintln(tw, "SEQ\tTIME\tEVENT\tNODE\tITER\tATTEMPT\tDETAILS")
-	for _, r := range timeline(evs) {
-		node := orDash(r.Node)
-		if r.Item != nil {
-			node += "[" + strconv.Itoa(*r.Item) + "]"
-		}
-		details := r.Summary
-		if r.Fold != "" {
-			details = strings.TrimSpace("[" + r.Fold + "] " + details)
-		}
-		fmt.Fprintf(tw, "%d\t+%s\t%s\t%s\t%s\t%s\t%s\n", r.Seq, offset(r.Offset), orDash(shortType(r.Type)), node, num(r.Iteration), num(r.Attempt), details)
+	fmt.Fprintln(tw, timelineHeader)
+	rows := timeline(evs)
+	for _, r := range rows {
+		printRow(tw, r)
 	}
 	_ = tw.Flush()
+	if note := seqNote(rows); note != "" {
+		fmt.Fprintln(e.stdout, note)
+	}
+}
+
+const timelineHeader = "POS\tSEQ\tTIME\tEVENT\tNODE\tITER\tATTEMPT\tDETAILS"
+
+// printRow prints one timeline row, and the routings it carries before it.
+func printRow(w io.Writer, r timelineRow) {
+	for _, rd := range r.Routed {
+		fmt.Fprintf(w, "\t\t\t%s\t%s\t%s\t\t%s (with the next event)\n", "node.routed", rd.Node, num(rd.Iteration), rd.Summary)
+	}
+	node := orDash(r.Node)
+	if r.Item != nil {
+		node += "[" + strconv.Itoa(*r.Item) + "]"
+	}
+	details := r.Summary
+	if r.Fold != "" {
+		details = strings.TrimSpace("[" + r.Fold + "] " + details)
+	}
+	at := "+" + offset(r.Offset)
+	if r.Clock != "" {
+		at += " (" + r.Clock + ")"
+	}
+	fmt.Fprintf(w, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Position, r.Seq, at, orDash(shortType(r.Type)), node, num(r.Iteration), num(r.Attempt), details)
+}
+
+// seqNote explains gaps between the stream sequences of a run's events.
+func seqNote(rows []timelineRow) string {
+	for i := 1; i < len(rows); i++ {
+		if rows[i].Seq > rows[i-1].Seq+1 {
+			return "SEQ is the stream's sequence; it skips the events of other runs in between. POS is the event's position in this run."
+		}
+	}
+	return ""
 }
 
 // shortType is the type without the family prefix and version:
@@ -291,8 +379,9 @@ func refOf(p events.Payload) (events.NodeRef, bool) {
 	return events.NodeRef{}, false
 }
 
-// summary says in a few words what an event states.
-func summary(p events.Payload, start time.Time) string {
+// summary says in a few words what an event states; at is the event's
+// time, from which its deadlines are given.
+func summary(p events.Payload, at time.Time) string {
 	switch d := p.(type) {
 	case *events.RunStartedData:
 		s := fmt.Sprintf("graph %s (%s)", d.GraphName, shortDigest(d.GraphDigest))
@@ -304,6 +393,9 @@ func summary(p events.Payload, start time.Time) string {
 		}
 		if d.Parent != nil {
 			s += ", child of " + d.Parent.RunID
+		}
+		if d.Fork != nil {
+			s += ", " + lineage(d.Fork)
 		}
 		return s
 	case *events.RunCompletedData:
@@ -322,7 +414,7 @@ func summary(p events.Payload, start time.Time) string {
 	case *events.RunCancelledData:
 		return strings.TrimSuffix("by "+d.By+": "+d.Reason, ": ")
 	case *events.NodeReadyData:
-		return withRouted(d.Routed, fmt.Sprintf("type %s, queue %s", d.Type, d.Queue))
+		return fmt.Sprintf("type %s, queue %s", d.Type, d.Queue)
 	case *events.NodeInvokingData:
 		s := "worker " + d.Worker
 		if d.Delivery > 1 {
@@ -366,13 +458,13 @@ func summary(p events.Payload, start time.Time) string {
 		}
 		return s
 	case *events.NodeSkippedData:
-		return withRouted(d.Routed, d.Reason)
+		return d.Reason
 	case *events.NodeWaitingData:
 		s := "for " + d.For
 		if d.Deadline != nil {
-			s += ", until +" + offset(d.Deadline.Sub(start))
+			s += ", deadline " + deadline(*d.Deadline, at)
 		}
-		return withRouted(d.Routed, s)
+		return s
 	case *events.NodeRoutedData:
 		return routing(d)
 	case *events.NodeCancelledData:
@@ -380,7 +472,7 @@ func summary(p events.Payload, start time.Time) string {
 	case *events.HeartbeatData:
 		return ""
 	case *events.RetryScheduledData:
-		return fmt.Sprintf("attempt %d at +%s after %v", d.Attempt, offset(d.At.Sub(start)), &d.LastFailure)
+		return fmt.Sprintf("attempt %d %s, after %v", d.Attempt, deadline(d.At, at), &d.LastFailure)
 	case *events.TimerFiredData:
 		return d.Purpose + " timer " + d.TimerID
 	case *events.SignalReceivedData:
@@ -399,6 +491,26 @@ func summary(p events.Payload, start time.Time) string {
 		return s
 	}
 	return ""
+}
+
+// deadline says when t is, from the time at of the event that set it: "in
+// 24h0m0s (2026-11-24 06:00:00)"; wall-clock times are local.
+func deadline(t, at time.Time) string {
+	when := t.Local().Format(time.DateTime)
+	if d := t.Sub(at); d >= 0 {
+		return "in " + duration(d) + " (" + when + ")"
+	}
+	return "at " + when
+}
+
+// lineage says what a run was forked from: "forked from RUN@5 (reset to
+// node b)".
+func lineage(f *events.ForkRef) string {
+	s := fmt.Sprintf("forked from %s@%d", f.RunID, f.Position)
+	if f.Reason != "" {
+		s += " (" + f.Reason + ")"
+	}
+	return s
 }
 
 // duration rounds d for people: 12ms, 1.204s, 2m3s.
@@ -447,14 +559,4 @@ func routing(d *events.NodeRoutedData) string {
 		s += " (not " + strings.Join(not, ", ") + ")"
 	}
 	return s
-}
-
-// withRouted prefixes an activation's summary with the routings it
-// carries, e.g. "greet -> shout; type transform, queue default".
-func withRouted(rs []events.NodeRoutedData, s string) string {
-	var parts []string
-	for i := range rs {
-		parts = append(parts, rs[i].Node+" "+routing(&rs[i]))
-	}
-	return strings.Join(append(parts, s), "; ")
 }

@@ -24,7 +24,9 @@ var cmdRun = &command{
 run of it and prints the run's id. -input seeds the run's shared state and
 -invocation sets its read-only runtime context; both are JSON objects, inline
 or @FILE (@- for standard input). With -wait it waits for the run's end and
-prints its status and state; a run that fails or is cancelled exits 1.
+prints its status and state; a run that fails or is cancelled exits 1. On a
+terminal, -wait shows the run's progress meanwhile (nodes done of nodes
+known, and those running); piped, it prints only the outcome.
 Node types other than the built-in ones are load errors unless -types names
 them (the types your own workers serve).`,
 	run: func(e *env, c *command, args []string) error {
@@ -90,7 +92,7 @@ them (the types your own workers serve).`,
 		}
 		ctx, cancel := context.WithTimeout(e.ctx, *timeout)
 		defer cancel()
-		st, err := cl.Wait(ctx, run)
+		st, err := e.waitRun(ctx, cl, run, *out != "json" && terminal(e.stdout))
 		if errors.Is(err, context.DeadlineExceeded) {
 			return fmt.Errorf("run %s has not ended after %s; see 'weft status %s'", run, *timeout, run)
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -167,7 +168,7 @@ edges:
 `)
 	run := start(t, st, g, 1)[0] // input {"i": 0}
 	s := waitEnded(t, st, []string{run}, 30*time.Second)[run]
-	if s.Status != projection.RunFailed || s.Error == nil || s.Error.Type != events.FailureValidation || !bytes.Contains([]byte(s.Error.Message), []byte("/i: got number, want string")) {
+	if s.Status != projection.RunFailed || s.Error == nil || s.Error.Type != events.FailureValidation || !strings.Contains(s.Error.Error(), "/i: got number, want string") {
 		t.Fatalf("run = %s %+v", s.Status, s.Error)
 	}
 	if n := len(payloadsOf[*events.NodeReadyData](readRun(t, st, run))); n != 1 {
@@ -264,8 +265,10 @@ edges:
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The snapshot is taken after b's routing: b succeeded, c not yet done.
-	if s.Nodes["b"] == nil || s.Nodes["b"].Routed != 1 || s.Status != projection.RunRunning || sn.Seq >= evs[len(evs)-1].Seq {
+	// The snapshot is taken after b's outcome, just before the decision
+	// that routes it (which records its digest): b succeeded, not yet
+	// routed.
+	if s.Nodes["b"] == nil || s.Nodes["b"].Status != projection.NodeSucceeded || s.Nodes["b"].Routed != 0 || s.Status != projection.RunRunning || sn.Seq >= evs[len(evs)-1].Seq {
 		t.Errorf("snapshot at %d: b %+v, run %s", sn.Seq, s.Nodes["b"], s.Status)
 	}
 	tail, err := st.Read(ctx, run, sn.Seq+1, 0)

@@ -150,10 +150,17 @@ type Stats struct {
 	// as many as it may, or no longer held their partition; they come
 	// again shortly.
 	HandedBack int64
+	// SnapshotsDiscarded counts snapshots the log does not attest (see
+	// snapshot.go); their runs were folded from the start.
+	SnapshotsDiscarded int64
+	// OverBudget counts runs failed for a history over its budget (see
+	// budget.go).
+	OverBudget int64
 }
 
 type counters struct {
 	processed, malformed, orphans, rejected, stale, decisions, conflicts, reloads, reorders, errors, failedRuns, handedBack atomic.Int64
+	snapshotsDiscarded, overBudget                                                                                          atomic.Int64
 }
 
 // Option configures a Coordinator.
@@ -172,6 +179,8 @@ type options struct {
 	// repartition lets Run replace partition consumers made for another
 	// partition count (repartition.go).
 	repartition bool
+	maxEvents   int   // history budget (budget.go)
+	maxBytes    int64 // history budget (budget.go)
 }
 
 // WithDurable names the partition consumers (default "coordinator": the
@@ -236,7 +245,7 @@ type Coordinator struct {
 // New returns a coordinator over the store.
 func New(store events.Store, opts ...Option) *Coordinator {
 	o := options{durable: "coordinator", shards: 32, cacheSize: 10000, now: time.Now, ackWait: 10 * time.Second,
-		partitions: 1, leaseTTL: defaultLeaseTTL}
+		partitions: 1, leaseTTL: defaultLeaseTTL, maxEvents: DefaultMaxHistoryEvents, maxBytes: DefaultMaxHistoryBytes}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -263,7 +272,7 @@ func (c *Coordinator) Stats() Stats {
 		Processed: c.n.processed.Load(), Malformed: c.n.malformed.Load(), Orphans: c.n.orphans.Load(),
 		Rejected: c.n.rejected.Load(), Stale: c.n.stale.Load(), Decisions: c.n.decisions.Load(), Conflicts: c.n.conflicts.Load(),
 		Reloads: c.n.reloads.Load(), Reorders: c.n.reorders.Load(), Errors: c.n.errors.Load(), FailedRuns: c.n.failedRuns.Load(),
-		HandedBack: c.n.handedBack.Load(),
+		HandedBack: c.n.handedBack.Load(), SnapshotsDiscarded: c.n.snapshotsDiscarded.Load(), OverBudget: c.n.overBudget.Load(),
 	}
 }
 

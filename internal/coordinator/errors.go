@@ -31,6 +31,10 @@ import (
 //   - Anything else is retried like a transient error, but at most
 //     maxDeliveries times; then the run fails the same way.
 
+// ErrBadSnapshot is a stored snapshot that does not decode, is not its
+// run's, or is not the one the log attests; it is discarded.
+var ErrBadSnapshot = errors.New("coordinator: snapshot not attested by the log")
+
 // maxDeliveries bounds the deliveries of one event whose handling fails
 // for a reason that is neither transient nor known to be permanent.
 const maxDeliveries = 20

@@ -134,6 +134,9 @@ func (c *Coordinator) process(ctx context.Context, e *events.Event, redelivered 
 			c.log.WarnContext(ctx, "passing over an event of a run that does not exist", logattr.RunID, e.RunID, logattr.Seq, e.Seq, logattr.EventType, e.Type)
 			return nil
 		}
+		if failed, err := c.enforceBudget(ctx, ent); failed { // budget.go
+			return err
+		}
 		err = c.decide(ctx, ent)
 		if err == nil {
 			// Timers the state says are pending, armed once their
@@ -169,13 +172,11 @@ func (c *Coordinator) entry(ctx context.Context, e *events.Event, redelivered bo
 	}
 	// Start from the run's latest checkpoint, if it has one (snapshot.go).
 	state, from, lastDecision := c.fromSnapshot(ctx, run)
-	evs, err := c.store.ReadThrough(ctx, run, from, e.Seq)
-	if err != nil && !errors.Is(err, events.ErrRunNotFound) {
-		return nil, false, fmt.Errorf("reading run %s: %w", run, err)
-	}
+	// The history is walked in batches of bounded size, whatever its
+	// length (events.Each).
 	c.n.reloads.Add(1)
 	ent := &runEntry{run: run, state: state, own: map[string]struct{}{}, prefix: state.LastSeq, lastDecision: lastDecision}
-	for _, ev := range evs {
+	err := events.Each(ctx, c.store, run, from, e.Seq, func(ev *events.Event) error {
 		if err := ent.state.Apply(ev); err != nil && !errors.Is(err, projection.ErrStale) && !errors.Is(err, projection.ErrRefused) {
 			c.n.rejected.Add(1)
 		}
@@ -186,6 +187,10 @@ func (c *Coordinator) entry(ctx context.Context, e *events.Event, redelivered bo
 			// not: the log's own order is the concurrency check.
 			ent.lastDecision = ev.Seq
 		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, events.ErrRunNotFound) {
+		return nil, false, fmt.Errorf("reading run %s: %w", run, err)
 	}
 	c.cache.put(ent)
 	return ent, true, nil
@@ -264,6 +269,7 @@ func (c *Coordinator) decide(ctx context.Context, ent *runEntry) error {
 			}
 		}
 	}
+	cp := c.prepareCheckpoint(ctx, g, ent, d.Events)
 	last, err := c.appendDecisions(ctx, g, ent, d.Events)
 	if err != nil {
 		return err
@@ -273,7 +279,7 @@ func (c *Coordinator) decide(ctx context.Context, ent *runEntry) error {
 	for _, e := range d.Events {
 		ent.own[e.ID] = struct{}{}
 	}
-	c.checkpoint(ctx, g, s.RunID, d.Events, last)
+	cp.store(ctx, c, last)
 	return c.notifyParent(ctx, ent)
 }
 

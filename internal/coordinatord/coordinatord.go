@@ -57,7 +57,11 @@ type Config struct {
 	// Repartition lets the coordinator replace partition consumers made
 	// for another partition count (see package coordinator).
 	Repartition bool
-	LogLevel    string
+	// MaxHistoryEvents and MaxHistoryBytes are a run's history budget:
+	// over it, the run fails (internal/coordinator, budget.go).
+	MaxHistoryEvents int
+	MaxHistoryBytes  int64
+	LogLevel         string
 	// HTTP is where /metrics, /healthz and /readyz are served; "" serves
 	// nothing (the default).
 	HTTP string
@@ -80,6 +84,12 @@ func (c *Config) Validate() error {
 	}
 	if c.LeaseTTL < time.Second {
 		errs = append(errs, fmt.Errorf("-lease-ttl: want at least 1s, got %s", c.LeaseTTL))
+	}
+	if c.MaxHistoryEvents < 1 {
+		errs = append(errs, fmt.Errorf("-max-history-events: want at least 1, got %d", c.MaxHistoryEvents))
+	}
+	if c.MaxHistoryBytes < 1 {
+		errs = append(errs, fmt.Errorf("-max-history-bytes: want at least 1, got %d", c.MaxHistoryBytes))
 	}
 	if c.CacheSize < 1 {
 		errs = append(errs, fmt.Errorf("-cache: want at least 1, got %d", c.CacheSize))
@@ -108,6 +118,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.Partitions, "partitions", 1, "partitions runs are split into, the same for every coordinator (env WEFT_COORDINATOR_PARTITIONS)")
 	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", 5*time.Second, "how long a partition outlives its holder's last renewal (env WEFT_COORDINATOR_LEASE_TTL)")
 	fs.BoolVar(&cfg.Repartition, "repartition", false, "replace partition consumers made for another -partitions; every other coordinator must be stopped (env WEFT_COORDINATOR_REPARTITION)")
+	fs.IntVar(&cfg.MaxHistoryEvents, "max-history-events", coordinator.DefaultMaxHistoryEvents, "a run whose history holds more events fails (env WEFT_COORDINATOR_MAX_HISTORY_EVENTS)")
+	fs.Int64Var(&cfg.MaxHistoryBytes, "max-history-bytes", coordinator.DefaultMaxHistoryBytes, "a run whose history holds more bytes of event data fails (env WEFT_COORDINATOR_MAX_HISTORY_BYTES)")
 	fs.StringVar(&cfg.LogLevel, "log-level", "info", "debug, info, warn or error (env WEFT_LOG_LEVEL)")
 	fs.StringVar(&cfg.HTTP, "http", "", "serve /metrics, /healthz and /readyz on this address, e.g. "+telemetry.DefaultHTTPAddr+" (\":9090\" is loopback; default off) (env WEFT_HTTP)")
 	if err := fs.Parse(args); err != nil {
@@ -181,6 +193,7 @@ func coordinate(ctx context.Context, log *slog.Logger, cfg *Config, store events
 			coordinator.WithPartitions(cfg.Partitions),
 			coordinator.WithLeaseTTL(cfg.LeaseTTL),
 			coordinator.WithRepartition(cfg.Repartition),
+			coordinator.WithHistoryBudget(cfg.MaxHistoryEvents, cfg.MaxHistoryBytes),
 			coordinator.WithLogger(log))
 		pr.c.Store(c)
 		log.Info("coordinating", "nats", natsconn.ConnectedURL(store.JetStream().Conn()), "stream", store.StreamName(), "durable", cfg.Durable)
@@ -222,12 +235,14 @@ func setupError(ctx context.Context, log *slog.Logger, err error) error {
 
 // envFlags maps the daemon's own flags to their environment variables.
 var envFlags = map[string]string{
-	"durable":     "WEFT_COORDINATOR_DURABLE",
-	"shards":      "WEFT_COORDINATOR_SHARDS",
-	"cache":       "WEFT_COORDINATOR_CACHE",
-	"partitions":  "WEFT_COORDINATOR_PARTITIONS",
-	"lease-ttl":   "WEFT_COORDINATOR_LEASE_TTL",
-	"repartition": "WEFT_COORDINATOR_REPARTITION",
-	"log-level":   "WEFT_LOG_LEVEL",
-	"http":        "WEFT_HTTP",
+	"durable":            "WEFT_COORDINATOR_DURABLE",
+	"shards":             "WEFT_COORDINATOR_SHARDS",
+	"cache":              "WEFT_COORDINATOR_CACHE",
+	"partitions":         "WEFT_COORDINATOR_PARTITIONS",
+	"lease-ttl":          "WEFT_COORDINATOR_LEASE_TTL",
+	"max-history-events": "WEFT_COORDINATOR_MAX_HISTORY_EVENTS",
+	"max-history-bytes":  "WEFT_COORDINATOR_MAX_HISTORY_BYTES",
+	"repartition":        "WEFT_COORDINATOR_REPARTITION",
+	"log-level":          "WEFT_LOG_LEVEL",
+	"http":               "WEFT_HTTP",
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -111,15 +113,24 @@ func TestStartWaitGetList(t *testing.T) {
 	if hist[0].Type != events.RunStarted || hist[len(hist)-1].Type != events.RunCompleted {
 		t.Fatalf("history runs from %s to %s", hist[0].Type, hist[len(hist)-1].Type)
 	}
-	early, err := c.StateAt(ctx, run, hist[0].Seq)
+	early, err := c.StateAt(ctx, run, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if early.Status != projection.RunRunning || early.Vars["greeting"] != nil {
 		t.Errorf("state at the start: status %q, greeting %s; want running, none", early.Status, early.Vars["greeting"])
 	}
-	if _, err := c.StateAt(ctx, run, hist[0].Seq-1); hist[0].Seq > 1 && !errors.Is(err, client.ErrNoSuchSeq) {
+	if _, err := c.StateAtSeq(ctx, run, hist[0].Seq-1); hist[0].Seq > 1 && !errors.Is(err, client.ErrNoSuchSeq) {
 		t.Errorf("state before the start: %v, want ErrNoSuchSeq", err)
+	}
+	if bySeq, err := c.StateAtSeq(ctx, run, hist[0].Seq); err != nil || string(bySeq.Marshal()) != string(early.Marshal()) {
+		t.Errorf("state at the first sequence differs from the state at position 1 (%v)", err)
+	}
+	for _, pos := range []int{-1, len(hist) + 1} {
+		_, err := c.StateAt(ctx, run, pos)
+		if !errors.Is(err, client.ErrNoSuchPosition) || !strings.Contains(err.Error(), fmt.Sprintf("positions 1 to %d", len(hist))) {
+			t.Errorf("state at position %d: %v, want ErrNoSuchPosition stating 1 to %d", pos, err, len(hist))
+		}
 	}
 	if len(projection.Diff(early, st)) == 0 {
 		t.Error("no difference between the first and the last state")
@@ -237,7 +248,8 @@ func TestErrors(t *testing.T) {
 		{"get missing", func() error { _, err := c.Get(ctx, "missing"); return err }, events.ErrRunNotFound},
 		{"history missing", func() error { _, err := c.History(ctx, "missing"); return err }, events.ErrRunNotFound},
 		{"state at missing", func() error { _, err := c.StateAt(ctx, "missing", 5); return err }, events.ErrRunNotFound},
-		{"state before the start", func() error { _, err := c.StateAt(ctx, late, 1); return err }, client.ErrNoSuchSeq},
+		{"state before the start", func() error { _, err := c.StateAtSeq(ctx, late, 1); return err }, client.ErrNoSuchSeq},
+		{"state past the end", func() error { _, err := c.StateAt(ctx, late, 1000); return err }, client.ErrNoSuchPosition},
 		{"wait missing", func() error { _, err := c.Wait(ctx, "missing"); return err }, events.ErrRunNotFound},
 		{"signal missing", func() error { return c.Signal(ctx, "missing", "greet", nil) }, events.ErrRunNotFound},
 		{"signal bad data", func() error { return c.Signal(ctx, run, "greet", json.RawMessage("{")) }, client.ErrInvalidInput},

@@ -89,6 +89,10 @@ func (c *Client) Signal(ctx context.Context, runID, node string, data any, opts 
 	if o.id == "" {
 		id = c.derivedSignalID(runID, node, raw, st, history)
 	}
+	if err := st.AcceptsSignal(node); err != nil && !st.SignalIDs[id] {
+		// The fold would refuse it: say so rather than grow the history.
+		return fmt.Errorf("signalling node %q of run %s: %w: %w", node, runID, ErrSignalRefused, err)
+	}
 	ev, err := events.New(runID, id, time.Time{}, &events.SignalReceivedData{Node: node, Data: raw, By: c.identity})
 	if err != nil {
 		return err

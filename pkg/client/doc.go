@@ -17,8 +17,13 @@
 //     run. It reads the terminal subjects through an ordered consumer that
 //     delivers from the start of the stream, so a run that ended before Wait
 //     was called is seen at once.
-//   - Get, History and StateAt read a run's log: the current state, the
-//     events, and the state as of any stream sequence (replay).
+//   - Get, History, Events and StateAt read a run's log: the current state,
+//     the events (Events with each one's position in the run: 1, 2, 3…),
+//     and the state after any position (StateAtSeq: any stream sequence).
+//   - Fork starts a new run from the state after any position of a run,
+//     optionally with edited state, invocation state or graph; Reset ends a
+//     run and forks it from just before a node was last activated; Replay
+//     checks recorded runs against a changed graph (see package replay).
 //   - List lists runs from the stream's subject index, without reading their
 //     histories.
 //   - Signal and Cancel append a signal for a node and a cancel request; the
@@ -32,7 +37,9 @@
 // Errors wrap events.ErrRunNotFound when a run has no events,
 // events.ErrRunExists when a run id is taken, ErrRunEnded when a signal or a
 // cancel request comes after the run's end, graph.ErrUnknownNode when a
-// signal names a node the run's graph lacks, ErrNoSuchSeq when StateAt is
-// asked for a point before the run's start, and ErrInvalidInput when an
+// signal names a node the run's graph lacks, ErrNoSuchPosition for a position
+// outside a run's events, ErrNoSuchSeq when StateAtSeq is asked for a point
+// before the run's start, ErrIncompatibleGraph when a fork's graph lacks
+// what the run's state refers to, and ErrInvalidInput when an
 // input or invocation is not a JSON object.
 package client

@@ -9,7 +9,14 @@ var (
 	// ErrRunEnded means a signal or cancel request was sent to a run that
 	// has already completed, failed or been cancelled.
 	ErrRunEnded = errors.New("run already ended")
-	// ErrNoSuchSeq means StateAt was asked for a sequence before the run's
+	// ErrSignalRefused means a signal was not sent because the run would
+	// refuse it: its node does not wait for one and the run buffers as
+	// many signals as it may (projection.MaxBufferedSignals).
+	ErrSignalRefused = errors.New("signal refused")
+	// ErrNoSuchPosition means a position outside a run's events was asked
+	// for (StateAt, Fork, Reset); the error states the valid range.
+	ErrNoSuchPosition = errors.New("no event at that position")
+	// ErrNoSuchSeq means StateAtSeq was asked for a sequence before the run's
 	// first event.
 	ErrNoSuchSeq = errors.New("sequence before the run's start")
 )

@@ -77,9 +77,9 @@ func ExampleClient_StateAt() {
 		fmt.Println(err)
 		return
 	}
-	history, _ := c.History(ctx, run)
+	history, _ := c.Events(ctx, run)
 	for _, e := range history {
-		st, _ := c.StateAt(ctx, run, e.Seq)
+		st, _ := c.StateAt(ctx, run, e.Position)
 		a := "-"
 		if n := st.Node("a"); n != nil {
 			a = string(n.Status)

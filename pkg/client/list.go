@@ -23,6 +23,9 @@ type RunSummary struct {
 	// in only when asked (WithDetails).
 	Graph     string    `json:"graph,omitempty"`
 	StartedAt time.Time `json:"startedAt,omitzero"`
+	// ForkedFrom is the run and point a forked run was forked from (with
+	// WithDetails).
+	ForkedFrom *events.ForkRef `json:"forkedFrom,omitempty"`
 }
 
 // ListOption configures List.
@@ -151,7 +154,7 @@ func (c *Client) details(ctx context.Context, st jetstream.Stream, runs []RunSum
 			}
 			p, _ := e.Payload()
 			if d, ok := p.(*events.RunStartedData); ok {
-				r.Graph = d.GraphName
+				r.Graph, r.ForkedFrom = d.GraphName, d.Fork
 			}
 			r.StartedAt, seqs[i] = e.Time, m.Sequence
 		})

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/weft-dev/weft/pkg/events"
@@ -28,11 +29,85 @@ func (c *Client) Get(ctx context.Context, runID string) (*projection.State, erro
 	return projection.Fold(evs), nil
 }
 
-// StateAt returns a run's state as of stream sequence seq: the fold of its
-// events with sequence ≤ seq. Sequences are the stream's (see
-// events.Event.Seq), as History and the CLI's timeline show them. Zero
-// means the current state.
-func (c *Client) StateAt(ctx context.Context, runID string, seq uint64) (*projection.State, error) {
+// RunEvent is one event of a run with its position in the run: 1 for
+// run-started, 2 for the next event of the run, and so on. Positions are
+// the run's own and the same on every stream; the stream sequence
+// (Event.Seq) also counts other runs' events.
+type RunEvent struct {
+	Position int `json:"position"`
+	*events.Event
+}
+
+// Events returns a run's events in log order with their positions.
+func (c *Client) Events(ctx context.Context, runID string) ([]RunEvent, error) {
+	evs, err := c.History(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	return positioned(evs), nil
+}
+
+// runEventJSON is RunEvent's JSON form: the event's own (CloudEvents
+// structured JSON, see events.Event.MarshalJSON) beside its position.
+type runEventJSON struct {
+	Position int           `json:"position"`
+	Event    *events.Event `json:"event"`
+}
+
+// MarshalJSON writes {"position": N, "event": {...}}; without it the
+// embedded event's MarshalJSON would drop the position.
+func (r RunEvent) MarshalJSON() ([]byte, error) {
+	return json.Marshal(runEventJSON{Position: r.Position, Event: r.Event})
+}
+
+// UnmarshalJSON reads what MarshalJSON wrote.
+func (r *RunEvent) UnmarshalJSON(b []byte) error {
+	var j runEventJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	r.Position, r.Event = j.Position, j.Event
+	return nil
+}
+
+func positioned(evs []*events.Event) []RunEvent {
+	out := make([]RunEvent, len(evs))
+	for i, e := range evs {
+		out[i] = RunEvent{Position: i + 1, Event: e}
+	}
+	return out
+}
+
+// StateAt returns a run's state after the event at position pos of the run
+// (see RunEvent): the fold of its first pos events. Zero means the current
+// state. A position past the run's last event gives an error wrapping
+// ErrNoSuchPosition that states the valid range.
+func (c *Client) StateAt(ctx context.Context, runID string, pos int) (*projection.State, error) {
+	evs, err := c.History(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	if pos == 0 {
+		return projection.Fold(evs), nil
+	}
+	if err := checkPosition(runID, pos, len(evs)); err != nil {
+		return nil, err
+	}
+	return projection.Fold(evs[:pos]), nil
+}
+
+// checkPosition says whether pos is a position of a run of n events.
+func checkPosition(runID string, pos, n int) error {
+	if pos < 1 || pos > n {
+		return fmt.Errorf("%w: run %s has events at positions 1 to %d; %d is out of range", ErrNoSuchPosition, runID, n, pos)
+	}
+	return nil
+}
+
+// StateAtSeq returns a run's state as of stream sequence seq: the fold of
+// its events with sequence ≤ seq. Sequences are the stream's (see
+// events.Event.Seq). Zero means the current state.
+func (c *Client) StateAtSeq(ctx context.Context, runID string, seq uint64) (*projection.State, error) {
 	// The whole log is read and folded up to seq: the store's upper bound
 	// is not applied by every server version to batched direct gets.
 	evs, err := c.History(ctx, runID)
@@ -43,7 +118,7 @@ func (c *Client) StateAt(ctx context.Context, runID string, seq uint64) (*projec
 		return projection.Fold(evs), nil
 	}
 	if evs[0].Seq > seq {
-		return nil, fmt.Errorf("%w: run %s has no events at or before sequence %d: it starts at %d", ErrNoSuchSeq, runID, seq, evs[0].Seq)
+		return nil, fmt.Errorf("%w: run %s has no events at or before sequence %d: its events are at sequences %d to %d", ErrNoSuchSeq, runID, seq, evs[0].Seq, evs[len(evs)-1].Seq)
 	}
 	return projection.FoldTo(evs, seq), nil
 }

@@ -35,7 +35,10 @@ const (
 	hdrTraceParent = headerPrefix + ExtTraceParent
 	hdrTraceState  = headerPrefix + ExtTraceState
 	hdrContentType = "content-type"
-	contentJSON    = "application/json"
+	// HdrCheckpoint is the header of a decision that records a snapshot's
+	// digest (Event.Checkpoint).
+	HdrCheckpoint = "Weft-Checkpoint"
+	contentJSON   = "application/json"
 )
 
 // knownCE are the "ce-*" headers decodeFast reads; any other sends the
@@ -80,6 +83,9 @@ func encodeFast(e *Event) (*nats.Msg, error) {
 			h[hdrTraceState] = []string{e.TraceState}
 			h["tracestate"] = []string{e.TraceState}
 		}
+	}
+	if e.Checkpoint != "" && e.Decision {
+		h[HdrCheckpoint] = []string{e.Checkpoint}
 	}
 	h[nats.MsgIdHdr] = []string{e.ID}
 	var data []byte

@@ -32,7 +32,11 @@
 // and what Decode checks an event's type against (ErrMisplaced), so no
 // writer can pass one type off as another. Reading a history never stops at
 // a message that is not a valid event: Store.Read returns it in its place
-// with Event.Refused set, and the fold passes over it.
+// with Event.Refused set, and the fold passes over it. A history is read
+// in batched direct gets of at most 4 MB each (the server would otherwise
+// send up to its max_pending, 64 MB, at once and cut the reader off), and
+// Each walks one event at a time, so a history of any size is read in
+// bounded memory.
 //
 // The Store appends with JetStream message-id de-duplication (the CloudEvent
 // id is the Nats-Msg-Id, and ids of decisions are derived from what they

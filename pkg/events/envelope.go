@@ -44,6 +44,11 @@ type Event struct {
 	// Queue is the task queue of a work item (node-ready) or of the work
 	// item a worker's outcome answers; it is part of their subjects.
 	Queue string
+	// Checkpoint, on a decision, records the digest of a snapshot of the
+	// run taken just before it (internal/coordinator): written as the
+	// Weft-Checkpoint header, which only decision subjects carry, so that
+	// a snapshot read from anywhere else can be checked against the log.
+	Checkpoint string
 
 	// Refused is set on an event read from the log that is not accepted:
 	// junk bytes, an unknown (newer) type, or a type written on a subject

@@ -87,6 +87,25 @@ type RunStartedData struct {
 	Invocation  json.RawMessage `json:"invocation,omitempty"`
 	Parent      *ParentRef      `json:"parent,omitempty"`
 	StartedBy   string          `json:"startedBy,omitempty"`
+	// Fork is set when the run was forked from another run (weft fork,
+	// weft reset): the run and the point it was forked from.
+	Fork *ForkRef `json:"fork,omitempty"`
+	// State is a forked run's start state: the parent's folded state at
+	// the fork point (projection.State JSON), with the fork's edits, so
+	// that the forked run's log needs no other. Input is empty then: the
+	// shared state is in State.
+	State json.RawMessage `json:"state,omitempty"`
+}
+
+// ForkRef links a forked run to the run and point it was forked from.
+type ForkRef struct {
+	RunID string `json:"runId"`
+	// Position is the parent's event (1-based, in the parent's log) the
+	// fork starts after; Seq is that event's stream sequence.
+	Position int    `json:"position"`
+	Seq      uint64 `json:"seq,omitempty"`
+	// Reason says why, e.g. "reset to node b".
+	Reason string `json:"reason,omitempty"`
 }
 
 // RunCompletedData ends a run successfully with its output (the final state

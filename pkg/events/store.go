@@ -266,6 +266,15 @@ func LeaderLast(ctx context.Context, st Store, subject string) (*jetstream.RawSt
 	return leaderGet(ctx, st.JetStream().Conn(), st.StreamName(), map[string]any{"last_by_subj": subject})
 }
 
+// LeaderSeq returns the message at sequence seq of st's stream, served by
+// the stream leader, or nil when there is none: one request, whatever the
+// size of the run it belongs to.
+func LeaderSeq(ctx context.Context, st Store, seq uint64) (*jetstream.RawStreamMsg, error) {
+	ctx, cancel := withDefaultTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return leaderGet(ctx, st.JetStream().Conn(), st.StreamName(), map[string]any{"seq": seq})
+}
+
 func leaderGet(ctx context.Context, nc *nats.Conn, stream string, req map[string]any) (*jetstream.RawStreamMsg, error) {
 	body, _ := json.Marshal(req)
 	resp, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, body)
@@ -377,84 +386,154 @@ func (s *store) ReadThrough(ctx context.Context, runID string, from, through uin
 // sequence is repeated before it goes to the stream leader.
 const freshTries = 3
 
+// readBatchBytes bounds the bytes of one batched direct get: without it
+// the server sends up to its max_pending (64 MB by default) in one burst,
+// past which it cuts the reader off as a slow consumer; a run whose
+// history was larger could not be read at all. At least one message is
+// always sent, so any event fits.
+const readBatchBytes = 4 << 20
+
+// batchTimeout bounds one batch of a read (not the whole read: a large
+// history takes as many batches as it needs).
+const batchTimeout = 30 * time.Second
+
 // read reads a run's history from a sequence, up to upTo (0: to the end),
-// and, when through is set, at least through that sequence. Direct gets
-// may be answered by a replica that is behind the leader; a read that
-// comes back short of through is repeated, then done on the leader.
-// Without through (and without upTo), the leader says first where the
-// run's history ends, so that a read never misses an acknowledged event.
+// and, when through is set, at least through that sequence, into a slice.
 func (s *store) read(ctx context.Context, runID string, from, upTo, through uint64) ([]*Event, error) {
+	var out []*Event
+	err := s.walk(ctx, runID, from, upTo, through, func(e *Event) error {
+		out = append(out, e)
+		return nil
+	})
+	return out, err
+}
+
+// ErrStop, returned by the function given to Each, ends the walk early
+// without an error.
+var ErrStop = errors.New("stop")
+
+// Each calls fn with each event of a run with sequence ≥ from, in log
+// order, reading the history in batches of bounded size (a few MB), so
+// that a history of any size is read in bounded memory: fn keeps what it
+// needs. The walk reaches at least sequence through when it is set, as
+// ReadThrough does. fn returning ErrStop ends it without an error; any
+// other error of fn ends it with that error. A run with no events gives
+// ErrRunNotFound when from ≤ 1. A store other than Open's is read whole
+// with ReadThrough (or Read) and walked.
+func Each(ctx context.Context, st Store, runID string, from, through uint64, fn func(*Event) error) error {
+	if s, ok := st.(*store); ok {
+		err := s.walk(ctx, runID, from, 0, through, fn)
+		if errors.Is(err, ErrStop) {
+			return nil
+		}
+		return err
+	}
+	var evs []*Event
+	var err error
+	if through > 0 {
+		evs, err = st.ReadThrough(ctx, runID, from, through)
+	} else {
+		evs, err = st.Read(ctx, runID, from, 0)
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range evs {
+		if err := fn(e); err != nil {
+			if errors.Is(err, ErrStop) {
+				return nil
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// walk reads a run's history from a sequence, up to upTo (0: to the end),
+// and, when through is set, at least through that sequence, handing each
+// event to fn. Direct gets may be answered by a replica that is behind
+// the leader; a read that comes back short of through is repeated from
+// where it stopped, then done on the leader. Without through (and without
+// upTo), the leader says first where the run's history ends, so that a
+// read never misses an acknowledged event.
+func (s *store) walk(ctx context.Context, runID string, from, upTo, through uint64, fn func(*Event) error) error {
 	if !ValidToken(runID) {
-		return nil, fmt.Errorf("%w: run id %q", ErrInvalidID, runID)
+		return fmt.Errorf("%w: run id %q", ErrInvalidID, runID)
 	}
 	from = max(from, 1)
-	ctx, cancel := withDefaultTimeout(ctx, 30*time.Second)
-	defer cancel()
+	first := from
 	if through == 0 && upTo == 0 && s.cfg.Replicas > 1 {
 		last, err := s.LastSeq(ctx, runID)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		through = last
 	}
-	for try := 0; ; try++ {
-		out, err := s.readDirect(ctx, runID, from, upTo)
-		if err != nil {
-			return nil, err
+	seen := false
+	notFound := func() error {
+		if !seen && first <= 1 {
+			return fmt.Errorf("%w: %s", ErrRunNotFound, runID)
 		}
-		if through == 0 || (len(out) > 0 && out[len(out)-1].Seq >= through) {
-			if len(out) == 0 && from <= 1 {
-				return nil, fmt.Errorf("%w: %s", ErrRunNotFound, runID)
+		return nil
+	}
+	for try := 0; ; {
+		bctx, cancel := withDefaultTimeout(ctx, batchTimeout)
+		batch, more, err := s.readBatch(bctx, RunFilter(runID), from, upTo)
+		cancel()
+		if err != nil {
+			return err
+		}
+		for _, e := range batch {
+			if err := fn(e); err != nil {
+				return err
 			}
-			return out, nil
+			from, seen = e.Seq+1, true
 		}
-		if try+1 >= freshTries {
-			return s.readLeader(ctx, runID, from, upTo, through)
+		if more && len(batch) > 0 {
+			try = 0
+			continue
 		}
-		if err := sleepCtx(ctx, time.Duration(try+1)*5*time.Millisecond); err != nil {
-			return nil, err
+		if through == 0 || from > through {
+			return notFound()
+		}
+		if try++; try >= freshTries {
+			next, err := s.walkLeader(ctx, runID, from, upTo, fn)
+			if err != nil {
+				return err
+			}
+			if next == from && !seen {
+				return fmt.Errorf("%w: %s", ErrRunNotFound, runID)
+			}
+			if next <= through {
+				return fmt.Errorf("reading run %s: the stream leader has it up to %d, expected %d", runID, next-1, through)
+			}
+			return nil
+		}
+		if err := sleepCtx(ctx, time.Duration(try)*5*time.Millisecond); err != nil {
+			return err
 		}
 	}
 }
 
-// readDirect reads with batched direct gets.
-func (s *store) readDirect(ctx context.Context, runID string, from, upTo uint64) ([]*Event, error) {
-	var out []*Event
+// walkLeader reads message by message from the stream leader: slow, and
+// never behind. It is what a read falls back on when replicas keep coming
+// back short of what it must reach.
+func (s *store) walkLeader(ctx context.Context, runID string, from, upTo uint64, fn func(*Event) error) (next uint64, err error) {
 	for {
-		batch, more, err := s.readBatch(ctx, RunFilter(runID), from, upTo)
+		gctx, cancel := withDefaultTimeout(ctx, batchTimeout)
+		m, err := s.leaderGet(gctx, map[string]any{"seq": from, "next_by_subj": RunFilter(runID)})
+		cancel()
 		if err != nil {
-			return nil, err
-		}
-		out = append(out, batch...)
-		if !more || len(batch) == 0 {
-			return out, nil
-		}
-		from = batch[len(batch)-1].Seq + 1
-	}
-}
-
-// readLeader reads message by message from the stream leader: slow, and
-// never behind.
-func (s *store) readLeader(ctx context.Context, runID string, from, upTo, through uint64) ([]*Event, error) {
-	var out []*Event
-	for {
-		m, err := s.leaderGet(ctx, map[string]any{"seq": from, "next_by_subj": RunFilter(runID)})
-		if err != nil {
-			return nil, fmt.Errorf("reading run %s from the stream leader: %w", runID, err)
+			return from, fmt.Errorf("reading run %s from the stream leader: %w", runID, err)
 		}
 		if m == nil || (upTo > 0 && m.Sequence > upTo) {
-			break
+			return from, nil
 		}
-		out = append(out, DecodeStored(m.Subject, m.Header, m.Data, m.Sequence, m.Time))
+		if err := fn(DecodeStored(m.Subject, m.Header, m.Data, m.Sequence, m.Time)); err != nil {
+			return from, err
+		}
 		from = m.Sequence + 1
 	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("%w: %s", ErrRunNotFound, runID)
-	}
-	if last := out[len(out)-1].Seq; through > 0 && last < through {
-		return nil, fmt.Errorf("reading run %s: the stream leader has it up to %d, expected %d", runID, last, through)
-	}
-	return out, nil
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {
@@ -471,7 +550,7 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // readBatch is one batched direct get: up to 1000 messages of filter from a
 // sequence, in one round trip. more says whether messages are left.
 func (s *store) readBatch(ctx context.Context, filter string, from, upTo uint64) ([]*Event, bool, error) {
-	req, _ := json.Marshal(map[string]any{"seq": from, "next_by_subj": filter, "batch": maxBatch, "up_to_seq": upTo})
+	req, _ := json.Marshal(map[string]any{"seq": from, "next_by_subj": filter, "batch": maxBatch, "up_to_seq": upTo, "max_bytes": readBatchBytes})
 	inbox := s.nc.NewRespInbox()
 	// A channel just big enough for one batch and its end marker: a
 	// synchronous subscription would allocate 64k slots on every read.

@@ -130,6 +130,9 @@ func compile(def *Definition, source string, opts []Option) (*Graph, error) {
 		p.top("", "condition %q: want a StateCondition or InvocationCondition function", name)
 	}
 	def = cloneDefinition(def)
+	if !checkCounts(def, p) { // limits.go
+		return nil, p.err()
+	}
 	g := build(def, nil, nil, o, p)
 	if len(p.errs) > 0 {
 		return nil, p.err()

@@ -142,6 +142,15 @@
 // marked timeout: true are taken, and only those, or, without such edges,
 // the node fails with a Timeout error.
 //
+// # Limits
+//
+// A graph comes from outside: its size, nesting, node counts, the nodes a
+// run can reach through its subgraphs and the length of its expressions
+// are bounded (limits.go: MaxGraphBytes, MaxDocumentDepth,
+// MaxSubgraphDepth, MaxNodes, MaxTotalNodes, MaxExpandedNodes,
+// MaxExpressionLength), checked before it is compiled, in time linear in
+// its size, each with a located error.
+//
 // # Compiled graphs
 //
 // LoadFile, Parse, Compile and Builder.Build all give a *Graph: the

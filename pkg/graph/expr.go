@@ -87,6 +87,9 @@ const (
 // compileExpr compiles src, resolving "func:NAME" against funcs. The error
 // is a message for a located Error.
 func compileExpr(src string, kind exprKind, o *options) (*expr, string) {
+	if msg := checkExpression(src); msg != "" { // limits.go
+		return nil, msg
+	}
 	if name, ok := strings.CutPrefix(src, funcPrefix); ok {
 		if kind != boolExpr {
 			return nil, "Go function conditions are not allowed here"

@@ -55,7 +55,7 @@ func Parse(data []byte, source string, opts ...Option) (*Graph, error) {
 func parse(data []byte, source string, f format, opts []Option) (*Graph, error) {
 	p := &problems{source: source}
 	js := toJSON(data, f, p)
-	if js == nil {
+	if js == nil || !checkDocument(js, p) {
 		return nil, p.err()
 	}
 	def := decodeDefinition(js, p)

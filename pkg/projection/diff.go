@@ -27,6 +27,18 @@ func Diff(a, b *State) []Change {
 	return out
 }
 
+// DiffJSON lists the differences between two JSON documents, as Diff
+// does for states.
+func DiffJSON(a, b json.RawMessage) []Change {
+	var x, y any
+	_ = json.Unmarshal(a, &x)
+	_ = json.Unmarshal(b, &y)
+	var out []Change
+	diff("", x, y, &out)
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out
+}
+
 func diff(path string, a, b any, out *[]Change) {
 	am, aok := a.(map[string]any)
 	bm, bok := b.(map[string]any)

@@ -101,4 +101,13 @@
 // after later ones changes nothing: folding a run's events in log order,
 // with redeliveries and interleaved with other runs' events, gives the
 // same state as the log alone.
+//
+// # Forked runs
+//
+// A run forked from another (weft fork, weft reset) starts from a state:
+// ForkState turns the parent's state at the fork point into it (attempts
+// that were ready or running are due again, finished nodes stay finished),
+// and the fork's run-started carries it (events.RunStartedData.State), so
+// the fork's log alone folds to it. State.Fork names the parent run and
+// position.
 package projection

@@ -60,6 +60,12 @@ func (s *State) Apply(e *events.Event) error {
 
 // count records what became of an event in Stats.
 func (s *State) count(e *events.Event, err error) {
+	if !e.Decision {
+		// A decision's payload may be completed after the coordinator
+		// applied it ahead of the log (routings join the activation they
+		// lead to): counting it would make the cache and the log differ.
+		s.Stats.Bytes += int64(len(e.Data))
+	}
 	if errors.Is(err, ErrRefused) {
 		s.Stats.Refused++
 		return

@@ -14,6 +14,13 @@ func (s *State) applyRunStarted(e *events.Event, d *events.RunStartedData, at ti
 	if s.Status != RunPending {
 		return fmt.Errorf("second run-started")
 	}
+	if len(d.State) > 0 {
+		if err := s.applyForkState(d.State, d.Fork); err != nil {
+			return err
+		}
+	} else if d.Fork != nil {
+		s.Fork = d.Fork
+	}
 	s.RunID, s.GraphName, s.GraphDigest, s.Graph = e.RunID, d.GraphName, d.GraphDigest, d.Graph
 	s.Parent, s.Input, s.Invocation = d.Parent, d.Input, d.Invocation
 	s.Status, s.StartedAt = RunRunning, &at

@@ -43,6 +43,17 @@ func (s *State) applySignalReceived(e *events.Event, d *events.SignalReceivedDat
 	return nil
 }
 
+// AcceptsSignal reports whether a signal for node would be taken in now:
+// the node waits for one, or the buffers have room. A signal it would not
+// take is refused by the fold (ErrRefused) and only weighs on the run's
+// history; clients check first and say so (the error is why not).
+func (s *State) AcceptsSignal(node string) error {
+	if n := s.Nodes[node]; n != nil && n.Status == NodeWaiting && n.WaitingFor == "signal" {
+		return nil
+	}
+	return s.canBuffer(node)
+}
+
 func (s *State) canBuffer(node string) error {
 	if len(s.Signals[node]) >= MaxBufferedSignals {
 		return fmt.Errorf("%w: %d signals are buffered for node %q already", ErrRefused, MaxBufferedSignals, node)

@@ -60,9 +60,11 @@ type State struct {
 	GraphDigest string            `json:"graphDigest,omitempty"`
 	Graph       json.RawMessage   `json:"graph,omitempty"`
 	Parent      *events.ParentRef `json:"parent,omitempty"`
-	Status      RunStatus         `json:"status"`
-	Input       json.RawMessage   `json:"input,omitempty"`
-	Invocation  json.RawMessage   `json:"invocation,omitempty"`
+	// Fork is set for a run forked from another (weft fork, weft reset).
+	Fork       *events.ForkRef `json:"fork,omitempty"`
+	Status     RunStatus       `json:"status"`
+	Input      json.RawMessage `json:"input,omitempty"`
+	Invocation json.RawMessage `json:"invocation,omitempty"`
 
 	// Vars is the shared state, key by key.
 	Vars map[string]json.RawMessage `json:"state,omitempty"`
@@ -126,6 +128,12 @@ type Stats struct {
 	// by the store, of an unknown type, or signals over the buffer limits.
 	// They are not counted in Events.
 	Refused int `json:"refused,omitempty"`
+	// Bytes is the size of the payloads of the events written by clients,
+	// workers and timers (everything but the coordinator's decisions,
+	// which the engine and the graph's limits bound), refused or not: what
+	// writers made the run's history weigh, for its budget (the
+	// coordinator fails a run whose history outgrows it).
+	Bytes int64 `json:"bytes,omitempty"`
 }
 
 // CancelRequest says who asked for cancellation, why and when.

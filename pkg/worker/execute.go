@@ -59,18 +59,7 @@ func (it *item) step(ctx context.Context, step string, args ...any) {
 // outcome, ack. base is the context nodes run on.
 func (w *Worker) process(base context.Context, q *queue, m jetstream.Msg) {
 	w.stats.received.Add(1)
-	ev, err := events.Decode(m.Subject(), m.Headers(), m.Data())
-	if err == nil && ev.Type != events.NodeReady {
-		err = fmt.Errorf("%w: %s: a %s event on a task queue", events.ErrMalformedEvent, m.Subject(), ev.Type)
-	}
-	var ready *events.NodeReadyData
-	if err == nil {
-		p, _ := ev.Payload()
-		ready = p.(*events.NodeReadyData)
-		if ready.Node == "" || ready.Type == "" {
-			err = fmt.Errorf("%w: %s: node-ready event without node or type", events.ErrMalformedEvent, m.Subject())
-		}
-	}
+	ev, ready, err := decodeWorkItem(m.Subject(), m.Headers(), m.Data()) // workitem.go
 	if err != nil {
 		w.stats.malformed.Add(1)
 		w.log.Error("malformed work item; terminated", logSubject, m.Subject(), logError, err)

@@ -1,0 +1,110 @@
+package coordinator_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weft-dev/weft/internal/coordinator"
+	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/pkg/client"
+	"github.com/weft-dev/weft/pkg/events"
+	"github.com/weft-dev/weft/pkg/projection"
+)
+
+// A run flooded with signals for a node that does not wait: the fold
+// refuses those over the buffer, the client refuses to send them, and a
+// writer that sends them anyway (straight to the stream, as the client
+// role may) takes the run over its history budget, which fails the run
+// with a run-failed that says why, instead of growing its history until
+// it cannot be loaded.
+func TestSignalFloodFailsRunOverBudget(t *testing.T) {
+	_, st := natstest.Store(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	const budget = 300
+	c := runCoordinator(t, ctx, st, coordinator.WithLogger(quiet()), coordinator.WithHistoryBudget(budget, 0))
+	runCustomWorker(t, ctx, st, nil)
+	g := mustGraph(t, `
+name: flooded
+nodes:
+  - {id: gate, type: human}
+  - {id: later, type: human}
+edges:
+  - {from: START, to: gate}
+  - {from: gate, to: later}
+  - {from: later, to: END}
+`)
+	run := start(t, st, g, 1)[0]
+	waitState(t, st, run, func(s *projection.State) bool {
+		return s.Nodes["gate"] != nil && s.Nodes["gate"].Status == projection.NodeWaiting
+	})
+
+	// The client buffers up to the limit for a node that does not wait,
+	// then refuses, visibly.
+	cl := client.New(st, client.WithIdentity("flood"))
+	for i := range projection.MaxBufferedSignals {
+		if err := cl.Signal(ctx, run, "later", map[string]int{"n": i}, client.WithSignalID(fmt.Sprintf("s%d", i))); err != nil {
+			t.Fatalf("signal %d: %v", i, err)
+		}
+	}
+	err := cl.Signal(ctx, run, "later", map[string]int{"n": -1}, client.WithSignalID("one-too-many"))
+	if !errors.Is(err, client.ErrSignalRefused) || !strings.Contains(err.Error(), `100 signals are buffered for node "later"`) {
+		t.Fatalf("signal over the buffer: %v", err)
+	}
+
+	// A writer that does not ask: the fold refuses each, and the history
+	// grows to its budget.
+	for i := range budget {
+		id := fmt.Sprintf("%s:flood:%d", run, i)
+		e, err := events.New(run, id, time.Time{}, &events.SignalReceivedData{Node: "later", Data: json.RawMessage(`{"flood":true}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Append(ctx, run, events.AnySeq, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := waitEnded(t, st, []string{run}, 30*time.Second)[run]
+	if s.Status != projection.RunFailed || s.Error == nil || s.Error.Type != coordinator.FailureHistoryBudget ||
+		!strings.Contains(s.Error.Message, "over its budget of 300") {
+		t.Fatalf("run %s: %+v", s.Status, s.Error)
+	}
+	// Those folded before the run-failed are refused (the buffer is full),
+	// those after it stale (the run has ended).
+	if s.Stats.Refused < budget/2 || s.Stats.Refused+s.Stats.Stale < budget {
+		t.Errorf("refused %d, stale %d of %d flooded signals", s.Stats.Refused, s.Stats.Stale, budget)
+	}
+	if n := c.Stats().OverBudget; n != 1 {
+		t.Errorf("runs failed over budget: %d", n)
+	}
+	// Exactly one run-failed, and nothing decided after it.
+	evs := readRun(t, st, run)
+	failed := 0
+	for _, e := range evs {
+		if e.Type == events.RunFailed {
+			failed++
+		}
+	}
+	if failed != 1 {
+		t.Errorf("%d run-failed events", failed)
+	}
+}
+
+// waitState waits until the fold of the run's log satisfies ok.
+func waitState(t *testing.T, st events.Store, run string, ok func(*projection.State) bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		evs, err := st.Read(context.Background(), run, 0, 0)
+		if err == nil && ok(projection.Fold(evs)) {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("run %s: condition not reached", run)
+}
