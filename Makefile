@@ -8,7 +8,7 @@ FUZZTIME ?= 20s
 # without it, and say so.
 RACE     := $(shell [ "$$($(GO) env CGO_ENABLED)" = 1 ] && echo -race)
 
-.PHONY: demo test lint vet fmt-check build bench bench-quick fuzz chaos clean sim sim-known
+.PHONY: demo test lint vet fmt-check build bench bench-quick fuzz chaos ownerkill clean sim sim-known
 
 ## demo: run examples/hello.yaml on an embedded NATS, coordinator and worker
 demo:
@@ -59,6 +59,12 @@ fuzz:
 ## WEFT_CHAOS_SEED and WEFT_CHAOS_LOGS override; see internal/reliability)
 chaos:
 	WEFT_CHAOS_RUNS=$${WEFT_CHAOS_RUNS:-1000} $(GO) test $(RACE) -v -run TestChaos -count=1 -timeout 60m ./internal/reliability/
+
+## ownerkill: 500 runs on a 3-node NATS cluster with three partitioned
+## coordinators while the holder of a random partition is SIGKILLed again
+## and again (WEFT_OWNERKILL_RUNS overrides; `make test` runs 100)
+ownerkill:
+	WEFT_OWNERKILL_RUNS=$${WEFT_OWNERKILL_RUNS:-500} $(GO) test $(RACE) -v -run TestPartitionOwnersKilledRepeatedly -count=1 -timeout 30m ./internal/reliability/
 
 ## clean: remove built binaries and weft dev's data
 clean:

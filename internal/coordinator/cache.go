@@ -44,8 +44,8 @@ type runEntry struct {
 	localScanned bool
 }
 
-// runCache is an LRU of run entries. Each run is touched by one shard
-// goroutine only, so entries need no lock; the cache's index does.
+// runCache is an LRU of run entries. Each run is handled by one goroutine
+// at a time (inflight.go), so entries need no lock; the cache's index does.
 type runCache struct {
 	mu    sync.Mutex
 	max   int

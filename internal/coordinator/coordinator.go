@@ -13,14 +13,66 @@
 //
 // # Partitions
 //
-// Runs are split into partitions by the slot token of their subjects; each
-// partition is one durable consumer, consumed by the one coordinator that
-// holds its lease in a KV bucket, and standbys take it over within the
-// lease's duration when the holder dies (partition.go says how, and why an
-// overlap is safe). Events of one run are handled in log order by one shard
-// goroutine; runs spread over shards, and a shard that is busy hands an
-// event back rather than holding up the partition, so a slow run holds up
-// only itself.
+// Runs are split into a fixed number of partitions (WithPartitions, the
+// daemon's -partitions, at most events.Slots) by the slot token of their
+// subjects: each partition is one durable consumer filtered on its slots,
+// consumed by the one coordinator that holds its lease in the KV bucket
+// LeasesBucket. Leases expire a lease duration (WithLeaseTTL) after their
+// holder's last renewal, and a standby takes an expired one over at its
+// next tick (a fifth of the duration); a coordinator that stops cleanly
+// (SIGTERM) deletes its leases on the way out, so its partitions pass on
+// within a tick. Each coordinator holds its share of the partitions,
+// ceil(partitions / live coordinators), releasing the excess and taking
+// free ones, so starting or stopping coordinators rebalances them with no
+// manual step. partition.go says how, and why an overlap of two holders is
+// safe: a lease only keeps one coordinator busy with a run at a time; what
+// makes every decision land once is the per-run concurrency check of the
+// log, which no lease can break. A lease's value says which process holds
+// it (Holder): `nats kv get weft-coordinators lease.3`.
+//
+// Within a coordinator, events of one run are handled in delivery order,
+// one at a time; a bounded number of runs are handled at once, every event
+// held waiting its turn gets in-progress acknowledgements, and a slow run
+// holds up only itself (inflight.go).
+//
+// # Changing the number of partitions
+//
+// A run's partition is its slot modulo the partition count, so all
+// coordinators of a deployment must agree on it. The count is recorded in
+// the partition consumers' metadata, and a coordinator told another one
+// refuses to start (ErrPartitionCount; the daemon exits saying so) rather
+// than consume some slots twice and leave others undecided. To change it
+// on a live system:
+//
+//  1. stop every coordinator (SIGTERM, or wait a lease duration after a
+//     SIGKILL, until the announcements expire). Clients and workers go on:
+//     runs in flight keep their events in the stream and wait, undecided;
+//  2. start one coordinator with the new -partitions and -repartition. It
+//     refuses while another coordinator is announced; otherwise it reads
+//     where the old partition consumers stand, deletes them, and creates
+//     the new ones (and their timer consumers) starting at the earliest
+//     event any old one had not acknowledged. Events already handled may
+//     be handled again, which the log's de-duplication and concurrency
+//     check make harmless; none is passed over. Runs in flight go on from
+//     where they stood. If it dies midway, the coordinators started next
+//     with the new count finish the change (repartition.go);
+//  3. start the other coordinators with the new -partitions (without
+//     -repartition, which is harmless once the counts agree).
+//
+// Under `weft roles`, a coordinator's user may not delete consumers: run
+// step 2 with the admin's credentials, and if the roles were generated
+// for fewer partitions than the new count (`weft roles -partitions`,
+// default 64), generate them again.
+//
+// The pause is the time from the first stop to the repartitioned
+// coordinator's start; no run is lost or decided twice
+// (TestRepartitionKeepsRunsGoing).
+//
+// Limits: at most events.Slots (64) partitions, so at most 64
+// coordinators do work at once (more stand by); partitions are spread by
+// count, not by load, so a partition with many busy runs is not split; a
+// killed holder's partitions wait up to a lease duration plus a tick, and
+// the events it was handling up to the consumers' ack wait (10s).
 //
 // # Local nodes
 //
@@ -112,7 +164,6 @@ package coordinator
 import (
 	"context"
 	"errors"
-	"hash/fnv"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -144,8 +195,9 @@ type Stats struct {
 	// FailedRuns counts runs failed because their next decision could
 	// not be written (see errors.go).
 	FailedRuns int64
-	// HandedBack counts events handed back because their run's shard was
-	// busy; they come again shortly.
+	// HandedBack counts events handed back because the coordinator held
+	// as many as it may, or no longer held their partition; they come
+	// again shortly.
 	HandedBack int64
 	// SnapshotsDiscarded counts snapshots the log does not attest (see
 	// snapshot.go); their runs were folded from the start.
@@ -177,9 +229,12 @@ type options struct {
 	ackWait    time.Duration
 	partitions int
 	leaseTTL   time.Duration
-	maxEvents  int   // history budget (budget.go)
-	maxBytes   int64 // history budget (budget.go)
-	retention  time.Duration
+	// repartition lets Run replace partition consumers made for another
+	// partition count (repartition.go).
+	repartition bool
+	maxEvents   int   // history budget (budget.go)
+	maxBytes    int64 // history budget (budget.go)
+	retention   time.Duration
 	// local holds the local executors by node type (local.go).
 	local        map[string]worker.Node
 	localTimeout time.Duration
@@ -222,18 +277,23 @@ func WithConditions(fns map[string]any) Option { return func(o *options) { o.con
 
 // Coordinator decides runs.
 type Coordinator struct {
-	id      string // in the leases bucket
-	running atomic.Bool
-	parts   partitionSet
-	store   events.Store
-	js      jetstream.JetStream
-	opts    options
-	log     *slog.Logger
-	cache   *runCache
-	queues  sync.Map // queue name → struct{}: consumers known to exist
-	graphs  sync.Map // digest → *graph.Graph
-	snaps   snapshotStore
-	n       counters
+	id     string // in the leases bucket
+	holder []byte // the value of its keys there (Holder)
+	// startAt and timersStartAt, when set by a repartition, are where the
+	// partition consumers it creates start in the events and timers
+	// streams.
+	startAt, timersStartAt uint64
+	running                atomic.Bool
+	parts                  partitionSet
+	store                  events.Store
+	js                     jetstream.JetStream
+	opts                   options
+	log                    *slog.Logger
+	cache                  *runCache
+	queues                 sync.Map // queue name → struct{}: consumers known to exist
+	graphs                 sync.Map // digest → *graph.Graph
+	snaps                  snapshotStore
+	n                      counters
 	// announced is when the coordinator last announced itself in the
 	// leases bucket (unix nanoseconds): see Readiness.
 	announced atomic.Int64
@@ -263,7 +323,7 @@ func New(store events.Store, opts ...Option) *Coordinator {
 	if o.logger == nil {
 		o.logger = slog.Default()
 	}
-	return &Coordinator{
+	c := &Coordinator{
 		id:    events.RandomID(),
 		store: store,
 		js:    store.JetStream(),
@@ -271,6 +331,8 @@ func New(store events.Store, opts ...Option) *Coordinator {
 		log:   o.logger.With(logattr.Component, "coordinator"),
 		cache: newRunCache(o.cacheSize),
 	}
+	c.holder = c.holderValue()
+	return c
 }
 
 // Stats returns the counters.
@@ -285,33 +347,23 @@ func (c *Coordinator) Stats() Stats {
 }
 
 // Run takes its share of the partitions and decides their runs until ctx
-// ends (see partition.go). Events being handled when it ends are left
-// unacknowledged, for the next holder of their partition; the leases are
-// released so that it comes at once.
+// ends (see partition.go). Events waiting to be handled when it ends are
+// handed back, and the leases released, so that the next holder of their
+// partitions takes them at once; an event being handled is left
+// unacknowledged, and comes again after the ack wait. Run returns an
+// error only when it refuses to start (ErrPartitionCount).
 func (c *Coordinator) Run(ctx context.Context) error {
 	if !c.running.CompareAndSwap(false, true) {
 		return errors.New("coordinator: Run called twice")
 	}
-	shards := make([]chan delivery, c.opts.shards)
-	var wg sync.WaitGroup
-	for i := range shards {
-		shards[i] = make(chan delivery, shardBuffer)
-		wg.Go(func() {
-			for d := range shards[i] {
-				if ctx.Err() != nil {
-					continue // leave it unacknowledged
-				}
-				c.handle(ctx, d.msg, d.redelivered)
-			}
-		})
-	}
-	defer func() {
-		for _, ch := range shards {
-			close(ch)
-		}
-		wg.Wait()
-		c.localWG.Wait() // local nodes end with ctx
-	}()
+	defer c.localWG.Wait() // local nodes end with ctx, after the handlers
+	ctx, cancel := context.WithCancel(ctx)
+	held := newInflight(ctx, c, c.opts.shards)
+	defer held.wait()
+	var alive sync.WaitGroup
+	alive.Go(func() { held.keepAlive(c.opts.ackWait) })
+	defer alive.Wait()
+	defer cancel() // Run may return before ctx ends (a refusal)
 	if _, err := retry(ctx, c.log, "setting up the timers stream", func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, events.EnsureTimers(ctx, c.store)
 	}); err != nil {
@@ -324,33 +376,34 @@ func (c *Coordinator) Run(ctx context.Context) error {
 		return nil // ctx ended
 	}
 	c.prepareReadModel(ctx)
+	var mismatch error
+	if _, err := retry(ctx, c.log, "checking the partition count", func(ctx context.Context) (struct{}, error) {
+		err := c.checkPartitions(ctx, kv)
+		if errors.Is(err, ErrPartitionCount) {
+			mismatch = err
+			return struct{}{}, nil
+		}
+		return struct{}{}, err
+	}); err != nil {
+		return nil // ctx ended
+	}
+	if mismatch != nil {
+		return mismatch
+	}
 	var consumers sync.WaitGroup
 	c.leases(ctx, kv, func(pctx context.Context, p int) {
 		consumers.Add(1)
 		defer consumers.Done()
-		c.consume(pctx, p, shards)
+		c.consume(pctx, p, held)
 	})
 	consumers.Wait()
 	return nil
 }
 
-// shardBuffer is how many events wait for one shard. A full shard hands
-// the event back (see dispatch), so it stays small enough that an event
-// never waits in it for long (an event takes about a millisecond, the ack
-// wait is seconds), and one slow run holds up few others. It must not be
-// smaller than a burst of work: a handed-back event comes again as a
-// redelivery, which reads its run afresh, so a shard too small for a burst
-// (16 was, for 200 runs started at once: a thousand reloads and a hundred
-// thousand hand-backs in weftbench's coordscale figure) slows itself down
-// further with each reload.
-const shardBuffer = 256
-
-// shardFullDelay is when an event handed back by a full shard comes again.
-const shardFullDelay = 50 * time.Millisecond
-
-// consume reads one partition's consumer until pctx ends, feeding the
-// shards; it takes the consumer up again when its iterator fails.
-func (c *Coordinator) consume(pctx context.Context, p int, shards []chan delivery) {
+// consume reads one partition's consumer until pctx ends, handing its
+// events to their runs' handlers (inflight.go); it takes the consumer up
+// again when its iterator fails.
+func (c *Coordinator) consume(pctx context.Context, p int, held *inflight) {
 	log := c.log.With(logattr.Partition, p)
 	var relay sync.WaitGroup
 	relay.Go(func() { c.relayTimers(pctx, p) })
@@ -370,15 +423,16 @@ func (c *Coordinator) consume(pctx context.Context, p int, shards []chan deliver
 			}
 			continue
 		}
+		held.noteAckWait(cons.CachedInfo().Config.AckWait)
 		stopLag := c.observeLag(cons)
 		stop := context.AfterFunc(pctx, iter.Drain)
-		c.dispatch(pctx, p, iter, shards, log)
+		c.dispatch(pctx, p, iter, held, log)
 		stop()
 		stopLag()
 	}
 }
 
-// dispatch hands each message of a partition to its run's shard.
+// dispatch hands each message of a partition to its run's handler.
 //
 // Two guards keep a coordinator that lost its partition without knowing
 // it (a pause longer than the lease) from deciding on a stale cache: an
@@ -386,7 +440,7 @@ func (c *Coordinator) consume(pctx context.Context, p int, shards []chan deliver
 // longer ago than its duration; and a gap in the consumer's delivery
 // sequence (events went to another holder meanwhile) drops the cached
 // runs of the partition, which are then read afresh.
-func (c *Coordinator) dispatch(pctx context.Context, p int, iter jetstream.MessagesContext, shards []chan delivery, log *slog.Logger) {
+func (c *Coordinator) dispatch(pctx context.Context, p int, iter jetstream.MessagesContext, held *inflight, log *slog.Logger) {
 	var lastDelivery uint64
 	for {
 		msg, err := iter.Next()
@@ -424,15 +478,13 @@ func (c *Coordinator) dispatch(pctx context.Context, p int, iter jetstream.Messa
 			_ = msg.Term()
 			continue
 		}
-		select {
-		case shards[shardOf(run, len(shards))] <- delivery{msg: msg, redelivered: meta.NumDelivered > 1}:
-		default:
+		if !held.push(run, delivery{msg: msg, partition: p, redelivered: meta.NumDelivered > 1}) {
 			if c.ownEchoWhenFull(msg) {
 				continue
 			}
-			// The run's shard is busy: this event comes again shortly,
-			// and the run is read afresh then (its later events may go
-			// first; a fresh read puts them in order).
+			// The coordinator holds as many events as it may: this one
+			// comes again shortly, and the run is read afresh then (its
+			// later events may go first; a fresh read puts them in order).
 			c.n.handedBack.Add(1)
 			c.cache.del(run)
 			_ = msg.NakWithDelay(shardFullDelay)
@@ -463,16 +515,4 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
-}
-
-// delivery is a message on its way to its run's shard.
-type delivery struct {
-	msg         jetstream.Msg
-	redelivered bool
-}
-
-func shardOf(run string, n int) int {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(run))
-	return int(h.Sum32() % uint32(n))
 }

@@ -2,9 +2,11 @@ package coordinator
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,9 +45,16 @@ import (
 // handling events on a stale cache and acknowledging them undecided; so a
 // holder hands events back while its lease was last renewed longer ago
 // than leaseTTL, and a gap in its partition's deliveries (events that went
-// to another holder) drops the partition's cached runs (dispatch). A new holder resumes from the partition consumer's
-// acknowledged position: events the old holder took and did not
-// acknowledge come again after the consumer's ack wait.
+// to another holder) drops the partition's cached runs (dispatch), and an
+// event whose partition was released or lost while it waited its turn is
+// handed back, not handled (inflight.go). A new holder resumes from the
+// partition consumer's acknowledged position: events the old holder held
+// come again at once when it handed them back on a clean stop or release,
+// after the consumer's ack wait when it was killed.
+//
+// The number of partitions is recorded in the partition consumers, and a
+// coordinator told another refuses to start unless told to repartition
+// (repartition.go).
 
 // LeasesBucket is the KV bucket of partition leases and coordinator
 // announcements.
@@ -56,6 +65,35 @@ const (
 	defaultLeaseTTL = 5 * time.Second
 	minLeaseTTL     = time.Second
 )
+
+// Holder is what a lease or an announcement in LeasesBucket says of the
+// coordinator that wrote it: its random id, and the host and process id
+// it runs as, so that an operator (`nats kv get weft-coordinators
+// lease.3`) or a test can tell which process holds a partition.
+type Holder struct {
+	ID   string `json:"id"`
+	Host string `json:"host,omitempty"`
+	PID  int    `json:"pid"`
+}
+
+// ParseHolder decodes the value of a lease or an announcement.
+func ParseHolder(b []byte) (Holder, error) {
+	var h Holder
+	if err := json.Unmarshal(b, &h); err != nil || h.ID == "" {
+		return Holder{}, fmt.Errorf("not a coordinator's lease: %q", b)
+	}
+	return h, nil
+}
+
+// holderValue is the value this coordinator writes under its keys.
+func (c *Coordinator) holderValue() []byte {
+	host, _ := os.Hostname()
+	b, _ := json.Marshal(Holder{ID: c.id, Host: host, PID: os.Getpid()})
+	return b
+}
+
+// LeaseKey is the key of partition p's lease in LeasesBucket.
+func LeaseKey(p int) string { return leaseKey(p) }
 
 // partitionSet tracks the partitions this coordinator holds.
 type partitionSet struct {
@@ -101,7 +139,7 @@ func (c *Coordinator) leases(ctx context.Context, kv jetstream.KeyValue, consume
 func (c *Coordinator) leaseRound(ctx context.Context, kv jetstream.KeyValue, ps *partitionSet, consume func(context.Context, int)) {
 	rctx, cancel := context.WithTimeout(ctx, c.opts.leaseTTL/2)
 	defer cancel()
-	if _, err := kv.Put(rctx, memberKey(c.id), []byte(c.id)); err != nil {
+	if _, err := kv.Put(rctx, memberKey(c.id), c.holder); err != nil {
 		c.leaseWarn("announcing the coordinator", err)
 		return
 	}
@@ -123,7 +161,7 @@ func (c *Coordinator) leaseRound(ctx context.Context, kv jetstream.KeyValue, ps 
 	// Renew what is held; a lease that cannot be renewed is lost.
 	for _, p := range held {
 		h := ps.get(p)
-		rev, err := kv.Update(rctx, leaseKey(p), []byte(c.id), h.rev)
+		rev, err := kv.Update(rctx, leaseKey(p), c.holder, h.rev)
 		if err != nil {
 			c.log.Warn("lost a partition lease", logattr.Partition, p, logattr.Error, err)
 			c.drop(p)
@@ -150,7 +188,7 @@ func (c *Coordinator) leaseRound(ctx context.Context, kv jetstream.KeyValue, ps 
 		if ps.get(p) != nil {
 			continue
 		}
-		rev, err := kv.Create(rctx, leaseKey(p), []byte(c.id))
+		rev, err := kv.Create(rctx, leaseKey(p), c.holder)
 		if err != nil {
 			continue // held by another, or the bucket is away
 		}
@@ -311,16 +349,33 @@ func (c *Coordinator) replicas(ctx context.Context) int {
 func (c *Coordinator) partitionConsumer(ctx context.Context, p int) (jetstream.Consumer, error) {
 	name := ConsumerName(c.opts.durable, p)
 	cons, err := c.js.Consumer(ctx, c.store.StreamName(), name)
+	startAt := c.startAt
 	if err == nil {
 		have := cons.CachedInfo().Config
 		want := events.PartitionFilters(p, c.opts.partitions)
-		if strings.Join(filtersOf(have), ",") != strings.Join(want, ",") {
+		if strings.Join(filtersOf(have), ",") == strings.Join(want, ",") {
+			return cons, nil
+		}
+		if p == 0 {
+			// Partition 0's consumer records the deployment's count:
+			// checkPartitions refuses a mismatch.
 			c.log.Warn("a partition consumer has other filters (another partition count?); using it as it is",
 				"consumer", name, "have", filtersOf(have), "want", want)
+			return cons, nil
 		}
-		return cons, nil
-	}
-	if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		// Partition 0's agrees with this coordinator: this one is left
+		// from a repartition that was interrupted. Replace it, from where
+		// the repartition started the new consumers.
+		rec, err := c.js.Consumer(ctx, c.store.StreamName(), ConsumerName(c.opts.durable, 0))
+		if err != nil {
+			return nil, err
+		}
+		startAt, _ = recordedStarts(rec.CachedInfo().Config)
+		c.log.Warn("replacing a partition consumer left from another partition count", "consumer", name, "from_seq", startAt)
+		if err := c.js.DeleteConsumer(ctx, c.store.StreamName(), name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return nil, err
+		}
+	} else if !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return nil, err
 	}
 	cfg := jetstream.ConsumerConfig{
@@ -331,7 +386,13 @@ func (c *Coordinator) partitionConsumer(ctx context.Context, p int) (jetstream.C
 		MaxAckPending: 20000,
 		MaxDeliver:    -1,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
-		Metadata:      map[string]string{"weft.partition": strconv.Itoa(p), "weft.partitions": strconv.Itoa(c.opts.partitions)},
+		Metadata:      map[string]string{"weft.partition": strconv.Itoa(p), partitionsMeta: strconv.Itoa(c.opts.partitions)},
+	}
+	if startAt > 0 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, startAt
+	}
+	if p == 0 && c.timersStartAt > 0 {
+		cfg.Metadata[timersStartMeta] = strconv.FormatUint(c.timersStartAt, 10)
 	}
 	if f := events.PartitionFilters(p, c.opts.partitions); len(f) == 1 {
 		cfg.FilterSubject = f[0]

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -88,8 +89,25 @@ func (c *Coordinator) timerConsumer(ctx context.Context, p int) (jetstream.Consu
 	name := c.opts.durable + "-timers-" + strconv.Itoa(p)
 	stream := c.store.TimerStream()
 	cons, err := c.js.Consumer(ctx, stream, name)
-	if err == nil || !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return cons, err
+	startAt := c.timersStartAt
+	if err == nil {
+		have := strings.Join(filtersOf(cons.CachedInfo().Config), ",")
+		if have == strings.Join(events.FiredFilters(p, c.opts.partitions), ",") {
+			return cons, nil
+		}
+		// Left from another partition count (repartition.go): replaced,
+		// from where the repartition started the timers.
+		rec, err := c.js.Consumer(ctx, c.store.StreamName(), ConsumerName(c.opts.durable, 0))
+		if err != nil {
+			return nil, err
+		}
+		_, startAt = recordedStarts(rec.CachedInfo().Config)
+		c.log.Warn("replacing a timer consumer left from another partition count", "consumer", name, "from_seq", startAt)
+		if err := c.js.DeleteConsumer(ctx, stream, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return nil, err
+		}
+	} else if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return nil, err
 	}
 	cfg := jetstream.ConsumerConfig{
 		Durable:       name,
@@ -98,6 +116,9 @@ func (c *Coordinator) timerConsumer(ctx context.Context, p int) (jetstream.Consu
 		AckWait:       c.opts.ackWait,
 		MaxDeliver:    -1,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
+	}
+	if startAt > 0 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, startAt
 	}
 	if f := events.FiredFilters(p, c.opts.partitions); len(f) == 1 {
 		cfg.FilterSubject = f[0]

@@ -58,6 +58,9 @@ type Config struct {
 	// Retention is how long an ended run is kept when neither the run nor
 	// its graph says (package runs).
 	Retention time.Duration
+	// Repartition lets the coordinator replace partition consumers made
+	// for another partition count (see package coordinator).
+	Repartition bool
 	// MaxHistoryEvents and MaxHistoryBytes are a run's history budget:
 	// over it, the run fails (internal/coordinator, budget.go).
 	MaxHistoryEvents int
@@ -122,6 +125,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.Partitions, "partitions", 1, "partitions runs are split into, the same for every coordinator (env WEFT_COORDINATOR_PARTITIONS)")
 	fs.DurationVar(&cfg.Retention, "retention", runs.DefaultRetention, "how long an ended run is kept when neither it nor its graph says; 'weft admin retention' removes it then (env WEFT_COORDINATOR_RETENTION)")
 	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", 5*time.Second, "how long a partition outlives its holder's last renewal (env WEFT_COORDINATOR_LEASE_TTL)")
+	fs.BoolVar(&cfg.Repartition, "repartition", false, "replace partition consumers made for another -partitions; every other coordinator must be stopped (env WEFT_COORDINATOR_REPARTITION)")
 	fs.IntVar(&cfg.MaxHistoryEvents, "max-history-events", coordinator.DefaultMaxHistoryEvents, "a run whose history holds more events fails (env WEFT_COORDINATOR_MAX_HISTORY_EVENTS)")
 	fs.Int64Var(&cfg.MaxHistoryBytes, "max-history-bytes", coordinator.DefaultMaxHistoryBytes, "a run whose history holds more bytes of event data fails (env WEFT_COORDINATOR_MAX_HISTORY_BYTES)")
 	fs.StringVar(&cfg.LogLevel, "log-level", "info", "debug, info, warn or error (env WEFT_LOG_LEVEL)")
@@ -196,6 +200,7 @@ func coordinate(ctx context.Context, log *slog.Logger, cfg *Config, store events
 			coordinator.WithCacheSize(cfg.CacheSize),
 			coordinator.WithPartitions(cfg.Partitions),
 			coordinator.WithLeaseTTL(cfg.LeaseTTL),
+			coordinator.WithRepartition(cfg.Repartition),
 			coordinator.WithHistoryBudget(cfg.MaxHistoryEvents, cfg.MaxHistoryBytes),
 			coordinator.WithRetention(cfg.Retention),
 			coordinator.WithLogger(log))
@@ -211,7 +216,7 @@ func coordinate(ctx context.Context, log *slog.Logger, cfg *Config, store events
 		if ctx.Err() != nil {
 			return nil
 		}
-		if err != nil && natsconn.Fatal(err) {
+		if err != nil && (natsconn.Fatal(err) || errors.Is(err, coordinator.ErrPartitionCount)) {
 			return err
 		}
 		if time.Since(started) > time.Minute {
@@ -247,6 +252,7 @@ var envFlags = map[string]string{
 	"max-history-events": "WEFT_COORDINATOR_MAX_HISTORY_EVENTS",
 	"max-history-bytes":  "WEFT_COORDINATOR_MAX_HISTORY_BYTES",
 	"retention":          "WEFT_COORDINATOR_RETENTION",
+	"repartition":        "WEFT_COORDINATOR_REPARTITION",
 	"log-level":          "WEFT_LOG_LEVEL",
 	"http":               "WEFT_HTTP",
 }

@@ -203,15 +203,17 @@ func checkRuns(t *testing.T, st events.Store, runs []string, nodes int, timeout 
 }
 
 // TestClusterNodeKilledDuringRuns runs a three-node NATS cluster with an R3
-// events stream, a coordinator and two workers as processes, kills one NATS
-// node with SIGKILL while runs are in flight, brings it back, and checks
-// that every run completes exactly once.
+// events stream, three coordinators splitting the runs into partitions and
+// two workers as processes, kills one NATS node with SIGKILL while runs are
+// in flight, brings it back, and checks that every run completes exactly
+// once.
 func TestClusterNodeKilledDuringRuns(t *testing.T) {
 	c := startCluster(t)
 	st := openStore(t, c)
-	start(t, "coordinator", "coordinator", "-nats", c.url(), "-replicas", "3")
+	cs := startCoordinators(t, c.url(), 3, leaseTTL)
 	start(t, "worker-1", "nodeworker", "-nats", c.url(), "-replicas", "3", "-concurrency", "32", "-name", "w1")
 	start(t, "worker-2", "nodeworker", "-nats", c.url(), "-replicas", "3", "-concurrency", "32", "-name", "w2")
+	waitHolders(t, st, 30*time.Second, "partitions spread over the three coordinators", cs.spread)
 
 	runs := startRuns(t, st, 30)
 	time.Sleep(700 * time.Millisecond)
@@ -221,24 +223,34 @@ func TestClusterNodeKilledDuringRuns(t *testing.T) {
 	c.servers[1] = start(t, "nats-2-again", "nats-server", c.args[1]...)
 
 	checkRuns(t, st, append(runs, more...), 4, 120*time.Second)
+	waitHolders(t, st, 30*time.Second, "every partition held by a live coordinator", cs.heldByLive)
 }
 
 // TestWorkersAndCoordinatorKilledOnCluster kills a worker and the
-// coordinator (SIGKILL) during runs on the cluster and starts replacements.
+// coordinator holding partition 0 (SIGKILL) during runs on the cluster,
+// checks that the other two coordinators take its partitions over once its
+// leases expire, and starts replacements.
 func TestWorkersAndCoordinatorKilledOnCluster(t *testing.T) {
 	c := startCluster(t)
 	st := openStore(t, c)
-	coord := start(t, "coordinator", "coordinator", "-nats", c.url(), "-replicas", "3")
+	cs := startCoordinators(t, c.url(), 3, leaseTTL)
 	w1 := start(t, "worker-1", "nodeworker", "-nats", c.url(), "-replicas", "3", "-concurrency", "32", "-name", "w1", "-ack-wait", "2s")
 	start(t, "worker-2", "nodeworker", "-nats", c.url(), "-replicas", "3", "-concurrency", "32", "-name", "w2")
+	held := waitHolders(t, st, 30*time.Second, "partitions spread over the three coordinators", cs.spread)
 
 	runs := startRuns(t, st, 30)
 	time.Sleep(500 * time.Millisecond)
 	w1.kill(t)
-	coord.kill(t)
-	time.Sleep(300 * time.Millisecond)
-	start(t, "coordinator-2", "coordinator", "-nats", c.url(), "-replicas", "3")
+	victim := cs.byPID(held[0])
+	victim.kill(t)
+	cs.remove(victim)
+	// The two left take the victim's partitions over when its leases
+	// expire, while its replacement is not started yet.
+	waitHolders(t, st, 4*leaseTTL, "the killed coordinator's partitions taken over by the other two", cs.spread)
+	more := startRuns(t, st, 10)
+	cs.add(t)
 	start(t, "worker-3", "nodeworker", "-nats", c.url(), "-replicas", "3", "-concurrency", "32", "-name", "w3")
 
-	checkRuns(t, st, runs, 4, 120*time.Second)
+	checkRuns(t, st, append(runs, more...), 4, 120*time.Second)
+	waitHolders(t, st, 30*time.Second, "partitions spread again over three coordinators", cs.spread)
 }
