@@ -52,7 +52,8 @@ import (
 // the bytes read. Anything else (a state, a sequence or a last decision
 // changed, a snapshot of another run or of a log since recreated, a
 // pointer to another message, bytes that do not decode) is discarded:
-// counted (Stats.SnapshotsDiscarded), logged at warn with the run id, and
+// counted (Stats.SnapshotsDiscarded), logged at warn with the run id,
+// deleted from the bucket (unless a newer one replaced it meanwhile), and
 // the run is folded from its start. An older snapshot of the same run
 // that the log attested is a true fold of the log at its sequence, and is
 // used as it is: the tail from it gives the same state.
@@ -223,12 +224,19 @@ func (c *Coordinator) checkedSnapshot(ctx context.Context, kv jetstream.KeyValue
 		return nil, nil
 	}
 	rec, err := DecodeSnapshot(run, e.Value())
+	bad := err != nil
 	if err == nil {
 		err = c.attested(ctx, rec)
+		bad = errors.Is(err, ErrBadSnapshot)
 	}
 	if err != nil {
 		c.n.snapshotsDiscarded.Add(1)
 		c.log.Warn("discarding a snapshot the log does not attest; folding the run's whole log", logattr.RunID, run, logattr.Error, err)
+		if bad {
+			// Gone, so that later loads of the run do not check it
+			// again; a newer snapshot put meanwhile stays.
+			_ = kv.Delete(ctx, run, jetstream.LastRevision(e.Revision()))
+		}
 		return nil, nil
 	}
 	s, _ := rec.Restore() // restored once by DecodeSnapshot
