@@ -286,7 +286,7 @@ func TestReplayCommand(t *testing.T) {
 			t.Errorf("replay %v on a changed graph: exit %d, want 1\n%s%s", args, r.code, r.stdout, r.stderr)
 		}
 		wantContains(t, "replay", r.stdout, fmt.Sprintf("%s: DIFFERS at event %d (seq %d)", run, ready.Position, ready.Seq),
-			"recorded: node.ready shout/1 attempt 1", `/queue: "_local" -> "gpu"`)
+			"recorded: node.ready shout/1 attempt 1", `/queue: "default" -> "gpu"`)
 		wantContains(t, "replay stderr", r.stderr, "1 of 1 runs decide differently")
 	}
 	r = weft(t, "replay", "-graph", changed, "-all", "-status", "running", "-nats", url)

@@ -32,14 +32,19 @@ func TestIsLocal(t *testing.T) {
 			t.Errorf("IsLocal(%q) = %v, want %v", id, got, w)
 		}
 	}
-	// Without local types (a client, a worker) nothing is local, and the
-	// canonical form is the same: local-ness is the coordinator's.
+	// Without the option, DefaultLocalTypes (transform) are local, as on a
+	// stock coordinator; with none named, nothing is. The canonical form
+	// is the same: local-ness is the coordinator's.
 	plain, err := Parse([]byte(localSrc), "x.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if plain.IsLocal("auto") || plain.Digest() != g.Digest() {
-		t.Fatalf("IsLocal without local types %v; digests %s, %s", plain.IsLocal("auto"), plain.Digest(), g.Digest())
+	none, err := Parse([]byte(localSrc), "x.yaml", WithLocalTypes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !plain.IsLocal("auto") || none.IsLocal("auto") || plain.Digest() != g.Digest() || none.Digest() != g.Digest() {
+		t.Fatalf("IsLocal by default %v, with no local types %v; digests %s, %s, %s", plain.IsLocal("auto"), none.IsLocal("auto"), plain.Digest(), none.Digest(), g.Digest())
 	}
 	// A graph that never says local: its canonical form has no such field.
 	b, err := Parse([]byte(base), "x.yaml")

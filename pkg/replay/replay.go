@@ -271,6 +271,13 @@ func unitsOf(e *events.Event) ([]unit, error) {
 		// Written into work items by older versions and now read from the
 		// run's start (see engine.readyWith): not a decision's content.
 		d.Config, d.Invocation, d.InputSchema, d.OutputSchema = nil, nil, nil, nil
+		// Run by the coordinator or by a worker of the default queue:
+		// the same node, run the same way (coordinators of older
+		// versions, or with other local types, put local nodes on
+		// the default queue).
+		if d.Queue == events.LocalQueue {
+			d.Queue = graph.DefaultQueue
+		}
 	case *events.RunFailedData:
 		plainFailure(&d.Error)
 	case *events.NodeFailedData:
