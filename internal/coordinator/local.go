@@ -98,6 +98,7 @@ func (c *Coordinator) localTypes() []string {
 type localItem struct {
 	id    string // the node-ready event's id: its echo's Nats-Msg-Id
 	ready *events.NodeReadyData
+	ev    *events.Event // the node-ready event: its trace context
 }
 
 func attemptKey(ref events.NodeRef, attempt int) string {
@@ -122,7 +123,7 @@ func (ent *runEntry) noteLocal(e *events.Event) bool {
 	if ent.local == nil {
 		ent.local = map[string]*localItem{}
 	}
-	ent.local[attemptKey(r.NodeRef, r.Attempt)] = &localItem{id: e.ID, ready: r}
+	ent.local[attemptKey(r.NodeRef, r.Attempt)] = &localItem{id: e.ID, ready: r, ev: e}
 	return true
 }
 
@@ -365,7 +366,7 @@ func (c *Coordinator) startLocal(ctx context.Context, g *graph.Graph, ent *runEn
 			// be; fail the attempt rather than leave it ready.
 			lr.out, lr.err = localFailure(run, &ready, fmt.Sprintf("no local executor for node type %q", ready.Type))
 		} else {
-			lr.out, lr.err = worker.InvokeLocal(ctx, node, run, &ready, localWorker, c.opts.localTimeout, c.log)
+			lr.out, lr.err = worker.InvokeLocal(ctx, node, run, &ready, li.ev, localWorker, c.opts.localTimeout, c.log)
 		}
 		lr.mu.Lock()
 		close(lr.done)

@@ -7,6 +7,9 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/weft-dev/weft/internal/telemetry"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
@@ -28,7 +31,7 @@ var ErrGivenUp = errors.New("local execution given up")
 // derived from the attempt (delivery 0, which no worker delivery uses),
 // worker set to by, and Queue set to ready.Queue; or ErrGivenUp when ctx
 // ended first, for another reason than the timeout.
-func InvokeLocal(ctx context.Context, node Node, run string, ready *events.NodeReadyData, by string, timeout time.Duration, log *slog.Logger) (*events.Event, error) {
+func InvokeLocal(ctx context.Context, node Node, run string, ready *events.NodeReadyData, readyEv *events.Event, by string, timeout time.Duration, log *slog.Logger) (*events.Event, error) {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -36,6 +39,16 @@ func InvokeLocal(ctx context.Context, node Node, run string, ready *events.NodeR
 	it := &item{run: run, ready: ready, base: log}
 	if ready.TimeoutMs > 0 {
 		timeout = time.Duration(ready.TimeoutMs) * time.Millisecond
+	}
+	if readyEv != nil {
+		// The node's span, as a worker's (startNode), with no queue wait.
+		var span trace.Span
+		ctx, span = telemetry.StartNode(ctx, readyEv, events.ReadySubject(run, ready.Queue), telemetry.Node{
+			RunID: run, NodeID: ready.Node, Type: ready.Type, Iteration: ready.Iteration,
+			Attempt: ready.Attempt, Delivery: 1, Queue: ready.Queue, Worker: by,
+		})
+		it.tel.span = span
+		defer span.End()
 	}
 	runCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -63,5 +76,7 @@ func InvokeLocal(ctx context.Context, node Node, run string, ready *events.NodeR
 		}
 	}
 	ev.Queue = ready.Queue
+	it.tel.elapsed = elapsed
+	it.traceOutcome(ctx, ev)
 	return ev, nil
 }
