@@ -210,6 +210,14 @@ func (e *env) leaseHolders(ctx context.Context, partitions int) (map[int]jetstre
 	return out, nil
 }
 
+// holderOf is the holder id of a lease entry (coordinator.Holder JSON).
+func holderOf(ent jetstream.KeyValueEntry) string {
+	if h, err := coordinator.ParseHolder(ent.Value()); err == nil {
+		return h.ID
+	}
+	return string(ent.Value())
+}
+
 // waitBalanced waits until every partition is held, by exactly the
 // holders of procs, none holding more than its share.
 func (e *env) waitBalanced(ctx context.Context, procs []*coordProc, partitions int, timeout time.Duration) error {
@@ -221,7 +229,7 @@ func (e *env) waitBalanced(ctx context.Context, procs []*coordProc, partitions i
 		if err == nil {
 			count := map[string]int{}
 			for _, ent := range held {
-				count[string(ent.Value())]++
+				count[holderOf(ent)]++
 			}
 			ok := len(held) == partitions && len(count) == len(procs)
 			for _, p := range procs {

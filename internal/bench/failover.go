@@ -108,7 +108,7 @@ func runFailover(ctx context.Context, e *env) ([]Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		owner := string(held[failoverPartition].Value())
+		owner := holderOf(held[failoverPartition])
 		k := slices.IndexFunc(procs, func(p *coordProc) bool { return p.holderID() == owner })
 		if k < 0 {
 			return nil, fmt.Errorf("kill %d: partition %d's holder %q is none of the coordinator processes", i+1, failoverPartition, owner)
@@ -151,7 +151,7 @@ func (e *env) firstDecisionAfter(ctx context.Context, stream string, p int, old 
 	var since time.Time
 	for {
 		ent, err := kv.Get(ctx, fmt.Sprintf("lease.%d", p))
-		if err == nil && string(ent.Value()) != old {
+		if err == nil && holderOf(ent) != old {
 			since = ent.Created()
 			break
 		}
