@@ -300,6 +300,7 @@ func (c *Coordinator) runLocal(ctx context.Context, ent *runEntry) error {
 			}
 			ent.own[out.ID] = struct{}{}
 			ent.ownMax = max(ent.ownMax, seq)
+			out.Seq = seq // where it is in the log: a checkpoint reads up to it
 			c.foldErr(out, ent.state.Apply(out))
 			ent.noteTrace(out)
 			c.n.localRuns.Add(1)

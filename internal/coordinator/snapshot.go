@@ -294,7 +294,7 @@ func (c *Coordinator) prepareCheckpoint(ctx context.Context, g *graph.Graph, ent
 	if len(decided) == 0 || c.js == nil || !checkpointDue(g, decided) {
 		return nil
 	}
-	rec, kv, err := c.snapshotUpTo(ctx, ent.run, max(ent.prefix, ent.lastDecision))
+	rec, kv, err := c.snapshotUpTo(ctx, ent.run, max(ent.prefix, ent.lastDecision, ent.ownMax))
 	if err != nil {
 		c.log.Warn("preparing a checkpoint", logattr.RunID, ent.run, logattr.Error, err)
 		return nil

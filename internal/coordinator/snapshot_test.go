@@ -109,7 +109,7 @@ func TestSnapshotNotAttestedIsDiscarded(t *testing.T) {
 			if err != nil {
 				t.Fatalf("the coordinator's own snapshot: %v", err)
 			}
-			if !bytes.Contains(rec.State, []byte(`real`)) {
+			if !bytes.Contains(rec.State, []byte(`"verdict":"real"`)) {
 				t.Fatalf("snapshot without the state it should hold: %s", rec.State)
 			}
 			if _, err := kv.Put(ctx, run, tc.forge(t, rec, e.Value())); err != nil {
