@@ -31,6 +31,10 @@ const (
 	// leases bucket: which coordinator decided.
 	Coordinator = "coordinator"
 	Status      = "status"
+	// Parent is the run a run was forked from (or a child's parent);
+	// Position an event's place in its run (1, 2, …).
+	Parent   = "parent"
+	Position = "position"
 
 	// Decision is the type of an event a coordinator decided; Cause and
 	// CauseSeq name the event it decided on and its stream sequence.

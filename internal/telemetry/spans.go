@@ -16,8 +16,11 @@ import (
 
 // Span attribute keys of Weft's own (the messaging ones come from semconv).
 const (
-	AttrRunID         = attribute.Key("weft.run.id")
-	AttrGraphName     = attribute.Key("weft.graph.name")
+	AttrRunID     = attribute.Key("weft.run.id")
+	AttrGraphName = attribute.Key("weft.graph.name")
+	// AttrForkOf, on a forked run's link to its parent's trace, names the
+	// parent run.
+	AttrForkOf        = attribute.Key("weft.fork.of")
 	AttrGraphDigest   = attribute.Key("weft.graph.digest")
 	AttrParentRunID   = attribute.Key("weft.run.parent_id")
 	AttrEventType     = attribute.Key("weft.event.type")
@@ -83,13 +86,14 @@ func EventName(t events.Type) string {
 // the span in ctx if any, whose context the run-started event must carry
 // (Inject). With tracing off it returns ctx as it is, so that a caller's
 // own span context still reaches the event, and a span that does nothing.
-func StartRun(ctx context.Context, runID, graphName, subject string) (context.Context, trace.Span) {
+func StartRun(ctx context.Context, runID, graphName, subject string, links ...trace.Link) (context.Context, trace.Span) {
 	t, ok := tracer()
 	if !ok {
 		return ctx, noSpan
 	}
 	return t.Start(ctx, SpanRun+" "+graphName,
 		trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithLinks(links...),
 		trace.WithAttributes(
 			messagingNATS,
 			semconv.MessagingOperationTypeSend,

@@ -10,6 +10,10 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/telemetry"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
@@ -188,7 +192,13 @@ func (c *Client) fork(ctx context.Context, runID string, evs []*events.Event, po
 	if err != nil {
 		return fail(err)
 	}
-	ctx, span := telemetry.StartRun(ctx, newID, g.Definition().Name, ev.Subject())
+	// The fork is a run of its own, in a trace of its own (or the
+	// caller's), linked to the parent run's.
+	var links []trace.Link
+	if sc := telemetry.SpanContextOf(evs[0]); sc.IsValid() {
+		links = append(links, trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{telemetry.AttrForkOf.String(runID)}})
+	}
+	ctx, span := telemetry.StartRun(ctx, newID, g.Definition().Name, ev.Subject(), links...)
 	defer span.End()
 	telemetry.Inject(ctx, ev)
 	if _, err := c.store.LastSeq(ctx, newID); err == nil {
@@ -200,7 +210,7 @@ func (c *Client) fork(ctx context.Context, runID string, evs []*events.Event, po
 		telemetry.Fail(span, err)
 		return fail(fmt.Errorf("starting run %s: %w", newID, err))
 	}
-	c.log.Debug("run forked", "run_id", newID, "parent", runID, "position", pos)
+	c.log.DebugContext(ctx, "run forked", logattr.RunID, newID, logattr.Parent, runID, logattr.Position, pos)
 	return newID, nil
 }
 
