@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/weft-dev/weft/pkg/client"
@@ -64,7 +65,13 @@ var cmdCancel = &command{
 	help: `Appends a cancel request to the run's log. The coordinator ends the run as
 cancelled and workers stop its nodes in flight; 'weft status' shows when it
 has.`,
-	run: func(e *env, c *command, args []string) error {
+	run: requestRun("cancel", (*client.Client).Cancel),
+}
+
+// requestRun is the run function of cancel and terminate: it appends the
+// request send makes, with its -reason, and says it did.
+func requestRun(verb string, send func(cl *client.Client, ctx context.Context, run, reason string) error) func(*env, *command, []string) error {
+	return func(e *env, c *command, args []string) error {
 		fs, out := e.flagSet(c)
 		cfg := natsFlags(fs)
 		reason := fs.String("reason", "", "why, recorded in the log")
@@ -77,13 +84,13 @@ has.`,
 			return err
 		}
 		defer closeConn()
-		if err := cl.Cancel(e.ctx, pos[0], *reason); err != nil {
+		if err := send(cl, e.ctx, pos[0], *reason); err != nil {
 			return runError(pos[0], err)
 		}
 		if *out == "json" {
-			return e.writeJSON(map[string]string{"runId": pos[0], "cancel": "requested"})
+			return e.writeJSON(map[string]string{"runId": pos[0], verb: "requested"})
 		}
-		fmt.Fprintf(e.stdout, "cancel requested for run %s\n", pos[0])
+		fmt.Fprintf(e.stdout, "%s requested for run %s\n", verb, pos[0])
 		return nil
-	},
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/natsconn"
+	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/runs"
 )
@@ -23,28 +24,7 @@ var cmdTerminate = &command{
 at once as cancelled, marked terminated, in the log and in the read model.
 Nodes in flight are stopped and their late outcomes passed over. The run
 must exist and not have ended.`,
-	run: func(e *env, c *command, args []string) error {
-		fs, out := e.flagSet(c)
-		cfg := natsFlags(fs)
-		reason := fs.String("reason", "", "why, recorded in the log")
-		pos, err := e.parse(c, fs, args, 1, 1)
-		if err != nil {
-			return err
-		}
-		cl, closeConn, err := e.connect(c, cfg, false)
-		if err != nil {
-			return err
-		}
-		defer closeConn()
-		if err := cl.Terminate(e.ctx, pos[0], *reason); err != nil {
-			return runError(pos[0], err)
-		}
-		if *out == "json" {
-			return e.writeJSON(map[string]string{"runId": pos[0], "terminate": "requested"})
-		}
-		fmt.Fprintf(e.stdout, "terminate requested for run %s\n", pos[0])
-		return nil
-	},
+	run: requestRun("terminate", (*client.Client).Terminate),
 }
 
 var cmdDelete = &command{
