@@ -246,6 +246,7 @@ func validateNode(g *Graph, i int, first map[string]int, scope []*Definition, o 
 		}
 	}
 	validateBuiltinConfig(n, bad)
+	validateExecutorConfig(n, o, bad)
 }
 
 // router is a router node's compiled config.

@@ -26,6 +26,17 @@ edges: [{from: START, to: a}, {from: a, to: END}]`, nil,
 			[]string{`x.yaml: field "name": missing graph name`}},
 		{"no nodes", `{name: t, nodes: [], edges: []}`, nil,
 			[]string{`x.yaml: field "nodes": graph has no nodes`}},
+		{"executor configs, every problem at once", `name: t
+nodes:
+  - {id: t, type: transform, config: {set: {a: "state.x +", b: "1"}, output: "][" }}
+  - {id: s, type: sleep, config: {duration: banana}}
+  - {id: neg, type: sleep, config: {duration: -5}}
+  - {id: h, type: http, config: {url: "ftp://example.com/x"}}
+  - {id: ok, type: sleep, config: {duration: 1.5s}}
+edges: [{from: START, to: t}, {from: t, to: s}, {from: s, to: neg}, {from: neg, to: h}, {from: h, to: ok}, {from: ok, to: END}]`, nil,
+			[]string{`node "t": field "config.set.a": CEL "state.x +"`, `node "t": field "config.output": CEL "]["`,
+				`node "s": field "config.duration": "banana" is not a duration`, `node "neg": field "config.duration": must not be negative`,
+				`node "h": field "config.url": "ftp://example.com/x" is not an absolute http or https URL`}},
 		{"empty node id", `name: t
 nodes: [{type: echo}]
 edges: [{from: START, to: END}]`, nil,
