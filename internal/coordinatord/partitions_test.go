@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/weft-dev/weft/internal/natstest"
 	"testing"
 	"time"
 
@@ -15,13 +16,13 @@ import (
 // saying so, rather than retrying for ever; with -repartition it takes the
 // new count and decides.
 func TestRunRefusesAnotherPartitionCount(t *testing.T) {
-	port, dir := freePort(t), t.TempDir()
-	srv := startServer(t, port, dir)
+	port, dir := natstest.FreePort(t), t.TempDir()
+	srv := natstest.ServerAt(t, port, dir)
 	url := srv.ClientURL()
-	st := openStore(t, srv)
+	st := natstest.OpenStoreRetry(t, srv)
 
-	run := func(ctx context.Context, args ...string) (chan error, *logWatch) {
-		logs := newLogWatch()
+	run := func(ctx context.Context, args ...string) (chan error, *natstest.LogWatch) {
+		logs := natstest.NewLogWatch()
 		done := make(chan error, 1)
 		go func() {
 			done <- coordinatord.Run(ctx, append([]string{"-nats", url, "-lease-ttl", "1s"}, args...), &bytes.Buffer{}, logs)

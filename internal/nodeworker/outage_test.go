@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,31 +13,30 @@ import (
 	"github.com/weft-dev/weft/internal/embedded"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/internal/nodeworker"
-	jssetup "github.com/weft-dev/weft/internal/setup"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
 // The daemon started before its server waits for it, and rides out the
 // server's restart: it serves work before and after.
 func TestRunRidesOutAnOutage(t *testing.T) {
-	port, dir := freePort(t), t.TempDir()
+	port, dir := natstest.FreePort(t), t.TempDir()
 	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
-	logs := newLogWatch()
+	logs := natstest.NewLogWatch()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
 		done <- nodeworker.Run(ctx, []string{"-nats", url, "-name", "patient"}, &bytes.Buffer{}, logs)
 	}()
-	logs.wait(t, `"msg":"waiting for NATS"`, 30*time.Second)
+	logs.Wait(t, `"msg":"waiting for NATS"`, 30*time.Second)
 
-	srv := startServer(t, port, dir)
-	logs.wait(t, `"msg":"worker running"`, 30*time.Second)
-	st := openStore(t, srv)
+	srv := natstest.ServerAt(t, port, dir)
+	logs.Wait(t, `"msg":"worker running"`, 30*time.Second)
+	st := natstest.OpenStoreRetry(t, srv)
 	serves(t, st)
 
 	embedded.Stop(srv)
-	srv = startServer(t, port, dir)
-	st = openStore(t, srv)
+	srv = natstest.ServerAt(t, port, dir)
+	st = natstest.OpenStoreRetry(t, srv)
 	serves(t, st)
 
 	cancel()
@@ -75,89 +72,6 @@ func serves(t *testing.T, st events.Store) {
 	run := events.NewRunID()
 	publish(t, st, run, "t", "transform", `{"set": {"y": "state.x * 2"}}`, `{"x": 21}`)
 	waitCount(t, st, run, events.NodeInvoked, 1, 30*time.Second)
-}
-
-func openStore(t *testing.T, srv *server.Server) events.Store {
-	t.Helper()
-	_, js := natstest.Connect(t, srv)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var st events.Store
-	err := jssetup.Retry(ctx, nil, "the stream", nil, func(ctx context.Context) (err error) {
-		st, err = events.Open(ctx, js)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st
-}
-
-func startServer(t *testing.T, port int, dir string) *server.Server {
-	t.Helper()
-	s, err := embedded.Start(embedded.Config{StoreDir: dir, Port: port})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { embedded.Stop(s) })
-	return s
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// logWatch is a log destination that tells when a line holding a string
-// was written.
-type logWatch struct {
-	mu      sync.Mutex
-	b       bytes.Buffer
-	waiters map[string]chan struct{}
-}
-
-func newLogWatch() *logWatch { return &logWatch{waiters: map[string]chan struct{}{}} }
-
-func (l *logWatch) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.b.Write(p)
-	for s, ch := range l.waiters {
-		if bytes.Contains(p, []byte(s)) {
-			close(ch)
-			delete(l.waiters, s)
-		}
-	}
-	return len(p), nil
-}
-
-func (l *logWatch) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// wait waits for a line holding s, written before or after the call.
-func (l *logWatch) wait(t *testing.T, s string, d time.Duration) {
-	t.Helper()
-	l.mu.Lock()
-	if strings.Contains(l.b.String(), s) {
-		l.mu.Unlock()
-		return
-	}
-	ch := make(chan struct{})
-	l.waiters[s] = ch
-	l.mu.Unlock()
-	select {
-	case <-ch:
-	case <-time.After(d):
-		t.Fatalf("no log line with %s after %s:\n%s", s, d, l)
-	}
 }
 
 // A server that refuses the daemon's credentials is a configuration error:

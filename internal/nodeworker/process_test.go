@@ -3,6 +3,7 @@ package nodeworker_test
 import (
 	"context"
 	"fmt"
+	"github.com/weft-dev/weft/internal/natstest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -208,8 +209,8 @@ func TestProcessExitCodes(t *testing.T) {
 // A server that cannot be reached is waited for, not an exit; SIGTERM
 // still stops the process cleanly.
 func TestProcessWaitsForItsServer(t *testing.T) {
-	logs := newLogWatch()
-	cmd := exec.Command(binary(t), "-nats", fmt.Sprintf("nats://127.0.0.1:%d", freePort(t)))
+	logs := natstest.NewLogWatch()
+	cmd := exec.Command(binary(t), "-nats", fmt.Sprintf("nats://127.0.0.1:%d", natstest.FreePort(t)))
 	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -217,7 +218,7 @@ func TestProcessWaitsForItsServer(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	logs.wait(t, `"msg":"waiting for NATS"`, 30*time.Second)
+	logs.Wait(t, `"msg":"waiting for NATS"`, 30*time.Second)
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
