@@ -8,4 +8,6 @@ func WithAckWait(d time.Duration) Option { return func(o *options) { o.ackWait =
 
 // DefaultLocalTypes are the types a coordinator runs itself unless told
 // otherwise (defaultLocal), sorted.
-func DefaultLocalTypes() []string { return (&Coordinator{opts: options{local: defaultLocal()}}).localTypes() }
+func DefaultLocalTypes() []string {
+	return (&Coordinator{opts: options{local: defaultLocal()}}).localTypes()
+}
