@@ -412,7 +412,7 @@ func TestDev(t *testing.T) {
 	var stdout, stderr syncBuffer
 	done := make(chan int)
 	go func() {
-		done <- cli.Main(ctx, []string{"dev", "-port", "-1", "-data", t.TempDir()}, nil, &stdout, &stderr)
+		done <- cli.Main(ctx, []string{"dev", "-port", "-1", "-data", t.TempDir(), "-ui", "off"}, nil, &stdout, &stderr)
 	}()
 
 	urlRE := regexp.MustCompile(`at (nats://127\.0\.0\.1:\d+)`)

@@ -29,8 +29,18 @@ func natsFlags(fs *flag.FlagSet) *natsconn.Config {
 // stream is created (with the flags' storage and replicas); without, it is
 // an error, since there is nothing to read.
 func (e *env) connect(c *command, cfg *natsconn.Config, create bool) (*client.Client, func(), error) {
+	store, opts, closeConn, err := e.connectStore(c, cfg, create)
+	if err != nil {
+		return nil, nil, err
+	}
+	return client.New(store, opts...), closeConn, nil
+}
+
+// connectStore is connect's first half: the events store, and the client
+// options the environment asks for (WEFT_ARCHIVE).
+func (e *env) connectStore(c *command, cfg *natsconn.Config, create bool) (events.Store, []client.Option, func(), error) {
 	if err := cfg.Validate(); err != nil {
-		return nil, nil, &usageError{cmd: c, msg: err.Error()}
+		return nil, nil, nil, &usageError{cmd: c, msg: err.Error()}
 	}
 	cfg.Name = "weft " + c.name
 	nc, err := cfg.Connect("")
@@ -38,12 +48,12 @@ func (e *env) connect(c *command, cfg *natsconn.Config, create bool) (*client.Cl
 		if cfg.URL == "" {
 			err = fmt.Errorf("%w (is a server running? 'weft dev' starts one)", err)
 		}
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	store, err := openStore(e.ctx, cfg, nc, create)
 	if err != nil {
 		nc.Close()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	var opts []client.Option
 	if v := os.Getenv("WEFT_ARCHIVE"); v != "" {
@@ -52,11 +62,11 @@ func (e *env) connect(c *command, cfg *natsconn.Config, create bool) (*client.Cl
 		a, err := runs.ParseArchive(e.ctx, store.JetStream(), store.StreamName(), v, false)
 		if err != nil {
 			nc.Close()
-			return nil, nil, fmt.Errorf("WEFT_ARCHIVE: %w", err)
+			return nil, nil, nil, fmt.Errorf("WEFT_ARCHIVE: %w", err)
 		}
 		opts = append(opts, client.WithArchive(a))
 	}
-	return client.New(store, opts...), nc.Close, nil
+	return store, opts, nc.Close, nil
 }
 
 // openStore opens the events store. An existing stream is opened with its

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/weft-dev/weft/internal/telemetry"
+	"github.com/weft-dev/weft/internal/ui"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/worker"
@@ -191,6 +192,7 @@ connection and the server, in that order.`,
 		concurrency := fs.Int("concurrency", worker.DefaultConcurrency, "nodes the worker runs at once")
 		verbose := fs.Bool("v", false, "log the coordinator's and the worker's work")
 		httpAddr := fs.String("http", "", "serve /metrics, /healthz and /readyz on this address, e.g. "+telemetry.DefaultHTTPAddr+" (default off)")
+		uiAddr := fs.String("ui", ui.DefaultAddr, `serve the web UI on this address ("" or off: not at all)`)
 		if _, err := e.parse(c, fs, args, 0, 0); err != nil {
 			return err
 		}
@@ -208,7 +210,11 @@ connection and the server, in that order.`,
 		case len(cfg.queues) == 0:
 			return &usageError{cmd: c, msg: "-queues: at least one queue"}
 		}
-		addr, err := "", error(nil)
+		uiCfg, err := devUI(c, *uiAddr, cfg.log)
+		if err != nil {
+			return err
+		}
+		addr := ""
 		if *httpAddr != "" {
 			if addr, err = telemetry.HTTPAddr(*httpAddr); err != nil {
 				return &usageError{cmd: c, msg: "-http: " + err.Error()}
@@ -237,6 +243,14 @@ connection and the server, in that order.`,
 			}
 			defer srv.Close()
 			fmt.Fprintf(e.stdout, "weft dev: metrics and health at http://%s (/metrics, /healthz, /readyz)\n", srv.Addr())
+		}
+		if uiCfg != nil {
+			srv, err := startUI(e.ctx, *uiAddr, *uiCfg, le.Store())
+			if err != nil {
+				return fmt.Errorf("-ui: %w", err)
+			}
+			defer srv.Close()
+			fmt.Fprintf(e.stdout, "UI: %s\n", srv.URL())
 		}
 		hint := ""
 		if le.URL() != "nats://127.0.0.1:4222" {

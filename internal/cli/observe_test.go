@@ -73,7 +73,7 @@ func TestDevServesMetricsAndHealth(t *testing.T) {
 	out := &lockedBuffer{}
 	done := make(chan error, 1)
 	go func() {
-		done <- cli.Run(ctx, []string{"dev", "-port", "-1", "-data", t.TempDir(), "-http", "127.0.0.1:0"}, strings.NewReader(""), out, io.Discard)
+		done <- cli.Run(ctx, []string{"dev", "-port", "-1", "-data", t.TempDir(), "-http", "127.0.0.1:0", "-ui", "off"}, strings.NewReader(""), out, io.Discard)
 	}()
 	re := regexp.MustCompile(`metrics and health at http://(\S+) `)
 	var addr string

@@ -1,0 +1,92 @@
+package ui
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/weft-dev/weft/pkg/graph"
+	"github.com/weft-dev/weft/pkg/projection"
+)
+
+// graphView is a run's graph as the page lays it out.
+type graphView struct {
+	Nodes []graphNode `json:"nodes"`
+	Edges []graphEdge `json:"edges"`
+}
+
+type graphNode struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Queue    string `json:"queue"`
+	Label    string `json:"label"`
+	Subgraph bool   `json:"subgraph"`
+}
+
+type graphEdge struct {
+	From  string `json:"from"`
+	To    string `json:"to"`
+	Label string `json:"label"`
+	Back  bool   `json:"back"`
+}
+
+// Types of the graph view's START and END nodes.
+const (
+	typeStart = "start"
+	typeEnd   = "end"
+	// typeSubgraph is the node type that starts a child run.
+	typeSubgraph = "subgraph"
+)
+
+// viewGraph reads the graph a run recorded in its run-started event.
+func viewGraph(st *projection.State) (*graphView, error) {
+	if len(st.Graph) == 0 {
+		return nil, errors.New("the run's log holds no graph")
+	}
+	g, err := graph.Parse(st.Graph, "run "+st.RunID, graph.AllowAnyType())
+	if err != nil {
+		return nil, err
+	}
+	return graphViewOf(g), nil
+}
+
+// graphViewOf lists g's nodes, START first and END last, and its edges in
+// definition order.
+func graphViewOf(g *graph.Graph) *graphView {
+	def := g.Definition()
+	v := &graphView{
+		Nodes: []graphNode{{ID: graph.Start, Type: typeStart, Label: graph.Start}},
+		Edges: make([]graphEdge, 0, len(def.Edges)),
+	}
+	for _, n := range def.Nodes {
+		label := n.Name
+		if label == "" {
+			label = n.ID
+		}
+		queue := n.Queue
+		if g.IsLocal(n.ID) {
+			queue = ""
+		}
+		v.Nodes = append(v.Nodes, graphNode{ID: n.ID, Type: n.Type, Queue: queue, Label: label, Subgraph: n.Type == typeSubgraph})
+	}
+	v.Nodes = append(v.Nodes, graphNode{ID: graph.End, Type: typeEnd, Label: graph.End})
+	for i, e := range def.Edges {
+		v.Edges = append(v.Edges, graphEdge{From: e.From, To: e.To, Label: edgeLabel(e), Back: g.IsBackEdge(i)})
+	}
+	return v
+}
+
+// edgeLabel says when an edge is taken: its action, its condition, or
+// on the node's timeout.
+func edgeLabel(e graph.Edge) string {
+	var parts []string
+	if e.Action != "" && e.Action != graph.DefaultAction {
+		parts = append(parts, e.Action)
+	}
+	if e.Condition != "" {
+		parts = append(parts, e.Condition)
+	}
+	if e.Timeout {
+		parts = append(parts, "timeout")
+	}
+	return strings.Join(parts, ": ")
+}

@@ -1,0 +1,213 @@
+package ui
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/weft-dev/weft/pkg/client"
+	"github.com/weft-dev/weft/pkg/projection"
+	"github.com/weft-dev/weft/pkg/runs"
+)
+
+// stream writes server-sent events. Its writes are serialised, so a
+// pinger may share it; the response starts with its first write.
+type stream struct {
+	mu      sync.Mutex
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	started bool
+}
+
+func newStream(w http.ResponseWriter) *stream {
+	return &stream{w: w, rc: http.NewResponseController(w)}
+}
+
+// start sends the response's headers; the caller holds mu.
+func (s *stream) start() error {
+	if s.started {
+		return nil
+	}
+	s.started = true
+	h := s.w.Header()
+	h.Set("Content-Type", "text/event-stream; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	// Reverse proxies (nginx) buffer responses unless told not to.
+	h.Set("X-Accel-Buffering", "no")
+	s.w.WriteHeader(http.StatusOK)
+	return s.rc.Flush()
+}
+
+// send writes one event with a JSON payload on a single data line
+// (encoding/json writes no raw newline).
+func (s *stream) send(event string, data []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.start(); err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", event, data); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
+// ping writes a comment, once the stream has started.
+func (s *stream) ping() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.started {
+		return nil
+	}
+	if _, err := fmt.Fprint(s.w, ": ping\n\n"); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
+// isStarted says whether the response has begun (no error status can be
+// sent any more).
+func (s *stream) isStarted() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.started
+}
+
+// pinger pings st every interval until ctx ends, and cancels stop when a
+// ping cannot be written (the client went away). The returned function
+// stops it and waits for it.
+func pinger(ctx context.Context, st *stream, interval time.Duration, stop context.CancelFunc) func() {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := st.ping(); err != nil {
+					stop()
+					return
+				}
+			}
+		}
+	})
+	return func() { cancel(); wg.Wait() }
+}
+
+// liveRuns answers GET /api/live/runs: an event "run" with the run's
+// summary whenever its entry in the read model changes.
+func (s *server) liveRuns(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	kv, err := s.js.KeyValue(ctx, runs.Bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		s.fail(w, r, &apiError{Status: http.StatusServiceUnavailable, Message: fmt.Sprintf("no read model of runs (KV bucket %s): no coordinator has run against this server yet", runs.Bucket)})
+		return
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	watch, err := kv.WatchAll(ctx, jetstream.UpdatesOnly())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	defer func() { _ = watch.Stop() }()
+	st := newStream(w)
+	st.mu.Lock()
+	err = st.start()
+	st.mu.Unlock()
+	if err != nil {
+		return
+	}
+	t := time.NewTicker(s.cfg.Ping)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if st.ping() != nil {
+				return
+			}
+		case e, ok := <-watch.Updates():
+			if !ok {
+				return
+			}
+			if e == nil || e.Operation() != jetstream.KeyValuePut {
+				continue
+			}
+			var sum runs.Summary
+			if err := json.Unmarshal(e.Value(), &sum); err != nil {
+				s.log.Warn("ui: an unreadable entry in the read model", "key", e.Key(), "error", err)
+				continue
+			}
+			b, _ := json.Marshal(sum)
+			if st.send("run", b) != nil {
+				return
+			}
+		}
+	}
+}
+
+// liveRun answers GET /api/live/runs/{id}?from=N: an event "event" for
+// each of the run's events after position N, as they are stored, and
+// "end" once the run has ended and its last event was sent.
+func (s *server) liveRun(w http.ResponseWriter, r *http.Request) {
+	id, err := runID(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	from, err := intParam(r.URL.Query(), "from", 0, 0, 1<<31-1)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	st := newStream(w)
+	stopPing := pinger(ctx, st, s.cfg.Ping, cancel)
+	defer stopPing()
+	var prev projection.State
+	writeErr := false
+	err = s.cl.Follow(ctx, id, func(re client.RunEvent, _ *projection.State) bool {
+		folded := prev.Apply(re.Event)
+		if re.Position <= from {
+			return true
+		}
+		b, err := json.Marshal(s.viewEvent(re.Position, re.Event, folded))
+		if err == nil {
+			err = st.send("event", b)
+		}
+		if err != nil {
+			writeErr = true
+			return false
+		}
+		return true
+	})
+	switch {
+	case writeErr || ctx.Err() != nil:
+		return
+	case err != nil && !st.isStarted():
+		s.fail(w, r, err)
+		return
+	case err != nil:
+		// The stream has begun: say why it ends.
+		b, _ := json.Marshal(apiError{Message: strings.TrimSpace(err.Error())})
+		_ = st.send("error", b)
+		return
+	}
+	_ = st.send("end", []byte("{}"))
+}

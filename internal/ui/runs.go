@@ -1,0 +1,423 @@
+package ui
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/weft-dev/weft/pkg/client"
+	"github.com/weft-dev/weft/pkg/events"
+	"github.com/weft-dev/weft/pkg/projection"
+	"github.com/weft-dev/weft/pkg/runs"
+)
+
+// Listing limits.
+const (
+	defaultListLimit = 50
+	maxListLimit     = 500
+)
+
+type runList struct {
+	Runs   []runs.Summary `json:"runs"`
+	Next   string         `json:"next"`
+	Counts map[string]int `json:"counts"`
+}
+
+// listRuns answers GET /api/runs from the read model of runs.
+func (s *server) listRuns(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := readCtx(r)
+	defer cancel()
+	q := r.URL.Query()
+	var opts []client.ListOption
+	var statuses []projection.RunStatus
+	for _, v := range q["status"] {
+		for st := range strings.SplitSeq(v, ",") {
+			st = strings.TrimSpace(st)
+			if st == "" {
+				continue
+			}
+			if !slices.Contains(runs.Statuses, projection.RunStatus(st)) {
+				s.fail(w, r, badParam("status", "unknown status %q (want one of %s)", st, statusList()))
+				return
+			}
+			statuses = append(statuses, projection.RunStatus(st))
+		}
+	}
+	var filters []client.ListOption
+	if g := q.Get("graph"); g != "" {
+		filters = append(filters, client.WithGraph(g))
+	}
+	since, err := timeParam(q, "since")
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	until, err := timeParam(q, "until")
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if !since.IsZero() || !until.IsZero() {
+		if !since.IsZero() && !until.IsZero() && !until.After(since) {
+			s.fail(w, r, badParam("until", "%s is not after since %s", until.Format(time.RFC3339), since.Format(time.RFC3339)))
+			return
+		}
+		filters = append(filters, client.WithStartedBetween(since, until))
+	}
+	limit, err := intParam(q, "limit", defaultListLimit, 1, maxListLimit)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	opts = append(opts, filters...)
+	if len(statuses) > 0 {
+		opts = append(opts, client.WithStatus(statuses...))
+	}
+	out := runList{Runs: []runs.Summary{}, Counts: map[string]int{}}
+	if prefix := q.Get("q"); prefix != "" {
+		// The read model has no index by id prefix: read the selection
+		// and keep the matches (a page of them).
+		page, err := s.cl.ListPage(ctx, opts...)
+		if err != nil && !errors.Is(err, runs.ErrNoReadModel) {
+			s.fail(w, r, err)
+			return
+		}
+		if page != nil {
+			for _, sum := range page.Runs {
+				if strings.HasPrefix(sum.RunID, prefix) && len(out.Runs) < limit {
+					out.Runs = append(out.Runs, sum)
+				}
+			}
+		}
+	} else {
+		opts = append(opts, client.WithLimit(limit))
+		if c := q.Get("cursor"); c != "" {
+			opts = append(opts, client.WithCursor(c))
+		}
+		page, err := s.cl.ListPage(ctx, opts...)
+		switch {
+		case errors.Is(err, runs.ErrNoReadModel):
+			// No coordinator ever ran here: no runs yet.
+		case err != nil:
+			if strings.Contains(err.Error(), "cursor") {
+				err = badParam("cursor", "%v", err)
+			}
+			s.fail(w, r, err)
+			return
+		default:
+			out.Runs, out.Next = page.Runs, page.Next
+		}
+	}
+	// Counts per status, under the same filters but the status.
+	for _, st := range runs.Statuses {
+		page, err := s.cl.ListPage(ctx, append(slices.Clone(filters), client.WithStatus(st), client.WithLimit(1))...)
+		if errors.Is(err, runs.ErrNoReadModel) {
+			out.Counts[string(st)] = 0
+			continue
+		}
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		out.Counts[string(st)] = page.Total
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func statusList() string {
+	names := make([]string, len(runs.Statuses))
+	for i, st := range runs.Statuses {
+		names[i] = string(st)
+	}
+	return strings.Join(names, ", ")
+}
+
+// timeParam reads an optional RFC 3339 time.
+func timeParam(q url.Values, name string) (time.Time, error) {
+	v := q.Get(name)
+	if v == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return time.Time{}, badParam(name, "want an RFC 3339 time (2026-11-23T09:00:00Z), got %q", v)
+	}
+	return t, nil
+}
+
+// intParam reads an optional integer within [lo, hi].
+func intParam(q url.Values, name string, def, lo, hi int) (int, error) {
+	v := q.Get(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < lo || n > hi {
+		return 0, badParam(name, "want a whole number from %d to %d, got %q", lo, hi, v)
+	}
+	return n, nil
+}
+
+// runID reads the {id} of the path.
+func runID(r *http.Request) (string, error) {
+	id := r.PathValue("id")
+	if !events.ValidToken(id) {
+		return "", badParam("id", "%q is not a run id (letters, digits, '-' and '_')", id)
+	}
+	return id, nil
+}
+
+type runView struct {
+	Summary    runs.Summary      `json:"summary"`
+	State      *projection.State `json:"state"`
+	Graph      *graphView        `json:"graph"`
+	GraphError string            `json:"graphError,omitempty"`
+	TraceID    string            `json:"traceId"`
+	TraceURL   string            `json:"traceUrl"`
+	Children   []string          `json:"children"`
+	Events     int               `json:"events"`
+}
+
+// getRun answers GET /api/runs/{id}: the run folded from its log.
+func (s *server) getRun(w http.ResponseWriter, r *http.Request) {
+	id, err := runID(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	ctx, cancel := readCtx(r)
+	defer cancel()
+	hist, err := s.cl.History(ctx, id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	st := projection.Fold(hist)
+	v := runView{State: st, Events: len(hist), Children: []string{}}
+	if sum, err := s.cl.Summary(ctx, id); err == nil {
+		v.Summary = *sum
+	} else {
+		// Not indexed (yet, or the read model is gone): the fold says
+		// as much.
+		v.Summary = runs.Summarize(st, runs.DefaultRetention)
+	}
+	if v.Graph, err = viewGraph(st); err != nil {
+		v.GraphError = err.Error()
+	}
+	v.TraceID = traceID(hist[0].TraceParent)
+	if v.TraceID != "" && s.cfg.TraceURL != "" {
+		v.TraceURL = strings.ReplaceAll(s.cfg.TraceURL, TraceIDPlaceholder, v.TraceID)
+	}
+	for _, e := range hist {
+		if e.Type != events.ChildRunStarted {
+			continue
+		}
+		if p, err := e.Payload(); err == nil {
+			if c := p.(*events.ChildRunStartedData).ChildRunID; !slices.Contains(v.Children, c) {
+				v.Children = append(v.Children, c)
+			}
+		}
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+// traceID is the trace id of a W3C traceparent
+// ("00-<32 hex>-<16 hex>-<2 hex>"), or "" when there is none.
+func traceID(traceparent string) string {
+	parts := strings.Split(traceparent, "-")
+	if len(parts) != 4 || len(parts[1]) != 32 {
+		return ""
+	}
+	if b, err := hex.DecodeString(parts[1]); err != nil || !slices.ContainsFunc(b, func(c byte) bool { return c != 0 }) {
+		return ""
+	}
+	return strings.ToLower(parts[1])
+}
+
+// Event listing limits.
+const (
+	defaultEventLimit = 500
+	maxEventLimit     = 5000
+)
+
+type eventList struct {
+	Events []eventView `json:"events"`
+	Total  int         `json:"total"`
+}
+
+// eventView is one event of a run as the timeline shows it.
+type eventView struct {
+	Position  int             `json:"position"`
+	Seq       uint64          `json:"seq"`
+	ID        string          `json:"id"`
+	Type      string          `json:"type"`
+	Kind      string          `json:"kind"`
+	Time      time.Time       `json:"time"`
+	Node      string          `json:"node"`
+	Attempt   int             `json:"attempt"`
+	Iteration int             `json:"iteration"`
+	Subject   string          `json:"subject"`
+	Summary   string          `json:"summary"`
+	Data      json.RawMessage `json:"data"`
+	Refused   string          `json:"refused,omitempty"`
+}
+
+// viewEvent describes event e at position pos; folded is what Apply said
+// of it.
+func (s *server) viewEvent(pos int, e *events.Event, folded error) eventView {
+	v := eventView{
+		Position: pos, Seq: e.Seq, ID: e.ID, Type: string(e.Type), Kind: kind(e.Type), Time: e.Stored,
+		Node: e.NodeID, Attempt: e.Attempt, Subject: e.Subject(), Data: e.Data,
+	}
+	if v.Time.IsZero() {
+		v.Time = e.Time
+	}
+	if !json.Valid(v.Data) {
+		v.Data = nil
+	}
+	// Most payloads name the execution they concern at the top level
+	// (events.NodeRef is embedded); a signal names its node.
+	var ref struct {
+		Node      string `json:"node"`
+		Iteration int    `json:"iteration"`
+	}
+	if v.Data != nil && json.Unmarshal(v.Data, &ref) == nil {
+		v.Iteration = ref.Iteration
+		if v.Node == "" {
+			v.Node = ref.Node
+		}
+	}
+	switch {
+	case e.Refused != nil:
+		v.Refused = e.Refused.Error()
+	case folded != nil:
+		v.Refused = folded.Error()
+	default:
+		v.Summary = s.cfg.Summarize(e)
+	}
+	return v
+}
+
+// kind is an event type without its family and version: "node.invoked".
+func kind(t events.Type) string {
+	k := strings.TrimPrefix(string(t), "dev.weft.")
+	if i := strings.LastIndex(k, ".v"); i > 0 {
+		k = k[:i]
+	}
+	return k
+}
+
+// runEvents answers GET /api/runs/{id}/events: a page of the run's events.
+func (s *server) runEvents(w http.ResponseWriter, r *http.Request) {
+	id, err := runID(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	q := r.URL.Query()
+	from, err := intParam(q, "from", 1, 1, 1<<31-1)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	limit, err := intParam(q, "limit", defaultEventLimit, 1, maxEventLimit)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	ctx, cancel := readCtx(r)
+	defer cancel()
+	hist, err := s.cl.History(ctx, id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := eventList{Events: []eventView{}, Total: len(hist)}
+	// Fold from the start, so that each event's note says whether it
+	// counted.
+	var st projection.State
+	for i, e := range hist {
+		folded := st.Apply(e)
+		pos := i + 1
+		if pos < from {
+			continue
+		}
+		if len(out.Events) == limit {
+			break
+		}
+		out.Events = append(out.Events, s.viewEvent(pos, e, folded))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+type stateView struct {
+	Position int               `json:"position"`
+	State    *projection.State `json:"state"`
+	Diff     []change          `json:"diff"`
+}
+
+// change is one difference between two states.
+type change struct {
+	Path   string          `json:"path"`
+	Op     string          `json:"op"`
+	Before json.RawMessage `json:"before,omitempty"`
+	After  json.RawMessage `json:"after,omitempty"`
+}
+
+// runState answers GET /api/runs/{id}/state?at=N: the state after the
+// event at N, and its difference from the state after N-1.
+func (s *server) runState(w http.ResponseWriter, r *http.Request) {
+	id, err := runID(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	at, err := intParam(r.URL.Query(), "at", 0, 1, 1<<31-1)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	ctx, cancel := readCtx(r)
+	defer cancel()
+	hist, err := s.cl.History(ctx, id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if at == 0 {
+		at = len(hist)
+	}
+	if at > len(hist) {
+		s.fail(w, r, &apiError{Status: http.StatusNotFound, Field: "at",
+			Message: "at: run " + id + " has no event at position " + strconv.Itoa(at) + " (its events are 1 to " + strconv.Itoa(len(hist)) + ")"})
+		return
+	}
+	before := projection.Fold(hist[:at-1])
+	after := projection.Fold(hist[:at])
+	writeJSON(w, http.StatusOK, stateView{Position: at, State: after, Diff: diffStates(before, after)})
+}
+
+// diffStates lists what changed from a to b, with dotted paths
+// ("state.count", "nodes.fetch.status").
+func diffStates(a, b *projection.State) []change {
+	out := []change{}
+	for _, c := range projection.Diff(a, b) {
+		ch := change{Path: strings.ReplaceAll(strings.TrimPrefix(c.Path, "/"), "/", "."), Before: c.Before, After: c.After}
+		switch {
+		case c.Before == nil:
+			ch.Op = "add"
+		case c.After == nil:
+			ch.Op = "remove"
+		default:
+			ch.Op = "change"
+		}
+		out = append(out, ch)
+	}
+	return out
+}

@@ -1,0 +1,237 @@
+package ui
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/weft-dev/weft/pkg/client"
+	"github.com/weft-dev/weft/pkg/events"
+)
+
+// Defaults and limits of the server.
+const (
+	// DefaultAddr is where the UI listens unless told otherwise.
+	DefaultAddr = "127.0.0.1:8233"
+	// MaxBody is the largest request body taken.
+	MaxBody = 1 << 20
+	// PingInterval is how often a live stream sends a comment, so that
+	// proxies do not close it.
+	PingInterval = 15 * time.Second
+	// ActionHeader must be set to "1" on every POST: a cross-site form
+	// cannot set it.
+	ActionHeader = "X-Weft-Action"
+	// TraceIDPlaceholder is replaced by a run's trace id in TraceURL.
+	TraceIDPlaceholder = "{traceId}"
+)
+
+// readTimeout bounds every read of the log an API request makes.
+const readTimeout = 30 * time.Second
+
+// securityHeaders are set on every answer. The policy allows the page's
+// own scripts, styles (and inline style attributes, which graph layout
+// sets), data: images (icons), and workers from blob: (the layout library
+// may run in a worker).
+var securityHeaders = map[string]string{
+	"Content-Security-Policy": "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; worker-src 'self' blob:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+	"X-Content-Type-Options":  "nosniff",
+	"Referrer-Policy":         "no-referrer",
+	"X-Frame-Options":         "DENY",
+}
+
+// Config configures the UI server.
+type Config struct {
+	// Store is the events store the server reads (required).
+	Store events.Store
+	// Client reads and steers runs; default client.New(Store).
+	Client *client.Client
+	// ReadOnly refuses every action (signal, cancel, fork) with 403.
+	ReadOnly bool
+	// User and Password, when set, are required on every request (HTTP
+	// basic auth). Both or neither.
+	User, Password string
+	// TraceURL links a run's trace id to a tracing UI: a URL with
+	// {traceId} in it, e.g. http://localhost:16686/trace/{traceId}.
+	TraceURL string
+	// Version is what /api/config reports; default the module's build
+	// version.
+	Version string
+	// Summarize says in one line what an event states (the timeline's
+	// summary); default none.
+	Summarize func(*events.Event) string
+	// Files are the front end's files, with index.html at the root;
+	// default the embedded build (see dist).
+	Files fs.FS
+	// Ping is how often live streams send a keep-alive comment; default
+	// PingInterval.
+	Ping time.Duration
+	// Log is the logger; default slog.Default().
+	Log *slog.Logger
+}
+
+// Validate reports every problem with the settings at once (New also
+// needs a Store).
+func (c *Config) Validate() error {
+	var errs []error
+	if (c.User == "") != (c.Password == "") {
+		errs = append(errs, errors.New("ui: a user and a password, both or neither"))
+	}
+	if c.TraceURL != "" {
+		u, err := url.Parse(strings.ReplaceAll(c.TraceURL, TraceIDPlaceholder, "x"))
+		switch {
+		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+			errs = append(errs, fmt.Errorf("ui: trace URL %q: want an absolute http(s) URL", c.TraceURL))
+		case !strings.Contains(c.TraceURL, TraceIDPlaceholder):
+			errs = append(errs, fmt.Errorf("ui: trace URL %q: want %s in it", c.TraceURL, TraceIDPlaceholder))
+		}
+	}
+	if c.Ping < 0 {
+		errs = append(errs, fmt.Errorf("ui: ping interval %v: want a positive duration", c.Ping))
+	}
+	return errors.Join(errs...)
+}
+
+// server answers the API and serves the files.
+type server struct {
+	cfg   Config
+	cl    *client.Client
+	js    jetstream.JetStream
+	log   *slog.Logger
+	files fs.FS
+	index []byte
+}
+
+// New returns the UI's handler: the API of API.md under /api/, the front
+// end's files elsewhere.
+func New(cfg Config) (http.Handler, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Store == nil {
+		return nil, errors.New("ui: no events store")
+	}
+	if cfg.Client == nil {
+		cfg.Client = client.New(cfg.Store)
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.Ping == 0 {
+		cfg.Ping = PingInterval
+	}
+	if cfg.Version == "" {
+		cfg.Version = buildVersion()
+	}
+	if cfg.Summarize == nil {
+		cfg.Summarize = func(*events.Event) string { return "" }
+	}
+	s := &server{cfg: cfg, cl: cfg.Client, js: cfg.Store.JetStream(), log: cfg.Log}
+	if err := s.loadFiles(cfg.Files); err != nil {
+		return nil, err
+	}
+	api := http.NewServeMux()
+	api.HandleFunc("GET /api/config", s.config)
+	api.HandleFunc("GET /api/runs", s.listRuns)
+	api.HandleFunc("GET /api/runs/{id}", s.getRun)
+	api.HandleFunc("GET /api/runs/{id}/events", s.runEvents)
+	api.HandleFunc("GET /api/runs/{id}/state", s.runState)
+	api.HandleFunc("POST /api/runs/{id}/signal", s.signal)
+	api.HandleFunc("POST /api/runs/{id}/cancel", s.cancel)
+	api.HandleFunc("POST /api/runs/{id}/fork", s.fork)
+	api.HandleFunc("GET /api/workers", s.workers)
+	api.HandleFunc("GET /api/live/runs", s.liveRuns)
+	api.HandleFunc("GET /api/live/runs/{id}", s.liveRun)
+	api.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no API at %s %s", r.Method, r.URL.Path), "")
+	})
+	mux := http.NewServeMux()
+	mux.Handle("/api/", s.guardAPI(api))
+	mux.HandleFunc("/", s.static)
+	return s.secure(mux), nil
+}
+
+// secure sets the security headers and checks credentials, on every path.
+func (s *server) secure(next http.Handler) http.Handler {
+	var user, pass [32]byte
+	if s.cfg.User != "" {
+		user, pass = sha256.Sum256([]byte(s.cfg.User)), sha256.Sum256([]byte(s.cfg.Password))
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for k, v := range securityHeaders {
+			w.Header().Set(k, v)
+		}
+		if s.cfg.User != "" {
+			u, p, ok := r.BasicAuth()
+			hu, hp := sha256.Sum256([]byte(u)), sha256.Sum256([]byte(p))
+			// Both compared, always, in constant time.
+			okUser := subtle.ConstantTimeCompare(hu[:], user[:])
+			okPass := subtle.ConstantTimeCompare(hp[:], pass[:])
+			if !ok || okUser&okPass != 1 {
+				w.Header().Set("WWW-Authenticate", `Basic realm="weft", charset="UTF-8"`)
+				writeError(w, http.StatusUnauthorized, "credentials required", "")
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// guardAPI refuses actions in read-only mode or without ActionHeader, and
+// says at once when NATS is not reachable.
+func (s *server) guardAPI(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		if r.Method == http.MethodPost {
+			switch {
+			case s.cfg.ReadOnly:
+				writeError(w, http.StatusForbidden, "the UI is read-only: actions are refused", "")
+				return
+			case r.Header.Get(ActionHeader) != "1":
+				writeError(w, http.StatusForbidden, "an action needs the header "+ActionHeader+": 1", ActionHeader)
+				return
+			}
+			r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
+		}
+		if r.URL.Path != "/api/config" {
+			if nc := s.js.Conn(); !nc.IsConnected() {
+				writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("NATS is not reachable (connection %s); the server reconnects by itself", strings.ToLower(nc.Status().String())), "")
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+type configView struct {
+	ReadOnly bool   `json:"readOnly"`
+	TraceURL string `json:"traceUrl"`
+	Version  string `json:"version"`
+}
+
+func (s *server) config(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, configView{ReadOnly: s.cfg.ReadOnly, TraceURL: s.cfg.TraceURL, Version: s.cfg.Version})
+}
+
+// buildVersion is the main module's version as the build recorded it.
+func buildVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "devel"
+}
+
+// readCtx bounds a request's reads of the log.
+func readCtx(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), readTimeout)
+}

@@ -1,0 +1,134 @@
+package ui
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/weft-dev/weft/pkg/worker"
+)
+
+// consumersTimeout bounds the listing of the queues' consumers: a role
+// that may not list them gets no answer at all, only a timeout.
+const consumersTimeout = 3 * time.Second
+
+type workersView struct {
+	Queues       []queueView      `json:"queues"`
+	Coordinators coordinatorsView `json:"coordinators"`
+	Note         string           `json:"note,omitempty"`
+}
+
+type queueView struct {
+	Name    string       `json:"name"`
+	Workers []workerView `json:"workers"`
+	// Waiting counts work items not yet delivered; nil when the
+	// consumers could not be read.
+	Waiting *uint64  `json:"waiting"`
+	Types   []string `json:"types"`
+}
+
+type workerView struct {
+	Name      string    `json:"name"`
+	Types     []string  `json:"types"`
+	Started   time.Time `json:"started"`
+	Heartbeat time.Time `json:"heartbeat"`
+}
+
+type coordinatorsView struct {
+	Alive    bool       `json:"alive"`
+	LastSeen *time.Time `json:"lastSeen"`
+	Window   string     `json:"window"`
+}
+
+// workers answers GET /api/workers: the task queues, the live workers on
+// each and the work waiting on each.
+func (s *server) workers(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := readCtx(r)
+	defer cancel()
+	live, err := s.cl.LiveWorkers(ctx)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	queues := map[string]*queueView{}
+	queue := func(name string) *queueView {
+		q := queues[name]
+		if q == nil {
+			q = &queueView{Name: name, Workers: []workerView{}, Types: []string{}}
+			queues[name] = q
+		}
+		return q
+	}
+	for _, a := range live {
+		for _, name := range a.Queues {
+			q := queue(name)
+			q.Workers = append(q.Workers, workerView{Name: a.Name, Types: a.Types, Started: a.Started, Heartbeat: a.Heartbeat})
+			for _, t := range a.Types {
+				if !slices.Contains(q.Types, t) {
+					q.Types = append(q.Types, t)
+				}
+			}
+		}
+	}
+	var out workersView
+	waiting, err := s.queueWaiting(ctx)
+	if err != nil {
+		out.Note = "the work waiting on each queue is unknown: reading the queues' consumers failed (" + err.Error() + "); the NATS role 'ui' may not list them"
+	}
+	for name, n := range waiting {
+		queue(name).Waiting = &n
+	}
+	for _, q := range queues {
+		slices.Sort(q.Types)
+		out.Queues = append(out.Queues, *q)
+	}
+	slices.SortFunc(out.Queues, func(a, b queueView) int {
+		switch {
+		case a.Name == b.Name:
+			return 0
+		case a.Name == worker.DefaultQueue:
+			return -1
+		case b.Name == worker.DefaultQueue:
+			return 1
+		case a.Name < b.Name:
+			return -1
+		}
+		return 1
+	})
+	if out.Queues == nil {
+		out.Queues = []queueView{}
+	}
+	co, err := s.cl.Coordinators(ctx)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out.Coordinators = coordinatorsView{Alive: co.AliveAt(time.Now()), Window: co.Window.String()}
+	if !co.LastSeen.IsZero() {
+		out.Coordinators.LastSeen = &co.LastSeen
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// queueWaiting reads, for each task queue's consumer, the work items it
+// has not delivered yet.
+func (s *server) queueWaiting(ctx context.Context) (map[string]uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, consumersTimeout)
+	defer cancel()
+	st, err := s.js.Stream(ctx, s.cfg.Store.StreamName())
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]uint64{}
+	lister := st.ListConsumers(ctx)
+	for ci := range lister.Info() {
+		if q, ok := worker.QueueName(ci.Name); ok {
+			out[q] = ci.NumPending
+		}
+	}
+	if err := lister.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
