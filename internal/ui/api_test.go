@@ -1,0 +1,431 @@
+package ui_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/weft-dev/weft/internal/ui"
+	"github.com/weft-dev/weft/pkg/projection"
+	"github.com/weft-dev/weft/pkg/runs"
+)
+
+type runList struct {
+	Runs   []runs.Summary `json:"runs"`
+	Next   string         `json:"next"`
+	Counts map[string]int `json:"counts"`
+}
+
+type runDetail struct {
+	Summary runs.Summary      `json:"summary"`
+	State   *projection.State `json:"state"`
+	Graph   *struct {
+		Nodes []struct {
+			ID, Type, Queue, Label string
+			Subgraph               bool
+		} `json:"nodes"`
+		Edges []struct {
+			From, To, Label string
+			Back            bool
+		} `json:"edges"`
+	} `json:"graph"`
+	TraceID  string   `json:"traceId"`
+	TraceURL string   `json:"traceUrl"`
+	Children []string `json:"children"`
+	Events   int      `json:"events"`
+}
+
+type event struct {
+	Position  int             `json:"position"`
+	Seq       uint64          `json:"seq"`
+	ID        string          `json:"id"`
+	Type      string          `json:"type"`
+	Kind      string          `json:"kind"`
+	Node      string          `json:"node"`
+	Attempt   int             `json:"attempt"`
+	Iteration int             `json:"iteration"`
+	Subject   string          `json:"subject"`
+	Summary   string          `json:"summary"`
+	Data      json.RawMessage `json:"data"`
+	Refused   string          `json:"refused"`
+}
+
+type eventList struct {
+	Events []event `json:"events"`
+	Total  int     `json:"total"`
+}
+
+type stateAt struct {
+	Position int               `json:"position"`
+	State    *projection.State `json:"state"`
+	Diff     []struct {
+		Path   string          `json:"path"`
+		Op     string          `json:"op"`
+		Before json.RawMessage `json:"before"`
+		After  json.RawMessage `json:"after"`
+	} `json:"diff"`
+}
+
+// TestUIRunList: the run list is newest first, filtered by status and
+// graph, searched by id prefix, paged, and counted per status.
+func TestUIRunList(t *testing.T) {
+	e := newEnv(t, ui.Config{})
+	first := e.run(fanJoinYAML, nil)
+	second := e.run(brokenYAML, nil)
+	third := e.run(fanJoinYAML, nil)
+	for id, st := range map[string]string{first: "completed", second: "failed", third: "completed"} {
+		e.waitIndexed(id, st)
+	}
+
+	var all runList
+	e.get("/api/runs").decode(t, &all)
+	if got := ids(all.Runs); !slices.Equal(got, []string{third, second, first}) {
+		t.Errorf("runs %v, want newest first %v", got, []string{third, second, first})
+	}
+	if all.Counts["completed"] != 2 || all.Counts["failed"] != 1 || all.Counts["running"] != 0 || len(all.Counts) != len(runs.Statuses) {
+		t.Errorf("counts %v, want completed 2, failed 1, and every status", all.Counts)
+	}
+
+	var failed runList
+	e.get("/api/runs?status=failed").decode(t, &failed)
+	if got := ids(failed.Runs); !slices.Equal(got, []string{second}) {
+		t.Errorf("status=failed: %v, want [%s]", got, second)
+	}
+	var both runList
+	e.get("/api/runs?status=failed,completed&graph=fanjoin").decode(t, &both)
+	if got := ids(both.Runs); !slices.Equal(got, []string{third, first}) || both.Counts["failed"] != 0 || both.Counts["completed"] != 2 {
+		t.Errorf("graph=fanjoin: %v counts %v, want [%s %s], failed 0", got, both.Counts, third, first)
+	}
+	var search runList
+	e.get("/api/runs?q=" + second[:len(second)-3]).decode(t, &search)
+	if got := ids(search.Runs); !slices.Equal(got, []string{second}) {
+		t.Errorf("q=prefix of %s: %v", second, got)
+	}
+
+	var page1, page2 runList
+	e.get("/api/runs?limit=2").decode(t, &page1)
+	if len(page1.Runs) != 2 || page1.Next == "" {
+		t.Fatalf("limit=2: %d runs, next %q; want 2 and a cursor", len(page1.Runs), page1.Next)
+	}
+	e.get("/api/runs?limit=2&cursor=" + page1.Next).decode(t, &page2)
+	if got := ids(page2.Runs); !slices.Equal(got, []string{first}) || page2.Next != "" {
+		t.Errorf("second page: %v next %q, want [%s] and no cursor", got, page2.Next, first)
+	}
+
+	for _, tt := range []struct{ query, field string }{
+		{"status=waiting", "status"},
+		{"limit=0", "limit"},
+		{"limit=501", "limit"},
+		{"limit=x", "limit"},
+		{"since=yesterday", "since"},
+		{"until=2026-13-01T00:00:00Z", "until"},
+		{"since=2026-11-02T00:00:00Z&until=2026-11-01T00:00:00Z", "until"},
+	} {
+		wantError(t, "GET /api/runs?"+tt.query, e.get("/api/runs?"+tt.query), http.StatusBadRequest, tt.field)
+	}
+}
+
+func ids(ss []runs.Summary) []string {
+	var out []string
+	for _, s := range ss {
+		out = append(out, s.RunID)
+	}
+	return out
+}
+
+// TestUIRunFanOutJoin: a run's detail has its summary, its folded state,
+// its graph with START and END, and its events count; its timeline pages;
+// and the state at any event comes with what that event changed.
+func TestUIRunFanOutJoin(t *testing.T) {
+	e := newEnv(t, ui.Config{TraceURL: "http://jaeger.test/trace/{traceId}"})
+	id := e.run(fanJoinYAML, map[string]any{"docs": 2})
+
+	var d runDetail
+	r := e.get("/api/runs/" + id)
+	r.decode(t, &d)
+	if d.State.Status != projection.RunCompleted || d.Summary.RunID != id || d.Summary.Graph != "fanjoin" {
+		t.Errorf("run %s: state %s, summary %+v", id, d.State.Status, d.Summary)
+	}
+	for _, n := range []string{"split", "left", "right", "join"} {
+		if ns := d.State.Nodes[n]; ns == nil || ns.Status != projection.NodeSucceeded {
+			t.Errorf("node %s: %+v, want succeeded", n, ns)
+		}
+	}
+	if d.Graph == nil {
+		t.Fatalf("no graph in %s", r.body)
+	}
+	var nodes []string
+	for _, n := range d.Graph.Nodes {
+		nodes = append(nodes, n.ID+":"+n.Type)
+	}
+	if want := []string{"START:start", "split:echo", "left:transform", "right:transform", "join:echo", "END:end"}; !slices.Equal(nodes, want) {
+		t.Errorf("graph nodes %v, want %v", nodes, want)
+	}
+	var edges []string
+	for _, ed := range d.Graph.Edges {
+		edges = append(edges, ed.From+">"+ed.To)
+	}
+	if want := []string{"START>split", "split>left", "split>right", "left>join", "right>join", "join>END"}; !slices.Equal(edges, want) {
+		t.Errorf("graph edges %v, want %v", edges, want)
+	}
+	if d.TraceID != "" && d.TraceURL != "http://jaeger.test/trace/"+d.TraceID {
+		t.Errorf("trace %q links to %q", d.TraceID, d.TraceURL)
+	}
+
+	var all eventList
+	e.get("/api/runs/" + id + "/events").decode(t, &all)
+	if all.Total != d.Events || len(all.Events) != all.Total || all.Total < 10 {
+		t.Fatalf("events: %d of %d, detail says %d", len(all.Events), all.Total, d.Events)
+	}
+	for i, ev := range all.Events {
+		if ev.Position != i+1 || ev.Seq == 0 || ev.ID == "" || ev.Subject == "" || ev.Kind == "" || !json.Valid(ev.Data) {
+			t.Errorf("event %d: %+v", i+1, ev)
+		}
+	}
+	if k := all.Events[0].Kind; k != "run.started" {
+		t.Errorf("first event %s, want run.started", k)
+	}
+	if k := all.Events[all.Total-1].Kind; k != "run.completed" {
+		t.Errorf("last event %s, want run.completed", k)
+	}
+	var page eventList
+	e.get("/api/runs/" + id + "/events?from=3&limit=2").decode(t, &page)
+	if len(page.Events) != 2 || page.Events[0].Position != 3 || page.Events[1].ID != all.Events[3].ID || page.Total != all.Total {
+		t.Errorf("from=3&limit=2: %+v", page)
+	}
+
+	// The event that recorded left's output: the state after it has
+	// state.left, and its diff says it was added.
+	pos := 0
+	for _, ev := range all.Events {
+		if ev.Kind == "node.invoked" && ev.Node == "left" {
+			pos = ev.Position
+		}
+	}
+	if pos == 0 {
+		t.Fatal("no node.invoked of left")
+	}
+	var at stateAt
+	e.get("/api/runs/" + id + "/state?at=" + strconv.Itoa(pos)).decode(t, &at)
+	if at.Position != pos || string(at.State.Vars["left"]) != "1" {
+		t.Errorf("state at %d: position %d, state.left %s, want 1", pos, at.Position, at.State.Vars["left"])
+	}
+	found := false
+	for _, c := range at.Diff {
+		if c.Path == "state.left" {
+			found = c.Op == "add" && string(c.After) == "1" && c.Before == nil
+		}
+	}
+	if !found {
+		t.Errorf("diff at %d lacks state.left added as 1: %+v", pos, at.Diff)
+	}
+	var before stateAt
+	e.get("/api/runs/" + id + "/state?at=" + strconv.Itoa(pos-1)).decode(t, &before)
+	if _, ok := before.State.Vars["left"]; ok {
+		t.Errorf("state at %d already has left", pos-1)
+	}
+	var first stateAt
+	e.get("/api/runs/" + id + "/state?at=1").decode(t, &first)
+	if first.State.Status != projection.RunRunning || len(first.Diff) == 0 {
+		t.Errorf("state at 1: %s with %d changes, want running and the run's start as changes", first.State.Status, len(first.Diff))
+	}
+
+	wantError(t, "state at past the end", e.get("/api/runs/"+id+"/state?at="+strconv.Itoa(all.Total+1)), http.StatusNotFound, "at")
+	wantError(t, "state at=0", e.get("/api/runs/"+id+"/state?at=0"), http.StatusBadRequest, "at")
+	wantError(t, "state at=x", e.get("/api/runs/"+id+"/state?at=x"), http.StatusBadRequest, "at")
+	wantError(t, "events from=-1", e.get("/api/runs/"+id+"/events?from=-1"), http.StatusBadRequest, "from")
+	wantError(t, "events limit=5001", e.get("/api/runs/"+id+"/events?limit=5001"), http.StatusBadRequest, "limit")
+}
+
+// TestUIRetries: a node that fails twice then succeeds shows its failed
+// attempts in the timeline and attempt 3 in the state; a node that always
+// fails fails its run, with the error in the state.
+func TestUIRetries(t *testing.T) {
+	e := newEnv(t, ui.Config{})
+	flaky := e.run(flakyYAML, nil)
+	broken := e.run(brokenYAML, nil)
+
+	var d runDetail
+	e.get("/api/runs/" + flaky).decode(t, &d)
+	if d.State.Status != projection.RunCompleted || d.State.Nodes["flaky"].Attempt != 3 {
+		t.Errorf("flaky: %s, attempt %d; want completed on attempt 3", d.State.Status, d.State.Nodes["flaky"].Attempt)
+	}
+	var evs eventList
+	e.get("/api/runs/" + flaky + "/events").decode(t, &evs)
+	var failures, retries []int
+	for _, ev := range evs.Events {
+		switch ev.Kind {
+		case "node.failed":
+			failures = append(failures, ev.Attempt)
+			if !strings.Contains(ev.Summary, "boom") && !strings.Contains(string(ev.Data), "boom") {
+				t.Errorf("failure event says nothing of boom: %+v", ev)
+			}
+		case "retry.scheduled":
+			retries = append(retries, ev.Iteration)
+		}
+	}
+	// A failure is reported by the worker and decided by the
+	// coordinator: each attempt's failure may show twice.
+	if len(failures) < 2 || len(retries) != 2 {
+		t.Errorf("flaky: failures on attempts %v, %d retries scheduled; want attempts 1 and 2 failed, 2 retries", failures, len(retries))
+	}
+
+	var b runDetail
+	e.get("/api/runs/" + broken).decode(t, &b)
+	if b.State.Status != projection.RunFailed || b.State.Error == nil || !strings.Contains(b.State.Error.Error(), "always fails") {
+		t.Errorf("broken: %s, error %+v; want failed with always fails", b.State.Status, b.State.Error)
+	}
+	if n := b.State.Nodes["always"]; n == nil || n.Status != projection.NodeFailed || n.Attempt != 2 {
+		t.Errorf("broken's node: %+v, want failed on attempt 2", n)
+	}
+}
+
+// TestUISignal: a human node waits; a signal POSTed through the UI
+// completes the run; bad signals get located errors.
+func TestUISignal(t *testing.T) {
+	e := newEnv(t, ui.Config{})
+	id := e.start(approvalYAML, nil)
+	e.waitFor(id, "waiting", "approve")
+
+	var d runDetail
+	e.get("/api/runs/" + id).decode(t, &d)
+	if n := d.State.Nodes["approve"]; n == nil || n.Status != projection.NodeWaiting {
+		t.Fatalf("approve: %+v, want waiting", n)
+	}
+
+	path := "/api/runs/" + id + "/signal"
+	r := e.do(http.MethodPost, path, `{"node":"approve","data":{"approved":true}}`, nil)
+	wantError(t, "signal without "+ui.ActionHeader, r, http.StatusForbidden, ui.ActionHeader)
+	wantError(t, "invalid JSON", e.post(path, `{"node":"approve","data":{approved}}`), http.StatusBadRequest, "body")
+	wantError(t, "unknown field", e.post(path, `{"node":"approve","dat":{}}`), http.StatusBadRequest, "body")
+	wantError(t, "empty body", e.post(path, ``), http.StatusBadRequest, "body")
+	wantError(t, "no node", e.post(path, `{"data":{}}`), http.StatusBadRequest, "node")
+	wantError(t, "unknown node", e.post(path, `{"node":"nope","data":{}}`), http.StatusBadRequest, "node")
+	wantError(t, "bad id", e.post(path, `{"node":"approve","id":"a b"}`), http.StatusBadRequest, "id")
+	huge := `{"node":"approve","data":"` + strings.Repeat("x", ui.MaxBody) + `"}`
+	wantError(t, "huge body", e.post(path, huge), http.StatusRequestEntityTooLarge, "body")
+	wantError(t, "unknown run", e.post("/api/runs/nosuchrun/signal", `{"node":"approve"}`), http.StatusNotFound, "")
+
+	var sent struct{ ID string }
+	r = e.post(path, `{"node":"approve","data":{"approved":true},"id":"ui-test-1"}`)
+	if r.status != http.StatusOK {
+		t.Fatalf("signal: %d %s", r.status, r.body)
+	}
+	r.decode(t, &sent)
+	e.wait(id)
+	e.get("/api/runs/" + id).decode(t, &d)
+	if d.State.Status != projection.RunCompleted || string(d.State.Vars["published"]) != "true" {
+		t.Errorf("after the signal: %s, published %s", d.State.Status, d.State.Vars["published"])
+	}
+	var evs eventList
+	e.get("/api/runs/" + id + "/events").decode(t, &evs)
+	if !slices.ContainsFunc(evs.Events, func(ev event) bool { return ev.Kind == "signal.received" && ev.ID == sent.ID && ev.Node == "approve" }) {
+		t.Errorf("no signal.received with id %s in the timeline", sent.ID)
+	}
+	wantError(t, "signal to an ended run", e.post(path, `{"node":"approve","data":{}}`), http.StatusConflict, "")
+	wantError(t, "cancel an ended run", e.post("/api/runs/"+id+"/cancel", `{"reason":"late"}`), http.StatusConflict, "")
+}
+
+// TestUICancelAndFork: a waiting run is cancelled, and forked from an
+// event into a new run.
+func TestUICancelAndFork(t *testing.T) {
+	e := newEnv(t, ui.Config{})
+	id := e.start(approvalYAML, nil)
+	e.waitFor(id, "waiting", "approve")
+	wantError(t, "cancel with unknown field", e.post("/api/runs/"+id+"/cancel", `{"why":"x"}`), http.StatusBadRequest, "body")
+	if r := e.post("/api/runs/"+id+"/cancel", `{"reason":"from the UI"}`); r.status != http.StatusOK || strings.TrimSpace(string(r.body)) != "{}" {
+		t.Fatalf("cancel: %d %s", r.status, r.body)
+	}
+	e.wait(id)
+	var d runDetail
+	e.get("/api/runs/" + id).decode(t, &d)
+	if d.State.Status != projection.RunCancelled {
+		t.Errorf("after cancel: %s", d.State.Status)
+	}
+
+	wantError(t, "fork without at", e.post("/api/runs/"+id+"/fork", `{}`), http.StatusBadRequest, "at")
+	wantError(t, "fork at past the end", e.post("/api/runs/"+id+"/fork", `{"at":9999}`), http.StatusNotFound, "at")
+	var forked struct{ RunID string }
+	r := e.post("/api/runs/"+id+"/fork", `{"at":1}`)
+	if r.status != http.StatusOK {
+		t.Fatalf("fork: %d %s", r.status, r.body)
+	}
+	r.decode(t, &forked)
+	e.waitFor(forked.RunID, "waiting", "approve")
+	var f runDetail
+	e.get("/api/runs/" + forked.RunID).decode(t, &f)
+	if f.Summary.ForkedFrom == nil || f.Summary.ForkedFrom.RunID != id {
+		t.Errorf("fork's summary %+v, want forked from %s", f.Summary, id)
+	}
+}
+
+// TestUIBadRequests: unknown runs and API paths are 404 JSON, malformed
+// ids 400.
+func TestUIBadRequests(t *testing.T) {
+	e := newEnv(t, ui.Config{})
+	for _, path := range []string{"/api/runs/nosuchrun", "/api/runs/nosuchrun/events", "/api/runs/nosuchrun/state?at=1", "/api/live/runs/nosuchrun", "/api/nothing"} {
+		wantError(t, "GET "+path, e.get(path), http.StatusNotFound, "")
+	}
+	wantError(t, "bad id", e.get("/api/runs/no%20such"), http.StatusBadRequest, "id")
+	wantError(t, "bad live from", e.get("/api/live/runs/x?from=-2"), http.StatusBadRequest, "from")
+}
+
+// TestUIScriptInState: markup in a run's state comes back as JSON data,
+// escaped, never as HTML.
+func TestUIScriptInState(t *testing.T) {
+	e := newEnv(t, ui.Config{})
+	const evil = `<script>alert("x")</script><img src=x onerror=alert(1)>`
+	id := e.run(fanJoinYAML, map[string]any{"note": evil})
+	for _, path := range []string{"/api/runs/" + id, "/api/runs/" + id + "/events", "/api/runs/" + id + "/state?at=1"} {
+		r := e.get(path)
+		if ct := r.header.Get("Content-Type"); ct != "application/json" || r.header.Get("X-Content-Type-Options") != "nosniff" {
+			t.Errorf("%s: Content-Type %q, nosniff %q", path, ct, r.header.Get("X-Content-Type-Options"))
+		}
+		if strings.Contains(string(r.body), "<script") || strings.Contains(string(r.body), "<img") {
+			t.Errorf("%s: markup unescaped in %s", path, r.body)
+		}
+	}
+	var d runDetail
+	e.get("/api/runs/" + id).decode(t, &d)
+	var got string
+	_ = json.Unmarshal(d.State.Vars["note"], &got)
+	if got != evil {
+		t.Errorf("state.note %q, want %q as data", got, evil)
+	}
+}
+
+// TestUIWorkers: the workers page lists the queue, its live worker and its
+// types, the work waiting, and whether a coordinator is alive.
+func TestUIWorkers(t *testing.T) {
+	e := newEnv(t, ui.Config{})
+	e.run(fanJoinYAML, nil)
+	var w struct {
+		Queues []struct {
+			Name    string
+			Workers []struct {
+				Name  string
+				Types []string
+			}
+			Waiting *int
+			Types   []string
+		}
+		Coordinators struct {
+			Alive  bool
+			Window string
+		}
+	}
+	e.get("/api/workers").decode(t, &w)
+	if len(w.Queues) == 0 || w.Queues[0].Name != "default" {
+		t.Fatalf("queues %+v, want default first", w.Queues)
+	}
+	q := w.Queues[0]
+	if len(q.Workers) != 1 || q.Workers[0].Name != "ui-test-worker" || !slices.Contains(q.Types, "echo") || q.Waiting == nil || *q.Waiting != 0 {
+		t.Errorf("default queue %+v", q)
+	}
+	if !w.Coordinators.Alive || w.Coordinators.Window == "" {
+		t.Errorf("coordinators %+v, want alive", w.Coordinators)
+	}
+}
