@@ -100,7 +100,7 @@ func TestUIRunList(t *testing.T) {
 		t.Errorf("graph=fanjoin: %v counts %v, want [%s %s], failed 0", got, both.Counts, third, first)
 	}
 	var search runList
-	e.get("/api/runs?q=" + second[:len(second)-3]).decode(t, &search)
+	e.get("/api/runs?q="+second[:len(second)-3]).decode(t, &search)
 	if got := ids(search.Runs); !slices.Equal(got, []string{second}) {
 		t.Errorf("q=prefix of %s: %v", second, got)
 	}
@@ -110,7 +110,7 @@ func TestUIRunList(t *testing.T) {
 	if len(page1.Runs) != 2 || page1.Next == "" {
 		t.Fatalf("limit=2: %d runs, next %q; want 2 and a cursor", len(page1.Runs), page1.Next)
 	}
-	e.get("/api/runs?limit=2&cursor=" + page1.Next).decode(t, &page2)
+	e.get("/api/runs?limit=2&cursor="+page1.Next).decode(t, &page2)
 	if got := ids(page2.Runs); !slices.Equal(got, []string{first}) || page2.Next != "" {
 		t.Errorf("second page: %v next %q, want [%s] and no cursor", got, page2.Next, first)
 	}
@@ -176,7 +176,7 @@ func TestUIRunFanOutJoin(t *testing.T) {
 	}
 
 	var all eventList
-	e.get("/api/runs/" + id + "/events").decode(t, &all)
+	e.get("/api/runs/"+id+"/events").decode(t, &all)
 	if all.Total != d.Events || len(all.Events) != all.Total || all.Total < 10 {
 		t.Fatalf("events: %d of %d, detail says %d", len(all.Events), all.Total, d.Events)
 	}
@@ -192,7 +192,7 @@ func TestUIRunFanOutJoin(t *testing.T) {
 		t.Errorf("last event %s, want run.completed", k)
 	}
 	var page eventList
-	e.get("/api/runs/" + id + "/events?from=3&limit=2").decode(t, &page)
+	e.get("/api/runs/"+id+"/events?from=3&limit=2").decode(t, &page)
 	if len(page.Events) != 2 || page.Events[0].Position != 3 || page.Events[1].ID != all.Events[3].ID || page.Total != all.Total {
 		t.Errorf("from=3&limit=2: %+v", page)
 	}
@@ -209,7 +209,7 @@ func TestUIRunFanOutJoin(t *testing.T) {
 		t.Fatal("no node.invoked of left")
 	}
 	var at stateAt
-	e.get("/api/runs/" + id + "/state?at=" + strconv.Itoa(pos)).decode(t, &at)
+	e.get("/api/runs/"+id+"/state?at="+strconv.Itoa(pos)).decode(t, &at)
 	if at.Position != pos || string(at.State.Vars["left"]) != "1" {
 		t.Errorf("state at %d: position %d, state.left %s, want 1", pos, at.Position, at.State.Vars["left"])
 	}
@@ -223,12 +223,12 @@ func TestUIRunFanOutJoin(t *testing.T) {
 		t.Errorf("diff at %d lacks state.left added as 1: %+v", pos, at.Diff)
 	}
 	var before stateAt
-	e.get("/api/runs/" + id + "/state?at=" + strconv.Itoa(pos-1)).decode(t, &before)
+	e.get("/api/runs/"+id+"/state?at="+strconv.Itoa(pos-1)).decode(t, &before)
 	if _, ok := before.State.Vars["left"]; ok {
 		t.Errorf("state at %d already has left", pos-1)
 	}
 	var first stateAt
-	e.get("/api/runs/" + id + "/state?at=1").decode(t, &first)
+	e.get("/api/runs/"+id+"/state?at=1").decode(t, &first)
 	if first.State.Status != projection.RunRunning || len(first.Diff) == 0 {
 		t.Errorf("state at 1: %s with %d changes, want running and the run's start as changes", first.State.Status, len(first.Diff))
 	}
@@ -249,12 +249,12 @@ func TestUIRetries(t *testing.T) {
 	broken := e.run(brokenYAML, nil)
 
 	var d runDetail
-	e.get("/api/runs/" + flaky).decode(t, &d)
+	e.get("/api/runs/"+flaky).decode(t, &d)
 	if d.State.Status != projection.RunCompleted || d.State.Nodes["flaky"].Attempt != 3 {
 		t.Errorf("flaky: %s, attempt %d; want completed on attempt 3", d.State.Status, d.State.Nodes["flaky"].Attempt)
 	}
 	var evs eventList
-	e.get("/api/runs/" + flaky + "/events").decode(t, &evs)
+	e.get("/api/runs/"+flaky+"/events").decode(t, &evs)
 	var failures, retries []int
 	for _, ev := range evs.Events {
 		switch ev.Kind {
@@ -274,7 +274,7 @@ func TestUIRetries(t *testing.T) {
 	}
 
 	var b runDetail
-	e.get("/api/runs/" + broken).decode(t, &b)
+	e.get("/api/runs/"+broken).decode(t, &b)
 	if b.State.Status != projection.RunFailed || b.State.Error == nil || !strings.Contains(b.State.Error.Error(), "always fails") {
 		t.Errorf("broken: %s, error %+v; want failed with always fails", b.State.Status, b.State.Error)
 	}
@@ -291,7 +291,7 @@ func TestUISignal(t *testing.T) {
 	e.waitFor(id, "waiting", "approve")
 
 	var d runDetail
-	e.get("/api/runs/" + id).decode(t, &d)
+	e.get("/api/runs/"+id).decode(t, &d)
 	if n := d.State.Nodes["approve"]; n == nil || n.Status != projection.NodeWaiting {
 		t.Fatalf("approve: %+v, want waiting", n)
 	}
@@ -316,12 +316,12 @@ func TestUISignal(t *testing.T) {
 	}
 	r.decode(t, &sent)
 	e.wait(id)
-	e.get("/api/runs/" + id).decode(t, &d)
+	e.get("/api/runs/"+id).decode(t, &d)
 	if d.State.Status != projection.RunCompleted || string(d.State.Vars["published"]) != "true" {
 		t.Errorf("after the signal: %s, published %s", d.State.Status, d.State.Vars["published"])
 	}
 	var evs eventList
-	e.get("/api/runs/" + id + "/events").decode(t, &evs)
+	e.get("/api/runs/"+id+"/events").decode(t, &evs)
 	if !slices.ContainsFunc(evs.Events, func(ev event) bool { return ev.Kind == "signal.received" && ev.ID == sent.ID && ev.Node == "approve" }) {
 		t.Errorf("no signal.received with id %s in the timeline", sent.ID)
 	}
@@ -341,7 +341,7 @@ func TestUICancelAndFork(t *testing.T) {
 	}
 	e.wait(id)
 	var d runDetail
-	e.get("/api/runs/" + id).decode(t, &d)
+	e.get("/api/runs/"+id).decode(t, &d)
 	if d.State.Status != projection.RunCancelled {
 		t.Errorf("after cancel: %s", d.State.Status)
 	}
@@ -356,7 +356,7 @@ func TestUICancelAndFork(t *testing.T) {
 	r.decode(t, &forked)
 	e.waitFor(forked.RunID, "waiting", "approve")
 	var f runDetail
-	e.get("/api/runs/" + forked.RunID).decode(t, &f)
+	e.get("/api/runs/"+forked.RunID).decode(t, &f)
 	if f.Summary.ForkedFrom == nil || f.Summary.ForkedFrom.RunID != id {
 		t.Errorf("fork's summary %+v, want forked from %s", f.Summary, id)
 	}
@@ -389,7 +389,7 @@ func TestUIScriptInState(t *testing.T) {
 		}
 	}
 	var d runDetail
-	e.get("/api/runs/" + id).decode(t, &d)
+	e.get("/api/runs/"+id).decode(t, &d)
 	var got string
 	_ = json.Unmarshal(d.State.Vars["note"], &got)
 	if got != evil {
