@@ -2,7 +2,6 @@ package ui_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -316,8 +315,3 @@ func (s *sseStream) next() (sseEvent, bool) {
 	return sseEvent{}, false
 }
 
-func mustJSON(v any) string {
-	var b bytes.Buffer
-	_ = json.NewEncoder(&b).Encode(v)
-	return b.String()
-}

@@ -1,0 +1,168 @@
+package ui_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/weft-dev/weft/internal/ui"
+)
+
+// TestUILiveRunEvents: a run's live stream sends the events already
+// stored, then each new one as it is appended (no polling: the signal is
+// sent after the stream caught up), and ends with "end" after the run's
+// terminal event.
+func TestUILiveRunEvents(t *testing.T) {
+	e := newEnv(t, ui.Config{})
+	id := e.start(approvalYAML, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s := e.open(ctx, "/api/live/runs/"+id)
+	pos := 0
+	read := func(until func(event) bool) {
+		t.Helper()
+		for {
+			ev, ok := s.next()
+			if !ok {
+				t.Fatalf("stream ended after position %d", pos)
+			}
+			if ev.name != "event" {
+				t.Fatalf("got %s %s, want events", ev.name, ev.data)
+			}
+			var got event
+			if err := json.Unmarshal([]byte(ev.data), &got); err != nil {
+				t.Fatal(err)
+			}
+			if got.Position != pos+1 {
+				t.Fatalf("event at position %d after %d", got.Position, pos)
+			}
+			pos = got.Position
+			if until(got) {
+				return
+			}
+		}
+	}
+	read(func(ev event) bool { return ev.Kind == "node.waiting" && ev.Node == "approve" })
+	if r := e.post("/api/runs/"+id+"/signal", `{"node":"approve","data":{"approved":true}}`); r.status != http.StatusOK {
+		t.Fatalf("signal: %d %s", r.status, r.body)
+	}
+	read(func(ev event) bool { return ev.Kind == "signal.received" })
+	read(func(ev event) bool { return ev.Kind == "run.completed" })
+	if ev, ok := s.next(); !ok || ev.name != "end" {
+		t.Fatalf("after run.completed: %+v (open %v), want end", ev, ok)
+	}
+	if ev, ok := s.next(); ok {
+		t.Fatalf("after end: %+v, want the stream closed", ev)
+	}
+
+	// From a position: only what comes after it, then end at once for
+	// an ended run.
+	s = e.open(ctx, "/api/live/runs/"+id+"?from="+strconv.Itoa(pos-1))
+	if ev, ok := s.next(); !ok || ev.name != "event" {
+		t.Fatalf("from %d: %+v", pos-1, ev)
+	} else {
+		var got event
+		_ = json.Unmarshal([]byte(ev.data), &got)
+		if got.Position != pos || got.Kind != "run.completed" {
+			t.Errorf("from %d: first event %d %s, want %d run.completed", pos-1, got.Position, got.Kind, pos)
+		}
+	}
+	if ev, ok := s.next(); !ok || ev.name != "end" {
+		t.Fatalf("from %d: %+v, want end", pos-1, ev)
+	}
+}
+
+// TestUILiveRuns: the run list's live stream sends a run's summary when
+// it starts and when it ends.
+func TestUILiveRuns(t *testing.T) {
+	e := newEnv(t, ui.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s := e.liveRuns(ctx)
+	id := e.start(approvalYAML, nil)
+	seen := func(status string) {
+		t.Helper()
+		for {
+			ev, ok := s.next()
+			if !ok {
+				t.Fatalf("stream ended before run %s was %s", id, status)
+			}
+			var sum struct{ RunID, Status, Graph string }
+			if ev.name == "run" && json.Unmarshal([]byte(ev.data), &sum) == nil && sum.RunID == id && sum.Status == status {
+				if sum.Graph != "approval" {
+					t.Errorf("summary of %s: graph %q", id, sum.Graph)
+				}
+				return
+			}
+		}
+	}
+	seen("running")
+	e.waitFor(id, "waiting", "approve")
+	if r := e.post("/api/runs/"+id+"/signal", `{"node":"approve","data":{"approved":false}}`); r.status != http.StatusOK {
+		t.Fatalf("signal: %d %s", r.status, r.body)
+	}
+	seen("completed")
+}
+
+// TestUILivePing: an idle stream gets a keep-alive comment.
+func TestUILivePing(t *testing.T) {
+	e := newEnv(t, ui.Config{Ping: 20 * time.Millisecond})
+	id := e.start(approvalYAML, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, path := range []string{"/api/live/runs", "/api/live/runs/" + id} {
+		s := e.open(ctx, path)
+		for {
+			ev, ok := s.next()
+			if !ok {
+				t.Fatalf("%s: ended without a ping", path)
+			}
+			if ev.name == "comment" {
+				if ev.data != ": ping" {
+					t.Errorf("%s: comment %q", path, ev.data)
+				}
+				break
+			}
+		}
+	}
+}
+
+// TestUILiveStopsWithClient: the server's goroutines of a live stream
+// (its ordered consumer, its KV watch, its pinger) end when the client
+// goes away.
+func TestUILiveStopsWithClient(t *testing.T) {
+	e := newEnv(t, ui.Config{Ping: 10 * time.Millisecond})
+	id := e.start(approvalYAML, nil)
+	e.waitFor(id, "waiting", "approve")
+	e.get("/api/runs/" + id) // connections and pools warmed up
+	http.DefaultClient.CloseIdleConnections()
+	before := goleak.IgnoreCurrent()
+	for range 3 {
+		ctx, cancel := context.WithCancel(context.Background())
+		run := e.open(ctx, "/api/live/runs/"+id)
+		list := e.liveRuns(ctx)
+		if ev, ok := run.next(); !ok || ev.name != "event" {
+			t.Fatalf("first event: %+v", ev)
+		}
+		for ev, ok := list.next(); ok && ev.name != "comment"; ev, ok = list.next() {
+		}
+		cancel()
+		for range run.events {
+		}
+		for range list.events {
+		}
+	}
+	http.DefaultClient.CloseIdleConnections()
+	// The embedded NATS server keeps an ordered consumer whose client
+	// stopped until its inactive threshold passes: its goroutines are the
+	// server's, not this process's client side.
+	goleak.VerifyNone(t, before,
+		goleak.IgnoreTopFunction("github.com/nats-io/nats-server/v2/server.(*consumer).processInboundNextMsgReqs"),
+		goleak.IgnoreTopFunction("github.com/nats-io/nats-server/v2/server.(*consumer).loopAndGatherMsgs"),
+		goleak.IgnoreTopFunction("github.com/nats-io/nats-server/v2/server.(*consumer).processInboundAcks"))
+}
