@@ -314,4 +314,3 @@ func (s *sseStream) next() (sseEvent, bool) {
 	}
 	return sseEvent{}, false
 }
-
