@@ -1,0 +1,194 @@
+package cli_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weft-dev/weft/internal/cli"
+	"github.com/weft-dev/weft/pkg/client"
+	"github.com/weft-dev/weft/pkg/graph"
+)
+
+// background runs a long-lived command line (ui, dev) and returns its
+// stdout lines as they come, and a function that stops it and returns
+// its error.
+func background(t *testing.T, args ...string) (<-chan string, func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		err := cli.Run(ctx, args, strings.NewReader(""), pw, io.Discard)
+		_ = pw.CloseWithError(errors.New("command ended"))
+		done <- err
+	}()
+	lines := make(chan string, 100)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	stopped := false
+	var result error
+	stop := func() error {
+		if !stopped {
+			stopped = true
+			cancel()
+			for range lines {
+			}
+			result = <-done
+		}
+		return result
+	}
+	t.Cleanup(func() { _ = stop() })
+	return lines, stop
+}
+
+// uiURL reads lines until the one that says where the UI is.
+func uiURL(t *testing.T, lines <-chan string, stop func() error) string {
+	t.Helper()
+	timeout := time.After(time.Minute)
+	for {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				t.Fatalf("the command ended without serving the UI: %v", stop())
+			}
+			if u, found := strings.CutPrefix(line, "UI: "); found {
+				return strings.Fields(u)[0]
+			}
+		case <-timeout:
+			t.Fatal("the command did not say where the UI is within a minute")
+		}
+	}
+}
+
+func getJSON(t *testing.T, url string, v any) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if v != nil {
+		if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+			t.Fatalf("GET %s: %v", url, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+// TestUICommand: 'weft ui' serves the API over a NATS server's log, with
+// the timeline's summaries of 'weft events'.
+func TestUICommand(t *testing.T) {
+	natsURL, cl := engine(t)
+	g, err := graph.LoadFile(helloFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	id, err := cl.Start(ctx, g, client.WithInput(map[string]any{"name": "UI"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Wait(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	lines, stop := background(t, "ui", "-nats", natsURL, "-addr", "127.0.0.1:0", "-read-only", "-trace-url", "http://jaeger.test/trace/{traceId}")
+	base := uiURL(t, lines, stop)
+	var cfg struct {
+		ReadOnly bool
+		TraceURL string
+	}
+	if code := getJSON(t, base+"/api/config", &cfg); code != http.StatusOK || !cfg.ReadOnly || cfg.TraceURL != "http://jaeger.test/trace/{traceId}" {
+		t.Errorf("/api/config: %d %+v", code, cfg)
+	}
+	var evs struct {
+		Events []struct{ Kind, Summary string }
+	}
+	if code := getJSON(t, base+"/api/runs/"+id+"/events", &evs); code != http.StatusOK || len(evs.Events) == 0 {
+		t.Fatalf("events of %s: %d, %d events", id, code, len(evs.Events))
+	}
+	if first := evs.Events[0]; first.Kind != "run.started" || !strings.Contains(first.Summary, "graph hello") {
+		t.Errorf("first event %+v, want run.started summarised as 'weft events' does", first)
+	}
+	if err := stop(); err != nil {
+		t.Errorf("weft ui: %v", err)
+	}
+}
+
+// TestUICommandCredentials: the UI's user and password come from the
+// environment, and another address than loopback needs them.
+func TestUICommandCredentials(t *testing.T) {
+	natsURL, _ := engine(t)
+	r := weft(t, "ui", "-nats", natsURL, "-addr", "0.0.0.0:0")
+	if r.code != 2 || !strings.Contains(r.stderr, "-ui-user") || !strings.Contains(r.stderr, "not a loopback address") {
+		t.Errorf("weft ui -addr 0.0.0.0:0: exit %d\n%s", r.code, r.stderr)
+	}
+	t.Setenv("WEFT_UI_ADDR", "0.0.0.0:0")
+	if r := weft(t, "ui", "-nats", natsURL); r.code != 2 || !strings.Contains(r.stderr, "-ui-user") {
+		t.Errorf("WEFT_UI_ADDR=0.0.0.0:0: exit %d\n%s", r.code, r.stderr)
+	}
+	t.Setenv("WEFT_UI_ADDR", "127.0.0.1:0")
+	t.Setenv("WEFT_UI_USER", "ada")
+	if r := weft(t, "ui", "-nats", natsURL); r.code != 2 || !strings.Contains(r.stderr, "both or neither") {
+		t.Errorf("a user without a password: exit %d\n%s", r.code, r.stderr)
+	}
+	t.Setenv("WEFT_UI_PASSWORD", "s3cret")
+	lines, stop := background(t, "ui", "-nats", natsURL)
+	base := uiURL(t, lines, stop)
+	if code := getJSON(t, base+"/api/config", nil); code != http.StatusUnauthorized {
+		t.Errorf("without credentials: %d, want 401", code)
+	}
+	req, _ := http.NewRequest(http.MethodGet, base+"/api/config", nil)
+	req.SetBasicAuth("ada", "s3cret")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("with credentials: %d", resp.StatusCode)
+	}
+}
+
+// TestDevUI: 'weft dev' serves the UI and prints its address; a port in
+// use is a clear error.
+func TestDevUI(t *testing.T) {
+	lines, stop := background(t, "dev", "-port", "-1", "-data", t.TempDir(), "-ui", "127.0.0.1:0")
+	base := uiURL(t, lines, stop)
+	var list struct {
+		Runs   []any
+		Counts map[string]int
+	}
+	if code := getJSON(t, base+"/api/runs", &list); code != http.StatusOK || list.Runs == nil || len(list.Counts) == 0 {
+		t.Errorf("GET /api/runs from weft dev: %d %+v", code, list)
+	}
+	if err := stop(); err != nil {
+		t.Errorf("weft dev: %v", err)
+	}
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	r := weft(t, "dev", "-port", "-1", "-data", t.TempDir(), "-ui", l.Addr().String())
+	if r.code == 0 || !strings.Contains(r.stderr, "-ui") || !strings.Contains(r.stderr, "in use") {
+		t.Errorf("weft dev -ui on a taken port: exit %d\n%s", r.code, r.stderr)
+	}
+	if r := weft(t, "dev", "-port", "-1", "-data", t.TempDir(), "-ui", "0.0.0.0:0"); r.code != 2 || !strings.Contains(r.stderr, "WEFT_UI_USER") {
+		t.Errorf("weft dev -ui 0.0.0.0:0: exit %d\n%s", r.code, r.stderr)
+	}
+}
