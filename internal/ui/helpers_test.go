@@ -250,7 +250,7 @@ func wantError(t *testing.T, what string, r response, status int, field string) 
 }
 
 // sseEvent is one server-sent event.
-type sseEvent struct{ name, data string }
+type sseEvent struct{ id, name, data string }
 
 // sseStream reads a live stream's events.
 type sseStream struct {
@@ -262,9 +262,18 @@ type sseStream struct {
 // open opens a live stream; it is closed when ctx ends.
 func (e *env) open(ctx context.Context, path string) *sseStream {
 	e.t.Helper()
+	return e.openWith(ctx, path, nil)
+}
+
+// openWith opens a live stream with request headers h.
+func (e *env) openWith(ctx context.Context, path string, h http.Header) *sseStream {
+	e.t.Helper()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.url+path, nil)
 	if err != nil {
 		e.t.Fatal(err)
+	}
+	for k, v := range h {
+		req.Header[k] = v
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -292,6 +301,8 @@ func (e *env) open(ctx context.Context, path string) *sseStream {
 				ev = sseEvent{}
 			case strings.HasPrefix(line, ":"):
 				s.events <- sseEvent{name: "comment", data: line}
+			case strings.HasPrefix(line, "id: "):
+				ev.id = strings.TrimPrefix(line, "id: ")
 			case strings.HasPrefix(line, "event: "):
 				ev.name = strings.TrimPrefix(line, "event: ")
 			case strings.HasPrefix(line, "data: "):

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -46,12 +47,17 @@ func (s *stream) start() error {
 }
 
 // send writes one event with a JSON payload on a single data line
-// (encoding/json writes no raw newline).
-func (s *stream) send(event string, data []byte) error {
+// (encoding/json writes no raw newline), and its id when it has one.
+func (s *stream) send(event, id string, data []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.start(); err != nil {
 		return err
+	}
+	if id != "" {
+		if _, err := fmt.Fprintf(s.w, "id: %s\n", id); err != nil {
+			return err
+		}
 	}
 	if _, err := fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", event, data); err != nil {
 		return err
@@ -154,7 +160,7 @@ func (s *server) liveRuns(w http.ResponseWriter, r *http.Request) {
 				continue
 			}
 			b, _ := json.Marshal(sum)
-			if st.send("run", b) != nil {
+			if st.send("run", "", b) != nil {
 				return
 			}
 		}
@@ -162,7 +168,8 @@ func (s *server) liveRuns(w http.ResponseWriter, r *http.Request) {
 }
 
 // liveRun answers GET /api/live/runs/{id}?from=N: an event "event" for
-// each of the run's events after position N, as they are stored, and
+// each of the run's events after position N (or after the position in
+// Last-Event-ID), as they are stored, with the position as its id, and
 // "end" once the run has ended and its last event was sent.
 func (s *server) liveRun(w http.ResponseWriter, r *http.Request) {
 	id, err := runID(r)
@@ -174,6 +181,16 @@ func (s *server) liveRun(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		s.fail(w, r, err)
 		return
+	}
+	// A browser's EventSource that reconnects says the last event it
+	// had: go on after it.
+	if last := r.Header.Get("Last-Event-ID"); last != "" {
+		n, err := strconv.Atoi(last)
+		if err != nil || n < 0 {
+			s.fail(w, r, badParam("Last-Event-ID", "want the position of an event, got %q", last))
+			return
+		}
+		from = max(from, n)
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
@@ -189,7 +206,7 @@ func (s *server) liveRun(w http.ResponseWriter, r *http.Request) {
 		}
 		b, err := json.Marshal(s.viewEvent(re.Position, re.Event, folded))
 		if err == nil {
-			err = st.send("event", b)
+			err = st.send("event", strconv.Itoa(re.Position), b)
 		}
 		if err != nil {
 			writeErr = true
@@ -206,8 +223,8 @@ func (s *server) liveRun(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		// The stream has begun: say why it ends.
 		b, _ := json.Marshal(apiError{Message: strings.TrimSpace(err.Error())})
-		_ = st.send("error", b)
+		_ = st.send("error", "", b)
 		return
 	}
-	_ = st.send("end", []byte("{}"))
+	_ = st.send("end", "", []byte("{}"))
 }

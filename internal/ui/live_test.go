@@ -38,8 +38,8 @@ func TestUILiveRunEvents(t *testing.T) {
 			if err := json.Unmarshal([]byte(ev.data), &got); err != nil {
 				t.Fatal(err)
 			}
-			if got.Position != pos+1 {
-				t.Fatalf("event at position %d after %d", got.Position, pos)
+			if got.Position != pos+1 || ev.id != strconv.Itoa(got.Position) {
+				t.Fatalf("event at position %d (id %q) after %d", got.Position, ev.id, pos)
 			}
 			pos = got.Position
 			if until(got) {
@@ -75,6 +75,13 @@ func TestUILiveRunEvents(t *testing.T) {
 	if ev, ok := s.next(); !ok || ev.name != "end" {
 		t.Fatalf("from %d: %+v, want end", pos-1, ev)
 	}
+
+	// A browser reconnecting says the last event it had.
+	s = e.openWith(ctx, "/api/live/runs/"+id, http.Header{"Last-Event-Id": {strconv.Itoa(pos - 2)}})
+	if ev, ok := s.next(); !ok || ev.id != strconv.Itoa(pos-1) {
+		t.Fatalf("Last-Event-ID %d: first event %+v, want position %d", pos-2, ev, pos-1)
+	}
+	wantError(t, "bad Last-Event-ID", e.do(http.MethodGet, "/api/live/runs/"+id, "", http.Header{"Last-Event-Id": {"x"}}), http.StatusBadRequest, "Last-Event-ID")
 }
 
 // TestUILiveRuns: the run list's live stream sends a run's summary when

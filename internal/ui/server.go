@@ -40,11 +40,10 @@ const (
 const readTimeout = 30 * time.Second
 
 // securityHeaders are set on every answer. The policy allows the page's
-// own scripts, styles (and inline style attributes, which graph layout
-// sets), data: images (icons), and workers from blob: (the layout library
-// may run in a worker).
+// own scripts and styles (and inline style attributes, which graph layout
+// sets) and data: images (icons); nothing from elsewhere, no framing.
 var securityHeaders = map[string]string{
-	"Content-Security-Policy": "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; worker-src 'self' blob:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+	"Content-Security-Policy": "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
 	"X-Content-Type-Options":  "nosniff",
 	"Referrer-Policy":         "no-referrer",
 	"X-Frame-Options":         "DENY",
