@@ -181,7 +181,9 @@ var cmdDev = &command{
 	help: `Runs the whole engine in one process for development: an embedded NATS
 server with JetStream on 127.0.0.1 (-port; file storage in -data, kept
 between runs), a coordinator, and a worker with the built-in executors on
--queues. Use the other commands against it from another terminal. Interrupt
+-queues, and the web UI on -ui (127.0.0.1:8233; 'weft help ui'; its user
+and password, needed beyond loopback, from WEFT_UI_USER and WEFT_UI_PASSWORD).
+Use the other commands against it from another terminal. Interrupt
 (Ctrl-C) to stop it; it shuts down the worker, the coordinator, the
 connection and the server, in that order.`,
 	run: func(e *env, c *command, args []string) error {
@@ -244,13 +246,14 @@ connection and the server, in that order.`,
 			defer srv.Close()
 			fmt.Fprintf(e.stdout, "weft dev: metrics and health at http://%s (/metrics, /healthz, /readyz)\n", srv.Addr())
 		}
+		uiURL := ""
 		if uiCfg != nil {
 			srv, err := startUI(e.ctx, *uiAddr, *uiCfg, le.Store())
 			if err != nil {
 				return fmt.Errorf("-ui: %w", err)
 			}
 			defer srv.Close()
-			fmt.Fprintf(e.stdout, "UI: %s\n", srv.URL())
+			uiURL = srv.URL()
 		}
 		hint := ""
 		if le.URL() != "nats://127.0.0.1:4222" {
@@ -258,6 +261,9 @@ connection and the server, in that order.`,
 		}
 		fmt.Fprintf(e.stdout, "weft dev: NATS with JetStream at %s, data in %s\n", le.URL(), cfg.dataDir)
 		fmt.Fprintf(e.stdout, "weft dev: coordinator and worker running (queues %s); interrupt to stop\n", strings.Join(cfg.queues, ", "))
+		if uiURL != "" {
+			fmt.Fprintf(e.stdout, "UI: %s\n", uiURL)
+		}
 		fmt.Fprintf(e.stdout, "try: weft run examples/hello.yaml%s -input '{\"name\":\"Ada\"}' -wait\n", hint)
 		<-e.ctx.Done()
 		le.Stop()

@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"context"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -173,6 +174,20 @@ func runID(r *http.Request) (string, error) {
 	return id, nil
 }
 
+// history reads the log of the run the path names; when it cannot, it
+// answers the request and returns false.
+func (s *server) history(ctx context.Context, w http.ResponseWriter, r *http.Request) (string, []*events.Event, bool) {
+	id, err := runID(r)
+	if err == nil {
+		var hist []*events.Event
+		if hist, err = s.cl.History(ctx, id); err == nil {
+			return id, hist, true
+		}
+	}
+	s.fail(w, r, err)
+	return "", nil, false
+}
+
 type runView struct {
 	Summary    runs.Summary      `json:"summary"`
 	State      *projection.State `json:"state"`
@@ -186,16 +201,10 @@ type runView struct {
 
 // getRun answers GET /api/runs/{id}: the run folded from its log.
 func (s *server) getRun(w http.ResponseWriter, r *http.Request) {
-	id, err := runID(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
 	ctx, cancel := readCtx(r)
 	defer cancel()
-	hist, err := s.cl.History(ctx, id)
-	if err != nil {
-		s.fail(w, r, err)
+	id, hist, ok := s.history(ctx, w, r)
+	if !ok {
 		return
 	}
 	st := projection.Fold(hist)
@@ -207,9 +216,11 @@ func (s *server) getRun(w http.ResponseWriter, r *http.Request) {
 		// as much.
 		v.Summary = runs.Summarize(st, runs.DefaultRetention)
 	}
-	if v.Graph, err = viewGraph(st); err != nil {
+	g, err := viewGraph(st)
+	if err != nil {
 		v.GraphError = err.Error()
 	}
+	v.Graph = g
 	v.TraceID = traceID(hist[0].TraceParent)
 	if v.TraceID != "" && s.cfg.TraceURL != "" {
 		v.TraceURL = strings.ReplaceAll(s.cfg.TraceURL, TraceIDPlaceholder, v.TraceID)
@@ -315,11 +326,6 @@ func kind(t events.Type) string {
 
 // runEvents answers GET /api/runs/{id}/events: a page of the run's events.
 func (s *server) runEvents(w http.ResponseWriter, r *http.Request) {
-	id, err := runID(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
 	q := r.URL.Query()
 	from, err := intParam(q, "from", 1, 1, 1<<31-1)
 	if err != nil {
@@ -333,9 +339,8 @@ func (s *server) runEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := readCtx(r)
 	defer cancel()
-	hist, err := s.cl.History(ctx, id)
-	if err != nil {
-		s.fail(w, r, err)
+	_, hist, ok := s.history(ctx, w, r)
+	if !ok {
 		return
 	}
 	out := eventList{Events: []eventView{}, Total: len(hist)}
@@ -373,11 +378,6 @@ type change struct {
 // runState answers GET /api/runs/{id}/state?at=N: the state after the
 // event at N, and its difference from the state after N-1.
 func (s *server) runState(w http.ResponseWriter, r *http.Request) {
-	id, err := runID(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
 	at, err := intParam(r.URL.Query(), "at", 0, 1, 1<<31-1)
 	if err != nil {
 		s.fail(w, r, err)
@@ -385,9 +385,8 @@ func (s *server) runState(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := readCtx(r)
 	defer cancel()
-	hist, err := s.cl.History(ctx, id)
-	if err != nil {
-		s.fail(w, r, err)
+	id, hist, ok := s.history(ctx, w, r)
+	if !ok {
 		return
 	}
 	if at == 0 {
