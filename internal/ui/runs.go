@@ -174,14 +174,14 @@ func runID(r *http.Request) (string, error) {
 	return id, nil
 }
 
-// history reads the log of the run the path names; when it cannot, it
-// answers the request and returns false.
-func (s *server) history(ctx context.Context, w http.ResponseWriter, r *http.Request) (string, []*events.Event, bool) {
+// runLog reads the log of the run the path names (through the cache);
+// when it cannot, it answers the request and returns false.
+func (s *server) runLog(ctx context.Context, w http.ResponseWriter, r *http.Request) (string, *runLog, bool) {
 	id, err := runID(r)
 	if err == nil {
-		var hist []*events.Event
-		if hist, err = s.cl.History(ctx, id); err == nil {
-			return id, hist, true
+		var l *runLog
+		if l, err = s.logs.get(ctx, id); err == nil {
+			return id, l, true
 		}
 	}
 	s.fail(w, r, err)
@@ -203,11 +203,11 @@ type runView struct {
 func (s *server) getRun(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := readCtx(r)
 	defer cancel()
-	id, hist, ok := s.history(ctx, w, r)
+	id, log, ok := s.runLog(ctx, w, r)
 	if !ok {
 		return
 	}
-	st := projection.Fold(hist)
+	hist, st := log.events, log.final
 	v := runView{State: st, Events: len(hist), Children: []string{}}
 	if sum, err := s.cl.Summary(ctx, id); err == nil {
 		v.Summary = *sum
@@ -339,24 +339,13 @@ func (s *server) runEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := readCtx(r)
 	defer cancel()
-	_, hist, ok := s.history(ctx, w, r)
+	_, log, ok := s.runLog(ctx, w, r)
 	if !ok {
 		return
 	}
-	out := eventList{Events: []eventView{}, Total: len(hist)}
-	// Fold from the start, so that each event's note says whether it
-	// counted.
-	var st projection.State
-	for i, e := range hist {
-		folded := st.Apply(e)
-		pos := i + 1
-		if pos < from {
-			continue
-		}
-		if len(out.Events) == limit {
-			break
-		}
-		out.Events = append(out.Events, s.viewEvent(pos, e, folded))
+	out := eventList{Events: []eventView{}, Total: len(log.events)}
+	for i := from - 1; i < len(log.events) && len(out.Events) < limit; i++ {
+		out.Events = append(out.Events, s.viewEvent(i+1, log.events[i], log.folded[i]))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -385,20 +374,20 @@ func (s *server) runState(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := readCtx(r)
 	defer cancel()
-	id, hist, ok := s.history(ctx, w, r)
+	id, log, ok := s.runLog(ctx, w, r)
 	if !ok {
 		return
 	}
+	n := len(log.events)
 	if at == 0 {
-		at = len(hist)
+		at = n
 	}
-	if at > len(hist) {
+	if at > n {
 		s.fail(w, r, &apiError{Status: http.StatusNotFound, Field: "at",
-			Message: "at: run " + id + " has no event at position " + strconv.Itoa(at) + " (its events are 1 to " + strconv.Itoa(len(hist)) + ")"})
+			Message: "at: run " + id + " has no event at position " + strconv.Itoa(at) + " (its events are 1 to " + strconv.Itoa(n) + ")"})
 		return
 	}
-	before := projection.Fold(hist[:at-1])
-	after := projection.Fold(hist[:at])
+	before, after := log.stateAfter(at-1), log.stateAfter(at)
 	writeJSON(w, http.StatusOK, stateView{Position: at, State: after, Diff: diffStates(before, after)})
 }
 

@@ -109,6 +109,7 @@ type server struct {
 	log   *slog.Logger
 	files fs.FS
 	index []byte
+	logs  *logCache
 }
 
 // New returns the UI's handler: the API of API.md under /api/, the front
@@ -135,7 +136,7 @@ func New(cfg Config) (http.Handler, error) {
 	if cfg.Summarize == nil {
 		cfg.Summarize = func(*events.Event) string { return "" }
 	}
-	s := &server{cfg: cfg, cl: cfg.Client, js: cfg.Store.JetStream(), log: cfg.Log}
+	s := &server{cfg: cfg, cl: cfg.Client, js: cfg.Store.JetStream(), log: cfg.Log, logs: newLogCache(cfg.Store, cfg.Client)}
 	if err := s.loadFiles(cfg.Files); err != nil {
 		return nil, err
 	}
