@@ -191,6 +191,12 @@ func TestUIRunFanOutJoin(t *testing.T) {
 	if k := all.Events[all.Total-1].Kind; k != "run.completed" {
 		t.Errorf("last event %s, want run.completed", k)
 	}
+	var bare eventList
+	e.get("/api/runs/"+id+"/events?data=false").decode(t, &bare)
+	if len(bare.Events) != all.Total || string(bare.Events[0].Data) != "null" || bare.Events[0].Kind != "run.started" {
+		t.Errorf("data=false: %d events, first data %s", len(bare.Events), bare.Events[0].Data)
+	}
+	wantError(t, "data=maybe", e.get("/api/runs/"+id+"/events?data=maybe"), http.StatusBadRequest, "data")
 	var page eventList
 	e.get("/api/runs/"+id+"/events?from=3&limit=2").decode(t, &page)
 	if len(page.Events) != 2 || page.Events[0].Position != 3 || page.Events[1].ID != all.Events[3].ID || page.Total != all.Total {

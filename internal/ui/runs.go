@@ -337,6 +337,13 @@ func (s *server) runEvents(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	withData := true
+	if v := q.Get("data"); v != "" {
+		if withData, err = strconv.ParseBool(v); err != nil {
+			s.fail(w, r, badParam("data", "want true or false, got %q", v))
+			return
+		}
+	}
 	ctx, cancel := readCtx(r)
 	defer cancel()
 	_, log, ok := s.runLog(ctx, w, r)
@@ -345,7 +352,11 @@ func (s *server) runEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	out := eventList{Events: []eventView{}, Total: len(log.events)}
 	for i := from - 1; i < len(log.events) && len(out.Events) < limit; i++ {
-		out.Events = append(out.Events, s.viewEvent(i+1, log.events[i], log.folded[i]))
+		v := s.viewEvent(i+1, log.events[i], log.folded[i])
+		if !withData {
+			v.Data = nil
+		}
+		out.Events = append(out.Events, v)
 	}
 	writeJSON(w, http.StatusOK, out)
 }

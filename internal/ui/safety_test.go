@@ -1,7 +1,10 @@
 package ui_test
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -268,5 +271,41 @@ func TestUIStart(t *testing.T) {
 	}
 	if _, err := net.DialTimeout("tcp", s.Addr().String(), time.Second); err == nil {
 		t.Error("the server still listens after Close")
+	}
+}
+
+// TestUIGzip: answers are gzipped for clients that accept it; live
+// streams are not.
+func TestUIGzip(t *testing.T) {
+	url, store := serve(t, ui.Config{})
+	if _, err := runs.Ensure(context.Background(), store.JetStream(), store.StreamName(), slog.Default()); err != nil {
+		t.Fatal(err)
+	}
+	r := fetch(t, http.MethodGet, url+"/api/runs", http.Header{"Accept-Encoding": {"gzip"}})
+	if r.header.Get("Content-Encoding") != "gzip" {
+		t.Fatalf("GET /api/runs accepting gzip: Content-Encoding %q", r.header.Get("Content-Encoding"))
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(r.body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(zr)
+	if err != nil || !json.Valid(b) || r.header.Get("Content-Type") != "application/json" {
+		t.Errorf("gunzipped answer %q (%v), Content-Type %q", b, err, r.header.Get("Content-Type"))
+	}
+	if r := fetch(t, http.MethodGet, url+"/api/runs", http.Header{"Accept-Encoding": {"gzip;q=0, identity"}}); r.header.Get("Content-Encoding") != "" || !json.Valid(r.body) {
+		t.Errorf("gzip;q=0: Content-Encoding %q", r.header.Get("Content-Encoding"))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url+"/api/live/runs", nil)
+	req.Header.Set("Accept-Encoding", "gzip")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Encoding") != "" {
+		t.Errorf("live stream: %d, Content-Encoding %q", resp.StatusCode, resp.Header.Get("Content-Encoding"))
 	}
 }

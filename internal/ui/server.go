@@ -156,7 +156,8 @@ func New(cfg Config) (http.Handler, error) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no API at %s %s", r.Method, r.URL.Path), "")
 	})
 	mux := http.NewServeMux()
-	mux.Handle("/api/", s.guardAPI(api))
+	mux.Handle("/api/live/", s.guardAPI(api))
+	mux.Handle("/api/", compressed(s.guardAPI(api)))
 	mux.HandleFunc("/", s.static)
 	return s.secure(mux), nil
 }
