@@ -105,6 +105,19 @@ func TestUIRunList(t *testing.T) {
 		t.Errorf("q=prefix of %s: %v", second, got)
 	}
 
+	var exact, filtered runList
+	e.get("/api/runs?q="+second).decode(t, &exact)
+	e.get("/api/runs?status=completed&q="+second).decode(t, &filtered)
+	if got := ids(exact.Runs); !slices.Equal(got, []string{second}) || len(filtered.Runs) != 0 {
+		t.Errorf("q=%s: %v; with status=completed: %v, want none", second, got, ids(filtered.Runs))
+	}
+	var none runList
+	if r := e.get("/api/runs?q=no/such"); r.status != http.StatusOK {
+		t.Errorf("q=no/such: %d %s", r.status, r.body)
+	} else if r.decode(t, &none); len(none.Runs) != 0 {
+		t.Errorf("q=no/such: %v", ids(none.Runs))
+	}
+
 	var page1, page2 runList
 	e.get("/api/runs?limit=2").decode(t, &page1)
 	if len(page1.Runs) != 2 || page1.Next == "" {

@@ -10,12 +10,19 @@
 // New returns the handler; Start listens and serves it. Safety is the
 // server's own: it listens on loopback unless told otherwise and refuses to
 // listen elsewhere without credentials (CheckAddr); with a user and
-// password set every path needs HTTP basic auth; read-only mode refuses
+// password set every path needs HTTP basic auth, and without them only
+// requests for a loopback Host are answered (no DNS rebinding); read-only
+// mode refuses
 // every action; actions are POSTs that must carry the header X-Weft-Action
 // (a cross-site form cannot set it); every answer carries a strict
 // Content-Security-Policy and the other security headers; bodies are capped
 // at MaxBody. Event data are returned as JSON, never as HTML: escaping them
 // on the page is the front end's work.
+//
+// A run's log is read once and kept folded for the runs read last
+// (logCache): its timeline's pages and the state at each of its events are
+// then answered from memory, and a run that goes on is read from its last
+// known event only. Answers are gzipped; live streams are not.
 //
 // When dist holds no built index.html, the embedded placeholder page says
 // how to build the UI; the API works either way.

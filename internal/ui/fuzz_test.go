@@ -45,7 +45,7 @@ func FuzzUIRequests(f *testing.F) {
 		if _, err := url.ParseRequestURI(target); err != nil {
 			return // no client sends it
 		}
-		req := httptest.NewRequest(method, "http://ui.test"+target, strings.NewReader(body))
+		req := httptest.NewRequest(method, "http://127.0.0.1:8233"+target, strings.NewReader(body))
 		req.Header.Set(ui.ActionHeader, "1")
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)

@@ -80,17 +80,38 @@ func (s *server) listRuns(w http.ResponseWriter, r *http.Request) {
 	if len(statuses) > 0 {
 		opts = append(opts, client.WithStatus(statuses...))
 	}
+	cursor := q.Get("cursor")
+	if cursor != "" && !events.ValidToken(cursor) {
+		s.fail(w, r, badParam("cursor", "%q is not a cursor this server gave", cursor))
+		return
+	}
 	out := runList{Runs: []runs.Summary{}, Counts: map[string]int{}}
 	if prefix := q.Get("q"); prefix != "" {
-		// The read model has no index by id prefix: read the selection
-		// and keep the matches (a page of them).
-		page, err := s.cl.ListPage(ctx, opts...)
-		if err != nil && !errors.Is(err, runs.ErrNoReadModel) {
+		// A whole run id is one get. The read model has no index by id
+		// prefix: for a prefix, read the selection and keep the matches
+		// (a page of them).
+		var sum *runs.Summary
+		err := errors.New("not a run id")
+		if events.ValidToken(prefix) {
+			sum, err = s.cl.Summary(ctx, prefix)
+		}
+		switch {
+		case !events.ValidToken(prefix):
+			// No run id has it as a prefix either.
+		case err == nil:
+			if matches(sum, statuses, since, until, q.Get("graph")) {
+				out.Runs = append(out.Runs, *sum)
+			}
+		case !errors.Is(err, runs.ErrNotFound) && !errors.Is(err, runs.ErrNoReadModel):
 			s.fail(w, r, err)
 			return
-		}
-		if page != nil {
-			for _, sum := range page.Runs {
+		default:
+			page, err := s.cl.ListPage(ctx, opts...)
+			if err != nil && !errors.Is(err, runs.ErrNoReadModel) {
+				s.fail(w, r, err)
+				return
+			}
+			for _, sum := range pageRuns(page) {
 				if strings.HasPrefix(sum.RunID, prefix) && len(out.Runs) < limit {
 					out.Runs = append(out.Runs, sum)
 				}
@@ -98,17 +119,14 @@ func (s *server) listRuns(w http.ResponseWriter, r *http.Request) {
 		}
 	} else {
 		opts = append(opts, client.WithLimit(limit))
-		if c := q.Get("cursor"); c != "" {
-			opts = append(opts, client.WithCursor(c))
+		if cursor != "" {
+			opts = append(opts, client.WithCursor(cursor))
 		}
 		page, err := s.cl.ListPage(ctx, opts...)
 		switch {
 		case errors.Is(err, runs.ErrNoReadModel):
 			// No coordinator ever ran here: no runs yet.
 		case err != nil:
-			if strings.Contains(err.Error(), "cursor") {
-				err = badParam("cursor", "%v", err)
-			}
 			s.fail(w, r, err)
 			return
 		default:
@@ -419,4 +437,24 @@ func diffStates(a, b *projection.State) []change {
 		out = append(out, ch)
 	}
 	return out
+}
+
+// matches says whether a run's summary is selected by a listing's filters.
+func matches(sum *runs.Summary, statuses []projection.RunStatus, since, until time.Time, graph string) bool {
+	switch {
+	case len(statuses) > 0 && !slices.Contains(statuses, sum.Status),
+		graph != "" && sum.Graph != graph,
+		!since.IsZero() && sum.StartedAt.Before(since),
+		!until.IsZero() && !sum.StartedAt.Before(until):
+		return false
+	}
+	return true
+}
+
+// pageRuns is a page's runs; none for no page.
+func pageRuns(p *runs.Page) []runs.Summary {
+	if p == nil {
+		return nil
+	}
+	return p.Runs
 }

@@ -309,3 +309,40 @@ func TestUIGzip(t *testing.T) {
 		t.Errorf("live stream: %d, Content-Encoding %q", resp.StatusCode, resp.Header.Get("Content-Encoding"))
 	}
 }
+
+// TestUIHost: without credentials the UI answers only to requests for a
+// loopback host (a DNS-rebinding page's requests name its own host).
+func TestUIHost(t *testing.T) {
+	for _, tt := range []struct {
+		host  string
+		creds bool
+		want  int
+	}{
+		{"127.0.0.1:8233", false, http.StatusOK},
+		{"LOCALHOST:5173", false, http.StatusOK},
+		{"[::1]:8233", false, http.StatusOK},
+		{"evil.example:8233", false, http.StatusForbidden},
+		{"evil.example", false, http.StatusForbidden},
+		{"10.0.0.1:8233", false, http.StatusForbidden},
+		{"evil.example:8233", true, http.StatusOK},
+	} {
+		cfg := ui.Config{}
+		if tt.creds {
+			cfg.User, cfg.Password = "ada", "s3cret"
+		}
+		url, _ := serve(t, cfg)
+		req, _ := http.NewRequest(http.MethodGet, url+"/api/config", nil)
+		req.Host = tt.host
+		if tt.creds {
+			req.SetBasicAuth("ada", "s3cret")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tt.want {
+			t.Errorf("Host %s (credentials %v): %d, want %d", tt.host, tt.creds, resp.StatusCode, tt.want)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"runtime/debug"
@@ -172,6 +173,13 @@ func (s *server) secure(next http.Handler) http.Handler {
 		for k, v := range securityHeaders {
 			w.Header().Set(k, v)
 		}
+		if s.cfg.User == "" && !loopbackHost(r.Host) {
+			// Without credentials the UI is for this machine only: a
+			// page elsewhere that rebinds its own name to 127.0.0.1
+			// (DNS rebinding) must not reach it as same-origin.
+			writeError(w, http.StatusForbidden, fmt.Sprintf("host %q refused: without credentials the UI answers only to localhost, 127.0.0.1 or [::1]", r.Host), "Host")
+			return
+		}
 		if s.cfg.User != "" {
 			u, p, ok := r.BasicAuth()
 			hu, hp := sha256.Sum256([]byte(u)), sha256.Sum256([]byte(p))
@@ -235,4 +243,13 @@ func buildVersion() string {
 // readCtx bounds a request's reads of the log.
 func readCtx(r *http.Request) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(r.Context(), readTimeout)
+}
+
+// loopbackHost says whether a request's Host names this machine.
+func loopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	return Loopback(strings.ToLower(strings.Trim(host, "[]")))
 }
