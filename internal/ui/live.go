@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/pkg/client"
+	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
 	"github.com/weft-dev/weft/pkg/runs"
 )
@@ -217,6 +218,20 @@ func (s *server) liveRun(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case writeErr || ctx.Err() != nil:
 		return
+	case errors.Is(err, events.ErrRunNotFound) && !st.isStarted():
+		// Not in the live log: an archived run has ended, and its
+		// events are all there is.
+		l, aerr := s.logs.get(ctx, id)
+		if aerr != nil {
+			s.fail(w, r, aerr)
+			return
+		}
+		for i := from; i < len(l.events); i++ {
+			b, err := json.Marshal(s.viewEvent(i+1, l.events[i], l.folded[i]))
+			if err != nil || st.send("event", strconv.Itoa(i+1), b) != nil {
+				return
+			}
+		}
 	case err != nil && !st.isStarted():
 		s.fail(w, r, err)
 		return

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"testing"
 	"time"
@@ -11,6 +12,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/weft-dev/weft/internal/ui"
+	"github.com/weft-dev/weft/pkg/client"
+	"github.com/weft-dev/weft/pkg/projection"
+	"github.com/weft-dev/weft/pkg/runs"
 )
 
 // TestUILiveRunEvents: a run's live stream sends the events already
@@ -172,4 +176,51 @@ func TestUILiveStopsWithClient(t *testing.T) {
 		goleak.IgnoreTopFunction("github.com/nats-io/nats-server/v2/server.(*consumer).processInboundNextMsgReqs"),
 		goleak.IgnoreTopFunction("github.com/nats-io/nats-server/v2/server.(*consumer).loopAndGatherMsgs"),
 		goleak.IgnoreTopFunction("github.com/nats-io/nats-server/v2/server.(*consumer).processInboundAcks"))
+}
+
+// TestUIArchivedRun: a run removed from the live log to the archive is
+// read from the archive: its detail, its timeline, and a live stream that
+// sends its events and ends.
+func TestUIArchivedRun(t *testing.T) {
+	e := newEnv(t, ui.Config{})
+	id := e.run(fanJoinYAML, nil)
+	var live runDetail
+	e.get("/api/runs/"+id).decode(t, &live)
+	dir, err := runs.OpenDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := runs.Remove(ctx, e.eng.Store(), id, dir); err != nil {
+		t.Fatal(err)
+	}
+	h, err := ui.New(ui.Config{Store: e.eng.Store(), Client: client.New(e.eng.Store(), client.WithArchive(dir))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(h)
+	defer hs.Close()
+	wantError(t, "removed run without the archive", e.get("/api/runs/"+id), http.StatusNotFound, "")
+	a := &env{t: t, eng: e.eng, cl: e.cl, url: hs.URL}
+	var d runDetail
+	a.get("/api/runs/"+id).decode(t, &d)
+	if d.State.Status != projection.RunCompleted || d.Events != live.Events {
+		t.Errorf("archived run: %s with %d events, want completed with %d", d.State.Status, d.Events, live.Events)
+	}
+	s := a.open(ctx, "/api/live/runs/"+id+"?from=2")
+	n := 0
+	for {
+		ev, ok := s.next()
+		if !ok {
+			t.Fatal("the stream ended without end")
+		}
+		if ev.name == "end" {
+			break
+		}
+		n++
+	}
+	if n != live.Events-2 {
+		t.Errorf("archived run's stream from 2: %d events, want %d", n, live.Events-2)
+	}
 }
