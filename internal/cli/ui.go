@@ -73,8 +73,12 @@ the UI too (its -ui flag).`,
 }
 
 // startUI serves the UI over store, with the timeline's summaries of
-// 'weft events'.
+// 'weft events'. Actions are recorded as the UI's user's when it has one
+// ("ada via weft ui"), else as the user running it.
 func startUI(ctx context.Context, addr string, cfg ui.Config, store events.Store, opts ...client.Option) (*ui.Server, error) {
+	if cfg.User != "" {
+		opts = append(opts, client.WithIdentity(cfg.User+" via weft ui"))
+	}
 	cfg.Store, cfg.Client = store, client.New(store, opts...)
 	cfg.Summarize = func(ev *events.Event) string {
 		var r timelineRow

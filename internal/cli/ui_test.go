@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/cli"
+	"github.com/weft-dev/weft/internal/ui"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/graph"
 )
@@ -131,7 +132,7 @@ func TestUICommand(t *testing.T) {
 // TestUICommandCredentials: the UI's user and password come from the
 // environment, and another address than loopback needs them.
 func TestUICommandCredentials(t *testing.T) {
-	natsURL, _ := engine(t)
+	natsURL, cl := engine(t)
 	r := weft(t, "ui", "-nats", natsURL, "-addr", "0.0.0.0:0")
 	if r.code != 2 || !strings.Contains(r.stderr, "-ui-user") || !strings.Contains(r.stderr, "not a loopback address") {
 		t.Errorf("weft ui -addr 0.0.0.0:0: exit %d\n%s", r.code, r.stderr)
@@ -160,6 +161,35 @@ func TestUICommandCredentials(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("with credentials: %d", resp.StatusCode)
+	}
+
+	// An action is recorded as the UI's user's.
+	g, err := graph.LoadFile("../../examples/approval.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	id, err := cl.Start(ctx, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ = http.NewRequest(http.MethodPost, base+"/api/runs/"+id+"/cancel", strings.NewReader(`{"reason":"from the UI"}`))
+	req.SetBasicAuth("ada", "s3cret")
+	req.Header.Set(ui.ActionHeader, "1")
+	if resp, err = http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("cancel: %d", resp.StatusCode)
+	}
+	st, err := cl.Wait(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Cancel == nil || st.Cancel.By != "ada via weft ui" {
+		t.Errorf("cancel request %+v, want it by ada via weft ui", st.Cancel)
 	}
 }
 
