@@ -25,7 +25,7 @@ type runDetail struct {
 	Graph   *struct {
 		Nodes []struct {
 			ID, Type, Queue, Label string
-			Subgraph               bool
+			Subgraph, Local        bool
 		} `json:"nodes"`
 		Edges []struct {
 			From, To, Label string
@@ -176,6 +176,14 @@ func TestUIRunFanOutJoin(t *testing.T) {
 	}
 	if want := []string{"START:start", "split:echo", "left:transform", "right:transform", "join:echo", "END:end"}; !slices.Equal(nodes, want) {
 		t.Errorf("graph nodes %v, want %v", nodes, want)
+	}
+	for _, n := range d.Graph.Nodes {
+		if n.ID == "left" && (n.Queue != "default" || !n.Local || n.Label != "left") {
+			t.Errorf("node left: %+v, want queue default, local (a transform), label left", n)
+		}
+		if n.ID == "split" && n.Local {
+			t.Errorf("node split: %+v, an echo node is a worker's", n)
+		}
 	}
 	var edges []string
 	for _, ed := range d.Graph.Edges {

@@ -20,6 +20,10 @@ type graphNode struct {
 	Queue    string `json:"queue"`
 	Label    string `json:"label"`
 	Subgraph bool   `json:"subgraph"`
+	// Local marks a node the coordinator runs itself (routers, human
+	// nodes, subgraphs, transforms on the default queue): no worker of
+	// its queue is needed.
+	Local bool `json:"local"`
 }
 
 type graphEdge struct {
@@ -33,8 +37,6 @@ type graphEdge struct {
 const (
 	typeStart = "start"
 	typeEnd   = "end"
-	// typeSubgraph is the node type that starts a child run.
-	typeSubgraph = "subgraph"
 )
 
 // viewGraph reads the graph a run recorded in its run-started event.
@@ -62,11 +64,8 @@ func graphViewOf(g *graph.Graph) *graphView {
 		if label == "" {
 			label = n.ID
 		}
-		queue := n.Queue
-		if g.IsLocal(n.ID) {
-			queue = ""
-		}
-		v.Nodes = append(v.Nodes, graphNode{ID: n.ID, Type: n.Type, Queue: queue, Label: label, Subgraph: n.Type == typeSubgraph})
+		local := g.IsLocal(n.ID) || n.Type == graph.TypeRouter || n.Type == graph.TypeHuman || n.Type == graph.TypeSubgraph
+		v.Nodes = append(v.Nodes, graphNode{ID: n.ID, Type: n.Type, Queue: n.Queue, Label: label, Subgraph: n.Type == graph.TypeSubgraph, Local: local})
 	}
 	v.Nodes = append(v.Nodes, graphNode{ID: graph.End, Type: typeEnd, Label: graph.End})
 	for i, e := range def.Edges {
