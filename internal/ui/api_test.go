@@ -3,12 +3,14 @@ package ui_test
 import (
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/weft-dev/weft/internal/ui"
+	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
 	"github.com/weft-dev/weft/pkg/runs"
 )
@@ -454,5 +456,39 @@ func TestUIWorkers(t *testing.T) {
 	}
 	if !w.Coordinators.Alive || w.Coordinators.Window == "" {
 		t.Errorf("coordinators %+v, want alive", w.Coordinators)
+	}
+}
+
+// otherStream is a store that names a stream the server does not have:
+// its queues' consumers cannot be listed.
+type otherStream struct{ events.Store }
+
+func (otherStream) StreamName() string { return "NO_SUCH_STREAM" }
+
+// TestUIWorkersUnknownWaiting: when the queues' consumers cannot be read,
+// the workers page still lists the live workers, with the work waiting
+// unknown (null) and a note that says why.
+func TestUIWorkersUnknownWaiting(t *testing.T) {
+	e := newEnv(t, ui.Config{})
+	h, err := ui.New(ui.Config{Store: otherStream{e.eng.Store()}, Client: e.cl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(h)
+	defer hs.Close()
+	o := &env{t: t, url: hs.URL}
+	for range 2 { // the second answer comes from the remembered failure
+		var w struct {
+			Queues []struct {
+				Name    string
+				Workers []struct{ Name string }
+				Waiting *int
+			}
+			Note string
+		}
+		o.get("/api/workers").decode(t, &w)
+		if len(w.Queues) != 1 || w.Queues[0].Waiting != nil || len(w.Queues[0].Workers) != 1 || !strings.Contains(w.Note, "unknown") {
+			t.Errorf("workers without consumers: %+v", w)
+		}
 	}
 }

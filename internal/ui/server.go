@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -111,6 +112,11 @@ type server struct {
 	files fs.FS
 	index []byte
 	logs  *logCache
+
+	// The last failure to list the queues' consumers, and when.
+	consumersMu  sync.Mutex
+	consumersErr error
+	consumersAt  time.Time
 }
 
 // New returns the UI's handler: the API of API.md under /api/, the front

@@ -111,9 +111,28 @@ func (s *server) workers(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
+// consumersRetry is how long the server stops trying to list the queues'
+// consumers after a failure: a role that may not list them gets no
+// answer, only a timeout, and the page should not wait for it each time.
+const consumersRetry = time.Minute
+
 // queueWaiting reads, for each task queue's consumer, the work items it
 // has not delivered yet.
 func (s *server) queueWaiting(ctx context.Context) (map[string]uint64, error) {
+	s.consumersMu.Lock()
+	failed, at := s.consumersErr, s.consumersAt
+	s.consumersMu.Unlock()
+	if failed != nil && time.Since(at) < consumersRetry {
+		return nil, failed
+	}
+	out, err := s.listQueueConsumers(ctx)
+	s.consumersMu.Lock()
+	s.consumersErr, s.consumersAt = err, time.Now()
+	s.consumersMu.Unlock()
+	return out, err
+}
+
+func (s *server) listQueueConsumers(ctx context.Context) (map[string]uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, consumersTimeout)
 	defer cancel()
 	st, err := s.js.Stream(ctx, s.cfg.Store.StreamName())
