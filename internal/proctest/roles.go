@@ -18,18 +18,16 @@ import (
 // Roles are the NATS users of a test deployment under Weft's roles: the
 // users 'weft roles' generates for it (natsconn.Deployment.NewCredentials
 // and natsconn.AuthConfig, the generator itself, not a copy of its
-// output), and any extra users the test's own programs need, written as
-// one authorization block for the servers to include.
+// output), and any extra users the test's own programs need, as one
+// authorization block for the servers to include.
 type Roles struct {
-	// AuthConf is the authorization block's file; a server configuration
-	// takes it with "include <AuthConf>".
-	AuthConf string
-	creds    map[string]natsconn.Credential
+	auth  []byte
+	creds map[string]natsconn.Credential
 }
 
 // NewRoles generates the users of d, and the extra ones, with random
 // passwords (bcrypt at its lowest cost: every connection pays one
-// comparison), into a directory of the test.
+// comparison).
 func NewRoles(t testing.TB, d natsconn.Deployment, extra ...natsconn.User) *Roles {
 	t.Helper()
 	creds, err := d.NewCredentials()
@@ -45,14 +43,22 @@ func NewRoles(t testing.TB, d natsconn.Deployment, extra ...natsconn.User) *Role
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &Roles{AuthConf: filepath.Join(t.TempDir(), "auth.conf"), creds: map[string]natsconn.Credential{}}
-	if err := os.WriteFile(r.AuthConf, conf, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	r := &Roles{auth: conf, creds: map[string]natsconn.Credential{}}
 	for _, c := range creds {
 		r.creds[c.User.Name] = c
 	}
 	return r
+}
+
+// Include writes the authorization block as auth.conf into dir, a
+// server's configuration directory, and returns the line that includes it
+// (nats-server resolves includes against the including file's directory).
+func (r *Roles) Include(t testing.TB, dir string) string {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, "auth.conf"), r.auth, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return "include ./auth.conf\n"
 }
 
 // Config is the connection configuration of user (its own inbox prefix

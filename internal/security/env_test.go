@@ -61,7 +61,7 @@ func startServer(t *testing.T) *server {
 	}
 	port := proctest.FreePort(t)
 	conf := filepath.Join(dir, "server.conf")
-	body := fmt.Sprintf("listen: 127.0.0.1:%d\nmax_payload: 8MB\njetstream { store_dir: %q }\ninclude %q\n", port, filepath.Join(dir, "js"), s.roles.AuthConf)
+	body := fmt.Sprintf("listen: 127.0.0.1:%d\nmax_payload: 8MB\njetstream { store_dir: %q }\n", port, filepath.Join(dir, "js")) + s.roles.Include(t, dir)
 	if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
