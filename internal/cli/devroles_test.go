@@ -1,0 +1,131 @@
+package cli_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/weft-dev/weft/internal/cli"
+	"github.com/weft-dev/weft/internal/natsconn"
+	"github.com/weft-dev/weft/pkg/worker"
+)
+
+// TestDevRoles: 'weft dev -roles' prints where the client's credentials
+// are and how to use them; 'weft run' with them in the environment runs a
+// graph to completion; the server admits no one without credentials, and
+// refuses a worker's decision; no password shows in any output.
+func TestDevRoles(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	data := t.TempDir()
+	var stdout, stderr syncBuffer
+	done := make(chan int)
+	go func() {
+		done <- cli.Main(ctx, []string{"dev", "-roles", "-port", "-1", "-data", data}, nil, &stdout, &stderr)
+	}()
+	urlRE := regexp.MustCompile(`at (nats://127\.0\.0\.1:\d+)`)
+	envRE := regexp.MustCompile(`as the client: set -a; \. (\S+); set \+a`)
+	var url, clientEnv string
+	for deadline := time.Now().Add(60 * time.Second); clientEnv == ""; time.Sleep(20 * time.Millisecond) {
+		if m := urlRE.FindStringSubmatch(stdout.String()); m != nil {
+			url = m[1]
+		}
+		if m := envRE.FindStringSubmatch(stdout.String()); m != nil {
+			clientEnv = m[1]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("dev -roles did not start:\n%s\n%s", stdout.String(), stderr.String())
+		}
+	}
+	rolesDir := filepath.Join(data, "roles")
+	if clientEnv != filepath.Join(rolesDir, "weft-client.env") {
+		t.Errorf("client credentials printed at %s, want in %s", clientEnv, rolesDir)
+	}
+	var passwords []string
+	env := map[string]map[string]string{}
+	for _, u := range (natsconn.Deployment{Queues: []string{worker.DefaultQueue}}).Users() {
+		path := filepath.Join(rolesDir, u.Name+".env")
+		info, err := os.Stat(path)
+		if err != nil || info.Mode().Perm() != 0o600 {
+			t.Fatalf("%s: %v, %v; want mode 0600", path, info, err)
+		}
+		env[u.Name] = readEnvVars(t, path)
+		passwords = append(passwords, env[u.Name]["WEFT_NATS_PASSWORD"])
+	}
+
+	// As the printed line says: the client's file in the environment.
+	if r := weft(t, "run", helloFile, "-nats", url, "-input", `{"name":"Roles"}`, "-wait"); r.code == 0 {
+		t.Fatalf("a run without credentials was let through: %s", r.stdout)
+	}
+	for k, v := range readEnvVars(t, clientEnv) {
+		t.Setenv(k, v)
+	}
+	r := weft(t, "run", helloFile, "-nats", url, "-input", `{"name":"Roles"}`, "-wait")
+	if r.code != 0 || !strings.Contains(r.stdout, "Hello, Roles!") {
+		t.Fatalf("run as the client against dev -roles: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+
+	w := env[natsconn.UserName(natsconn.RoleWorker, worker.DefaultQueue)]
+	refused := make(chan error, 16)
+	nc, err := nats.Connect(url, nats.UserInfo(w["WEFT_NATS_USER"], w["WEFT_NATS_PASSWORD"]),
+		nats.CustomInboxPrefix(natsconn.InboxPrefixFor(w["WEFT_NATS_USER"])),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { refused <- err }))
+	if err != nil {
+		t.Fatalf("connecting as the worker: %v", err)
+	}
+	defer nc.Close()
+	const decision = "weft.r.00.forged.d.completed"
+	if err := nc.Publish(decision, []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-refused:
+		if !errors.Is(err, nats.ErrPermissionViolation) || !strings.Contains(err.Error(), decision) {
+			t.Fatalf("the worker's decision: %v, want a permissions violation on %s", err, decision)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the worker's decision was not refused")
+	}
+
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Errorf("dev: exit %d\n%s", code, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("dev did not stop")
+	}
+	for _, out := range []string{stdout.String(), stderr.String(), r.stdout, r.stderr} {
+		for _, pw := range passwords {
+			if strings.Contains(out, pw) {
+				t.Fatalf("a password in the output:\n%s", out)
+			}
+		}
+	}
+	if s := strings.ToLower(stderr.String()); strings.Contains(s, "permissions violation") {
+		t.Errorf("dev's own parts were refused a permission:\n%s", stderr.String())
+	}
+}
+
+func readEnvVars(t *testing.T, path string) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(k, "#") {
+			out[k] = v
+		}
+	}
+	return out
+}
