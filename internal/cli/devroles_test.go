@@ -129,3 +129,16 @@ func readEnvVars(t *testing.T, path string) map[string]string {
 	}
 	return out
 }
+
+// TestDemoRoles: 'weft demo -roles' runs its graph to completion with each
+// part as its role, and no part is refused a permission.
+func TestDemoRoles(t *testing.T) {
+	r := weft(t, "demo", "-roles", "-v", helloFile, "-data", t.TempDir())
+	if r.code != 0 {
+		t.Fatalf("demo -roles: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	wantContains(t, "demo -roles", r.stdout, "run.completed", `"greeting": "Hello, Ada!"`)
+	if strings.Contains(strings.ToLower(r.stderr), "permissions violation") {
+		t.Errorf("a part was refused a permission:\n%s", r.stderr)
+	}
+}

@@ -58,6 +58,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
+	// The connection flags' environment (WEFT_NATS_USER, WEFT_NATS_PASSWORD:
+	// the worker role's credentials), as nodeworker takes it.
+	if err := natsconn.ApplyEnv(fs); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
