@@ -259,14 +259,14 @@ func Start(ctx context.Context, opts ...Option) (_ *Engine, err error) {
 	base := context.WithoutCancel(ctx)
 	var consumers []string
 	if !cfg.noCoordinator {
-		names, err := e.startCoordinator(base)
+		names, err := e.startCoordinator(ctx, base)
 		if err != nil {
 			return nil, err
 		}
 		consumers = append(consumers, names...)
 	}
 	if !cfg.noWorker {
-		names, err := e.startWorker(base)
+		names, err := e.startWorker(ctx, base)
 		if err != nil {
 			return nil, err
 		}
@@ -416,7 +416,9 @@ func (e *Engine) provision(ctx context.Context) error {
 	return nil
 }
 
-func (e *Engine) startCoordinator(base context.Context) ([]string, error) {
+// startCoordinator starts the coordinator; under the roles it connects
+// within ctx, and runs on base.
+func (e *Engine) startCoordinator(ctx, base context.Context) ([]string, error) {
 	opts := []coordinator.Option{coordinator.WithLogger(e.cfg.logger), coordinator.WithConditions(e.cfg.conditions)}
 	if e.cfg.partitions > 0 {
 		opts = append(opts, coordinator.WithPartitions(e.cfg.partitions))
@@ -424,14 +426,14 @@ func (e *Engine) startCoordinator(base context.Context) ([]string, error) {
 	st := e.store
 	if e.cfg.roles {
 		var err error
-		if st, err = e.openStore(base, natsconn.RoleCoordinator, ""); err != nil {
+		if st, err = e.openStore(ctx, natsconn.RoleCoordinator, ""); err != nil {
 			return nil, err
 		}
 	}
-	ctx, stop := context.WithCancel(base)
+	run, stop := context.WithCancel(base)
 	e.stopCoordinator = stop
 	e.coordinator.Go(func() {
-		if err := coordinator.New(st, opts...).Run(ctx); err != nil && ctx.Err() == nil {
+		if err := coordinator.New(st, opts...).Run(run); err != nil && run.Err() == nil {
 			e.setErr(fmt.Errorf("coordinator: %w", err))
 			e.cfg.logger.Error("coordinator stopped", "error", err)
 		}
@@ -441,8 +443,10 @@ func (e *Engine) startCoordinator(base context.Context) ([]string, error) {
 	return []string{coordinator.ConsumerName("coordinator", 0)}, nil
 }
 
-func (e *Engine) startWorker(base context.Context) ([]string, error) {
-	ctx, stop := context.WithCancel(base)
+// startWorker starts the workers; under the roles they connect within
+// ctx, and run on base.
+func (e *Engine) startWorker(ctx, base context.Context) ([]string, error) {
+	run, stop := context.WithCancel(base)
 	e.stopWorker = stop
 	// Under the roles a worker user serves one queue: one worker each.
 	groups := [][]string{e.cfg.queues}
@@ -457,7 +461,7 @@ func (e *Engine) startWorker(base context.Context) ([]string, error) {
 		name := e.cfg.name
 		if e.cfg.roles {
 			var err error
-			if st, err = e.openStore(base, natsconn.RoleWorker, queues[0]); err != nil {
+			if st, err = e.openStore(ctx, natsconn.RoleWorker, queues[0]); err != nil {
 				return nil, err
 			}
 			if name != "" && len(groups) > 1 {
@@ -469,7 +473,7 @@ func (e *Engine) startWorker(base context.Context) ([]string, error) {
 			return nil, err
 		}
 		e.worker.Go(func() {
-			if err := w.Run(ctx); err != nil && ctx.Err() == nil {
+			if err := w.Run(run); err != nil && run.Err() == nil {
 				e.setErr(fmt.Errorf("worker: %w", err))
 				e.cfg.logger.Error("worker stopped", "error", err)
 			}
