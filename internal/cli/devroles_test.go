@@ -142,3 +142,12 @@ func TestDemoRoles(t *testing.T) {
 		t.Errorf("a part was refused a permission:\n%s", r.stderr)
 	}
 }
+
+// TestRolesSetupLeaseTTL: a lease duration the coordinators refuse is a
+// usage error before anything connects.
+func TestRolesSetupLeaseTTL(t *testing.T) {
+	r := weft(t, "roles", "-setup", "-lease-ttl", "10ms", "-nats", "nats://127.0.0.1:1")
+	if r.code != 2 || !strings.Contains(r.stderr, "-lease-ttl: want at least 1s, got 10ms") {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+}
