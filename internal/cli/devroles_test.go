@@ -2,7 +2,6 @@ package cli_test
 
 import (
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -10,10 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/weft-dev/weft/internal/cli"
 	"github.com/weft-dev/weft/internal/natsconn"
+	"github.com/weft-dev/weft/internal/proctest"
 	"github.com/weft-dev/weft/pkg/worker"
 )
 
@@ -48,51 +46,43 @@ func TestDevRoles(t *testing.T) {
 	if clientEnv != filepath.Join(rolesDir, "weft-client.env") {
 		t.Errorf("client credentials printed at %s, want in %s", clientEnv, rolesDir)
 	}
-	var passwords []string
-	env := map[string]map[string]string{}
-	for _, u := range (natsconn.Deployment{Queues: []string{worker.DefaultQueue}}).Users() {
-		path := filepath.Join(rolesDir, u.Name+".env")
+	creds, err := natsconn.ReadCredentials(rolesDir, natsconn.Deployment{Queues: []string{worker.DefaultQueue}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	password := map[string]string{}
+	for _, c := range creds {
+		password[c.User.Name] = c.Password
+		path := filepath.Join(rolesDir, c.User.Name+".env")
 		info, err := os.Stat(path)
-		if err != nil || info.Mode().Perm() != 0o600 {
-			t.Fatalf("%s: %v, %v; want mode 0600", path, info, err)
+		if err != nil {
+			t.Fatal(err)
 		}
-		env[u.Name] = readEnvVars(t, path)
-		passwords = append(passwords, env[u.Name]["WEFT_NATS_PASSWORD"])
+		if info.Mode().Perm() != 0o600 {
+			t.Errorf("%s: mode %v, want 0600", path, info.Mode())
+		}
 	}
 
 	// As the printed line says: the client's file in the environment.
 	if r := weft(t, "run", helloFile, "-nats", url, "-input", `{"name":"Roles"}`, "-wait"); r.code == 0 {
 		t.Fatalf("a run without credentials was let through: %s", r.stdout)
 	}
-	for k, v := range readEnvVars(t, clientEnv) {
-		t.Setenv(k, v)
+	b, err := os.ReadFile(clientEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(k, "#") {
+			t.Setenv(k, v)
+		}
 	}
 	r := weft(t, "run", helloFile, "-nats", url, "-input", `{"name":"Roles"}`, "-wait")
 	if r.code != 0 || !strings.Contains(r.stdout, "Hello, Roles!") {
 		t.Fatalf("run as the client against dev -roles: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 
-	w := env[natsconn.UserName(natsconn.RoleWorker, worker.DefaultQueue)]
-	refused := make(chan error, 16)
-	nc, err := nats.Connect(url, nats.UserInfo(w["WEFT_NATS_USER"], w["WEFT_NATS_PASSWORD"]),
-		nats.CustomInboxPrefix(natsconn.InboxPrefixFor(w["WEFT_NATS_USER"])),
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { refused <- err }))
-	if err != nil {
-		t.Fatalf("connecting as the worker: %v", err)
-	}
-	defer nc.Close()
-	const decision = "weft.r.00.forged.d.completed"
-	if err := nc.Publish(decision, []byte("{}")); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-refused:
-		if !errors.Is(err, nats.ErrPermissionViolation) || !strings.Contains(err.Error(), decision) {
-			t.Fatalf("the worker's decision: %v, want a permissions violation on %s", err, decision)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the worker's decision was not refused")
-	}
+	wuser := natsconn.UserName(natsconn.RoleWorker, worker.DefaultQueue)
+	proctest.RefusedPublish(t, url, natsconn.Config{User: wuser, Password: password[wuser]}, "weft.r.00.forged.d.completed")
 
 	cancel()
 	select {
@@ -104,7 +94,7 @@ func TestDevRoles(t *testing.T) {
 		t.Fatal("dev did not stop")
 	}
 	for _, out := range []string{stdout.String(), stderr.String(), r.stdout, r.stderr} {
-		for _, pw := range passwords {
+		for _, pw := range password {
 			if strings.Contains(out, pw) {
 				t.Fatalf("a password in the output:\n%s", out)
 			}
@@ -113,21 +103,6 @@ func TestDevRoles(t *testing.T) {
 	if s := strings.ToLower(stderr.String()); strings.Contains(s, "permissions violation") {
 		t.Errorf("dev's own parts were refused a permission:\n%s", stderr.String())
 	}
-}
-
-func readEnvVars(t *testing.T, path string) map[string]string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]string{}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if k, v, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(k, "#") {
-			out[k] = v
-		}
-	}
-	return out
 }
 
 // TestDemoRoles: 'weft demo -roles' runs its graph to completion with each

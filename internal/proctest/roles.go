@@ -5,11 +5,14 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/nats-io/nats.go"
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/weft-dev/weft/internal/natsconn"
@@ -120,5 +123,29 @@ func CheckNoViolations(t testing.TB, paths ...string) {
 				}
 			}
 		}
+	}
+}
+
+// RefusedPublish connects to url as cfg's user, publishes on subject, and
+// fails the test unless the server refuses it with a permissions
+// violation that names the subject.
+func RefusedPublish(t testing.TB, url string, cfg natsconn.Config, subject string) {
+	t.Helper()
+	refused := make(chan error, 16)
+	nc, err := cfg.Connect(url, nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { refused <- err }))
+	if err != nil {
+		t.Fatalf("connecting as %s: %v", cfg.User, err)
+	}
+	defer nc.Close()
+	if err := nc.Publish(subject, []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-refused:
+		if !errors.Is(err, nats.ErrPermissionViolation) || !strings.Contains(err.Error(), subject) {
+			t.Fatalf("%s publishing on %s: %v, want a permissions violation", cfg.User, subject, err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: a publish on %s was not refused", cfg.User, subject)
 	}
 }

@@ -1,17 +1,16 @@
 package weft_test
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/weft-dev/weft/internal/natsconn"
+	"github.com/weft-dev/weft/internal/proctest"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/projection"
 	"github.com/weft-dev/weft/pkg/weft"
@@ -69,61 +68,42 @@ edges:
 		t.Fatalf("env files %v, want 6", files)
 	}
 	for _, f := range files {
-		if info, err := os.Stat(f); err != nil || info.Mode().Perm() != 0o600 {
-			t.Errorf("%s: %v %v, want mode 0600", f, info.Mode(), err)
+		info, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Mode().Perm() != 0o600 {
+			t.Errorf("%s: mode %v, want 0600", f, info.Mode())
 		}
 	}
-	wenv := readEnvFile(t, filepath.Join(rolesDir, "weft-worker-default.env"))
-
+	creds, err := natsconn.ReadCredentials(rolesDir, natsconn.Deployment{Queues: []string{worker.DefaultQueue, "gpu"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	password := map[string]string{}
+	for _, c := range creds {
+		password[c.User.Name] = c.Password
+	}
 	if nc, err := nats.Connect(eng.URL()); err == nil {
 		nc.Close()
 		t.Error("a connection without credentials was admitted")
 	}
-	refused := make(chan error, 16)
-	nc, err := nats.Connect(eng.URL(), nats.UserInfo(wenv["WEFT_NATS_USER"], wenv["WEFT_NATS_PASSWORD"]),
-		nats.CustomInboxPrefix("_INBOX_"+wenv["WEFT_NATS_USER"]),
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { refused <- err }))
-	if err != nil {
-		t.Fatalf("connecting as the worker: %v", err)
-	}
-	defer nc.Close()
-	const decision = "weft.r.00.forged.d.completed"
-	if err := nc.Publish(decision, []byte("{}")); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-refused:
-		if !errors.Is(err, nats.ErrPermissionViolation) || !strings.Contains(err.Error(), decision) {
-			t.Fatalf("the worker's decision: %v, want a permissions violation on %s", err, decision)
-		}
-	case <-ctx.Done():
-		t.Fatal("the worker's decision was not refused")
-	}
+	wuser := natsconn.UserName(natsconn.RoleWorker, worker.DefaultQueue)
+	proctest.RefusedPublish(t, eng.URL(), natsconn.Config{User: wuser, Password: password[wuser]}, "weft.r.00.forged.d.completed")
 
 	// Started again with the same directory, the engine keeps the
 	// credentials.
 	eng.Stop()
 	eng = start()
 	defer eng.Stop()
-	if again := readEnvFile(t, filepath.Join(rolesDir, "weft-worker-default.env")); again["WEFT_NATS_PASSWORD"] != wenv["WEFT_NATS_PASSWORD"] {
-		t.Error("a restart changed the worker's password")
-	}
-	run(eng)
-}
-
-func readEnvFile(t *testing.T, path string) map[string]string {
-	t.Helper()
-	f, err := os.Open(path)
+	again, err := natsconn.ReadCredentials(rolesDir, natsconn.Deployment{Queues: []string{worker.DefaultQueue, "gpu"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	out := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if k, v, ok := strings.Cut(sc.Text(), "="); ok && !strings.HasPrefix(k, "#") {
-			out[k] = v
+	for _, c := range again {
+		if c.Password != password[c.User.Name] {
+			t.Errorf("a restart changed the password of %s", c.User.Name)
 		}
 	}
-	return out
+	run(eng)
 }
