@@ -78,10 +78,12 @@ func runRetention(ctx context.Context, e *env) ([]Result, error) {
 		return nil, err
 	}
 	emptyRSS := srv.settledRSS(ctx, 0, 30*time.Second)
-	emptyHeap, err := srv.heap(ctx)
+	emptyMem, err := srv.mem(ctx)
 	if err != nil {
 		return nil, err
 	}
+	emptyHeap := emptyMem.HeapAlloc
+	e.logf("empty server: RSS %.1f MiB; %s", mib(emptyRSS), emptyMem)
 	g, err := graph.New("orders").Node("work", "noop").Edge(graph.Start, "work").Edge("work", graph.End).Build()
 	if err != nil {
 		return nil, err
@@ -99,10 +101,12 @@ func runRetention(ctx context.Context, e *env) ([]Result, error) {
 		return nil, err
 	}
 	loadedRSS := srv.settledRSS(ctx, 0, 30*time.Second)
-	loadedHeap, err := srv.heap(ctx)
+	loadedMem, err := srv.mem(ctx)
 	if err != nil {
 		return nil, err
 	}
+	loadedHeap := loadedMem.HeapAlloc
+	e.logf("with %d runs: RSS %.1f MiB; %s", n, mib(loadedRSS), loadedMem)
 
 	// weft list -status failed: a page of the newest 50.
 	var lat []time.Duration
@@ -147,10 +151,12 @@ func runRetention(ctx context.Context, e *env) ([]Result, error) {
 	t0 = time.Now()
 	afterRSS := srv.settledRSS(ctx, emptyRSS, settle)
 	settled := time.Since(t0)
-	afterHeap, err := srv.heap(ctx)
+	afterMem, err := srv.mem(ctx)
 	if err != nil {
 		return nil, err
 	}
+	afterHeap := afterMem.HeapAlloc
+	e.logf("after removal: RSS %.1f MiB after %s; %s; RSS now %.1f MiB", mib(afterRSS), settled.Round(time.Second), afterMem, mib(vmRSS(srv.cmd.Process.Pid)))
 	dirRestore, err := restoreRate(ctx, store, dirArch, dirIDs)
 	if err != nil {
 		return nil, err
@@ -334,29 +340,58 @@ type serverProc struct {
 	prof string // its profiling endpoint (--profile)
 }
 
-// heap returns the server's live heap after a GC (HeapAlloc of its
-// /debug/pprof/heap?gc=1&debug=1), so that memory the Go runtime keeps
-// idle, not yet returned to the OS, is not counted.
-func (s *serverProc) heap(ctx context.Context) (uint64, error) {
+// memStats are the server's runtime.MemStats as its heap profile prints
+// them (/debug/pprof/heap?gc=1&debug=1, after a GC): HeapAlloc is its live
+// heap; HeapIdle − HeapReleased is heap the runtime holds but does not
+// use (counted in RSS until the scavenger returns it to the OS).
+type memStats struct {
+	HeapAlloc, HeapInuse, HeapIdle, HeapReleased, HeapSys, StackSys, Sys uint64
+	NextGC, NumGC                                                        uint64
+}
+
+// String is a log line of the figures that make up RSS.
+func (m memStats) String() string {
+	return fmt.Sprintf("heap alloc %.1f MiB, in use %.1f, idle %.1f (released %.1f), stacks %.1f, sys %.1f MiB; next GC at %.1f MiB; %d GCs",
+		mib(m.HeapAlloc), mib(m.HeapInuse), mib(m.HeapIdle), mib(m.HeapReleased), mib(m.StackSys), mib(m.Sys), mib(m.NextGC), m.NumGC)
+}
+
+// mem returns the server's MemStats after a GC.
+func (s *serverProc) mem(ctx context.Context) (memStats, error) {
+	var m memStats
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.prof+"/debug/pprof/heap?gc=1&debug=1", nil)
 	if err != nil {
-		return 0, err
+		return m, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("reading the server's heap: %w", err)
+		return m, fmt.Errorf("reading the server's heap: %w", err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return 0, err
+		return m, err
 	}
+	fields := map[string]*uint64{
+		"HeapAlloc": &m.HeapAlloc, "HeapInuse": &m.HeapInuse, "HeapIdle": &m.HeapIdle, "HeapReleased": &m.HeapReleased,
+		"HeapSys": &m.HeapSys, "Stack": &m.StackSys, "NextGC": &m.NextGC, "Sys": &m.Sys, "NumGC": &m.NumGC,
+	}
+	seen := 0
 	for line := range strings.SplitSeq(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "# HeapAlloc = "); ok {
-			return strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+		k, v, ok := strings.Cut(strings.TrimPrefix(line, "# "), " = ")
+		if _, sys, ok := strings.Cut(v, " / "); ok { // Stack = inuse / sys
+			v = sys
+		}
+		if p, want := fields[k]; ok && want {
+			if *p, err = strconv.ParseUint(strings.TrimSpace(v), 10, 64); err != nil {
+				return m, fmt.Errorf("the server's heap profile: %s: %w", k, err)
+			}
+			seen++
 		}
 	}
-	return 0, fmt.Errorf("the server's heap profile has no HeapAlloc")
+	if seen < len(fields) {
+		return m, fmt.Errorf("the server's heap profile lacks MemStats (%d of %d fields)", seen, len(fields))
+	}
+	return m, nil
 }
 
 // startServerProcess builds nats-server from the module Weft embeds and
@@ -383,7 +418,7 @@ func (e *env) startServerProcess(ctx context.Context) (*serverProc, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := e.spawn(bin, "-js", "-sd", dir, "-a", "127.0.0.1", "-p", strconv.Itoa(port), "-l", filepath.Join(dir, "server.log"),
+	p, err := e.spawnEnv(strings.Fields(os.Getenv("WEFTBENCH_SERVER_ENV")), bin, "-js", "-sd", dir, "-a", "127.0.0.1", "-p", strconv.Itoa(port), "-l", filepath.Join(dir, "server.log"),
 		"--profile", strconv.Itoa(profPort))
 	if err != nil {
 		return nil, err
@@ -427,6 +462,9 @@ func (s *serverProc) settledRSS(ctx context.Context, goal uint64, max time.Durat
 	pid := s.cmd.Process.Pid
 	last, same := vmRSS(pid), 0
 	for deadline := time.Now().Add(max); time.Now().Before(deadline) && ctx.Err() == nil; {
+		if os.Getenv("WEFTBENCH_RSS_TRACE") != "" {
+			fmt.Fprintf(os.Stderr, "rss %.1f MiB\n", mib(last))
+		}
 		if goal > 0 && float64(last) <= 1.2*float64(goal) {
 			return last
 		}

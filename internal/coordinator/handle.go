@@ -33,6 +33,12 @@ func (c *Coordinator) handle(ctx context.Context, msg jetstream.Msg, redelivered
 		return
 	}
 	c.n.processed.Add(1)
+	if msg.Headers().Get(events.HdrRestored) != "" {
+		// Put back from an archive (runs.Restore): history, decided
+		// long ago, and the run ended; nothing to decide.
+		_ = msg.Ack()
+		return
+	}
 	if c.holdLocal(msg) {
 		return // acknowledged once its local node's outcome is in
 	}

@@ -1,0 +1,180 @@
+package runs_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/weft-dev/weft/pkg/events"
+	"github.com/weft-dev/weft/pkg/projection"
+	"github.com/weft-dev/weft/pkg/runs"
+)
+
+// foldWithoutSeq is a run's fold as JSON with its LastSeq, the one stream
+// position a fold keeps, cleared: a restore gives the run new sequences.
+func foldWithoutSeq(evs []*events.Event) string {
+	s := projection.Fold(evs)
+	s.LastSeq = 0
+	return string(s.Marshal())
+}
+
+// TestRestoreFoldsAsBefore: a removed run restored from its archive is
+// live again, on its own subjects, and folds to the state it had before
+// the archive (but for LastSeq); the engine's coordinator and worker pass
+// its messages over (nothing is appended, no node runs again); its
+// read-model entry is back, kept for its retention from the restore; a
+// second restore, and a restore of a run that was never removed, are
+// refused; a restore cut short is completed by the next.
+func TestRestoreFoldsAsBefore(t *testing.T) {
+	ctx := timeout(t)
+	f := newFixture(t, ctx)
+	targets := []string{f.orders[0], f.broken[0]}
+	before := map[string]string{}
+	counts := map[string]int{}
+	for _, r := range targets {
+		evs, err := f.store.Read(ctx, r, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before[r], counts[r] = foldWithoutSeq(evs), len(evs)
+	}
+	arch, err := runs.OpenDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range targets {
+		if _, err := runs.Remove(ctx, f.store, r, arch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := runs.Restore(ctx, f.store, arch, f.orders[1], defaultRetention); !errors.Is(err, runs.ErrLive) {
+		t.Errorf("restoring a live run that was never archived: %v, want ErrLive", err)
+	}
+	for _, r := range targets {
+		res, err := runs.Restore(ctx, f.store, arch, r, defaultRetention)
+		if err != nil {
+			t.Fatalf("restoring %s: %v", r, err)
+		}
+		if res.Events != counts[r] || res.Status != f.status[r] {
+			t.Errorf("restore of %s = %+v, want %d events, status %s", r, res, counts[r], f.status[r])
+		}
+		if _, err := runs.Restore(ctx, f.store, arch, r, defaultRetention); !errors.Is(err, runs.ErrLive) {
+			t.Errorf("restoring %s again: %v, want ErrLive", r, err)
+		}
+		sum, err := f.c.Summary(ctx, r)
+		if err != nil || sum.Status != f.status[r] {
+			t.Fatalf("read-model entry of restored run %s: %+v, %v", r, sum, err)
+		}
+		// orders keep their runs 1h, broken ones the default: from now.
+		if keep := time.Until(sum.ExpiresAt); keep < 50*time.Minute {
+			t.Errorf("restored run %s expires in %s, want its retention from the restore", r, keep)
+		}
+	}
+	// The engine has seen every restored message and acted on none.
+	waitConsumersIdle(t, ctx, f.store)
+	for _, r := range targets {
+		evs, err := f.store.Read(ctx, r, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) != counts[r] {
+			t.Errorf("restored run %s has %d events, want %d: the engine acted on it", r, len(evs), counts[r])
+		}
+		if got := foldWithoutSeq(evs); got != before[r] {
+			t.Errorf("fold of restored run %s differs from its fold before the archive:\n got %s\nwant %s", r, got, before[r])
+		}
+		for _, e := range evs {
+			if e.Restored.IsZero() || !e.Stored.Before(e.Restored) {
+				t.Errorf("event %s of %s: stored %s, restored %s; want the original stamp kept", e.ID, r, e.Stored, e.Restored)
+			}
+		}
+	}
+
+	// A restore cut short: the last two messages did not land.
+	r := f.orders[0]
+	if _, err := runs.Remove(ctx, f.store, r, arch); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runs.Restore(ctx, f.store, arch, r, defaultRetention); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := f.store.Read(ctx, r, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := f.store.JetStream().Stream(ctx, f.store.StreamName())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs[len(evs)-2:] {
+		if err := st.DeleteMsg(ctx, e.Seq); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := runs.Restore(ctx, f.store, arch, r, defaultRetention); err != nil {
+		t.Fatalf("completing a restore cut short: %v", err)
+	}
+	evs, err = f.store.Read(ctx, r, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := foldWithoutSeq(evs); len(evs) != counts[r] || got != before[r] {
+		t.Errorf("completed restore of %s: %d events, want %d; fold\n got %s\nwant %s", r, len(evs), counts[r], got, before[r])
+	}
+
+	// Bad input: no such run, not a run id, no archive.
+	if _, err := runs.Restore(ctx, f.store, arch, "nosuchrun", defaultRetention); !errors.Is(err, runs.ErrNotArchived) {
+		t.Errorf("restoring an unknown run: %v, want ErrNotArchived", err)
+	}
+	for _, bad := range []string{"a.b", "", "run>"} {
+		if _, err := runs.Restore(ctx, f.store, arch, bad, defaultRetention); err == nil {
+			t.Errorf("restoring run %q: no error", bad)
+		}
+	}
+	if _, err := runs.Restore(ctx, f.store, nil, f.broken[1], defaultRetention); err == nil {
+		t.Error("restoring with no archive: no error")
+	}
+	if _, err := runs.Restore(ctx, f.store, arch, f.broken[1], -time.Hour); err == nil {
+		t.Error("restoring with a negative retention: no error")
+	}
+}
+
+// waitConsumersIdle waits until every consumer of the events stream has
+// had every message delivered and acknowledged.
+func waitConsumersIdle(t *testing.T, ctx context.Context, store events.Store) {
+	t.Helper()
+	st, err := store.JetStream().Stream(ctx, store.StreamName())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		var busy []string
+		names := st.ConsumerNames(ctx)
+		for name := range names.Name() {
+			c, err := st.Consumer(ctx, name)
+			if errors.Is(err, jetstream.ErrConsumerNotFound) {
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info := c.CachedInfo(); info.NumPending > 0 || info.NumAckPending > 0 {
+				busy = append(busy, name)
+			}
+		}
+		if names.Err() != nil {
+			t.Fatal(names.Err())
+		}
+		if len(busy) == 0 {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("consumers %v still have messages to handle", slices.Sorted(slices.Values(busy)))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
