@@ -15,9 +15,12 @@ import (
 	"github.com/weft-dev/weft/pkg/projection"
 )
 
-// restoreBatch is the most messages one atomic batch of a restore holds
-// (the server's limit).
-const restoreBatch = 1000
+// A restore appends up to restoreChain messages one by one, more as atomic
+// batches of up to restoreBatch (the server's limit).
+const (
+	restoreChain = 8
+	restoreBatch = 1000
+)
 
 // Restored says what Restore did.
 type Restored struct {
@@ -43,13 +46,14 @@ type Restored struct {
 // server acts on (Nats-*: de-duplication ids, expected sequences, batch
 // markers) are not republished.
 //
-// The messages go in as atomic batches of up to 1000, the first checked
-// to find the run absent from the log: a run that is live is refused
-// (ErrLive), and two restores of one run do not both land. Consumers see
-// a batch whole or not at all, and the coordinators and workers pass
-// restored messages over (they are history, not work). A restore of a run
-// of more than 1000 messages cut short leaves a prefix of restored
-// messages, which Restore, called again, completes.
+// Each message is checked to follow the one before over the run's
+// subjects, the first to find the run absent from the log: a run that is
+// live is refused (ErrLive), nothing else can slip in between, and two
+// restores of one run do not both land. Up to 8 messages go one by one,
+// more as atomic batches of up to 1000. The coordinators and workers pass
+// restored messages over (they are history, not work). A restore cut
+// short leaves a prefix of restored messages, which Restore, called
+// again, completes.
 //
 // Before, it drops the run's snapshot (its sequences are the old ones);
 // after, it writes the run's read-model entry from the restored log, with
@@ -92,21 +96,11 @@ func restore(ctx context.Context, p *purger, archive Archive, run string, def ti
 			return nil, err
 		}
 	}
-	nc := store.JetStream().Conn()
-	for start := from; start < len(recs); start += restoreBatch {
-		chunk := recs[start:min(start+restoreBatch, len(recs))]
-		msgs := make([]*nats.Msg, len(chunk))
-		for i, r := range chunk {
-			msgs[i] = restoredMsg(r)
+	if last, err = republish(ctx, store.JetStream(), run, recs[from:], last); err != nil {
+		if errors.Is(err, events.ErrConflict) {
+			return nil, fmt.Errorf("restoring run %s: %w: someone wrote to it while it was being restored (%v)", run, ErrLive, err)
 		}
-		msgs[0].Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(last, 10))
-		msgs[0].Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, events.RunFilter(run))
-		if last, err = events.PublishAtomic(ctx, nc, msgs); err != nil {
-			if errors.Is(err, events.ErrConflict) {
-				return nil, fmt.Errorf("restoring run %s: %w: someone wrote to it while it was being restored (%v)", run, ErrLive, err)
-			}
-			return nil, fmt.Errorf("restoring run %s: %w", run, err)
-		}
+		return nil, fmt.Errorf("restoring run %s: %w", run, err)
 	}
 	evs, err := store.ReadThrough(ctx, run, 0, last)
 	if err != nil {
@@ -130,6 +124,46 @@ func restore(ctx context.Context, p *purger, archive Archive, run string, def ti
 		return nil, fmt.Errorf("restoring run %s: the log is back, its read-model entry is not ('weft admin reindex' writes it): %w", run, err)
 	}
 	return out, nil
+}
+
+// republish appends an archived run's messages after sequence last, each
+// checked to follow the one before over the run's subjects: up to
+// restoreChain of them one by one, more as atomic batches of up to
+// restoreBatch (an atomic batch costs the server a temporary store, more
+// than a few single appends). It returns the sequence of the last.
+func republish(ctx context.Context, js jetstream.JetStream, run string, recs []record, last uint64) (uint64, error) {
+	expect := func(m *nats.Msg, seq uint64) *nats.Msg {
+		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(seq, 10))
+		m.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, events.RunFilter(run))
+		return m
+	}
+	if len(recs) <= restoreChain {
+		for _, r := range recs {
+			ack, err := js.PublishMsg(ctx, expect(restoredMsg(r), last))
+			if err != nil {
+				var apiErr *jetstream.APIError
+				if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+					return 0, fmt.Errorf("%w: %v", events.ErrConflict, err)
+				}
+				return 0, err
+			}
+			last = ack.Sequence
+		}
+		return last, nil
+	}
+	for start := 0; start < len(recs); start += restoreBatch {
+		chunk := recs[start:min(start+restoreBatch, len(recs))]
+		msgs := make([]*nats.Msg, len(chunk))
+		for i, r := range chunk {
+			msgs[i] = restoredMsg(r)
+		}
+		expect(msgs[0], last)
+		var err error
+		if last, err = events.PublishAtomic(ctx, js.Conn(), msgs); err != nil {
+			return 0, err
+		}
+	}
+	return last, nil
 }
 
 // restoredPrefix looks at the run in the live log: absent, the restore

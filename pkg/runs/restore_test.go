@@ -9,10 +9,27 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
 	"github.com/weft-dev/weft/pkg/runs"
 )
+
+const chainYAML = `
+name: chain
+retention: 1h
+nodes:
+  - {id: a, type: echo}
+  - {id: b, type: echo}
+  - {id: c, type: echo}
+  - {id: d, type: echo}
+edges:
+  - {from: START, to: a}
+  - {from: a, to: b}
+  - {from: b, to: c}
+  - {from: c, to: d}
+  - {from: d, to: END}
+`
 
 // foldWithoutSeq is a run's fold as JSON with its LastSeq, the one stream
 // position a fold keeps, cleared: a restore gives the run new sequences.
@@ -32,7 +49,12 @@ func foldWithoutSeq(evs []*events.Event) string {
 func TestRestoreFoldsAsBefore(t *testing.T) {
 	ctx := timeout(t)
 	f := newFixture(t, ctx)
-	targets := []string{f.orders[0], f.broken[0]}
+	// A longer run, restored in an atomic batch rather than one by one.
+	long := startAll(t, ctx, f.c, mustGraph(t, chainYAML), []map[string]any{{"customer": "lee"}})[0]
+	natstest.WaitEnded(t, f.store, []string{long}, 30*time.Second)
+	f.status[long] = projection.RunCompleted
+	waitIndexed(t, ctx, f.store, map[string]projection.RunStatus{long: projection.RunCompleted})
+	targets := []string{f.orders[0], f.broken[0], long}
 	before := map[string]string{}
 	counts := map[string]int{}
 	for _, r := range targets {
@@ -41,6 +63,9 @@ func TestRestoreFoldsAsBefore(t *testing.T) {
 			t.Fatal(err)
 		}
 		before[r], counts[r] = foldWithoutSeq(evs), len(evs)
+	}
+	if counts[long] <= 8 {
+		t.Fatalf("the long run has %d events, want more than 8", counts[long])
 	}
 	arch, err := runs.OpenDir(t.TempDir())
 	if err != nil {
