@@ -82,7 +82,7 @@ func runRetention(ctx context.Context, e *env) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.logf("empty server: RSS %.1f MiB; %s", mib(emptyRSS), emptyMem)
+	e.logf("empty server: RSS %.1f MiB (%s); %s", mib(emptyRSS), rssParts(srv.cmd.Process.Pid), emptyMem)
 	g, err := graph.New("orders").Node("work", "noop").Edge(graph.Start, "work").Edge("work", graph.End).Build()
 	if err != nil {
 		return nil, err
@@ -104,7 +104,7 @@ func runRetention(ctx context.Context, e *env) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.logf("with %d runs: RSS %.1f MiB; %s", n, mib(loadedRSS), loadedMem)
+	e.logf("with %d runs: RSS %.1f MiB (%s); %s", n, mib(loadedRSS), rssParts(srv.cmd.Process.Pid), loadedMem)
 
 	// weft list -status failed: a page of the newest 50.
 	var lat []time.Duration
@@ -156,7 +156,12 @@ func runRetention(ctx context.Context, e *env) ([]Result, error) {
 		wait = 150 * time.Second
 	}
 	after := srv.returnedRSS(ctx, e, emptyRSS, wait)
-	e.logf("after removal: RSS %.1f MiB after %d GCs in %s; %s", mib(after.rss), after.gcs, after.took.Round(time.Second), after.mem)
+	e.logf("after removal: RSS %.1f MiB after %d GCs in %s (now %s); %s", mib(after.rss), after.gcs, after.took.Round(time.Second), rssParts(srv.cmd.Process.Pid), after.mem)
+	if e.cfg.MemProfile != "" {
+		if err := srv.saveHeap(ctx, filepath.Join(e.cfg.MemProfile, "retention-server-after.mem.pprof")); err != nil {
+			e.logf("saving the server's heap profile: %v", err)
+		}
+	}
 
 	dirRestore, dirRead, err := restoreRates(ctx, e, store, dirArch, dirIDs)
 	if err != nil {
@@ -255,6 +260,24 @@ func (s *serverProc) returnedRSS(ctx context.Context, e *env, goal uint64, max t
 	}
 	out.took = time.Since(t0)
 	return out
+}
+
+// saveHeap writes the server's heap profile (pprof format) to path.
+func (s *serverProc) saveHeap(ctx context.Context, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.prof+"/debug/pprof/heap?gc=1", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
 }
 
 // watchPeak records the server's highest VmRSS in *peak, read every 100
@@ -420,6 +443,23 @@ func endedRun(run string, g *graph.Graph, at time.Time, failed bool) ([]*events.
 	}
 	end.Decision = true
 	return []*events.Event{started, ready, invoking, end}, nil
+}
+
+// rssParts reads the RssAnon and RssFile lines of a process's status:
+// memory of its own (heap, stacks, runtime metadata) and pages of files
+// it mapped (its binary's code and data, as far as it ran them).
+func rssParts(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return ""
+	}
+	var parts []string
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && (k == "RssAnon" || k == "RssFile") {
+			parts = append(parts, k+" "+strings.Join(strings.Fields(v), " "))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 func subjectCount(ctx context.Context, js jetstream.JetStream, stream string) (uint64, error) {

@@ -48,4 +48,43 @@
 // default, a JetStream Object Store bucket) and Dir implement it, and an
 // S3-compatible store is one more implementation. Read reads a run from
 // the live log, or from the archive when the log has no such run.
+//
+// # Restore
+//
+// Restore puts an archived run back into the events stream, live again
+// ('weft admin restore RUN...'): its messages republished in log order on
+// their own subjects, with their headers and bodies (CloudEvents ids,
+// times, trace context), without the headers the server acts on (Nats-*:
+// de-duplication ids, expected sequences, batch markers), each marked
+// with the header Weft-Restored (events.HdrRestored) carrying its
+// original stored time. A run's events get new stream sequences, but a
+// fold keeps only their order, and reads the original stored times from
+// the header (events.DecodeStored: a header may only make an event older
+// than the stream says, never newer), so the restored run folds to the
+// state it had before the archive, but for LastSeq. Each message is
+// checked to follow the one before over the run's subjects, the first to
+// find the run absent: a run in the log is refused (ErrLive), and nothing
+// slips in between. The run's snapshot, whose sequences are the old ones,
+// is dropped first; its read-model entry is written last, kept for its
+// retention counted from the restore (Reindex counts the same way). The
+// coordinators and the workers pass restored messages over: they are
+// history, not news, so no decision is taken again and no node runs
+// again. A restore cut short (more than 8 messages go as atomic batches
+// of up to 1000; fewer one by one) leaves a prefix of the run, which
+// Restore called again completes.
+//
+// # Memory of the server
+//
+// What a run costs nats-server in memory is its subjects' state (about
+// 460 bytes of heap per subject: the stream's subject index and per-block
+// per-subject state) and, for the stream's de-duplication window (2
+// minutes), its events' ids. Retention purges a run's subjects from the
+// events stream, the timers stream, the snapshots and the read model, so
+// that heap is freed: the server's live heap after a GC goes back to
+// within a small share of the empty server's (bench: 'retention: share of
+// the runs' heap kept'). Its RSS follows more slowly: the Go runtime
+// returns freed heap to the OS only after it stayed free through a GC
+// cycle, and an idle server collects garbage once every two minutes; a
+// purge also loads the message block it purges from, so RSS peaks during
+// a sweep. See bench/README.md for the measured figures and what to set.
 package runs
