@@ -3,7 +3,10 @@ package runs_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -97,6 +100,16 @@ func TestRestoreFoldsAsBefore(t *testing.T) {
 		// orders keep their runs 1h, broken ones the default: from now.
 		if keep := time.Until(sum.ExpiresAt); keep < 50*time.Minute {
 			t.Errorf("restored run %s expires in %s, want its retention from the restore", r, keep)
+		}
+	}
+	// Rebuilt from the log, the entries count the retention from the
+	// restore too.
+	if _, err := runs.Reindex(ctx, f.store, defaultRetention, quiet(t)); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range targets {
+		if sum, err := f.c.Summary(ctx, r); err != nil || time.Until(sum.ExpiresAt) < 50*time.Minute {
+			t.Errorf("reindexed entry of restored run %s: %+v, %v; want it kept from the restore", r, sum, err)
 		}
 	}
 	// The engine has seen every restored message and acted on none.
@@ -201,5 +214,66 @@ func waitConsumersIdle(t *testing.T, ctx context.Context, store events.Store) {
 			t.Fatalf("consumers %v still have messages to handle", slices.Sorted(slices.Values(busy)))
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestArchiveSettingsRefused: retention and archive settings that cannot
+// be honoured get an error that names them, and change nothing.
+func TestArchiveSettingsRefused(t *testing.T) {
+	ctx := timeout(t)
+	_, store := natstest.Store(t)
+	js := store.JetStream()
+	dir := t.TempDir()
+	arch, err := runs.OpenDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "plain")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, setting string
+		wants         []string
+	}{
+		{"missing bucket", "nosuchbucket", []string{"nosuchbucket", "does not exist"}},
+		{"missing bucket, obj:", "obj:nosuchbucket", []string{"nosuchbucket", "does not exist"}},
+		{"bad bucket name", "obj:bad.name", []string{"bad.name", "not a valid bucket name"}},
+		{"missing directory", "dir:/nonexistent/weft", []string{"dir:/nonexistent/weft"}},
+		{"not a directory", "dir:" + file, []string{file, "not a directory"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := runs.ParseArchive(ctx, js, store.StreamName(), tc.setting, false)
+			if err == nil {
+				t.Fatalf("ParseArchive(%q): no error", tc.setting)
+			}
+			for _, w := range tc.wants {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("ParseArchive(%q) = %v, want it to name %q", tc.setting, err, w)
+				}
+			}
+		})
+	}
+	if _, err := js.ObjectStore(ctx, "nosuchbucket"); !errors.Is(err, jetstream.ErrBucketNotFound) {
+		t.Errorf("a refused archive setting created its bucket: %v", err)
+	}
+	if _, err := runs.Reindex(ctx, store, -time.Hour, quiet(t)); err == nil || !strings.Contains(err.Error(), "retention") {
+		t.Errorf("Reindex with a negative retention: %v, want an error naming the retention", err)
+	}
+	if _, err := runs.Sweep(ctx, store, arch, time.Now(), 0, quiet(t)); !errors.Is(err, runs.ErrNoReadModel) {
+		t.Errorf("Sweep with no read model: %v, want ErrNoReadModel", err)
+	}
+	// A run that does not exist: nothing is archived, nothing purged.
+	if _, err := runs.Remove(ctx, store, "nosuchrun", arch); !errors.Is(err, events.ErrRunNotFound) {
+		t.Errorf("removing an unknown run: %v, want ErrRunNotFound", err)
+	}
+	if _, err := runs.Remove(ctx, store, "a.b", arch); err == nil {
+		t.Error("removing run a.b: no error")
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Errorf("the archive holds %d files after refused removals, want only the plain file", len(ents))
+	}
+	if _, err := arch.Get(ctx, "nosuchrun"); !errors.Is(err, runs.ErrNotArchived) {
+		t.Errorf("Get of an unknown run: %v, want ErrNotArchived", err)
 	}
 }
