@@ -87,6 +87,16 @@ func restore(ctx context.Context, p *purger, archive Archive, run string, def ti
 	if err != nil {
 		return nil, fmt.Errorf("restoring run %s: %w", run, err)
 	}
+	// The engine passes restored messages over, so a run that had not
+	// ended would never go on: only ended runs are archived, and only
+	// they come back.
+	archived := make([]*events.Event, len(recs))
+	for i, r := range recs {
+		archived[i] = events.DecodeStored(r.Subject, r.Header, r.Data, r.Seq, r.Stored)
+	}
+	if st := projection.Fold(archived).Status; !st.Ended() {
+		return nil, fmt.Errorf("restoring run %s: %w in %s (status %s): the engine does not take up restored runs", run, ErrNotEnded, archive, cmpStatus(st))
+	}
 	from, last, err := restoredPrefix(ctx, store, run, recs)
 	if err != nil {
 		return nil, err
@@ -142,7 +152,7 @@ func republish(ctx context.Context, js jetstream.JetStream, run string, recs []r
 			ack, err := js.PublishMsg(ctx, expect(restoredMsg(r), last))
 			if err != nil {
 				var apiErr *jetstream.APIError
-				if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+				if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
 					return 0, fmt.Errorf("%w: %v", events.ErrConflict, err)
 				}
 				return 0, err

@@ -164,6 +164,19 @@ func TestRestoreFoldsAsBefore(t *testing.T) {
 		t.Errorf("completed restore of %s: %d events, want %d; fold\n got %s\nwant %s", r, len(evs), counts[r], got, before[r])
 	}
 
+	// An archive of a run that had not ended does not come back: the
+	// engine would never take it up.
+	data, _, err := runs.Encode(ctx, f.store, f.waiting)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := arch.Put(ctx, f.waiting, data); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runs.Restore(ctx, f.store, arch, f.waiting, defaultRetention); !errors.Is(err, runs.ErrNotEnded) {
+		t.Errorf("restoring an archive of a running run: %v, want ErrNotEnded", err)
+	}
+
 	// Bad input: no such run, not a run id, no archive.
 	if _, err := runs.Restore(ctx, f.store, arch, "nosuchrun", defaultRetention); !errors.Is(err, runs.ErrNotArchived) {
 		t.Errorf("restoring an unknown run: %v, want ErrNotArchived", err)
