@@ -121,9 +121,6 @@ func restore(ctx context.Context, p *purger, archive Archive, run string, def ti
 	}
 	s := projection.Fold(evs)
 	out := &Restored{RunID: run, Events: len(recs), From: archive.String(), Status: s.Status}
-	if s.Status == projection.RunPending {
-		return out, nil // nothing to index: the archive held no start
-	}
 	m, err := Ensure(ctx, store.JetStream(), store.StreamName(), nil)
 	if err == nil {
 		sum := summarizeLog(s, evs, def)
