@@ -190,7 +190,7 @@ func runRetention(ctx context.Context, e *env) ([]Result, error) {
 	notes := fmt.Sprintf("%d ended runs (4 events on 4 subjects each, 1 in 10 failed, written straight to the stream with their read-model entries) in a nats-server process of its own, %s storage, its environment %s; empty server %.1f MiB",
 		n, e.cfg.Storage, serverEnvNote(), mib(emptyRSS))
 	sweepNotes := "runs.Sweep, 16 runs at a time: read the log, gzip it to the archive, purge the run's events, timers, snapshot and read-model entry by subject"
-	restoreNotes := "runs.Restore, 8 at a time: the archived run's messages republished in order as one atomic batch (original stored times in Weft-Restored), its snapshot dropped, its read-model entry written"
+	restoreNotes := "runs.Restore, 8 at a time: the archived run's messages republished in order, each checked to follow the one before (original stored times in Weft-Restored), its snapshot dropped, its read-model entry written"
 	readNotes := "runs.Read of a removed run (live log first, then the archive) and a fold, 8 at a time"
 	return []Result{
 		row(fmt.Sprintf("retention: server RSS with %d ended runs", n), mib(loadedRSS), "MiB", mib(emptyRSS), nil, notes),
