@@ -65,11 +65,13 @@
 // checked to follow the one before over the run's subjects, the first to
 // find the run absent: a run in the log is refused (ErrLive), and nothing
 // slips in between. The run's snapshot, whose sequences are the old ones,
-// is dropped first; its read-model entry is written last, kept for its
-// retention counted from the restore (Reindex counts the same way). The
-// coordinators and the workers pass restored messages over: they are
-// history, not news, so no decision is taken again and no node runs
-// again. A restore cut short (more than 8 messages go as atomic batches
+// is dropped first, and its read-model entry written before its messages,
+// marked restored (Summary.Restored) and kept for its retention counted
+// from the restore (Reindex counts the same way). The coordinators pass
+// restored messages over for a run so marked (a header is any writer's;
+// the read model is not), and the workers pass restored work items over
+// (only coordinators and the admin write work items): they are history,
+// not news, so no decision is taken again and no node runs again. A restore cut short (more than 8 messages go as atomic batches
 // of up to 1000; fewer one by one) leaves a prefix of the run, which
 // Restore called again completes.
 //

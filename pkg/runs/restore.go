@@ -55,10 +55,12 @@ type Restored struct {
 // short leaves a prefix of restored messages, which Restore, called
 // again, completes.
 //
-// Before, it drops the run's snapshot (its sequences are the old ones);
-// after, it writes the run's read-model entry from the restored log, with
-// def as the coordinators' default retention: the run is kept for its
-// retention counted from the restore. Restoring needs the admin's rights.
+// Before, it drops the run's snapshot (its sequences are the old ones)
+// and writes the run's read-model entry, marked restored (Summary.Restored:
+// the coordinators pass a message marked restored over only for a run so
+// marked, since the header is any writer's), with def as the
+// coordinators' default retention: the run is kept for its retention
+// counted from the restore. Restoring needs the admin's rights.
 func Restore(ctx context.Context, store events.Store, archive Archive, run string, def time.Duration) (*Restored, error) {
 	return restore(ctx, newPurger(store), archive, run, def)
 }
@@ -94,8 +96,9 @@ func restore(ctx context.Context, p *purger, archive Archive, run string, def ti
 	for i, r := range recs {
 		archived[i] = events.DecodeStored(r.Subject, r.Header, r.Data, r.Seq, r.Stored)
 	}
-	if st := projection.Fold(archived).Status; !st.Ended() {
-		return nil, fmt.Errorf("restoring run %s: %w in %s (status %s): the engine does not take up restored runs", run, ErrNotEnded, archive, cmpStatus(st))
+	folded := projection.Fold(archived)
+	if !folded.Status.Ended() {
+		return nil, fmt.Errorf("restoring run %s: %w in %s (status %s): the engine does not take up restored runs", run, ErrNotEnded, archive, cmpStatus(folded.Status))
 	}
 	from, last, err := restoredPrefix(ctx, store, run, recs)
 	if err != nil {
@@ -105,6 +108,16 @@ func restore(ctx context.Context, p *purger, archive Archive, run string, def ti
 		if err := p.purgeSnapshot(ctx, run); err != nil {
 			return nil, err
 		}
+	}
+	// The read-model entry goes first: marked restored, it is what lets
+	// the coordinators pass the run's restored messages over.
+	m, err := Ensure(ctx, store.JetStream(), store.StreamName(), nil)
+	if err != nil {
+		return nil, fmt.Errorf("restoring run %s: %w", run, err)
+	}
+	sum := restoredSummary(Summarize(folded, def), time.Now().UTC())
+	if err := m.Put(ctx, sum, true); err != nil {
+		return nil, fmt.Errorf("restoring run %s: %w", run, err)
 	}
 	if last, err = republish(ctx, store.JetStream(), run, recs[from:], last); err != nil {
 		if errors.Is(err, events.ErrConflict) {
@@ -119,18 +132,7 @@ func restore(ctx context.Context, p *purger, archive Archive, run string, def ti
 	if len(evs) != len(recs) {
 		return nil, fmt.Errorf("restoring run %s: the log holds %d of its %d messages", run, len(evs), len(recs))
 	}
-	s := projection.Fold(evs)
-	out := &Restored{RunID: run, Events: len(recs), From: archive.String(), Status: s.Status}
-	m, err := Ensure(ctx, store.JetStream(), store.StreamName(), nil)
-	if err == nil {
-		sum := summarizeLog(s, evs, def)
-		out.ExpiresAt = sum.ExpiresAt
-		err = m.Put(ctx, sum, true)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("restoring run %s: the log is back, its read-model entry is not ('weft admin reindex' writes it): %w", run, err)
-	}
-	return out, nil
+	return &Restored{RunID: run, Events: len(recs), From: archive.String(), Status: projection.Fold(evs).Status, ExpiresAt: sum.ExpiresAt}, nil
 }
 
 // republish appends an archived run's messages after sequence last, each
@@ -220,18 +222,23 @@ func restoredMsg(r record) *nats.Msg {
 }
 
 // summarizeLog is the read-model entry of a folded run whose events are
-// evs: a restored run is kept for its retention counted from its restore.
+// evs: a restored run (its last event restored) is marked so, and kept
+// for its retention counted from its restore.
 func summarizeLog(s *projection.State, evs []*events.Event, def time.Duration) Summary {
 	sum := Summarize(s, def)
-	if len(evs) == 0 || evs[len(evs)-1].Restored.IsZero() || sum.ExpiresAt.IsZero() {
+	if len(evs) == 0 || evs[len(evs)-1].Restored.IsZero() {
 		return sum
 	}
+	return restoredSummary(sum, evs[len(evs)-1].Restored)
+}
+
+// restoredSummary marks a summary restored at a time, and keeps the run
+// for its retention from then.
+func restoredSummary(sum Summary, at time.Time) Summary {
+	sum.Restored = at.UTC()
 	ret, err := time.ParseDuration(sum.Retention)
-	if err != nil {
-		return sum
-	}
-	if at := evs[len(evs)-1].Restored.Add(ret); at.After(sum.ExpiresAt) {
-		sum.ExpiresAt = at
+	if err == nil && !sum.ExpiresAt.IsZero() && at.Add(ret).After(sum.ExpiresAt) {
+		sum.ExpiresAt = at.Add(ret).UTC()
 	}
 	return sum
 }

@@ -94,8 +94,8 @@ func TestRestoreFoldsAsBefore(t *testing.T) {
 			t.Errorf("restoring %s again: %v, want ErrLive", r, err)
 		}
 		sum, err := f.c.Summary(ctx, r)
-		if err != nil || sum.Status != f.status[r] {
-			t.Fatalf("read-model entry of restored run %s: %+v, %v", r, sum, err)
+		if err != nil || sum.Status != f.status[r] || sum.Restored.IsZero() {
+			t.Fatalf("read-model entry of restored run %s: %+v, %v; want it marked restored", r, sum, err)
 		}
 		// orders keep their runs 1h, broken ones the default: from now.
 		if keep := time.Until(sum.ExpiresAt); keep < 50*time.Minute {
@@ -175,6 +175,25 @@ func TestRestoreFoldsAsBefore(t *testing.T) {
 	}
 	if _, err := runs.Restore(ctx, f.store, arch, f.waiting, defaultRetention); !errors.Is(err, runs.ErrNotEnded) {
 		t.Errorf("restoring an archive of a running run: %v, want ErrNotEnded", err)
+	}
+
+	// A writer that marks its own event restored is not passed over: the
+	// run was not restored (the read model says so), and the signal is
+	// decided on.
+	sig, err := events.New(f.waiting, events.RandomID(), time.Time{}, &events.SignalReceivedData{Node: "ask", Data: []byte(`{"ok":true}`), By: "forger"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := events.Encode(sig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg.Header.Set(events.HdrRestored, time.Now().Add(-time.Hour).UTC().Format(time.RFC3339Nano))
+	if _, err := f.store.JetStream().PublishMsg(ctx, msg); err != nil {
+		t.Fatal(err)
+	}
+	if st := natstest.WaitEnded(t, f.store, []string{f.waiting}, 30*time.Second)[f.waiting]; st.Status != projection.RunCompleted {
+		t.Errorf("run signalled with a forged restored mark: %s, want completed", st.Status)
 	}
 
 	// Bad input: no such run, not a run id, no archive.
