@@ -74,6 +74,11 @@ type Config struct {
 	// Files are the front end's files, with index.html at the root;
 	// default the embedded build (see dist).
 	Files fs.FS
+	// NoConsumerList says the connection may not list the events
+	// stream's consumers (Weft's client and ui roles may not): the work
+	// waiting on each queue is reported unknown without asking, which
+	// would only time out and log a permissions violation.
+	NoConsumerList bool
 	// Ping is how often live streams send a keep-alive comment; default
 	// PingInterval.
 	Ping time.Duration

@@ -2,6 +2,7 @@ package ui
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"slices"
 	"time"
@@ -74,7 +75,7 @@ func (s *server) workers(w http.ResponseWriter, r *http.Request) {
 	var out workersView
 	waiting, err := s.queueWaiting(ctx)
 	if err != nil {
-		out.Note = "the work waiting on each queue is unknown: reading the queues' consumers failed (" + err.Error() + "); the NATS role 'ui' may not list them"
+		out.Note = "the work waiting on each queue is unknown: the queues' consumers could not be read (" + err.Error() + "); Weft's client and ui roles may not list them"
 	}
 	for name, n := range waiting {
 		queue(name).Waiting = &n
@@ -119,6 +120,9 @@ const consumersRetry = time.Minute
 // queueWaiting reads, for each task queue's consumer, the work items it
 // has not delivered yet.
 func (s *server) queueWaiting(ctx context.Context) (map[string]uint64, error) {
+	if s.cfg.NoConsumerList {
+		return nil, errors.New("this server's NATS user may not list them")
+	}
 	s.consumersMu.Lock()
 	failed, at := s.consumersErr, s.consumersAt
 	s.consumersMu.Unlock()
