@@ -27,7 +27,8 @@ var cmdUI = &command{
 log through NATS; the browser needs no NATS access. It listens on loopback
 by default; another address needs -ui-user and -ui-password (every request
 then needs them, as HTTP basic auth). -read-only refuses every action
-(signal, cancel, fork). -trace-url links each run's trace id to a tracing UI,
+(signal, cancel, fork): use it when connecting with Weft's ui role, which
+reads and writes nothing; actions need the client role's credentials. -trace-url links each run's trace id to a tracing UI,
 e.g. http://localhost:16686/trace/{traceId} for Jaeger. 'weft dev' serves
 the UI too (its -ui flag).`,
 	run: func(e *env, c *command, args []string) error {

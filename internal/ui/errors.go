@@ -55,6 +55,11 @@ func writeError(w http.ResponseWriter, status int, msg, field string) {
 // fail answers err with the status it calls for.
 func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	e := classify(err)
+	if r.Method == http.MethodPost && e.Status == http.StatusServiceUnavailable {
+		// An append the server's NATS user may not make is dropped
+		// without an answer: it looks like a NATS that does not answer.
+		e.Message += " (if this server connects as Weft's ui role, it may not act: give it the client role's credentials, or run it with -read-only)"
+	}
 	if e.Status >= 500 {
 		s.log.Warn("ui: answering with an error", "method", r.Method, "path", r.URL.Path, "status", e.Status, "error", err)
 	}
