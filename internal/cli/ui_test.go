@@ -8,6 +8,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -220,5 +222,86 @@ func TestDevUI(t *testing.T) {
 	}
 	if r := weft(t, "dev", "-port", "-1", "-data", t.TempDir(), "-ui", "0.0.0.0:0"); r.code != 2 || !strings.Contains(r.stderr, "WEFT_UI_USER") {
 		t.Errorf("weft dev -ui 0.0.0.0:0: exit %d\n%s", r.code, r.stderr)
+	}
+}
+
+// setEnvFile sets the variables of a <user>.env file for the test.
+func setEnvFile(t *testing.T, path string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(k, "#") {
+			t.Setenv(k, v)
+		}
+	}
+}
+
+// TestUIUnderUIRole: 'weft ui' with the credentials of Weft's ui role
+// (read only) shows runs, their logs and their live streams; an action
+// is refused with a message that says why.
+func TestUIUnderUIRole(t *testing.T) {
+	data := t.TempDir()
+	lines, stop := background(t, "dev", "-roles", "-port", "-1", "-data", data, "-ui", "off")
+	var natsURL string
+	for natsURL == "" {
+		line, ok := <-lines
+		if !ok {
+			t.Fatalf("dev -roles ended: %v", stop())
+		}
+		if _, rest, found := strings.Cut(line, "NATS with JetStream at "); found {
+			natsURL = strings.Fields(rest)[0]
+			natsURL = strings.TrimSuffix(natsURL, ",")
+		}
+	}
+	go func() {
+		for range lines {
+		}
+	}()
+	roles := filepath.Join(data, "roles")
+	setEnvFile(t, filepath.Join(roles, "weft-client.env"))
+	r := weft(t, "run", helloFile, "-nats", natsURL, "-input", `{"name":"Role"}`, "-wait")
+	if r.code != 0 {
+		t.Fatalf("run as the client: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	id := strings.Fields(r.stdout)[0]
+	approval := weft(t, "run", "../../examples/approval.yaml", "-nats", natsURL)
+	if approval.code != 0 {
+		t.Fatalf("run approval as the client: exit %d\n%s", approval.code, approval.stderr)
+	}
+	waiting := strings.TrimSpace(approval.stdout)
+
+	setEnvFile(t, filepath.Join(roles, "weft-ui.env"))
+	uiLines, uiStop := background(t, "ui", "-nats", natsURL, "-addr", "127.0.0.1:0")
+	base := uiURL(t, uiLines, uiStop)
+	var run struct{ State struct{ Status string } }
+	if code := getJSON(t, base+"/api/runs/"+id, &run); code != http.StatusOK || run.State.Status != "completed" {
+		t.Errorf("run %s as the ui role: %d %+v", id, code, run)
+	}
+	var list struct{ Runs []struct{ RunID string } }
+	if code := getJSON(t, base+"/api/runs", &list); code != http.StatusOK || len(list.Runs) != 2 {
+		t.Errorf("runs as the ui role: %d %+v", code, list)
+	}
+	resp, err := http.Get(base + "/api/live/runs/" + id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "event: end") {
+		t.Errorf("live events as the ui role: %d\n%s", resp.StatusCode, b)
+	}
+	req, _ := http.NewRequest(http.MethodPost, base+"/api/runs/"+waiting+"/cancel", strings.NewReader(`{}`))
+	req.Header.Set(ui.ActionHeader, "1")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(b), "-read-only") {
+		t.Errorf("cancel as the ui role: %d %s, want 503 saying the role may not act", resp.StatusCode, b)
 	}
 }

@@ -38,8 +38,13 @@ const (
 	TraceIDPlaceholder = "{traceId}"
 )
 
-// readTimeout bounds every read of the log an API request makes.
-const readTimeout = 30 * time.Second
+// readTimeout bounds every read of the log an API request makes, and
+// actionTimeout an action: a person waits for its answer, and an append
+// the server's NATS user may not make never gets one.
+const (
+	readTimeout   = 30 * time.Second
+	actionTimeout = 15 * time.Second
+)
 
 // securityHeaders are set on every answer. The policy allows the page's
 // own scripts and styles (and inline style attributes, which graph layout
@@ -251,8 +256,11 @@ func buildVersion() string {
 	return "devel"
 }
 
-// readCtx bounds a request's reads of the log.
+// readCtx bounds a request's reads of the log, or its action.
 func readCtx(r *http.Request) (context.Context, context.CancelFunc) {
+	if r.Method == http.MethodPost {
+		return context.WithTimeout(r.Context(), actionTimeout)
+	}
 	return context.WithTimeout(r.Context(), readTimeout)
 }
 
