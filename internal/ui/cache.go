@@ -13,8 +13,12 @@ import (
 
 // Sizes of the cache of runs' logs.
 const (
-	// cachedRuns is how many runs' logs the server keeps folded.
-	cachedRuns = 16
+	// cachedRuns is how many runs' logs the server keeps folded, and
+	// cachedBytes about how much memory they may take (the events'
+	// payloads and the kept states); the log just read is kept whatever
+	// its size.
+	cachedRuns  = 16
+	cachedBytes = 256 << 20
 	// markEvery is how often (in events) a cached log keeps the state,
 	// so that the state at any position is at most this many events of
 	// folding away.
@@ -36,6 +40,8 @@ type runLog struct {
 	final *projection.State
 	// marks[k] is the state (Marshal) after position (k+1)*markEvery.
 	marks [][]byte
+	// size is about the memory the log takes.
+	size int
 }
 
 // extend returns the log with tail appended and folded.
@@ -46,14 +52,18 @@ func (l *runLog) extend(tail []*events.Event) *runLog {
 		folded:  slices.Clone(l.folded),
 		final:   &projection.State{},
 		marks:   slices.Clone(l.marks),
+		size:    l.size,
 	}
 	if l.final != nil {
 		n.final = l.final.Clone()
 	}
 	for _, e := range tail {
 		n.folded = append(n.folded, n.final.Apply(e))
+		n.size += len(e.Data) + eventOverhead
 		if len(n.folded)%markEvery == 0 {
-			n.marks = append(n.marks, n.final.Marshal())
+			m := n.final.Marshal()
+			n.marks = append(n.marks, m)
+			n.size += len(m)
 		}
 		n.lastSeq = max(n.lastSeq, e.Seq)
 	}
@@ -162,14 +172,22 @@ func (c *logCache) read(ctx context.Context, run string, cached *runLog, archive
 	return l, nil
 }
 
+// eventOverhead is about the memory an event takes beside its payload.
+const eventOverhead = 512
+
 // touch marks run as used last and drops the least recently used logs
-// beyond cachedRuns; the caller holds mu.
+// beyond cachedRuns or cachedBytes; the caller holds mu.
 func (c *logCache) touch(run string) {
 	if i := slices.Index(c.order, run); i >= 0 {
 		c.order = slices.Delete(c.order, i, i+1)
 	}
 	c.order = append(c.order, run)
-	for len(c.order) > cachedRuns {
+	size := 0
+	for _, r := range c.order {
+		size += c.logs[r].size
+	}
+	for len(c.order) > 1 && (len(c.order) > cachedRuns || size > cachedBytes) {
+		size -= c.logs[c.order[0]].size
 		delete(c.logs, c.order[0])
 		c.order = c.order[1:]
 	}

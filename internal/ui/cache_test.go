@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
@@ -99,5 +100,35 @@ edges:
 	}
 	if !bytes.Equal(cached.final.Marshal(), projection.Fold(hist).Marshal()) {
 		t.Error("the cached final state differs from the fold's")
+	}
+}
+
+// TestUILogCacheBounds: the cache keeps at most cachedRuns logs and about
+// cachedBytes, dropping the least recently used, but always the log just
+// read.
+func TestUILogCacheBounds(t *testing.T) {
+	c := newLogCache(nil, nil)
+	put := func(run string, size int) {
+		c.logs[run] = &runLog{size: size}
+		c.touch(run)
+	}
+	for i := range cachedRuns + 3 {
+		put(fmt.Sprint("r", i), 1)
+	}
+	if len(c.logs) != cachedRuns || c.logs["r0"] != nil || c.logs[fmt.Sprint("r", cachedRuns+2)] == nil {
+		t.Errorf("after %d small logs: %d kept, order %v", cachedRuns+3, len(c.logs), c.order)
+	}
+	c.touch("r3") // used again: the last of the small ones to go
+	put("big", cachedBytes/2)
+	if c.logs["r3"] == nil || c.logs["r4"] != nil || c.logs["big"] == nil {
+		t.Errorf("after a half-size log: order %v, want r4 (least recently used) dropped, r3 kept", c.order)
+	}
+	put("bigger", cachedBytes/2)
+	if !slices.Equal(c.order, []string{"big", "bigger"}) || len(c.logs) != 2 {
+		t.Errorf("after two half-size logs: order %v, want the small ones dropped", c.order)
+	}
+	put("huge", 2*cachedBytes)
+	if len(c.logs) != 1 || c.logs["huge"] == nil {
+		t.Errorf("after a log larger than the bound: order %v, want it alone", c.order)
 	}
 }
