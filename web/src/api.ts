@@ -2,7 +2,9 @@
 // wrapper that turns every failure into an ApiError with a message fit for
 // the page, and the server-sent event streams.
 
-export type RunStatus = 'running' | 'waiting' | 'cancelling' | 'completed' | 'failed' | 'cancelled' | string
+// The read model's statuses; a run whose human node waits is running (the
+// node is waiting).
+export type RunStatus = 'running' | 'cancelling' | 'completed' | 'failed' | 'cancelled' | string
 
 export interface ForkRef {
   runId: string
@@ -91,7 +93,8 @@ export interface GraphView {
 export interface RunDetail {
   summary: Summary
   state: RunState
-  graph: GraphView
+  graph: GraphView | null // null when the run's graph cannot be read
+  graphError?: string
   traceId?: string
   traceUrl?: string
   children?: string[]
@@ -102,9 +105,10 @@ export interface WeftEvent {
   position: number
   seq: number
   id: string
-  type: string
+  type: string // dev.weft.node.invoked.v1
+  kind?: string // node.invoked
   time: string
-  node?: string
+  node?: string // "" for run events
   attempt?: number
   iteration?: number
   subject?: string
@@ -136,18 +140,20 @@ export interface Worker {
   name: string
   types?: string[]
   started?: string
+  heartbeat?: string
 }
 
 export interface Queue {
   name: string
   workers: Worker[]
-  waiting: number
+  waiting: number | null // null: the server may not read the queue's consumer
   types?: string[]
 }
 
 export interface WorkersView {
   queues: Queue[]
-  coordinators?: { partition: number | string; holder: string }[]
+  coordinators?: { alive: boolean; lastSeen?: string | null; window?: string }
+  note?: string
 }
 
 export interface Config {

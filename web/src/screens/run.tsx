@@ -65,8 +65,14 @@ export function RunScreen({ id, route }: { id: string; route: Route }) {
         const from = evs.length ? evs[evs.length - 1].position : 0
         close = live(
           `/api/live/runs/${encodeURIComponent(id)}?from=${from}`,
-          ['event', 'end'],
+          ['event', 'end', 'error'],
           (kind, data) => {
+            if (kind === 'error') {
+              setLiveState('down')
+              setNotice(`Live updates stopped: ${data?.error ?? 'the server ended the stream'}. Reload the page to resume.`)
+              close()
+              return
+            }
             if (kind === 'end') {
               setLiveState('ended')
               close()
@@ -137,7 +143,7 @@ export function RunScreen({ id, route }: { id: string; route: Route }) {
   const shown = at !== null && stateAt ? stateAt.state : live_
   const nodes = shown.nodes ?? {}
   const upTo = at === null ? events : events.filter((e) => e.position <= at)
-  const selNode = nodeId ? graph.nodes.find((n) => n.id === nodeId) : undefined
+  const selNode = nodeId ? graph?.nodes.find((n) => n.id === nodeId) : undefined
   const trace = traceLink(detail.traceUrl || config.traceUrl, detail.traceId)
   const parent = summary.parent ?? live_.parent?.runId
 
@@ -239,7 +245,9 @@ export function RunScreen({ id, route }: { id: string; route: Route }) {
               </a>
             </div>
           )}
-          {graph.nodes.length === 0 ? (
+          {graph === null ? (
+            <Problem error={new Error(detail.graphError || 'the server could not read it')} title="Cannot draw this run's graph" />
+          ) : graph.nodes.length === 0 ? (
             <p class="muted">This run's graph has no nodes to draw.</p>
           ) : (
             <GraphPicture
@@ -250,7 +258,7 @@ export function RunScreen({ id, route }: { id: string; route: Route }) {
               onSelect={(n) => navigate(withParams(route, { node: n }))}
             />
           )}
-          {nodeId && !selNode && <Problem error={new Error(`This run's graph has no node "${nodeId}".`)} title="Bad link" />}
+          {nodeId && graph && !selNode && <Problem error={new Error(`This run's graph has no node "${nodeId}".`)} title="Bad link" />}
         </div>
         <div class="timeline-pane" ref={timelineFocus}>
           <div class="scrub">

@@ -6,7 +6,8 @@ import { api, live, type RunList } from '../api'
 import { href, navigate, withParams, type Route } from '../router'
 import { duration, Loading, Problem, Status, Time } from '../ui'
 
-const statuses = ['running', 'waiting', 'cancelling', 'completed', 'failed', 'cancelled']
+// The read model's statuses (a run whose human node waits is running).
+const statuses = ['running', 'cancelling', 'completed', 'failed', 'cancelled']
 
 // toLocalInput turns an RFC 3339 time into a datetime-local input's value.
 function toLocalInput(rfc?: string | null): string {

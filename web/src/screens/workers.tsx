@@ -41,13 +41,14 @@ export function WorkersScreen() {
       {view === null && error === null && <Loading what="workers" />}
       {view !== null && view.queues.length === 0 && <p class="empty">No task queues yet.</p>}
       {view?.queues.map((q) => {
-        const stranded = q.waiting > 0 && q.workers.length === 0
+        const stranded = (q.waiting ?? 0) > 0 && q.workers.length === 0
         return (
           <div class={`queue ${stranded ? 'stranded' : ''}`} key={q.name} data-queue={q.name}>
             <h2>
               <span class="mono">{q.name}</span>{' '}
               <span class="muted">
-                {q.workers.length} worker{q.workers.length === 1 ? '' : 's'} · {q.waiting} waiting
+                {q.workers.length} worker{q.workers.length === 1 ? '' : 's'}
+                {q.waiting !== null && ` · ${q.waiting} waiting`}
               </span>
             </h2>
             {stranded && (
@@ -67,6 +68,7 @@ export function WorkersScreen() {
                     <th>worker</th>
                     <th>node types</th>
                     <th>started</th>
+                    <th>last heartbeat</th>
                   </tr>
                 </thead>
                 <tbody>
@@ -77,6 +79,9 @@ export function WorkersScreen() {
                       <td>
                         <Time at={w.started} />
                       </td>
+                      <td>
+                        <Time at={w.heartbeat} />
+                      </td>
                     </tr>
                   ))}
                 </tbody>
@@ -85,27 +90,27 @@ export function WorkersScreen() {
           </div>
         )
       })}
-      {view?.coordinators && view.coordinators.length > 0 && (
-        <>
-          <h2>Coordinators</h2>
-          <table class="list">
-            <thead>
-              <tr>
-                <th>partition</th>
-                <th>holder</th>
-              </tr>
-            </thead>
-            <tbody>
-              {view.coordinators.map((c) => (
-                <tr key={String(c.partition)}>
-                  <td>{c.partition}</td>
-                  <td class="mono">{c.holder}</td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </>
+      {view?.coordinators && (
+        <p class="coordinators" data-alive={String(view.coordinators.alive)}>
+          Coordinators:{' '}
+          {view.coordinators.alive ? (
+            <span class="status status-completed">alive</span>
+          ) : (
+            <span class="status status-failed">none alive</span>
+          )}{' '}
+          <span class="muted">
+            {view.coordinators.lastSeen ? (
+              <>
+                last seen <Time at={view.coordinators.lastSeen} />
+              </>
+            ) : (
+              'never seen'
+            )}
+            {view.coordinators.window && ` (lease window ${view.coordinators.window})`}
+          </span>
+        </p>
       )}
+      {view?.note && <p class="muted">{view.note}</p>}
     </section>
   )
 }
