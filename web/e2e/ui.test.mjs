@@ -20,7 +20,9 @@ const pageErrors = []
 
 before(async () => {
   mkdirSync(shots, { recursive: true })
+  const t0 = Date.now()
   await weft.start()
+  const t1 = Date.now()
   // One after another, so that newest first has one right order.
   runs.fanout = await weft.run('examples/fanout.yaml', { input: { docs: ['a', 'b', 'c', 'd'] }, wait: true })
   runs.flaky = await weft.run('web/e2e/graphs/flaky.yaml', { wait: true })
@@ -30,6 +32,7 @@ before(async () => {
   })
   runs.long = await weft.run('web/e2e/graphs/long.yaml', { wait: true })
   runs.approval = await weft.run('examples/approval.yaml')
+  console.log(`# weft built and started in ${t1 - t0} ms; the runs took ${Date.now() - t1} ms`)
   browser = await chromium.launch({ executablePath: chromiumPath, args: ['--no-sandbox'], headless: true })
   const ctx = await browser.newContext({ viewport: { width: 1400, height: 1000 } })
   // Any alert, confirm or prompt is recorded: the markup test wants none.
@@ -140,7 +143,7 @@ test('selecting an event shows the state after it, the diff, and the graph then'
   await panel.locator('.diff').waitFor()
   assert.match(await panel.locator('.diff').textContent(), /state\.gathered/)
   after = await panel.locator('.state-after pre').textContent()
-  assert.match(after, /"gathered": "true"/)
+  assert.match(after, /"gathered": true/)
   await node('gather', 'succeeded').waitFor()
   assert.equal(await page.locator(`.timeline .row.selected`).getAttribute('data-position'), String(gathered.position))
 })

@@ -229,17 +229,6 @@ export const api = {
   workers: () => call<WorkersView>('GET', '/api/workers'),
 }
 
-// allEvents loads a run's whole log, page by page.
-export async function allEvents(id: string, from = 1): Promise<WeftEvent[]> {
-  const out: WeftEvent[] = []
-  for (;;) {
-    const page = await api.events(id, from, 5000)
-    out.push(...page.events)
-    if (page.events.length === 0 || out.length + from - 1 >= page.total) return out
-    from = page.events[page.events.length - 1].position + 1
-  }
-}
-
 // live opens a server-sent event stream and calls on(kind, data) for each
 // message; it returns the function that closes it. EventSource reconnects
 // by itself; onState tells the page whether the stream is up.

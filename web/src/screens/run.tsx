@@ -3,14 +3,23 @@
 // detail, and the actions. The URL holds the selection: ?at=POSITION
 // (scrubbing) and ?node=ID.
 import { useEffect, useRef, useState } from 'preact/hooks'
-import { allEvents, api, ApiError, live, type RunDetail, type StateAt, type WeftEvent } from '../api'
+import { api, ApiError, live, type RunDetail, type StateAt, type WeftEvent } from '../api'
 import { useConfig } from '../config'
 import { href, navigate, withParams, type Route } from '../router'
 import { duration, Loading, Problem, Status, Time } from '../ui'
 import { Actions } from './actions'
 import { GraphPicture } from './graph'
 import { EventPanel, FailureView, NodeDetail } from './inspect'
-import { Timeline } from './timeline'
+import { Timeline, type Log } from './timeline'
+
+const PAGE = 5000 // events per request, the server's most
+
+// place puts events at their positions in a copy of the log.
+function place(log: Log, evs: WeftEvent[]): Log {
+  const out = log.slice()
+  for (const e of evs) if (e.position >= 1) out[e.position - 1] = e
+  return out
+}
 
 // parseAt reads ?at=: null when absent, an Error when malformed.
 function parseAt(v: string | null, total: number): number | null | Error {
@@ -30,7 +39,7 @@ function traceLink(template: string | undefined, traceId: string | undefined): s
 export function RunScreen({ id, route }: { id: string; route: Route }) {
   const config = useConfig()
   const [detail, setDetail] = useState<RunDetail | null>(null)
-  const [events, setEvents] = useState<WeftEvent[]>([])
+  const [events, setEvents] = useState<Log>([])
   const [loaded, setLoaded] = useState(false)
   const [error, setError] = useState<unknown>(null)
   const [liveState, setLiveState] = useState<'connecting' | 'live' | 'ended' | 'down'>('connecting')
@@ -46,25 +55,42 @@ export function RunScreen({ id, route }: { id: string; route: Route }) {
     setLoaded(false)
     setError(null)
     setLiveState('connecting')
+    // refresh re-reads the run after live events: one request at a time,
+    // and one more if events came meanwhile.
+    let busy = false
+    let again = false
     const refresh = () => {
-      if (pending !== undefined) return
+      if (busy || pending !== undefined) {
+        again = true
+        return
+      }
       pending = window.setTimeout(() => {
         pending = undefined
-        api.run(id).then((d) => !gone && setDetail(d), (e) => !gone && setError(e))
+        busy = true
+        again = false
+        api
+          .run(id)
+          .then(
+            (d) => !gone && setDetail(d),
+            (e) => !gone && setNotice(`Cannot refresh the run: ${e instanceof Error ? e.message : String(e)}`),
+          )
+          .finally(() => {
+            busy = false
+            if (again && !gone) refresh()
+          })
       }, 150)
     }
     ;(async () => {
       try {
-        const d = await api.run(id)
+        // The run and the first page of its log at once; the live stream
+        // from where that page's total ends; the other pages meanwhile.
+        const [d, first] = await Promise.all([api.run(id), api.events(id, 1, PAGE)])
         if (gone) return
         setDetail(d)
-        const evs = await allEvents(id)
-        if (gone) return
-        setEvents(evs)
+        setEvents(place([], first.events))
         setLoaded(true)
-        const from = evs.length ? evs[evs.length - 1].position : 0
         close = live(
-          `/api/live/runs/${encodeURIComponent(id)}?from=${from}`,
+          `/api/live/runs/${encodeURIComponent(id)}?from=${first.total}`,
           ['event', 'end', 'error'],
           (kind, data) => {
             if (kind === 'error') {
@@ -79,12 +105,17 @@ export function RunScreen({ id, route }: { id: string; route: Route }) {
               refresh()
               return
             }
-            const e = data as WeftEvent
-            setEvents((old) => (old.length && old[old.length - 1].position >= e.position ? old : [...old, e]))
+            setEvents((old) => place(old, [data as WeftEvent]))
             refresh()
           },
           (up) => setLiveState((s) => (s === 'ended' ? s : up ? 'live' : 'down')),
         )
+        const step = Math.max(1, first.events.length)
+        const rest = []
+        for (let from = step + 1; from <= first.total; from += step) {
+          rest.push(api.events(id, from, step).then((p) => !gone && setEvents((old) => place(old, p.events))))
+        }
+        await Promise.all(rest)
       } catch (e) {
         if (!gone) setError(e)
       }
@@ -96,7 +127,7 @@ export function RunScreen({ id, route }: { id: string; route: Route }) {
     }
   }, [id])
 
-  const total = Math.max(events.length ? events[events.length - 1].position : 0, detail?.events ?? 0)
+  const total = Math.max(events.length, detail?.events ?? 0)
   const atParam = parseAt(route.params.get('at'), loaded ? total : 0)
   const at = atParam instanceof Error ? null : atParam
   const nodeId = route.params.get('node')
@@ -142,7 +173,7 @@ export function RunScreen({ id, route }: { id: string; route: Route }) {
   const live_ = detail.state
   const shown = at !== null && stateAt ? stateAt.state : live_
   const nodes = shown.nodes ?? {}
-  const upTo = at === null ? events : events.filter((e) => e.position <= at)
+  const upTo = events.slice(0, at ?? events.length).filter((e) => e !== undefined)
   const selNode = nodeId ? graph?.nodes.find((n) => n.id === nodeId) : undefined
   const trace = traceLink(detail.traceUrl || config.traceUrl, detail.traceId)
   const parent = summary.parent ?? live_.parent?.runId
@@ -290,7 +321,7 @@ export function RunScreen({ id, route }: { id: string; route: Route }) {
         />
       )}
       {at !== null && (
-        <EventPanel event={events.find((e) => e.position === at)} at={stateAt} error={stateErr} total={total} />
+        <EventPanel event={events[at - 1]} at={stateAt} error={stateErr} total={total} />
       )}
       {at === null && (live_.output !== undefined || live_.state) && (
         <section class="panel">

@@ -6,6 +6,10 @@ import type { WeftEvent } from '../api'
 import { shortType } from '../ui'
 
 export const ROW = 26 // px; CSS .timeline .row has the same height
+
+// Log is a run's events by position: log[p-1] is the event at position p,
+// undefined while its page is still loading.
+export type Log = (WeftEvent | undefined)[]
 const OVERSCAN = 8
 
 function clock(t: string): string {
@@ -16,7 +20,7 @@ function clock(t: string): string {
 }
 
 export function Timeline(props: {
-  events: WeftEvent[]
+  events: Log
   selected: number | null // position
   node?: string | null // events of this node are marked
   onSelect: (position: number, byKey: boolean) => void
@@ -46,9 +50,7 @@ export function Timeline(props: {
   useEffect(() => {
     const el = box.current
     if (!el || selected === null) return
-    const i = events.findIndex((e) => e.position === selected)
-    if (i < 0) return
-    const y = i * ROW
+    const y = (selected - 1) * ROW
     if (y < el.scrollTop) el.scrollTop = y
     else if (y + ROW > el.scrollTop + el.clientHeight) el.scrollTop = y + ROW - el.clientHeight
   }, [selected, events.length > 0])
@@ -61,7 +63,7 @@ export function Timeline(props: {
 
   const onKey = (e: KeyboardEvent) => {
     if (events.length === 0) return
-    const i = selected === null ? events.length : events.findIndex((x) => x.position === selected)
+    const i = selected === null ? events.length : selected - 1
     const page = Math.max(1, Math.floor(height / ROW) - 1)
     let j: number
     switch (e.key) {
@@ -88,7 +90,7 @@ export function Timeline(props: {
     }
     e.preventDefault()
     j = Math.max(0, Math.min(events.length - 1, j))
-    props.onSelect(events[j].position, true)
+    props.onSelect(j + 1, true)
   }
 
   const first = Math.max(0, Math.floor(top / ROW) - OVERSCAN)
@@ -96,6 +98,15 @@ export function Timeline(props: {
   const rows = []
   for (let i = first; i < last; i++) {
     const e = events[i]
+    if (e === undefined) {
+      rows.push(
+        <div key={i + 1} class="row pending" style={{ top: `${i * ROW}px` }} data-position={i + 1}>
+          <span class="pos">#{i + 1}</span>
+          <span class="muted">loading…</span>
+        </div>,
+      )
+      continue
+    }
     const cls = ['row']
     if (e.position === selected) cls.push('selected')
     if (props.node && e.node === props.node) cls.push('of-node')
