@@ -306,7 +306,7 @@ export function RunScreen({ id, route }: { id: string; route: Route }) {
             </span>
           </div>
           {loaded ? (
-            <Timeline events={events} selected={at} node={nodeId} onSelect={select} />
+            <Timeline events={events} count={total} selected={at} node={nodeId} onSelect={select} />
           ) : (
             <Loading what="events" />
           )}

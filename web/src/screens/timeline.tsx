@@ -21,11 +21,12 @@ function clock(t: string): string {
 
 export function Timeline(props: {
   events: Log
+  count: number // events in the run, loaded or not
   selected: number | null // position
   node?: string | null // events of this node are marked
   onSelect: (position: number, byKey: boolean) => void
 }) {
-  const { events, selected } = props
+  const { events, selected, count } = props
   const box = useRef<HTMLDivElement>(null)
   const [top, setTop] = useState(0)
   const [height, setHeight] = useState(400)
@@ -44,7 +45,7 @@ export function Timeline(props: {
   useEffect(() => {
     const el = box.current
     if (el && follow.current && selected === null) el.scrollTop = el.scrollHeight
-  }, [events.length])
+  }, [count])
 
   // A selected event is scrolled into view.
   useEffect(() => {
@@ -53,7 +54,7 @@ export function Timeline(props: {
     const y = (selected - 1) * ROW
     if (y < el.scrollTop) el.scrollTop = y
     else if (y + ROW > el.scrollTop + el.clientHeight) el.scrollTop = y + ROW - el.clientHeight
-  }, [selected, events.length > 0])
+  }, [selected, count > 0])
 
   const onScroll = () => {
     const el = box.current!
@@ -62,8 +63,8 @@ export function Timeline(props: {
   }
 
   const onKey = (e: KeyboardEvent) => {
-    if (events.length === 0) return
-    const i = selected === null ? events.length : selected - 1
+    if (count === 0) return
+    const i = selected === null ? count : selected - 1
     const page = Math.max(1, Math.floor(height / ROW) - 1)
     let j: number
     switch (e.key) {
@@ -83,18 +84,18 @@ export function Timeline(props: {
         j = 0
         break
       case 'End':
-        j = events.length - 1
+        j = count - 1
         break
       default:
         return
     }
     e.preventDefault()
-    j = Math.max(0, Math.min(events.length - 1, j))
+    j = Math.max(0, Math.min(count - 1, j))
     props.onSelect(j + 1, true)
   }
 
   const first = Math.max(0, Math.floor(top / ROW) - OVERSCAN)
-  const last = Math.min(events.length, Math.ceil((top + height) / ROW) + OVERSCAN)
+  const last = Math.min(count, Math.ceil((top + height) / ROW) + OVERSCAN)
   const rows = []
   for (let i = first; i < last; i++) {
     const e = events[i]
@@ -134,7 +135,7 @@ export function Timeline(props: {
   }
   return (
     <div class="timeline" ref={box} onScroll={onScroll} tabIndex={0} onKeyDown={onKey} aria-label="the run's events">
-      <div class="spacer" style={{ height: `${events.length * ROW}px` }}>
+      <div class="spacer" style={{ height: `${count * ROW}px` }}>
         {rows}
       </div>
     </div>
