@@ -24,6 +24,7 @@ before(async () => {
   await weft.start()
   const t1 = Date.now()
   // One after another, so that newest first has one right order.
+  runs.stranded = await weft.run('web/e2e/graphs/stranded.yaml')
   runs.fanout = await weft.run('examples/fanout.yaml', { input: { docs: ['a', 'b', 'c', 'd'] }, wait: true })
   runs.flaky = await weft.run('web/e2e/graphs/flaky.yaml', { wait: true })
   runs.markup = await weft.run('web/e2e/graphs/markup.yaml', {
@@ -70,7 +71,7 @@ test('the run list shows the runs, newest first, with their statuses and counts'
   const approval = await page.locator(`tr[data-run="${runs.approval}"]`).getAttribute('data-status')
   assert.ok(['running', 'waiting'].includes(approval), `the waiting run's status is ${approval}`)
   const order = await page.locator('tbody tr').evaluateAll((rows) => rows.map((r) => r.dataset.run))
-  assert.deepEqual(order, [runs.approval, runs.long, runs.markup, runs.flaky, runs.fanout])
+  assert.deepEqual(order, [runs.approval, runs.long, runs.markup, runs.flaky, runs.fanout, runs.stranded])
   assert.ok(Number(await page.locator('[data-count="completed"] b').textContent()) >= 3)
   assert.equal(await page.locator('[data-count="failed"] b').textContent(), '1')
   await page.screenshot({ path: join(shots, 'runs.png'), fullPage: true })
@@ -95,7 +96,6 @@ test('the graph shows each node with its status, attempts and detail', async () 
   for (const id of ['split', 'left', 'right', 'pages', 'gather']) await node(id, 'succeeded').waitFor()
   await node('END', 'succeeded').waitFor()
   await page.locator('.timeline .row').first().waitFor()
-  await page.screenshot({ path: join(shots, 'run.png'), fullPage: true })
 
   await go(`/runs/${runs.flaky}`)
   await node('prepare', 'succeeded').waitFor()
@@ -146,6 +146,7 @@ test('selecting an event shows the state after it, the diff, and the graph then'
   assert.match(after, /"gathered": true/)
   await node('gather', 'succeeded').waitFor()
   assert.equal(await page.locator(`.timeline .row.selected`).getAttribute('data-position'), String(gathered.position))
+  await page.screenshot({ path: join(shots, 'run.png'), fullPage: true })
 })
 
 test('a signal sent from the page completes the waiting run, live', async () => {
@@ -229,12 +230,16 @@ test('a run of over 10,000 events stays responsive', async () => {
   assert.ok(scrollMs < 500, `scrolling took ${scrollMs} ms`)
 })
 
-test('the workers page lists the queues and their workers', async () => {
+test('the workers page lists the queues, their workers, and work no worker serves', async () => {
   await go('/workers')
   const q = page.locator('[data-queue="default"]')
   await q.waitFor()
   await q.locator('[data-worker]').first().waitFor()
-  assert.equal(await page.locator('.queue.stranded').count(), 0)
+  assert.match(await q.textContent(), /echo/)
+  assert.ok(!(await q.getAttribute('class')).includes('stranded'))
+  const gpu = page.locator('[data-queue="gpu"].stranded')
+  await gpu.waitFor()
+  assert.match(await gpu.textContent(), /1 work item is waiting on this queue and no live worker serves it/)
   await page.screenshot({ path: join(shots, 'workers.png'), fullPage: true })
 })
 

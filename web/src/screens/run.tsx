@@ -139,13 +139,19 @@ export function RunScreen({ id, route }: { id: string; route: Route }) {
     setStateAt(null)
     setStateErr(null)
     if (at === null) return
+    // A moment's pause, so that scrubbing asks only where it stops.
     let gone = false
-    api.stateAt(id, at).then(
-      (s) => !gone && setStateAt(s),
-      (e) => !gone && setStateErr(e),
+    const t = window.setTimeout(
+      () =>
+        api.stateAt(id, at).then(
+          (s) => !gone && setStateAt(s),
+          (e) => !gone && setStateErr(e),
+        ),
+      80,
     )
     return () => {
       gone = true
+      clearTimeout(t)
     }
   }, [id, at])
 
