@@ -243,6 +243,41 @@ test('the workers page lists the queues, their workers, and work no worker serve
   await page.screenshot({ path: join(shots, 'workers.png'), fullPage: true })
 })
 
+test('fork from the selected event, and cancel: confirmed, their results in the timeline', async () => {
+  const dialog = page.locator('dialog.confirm')
+  await go(`/runs/${runs.fanout}?at=1`)
+  await page.locator('.event-panel .state-after pre').waitFor()
+  await page.getByRole('button', { name: 'Fork from #1' }).click()
+  await dialog.getByRole('button', { name: 'Fork', exact: true }).click()
+  await page.waitForURL((u) => u.pathname.startsWith('/runs/') && !u.pathname.endsWith(runs.fanout))
+  const forked = decodeURIComponent(new URL(page.url()).pathname.split('/').pop())
+  await page.locator(`.run[data-run="${forked}"]`).waitFor()
+  await page.locator(`dt:has-text("forked from") + dd a[href^="/runs/${runs.fanout}"]`).waitFor()
+  await page.locator('.timeline .row .type', { hasText: 'run.started' }).waitFor()
+  await page.locator('.run[data-status="completed"]').waitFor()
+  await node('gather', 'succeeded').waitFor()
+
+  // The run whose work waits on a queue no worker serves.
+  await go(`/runs/${runs.stranded}`)
+  await node('render', 'ready').waitFor()
+  await noReload()
+  await page.getByRole('button', { name: 'Cancel run…' }).click()
+  await dialog.locator('input[name="reason"]').fill('no gpu today')
+  await dialog.getByRole('button', { name: 'Cancel the run' }).click()
+  await dialog.waitFor({ state: 'detached' })
+  await page.locator('.timeline .row .type', { hasText: 'run.cancel_requested' }).waitFor()
+  await page.locator('.run[data-status="cancelled"]').waitFor()
+  await stillSameDocument()
+})
+
+test('read-only: the UI offers no action', async () => {
+  const url = await weft.ui('-read-only')
+  await page.goto(`${url}/runs/${runs.fanout}`)
+  await node('gather', 'succeeded').waitFor()
+  await page.locator('header .badge', { hasText: 'read-only' }).waitFor()
+  assert.equal(await page.locator('.actions, dialog').count(), 0)
+})
+
 test('bad input gets a clear message, never a blank page', async () => {
   await go('/runs/no-such-run-here')
   await page.locator('.problem', { hasText: 'Unknown run' }).waitFor()

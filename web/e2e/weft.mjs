@@ -1,7 +1,8 @@
 // The engine the browser tests look at: weft built from this repository,
-// `weft dev` on free loopback ports with a temporary data directory, and
-// `weft run` to start runs. stop() ends weft dev's whole process group,
-// whatever happened before.
+// `weft dev` on free loopback ports with a temporary data directory,
+// `weft ui` beside it when a test wants other settings, and `weft run` to
+// start runs. stop() ends every process started here, each with its whole
+// process group, whatever happened before.
 import { execFile, spawn } from 'node:child_process'
 import { appendFileSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs'
 import { createServer } from 'node:net'
@@ -27,14 +28,23 @@ function freePort() {
   })
 }
 
+function alive(p) {
+  return p.exitCode === null && p.signalCode === null
+}
+
 export class Weft {
   dir = mkdtempSync(join(tmpdir(), 'weft-e2e-'))
   bin = join(this.dir, 'weft')
-  log = join(this.dir, 'dev.log')
-  proc = null
+  log = join(this.dir, 'weft.log')
+  procs = []
   nats = ''
   url = ''
 
+  constructor() {
+    process.once('exit', () => this.procs.forEach((p) => this.kill(p, 'SIGKILL')))
+  }
+
+  // start builds weft and starts weft dev with the UI.
   async start() {
     if (!existsSync(chromiumPath)) {
       throw new Error(
@@ -42,33 +52,45 @@ export class Weft {
       )
     }
     await exec('go', ['build', '-o', this.bin, './cmd/weft'], { cwd: root, maxBuffer: 1 << 24 })
-    const [natsPort, uiPort] = [await freePort(), await freePort()]
+    const natsPort = await freePort()
     this.nats = `nats://127.0.0.1:${natsPort}`
-    const err = openSync(this.log, 'a')
-    this.proc = spawn(
-      this.bin,
-      ['dev', '-port', String(natsPort), '-data', join(this.dir, 'data'), '-ui', `127.0.0.1:${uiPort}`],
-      { cwd: root, detached: true, stdio: ['ignore', 'pipe', err] },
-    )
-    process.once('exit', () => this.kill('SIGKILL'))
-    // weft dev prints the UI's address once it serves it.
+    this.url = await this.serve('dev', ['-port', String(natsPort), '-data', join(this.dir, 'data')], '-ui')
+    return this
+  }
+
+  // ui starts `weft ui` against weft dev's NATS with more flags, and
+  // returns its address.
+  ui(...flags) {
+    return this.serve('ui', ['-nats', this.nats, ...flags], '-addr')
+  }
+
+  // serve starts a weft command that serves the UI on a free port (given
+  // with addrFlag) and waits until it prints that address.
+  async serve(cmd, args, addrFlag) {
+    const port = await freePort()
+    const url = `http://127.0.0.1:${port}`
+    const p = spawn(this.bin, [cmd, ...args, addrFlag, `127.0.0.1:${port}`], {
+      cwd: root,
+      detached: true, // its own process group, ended as one
+      stdio: ['ignore', 'pipe', openSync(this.log, 'a')],
+    })
+    this.procs.push(p)
     let printed = ''
-    this.url = await new Promise((ok, fail) => {
-      const timer = setTimeout(() => fail(new Error('weft dev did not print its UI address within 60 s')), 60_000)
-      this.proc.stdout.on('data', (b) => {
+    return new Promise((ok, fail) => {
+      const timer = setTimeout(() => fail(new Error(`weft ${cmd} did not print its UI address within 60 s`)), 60_000)
+      p.stdout.on('data', (b) => {
         printed += b
         appendFileSync(this.log, b)
-        if (printed.includes(`http://127.0.0.1:${uiPort}`)) {
+        if (printed.includes(url)) {
           clearTimeout(timer)
-          ok(`http://127.0.0.1:${uiPort}`)
+          ok(url)
         }
       })
-      this.proc.once('exit', (code, sig) => {
+      p.once('exit', (code, sig) => {
         clearTimeout(timer)
-        fail(new Error(`weft dev exited (${code ?? sig}); its output:\n${readFileSync(this.log, 'utf8')}`))
+        fail(new Error(`weft ${cmd} exited (${code ?? sig}); the log:\n${readFileSync(this.log, 'utf8')}`))
       })
     })
-    return this
   }
 
   // run starts a run of a graph file and returns its id; with wait, it
@@ -89,24 +111,22 @@ export class Weft {
     return id
   }
 
-  kill(signal) {
-    if (this.proc && this.proc.exitCode === null && this.proc.signalCode === null) {
-      try {
-        process.kill(-this.proc.pid, signal)
-      } catch {
-        // already gone
-      }
+  kill(p, signal) {
+    if (!alive(p)) return
+    try {
+      process.kill(-p.pid, signal)
+    } catch {
+      // already gone
     }
   }
 
+  // stop ends the servers, the UI ones first (they read through weft
+  // dev's NATS), and removes the temporary directory.
   async stop() {
-    if (this.proc) {
-      const gone = new Promise((ok) => {
-        if (this.proc.exitCode !== null || this.proc.signalCode !== null) ok()
-        else this.proc.once('exit', ok)
-      })
-      this.kill('SIGTERM')
-      const t = setTimeout(() => this.kill('SIGKILL'), 10_000)
+    for (const p of [...this.procs].reverse()) {
+      const gone = new Promise((ok) => (alive(p) ? p.once('exit', ok) : ok()))
+      this.kill(p, 'SIGTERM')
+      const t = setTimeout(() => this.kill(p, 'SIGKILL'), 10_000)
       await gone
       clearTimeout(t)
     }
