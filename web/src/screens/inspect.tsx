@@ -41,7 +41,7 @@ export function EventPanel(props: { event?: WeftEvent; at: StateAt | null; error
       )}
       {event?.summary && <p class="summary">{event.summary}</p>}
       {props.error !== null && <Problem error={props.error} title="Cannot rebuild the state at this event" />}
-      <div class="columns">
+      <div class="columns wide-first">
         <div>
           <h3>What changed</h3>
           {at === null && props.error === null ? <Loading what="the diff" /> : <Diff diff={at?.diff ?? []} />}
@@ -70,13 +70,19 @@ function Diff({ diff }: { diff: DiffEntry[] }) {
               {d.op === 'add' ? '+ ' : d.op === 'remove' ? '− ' : '~ '}
               {d.path}
             </td>
-            <td>{d.op !== 'add' && <Json value={d.before} />}</td>
-            <td>{d.op !== 'remove' && <Json value={d.after} />}</td>
+            <td>{d.op !== 'add' && <Value v={d.before} />}</td>
+            <td>{d.op !== 'remove' && <Value v={d.after} />}</td>
           </tr>
         ))}
       </tbody>
     </table>
   )
+}
+
+// Value shows a scalar on one line, anything bigger as indented JSON.
+function Value({ v }: { v: unknown }) {
+  if (v !== null && typeof v === 'object') return <Json value={v} />
+  return <code class="scalar">{JSON.stringify(v)}</code>
 }
 
 interface Attempt {
