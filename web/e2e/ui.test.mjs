@@ -23,16 +23,17 @@ before(async () => {
   const t0 = Date.now()
   await weft.start()
   const t1 = Date.now()
-  // One after another, so that newest first has one right order.
+  // Started one after another, so that newest first has one right order;
+  // they run at once.
   runs.stranded = await weft.run('web/e2e/graphs/stranded.yaml')
-  runs.fanout = await weft.run('examples/fanout.yaml', { input: { docs: ['a', 'b', 'c', 'd'] }, wait: true })
-  runs.flaky = await weft.run('web/e2e/graphs/flaky.yaml', { wait: true })
+  runs.fanout = await weft.run('examples/fanout.yaml', { input: { docs: ['a', 'b', 'c', 'd'] } })
+  runs.flaky = await weft.run('web/e2e/graphs/flaky.yaml')
   runs.markup = await weft.run('web/e2e/graphs/markup.yaml', {
     input: { note: '<script>alert(1)</script>', html: '<b>markup</b>', img: '<img src=x onerror="alert(2)">' },
-    wait: true,
   })
-  runs.long = await weft.run('web/e2e/graphs/long.yaml', { wait: true })
+  runs.long = await weft.run('web/e2e/graphs/long.yaml')
   runs.approval = await weft.run('examples/approval.yaml')
+  await Promise.all(['fanout', 'flaky', 'markup', 'long'].map((r) => weft.ended(runs[r])))
   console.log(`# weft built and started in ${t1 - t0} ms; the runs took ${Date.now() - t1} ms`)
   browser = await chromium.launch({ executablePath: chromiumPath, args: ['--no-sandbox'], headless: true })
   const ctx = await browser.newContext({ viewport: { width: 1400, height: 1000 } })
@@ -202,8 +203,9 @@ test('markup in a run is shown as text and runs nothing', async () => {
 
 test('a run of over 10,000 events stays responsive', async () => {
   const t0 = Date.now()
+  const slow = { timeout: 60_000 } // the server folds 10,000 events for some answers
   await go(`/runs/${runs.long}`)
-  await page.locator('.timeline .row').first().waitFor()
+  await page.locator('.timeline .row').first().waitFor(slow)
   const loadMs = Date.now() - t0
   const total = Number(await page.locator('dt:has-text("events") + dd').textContent())
   assert.ok(total > 10_000, `the long run has ${total} events`)
@@ -224,7 +226,7 @@ test('a run of over 10,000 events stays responsive', async () => {
   const t1 = Date.now()
   await page.locator('.timeline').press('End')
   await page.waitForURL(new RegExp(`at=${total}(&|$)`))
-  await page.locator('.event-panel .state-after pre', { hasText: '"count": 5000' }).waitFor()
+  await page.locator('.event-panel .state-after pre', { hasText: '"count": 5000' }).waitFor(slow)
   const selectMs = Date.now() - t1
   console.log(`# long run: ${total} events; page ${loadMs} ms, scroll ${scrollMs.toFixed(1)} ms, select last + state ${selectMs} ms`)
   assert.ok(scrollMs < 500, `scrolling took ${scrollMs} ms`)

@@ -111,6 +111,11 @@ export class Weft {
     return id
   }
 
+  // ended waits for a run's end (weft events -follow returns then).
+  async ended(id) {
+    await exec(this.bin, ['events', id, '-follow', '-nats', this.nats], { cwd: root, maxBuffer: 1 << 26 })
+  }
+
   kill(p, signal) {
     if (!alive(p)) return
     try {
