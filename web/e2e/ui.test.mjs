@@ -23,17 +23,16 @@ before(async () => {
   const t0 = Date.now()
   await weft.start()
   const t1 = Date.now()
-  // Started one after another, so that newest first has one right order;
-  // they run at once.
+  // One after another, so that newest first has one right order.
   runs.stranded = await weft.run('web/e2e/graphs/stranded.yaml')
-  runs.fanout = await weft.run('examples/fanout.yaml', { input: { docs: ['a', 'b', 'c', 'd'] } })
-  runs.flaky = await weft.run('web/e2e/graphs/flaky.yaml')
+  runs.fanout = await weft.run('examples/fanout.yaml', { input: { docs: ['a', 'b', 'c', 'd'] }, wait: true })
+  runs.flaky = await weft.run('web/e2e/graphs/flaky.yaml', { wait: true })
   runs.markup = await weft.run('web/e2e/graphs/markup.yaml', {
     input: { note: '<script>alert(1)</script>', html: '<b>markup</b>', img: '<img src=x onerror="alert(2)">' },
+    wait: true,
   })
-  runs.long = await weft.run('web/e2e/graphs/long.yaml')
+  runs.long = await weft.run('web/e2e/graphs/long.yaml', { wait: true })
   runs.approval = await weft.run('examples/approval.yaml')
-  await Promise.all(['fanout', 'flaky', 'markup', 'long'].map((r) => weft.ended(runs[r])))
   console.log(`# weft built and started in ${t1 - t0} ms; the runs took ${Date.now() - t1} ms`)
   browser = await chromium.launch({ executablePath: chromiumPath, args: ['--no-sandbox'], headless: true })
   const ctx = await browser.newContext({ viewport: { width: 1400, height: 1000 } })
@@ -45,12 +44,12 @@ before(async () => {
   page = await ctx.newPage()
   page.setDefaultTimeout(15_000)
   page.on('pageerror', (e) => pageErrors.push(String(e)))
-})
+}, { timeout: 300_000 })
 
 after(async () => {
   await browser?.close()
   await weft.stop()
-})
+}, { timeout: 60_000 })
 
 const go = (path) => page.goto(weft.url + path)
 const node = (id, status) => page.locator(`svg.graph [data-node="${id}"][data-status="${status}"]`)

@@ -103,17 +103,14 @@ export class Weft {
     try {
       ;({ stdout } = await exec(this.bin, args, { cwd: root, maxBuffer: 1 << 24 }))
     } catch (e) {
-      if (!wait || !e.stdout) throw e
-      stdout = e.stdout // -wait exits 1 for a failed run
+      // -wait exits 1 for a run that failed (fine here), and for one that
+      // did not end within its minute (not fine).
+      if (!wait || !e.stdout || /has not ended/.test(e.stderr)) throw new Error(`weft ${args.join(' ')}: ${e.stderr || e.message}`)
+      stdout = e.stdout
     }
     const id = stdout.trim().split('\n')[0].trim()
     if (!/^[0-9a-z]+$/.test(id)) throw new Error(`weft run printed no run id: ${stdout}`)
     return id
-  }
-
-  // ended waits for a run's end (weft events -follow returns then).
-  async ended(id) {
-    await exec(this.bin, ['events', id, '-follow', '-nats', this.nats], { cwd: root, maxBuffer: 1 << 26 })
   }
 
   kill(p, signal) {
