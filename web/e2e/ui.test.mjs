@@ -24,6 +24,7 @@ before(async () => {
   await weft.start()
   const t1 = Date.now()
   // One after another, so that newest first has one right order.
+  runs.parent = await weft.run('examples/subgraph.yaml', { wait: true })
   runs.stranded = await weft.run('web/e2e/graphs/stranded.yaml')
   runs.fanout = await weft.run('examples/fanout.yaml', { input: { docs: ['a', 'b', 'c', 'd'] }, wait: true })
   runs.flaky = await weft.run('web/e2e/graphs/flaky.yaml', { wait: true })
@@ -71,7 +72,8 @@ test('the run list shows the runs, newest first, with their statuses and counts'
   const approval = await page.locator(`tr[data-run="${runs.approval}"]`).getAttribute('data-status')
   assert.ok(['running', 'waiting'].includes(approval), `the waiting run's status is ${approval}`)
   const order = await page.locator('tbody tr').evaluateAll((rows) => rows.map((r) => r.dataset.run))
-  assert.deepEqual(order, [runs.approval, runs.long, runs.markup, runs.flaky, runs.fanout, runs.stranded])
+  assert.deepEqual(order.slice(0, 6), [runs.approval, runs.long, runs.markup, runs.flaky, runs.fanout, runs.stranded])
+  assert.ok(order.includes(runs.parent))
   assert.ok(Number(await page.locator('[data-count="completed"] b').textContent()) >= 3)
   assert.equal(await page.locator('[data-count="failed"] b').textContent(), '1')
   await page.screenshot({ path: join(shots, 'runs.png'), fullPage: true })
@@ -81,6 +83,25 @@ test('the run list shows the runs, newest first, with their statuses and counts'
   await page.waitForURL(/status=failed/)
   await page.locator(`tr[data-run="${runs.fanout}"]`).waitFor({ state: 'detached' })
   assert.deepEqual(await page.locator('tbody tr').evaluateAll((r) => r.map((x) => x.dataset.run)), [runs.flaky])
+
+  // Paging: two at a time, older through the server's cursor.
+  await go('/runs?limit=2')
+  await page.locator('tbody tr').nth(1).waitFor()
+  assert.deepEqual(await page.locator('tbody tr').evaluateAll((r) => r.map((x) => x.dataset.run)), order.slice(0, 2))
+  await page.getByRole('link', { name: 'older →' }).click()
+  await page.waitForURL(/cursor=/)
+  await page.locator(`tr[data-run="${order[2]}"]`).waitFor()
+  assert.deepEqual(await page.locator('tbody tr').evaluateAll((r) => r.map((x) => x.dataset.run)), order.slice(2, 4))
+  await page.getByRole('link', { name: '⇤ newest' }).click()
+  await page.locator(`tr[data-run="${order[0]}"]`).waitFor()
+
+  // Time: nothing started after tomorrow; everything before it.
+  const tomorrow = new Date(Date.now() + 86_400_000).toISOString()
+  await go(`/runs?since=${tomorrow}`)
+  await page.locator('.empty', { hasText: 'No runs match' }).waitFor()
+  await go(`/runs?until=${tomorrow}&graph=fanout`)
+  await page.locator(`tr[data-run="${runs.fanout}"]`).waitFor()
+  assert.equal(await page.locator('tbody tr').count(), 1)
 
   // Search by a prefix of a run id.
   await go('/runs')
@@ -117,6 +138,36 @@ test('the graph shows each node with its status, attempts and detail', async () 
   await node('draft', 'succeeded').waitFor()
   await node('approve', 'waiting').waitFor()
   await node('publish', 'idle').waitFor()
+})
+
+test('a run links to its child runs, the child to its parent, the trace to the tracing UI', async () => {
+  await go(`/runs/${runs.parent}`)
+  await node('child', 'succeeded').click()
+  const link = page.locator('[data-node-detail="child"] a.child')
+  await link.waitFor()
+  const child = await link.textContent()
+  assert.ok(child.startsWith(runs.parent), child)
+  await page.locator(`dt:has-text("children") + dd a`, { hasText: child }).waitFor()
+  await link.click()
+  await page.waitForURL(new RegExp(`/runs/${child}$`))
+  await node('twice', 'succeeded').waitFor()
+  await page.locator(`dt:has-text("parent") + dd a[href="/runs/${runs.parent}"]`).click()
+  await page.waitForURL(new RegExp(`/runs/${runs.parent}$`))
+
+  // A trace id, as the server gives it when the run was traced and
+  // -trace-url is set, links to the tracing UI.
+  const traceId = '4bf92f3577b34da6a3ce929d0e0e4736'
+  await page.route(`**/api/runs/${runs.fanout}`, async (r) => {
+    const res = await r.fetch()
+    const json = { ...(await res.json()), traceId, traceUrl: `http://jaeger.example/trace/${traceId}` }
+    await r.fulfill({ response: res, json })
+  })
+  await go(`/runs/${runs.fanout}`)
+  const trace = page.locator('dt:has-text("trace") + dd a')
+  await trace.waitFor()
+  assert.equal(await trace.getAttribute('href'), `http://jaeger.example/trace/${traceId}`)
+  assert.equal(await trace.textContent(), traceId)
+  await page.unroute(`**/api/runs/${runs.fanout}`)
 })
 
 test('selecting an event shows the state after it, the diff, and the graph then', async () => {
