@@ -215,18 +215,34 @@ function query(params: Record<string, string | number | string[] | undefined>): 
 
 const run = (id: string) => `/api/runs/${encodeURIComponent(id)}`
 
+// Go encodes an empty list as null; the screens get [] instead.
+const list = <T>(v: T[] | null | undefined): T[] => v ?? []
+
 export const api = {
   config: () => call<Config>('GET', '/api/config'),
   runs: (p: { status?: string[]; graph?: string; since?: string; until?: string; q?: string; cursor?: string; limit?: number }) =>
-    call<RunList>('GET', `/api/runs${query(p)}`),
-  run: (id: string) => call<RunDetail>('GET', run(id)),
+    call<RunList>('GET', `/api/runs${query(p)}`).then((l) => ({ ...l, runs: list(l.runs), counts: l.counts ?? {} })),
+  run: (id: string) =>
+    call<RunDetail>('GET', run(id)).then((d) => ({
+      ...d,
+      children: list(d.children),
+      graph: d.graph && { nodes: list(d.graph.nodes), edges: list(d.graph.edges) },
+    })),
   events: (id: string, from: number, limit: number) =>
-    call<{ events: WeftEvent[]; total: number }>('GET', `${run(id)}/events${query({ from, limit })}`),
-  stateAt: (id: string, at: number) => call<StateAt>('GET', `${run(id)}/state${query({ at })}`),
+    call<{ events: WeftEvent[]; total: number }>('GET', `${run(id)}/events${query({ from, limit })}`).then((p) => ({
+      ...p,
+      events: list(p.events),
+    })),
+  stateAt: (id: string, at: number) =>
+    call<StateAt>('GET', `${run(id)}/state${query({ at })}`).then((s) => ({ ...s, diff: list(s.diff) })),
   signal: (id: string, node: string, data: unknown) => call<{ id: string }>('POST', `${run(id)}/signal`, { node, data }),
   cancel: (id: string, reason: string) => call<object>('POST', `${run(id)}/cancel`, { reason }),
   fork: (id: string, at: number) => call<{ runId: string }>('POST', `${run(id)}/fork`, { at }),
-  workers: () => call<WorkersView>('GET', '/api/workers'),
+  workers: () =>
+    call<WorkersView>('GET', '/api/workers').then((w) => ({
+      ...w,
+      queues: list(w.queues).map((q) => ({ ...q, workers: list(q.workers) })),
+    })),
 }
 
 // live opens a server-sent event stream and calls on(kind, data) for each

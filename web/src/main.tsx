@@ -2,15 +2,33 @@
 // the screens by route. Each screen lives in src/screens/ and reads what it
 // shows from the URL (see router.ts).
 import { render } from 'preact'
-import { useEffect, useState } from 'preact/hooks'
+import type { ComponentChildren } from 'preact'
+import { useEffect, useErrorBoundary, useState } from 'preact/hooks'
 import { api, type Config } from './api'
 import { ConfigContext, unknownConfig } from './config'
-import { href, useRoute } from './router'
+import { href, navigated, useRoute } from './router'
 import { RunsScreen } from './screens/runs'
 import { RunScreen } from './screens/run'
 import { WorkersScreen } from './screens/workers'
 import { Problem } from './ui'
 import './style.css'
+
+// Guard shows a screen's own failure as a message, never a blank page; a
+// new route tries again.
+function Guard({ children }: { children: ComponentChildren }) {
+  const [error, reset] = useErrorBoundary()
+  useEffect(() => {
+    const again = () => reset()
+    window.addEventListener('popstate', again)
+    window.addEventListener(navigated, again)
+    return () => {
+      window.removeEventListener('popstate', again)
+      window.removeEventListener(navigated, again)
+    }
+  }, [])
+  if (error) return <Problem error={error} title="This page failed; the links above still work" />
+  return <>{children}</>
+}
 
 function App() {
   const route = useRoute()
@@ -49,7 +67,9 @@ function App() {
         {config?.version && <span class="muted">{config.version}</span>}
       </header>
       {error !== null && <Problem error={error} title="Cannot read the server's settings" />}
-      <main>{screen}</main>
+      <main>
+        <Guard>{screen}</Guard>
+      </main>
     </ConfigContext.Provider>
   )
 }

@@ -34,14 +34,15 @@ export function href(path: string[], params: Record<string, string | number | un
   return '/' + path.map(encodeURIComponent).join('/') + (s ? `?${s}` : '')
 }
 
-const changed = 'weft:navigate'
+// navigated is the window event navigate sends.
+export const navigated = 'weft:navigate'
 
 // navigate goes to a link of the UI without reloading the page; replace
 // keeps the history short while scrubbing.
 export function navigate(to: string, replace = false) {
   if (replace) history.replaceState(null, '', to)
   else history.pushState(null, '', to)
-  window.dispatchEvent(new Event(changed))
+  window.dispatchEvent(new Event(navigated))
 }
 
 // withParams is the current route's link with some parameters changed
@@ -68,10 +69,10 @@ export function useRoute(): Route {
   const [route, setRoute] = useState(current)
   useEffect(() => {
     const on = () => setRoute(current())
-    window.addEventListener(changed, on)
+    window.addEventListener(navigated, on)
     window.addEventListener('popstate', on)
     return () => {
-      window.removeEventListener(changed, on)
+      window.removeEventListener(navigated, on)
       window.removeEventListener('popstate', on)
     }
   }, [])
