@@ -279,7 +279,7 @@ test('a run of over 10,000 events stays responsive', async () => {
   await page.locator('.event-panel .state-after pre', { hasText: '"count": 5000' }).waitFor(slow)
   const selectMs = Date.now() - t1
   console.log(`# long run: ${total} events; page ${loadMs} ms, scroll ${scrollMs.toFixed(1)} ms, select last + state ${selectMs} ms`)
-  assert.ok(scrollMs < 500, `scrolling took ${scrollMs} ms`)
+  assert.ok(scrollMs < 1000, `scrolling took ${scrollMs} ms`)
 })
 
 test('the workers page lists the queues, their workers, and work no worker serves', async () => {
