@@ -38,6 +38,7 @@ export default defineConfig({
     chunkSizeWarningLimit: 600,
   },
   server: {
+    host: '127.0.0.1',
     proxy: { '/api': { target: api, changeOrigin: true } },
   },
 })

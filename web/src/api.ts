@@ -191,6 +191,10 @@ async function call<T>(method: string, path: string, body?: unknown): Promise<T>
   try {
     json = text ? JSON.parse(text) : {}
   } catch {
+    if (res.status === 502 || res.status === 504) {
+      // A proxy in between (npm run dev's, or another) found no server.
+      throw new ApiError(`The Weft server is not reachable (${res.status} ${res.statusText} from the proxy in front of it).`, 0)
+    }
     throw new ApiError(`The server answered ${method} ${path} with ${res.status} ${res.statusText} and a body that is not JSON.`, res.status)
   }
   if (!res.ok) {
