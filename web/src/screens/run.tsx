@@ -136,7 +136,8 @@ export function RunScreen({ id, route }: { id: string; route: Route }) {
   const [stateAt, setStateAt] = useState<StateAt | null>(null)
   const [stateErr, setStateErr] = useState<unknown>(null)
   useEffect(() => {
-    setStateAt(null)
+    // The graph keeps the last moment shown until the next one is in, so
+    // that scrubbing does not flash the live state in between.
     setStateErr(null)
     if (at === null) return
     // A moment's pause, so that scrubbing asks only where it stops.
@@ -177,7 +178,7 @@ export function RunScreen({ id, route }: { id: string; route: Route }) {
 
   const { summary, graph } = detail
   const live_ = detail.state
-  const shown = at !== null && stateAt ? stateAt.state : live_
+  const shown = at !== null && stateAt && stateAt.state.runId === live_.runId ? stateAt.state : live_
   const nodes = shown.nodes ?? {}
   const upTo = events.slice(0, at ?? events.length).filter((e) => e !== undefined)
   const selNode = nodeId ? graph?.nodes.find((n) => n.id === nodeId) : undefined
@@ -327,7 +328,12 @@ export function RunScreen({ id, route }: { id: string; route: Route }) {
         />
       )}
       {at !== null && (
-        <EventPanel event={events[at - 1]} at={stateAt} error={stateErr} total={total} />
+        <EventPanel
+          event={events[at - 1]}
+          at={stateAt?.position === at ? stateAt : null}
+          error={stateErr}
+          total={total}
+        />
       )}
       {at === null && (live_.output !== undefined || live_.state) && (
         <section class="panel">
