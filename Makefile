@@ -1,5 +1,6 @@
-# Weft's tasks. A fresh machine needs Go and nothing else: every target
-# downloads what it needs through the Go module proxy.
+# Weft's tasks. A fresh machine needs Go, and Node with npm for the web UI:
+# every target downloads what it needs through the Go module proxy and the
+# npm registry (make e2e also installs Debian's chromium when it may).
 
 GO       ?= go
 GOFMT    ?= $(shell $(GO) env GOROOT)/bin/gofmt
@@ -8,18 +9,20 @@ FUZZTIME ?= 20s
 # without it, and say so.
 RACE     := $(shell [ "$$($(GO) env CGO_ENABLED)" = 1 ] && echo -race)
 
-.PHONY: demo test lint vet fmt-check build bench bench-quick fuzz chaos ownerkill clean sim sim-known
+.PHONY: demo test lint vet fmt-check build bench bench-quick fuzz chaos ownerkill clean sim sim-known ui e2e chromium
 
 ## demo: run examples/hello.yaml on an embedded NATS, coordinator and worker
-demo:
+demo: ui
 	$(GO) run ./cmd/weft demo examples/hello.yaml
 
-## test: vet, gofmt check, then every test with the race detector
+## test: vet, gofmt check, every test with the race detector, then the
+## web UI's browser tests (e2e)
 test: lint
 ifeq ($(RACE),)
 	@echo "note: cgo is off (no C compiler?), so tests run without -race" >&2
 endif
 	$(GO) test $(RACE) -count=1 -timeout 30m ./...
+	$(MAKE) e2e
 
 ## lint: go vet and the gofmt check
 lint: vet fmt-check
@@ -32,7 +35,7 @@ fmt-check:
 	if [ -n "$$files" ]; then echo "gofmt needed on:"; echo "$$files"; exit 1; fi
 
 ## build: the weft, coordinator and nodeworker binaries, in bin/
-build:
+build: ui
 	$(GO) build -o bin/ ./cmd/...
 
 ## bench: the benchmark suite, results in bench/results.json
@@ -88,3 +91,30 @@ endif
 ## code fails under (internal/sim knownFailing), with its seed
 sim-known:
 	$(GO) test -count=1 -run 'TestSim$$' -v ./internal/sim -args -known
+
+## ui: the web UI (web/, vite) built into internal/ui/dist, which weft
+## embeds; npm ci first when node_modules is missing or the lockfile changed
+ui: web/node_modules/.package-lock.json
+	cd web && npm run build
+
+web/node_modules/.package-lock.json: web/package-lock.json
+	cd web && npm ci
+	@touch $@
+
+## e2e: the web UI's end-to-end tests: weft dev, example runs, and
+## Debian's Chromium driven headless by playwright-core (web/e2e);
+## screenshots in web/e2e/screenshots
+CHROMIUM ?= /usr/bin/chromium
+e2e: ui chromium
+	cd web && CHROMIUM=$(CHROMIUM) npm run e2e
+
+chromium:
+	@if [ ! -x "$(CHROMIUM)" ]; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			echo "installing chromium with apt-get (e2e needs it)"; \
+			apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; \
+		else \
+			echo "make e2e needs Debian's Chromium at $(CHROMIUM): install it with 'sudo apt-get install -y chromium' (or set CHROMIUM=/path/to/chromium)" >&2; \
+			exit 1; \
+		fi; \
+	fi

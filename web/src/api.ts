@@ -1,0 +1,276 @@
+// The HTTP API of `weft ui` (internal/ui/API.md): its types, one fetch
+// wrapper that turns every failure into an ApiError with a message fit for
+// the page, and the server-sent event streams.
+
+// The read model's statuses; a run whose human node waits is running (the
+// node is waiting).
+export type RunStatus = 'running' | 'cancelling' | 'completed' | 'failed' | 'cancelled' | string
+
+export interface ForkRef {
+  runId: string
+  position: number
+  seq?: number
+  reason?: string
+}
+
+export interface Summary {
+  runId: string
+  graph?: string
+  graphDigest?: string
+  status: RunStatus
+  startedAt?: string
+  endedAt?: string
+  parent?: string
+  attrs?: Record<string, string>
+  terminated?: boolean
+  forkedFrom?: ForkRef
+}
+
+export interface Failure {
+  type: string
+  message: string
+  retryable: boolean
+  details?: unknown
+  cause?: Failure
+}
+
+export interface NodeState {
+  status: string
+  iteration: number
+  attempt?: number
+  executions?: number
+  output?: unknown
+  error?: Failure
+  worker?: string
+  local?: unknown
+  waitingFor?: string
+  deadline?: string
+  child?: string
+  items?: { status: string; attempt?: number; output?: unknown; error?: Failure }[]
+  readyAt?: string
+  startedAt?: string
+  endedAt?: string
+}
+
+export interface RunState {
+  runId: string
+  graphName?: string
+  status: RunStatus
+  parent?: { runId: string; ref: { node: string } }
+  fork?: ForkRef
+  input?: unknown
+  invocation?: unknown
+  state?: Record<string, unknown>
+  artifacts?: Record<string, unknown>
+  nodes?: Record<string, NodeState>
+  output?: unknown
+  error?: Failure
+  startedAt?: string
+  endedAt?: string
+  lastSeq?: number
+}
+
+export interface GraphNode {
+  id: string
+  type: string
+  queue?: string
+  label?: string
+  subgraph?: boolean
+}
+
+export interface GraphEdge {
+  from: string
+  to: string
+  label?: string
+  back?: boolean
+}
+
+export interface GraphView {
+  nodes: GraphNode[]
+  edges: GraphEdge[]
+}
+
+export interface RunDetail {
+  summary: Summary
+  state: RunState
+  graph: GraphView | null // null when the run's graph cannot be read
+  graphError?: string
+  traceId?: string
+  traceUrl?: string
+  children?: string[]
+  events: number
+}
+
+export interface WeftEvent {
+  position: number
+  seq: number
+  id: string
+  type: string // dev.weft.node.invoked.v1
+  kind?: string // node.invoked
+  time: string
+  node?: string // "" for run events
+  attempt?: number
+  iteration?: number
+  subject?: string
+  summary?: string
+  data?: unknown
+  refused?: string
+}
+
+export interface DiffEntry {
+  path: string
+  op: 'add' | 'remove' | 'change' | string
+  before?: unknown
+  after?: unknown
+}
+
+export interface StateAt {
+  position: number
+  state: RunState
+  diff: DiffEntry[]
+}
+
+export interface RunList {
+  runs: Summary[]
+  next: string
+  counts: Record<string, number>
+}
+
+export interface Worker {
+  name: string
+  types?: string[]
+  started?: string
+  heartbeat?: string
+}
+
+export interface Queue {
+  name: string
+  workers: Worker[]
+  waiting: number | null // null: the server may not read the queue's consumer
+  types?: string[]
+}
+
+export interface WorkersView {
+  queues: Queue[]
+  coordinators?: { alive: boolean; lastSeen?: string | null; window?: string }
+  note?: string
+}
+
+export interface Config {
+  readOnly: boolean
+  traceUrl: string
+  version: string
+}
+
+// ApiError is what every failed call throws: a message to show as is,
+// the HTTP status (0: the server did not answer) and the field to blame.
+export class ApiError extends Error {
+  constructor(
+    message: string,
+    readonly status: number,
+    readonly field?: string,
+  ) {
+    super(message)
+  }
+}
+
+async function call<T>(method: string, path: string, body?: unknown): Promise<T> {
+  const init: RequestInit = { method, headers: { Accept: 'application/json' } }
+  if (body !== undefined) {
+    init.headers = { ...init.headers, 'Content-Type': 'application/json', 'X-Weft-Action': '1' }
+    init.body = JSON.stringify(body)
+  }
+  let res: Response
+  try {
+    res = await fetch(path, init)
+  } catch {
+    throw new ApiError(`The Weft server at ${location.host} is not reachable. Is \`weft ui\` or \`weft dev\` running?`, 0)
+  }
+  const text = await res.text()
+  let json: any
+  try {
+    json = text ? JSON.parse(text) : {}
+  } catch {
+    if (res.status === 502 || res.status === 504) {
+      // A proxy in between (npm run dev's, or another) found no server.
+      throw new ApiError(`The Weft server is not reachable (${res.status} ${res.statusText} from the proxy in front of it).`, 0)
+    }
+    throw new ApiError(`The server answered ${method} ${path} with ${res.status} ${res.statusText} and a body that is not JSON.`, res.status)
+  }
+  if (!res.ok) {
+    const what = typeof json?.error === 'string' && json.error ? json.error : `${res.status} ${res.statusText}`
+    const field = typeof json?.field === 'string' && json.field ? json.field : undefined
+    throw new ApiError(what, res.status, field)
+  }
+  return json as T
+}
+
+function query(params: Record<string, string | number | string[] | undefined>): string {
+  const q = new URLSearchParams()
+  for (const [k, v] of Object.entries(params)) {
+    if (v === undefined || v === '') continue
+    if (Array.isArray(v)) {
+      if (v.length) q.set(k, v.join(','))
+    } else q.set(k, String(v))
+  }
+  const s = q.toString()
+  return s ? `?${s}` : ''
+}
+
+const run = (id: string) => `/api/runs/${encodeURIComponent(id)}`
+
+// Go encodes an empty list as null; the screens get [] instead.
+const list = <T>(v: T[] | null | undefined): T[] => v ?? []
+
+export const api = {
+  config: () => call<Config>('GET', '/api/config'),
+  runs: (p: { status?: string[]; graph?: string; since?: string; until?: string; q?: string; cursor?: string; limit?: number }) =>
+    call<RunList>('GET', `/api/runs${query(p)}`).then((l) => ({ ...l, runs: list(l.runs), counts: l.counts ?? {} })),
+  run: (id: string) =>
+    call<RunDetail>('GET', run(id)).then((d) => ({
+      ...d,
+      children: list(d.children),
+      graph: d.graph && { nodes: list(d.graph.nodes), edges: list(d.graph.edges) },
+    })),
+  events: (id: string, from: number, limit: number) =>
+    call<{ events: WeftEvent[]; total: number }>('GET', `${run(id)}/events${query({ from, limit })}`).then((p) => ({
+      ...p,
+      events: list(p.events),
+    })),
+  stateAt: (id: string, at: number) =>
+    call<StateAt>('GET', `${run(id)}/state${query({ at })}`).then((s) => ({ ...s, diff: list(s.diff) })),
+  signal: (id: string, node: string, data: unknown) => call<{ id: string }>('POST', `${run(id)}/signal`, { node, data }),
+  cancel: (id: string, reason: string) => call<object>('POST', `${run(id)}/cancel`, { reason }),
+  fork: (id: string, at: number) => call<{ runId: string }>('POST', `${run(id)}/fork`, { at }),
+  workers: () =>
+    call<WorkersView>('GET', '/api/workers').then((w) => ({
+      ...w,
+      queues: list(w.queues).map((q) => ({ ...q, workers: list(q.workers) })),
+    })),
+}
+
+// live opens a server-sent event stream and calls on(kind, data) for each
+// message; it returns the function that closes it. EventSource reconnects
+// by itself; onState tells the page whether the stream is up.
+export function live(
+  path: string,
+  kinds: string[],
+  on: (kind: string, data: any) => void,
+  onState?: (up: boolean) => void,
+): () => void {
+  const es = new EventSource(path)
+  for (const k of kinds) {
+    es.addEventListener(k, (m) => {
+      let data: unknown
+      try {
+        data = JSON.parse((m as MessageEvent).data)
+      } catch {
+        return // a message that is not JSON is not ours to show
+      }
+      on(k, data)
+    })
+  }
+  es.onopen = () => onState?.(true)
+  es.onerror = () => onState?.(es.readyState === EventSource.OPEN)
+  return () => es.close()
+}

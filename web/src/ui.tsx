@@ -1,0 +1,107 @@
+// Small pieces every screen uses: status badges, messages, JSON, times,
+// and the confirmation dialog. Everything from the server is rendered as
+// text (Preact escapes it); nothing here sets HTML.
+import type { ComponentChildren } from 'preact'
+import { useEffect, useRef, useState } from 'preact/hooks'
+import { ApiError } from './api'
+
+export function Status({ status }: { status: string }) {
+  const s = status || 'idle'
+  return <span class={`status status-${s}`}>{s.replace('_', ' ')}</span>
+}
+
+// Problem shows an error as a message on the page, with the field to blame.
+export function Problem({ error, title }: { error: unknown; title?: string }) {
+  const e = error instanceof ApiError ? error : null
+  const msg = error instanceof Error ? error.message : String(error)
+  return (
+    <div class="problem" role="alert">
+      {title && <strong>{title}: </strong>}
+      {msg}
+      {e?.field && <span class="field"> (parameter: {e.field})</span>}
+    </div>
+  )
+}
+
+export function Loading({ what }: { what: string }) {
+  return <div class="loading">Loading {what}…</div>
+}
+
+export function Json({ value, empty = '—' }: { value: unknown; empty?: string }) {
+  if (value === undefined || value === null) return <span class="muted">{empty}</span>
+  return <pre class="json">{JSON.stringify(value, null, 2)}</pre>
+}
+
+export function Time({ at }: { at?: string }) {
+  if (!at) return <span class="muted">—</span>
+  const d = new Date(at)
+  if (isNaN(d.getTime())) return <span>{at}</span>
+  return <time dateTime={at} title={at}>{fmtTime(d)}</time>
+}
+
+export function fmtTime(d: Date): string {
+  const pad = (n: number, w = 2) => String(n).padStart(w, '0')
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}.${pad(d.getMilliseconds(), 3)}`
+}
+
+export function duration(from?: string, to?: string): string {
+  if (!from || !to) return ''
+  const ms = new Date(to).getTime() - new Date(from).getTime()
+  if (!isFinite(ms) || ms < 0) return ''
+  if (ms < 1000) return `${ms} ms`
+  if (ms < 60_000) return `${(ms / 1000).toFixed(ms < 10_000 ? 2 : 1)} s`
+  const m = Math.floor(ms / 60_000)
+  if (m < 60) return `${m} min ${Math.round((ms % 60_000) / 1000)} s`
+  return `${Math.floor(m / 60)} h ${m % 60} min`
+}
+
+// shortType turns dev.weft.node.invoked.v1 into node.invoked.
+export function shortType(t: string): string {
+  return t.replace(/^dev\.weft\./, '').replace(/\.v\d+$/, '')
+}
+
+// Confirm asks before an action runs; it shows the action's error, if
+// any, and closes when the action succeeds.
+export function Confirm(props: {
+  title: string
+  confirm: string
+  children?: ComponentChildren
+  onConfirm: () => Promise<void>
+  onClose: () => void
+}) {
+  const [busy, setBusy] = useState(false)
+  const [error, setError] = useState<unknown>(null)
+  const ref = useRef<HTMLDialogElement>(null)
+  useEffect(() => {
+    ref.current?.showModal?.()
+  }, [])
+  const go = async (e: Event) => {
+    e.preventDefault()
+    setBusy(true)
+    setError(null)
+    try {
+      await props.onConfirm()
+      props.onClose()
+    } catch (err) {
+      setError(err)
+      setBusy(false)
+    }
+  }
+  return (
+    <dialog ref={ref} class="confirm" onCancel={props.onClose}>
+      <form onSubmit={go}>
+        <h3>{props.title}</h3>
+        {props.children}
+        {error !== null && <Problem error={error} />}
+        <div class="buttons">
+          <button type="button" onClick={props.onClose} disabled={busy}>
+            Back
+          </button>
+          <button type="submit" class="primary" disabled={busy}>
+            {busy ? 'Working…' : props.confirm}
+          </button>
+        </div>
+      </form>
+    </dialog>
+  )
+}
