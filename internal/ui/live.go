@@ -202,7 +202,20 @@ func (s *server) liveRun(w http.ResponseWriter, r *http.Request) {
 	writeErr := false
 	err = s.cl.Follow(ctx, id, func(re client.RunEvent, _ *projection.State) bool {
 		folded := prev.Apply(re.Event)
-		if re.Position <= from {
+		if re.Position < from {
+			return true
+		}
+		if re.Position == from {
+			// The browser has this one: the run exists, so the
+			// stream begins now rather than with the next event,
+			// which may be long in coming for a waiting run.
+			st.mu.Lock()
+			err := st.start()
+			st.mu.Unlock()
+			if err != nil {
+				writeErr = true
+				return false
+			}
 			return true
 		}
 		b, err := json.Marshal(s.viewEvent(re.Position, re.Event, folded))

@@ -88,6 +88,30 @@ func TestUILiveRunEvents(t *testing.T) {
 	wantError(t, "bad Last-Event-ID", e.do(http.MethodGet, "/api/live/runs/"+id, "", http.Header{"Last-Event-Id": {"x"}}), http.StatusBadRequest, "Last-Event-ID")
 }
 
+// TestUILiveRunStartsAtOnce: a stream opened from the last event a
+// page has, on a run that waits, begins (its headers sent) at once, not
+// with the run's next event: the page shows it is live.
+func TestUILiveRunStartsAtOnce(t *testing.T) {
+	e := newEnv(t, ui.Config{Ping: time.Hour})
+	id := e.start(approvalYAML, nil)
+	e.waitFor(id, "waiting", "approve")
+	var detail struct{ Events int }
+	if err := json.Unmarshal(e.get("/api/runs/"+id).body, &detail); err != nil || detail.Events == 0 {
+		t.Fatalf("run detail: %v, %d events", err, detail.Events)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// open fails the test if the headers do not come before ctx ends.
+	s := e.open(ctx, "/api/live/runs/"+id+"?from="+strconv.Itoa(detail.Events))
+	if r := e.post("/api/runs/"+id+"/signal", `{"node":"approve","data":{"approved":true}}`); r.status != http.StatusOK {
+		t.Fatalf("signal: %d %s", r.status, r.body)
+	}
+	ev, ok := s.next()
+	if !ok || ev.id != strconv.Itoa(detail.Events+1) {
+		t.Fatalf("first event after %d: %+v (open %v)", detail.Events, ev, ok)
+	}
+}
+
 // TestUILiveRuns: the run list's live stream sends a run's summary when
 // it starts and when it ends.
 func TestUILiveRuns(t *testing.T) {
