@@ -330,7 +330,8 @@ func TestRolesRefused(t *testing.T) {
 			{api + "STREAM.PURGE.KV_weft-runs", []byte(`{"filter":"$KV.weft-runs.>"}`)},
 			{api + "STREAM.CREATE.KV_weft-snapshots", []byte(`{"name":"KV_weft-snapshots","subjects":["$KV.weft-snapshots.>"]}`)},
 		}
-		// Workers read runs (gap 2), but create no consumer but their own.
+		// Workers create no consumer but their own (and read by subject
+		// only: TestWorkerReadsBySubjectOnly).
 		reads := []call{
 			{api + "CONSUMER.CREATE.WEFT.spy", cfgFor("spy", "")},
 			{api + "CONSUMER.CREATE.WEFT.spy." + sub(other, ">"), cfgFor("spy", sub(other, ">"))},
