@@ -150,8 +150,22 @@ edges:
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	// The UI follows the waiting run live (a core subscription on its
+	// subjects and gets, no consumer) while the client signals it.
+	ui := client.New(openStore(t, s.connect(t, userUI)))
+	followed := make(chan error, 1)
+	var sawEnd bool
+	go func() {
+		followed <- ui.Follow(ctx, waiting, func(_ client.RunEvent, st *projection.State) bool {
+			sawEnd = st.Status == projection.RunCompleted
+			return true
+		})
+	}()
 	if err := cl.Signal(ctx, waiting, "ask", map[string]any{"approved": true}); err != nil {
 		t.Fatalf("client signals: %v", err)
+	}
+	if err := <-followed; err != nil || !sawEnd {
+		t.Fatalf("ui follows the run to its end: %v (end seen: %v)", err, sawEnd)
 	}
 	if st, err := cl.Wait(ctx, waiting); err != nil || st.Status != projection.RunCompleted {
 		t.Fatalf("signalled run: %v %v", st, err)
@@ -167,7 +181,6 @@ edges:
 		t.Fatalf("cancelled run: %v %v", st, err)
 	}
 
-	ui := client.New(openStore(t, s.connect(t, userUI)))
 	if st, err := ui.Get(ctx, run); err != nil || st.Status != projection.RunCompleted {
 		t.Fatalf("ui reads the run: %v %v", st, err)
 	}
@@ -195,6 +208,7 @@ edges:
 		{userClient, []string{"list"}},
 		{userUI, []string{"status", run}},
 		{userUI, []string{"events", run}},
+		{userUI, []string{"events", run, "-follow"}},
 		{userUI, []string{"state", run}},
 		{userUI, []string{"list"}},
 		{userUI, []string{"list", "-status", "completed", "-graph", "chain"}},
