@@ -227,10 +227,10 @@ func TestWaitWakes(t *testing.T) {
 	}
 }
 
-// TestReadersCreateNoConsumer: Wait and Follow read with gets and a core
+// TestWaitAndFollowCreateNoConsumer: Wait and Follow read with gets and a core
 // subscription, never a consumer, so the client's role needs no right to
 // create one (deploy/SECURITY.md).
-func TestReadersCreateNoConsumer(t *testing.T) {
+func TestWaitAndFollowCreateNoConsumer(t *testing.T) {
 	_, store := natstest.Store(t)
 	c := client.New(store, client.WithLogger(quiet(t)))
 	ctx := timeout(t)
