@@ -360,11 +360,3 @@ func coordinatorGrants(api, stream string, names []string) []string {
 // QueueConsumerName is pkg/worker's QueueConsumer: the durable consumer
 // of a task queue.
 func QueueConsumerName(queue string) string { return "work-" + queue }
-
-func queueConsumers(queues []string) []string {
-	out := make([]string, len(queues))
-	for i, q := range queues {
-		out[i] = QueueConsumerName(q)
-	}
-	return out
-}
