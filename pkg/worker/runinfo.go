@@ -131,7 +131,10 @@ func (r *runReader) readStart(ctx context.Context, run string) (*runStart, error
 	// (the worker's role may not ask the leader, whose get reads any
 	// message): ask again a few times before the start counts as missing.
 	for try := 1; err == nil && m == nil && try < startTries && events.Replicas(r.store) > 1; try++ {
-		if err = sleepCtx(ctx, time.Duration(try)*startRetry); err == nil {
+		select {
+		case <-ctx.Done():
+			err = ctx.Err()
+		case <-time.After(time.Duration(try) * startRetry):
 			m, err = events.LastOn(ctx, r.store, subject)
 		}
 	}
@@ -218,24 +221,6 @@ const (
 	startTries = 8
 	startRetry = 40 * time.Millisecond
 )
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
-
-func withDefaultTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); ok {
-		return ctx, func() {}
-	}
-	return context.WithTimeout(ctx, d)
-}
 
 // selfContained reports whether a work item carries what older
 // coordinators copied into it (config, schemas, invocation state): it is
