@@ -12,7 +12,7 @@
 //     self-contained. The event's id is the run id: a start that is retried
 //     is de-duplicated by JetStream, and a start of a run id that already
 //     has a history gives events.ErrRunExists.
-//   - Wait blocks, without polling, until one of the run's terminal
+//   - Wait blocks until one of the run's terminal
 //     decisions (completed, failed, cancelled) is in the log, then folds the
 //     run. It subscribes to the terminal subjects (core NATS, a wake-up
 //     only), then reads the last message on each, so a run that ended

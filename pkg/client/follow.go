@@ -18,8 +18,9 @@ import (
 // (after fn saw its last event) or fn returns false, and ctx's error when
 // ctx ends first. A run with no events gives events.ErrRunNotFound.
 //
-// Follow does not poll and creates no consumer (see watch.go). It
-// subscribes to the run's subjects first, then reads the run's history in
+// Follow creates no consumer and does not poll (see watch.go: it reads
+// again only now and then while nothing is heard, in case a wake-up was
+// lost). It subscribes to the run's subjects first, then reads the run's history in
 // batched direct gets from the sequence after the last event it handed
 // to fn, whenever something was published on them: each event once, in
 // log order, whatever arrives while a read is under way (what is

@@ -352,3 +352,41 @@ func TestFollowFindsEventsStoredLate(t *testing.T) {
 		t.Fatalf("Follow: %v after %d events, want the end found", err, n)
 	}
 }
+
+// TestFollowRereadsWhenNothingIsHeard: an event whose wake-up was lost
+// (core NATS delivers at most once) is found by the re-read that follows
+// a quiet second.
+func TestFollowRereadsWhenNothingIsHeard(t *testing.T) {
+	_, store := natstest.Store(t)
+	late := &lateStore{Store: store, hid: make(chan struct{}, 1)}
+	c := client.New(late, client.WithLogger(quiet(t)))
+	ctx := timeout(t)
+	run, err := c.Start(ctx, mustGraph(t, humanYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := store.LastSeq(ctx, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	late.show(first)
+	// Published before Follow subscribes: nothing will be heard of it.
+	last, err := store.Append(ctx, run, events.AnySeq, completed(t, run))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	n := 0
+	go func() {
+		done <- c.Follow(ctx, run, func(client.RunEvent, *projection.State) bool { n++; return true })
+	}()
+	select {
+	case <-late.hid: // the first read did not see the end
+	case err := <-done:
+		t.Fatalf("Follow returned before the end was visible: %v", err)
+	}
+	late.show(last)
+	if err := <-done; err != nil || n != 2 {
+		t.Fatalf("Follow: %v after %d events, want the end found", err, n)
+	}
+}

@@ -16,12 +16,13 @@ import (
 // ctx ends, and returns the run's final state. A failed or cancelled run is
 // not an error: look at the state's Status and Error.
 //
-// Wait does not poll and creates no consumer (see watch.go). It subscribes
-// to the run's three terminal decision subjects first, then reads the last
-// message on each (a direct get by subject; on a replicated stream a miss
-// is confirmed by the stream leader), so a run that ended before the call
-// returns at once, and one that ends later wakes it when its terminal
-// event is published.
+// Wait creates no consumer and does not poll (see watch.go: it reads
+// again only now and then while nothing is heard, in case a wake-up was
+// lost). It subscribes to the run's three terminal decision subjects
+// first, then reads the last message on each (a direct get by subject; on
+// a replicated stream a miss is confirmed by the stream leader), so a run
+// that ended before the call returns at once, and one that ends later
+// wakes it when its terminal event is published.
 func (c *Client) Wait(ctx context.Context, runID string) (*projection.State, error) {
 	if _, err := c.store.LastSeq(ctx, runID); err != nil {
 		return nil, fmt.Errorf("waiting for run %s: %w", runID, err)

@@ -27,7 +27,13 @@ import (
 // looked for again, backing off, for storeGrace (an event still not
 // stored by then was refused by the stream; its writer appends again,
 // which is heard). While the connection was down nothing was heard, so
-// a reconnect is a wake-up too.
+// a reconnect is a wake-up too. Core NATS delivers at most once: in a
+// cluster, a publish on another server in the moment before it learns of
+// the subscription is not forwarded, and a server drops messages for a
+// connection that falls behind. So while nothing is heard, the run is
+// read again now and then, from a second after the subscription to every
+// 30 seconds (idleFirst, idleMax): a lost wake-up delays an event, never
+// loses it.
 
 // storeGrace is how long an event heard of is looked for in the stream.
 const storeGrace = 5 * time.Second
@@ -36,6 +42,12 @@ const storeGrace = 5 * time.Second
 const (
 	firstRetry = 2 * time.Millisecond
 	maxRetry   = 500 * time.Millisecond
+)
+
+// Re-reading while nothing is heard (see above).
+const (
+	idleFirst = time.Second
+	idleMax   = 30 * time.Second
 )
 
 // maxHeard bounds the ids of events heard of and not read yet that a watch
@@ -54,6 +66,7 @@ type watch struct {
 	heard map[string]time.Time // ids of events heard of, not yet read
 
 	backoff time.Duration
+	idle    time.Duration // the next re-read while nothing is heard
 }
 
 // watch subscribes to subjects. The subscriptions are in place on the
@@ -65,6 +78,7 @@ func (c *Client) watch(ctx context.Context, subjects ...string) (*watch, error) 
 		wake:    make(chan struct{}, 1),
 		heard:   map[string]time.Time{},
 		backoff: firstRetry,
+		idle:    idleFirst,
 	}
 	w.status = nc.StatusChanged(nats.CONNECTED, nats.CLOSED)
 	for _, s := range subjects {
@@ -143,18 +157,22 @@ func (w *watch) retryLater() time.Duration {
 }
 
 // wait returns when there may be something new to read: a message was
-// heard, the connection came back, or retry (when not 0) has passed. It
-// fails when ctx ends or the connection is closed.
+// heard, the connection came back, retry (when not 0) has passed, or,
+// without retry, the time to re-read while nothing is heard. It fails when
+// ctx ends or the connection is closed.
 func (w *watch) wait(ctx context.Context, retry time.Duration) error {
-	var timer <-chan time.Time
-	if retry > 0 {
-		t := time.NewTimer(retry)
-		defer t.Stop()
-		timer = t.C
+	d := retry
+	if d == 0 {
+		d = w.idle
 	}
+	t := time.NewTimer(d)
+	defer t.Stop()
 	select {
 	case <-w.wake:
-	case <-timer:
+	case <-t.C:
+		if retry == 0 {
+			w.idle = min(2*w.idle, idleMax)
+		}
 	case s := <-w.status:
 		if s == nats.CLOSED {
 			return nats.ErrConnectionClosed
