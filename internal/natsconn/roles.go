@@ -278,11 +278,12 @@ func (d Deployment) User(r Role, q string) User {
 		}
 		// Reads, each a direct get of the last message on a subject
 		// named in the request subject (events.LastOn), so scoped: runs'
-		// starts (its node's config; every run's, by design), runs'
-		// terminal decisions (whether a stale item's run has ended), its
-		// own queue's outcomes (confirming a duplicate ack). No batched
-		// or leader get, whose subject or sequence is in the body: they
-		// read any message. Stream info: opening the store.
+		// starts (its node's config; every run's, by design) and its own
+		// queue's outcomes (confirming a duplicate ack). No batched or
+		// leader get, whose subject or sequence is in the body: they read
+		// any message. Stream info: opening the store, and whether a
+		// stale item's run has ended (events.HasEnd: message counts of
+		// the run's decision subjects, no content).
 		u.PublishAllow = append(u.PublishAllow, api+"STREAM.INFO."+s)
 		for _, subject := range workerReads(q) {
 			u.PublishAllow = append(u.PublishAllow, api+"DIRECT.GET."+s+"."+subject)
@@ -314,13 +315,7 @@ func (d Deployment) User(r Role, q string) User {
 // workerReads are the subjects whose last message a worker of queue q may
 // read (pkg/worker's runinfo.go, events.Store's duplicate check).
 func workerReads(q string) []string {
-	return []string{
-		events.KindFilter(events.RunStarted),
-		events.KindFilter(events.RunCompleted),
-		events.KindFilter(events.RunFailed),
-		events.KindFilter(events.RunCancelled),
-		events.WorkerFilter(q),
-	}
+	return []string{events.KindFilter(events.RunStarted), events.WorkerFilter(q)}
 }
 
 // coordinatorConsumers are the names of the coordinators' partition

@@ -19,10 +19,11 @@ import (
 
 // TestWorkerReadsBySubjectOnly: a worker reads with direct gets of a
 // subject's last message, the subject named in the request subject, for
-// runs' starts, runs' terminal decisions and its own queue's outcomes
-// (pkg/worker, events.LastOn). The gets that carry what they read in the
-// body (a get on the stream leader, a batched direct get) are refused, and
-// so is a direct get of any other subject: another queue's work items,
+// runs' starts and its own queue's outcomes (pkg/worker, events.LastOn),
+// and counts runs' ends with stream information (events.HasEnd). The gets
+// that carry what they read in the body (a get on the stream leader, a
+// batched direct get) are refused, and so is a direct get of any other
+// subject: runs' ends (their outputs), another queue's work items,
 // outcomes or signals.
 func TestWorkerReadsBySubjectOnly(t *testing.T) {
 	s := startServer(t)
@@ -41,10 +42,13 @@ func TestWorkerReadsBySubjectOnly(t *testing.T) {
 	}
 	w := s.connect(t, userWorker)
 	// What the worker reads: each answered.
-	for _, rest := range []string{"c.started", "d.completed", "d.failed", "d.cancelled", "w." + queueA + ".invoked"} {
+	for _, rest := range []string{"c.started", "w." + queueA + ".invoked"} {
 		if _, err := w.nc.Request("$JS.API.DIRECT.GET.WEFT."+sub(secret, rest), nil, 3*time.Second); err != nil {
 			t.Fatalf("the worker's read of %s: %v", rest, err)
 		}
+	}
+	if ended, err := events.HasEnd(ctx, openStore(t, w), secret); err != nil || !ended {
+		t.Fatalf("the worker's count of the run's ends: %v, %v", ended, err)
 	}
 	byBody, _ := json.Marshal(map[string]any{"seq": ack.Sequence})
 	batch, _ := json.Marshal(map[string]any{"seq": 1, "next_by_subj": events.RunFilter(secret), "batch": 10})
@@ -57,6 +61,8 @@ func TestWorkerReadsBySubjectOnly(t *testing.T) {
 		// A batched direct get: a whole history.
 		{"$JS.API.DIRECT.GET.WEFT", batch},
 		// Direct gets of subjects it has no business reading.
+		{"$JS.API.DIRECT.GET.WEFT." + sub(secret, "d.completed"), nil},
+		{"$JS.API.DIRECT.GET.WEFT." + sub(secret, "d.failed"), nil},
 		{"$JS.API.DIRECT.GET.WEFT." + sub(secret, "d.ready."+queueB), nil},
 		{"$JS.API.DIRECT.GET.WEFT." + sub(secret, "d.ready."+queueA), nil},
 		{"$JS.API.DIRECT.GET.WEFT." + sub(secret, "w."+queueB+".invoked"), nil},
@@ -70,28 +76,34 @@ func TestWorkerReadsBySubjectOnly(t *testing.T) {
 
 // TestGapWorkerWildcardLastGet: NATS permissions match a "*" token of a
 // published subject as they match any token, so the worker's right to
-// read the last message on weft.r.<slot>.<run>.d.completed (any run, by
-// its id) is also the right to read the last on weft.r.*.*.d.completed:
-// the end (with the run's output) or the start most recently written, in
-// the stream or in one slot. Open (deploy/SECURITY.md, gap 2); this test
-// fails once NATS refuses it.
+// read the last message on weft.r.<slot>.<run>.c.started (any run's
+// start, by its id: by design) is also the right to read the last on
+// weft.r.*.*.c.started: the start most recently written, in the stream or
+// in one slot, without knowing its id. This is why the worker counts
+// runs' ends (events.HasEnd) instead of reading them: the same right on
+// d.completed would show any run's output. Open (deploy/SECURITY.md, gap
+// 2); this test fails once NATS refuses it.
 func TestGapWorkerWildcardLastGet(t *testing.T) {
 	s := startServer(t)
 	admin := s.connect(t, userAdmin)
 	s.setup(t)
 	ctx := context.Background()
 	run := events.NewRunID()
+	if _, err := admin.js.Publish(ctx, sub(run, "c.started"), []byte(`{"input":"any run's"}`)); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := admin.js.Publish(ctx, sub(run, "d.completed"), []byte(`{"output":"secret"}`)); err != nil {
 		t.Fatal(err)
 	}
 	w := s.connect(t, userWorker)
-	resp, err := w.nc.Request("$JS.API.DIRECT.GET.WEFT.weft.r.*.*.d.completed", nil, 3*time.Second)
+	resp, err := w.nc.Request("$JS.API.DIRECT.GET.WEFT.weft.r.*.*.c.started", nil, 3*time.Second)
 	if err != nil {
 		t.Fatalf("refused (close the gap in SECURITY.md): %v", err)
 	}
-	if string(resp.Data) != `{"output":"secret"}` {
+	if string(resp.Data) != `{"input":"any run's"}` {
 		t.Fatalf("got %q %v", resp.Data, resp.Header)
 	}
+	w.refusedRequest(t, "$JS.API.DIRECT.GET.WEFT.weft.r.*.*.d.completed", nil)
 }
 
 // TestReadersCreateNoConsumers: pkg/client's Wait and Follow read with

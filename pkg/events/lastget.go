@@ -3,6 +3,7 @@ package events
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -113,4 +114,45 @@ func (s *store) confirmOnSubject(ctx context.Context, m *nats.Msg, seq uint64) e
 			return err
 		}
 	}
+}
+
+// HasEnd reports whether one of a run's terminal subjects
+// (TerminalSubjects) holds a message, from the stream's per-subject
+// message counts (stream information with a subject filter), which the
+// stream leader answers. No message is read: a role may be given this
+// check without the right to read runs' ends, which hold their outputs.
+// Whether the message there is a valid event is not looked at.
+func HasEnd(ctx context.Context, st Store, runID string) (bool, error) {
+	if !ValidToken(runID) {
+		return false, fmt.Errorf("%w: run id %q", ErrInvalidID, runID)
+	}
+	ctx, cancel := withDefaultTimeout(ctx, 5*time.Second)
+	defer cancel()
+	terminal := TerminalSubjects(runID)
+	req, _ := json.Marshal(map[string]any{"subjects_filter": runBase(runID) + classCoordinator + ".*"})
+	resp, err := st.JetStream().Conn().RequestWithContext(ctx, "$JS.API.STREAM.INFO."+st.StreamName(), req)
+	if err != nil {
+		return false, fmt.Errorf("counting the ends of run %s: %w", runID, err)
+	}
+	var r struct {
+		State struct {
+			Subjects map[string]uint64 `json:"subjects"`
+		} `json:"state"`
+		Error *struct {
+			Code        int    `json:"code"`
+			Description string `json:"description"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(resp.Data, &r); err != nil {
+		return false, fmt.Errorf("counting the ends of run %s: unreadable answer: %w", runID, err)
+	}
+	if r.Error != nil {
+		return false, fmt.Errorf("counting the ends of run %s: %s (code %d)", runID, r.Error.Description, r.Error.Code)
+	}
+	for _, s := range terminal {
+		if r.State.Subjects[s] > 0 {
+			return true, nil
+		}
+	}
+	return false, nil
 }

@@ -139,3 +139,42 @@ func TestWorkerDuplicateConfirmedBySubject(t *testing.T) {
 		}
 	})
 }
+
+func TestHasEnd(t *testing.T) {
+	_, st := natstest.Store(t)
+	ctx := context.Background()
+	run := events.NewRunID()
+	if ended, err := events.HasEnd(ctx, st, run); err != nil || ended {
+		t.Fatalf("no run: %v, %v", ended, err)
+	}
+	if _, err := st.Append(ctx, run, 0, started(t, run)); err != nil {
+		t.Fatal(err)
+	}
+	seq, err := st.Append(ctx, run, 0, ready(t, run, "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ended, err := events.HasEnd(ctx, st, run); err != nil || ended {
+		t.Fatalf("a run under way: %v, %v", ended, err)
+	}
+	// Another run's end is not this run's.
+	other := events.NewRunID()
+	end := func(run string) *events.Event {
+		return mustEvent(t, run, events.DecisionID(run, events.RunCancelled), &events.RunCancelledData{Reason: "test"})
+	}
+	if _, err := st.Append(ctx, other, events.AnySeq, end(other)); err != nil {
+		t.Fatal(err)
+	}
+	if ended, err := events.HasEnd(ctx, st, run); err != nil || ended {
+		t.Fatalf("another run ended: %v, %v", ended, err)
+	}
+	if _, err := st.Append(ctx, run, seq, end(run)); err != nil {
+		t.Fatal(err)
+	}
+	if ended, err := events.HasEnd(ctx, st, run); err != nil || !ended {
+		t.Fatalf("a cancelled run: %v, %v", ended, err)
+	}
+	if _, err := events.HasEnd(ctx, st, "no.such"); !errors.Is(err, events.ErrInvalidID) {
+		t.Fatalf("a bad run id: %v", err)
+	}
+}

@@ -39,10 +39,10 @@ const (
 
 // staleAfter is how long a work item may have waited in its queue (from
 // when it was stored to when it is delivered) before the worker checks
-// that its run has not ended: the check costs up to three direct gets
-// (the last message on each of the run's terminal subjects, which the
-// worker's role may read), so fresh first deliveries, the hot path, skip
-// it. Redeliveries are always checked.
+// that its run has not ended: the check costs a request to the stream
+// leader (the run's decision subjects' message counts, events.HasEnd: the
+// worker's role may count runs' ends, not read them), so fresh first
+// deliveries, the hot path, skip it. Redeliveries are always checked.
 const staleAfter = 2 * time.Second
 
 // nodeSpec is what a worker needs of a node's definition.
@@ -192,19 +192,16 @@ func (r *runReader) hasEnded(ctx context.Context, run string) (bool, error) {
 	if ended {
 		return true, nil
 	}
-	for _, subject := range events.TerminalSubjects(run) {
-		m, err := events.LastOn(ctx, r.store, subject)
-		if err != nil {
-			return false, err
-		}
-		if m != nil {
-			r.mu.Lock()
-			r.ended.add(run, true)
-			r.mu.Unlock()
-			return true, nil
-		}
+	ended, err := events.HasEnd(ctx, r.store, run)
+	if err != nil {
+		return false, err
 	}
-	return false, nil
+	if ended {
+		r.mu.Lock()
+		r.ended.add(run, true)
+		r.mu.Unlock()
+	}
+	return ended, nil
 }
 
 // knownEnded reports whether the run was seen ended, without a read.

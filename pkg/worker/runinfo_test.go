@@ -12,8 +12,7 @@ import (
 )
 
 // TestHasEnded checks the ended-run check on a real server: no ending,
-// then a run-failed on the second of the three terminal subjects, each
-// read with a direct get of its last message.
+// then a run-failed, counted on its terminal subject (events.HasEnd).
 func TestHasEnded(t *testing.T) {
 	_, st := natstest.Store(t)
 	r := newRunReader(st)
