@@ -20,8 +20,11 @@ import (
 // A direct get of the last message on a subject names that subject in
 // the request subject ($JS.API.DIRECT.GET.<stream>.<subject>), so a role
 // can be granted it for some subjects only: a worker reads runs' starts
-// and ends and its own queue's outcomes, nothing else (see
-// internal/natsconn's roles and deploy/SECURITY.md).
+// and its own queue's outcomes, nothing else, and counts runs' ends
+// (HasEnd) without reading them (see internal/natsconn's roles and
+// deploy/SECURITY.md). NATS permissions match a "*" token of a request
+// subject like any token, so a right to read one subject of every run is
+// the right to read the latest such message of any run.
 
 // LastOn returns the last message stored on subject in st's stream, or
 // nil when there is none, with a direct get whose request subject names
@@ -105,7 +108,7 @@ func (s *store) confirmOnSubject(ctx context.Context, m *nats.Msg, seq uint64) e
 			}
 			return nil
 		case got != nil && got.Sequence > seq:
-			return fmt.Errorf("%w: id %q at sequence %d, which %s no longer ends (cannot be read back)", ErrDuplicateMismatch, id, seq, m.Subject)
+			return fmt.Errorf("%w: id %q at sequence %d, which is no longer the last on %s (cannot be read back)", ErrDuplicateMismatch, id, seq, m.Subject)
 		}
 		if s.cfg.Replicas <= 1 || try >= freshTries {
 			return fmt.Errorf("%w: id %q at sequence %d, not on %s", ErrDuplicateMismatch, id, seq, m.Subject)
