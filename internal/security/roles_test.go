@@ -378,8 +378,10 @@ func TestRolesRefused(t *testing.T) {
 		// Subscriptions: nobody but the admin listens in on the events, on
 		// another role's replies or on the shared inbox.
 		subs := map[string][]string{
-			userClient: {"weft.r.>", "_INBOX.>", natsconn.InboxPrefixFor(userCoord) + ".>", "$JS.ACK.>", ">"},
-			userUI:     {"weft.r.>", "_INBOX.>", natsconn.InboxPrefixFor(userClient) + ".>"},
+			// Runs' subjects (weft.r.*.*.>) the client and the UI may hear
+			// (they follow runs); nothing shorter, nor the timers.
+			userClient: {"weft.r.>", "weft.t.>", "_INBOX.>", natsconn.InboxPrefixFor(userCoord) + ".>", "$JS.ACK.>", ">"},
+			userUI:     {"weft.r.>", "weft.t.>", "_INBOX.>", natsconn.InboxPrefixFor(userClient) + ".>"},
 			userWorker: {"weft.r.>", sub(run, "d.ready."+queueB), "_INBOX.>", natsconn.InboxPrefixFor(natsconn.UserName(natsconn.RoleWorker, queueB)) + ".>"},
 			userCoord:  {"_INBOX.>", natsconn.InboxPrefixFor(userClient) + ".>", "weft.r.>"},
 		}
