@@ -47,6 +47,11 @@ const (
 	archiveBucket = "weft-archive"
 )
 
+// runSubjects matches every run's subjects, weft.r.<slot>.<run>.… (each
+// run's is events.RunFilter), and nothing shorter: a subscription to
+// weft.r.> is refused.
+const runSubjects = "weft.r.*.*.>"
+
 // Deployment is what the permissions depend on.
 type Deployment struct {
 	// Stream is the events stream's name (default "WEFT").
@@ -56,8 +61,7 @@ type Deployment struct {
 	Durable string
 	// Partitions is how many coordinator partitions the permissions
 	// cover (default events.Slots, the most there can be): consumer
-	// names are not wildcards, so each is granted (and, to clients,
-	// denied) by name.
+	// names are not wildcards, so each is granted by name.
 	Partitions int
 	// Queues are the task queues; each gets a worker user, and no other
 	// role may pull from or reconfigure their consumers.
@@ -157,22 +161,12 @@ func (d Deployment) User(r Role, q string) User {
 		api + "DIRECT.GET." + s + ".>",
 		api + "STREAM.MSG.GET." + s,
 	}
-	// Ordered consumers (pkg/client's Wait) have generated names, so any
-	// name must be allowed; the deployment's durables are denied by name.
-	ordered := []string{
-		api + "CONSUMER.CREATE." + s + ".*",
-		api + "CONSUMER.CREATE." + s + ".*." + events.AllEvents,
-		api + "CONSUMER.MSG.NEXT." + s + ".*",
-	}
-	var durablesDeny []string
-	coordinators := d.coordinatorConsumers()
-	for _, name := range append(slices.Clone(coordinators), queueConsumers(d.Queues)...) {
-		durablesDeny = append(durablesDeny,
-			api+"CONSUMER.CREATE."+s+"."+name,
-			api+"CONSUMER.CREATE."+s+"."+name+".>",
-			api+"CONSUMER.MSG.NEXT."+s+"."+name,
-		)
-	}
+	// Following runs (pkg/client's Wait and Follow, the UI's live
+	// updates): a core subscription on runs' subjects, a wake-up only;
+	// what was published is read with the gets above. No consumer on the
+	// events stream: a consumer's deliver subject and filters are in the
+	// request body, which permissions do not see.
+	follow := []string{runSubjects}
 	// The worker announcements, read (a KV watcher is a legacy ordered
 	// push consumer with flow control).
 	workersRead := []string{
@@ -208,13 +202,11 @@ func (d Deployment) User(r Role, q string) User {
 	case RoleClient:
 		u.PublishAllow = slices.Concat(
 			[]string{"weft.r.*.*.c.*"},
-			reads, ordered, workersRead, runsRead)
-		u.PublishDeny = durablesDeny
-		u.SubscribeAllow = []string{inbox}
+			reads, workersRead, runsRead)
+		u.SubscribeAllow = append([]string{inbox}, follow...)
 	case RoleUI:
-		u.PublishAllow = slices.Concat(reads, ordered, workersRead, runsRead)
-		u.PublishDeny = durablesDeny
-		u.SubscribeAllow = []string{inbox}
+		u.PublishAllow = slices.Concat(reads, workersRead, runsRead)
+		u.SubscribeAllow = append([]string{inbox}, follow...)
 	case RoleCoordinator:
 		u.PublishAllow = slices.Concat(
 			[]string{
@@ -275,7 +267,7 @@ func (d Deployment) User(r Role, q string) User {
 			// Its partition consumers: create with any of the
 			// partitions' filters, info, pull, acknowledge; and the
 			// partitions' consumers of fired timers.
-			coordinatorGrants(api, s, coordinators),
+			coordinatorGrants(api, s, d.coordinatorConsumers()),
 			coordinatorGrants(api, s+events.TimerStreamSuffix, d.timerConsumers()),
 			[]string{api + "CONSUMER.INFO." + s + events.TimerStreamSuffix + ".*"})
 		u.SubscribeAllow = []string{inbox}
@@ -284,14 +276,18 @@ func (d Deployment) User(r Role, q string) User {
 		u.PublishAllow = []string{
 			events.WorkerFilter(q), // its outcomes: weft.r.*.*.w.<queue>.>
 		}
-		// Reads (open gap): a worker reads a run's start for its node's
-		// config (a last-by-subject direct get, falling back to the
-		// leader), checks whether a stale item's run has ended (a
-		// batched direct get of the terminal subjects), and confirms a
-		// duplicate ack on the stream leader. The batched and leader
-		// gets carry their subjects in the body, which NATS cannot
-		// scope: a worker can read every run.
-		u.PublishAllow = append(u.PublishAllow, reads...)
+		// Reads, each a direct get of the last message on a subject
+		// named in the request subject (events.LastOn), so scoped: runs'
+		// starts (its node's config; every run's, by design) and its own
+		// queue's outcomes (confirming a duplicate ack). No batched or
+		// leader get, whose subject or sequence is in the body: they read
+		// any message. Stream info: opening the store, and whether a
+		// stale item's run has ended (events.HasEnd: message counts of
+		// the run's decision subjects, no content).
+		u.PublishAllow = append(u.PublishAllow, api+"STREAM.INFO."+s)
+		for _, subject := range workerReads(q) {
+			u.PublishAllow = append(u.PublishAllow, api+"DIRECT.GET."+s+"."+subject)
+		}
 		u.PublishAllow = append(u.PublishAllow,
 			// Its queue's consumer only: info, create or update with the
 			// queue's own filter, pull, acknowledge.
@@ -314,6 +310,12 @@ func (d Deployment) User(r Role, q string) User {
 		u.SubscribeAllow = []string{">"}
 	}
 	return u
+}
+
+// workerReads are the subjects whose last message a worker of queue q may
+// read (pkg/worker's runinfo.go, events.Store's duplicate check).
+func workerReads(q string) []string {
+	return []string{events.KindFilter(events.RunStarted), events.WorkerFilter(q)}
 }
 
 // coordinatorConsumers are the names of the coordinators' partition
@@ -353,11 +355,3 @@ func coordinatorGrants(api, stream string, names []string) []string {
 // QueueConsumerName is pkg/worker's QueueConsumer: the durable consumer
 // of a task queue.
 func QueueConsumerName(queue string) string { return "work-" + queue }
-
-func queueConsumers(queues []string) []string {
-	out := make([]string, len(queues))
-	for i, q := range queues {
-		out[i] = QueueConsumerName(q)
-	}
-	return out
-}

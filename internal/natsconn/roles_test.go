@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -89,6 +90,30 @@ func TestWorkerPermissions(t *testing.T) {
 		}
 		if strings.Contains(p, "work-b") || strings.Contains(p, "PURGE") || strings.Contains(p, "DELETE") || strings.Contains(p, "STREAM.CREATE") {
 			t.Errorf("worker of a may call %s", p)
+		}
+		// Reads by subject only: no batched or leader get (the subject is
+		// in the body), no direct get of any subject.
+		switch p {
+		case "$JS.API.DIRECT.GET.WEFT", "$JS.API.DIRECT.GET.WEFT.>", "$JS.API.STREAM.MSG.GET.WEFT":
+			t.Errorf("worker of a may read any message: %s", p)
+		}
+	}
+}
+
+// TestReadersCreateNoConsumers: the client and the UI follow runs with a
+// core subscription and gets, and may create no consumer on the events
+// stream.
+func TestReadersCreateNoConsumers(t *testing.T) {
+	d := natsconn.Deployment{Queues: []string{"a"}}
+	for _, r := range []natsconn.Role{natsconn.RoleClient, natsconn.RoleUI} {
+		u := d.User(r, "")
+		for _, p := range u.PublishAllow {
+			if strings.HasPrefix(p, "$JS.API.CONSUMER.") && strings.Contains(p, ".WEFT.") {
+				t.Errorf("%s may call %s", u.Name, p)
+			}
+		}
+		if !slices.Contains(u.SubscribeAllow, "weft.r.*.*.>") {
+			t.Errorf("%s may not subscribe to runs' subjects: %v", u.Name, u.SubscribeAllow)
 		}
 	}
 }

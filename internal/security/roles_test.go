@@ -151,8 +151,22 @@ edges:
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	// The UI follows the waiting run live (a core subscription on its
+	// subjects and gets, no consumer) while the client signals it.
+	ui := client.New(openStore(t, s.connect(t, userUI)))
+	followed := make(chan error, 1)
+	var sawEnd bool
+	go func() {
+		followed <- ui.Follow(ctx, waiting, func(_ client.RunEvent, st *projection.State) bool {
+			sawEnd = st.Status == projection.RunCompleted
+			return true
+		})
+	}()
 	if err := cl.Signal(ctx, waiting, "ask", map[string]any{"approved": true}); err != nil {
 		t.Fatalf("client signals: %v", err)
+	}
+	if err := <-followed; err != nil || !sawEnd {
+		t.Fatalf("ui follows the run to its end: %v (end seen: %v)", err, sawEnd)
 	}
 	if st, err := cl.Wait(ctx, waiting); err != nil || st.Status != projection.RunCompleted {
 		t.Fatalf("signalled run: %v %v", st, err)
@@ -168,7 +182,6 @@ edges:
 		t.Fatalf("cancelled run: %v %v", st, err)
 	}
 
-	ui := client.New(openStore(t, s.connect(t, userUI)))
 	if st, err := ui.Get(ctx, run); err != nil || st.Status != projection.RunCompleted {
 		t.Fatalf("ui reads the run: %v %v", st, err)
 	}
@@ -196,6 +209,7 @@ edges:
 		{userClient, []string{"list"}},
 		{userUI, []string{"status", run}},
 		{userUI, []string{"events", run}},
+		{userUI, []string{"events", run, "-follow"}},
 		{userUI, []string{"state", run}},
 		{userUI, []string{"list"}},
 		{userUI, []string{"list", "-status", "completed", "-graph", "chain"}},
@@ -331,7 +345,8 @@ func TestRolesRefused(t *testing.T) {
 			{api + "STREAM.PURGE.KV_weft-runs", []byte(`{"filter":"$KV.weft-runs.>"}`)},
 			{api + "STREAM.CREATE.KV_weft-snapshots", []byte(`{"name":"KV_weft-snapshots","subjects":["$KV.weft-snapshots.>"]}`)},
 		}
-		// Workers read runs (gap 2), but create no consumer but their own.
+		// Workers create no consumer but their own (and read by subject
+		// only: TestWorkerReadsBySubjectOnly).
 		reads := []call{
 			{api + "CONSUMER.CREATE.WEFT.spy", cfgFor("spy", "")},
 			{api + "CONSUMER.CREATE.WEFT.spy." + sub(other, ">"), cfgFor("spy", sub(other, ">"))},
@@ -363,8 +378,10 @@ func TestRolesRefused(t *testing.T) {
 		// Subscriptions: nobody but the admin listens in on the events, on
 		// another role's replies or on the shared inbox.
 		subs := map[string][]string{
-			userClient: {"weft.r.>", "_INBOX.>", natsconn.InboxPrefixFor(userCoord) + ".>", "$JS.ACK.>", ">"},
-			userUI:     {"weft.r.>", "_INBOX.>", natsconn.InboxPrefixFor(userClient) + ".>"},
+			// Runs' subjects (weft.r.*.*.>) the client and the UI may hear
+			// (they follow runs); nothing shorter, nor the timers.
+			userClient: {"weft.r.>", "weft.t.>", "_INBOX.>", natsconn.InboxPrefixFor(userCoord) + ".>", "$JS.ACK.>", ">"},
+			userUI:     {"weft.r.>", "weft.t.>", "_INBOX.>", natsconn.InboxPrefixFor(userClient) + ".>"},
 			userWorker: {"weft.r.>", sub(run, "d.ready."+queueB), "_INBOX.>", natsconn.InboxPrefixFor(natsconn.UserName(natsconn.RoleWorker, queueB)) + ".>"},
 			userCoord:  {"_INBOX.>", natsconn.InboxPrefixFor(userClient) + ".>", "weft.r.>"},
 		}

@@ -12,11 +12,13 @@
 //     self-contained. The event's id is the run id: a start that is retried
 //     is de-duplicated by JetStream, and a start of a run id that already
 //     has a history gives events.ErrRunExists.
-//   - Wait blocks, without polling, until one of the run's terminal
+//   - Wait blocks until one of the run's terminal
 //     decisions (completed, failed, cancelled) is in the log, then folds the
-//     run. It reads the terminal subjects through an ordered consumer that
-//     delivers from the start of the stream, so a run that ended before Wait
-//     was called is seen at once.
+//     run. It subscribes to the terminal subjects (core NATS, a wake-up
+//     only), then reads the last message on each, so a run that ended
+//     before Wait was called is seen at once. Follow hands over a run's
+//     events as they are stored, the same way. Neither creates a
+//     consumer: a client's role needs no right to (see watch.go).
 //   - Get, History, Events and StateAt read a run's log: the current state,
 //     the events (Events with each one's position in the run: 1, 2, 3…),
 //     and the state after any position (StateAtSeq: any stream sequence).

@@ -48,7 +48,9 @@
 // acknowledgement is never taken on trust: the stored message is read back
 // from the stream leader and must be the appended event
 // (ErrDuplicateMismatch otherwise), since anyone may publish under a
-// predictable id first. A coordinator's decisions from one step are
+// predictable id first; a worker's outcome is read back as the last
+// message on its own subject instead (LastOn), the one read of it a
+// worker's role may make (see lastget.go). A coordinator's decisions from one step are
 // appended as a chain of checked single appends, or, past eight events, as
 // JetStream atomic batches (see Store.Append). Delayed events (retries,
 // deadlines, timeouts) are JetStream message schedules on

@@ -217,8 +217,14 @@ func (s *store) publishOne(ctx context.Context, m *nats.Msg) (uint64, error) {
 		// JetStream kept an earlier message with this id. It counts as
 		// this append only if it is this event: a retried publish whose
 		// first ack was lost. Anyone may have published under the id
-		// first (ids of decisions are predictable), so look.
-		if err := s.confirm(ctx, m, ack.Sequence); err != nil {
+		// first (ids of decisions are predictable), so look. A worker's
+		// outcome is looked up by its subject, which the worker's role
+		// may read (see confirmOnSubject).
+		confirm := s.confirm
+		if isWorkerSubject(m.Subject) {
+			confirm = s.confirmOnSubject
+		}
+		if err := confirm(ctx, m, ack.Sequence); err != nil {
 			return 0, err
 		}
 	}

@@ -79,10 +79,11 @@
 // A worker does not start work for a run that has ended. Before it runs an
 // item that was delivered before, or that waited in its queue longer than a
 // couple of seconds (staleAfter), it looks for the run's ending decision
-// (one batched direct get of the last message on events.TerminalSubjects,
-// or one get per subject on a server without batched gets; a run seen
-// ended is remembered); the hot path, a fresh first delivery, reads
-// nothing. Work of an ended run is recorded as
+// (events.HasEnd: the message counts of the run's decision subjects, so
+// that its role may count runs' ends without reading them, their outputs;
+// a run seen ended is remembered); the hot path, a fresh first delivery,
+// reads nothing. A worker's reads are each named in their request subject,
+// so that NATS permissions scope them (deploy/SECURITY.md). Work of an ended run is recorded as
 // NodeCancelled by "worker", reason "run ended before the work started",
 // and acknowledged. A cancel request seen on core NATS also stops the
 // run's nodes in flight at once. A work item put back into the log from an

@@ -9,8 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/weft-dev/weft/pkg/events"
 )
 
@@ -19,8 +17,10 @@ import (
 // node's config and JSON schemas (in the graph) or the run's invocation
 // state: those are in the run's run-started event, which a worker reads
 // once per run with a direct get of the last message on
-// events.StartedSubject(run) (falling back to the stream leader when a
-// replica that is behind has not got it yet) and keeps in a small LRU: the
+// events.StartedSubject(run) (events.LastOn: the subject is in the request
+// subject, so the worker's role is granted this read for runs' starts
+// only; on a replicated stream a miss is asked again for about a second,
+// since a replica that is behind may answer) and keeps in a small LRU: the
 // starts of the last runStartCache runs, and the node specs of the last
 // graphCache graphs by digest, so that runs of one graph share them. A work
 // item that carries config, schemas or invocation state itself (written by
@@ -39,10 +39,10 @@ const (
 
 // staleAfter is how long a work item may have waited in its queue (from
 // when it was stored to when it is delivered) before the worker checks
-// that its run has not ended: the check costs a batched direct get (three
-// gets on an older server), so fresh first deliveries, the hot path, skip
-// it. Redeliveries are always
-// checked.
+// that its run has not ended: the check costs a request to the stream
+// leader (the run's decision subjects' message counts, events.HasEnd: the
+// worker's role may count runs' ends, not read them), so fresh first
+// deliveries, the hot path, skip it. Redeliveries are always checked.
 const staleAfter = 2 * time.Second
 
 // nodeSpec is what a worker needs of a node's definition.
@@ -70,7 +70,6 @@ type runReader struct {
 	store events.Store // read lazily: the worker may not need it
 
 	mu      sync.Mutex
-	handle  jetstream.Stream
 	starts  *lru[*runStart]
 	graphs  *lru[map[string]nodeSpec]
 	ended   *lru[bool]
@@ -127,10 +126,17 @@ func (r *runReader) start(ctx context.Context, run string) (*runStart, error) {
 
 func (r *runReader) readStart(ctx context.Context, run string) (*runStart, error) {
 	subject := events.StartedSubject(run)
-	m, err := r.last(ctx, subject)
-	if err == nil && m == nil {
-		// A replica behind the leader may not have it yet.
-		m, err = events.LeaderLast(ctx, r.store, subject)
+	m, err := events.LastOn(ctx, r.store, subject)
+	// On a replicated stream, the replica that answered may be behind
+	// (the worker's role may not ask the leader, whose get reads any
+	// message): ask again a few times before the start counts as missing.
+	for try := 1; err == nil && m == nil && try < startTries && events.Replicas(r.store) > 1; try++ {
+		select {
+		case <-ctx.Done():
+			err = ctx.Err()
+		case <-time.After(time.Duration(try) * startRetry):
+			m, err = events.LastOn(ctx, r.store, subject)
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading the start of run %s: %w", run, err)
@@ -186,30 +192,16 @@ func (r *runReader) hasEnded(ctx context.Context, run string) (bool, error) {
 	if ended {
 		return true, nil
 	}
-	subjects := events.TerminalSubjects(run)
-	ended, err := r.anyLast(ctx, subjects)
-	if err == nil {
-		if ended {
-			r.mu.Lock()
-			r.ended.add(run, true)
-			r.mu.Unlock()
-		}
-		return ended, nil
+	ended, err := events.HasEnd(ctx, r.store, run)
+	if err != nil {
+		return false, err
 	}
-	// A server without batched direct gets: one get per subject.
-	for _, subject := range subjects {
-		m, err := r.last(ctx, subject)
-		if err != nil {
-			return false, err
-		}
-		if m != nil {
-			r.mu.Lock()
-			r.ended.add(run, true)
-			r.mu.Unlock()
-			return true, nil
-		}
+	if ended {
+		r.mu.Lock()
+		r.ended.add(run, true)
+		r.mu.Unlock()
 	}
-	return false, nil
+	return ended, nil
 }
 
 // knownEnded reports whether the run was seen ended, without a read.
@@ -220,76 +212,12 @@ func (r *runReader) knownEnded(run string) bool {
 	return ok
 }
 
-// last is a direct get of the last message on subject (any replica may
-// answer); nil when there is none.
-func (r *runReader) last(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
-	ctx, cancel := withDefaultTimeout(ctx, 5*time.Second)
-	defer cancel()
-	r.mu.Lock()
-	h := r.handle
-	r.mu.Unlock()
-	if h == nil {
-		var err error
-		if h, err = r.store.JetStream().Stream(ctx, r.store.StreamName()); err != nil {
-			return nil, err
-		}
-		r.mu.Lock()
-		r.handle = h
-		r.mu.Unlock()
-	}
-	m, err := h.GetLastMsgForSubject(ctx, subject)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return nil, nil
-	}
-	return m, err
-}
-
-// anyLast reports whether any of subjects has a message, in one batched
-// direct get ("multi_last", nats-server 2.11 and later): the server
-// answers with the last message of each subject that has one, then an
-// end-of-batch status.
-func (r *runReader) anyLast(ctx context.Context, subjects []string) (bool, error) {
-	ctx, cancel := withDefaultTimeout(ctx, 5*time.Second)
-	defer cancel()
-	nc := r.store.JetStream().Conn()
-	inbox := nc.NewInbox()
-	sub, err := nc.SubscribeSync(inbox)
-	if err != nil {
-		return false, err
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	body, _ := json.Marshal(map[string]any{"multi_last": subjects, "batch": len(subjects)})
-	if err := nc.PublishRequest("$JS.API.DIRECT.GET."+r.store.StreamName(), inbox, body); err != nil {
-		return false, err
-	}
-	found := false
-	for {
-		m, err := sub.NextMsgWithContext(ctx)
-		if err != nil {
-			return false, err
-		}
-		switch status := m.Header.Get("Status"); status {
-		case "":
-			if m.Header.Get("Nats-Subject") == "" {
-				return false, fmt.Errorf("batched direct get: an answer without a subject")
-			}
-			found = true
-		case "204": // end of batch
-			return found, nil
-		case "404":
-			return false, nil
-		default:
-			return false, fmt.Errorf("batched direct get: status %s %s", status, m.Header.Get("Description"))
-		}
-	}
-}
-
-func withDefaultTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); ok {
-		return ctx, func() {}
-	}
-	return context.WithTimeout(ctx, d)
-}
+// startTries and startRetry bound how long a missing run start is asked
+// for again on a replicated stream: about a second in all.
+const (
+	startTries = 8
+	startRetry = 40 * time.Millisecond
+)
 
 // selfContained reports whether a work item carries what older
 // coordinators copied into it (config, schemas, invocation state): it is

@@ -2,6 +2,8 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
@@ -9,16 +11,15 @@ import (
 	"github.com/weft-dev/weft/pkg/events"
 )
 
-// TestAnyLast checks the batched direct get the ended-run check makes, on
-// a real server: no message, then one on the second of three subjects.
-func TestAnyLast(t *testing.T) {
+// TestHasEnded checks the ended-run check on a real server: no ending,
+// then a run-failed, counted on its terminal subject (events.HasEnd).
+func TestHasEnded(t *testing.T) {
 	_, st := natstest.Store(t)
 	r := newRunReader(st)
 	ctx := context.Background()
 	run := events.NewRunID()
-	subjects := events.TerminalSubjects(run)
-	if found, err := r.anyLast(ctx, subjects); err != nil || found {
-		t.Fatalf("no ending yet: found %v, %v", found, err)
+	if ended, err := r.hasEnded(ctx, run); err != nil || ended || r.knownEnded(run) {
+		t.Fatalf("no ending yet: hasEnded = %v, %v", ended, err)
 	}
 	ev, err := events.New(run, events.DecisionID(run, events.RunFailed), time.Time{}, &events.RunFailedData{Error: events.Failure{Type: "x", Message: "y"}})
 	if err != nil {
@@ -27,14 +28,38 @@ func TestAnyLast(t *testing.T) {
 	if _, err := st.Append(ctx, run, events.AnySeq, ev); err != nil {
 		t.Fatal(err)
 	}
-	if found, err := r.anyLast(ctx, subjects); err != nil || !found {
-		t.Fatalf("after run-failed: found %v, %v", found, err)
-	}
 	if ended, err := r.hasEnded(ctx, run); err != nil || !ended || !r.knownEnded(run) {
 		t.Fatalf("hasEnded = %v, %v; known %v", ended, err, r.knownEnded(run))
 	}
 	other := events.NewRunID()
 	if ended, err := r.hasEnded(ctx, other); err != nil || ended {
 		t.Fatalf("a run with no ending: hasEnded = %v, %v", ended, err)
+	}
+}
+
+// TestReadStart reads a run's start by its subject, and reports a run
+// with none as errStartNotFound.
+func TestReadStart(t *testing.T) {
+	_, st := natstest.Store(t)
+	r := newRunReader(st)
+	ctx := context.Background()
+	run := events.NewRunID()
+	if _, err := r.start(ctx, run); !errors.Is(err, errStartNotFound) {
+		t.Fatalf("a run with no start: %v", err)
+	}
+	ev, err := events.New(run, run, time.Time{}, &events.RunStartedData{
+		GraphName: "g", GraphDigest: "sha256:g",
+		Graph:      json.RawMessage(`{"name":"g","nodes":[{"id":"a","type":"echo","config":{"k":1}}]}`),
+		Invocation: json.RawMessage(`{"tenant":"t"}`),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Append(ctx, run, 0, ev); err != nil {
+		t.Fatal(err)
+	}
+	s, err := r.start(ctx, run)
+	if err != nil || string(s.nodes["a"].Config) != `{"k":1}` || string(s.invocation) != `{"tenant":"t"}` {
+		t.Fatalf("start: %+v, %v", s, err)
 	}
 }
