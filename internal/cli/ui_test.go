@@ -284,6 +284,23 @@ func TestUIUnderUIRole(t *testing.T) {
 	if code := getJSON(t, base+"/api/runs", &list); code != http.StatusOK || len(list.Runs) != 2 {
 		t.Errorf("runs as the ui role: %d %+v", code, list)
 	}
+	// The workers page counts the work waiting on each queue: the ui
+	// role may list the queues' consumers.
+	var workers struct {
+		Queues []struct {
+			Name    string
+			Waiting *uint64
+		}
+		Note string
+	}
+	if code := getJSON(t, base+"/api/workers", &workers); code != http.StatusOK || workers.Note != "" || len(workers.Queues) == 0 {
+		t.Errorf("workers as the ui role: %d %+v", code, workers)
+	}
+	for _, q := range workers.Queues {
+		if q.Waiting == nil {
+			t.Errorf("workers as the ui role: queue %s has no waiting count", q.Name)
+		}
+	}
 	resp, err := http.Get(base + "/api/live/runs/" + id)
 	if err != nil {
 		t.Fatal(err)

@@ -205,7 +205,11 @@ func (d Deployment) User(r Role, q string) User {
 			reads, workersRead, runsRead)
 		u.SubscribeAllow = append([]string{inbox}, follow...)
 	case RoleUI:
-		u.PublishAllow = slices.Concat(reads, workersRead, runsRead)
+		// The workers page counts the work waiting on each task queue:
+		// the queues' consumers listed (their configurations and
+		// counts, no messages).
+		queuesRead := []string{api + "CONSUMER.LIST." + s, api + "CONSUMER.INFO." + s + ".*"}
+		u.PublishAllow = slices.Concat(reads, workersRead, runsRead, queuesRead)
 		u.SubscribeAllow = append([]string{inbox}, follow...)
 	case RoleCoordinator:
 		u.PublishAllow = slices.Concat(
