@@ -238,6 +238,7 @@ type options struct {
 	// local holds the local executors by node type (local.go).
 	local        map[string]worker.Node
 	localTimeout time.Duration
+	localBudget  time.Duration // localInlineBudget; tests shorten or lengthen it
 }
 
 // WithDurable names the partition consumers (default "coordinator": the
@@ -314,7 +315,7 @@ type Coordinator struct {
 func New(store events.Store, opts ...Option) *Coordinator {
 	o := options{durable: "coordinator", shards: 32, cacheSize: 10000, now: time.Now, ackWait: 10 * time.Second,
 		partitions: 1, leaseTTL: defaultLeaseTTL, maxEvents: DefaultMaxHistoryEvents, maxBytes: DefaultMaxHistoryBytes, retention: runs.DefaultRetention,
-		local: defaultLocal(), localTimeout: DefaultLocalTimeout}
+		local: defaultLocal(), localTimeout: DefaultLocalTimeout, localBudget: localInlineBudget}
 	for _, opt := range opts {
 		opt(&o)
 	}
