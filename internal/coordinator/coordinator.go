@@ -239,6 +239,7 @@ type options struct {
 	local        map[string]worker.Node
 	localTimeout time.Duration
 	localBudget  time.Duration // localInlineBudget; tests shorten or lengthen it
+	maxHeld      int           // the bound of the events held (inflight.go), if set; tests lower it
 }
 
 // WithDurable names the partition consumers (default "coordinator": the

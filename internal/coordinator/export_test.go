@@ -17,3 +17,8 @@ func DefaultLocalTypes() []string {
 // node starts, as when the handler is descheduled for longer than the
 // budget; a long one keeps every local node inline.
 func WithLocalInlineBudget(d time.Duration) Option { return func(o *options) { o.localBudget = d } }
+
+// WithMaxHeld bounds the events the coordinator holds (see inflight.go):
+// past it, the dispatcher takes the coordinator's own echoes itself
+// (ownEchoWhenFull) or hands events back.
+func WithMaxHeld(n int) Option { return func(o *options) { o.maxHeld = n } }

@@ -127,3 +127,43 @@ edges:
 		t.Fatalf("the next coordinator ran %d local nodes, want 1 (s)", got)
 	}
 }
+
+// Several long local loops at once on a coordinator that holds only a few
+// events: most echoes of their work items are taken by the dispatcher of
+// a full shard (ownEchoWhenFull), with local nodes run inline, detached
+// (the budget spent before they start) or left for their echoes. Each
+// echo is acknowledged only once its node's outcome is in: every run
+// ends, each step recorded once.
+func TestLongLocalLoopsOnFullShard(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		budget time.Duration
+	}{
+		{"inline", time.Minute},
+		{"budget spent", time.Nanosecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, st := natstest.Store(t)
+			ctx, cancel := context.WithCancel(context.Background())
+			t.Cleanup(cancel)
+			c := runCoordinator(t, ctx, st, coordinator.WithLogger(quiet()), coordinator.WithShards(2),
+				coordinator.WithMaxHeld(3), coordinator.WithLocalInlineBudget(tc.budget))
+			const steps, n = 80, 6
+			runs := start(t, st, mustGraph(t, loopGraph(t, steps)), n)
+			states := waitEnded(t, st, runs, 60*time.Second)
+			for _, run := range runs {
+				if s := states[run]; s.Status != projection.RunCompleted || s.VarsMap()["count"] != float64(steps) {
+					t.Fatalf("run %s: %s, count %v (%v)", run, s.Status, s.VarsMap()["count"], s.Error)
+				}
+			}
+			checkNoDuplicates(t, st, runs)
+			s := c.Stats()
+			if s.LocalRuns != steps*n {
+				t.Fatalf("%d local runs, want %d", s.LocalRuns, steps*n)
+			}
+			if s.HandedBack == 0 {
+				t.Fatalf("no event handed back: the shard was never full (stats %+v)", s)
+			}
+		})
+	}
+}
