@@ -108,10 +108,15 @@
 // from a shard.
 //
 // Crash safety comes from the work item's own echo: the node-ready
-// decision comes back through the partition consumer, and is not
-// acknowledged while its node runs detached (its ack is held, kept in
+// decision comes back through the partition consumer, and is acknowledged
+// only once the node's outcome is in the log (or the attempt is no longer
+// live): not while its node runs detached (its ack is held, kept in
 // progress, and given once the outcome is in), nor while it runs inline
-// (the shard is busy with the event that decided it). If the coordinator
+// (the shard is busy with the event that decided it), nor before it ran.
+// The node whose echo is being handled starts even when the inline budget
+// is spent (detached at once), and an echo whose node is still pending,
+// given up or not yet recorded is handed back, never acknowledged
+// (ownEchoWhenFull, localUnrun). If the coordinator
 // dies between the ready and the outcome, the next holder of the partition
 // gets the echo again, folds the run afresh, finds the local attempt ready
 // and runs it again. Local nodes must therefore be deterministic and
@@ -238,6 +243,8 @@ type options struct {
 	// local holds the local executors by node type (local.go).
 	local        map[string]worker.Node
 	localTimeout time.Duration
+	localBudget  time.Duration // localInlineBudget; tests shorten or lengthen it
+	maxHeld      int           // the bound of the events held (inflight.go), if set; tests lower it
 }
 
 // WithDurable names the partition consumers (default "coordinator": the
@@ -314,7 +321,7 @@ type Coordinator struct {
 func New(store events.Store, opts ...Option) *Coordinator {
 	o := options{durable: "coordinator", shards: 32, cacheSize: 10000, now: time.Now, ackWait: 10 * time.Second,
 		partitions: 1, leaseTTL: defaultLeaseTTL, maxEvents: DefaultMaxHistoryEvents, maxBytes: DefaultMaxHistoryBytes, retention: runs.DefaultRetention,
-		local: defaultLocal(), localTimeout: DefaultLocalTimeout}
+		local: defaultLocal(), localTimeout: DefaultLocalTimeout, localBudget: localInlineBudget}
 	for _, opt := range opts {
 		opt(&o)
 	}

@@ -11,3 +11,14 @@ func WithAckWait(d time.Duration) Option { return func(o *options) { o.ackWait =
 func DefaultLocalTypes() []string {
 	return (&Coordinator{opts: options{local: defaultLocal()}}).localTypes()
 }
+
+// WithLocalInlineBudget sets how long one handled event may run local
+// nodes inline (localInlineBudget): a budget of 1ns is spent before any
+// node starts, as when the handler is descheduled for longer than the
+// budget; a long one keeps every local node inline.
+func WithLocalInlineBudget(d time.Duration) Option { return func(o *options) { o.localBudget = d } }
+
+// WithMaxHeld bounds the events the coordinator holds (see inflight.go):
+// past it, the dispatcher takes the coordinator's own echoes itself
+// (ownEchoWhenFull) or hands events back.
+func WithMaxHeld(n int) Option { return func(o *options) { o.maxHeld = n } }

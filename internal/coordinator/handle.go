@@ -75,7 +75,19 @@ func (c *Coordinator) handle(ctx context.Context, msg jetstream.Msg, redelivered
 	defer span.End()
 	err = c.process(ctx, e, redelivered)
 	if err == nil {
-		if !c.holdLocal(msg) {
+		switch {
+		case c.holdLocal(msg):
+		case c.localUnrun(msg):
+			// Its local node is ready and did not start (given up as
+			// the coordinator stops): acknowledged, nothing would run it
+			// again; handed back, it comes to the partition's holder.
+			c.n.handedBack.Add(1)
+			if ctx.Err() != nil {
+				_ = msg.Nak()
+			} else {
+				_ = msg.NakWithDelay(shardFullDelay)
+			}
+		default:
 			c.echoes.Delete(e.ID) // an echo of this coordinator's, if it was one
 			_ = msg.Ack()
 		}
@@ -168,7 +180,7 @@ func (c *Coordinator) process(ctx context.Context, e *events.Event, redelivered 
 		if err == nil {
 			// Local nodes readied now, or before and not yet run (the
 			// run was folded afresh), run here (local.go).
-			err = c.runLocal(ctx, ent)
+			err = c.runLocal(ctx, ent, e.ID)
 		}
 		if err == nil {
 			// Timers the state says are pending, armed once their

@@ -72,10 +72,14 @@ const (
 const shardFullDelay = 50 * time.Millisecond
 
 func newInflight(ctx context.Context, c *Coordinator, concurrency int) *inflight {
+	maxHeld := concurrency*heldPerSlot + c.opts.partitions*heldPerPartition
+	if c.opts.maxHeld > 0 {
+		maxHeld = c.opts.maxHeld
+	}
 	return &inflight{
 		c: c, ctx: ctx,
 		slots:   make(chan struct{}, concurrency),
-		maxHeld: concurrency*heldPerSlot + c.opts.partitions*heldPerPartition,
+		maxHeld: maxHeld,
 		runs:    map[string]*runQueue{},
 	}
 }

@@ -135,14 +135,16 @@ const maxOwn = 4096
 // this coordinator appended, rather than hand it back: handing back drops
 // the run's cache, and a chain of local nodes appends faster than its
 // shard takes the echoes, which would read the run afresh again and again.
-// The echo of a local node's work item is held while the node runs
-// detached, and is handed back while the node waits to be started (its
-// echo starts it). It reports whether it took msg.
+// The echo of a local node's work item is acknowledged only once the
+// node's outcome is in the log: it is held while the node runs detached,
+// and handed back while the node waits to be started (its echo starts
+// it) or its outcome is not yet appended. It reports whether it took msg.
 //
 // The order of the look-ups matters: the shard records a work item as
-// pending before it records its echo, and as running before it is no
-// longer pending, so an echo known here was pending, and one no longer
-// pending is seen running, if it is.
+// pending before it records its echo, as running before it is no longer
+// pending, and no longer pending only once it runs detached or its
+// outcome is appended; so an echo known here was pending, and one no
+// longer pending is seen running, if it is, or has its outcome in.
 func (c *Coordinator) ownEchoWhenFull(msg jetstream.Msg) bool {
 	id := msg.Headers().Get(nats.MsgIdHdr)
 	if _, mine := c.echoes.Load(id); !mine {
@@ -158,6 +160,13 @@ func (c *Coordinator) ownEchoWhenFull(msg jetstream.Msg) bool {
 			return true
 		}
 		if c.holdLocal(msg) {
+			return true
+		}
+		if v, ok := c.inflight.Load(id); ok && !v.(*localRun).recordedAt() {
+			// Given up with its outcome not in: the shard runs it
+			// again when the echo comes back (localDue).
+			c.n.handedBack.Add(1)
+			_ = msg.NakWithDelay(shardFullDelay)
 			return true
 		}
 	}
@@ -178,6 +187,35 @@ func (ent *runEntry) localWaiting(id, subject string) bool {
 		}
 	}
 	return false
+}
+
+// localUnrun reports whether msg is the echo of a local node's work item
+// that is pending here (decided, or started and given up) and neither
+// running nor recorded, and whose attempt is live in its run's cached
+// state: acknowledged, it would leave the node ready with nothing to start
+// it. A run no longer cached (its partition was given up, or a full shard
+// dropped it) cannot say: its echo is handed back, and folds the run
+// afresh when it comes again.
+func (c *Coordinator) localUnrun(msg jetstream.Msg) bool {
+	if !strings.HasSuffix(msg.Subject(), localReadySuffix) {
+		return false
+	}
+	id := msg.Headers().Get(nats.MsgIdHdr)
+	if _, pending := c.localPending.Load(id); !pending {
+		return false
+	}
+	if v, ok := c.inflight.Load(id); ok && !v.(*localRun).givenUp() {
+		return false // held, or its outcome is in
+	}
+	run, ok := events.RunOf(msg.Subject())
+	if !ok {
+		return false
+	}
+	ent := c.cache.get(run)
+	if ent == nil {
+		return true
+	}
+	return !ent.state.Status.Ended() && ent.localWaiting(id, msg.Subject())
 }
 
 // localLive reports whether the local attempt r is ready in s: not yet run
@@ -212,10 +250,15 @@ func (c *Coordinator) localDue(ctx context.Context, ent *runEntry) ([]*localItem
 			continue
 		}
 		if v, running := c.inflight.Load(li.id); running {
-			if !v.(*localRun).recordedLongAgo() {
+			switch lr := v.(*localRun); {
+			case lr.givenUp():
+				// Run again; it stays in inflight until startLocal
+				// replaces it, so that its echo is not taken as done.
+			case !lr.recordedLongAgo():
 				continue
+			default:
+				c.inflight.Delete(li.id) // its outcome never came: run it again
 			}
-			c.inflight.Delete(li.id) // its outcome never came: run it again
 		}
 		due = append(due, li)
 	}
@@ -263,8 +306,12 @@ func (c *Coordinator) localMissing(ent *runEntry) bool {
 // detached (it finishes off the shard and records its outcome itself). An
 // outcome is appended, then applied to the cached state like the
 // coordinator's own decisions. Nodes not started (the budget or the
-// rounds ran out) start when the echo of their node-ready is handled.
-func (c *Coordinator) runLocal(ctx context.Context, ent *runEntry) error {
+// rounds ran out) start when the echo of their node-ready is handled:
+// handling is the id of the event being handled, and the node whose
+// echo it is starts even when the budget is spent (detached at once), as
+// that echo is acknowledged once its handling is done and nothing else
+// would start the node.
+func (c *Coordinator) runLocal(ctx context.Context, ent *runEntry, handling string) error {
 	if len(c.opts.local) == 0 || len(ent.local) == 0 && !c.localMissing(ent) {
 		return nil
 	}
@@ -272,32 +319,46 @@ func (c *Coordinator) runLocal(ctx context.Context, ent *runEntry) error {
 	if err != nil {
 		return nil // decide failed the run
 	}
-	deadline := time.Now().Add(localInlineBudget)
+	deadline := time.Now().Add(c.opts.localBudget)
 	for round := 0; round < localInlineSteps && !ent.state.Status.Ended(); round++ {
 		due, err := c.localDue(ctx, ent)
 		if err != nil || len(due) == 0 {
 			return err
 		}
-		var outs []*events.Event
+		var done []*localRun
 		for _, li := range due {
 			wait := time.Until(deadline)
-			if wait <= 0 {
-				break // the rest run when their node-ready's echo comes
+			if wait <= 0 && li.id != handling {
+				continue // runs when its node-ready's echo comes
 			}
-			if out := c.startLocal(ctx, g, ent, li, wait); out != nil {
-				outs = append(outs, out)
+			if lr := c.startLocal(ctx, g, ent, li, max(wait, 0)); lr != nil {
+				done = append(done, lr)
 			}
 		}
-		if len(outs) == 0 {
-			return nil // all detached
+		if len(done) == 0 {
+			return nil // all detached, given up or left for their echoes
 		}
-		for _, out := range outs {
+		for i, lr := range done {
+			out := lr.out
 			c.echoes.Store(out.ID, struct{}{}) // before: its echo may come first
 			seq, err := c.store.Append(ctx, ent.run, events.AnySeq, out)
 			if err != nil {
 				c.echoes.Delete(out.ID)
+				for _, lr := range done[i:] {
+					// Still pending: an echo of its work item is
+					// handed back, not taken as done.
+					c.inflight.Delete(lr.id)
+				}
 				return fmt.Errorf("recording the outcome of local node %s: %w", out.NodeID, err)
 			}
+			// In the log: its work item's echo may be acknowledged
+			// (ownEchoWhenFull); no longer pending before no longer
+			// running.
+			lr.mu.Lock()
+			lr.recorded = time.Now()
+			lr.mu.Unlock()
+			c.localPending.Delete(lr.id)
+			c.inflight.Delete(lr.id)
 			ent.own[out.ID] = struct{}{}
 			ent.ownMax = max(ent.ownMax, seq)
 			out.Seq = seq // where it is in the log: a checkpoint reads up to it
@@ -315,6 +376,7 @@ func (c *Coordinator) runLocal(ctx context.Context, ent *runEntry) error {
 // localRun is one execution of a local node, keyed in Coordinator.inflight
 // by its work item's event id while it runs.
 type localRun struct {
+	id   string // the work item's event id
 	done chan struct{}
 	out  *events.Event
 	err  error
@@ -322,7 +384,7 @@ type localRun struct {
 	mu       sync.Mutex
 	detached bool            // the shard stopped waiting: the run records its outcome
 	finished bool            // the detached run recorded its outcome, or gave up
-	recorded time.Time       // when the detached run's outcome was appended
+	recorded time.Time       // when the run's outcome was appended
 	held     []jetstream.Msg // echoes of the work item, acknowledged once the outcome is in
 }
 
@@ -330,6 +392,21 @@ type localRun struct {
 // its place in Coordinator.inflight, so that the node is not run again
 // before the outcome is folded; past it, the outcome is taken as lost.
 const recordedTTL = time.Minute
+
+// recordedAt reports whether the run's outcome is in the log.
+func (lr *localRun) recordedAt() bool {
+	lr.mu.Lock()
+	defer lr.mu.Unlock()
+	return !lr.recorded.IsZero()
+}
+
+// givenUp reports whether the run was detached and ended without its
+// outcome in the log (its node is to run again).
+func (lr *localRun) givenUp() bool {
+	lr.mu.Lock()
+	defer lr.mu.Unlock()
+	return lr.finished && lr.recorded.IsZero()
+}
 
 func (lr *localRun) recordedLongAgo() bool {
 	lr.mu.Lock()
@@ -339,6 +416,8 @@ func (lr *localRun) recordedLongAgo() bool {
 
 // sweepInflight drops detached runs whose outcomes were recorded long ago
 // (their runs left the cache before the outcome was folded).
+// A run given up stays until its node runs again (localDue): its run
+// comes back to the shard with its echo, handed back by finishDetached.
 func (c *Coordinator) sweepInflight() {
 	c.inflight.Range(func(k, v any) bool {
 		if v.(*localRun).recordedLongAgo() {
@@ -349,17 +428,22 @@ func (c *Coordinator) sweepInflight() {
 }
 
 // startLocal runs a local node, waiting for it up to wait; it returns the
-// outcome to record, or nil when the node was detached (or given up).
-func (c *Coordinator) startLocal(ctx context.Context, g *graph.Graph, ent *runEntry, li *localItem, wait time.Duration) *events.Event {
+// run, whose outcome the caller records, or nil when the node was detached
+// (or given up). A work item stays pending (localPending) until it runs
+// detached or its outcome is in the log, so that the echo of one given up
+// or not yet recorded is never acknowledged (ownEchoWhenFull).
+func (c *Coordinator) startLocal(ctx context.Context, g *graph.Graph, ent *runEntry, li *localItem, wait time.Duration) *localRun {
 	ready := *li.ready
 	if n, ok := g.Node(ready.Node); ok {
 		ready.Config, ready.InputSchema, ready.OutputSchema = n.Config, n.InputSchema, n.OutputSchema
 	}
 	ready.Invocation = ent.state.Invocation
 	node := c.opts.local[ready.Type]
-	lr := &localRun{done: make(chan struct{})}
+	lr := &localRun{id: li.id, done: make(chan struct{})}
+	// Pending (again, if it ran before and was given up) before it is
+	// running: it replaces the run given up, if any.
+	c.localPending.Store(li.id, struct{}{})
 	c.inflight.Store(li.id, lr)
-	c.localPending.Delete(li.id)
 	run := ent.run
 	c.localWG.Go(func() {
 		if node == nil {
@@ -374,7 +458,7 @@ func (c *Coordinator) startLocal(ctx context.Context, g *graph.Graph, ent *runEn
 		detached := lr.detached
 		lr.mu.Unlock()
 		if detached {
-			c.finishDetached(ctx, run, li.id, lr)
+			c.finishDetached(ctx, run, lr)
 		}
 	})
 	if wait > 0 {
@@ -394,20 +478,21 @@ func (c *Coordinator) startLocal(ctx context.Context, g *graph.Graph, ent *runEn
 	lr.mu.Unlock()
 	if lr.detached {
 		c.n.localDetached.Add(1)
+		c.localPending.Delete(li.id) // running: its echoes are held
 		return nil
 	}
-	c.inflight.Delete(li.id)
 	if lr.err != nil {
+		c.inflight.Delete(li.id)
 		return nil // given up: ctx ended; the next holder runs it again
 	}
-	return lr.out
+	return lr
 }
 
 // finishDetached records the outcome of a local node the shard stopped
 // waiting for, then acknowledges the echoes of its work item held
 // meanwhile. If it cannot, the echoes are handed back: their redelivery
 // folds the run afresh and runs the node again.
-func (c *Coordinator) finishDetached(ctx context.Context, run, id string, lr *localRun) {
+func (c *Coordinator) finishDetached(ctx context.Context, run string, lr *localRun) {
 	var err error
 	if lr.err == nil {
 		_, err = c.store.Append(ctx, run, events.AnySeq, lr.out)
@@ -422,9 +507,9 @@ func (c *Coordinator) finishDetached(ctx context.Context, run, id string, lr *lo
 		// Kept until the outcome is folded (localDue), so that a fold
 		// of the run from before it does not run the node again.
 		lr.recorded = time.Now()
-	} else {
-		c.inflight.Delete(id)
 	}
+	// A run given up is kept too, until its node runs again (localDue):
+	// an echo of its work item is then handed back, not taken as done.
 	lr.mu.Unlock()
 	if c.n.localDetached.Load()%256 == 0 {
 		c.sweepInflight()
