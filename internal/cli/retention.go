@@ -47,8 +47,8 @@ admin's credentials.`,
 			return err
 		}
 		run := pos[0]
-		if !events.ValidToken(run) {
-			return &usageError{cmd: c, msg: fmt.Sprintf("run id %q: not a run id", run)}
+		if err := checkRunIDs(c, run); err != nil {
+			return err
 		}
 		store, closeConn, err := e.adminStore(c, cfg)
 		if err != nil {
@@ -230,10 +230,8 @@ func adminRestore(e *env, c *command, args []string) error {
 	if *archive == "" || *archive == "none" {
 		return &usageError{cmd: c, msg: fmt.Sprintf("-archive: want the archive to restore from, got %q", *archive)}
 	}
-	for _, run := range pos {
-		if !events.ValidToken(run) {
-			return &usageError{cmd: c, msg: fmt.Sprintf("run id %q: not a run id", run)}
-		}
+	if err := checkRunIDs(c, pos...); err != nil {
+		return err
 	}
 	store, closeConn, err := e.adminStore(c, cfg)
 	if err != nil {
@@ -279,4 +277,15 @@ func sleepFor(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+// checkRunIDs refuses, as a usage error, an argument that cannot be a
+// run id.
+func checkRunIDs(c *command, ids ...string) error {
+	for _, run := range ids {
+		if !events.ValidToken(run) {
+			return &usageError{cmd: c, msg: fmt.Sprintf("run id %q: not a run id", run)}
+		}
+	}
+	return nil
 }
