@@ -60,6 +60,13 @@ func parse(data []byte, source string, f format, opts []Option) (*Graph, error) 
 	}
 	def := decodeDefinition(js, p)
 	if len(p.errs) > 0 {
+		// Validate what did decode too, so that every problem shows in
+		// one pass, unless the graph's shape (its nodes, edges, ids or
+		// edge ends) did not decode: then validation would only guess.
+		if def != nil && !p.structural() {
+			_, err := compile(def, source, opts)
+			p.addUnlessEcho(err)
+		}
 		return nil, p.err()
 	}
 	return compile(def, source, opts)
@@ -348,7 +355,9 @@ func describeType(t reflect.Type) string {
 		return "true or false"
 	case reflect.Slice:
 		return "a list of " + strings.TrimPrefix(strings.TrimPrefix(describeType(t.Elem()), "a "), "an ") + "s"
-	case reflect.Map, reflect.Struct, reflect.Pointer:
+	case reflect.Pointer:
+		return describeType(t.Elem())
+	case reflect.Map, reflect.Struct:
 		return "an object"
 	}
 	return t.String()

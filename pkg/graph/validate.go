@@ -245,7 +245,6 @@ func validateNode(g *Graph, i int, first map[string]int, scope []*Definition, o 
 			g.routes[id] = r
 		}
 	}
-	validateBuiltinConfig(n, bad)
 	validateExecutorConfig(n, o, bad)
 }
 
@@ -329,7 +328,10 @@ func validateSubgraphRef(def *Definition, n *Node, scope []*Definition, bad func
 	var cfg struct {
 		Graph string `json:"graph"`
 	}
-	if len(n.Config) == 0 || json.Unmarshal(n.Config, &cfg) != nil || cfg.Graph == "" {
+	if len(n.Config) > 0 && !isNull(n.Config) && json.Unmarshal(n.Config, &cfg) != nil {
+		return // validateExecutorConfig reports it
+	}
+	if cfg.Graph == "" {
 		bad("config.graph", `subgraph node needs config {"graph": NAME} naming one of the graphs`)
 		return
 	}
