@@ -225,16 +225,8 @@ var httpToken = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
 func checkHTTP(c any, failed map[string]bool, _ *options, bad badFunc) {
 	cfg := c.(*httpConfig)
-	switch u, err := url.Parse(cfg.URL); {
-	case failed["url"]:
-	case cfg.URL == "":
-		bad("config.url", "missing url (an absolute http or https URL)")
-	case err == nil && u.User != nil:
-		bad("config.url", "%s holds credentials (user:password@): a graph must not hold secrets, since events copy it; send them in a header that references a secret configured on the worker, e.g. \"Authorization\": \"Basic ${secret:NAME}\"", u.Redacted())
-	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-		bad("config.url", "%q is not an absolute http or https URL", cfg.URL)
-	case strings.Contains(cfg.URL, "${secret:"):
-		bad("config.url", "secret references are allowed in header values only")
+	if !failed["url"] {
+		checkURL(cfg.URL, bad)
 	}
 	if cfg.Method != "" && !httpToken.MatchString(cfg.Method) {
 		bad("config.method", "%q is not an HTTP method (GET, POST, PUT, …)", cfg.Method)
@@ -246,6 +238,20 @@ func checkHTTP(c any, failed map[string]bool, _ *options, bad badFunc) {
 		if s < 100 || s > 599 {
 			bad(fmt.Sprintf("config.expectStatus[%d]", i), "%d is not an HTTP status (100-599)", s)
 		}
+	}
+}
+
+// checkURL checks an http node's URL as the executor would.
+func checkURL(raw string, bad badFunc) {
+	switch u, err := url.Parse(raw); {
+	case raw == "":
+		bad("config.url", "missing url (an absolute http or https URL)")
+	case err == nil && u.User != nil:
+		bad("config.url", "%s holds credentials (user:password@): a graph must not hold secrets, since events copy it; send them in a header that references a secret configured on the worker, e.g. \"Authorization\": \"Basic ${secret:NAME}\"", u.Redacted())
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		bad("config.url", "%q is not an absolute http or https URL", raw)
+	case strings.Contains(raw, "${secret:"):
+		bad("config.url", "secret references are allowed in header values only")
 	}
 }
 

@@ -224,45 +224,50 @@ func normalise(def *Definition, p *problems) {
 		def.Edges = []Edge{}
 	}
 	for i := range def.Nodes {
-		n := &def.Nodes[i]
-		if n.Queue == "" {
-			n.Queue = DefaultQueue
-		}
-		if n.Join.Kind == "" {
-			n.Join.Kind = JoinAll
-		}
-		if n.Effect == "" {
-			n.Effect = defaultEffect(n.Type)
-		}
-		if n.Checkpoint == "" {
-			n.Checkpoint = CheckpointNone
-		}
-		n.Retry = withRetryDefaults(n.Retry)
-		if len(n.Metadata) == 0 {
-			n.Metadata = nil
-		}
-		if len(n.Inputs) == 0 {
-			n.Inputs = nil
-		}
-		if len(n.Outputs) == 0 {
-			n.Outputs = nil
-		}
-		for _, f := range []struct {
-			name string
-			raw  *json.RawMessage
-		}{{"config", &n.Config}, {"inputSchema", &n.InputSchema}, {"outputSchema", &n.OutputSchema}, {"fallback", &n.Fallback}} {
-			c, err := canonicalJSON(*f.raw)
-			if err != nil {
-				p.node(n.ID, f.name, "not valid JSON: %v", err)
-				continue
-			}
-			*f.raw = c
-		}
+		normaliseNode(&def.Nodes[i], p)
 	}
 	for i := range def.Edges {
 		if def.Edges[i].Action == "" {
 			def.Edges[i].Action = DefaultAction
 		}
+	}
+}
+
+// normaliseNode fills a node's defaults and puts its embedded JSON in
+// canonical form.
+func normaliseNode(n *Node, p *problems) {
+	if n.Queue == "" {
+		n.Queue = DefaultQueue
+	}
+	if n.Join.Kind == "" {
+		n.Join.Kind = JoinAll
+	}
+	if n.Effect == "" {
+		n.Effect = defaultEffect(n.Type)
+	}
+	if n.Checkpoint == "" {
+		n.Checkpoint = CheckpointNone
+	}
+	n.Retry = withRetryDefaults(n.Retry)
+	if len(n.Metadata) == 0 {
+		n.Metadata = nil
+	}
+	if len(n.Inputs) == 0 {
+		n.Inputs = nil
+	}
+	if len(n.Outputs) == 0 {
+		n.Outputs = nil
+	}
+	for _, f := range []struct {
+		name string
+		raw  *json.RawMessage
+	}{{"config", &n.Config}, {"inputSchema", &n.InputSchema}, {"outputSchema", &n.OutputSchema}, {"fallback", &n.Fallback}} {
+		c, err := canonicalJSON(*f.raw)
+		if err != nil {
+			p.node(n.ID, f.name, "not valid JSON: %v", err)
+			continue
+		}
+		*f.raw = c
 	}
 }
 

@@ -159,43 +159,60 @@ func decodeDefinition(data []byte, p *problems) *Definition {
 	report := func(field, msg string) { p.top(field, "%s", msg) }
 	decodeFields(m, reflect.ValueOf(def).Elem(), "", report, "nodes", "edges", "graphs")
 
-	if raw, ok := m["nodes"]; ok && !isNull(raw) {
-		var items []json.RawMessage
-		if err := json.Unmarshal(raw, &items); err != nil {
-			p.top("nodes", "want a list of nodes, got %s", kindOf(raw))
-		}
-		def.Nodes = make([]Node, len(items))
-		for i, item := range items {
-			decodeNode(item, i, &def.Nodes[i], p)
-		}
-	}
-	if raw, ok := m["edges"]; ok && !isNull(raw) {
-		var items []json.RawMessage
-		if err := json.Unmarshal(raw, &items); err != nil {
-			p.top("edges", "want a list of edges, got %s", kindOf(raw))
-		}
-		def.Edges = make([]Edge, len(items))
-		for i, item := range items {
-			decodeEdge(item, i, &def.Edges[i], p)
-		}
-	}
-	if raw, ok := m["graphs"]; ok && !isNull(raw) {
-		graphs, ok := asObject(raw)
-		if !ok {
-			p.top("graphs", "want an object of graphs by name, got %s", kindOf(raw))
-		}
-		if len(graphs) > 0 {
-			def.Graphs = make(map[string]*Definition, len(graphs))
-		}
-		for _, name := range sortedKeys(graphs) {
-			q := p.sub(name)
-			if sub := decodeDefinition(graphs[name], q); sub != nil {
-				def.Graphs[name] = sub
-			}
-			p.merge(q)
-		}
-	}
+	decodeNodes(m["nodes"], def, p)
+	decodeEdges(m["edges"], def, p)
+	decodeGraphs(m["graphs"], def, p)
 	return def
+}
+
+func decodeNodes(raw json.RawMessage, def *Definition, p *problems) {
+	if len(raw) == 0 || isNull(raw) {
+		return
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		p.top("nodes", "want a list of nodes, got %s", kindOf(raw))
+	}
+	def.Nodes = make([]Node, len(items))
+	for i, item := range items {
+		decodeNode(item, i, &def.Nodes[i], p)
+	}
+}
+
+func decodeEdges(raw json.RawMessage, def *Definition, p *problems) {
+	if len(raw) == 0 || isNull(raw) {
+		return
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		p.top("edges", "want a list of edges, got %s", kindOf(raw))
+	}
+	def.Edges = make([]Edge, len(items))
+	for i, item := range items {
+		decodeEdge(item, i, &def.Edges[i], p)
+	}
+}
+
+// decodeGraphs decodes the nested graphs, each reporting to a collector
+// of its own name.
+func decodeGraphs(raw json.RawMessage, def *Definition, p *problems) {
+	if len(raw) == 0 || isNull(raw) {
+		return
+	}
+	graphs, ok := asObject(raw)
+	if !ok {
+		p.top("graphs", "want an object of graphs by name, got %s", kindOf(raw))
+	}
+	if len(graphs) > 0 {
+		def.Graphs = make(map[string]*Definition, len(graphs))
+	}
+	for _, name := range sortedKeys(graphs) {
+		q := p.sub(name)
+		if sub := decodeDefinition(graphs[name], q); sub != nil {
+			def.Graphs[name] = sub
+		}
+		p.merge(q)
+	}
 }
 
 func decodeNode(data json.RawMessage, i int, n *Node, p *problems) {
