@@ -424,9 +424,21 @@ func (g *Graph) index() {
 		g.out[e.From] = append(g.out[e.From], i)
 		g.in[e.To] = append(g.in[e.To], i)
 	}
-	// Depth-first from START in definition order: an edge to a node still
-	// on the stack closes a cycle.
-	g.back = make([]bool, len(def.Edges))
+	g.markBackEdges()
+	g.fwdIn = map[string][]int{}
+	for id, edges := range g.in {
+		for _, i := range edges {
+			if !g.back[i] {
+				g.fwdIn[id] = append(g.fwdIn[id], i)
+			}
+		}
+	}
+}
+
+// markBackEdges walks depth-first from START in definition order: an edge
+// to a node still on the stack closes a cycle.
+func (g *Graph) markBackEdges() {
+	g.back = make([]bool, len(g.def.Edges))
 	const (
 		unseen = iota
 		onStack
@@ -437,7 +449,7 @@ func (g *Graph) index() {
 	visit = func(id string) {
 		mark[id] = onStack
 		for _, i := range g.out[id] {
-			to := def.Edges[i].To
+			to := g.def.Edges[i].To
 			switch mark[to] {
 			case onStack:
 				g.back[i] = true
@@ -448,14 +460,6 @@ func (g *Graph) index() {
 		mark[id] = done
 	}
 	visit(Start)
-	g.fwdIn = map[string][]int{}
-	for id, edges := range g.in {
-		for _, i := range edges {
-			if !g.back[i] {
-				g.fwdIn[id] = append(g.fwdIn[id], i)
-			}
-		}
-	}
 }
 
 func (g *Graph) known(id string) bool {

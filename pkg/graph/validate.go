@@ -309,6 +309,15 @@ type route struct {
 	action string
 }
 
+// routerConfig is a router node's config.
+type routerConfig struct {
+	Routes []struct {
+		When   string `json:"when"`
+		Action string `json:"action"`
+	} `json:"routes"`
+	Default string `json:"default"`
+}
+
 // validateRouter compiles a router's config: {"routes": [{"when": CEL,
 // "action": NAME}], "default": NAME}, both optional. Every action it names
 // must label an edge leaving the router, so a typo is a load error rather
@@ -317,13 +326,7 @@ func validateRouter(g *Graph, n *Node, o *options, bad badFunc) *router {
 	if len(n.Config) == 0 {
 		return nil
 	}
-	var cfg struct {
-		Routes []struct {
-			When   string `json:"when"`
-			Action string `json:"action"`
-		} `json:"routes"`
-		Default string `json:"default"`
-	}
+	var cfg routerConfig
 	dec := json.NewDecoder(bytes.NewReader(n.Config))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&cfg); err != nil {
@@ -334,42 +337,51 @@ func validateRouter(g *Graph, n *Node, o *options, bad badFunc) *router {
 	for _, i := range g.out[n.ID] {
 		labels[g.def.Edges[i].Action] = true
 	}
-	r := &router{def: cfg.Default}
-	ok := true
-	check := func(field, action string) {
+	labelled := func(field, action string) bool {
 		if !labels[action] {
 			bad(field, "action %q labels no edge leaving the router", action)
-			ok = false
+			return false
 		}
+		return true
 	}
+	r := &router{def: cfg.Default}
+	ok := true
 	for k, rt := range cfg.Routes {
 		field := fmt.Sprintf("config.routes[%d]", k)
 		if rt.Action == "" {
 			bad(field+".action", "missing action")
 			ok = false
-		} else {
-			check(field+".action", rt.Action)
-		}
-		if strings.TrimSpace(rt.When) == "" {
-			bad(field+".when", "missing condition")
+		} else if !labelled(field+".action", rt.Action) {
 			ok = false
-			continue
 		}
-		x, msg := compileExpr(rt.When, boolExpr, o)
-		if msg != "" {
-			bad(field+".when", "%s", msg)
+		x := validateRouteWhen(rt.When, field+".when", o, bad)
+		if x == nil {
 			ok = false
 			continue
 		}
 		r.routes = append(r.routes, route{when: x, action: rt.Action})
 	}
-	if cfg.Default != "" {
-		check("config.default", cfg.Default)
+	if cfg.Default != "" && !labelled("config.default", cfg.Default) {
+		ok = false
 	}
 	if !ok {
 		return nil
 	}
 	return r
+}
+
+// validateRouteWhen compiles a route's condition, or reports why not.
+func validateRouteWhen(when, field string, o *options, bad badFunc) *expr {
+	if strings.TrimSpace(when) == "" {
+		bad(field, "missing condition")
+		return nil
+	}
+	x, msg := compileExpr(when, boolExpr, o)
+	if msg != "" {
+		bad(field, "%s", msg)
+		return nil
+	}
+	return x
 }
 
 // validateSubgraphRef checks that a subgraph node's config names a graph
