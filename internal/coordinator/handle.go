@@ -25,6 +25,9 @@ const conflictRetries = 5
 // decisions are in. A message that fails for a passing reason is handed
 // back for redelivery after a back-off; one that can never be decided
 // fails its run (see fail).
+//
+// (Long by the order a message goes through: decode, echo checks,
+// process, then acknowledge or hand back; each step is a call.)
 func (c *Coordinator) handle(ctx context.Context, msg jetstream.Msg, redelivered bool) {
 	meta, err := msg.Metadata()
 	if err != nil {
@@ -69,6 +72,13 @@ func (c *Coordinator) handle(ctx context.Context, msg jetstream.Msg, redelivered
 		return // shutting down: left for the next coordinator
 	}
 	telemetry.Fail(span, err)
+	c.undecided(ctx, msg, meta, e, err)
+}
+
+// undecided settles a message whose event could not be decided: its run
+// fails when it never can be (and the message is acknowledged), else the
+// message is handed back after a back-off.
+func (c *Coordinator) undecided(ctx context.Context, msg jetstream.Msg, meta *jetstream.MsgMetadata, e *events.Event, err error) {
 	if permanent(err) || int(meta.NumDelivered) >= maxDeliveries && !transient(err) {
 		if ferr := c.fail(ctx, e, err); ferr != nil {
 			c.n.errors.Add(1)
@@ -111,6 +121,9 @@ func (c *Coordinator) ownEcho(msg jetstream.Msg, meta *jetstream.MsgMetadata) bo
 
 // process applies one event to its run and decides. An event the run's
 // state already has changes nothing, and so needs no decision.
+//
+// (Its complexity is the conflict-retry loop's control; the steps are
+// named: entry, refold, apply, enforceBudget, settle, conflicted.)
 func (c *Coordinator) process(ctx context.Context, e *events.Event, redelivered bool) error {
 	if e.RunID == "" {
 		return nil // not a run's: nothing to decide

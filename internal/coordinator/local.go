@@ -264,6 +264,9 @@ func (c *Coordinator) localMissing(ent *runEntry) bool {
 // outcome is appended, then applied to the cached state like the
 // coordinator's own decisions. Nodes not started (the budget or the
 // rounds ran out) start when the echo of their node-ready is handled.
+//
+// (Its complexity is the rounds' bounds: steps, time budget, detaching;
+// the work is in localDue, startLocal, recordLocal and decide.)
 func (c *Coordinator) runLocal(ctx context.Context, ent *runEntry) error {
 	if len(c.opts.local) == 0 || len(ent.local) == 0 && !c.localMissing(ent) {
 		return nil
@@ -291,23 +294,32 @@ func (c *Coordinator) runLocal(ctx context.Context, ent *runEntry) error {
 		if len(outs) == 0 {
 			return nil // all detached
 		}
-		for _, out := range outs {
-			c.echoes.Store(out.ID, struct{}{}) // before: its echo may come first
-			seq, err := c.store.Append(ctx, ent.run, events.AnySeq, out)
-			if err != nil {
-				c.echoes.Delete(out.ID)
-				return fmt.Errorf("recording the outcome of local node %s: %w", out.NodeID, err)
-			}
-			ent.own[out.ID] = struct{}{}
-			ent.ownMax = max(ent.ownMax, seq)
-			out.Seq = seq // where it is in the log: a checkpoint reads up to it
-			c.foldErr(out, ent.state.Apply(out))
-			ent.noteTrace(out)
-			c.n.localRuns.Add(1)
+		if err := c.recordLocal(ctx, ent, outs); err != nil {
+			return err
 		}
 		if err := c.decide(ctx, ent); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// recordLocal appends the outcomes of local nodes run here to their run
+// and folds them in.
+func (c *Coordinator) recordLocal(ctx context.Context, ent *runEntry, outs []*events.Event) error {
+	for _, out := range outs {
+		c.echoes.Store(out.ID, struct{}{}) // before: its echo may come first
+		seq, err := c.store.Append(ctx, ent.run, events.AnySeq, out)
+		if err != nil {
+			c.echoes.Delete(out.ID)
+			return fmt.Errorf("recording the outcome of local node %s: %w", out.NodeID, err)
+		}
+		ent.own[out.ID] = struct{}{}
+		ent.ownMax = max(ent.ownMax, seq)
+		out.Seq = seq // where it is in the log: a checkpoint reads up to it
+		c.foldErr(out, ent.state.Apply(out))
+		ent.noteTrace(out)
+		c.n.localRuns.Add(1)
 	}
 	return nil
 }
@@ -377,6 +389,21 @@ func (c *Coordinator) startLocal(ctx context.Context, g *graph.Graph, ent *runEn
 			c.finishDetached(ctx, run, li.id, lr)
 		}
 	})
+	if lr.waitOrDetach(wait) {
+		c.n.localDetached.Add(1)
+		return nil
+	}
+	c.inflight.Delete(li.id)
+	if lr.err != nil {
+		return nil // given up: ctx ended; the next holder runs it again
+	}
+	return lr.out
+}
+
+// waitOrDetach waits up to wait for the local run to finish, and detaches
+// it if it has not (its outcome is then recorded when it finishes,
+// finishDetached); it reports whether it detached.
+func (lr *localRun) waitOrDetach(wait time.Duration) bool {
 	if wait > 0 {
 		t := time.NewTimer(wait)
 		select {
@@ -386,21 +413,13 @@ func (c *Coordinator) startLocal(ctx context.Context, g *graph.Graph, ent *runEn
 		t.Stop()
 	}
 	lr.mu.Lock()
+	defer lr.mu.Unlock()
 	select {
 	case <-lr.done:
 	default:
 		lr.detached = true
 	}
-	lr.mu.Unlock()
-	if lr.detached {
-		c.n.localDetached.Add(1)
-		return nil
-	}
-	c.inflight.Delete(li.id)
-	if lr.err != nil {
-		return nil // given up: ctx ended; the next holder runs it again
-	}
-	return lr.out
+	return lr.detached
 }
 
 // finishDetached records the outcome of a local node the shard stopped

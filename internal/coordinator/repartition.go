@@ -110,6 +110,9 @@ func countText(n int) string {
 
 // repartitionTo replaces the partition consumers made for have partitions
 // (0: unknown) with this coordinator's.
+//
+// (Its length is the procedure's steps in their required order, each a
+// call.)
 func (c *Coordinator) repartitionTo(ctx context.Context, kv jetstream.KeyValue, have int) error {
 	others, err := c.othersAnnounced(ctx, kv)
 	if err != nil {

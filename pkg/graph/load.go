@@ -98,17 +98,7 @@ func toJSON(data []byte, f format, p *problems) []byte {
 		}
 	}
 	if f == formatJSON {
-		if err := json.Unmarshal(data, new(json.RawMessage)); err != nil {
-			var se *json.SyntaxError
-			if errors.As(err, &se) {
-				line, col := position(data, se.Offset)
-				p.top("", "line %d, column %d: invalid JSON: %s", line, col, strings.TrimPrefix(se.Error(), "json: "))
-			} else {
-				p.top("", "invalid JSON: %v", err)
-			}
-			return nil
-		}
-		return data
+		return checkJSON(data, p)
 	}
 	js, err := yamlToJSON(data)
 	if err != nil {
@@ -117,6 +107,21 @@ func toJSON(data []byte, f format, p *problems) []byte {
 		return nil
 	}
 	return js
+}
+
+// checkJSON gives data, or nil after reporting where its syntax is wrong.
+func checkJSON(data []byte, p *problems) []byte {
+	if err := json.Unmarshal(data, new(json.RawMessage)); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			line, col := position(data, se.Offset)
+			p.top("", "line %d, column %d: invalid JSON: %s", line, col, strings.TrimPrefix(se.Error(), "json: "))
+		} else {
+			p.top("", "invalid JSON: %v", err)
+		}
+		return nil
+	}
+	return data
 }
 
 // yamlToJSON converts, turning a panic in the YAML parser on hostile input
@@ -279,6 +284,12 @@ func decodeFields(m map[string]json.RawMessage, v reflect.Value, prefix string, 
 			report(name, decodeMessage(err, fv.Type()))
 		}
 	}
+	reportUnknown(m, fields, prefix, report)
+}
+
+// reportUnknown reports each key of m that names none of fields, with the
+// field it may be a typo of.
+func reportUnknown(m map[string]json.RawMessage, fields []jsonField, prefix string, report func(field, msg string)) {
 	known := make(map[string]bool, len(fields))
 	for _, f := range fields {
 		known[f.name] = true

@@ -322,6 +322,8 @@ type routerConfig struct {
 // "action": NAME}], "default": NAME}, both optional. Every action it names
 // must label an edge leaving the router, so a typo is a load error rather
 // than a run that comes to rest.
+//
+// (Long by its checks, each a line or two, in the config's order.)
 func validateRouter(g *Graph, n *Node, o *options, bad badFunc) *router {
 	if len(n.Config) == 0 {
 		return nil
@@ -413,6 +415,8 @@ func validateSubgraphRef(def *Definition, n *Node, scope []*Definition, bad badF
 
 // validateEdges checks the edges and compiles their conditions. It reports
 // whether every edge's ends are known, which reachability needs.
+//
+// (Its complexity is one check per edge field, in the field's order.)
 func validateEdges(g *Graph, o *options, p *problems) bool {
 	def := g.def
 	g.cond = make([]*expr, len(def.Edges))
