@@ -114,3 +114,46 @@ func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(string(p))
 	return len(p), nil
 }
+
+// TestRetentionFigure runs the retention figure at a tiny size: a
+// nats-server process of its own (built from the module), ended runs
+// written, listed, archived, purged, restored and read back.
+func TestRetentionFigure(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts a nats-server process")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sizes := tinySizes()
+	sizes.MemRuns = 30
+	e, err := newEnv(ctx, Config{Storage: "file", Sizes: sizes}, testWriter{t})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.close()
+	e.figure = "retention"
+	results, err := runRetention(ctx, e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]Result{}
+	for _, r := range results {
+		got[r.Name] = r
+	}
+	for _, name := range []string{
+		"retention: server RSS with 30 ended runs", "retention: server RSS after removing 30 runs",
+		"weft list -status failed p50 (30 runs in the read model)",
+		"restore rate, directory (put back live)", "restore rate, Object Store (put back live)",
+		"archive rate, directory (archive + purge)", "archived read rate, Object Store (read + fold)",
+	} {
+		if r, ok := got[name]; !ok || r.Value <= 0 {
+			t.Errorf("%s: %+v", name, r)
+		}
+	}
+	if r := got["retention: stream subjects with 30 ended runs"]; r.Value != 120 {
+		t.Errorf("subjects with 30 runs of 4 subjects: %v", r.Value)
+	}
+	if r := got["retention: stream subjects after removing 30 runs"]; r.Value != 0 || !*r.Pass {
+		t.Errorf("subjects after removal: %+v", r)
+	}
+}

@@ -225,7 +225,15 @@ type proc struct {
 }
 
 func (e *env) spawn(bin string, args ...string) (*proc, error) {
+	return e.spawnEnv(nil, bin, args...)
+}
+
+// spawnEnv is spawn with variables added to the environment.
+func (e *env) spawnEnv(vars []string, bin string, args ...string) (*proc, error) {
 	cmd := exec.Command(bin, args...)
+	if len(vars) > 0 {
+		cmd.Env = append(os.Environ(), vars...)
+	}
 	cmd.Stdout = io.Discard
 	cmd.Stderr = e.progress
 	if err := cmd.Start(); err != nil {

@@ -30,16 +30,16 @@ import (
 // process of its own (so that its RSS is the server's alone) holds N ended
 // runs (MemRuns at full size, a fifth in -quick), each a short log of
 // four events on four subjects, one in ten failed, each with its entry in
-// the read model of runs. The figures: the server's RSS, its live heap
-// after a GC, and the stream's subject count with the runs and after
-// retention removed them (runs.Sweep, archiving each to a directory
-// first), against the empty server's, and the share of the runs' heap the
-// server kept (RSS also counts idle heap the Go runtime returns to the OS
-// lazily, so the heap is the figure with a target); 'weft list -status
-// failed' (the read model's List, a page of 50) p50 with the N runs in the
-// read model; the archive rate (archive, purge, per run) and the restore
-// rate (a removed run read back from the archive and folded) in runs per
-// second, to a directory and to the Object Store bucket.
+// the read model of runs, written straight to the stream (see
+// writeEndedRuns). The figures: the server's RSS, its live heap after a
+// GC, and the stream's subject count with the runs and after retention
+// removed them (runs.Sweep, archiving each to a directory first), against
+// the empty server's; 'weft list -status failed' (the read model's List,
+// a page of 50) p50 with the N runs in the read model; the archive rate
+// (archive, purge, per run), the restore rate (runs.Restore: a removed
+// run put back into the stream, live again) and the archived-read rate
+// (runs.Read of a removed run, folded) in runs per second, to a directory
+// and to the Object Store bucket.
 func runRetention(ctx context.Context, e *env) ([]Result, error) {
 	n := e.sizes.MemRuns
 	if e.cfg.Quick {
@@ -78,10 +78,11 @@ func runRetention(ctx context.Context, e *env) ([]Result, error) {
 		return nil, err
 	}
 	emptyRSS := srv.settledRSS(ctx, 0, 30*time.Second)
-	emptyHeap, err := srv.heap(ctx)
+	emptyMem, err := srv.mem(ctx)
 	if err != nil {
 		return nil, err
 	}
+	e.logf("empty server: RSS %.1f MiB (%s); %s", mib(emptyRSS), rssParts(srv.cmd.Process.Pid), emptyMem)
 	g, err := graph.New("orders").Node("work", "noop").Edge(graph.Start, "work").Edge("work", graph.End).Build()
 	if err != nil {
 		return nil, err
@@ -99,10 +100,11 @@ func runRetention(ctx context.Context, e *env) ([]Result, error) {
 		return nil, err
 	}
 	loadedRSS := srv.settledRSS(ctx, 0, 30*time.Second)
-	loadedHeap, err := srv.heap(ctx)
+	loadedMem, err := srv.mem(ctx)
 	if err != nil {
 		return nil, err
 	}
+	e.logf("with %d runs: RSS %.1f MiB (%s); %s", n, mib(loadedRSS), rssParts(srv.cmd.Process.Pid), loadedMem)
 
 	// weft list -status failed: a page of the newest 50.
 	var lat []time.Duration
@@ -118,8 +120,8 @@ func runRetention(ctx context.Context, e *env) ([]Result, error) {
 	}
 	slices.Sort(lat)
 	listP50 := lat[len(lat)/2]
-	if failed != n/10 {
-		return nil, fmt.Errorf("the read model lists %d failed runs, want %d", failed, n/10)
+	if failed != (n+9)/10 {
+		return nil, fmt.Errorf("the read model lists %d failed runs, want %d", failed, (n+9)/10)
 	}
 
 	// Retention: every run's time has come; each is archived (to a
@@ -129,7 +131,10 @@ func runRetention(ctx context.Context, e *env) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	peakRSS := vmRSS(srv.cmd.Process.Pid)
+	stopPeak := srv.watchPeak(&peakRSS)
 	dirRate, dirIDs, err := sweepAll(ctx, e, store, dirArch, n)
+	stopPeak()
 	if err != nil {
 		return nil, err
 	}
@@ -137,21 +142,28 @@ func runRetention(ctx context.Context, e *env) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	// An idle Go server collects its heap at the latest every two
-	// minutes, and only then returns freed memory: a large figure waits
-	// for that.
-	settle := 10 * time.Second
-	if n >= 1000 {
-		settle = 150 * time.Second
-	}
-	t0 = time.Now()
-	afterRSS := srv.settledRSS(ctx, emptyRSS, settle)
-	settled := time.Since(t0)
-	afterHeap, err := srv.heap(ctx)
+	modelSubjects, err := subjectCount(ctx, js, "KV_"+runs.Bucket)
 	if err != nil {
 		return nil, err
 	}
-	dirRestore, err := restoreRate(ctx, store, dirArch, dirIDs)
+	sweptRSS := vmRSS(srv.cmd.Process.Pid)
+	e.logf("after the sweep: RSS %.1f MiB (peak during it %.1f MiB)", mib(sweptRSS), mib(peakRSS))
+	// The server forgets the events' de-duplication ids once the
+	// stream's window (2 minutes) passed since they were written: a
+	// large figure waits that long at most.
+	wait := 20 * time.Second
+	if n >= 10000 {
+		wait = 150 * time.Second
+	}
+	after := srv.returnedRSS(ctx, e, emptyRSS, wait)
+	e.logf("after removal: RSS %.1f MiB after %d GCs in %s (now %s); %s", mib(after.rss), after.gcs, after.took.Round(time.Second), rssParts(srv.cmd.Process.Pid), after.mem)
+	if e.cfg.MemProfile != "" {
+		if err := srv.saveHeap(ctx, filepath.Join(e.cfg.MemProfile, "retention-server-after.mem.pprof")); err != nil {
+			e.logf("saving the server's heap profile: %v", err)
+		}
+	}
+
+	dirRestore, dirRead, err := restoreRates(ctx, e, store, dirArch, dirIDs)
 	if err != nil {
 		return nil, err
 	}
@@ -166,37 +178,126 @@ func runRetention(ctx context.Context, e *env) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	objRestore, err := restoreRate(ctx, store, arch, objIDs)
+	objRestore, objRead, err := restoreRates(ctx, e, store, arch, objIDs)
 	if err != nil {
 		return nil, err
 	}
 
 	kept := 0.0
-	if loadedHeap > emptyHeap {
-		kept = 100 * (float64(afterHeap) - float64(emptyHeap)) / (float64(loadedHeap) - float64(emptyHeap))
+	if loadedMem.HeapAlloc > emptyMem.HeapAlloc {
+		kept = 100 * (float64(after.mem.HeapAlloc) - float64(emptyMem.HeapAlloc)) / (float64(loadedMem.HeapAlloc) - float64(emptyMem.HeapAlloc))
 	}
-	notes := fmt.Sprintf("%d ended runs (4 events, 4 subjects each; 1 in 10 failed) in a nats-server process of its own, %s storage; empty server %.1f MiB",
-		n, e.cfg.Storage, mib(emptyRSS))
+	notes := fmt.Sprintf("%d ended runs (4 events on 4 subjects each, 1 in 10 failed, written straight to the stream with their read-model entries) in a nats-server process of its own, %s storage, its environment %s; empty server %.1f MiB",
+		n, e.cfg.Storage, serverEnvNote(), mib(emptyRSS))
 	sweepNotes := "runs.Sweep, 16 runs at a time: read the log, gzip it to the archive, purge the run's events, timers, snapshot and read-model entry by subject"
+	restoreNotes := "runs.Restore, 8 at a time: the archived run's messages republished in order, each checked to follow the one before (original stored times in Weft-Restored), its snapshot dropped, its read-model entry written"
+	readNotes := "runs.Read of a removed run (live log first, then the archive) and a fold, 8 at a time"
 	return []Result{
 		row(fmt.Sprintf("retention: server RSS with %d ended runs", n), mib(loadedRSS), "MiB", mib(emptyRSS), nil, notes),
-		row(fmt.Sprintf("retention: server RSS after removing %d runs", n), mib(afterRSS), "MiB", mib(emptyRSS), nil,
-			fmt.Sprintf("floor: the empty server's RSS; VmRSS read each second after the sweep (which archived every run to a directory and purged it by subject) until within 20%% of the floor, at most %s: this one after %s", settle, settled.Round(time.Second))),
-		row(fmt.Sprintf("retention: server heap with %d ended runs", n), mib(loadedHeap), "MiB", mib(emptyHeap), nil,
+		row(fmt.Sprintf("retention: server RSS right after removing %d runs", n), mib(sweptRSS), "MiB", mib(emptyRSS), nil,
+			fmt.Sprintf("VmRSS when the sweep returned; %.1f MiB at its highest during the sweep (purges load the message blocks they purge from); the Go runtime returns freed heap to the OS over the next GC cycles", mib(peakRSS))),
+		row(fmt.Sprintf("retention: server RSS after removing %d runs", n), mib(after.rss), "MiB", mib(emptyRSS), ratioAtMost(1.5),
+			fmt.Sprintf("floor: the empty server's RSS; VmRSS read each second while the server collects its garbage (a GC through its profiling endpoint each second, standing in for the forced GC an idle Go server runs every two minutes; the scavenger returns a chunk only after it stayed free a GC cycle), until within 20%% of the floor, at most %s (the stream forgets the runs' de-duplication ids 2 minutes after they were written): %d GCs, %s; %s", wait, after.gcs, after.took.Round(time.Second), after.mem)),
+		row(fmt.Sprintf("retention: server heap with %d ended runs", n), mib(loadedMem.HeapAlloc), "MiB", mib(emptyMem.HeapAlloc), nil,
 			"the server's live heap after a GC (HeapAlloc, from its --profile endpoint); floor: the empty server's"),
-		row(fmt.Sprintf("retention: server heap after removing %d runs", n), mib(afterHeap), "MiB", mib(emptyHeap), nil,
-			"the server's live heap after a GC once retention removed every run; the RSS rows count, besides, the heap the Go runtime keeps idle and returns to the OS lazily"),
+		row(fmt.Sprintf("retention: server heap after removing %d runs", n), mib(after.mem.HeapAlloc), "MiB", mib(emptyMem.HeapAlloc), nil,
+			"the server's live heap after a GC once retention removed every run"),
 		row("retention: share of the runs' heap kept after removal", kept, "%", 0, valueAtMost(20),
-			"(heap after − empty) / (heap with the runs − empty): what purging by subject did not give back; a constant of the buckets and connections dominates at small sizes"),
+			"(heap after − empty) / (heap with the runs − empty): what purging by subject did not give back; when the sweep ends within the stream's 2-minute de-duplication window of the runs' writes, most of it is that window's message ids (the server's heap profile, -memprofile: stream.storeMsgIdLocked), which go when it passes"),
 		row(fmt.Sprintf("retention: stream subjects with %d ended runs", n), float64(loadedSubjects), "subjects", 0, nil, ""),
-		row(fmt.Sprintf("retention: stream subjects after removing %d runs", n), float64(afterSubjects), "subjects", 0, valueAtMost(0), ""),
+		row(fmt.Sprintf("retention: stream subjects after removing %d runs", n), float64(afterSubjects), "subjects", 0, valueAtMost(0),
+			fmt.Sprintf("events stream WEFT; the read model's bucket (KV_weft-runs) has %d subjects left", modelSubjects)),
 		row(fmt.Sprintf("weft list -status failed p50 (%d runs in the read model)", n), float64(listP50.Microseconds())/1000, "ms", 0, nil,
-			fmt.Sprintf("a page of 50 of %d failed runs, from the read model's subject index (KV weft-runs, keys <status>.<run>); 21 calls", n/10)),
+			fmt.Sprintf("a page of 50 of %d failed runs, from the read model's subject index (KV weft-runs, keys <status>.<run>); 21 calls", failed)),
 		row("archive rate, Object Store (archive + purge)", objRate, "runs/s", 0, nil, fmt.Sprintf("%s; %d runs, to the Object Store bucket weft-archive on the same server", sweepNotes, m)),
-		row("restore rate, Object Store (read + fold)", objRestore, "runs/s", 0, nil, fmt.Sprintf("%d removed runs read back through runs.Read (live log first, then the archive) and folded, 8 at a time", min(m, 2000))),
+		row("restore rate, Object Store (put back live)", objRestore, "runs/s", 0, nil, fmt.Sprintf("%s; %d runs", restoreNotes, len(objIDs))),
+		row("archived read rate, Object Store (read + fold)", objRead, "runs/s", 0, nil, fmt.Sprintf("%s; %d runs", readNotes, len(objIDs))),
 		row("archive rate, directory (archive + purge)", dirRate, "runs/s", 0, nil, fmt.Sprintf("%s; %d runs, to a local directory", sweepNotes, n)),
-		row("restore rate, directory (read + fold)", dirRestore, "runs/s", 0, nil, fmt.Sprintf("%d removed runs read back and folded, 8 at a time", min(n, 2000))),
+		row("restore rate, directory (put back live)", dirRestore, "runs/s", 0, nil, fmt.Sprintf("%s; %d runs", restoreNotes, min(n, 2000))),
+		row("archived read rate, directory (read + fold)", dirRead, "runs/s", 0, nil, fmt.Sprintf("%s; %d runs", readNotes, min(n, 2000))),
 	}, nil
+}
+
+// serverEnv is what the figure's nats-server runs with, besides the
+// harness's environment: WEFTBENCH_SERVER_ENV (for example
+// "GOMEMLIMIT=256MiB GOGC=50") adds to it.
+func serverEnv() []string { return strings.Fields(os.Getenv("WEFTBENCH_SERVER_ENV")) }
+
+func serverEnvNote() string {
+	if v := serverEnv(); len(v) > 0 {
+		return strings.Join(v, " ")
+	}
+	return "as is (no GOGC, GOMEMLIMIT or GODEBUG)"
+}
+
+// returned is the server's memory once it gave back what it could.
+type returned struct {
+	rss  uint64
+	mem  memStats
+	gcs  int
+	took time.Duration
+}
+
+// returnedRSS collects the server's garbage once a second (through its
+// profiling endpoint) and reads its VmRSS, until it is within 20% of goal
+// or for at most max; it returns the lowest reading.
+func (s *serverProc) returnedRSS(ctx context.Context, e *env, goal uint64, max time.Duration) returned {
+	t0 := time.Now()
+	pid := s.cmd.Process.Pid
+	out := returned{rss: vmRSS(pid)}
+	for deadline := t0.Add(max); time.Now().Before(deadline) && ctx.Err() == nil; {
+		m, err := s.mem(ctx)
+		if err != nil {
+			e.logf("reading the server's memory: %v", err)
+			break
+		}
+		out.mem, out.gcs = m, out.gcs+1
+		time.Sleep(time.Second)
+		out.rss = min(out.rss, vmRSS(pid))
+		if float64(out.rss) <= 1.2*float64(goal) {
+			break
+		}
+	}
+	out.took = time.Since(t0)
+	return out
+}
+
+// saveHeap writes the server's heap profile (pprof format) to path.
+func (s *serverProc) saveHeap(ctx context.Context, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.prof+"/debug/pprof/heap?gc=1", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}
+
+// watchPeak records the server's highest VmRSS in *peak, read every 100
+// ms, until the returned function is called.
+func (s *serverProc) watchPeak(peak *uint64) func() {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				*peak = max(*peak, vmRSS(s.cmd.Process.Pid))
+			}
+		}
+	})
+	return func() { close(done); wg.Wait() }
 }
 
 func mustMkdir(parent, name string) string {
@@ -228,14 +329,58 @@ func sweepAll(ctx context.Context, e *env, store events.Store, arch runs.Archive
 	return float64(want) / took.Seconds(), ids, nil
 }
 
-// restoreRate reads up to 2000 removed runs back and folds them.
-func restoreRate(ctx context.Context, store events.Store, arch runs.Archive, ids []string) (float64, error) {
+// restoreRates restores up to 2000 removed runs from arch (runs.Restore)
+// and reads as many back from it (runs.Read of runs removed again), 8 at
+// a time, and returns both rates in runs/s.
+func restoreRates(ctx context.Context, e *env, store events.Store, arch runs.Archive, ids []string) (restore, read float64, err error) {
 	sample := ids[:min(len(ids), 2000)]
 	t0 := time.Now()
-	if err := restoreAll(ctx, store, arch, sample); err != nil {
-		return 0, err
+	if err := eachRun(sample, func(id string) error {
+		r, err := runs.Restore(ctx, store, arch, id, runs.DefaultRetention)
+		if err == nil && !r.Status.Ended() {
+			err = fmt.Errorf("restored run %s has not ended", id)
+		}
+		return err
+	}); err != nil {
+		return 0, 0, err
 	}
-	return float64(len(sample)) / time.Since(t0).Seconds(), nil
+	restore = float64(len(sample)) / time.Since(t0).Seconds()
+	e.logf("restored %d runs from %s: %.0f runs/s", len(sample), arch, restore)
+	// Removed again, they are read back from the archive.
+	if err := eachRun(sample, func(id string) error {
+		_, err := runs.Remove(ctx, store, id, nil) // the archive has it
+		return err
+	}); err != nil {
+		return 0, 0, err
+	}
+	t0 = time.Now()
+	if err := eachRun(sample, func(id string) error {
+		evs, err := runs.Read(ctx, store, arch, id)
+		if err == nil && !projection.Fold(evs).Status.Ended() {
+			err = fmt.Errorf("archived run %s has not ended", id)
+		}
+		return err
+	}); err != nil {
+		return 0, 0, err
+	}
+	read = float64(len(sample)) / time.Since(t0).Seconds()
+	return restore, read, nil
+}
+
+// eachRun calls fn for every run, 8 at a time.
+func eachRun(ids []string, fn func(string) error) error {
+	errs := make([]error, len(ids))
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			errs[i] = fn(id)
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // writeEndedRuns appends count ended runs of g and their read-model
@@ -300,23 +445,21 @@ func endedRun(run string, g *graph.Graph, at time.Time, failed bool) ([]*events.
 	return []*events.Event{started, ready, invoking, end}, nil
 }
 
-func restoreAll(ctx context.Context, store events.Store, arch runs.Archive, ids []string) error {
-	errs := make([]error, len(ids))
-	sem := make(chan struct{}, 8)
-	var wg sync.WaitGroup
-	for i, id := range ids {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			evs, err := runs.Read(ctx, store, arch, id)
-			if err == nil && !projection.Fold(evs).Status.Ended() {
-				err = fmt.Errorf("restored run %s has not ended", id)
-			}
-			errs[i] = err
-		})
+// rssParts reads the RssAnon and RssFile lines of a process's status:
+// memory of its own (heap, stacks, runtime metadata) and pages of files
+// it mapped (its binary's code and data, as far as it ran them).
+func rssParts(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return ""
 	}
-	wg.Wait()
-	return errors.Join(errs...)
+	var parts []string
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && (k == "RssAnon" || k == "RssFile") {
+			parts = append(parts, k+" "+strings.Join(strings.Fields(v), " "))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 func subjectCount(ctx context.Context, js jetstream.JetStream, stream string) (uint64, error) {
@@ -334,29 +477,58 @@ type serverProc struct {
 	prof string // its profiling endpoint (--profile)
 }
 
-// heap returns the server's live heap after a GC (HeapAlloc of its
-// /debug/pprof/heap?gc=1&debug=1), so that memory the Go runtime keeps
-// idle, not yet returned to the OS, is not counted.
-func (s *serverProc) heap(ctx context.Context) (uint64, error) {
+// memStats are the server's runtime.MemStats as its heap profile prints
+// them (/debug/pprof/heap?gc=1&debug=1, after a GC): HeapAlloc is its live
+// heap; HeapIdle − HeapReleased is heap the runtime holds but does not
+// use (counted in RSS until the scavenger returns it to the OS).
+type memStats struct {
+	HeapAlloc, HeapInuse, HeapIdle, HeapReleased, HeapSys, StackSys, Sys uint64
+	NextGC, NumGC                                                        uint64
+}
+
+// String is a log line of the figures that make up RSS.
+func (m memStats) String() string {
+	return fmt.Sprintf("heap alloc %.1f MiB, in use %.1f, idle %.1f (released %.1f), stacks %.1f, sys %.1f MiB; next GC at %.1f MiB; %d GCs",
+		mib(m.HeapAlloc), mib(m.HeapInuse), mib(m.HeapIdle), mib(m.HeapReleased), mib(m.StackSys), mib(m.Sys), mib(m.NextGC), m.NumGC)
+}
+
+// mem returns the server's MemStats after a GC.
+func (s *serverProc) mem(ctx context.Context) (memStats, error) {
+	var m memStats
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.prof+"/debug/pprof/heap?gc=1&debug=1", nil)
 	if err != nil {
-		return 0, err
+		return m, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("reading the server's heap: %w", err)
+		return m, fmt.Errorf("reading the server's heap: %w", err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return 0, err
+		return m, err
 	}
+	fields := map[string]*uint64{
+		"HeapAlloc": &m.HeapAlloc, "HeapInuse": &m.HeapInuse, "HeapIdle": &m.HeapIdle, "HeapReleased": &m.HeapReleased,
+		"HeapSys": &m.HeapSys, "Stack": &m.StackSys, "NextGC": &m.NextGC, "Sys": &m.Sys, "NumGC": &m.NumGC,
+	}
+	seen := 0
 	for line := range strings.SplitSeq(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "# HeapAlloc = "); ok {
-			return strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+		k, v, ok := strings.Cut(strings.TrimPrefix(line, "# "), " = ")
+		if _, sys, ok := strings.Cut(v, " / "); ok { // Stack = inuse / sys
+			v = sys
+		}
+		if p, want := fields[k]; ok && want {
+			if *p, err = strconv.ParseUint(strings.TrimSpace(v), 10, 64); err != nil {
+				return m, fmt.Errorf("the server's heap profile: %s: %w", k, err)
+			}
+			seen++
 		}
 	}
-	return 0, fmt.Errorf("the server's heap profile has no HeapAlloc")
+	if seen < len(fields) {
+		return m, fmt.Errorf("the server's heap profile lacks MemStats (%d of %d fields)", seen, len(fields))
+	}
+	return m, nil
 }
 
 // startServerProcess builds nats-server from the module Weft embeds and
@@ -383,7 +555,7 @@ func (e *env) startServerProcess(ctx context.Context) (*serverProc, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := e.spawn(bin, "-js", "-sd", dir, "-a", "127.0.0.1", "-p", strconv.Itoa(port), "-l", filepath.Join(dir, "server.log"),
+	p, err := e.spawnEnv(serverEnv(), bin, "-js", "-sd", dir, "-a", "127.0.0.1", "-p", strconv.Itoa(port), "-l", filepath.Join(dir, "server.log"),
 		"--profile", strconv.Itoa(profPort))
 	if err != nil {
 		return nil, err

@@ -25,7 +25,7 @@ import (
 
 var cmdAdmin = &command{
 	name:    "admin",
-	args:    "settings|apply|reindex|retention",
+	args:    "settings|apply|reindex|retention|restore",
 	summary: "show the live stream, consumer and KV settings, or change them",
 	help: `'weft admin settings' shows the live settings of the events stream, its
 consumers (the coordinators' partitions and each task queue's) and Weft's
@@ -46,7 +46,7 @@ them.
 
 'weft admin reindex' rebuilds the read model of runs from the log, and
 'weft admin retention' removes (and archives) the ended runs whose
-retention passed.
+retention passed, and 'weft admin restore RUN...' puts archived runs back.
 
 Run 'weft admin settings -h' or 'weft admin apply -h' for the flags.`,
 	run: func(e *env, c *command, args []string) error {
@@ -67,8 +67,10 @@ Run 'weft admin settings -h' or 'weft admin apply -h' for the flags.`,
 			return adminReindex(e, cmdAdminReindex, args[1:])
 		case "retention":
 			return adminRetention(e, cmdAdminRetention, args[1:])
+		case "restore":
+			return adminRestore(e, cmdAdminRestore, args[1:])
 		}
-		return &usageError{cmd: c, msg: fmt.Sprintf("unknown admin command %q (want settings, apply, reindex or retention)", args[0])}
+		return &usageError{cmd: c, msg: fmt.Sprintf("unknown admin command %q (want settings, apply, reindex, retention or restore)", args[0])}
 	},
 }
 

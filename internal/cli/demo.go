@@ -7,11 +7,13 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/weft-dev/weft/internal/natsconn"
 	"github.com/weft-dev/weft/internal/telemetry"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/graph"
@@ -60,7 +62,8 @@ var cmdDemo = &command{
 	summary: "run a graph with an embedded NATS, coordinator and worker, in one process",
 	help: `Starts an embedded NATS server with JetStream (file storage in a fresh
 temporary directory, or in -data), a coordinator and a worker with the
-built-in executors serving every queue the graph uses; runs the graph
+built-in executors serving every queue the graph uses (with -roles, under
+Weft's roles, each part connecting as its own role); runs the graph
 (default examples/hello.yaml); waits for the run's end; prints its timeline
 and final state; and shuts everything down in order: the worker, the
 coordinator, the connection, the server. Exits 1 if the run does not
@@ -72,6 +75,7 @@ complete.`,
 		invocation := fs.String("invocation", demoInvocation, "the run's invocation state: a JSON object, or @FILE")
 		timeout := fs.Duration("timeout", time.Minute, "how long to wait for the run")
 		verbose := fs.Bool("v", false, "log the coordinator's and the worker's work")
+		roles := fs.Bool("roles", false, "run under Weft's roles (deploy/SECURITY.md): each part connects as its own role")
 		pos, err := e.parse(c, fs, args, 0, 1)
 		if err != nil {
 			return err
@@ -93,7 +97,7 @@ complete.`,
 		}
 
 		cfg := engineConfig{dataDir: *dataDir, port: -1, queues: graphQueues(g.Definition()),
-			concurrency: worker.DefaultConcurrency, log: logger(e.stderr, *verbose)}
+			concurrency: worker.DefaultConcurrency, log: logger(e.stderr, *verbose), roles: *roles}
 		if cfg.dataDir == "" {
 			if cfg.dataDir, err = os.MkdirTemp("", "weft-demo-"); err != nil {
 				return err
@@ -182,7 +186,15 @@ server with JetStream on 127.0.0.1 (-port; file storage in -data, kept
 between runs), a coordinator, and a worker with the built-in executors on
 -queues. Use the other commands against it from another terminal. Interrupt
 (Ctrl-C) to stop it; it shuts down the worker, the coordinator, the
-connection and the server, in that order.`,
+connection and the server, in that order.
+
+With -roles the server admits only the users of Weft's roles
+(deploy/SECURITY.md) with the permissions 'weft roles' generates; the
+coordinator and the workers (one per queue) connect as their roles. The
+credentials are kept in <data>/roles, one <user>.env file per user (mode
+0600), and reused at the next start with the same queues; run the other
+commands as the client with its file in the environment (set -a; .
+<data>/roles/weft-client.env; set +a). Passwords are never printed.`,
 	run: func(e *env, c *command, args []string) error {
 		fs, _ := e.flagSet(c)
 		dataDir := fs.String("data", "data/dev", "JetStream data directory")
@@ -191,10 +203,14 @@ connection and the server, in that order.`,
 		concurrency := fs.Int("concurrency", worker.DefaultConcurrency, "nodes the worker runs at once")
 		verbose := fs.Bool("v", false, "log the coordinator's and the worker's work")
 		httpAddr := fs.String("http", "", "serve /metrics, /healthz and /readyz on this address, e.g. "+telemetry.DefaultHTTPAddr+" (default off)")
+		roles := fs.Bool("roles", false, "run under Weft's roles, credentials in <data>/roles (see above)")
 		if _, err := e.parse(c, fs, args, 0, 0); err != nil {
 			return err
 		}
-		cfg := engineConfig{dataDir: *dataDir, port: *port, concurrency: *concurrency, log: logger(e.stderr, *verbose)}
+		cfg := engineConfig{dataDir: *dataDir, port: *port, concurrency: *concurrency, log: logger(e.stderr, *verbose), roles: *roles}
+		if cfg.roles {
+			cfg.rolesDir = filepath.Join(cfg.dataDir, "roles")
+		}
 		for q := range strings.SplitSeq(*queues, ",") {
 			if q = strings.TrimSpace(q); q != "" {
 				cfg.queues = append(cfg.queues, q)
@@ -244,6 +260,11 @@ connection and the server, in that order.`,
 		}
 		fmt.Fprintf(e.stdout, "weft dev: NATS with JetStream at %s, data in %s\n", le.URL(), cfg.dataDir)
 		fmt.Fprintf(e.stdout, "weft dev: coordinator and worker running (queues %s); interrupt to stop\n", strings.Join(cfg.queues, ", "))
+		if cfg.roles {
+			env := func(r natsconn.Role) string { return filepath.Join(cfg.rolesDir, natsconn.UserName(r, "")+".env") }
+			fmt.Fprintf(e.stdout, "weft dev: under Weft's roles; credentials in %s (mode 0600, one <user>.env per user)\n", cfg.rolesDir)
+			fmt.Fprintf(e.stdout, "weft dev: as the client: set -a; . %s; set +a   (the UI: %s, the admin: %s)\n", env(natsconn.RoleClient), env(natsconn.RoleUI), env(natsconn.RoleAdmin))
+		}
 		fmt.Fprintf(e.stdout, "try: weft run examples/hello.yaml%s -input '{\"name\":\"Ada\"}' -wait\n", hint)
 		<-e.ctx.Done()
 		le.Stop()

@@ -22,6 +22,10 @@ type engineConfig struct {
 	queues      []string
 	concurrency int
 	log         *slog.Logger
+	// roles runs the engine under Weft's roles (weft.WithRoles), with the
+	// credentials kept in rolesDir ("": in memory).
+	roles    bool
+	rolesDir string
 }
 
 // localEngine is the whole of Weft in one process (pkg/weft): an embedded
@@ -40,7 +44,7 @@ func startEngine(ctx context.Context, cfg engineConfig) (*localEngine, error) {
 	if err != nil {
 		return nil, err
 	}
-	eng, err := weft.Start(ctx,
+	opts := []weft.Option{
 		weft.WithBuiltins(execOpts...),
 		weft.Embedded(cfg.dataDir),
 		weft.WithPort(cfg.port),
@@ -48,7 +52,12 @@ func startEngine(ctx context.Context, cfg engineConfig) (*localEngine, error) {
 		weft.WithConcurrency(cfg.concurrency),
 		weft.WithName("local-worker"),
 		weft.WithLogger(cfg.log),
-		weft.WithDrainTimeout(10*time.Second))
+		weft.WithDrainTimeout(10 * time.Second),
+	}
+	if cfg.roles {
+		opts = append(opts, weft.WithRoles(cfg.rolesDir))
+	}
+	eng, err := weft.Start(ctx, opts...)
 	if err != nil {
 		return nil, err
 	}

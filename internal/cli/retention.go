@@ -101,6 +101,21 @@ fails leaves its run as it was. -every D repeats the sweep until
 interrupted (a daemon, with the admin's credentials: purges need them).`,
 }
 
+var cmdAdminRestore = &command{
+	name: "admin restore",
+	args: "RUN...",
+	help: `Puts archived runs back into the events stream, live again: each run's
+messages republished in order on their subjects, with their ids, headers
+and original times (the fold of a restored run is the fold it had), its
+snapshot dropped and its read-model entry written, kept for its retention
+counted from the restore (-retention: the coordinators' default, for runs
+that name none). A run that is in the log already is refused; one that is
+not in the archive is an error. -archive names the archive: the Object
+Store bucket weft-archive by default, another bucket (obj:NAME), or a
+directory (dir:PATH). The engine passes restored messages over: no node
+runs again. Needs the admin's credentials.`,
+}
+
 // adminStore opens the events store for an admin command.
 func (e *env) adminStore(c *command, cfg *natsconn.Config) (events.Store, func(), error) {
 	if err := cfg.Validate(); err != nil {
@@ -197,6 +212,62 @@ func adminRetention(e *env, c *command, args []string) error {
 			return nil
 		}
 	}
+}
+
+func adminRestore(e *env, c *command, args []string) error {
+	fs, out := e.flagSet(c)
+	cfg := natsFlags(fs)
+	archive := fs.String("archive", runs.ArchiveBucket, "the archive: an Object Store bucket, obj:NAME or dir:PATH")
+	retention := fs.String("retention", runs.DefaultRetention.String(), "the coordinators' default retention")
+	pos, err := e.parse(c, fs, args, 1, -1)
+	if err != nil {
+		return err
+	}
+	def, err := runs.ParseRetention(*retention)
+	if err != nil {
+		return &usageError{cmd: c, msg: "-" + err.Error()}
+	}
+	if *archive == "" || *archive == "none" {
+		return &usageError{cmd: c, msg: fmt.Sprintf("-archive: want the archive to restore from, got %q", *archive)}
+	}
+	for _, run := range pos {
+		if !events.ValidToken(run) {
+			return &usageError{cmd: c, msg: fmt.Sprintf("run id %q: not a run id", run)}
+		}
+	}
+	store, closeConn, err := e.adminStore(c, cfg)
+	if err != nil {
+		return err
+	}
+	defer closeConn()
+	arch, err := runs.ParseArchive(e.ctx, store.JetStream(), store.StreamName(), *archive, false)
+	if err != nil {
+		return err
+	}
+	var done []*runs.Restored
+	failed := 0
+	for _, run := range pos {
+		r, err := runs.Restore(e.ctx, store, arch, run, def)
+		if err != nil {
+			failed++
+			fmt.Fprintf(e.stderr, "weft admin restore: %v\n", err)
+			continue
+		}
+		done = append(done, r)
+		if *out != "json" {
+			fmt.Fprintf(e.stdout, "run %s restored from %s (%d events, %s), kept until %s\n",
+				run, r.From, r.Events, r.Status, r.ExpiresAt.Format(time.RFC3339))
+		}
+	}
+	if *out == "json" {
+		if err := e.writeJSON(done); err != nil {
+			return err
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d runs were not restored", failed, len(pos))
+	}
+	return nil
 }
 
 func sleepFor(ctx context.Context, d time.Duration) bool {

@@ -213,4 +213,65 @@ func TestAdminReindexAndRetention(t *testing.T) {
 	if _, err := cl.Summary(context.Background(), keep); err != nil {
 		t.Errorf("the running run's entry went: %v", err)
 	}
+
+	// Bad input that reaches the server: each names what is wrong, and
+	// nothing changes.
+	if r := weft(t, "delete", "nosuchrun", "-nats", url, "-yes"); r.code != 1 || !strings.Contains(r.stderr, "nosuchrun") {
+		t.Errorf("delete of an unknown run: exit %d, %s", r.code, r.stderr)
+	}
+	if r := weft(t, "admin", "retention", "-nats", url, "-archive", "obj:nosuchbucket"); r.code != 1 || !strings.Contains(r.stderr, "nosuchbucket") {
+		t.Errorf("retention to a missing bucket: exit %d, %s", r.code, r.stderr)
+	}
+	if r := weft(t, "admin", "restore", run, "-nats", url, "-archive", "dir:/nonexistent/weft"); r.code != 1 || !strings.Contains(r.stderr, "dir:/nonexistent/weft") {
+		t.Errorf("restore from a missing directory: exit %d, %s", r.code, r.stderr)
+	}
+	if r := weft(t, "admin", "restore", "nosuchrun", "-nats", url); r.code != 1 || !strings.Contains(r.stderr, "nosuchrun") || !strings.Contains(r.stderr, "not archived") {
+		t.Errorf("restore of an unknown run: exit %d, %s", r.code, r.stderr)
+	}
+	if r := weft(t, "admin", "restore", keep, "-nats", url); r.code != 1 || !strings.Contains(r.stderr, "is live") {
+		t.Errorf("restore of a live run: exit %d, %s", r.code, r.stderr)
+	}
+
+	// Restore: the archived run is live again, in the log and the read model.
+	restoredAt := time.Now()
+	r = weft(t, "admin", "restore", run, "-nats", url)
+	if r.code != 0 {
+		t.Fatalf("admin restore: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	wantContains(t, "admin restore", r.stdout, "run "+run+" restored from object store bucket weft-archive", "completed")
+	// Its retention (0s, from its graph) counts from the restore.
+	if sum := waitListed(t, cl, run, projection.RunCompleted); sum.ExpiresAt.Before(restoredAt) {
+		t.Errorf("restored run expires at %s, before its restore at %s", sum.ExpiresAt, restoredAt)
+	}
+	if r := weft(t, "admin", "restore", run, "-nats", url); r.code != 1 || !strings.Contains(r.stderr, "is live") {
+		t.Errorf("second restore: exit %d, %s", r.code, r.stderr)
+	}
+	t.Setenv("WEFT_ARCHIVE", "none")
+	r = weft(t, "events", run, "-nats", url)
+	wantContains(t, "events of a restored run", r.stdout, "run.started", "run.completed")
+}
+
+func TestRetentionUsageErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"negative every", []string{"admin", "retention", "-every", "-1s"}, "-every: must not be negative"},
+		{"negative limit", []string{"admin", "retention", "-limit", "-1"}, "-limit: want 0 or more"},
+		{"restore without run", []string{"admin", "restore"}, "want RUN..."},
+		{"restore bad run id", []string{"admin", "restore", "a.b"}, `run id "a.b": not a run id`},
+		{"restore negative retention", []string{"admin", "restore", "run1", "-retention", "-1h"}, "must not be negative"},
+		{"restore no archive", []string{"admin", "restore", "run1", "-archive", "none"}, "-archive: want the archive"},
+		{"delete bad run id", []string{"delete", "a>b", "-yes"}, `run id "a>b": not a run id`},
+		{"reindex bad retention", []string{"admin", "reindex", "-retention", "soon"}, "want a duration"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := weft(t, tt.args...)
+			if r.code != 2 || !strings.Contains(r.stderr, tt.want) {
+				t.Fatalf("exit %d, stderr %q; want 2 and %q", r.code, r.stderr, tt.want)
+			}
+		})
+	}
 }

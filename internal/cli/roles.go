@@ -8,13 +8,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/natsconn"
-	"github.com/weft-dev/weft/pkg/events"
-	"github.com/weft-dev/weft/pkg/runs"
-	"github.com/weft-dev/weft/pkg/worker"
+	"github.com/weft-dev/weft/internal/provision"
 )
 
 var cmdRoles = &command{
@@ -36,11 +31,12 @@ Existing files are kept unless -force (which changes every password).
 
 With -setup, writes nothing: connects with the connection flags (as
 weft-admin: WEFT_NATS_USER and WEFT_NATS_PASSWORD from weft-admin.env) and
-creates the events stream (-storage, -replicas) and the KV buckets
-weft-workers, weft-snapshots and weft-coordinators, which no other role may
-create, since a
-stream's configuration could capture or republish any subject. Run it once
-before the coordinators and workers start; they wait for the stream.`,
+creates the events stream (-storage, -replicas), the timers stream and the
+KV buckets weft-workers, weft-snapshots, weft-coordinators (its TTL,
+-lease-ttl, is the coordinators' lease duration) and weft-runs, which no
+other role may create, since a stream's configuration could capture or
+republish any subject. Run it once before the coordinators and workers
+start; they wait for the stream.`,
 	run: func(e *env, c *command, args []string) error {
 		fs, out := e.flagSet(c)
 		dir := fs.String("out", "", "directory to write auth.conf and the <user>.env files to (required)")
@@ -50,11 +46,12 @@ before the coordinators and workers start; they wait for the stream.`,
 		durable := fs.String("durable", "coordinator", "the coordinators' consumers are <durable>-<partition>")
 		partitions := fs.Int("partitions", 64, "coordinator partitions the coordinator role may consume (at most 64)")
 		force := fs.Bool("force", false, "replace existing files (and every password)")
+		leaseTTL := fs.Duration("lease-ttl", provision.DefaultLeaseTTL, "with -setup: the leases bucket's TTL, which the coordinators adopt as their lease duration")
 		if _, err := e.parse(c, fs, args, 0, 0); err != nil {
 			return err
 		}
 		if *setup {
-			return e.setupDeployment(c, cfg)
+			return e.setupDeployment(c, cfg, *leaseTTL)
 		}
 		if *dir == "" {
 			return &usageError{cmd: c, msg: "-out: a directory is required"}
@@ -101,12 +98,13 @@ before the coordinators and workers start; they wait for the stream.`,
 }
 
 // setupDeployment creates what only the admin may create: the events
-// stream and the KV buckets, with the settings their users would create
-// them with (pkg/worker's announcements, internal/coordinator's
-// snapshots).
-func (e *env) setupDeployment(c *command, cfg *natsconn.Config) error {
+// stream, and the timers stream and the KV buckets (package provision).
+func (e *env) setupDeployment(c *command, cfg *natsconn.Config, leaseTTL time.Duration) error {
 	if err := cfg.Validate(); err != nil {
 		return &usageError{cmd: c, msg: err.Error()}
+	}
+	if leaseTTL < time.Second {
+		return &usageError{cmd: c, msg: fmt.Sprintf("-lease-ttl: want at least 1s, got %s", leaseTTL)}
 	}
 	cfg.Name = "weft roles -setup"
 	nc, err := cfg.Connect("")
@@ -120,43 +118,9 @@ func (e *env) setupDeployment(c *command, cfg *natsconn.Config) error {
 	if err != nil {
 		return fmt.Errorf("setting up stream %s: %w", cfg.Stream, err)
 	}
-	if err := events.EnsureTimers(ctx, store); err != nil {
+	names, err := provision.Run(ctx, store, provision.Options{Replicas: cfg.Replicas, LeaseTTL: leaseTTL})
+	if err != nil {
 		return err
-	}
-	js := store.JetStream()
-	buckets := []jetstream.KeyValueConfig{
-		{
-			Bucket:      worker.WorkersBucket,
-			Description: "Weft workers: the queues and node types each live worker serves",
-			TTL:         worker.AnnounceTTL,
-			History:     1,
-			Replicas:    cfg.Replicas,
-		},
-		{
-			Bucket:      coordinator.SnapshotsBucket,
-			Description: "Weft run snapshots: the latest checkpoint of each run's projection",
-			History:     1,
-			Replicas:    cfg.Replicas,
-		},
-		{
-			// The coordinators adopt the bucket's TTL as their lease
-			// duration; 5s is their default (coordinator.WithLeaseTTL).
-			Bucket:      coordinator.LeasesBucket,
-			Description: "Weft coordinator partition leases and announcements",
-			History:     1,
-			TTL:         5 * time.Second,
-			Replicas:    cfg.Replicas,
-		},
-		runs.KVConfig(cfg.Replicas),
-	}
-	for _, b := range buckets {
-		if _, err := js.CreateKeyValue(ctx, b); err != nil && !errors.Is(err, jetstream.ErrBucketExists) {
-			return fmt.Errorf("creating KV bucket %s: %w", b.Bucket, err)
-		}
-	}
-	names := make([]string, len(buckets))
-	for i, b := range buckets {
-		names[i] = b.Bucket
 	}
 	fmt.Fprintf(e.stdout, "stream %s and KV buckets %s ready on %s\n", cfg.Stream, strings.Join(names, ", "), natsconn.ConnectedURL(nc))
 	return nil

@@ -36,6 +36,22 @@ func (c *Coordinator) handle(ctx context.Context, msg jetstream.Msg, redelivered
 		return
 	}
 	c.n.processed.Add(1)
+	if msg.Headers().Get(events.HdrRestored) != "" {
+		// Put back from an archive (runs.Restore): history of a run that
+		// ended, nothing to decide; but only if the read model says the
+		// admin restored the run, since any writer can set a header.
+		restored, err := c.restoredRun(ctx, msg.Subject())
+		if err != nil {
+			c.n.errors.Add(1)
+			c.log.WarnContext(ctx, "checking whether a run was restored; the event will be handled again", logattr.Subject, msg.Subject(), logattr.Error, err)
+			_ = msg.NakWithDelay(backoff(meta.NumDelivered))
+			return
+		}
+		if restored {
+			_ = msg.Ack()
+			return
+		}
+	}
 	if c.holdLocal(msg) {
 		return // acknowledged once its local node's outcome is in
 	}

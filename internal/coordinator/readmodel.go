@@ -2,11 +2,13 @@ package coordinator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/weft-dev/weft/internal/logattr"
+	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/runs"
 )
 
@@ -66,6 +68,28 @@ func (c *Coordinator) index(ctx context.Context, ent *runEntry, first bool) erro
 	}
 	ent.indexed = s.Status
 	return nil
+}
+
+// restoredRun reports whether the run of a subject was restored from an
+// archive: its read-model entry, written by runs.Restore before the run's
+// messages, says so.
+func (c *Coordinator) restoredRun(ctx context.Context, subject string) (bool, error) {
+	run, ok := events.RunOf(subject)
+	if !ok || c.js == nil {
+		return false, nil
+	}
+	m, err := c.readModel(ctx)
+	if err != nil {
+		return false, err
+	}
+	sum, err := m.Get(ctx, run)
+	if errors.Is(err, runs.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return !sum.Restored.IsZero(), nil
 }
 
 // prepareReadModel opens (or creates) the read model at start, so that

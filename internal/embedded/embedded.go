@@ -26,6 +26,10 @@ type Config struct {
 	// acknowledged (the server's sync_interval: always); by default the
 	// server syncs every 2 minutes.
 	SyncAlways bool
+	// Users, when given, are the only ones the server admits, each with
+	// its permissions (Weft's roles: see pkg/weft's WithRoles); none
+	// means no authorization.
+	Users []*server.User
 }
 
 // Start starts the server and waits until it is ready for connections.
@@ -52,6 +56,7 @@ func Start(cfg Config) (*server.Server, error) {
 	if cfg.MaxPayload > 0 {
 		opts.MaxPayload = cfg.MaxPayload
 	}
+	opts.Users = cfg.Users
 	s, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("embedded nats: %w", err)

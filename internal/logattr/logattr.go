@@ -44,4 +44,7 @@ const (
 	// Step is a worker's step with a work item: took, ran, reported,
 	// acked, handed back.
 	Step = "step"
+	// NATSUser is the NATS user a connection authenticated as (a role's
+	// user name; never its password).
+	NATSUser = "nats_user"
 )

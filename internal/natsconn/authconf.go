@@ -172,3 +172,36 @@ func writeFile(path string, data []byte, mode os.FileMode) error {
 	}
 	return os.Rename(tmp.Name(), path)
 }
+
+// ReadCredentials reads back the credentials of the deployment's users
+// from the <user>.env files WriteRoles wrote in dir. A missing file is an
+// error that wraps fs.ErrNotExist (the roles were not generated there, or
+// not with this deployment's queues); a file that names another user, or
+// has no password, is an error naming the file.
+func ReadCredentials(dir string, d Deployment) ([]Credential, error) {
+	if err := d.Validate(); err != nil {
+		return nil, err
+	}
+	var out []Credential
+	for _, u := range d.Users() {
+		path := filepath.Join(dir, u.Name+".env")
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		vars := map[string]string{}
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if k, v, ok := strings.Cut(strings.TrimSpace(line), "="); ok && !strings.HasPrefix(k, "#") {
+				vars[k] = v
+			}
+		}
+		switch {
+		case vars["WEFT_NATS_USER"] != u.Name:
+			return nil, fmt.Errorf("%s: WEFT_NATS_USER is %q, want %q", path, vars["WEFT_NATS_USER"], u.Name)
+		case vars["WEFT_NATS_PASSWORD"] == "":
+			return nil, fmt.Errorf("%s: no WEFT_NATS_PASSWORD", path)
+		}
+		out = append(out, Credential{User: u, Password: vars["WEFT_NATS_PASSWORD"]})
+	}
+	return out, nil
+}

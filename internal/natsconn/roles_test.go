@@ -142,3 +142,37 @@ func TestNKeyAndUserConnect(t *testing.T) {
 		t.Fatalf("wrong password: %v", err)
 	}
 }
+
+// TestReadCredentials: what WriteRoles wrote reads back, user by user; a
+// deployment with a queue the files lack is fs.ErrNotExist, and a file
+// of another user is refused, naming the file.
+func TestReadCredentials(t *testing.T) {
+	dir := t.TempDir()
+	d := natsconn.Deployment{Queues: []string{"default"}}
+	if _, err := natsconn.WriteRoles(dir, d, bcrypt.MinCost, false); err != nil {
+		t.Fatal(err)
+	}
+	creds, err := natsconn.ReadCredentials(dir, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(creds) != len(d.Users()) {
+		t.Fatalf("%d credentials, want %d", len(creds), len(d.Users()))
+	}
+	for _, c := range creds {
+		b, _ := os.ReadFile(filepath.Join(dir, c.User.Name+".env"))
+		if len(c.Password) < 32 || !strings.Contains(string(b), "WEFT_NATS_PASSWORD="+c.Password+"\n") {
+			t.Errorf("%s: password not read back", c.User.Name)
+		}
+	}
+	if _, err := natsconn.ReadCredentials(dir, natsconn.Deployment{Queues: []string{"default", "gpu"}}); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a queue without a file: %v, want not exist", err)
+	}
+	client := filepath.Join(dir, "weft-client.env")
+	if err := os.WriteFile(client, []byte("WEFT_NATS_USER=weft-admin\nWEFT_NATS_PASSWORD=x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := natsconn.ReadCredentials(dir, d); err == nil || !strings.Contains(err.Error(), client) {
+		t.Errorf("a file of another user: %v", err)
+	}
+}

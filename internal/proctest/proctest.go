@@ -1,6 +1,11 @@
 // Package proctest serves tests that run Weft's programs as separate
 // processes (to kill them, or to see what crosses process boundaries): it
 // builds the binaries once per test binary and finds free loopback ports.
+// For tests under Weft's roles it generates the roles' users for the
+// servers to include (NewRoles, with the generator 'weft roles' uses),
+// and checks that no server or process log reports a refused permission
+// (CheckNoViolations) and that a refused publish is refused
+// (RefusedPublish).
 package proctest
 
 import (

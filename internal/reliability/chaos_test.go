@@ -21,7 +21,11 @@ package reliability
 //     of an attempt that should have been the last one followed by another
 //     (a duplicate effect). Re-executions of one attempt (redeliveries after
 //     a worker died) are counted: the key absorbs them;
-//   - no daemon exits by itself (a transient outage is ridden out).
+//   - no daemon exits by itself (a transient outage is ridden out);
+//   - no permission was refused: everything runs under Weft's roles (see
+//     the package documentation), the ledgerworkers as the ledger queue's
+//     worker, and the ledger itself, an external system to the engine,
+//     through a user of its own (ledgerUser).
 //
 // WEFT_CHAOS_RUNS sets the number of runs (default 40, about a minute or
 // two; `make chaos` runs 1,000), WEFT_CHAOS_SEED the killer's seed (default:
@@ -50,9 +54,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/natsconn"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/internal/proctest"
 	"github.com/weft-dev/weft/internal/reliability/ledger"
@@ -136,6 +140,7 @@ func chaosBinaries(t *testing.T) string {
 type daemon struct {
 	kind, name string
 	bin        string
+	env        []string // added to the test's environment: a role's credentials
 	args       func(life int) []string
 	logPath    string
 	health     string // nats: the /healthz URL
@@ -161,8 +166,8 @@ type supervisor struct {
 	daemons  []*daemon
 }
 
-func (s *supervisor) add(kind, name, bin string, args func(life int) []string) *daemon {
-	d := &daemon{kind: kind, name: name, bin: bin, args: args, logPath: filepath.Join(s.logs, name+".log")}
+func (s *supervisor) add(kind, name, bin string, env []string, args func(life int) []string) *daemon {
+	d := &daemon{kind: kind, name: name, bin: bin, env: env, args: args, logPath: filepath.Join(s.logs, name+".log")}
 	s.mu.Lock()
 	s.daemons = append(s.daemons, d)
 	s.mu.Unlock()
@@ -186,6 +191,7 @@ func (s *supervisor) start(d *daemon) error {
 	fmt.Fprintf(logf, "=== chaos: life %d of %s starts at +%s\n", d.life, d.name, s.since())
 	cmd := exec.Command(filepath.Join(s.dir, d.bin), d.args(d.life)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = append(os.Environ(), d.env...)
 	if err := cmd.Start(); err != nil {
 		_ = logf.Close()
 		return fmt.Errorf("starting %s: %w", d.name, err)
@@ -328,9 +334,25 @@ func healthy(url string, d time.Duration) bool {
 	return false
 }
 
+// ledgerUser is the chaos ledger's own NATS user: the ledger bucket and
+// the record of writes, nothing of the engine's.
+var ledgerUser = natsconn.User{
+	Name: "chaos-ledger",
+	Role: "chaos-ledger",
+	PublishAllow: []string{
+		"$KV." + ledger.Bucket + ".>",
+		"$JS.API.STREAM.INFO.KV_" + ledger.Bucket,
+		"$JS.API.DIRECT.GET.KV_" + ledger.Bucket + ".>",
+		"$JS.API.STREAM.MSG.GET.KV_" + ledger.Bucket,
+		ledger.WritesSubj,
+	},
+	SubscribeAllow: []string{natsconn.InboxPrefixFor("chaos-ledger") + ".>"},
+}
+
 // startChaosCluster starts three nats-server processes forming one
-// JetStream cluster, each with a monitoring port for /healthz.
-func startChaosCluster(t *testing.T, s *supervisor) ([]*daemon, string) {
+// JetStream cluster under the roles, each with a monitoring port for
+// /healthz.
+func startChaosCluster(t *testing.T, s *supervisor, roles *proctest.Roles) ([]*daemon, string) {
 	t.Helper()
 	var client, route, mon []int
 	for range 3 {
@@ -353,11 +375,11 @@ http: 127.0.0.1:%d
 max_payload: 8MB
 jetstream { store_dir: %q }
 cluster { name: weft, listen: 127.0.0.1:%d, routes: [%s] }
-`, i+1, client[i], mon[i], filepath.Join(dir, "js"), route[i], strings.Join(routes, ", "))
+`, i+1, client[i], mon[i], filepath.Join(dir, "js"), route[i], strings.Join(routes, ", ")) + roles.Include(t, dir)
 		if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		d := s.add("nats", fmt.Sprintf("nats-%d", i+1), "nats-server", func(int) []string { return []string{"-c", conf} })
+		d := s.add("nats", fmt.Sprintf("nats-%d", i+1), "nats-server", nil, func(int) []string { return []string{"-c", conf} })
 		d.health = fmt.Sprintf("http://127.0.0.1:%d/healthz", mon[i])
 		servers = append(servers, d)
 	}
@@ -416,27 +438,17 @@ func TestChaos(t *testing.T) {
 	t.Cleanup(func() { stopRevive(); sup.stopAll() })
 	go sup.revive(reviveCtx)
 
-	servers, url := startChaosCluster(t, sup)
+	roles := proctest.NewRoles(t, deployment, ledgerUser)
+	servers, url := startChaosCluster(t, sup, roles)
+	c := &cluster{urls: strings.Split(url, ","), roles: roles}
 
-	// The test's own connection: the store, the ledger bucket, the record
-	// of ledger writes, and the queues' consumers with a short ack wait (so
-	// that the work of a killed worker comes back within seconds).
-	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond), nats.RetryOnFailedConnect(true))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var st events.Store
-	if err := retry(90*time.Second, func(ctx context.Context) (err error) {
-		st, err = events.Open(ctx, js, events.WithReplicas(3))
-		return err
-	}); err != nil {
-		t.Fatalf("the cluster never took the events stream: %v", err)
-	}
+	// The admin sets the deployment up (the stream, the timers stream and
+	// the buckets; the coordinators' lease duration is 2s), the ledger
+	// bucket, the record of ledger writes, and the queues' consumers with
+	// a short ack wait (so that the work of a killed worker comes back
+	// within seconds). The client starts and reads the runs.
+	st, admin := openStores(t, c, 2*time.Second)
+	js := admin.JetStream()
 	if err := retry(60*time.Second, func(ctx context.Context) error {
 		_, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: ledger.Bucket, Replicas: 3, Storage: jetstream.FileStorage})
 		return err
@@ -452,7 +464,7 @@ func TestChaos(t *testing.T) {
 	const ackWait = 3 * time.Second
 	for _, q := range []string{worker.DefaultQueue, ledger.Queue} {
 		if err := retry(60*time.Second, func(ctx context.Context) error {
-			_, err := worker.EnsureQueue(ctx, js, st.StreamName(), q, worker.QueueOptions{AckWait: ackWait})
+			_, err := worker.EnsureQueue(ctx, js, admin.StreamName(), q, worker.QueueOptions{AckWait: ackWait})
 			return err
 		}); err != nil {
 			t.Fatalf("creating queue %s: %v", q, err)
@@ -464,18 +476,20 @@ func TestChaos(t *testing.T) {
 	for i := 1; i <= 2; i++ {
 		// Four partitions over two coordinators: both decide, and a kill
 		// or a pause hands a holder's partitions to the other.
-		weft = append(weft, sup.add("coordinator", fmt.Sprintf("coordinator-%d", i), "coordinator",
+		weft = append(weft, sup.add("coordinator", fmt.Sprintf("coordinator-%d", i), "coordinator", roles.Env(t, userCoordinator),
 			func(int) []string { return append(slices.Clone(common), "-partitions", "4", "-lease-ttl", "2s") }))
 	}
 	for i := 1; i <= 2; i++ {
 		name := fmt.Sprintf("nodeworker-%d", i)
-		weft = append(weft, sup.add("worker", name, "nodeworker", func(life int) []string {
+		weft = append(weft, sup.add("worker", name, "nodeworker", roles.Env(t, userWorker), func(life int) []string {
 			return append(slices.Clone(common), "-concurrency", "16", "-ack-wait", ackWait.String(), "-name", fmt.Sprintf("%s-l%d", name, life))
 		}))
 	}
 	for i := 1; i <= 2; i++ {
 		name := fmt.Sprintf("ledgerworker-%d", i)
-		weft = append(weft, sup.add("ledgerworker", name, "ledgerworker", func(life int) []string {
+		env := append(roles.Env(t, natsconn.UserName(natsconn.RoleWorker, ledger.Queue)),
+			"WEFT_LEDGER_NATS_USER="+ledgerUser.Name, "WEFT_LEDGER_NATS_PASSWORD="+roles.Config(t, ledgerUser.Name).Password)
+		weft = append(weft, sup.add("ledgerworker", name, "ledgerworker", env, func(life int) []string {
 			return append(slices.Clone(common), "-concurrency", "16", "-ack-wait", ackWait.String(), "-name", fmt.Sprintf("%s-l%d", name, life))
 		}))
 	}
@@ -629,7 +643,7 @@ func TestChaos(t *testing.T) {
 	deadline := time.Now().Add(cfg.endBound)
 	for len(ended) < len(runs) && time.Now().Before(deadline) {
 		_ = retry(10*time.Second, func(ctx context.Context) error {
-			s, err := js.Stream(ctx, st.StreamName())
+			s, err := st.JetStream().Stream(ctx, st.StreamName())
 			if err != nil {
 				return err
 			}
@@ -713,6 +727,7 @@ func TestChaos(t *testing.T) {
 	for _, e := range exits {
 		t.Errorf("daemon %s", e)
 	}
+	proctest.CheckNoViolations(t, cfg.logs)
 	rep.fail()
 }
 

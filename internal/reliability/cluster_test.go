@@ -2,6 +2,16 @@
 // NATS cluster nodes, coordinators and workers, each a separate process on
 // loopback ports, and check that every run finishes once, with nothing lost
 // and nothing applied twice.
+//
+// The three-node cluster drills run under Weft's roles (deploy/SECURITY.md):
+// the servers include the authorization 'weft roles' generates
+// (proctest.NewRoles), the admin sets the stream and the buckets up
+// (package provision, what 'weft roles -setup' does), every coordinator and
+// worker connects with its role's credentials, the test starts and reads
+// runs as the client, and each drill ends by checking that no server or
+// process log reports a refused permission (proctest.CheckNoViolations).
+// Only the test's own view of what it checks (leases, consumers, the chaos
+// ledger) is read as the admin.
 package reliability
 
 import (
@@ -19,10 +29,14 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/natsconn"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/internal/proctest"
+	"github.com/weft-dev/weft/internal/provision"
+	"github.com/weft-dev/weft/internal/reliability/ledger"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
+	"github.com/weft-dev/weft/pkg/worker"
 )
 
 // binaries builds nats-server (from the module Weft embeds), the
@@ -45,7 +59,9 @@ type process struct {
 	log  *os.File
 }
 
-func start(t *testing.T, name, bin string, args ...string) *process {
+// start starts one of the built programs, with env added to the test's
+// environment (a role's credentials; nil: none).
+func start(t *testing.T, name, bin string, env []string, args ...string) *process {
 	t.Helper()
 	logf, err := os.Create(filepath.Join(t.TempDir(), name+".log"))
 	if err != nil {
@@ -53,6 +69,7 @@ func start(t *testing.T, name, bin string, args ...string) *process {
 	}
 	cmd := exec.Command(filepath.Join(binaries(t), bin), args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = append(os.Environ(), env...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -78,16 +95,29 @@ func (p *process) kill(t *testing.T) {
 	_ = p.cmd.Wait()
 }
 
-// cluster is three nats-server processes forming one JetStream cluster.
+// The users of the drills' deployment: one per role, a worker user per
+// queue (the ledger queue is the chaos drill's).
+var (
+	deployment      = natsconn.Deployment{Queues: []string{worker.DefaultQueue, ledger.Queue}}
+	userAdmin       = natsconn.UserName(natsconn.RoleAdmin, "")
+	userClient      = natsconn.UserName(natsconn.RoleClient, "")
+	userCoordinator = natsconn.UserName(natsconn.RoleCoordinator, "")
+	userWorker      = natsconn.UserName(natsconn.RoleWorker, worker.DefaultQueue)
+)
+
+// cluster is three nats-server processes forming one JetStream cluster,
+// under the roles, and the processes started on it.
 type cluster struct {
 	urls    []string
 	servers []*process
 	args    [][]string
+	roles   *proctest.Roles
+	logs    []string // every process's log, the servers' included
 }
 
 func startCluster(t *testing.T) *cluster {
 	t.Helper()
-	c := &cluster{}
+	c := &cluster{roles: proctest.NewRoles(t, deployment)}
 	var client, route []int
 	for range 3 {
 		client = append(client, proctest.FreePort(t))
@@ -105,12 +135,12 @@ listen: 127.0.0.1:%d
 max_payload: 8MB
 jetstream { store_dir: %q }
 cluster { name: weft, listen: 127.0.0.1:%d, routes: [%s] }
-`, i+1, client[i], filepath.Join(dir, "js"), route[i], strings.Join(routes, ", "))
+`, i+1, client[i], filepath.Join(dir, "js"), route[i], strings.Join(routes, ", ")) + c.roles.Include(t, dir)
 		if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		c.args = append(c.args, []string{"-c", conf})
-		c.servers = append(c.servers, start(t, fmt.Sprintf("nats-%d", i+1), "nats-server", "-c", conf))
+		c.servers = append(c.servers, c.start(t, fmt.Sprintf("nats-%d", i+1), "nats-server", "", "-c", conf))
 		c.urls = append(c.urls, fmt.Sprintf("nats://127.0.0.1:%d", client[i]))
 	}
 	return c
@@ -118,11 +148,51 @@ cluster { name: weft, listen: 127.0.0.1:%d, routes: [%s] }
 
 func (c *cluster) url() string { return strings.Join(c.urls, ",") }
 
-// openStore connects to the cluster and sets up the R3 events stream,
-// retrying while the cluster elects its leaders.
-func openStore(t *testing.T, c *cluster) events.Store {
+// start starts a program on the cluster as user (none for nats-server),
+// with its log among the cluster's.
+func (c *cluster) start(t *testing.T, name, bin, user string, args ...string) *process {
 	t.Helper()
-	nc, err := nats.Connect(c.url(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond), nats.RetryOnFailedConnect(true))
+	var env []string
+	if user != "" {
+		env = c.roles.Env(t, user)
+	}
+	p := start(t, name, bin, env, args...)
+	c.logs = append(c.logs, p.log.Name())
+	return p
+}
+
+// worker starts a nodeworker of the default queue on the cluster.
+func (c *cluster) worker(t *testing.T, name string, args ...string) *process {
+	t.Helper()
+	return c.start(t, name, "nodeworker", userWorker, append([]string{"-nats", c.url(), "-replicas", "3", "-concurrency", "32"}, args...)...)
+}
+
+// coordinators starts n partitioned coordinators on the cluster, as the
+// coordinator role.
+func (c *cluster) coordinators(t *testing.T, n int, ttl time.Duration) *coordinators {
+	t.Helper()
+	cs := &coordinators{url: c.url(), replicas: 3, ttl: ttl, start: func(t *testing.T, name string, args ...string) *process {
+		return c.start(t, name, "coordinator", userCoordinator, args...)
+	}}
+	for range n {
+		cs.add(t)
+	}
+	return cs
+}
+
+// checkNoViolations fails the test for any permission the servers refused,
+// or a process was refused.
+func (c *cluster) checkNoViolations(t *testing.T) {
+	t.Helper()
+	proctest.CheckNoViolations(t, c.logs...)
+}
+
+// connect connects to the cluster as user, waiting for it to come up.
+func (c *cluster) connect(t *testing.T, user string) jetstream.JetStream {
+	t.Helper()
+	cfg := c.roles.Config(t, user)
+	cfg.Name = "reliability test (" + user + ")"
+	nc, err := cfg.Connect(c.url(), nats.ReconnectWait(100*time.Millisecond), nats.RetryOnFailedConnect(true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,19 +201,39 @@ func openStore(t *testing.T, c *cluster) events.Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		st, err := events.Open(ctx, js, events.WithReplicas(3))
-		cancel()
-		if err == nil {
-			return st
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("cluster never took the stream: %v", err)
-		}
-		time.Sleep(250 * time.Millisecond)
+	return js
+}
+
+// openStores sets the deployment up as the admin, as 'weft roles -setup'
+// does: the R3 events stream, then the timers stream and the KV buckets
+// (provision.Run; the leases bucket's TTL is the coordinators' lease
+// duration, ttl), retrying while the cluster elects its leaders. It
+// returns the client's store, which starts and reads the runs, and the
+// admin's, which only the test's own checks (leases, consumers) use.
+func openStores(t *testing.T, c *cluster, ttl time.Duration) (client, admin events.Store) {
+	t.Helper()
+	admin = retryOpen(t, c.connect(t, userAdmin), events.WithReplicas(3))
+	if err := retry(60*time.Second, func(ctx context.Context) error {
+		_, err := provision.Run(ctx, admin, provision.Options{Replicas: 3, LeaseTTL: ttl})
+		return err
+	}); err != nil {
+		t.Fatalf("setting the deployment up: %v", err)
 	}
+	return retryOpen(t, c.connect(t, userClient), events.WithReplicas(3)), admin
+}
+
+// retryOpen opens the events store, retrying while the cluster elects
+// its leaders.
+func retryOpen(t *testing.T, js jetstream.JetStream, opts ...events.Option) events.Store {
+	t.Helper()
+	var st events.Store
+	if err := retry(90*time.Second, func(ctx context.Context) (err error) {
+		st, err = events.Open(ctx, js, opts...)
+		return err
+	}); err != nil {
+		t.Fatalf("the cluster never took the events stream: %v", err)
+	}
+	return st
 }
 
 const chain = `
@@ -209,21 +299,22 @@ func checkRuns(t *testing.T, st events.Store, runs []string, nodes int, timeout 
 // once.
 func TestClusterNodeKilledDuringRuns(t *testing.T) {
 	c := startCluster(t)
-	st := openStore(t, c)
-	cs := startCoordinators(t, c.url(), 3, leaseTTL)
-	start(t, "worker-1", "nodeworker", "-nats", c.url(), "-replicas", "3", "-concurrency", "32", "-name", "w1")
-	start(t, "worker-2", "nodeworker", "-nats", c.url(), "-replicas", "3", "-concurrency", "32", "-name", "w2")
-	waitHolders(t, st, 30*time.Second, "partitions spread over the three coordinators", cs.spread)
+	st, admin := openStores(t, c, leaseTTL)
+	cs := c.coordinators(t, 3, leaseTTL)
+	c.worker(t, "worker-1", "-name", "w1")
+	c.worker(t, "worker-2", "-name", "w2")
+	waitHolders(t, admin, 30*time.Second, "partitions spread over the three coordinators", cs.spread)
 
 	runs := startRuns(t, st, 30)
 	time.Sleep(700 * time.Millisecond)
 	c.servers[1].kill(t)
 	more := startRuns(t, st, 10)
 	time.Sleep(2 * time.Second)
-	c.servers[1] = start(t, "nats-2-again", "nats-server", c.args[1]...)
+	c.servers[1] = c.start(t, "nats-2-again", "nats-server", "", c.args[1]...)
 
 	checkRuns(t, st, append(runs, more...), 4, 120*time.Second)
-	waitHolders(t, st, 30*time.Second, "every partition held by a live coordinator", cs.heldByLive)
+	waitHolders(t, admin, 30*time.Second, "every partition held by a live coordinator", cs.heldByLive)
+	c.checkNoViolations(t)
 }
 
 // TestWorkersAndCoordinatorKilledOnCluster kills a worker and the
@@ -232,11 +323,11 @@ func TestClusterNodeKilledDuringRuns(t *testing.T) {
 // leases expire, and starts replacements.
 func TestWorkersAndCoordinatorKilledOnCluster(t *testing.T) {
 	c := startCluster(t)
-	st := openStore(t, c)
-	cs := startCoordinators(t, c.url(), 3, leaseTTL)
-	w1 := start(t, "worker-1", "nodeworker", "-nats", c.url(), "-replicas", "3", "-concurrency", "32", "-name", "w1", "-ack-wait", "2s")
-	start(t, "worker-2", "nodeworker", "-nats", c.url(), "-replicas", "3", "-concurrency", "32", "-name", "w2")
-	held := waitHolders(t, st, 30*time.Second, "partitions spread over the three coordinators", cs.spread)
+	st, admin := openStores(t, c, leaseTTL)
+	cs := c.coordinators(t, 3, leaseTTL)
+	w1 := c.worker(t, "worker-1", "-name", "w1", "-ack-wait", "2s")
+	c.worker(t, "worker-2", "-name", "w2")
+	held := waitHolders(t, admin, 30*time.Second, "partitions spread over the three coordinators", cs.spread)
 
 	runs := startRuns(t, st, 30)
 	time.Sleep(500 * time.Millisecond)
@@ -246,11 +337,12 @@ func TestWorkersAndCoordinatorKilledOnCluster(t *testing.T) {
 	cs.remove(victim)
 	// The two left take the victim's partitions over when its leases
 	// expire, while its replacement is not started yet.
-	waitHolders(t, st, 4*leaseTTL, "the killed coordinator's partitions taken over by the other two", cs.spread)
+	waitHolders(t, admin, 4*leaseTTL, "the killed coordinator's partitions taken over by the other two", cs.spread)
 	more := startRuns(t, st, 10)
 	cs.add(t)
-	start(t, "worker-3", "nodeworker", "-nats", c.url(), "-replicas", "3", "-concurrency", "32", "-name", "w3")
+	c.worker(t, "worker-3", "-name", "w3")
 
 	checkRuns(t, st, append(runs, more...), 4, 120*time.Second)
-	waitHolders(t, st, 30*time.Second, "partitions spread again over three coordinators", cs.spread)
+	waitHolders(t, admin, 30*time.Second, "partitions spread again over three coordinators", cs.spread)
+	c.checkNoViolations(t)
 }

@@ -43,11 +43,11 @@ func TestPartitionOwnersKilledRepeatedly(t *testing.T) {
 	const minKills = 4 // kills at least, however few the runs
 	began := time.Now()
 	c := startCluster(t)
-	st := openStore(t, c)
-	cs := startCoordinators(t, c.url(), 3, leaseTTL)
-	start(t, "worker-1", "nodeworker", "-nats", c.url(), "-replicas", "3", "-concurrency", "32", "-name", "w1")
-	start(t, "worker-2", "nodeworker", "-nats", c.url(), "-replicas", "3", "-concurrency", "32", "-name", "w2")
-	waitHolders(t, st, 30*time.Second, "partitions spread over the three coordinators", cs.spread)
+	st, admin := openStores(t, c, leaseTTL)
+	cs := c.coordinators(t, 3, leaseTTL)
+	c.worker(t, "worker-1", "-name", "w1")
+	c.worker(t, "worker-2", "-name", "w2")
+	waitHolders(t, admin, 30*time.Second, "partitions spread over the three coordinators", cs.spread)
 	g, err := graph.Parse([]byte(chain), "chain.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +87,7 @@ func TestPartitionOwnersKilledRepeatedly(t *testing.T) {
 		default:
 		}
 		p := rng.IntN(partitions)
-		held := waitHolders(t, st, 30*time.Second, "every partition held by a live coordinator", cs.heldByLive)
+		held := waitHolders(t, admin, 30*time.Second, "every partition held by a live coordinator", cs.heldByLive)
 		victim := cs.byPID(held[p])
 		t.Logf("%s: killing %s, the holder of partition %d (%s)", time.Since(began).Round(time.Millisecond), victim.name, p, cs.describe(held))
 		victim.kill(t)
@@ -98,7 +98,7 @@ func TestPartitionOwnersKilledRepeatedly(t *testing.T) {
 		// replacement started meanwhile takes its share from them.
 		time.Sleep(300 * time.Millisecond)
 		cs.add(t)
-		waitHolders(t, st, 5*leaseTTL, fmt.Sprintf("partition %d taken over after its holder was killed", p), func(h map[int]int) bool {
+		waitHolders(t, admin, 5*leaseTTL, fmt.Sprintf("partition %d taken over after its holder was killed", p), func(h map[int]int) bool {
 			return cs.heldByLive(h) && h[p] != held[p]
 		})
 		failovers = append(failovers, time.Since(killed))
@@ -126,6 +126,7 @@ func TestPartitionOwnersKilledRepeatedly(t *testing.T) {
 	t.Logf("ownerkill summary: runs=%d completed=%d kills=%d duplicate-decisions=%d failover p50=%s max=%s (kill to partition held by another live coordinator, lease-ttl %s) kills over at %s, wall=%s",
 		n, len(runs), kills, dups, failovers[len(failovers)/2].Round(time.Millisecond), failovers[len(failovers)-1].Round(time.Millisecond),
 		leaseTTL, killsOver.Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
+	c.checkNoViolations(t)
 }
 
 // startOne appends the run-started event of one run of g, retrying while

@@ -33,24 +33,24 @@ type coordinators struct {
 	url      string
 	replicas int
 	ttl      time.Duration
-	procs    []*process
-	n        int // processes started, for names
-}
-
-func startCoordinators(t *testing.T, url string, n int, ttl time.Duration) *coordinators {
-	t.Helper()
-	cs := &coordinators{url: url, replicas: 3, ttl: ttl}
-	for range n {
-		cs.add(t)
-	}
-	return cs
+	// start starts a coordinator process (as the coordinator role, on
+	// the cluster); nil: with no credentials.
+	start func(t *testing.T, name string, args ...string) *process
+	procs []*process
+	n     int // processes started, for names
 }
 
 // add starts one more coordinator process.
 func (cs *coordinators) add(t *testing.T) *process {
 	t.Helper()
 	cs.n++
-	p := start(t, fmt.Sprintf("coordinator-%d", cs.n), "coordinator", coordinatorArgs(cs.url, cs.replicas, cs.ttl)...)
+	name, args := fmt.Sprintf("coordinator-%d", cs.n), coordinatorArgs(cs.url, cs.replicas, cs.ttl)
+	var p *process
+	if cs.start != nil {
+		p = cs.start(t, name, args...)
+	} else {
+		p = start(t, name, "coordinator", nil, args...)
+	}
 	cs.procs = append(cs.procs, p)
 	return p
 }

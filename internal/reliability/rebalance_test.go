@@ -22,7 +22,7 @@ func TestPartitionsRebalanceAcrossProcesses(t *testing.T) {
 	const ttl = 4 * time.Second // the lease renewal and acquisition tick is ttl/5
 	srv, st := natstest.Store(t)
 	cs := &coordinators{url: srv.ClientURL(), replicas: 1, ttl: ttl}
-	start(t, "worker-1", "nodeworker", "-nats", srv.ClientURL(), "-concurrency", "32", "-name", "w1")
+	start(t, "worker-1", "nodeworker", nil, "-nats", srv.ClientURL(), "-concurrency", "32", "-name", "w1")
 	g, err := graph.Parse([]byte(chain), "chain.yaml")
 	if err != nil {
 		t.Fatal(err)

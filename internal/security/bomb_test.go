@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weft-dev/weft/internal/proctest"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
@@ -79,7 +80,7 @@ func TestGraphBombRefused(t *testing.T) {
 	if got, err := cl.Wait(ctx, next); err != nil || got.Status != projection.RunCompleted {
 		t.Fatalf("the next run: %+v %v", got, err)
 	}
-	checkNoViolations(t, dir)
+	proctest.CheckNoViolations(t, dir)
 }
 
 // chainA is a run of the default queue only.

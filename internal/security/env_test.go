@@ -1,7 +1,6 @@
 package security
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"golang.org/x/crypto/bcrypt"
 
 	"github.com/weft-dev/weft/internal/natsconn"
 	"github.com/weft-dev/weft/internal/proctest"
@@ -46,33 +44,24 @@ const (
 // server is one nats-server process with the generated roles.
 type server struct {
 	url   string
-	dir   string
+	roles *proctest.Roles
 	creds map[string]natsconn.Config // user name → its connection settings
 	log   string
 }
 
-// startServer generates the roles (natsconn.WriteRoles, what 'weft roles'
-// runs) and starts nats-server with them on a loopback port.
+// startServer generates the roles (proctest.NewRoles: the generator
+// 'weft roles' runs) and starts nats-server with them on a loopback port.
 func startServer(t *testing.T) *server {
 	t.Helper()
 	dir := t.TempDir()
 	d := natsconn.Deployment{Queues: []string{queueA, queueB}}
-	// The lowest bcrypt cost: every test connection pays one comparison.
-	files, err := natsconn.WriteRoles(dir, d, bcrypt.MinCost, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &server{dir: dir, creds: map[string]natsconn.Config{}}
-	for _, f := range files {
-		if f.User == "" {
-			continue
-		}
-		env := readEnv(t, f.Path)
-		s.creds[f.User] = natsconn.Config{User: env["WEFT_NATS_USER"], Password: env["WEFT_NATS_PASSWORD"]}
+	s := &server{roles: proctest.NewRoles(t, d), creds: map[string]natsconn.Config{}}
+	for _, u := range d.Users() {
+		s.creds[u.Name] = s.roles.Config(t, u.Name)
 	}
 	port := proctest.FreePort(t)
 	conf := filepath.Join(dir, "server.conf")
-	body := fmt.Sprintf("listen: 127.0.0.1:%d\nmax_payload: 8MB\njetstream { store_dir: %q }\ninclude ./auth.conf\n", port, filepath.Join(dir, "js"))
+	body := fmt.Sprintf("listen: 127.0.0.1:%d\nmax_payload: 8MB\njetstream { store_dir: %q }\n", port, filepath.Join(dir, "js")) + s.roles.Include(t, dir)
 	if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -93,24 +82,6 @@ func startServer(t *testing.T) *server {
 		time.Sleep(50 * time.Millisecond)
 	}
 	return s
-}
-
-func readEnv(t *testing.T, path string) map[string]string {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	out := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), "=")
-		if ok && !strings.HasPrefix(k, "#") {
-			out[k] = v
-		}
-	}
-	return out
 }
 
 // roleEnv is the environment a process of a user runs with.

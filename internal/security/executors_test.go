@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weft-dev/weft/internal/proctest"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -242,5 +243,5 @@ func TestExecutorAttacks(t *testing.T) {
 			}
 		}
 	}
-	checkNoViolations(t, dir)
+	proctest.CheckNoViolations(t, dir)
 }

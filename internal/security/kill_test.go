@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/proctest"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -64,7 +65,7 @@ edges:
 	admin := openStore(t, s.connect(t, userAdmin))
 	natstest.WaitEnded(t, admin, runs, 90*time.Second)
 	natstest.CheckExactlyOnce(t, admin, runs, 3)
-	checkNoViolations(t, dir)
+	proctest.CheckNoViolations(t, dir)
 }
 
 // TestDaemonsWaitForSetup: under the roles only the admin creates the

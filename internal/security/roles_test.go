@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/natsconn"
+	"github.com/weft-dev/weft/internal/proctest"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
@@ -208,7 +209,7 @@ edges:
 	}
 
 	// The roles have every right their daemons use: none was refused one.
-	checkNoViolations(t, dir)
+	proctest.CheckNoViolations(t, dir)
 }
 
 // TestRolesRefused tries, for each role, what the role must not do.
@@ -423,22 +424,6 @@ func concat[T any](xs ...[]T) []T {
 		out = append(out, x...)
 	}
 	return out
-}
-
-// checkNoViolations fails the test if any daemon's log in dir reports a
-// permissions violation: a right its role lacks.
-func checkNoViolations(t *testing.T, dir string) {
-	t.Helper()
-	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
-	for _, l := range logs {
-		b, err := os.ReadFile(l)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if i := bytes.Index(bytes.ToLower(b), []byte("permissions violation")); i >= 0 {
-			t.Errorf("%s: %s", filepath.Base(l), b[i:min(len(b), i+200)])
-		}
-	}
 }
 
 func userWorkerB() string { return natsconn.UserName(natsconn.RoleWorker, queueB) }

@@ -38,7 +38,12 @@ const (
 	// HdrCheckpoint is the header of a decision that records a snapshot's
 	// digest (Event.Checkpoint).
 	HdrCheckpoint = "Weft-Checkpoint"
-	contentJSON   = "application/json"
+	// HdrRestored marks a message put back into its run's log from an
+	// archive (runs.Restore): its value is the message's original stored
+	// time (RFC 3339), which DecodeStored reads as Event.Stored. Engines
+	// pass such messages over: they are history, not news.
+	HdrRestored = "Weft-Restored"
+	contentJSON = "application/json"
 )
 
 // knownCE are the "ce-*" headers decodeFast reads; any other sends the

@@ -63,6 +63,10 @@ type Event struct {
 	// the message, set when the event was read from the store. Durations
 	// are measured on Stored: a writer cannot forge it.
 	Stored time.Time
+	// Restored is set on an event put back into the log from an archive
+	// (HdrRestored): the stream's timestamp of its restore, while Stored
+	// is the one it had when first written.
+	Restored time.Time
 
 	// subject is the subject the event was read from, if it was.
 	subject string
@@ -458,6 +462,16 @@ func DecodeStored(subject string, hdr nats.Header, data []byte, seq uint64, stor
 		e.Decision = strings.HasPrefix(subject, runBase(run)+classCoordinator+".")
 	}
 	e.Seq, e.Stored = seq, stored.UTC()
+	if v := hdr.Get(HdrRestored); v != "" {
+		// The original stamp of a restored message. A header is the
+		// writer's, so it may only make the event older than the stream
+		// says, never newer: a writer can backdate only its own event's
+		// times, which decide nothing (timeouts are timers, order is
+		// the log's).
+		if t, err := time.Parse(time.RFC3339Nano, v); err == nil && !t.After(stored) {
+			e.Restored, e.Stored = e.Stored, t.UTC()
+		}
+	}
 	return e
 }
 

@@ -333,19 +333,33 @@ type batchAck struct {
 
 // publishBatch appends messages all or nothing as a JetStream atomic batch.
 func (s *store) publishBatch(ctx context.Context, msgs []*nats.Msg) (uint64, error) {
+	return PublishAtomic(ctx, s.nc, msgs)
+}
+
+// PublishAtomic appends messages (at most 1000, the server's limit) all
+// or nothing as a JetStream atomic batch, and returns the sequence of the
+// last. A failed check of a Nats-Expected-Last-Subject-Sequence header is
+// ErrConflict. Consumers see none of the messages before all are stored.
+func PublishAtomic(ctx context.Context, nc *nats.Conn, msgs []*nats.Msg) (uint64, error) {
+	if len(msgs) == 0 || len(msgs) > maxBatch {
+		return 0, fmt.Errorf("an atomic batch holds 1 to %d messages, not %d", maxBatch, len(msgs))
+	}
 	id := RandomID()
 	for i, m := range msgs {
+		if m.Header == nil {
+			m.Header = nats.Header{}
+		}
 		m.Header.Set(hdrBatchID, id)
 		m.Header.Set(hdrBatchSeq, strconv.Itoa(i+1))
 		if i < len(msgs)-1 {
-			if err := s.nc.PublishMsg(m); err != nil {
+			if err := nc.PublishMsg(m); err != nil {
 				return 0, fmt.Errorf("publishing batch: %w", err)
 			}
 		}
 	}
 	commit := msgs[len(msgs)-1]
 	commit.Header.Set(hdrBatchCommit, "1")
-	resp, err := s.nc.RequestMsgWithContext(ctx, commit)
+	resp, err := nc.RequestMsgWithContext(ctx, commit)
 	if err != nil {
 		return 0, fmt.Errorf("committing batch of %d events: %w", len(msgs), err)
 	}

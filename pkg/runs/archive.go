@@ -219,13 +219,27 @@ func encode(ctx context.Context, st jetstream.Stream, run string, evs []*events.
 // Decode reads an archive object back as the run's events, as the live
 // log gave them (events.DecodeStored).
 func Decode(run string, data []byte) ([]*events.Event, error) {
+	recs, err := decodeRecords(run, data)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*events.Event, len(recs))
+	for i, r := range recs {
+		out[i] = events.DecodeStored(r.Subject, r.Header, r.Data, r.Seq, r.Stored)
+	}
+	return out, nil
+}
+
+// decodeRecords reads an archive object's messages, each checked to be
+// on the run's subjects.
+func decodeRecords(run string, data []byte) ([]record, error) {
 	zr, err := gzip.NewReader(bytes.NewReader(data))
 	if err != nil {
 		return nil, fmt.Errorf("archived run %s: %w", run, err)
 	}
 	sc := bufio.NewScanner(zr)
 	sc.Buffer(make([]byte, 0, 64<<10), 64<<20)
-	var out []*events.Event
+	var out []record
 	for line := 1; sc.Scan(); line++ {
 		var r record
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
@@ -234,7 +248,7 @@ func Decode(run string, data []byte) ([]*events.Event, error) {
 		if got, ok := events.RunOf(r.Subject); !ok || got != run {
 			return nil, fmt.Errorf("archived run %s, line %d: subject %q is not the run's", run, line, r.Subject)
 		}
-		out = append(out, events.DecodeStored(r.Subject, r.Header, r.Data, r.Seq, r.Stored))
+		out = append(out, r)
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("archived run %s: %w", run, err)

@@ -13,4 +13,6 @@ var (
 	ErrNotArchived = errors.New("run not archived")
 	// ErrNotEnded says a run that has not ended was to be removed.
 	ErrNotEnded = errors.New("run has not ended")
+	// ErrLive says a run to be restored is in the log already.
+	ErrLive = errors.New("run is live")
 )

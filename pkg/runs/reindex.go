@@ -60,7 +60,7 @@ func Reindex(ctx context.Context, store events.Store, def time.Duration, log *sl
 				if s.Status == projection.RunPending {
 					return
 				}
-				err = m.Put(ctx, Summarize(s, def), true)
+				err = m.Put(ctx, summarizeLog(s, evs, def), true)
 			}
 			if err != nil && !errors.Is(err, events.ErrRunNotFound) {
 				errs[i] = fmt.Errorf("reindexing run %s: %w", id, err)

@@ -137,6 +137,18 @@ func (p *purger) purge(ctx context.Context, run string) error {
 	return nil
 }
 
+// purgeSnapshot drops a run's snapshot, if there is one.
+func (p *purger) purgeSnapshot(ctx context.Context, run string) error {
+	st, err := p.stream(ctx, "KV_"+snapshotsBucket)
+	if err == nil && st != nil {
+		err = st.Purge(ctx, jetstream.WithPurgeSubject("$KV."+snapshotsBucket+"."+run))
+	}
+	if err != nil {
+		return fmt.Errorf("restoring run %s: dropping its snapshot: %w", run, err)
+	}
+	return nil
+}
+
 // sweepConcurrency is how many runs Sweep removes at a time.
 const sweepConcurrency = 16
 

@@ -46,6 +46,11 @@ type Summary struct {
 	Terminated bool `json:"terminated,omitempty"`
 	// ForkedFrom is the run and point a forked run was forked from.
 	ForkedFrom *events.ForkRef `json:"forkedFrom,omitempty"`
+	// Restored is when the run was last put back from an archive
+	// (Restore). Written by the admin before the run's messages, it is
+	// what tells the coordinators that messages marked restored are
+	// (events.HdrRestored is a header, which any writer could set).
+	Restored time.Time `json:"restored,omitzero"`
 }
 
 // Key is the summary's key in the bucket: "<status>.<run>".

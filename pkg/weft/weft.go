@@ -30,12 +30,20 @@
 // work. Start with WithoutCoordinator or WithoutWorker to run only one
 // side, for example workers for a queue of your own (WithQueues) in a
 // service that serves its node types.
+//
+// Roles. With WithRoles, the embedded server admits only the users of
+// Weft's roles (deploy/SECURITY.md), with the permissions 'weft roles'
+// generates: the engine sets the stream and buckets up as the admin, its
+// coordinator connects as the coordinator, a worker per queue as that
+// queue's worker, and Client and Store are the client's. What a role may
+// not do is refused by the server, in development as in production.
 package weft
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"sync"
@@ -44,9 +52,13 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/embedded"
+	"github.com/weft-dev/weft/internal/logattr"
+	"github.com/weft-dev/weft/internal/natsconn"
+	"github.com/weft-dev/weft/internal/provision"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/worker"
@@ -73,6 +85,8 @@ type config struct {
 	noCoordinator bool
 	name          string
 	logger        *slog.Logger
+	roles         bool
+	rolesDir      string
 	errs          []error
 }
 
@@ -154,6 +168,20 @@ func WithoutCoordinator() Option { return func(c *config) { c.noCoordinator = tr
 // (default the host name).
 func WithName(name string) Option { return func(c *config) { c.name = name } }
 
+// WithRoles runs the embedded server (Embedded) under Weft's roles: it
+// admits only the users 'weft roles' generates for the engine's queues,
+// each with its role's permissions, and the engine's coordinator, its
+// workers (one per queue) and its client each connect as their role; the
+// admin creates the stream and the buckets. With dir, the credentials are
+// kept there as 'weft roles -out dir' writes them (auth.conf, and one
+// <user>.env file per user, mode 0600) for other processes to connect
+// with; an engine started again with the same dir reuses them, unless a
+// queue is new (then every password changes). With an empty dir they live
+// in memory only.
+func WithRoles(dir string) Option {
+	return func(c *config) { c.roles, c.rolesDir = true, dir }
+}
+
 // WithLogger sets the logger of the coordinator, the worker and the client
 // (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
@@ -163,8 +191,13 @@ type Engine struct {
 	cfg    config
 	srv    *server.Server
 	nc     *nats.Conn
-	ownNC  bool
 	tmpDir string
+	// Under the roles: each role's credentials, the connections the
+	// engine opened (closed by Stop), and the admin's JetStream, which
+	// waits for and probes the consumers.
+	creds  map[string]natsconn.Credential
+	conns  []*nats.Conn
+	probe  jetstream.JetStream
 	store  events.Store
 	client *client.Client
 	// consumers are the durable consumers the engine's coordinator and
@@ -199,6 +232,8 @@ func Start(ctx context.Context, opts ...Option) (_ *Engine, err error) {
 		return nil, fmt.Errorf("weft.WithPort: want a port number or -1, got %d", cfg.port)
 	case cfg.noWorker && len(cfg.nodes) > 0:
 		return nil, errors.New("weft.Start: weft.WithNode given with weft.WithoutWorker: no worker would run the node types")
+	case cfg.roles && !cfg.embedded:
+		return nil, errors.New("weft.Start: weft.WithRoles needs weft.Embedded (over weft.WithNATS, the connection's own credentials decide what it may do)")
 	}
 	e := &Engine{cfg: cfg, nc: cfg.nc}
 	defer func() {
@@ -209,27 +244,35 @@ func Start(ctx context.Context, opts ...Option) (_ *Engine, err error) {
 	if err := e.connect(); err != nil {
 		return nil, err
 	}
-	js, err := jetstream.New(e.nc)
-	if err != nil {
+	if cfg.roles {
+		if err := e.provision(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if e.store, err = e.openStore(ctx, natsconn.RoleClient, ""); err != nil {
 		return nil, err
 	}
-	if e.store, err = events.Open(ctx, js); err != nil {
-		return nil, fmt.Errorf("weft.Start: opening the event store: %w", err)
+	if e.probe == nil {
+		e.probe = e.store.JetStream()
 	}
 	e.client = client.New(e.store, client.WithLogger(cfg.logger))
 	base := context.WithoutCancel(ctx)
 	var consumers []string
 	if !cfg.noCoordinator {
-		consumers = append(consumers, e.startCoordinator(base)...)
-	}
-	if !cfg.noWorker {
-		names, err := e.startWorker(base)
+		names, err := e.startCoordinator(ctx, base)
 		if err != nil {
 			return nil, err
 		}
 		consumers = append(consumers, names...)
 	}
-	if err := waitForConsumers(ctx, js, e.store.StreamName(), consumers); err != nil {
+	if !cfg.noWorker {
+		names, err := e.startWorker(ctx, base)
+		if err != nil {
+			return nil, err
+		}
+		consumers = append(consumers, names...)
+	}
+	if err := waitForConsumers(ctx, e.probe, e.store.StreamName(), consumers); err != nil {
 		return nil, err
 	}
 	e.consumers = consumers
@@ -248,46 +291,211 @@ func (e *Engine) connect() error {
 		}
 		dir, e.tmpDir = tmp, tmp
 	}
-	srv, err := embedded.Start(embedded.Config{StoreDir: dir, Port: e.cfg.port, ServerName: "weft-embedded"})
+	ecfg := embedded.Config{StoreDir: dir, Port: e.cfg.port, ServerName: "weft-embedded"}
+	if e.cfg.roles {
+		users, err := e.roleUsers()
+		if err != nil {
+			return err
+		}
+		ecfg.Users = users
+	}
+	srv, err := embedded.Start(ecfg)
 	if err != nil {
 		return err
 	}
 	e.srv = srv
+	if e.cfg.roles {
+		// Each part connects as its role (openStore).
+		return nil
+	}
 	nc, err := nats.Connect(srv.ClientURL(), nats.Name("weft embedded engine"))
 	if err != nil {
 		return fmt.Errorf("connecting to the embedded server: %w", err)
 	}
-	e.nc, e.ownNC = nc, true
+	e.nc = nc
+	e.conns = append(e.conns, nc)
 	return nil
 }
 
-func (e *Engine) startCoordinator(base context.Context) []string {
+// deployment is what the roles' permissions depend on: the engine's
+// queues.
+func (e *Engine) deployment() natsconn.Deployment {
+	return natsconn.Deployment{Queues: e.cfg.queues}
+}
+
+// roleUsers generates (or, from the roles directory, reads back) the
+// credentials of every role, and returns the server's users.
+func (e *Engine) roleUsers() ([]*server.User, error) {
+	d := e.deployment()
+	if err := d.Validate(); err != nil {
+		return nil, fmt.Errorf("weft.WithRoles: %w", err)
+	}
+	var creds []natsconn.Credential
+	var err error
+	if dir := e.cfg.rolesDir; dir == "" {
+		creds, err = d.NewCredentials()
+	} else if creds, err = natsconn.ReadCredentials(dir, d); errors.Is(err, fs.ErrNotExist) {
+		// The hashes in auth.conf are for a server of the operator's;
+		// the plain passwords lie beside them, so the lowest cost loses
+		// nothing.
+		if _, err = natsconn.WriteRoles(dir, d, bcrypt.MinCost, true); err == nil {
+			creds, err = natsconn.ReadCredentials(dir, d)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("weft.WithRoles: %w", err)
+	}
+	e.creds = map[string]natsconn.Credential{}
+	var users []*server.User
+	for _, c := range creds {
+		e.creds[c.User.Name] = c
+		users = append(users, &server.User{
+			Username: c.User.Name,
+			Password: c.Password,
+			Permissions: &server.Permissions{
+				Publish:   &server.SubjectPermission{Allow: c.User.PublishAllow, Deny: c.User.PublishDeny},
+				Subscribe: &server.SubjectPermission{Allow: c.User.SubscribeAllow},
+			},
+		})
+	}
+	return users, nil
+}
+
+// openStore opens the events store as role (and queue, for a worker):
+// over a connection of its own under the roles, over the engine's
+// connection otherwise.
+func (e *Engine) openStore(ctx context.Context, role natsconn.Role, queue string) (events.Store, error) {
+	js, err := e.jetStream(role, queue)
+	if err != nil {
+		return nil, err
+	}
+	st, err := events.Open(ctx, js)
+	if err != nil {
+		return nil, fmt.Errorf("weft.Start: opening the event store: %w", err)
+	}
+	return st, nil
+}
+
+// jetStream is a JetStream context of role: over a connection as its
+// user, with its own inbox prefix, under the roles; the engine's
+// connection otherwise.
+func (e *Engine) jetStream(role natsconn.Role, queue string) (jetstream.JetStream, error) {
+	if !e.cfg.roles {
+		return jetstream.New(e.nc)
+	}
+	c := e.creds[natsconn.UserName(role, queue)]
+	cfg := natsconn.Config{User: c.User.Name, Password: c.Password, Name: "weft embedded engine (" + c.User.Name + ")"}
+	// The server refuses what a role may not do; the refusal comes back
+	// on the connection, and is logged (no secret: subjects only).
+	nc, err := cfg.Connect(e.srv.ClientURL(), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		e.cfg.logger.Error("NATS reported an error", logattr.NATSUser, c.User.Name, logattr.Error, err)
+	}))
+	if err != nil {
+		return nil, fmt.Errorf("weft.Start: %w", err)
+	}
+	e.conns = append(e.conns, nc)
+	if e.nc == nil {
+		e.nc = nc
+	}
+	return jetstream.New(nc)
+}
+
+// provision sets the deployment up as the admin, as 'weft roles -setup'
+// does: the stream, the timers stream and the KV buckets, which no other
+// role may create. The admin's connection stays open to probe the
+// consumers (Ready).
+func (e *Engine) provision(ctx context.Context) error {
+	admin, err := e.openStore(ctx, natsconn.RoleAdmin, "")
+	if err != nil {
+		return err
+	}
+	if _, err := provision.Run(ctx, admin, provision.Options{}); err != nil {
+		return fmt.Errorf("weft.Start: setting up as the admin: %w", err)
+	}
+	e.probe = admin.JetStream()
+	return nil
+}
+
+// startCoordinator starts the coordinator; under the roles it connects
+// within ctx, and runs on base.
+func (e *Engine) startCoordinator(ctx, base context.Context) ([]string, error) {
 	opts := []coordinator.Option{coordinator.WithLogger(e.cfg.logger), coordinator.WithConditions(e.cfg.conditions)}
 	if e.cfg.partitions > 0 {
 		opts = append(opts, coordinator.WithPartitions(e.cfg.partitions))
 	}
-	ctx, stop := context.WithCancel(base)
+	st := e.store
+	if e.cfg.roles {
+		var err error
+		if st, err = e.openStore(ctx, natsconn.RoleCoordinator, ""); err != nil {
+			return nil, err
+		}
+	}
+	run, stop := context.WithCancel(base)
 	e.stopCoordinator = stop
 	e.coordinator.Go(func() {
-		if err := coordinator.New(e.store, opts...).Run(ctx); err != nil && ctx.Err() == nil {
+		if err := coordinator.New(st, opts...).Run(run); err != nil && run.Err() == nil {
 			e.setErr(fmt.Errorf("coordinator: %w", err))
 			e.cfg.logger.Error("coordinator stopped", "error", err)
 		}
 	})
 	// A coordinator among others may stand by for every partition, so
 	// only the first partition's consumer says it is up.
-	return []string{coordinator.ConsumerName("coordinator", 0)}
+	return []string{coordinator.ConsumerName("coordinator", 0)}, nil
 }
 
-func (e *Engine) startWorker(base context.Context) ([]string, error) {
-	opts := []worker.Option{worker.WithQueues(e.cfg.queues...), worker.WithConcurrency(e.cfg.concurrency), worker.WithLogger(e.cfg.logger)}
-	if e.cfg.name != "" {
-		opts = append(opts, worker.WithName(e.cfg.name))
+// startWorker starts the workers; under the roles they connect within
+// ctx, and run on base.
+func (e *Engine) startWorker(ctx, base context.Context) ([]string, error) {
+	run, stop := context.WithCancel(base)
+	e.stopWorker = stop
+	// Under the roles a worker user serves one queue: one worker each.
+	groups := [][]string{e.cfg.queues}
+	if e.cfg.roles {
+		groups = nil
+		for _, q := range e.cfg.queues {
+			groups = append(groups, []string{q})
+		}
+	}
+	for _, queues := range groups {
+		st := e.store
+		name := e.cfg.name
+		if e.cfg.roles {
+			var err error
+			if st, err = e.openStore(ctx, natsconn.RoleWorker, queues[0]); err != nil {
+				return nil, err
+			}
+			if name != "" && len(groups) > 1 {
+				name += "-" + queues[0]
+			}
+		}
+		w, err := e.newWorker(st, queues, name)
+		if err != nil {
+			return nil, err
+		}
+		e.worker.Go(func() {
+			if err := w.Run(run); err != nil && run.Err() == nil {
+				e.setErr(fmt.Errorf("worker: %w", err))
+				e.cfg.logger.Error("worker stopped", "error", err)
+			}
+		})
+	}
+	names := make([]string, 0, len(e.cfg.queues))
+	for _, q := range e.cfg.queues {
+		names = append(names, worker.QueueConsumer(q))
+	}
+	return names, nil
+}
+
+// newWorker makes a worker of queues over st, with the node types.
+func (e *Engine) newWorker(st events.Store, queues []string, name string) (*worker.Worker, error) {
+	opts := []worker.Option{worker.WithQueues(queues...), worker.WithConcurrency(e.cfg.concurrency), worker.WithLogger(e.cfg.logger)}
+	if name != "" {
+		opts = append(opts, worker.WithName(name))
 	}
 	if e.cfg.drain > 0 {
 		opts = append(opts, worker.WithDrainTimeout(e.cfg.drain))
 	}
-	w, err := worker.New(e.store, opts...)
+	w, err := worker.New(st, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("weft.Start: %w", err)
 	}
@@ -297,19 +505,7 @@ func (e *Engine) startWorker(base context.Context) ([]string, error) {
 	for typ, n := range e.cfg.nodes {
 		w.Handle(typ, n)
 	}
-	ctx, stop := context.WithCancel(base)
-	e.stopWorker = stop
-	e.worker.Go(func() {
-		if err := w.Run(ctx); err != nil && ctx.Err() == nil {
-			e.setErr(fmt.Errorf("worker: %w", err))
-			e.cfg.logger.Error("worker stopped", "error", err)
-		}
-	})
-	names := make([]string, 0, len(e.cfg.queues))
-	for _, q := range e.cfg.queues {
-		names = append(names, worker.QueueConsumer(q))
-	}
-	return names, nil
+	return w, nil
 }
 
 // waitForConsumers waits until the coordinator and the worker have set up
@@ -357,22 +553,34 @@ func (e *Engine) Err() error {
 // Ready says whether the engine can work: its connection is up and its
 // coordinator's and worker's consumers exist (a readiness probe).
 func (e *Engine) Ready(ctx context.Context) error {
-	if !e.nc.IsConnected() {
-		return errors.New("not connected to NATS")
+	for _, nc := range e.connections() {
+		if !nc.IsConnected() {
+			return errors.New("not connected to NATS")
+		}
 	}
 	for _, n := range e.consumers {
-		if _, err := e.store.JetStream().Consumer(ctx, e.store.StreamName(), n); err != nil {
+		if _, err := e.probe.Consumer(ctx, e.store.StreamName(), n); err != nil {
 			return fmt.Errorf("consumer %s: %w", n, err)
 		}
 	}
 	return nil
 }
 
-// Client is a client over the engine's connection: start, wait for,
-// signal, cancel and read runs.
+// connections are the engine's connections: the caller's (WithNATS), or
+// those the engine opened.
+func (e *Engine) connections() []*nats.Conn {
+	if len(e.conns) == 0 {
+		return []*nats.Conn{e.nc}
+	}
+	return e.conns
+}
+
+// Client is a client over the engine's connection (the client role's,
+// under WithRoles): start, wait for, signal, cancel and read runs.
 func (e *Engine) Client() *client.Client { return e.client }
 
-// Store is the engine's event store, for readers of the log.
+// Store is the engine's event store (the client role's, under
+// WithRoles), for readers of the log.
 func (e *Engine) Store() events.Store { return e.store }
 
 // URL is the embedded server's client URL ("" over WithNATS), for other
@@ -398,8 +606,8 @@ func (e *Engine) Stop() {
 			e.stopCoordinator()
 			e.coordinator.Wait()
 		}
-		if e.ownNC && e.nc != nil {
-			e.nc.Close()
+		for _, nc := range e.conns {
+			nc.Close()
 		}
 		if e.srv != nil {
 			embedded.Stop(e.srv)

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -128,6 +130,8 @@ func TestStartRefusesBadOptions(t *testing.T) {
 		{nil, "weft.WithNATS(conn) or weft.Embedded(dir)"},
 		{[]weft.Option{weft.Embedded(""), weft.WithNode("", nil)}, "needs a name and a node"},
 		{[]weft.Option{weft.Embedded(""), weft.WithoutWorker(), weft.WithNode("x", worker.NodeFunc(score))}, "no worker would run"},
+		{[]weft.Option{weft.WithNATS(&nats.Conn{}), weft.WithRoles("")}, "weft.WithRoles needs weft.Embedded"},
+		{[]weft.Option{weft.Embedded(""), weft.WithRoles(""), weft.WithQueues("_local")}, "reserved"},
 	} {
 		if eng, err := weft.Start(ctx, tc.opts...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			if eng != nil {

@@ -85,7 +85,9 @@
 // nothing. Work of an ended run is recorded as
 // NodeCancelled by "worker", reason "run ended before the work started",
 // and acknowledged. A cancel request seen on core NATS also stops the
-// run's nodes in flight at once.
+// run's nodes in flight at once. A work item put back into the log from an
+// archive (events.HdrRestored, 'weft admin restore') is acknowledged and
+// nothing more: it records work done before.
 //
 // # Progress
 //

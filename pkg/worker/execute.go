@@ -59,6 +59,15 @@ func (it *item) step(ctx context.Context, step string, args ...any) {
 // outcome, ack. base is the context nodes run on.
 func (w *Worker) process(base context.Context, q *queue, m jetstream.Msg) {
 	w.stats.received.Add(1)
+	if m.Headers().Get(events.HdrRestored) != "" {
+		// A work item put back from an archive (runs.Restore): a record
+		// of work done long ago, not work. Only the coordinator's and the
+		// admin's roles may write work items.
+		if err := m.Ack(); err != nil {
+			w.log.Warn("acknowledging a restored work item", logSubject, m.Subject(), logError, err)
+		}
+		return
+	}
 	ev, ready, err := decodeWorkItem(m.Subject(), m.Headers(), m.Data()) // workitem.go
 	if err != nil {
 		w.stats.malformed.Add(1)

@@ -13,6 +13,11 @@
 //
 // The node adds a number to the run's state key "total" (a sum reducer) and
 // outputs {"add": n}: n is config.add, or local.item for a mapped node.
+//
+// The ledger stands for an external system: under Weft's roles the worker's
+// own user may not touch it, so with WEFT_LEDGER_NATS_USER and
+// WEFT_LEDGER_NATS_PASSWORD set the ledger is reached over a second
+// connection, as that user; without them, over the worker's connection.
 package main
 
 import (
@@ -53,6 +58,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
+	// The connection flags' environment (WEFT_NATS_USER, WEFT_NATS_PASSWORD:
+	// the worker role's credentials), as nodeworker takes it.
+	if err := natsconn.ApplyEnv(fs); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
@@ -68,6 +78,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("opening the events store: %w", err)
 	}
 	js := store.JetStream()
+	if user := os.Getenv("WEFT_LEDGER_NATS_USER"); user != "" {
+		lcfg := natsconn.Config{URL: cfg.URL, User: user, Password: os.Getenv("WEFT_LEDGER_NATS_PASSWORD"), Name: "weft-ledgerworker ledger " + *name}
+		lnc, err := lcfg.Connect("")
+		if err != nil {
+			return fmt.Errorf("connecting to the ledger: %w", err)
+		}
+		defer lnc.Close()
+		if js, err = jetstream.New(lnc); err != nil {
+			return err
+		}
+	}
 	var kv jetstream.KeyValue
 	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
 		bctx, cancel := context.WithTimeout(ctx, 5*time.Second)
