@@ -56,11 +56,12 @@ func TestDocs(t *testing.T) {
 // startDev starts weft dev on a free port and returns its NATS URL.
 func startDev(t *testing.T) string {
 	t.Helper()
+	dir := t.TempDir() // before the cleanup below, so removed after dev stopped
 	ctx, cancel := context.WithCancel(context.Background())
 	var stdout, stderr syncBuffer
 	done := make(chan int)
 	go func() {
-		done <- cli.Main(ctx, []string{"dev", "-port", "-1", "-data", t.TempDir(), "-queues", "default,cpu"}, nil, &stdout, &stderr)
+		done <- cli.Main(ctx, []string{"dev", "-port", "-1", "-data", dir, "-queues", "default,cpu"}, nil, &stdout, &stderr)
 	}()
 	t.Cleanup(func() {
 		cancel()
