@@ -137,8 +137,14 @@ func loadGraph(file, types string) (*graph.Graph, error) {
 			extra = append(extra, t)
 		}
 	}
-	return graph.LoadFile(file, graph.WithTypes(extra...), graph.WithTypeHint("name a worker's own types with -types"))
+	return graph.LoadFile(file, graph.WithTypes(extra...), graph.WithTypeHint(typeHint), graph.WithConditionHint(conditionHint))
 }
+
+// What a graph error tells a user of the command line to do.
+const (
+	typeHint      = "name a worker's own types with -types"
+	conditionHint = "a Go condition needs a program that registers it, which the CLI is not: write the condition in CEL, or run the graph with pkg/weft's WithConditions"
+)
 
 // graphError lists a graph file's problems, one per line; each names the
 // file, and the node, edge and field where it applies.

@@ -5,6 +5,7 @@ package cmdmain
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -34,4 +35,24 @@ func Code(w io.Writer, name string, usage, err error) int {
 		return 2
 	}
 	return 1
+}
+
+// ParseFlags parses a daemon's args into fs. The flag package would print
+// a mistake, then every flag, and the daemon would print the mistake again
+// on its way out; here -h prints the flags to help, and any other mistake
+// is only returned, once, naming -h.
+func ParseFlags(fs *flag.FlagSet, args []string, help io.Writer) error {
+	fs.SetOutput(io.Discard)
+	defer fs.SetOutput(help)
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fs.SetOutput(help)
+		fmt.Fprintf(help, "Usage of %s:\n", fs.Name())
+		fs.PrintDefaults()
+		return err
+	case err != nil:
+		return fmt.Errorf("%v (run '%s -h' for the flags)", err, fs.Name())
+	}
+	return nil
 }

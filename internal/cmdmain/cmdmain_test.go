@@ -3,8 +3,11 @@ package cmdmain_test
 import (
 	"bytes"
 	"errors"
+	"flag"
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/weft-dev/weft/internal/cmdmain"
 )
@@ -30,5 +33,32 @@ func TestCode(t *testing.T) {
 				t.Fatalf("printed %q", w.String())
 			}
 		})
+	}
+}
+
+// A mistake on the command line is said once, naming -h; -h prints the
+// flags.
+func TestParseFlags(t *testing.T) {
+	newFlags := func() *flag.FlagSet {
+		fs := flag.NewFlagSet("prog", flag.ContinueOnError)
+		fs.Duration("ttl", time.Second, "how long")
+		return fs
+	}
+	var out bytes.Buffer
+	err := cmdmain.ParseFlags(newFlags(), []string{"-ttl", "banana"}, &out)
+	if err == nil || strings.Count(err.Error(), "banana") != 1 || !strings.Contains(err.Error(), "run 'prog -h' for the flags") {
+		t.Errorf("error %v, want the mistake once and a pointer to -h", err)
+	}
+	var buf bytes.Buffer
+	_ = cmdmain.Code(&buf, "prog", errors.New("usage"), err)
+	if out.Len() != 0 || strings.Count(buf.String(), "banana") != 1 {
+		t.Errorf("printed %q then %q, want the mistake once", out.String(), buf.String())
+	}
+	out.Reset()
+	if err := cmdmain.ParseFlags(newFlags(), []string{"-h"}, &out); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("-h: %v", err)
+	}
+	if !strings.Contains(out.String(), "Usage of prog:") || !strings.Contains(out.String(), "-ttl duration") {
+		t.Errorf("-h printed %q", out.String())
 	}
 }

@@ -192,21 +192,13 @@ edges:
   - {from: r, to: END}
 `)
 	run := start(t, st, g, 1)[0]
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		s := projection.Fold(readRun(t, st, run))
-		if ns := s.Nodes["r"]; ns != nil && ns.Status == projection.NodeReady {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("node never became ready")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitFor(t, st, run, events.NodeReady)
 	live, err := worker.LiveWorkers(ctx, st.JetStream())
 	if err != nil || len(live) != 0 {
 		t.Fatalf("live workers = %v, %v", live, err)
 	}
+	// Nothing is to happen: watched for a while, there being no event to
+	// wait for.
 	time.Sleep(300 * time.Millisecond)
 	if s := projection.Fold(readRun(t, st, run)); s.Status != projection.RunRunning || s.Nodes["r"].Status != projection.NodeReady {
 		t.Fatalf("unserved work: run %s, node %s", s.Status, s.Nodes["r"].Status)
@@ -336,13 +328,7 @@ edges:
   - {from: flaky, to: END}
 `)
 	run := start(t, w1.st, g, 1)[0]
-	deadline := time.Now().Add(10 * time.Second)
-	for len(payloadsOf[*events.RetryScheduledData](readRun(t, w1.st, run))) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no retry scheduled")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitFor(t, w1.st, run, events.RetryScheduled)
 	w1.stop() // coordinator, worker and NATS server, during the wait
 
 	w2 := up()

@@ -359,6 +359,9 @@ func (c *Coordinator) Stats() Stats {
 // partitions takes them at once; an event being handled is left
 // unacknowledged, and comes again after the ack wait. Run returns an
 // error only when it refuses to start (ErrPartitionCount).
+//
+// (Its length is its start-up in order, each step a call; kept in one
+// place so that the order of the deferred stops reads beside the starts.)
 func (c *Coordinator) Run(ctx context.Context) error {
 	if !c.running.CompareAndSwap(false, true) {
 		return errors.New("coordinator: Run called twice")
@@ -447,6 +450,9 @@ func (c *Coordinator) consume(pctx context.Context, p int, held *inflight) {
 // longer ago than its duration; and a gap in the consumer's delivery
 // sequence (events went to another holder meanwhile) drops the cached
 // runs of the partition, which are then read afresh.
+//
+// (Long by its guards, one per way a delivery is handed back, passed over
+// or pushed, in the order they apply; split, the order would not read.)
 func (c *Coordinator) dispatch(pctx context.Context, p int, iter jetstream.MessagesContext, held *inflight, log *slog.Logger) {
 	var lastDelivery uint64
 	for {

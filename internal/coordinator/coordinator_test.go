@@ -239,16 +239,37 @@ func TestCoordinatorKilledMidRunResumes(t *testing.T) {
 	runs := start(t, st, mustGraph(t, chain), 40)
 
 	// Kill the coordinator with SIGKILL several times while runs are in
-	// flight, at varying points, and start a new one each time.
+	// flight, at varying points (after it made 10, 25, 40 and 55 nodes
+	// ready; the runs need 200), and start a new one each time.
+	// The partition's consumer is made with a short ack wait, so that
+	// what a killed coordinator held is redelivered soon.
+	if _, err := st.JetStream().CreateConsumer(ctx, st.StreamName(), partitionConsumer(coordinator.ConsumerName("coordinator", 0), 2*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	readies := make(chan *nats.Msg, 4096)
+	sub, err := st.JetStream().Conn().ChanSubscribe(events.QueueFilter(worker.DefaultQueue), readies)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
 	for i := range 4 {
-		p := spawn(t, srv, "coordinator")
-		time.Sleep(time.Duration(150+i*90) * time.Millisecond)
+		for len(readies) > 0 {
+			<-readies // the killed one's
+		}
+		p := spawn(t, srv, "coordinator", "-lease-ttl", "1s") // a killed one's partition is taken over soon
+		for range 10 + i*15 {
+			select {
+			case <-readies:
+			case <-time.After(30 * time.Second):
+				t.Fatalf("coordinator %d made no node ready", i+1)
+			}
+		}
 		if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
 		_ = p.cmd.Wait()
 	}
-	spawn(t, srv, "coordinator")
+	spawn(t, srv, "coordinator", "-lease-ttl", "1s")
 	waitEnded(t, st, runs, 60*time.Second)
 	checkExactlyOnce(t, st, runs, 5)
 }

@@ -25,6 +25,9 @@ const conflictRetries = 5
 // decisions are in. A message that fails for a passing reason is handed
 // back for redelivery after a back-off; one that can never be decided
 // fails its run (see fail).
+//
+// (Long by the order a message goes through: decode, echo checks,
+// process, then acknowledge or hand back; each step is a call.)
 func (c *Coordinator) handle(ctx context.Context, msg jetstream.Msg, redelivered bool) {
 	meta, err := msg.Metadata()
 	if err != nil {
@@ -97,6 +100,13 @@ func (c *Coordinator) handle(ctx context.Context, msg jetstream.Msg, redelivered
 		return // shutting down: left for the next coordinator
 	}
 	telemetry.Fail(span, err)
+	c.undecided(ctx, msg, meta, e, err)
+}
+
+// undecided settles a message whose event could not be decided: its run
+// fails when it never can be (and the message is acknowledged), else the
+// message is handed back after a back-off.
+func (c *Coordinator) undecided(ctx context.Context, msg jetstream.Msg, meta *jetstream.MsgMetadata, e *events.Event, err error) {
 	if permanent(err) || int(meta.NumDelivered) >= maxDeliveries && !transient(err) {
 		if ferr := c.fail(ctx, e, err); ferr != nil {
 			c.n.errors.Add(1)
@@ -139,6 +149,9 @@ func (c *Coordinator) ownEcho(msg jetstream.Msg, meta *jetstream.MsgMetadata) bo
 
 // process applies one event to its run and decides. An event the run's
 // state already has changes nothing, and so needs no decision.
+//
+// (Its complexity is the conflict-retry loop's control; the steps are
+// named: entry, refold, apply, enforceBudget, settle, conflicted.)
 func (c *Coordinator) process(ctx context.Context, e *events.Event, redelivered bool) error {
 	if e.RunID == "" {
 		return nil // not a run's: nothing to decide
@@ -149,20 +162,9 @@ func (c *Coordinator) process(ctx context.Context, e *events.Event, redelivered 
 			return err
 		}
 		if !fresh && e.Seq > ent.prefix && e.Seq < ent.ownMax {
-			// The event precedes in the log a decision the cache holds
-			// already (a worker's or a client's append landed while the
-			// decision was being made): the cache would apply them in
-			// another order than the log. Fold the run afresh, in log
-			// order.
-			c.cache.del(e.RunID)
-			c.n.reorders.Add(1)
-			armed, dropped := ent.armed, ent.dropped
-			if ent, fresh, err = c.entry(ctx, e, true); err != nil {
+			if ent, fresh, err = c.refold(ctx, e, ent); err != nil {
 				return err
 			}
-			// Its timers were armed from the log already: keep them as
-			// they are (and their trace parents).
-			ent.armed, ent.dropped = armed, dropped
 		}
 		if !c.apply(ent, e) && !fresh && (len(ent.local) == 0 || e.Type != events.NodeReady) {
 			return nil
@@ -176,20 +178,7 @@ func (c *Coordinator) process(ctx context.Context, e *events.Event, redelivered 
 		if failed, err := c.enforceBudget(ctx, ent); failed { // budget.go
 			return err
 		}
-		err = c.decide(ctx, ent)
-		if err == nil {
-			// Local nodes readied now, or before and not yet run (the
-			// run was folded afresh), run here (local.go).
-			err = c.runLocal(ctx, ent, e.ID)
-		}
-		if err == nil {
-			// Timers the state says are pending, armed once their
-			// decisions are in the log (a fresh entry re-arms them all).
-			err = c.syncTimers(ctx, ent)
-		}
-		if err == nil {
-			err = c.index(ctx, ent, fresh && e.Type == events.RunStarted && !redelivered)
-		}
+		err = c.settle(ctx, ent, e.ID, fresh && e.Type == events.RunStarted && !redelivered)
 		if err == nil {
 			return nil
 		}
@@ -200,6 +189,44 @@ func (c *Coordinator) process(ctx context.Context, e *events.Event, redelivered 
 		c.n.conflicts.Add(1)
 		c.conflicted(ctx, e, try)
 	}
+}
+
+// refold folds ent's run afresh, in log order: e precedes in the log a
+// decision the cache holds already (a worker's or a client's append landed
+// while the decision was being made), so the cache would apply them in
+// another order than the log.
+func (c *Coordinator) refold(ctx context.Context, e *events.Event, ent *runEntry) (*runEntry, bool, error) {
+	c.cache.del(e.RunID)
+	c.n.reorders.Add(1)
+	armed, dropped := ent.armed, ent.dropped
+	ent, fresh, err := c.entry(ctx, e, true)
+	if err != nil {
+		return nil, false, err
+	}
+	// Its timers were armed from the log already: keep them as they are
+	// (and their trace parents).
+	ent.armed, ent.dropped = armed, dropped
+	return ent, fresh, nil
+}
+
+// settle decides from the run's state and carries the decisions out:
+// local nodes readied now, or before and not yet run (the run was folded
+// afresh), run here (local.go); the timers the state says are pending are
+// armed once their decisions are in the log (a fresh entry re-arms them
+// all); the read model is updated (newRun: its first entry).
+func (c *Coordinator) settle(ctx context.Context, ent *runEntry, handling string, newRun bool) error {
+	if err := c.decide(ctx, ent); err != nil {
+		return err
+	}
+	// Local nodes readied now, or before and not yet run (the run was
+	// folded afresh), run here (local.go); handling is the event's id.
+	if err := c.runLocal(ctx, ent, handling); err != nil {
+		return err
+	}
+	if err := c.syncTimers(ctx, ent); err != nil {
+		return err
+	}
+	return c.index(ctx, ent, newRun)
 }
 
 // entry returns the run's cached entry, folding the run from the log when
@@ -303,23 +330,8 @@ func (c *Coordinator) decide(ctx context.Context, ent *runEntry) error {
 	if d.Empty() {
 		return nil
 	}
-	for _, child := range d.Children {
-		telemetry.Inject(ctx, child)
-		if _, err := c.store.Append(ctx, child.RunID, 0, child); err != nil && !errors.Is(err, events.ErrRunExists) {
-			return fmt.Errorf("starting child run %s: %w", child.RunID, err)
-		}
-	}
-	for _, child := range d.CancelChildren {
-		if err := c.requestCancel(ctx, child, "run "+s.RunID, "parent run ended"); err != nil {
-			return err
-		}
-	}
-	for _, e := range d.Events {
-		if e.Type == events.NodeReady {
-			if err := c.ensureQueue(ctx, e); err != nil {
-				return err
-			}
-		}
+	if err := c.prepareDecisions(ctx, s.RunID, d); err != nil {
+		return err
 	}
 	// Known before they are appended, as their echoes may come first (see
 	// ownEchoWhenFull): a local node's work item as pending before it as
@@ -340,16 +352,47 @@ func (c *Coordinator) decide(ctx context.Context, ent *runEntry) error {
 		return err
 	}
 	c.n.decisions.Add(int64(len(d.Events)))
+	ent.noteOwn(d.Events, last)
+	cp.store(ctx, c, last)
+	return c.notifyParent(ctx, ent)
+}
+
+// prepareDecisions does what a run's decisions need before they are
+// appended: its child runs started, the children of an ended run asked to
+// cancel, and the queues of its work items made.
+func (c *Coordinator) prepareDecisions(ctx context.Context, run string, d engine.Decision) error {
+	for _, child := range d.Children {
+		telemetry.Inject(ctx, child)
+		if _, err := c.store.Append(ctx, child.RunID, 0, child); err != nil && !errors.Is(err, events.ErrRunExists) {
+			return fmt.Errorf("starting child run %s: %w", child.RunID, err)
+		}
+	}
+	for _, child := range d.CancelChildren {
+		if err := c.requestCancel(ctx, child, "run "+run, "parent run ended"); err != nil {
+			return err
+		}
+	}
+	for _, e := range d.Events {
+		if e.Type == events.NodeReady {
+			if err := c.ensureQueue(ctx, e); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// noteOwn records decisions appended here, the last at seq last, so that
+// their echoes are known.
+func (ent *runEntry) noteOwn(decided []*events.Event, last uint64) {
 	ent.lastDecision, ent.ownMax = last, last
 	if len(ent.own) > maxOwn {
 		// Echoes taken by a full shard's dispatcher never came here.
 		clear(ent.own)
 	}
-	for _, e := range d.Events {
+	for _, e := range decided {
 		ent.own[e.ID] = struct{}{}
 	}
-	cp.store(ctx, c, last)
-	return c.notifyParent(ctx, ent)
 }
 
 // notifyParent tells the parent of an ended child run how it ended.

@@ -311,6 +311,9 @@ func (c *Coordinator) localMissing(ent *runEntry) bool {
 // echo it is starts even when the budget is spent (detached at once), as
 // that echo is acknowledged once its handling is done and nothing else
 // would start the node.
+//
+// (Its complexity is the rounds' bounds: steps, time budget, detaching;
+// the work is in localDue, startLocal, recordLocal and decide.)
 func (c *Coordinator) runLocal(ctx context.Context, ent *runEntry, handling string) error {
 	if len(c.opts.local) == 0 || len(ent.local) == 0 && !c.localMissing(ent) {
 		return nil
@@ -338,37 +341,46 @@ func (c *Coordinator) runLocal(ctx context.Context, ent *runEntry, handling stri
 		if len(done) == 0 {
 			return nil // all detached, given up or left for their echoes
 		}
-		for i, lr := range done {
-			out := lr.out
-			c.echoes.Store(out.ID, struct{}{}) // before: its echo may come first
-			seq, err := c.store.Append(ctx, ent.run, events.AnySeq, out)
-			if err != nil {
-				c.echoes.Delete(out.ID)
-				for _, lr := range done[i:] {
-					// Still pending: an echo of its work item is
-					// handed back, not taken as done.
-					c.inflight.Delete(lr.id)
-				}
-				return fmt.Errorf("recording the outcome of local node %s: %w", out.NodeID, err)
-			}
-			// In the log: its work item's echo may be acknowledged
-			// (ownEchoWhenFull); no longer pending before no longer
-			// running.
-			lr.mu.Lock()
-			lr.recorded = time.Now()
-			lr.mu.Unlock()
-			c.localPending.Delete(lr.id)
-			c.inflight.Delete(lr.id)
-			ent.own[out.ID] = struct{}{}
-			ent.ownMax = max(ent.ownMax, seq)
-			out.Seq = seq // where it is in the log: a checkpoint reads up to it
-			c.foldErr(out, ent.state.Apply(out))
-			ent.noteTrace(out)
-			c.n.localRuns.Add(1)
+		if err := c.recordLocal(ctx, ent, done); err != nil {
+			return err
 		}
 		if err := c.decide(ctx, ent); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// recordLocal appends the outcomes of local nodes run here to their run
+// and folds them in.
+func (c *Coordinator) recordLocal(ctx context.Context, ent *runEntry, done []*localRun) error {
+	for i, lr := range done {
+		out := lr.out
+		c.echoes.Store(out.ID, struct{}{}) // before: its echo may come first
+		seq, err := c.store.Append(ctx, ent.run, events.AnySeq, out)
+		if err != nil {
+			c.echoes.Delete(out.ID)
+			for _, lr := range done[i:] {
+				// Still pending: an echo of its work item is
+				// handed back, not taken as done.
+				c.inflight.Delete(lr.id)
+			}
+			return fmt.Errorf("recording the outcome of local node %s: %w", out.NodeID, err)
+		}
+		// In the log: its work item's echo may be acknowledged
+		// (ownEchoWhenFull); no longer pending before no longer
+		// running.
+		lr.mu.Lock()
+		lr.recorded = time.Now()
+		lr.mu.Unlock()
+		c.localPending.Delete(lr.id)
+		c.inflight.Delete(lr.id)
+		ent.own[out.ID] = struct{}{}
+		ent.ownMax = max(ent.ownMax, seq)
+		out.Seq = seq // where it is in the log: a checkpoint reads up to it
+		c.foldErr(out, ent.state.Apply(out))
+		ent.noteTrace(out)
+		c.n.localRuns.Add(1)
 	}
 	return nil
 }
@@ -461,22 +473,7 @@ func (c *Coordinator) startLocal(ctx context.Context, g *graph.Graph, ent *runEn
 			c.finishDetached(ctx, run, lr)
 		}
 	})
-	if wait > 0 {
-		t := time.NewTimer(wait)
-		select {
-		case <-lr.done:
-		case <-t.C:
-		}
-		t.Stop()
-	}
-	lr.mu.Lock()
-	select {
-	case <-lr.done:
-	default:
-		lr.detached = true
-	}
-	lr.mu.Unlock()
-	if lr.detached {
+	if lr.waitOrDetach(wait) {
 		c.n.localDetached.Add(1)
 		c.localPending.Delete(li.id) // running: its echoes are held
 		return nil
@@ -486,6 +483,28 @@ func (c *Coordinator) startLocal(ctx context.Context, g *graph.Graph, ent *runEn
 		return nil // given up: ctx ended; the next holder runs it again
 	}
 	return lr
+}
+
+// waitOrDetach waits up to wait for the local run to finish, and detaches
+// it if it has not (its outcome is then recorded when it finishes,
+// finishDetached); it reports whether it detached.
+func (lr *localRun) waitOrDetach(wait time.Duration) bool {
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-lr.done:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	lr.mu.Lock()
+	defer lr.mu.Unlock()
+	select {
+	case <-lr.done:
+	default:
+		lr.detached = true
+	}
+	return lr.detached
 }
 
 // finishDetached records the outcome of a local node the shard stopped

@@ -149,19 +149,23 @@ func (c *Coordinator) leaseRound(ctx context.Context, kv jetstream.KeyValue, ps 
 		c.leaseWarn("counting coordinators", err)
 		return
 	}
-	n := c.opts.partitions
-	share := (n + members - 1) / max(members, 1)
+	share := (c.opts.partitions + members - 1) / max(members, 1)
+	c.renewLeases(rctx, kv, ps)
+	c.releaseExcess(rctx, kv, ps, share, members)
+	c.takeFree(ctx, rctx, kv, ps, share, members, consume)
+}
 
+// renewLeases renews the leases held; one that cannot be renewed is lost.
+func (c *Coordinator) renewLeases(ctx context.Context, kv jetstream.KeyValue, ps *partitionSet) {
 	ps.mu.Lock()
 	held := make([]int, 0, len(ps.held))
 	for p := range ps.held {
 		held = append(held, p)
 	}
 	ps.mu.Unlock()
-	// Renew what is held; a lease that cannot be renewed is lost.
 	for _, p := range held {
 		h := ps.get(p)
-		rev, err := kv.Update(rctx, leaseKey(p), c.holder, h.rev)
+		rev, err := kv.Update(ctx, leaseKey(p), c.holder, h.rev)
 		if err != nil {
 			c.log.Warn("lost a partition lease", logattr.Partition, p, logattr.Error, err)
 			c.drop(p)
@@ -169,19 +173,28 @@ func (c *Coordinator) leaseRound(ctx context.Context, kv jetstream.KeyValue, ps 
 		}
 		ps.setRev(p, rev)
 	}
-	// Release the excess, highest partitions first.
+}
+
+// releaseExcess releases the partitions held past the share, highest
+// first.
+func (c *Coordinator) releaseExcess(ctx context.Context, kv jetstream.KeyValue, ps *partitionSet, share, members int) {
 	for len(ps.ids()) > share {
 		ids := ps.ids()
 		p := ids[len(ids)-1]
 		rev := ps.get(p).rev
 		c.drop(p)
-		if err := kv.Delete(rctx, leaseKey(p), jetstream.LastRevision(rev)); err != nil {
+		if err := kv.Delete(ctx, leaseKey(p), jetstream.LastRevision(rev)); err != nil {
 			c.leaseWarn("releasing a partition lease", err)
 		}
 		c.log.Info("released a partition", logattr.Partition, p, "share", share, "members", members)
 	}
-	// Take free partitions up to the share, starting at a random one so
-	// that coordinators starting together spread out.
+}
+
+// takeFree takes free partitions up to the share, starting at a random one
+// so that coordinators starting together spread out, and consumes each
+// until ctx ends or it is dropped; rctx bounds the lease round.
+func (c *Coordinator) takeFree(ctx, rctx context.Context, kv jetstream.KeyValue, ps *partitionSet, share, members int, consume func(context.Context, int)) {
+	n := c.opts.partitions
 	start := rand.IntN(n)
 	for k := 0; k < n && len(ps.ids()) < share; k++ {
 		p := (start + k) % n
@@ -378,8 +391,19 @@ func (c *Coordinator) partitionConsumer(ctx context.Context, p int) (jetstream.C
 	} else if !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return nil, err
 	}
+	cons, err = c.js.CreateConsumer(ctx, c.store.StreamName(), c.partitionConfig(p, startAt))
+	if errors.Is(err, jetstream.ErrConsumerExists) {
+		cons, err = c.js.Consumer(ctx, c.store.StreamName(), name)
+	}
+	return cons, err
+}
+
+// partitionConfig is partition p's consumer, delivering from startAt (0:
+// from the start); partition 0's records the partition count and where a
+// repartition started the timer consumers.
+func (c *Coordinator) partitionConfig(p int, startAt uint64) jetstream.ConsumerConfig {
 	cfg := jetstream.ConsumerConfig{
-		Durable:       name,
+		Durable:       ConsumerName(c.opts.durable, p),
 		Description:   fmt.Sprintf("Weft coordinator partition %d of %d", p, c.opts.partitions),
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       c.opts.ackWait,
@@ -399,11 +423,7 @@ func (c *Coordinator) partitionConsumer(ctx context.Context, p int) (jetstream.C
 	} else {
 		cfg.FilterSubjects = f
 	}
-	cons, err = c.js.CreateConsumer(ctx, c.store.StreamName(), cfg)
-	if errors.Is(err, jetstream.ErrConsumerExists) {
-		cons, err = c.js.Consumer(ctx, c.store.StreamName(), name)
-	}
-	return cons, err
+	return cfg
 }
 
 func filtersOf(cfg jetstream.ConsumerConfig) []string {

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/pkg/events"
@@ -154,17 +157,36 @@ func TestRecordHistories(t *testing.T) {
 	}
 }
 
+// waitFor waits for the run's first event of type typ: in the log already,
+// or appended while it waits.
 func waitFor(t *testing.T, st events.Store, run string, typ events.Type) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		evs, _ := st.Read(context.Background(), run, 0, 0)
-		for _, e := range evs {
-			if e.Type == typ {
+	msgs := make(chan *nats.Msg, 4096)
+	sub, err := st.JetStream().Conn().ChanSubscribe(events.RunFilter(run), msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	// Subscribed first, so that an event appended after this read is
+	// received.
+	evs, err := st.Read(context.Background(), run, 0, 0)
+	if err != nil && !errors.Is(err, events.ErrRunNotFound) {
+		t.Fatal(err)
+	}
+	for _, e := range evs {
+		if e.Type == typ {
+			return
+		}
+	}
+	timeout := time.After(20 * time.Second)
+	for {
+		select {
+		case m := <-msgs:
+			if e := events.DecodeStored(m.Subject, m.Header, m.Data, 0, time.Time{}); e.Type == typ {
 				return
 			}
+		case <-timeout:
+			t.Fatalf("run %s: no %s event", run, typ)
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatalf("run %s: no %s event", run, typ)
 }

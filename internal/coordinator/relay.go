@@ -85,6 +85,9 @@ func (c *Coordinator) relay(ctx context.Context, msg jetstream.Msg, log *slog.Lo
 
 // timerConsumer returns partition p's consumer of fired timers, creating
 // it when missing.
+//
+// (Like partitionConsumer: use it as it is, replace one left from another
+// partition count, or create it; one decision, kept in one place.)
 func (c *Coordinator) timerConsumer(ctx context.Context, p int) (jetstream.Consumer, error) {
 	name := c.opts.durable + "-timers-" + strconv.Itoa(p)
 	stream := c.store.TimerStream()

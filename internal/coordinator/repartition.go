@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -109,6 +110,9 @@ func countText(n int) string {
 
 // repartitionTo replaces the partition consumers made for have partitions
 // (0: unknown) with this coordinator's.
+//
+// (Its length is the procedure's steps in their required order, each a
+// call.)
 func (c *Coordinator) repartitionTo(ctx context.Context, kv jetstream.KeyValue, have int) error {
 	others, err := c.othersAnnounced(ctx, kv)
 	if err != nil {
@@ -117,19 +121,11 @@ func (c *Coordinator) repartitionTo(ctx context.Context, kv jetstream.KeyValue, 
 	if others > 0 {
 		return fmt.Errorf("%w: repartitioning needs every other coordinator stopped, and %d is announced in %s (a killed one's announcement expires after %s)", ErrPartitionCount, others, LeasesBucket, c.opts.leaseTTL)
 	}
-	old, err := c.consumersOf(ctx, c.store.StreamName(), func(name string) bool { return partitionIndex(c.opts.durable, name) >= 0 })
+	old, eventsFrom, err := c.oldPartitions(ctx, c.store.StreamName(), c.opts.durable)
 	if err != nil {
 		return err
 	}
-	timers, err := c.consumersOf(ctx, c.store.TimerStream(), func(name string) bool { return partitionIndex(c.opts.durable+"-timers", name) >= 0 })
-	if err != nil {
-		return err
-	}
-	eventsFrom, err := resumePoint(ctx, c.js, c.store.StreamName(), old)
-	if err != nil {
-		return err
-	}
-	timersFrom, err := resumePoint(ctx, c.js, c.store.TimerStream(), timers)
+	timers, timersFrom, err := c.oldPartitions(ctx, c.store.TimerStream(), c.opts.durable+"-timers")
 	if err != nil {
 		return err
 	}
@@ -140,24 +136,17 @@ func (c *Coordinator) repartitionTo(ctx context.Context, kv jetstream.KeyValue, 
 	// and timerConsumer replace a consumer left from the old count).
 	c.startAt, c.timersStartAt = eventsFrom, timersFrom
 	first := ConsumerName(c.opts.durable, 0)
-	if err := c.js.DeleteConsumer(ctx, c.store.StreamName(), first); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return fmt.Errorf("deleting consumer %s: %w", first, err)
+	if err := c.deleteConsumers(ctx, c.store.StreamName(), []string{first}); err != nil {
+		return err
 	}
 	if _, err := c.partitionConsumer(ctx, 0); err != nil {
 		return err
 	}
-	for _, name := range old {
-		if name == first {
-			continue
-		}
-		if err := c.js.DeleteConsumer(ctx, c.store.StreamName(), name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-			return fmt.Errorf("deleting consumer %s: %w", name, err)
-		}
+	if err := c.deleteConsumers(ctx, c.store.StreamName(), slices.DeleteFunc(slices.Clone(old), func(n string) bool { return n == first })); err != nil {
+		return err
 	}
-	for _, name := range timers {
-		if err := c.js.DeleteConsumer(ctx, c.store.TimerStream(), name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-			return fmt.Errorf("deleting consumer %s: %w", name, err)
-		}
+	if err := c.deleteConsumers(ctx, c.store.TimerStream(), timers); err != nil {
+		return err
 	}
 	for p := range c.opts.partitions {
 		if _, err := c.partitionConsumer(ctx, p); err != nil {
@@ -250,4 +239,29 @@ func resumePoint(ctx context.Context, js jetstream.JetStream, stream string, nam
 		}
 	}
 	return floor + 1, nil
+}
+
+// oldPartitions lists the partition consumers of durable on stream, and
+// the sequence the new ones resume from.
+func (c *Coordinator) oldPartitions(ctx context.Context, stream, durable string) ([]string, uint64, error) {
+	names, err := c.consumersOf(ctx, stream, func(name string) bool { return partitionIndex(durable, name) >= 0 })
+	if err != nil {
+		return nil, 0, err
+	}
+	from, err := resumePoint(ctx, c.js, stream, names)
+	if err != nil {
+		return nil, 0, err
+	}
+	return names, from, nil
+}
+
+// deleteConsumers deletes the named consumers of stream; one already gone
+// is no error.
+func (c *Coordinator) deleteConsumers(ctx context.Context, stream string, names []string) error {
+	for _, name := range names {
+		if err := c.js.DeleteConsumer(ctx, stream, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return fmt.Errorf("deleting consumer %s: %w", name, err)
+		}
+	}
+	return nil
 }

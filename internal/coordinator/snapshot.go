@@ -322,47 +322,46 @@ func (pc *pendingCheckpoint) store(ctx context.Context, c *Coordinator, last uin
 }
 
 func checkpointDue(g *graph.Graph, decided []*events.Event) bool {
-	due := func(node string, when graph.Checkpoint) bool {
-		n, ok := g.Node(node)
-		return ok && (n.Checkpoint == when || n.Checkpoint == graph.CheckpointBoth)
-	}
-	// A routing follows a node's outcome ("after"), whether it is written
-	// on its own or with the activation it leads to ("before" that one).
-	routedDue := func(rs []events.NodeRoutedData) bool {
-		for _, r := range rs {
-			if due(r.Node, graph.CheckpointAfter) {
-				return true
-			}
-		}
-		return false
-	}
 	for _, e := range decided {
 		switch e.Type {
 		case events.NodeReady, events.NodeWaiting, events.NodeSkipped, events.NodeRouted:
 		default:
 			continue
 		}
-		p, err := e.Payload()
-		if err != nil {
-			continue
+		if p, err := e.Payload(); err == nil && decisionDue(g, p) {
+			return true
 		}
-		switch d := p.(type) {
-		case *events.NodeReadyData:
-			if due(d.Node, graph.CheckpointBefore) || routedDue(d.Routed) {
-				return true
-			}
-		case *events.NodeWaitingData:
-			if due(d.Node, graph.CheckpointBefore) || routedDue(d.Routed) {
-				return true
-			}
-		case *events.NodeSkippedData:
-			if routedDue(d.Routed) {
-				return true
-			}
-		case *events.NodeRoutedData:
-			if due(d.Node, graph.CheckpointAfter) {
-				return true
-			}
+	}
+	return false
+}
+
+// decisionDue reports whether one decision's payload asks for a
+// checkpoint: an activation of a node checkpointed "before", or a routing,
+// which follows a node's outcome ("after"), whether it is written on its
+// own or with the activation it leads to.
+func decisionDue(g *graph.Graph, p any) bool {
+	switch d := p.(type) {
+	case *events.NodeReadyData:
+		return nodeDue(g, d.Node, graph.CheckpointBefore) || routedDue(g, d.Routed)
+	case *events.NodeWaitingData:
+		return nodeDue(g, d.Node, graph.CheckpointBefore) || routedDue(g, d.Routed)
+	case *events.NodeSkippedData:
+		return routedDue(g, d.Routed)
+	case *events.NodeRoutedData:
+		return nodeDue(g, d.Node, graph.CheckpointAfter)
+	}
+	return false
+}
+
+func nodeDue(g *graph.Graph, node string, when graph.Checkpoint) bool {
+	n, ok := g.Node(node)
+	return ok && (n.Checkpoint == when || n.Checkpoint == graph.CheckpointBoth)
+}
+
+func routedDue(g *graph.Graph, rs []events.NodeRoutedData) bool {
+	for _, r := range rs {
+		if nodeDue(g, r.Node, graph.CheckpointAfter) {
+			return true
 		}
 	}
 	return false

@@ -32,6 +32,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/weft-dev/weft/internal/cmdmain"
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/natsconn"
 	"github.com/weft-dev/weft/internal/setup"
@@ -117,7 +118,6 @@ func (c *Config) Validate() error {
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg := Config{NATS: natsconn.Config{Name: "weft-coordinator"}}
 	fs := flag.NewFlagSet("coordinator", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	cfg.NATS.RegisterFlags(fs)
 	fs.StringVar(&cfg.Durable, "durable", "coordinator", "durable consumer shared by all coordinators (env WEFT_COORDINATOR_DURABLE)")
 	fs.IntVar(&cfg.Shards, "shards", 32, "runs decided concurrently (env WEFT_COORDINATOR_SHARDS)")
@@ -130,7 +130,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.Int64Var(&cfg.MaxHistoryBytes, "max-history-bytes", coordinator.DefaultMaxHistoryBytes, "a run whose history holds more bytes of event data fails (env WEFT_COORDINATOR_MAX_HISTORY_BYTES)")
 	fs.StringVar(&cfg.LogLevel, "log-level", "info", "debug, info, warn or error (env WEFT_LOG_LEVEL)")
 	fs.StringVar(&cfg.HTTP, "http", "", "serve /metrics, /healthz and /readyz on this address, e.g. "+telemetry.DefaultHTTPAddr+" (\":9090\" is loopback; default off) (env WEFT_HTTP)")
-	if err := fs.Parse(args); err != nil {
+	if err := cmdmain.ParseFlags(fs, args, stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}

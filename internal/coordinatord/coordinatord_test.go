@@ -42,6 +42,18 @@ func TestUsageErrors(t *testing.T) {
 	}
 }
 
+// A bad flag value is said once: not by the flag package, then again.
+func TestUsageSaidOnce(t *testing.T) {
+	var stderr bytes.Buffer
+	err := coordinatord.Run(context.Background(), []string{"-lease-ttl", "banana"}, &bytes.Buffer{}, &stderr)
+	if !errors.Is(err, coordinatord.ErrUsage) || !strings.Contains(err.Error(), `invalid value "banana" for flag -lease-ttl`) || !strings.Contains(err.Error(), "coordinator -h") {
+		t.Errorf("Run = %v", err)
+	}
+	if stderr.Len() != 0 {
+		t.Errorf("stderr holds %q besides the returned error", stderr.String())
+	}
+}
+
 func TestHelpIsNotAnError(t *testing.T) {
 	var stderr bytes.Buffer
 	if err := coordinatord.Run(context.Background(), []string{"-h"}, &bytes.Buffer{}, &stderr); err != nil {

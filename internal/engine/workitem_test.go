@@ -25,8 +25,9 @@ nodes:
     config:
       model: a-large-model
       system: "You summarise documents for busy readers. Keep the summary under 120 words, in the style asked for, and never invent facts that the document does not state."
+      prompt: "Summarise in the {{.state.style}} style: {{.state.document}}"
       temperature: 0.2
-      maxTokens: 400
+      max_tokens: 400
     inputSchema:
       type: object
       required: [document, style]

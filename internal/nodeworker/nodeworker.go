@@ -33,6 +33,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/weft-dev/weft/internal/cmdmain"
 	"github.com/weft-dev/weft/internal/natsconn"
 	"github.com/weft-dev/weft/internal/setup"
 	"github.com/weft-dev/weft/internal/telemetry"
@@ -120,7 +121,6 @@ var envFlags = map[string]string{
 func parse(args []string, stderr io.Writer) (*Config, error) {
 	cfg := &Config{}
 	fs := flag.NewFlagSet("nodeworker", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	cfg.NATS.RegisterFlags(fs)
 	queues := fs.String("queues", worker.DefaultQueue, "task queues to pull from, comma separated (env WEFT_QUEUES)")
 	fs.IntVar(&cfg.Concurrency, "concurrency", worker.DefaultConcurrency, "nodes run at once (env WEFT_CONCURRENCY)")
@@ -130,7 +130,7 @@ func parse(args []string, stderr io.Writer) (*Config, error) {
 	fs.StringVar(&cfg.LogLevel, "log-level", "info", "debug, info, warn or error (env WEFT_LOG_LEVEL)")
 	cfg.Executors.RegisterFlags(fs)
 	fs.StringVar(&cfg.HTTP, "http", "", "serve /metrics, /healthz and /readyz on this address, e.g. "+telemetry.DefaultHTTPAddr+" (\":9090\" is loopback; default off) (env WEFT_HTTP)")
-	if err := fs.Parse(args); err != nil {
+	if err := cmdmain.ParseFlags(fs, args, stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
 		}

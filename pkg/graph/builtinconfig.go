@@ -2,133 +2,282 @@ package graph
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/url"
-	"slices"
+	"reflect"
+	"regexp"
 	"strings"
 	"time"
 
+	"github.com/weft-dev/weft/internal/nodeconfig"
 	wexpr "github.com/weft-dev/weft/pkg/expr"
 )
 
-// validateBuiltinConfig refuses what a graph must not hold in the config of
-// the built-in http and llm executors: secrets (events copy the graph) and
-// the choice of where a worker's secrets go. The executors check the same
-// (package builtin: CheckHTTPConfig, CheckLLMConfig, kept equal by a test
-// there); checking here too rejects the graph before a run starts.
-func validateBuiltinConfig(n *Node, bad func(field, format string, args ...any)) {
-	if len(n.Config) == 0 || (n.Type != "http" && n.Type != "llm") {
+// The configs of the built-in node types, field for field as their
+// executors decode them (package builtin's EchoConfig, SleepConfig, …; a
+// test there holds the two equal) and as the coordinator reads human and
+// subgraph configs. Router configs are checked by validateRouter.
+type (
+	echoConfig struct {
+		Output  json.RawMessage   `json:"output"`
+		Updates map[string]any    `json:"updates"`
+		Actions []json.RawMessage `json:"actions"`
+	}
+	noopConfig  struct{}
+	sleepConfig struct {
+		Duration execDuration `json:"duration"`
+	}
+	failConfig struct {
+		Message      string `json:"message"`
+		Type         string `json:"type"`
+		Retryable    *bool  `json:"retryable"`
+		FailAttempts int    `json:"failAttempts"`
+	}
+	httpConfig struct {
+		URL          string            `json:"url"`
+		Method       string            `json:"method"`
+		Headers      map[string]string `json:"headers"`
+		Body         any               `json:"body"`
+		Timeout      execDuration      `json:"timeout"`
+		ExpectStatus []int             `json:"expectStatus"`
+	}
+	transformConfig struct {
+		Set    map[string]string `json:"set"`
+		Output string            `json:"output"`
+	}
+	llmConfig struct {
+		Endpoint    string       `json:"endpoint"`
+		Model       string       `json:"model"`
+		Temperature *float64     `json:"temperature"`
+		MaxTokens   int          `json:"max_tokens"`
+		System      string       `json:"system"`
+		Prompt      string       `json:"prompt"`
+		Timeout     execDuration `json:"timeout"`
+	}
+	humanConfig struct {
+		Timeout Duration `json:"timeout"`
+	}
+	subgraphConfig struct {
+		Graph string `json:"graph"`
+	}
+)
+
+// configCheck checks one built-in type's decoded config; failed names the
+// fields that did not decode, so that their zero values are not blamed
+// twice.
+type configCheck struct {
+	config func() any
+	check  func(cfg any, failed map[string]bool, o *options, bad badFunc)
+}
+
+type badFunc = func(field, format string, args ...any)
+
+var configChecks = map[string]configCheck{
+	"echo":       {func() any { return &echoConfig{} }, checkEcho},
+	"noop":       {func() any { return &noopConfig{} }, nil},
+	"sleep":      {func() any { return &sleepConfig{} }, nil},
+	"fail":       {func() any { return &failConfig{} }, checkFail},
+	"http":       {func() any { return &httpConfig{} }, checkHTTP},
+	"transform":  {func() any { return &transformConfig{} }, checkTransform},
+	"llm":        {func() any { return &llmConfig{} }, checkLLM},
+	TypeHuman:    {func() any { return &humanConfig{} }, nil},
+	TypeSubgraph: {func() any { return &subgraphConfig{} }, nil}, // config.graph: validateSubgraphRef
+}
+
+// validateExecutorConfig checks, at load, the config of a node of a
+// built-in type as its executor would check it only when a run reaches the
+// node: the config is an object, every field is known and of its type,
+// required fields are there, CEL compiles, templates parse, durations,
+// URLs, methods, headers and statuses are well formed, and no secret is
+// written where events would copy it. Types registered by users are their
+// executors' to check.
+func validateExecutorConfig(n *Node, o *options, bad badFunc) {
+	c, ok := configChecks[n.Type]
+	if !ok {
 		return
 	}
-	var cfg map[string]json.RawMessage
-	if json.Unmarshal(n.Config, &cfg) != nil {
-		return // the executor reports a malformed config
+	m := map[string]json.RawMessage{}
+	if len(n.Config) > 0 && !isNull(n.Config) {
+		if m, ok = asObject(n.Config); !ok {
+			bad("config", "want an object, got %s", kindOf(n.Config))
+			return
+		}
 	}
-	const endpoint = `name an endpoint configured on the worker ("endpoint": "NAME"; nodeworker -llm-endpoint name=NAME,url=URL,key=SECRET)`
-	keys := make([]string, 0, len(cfg))
-	for k := range cfg {
-		keys = append(keys, k)
+	if n.Type == "llm" {
+		removedLLMFields(m, bad)
 	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		switch lk := strings.ToLower(k); {
-		case n.Type == "llm" && (lk == "baseurl" || lk == "url"):
-			bad("config."+k, "a graph does not choose the llm URL: %s", endpoint)
-		case n.Type == "llm" && (lk == "apikeyenv" || lk == "apikey"):
-			bad("config."+k, "a graph does not choose the llm API key: it belongs to the endpoint; %s", endpoint)
-		case n.Type == "http" && lk == "url":
-			var s string
-			if json.Unmarshal(cfg[k], &s) != nil {
-				continue
-			}
-			if u, err := url.Parse(s); err == nil && u.User != nil {
-				bad("config."+k, "%s holds credentials (user:password@): a graph must not hold secrets, since events copy it; send them in a header that references a secret configured on the worker, e.g. \"Authorization\": \"Basic ${secret:NAME}\"", u.Redacted())
-			}
-		case n.Type == "http" && lk == "headers":
-			var hs map[string]string
-			if json.Unmarshal(cfg[k], &hs) != nil {
-				continue
-			}
-			names := make([]string, 0, len(hs))
-			for h := range hs {
-				names = append(names, h)
-			}
-			slices.Sort(names)
-			for _, h := range names {
-				switch strings.ToLower(h) {
-				case "authorization", "cookie", "proxy-authorization":
-					if hs[h] != "" && !strings.Contains(hs[h], "${secret:") {
-						bad("config.headers."+h, "a credential must not be written in the graph (events copy it); reference a secret configured on the worker: \"${secret:NAME}\" (e.g. \"Bearer ${secret:API_TOKEN}\")")
-					}
-				}
-			}
+	failed := map[string]bool{}
+	report := func(field, msg string) {
+		failed[strings.TrimPrefix(field, "config.")] = true
+		bad(field, "%s", msg)
+	}
+	var skip []string
+	if n.Type == TypeSubgraph {
+		skip = []string{"graph"}
+	}
+	cfg := c.config()
+	decodeFields(m, reflect.ValueOf(cfg).Elem(), "config.", report, skip...)
+	if c.check != nil {
+		c.check(cfg, failed, o, bad)
+	}
+}
+
+// execDuration is a duration as the built-in executors read it: a Go
+// duration string or a number of milliseconds, not negative.
+type execDuration time.Duration
+
+func (d *execDuration) UnmarshalJSON(b []byte) error {
+	x, err := nodeconfig.ParseDuration(b)
+	*d = execDuration(x)
+	return err
+}
+
+func checkEcho(c any, _ map[string]bool, _ *options, bad badFunc) {
+	cfg := c.(*echoConfig)
+	for i, raw := range cfg.Actions {
+		field := fmt.Sprintf("config.actions[%d]", i)
+		var name string
+		if json.Unmarshal(raw, &name) == nil {
+			continue
+		}
+		m, ok := asObject(raw)
+		if !ok {
+			bad(field, `want an action name or {"name": NAME, "data": VALUE}, got %s`, kindOf(raw))
+			continue
+		}
+		var a struct {
+			Name string          `json:"name"`
+			Data json.RawMessage `json:"data"`
+		}
+		failed := false
+		decodeFields(m, reflect.ValueOf(&a).Elem(), field+".", func(f, msg string) { failed = true; bad(f, "%s", msg) })
+		if a.Name == "" && !failed {
+			bad(field+".name", "missing action name")
 		}
 	}
 }
 
-// validateExecutorConfig checks, at load, what the built-in executors
-// would otherwise reject only when a run reaches the node: a transform's
-// CEL that does not compile, a sleep's duration that does not parse, an
-// http URL that is not an absolute http(s) URL. A config that is not a
-// JSON object is the executor's to report.
-func validateExecutorConfig(n *Node, o *options, bad func(field, format string, args ...any)) {
-	if len(n.Config) == 0 {
+func checkFail(c any, _ map[string]bool, _ *options, bad badFunc) {
+	if cfg := c.(*failConfig); cfg.FailAttempts < 0 {
+		bad("config.failAttempts", "must not be negative, got %d", cfg.FailAttempts)
+	}
+}
+
+func checkTransform(c any, failed map[string]bool, o *options, bad badFunc) {
+	cfg := c.(*transformConfig)
+	if len(cfg.Set) == 0 && cfg.Output == "" && !failed["set"] && !failed["output"] {
+		bad("config", `a transform needs "set" (CEL per state key) or "output" (CEL)`)
+	}
+	for _, k := range sortedKeys(cfg.Set) {
+		if _, err := wexpr.Compile(cfg.Set[k], wexpr.Any, o.costLimit); err != nil {
+			bad("config.set."+k, "%v", err)
+		}
+	}
+	if cfg.Output != "" {
+		if _, err := wexpr.Compile(cfg.Output, wexpr.Any, o.costLimit); err != nil {
+			bad("config.output", "%v", err)
+		}
+	}
+}
+
+func checkLLM(c any, failed map[string]bool, _ *options, bad badFunc) {
+	cfg := c.(*llmConfig)
+	if cfg.Model == "" && !failed["model"] {
+		bad("config.model", "missing model")
+	}
+	if strings.TrimSpace(cfg.Prompt) == "" && !failed["prompt"] {
+		bad("config.prompt", `missing prompt (a Go template over .state, .local and .invocation, e.g. "Summarise: {{.state.text}}")`)
+	} else if _, err := nodeconfig.ParseTemplate("prompt", cfg.Prompt); err != nil {
+		bad("config.prompt", "template: %v", err)
+	}
+	if cfg.System != "" {
+		if _, err := nodeconfig.ParseTemplate("system", cfg.System); err != nil {
+			bad("config.system", "template: %v", err)
+		}
+	}
+	if cfg.MaxTokens < 0 {
+		bad("config.max_tokens", "must not be negative, got %d", cfg.MaxTokens)
+	}
+}
+
+// llmEndpointHint says how a graph picks an llm endpoint instead.
+const llmEndpointHint = `name an endpoint configured on the worker ("endpoint": "NAME"; nodeworker -llm-endpoint name=NAME,url=URL,key=SECRET)`
+
+// removedLLMFields reports and drops the fields by which a graph once
+// chose the llm URL or key: they belong to the worker (package builtin's
+// CheckLLMConfig says the same at run time).
+func removedLLMFields(m map[string]json.RawMessage, bad badFunc) {
+	for _, k := range sortedKeys(m) {
+		switch strings.ToLower(k) {
+		case "baseurl", "url":
+			bad("config."+k, "a graph does not choose the llm URL: %s", llmEndpointHint)
+		case "apikeyenv", "apikey":
+			bad("config."+k, "a graph does not choose the llm API key: it belongs to the endpoint; %s", llmEndpointHint)
+		default:
+			continue
+		}
+		delete(m, k)
+	}
+}
+
+// httpToken is an HTTP method or header name (RFC 9110 token).
+var httpToken = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+
+func checkHTTP(c any, failed map[string]bool, _ *options, bad badFunc) {
+	cfg := c.(*httpConfig)
+	if !failed["url"] {
+		checkURL(cfg.URL, bad)
+	}
+	if cfg.Method != "" && !httpToken.MatchString(cfg.Method) {
+		bad("config.method", "%q is not an HTTP method (GET, POST, PUT, …)", cfg.Method)
+	}
+	for _, h := range sortedKeys(cfg.Headers) {
+		checkHeader(h, cfg.Headers[h], bad)
+	}
+	for i, s := range cfg.ExpectStatus {
+		if s < 100 || s > 599 {
+			bad(fmt.Sprintf("config.expectStatus[%d]", i), "%d is not an HTTP status (100-599)", s)
+		}
+	}
+}
+
+// checkURL checks an http node's URL as the executor would.
+func checkURL(raw string, bad badFunc) {
+	switch u, err := url.Parse(raw); {
+	case raw == "":
+		bad("config.url", "missing url (an absolute http or https URL)")
+	case err == nil && u.User != nil:
+		bad("config.url", "%s holds credentials (user:password@): a graph must not hold secrets, since events copy it; send them in a header that references a secret configured on the worker, e.g. \"Authorization\": \"Basic ${secret:NAME}\"", u.Redacted())
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		bad("config.url", "%q is not an absolute http or https URL", raw)
+	case strings.Contains(raw, "${secret:"):
+		bad("config.url", "secret references are allowed in header values only")
+	}
+}
+
+func checkHeader(h, v string, bad badFunc) {
+	field := "config.headers." + h
+	if !httpToken.MatchString(h) {
+		bad(field, "%q is not a header name", h)
+	}
+	if strings.ContainsAny(v, "\r\n\x00") {
+		bad(field, "a header value must not hold line breaks or NUL")
+	}
+	if !strings.Contains(v, "${secret:") {
+		for _, s := range nodeconfig.SensitiveHeaders {
+			if strings.EqualFold(h, s) && v != "" {
+				bad(field, "a credential must not be written in the graph (events copy it); reference a secret configured on the worker: \"${secret:NAME}\" (e.g. \"Bearer ${secret:API_TOKEN}\")")
+			}
+		}
 		return
 	}
-	switch n.Type {
-	case "transform":
-		var cfg struct {
-			Set    map[string]string `json:"set"`
-			Output string            `json:"output"`
-		}
-		if json.Unmarshal(n.Config, &cfg) != nil {
-			return
-		}
-		keys := make([]string, 0, len(cfg.Set))
-		for k := range cfg.Set {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
-			if _, err := wexpr.Compile(cfg.Set[k], wexpr.Any, o.costLimit); err != nil {
-				bad("config.set."+k, "%v", err)
-			}
-		}
-		if cfg.Output != "" {
-			if _, err := wexpr.Compile(cfg.Output, wexpr.Any, o.costLimit); err != nil {
-				bad("config.output", "%v", err)
-			}
-		}
-	case "sleep":
-		var cfg struct {
-			Duration json.RawMessage `json:"duration"`
-		}
-		if json.Unmarshal(n.Config, &cfg) != nil || len(cfg.Duration) == 0 {
-			return
-		}
-		var v any
-		_ = json.Unmarshal(cfg.Duration, &v)
-		switch v := v.(type) {
-		case string:
-			if d, err := time.ParseDuration(v); err != nil || d < 0 {
-				bad("config.duration", "%q is not a duration: write one like \"1.5s\" or \"2m\", or a number of milliseconds", v)
-			}
-		case float64:
-			if v < 0 {
-				bad("config.duration", "must not be negative, got %g", v)
-			}
-		default:
-			bad("config.duration", "want a duration like \"1.5s\" or a number of milliseconds, got %s", cfg.Duration)
-		}
-	case "http":
-		var cfg struct {
-			URL string `json:"url"`
-		}
-		if json.Unmarshal(n.Config, &cfg) != nil || cfg.URL == "" || strings.Contains(cfg.URL, "{{") {
-			return // templated URLs are resolved at run time
-		}
-		u, err := url.Parse(cfg.URL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			bad("config.url", "%q is not an absolute http or https URL", cfg.URL)
+	refs := nodeconfig.SecretRef.FindAllStringSubmatch(v, -1)
+	if len(refs) == 0 {
+		bad(field, "malformed secret reference: want ${secret:NAME}")
+	}
+	for _, r := range refs {
+		if !nodeconfig.SecretName.MatchString(r[1]) {
+			bad(field, "secret reference %q: a name holds letters, digits and '_' (at most 128)", r[0])
 		}
 	}
 }

@@ -224,45 +224,50 @@ func normalise(def *Definition, p *problems) {
 		def.Edges = []Edge{}
 	}
 	for i := range def.Nodes {
-		n := &def.Nodes[i]
-		if n.Queue == "" {
-			n.Queue = DefaultQueue
-		}
-		if n.Join.Kind == "" {
-			n.Join.Kind = JoinAll
-		}
-		if n.Effect == "" {
-			n.Effect = defaultEffect(n.Type)
-		}
-		if n.Checkpoint == "" {
-			n.Checkpoint = CheckpointNone
-		}
-		n.Retry = withRetryDefaults(n.Retry)
-		if len(n.Metadata) == 0 {
-			n.Metadata = nil
-		}
-		if len(n.Inputs) == 0 {
-			n.Inputs = nil
-		}
-		if len(n.Outputs) == 0 {
-			n.Outputs = nil
-		}
-		for _, f := range []struct {
-			name string
-			raw  *json.RawMessage
-		}{{"config", &n.Config}, {"inputSchema", &n.InputSchema}, {"outputSchema", &n.OutputSchema}, {"fallback", &n.Fallback}} {
-			c, err := canonicalJSON(*f.raw)
-			if err != nil {
-				p.node(n.ID, f.name, "not valid JSON: %v", err)
-				continue
-			}
-			*f.raw = c
-		}
+		normaliseNode(&def.Nodes[i], p)
 	}
 	for i := range def.Edges {
 		if def.Edges[i].Action == "" {
 			def.Edges[i].Action = DefaultAction
 		}
+	}
+}
+
+// normaliseNode fills a node's defaults and puts its embedded JSON in
+// canonical form.
+func normaliseNode(n *Node, p *problems) {
+	if n.Queue == "" {
+		n.Queue = DefaultQueue
+	}
+	if n.Join.Kind == "" {
+		n.Join.Kind = JoinAll
+	}
+	if n.Effect == "" {
+		n.Effect = defaultEffect(n.Type)
+	}
+	if n.Checkpoint == "" {
+		n.Checkpoint = CheckpointNone
+	}
+	n.Retry = withRetryDefaults(n.Retry)
+	if len(n.Metadata) == 0 {
+		n.Metadata = nil
+	}
+	if len(n.Inputs) == 0 {
+		n.Inputs = nil
+	}
+	if len(n.Outputs) == 0 {
+		n.Outputs = nil
+	}
+	for _, f := range []struct {
+		name string
+		raw  *json.RawMessage
+	}{{"config", &n.Config}, {"inputSchema", &n.InputSchema}, {"outputSchema", &n.OutputSchema}, {"fallback", &n.Fallback}} {
+		c, err := canonicalJSON(*f.raw)
+		if err != nil {
+			p.node(n.ID, f.name, "not valid JSON: %v", err)
+			continue
+		}
+		*f.raw = c
 	}
 }
 
@@ -419,9 +424,21 @@ func (g *Graph) index() {
 		g.out[e.From] = append(g.out[e.From], i)
 		g.in[e.To] = append(g.in[e.To], i)
 	}
-	// Depth-first from START in definition order: an edge to a node still
-	// on the stack closes a cycle.
-	g.back = make([]bool, len(def.Edges))
+	g.markBackEdges()
+	g.fwdIn = map[string][]int{}
+	for id, edges := range g.in {
+		for _, i := range edges {
+			if !g.back[i] {
+				g.fwdIn[id] = append(g.fwdIn[id], i)
+			}
+		}
+	}
+}
+
+// markBackEdges walks depth-first from START in definition order: an edge
+// to a node still on the stack closes a cycle.
+func (g *Graph) markBackEdges() {
+	g.back = make([]bool, len(g.def.Edges))
 	const (
 		unseen = iota
 		onStack
@@ -432,7 +449,7 @@ func (g *Graph) index() {
 	visit = func(id string) {
 		mark[id] = onStack
 		for _, i := range g.out[id] {
-			to := def.Edges[i].To
+			to := g.def.Edges[i].To
 			switch mark[to] {
 			case onStack:
 				g.back[i] = true
@@ -443,14 +460,6 @@ func (g *Graph) index() {
 		mark[id] = done
 	}
 	visit(Start)
-	g.fwdIn = map[string][]int{}
-	for id, edges := range g.in {
-		for _, i := range edges {
-			if !g.back[i] {
-				g.fwdIn[id] = append(g.fwdIn[id], i)
-			}
-		}
-	}
 }
 
 func (g *Graph) known(id string) bool {

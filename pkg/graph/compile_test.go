@@ -23,7 +23,7 @@ nodes:
     type: http
     queue: io
     timeout: 30s
-    config: {url: "https://example.com/a?b=1&c=2", method: GET, headers: {}, retries: 1.0}
+    config: {url: "https://example.com/a?b=1&c=2", method: GET, headers: {}, timeout: 1000.0}
     retry: {maxAttempts: 5, initialInterval: 500ms, jitter: 0.1}
     outputAs: page
   - id: each
@@ -60,7 +60,7 @@ const equivJSON = `{
   "maxIterations": 7,
   "nodes": [
     {"id": "fetch", "type": "http", "queue": "io", "timeout": "30s",
-     "config": {"method": "GET", "url": "https://example.com/a?b=1&c=2", "headers": {}, "retries": 1.0},
+     "config": {"method": "GET", "url": "https://example.com/a?b=1&c=2", "headers": {}, "timeout": 1000.0},
      "retry": {"maxAttempts": 5, "initialInterval": "500ms", "jitter": 0.1},
      "outputAs": "page"},
     {"id": "each", "type": "transform", "map": {"over": "state.items", "concurrency": 4}, "config": {"set": {"x": "local"}}},
@@ -87,7 +87,7 @@ func equivBuilder() *Builder {
 	b.Reducer("items", Append).Reducer("total", Sum)
 	b.Node("fetch", "http",
 		Queue("io"), Timeout(30*time.Second),
-		Config(map[string]any{"url": "https://example.com/a?b=1&c=2", "method": "GET", "headers": map[string]any{}, "retries": 1}),
+		Config(map[string]any{"url": "https://example.com/a?b=1&c=2", "method": "GET", "headers": map[string]any{}, "timeout": 1000}),
 		Retry(RetryPolicy{MaxAttempts: 5, InitialInterval: Duration(500 * time.Millisecond), Jitter: JitterOf(0.1)}),
 		OutputAs("page"))
 	b.Node("each", "transform", Map("state.items", 4), Config(map[string]any{"set": map[string]string{"x": "local"}}))
@@ -139,7 +139,7 @@ func TestYAMLJSONBuilderEquivalence(t *testing.T) {
 	}
 	// Canonical JSON is compact with sorted config keys and filled defaults.
 	c := string(fromYAML.Canonical())
-	for _, want := range []string{`"config":{"headers":{},"method":"GET","retries":1,`, `"queue":"default"`, `"join":"all"`, `"join":2`, `"action":"default"`, `"effect":"external"`} {
+	for _, want := range []string{`"config":{"headers":{},"method":"GET","timeout":1000,`, `"queue":"default"`, `"join":"all"`, `"join":2`, `"action":"default"`, `"effect":"external"`} {
 		if !strings.Contains(c, want) {
 			t.Errorf("canonical form lacks %s:\n%s", want, c)
 		}

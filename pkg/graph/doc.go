@@ -176,6 +176,61 @@
 // MaxExpressionLength), checked before it is compiled, in time linear in
 // its size, each with a located error.
 //
+// # Validation
+//
+// LoadFile, Parse, Compile and Builder.Build check everything a run would
+// otherwise find wrong only when it reaches the place, and report every
+// problem in one pass (a value that does not decode does not hide the
+// problems found after it, and is not blamed twice), each an *Error naming
+// the file, the nested graph, the node or edge, and the field. Checked:
+//
+//	the document   size, depth and counts (see Limits); JSON or YAML syntax;
+//	               unknown fields (with a suggestion) and values of the
+//	               wrong type, at every level
+//	the graph      name; maxIterations ≥ 0; retention a duration ≥ 0;
+//	               search attributes (at most 8, ids, no repeats); reducers;
+//	               nested graphs' names; at least one node; an edge leaving
+//	               START and one entering END; every node reachable from
+//	               START and able to reach END
+//	a node         id (pattern, length, reserved, unique); type known;
+//	               queue a subject token; local only false, not on router,
+//	               human or subgraph; maxIterations, timeout, heartbeat ≥ 0;
+//	               inputs and outputs non-empty; effect, checkpoint, join
+//	               (n-of within the node's forward edges); retry (attempts
+//	               ≥ 0, backoffCoefficient ≥ 1, jitter in 0..1, intervals
+//	               ≥ 0 and in order); when (a bool CEL expression) and
+//	               map.over (a list) compile; Go conditions are registered
+//	an edge        ends known, none into START or out of END; START's edges
+//	               take the default action; timeout edges leave a human
+//	               node; when compiles to a bool; no duplicates
+//
+// and the config of every built-in type, as its executor (package
+// builtin) or the coordinator reads it: an object whose fields are all
+// known and of their types, and
+//
+//	echo       actions: names or {"name", "data"} objects with a name
+//	noop       no fields
+//	sleep      duration: a Go duration or milliseconds, ≥ 0
+//	fail       failAttempts ≥ 0
+//	http       url: required, absolute http(s), no user:password@, no
+//	           secret reference; method: an HTTP token; headers: names are
+//	           tokens, values hold no line breaks, Authorization, Cookie and
+//	           Proxy-Authorization only ${secret:NAME} references, every
+//	           reference well formed; timeout a duration ≥ 0; expectStatus
+//	           within 100-599
+//	transform  set or output required; every expression compiles (CEL)
+//	llm        model and prompt required; prompt and system parse as
+//	           templates (Go text/template, no {{define}}, {{block}} or
+//	           {{template}}, known functions only); max_tokens ≥ 0; timeout
+//	           a duration ≥ 0; no baseURL, url, apiKey or apiKeyEnv (the
+//	           worker's endpoints hold them)
+//	router     routes (when compiles to a bool, action labels an edge
+//	           leaving the router) and default
+//	human      timeout: a duration string ≥ 0
+//	subgraph   graph: names a graph in scope that does not contain the node
+//
+// A type registered with WithTypes is its executor's to check.
+//
 // # Compiled graphs
 //
 // LoadFile, Parse, Compile and Builder.Build all give a *Graph: the

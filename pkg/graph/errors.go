@@ -3,6 +3,8 @@ package graph
 import (
 	"errors"
 	"fmt"
+	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -104,3 +106,59 @@ func (p *problems) sub(name string) *problems {
 func (p *problems) merge(q *problems) { p.errs = append(p.errs, q.errs...) }
 
 func (p *problems) err() error { return errors.Join(p.errs...) }
+
+// structuralField matches the fields of a node whose id is unknown.
+var structuralField = regexp.MustCompile(`^nodes\[\d+\](\.id)?$`)
+
+// structural reports whether a problem found so far is in the graph's
+// shape: the document, its nodes, edges or graphs as a whole, a node object
+// or id, an edge object or its ends.
+func (p *problems) structural() bool {
+	for _, err := range p.errs {
+		e, ok := err.(*Error)
+		switch {
+		case !ok:
+			return true
+		case e.Edge >= 0:
+			if e.Field == "" || e.Field == "from" || e.Field == "to" {
+				return true
+			}
+		case e.Node != "":
+			if e.Field == "id" {
+				return true
+			}
+		case e.Field == "" || e.Field == "nodes" || e.Field == "edges" || strings.HasPrefix(e.Field, "graphs") || structuralField.MatchString(e.Field):
+			return true
+		}
+	}
+	return false
+}
+
+// addUnlessEcho adds the problems of err, a later pass's, but those at a
+// place (a field, or within it) p already holds a problem for: a value that
+// did not decode is left zero, and what a later pass says of the zero
+// echoes the first problem.
+func (p *problems) addUnlessEcho(err error) {
+	var errs []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	} else if err != nil {
+		errs = []error{err}
+	}
+	for _, err := range errs {
+		e, ok := err.(*Error)
+		if ok && slices.ContainsFunc(p.errs, func(f error) bool { return within(e, f) }) {
+			continue
+		}
+		p.errs = append(p.errs, err)
+	}
+}
+
+// within reports whether e is at f's place or inside it.
+func within(e *Error, f error) bool {
+	g, ok := f.(*Error)
+	if !ok || e.Graph != g.Graph || e.Node != g.Node || e.Edge != g.Edge {
+		return false
+	}
+	return e.Field == g.Field || strings.HasPrefix(e.Field, g.Field+".") || strings.HasPrefix(e.Field, g.Field+"[")
+}

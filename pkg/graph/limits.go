@@ -162,51 +162,66 @@ func checkCounts(def *Definition, p *problems) bool {
 // Each graph's expansion is computed once (memoised), so the check is
 // linear in the document even when the expansion is exponential.
 func checkExpanded(def *Definition, p *problems) bool {
-	const visiting = -1
-	memo := map[*Definition]int{}
-	var expand func(d *Definition, scope []*Definition, path string) (int, bool)
-	expand = func(d *Definition, scope []*Definition, path string) (int, bool) {
-		switch n, seen := memo[d]; {
-		case seen && n == visiting:
-			p.top("graphs", "graph %q starts itself through its subgraphs: a run could start child runs without end", path)
-			return 0, false
-		case seen:
-			return n, true
-		}
-		memo[d] = visiting
-		chain := append(slices.Clip(scope), d)
-		n := len(d.Nodes)
-		for i := range d.Nodes {
-			node := &d.Nodes[i]
-			if node.Type != TypeSubgraph {
-				continue
-			}
-			var cfg struct {
-				Graph string `json:"graph"`
-			}
-			if json.Unmarshal(node.Config, &cfg) != nil {
-				continue // validate reports it
-			}
-			target, tscope, tpath := resolveGraph(chain, cfg.Graph, path)
-			if target == nil || slices.Contains(chain, target) {
-				continue // validate reports it
-			}
-			k, ok := expand(target, tscope, tpath)
-			if !ok {
-				return 0, false
-			}
-			if n += k; n > MaxExpandedNodes {
-				q := &problems{source: p.source, graph: path}
-				q.node(node.ID, "config.graph", "a run of this graph can reach more than %d nodes through its subgraphs (the limit)", MaxExpandedNodes)
-				p.merge(q)
-				return 0, false
-			}
-		}
-		memo[d] = n
+	x := &expander{p: p, memo: map[*Definition]int{}}
+	_, ok := x.expand(def, nil, "")
+	return ok
+}
+
+// expander counts the nodes a graph expands to, once per graph.
+type expander struct {
+	p    *problems
+	memo map[*Definition]int // a graph's count, or visiting
+}
+
+const visiting = -1
+
+// expand counts d's nodes and, for each subgraph node, those of the graph
+// it starts; scope lists the enclosing graphs, path names d.
+func (x *expander) expand(d *Definition, scope []*Definition, path string) (int, bool) {
+	switch n, seen := x.memo[d]; {
+	case seen && n == visiting:
+		x.p.top("graphs", "graph %q starts itself through its subgraphs: a run could start child runs without end", path)
+		return 0, false
+	case seen:
 		return n, true
 	}
-	_, ok := expand(def, nil, "")
-	return ok
+	x.memo[d] = visiting
+	chain := append(slices.Clip(scope), d)
+	n := len(d.Nodes)
+	for i := range d.Nodes {
+		node := &d.Nodes[i]
+		k, ok := x.expandNode(node, chain, path)
+		if !ok {
+			return 0, false
+		}
+		if n += k; n > MaxExpandedNodes {
+			q := &problems{source: x.p.source, graph: path}
+			q.node(node.ID, "config.graph", "a run of this graph can reach more than %d nodes through its subgraphs (the limit)", MaxExpandedNodes)
+			x.p.merge(q)
+			return 0, false
+		}
+	}
+	x.memo[d] = n
+	return n, true
+}
+
+// expandNode counts the nodes of the graph a subgraph node starts (none
+// for other nodes, and for references validate reports).
+func (x *expander) expandNode(node *Node, chain []*Definition, path string) (int, bool) {
+	if node.Type != TypeSubgraph {
+		return 0, true
+	}
+	var cfg struct {
+		Graph string `json:"graph"`
+	}
+	if json.Unmarshal(node.Config, &cfg) != nil {
+		return 0, true // validate reports it
+	}
+	target, tscope, tpath := resolveGraph(chain, cfg.Graph, path)
+	if target == nil || slices.Contains(chain, target) {
+		return 0, true // validate reports it
+	}
+	return x.expand(target, tscope, tpath)
 }
 
 // resolveGraph finds the graph name refers to from the innermost graph of

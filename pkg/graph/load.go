@@ -60,6 +60,13 @@ func parse(data []byte, source string, f format, opts []Option) (*Graph, error) 
 	}
 	def := decodeDefinition(js, p)
 	if len(p.errs) > 0 {
+		// Validate what did decode too, so that every problem shows in
+		// one pass, unless the graph's shape (its nodes, edges, ids or
+		// edge ends) did not decode: then validation would only guess.
+		if def != nil && !p.structural() {
+			_, err := compile(def, source, opts)
+			p.addUnlessEcho(err)
+		}
 		return nil, p.err()
 	}
 	return compile(def, source, opts)
@@ -91,17 +98,7 @@ func toJSON(data []byte, f format, p *problems) []byte {
 		}
 	}
 	if f == formatJSON {
-		if err := json.Unmarshal(data, new(json.RawMessage)); err != nil {
-			var se *json.SyntaxError
-			if errors.As(err, &se) {
-				line, col := position(data, se.Offset)
-				p.top("", "line %d, column %d: invalid JSON: %s", line, col, strings.TrimPrefix(se.Error(), "json: "))
-			} else {
-				p.top("", "invalid JSON: %v", err)
-			}
-			return nil
-		}
-		return data
+		return checkJSON(data, p)
 	}
 	js, err := yamlToJSON(data)
 	if err != nil {
@@ -110,6 +107,21 @@ func toJSON(data []byte, f format, p *problems) []byte {
 		return nil
 	}
 	return js
+}
+
+// checkJSON gives data, or nil after reporting where its syntax is wrong.
+func checkJSON(data []byte, p *problems) []byte {
+	if err := json.Unmarshal(data, new(json.RawMessage)); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			line, col := position(data, se.Offset)
+			p.top("", "line %d, column %d: invalid JSON: %s", line, col, strings.TrimPrefix(se.Error(), "json: "))
+		} else {
+			p.top("", "invalid JSON: %v", err)
+		}
+		return nil
+	}
+	return data
 }
 
 // yamlToJSON converts, turning a panic in the YAML parser on hostile input
@@ -152,43 +164,60 @@ func decodeDefinition(data []byte, p *problems) *Definition {
 	report := func(field, msg string) { p.top(field, "%s", msg) }
 	decodeFields(m, reflect.ValueOf(def).Elem(), "", report, "nodes", "edges", "graphs")
 
-	if raw, ok := m["nodes"]; ok && !isNull(raw) {
-		var items []json.RawMessage
-		if err := json.Unmarshal(raw, &items); err != nil {
-			p.top("nodes", "want a list of nodes, got %s", kindOf(raw))
-		}
-		def.Nodes = make([]Node, len(items))
-		for i, item := range items {
-			decodeNode(item, i, &def.Nodes[i], p)
-		}
-	}
-	if raw, ok := m["edges"]; ok && !isNull(raw) {
-		var items []json.RawMessage
-		if err := json.Unmarshal(raw, &items); err != nil {
-			p.top("edges", "want a list of edges, got %s", kindOf(raw))
-		}
-		def.Edges = make([]Edge, len(items))
-		for i, item := range items {
-			decodeEdge(item, i, &def.Edges[i], p)
-		}
-	}
-	if raw, ok := m["graphs"]; ok && !isNull(raw) {
-		graphs, ok := asObject(raw)
-		if !ok {
-			p.top("graphs", "want an object of graphs by name, got %s", kindOf(raw))
-		}
-		if len(graphs) > 0 {
-			def.Graphs = make(map[string]*Definition, len(graphs))
-		}
-		for _, name := range sortedKeys(graphs) {
-			q := p.sub(name)
-			if sub := decodeDefinition(graphs[name], q); sub != nil {
-				def.Graphs[name] = sub
-			}
-			p.merge(q)
-		}
-	}
+	decodeNodes(m["nodes"], def, p)
+	decodeEdges(m["edges"], def, p)
+	decodeGraphs(m["graphs"], def, p)
 	return def
+}
+
+func decodeNodes(raw json.RawMessage, def *Definition, p *problems) {
+	if len(raw) == 0 || isNull(raw) {
+		return
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		p.top("nodes", "want a list of nodes, got %s", kindOf(raw))
+	}
+	def.Nodes = make([]Node, len(items))
+	for i, item := range items {
+		decodeNode(item, i, &def.Nodes[i], p)
+	}
+}
+
+func decodeEdges(raw json.RawMessage, def *Definition, p *problems) {
+	if len(raw) == 0 || isNull(raw) {
+		return
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		p.top("edges", "want a list of edges, got %s", kindOf(raw))
+	}
+	def.Edges = make([]Edge, len(items))
+	for i, item := range items {
+		decodeEdge(item, i, &def.Edges[i], p)
+	}
+}
+
+// decodeGraphs decodes the nested graphs, each reporting to a collector
+// of its own name.
+func decodeGraphs(raw json.RawMessage, def *Definition, p *problems) {
+	if len(raw) == 0 || isNull(raw) {
+		return
+	}
+	graphs, ok := asObject(raw)
+	if !ok {
+		p.top("graphs", "want an object of graphs by name, got %s", kindOf(raw))
+	}
+	if len(graphs) > 0 {
+		def.Graphs = make(map[string]*Definition, len(graphs))
+	}
+	for _, name := range sortedKeys(graphs) {
+		q := p.sub(name)
+		if sub := decodeDefinition(graphs[name], q); sub != nil {
+			def.Graphs[name] = sub
+		}
+		p.merge(q)
+	}
 }
 
 func decodeNode(data json.RawMessage, i int, n *Node, p *problems) {
@@ -255,6 +284,12 @@ func decodeFields(m map[string]json.RawMessage, v reflect.Value, prefix string, 
 			report(name, decodeMessage(err, fv.Type()))
 		}
 	}
+	reportUnknown(m, fields, prefix, report)
+}
+
+// reportUnknown reports each key of m that names none of fields, with the
+// field it may be a typo of.
+func reportUnknown(m map[string]json.RawMessage, fields []jsonField, prefix string, report func(field, msg string)) {
 	known := make(map[string]bool, len(fields))
 	for _, f := range fields {
 		known[f.name] = true
@@ -348,7 +383,9 @@ func describeType(t reflect.Type) string {
 		return "true or false"
 	case reflect.Slice:
 		return "a list of " + strings.TrimPrefix(strings.TrimPrefix(describeType(t.Elem()), "a "), "an ") + "s"
-	case reflect.Map, reflect.Struct, reflect.Pointer:
+	case reflect.Pointer:
+		return describeType(t.Elem())
+	case reflect.Map, reflect.Struct:
 		return "an object"
 	}
 	return t.String()

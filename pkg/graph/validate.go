@@ -44,51 +44,10 @@ const (
 // compiles its expressions into g.
 func validate(g *Graph, scope []*Definition, o *options, p *problems) {
 	def := g.def
-	if strings.TrimSpace(def.Name) == "" {
-		p.top("name", "missing graph name")
-	}
-	if def.MaxIterations < 0 {
-		p.top("maxIterations", "must not be negative, got %d", def.MaxIterations)
-	}
-	if def.Retention != "" {
-		if d, err := time.ParseDuration(def.Retention); err != nil {
-			p.top("retention", "want a duration such as 720h, got %q", def.Retention)
-		} else if d < 0 {
-			p.top("retention", "must not be negative, got %s", def.Retention)
-		}
-	}
-	if len(def.SearchAttributes) > MaxSearchAttributes {
-		p.top("searchAttributes", "at most %d, got %d", MaxSearchAttributes, len(def.SearchAttributes))
-	}
-	for i, a := range def.SearchAttributes {
-		if !idPattern.MatchString(a) {
-			p.top(fmt.Sprintf("searchAttributes[%d]", i), "attribute %q %s", a, idRule)
-		} else if slices.Contains(def.SearchAttributes[:i], a) {
-			p.top(fmt.Sprintf("searchAttributes[%d]", i), "attribute %q given twice", a)
-		}
-	}
-	for _, key := range sortedKeys(def.State.Reducers) {
-		field := "state.reducers." + key
-		if key == "" {
-			p.top("state.reducers", "empty state key")
-		}
-		switch r := def.State.Reducers[key]; r {
-		case Replace, Append, Merge, Sum:
-		default:
-			p.top(field, "unknown reducer %q (want replace, append, merge or sum)", r)
-		}
-	}
-	for _, name := range sortedKeys(def.Graphs) {
-		sub := def.Graphs[name]
-		switch {
-		case !idPattern.MatchString(name):
-			p.top("graphs", "graph name %q %s", name, idRule)
-		case sub == nil:
-			p.top("graphs."+name, "missing graph definition")
-		case sub.Name != name:
-			p.top("graphs."+name, "graph's name %q differs from its key %q", sub.Name, name)
-		}
-	}
+	validateGraphValues(def, p)
+	validateSearchAttributes(def.SearchAttributes, p)
+	validateReducers(def.State.Reducers, p)
+	validateGraphNames(def.Graphs, p)
 	if len(def.Nodes) == 0 {
 		p.top("nodes", "graph has no nodes")
 	}
@@ -106,6 +65,66 @@ func validate(g *Graph, scope []*Definition, o *options, p *problems) {
 	}
 }
 
+func validateGraphValues(def *Definition, p *problems) {
+	if strings.TrimSpace(def.Name) == "" {
+		p.top("name", "missing graph name")
+	}
+	if def.MaxIterations < 0 {
+		p.top("maxIterations", "must not be negative, got %d", def.MaxIterations)
+	}
+	if def.Retention != "" {
+		if d, err := time.ParseDuration(def.Retention); err != nil {
+			p.top("retention", "want a duration such as 720h, got %q", def.Retention)
+		} else if d < 0 {
+			p.top("retention", "must not be negative, got %s", def.Retention)
+		}
+	}
+}
+
+func validateSearchAttributes(attrs []string, p *problems) {
+	if len(attrs) > MaxSearchAttributes {
+		p.top("searchAttributes", "at most %d, got %d", MaxSearchAttributes, len(attrs))
+	}
+	for i, a := range attrs {
+		if !idPattern.MatchString(a) {
+			p.top(fmt.Sprintf("searchAttributes[%d]", i), "attribute %q %s", a, idRule)
+		} else if slices.Contains(attrs[:i], a) {
+			p.top(fmt.Sprintf("searchAttributes[%d]", i), "attribute %q given twice", a)
+		}
+	}
+}
+
+func validateReducers(reducers map[string]Reducer, p *problems) {
+	for _, key := range sortedKeys(reducers) {
+		if key == "" {
+			p.top("state.reducers", "empty state key")
+		}
+		switch r := reducers[key]; r {
+		case Replace, Append, Merge, Sum:
+		default:
+			p.top("state.reducers."+key, "unknown reducer %q (want replace, append, merge or sum)", r)
+		}
+	}
+}
+
+// validateGraphNames checks the names of the nested graphs (their
+// contents are validated on their own).
+func validateGraphNames(graphs map[string]*Definition, p *problems) {
+	for _, name := range sortedKeys(graphs) {
+		sub := graphs[name]
+		switch {
+		case !idPattern.MatchString(name):
+			p.top("graphs", "graph name %q %s", name, idRule)
+		case sub == nil:
+			p.top("graphs."+name, "missing graph definition")
+		case sub.Name != name:
+			p.top("graphs."+name, "graph's name %q differs from its key %q", sub.Name, name)
+		}
+	}
+}
+
+// validateNode checks one node, step by step, and compiles its
+// expressions into g.
 func validateNode(g *Graph, i int, first map[string]int, scope []*Definition, o *options, p *problems) {
 	n := &g.def.Nodes[i]
 	id, prefix := n.ID, ""
@@ -114,6 +133,27 @@ func validateNode(g *Graph, i int, first map[string]int, scope []*Definition, o 
 	}
 	bad := func(field, format string, args ...any) { p.node(id, prefix+field, format, args...) }
 
+	validateNodeID(n, i, first, bad)
+	validateNodeType(n, o, bad)
+	validatePlacement(n, bad)
+	validateNodeValues(n, bad)
+	validateRetry(n.Retry, bad)
+	validateJoin(n, len(g.fwdIn[id]), bad)
+	validateNodeExprs(g, n, o, bad)
+	switch n.Type {
+	case TypeSubgraph:
+		validateSubgraphRef(g.def, n, scope, bad)
+	case TypeRouter:
+		if r := validateRouter(g, n, o, bad); r != nil && id != "" {
+			g.routes[id] = r
+		}
+	}
+	validateExecutorConfig(n, o, bad)
+}
+
+// validateNodeID checks the id and records its first use in first.
+func validateNodeID(n *Node, i int, first map[string]int, bad badFunc) {
+	id := n.ID
 	switch j, dup := first[id]; {
 	case id == "":
 		bad("id", "missing node id")
@@ -128,7 +168,9 @@ func validateNode(g *Graph, i int, first map[string]int, scope []*Definition, o 
 	default:
 		first[id] = i
 	}
+}
 
+func validateNodeType(n *Node, o *options, bad badFunc) {
 	switch {
 	case n.Type == "":
 		bad("type", "missing type")
@@ -136,6 +178,10 @@ func validateNode(g *Graph, i int, first map[string]int, scope []*Definition, o 
 		known := sortedKeys(o.types)
 		bad("type", "unknown type %q (known: %s; %s)", n.Type, strings.Join(known, ", "), o.typeHint)
 	}
+}
+
+// validatePlacement checks where the node runs: its queue and local.
+func validatePlacement(n *Node, bad badFunc) {
 	switch {
 	case !tokenPattern.MatchString(n.Queue):
 		bad("queue", "queue name %q must start with a letter or digit and hold only letters, digits, '_' and '-' (names starting with '_', such as \"_local\", the coordinator's own, are reserved)", n.Queue)
@@ -150,6 +196,11 @@ func validateNode(g *Graph, i int, first map[string]int, scope []*Definition, o 
 			bad("local", "a %s node is always run by the coordinator; it has no worker queue to be forced onto", n.Type)
 		}
 	}
+}
+
+// validateNodeValues checks the node's plain values: bounds, state keys
+// and enumerations.
+func validateNodeValues(n *Node, bad badFunc) {
 	if n.MaxIterations < 0 {
 		bad("maxIterations", "must not be negative, got %d", n.MaxIterations)
 	}
@@ -179,74 +230,72 @@ func validateNode(g *Graph, i int, first map[string]int, scope []*Definition, o 
 	default:
 		bad("checkpoint", "unknown checkpoint %q (want none, before, after or both)", n.Checkpoint)
 	}
-	if r := n.Retry; r != nil {
-		if r.MaxAttempts < 0 {
-			bad("retry.maxAttempts", "must not be negative, got %d", r.MaxAttempts)
-		}
-		if r.BackoffCoefficient < 1 {
-			bad("retry.backoffCoefficient", "must be at least 1, got %g", r.BackoffCoefficient)
-		}
-		if r.Jitter != nil && (*r.Jitter < 0 || *r.Jitter > 1) {
-			bad("retry.jitter", "must be between 0 and 1, got %g", *r.Jitter)
-		}
-		if r.InitialInterval < 0 {
-			bad("retry.initialInterval", "must not be negative")
-		}
-		if r.MaxInterval < 0 {
-			bad("retry.maxInterval", "must not be negative")
-		}
-		if r.InitialInterval > 0 && r.MaxInterval > 0 && r.InitialInterval > r.MaxInterval {
-			bad("retry.maxInterval", "%s is less than initialInterval %s", r.MaxInterval.D(), r.InitialInterval.D())
-		}
-	}
+}
 
-	fwd := len(g.fwdIn[id])
+func validateRetry(r *RetryPolicy, bad badFunc) {
+	if r == nil {
+		return
+	}
+	if r.MaxAttempts < 0 {
+		bad("retry.maxAttempts", "must not be negative, got %d", r.MaxAttempts)
+	}
+	if r.BackoffCoefficient < 1 {
+		bad("retry.backoffCoefficient", "must be at least 1, got %g", r.BackoffCoefficient)
+	}
+	if r.Jitter != nil && (*r.Jitter < 0 || *r.Jitter > 1) {
+		bad("retry.jitter", "must be between 0 and 1, got %g", *r.Jitter)
+	}
+	if r.InitialInterval < 0 {
+		bad("retry.initialInterval", "must not be negative")
+	}
+	if r.MaxInterval < 0 {
+		bad("retry.maxInterval", "must not be negative")
+	}
+	if r.InitialInterval > 0 && r.MaxInterval > 0 && r.InitialInterval > r.MaxInterval {
+		bad("retry.maxInterval", "%s is less than initialInterval %s", r.MaxInterval.D(), r.InitialInterval.D())
+	}
+}
+
+// validateJoin checks the join against fwd, the node's incoming forward
+// edges.
+func validateJoin(n *Node, fwd int, bad badFunc) {
 	switch n.Join.Kind {
 	case JoinAll, JoinAny:
 	case JoinN:
 		switch {
 		case n.Join.N < 1:
 			bad("join", "n-of needs n ≥ 1, got %d", n.Join.N)
-		case n.Join.N > fwd && id != "":
+		case n.Join.N > fwd && n.ID != "":
 			bad("join", "join waits for %d incoming edges but the node has only %d (not counting back edges)", n.Join.N, fwd)
 		}
 	default:
 		bad("join", "unknown join %q (want \"all\", \"any\" or a number)", n.Join.Kind)
 	}
+}
 
+// validateNodeExprs compiles the node's when and map.over into g.
+func validateNodeExprs(g *Graph, n *Node, o *options, bad badFunc) {
 	if n.When != "" {
 		if x, msg := compileExpr(n.When, boolExpr, o); msg != "" {
 			bad("when", "%s", msg)
 		} else {
-			g.when[id] = x
+			g.when[n.ID] = x
 		}
 	}
-	if m := n.Map; m != nil {
-		switch {
-		case strings.TrimSpace(m.Over) == "":
-			bad("map.over", "missing list expression")
-		default:
-			if x, msg := compileExpr(m.Over, listExpr, o); msg != "" {
-				bad("map.over", "%s", msg)
-			} else {
-				g.mapOver[id] = x
-			}
-		}
-		if m.Concurrency < 0 {
-			bad("map.concurrency", "must not be negative, got %d", m.Concurrency)
-		}
+	m := n.Map
+	if m == nil {
+		return
 	}
-
-	if n.Type == TypeSubgraph {
-		validateSubgraphRef(g.def, n, scope, bad)
+	if strings.TrimSpace(m.Over) == "" {
+		bad("map.over", "missing list expression")
+	} else if x, msg := compileExpr(m.Over, listExpr, o); msg != "" {
+		bad("map.over", "%s", msg)
+	} else {
+		g.mapOver[n.ID] = x
 	}
-	if n.Type == TypeRouter {
-		if r := validateRouter(g, n, o, bad); r != nil && id != "" {
-			g.routes[id] = r
-		}
+	if m.Concurrency < 0 {
+		bad("map.concurrency", "must not be negative, got %d", m.Concurrency)
 	}
-	validateBuiltinConfig(n, bad)
-	validateExecutorConfig(n, o, bad)
 }
 
 // router is a router node's compiled config.
@@ -260,21 +309,26 @@ type route struct {
 	action string
 }
 
+// routerConfig is a router node's config.
+type routerConfig struct {
+	Routes []struct {
+		When   string `json:"when"`
+		Action string `json:"action"`
+	} `json:"routes"`
+	Default string `json:"default"`
+}
+
 // validateRouter compiles a router's config: {"routes": [{"when": CEL,
 // "action": NAME}], "default": NAME}, both optional. Every action it names
 // must label an edge leaving the router, so a typo is a load error rather
 // than a run that comes to rest.
-func validateRouter(g *Graph, n *Node, o *options, bad func(field, format string, args ...any)) *router {
+//
+// (Long by its checks, each a line or two, in the config's order.)
+func validateRouter(g *Graph, n *Node, o *options, bad badFunc) *router {
 	if len(n.Config) == 0 {
 		return nil
 	}
-	var cfg struct {
-		Routes []struct {
-			When   string `json:"when"`
-			Action string `json:"action"`
-		} `json:"routes"`
-		Default string `json:"default"`
-	}
+	var cfg routerConfig
 	dec := json.NewDecoder(bytes.NewReader(n.Config))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&cfg); err != nil {
@@ -285,37 +339,32 @@ func validateRouter(g *Graph, n *Node, o *options, bad func(field, format string
 	for _, i := range g.out[n.ID] {
 		labels[g.def.Edges[i].Action] = true
 	}
-	r := &router{def: cfg.Default}
-	ok := true
-	check := func(field, action string) {
+	labelled := func(field, action string) bool {
 		if !labels[action] {
 			bad(field, "action %q labels no edge leaving the router", action)
-			ok = false
+			return false
 		}
+		return true
 	}
+	r := &router{def: cfg.Default}
+	ok := true
 	for k, rt := range cfg.Routes {
 		field := fmt.Sprintf("config.routes[%d]", k)
 		if rt.Action == "" {
 			bad(field+".action", "missing action")
 			ok = false
-		} else {
-			check(field+".action", rt.Action)
-		}
-		if strings.TrimSpace(rt.When) == "" {
-			bad(field+".when", "missing condition")
+		} else if !labelled(field+".action", rt.Action) {
 			ok = false
-			continue
 		}
-		x, msg := compileExpr(rt.When, boolExpr, o)
-		if msg != "" {
-			bad(field+".when", "%s", msg)
+		x := validateRouteWhen(rt.When, field+".when", o, bad)
+		if x == nil {
 			ok = false
 			continue
 		}
 		r.routes = append(r.routes, route{when: x, action: rt.Action})
 	}
-	if cfg.Default != "" {
-		check("config.default", cfg.Default)
+	if cfg.Default != "" && !labelled("config.default", cfg.Default) {
+		ok = false
 	}
 	if !ok {
 		return nil
@@ -323,13 +372,30 @@ func validateRouter(g *Graph, n *Node, o *options, bad func(field, format string
 	return r
 }
 
+// validateRouteWhen compiles a route's condition, or reports why not.
+func validateRouteWhen(when, field string, o *options, bad badFunc) *expr {
+	if strings.TrimSpace(when) == "" {
+		bad(field, "missing condition")
+		return nil
+	}
+	x, msg := compileExpr(when, boolExpr, o)
+	if msg != "" {
+		bad(field, "%s", msg)
+		return nil
+	}
+	return x
+}
+
 // validateSubgraphRef checks that a subgraph node's config names a graph
 // in scope: the node's own graph's Graphs or an enclosing graph's.
-func validateSubgraphRef(def *Definition, n *Node, scope []*Definition, bad func(field, format string, args ...any)) {
+func validateSubgraphRef(def *Definition, n *Node, scope []*Definition, bad badFunc) {
 	var cfg struct {
 		Graph string `json:"graph"`
 	}
-	if len(n.Config) == 0 || json.Unmarshal(n.Config, &cfg) != nil || cfg.Graph == "" {
+	if len(n.Config) > 0 && !isNull(n.Config) && json.Unmarshal(n.Config, &cfg) != nil {
+		return // validateExecutorConfig reports it
+	}
+	if cfg.Graph == "" {
 		bad("config.graph", `subgraph node needs config {"graph": NAME} naming one of the graphs`)
 		return
 	}
@@ -349,6 +415,8 @@ func validateSubgraphRef(def *Definition, n *Node, scope []*Definition, bad func
 
 // validateEdges checks the edges and compiles their conditions. It reports
 // whether every edge's ends are known, which reachability needs.
+//
+// (Its complexity is one check per edge field, in the field's order.)
 func validateEdges(g *Graph, o *options, p *problems) bool {
 	def := g.def
 	g.cond = make([]*expr, len(def.Edges))
@@ -357,26 +425,7 @@ func validateEdges(g *Graph, o *options, p *problems) bool {
 	for i := range def.Edges {
 		e := &def.Edges[i]
 		bad := func(field, format string, args ...any) { p.edge(i, e, field, format, args...) }
-		switch {
-		case e.From == "":
-			bad("from", "missing source node")
-			endsOK = false
-		case e.From == End:
-			bad("from", "no edge can leave END")
-			endsOK = false
-		case !g.known(e.From):
-			bad("from", "unknown node %q", e.From)
-			endsOK = false
-		}
-		switch {
-		case e.To == "":
-			bad("to", "missing target node")
-			endsOK = false
-		case e.To == Start:
-			bad("to", "no edge can enter START")
-			endsOK = false
-		case !g.known(e.To):
-			bad("to", "unknown node %q", e.To)
+		if !validateEnds(g, e, bad) {
 			endsOK = false
 		}
 		if e.From == Start && e.Action != DefaultAction {
@@ -407,6 +456,35 @@ func validateEdges(g *Graph, o *options, p *problems) bool {
 		p.top("edges", "no edge enters END")
 	}
 	return endsOK
+}
+
+// validateEnds checks an edge's source and target, and reports whether
+// both are known.
+func validateEnds(g *Graph, e *Edge, bad badFunc) bool {
+	ok := true
+	switch {
+	case e.From == "":
+		bad("from", "missing source node")
+		ok = false
+	case e.From == End:
+		bad("from", "no edge can leave END")
+		ok = false
+	case !g.known(e.From):
+		bad("from", "unknown node %q", e.From)
+		ok = false
+	}
+	switch {
+	case e.To == "":
+		bad("to", "missing target node")
+		ok = false
+	case e.To == Start:
+		bad("to", "no edge can enter START")
+		ok = false
+	case !g.known(e.To):
+		bad("to", "unknown node %q", e.To)
+		ok = false
+	}
+	return ok
 }
 
 // validateReach reports nodes that no run can activate and nodes from which

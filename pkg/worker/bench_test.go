@@ -31,7 +31,18 @@ func BenchmarkRoundTrip(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	time.Sleep(200 * time.Millisecond) // the worker's first pull request
+	// The worker's first pull request is waiting on its queue.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if c, err := st.JetStream().Consumer(ctx, st.StreamName(), worker.QueueConsumer(worker.DefaultQueue)); err == nil {
+			if ci, err := c.Info(ctx); err == nil && ci.NumWaiting > 0 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("the worker made no pull request")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 
 	run := events.NewRunID()
 	ensureStarted(b, st, run, "n", "noop")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/weft-dev/weft/internal/nodeconfig"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/worker"
 )
@@ -29,27 +30,14 @@ func decodeConfig(in *worker.Input, cfg any) error {
 // milliseconds.
 type Duration time.Duration
 
-// UnmarshalJSON reads "1.5s" or 1500.
+// UnmarshalJSON reads "1.5s" or 1500 (nodeconfig.ParseDuration, the rule
+// graph validation applies too).
 func (d *Duration) UnmarshalJSON(b []byte) error {
-	var v any
-	if err := json.Unmarshal(b, &v); err != nil {
+	x, err := nodeconfig.ParseDuration(b)
+	if err != nil {
 		return err
 	}
-	switch v := v.(type) {
-	case string:
-		x, err := time.ParseDuration(v)
-		if err != nil {
-			return err
-		}
-		*d = Duration(x)
-	case float64:
-		*d = Duration(v * float64(time.Millisecond))
-	default:
-		return fmt.Errorf("duration: want a string like \"100ms\" or milliseconds, got %s", b)
-	}
-	if *d < 0 {
-		return fmt.Errorf("duration %s is negative", b)
-	}
+	*d = Duration(x)
 	return nil
 }
 

@@ -5,7 +5,10 @@
 //
 // Executors read their configuration from the node's "config" in the graph.
 // Unknown configuration fields are refused: a misspelt field fails the node
-// with a non-retryable "ValidationError" rather than being ignored.
+// with a non-retryable "ValidationError" rather than being ignored. Graph
+// validation (package graph; its doc lists the rules) checks the same
+// configs when a graph is loaded, field by field, so that such a graph is
+// refused before a run starts.
 // Durations are Go duration strings ("100ms", "1m30s") or numbers of
 // milliseconds.
 //

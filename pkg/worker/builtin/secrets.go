@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/weft-dev/weft/internal/nodeconfig"
 )
 
 // Secrets resolve the secret references of node configurations. A graph
@@ -24,12 +25,12 @@ type Secrets func(name string) (value string, ok bool)
 // ${secret:API_TOKEN} is WEFT_SECRET_API_TOKEN.
 const SecretEnvPrefix = "WEFT_SECRET_"
 
-// secretName is what a secret may be called: it becomes an environment
-// variable's suffix or a file name, so no path separators and no dots.
-var secretName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
-
-// secretRef matches a reference in a header value.
-var secretRef = regexp.MustCompile(`\$\{secret:([^}]*)\}`)
+// secretName is what a secret may be called, and secretRef matches a
+// reference in a header value (graph validation applies the same rules).
+var (
+	secretName = nodeconfig.SecretName
+	secretRef  = nodeconfig.SecretRef
+)
 
 // SecretsFromEnv reads secret NAME from the variable WEFT_SECRET_NAME
 // through lookup (os.LookupEnv when nil).
@@ -111,7 +112,7 @@ func expandSecrets(v string, secrets Secrets) (string, []string, error) {
 // SensitiveHeaders are the request headers whose values must be secret
 // references and are never shown: a literal value in the graph would be
 // copied into every event of the run.
-var SensitiveHeaders = []string{"Authorization", "Cookie", "Proxy-Authorization"}
+var SensitiveHeaders = nodeconfig.SensitiveHeaders
 
 // CheckHeaders checks a node's request headers as a graph gives them: a
 // sensitive header (SensitiveHeaders, or one listed in extra) must take

@@ -10,6 +10,7 @@ import (
 	"text/template"
 	"text/template/parse"
 
+	"github.com/weft-dev/weft/internal/nodeconfig"
 	"github.com/weft-dev/weft/pkg/worker"
 )
 
@@ -30,8 +31,6 @@ const (
 	DefaultTemplateMaxSource     = 64 << 10
 	DefaultTemplateMaxOutput     = 1 << 20
 	DefaultTemplateMaxIterations = 100_000
-	// maxPrintfWidth caps a printf width or precision.
-	maxPrintfWidth = 1024
 	// maxCachedTemplates caps the cache of parsed templates; past it,
 	// templates are parsed on every use.
 	maxCachedTemplates = 1024
@@ -58,10 +57,6 @@ func (l TemplateLimits) withDefaults() TemplateLimits {
 	return l
 }
 
-// tickFunc is the function the instrumented parse tree calls at the start
-// of every range iteration; a template that names it is refused.
-const tickFunc = "weftRangeTick__"
-
 // templates caches parsed and instrumented templates by text.
 var (
 	templates     sync.Map // name + "\x00" + text → *template.Template
@@ -73,33 +68,22 @@ type limitError struct{ msg string }
 
 func (e *limitError) Error() string { return e.msg }
 
-// parseTemplate parses text and instruments its ranges, or says why not.
+// parseTemplate parses text (by the rules graph validation also applies,
+// package nodeconfig) and instruments its ranges, or says why not.
 func parseTemplate(name, text string) (*template.Template, error) {
 	key := name + "\x00" + text
 	if v, ok := templates.Load(key); ok {
 		return v.(*template.Template), nil
 	}
-	if strings.Contains(text, tickFunc) {
-		return nil, fmt.Errorf("%s is reserved", tickFunc)
-	}
-	funcs := template.FuncMap{
-		tickFunc: func() (string, error) { return "", nil },
-		"printf": boundedSprintf,
-	}
-	t, err := template.New(name).Option("missingkey=error").Funcs(funcs).Parse(text)
+	t, err := nodeconfig.ParseTemplate(name, text)
 	if err != nil {
 		return nil, err
 	}
-	if len(t.Templates()) > 1 {
-		return nil, errors.New("templates may not define others ({{define}}, {{block}})")
-	}
-	tick, err := template.New("tick").Funcs(funcs).Parse("{{" + tickFunc + "}}")
+	tick, err := template.New("tick").Funcs(nodeconfig.Funcs()).Parse("{{" + nodeconfig.TickFunc + "}}")
 	if err != nil {
 		return nil, err
 	}
-	if err := instrument(t.Tree.Root, tick.Tree.Root.Nodes[0]); err != nil {
-		return nil, err
-	}
+	instrument(t.Tree.Root, tick.Tree.Root.Nodes[0])
 	if templateCount.Load() < maxCachedTemplates {
 		if _, loaded := templates.LoadOrStore(key, t); !loaded {
 			templateCount.Add(1)
@@ -108,41 +92,27 @@ func parseTemplate(name, text string) (*template.Template, error) {
 	return t, nil
 }
 
-// instrument puts the tick action first in the body of every range, and
-// refuses calls of other templates.
-func instrument(n parse.Node, tick parse.Node) error {
+// instrument puts the tick action first in the body of every range.
+func instrument(n parse.Node, tick parse.Node) {
 	switch n := n.(type) {
 	case *parse.ListNode:
 		if n == nil {
-			return nil
+			return
 		}
 		for _, c := range n.Nodes {
-			if err := instrument(c, tick); err != nil {
-				return err
-			}
+			instrument(c, tick)
 		}
 	case *parse.RangeNode:
-		if err := instrument(n.List, tick); err != nil {
-			return err
-		}
-		if err := instrument(n.ElseList, tick); err != nil {
-			return err
-		}
+		instrument(n.List, tick)
+		instrument(n.ElseList, tick)
 		n.List.Nodes = append([]parse.Node{tick}, n.List.Nodes...)
 	case *parse.IfNode:
-		if err := instrument(n.List, tick); err != nil {
-			return err
-		}
-		return instrument(n.ElseList, tick)
+		instrument(n.List, tick)
+		instrument(n.ElseList, tick)
 	case *parse.WithNode:
-		if err := instrument(n.List, tick); err != nil {
-			return err
-		}
-		return instrument(n.ElseList, tick)
-	case *parse.TemplateNode:
-		return fmt.Errorf("templates may not call others ({{template %q}})", n.Name)
+		instrument(n.List, tick)
+		instrument(n.ElseList, tick)
 	}
-	return nil
 }
 
 // render executes a template over data within limits and ctx.
@@ -160,7 +130,7 @@ func render(ctx context.Context, in *worker.Input, name, text string, data any, 
 		return "", configError(in, fmt.Sprintf("%s: %v", name, err))
 	}
 	iterations := 0
-	t.Funcs(template.FuncMap{tickFunc: func() (string, error) {
+	t.Funcs(template.FuncMap{nodeconfig.TickFunc: func() (string, error) {
 		iterations++
 		if iterations > l.MaxIterations {
 			return "", &limitError{fmt.Sprintf("more than %d range iterations", l.MaxIterations)}
@@ -201,32 +171,4 @@ func (w *cappedWriter) Write(p []byte) (int, error) {
 		return 0, errOutputLimit
 	}
 	return w.b.Write(p)
-}
-
-// boundedSprintf is printf without widths or precisions large enough to
-// build a huge string from a short template.
-func boundedSprintf(format string, args ...any) (string, error) {
-	for i := 0; i < len(format); i++ {
-		if format[i] != '%' {
-			continue
-		}
-		n := 0
-	verb:
-		for i++; i < len(format); i++ {
-			switch c := format[i]; {
-			case c == '*':
-				return "", errors.New("printf: '*' widths are not allowed in templates")
-			case c >= '0' && c <= '9':
-				n = n*10 + int(c-'0')
-				if n > maxPrintfWidth {
-					return "", fmt.Errorf("printf: widths and precisions are limited to %d", maxPrintfWidth)
-				}
-			case c == '.' || c == '+' || c == '-' || c == '#' || c == ' ' || c == '[' || c == ']':
-				n = 0
-			default:
-				break verb
-			}
-		}
-	}
-	return fmt.Sprintf(format, args...), nil
 }
