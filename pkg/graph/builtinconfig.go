@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	wexpr "github.com/weft-dev/weft/pkg/expr"
+	wexpr "github.com/weft-dev/weft/internal/expr"
 )
 
 // validateBuiltinConfig refuses what a graph must not hold in the config of
