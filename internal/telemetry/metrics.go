@@ -100,14 +100,18 @@ type instruments struct {
 
 var instrumentCache atomic.Pointer[instruments]
 
-// metrics returns the instruments of the installed MeterProvider, or nil
-// when none is installed.
-func metrics() *instruments {
-	mp := otel.GetMeterProvider()
+// metrics returns the instruments of the MeterProvider of ctx (its
+// Providers', else the installed global one), or nil when none is
+// installed.
+func metrics(ctx context.Context) *instruments {
+	mp, cache := otel.GetMeterProvider(), &instrumentCache
+	if p := providersOf(ctx); p != nil && p.mp != nil {
+		mp, cache = p.mp, &p.instruments
+	}
 	if mp == defaultMeterProvider {
 		return nil
 	}
-	if in := instrumentCache.Load(); in != nil && in.mp == mp {
+	if in := cache.Load(); in != nil && in.mp == mp {
 		return in
 	}
 	m := mp.Meter(ScopeName, metric.WithSchemaURL(semconv.SchemaURL))
@@ -129,7 +133,7 @@ func metrics() *instruments {
 	in.decisions, _ = m.Int64Counter(MetricDecisions, metric.WithUnit("{decision}"), metric.WithDescription("Decisions appended by coordinators."))
 	in.conflicts, _ = m.Int64Counter(MetricConflicts, metric.WithUnit("{conflict}"), metric.WithDescription("Decisions refused for a concurrent one."))
 	in.redeliveries, _ = m.Int64Counter(MetricRedeliveries, metric.WithUnit("{message}"), metric.WithDescription("Messages delivered again."))
-	instrumentCache.Store(in)
+	cache.Store(in)
 	return in
 }
 
@@ -137,7 +141,7 @@ func metrics() *instruments {
 // failure. outcome is one of the Outcome constants; failureType is empty
 // unless it failed.
 func NodeFinished(ctx context.Context, nodeType, outcome, failureType string, d time.Duration) {
-	in := metrics()
+	in := metrics(ctx)
 	if in == nil {
 		return
 	}
@@ -149,7 +153,7 @@ func NodeFinished(ctx context.Context, nodeType, outcome, failureType string, d 
 
 // QueueWait records the time a node-ready event waited for a worker.
 func QueueWait(ctx context.Context, queue, nodeType string, d time.Duration) {
-	in := metrics()
+	in := metrics(ctx)
 	if in == nil {
 		return
 	}
@@ -158,7 +162,7 @@ func QueueWait(ctx context.Context, queue, nodeType string, d time.Duration) {
 
 // RetriesScheduled counts n retries scheduled in a run of a graph.
 func RetriesScheduled(ctx context.Context, graphName string, n int) {
-	in := metrics()
+	in := metrics(ctx)
 	if in == nil || n == 0 {
 		return
 	}
@@ -167,7 +171,7 @@ func RetriesScheduled(ctx context.Context, graphName string, n int) {
 
 // RunStarted counts a run that started.
 func RunStarted(ctx context.Context, graphName string) {
-	in := metrics()
+	in := metrics(ctx)
 	if in == nil {
 		return
 	}
@@ -179,7 +183,7 @@ func RunStarted(ctx context.Context, graphName string) {
 // RunEnded counts a run that ended with status "completed", "failed" or
 // "cancelled".
 func RunEnded(ctx context.Context, graphName, status string) {
-	in := metrics()
+	in := metrics(ctx)
 	if in == nil {
 		return
 	}
@@ -195,7 +199,7 @@ func RunEnded(ctx context.Context, graphName, status string) {
 // lag is called at each collection and reports the events not yet handled,
 // or false when it cannot tell. The returned function unregisters it.
 func ObserveLag(consumer string, lag func(context.Context) (int64, bool)) (unregister func()) {
-	in := metrics()
+	in := metrics(context.Background())
 	if in == nil {
 		return func() {}
 	}
@@ -219,14 +223,14 @@ func ObserveLag(consumer string, lag func(context.Context) (int64, bool)) (unreg
 
 // Decided counts one decision of type typ appended.
 func Decided(ctx context.Context, typ string) {
-	if in := metrics(); in != nil {
+	if in := metrics(ctx); in != nil {
 		in.decisions.Add(ctx, 1, metric.WithAttributes(AttrEventType.String(typ)))
 	}
 }
 
 // Conflict counts a decision the log refused for a concurrent one.
 func Conflict(ctx context.Context) {
-	if in := metrics(); in != nil {
+	if in := metrics(ctx); in != nil {
 		in.conflicts.Add(ctx, 1)
 	}
 }
@@ -234,7 +238,7 @@ func Conflict(ctx context.Context) {
 // Redelivered counts a message delivered again to a component
 // ("coordinator", "worker").
 func Redelivered(ctx context.Context, component string) {
-	if in := metrics(); in != nil {
+	if in := metrics(ctx); in != nil {
 		in.redeliveries.Add(ctx, 1, metric.WithAttributes(AttrComponent.String(component)))
 	}
 }
@@ -250,7 +254,7 @@ type QueueStat struct {
 // called at each collection and reports the queues it can tell about.
 // The returned function unregisters them.
 func ObserveQueues(stats func(context.Context) []QueueStat) (unregister func()) {
-	in := metrics()
+	in := metrics(context.Background())
 	if in == nil {
 		return func() {}
 	}
@@ -286,7 +290,7 @@ const (
 // only on its first increment hides its rate): the redeliveries of
 // component, and for coordinators the conflicts.
 func Announce(ctx context.Context, component string) {
-	in := metrics()
+	in := metrics(ctx)
 	if in == nil {
 		return
 	}

@@ -41,7 +41,7 @@ func StartControl(ctx context.Context, runStarted *events.Event, name, runID, su
 	if sc := SpanContextOf(runStarted); sc.IsValid() {
 		ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
 	}
-	t, ok := tracer()
+	t, ok := tracer(ctx)
 	if !ok {
 		return ctx, noSpan
 	}
@@ -67,7 +67,7 @@ func StartControl(ctx context.Context, runStarted *events.Event, name, runID, su
 // how long the run took and what happened within. status is the run's end
 // status ("completed", "failed", "cancelled").
 func RecordLifetime(ctx context.Context, root trace.SpanContext, runID, graphName, status string, start, end time.Time) {
-	t, ok := tracer()
+	t, ok := tracer(ctx)
 	if !ok || !root.IsValid() || start.IsZero() {
 		return
 	}
@@ -90,7 +90,7 @@ func RecordLifetime(ctx context.Context, root trace.SpanContext, runID, graphNam
 // up), under the decision that made the item (ctx holds the ready event's
 // context, see StartNode's parent).
 func RecordWait(ctx context.Context, ready *events.Event, queue string, took time.Time) {
-	t, ok := tracer()
+	t, ok := tracer(ctx)
 	if !ok {
 		return
 	}

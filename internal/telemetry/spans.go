@@ -57,18 +57,21 @@ type cachedTracer struct {
 
 var tracerCache atomic.Pointer[cachedTracer]
 
-// tracer returns Weft's tracer of the installed provider, or false when
-// none is installed.
-func tracer() (trace.Tracer, bool) {
-	tp := otel.GetTracerProvider()
+// tracer returns Weft's tracer of the provider of ctx (its Providers',
+// else the installed global one), or false when none is installed.
+func tracer(ctx context.Context) (trace.Tracer, bool) {
+	tp, cache := otel.GetTracerProvider(), &tracerCache
+	if p := providersOf(ctx); p != nil && p.tp != nil {
+		tp, cache = p.tp, &p.tracer
+	}
 	if tp == defaultTracerProvider {
 		return nil, false
 	}
-	if c := tracerCache.Load(); c != nil && c.tp == tp {
+	if c := cache.Load(); c != nil && c.tp == tp {
 		return c.t, true
 	}
 	t := tp.Tracer(ScopeName, trace.WithSchemaURL(semconv.SchemaURL))
-	tracerCache.Store(&cachedTracer{tp: tp, t: t})
+	cache.Store(&cachedTracer{tp: tp, t: t})
 	return t, true
 }
 
@@ -87,7 +90,7 @@ func EventName(t events.Type) string {
 // (Inject). With tracing off it returns ctx as it is, so that a caller's
 // own span context still reaches the event, and a span that does nothing.
 func StartRun(ctx context.Context, runID, graphName, subject string, links ...trace.Link) (context.Context, trace.Span) {
-	t, ok := tracer()
+	t, ok := tracer(ctx)
 	if !ok {
 		return ctx, noSpan
 	}
@@ -111,7 +114,7 @@ func StartRun(ctx context.Context, runID, graphName, subject string, links ...tr
 // handling it carries the run's trace on.
 func StartProcess(ctx context.Context, e *events.Event, subject, consumer string) (context.Context, trace.Span) {
 	ctx = Extract(ctx, e)
-	t, ok := tracer()
+	t, ok := tracer(ctx)
 	if !ok {
 		return ctx, noSpan
 	}
@@ -137,7 +140,7 @@ func StartProcess(ctx context.Context, e *events.Event, subject, consumer string
 // decisions to a run, links it to the causes given (the trace contexts of
 // the events a join waited for), and injects its context into the events.
 func StartDecisions(ctx context.Context, runID string, evs []*events.Event, causes []trace.SpanContext) (context.Context, trace.Span) {
-	t, ok := tracer()
+	t, ok := tracer(ctx)
 	if !ok {
 		Inject(ctx, evs...)
 		return ctx, noSpan
@@ -185,7 +188,7 @@ type Node struct {
 // attempt appends carry its own (Inject).
 func StartNode(ctx context.Context, ready *events.Event, subject string, n Node) (context.Context, trace.Span) {
 	ctx = Extract(ctx, ready)
-	t, ok := tracer()
+	t, ok := tracer(ctx)
 	if !ok {
 		return ctx, noSpan
 	}

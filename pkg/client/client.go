@@ -9,7 +9,9 @@ import (
 	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/weft-dev/weft/internal/telemetry"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/runs"
 )
@@ -28,6 +30,11 @@ type Client struct {
 	// says the default was looked for and is missing.
 	arch        runs.Archive
 	archChecked bool
+
+	// providers carries WithTracerProvider's provider into the telemetry
+	// helpers (nil: the OpenTelemetry global).
+	tracerProvider trace.TracerProvider
+	providers      *telemetry.Providers
 }
 
 // Option configures a Client.
@@ -45,6 +52,16 @@ func WithIdentity(name string) Option { return func(c *Client) { c.identity = na
 // when it exists).
 func WithArchive(a runs.Archive) Option { return func(c *Client) { c.arch = a } }
 
+// WithTracerProvider sets the OpenTelemetry TracerProvider of the client's
+// spans, those of starting, forking, signalling and cancelling runs
+// (default the global one, otel.GetTracerProvider(), read when each span
+// starts). The events the client writes carry the trace context either
+// way. The client records no metrics of its own (the coordinators count
+// runs), so it has no MeterProvider option.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(c *Client) { c.tracerProvider = tp }
+}
+
 // New returns a client over store.
 func New(store events.Store, opts ...Option) *Client {
 	c := &Client{store: store}
@@ -57,6 +74,7 @@ func New(store events.Store, opts ...Option) *Client {
 	if c.identity == "" {
 		c.identity = defaultIdentity()
 	}
+	c.providers = telemetry.NewProviders(c.tracerProvider, nil)
 	return c
 }
 

@@ -98,6 +98,7 @@ func (c *Client) Signal(ctx context.Context, runID, node string, data any, opts 
 		return err
 	}
 	// The signal joins the run's trace, under a span of its own.
+	ctx = telemetry.WithProviders(ctx, c.providers)
 	ctx, span := telemetry.StartControl(ctx, history[0], telemetry.SpanSignal+" "+node, runID, ev.Subject(), telemetry.AttrSignalNode.String(node))
 	defer span.End()
 	telemetry.Inject(ctx, ev)
@@ -160,6 +161,7 @@ func (c *Client) Cancel(ctx context.Context, runID, reason string) error {
 		return err
 	}
 	// The request joins the run's trace, under a span of its own.
+	ctx = telemetry.WithProviders(ctx, c.providers)
 	ctx, span := telemetry.StartControl(ctx, history[0], telemetry.SpanCancel, runID, ev.Subject())
 	defer span.End()
 	telemetry.Inject(ctx, ev)

@@ -198,6 +198,7 @@ func (c *Client) fork(ctx context.Context, runID string, evs []*events.Event, po
 	if sc := telemetry.SpanContextOf(evs[0]); sc.IsValid() {
 		links = append(links, trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{telemetry.AttrForkOf.String(runID)}})
 	}
+	ctx = telemetry.WithProviders(ctx, c.providers)
 	ctx, span := telemetry.StartRun(ctx, newID, g.Definition().Name, ev.Subject(), links...)
 	defer span.End()
 	telemetry.Inject(ctx, ev)

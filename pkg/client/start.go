@@ -91,6 +91,7 @@ func (c *Client) Start(ctx context.Context, g *graph.Graph, opts ...StartOption)
 	if err != nil {
 		return "", err
 	}
+	ctx = telemetry.WithProviders(ctx, c.providers)
 	ctx, span := telemetry.StartRun(ctx, runID, g.Definition().Name, ev.Subject())
 	defer span.End()
 	telemetry.Inject(ctx, ev)

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
+	wexpr "github.com/weft-dev/weft/internal/expr"
 	"github.com/weft-dev/weft/internal/nodeconfig"
-	wexpr "github.com/weft-dev/weft/pkg/expr"
 )
 
 // The configs of the built-in node types, field for field as their

@@ -6,7 +6,7 @@ import (
 	"reflect"
 	"strings"
 
-	wexpr "github.com/weft-dev/weft/pkg/expr"
+	wexpr "github.com/weft-dev/weft/internal/expr"
 )
 
 // Env is what expressions see. Its values are plain JSON-decoded Go values:
@@ -34,7 +34,8 @@ type ConditionFunc interface {
 // funcPrefix marks a condition resolved by a registered Go function.
 const funcPrefix = "func:"
 
-// DefaultCostLimit bounds the work of one evaluation (see package expr).
+// DefaultCostLimit bounds the work of one expression evaluation, in CEL cost
+// units: a few operations per item over lists of tens of thousands of items.
 const DefaultCostLimit = wexpr.DefaultCostLimit
 
 // condFn is a Go condition in its general form.

@@ -147,6 +147,11 @@
 // live worker serves stays in its queue, as node status "ready", until one
 // comes.
 //
+// Each delivery of a node runs under an OpenTelemetry span, and node
+// durations, queue waits and failures are counted; WithTracerProvider and
+// WithMeterProvider choose the providers (default the OpenTelemetry
+// globals).
+//
 // Package builtin holds the executors the nodeworker daemon registers
 // (echo, noop, sleep, fail, http, transform, llm).
 package worker

@@ -9,6 +9,9 @@ import (
 	"strconv"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/weft-dev/weft/pkg/events"
 )
 
@@ -39,6 +42,9 @@ type options struct {
 	perQueue map[string]int  // WithQueueConcurrency
 	announce time.Duration   // announce.go; 0: DefaultAnnounceInterval, <0: off
 	schemas  *schemaCache    // schema.go; nil: the shared cache, no loading
+
+	tracerProvider trace.TracerProvider // nil: the OpenTelemetry global
+	meterProvider  metric.MeterProvider // nil: the OpenTelemetry global
 }
 
 // WithQueues sets the task queues the worker pulls from (default "default").
@@ -68,6 +74,20 @@ func WithName(name string) Option { return func(o *options) { o.name = name } }
 
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// WithTracerProvider sets the OpenTelemetry TracerProvider the worker's
+// spans go to (default the global one, otel.GetTracerProvider(), read when
+// each span starts). With none installed, no span is recorded and the
+// node-ready event's trace context is passed on as it is.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(o *options) { o.tracerProvider = tp }
+}
+
+// WithMeterProvider sets the OpenTelemetry MeterProvider the worker's
+// metrics go to (default the global one, otel.GetMeterProvider()).
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return func(o *options) { o.meterProvider = mp }
+}
 
 // WithAckWait sets the AckWait of the queue consumers this worker creates:
 // how long a work item whose worker stopped heartbeating waits before it is

@@ -43,7 +43,7 @@ func (w *Worker) startNode(ctx context.Context, q *queue, it *item, ready *event
 	}
 	took := time.Now()
 	if it.delivery == 1 {
-		if telemetry.MetricsEnabled() {
+		if telemetry.MetricsEnabledIn(ctx) {
 			telemetry.QueueWait(ctx, q.name, r.Type, took.Sub(ready.Time))
 		}
 		telemetry.RecordWait(ctx, ready, q.name, took)
@@ -58,7 +58,7 @@ func (it *item) traceOutcome(ctx context.Context, ev *events.Event) {
 	telemetry.Inject(ctx, ev)
 	span := it.tel.span
 	recording := span != nil && span.IsRecording()
-	if !recording && !telemetry.MetricsEnabled() {
+	if !recording && !telemetry.MetricsEnabledIn(ctx) {
 		return
 	}
 	outcome, failure, msg := telemetry.OutcomeSucceeded, "", ""

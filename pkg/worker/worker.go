@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/setup"
+	"github.com/weft-dev/weft/internal/telemetry"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
@@ -26,6 +27,9 @@ type Worker struct {
 	log    *slog.Logger
 	cancel *cancelRegistry
 	runs   *runReader // runinfo.go
+	// providers are the OpenTelemetry providers of WithTracerProvider and
+	// WithMeterProvider, carried in Run's context; nil: the globals.
+	providers *telemetry.Providers
 
 	mu       sync.RWMutex
 	handlers map[string]Node
@@ -92,6 +96,7 @@ func New(store events.Store, opts ...Option) (*Worker, error) {
 		runs:     newRunReader(store),
 		handlers: map[string]Node{},
 
+		providers:    telemetry.NewProviders(o.tracerProvider, o.meterProvider),
 		unknownDelay: unknownTypeDelay,
 		staleAfter:   staleAfter,
 	}, nil
@@ -150,6 +155,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	if !w.running.CompareAndSwap(false, true) {
 		return ErrAlreadyRunning
 	}
+	ctx = telemetry.WithProviders(ctx, w.providers)
 	nc := w.js.Conn()
 	sub, err := nc.Subscribe(events.KindFilter(events.RunCancelRequested), w.cancel.onRequest)
 	if err != nil {

@@ -59,7 +59,7 @@
 //	template output            1 MiB    TemplateLimits.MaxOutput (-template-max-output)     TemplateLimit
 //	template range iterations  100000   TemplateLimits.MaxIterations (-template-max-iterations) TemplateLimit
 //	template printf width      1024     fixed                                               ValidationError
-//	transform expression cost  1000000  fixed (pkg/expr cost units)                         EvaluationError
+//	transform expression cost  1000000  fixed (internal/expr cost units)                    EvaluationError
 //
 // Templates (the llm prompt and system message, Go text/template over
 // {"state", "local", "invocation"}) cannot be interrupted once they run, so
@@ -68,7 +68,7 @@
 // context, so the node's timeout also stops a template; output past its cap
 // aborts execution; printf refuses '*' and widths or precisions over 1024;
 // {{define}}, {{block}} and {{template}} are refused (no recursion).
-// Transform's CEL expressions have a cost limit (package expr) and stop
+// Transform's CEL expressions have a cost limit (CEL cost units) and stop
 // when the node's context ends.
 package builtin
 

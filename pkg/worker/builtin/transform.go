@@ -6,8 +6,8 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/weft-dev/weft/internal/expr"
 	"github.com/weft-dev/weft/pkg/events"
-	"github.com/weft-dev/weft/pkg/expr"
 	"github.com/weft-dev/weft/pkg/worker"
 )
 
