@@ -61,7 +61,7 @@ func startDev(t *testing.T) string {
 	var stdout, stderr syncBuffer
 	done := make(chan int)
 	go func() {
-		done <- cli.Main(ctx, []string{"dev", "-port", "-1", "-data", dir, "-queues", "default,cpu"}, nil, &stdout, &stderr)
+		done <- cli.Main(ctx, []string{"dev", "-port", "-1", "-data", dir, "-queues", "default,cpu", "-ui", "127.0.0.1:0"}, nil, &stdout, &stderr)
 	}()
 	t.Cleanup(func() {
 		cancel()
