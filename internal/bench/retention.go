@@ -20,10 +20,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/runs"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/projection"
-	"github.com/weft-dev/weft/pkg/runs"
 )
 
 // runRetention measures the log at scale (issue 13): a nats-server

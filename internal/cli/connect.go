@@ -12,9 +12,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/natsconn"
+	"github.com/weft-dev/weft/internal/runs"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
-	"github.com/weft-dev/weft/pkg/runs"
 )
 
 // natsFlags registers the connection flags on fs.

@@ -9,10 +9,10 @@ import (
 	"strconv"
 	"time"
 
+	wruns "github.com/weft-dev/weft/internal/runs"
 	"github.com/weft-dev/weft/internal/telemetry"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/projection"
-	wruns "github.com/weft-dev/weft/pkg/runs"
 )
 
 var cmdStatus = &command{

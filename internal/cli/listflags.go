@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weft-dev/weft/internal/runs"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/projection"
-	"github.com/weft-dev/weft/pkg/runs"
 )
 
 // listFlagSet holds the filters of 'weft list'.

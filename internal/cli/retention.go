@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/natsconn"
+	"github.com/weft-dev/weft/internal/runs"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
-	"github.com/weft-dev/weft/pkg/runs"
 )
 
 // Commands of the log's lifecycle: terminate and delete a run, rebuild the

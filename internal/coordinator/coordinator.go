@@ -177,9 +177,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/logattr"
+	"github.com/weft-dev/weft/internal/runs"
 	"github.com/weft-dev/weft/internal/setup"
 	"github.com/weft-dev/weft/pkg/events"
-	"github.com/weft-dev/weft/pkg/runs"
 	"github.com/weft-dev/weft/pkg/worker"
 )
 

@@ -25,7 +25,7 @@ import (
 
 // WithLocalNode registers node as the local executor of node type typ:
 // nodes of that type run inside the coordinator (unless a graph forces
-// them onto a queue, see graph.Graph.IsLocal), through the same contract
+// them onto a queue, see graphrt.Evaluator.IsLocal), through the same contract
 // as on a worker (pkg/worker). The built-in transform is local by default;
 // WithLocalNode("transform", nil) makes it a worker's again. A local node
 // must be deterministic and idempotent and must honour its context: it

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/logattr"
+	"github.com/weft-dev/weft/internal/runs"
 	"github.com/weft-dev/weft/pkg/events"
-	"github.com/weft-dev/weft/pkg/runs"
 )
 
 // The read model of runs (package runs) is kept by the coordinator that

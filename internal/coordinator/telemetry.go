@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/weft-dev/weft/internal/graphrt"
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/telemetry"
 	"github.com/weft-dev/weft/pkg/events"
@@ -177,7 +178,7 @@ func joinCauses(g *graph.Graph, ent *runEntry, evs []*events.Event) []trace.Span
 		if e.Type != events.NodeReady {
 			continue
 		}
-		in := g.ForwardIncoming(e.NodeID)
+		in := graphrt.Of(g).ForwardIncoming(e.NodeID)
 		if len(in) < 2 {
 			continue
 		}

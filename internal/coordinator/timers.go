@@ -3,10 +3,13 @@ package coordinator
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/weft-dev/weft/internal/engine"
 	"github.com/weft-dev/weft/internal/telemetry"
+	"github.com/weft-dev/weft/pkg/projection"
 )
 
 // Durable timers are correct by construction:
@@ -51,7 +54,7 @@ func (c *Coordinator) syncTimers(ctx context.Context, ent *runEntry) error {
 		}
 		return nil
 	}
-	for _, t := range s.PendingTimers() {
+	for _, t := range pendingTimers(s) {
 		if at, ok := ent.armed[t.ID]; ok && at.Equal(t.At) {
 			continue
 		}
@@ -74,4 +77,26 @@ func (c *Coordinator) syncTimers(ctx context.Context, ent *runEntry) error {
 		}
 	}
 	return nil
+}
+
+// timerRef is a pending timer with its id.
+type timerRef struct {
+	ID string
+	projection.Timer
+}
+
+// pendingTimers lists s's pending timers, by time then id: what a
+// coordinator loading the run re-arms.
+func pendingTimers(s *projection.State) []timerRef {
+	out := make([]timerRef, 0, len(s.Timers))
+	for id, t := range s.Timers {
+		out = append(out, timerRef{ID: id, Timer: t})
+	}
+	slices.SortFunc(out, func(a, b timerRef) int {
+		if c := a.At.Compare(b.At); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return out
 }

@@ -35,10 +35,10 @@ import (
 	"github.com/weft-dev/weft/internal/cmdmain"
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/natsconn"
+	"github.com/weft-dev/weft/internal/runs"
 	"github.com/weft-dev/weft/internal/setup"
 	"github.com/weft-dev/weft/internal/telemetry"
 	"github.com/weft-dev/weft/pkg/events"
-	"github.com/weft-dev/weft/pkg/runs"
 )
 
 // ErrUsage is wrapped by errors about the command line and configuration;

@@ -6,13 +6,14 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/weft-dev/weft/internal/graphrt"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/projection"
 )
 
-func (d *decider) env(ns *projection.NodeState) graph.Env {
-	env := graph.Env{State: d.s.VarsMap(), Invocation: d.s.InvocationMap()}
+func (d *decider) env(ns *projection.NodeState) graphrt.Env {
+	env := graphrt.Env{State: d.s.VarsMap(), Invocation: d.s.InvocationMap()}
 	if ns != nil {
 		env.Output = decode(ns.Output)
 		env.Local = decode(ns.Local)
@@ -37,9 +38,9 @@ func (d *decider) startRouted() bool { return d.s.EntryRouted }
 func (d *decider) routeStart() {
 	env := d.env(nil)
 	var sigs []events.Signal
-	for _, i := range d.g.Outgoing(graph.Start) {
+	for _, i := range d.ev.Outgoing(graph.Start) {
 		e := d.g.Edge(i)
-		taken, err := d.g.EdgeTaken(i, graph.DefaultAction, env)
+		taken, err := d.ev.EdgeTaken(i, graph.DefaultAction, env)
 		if err != nil {
 			d.failRun(conditionFailure(i, e, err), "")
 			return
@@ -62,9 +63,9 @@ func (d *decider) route(n *graph.Node, ns *projection.NodeState) {
 		actions = []events.Action{{Name: graph.DefaultAction}}
 	}
 	var sigs []events.Signal
-	for _, i := range d.g.Outgoing(n.ID) {
+	for _, i := range d.ev.Outgoing(n.ID) {
 		e := d.g.Edge(i)
-		sig := events.Signal{Edge: i, To: e.To, Back: d.g.IsBackEdge(i)}
+		sig := events.Signal{Edge: i, To: e.To, Back: d.ev.IsBackEdge(i)}
 		switch ns.Status {
 		case projection.NodeSucceeded:
 			if e.Timeout {
@@ -75,7 +76,7 @@ func (d *decider) route(n *graph.Node, ns *projection.NodeState) {
 				if len(a.Data) > 0 {
 					aenv.Local = decode(a.Data)
 				}
-				taken, err := d.g.EdgeTaken(i, a.Name, aenv)
+				taken, err := d.ev.EdgeTaken(i, a.Name, aenv)
 				if err != nil {
 					d.failRun(conditionFailure(i, e, err), n.ID)
 					return
@@ -109,7 +110,7 @@ func (d *decider) join(n *graph.Node) bool {
 			return true
 		}
 	}
-	fwd := d.g.ForwardIncoming(n.ID)
+	fwd := d.ev.ForwardIncoming(n.ID)
 	heads := map[int]events.Signal{}
 	var order []int
 	for _, sig := range q {
@@ -180,7 +181,7 @@ func (d *decider) activate(n *graph.Node, consumed, owed []int, local json.RawMe
 	if ns := d.s.Nodes[n.ID]; ns != nil {
 		iter = ns.Iteration + 1
 	}
-	if limit := d.g.MaxIterations(n.ID); iter > limit {
+	if limit := d.ev.MaxIterations(n.ID); iter > limit {
 		d.failRun(events.Failure{Type: events.FailureIterationCap, Message: fmt.Sprintf("node %q reached its iteration cap of %d", n.ID, limit)}, n.ID)
 		return
 	}
@@ -195,7 +196,7 @@ func (d *decider) activate(n *graph.Node, consumed, owed []int, local json.RawMe
 	pred := d.predOutput(n.ID, consumed)
 	env := d.env(nil)
 	env.Local, env.Output = decode(local), decode(pred)
-	ok, err := d.g.ShouldExecute(n.ID, env)
+	ok, err := d.ev.ShouldExecute(n.ID, env)
 	if err != nil {
 		d.failRun(events.Failure{Type: events.FailureCondition, Message: fmt.Sprintf("node %q: when: %v", n.ID, err)}, n.ID)
 		return
@@ -210,7 +211,7 @@ func (d *decider) activate(n *graph.Node, consumed, owed []int, local json.RawMe
 	}
 	switch {
 	case n.Map != nil:
-		items, err := d.g.MapItems(n.ID, env)
+		items, err := d.ev.MapItems(n.ID, env)
 		if err != nil {
 			d.failRun(events.Failure{Type: events.FailureCondition, Message: fmt.Sprintf("node %q: map.over: %v", n.ID, err)}, n.ID)
 			return
@@ -220,7 +221,7 @@ func (d *decider) activate(n *graph.Node, consumed, owed []int, local json.RawMe
 		}
 		wait(&events.NodeWaitingData{For: "map", Items: mustJSON(items)})
 	case n.Type == graph.TypeRouter:
-		names, err := d.g.RouterActions(n.ID, env)
+		names, err := d.ev.RouterActions(n.ID, env)
 		if err != nil {
 			d.failRun(events.Failure{Type: events.FailureCondition, Message: fmt.Sprintf("router %q: %v", n.ID, err)}, n.ID)
 			return
@@ -342,7 +343,7 @@ func (d *decider) readyWith(n *graph.Node, ref events.NodeRef, attempt int, loca
 	}
 	queue := n.Queue
 	switch {
-	case d.g.IsLocal(n.ID):
+	case d.ev.IsLocal(n.ID):
 		queue = events.LocalQueue // the coordinator runs it
 	case queue == "":
 		queue = graph.DefaultQueue

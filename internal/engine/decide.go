@@ -35,7 +35,7 @@
 //     without END reached the run fails, naming the joins that wait.
 //   - Cancelling a run, or its failure, cancels the child runs its
 //     subgraph nodes wait for.
-//   - A local node (graph.Graph.IsLocal) is readied like any other, with
+//   - A local node (graphrt.Evaluator.IsLocal) is readied like any other, with
 //     events.LocalQueue as its queue: the coordinator runs it and records
 //     its outcome; retries, timeouts and fallbacks are the same.
 //     Routers are decided here directly (NodeWaiting, then the router's
@@ -47,6 +47,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/weft-dev/weft/internal/graphrt"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -88,6 +89,7 @@ const maxSteps = 100000
 
 type decider struct {
 	g   *graph.Graph
+	ev  graphrt.Evaluator // g's evaluation: edges, whens, routers, maps
 	s   *projection.State
 	now time.Time
 	out Decision
@@ -101,7 +103,7 @@ type decider struct {
 // the log; on an error from appending the decision, throw s away and fold
 // the run again.
 func Decide(g *graph.Graph, s *projection.State, now time.Time) Decision {
-	d := &decider{g: g, s: s, now: now.UTC()}
+	d := &decider{g: g, ev: graphrt.Of(g), s: s, now: now.UTC()}
 	d.run()
 	d.flushRoutes()
 	return d.out

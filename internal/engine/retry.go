@@ -113,7 +113,7 @@ func (d *decider) onFailure(n *graph.Node, ns *projection.NodeState, item *int) 
 }
 
 func (d *decider) hasTimeoutEdge(node string) bool {
-	for _, i := range d.g.Outgoing(node) {
+	for _, i := range d.ev.Outgoing(node) {
 		if d.g.Edge(i).Timeout {
 			return true
 		}

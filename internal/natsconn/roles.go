@@ -41,7 +41,7 @@ const (
 	workersBucket   = "weft-workers"
 	snapshotsBucket = "weft-snapshots"
 	leasesBucket    = "weft-coordinators"
-	// pkg/runs: the read model of runs, and the archive of removed runs
+	// internal/runs: the read model of runs, and the archive of removed runs
 	// (an Object Store bucket).
 	runsBucket    = "weft-runs"
 	archiveBucket = "weft-archive"
@@ -180,7 +180,7 @@ func (d Deployment) User(r Role, q string) User {
 		// is): the leases bucket's stream information, nothing more.
 		api + "STREAM.INFO.KV_" + leasesBucket,
 	}
-	// The read model of runs (pkg/runs), read: stream info with subject
+	// The read model of runs (internal/runs), read: stream info with subject
 	// filters (the keys of one status), gets, and KV watchers; and the
 	// archive of removed runs, read (an object is a meta get and an
 	// ordered consumer of its chunks).

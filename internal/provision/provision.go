@@ -20,8 +20,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/coordinator"
+	"github.com/weft-dev/weft/internal/runs"
 	"github.com/weft-dev/weft/pkg/events"
-	"github.com/weft-dev/weft/pkg/runs"
 	"github.com/weft-dev/weft/pkg/worker"
 )
 

@@ -8,7 +8,7 @@ import (
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/internal/provision"
-	"github.com/weft-dev/weft/pkg/runs"
+	"github.com/weft-dev/weft/internal/runs"
 	"github.com/weft-dev/weft/pkg/worker"
 )
 

@@ -9,10 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/weft-dev/weft/internal/runs"
 	"github.com/weft-dev/weft/internal/ui"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
-	"github.com/weft-dev/weft/pkg/runs"
 )
 
 type runList struct {

@@ -2,7 +2,7 @@
 // binary from dist (built from web/ by 'make ui'), and the JSON API they
 // call, described in API.md. The browser never talks to NATS: every answer
 // is read from the log through pkg/client, from the read model of runs
-// (pkg/runs) and from the workers' announcements, and live pages are fed by
+// (internal/runs) and from the workers' announcements, and live pages are fed by
 // server-sent events from a KV watch of the read model (the run list) and
 // from a JetStream ordered consumer over one run's subjects (a run's
 // events, client.Follow).

@@ -11,11 +11,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/runs"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/projection"
-	"github.com/weft-dev/weft/pkg/runs"
 )
 
 // apiError is an answer's error: its status, message and the parameter or

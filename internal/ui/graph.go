@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 
+	"github.com/weft-dev/weft/internal/graphrt"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/projection"
 )
@@ -59,17 +60,18 @@ func graphViewOf(g *graph.Graph) *graphView {
 		Nodes: []graphNode{{ID: graph.Start, Type: typeStart, Label: graph.Start}},
 		Edges: make([]graphEdge, 0, len(def.Edges)),
 	}
+	ev := graphrt.Of(g)
 	for _, n := range def.Nodes {
 		label := n.Name
 		if label == "" {
 			label = n.ID
 		}
-		local := g.IsLocal(n.ID) || n.Type == graph.TypeRouter || n.Type == graph.TypeHuman || n.Type == graph.TypeSubgraph
+		local := ev.IsLocal(n.ID) || n.Type == graph.TypeRouter || n.Type == graph.TypeHuman || n.Type == graph.TypeSubgraph
 		v.Nodes = append(v.Nodes, graphNode{ID: n.ID, Type: n.Type, Queue: n.Queue, Label: label, Subgraph: n.Type == graph.TypeSubgraph, Local: local})
 	}
 	v.Nodes = append(v.Nodes, graphNode{ID: graph.End, Type: typeEnd, Label: graph.End})
 	for i, e := range def.Edges {
-		v.Edges = append(v.Edges, graphEdge{From: e.From, To: e.To, Label: edgeLabel(e), Back: g.IsBackEdge(i)})
+		v.Edges = append(v.Edges, graphEdge{From: e.From, To: e.To, Label: edgeLabel(e), Back: ev.IsBackEdge(i)})
 	}
 	return v
 }

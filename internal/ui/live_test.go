@@ -11,10 +11,10 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/weft-dev/weft/internal/runs"
 	"github.com/weft-dev/weft/internal/ui"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/projection"
-	"github.com/weft-dev/weft/pkg/runs"
 )
 
 // TestUILiveRunEvents: a run's live stream sends the events already

@@ -18,9 +18,9 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/runs"
 	"github.com/weft-dev/weft/internal/ui"
 	"github.com/weft-dev/weft/pkg/events"
-	"github.com/weft-dev/weft/pkg/runs"
 )
 
 // serve serves the UI over a store of a fresh server, without an engine.

@@ -11,9 +11,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/weft-dev/weft/internal/runs"
 	"github.com/weft-dev/weft/internal/telemetry"
 	"github.com/weft-dev/weft/pkg/events"
-	"github.com/weft-dev/weft/pkg/runs"
 )
 
 // Client starts, reads and steers runs over an events store. It is safe for
@@ -28,7 +28,7 @@ type Client struct {
 	runs   *runs.Model
 	// arch is where removed runs are read from (list.go); archChecked
 	// says the default was looked for and is missing.
-	arch        runs.Archive
+	arch        Archive
 	archChecked bool
 
 	// providers carries WithTracerProvider's provider into the telemetry
@@ -48,9 +48,28 @@ func WithLogger(l *slog.Logger) Option { return func(c *Client) { c.log = l } }
 func WithIdentity(name string) Option { return func(c *Client) { c.identity = name } }
 
 // WithArchive reads runs that retention or 'weft delete' removed from the
-// live log from a (default: the Object Store bucket runs.ArchiveBucket,
-// when it exists).
-func WithArchive(a runs.Archive) Option { return func(c *Client) { c.arch = a } }
+// live log from a (default: the Object Store bucket "weft-archive", when
+// it exists; DirArchive reads a directory).
+func WithArchive(a Archive) Option { return func(c *Client) { c.arch = a } }
+
+// Archive keeps the logs of removed runs, one object per run, named by its
+// id: "<run>.jsonl.gz", a gzip of the run's messages as stored, in log
+// order, one JSON line each. The coordinators write it (their -archive
+// setting) before they purge a run; a client reads from it what the live
+// log no longer has. An S3-compatible store implements it with PutObject,
+// GetObject and the key "<prefix><run>.jsonl.gz".
+type Archive interface {
+	// Put stores a run's object; it must be durable when it returns.
+	Put(ctx context.Context, run string, data []byte) error
+	// Get returns a run's object, or an error wrapping ErrNotArchived.
+	Get(ctx context.Context, run string) ([]byte, error)
+	// String names the archive in messages.
+	String() string
+}
+
+// DirArchive returns the Archive in directory dir (a coordinator's
+// -archive dir:PATH), which must exist.
+func DirArchive(dir string) (Archive, error) { return runs.OpenDir(dir) }
 
 // WithTracerProvider sets the OpenTelemetry TracerProvider of the client's
 // spans, those of starting, forking, signalling and cancelling runs

@@ -9,12 +9,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// CoordinatorsBucket is the KV bucket where coordinators hold partition
+// coordinatorsBucket is the KV bucket where coordinators hold partition
 // leases and announce themselves (see internal/coordinator): each live
 // coordinator writes its announcement, and renews its leases, several
 // times per lease duration, and the bucket forgets entries older than
 // that duration.
-const CoordinatorsBucket = "weft-coordinators"
+const coordinatorsBucket = "weft-coordinators"
 
 // Coordinators is what the coordinators' bucket says of them.
 type Coordinators struct {
@@ -39,12 +39,12 @@ func (c Coordinators) AliveAt(now time.Time) bool {
 // A bucket that does not exist gives a zero LastSeen: no coordinator ever
 // ran against this server.
 func (c *Client) Coordinators(ctx context.Context) (Coordinators, error) {
-	s, err := c.store.JetStream().Stream(ctx, "KV_"+CoordinatorsBucket)
+	s, err := c.store.JetStream().Stream(ctx, "KV_"+coordinatorsBucket)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return Coordinators{}, nil
 	}
 	if err != nil {
-		return Coordinators{}, fmt.Errorf("reading the coordinators' bucket %s: %w", CoordinatorsBucket, err)
+		return Coordinators{}, fmt.Errorf("reading the coordinators' bucket %s: %w", coordinatorsBucket, err)
 	}
 	info := s.CachedInfo()
 	return Coordinators{LastSeen: info.State.LastTime, Window: info.Config.MaxAge}, nil

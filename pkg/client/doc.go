@@ -26,8 +26,10 @@
 //     optionally with edited state, invocation state or graph; Reset ends a
 //     run and forks it from just before a node was last activated; Replay
 //     checks recorded runs against a changed graph (see package replay).
-//   - List lists runs from the stream's subject index, without reading their
-//     histories.
+//   - List and ListPage list runs from the read model of runs (a KV bucket
+//     the coordinators keep), without reading their histories; Summary
+//     gives one run's entry. A run that retention removed from the live
+//     log is read from the archive (WithArchive).
 //   - Signal and Cancel append a signal for a node and a cancel request; the
 //     coordinator acts on them. Both are idempotent: a cancel request's id
 //     is derived from the run, and a signal's from the id the caller gives
@@ -43,5 +45,27 @@
 // outside a run's events, ErrNoSuchSeq when StateAtSeq is asked for a point
 // before the run's start, ErrIncompatibleGraph when a fork's graph lacks
 // what the run's state refers to, and ErrInvalidInput when an
-// input or invocation is not a JSON object.
+// input or invocation is not a JSON object; ErrNoReadModel,
+// ErrNotInReadModel and ErrNotArchived come from the read model and the
+// archive.
+//
+// # What it offers
+//
+//	the client   New with Option values (WithLogger, WithIdentity,
+//	             WithArchive, WithTracerProvider); Identity
+//	starting     Start with StartOption values (WithInput, WithInvocation,
+//	             WithRetention, WithRunID)
+//	reading      Get, Wait, History, Events (RunEvent), StateAt, StateAtSeq,
+//	             Follow
+//	listing      List, ListPage, Summary (RunSummary, RunPage) with
+//	             ListOption values (WithStatus, WithGraph, WithAttr,
+//	             WithStartedBetween, WithLimit, WithCursor)
+//	steering     Signal (WithSignalID, SignalRetryWindow), Cancel, Terminate
+//	debugging    Fork (ForkOption values), Reset (ResetTarget), Replay
+//	the fleet    LiveWorkers, Coordinators (AliveAt)
+//	archives     Archive, DirArchive
+//	errors       ErrInvalidInput, ErrRunEnded, ErrSignalRefused,
+//	             ErrNoSuchPosition, ErrNoSuchSeq, ErrIncompatibleGraph,
+//	             ErrNodeNeverRan, ErrNoReadModel, ErrNotInReadModel,
+//	             ErrNotArchived
 package client

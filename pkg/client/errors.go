@@ -1,6 +1,10 @@
 package client
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/weft-dev/weft/internal/runs"
+)
 
 var (
 	// ErrInvalidInput means a run's input or invocation state is not a JSON
@@ -19,4 +23,12 @@ var (
 	// ErrNoSuchSeq means StateAtSeq was asked for a sequence before the run's
 	// first event.
 	ErrNoSuchSeq = errors.New("sequence before the run's start")
+	// ErrNoReadModel means the read model of runs (the KV bucket
+	// "weft-runs") does not exist: no coordinator has run yet, or it was
+	// removed ('weft admin reindex' makes it again).
+	ErrNoReadModel = runs.ErrNoReadModel
+	// ErrNotInReadModel means the read model has no entry for a run.
+	ErrNotInReadModel = runs.ErrNotFound
+	// ErrNotArchived means an Archive has no such run.
+	ErrNotArchived = runs.ErrNotArchived
 )

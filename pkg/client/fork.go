@@ -163,7 +163,7 @@ func (c *Client) fork(ctx context.Context, runID string, evs []*events.Event, po
 		if err != nil {
 			return fail(fmt.Errorf("the run's graph: %w", err))
 		}
-	} else if err := Compatible(g, st); err != nil {
+	} else if err := compatible(g, st); err != nil {
 		return fail(err)
 	}
 	if err := editState(st, o); err != nil {
@@ -270,12 +270,12 @@ func editObject(what string, cur, replacement json.RawMessage, replace bool, set
 	return json.Marshal(m)
 }
 
-// Compatible checks that g can run a run in state s: every node the state
+// compatible checks that g can run a run in state s: every node the state
 // has a record of, or signals pending for, is a node of g, and every
 // pending edge signal (and every edge an activation still owes a signal
 // on) names an edge of g with the same index, source and target. The error
 // wraps ErrIncompatibleGraph and lists every problem.
-func Compatible(g *graph.Graph, s *projection.State) error {
+func compatible(g *graph.Graph, s *projection.State) error {
 	var probs []string
 	for _, id := range slices.Sorted(maps.Keys(s.Nodes)) {
 		if _, ok := g.Node(id); !ok {

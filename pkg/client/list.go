@@ -5,38 +5,54 @@ import (
 	"errors"
 	"time"
 
+	"github.com/weft-dev/weft/internal/runs"
 	"github.com/weft-dev/weft/pkg/projection"
-	"github.com/weft-dev/weft/pkg/runs"
 )
 
-// RunSummary is one line of List: a run's entry in the read model of runs
-// (package runs).
+// RunSummary is one line of List: a run's entry in the read model of
+// runs, as its coordinator last wrote it. Its fields: RunID; Graph and
+// GraphDigest, the run's graph; Status (a projection.RunStatus);
+// StartedAt and EndedAt; Parent, the run that started it as a child;
+// Attrs, its search attributes (the graph's searchAttributes, read from
+// the run's invocation state, else its input); Retention and ExpiresAt,
+// how long it is kept once ended and when it may be removed; Terminated,
+// set when 'weft terminate' ended it; ForkedFrom, the run and point it was
+// forked from; Restored, when it was last put back from an archive. Its
+// JSON form is what the UI and 'weft -o json list' show.
 type RunSummary = runs.Summary
 
+// RunPage is one page of ListPage, newest run first: Runs, Next (the
+// cursor of the next page, for WithCursor; empty on the last) and Total
+// (the runs the options select, over all pages).
+type RunPage = runs.Page
+
 // ListOption configures List.
-type ListOption func(*runs.Query)
+type ListOption func(*listOptions)
+
+// listOptions is the read model's query that List's options fill in.
+type listOptions struct{ runs.Query }
 
 // WithLimit returns at most n runs, the newest (default: all).
-func WithLimit(n int) ListOption { return func(q *runs.Query) { q.Limit = n } }
+func WithLimit(n int) ListOption { return func(q *listOptions) { q.Limit = n } }
 
 // WithStatus keeps only runs in one of the given statuses.
 func WithStatus(statuses ...projection.RunStatus) ListOption {
-	return func(q *runs.Query) { q.Statuses = append(q.Statuses, statuses...) }
+	return func(q *listOptions) { q.Statuses = append(q.Statuses, statuses...) }
 }
 
 // WithGraph keeps only runs of the graph of this name.
-func WithGraph(name string) ListOption { return func(q *runs.Query) { q.Graph = name } }
+func WithGraph(name string) ListOption { return func(q *listOptions) { q.Graph = name } }
 
 // WithStartedBetween keeps only runs started at or after since and before
 // until; a zero time leaves that side open.
 func WithStartedBetween(since, until time.Time) ListOption {
-	return func(q *runs.Query) { q.Since, q.Until = since, until }
+	return func(q *listOptions) { q.Since, q.Until = since, until }
 }
 
 // WithAttr keeps only runs whose search attribute name has this value
 // (see the graph's searchAttributes).
 func WithAttr(name, value string) ListOption {
-	return func(q *runs.Query) {
+	return func(q *listOptions) {
 		if q.Attrs == nil {
 			q.Attrs = map[string]string{}
 		}
@@ -45,18 +61,18 @@ func WithAttr(name, value string) ListOption {
 }
 
 // WithCursor continues a listing after the page whose Next it is.
-func WithCursor(cursor string) ListOption { return func(q *runs.Query) { q.Cursor = cursor } }
+func WithCursor(cursor string) ListOption { return func(q *listOptions) { q.Cursor = cursor } }
 
 // WithDetails is kept for callers of older versions: every summary now
 // carries the run's graph and start.
-func WithDetails() ListOption { return func(*runs.Query) {} }
+func WithDetails() ListOption { return func(*listOptions) {} }
 
 // List lists runs, newest first, from the read model of runs (the KV
-// bucket runs.Bucket, kept by the coordinators): it never reads the events
+// bucket "weft-runs", kept by the coordinators): it never reads the events
 // stream, so its cost does not grow with the runs' histories. A run shows
 // up once its coordinator has handled its run-started, and its status
 // follows the coordinator's. A missing bucket is an error wrapping
-// runs.ErrNoReadModel. ListPage gives the cursor of the next page and the
+// ErrNoReadModel. ListPage gives the cursor of the next page and the
 // count of the runs selected.
 func (c *Client) List(ctx context.Context, opts ...ListOption) ([]RunSummary, error) {
 	p, err := c.ListPage(ctx, opts...)
@@ -68,11 +84,12 @@ func (c *Client) List(ctx context.Context, opts ...ListOption) ([]RunSummary, er
 
 // ListPage is List with the cursor of the next page and the count of the
 // runs the options select, over all pages.
-func (c *Client) ListPage(ctx context.Context, opts ...ListOption) (*runs.Page, error) {
-	var q runs.Query
+func (c *Client) ListPage(ctx context.Context, opts ...ListOption) (*RunPage, error) {
+	var o listOptions
 	for _, opt := range opts {
-		opt(&q)
+		opt(&o)
 	}
+	q := o.Query
 	if err := q.Validate(); err != nil {
 		return nil, err
 	}
@@ -83,7 +100,8 @@ func (c *Client) ListPage(ctx context.Context, opts ...ListOption) (*runs.Page, 
 	return m.List(ctx, q)
 }
 
-// Summary returns a run's entry in the read model.
+// Summary returns a run's entry in the read model; a run it has no entry
+// for is an error wrapping ErrNotInReadModel.
 func (c *Client) Summary(ctx context.Context, run string) (*RunSummary, error) {
 	m, err := c.readModel(ctx)
 	if err != nil {
@@ -109,7 +127,7 @@ func (c *Client) readModel(ctx context.Context) (*runs.Model, error) {
 
 // archive returns the archive removed runs are read from: the one given
 // (WithArchive), else the default Object Store bucket when it exists.
-func (c *Client) archive(ctx context.Context) runs.Archive {
+func (c *Client) archive(ctx context.Context) Archive {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.arch != nil || c.archChecked {

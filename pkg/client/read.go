@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/weft-dev/weft/internal/runs"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
-	"github.com/weft-dev/weft/pkg/runs"
 	"github.com/weft-dev/weft/pkg/worker"
 )
 

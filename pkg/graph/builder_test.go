@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/weft-dev/weft/internal/graphrt"
 )
 
 func TestBuilderErrors(t *testing.T) {
@@ -63,7 +65,7 @@ func TestBuilderOptions(t *testing.T) {
 	if !g.Edge(2).Timeout {
 		t.Error("OnTimeout not applied")
 	}
-	if ok, _ := g.EdgeTaken(2, "", Env{}); ok {
+	if ok, _ := graphrt.Of(g).EdgeTaken(2, "", graphrt.Env{}); ok {
 		t.Error("timeout edge taken by EdgeTaken")
 	}
 	if child.Nodes[0].Queue != "" {

@@ -9,6 +9,8 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+
+	"github.com/weft-dev/weft/internal/graphrt"
 )
 
 // Option configures loading and compiling a graph.
@@ -70,15 +72,10 @@ func WithConditions(fns map[string]any) Option {
 	}
 }
 
-// DefaultLocalTypes are the node types a stock coordinator runs itself
-// (local nodes, see IsLocal): what a graph is compiled with when no
-// WithLocalTypes option says otherwise, so that a replay of a recorded run
-// (package replay) decides as the coordinator did.
-var DefaultLocalTypes = []string{"transform"}
-
 // WithLocalTypes names the node types the coordinator runs itself, with
-// no queue hop (local nodes, see IsLocal), in place of DefaultLocalTypes
-// (none: no local nodes). The coordinator compiles a run's graph with the
+// no queue hop (local nodes, see "Local nodes" in the package doc), in
+// place of the default, the built-in transform (no types: no local
+// nodes). The coordinator compiles a run's graph with the
 // types it has local executors for; every coordinator of a deployment must
 // have the same ones, and a replay of its runs must name them too.
 func WithLocalTypes(types ...string) Option {
@@ -111,7 +108,7 @@ func newOptions(opts []Option) *options {
 	}
 	if o.local == nil {
 		o.local = map[string]bool{}
-		for _, t := range DefaultLocalTypes {
+		for _, t := range graphrt.DefaultLocalTypes {
 			o.local[t] = true
 		}
 	}
@@ -123,6 +120,8 @@ func newOptions(opts []Option) *options {
 // and safe for concurrent use. The values it returns (the Definition,
 // nodes and edges) are shared and must not be modified.
 type Graph struct {
+	evalHandle // the engine's Evaluator (internal/graphrt)
+
 	def       *Definition
 	canonical []byte
 	digest    string
@@ -173,6 +172,7 @@ func compile(def *Definition, source string, opts []Option) (*Graph, error) {
 func build(def *Definition, parent *Graph, scope []*Definition, o *options, p *problems) *Graph {
 	normalise(def, p)
 	g := &Graph{def: def, parent: parent}
+	g.evalHandle = graphrt.NewHandle(evaluator{g})
 	g.index()
 	validate(g, scope, o, p)
 	g.markLocal(o)
@@ -470,7 +470,7 @@ func (g *Graph) known(id string) bool {
 	return ok
 }
 
-// markLocal records which nodes run in the coordinator (see IsLocal).
+// markLocal records which nodes run in the coordinator (see isLocal).
 func (g *Graph) markLocal(o *options) {
 	for i := range g.def.Nodes {
 		n := &g.def.Nodes[i]
@@ -482,14 +482,6 @@ func (g *Graph) markLocal(o *options) {
 		}
 	}
 }
-
-// IsLocal reports whether a node is local: its type is one the graph was
-// compiled with WithLocalTypes for, it names no queue but DefaultQueue,
-// and it does not say local: false. A local node's work is not put on a
-// queue: the coordinator that owns the run runs it (events.LocalQueue).
-// Routers, human and subgraph nodes are the coordinator's own and are
-// never local in this sense.
-func (g *Graph) IsLocal(id string) bool { return g.local[id] }
 
 // Definition returns the normalised definition: defaults filled in (queue,
 // join, effect, checkpoint, retry policy, edge actions, iteration cap) and
@@ -529,23 +521,6 @@ func (g *Graph) Edge(i int) *Edge {
 	return &g.def.Edges[i]
 }
 
-// Outgoing returns the indexes of the edges leaving id (which may be
-// START), in definition order.
-func (g *Graph) Outgoing(id string) []int { return g.out[id] }
-
-// Incoming returns the indexes of the edges entering id (which may be END),
-// in definition order.
-func (g *Graph) Incoming(id string) []int { return g.in[id] }
-
-// ForwardIncoming returns the incoming edges of id that are not back edges:
-// the edges a join counts.
-func (g *Graph) ForwardIncoming(id string) []int { return g.fwdIn[id] }
-
-// IsBackEdge reports whether edge i closes a cycle: in a depth-first walk
-// from START that follows edges in definition order, it leads to a node
-// still on the walk's stack.
-func (g *Graph) IsBackEdge(i int) bool { return i >= 0 && i < len(g.back) && g.back[i] }
-
 // Subgraph returns the compiled graph a subgraph node names: one of this
 // graph's Graphs or, failing that, of an enclosing graph's.
 func (g *Graph) Subgraph(name string) (*Graph, bool) {
@@ -555,103 +530,4 @@ func (g *Graph) Subgraph(name string) (*Graph, bool) {
 		}
 	}
 	return nil, false
-}
-
-// MaxIterations returns how often node may be activated in one run: the
-// node's cap, else the graph's, else DefaultMaxIterations.
-func (g *Graph) MaxIterations(node string) int {
-	if n, ok := g.Node(node); ok && n.MaxIterations > 0 {
-		return n.MaxIterations
-	}
-	if g.def.MaxIterations > 0 {
-		return g.def.MaxIterations
-	}
-	return DefaultMaxIterations
-}
-
-// EdgeTaken reports whether edge i is taken after its source triggered
-// action ("" means DefaultAction): the edge's action must match and its
-// condition, if any, hold. Timeout edges are never taken here; the
-// coordinator takes them when a human node's deadline passes.
-func (g *Graph) EdgeTaken(i int, action string, env Env) (bool, error) {
-	e := g.Edge(i)
-	if e == nil {
-		return false, fmt.Errorf("%w: edge %d", ErrUnknownNode, i)
-	}
-	if action == "" {
-		action = DefaultAction
-	}
-	if e.Timeout || e.Action != action {
-		return false, nil
-	}
-	c := g.cond[i]
-	if c == nil {
-		return true, nil
-	}
-	ok, err := c.evalBool(env)
-	if err != nil {
-		return false, fmt.Errorf("%w: edge %d (%s -> %s): %w", ErrEvaluation, i, e.From, e.To, err)
-	}
-	return ok, nil
-}
-
-// ShouldExecute evaluates node's when; a node without one always executes.
-func (g *Graph) ShouldExecute(node string, env Env) (bool, error) {
-	if _, ok := g.nodes[node]; !ok {
-		return false, fmt.Errorf("%w: node %q", ErrUnknownNode, node)
-	}
-	w := g.when[node]
-	if w == nil {
-		return true, nil
-	}
-	ok, err := w.evalBool(env)
-	if err != nil {
-		return false, fmt.Errorf("%w: node %q: when: %w", ErrEvaluation, node, err)
-	}
-	return ok, nil
-}
-
-// RouterActions evaluates a router node's routes (config {"routes":
-// [{"when": CEL, "action": NAME}, ...], "default": NAME}) in order and
-// returns the action of the first whose condition holds, else the
-// default, else nil (the node triggers DefaultAction and its edges'
-// conditions choose).
-func (g *Graph) RouterActions(node string, env Env) ([]string, error) {
-	if _, ok := g.nodes[node]; !ok {
-		return nil, fmt.Errorf("%w: node %q", ErrUnknownNode, node)
-	}
-	r := g.routes[node]
-	if r == nil {
-		return nil, nil
-	}
-	for k, rt := range r.routes {
-		ok, err := rt.when.evalBool(env)
-		if err != nil {
-			return nil, fmt.Errorf("%w: node %q: config.routes[%d].when: %w", ErrEvaluation, node, k, err)
-		}
-		if ok {
-			return []string{rt.action}, nil
-		}
-	}
-	if r.def != "" {
-		return []string{r.def}, nil
-	}
-	return nil, nil
-}
-
-// MapItems evaluates node's map.over, giving the items to fan out over as
-// plain JSON-like values.
-func (g *Graph) MapItems(node string, env Env) ([]any, error) {
-	if _, ok := g.nodes[node]; !ok {
-		return nil, fmt.Errorf("%w: node %q", ErrUnknownNode, node)
-	}
-	m := g.mapOver[node]
-	if m == nil {
-		return nil, fmt.Errorf("%w: node %q has no map", ErrEvaluation, node)
-	}
-	items, err := m.evalList(env)
-	if err != nil {
-		return nil, fmt.Errorf("%w: node %q: map.over: %w", ErrEvaluation, node, err)
-	}
-	return items, nil
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/weft-dev/weft/internal/graphrt"
 )
 
 // The same graph three ways.
@@ -164,28 +166,28 @@ func TestIndexesAndBackEdges(t *testing.T) {
 	}
 	var back []int
 	for i := range 9 {
-		if g.IsBackEdge(i) {
+		if graphrt.Of(g).IsBackEdge(i) {
 			back = append(back, i)
 		}
 	}
 	if !slices.Equal(back, []int{2, 4}) {
 		t.Errorf("back edges = %v, want [2 4]", back)
 	}
-	if g.IsBackEdge(-1) || g.IsBackEdge(99) {
+	if graphrt.Of(g).IsBackEdge(-1) || graphrt.Of(g).IsBackEdge(99) {
 		t.Error("IsBackEdge out of range reported true")
 	}
 	checks := []struct {
 		name      string
 		got, want []int
 	}{
-		{"Outgoing(START)", g.Outgoing(Start), []int{0}},
-		{"Outgoing(c)", g.Outgoing("c"), []int{4, 6, 8}},
-		{"Incoming(a)", g.Incoming("a"), []int{0, 4}},
-		{"ForwardIncoming(a)", g.ForwardIncoming("a"), []int{0}},
-		{"ForwardIncoming(b)", g.ForwardIncoming("b"), []int{1}},
-		{"ForwardIncoming(d)", g.ForwardIncoming("d"), []int{5, 6}},
-		{"Incoming(END)", g.Incoming(End), []int{7, 8}},
-		{"Outgoing(unknown)", g.Outgoing("zz"), nil},
+		{"Outgoing(START)", graphrt.Of(g).Outgoing(Start), []int{0}},
+		{"Outgoing(c)", graphrt.Of(g).Outgoing("c"), []int{4, 6, 8}},
+		{"Incoming(a)", graphrt.Of(g).Incoming("a"), []int{0, 4}},
+		{"ForwardIncoming(a)", graphrt.Of(g).ForwardIncoming("a"), []int{0}},
+		{"ForwardIncoming(b)", graphrt.Of(g).ForwardIncoming("b"), []int{1}},
+		{"ForwardIncoming(d)", graphrt.Of(g).ForwardIncoming("d"), []int{5, 6}},
+		{"Incoming(END)", graphrt.Of(g).Incoming(End), []int{7, 8}},
+		{"Outgoing(unknown)", graphrt.Of(g).Outgoing("zz"), nil},
 	}
 	for _, c := range checks {
 		if !slices.Equal(c.got, c.want) {
@@ -217,17 +219,17 @@ func TestMaxIterations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := g.MaxIterations("a"); got != 3 {
+	if got := graphrt.Of(g).MaxIterations("a"); got != 3 {
 		t.Errorf("node cap = %d", got)
 	}
-	if got := g.MaxIterations("b"); got != DefaultMaxIterations {
+	if got := graphrt.Of(g).MaxIterations("b"); got != DefaultMaxIterations {
 		t.Errorf("default cap = %d", got)
 	}
 	g, err = b.MaxIterations(9).Build()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := g.MaxIterations("b"); got != 9 {
+	if got := graphrt.Of(g).MaxIterations("b"); got != 9 {
 		t.Errorf("graph cap = %d", got)
 	}
 }
@@ -284,7 +286,7 @@ func TestExampleSemantics(t *testing.T) {
 	}
 	for i := range len(loop.Definition().Edges) {
 		e := loop.Edge(i)
-		if want := e.From == "step" && e.To == "step"; loop.IsBackEdge(i) != want {
+		if want := e.From == "step" && e.To == "step"; graphrt.Of(loop).IsBackEdge(i) != want {
 			t.Errorf("IsBackEdge(%d: %s -> %s) = %v", i, e.From, e.To, !want)
 		}
 	}
@@ -293,10 +295,10 @@ func TestExampleSemantics(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tier := range []string{"premium", "basic"} {
-		env := Env{Invocation: map[string]any{"user_tier": tier}}
+		env := graphrt.Env{Invocation: map[string]any{"user_tier": tier}}
 		var taken []string
-		for _, i := range premium.Outgoing("intake") {
-			ok, err := premium.EdgeTaken(i, "", env)
+		for _, i := range graphrt.Of(premium).Outgoing("intake") {
+			ok, err := graphrt.Of(premium).EdgeTaken(i, "", env)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -91,10 +91,10 @@ type Node struct {
 	Type string `json:"type"`
 	// Queue is the task queue workers pull the node's work from. A queue
 	// other than DefaultQueue keeps the node on workers even when its
-	// type is local to the coordinator (see IsLocal).
+	// type is local to the coordinator (see WithLocalTypes).
 	Queue string `json:"queue,omitempty"`
 	// Local false forces the node onto a worker queue when its type is
-	// local to the coordinator (see IsLocal). It can only be false: a
+	// local to the coordinator (see WithLocalTypes). It can only be false: a
 	// node runs locally by its type, not by asking.
 	Local *bool `json:"local,omitempty"`
 	// Config is the executor's configuration, passed to it verbatim.

@@ -72,8 +72,7 @@
 // local can only be false (local: true is an error: a node is local by its
 // type), and is an error on router, human and subgraph nodes. A local node
 // may run again when its coordinator dies between its ready and its
-// outcome, so it must be deterministic and idempotent; IsLocal says which
-// nodes are local.
+// outcome, so it must be deterministic and idempotent.
 //
 // Conditions (an edge's when), a node's when and a map's over are CEL
 // expressions over four variables, all of type dyn:
@@ -239,5 +238,27 @@
 // the iteration cap), indexes over nodes and edges, and compiled
 // expressions. Canonical gives the normalised Definition's JSON, the form a
 // run-started event records, and Digest its SHA-256, so a file, its JSON
-// twin and the equivalent Builder code have the same digest.
+// twin and the equivalent Builder code have the same digest. A *Graph is
+// read with Definition, Node, Nodes, Edge and Subgraph; how the engine
+// walks it and evaluates its expressions (edges taken, whens, routers, map
+// items) is the engine's own and not part of this package's API.
+//
+// # What it offers
+//
+//	writing    Definition, Node, Edge, MapSpec, StateSpec, Join, RetryPolicy
+//	           (DefaultRetryPolicy, JitterOf), Duration, Effect, Checkpoint,
+//	           Reducer; the type, action and queue constants
+//	building   New and the Builder, with NodeOption and EdgeOption values
+//	           (Queue, Retry, When, Map, If, IfFunc, OnAction, ...)
+//	loading    LoadFile, Parse, Compile, with Option values (WithTypes,
+//	           AllowAnyType, WithConditions, WithLocalTypes, WithCostLimit,
+//	           WithTypeHint, WithConditionHint)
+//	Go conditions  StateCondition, InvocationCondition, ConditionFunc
+//	reading    Graph: Definition, Node, Nodes, Edge, Subgraph, Canonical,
+//	           Digest
+//	errors     Error (located), ErrInvalidGraph, ErrUnknownNode,
+//	           ErrEvaluation
+//	limits     MaxGraphBytes ... MaxExpressionLength, MaxNodeIDLen,
+//	           MaxQueueLen, MaxSearchAttributes, DefaultMaxIterations,
+//	           DefaultCostLimit
 package graph

@@ -27,15 +27,18 @@ func ExampleNew() {
 		fmt.Println(err)
 		return
 	}
-	taken, _ := g.EdgeTaken(1, "", graph.Env{Output: map[string]any{"body": "hello"}})
-	fmt.Println("fetch -> approve:", taken)
-	taken, _ = g.EdgeTaken(2, "reject", graph.Env{})
-	fmt.Println("approve -> publish on reject:", taken)
+	for i := range g.Definition().Edges {
+		e := g.Edge(i)
+		fmt.Printf("%s -> %s on %q\n", e.From, e.To, e.Action)
+	}
 	n, _ := g.Node("publish")
 	fmt.Println("publish runs on queue", n.Queue)
 	// Output:
-	// fetch -> approve: true
-	// approve -> publish on reject: false
+	// START -> fetch on "default"
+	// fetch -> approve on "default"
+	// approve -> publish on "approve"
+	// approve -> END on "reject"
+	// publish -> END on "default"
 	// publish runs on queue default
 }
 
@@ -59,13 +62,14 @@ edges:
 		fmt.Println(err)
 		return
 	}
-	env := graph.Env{Invocation: map[string]any{"user_tier": "premium"}}
-	for _, i := range g.Outgoing(graph.Start) {
-		taken, _ := g.EdgeTaken(i, "", env)
-		fmt.Printf("START -> %s: %v\n", g.Edge(i).To, taken)
+	n, _ := g.Node("standard")
+	fmt.Println("standard times out after", n.Timeout.D())
+	for i := range g.Definition().Edges[:2] {
+		fmt.Printf("START -> %s when %s\n", g.Edge(i).To, g.Edge(i).Condition)
 	}
 	// Output:
 	// premium.yaml: node "standard": field "timeout": malformed duration "3 sec" (want e.g. "250ms", "30s", "1m")
-	// START -> premium: true
-	// START -> standard: false
+	// standard times out after 3s
+	// START -> premium when invocation.user_tier == "premium"
+	// START -> standard when invocation.user_tier != "premium"
 }

@@ -7,16 +7,8 @@ import (
 	"strings"
 
 	wexpr "github.com/weft-dev/weft/internal/expr"
+	"github.com/weft-dev/weft/internal/graphrt"
 )
-
-// Env is what expressions see. Its values are plain JSON-decoded Go values:
-// map[string]any, []any, float64, string, bool and nil.
-type Env struct {
-	State      map[string]any // the run's shared state
-	Output     any            // the output of the node whose edges are evaluated (or the predecessor's, for when and map.over)
-	Invocation map[string]any // the run's invocation state, read-only
-	Local      any            // branch-local data: the forking data of an action, or the item of a map
-}
 
 // StateCondition is a Go condition over the shared state, referenced from an
 // edge or a when as "func:NAME".
@@ -108,12 +100,13 @@ func compileExpr(src string, kind exprKind, o *options) (*expr, string) {
 	return &expr{src: src, prog: prog}, ""
 }
 
-func (e Env) vars() wexpr.Vars {
+// vars gives the expression package env's variables.
+func vars(e graphrt.Env) wexpr.Vars {
 	return wexpr.Vars{State: e.State, Output: e.Output, Invocation: e.Invocation, Local: e.Local}
 }
 
 // evalBool evaluates a condition.
-func (x *expr) evalBool(env Env) (ok bool, err error) {
+func (x *expr) evalBool(env graphrt.Env) (ok bool, err error) {
 	if x.fn != nil {
 		defer func() {
 			if r := recover(); r != nil {
@@ -129,10 +122,10 @@ func (x *expr) evalBool(env Env) (ok bool, err error) {
 		}
 		return x.fn(state, inv), nil
 	}
-	return x.prog.EvalBool(context.Background(), env.vars())
+	return x.prog.EvalBool(context.Background(), vars(env))
 }
 
 // evalList evaluates a map.over expression to plain Go values.
-func (x *expr) evalList(env Env) ([]any, error) {
-	return x.prog.EvalList(context.Background(), env.vars())
+func (x *expr) evalList(env graphrt.Env) ([]any, error) {
+	return x.prog.EvalList(context.Background(), vars(env))
 }

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/weft-dev/weft/internal/graphrt"
 )
 
 func exprGraph(t *testing.T) *Graph {
@@ -38,29 +40,29 @@ func TestEdgeTaken(t *testing.T) {
 		name    string
 		edge    int
 		action  string
-		env     Env
+		env     graphrt.Env
 		want    bool
 		wantErr error
 	}{
-		{"empty action is default", 1, "", Env{}, true, nil},
-		{"default action named", 1, DefaultAction, Env{}, true, nil},
-		{"other action does not match unlabelled edge", 1, "approve", Env{}, false, nil},
-		{"labelled edge matches its action", 2, "approve", Env{}, true, nil},
-		{"labelled edge ignores default", 2, "", Env{}, false, nil},
-		{"invocation double equals int literal", 3, "", Env{Invocation: map[string]any{"n": 2.0}}, true, nil},
-		{"invocation differs", 3, "", Env{Invocation: map[string]any{"n": 3.0}}, false, nil},
-		{"cross-type comparison and output", 4, "", Env{State: state, Output: map[string]any{"ok": true}}, true, nil},
-		{"output false", 4, "", Env{State: state, Output: map[string]any{"ok": false}}, false, nil},
-		{"local", 5, "", Env{Local: map[string]any{"x": "y"}}, true, nil},
-		{"in list", 7, "approve", Env{State: state}, true, nil},
-		{"condition not evaluated on action mismatch", 4, "other", Env{}, false, nil},
-		{"missing key", 4, "", Env{State: map[string]any{}}, false, ErrEvaluation},
-		{"non-bool at run time", 6, "", Env{State: state}, false, ErrEvaluation},
-		{"unknown edge", 42, "", Env{}, false, ErrUnknownNode},
+		{"empty action is default", 1, "", graphrt.Env{}, true, nil},
+		{"default action named", 1, DefaultAction, graphrt.Env{}, true, nil},
+		{"other action does not match unlabelled edge", 1, "approve", graphrt.Env{}, false, nil},
+		{"labelled edge matches its action", 2, "approve", graphrt.Env{}, true, nil},
+		{"labelled edge ignores default", 2, "", graphrt.Env{}, false, nil},
+		{"invocation double equals int literal", 3, "", graphrt.Env{Invocation: map[string]any{"n": 2.0}}, true, nil},
+		{"invocation differs", 3, "", graphrt.Env{Invocation: map[string]any{"n": 3.0}}, false, nil},
+		{"cross-type comparison and output", 4, "", graphrt.Env{State: state, Output: map[string]any{"ok": true}}, true, nil},
+		{"output false", 4, "", graphrt.Env{State: state, Output: map[string]any{"ok": false}}, false, nil},
+		{"local", 5, "", graphrt.Env{Local: map[string]any{"x": "y"}}, true, nil},
+		{"in list", 7, "approve", graphrt.Env{State: state}, true, nil},
+		{"condition not evaluated on action mismatch", 4, "other", graphrt.Env{}, false, nil},
+		{"missing key", 4, "", graphrt.Env{State: map[string]any{}}, false, ErrEvaluation},
+		{"non-bool at run time", 6, "", graphrt.Env{State: state}, false, ErrEvaluation},
+		{"unknown edge", 42, "", graphrt.Env{}, false, ErrUnknownNode},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := g.EdgeTaken(tt.edge, tt.action, tt.env)
+			got, err := graphrt.Of(g).EdgeTaken(tt.edge, tt.action, tt.env)
 			if !errors.Is(err, tt.wantErr) || (tt.wantErr == nil && err != nil) {
 				t.Fatalf("err = %v, want %v", err, tt.wantErr)
 			}
@@ -69,7 +71,7 @@ func TestEdgeTaken(t *testing.T) {
 			}
 		})
 	}
-	_, err := g.EdgeTaken(4, "", Env{State: map[string]any{}})
+	_, err := graphrt.Of(g).EdgeTaken(4, "", graphrt.Env{State: map[string]any{}})
 	if err == nil || !strings.Contains(err.Error(), "edge 4 (b -> END)") {
 		t.Errorf("evaluation error not located: %v", err)
 	}
@@ -78,37 +80,37 @@ func TestEdgeTaken(t *testing.T) {
 func TestShouldExecuteAndMapItems(t *testing.T) {
 	g := exprGraph(t)
 	state := map[string]any{"count": 3.0, "items": []any{1.0, "two", map[string]any{"k": true}}}
-	if ok, err := g.ShouldExecute("a", Env{}); !ok || err != nil {
+	if ok, err := graphrt.Of(g).ShouldExecute("a", graphrt.Env{}); !ok || err != nil {
 		t.Errorf("no when: %v, %v", ok, err)
 	}
-	if ok, err := g.ShouldExecute("b", Env{State: state}); !ok || err != nil {
+	if ok, err := graphrt.Of(g).ShouldExecute("b", graphrt.Env{State: state}); !ok || err != nil {
 		t.Errorf("when true: %v, %v", ok, err)
 	}
-	if ok, err := g.ShouldExecute("b", Env{State: map[string]any{"count": 1}}); ok || err != nil {
+	if ok, err := graphrt.Of(g).ShouldExecute("b", graphrt.Env{State: map[string]any{"count": 1}}); ok || err != nil {
 		t.Errorf("when false (Go int): %v, %v", ok, err)
 	}
-	if _, err := g.ShouldExecute("zz", Env{}); !errors.Is(err, ErrUnknownNode) {
+	if _, err := graphrt.Of(g).ShouldExecute("zz", graphrt.Env{}); !errors.Is(err, ErrUnknownNode) {
 		t.Errorf("unknown node: %v", err)
 	}
 
-	items, err := g.MapItems("m", Env{State: state})
+	items, err := graphrt.Of(g).MapItems("m", graphrt.Env{State: state})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := []any{1.0, "two", map[string]any{"k": true}}; !reflect.DeepEqual(items, want) {
 		t.Errorf("MapItems = %#v, want %#v", items, want)
 	}
-	items, err = g.MapItems("n", Env{State: map[string]any{"items": []any{1.0, 2.5}}})
+	items, err = graphrt.Of(g).MapItems("n", graphrt.Env{State: map[string]any{"items": []any{1.0, 2.5}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := []any{2.0, 5.0}; !reflect.DeepEqual(items, want) {
 		t.Errorf("computed MapItems = %#v, want %#v", items, want)
 	}
-	if _, err := g.MapItems("m", Env{State: map[string]any{"items": "nope"}}); !errors.Is(err, ErrEvaluation) || !strings.Contains(err.Error(), "want a list") {
+	if _, err := graphrt.Of(g).MapItems("m", graphrt.Env{State: map[string]any{"items": "nope"}}); !errors.Is(err, ErrEvaluation) || !strings.Contains(err.Error(), "want a list") {
 		t.Errorf("non-list: %v", err)
 	}
-	if _, err := g.MapItems("a", Env{}); !errors.Is(err, ErrEvaluation) {
+	if _, err := graphrt.Of(g).MapItems("a", graphrt.Env{}); !errors.Is(err, ErrEvaluation) {
 		t.Errorf("node without map: %v", err)
 	}
 }
@@ -120,7 +122,7 @@ func TestPlainValues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := g.MapItems("a", Env{})
+	got, err := graphrt.Of(g).MapItems("a", graphrt.Env{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +148,7 @@ func TestHostileExpressionIsBounded(t *testing.T) {
 		}
 		done := make(chan error, 1)
 		go func() {
-			_, err := g.EdgeTaken(1, "", Env{State: map[string]any{"l": list}})
+			_, err := graphrt.Of(g).EdgeTaken(1, "", graphrt.Env{State: map[string]any{"l": list}})
 			done <- err
 		}()
 		select {
@@ -166,19 +168,19 @@ func TestCostLimitOption(t *testing.T) {
 		list[i] = float64(i)
 	}
 	b := New("cost").Node("a", "echo").Edge(Start, "a").Edge("a", End, If(`state.l.all(x, x >= 0.0)`))
-	env := Env{State: map[string]any{"l": list}}
+	env := graphrt.Env{State: map[string]any{"l": list}}
 	g, err := b.Build()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := g.EdgeTaken(1, "", env); !ok || err != nil {
+	if ok, err := graphrt.Of(g).EdgeTaken(1, "", env); !ok || err != nil {
 		t.Errorf("default limit: %v, %v", ok, err)
 	}
 	g, err = b.Build(WithCostLimit(100))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := g.EdgeTaken(1, "", env); !errors.Is(err, ErrEvaluation) {
+	if _, err := graphrt.Of(g).EdgeTaken(1, "", env); !errors.Is(err, ErrEvaluation) {
 		t.Errorf("low limit: %v", err)
 	}
 }
@@ -200,16 +202,16 @@ func TestGoConditions(t *testing.T) {
 	}
 	check := func(g *Graph) {
 		t.Helper()
-		if ok, err := g.EdgeTaken(1, "", Env{State: map[string]any{"vip": true}}); !ok || err != nil {
+		if ok, err := graphrt.Of(g).EdgeTaken(1, "", graphrt.Env{State: map[string]any{"vip": true}}); !ok || err != nil {
 			t.Errorf("state condition: %v, %v", ok, err)
 		}
-		if ok, err := g.EdgeTaken(1, "", Env{}); ok || err != nil {
+		if ok, err := graphrt.Of(g).EdgeTaken(1, "", graphrt.Env{}); ok || err != nil {
 			t.Errorf("state condition, nil state: %v, %v", ok, err)
 		}
-		if ok, err := g.EdgeTaken(2, "", Env{Invocation: map[string]any{"tier": "gold"}}); !ok || err != nil {
+		if ok, err := graphrt.Of(g).EdgeTaken(2, "", graphrt.Env{Invocation: map[string]any{"tier": "gold"}}); !ok || err != nil {
 			t.Errorf("invocation condition: %v, %v", ok, err)
 		}
-		if ok, err := g.ShouldExecute("c", Env{Invocation: map[string]any{"tier": "tin"}}); ok || err != nil {
+		if ok, err := graphrt.Of(g).ShouldExecute("c", graphrt.Env{Invocation: map[string]any{"tier": "tin"}}); ok || err != nil {
 			t.Errorf("func when: %v, %v", ok, err)
 		}
 	}
@@ -239,7 +241,7 @@ func TestGoConditions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := panicky.EdgeTaken(1, "", Env{}); !errors.Is(err, ErrEvaluation) || !strings.Contains(err.Error(), "panicked: boom") {
+	if _, err := graphrt.Of(panicky).EdgeTaken(1, "", graphrt.Env{}); !errors.Is(err, ErrEvaluation) || !strings.Contains(err.Error(), "panicked: boom") {
 		t.Errorf("panicking condition: %v", err)
 	}
 }
@@ -252,8 +254,8 @@ func TestConcurrentEvaluation(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range 200 {
-				env := Env{State: map[string]any{"count": float64(i % 5)}, Output: map[string]any{"ok": w%2 == 0}}
-				got, err := g.EdgeTaken(4, "", env)
+				env := graphrt.Env{State: map[string]any{"count": float64(i % 5)}, Output: map[string]any{"ok": w%2 == 0}}
+				got, err := graphrt.Of(g).EdgeTaken(4, "", env)
 				if err != nil {
 					t.Error(err)
 					return

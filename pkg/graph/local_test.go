@@ -3,6 +3,8 @@ package graph
 import (
 	"strings"
 	"testing"
+
+	"github.com/weft-dev/weft/internal/graphrt"
 )
 
 const localSrc = `name: t
@@ -28,7 +30,7 @@ func TestIsLocal(t *testing.T) {
 	}
 	want := map[string]bool{"auto": true, "forced": false, "queued": false, "echo": false, "r": false}
 	for id, w := range want {
-		if got := g.IsLocal(id); got != w {
+		if got := graphrt.Of(g).IsLocal(id); got != w {
 			t.Errorf("IsLocal(%q) = %v, want %v", id, got, w)
 		}
 	}
@@ -43,8 +45,8 @@ func TestIsLocal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !plain.IsLocal("auto") || none.IsLocal("auto") || plain.Digest() != g.Digest() || none.Digest() != g.Digest() {
-		t.Fatalf("IsLocal by default %v, with no local types %v; digests %s, %s, %s", plain.IsLocal("auto"), none.IsLocal("auto"), plain.Digest(), none.Digest(), g.Digest())
+	if !graphrt.Of(plain).IsLocal("auto") || graphrt.Of(none).IsLocal("auto") || plain.Digest() != g.Digest() || none.Digest() != g.Digest() {
+		t.Fatalf("IsLocal by default %v, with no local types %v; digests %s, %s, %s", graphrt.Of(plain).IsLocal("auto"), graphrt.Of(none).IsLocal("auto"), plain.Digest(), none.Digest(), g.Digest())
 	}
 	// A graph that never says local: its canonical form has no such field.
 	b, err := Parse([]byte(base), "x.yaml")

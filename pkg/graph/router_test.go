@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/weft-dev/weft/internal/graphrt"
 	"github.com/weft-dev/weft/pkg/graph"
 )
 
@@ -33,17 +34,17 @@ edges:
 	}
 	for _, tc := range []struct {
 		name  string
-		env   graph.Env
+		env   graphrt.Env
 		want  []string
 		wantE error
 	}{
-		{"first match", graph.Env{State: map[string]any{"n": 11.0}, Invocation: map[string]any{"tier": "gold"}}, []string{"big"}, nil},
-		{"second", graph.Env{State: map[string]any{"n": 1.0}, Invocation: map[string]any{"tier": "gold"}}, []string{"gold"}, nil},
-		{"default", graph.Env{State: map[string]any{"n": 1.0}, Invocation: map[string]any{"tier": "x"}}, []string{"small"}, nil},
-		{"missing key", graph.Env{}, nil, graph.ErrEvaluation},
+		{"first match", graphrt.Env{State: map[string]any{"n": 11.0}, Invocation: map[string]any{"tier": "gold"}}, []string{"big"}, nil},
+		{"second", graphrt.Env{State: map[string]any{"n": 1.0}, Invocation: map[string]any{"tier": "gold"}}, []string{"gold"}, nil},
+		{"default", graphrt.Env{State: map[string]any{"n": 1.0}, Invocation: map[string]any{"tier": "x"}}, []string{"small"}, nil},
+		{"missing key", graphrt.Env{}, nil, graph.ErrEvaluation},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := g.RouterActions("r", tc.env)
+			got, err := graphrt.Of(g).RouterActions("r", tc.env)
 			if !errors.Is(err, tc.wantE) || (tc.wantE == nil && err != nil) || !slices.Equal(got, tc.want) {
 				t.Fatalf("got %v, %v; want %v, %v", got, err, tc.want, tc.wantE)
 			}

@@ -11,8 +11,8 @@ import (
 // TestTokenLimitsMatchEvents keeps this package's subject token rules in
 // step with the events package's, which it does not import.
 func TestTokenLimitsMatchEvents(t *testing.T) {
-	if MaxTokenLen != events.MaxTokenLen {
-		t.Fatalf("graph.MaxTokenLen = %d, events.MaxTokenLen = %d", MaxTokenLen, events.MaxTokenLen)
+	if maxTokenLen != events.MaxTokenLen {
+		t.Fatalf("graph.maxTokenLen = %d, events.MaxTokenLen = %d", maxTokenLen, events.MaxTokenLen)
 	}
 	for _, s := range []string{"a", "default", "io-fast_2", strings.Repeat("q", MaxQueueLen), strings.Repeat("q", MaxQueueLen+1), "a.b", "a b", "*", ">", "-a", ""} {
 		ok := tokenPattern.MatchString(s) && len(s) <= MaxQueueLen

@@ -20,7 +20,7 @@ var (
 const idRule = "must start with a letter and hold only letters, digits, '_' and '-'"
 
 // Subject token limits. A subject token (a run id, a queue name, a timer
-// id) holds at most MaxTokenLen characters (events.MaxTokenLen; the two
+// id) holds at most maxTokenLen characters (events.MaxTokenLen; the two
 // are checked equal by a test, since this package does not import events).
 // A node id is one part of tokens the engine derives from it, so it must
 // leave room for the rest:
@@ -32,12 +32,13 @@ const idRule = "must start with a letter and hold only letters, digits, '_' and 
 // ("<parent run>-<node>-<iteration>") need no limit here: the engine
 // shortens one that would be too long to a digest (engine.ChildRunID).
 const (
-	MaxTokenLen = 128
-	// MaxNodeIDLen is the longest node id: MaxTokenLen less "retry-" and
+	// maxTokenLen is events.MaxTokenLen.
+	maxTokenLen = 128
+	// MaxNodeIDLen is the longest node id: maxTokenLen less "retry-" and
 	// three numbers of up to 19 digits with their '-' separators.
-	MaxNodeIDLen = MaxTokenLen - len("retry-") - 3*(1+19)
+	MaxNodeIDLen = maxTokenLen - len("retry-") - 3*(1+19)
 	// MaxQueueLen is the longest queue name: one subject token.
-	MaxQueueLen = MaxTokenLen
+	MaxQueueLen = maxTokenLen
 )
 
 // validate checks one normalised definition (not its nested graphs) and
@@ -162,7 +163,7 @@ func validateNodeID(n *Node, i int, first map[string]int, bad badFunc) {
 	case !idPattern.MatchString(id):
 		bad("id", "node id %s", idRule)
 	case len(id) > MaxNodeIDLen:
-		bad("id", "node id is %d characters, the limit is %d (the ids of its timers become subject tokens of at most %d)", len(id), MaxNodeIDLen, MaxTokenLen)
+		bad("id", "node id is %d characters, the limit is %d (the ids of its timers become subject tokens of at most %d)", len(id), MaxNodeIDLen, maxTokenLen)
 	case dup:
 		bad("id", "duplicate node id (first used by nodes[%d])", j)
 	default:

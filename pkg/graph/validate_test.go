@@ -185,7 +185,7 @@ graphs:
 			[]string{`node "a": field "map.over": Go function conditions are not allowed here`}},
 		{"bad queue", strings.Replace(base, "type: echo", "type: echo, queue: io.fast", 1), nil,
 			[]string{`node "a": field "queue": queue name "io.fast"`}},
-		{"queue over the token limit", strings.Replace(base, "type: echo", "type: echo, queue: q"+strings.Repeat("x", MaxTokenLen), 1), nil,
+		{"queue over the token limit", strings.Replace(base, "type: echo", "type: echo, queue: q"+strings.Repeat("x", maxTokenLen), 1), nil,
 			[]string{`x.yaml: node "a": field "queue": queue name is 129 characters, the limit is 128 (it is a subject token)`}},
 		{"node id over the limit", strings.NewReplacer("id: a", "id: n"+strings.Repeat("x", MaxNodeIDLen), "to: a", "to: n"+strings.Repeat("x", MaxNodeIDLen), "from: a", "from: n"+strings.Repeat("x", MaxNodeIDLen)).Replace(base), nil,
 			[]string{`x.yaml: node "n` + strings.Repeat("x", MaxNodeIDLen) + `": field "id": node id is 63 characters, the limit is 62`}},

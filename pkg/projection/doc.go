@@ -41,7 +41,8 @@
 // Pending durable timers are recorded from the events that ask for them (a
 // retry's RetryScheduled, a human node's deadline from its NodeWaiting), so
 // a state folded afresh after a restart knows them as well as the state
-// they were decided in; PendingTimers lists them for re-arming. A timer
+// they were decided in (State.Timers, by timer id), and a coordinator
+// re-arms them from it. A timer
 // goes when it fires, when its node's wait ends, and, all of them, when the
 // run ends. A TimerFired for a timer that is not pending changes nothing.
 //
@@ -116,4 +117,21 @@
 // and the fork's run-started carries it (events.RunStartedData.State), so
 // the fork's log alone folds to it. State.Fork names the parent run and
 // position.
+//
+// # What it offers
+//
+//	folding    Fold, FoldTo, Resume, State.Apply; State.Clone
+//	the state  State (run status, nodes, items, shared state via VarsMap,
+//	           invocation via InvocationMap, timers, signals, Stats),
+//	           NodeState, ItemState, Timer, CancelRequest; RunStatus and
+//	           NodeStatus with their values; State.Node,
+//	           State.AcceptsSignal
+//	encoding   State.Marshal, Unmarshal; Snapshot (TakeSnapshot,
+//	           Snapshot.Restore)
+//	comparing  Diff, DiffJSON, Change
+//	forking    ForkState, ErrForkChild
+//	fencing    ErrStale, ErrRefused
+//	limits     MaxBufferedSignals, MaxBufferedSignalsPerRun, HeartbeatMisses,
+//	           TimeoutGrace; timer ids (DeadlineTimerID) and purposes
+//	           (PurposeTimeout, PurposeHeartbeat)
 package projection

@@ -154,12 +154,6 @@ type Timer struct {
 	At      time.Time      `json:"at"`
 }
 
-// TimerRef is a pending timer with its id (see State.PendingTimers).
-type TimerRef struct {
-	ID string `json:"id"`
-	Timer
-}
-
 // NodeState is the state of one node: its current activation, and counters
 // over the run.
 type NodeState struct {

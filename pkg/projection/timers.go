@@ -1,9 +1,7 @@
 package projection
 
 import (
-	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/weft-dev/weft/pkg/events"
@@ -63,22 +61,6 @@ func (s *State) applyTimerFired(d *events.TimerFiredData, at time.Time) error {
 		s.timeoutFired(d.TimerID, t, a, at)
 	}
 	return nil
-}
-
-// PendingTimers lists the pending timers, by time then id: what a
-// coordinator loading the run re-arms.
-func (s *State) PendingTimers() []TimerRef {
-	out := make([]TimerRef, 0, len(s.Timers))
-	for id, t := range s.Timers {
-		out = append(out, TimerRef{ID: id, Timer: t})
-	}
-	slices.SortFunc(out, func(a, b TimerRef) int {
-		if c := a.At.Compare(b.At); c != 0 {
-			return c
-		}
-		return strings.Compare(a.ID, b.ID)
-	})
-	return out
 }
 
 // DeadlineTimerID is the id of the durable timer that ends a human node

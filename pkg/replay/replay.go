@@ -35,6 +35,9 @@
 // (plus one per mismatch); graphs whose conditions are Go functions must be
 // given with them (graph.WithConditions) for the recorded graph's side of
 // the end-of-log check, which is otherwise skipped.
+//
+// What it offers: Run (one history, a Result), Check (the same in a test,
+// through TB, which *testing.T satisfies), Result (OK) and Divergence.
 package replay
 
 import (

@@ -37,6 +37,16 @@
 // coordinator connects as the coordinator, a worker per queue as that
 // queue's worker, and Client and Store are the client's. What a role may
 // not do is refused by the server, in development as in production.
+//
+// # What it offers
+//
+//	the engine   Start, Engine (Client, Store, URL, Ready, Err, Stop)
+//	NATS         Embedded, WithPort, WithRoles (an embedded server),
+//	             WithNATS (a server of your own)
+//	coordinator  WithConditions, WithPartitions, WithoutCoordinator
+//	worker       WithNode, WithBuiltins, WithoutBuiltins, WithQueues,
+//	             WithConcurrency, WithName, WithDrainTimeout, WithoutWorker
+//	all of it    WithLogger
 package weft
 
 import (

@@ -10,11 +10,11 @@ import (
 
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/runs"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/projection"
-	"github.com/weft-dev/weft/pkg/runs"
 	"github.com/weft-dev/weft/pkg/worker"
 	"github.com/weft-dev/weft/pkg/worker/builtin"
 )

@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/runs"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
-	"github.com/weft-dev/weft/pkg/runs"
 )
 
 // boundedYAML: a node that fails its first attempts (retries, each a

@@ -14,10 +14,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/runs"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
-	"github.com/weft-dev/weft/pkg/runs"
 )
 
 const ordersYAML = `

@@ -1,0 +1,82 @@
+package client_test
+
+import (
+	"context"
+	"testing"
+
+	"go.opentelemetry.io/otel"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/telemetry"
+	"github.com/weft-dev/weft/pkg/client"
+	"github.com/weft-dev/weft/pkg/events"
+)
+
+// TestWithTracerProvider: the TracerProvider given with WithTracerProvider
+// gets the client's spans (starting, signalling and cancelling a run), the
+// run-started event carries the run span's context, and a global provider
+// installed at the same time gets nothing. No coordinator or worker runs,
+// so the client is the only source of spans.
+func TestWithTracerProvider(t *testing.T) {
+	global := tracetest.NewSpanRecorder()
+	globalTP := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(global))
+	prev := otel.GetTracerProvider()
+	otel.SetTracerProvider(globalTP)
+	spans := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	t.Cleanup(func() {
+		otel.SetTracerProvider(prev)
+		_ = tp.Shutdown(context.Background())
+		_ = globalTP.Shutdown(context.Background())
+	})
+
+	_, store := natstest.Store(t)
+	c := client.New(store, client.WithTracerProvider(tp), client.WithLogger(quiet(t)))
+	ctx := timeout(t)
+	run, err := c.Start(ctx, mustGraph(t, humanYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Signal(ctx, run, "ask", map[string]any{"ok": true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Cancel(ctx, run, "test"); err != nil {
+		t.Fatal(err)
+	}
+
+	// The spans end before Start, Signal and Cancel return.
+	ended := map[string]sdktrace.ReadOnlySpan{}
+	for _, s := range spans.Ended() {
+		ended[s.Name()] = s
+	}
+	for _, name := range []string{telemetry.SpanRun + " approve", telemetry.SpanSignal + " ask", telemetry.SpanCancel} {
+		if ended[name] == nil {
+			t.Errorf("no %q span on the given TracerProvider (got %v)", name, spanNames(spans.Ended()))
+		}
+	}
+	if got := global.Ended(); len(got) != 0 {
+		t.Errorf("the global TracerProvider got spans %v, want none", spanNames(got))
+	}
+
+	hist, err := c.History(ctx, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hist[0].Type != events.RunStarted {
+		t.Fatalf("first event %s, want run-started", hist[0].Type)
+	}
+	runSpan := ended[telemetry.SpanRun+" approve"]
+	if runSpan != nil && telemetry.SpanContextOf(hist[0]).SpanID() != runSpan.SpanContext().SpanID() {
+		t.Errorf("run-started carries span %s, want the run span %s", telemetry.SpanContextOf(hist[0]).SpanID(), runSpan.SpanContext().SpanID())
+	}
+}
+
+func spanNames(spans []sdktrace.ReadOnlySpan) []string {
+	names := make([]string, len(spans))
+	for i, s := range spans {
+		names[i] = s.Name()
+	}
+	return names
+}
