@@ -39,6 +39,66 @@ func TestLogKeysAreConstants(t *testing.T) {
 	}
 }
 
+// TestMetricNamesAreConstants fails when an OpenTelemetry instrument is
+// made with a name that is not a constant of internal/telemetry's
+// metrics.go, where every metric Weft records is named.
+func TestMetricNamesAreConstants(t *testing.T) {
+	mod := loadModule(t)
+	found := 0
+	for _, p := range mod.targets {
+		files, info := mod.check(t, p.path, p.dir, p.files)
+		for _, f := range files {
+			ast.Inspect(f, func(n ast.Node) bool {
+				call, ok := n.(*ast.CallExpr)
+				if !ok || !isInstrument(info, call) || len(call.Args) == 0 {
+					return true
+				}
+				found++
+				name := call.Args[0]
+				var id *ast.Ident
+				switch e := ast.Unparen(name).(type) {
+				case *ast.Ident:
+					id = e
+				case *ast.SelectorExpr:
+					id = e.Sel
+				}
+				c, ok := info.Uses[id].(*types.Const)
+				if id == nil || !ok || filepath.Base(mod.fset.Position(c.Pos()).Filename) != "metrics.go" ||
+					c.Pkg().Path() != "github.com/weft-dev/weft/internal/telemetry" {
+					t.Errorf("%s: metric name %s is not a constant of internal/telemetry/metrics.go; name it there", mod.fset.Position(name.Pos()), types.ExprString(name))
+				}
+				return true
+			})
+		}
+	}
+	if found == 0 {
+		t.Error("found no instrument made: the check no longer sees them")
+	}
+}
+
+// isInstrument reports whether call makes an instrument of an
+// OpenTelemetry metric.Meter (Int64Counter, Float64Histogram, …).
+func isInstrument(info *types.Info, call *ast.CallExpr) bool {
+	sel, ok := ast.Unparen(call.Fun).(*ast.SelectorExpr)
+	if !ok {
+		return false
+	}
+	s := info.Selections[sel]
+	if s == nil {
+		return false
+	}
+	fn, ok := s.Obj().(*types.Func)
+	if !ok || fn.Pkg() == nil || fn.Pkg().Path() != "go.opentelemetry.io/otel/metric" {
+		return false
+	}
+	for _, kind := range []string{"Counter", "Histogram", "Gauge"} {
+		if strings.HasSuffix(fn.Name(), kind) {
+			return true
+		}
+	}
+	return false
+}
+
 // TestLogKeysCheckFinds makes sure the check of TestLogKeysAreConstants
 // finds what it is for: literal keys, in every position a key takes.
 func TestLogKeysCheckFinds(t *testing.T) {
