@@ -95,16 +95,19 @@ edges:
 	}
 }
 
-// waitState waits until the fold of the run's log satisfies ok.
+// waitState waits until the fold of the run's log satisfies ok: it
+// follows the run (client.Follow), so it checks again at each event
+// appended, without polling.
 func waitState(t *testing.T, st events.Store, run string, ok func(*projection.State) bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		evs, err := st.Read(context.Background(), run, 0, 0)
-		if err == nil && ok(projection.Fold(evs)) {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	reached := false
+	err := client.New(st).Follow(ctx, run, func(_ client.RunEvent, s *projection.State) bool {
+		reached = ok(s)
+		return !reached
+	})
+	if !reached {
+		t.Fatalf("run %s: condition not reached (%v)", run, err)
 	}
-	t.Fatalf("run %s: condition not reached", run)
 }

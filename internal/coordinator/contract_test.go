@@ -197,8 +197,8 @@ edges:
 	if err != nil || len(live) != 0 {
 		t.Fatalf("live workers = %v, %v", live, err)
 	}
-	// Nothing is to happen: watched for a while, there being no event to
-	// wait for.
+	// Waits for an absence: nothing is to happen, so it is watched for a
+	// while, there being no event to wait for.
 	time.Sleep(300 * time.Millisecond)
 	if s := projection.Fold(readRun(t, st, run)); s.Status != projection.RunRunning || s.Nodes["r"].Status != projection.NodeReady {
 		t.Fatalf("unserved work: run %s, node %s", s.Status, s.Nodes["r"].Status)
@@ -240,18 +240,7 @@ edges:
 `)
 	run := start(t, st, g, 1)[0]
 	waitEnded(t, st, []string{run}, 30*time.Second)
-	var sn *projection.Snapshot
-	deadline := time.Now().Add(5 * time.Second)
-	for sn == nil && time.Now().Before(deadline) {
-		var err error
-		if sn, err = coordinator.LoadSnapshot(ctx, st.JetStream(), run); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if sn == nil {
-		t.Fatal("no snapshot")
-	}
+	sn := waitSnapshot(t, st, run)
 	evs := readRun(t, st, run)
 	s, err := sn.Restore()
 	if err != nil {

@@ -271,7 +271,11 @@ func WithCacheSize(n int) Option { return func(o *options) { o.cacheSize = n } }
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
 
-// WithClock sets the clock decisions are stamped with.
+// WithClock sets the clock the coordinator decides by: the time engine
+// decisions are made at (retry back-offs, deadlines) and the time of every
+// event it writes. Durations it measures against the NATS server's own
+// timers (lease renewal, ack waits and keep-alives, the local-node time
+// budget, bucket rechecks) stay on the real clock, as the server's do.
 func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
 
 // ConditionHint is what a run whose graph names an unregistered Go

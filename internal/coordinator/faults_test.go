@@ -282,6 +282,8 @@ edges:
 	if s.Status != projection.RunCompleted {
 		t.Fatalf("run %s: %v", s.Status, s.Error)
 	}
+	// Waits for an absence: the schedule's removal is no event to wait
+	// for, so the timers stream is polled until it holds none.
 	deadline := time.Now().Add(10 * time.Second)
 	for pendingSchedules(t, st, run) != 0 {
 		if time.Now().After(deadline) {

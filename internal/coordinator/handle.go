@@ -24,10 +24,8 @@ const conflictRetries = 5
 // handle processes one message of the log and acknowledges it once its
 // decisions are in. A message that fails for a passing reason is handed
 // back for redelivery after a back-off; one that can never be decided
-// fails its run (see fail).
-//
-// (Long by the order a message goes through: decode, echo checks,
-// process, then acknowledge or hand back; each step is a call.)
+// fails its run (see fail). The steps, in the order a message goes
+// through them: the restored and echo checks, decode, process, settle.
 func (c *Coordinator) handle(ctx context.Context, msg jetstream.Msg, redelivered bool) {
 	meta, err := msg.Metadata()
 	if err != nil {
@@ -36,71 +34,102 @@ func (c *Coordinator) handle(ctx context.Context, msg jetstream.Msg, redelivered
 		return
 	}
 	c.n.processed.Add(1)
-	if msg.Headers().Get(events.HdrRestored) != "" {
-		// Put back from an archive (runs.Restore): history of a run that
-		// ended, nothing to decide; but only if the read model says the
-		// admin restored the run, since any writer can set a header.
-		restored, err := c.restoredRun(ctx, msg.Subject())
-		if err != nil {
-			c.n.errors.Add(1)
-			c.log.WarnContext(ctx, "checking whether a run was restored; the event will be handled again", logattr.Subject, msg.Subject(), logattr.Error, err)
-			_ = msg.NakWithDelay(backoff(meta.NumDelivered))
-			return
-		}
-		if restored {
-			_ = msg.Ack()
-			return
-		}
+	if c.settleRestored(ctx, msg, meta) {
+		return
 	}
 	if c.holdLocal(msg) {
 		return // acknowledged once its local node's outcome is in
 	}
+	if c.passEcho(msg, meta, redelivered) {
+		return
+	}
+	e := c.decode(msg, meta)
+	ctx, span := c.startProcess(ctx, msg.Subject(), e, meta.NumDelivered)
+	defer span.End()
+	switch err := c.process(ctx, e, redelivered); {
+	case err == nil:
+		c.settleDone(ctx, msg, e)
+	case ctx.Err() != nil:
+		// Shutting down: left for the next coordinator.
+	default:
+		telemetry.Fail(span, err)
+		c.undecided(ctx, msg, meta, e, err)
+	}
+}
+
+// settleRestored settles a message put back from an archive
+// (runs.Restore): history of a run that ended, nothing to decide; but
+// only if the read model says the admin restored the run, since any
+// writer can set a header. It reports whether it settled msg.
+func (c *Coordinator) settleRestored(ctx context.Context, msg jetstream.Msg, meta *jetstream.MsgMetadata) bool {
+	if msg.Headers().Get(events.HdrRestored) == "" {
+		return false
+	}
+	restored, err := c.restoredRun(ctx, msg.Subject())
+	if err != nil {
+		c.n.errors.Add(1)
+		c.log.WarnContext(ctx, "checking whether a run was restored; the event will be handled again", logattr.Subject, msg.Subject(), logattr.Error, err)
+		_ = msg.NakWithDelay(backoff(meta.NumDelivered))
+		return true
+	}
+	if restored {
+		_ = msg.Ack()
+	}
+	return restored
+}
+
+// passEcho acknowledges msg if it is the echo of a decision this
+// coordinator appended and applied already (ownEcho), and reports whether
+// it did. A redelivered message that is not an echo of this
+// coordinator's has its run read afresh: the run may have moved on since
+// its first delivery. (Not an echo handed back by a full shard: the
+// cache has it.)
+func (c *Coordinator) passEcho(msg jetstream.Msg, meta *jetstream.MsgMetadata, redelivered bool) bool {
 	if _, echo := c.echoes.Load(msg.Headers().Get(nats.MsgIdHdr)); redelivered && !echo {
-		// The run may have moved on since this event's first delivery:
-		// read it afresh. (Not for an echo of this coordinator's own,
-		// handed back by a full shard: the cache has it.)
 		if run, ok := events.RunOf(msg.Subject()); ok {
 			c.cache.del(run)
 		}
-	} else if c.ownEcho(msg, meta) {
-		_ = msg.Ack()
-		return
+		return false
 	}
-	// A message the engine does not accept keeps its place in its run:
-	// passed over by the fold, and counted by the concurrency check if it
-	// is on the run's decision subjects.
+	if c.ownEcho(msg, meta) {
+		_ = msg.Ack()
+		return true
+	}
+	return false
+}
+
+// decode decodes msg's event. A message the engine does not accept keeps
+// its place in its run: passed over by the fold, and counted by the
+// concurrency check if it is on the run's decision subjects.
+func (c *Coordinator) decode(msg jetstream.Msg, meta *jetstream.MsgMetadata) *events.Event {
 	e := events.DecodeStored(msg.Subject(), msg.Headers(), msg.Data(), meta.Sequence.Stream, meta.Timestamp)
 	if e.Refused != nil {
 		c.n.malformed.Add(1)
 		c.log.Warn("passing over a message the engine does not accept", logattr.RunID, e.RunID, logattr.Subject, msg.Subject(), logattr.Seq, meta.Sequence.Stream, logattr.Error, e.Refused)
 	}
-	ctx, span := c.startProcess(ctx, msg.Subject(), e, meta.NumDelivered)
-	defer span.End()
-	err = c.process(ctx, e, redelivered)
-	if err == nil {
-		switch {
-		case c.holdLocal(msg):
-		case c.localUnrun(msg):
-			// Its local node is ready and did not start (given up as
-			// the coordinator stops): acknowledged, nothing would run it
-			// again; handed back, it comes to the partition's holder.
-			c.n.handedBack.Add(1)
-			if ctx.Err() != nil {
-				_ = msg.Nak()
-			} else {
-				_ = msg.NakWithDelay(shardFullDelay)
-			}
-		default:
-			c.echoes.Delete(e.ID) // an echo of this coordinator's, if it was one
-			_ = msg.Ack()
+	return e
+}
+
+// settleDone settles a message whose event was processed: acknowledged,
+// unless its local node runs (held, acknowledged once its outcome is in)
+// or is ready and did not start.
+func (c *Coordinator) settleDone(ctx context.Context, msg jetstream.Msg, e *events.Event) {
+	switch {
+	case c.holdLocal(msg):
+	case c.localUnrun(msg):
+		// Its local node is ready and did not start (given up as the
+		// coordinator stops): acknowledged, nothing would run it again;
+		// handed back, it comes to the partition's holder.
+		c.n.handedBack.Add(1)
+		if ctx.Err() != nil {
+			_ = msg.Nak()
+		} else {
+			_ = msg.NakWithDelay(shardFullDelay)
 		}
-		return
+	default:
+		c.echoes.Delete(e.ID) // an echo of this coordinator's, if it was one
+		_ = msg.Ack()
 	}
-	if ctx.Err() != nil {
-		return // shutting down: left for the next coordinator
-	}
-	telemetry.Fail(span, err)
-	c.undecided(ctx, msg, meta, e, err)
 }
 
 // undecided settles a message whose event could not be decided: its run
@@ -118,7 +147,7 @@ func (c *Coordinator) undecided(ctx context.Context, msg jetstream.Msg, meta *je
 		return
 	}
 	c.n.errors.Add(1)
-	c.log.WarnContext(ctx, "deciding failed; the event will be handled again", logattr.RunID, e.RunID, logattr.Seq, e.Seq, logattr.EventType, e.Type, "delivery", meta.NumDelivered, logattr.Error, err)
+	c.log.WarnContext(ctx, "deciding failed; the event will be handled again", logattr.RunID, e.RunID, logattr.Seq, e.Seq, logattr.EventType, e.Type, logattr.Delivery, meta.NumDelivered, logattr.Error, err)
 	_ = msg.NakWithDelay(backoff(meta.NumDelivered))
 }
 
@@ -148,32 +177,17 @@ func (c *Coordinator) ownEcho(msg jetstream.Msg, meta *jetstream.MsgMetadata) bo
 }
 
 // process applies one event to its run and decides. An event the run's
-// state already has changes nothing, and so needs no decision.
-//
-// (Its complexity is the conflict-retry loop's control; the steps are
-// named: entry, refold, apply, enforceBudget, settle, conflicted.)
+// state already has changes nothing, and so needs no decision. Decisions
+// refused for a concurrent one (events.ErrConflict) are made again from
+// the run read afresh, up to conflictRetries times.
 func (c *Coordinator) process(ctx context.Context, e *events.Event, redelivered bool) error {
 	if e.RunID == "" {
 		return nil // not a run's: nothing to decide
 	}
 	for try := 0; ; try++ {
-		ent, fresh, err := c.entry(ctx, e, redelivered)
-		if err != nil {
+		ent, fresh, err := c.fold(ctx, e, redelivered)
+		if err != nil || ent == nil {
 			return err
-		}
-		if !fresh && e.Seq > ent.prefix && e.Seq < ent.ownMax {
-			if ent, fresh, err = c.refold(ctx, e, ent); err != nil {
-				return err
-			}
-		}
-		if !c.apply(ent, e) && !fresh && (len(ent.local) == 0 || e.Type != events.NodeReady) {
-			return nil
-		}
-		if ent.state.Status == projection.RunPending {
-			c.n.orphans.Add(1)
-			c.cache.del(e.RunID)
-			c.log.WarnContext(ctx, "passing over an event of a run that does not exist", logattr.RunID, e.RunID, logattr.Seq, e.Seq, logattr.EventType, e.Type)
-			return nil
 		}
 		if failed, err := c.enforceBudget(ctx, ent); failed { // budget.go
 			return err
@@ -189,6 +203,33 @@ func (c *Coordinator) process(ctx context.Context, e *events.Event, redelivered 
 		c.n.conflicts.Add(1)
 		c.conflicted(ctx, e, try)
 	}
+}
+
+// fold brings e's run up to e: its cached entry, or the run read from the
+// log (entry), read again when the cache would apply e out of log order
+// (refold), then e applied. It returns a nil entry when there is nothing
+// to decide: e changed nothing (unless the run has local nodes to run),
+// or its run does not exist.
+func (c *Coordinator) fold(ctx context.Context, e *events.Event, redelivered bool) (*runEntry, bool, error) {
+	ent, fresh, err := c.entry(ctx, e, redelivered)
+	if err != nil {
+		return nil, false, err
+	}
+	if !fresh && e.Seq > ent.prefix && e.Seq < ent.ownMax {
+		if ent, fresh, err = c.refold(ctx, e, ent); err != nil {
+			return nil, false, err
+		}
+	}
+	if !c.apply(ent, e) && !fresh && (len(ent.local) == 0 || e.Type != events.NodeReady) {
+		return nil, false, nil
+	}
+	if ent.state.Status == projection.RunPending {
+		c.n.orphans.Add(1)
+		c.cache.del(e.RunID)
+		c.log.WarnContext(ctx, "passing over an event of a run that does not exist", logattr.RunID, e.RunID, logattr.Seq, e.Seq, logattr.EventType, e.Type)
+		return nil, false, nil
+	}
+	return ent, fresh, nil
 }
 
 // refold folds ent's run afresh, in log order: e precedes in the log a

@@ -59,7 +59,9 @@ func TestSlowRunHoldsUpOnlyItself(t *testing.T) {
 	runs := start(t, st, g, 64)
 	waitEnded(t, st, runs, 30*time.Second)
 	t.Logf("64 runs ended %s after the slow run's append hung", time.Since(blockedAt).Round(time.Millisecond))
-	// Hold the slow run past three ack waits, for a redelivery to show.
+	// Waits for an absence: the slow run is held past three ack waits,
+	// time for a redelivery to show if the in-progress acknowledgements
+	// failed; none is to come, so there is no event to wait for.
 	time.Sleep(time.Until(blockedAt.Add(3 * ackWait)))
 	if s := projection.Fold(readRun(t, st, slow)); s.Status.Ended() {
 		t.Fatalf("the slow run ended while its append hung: %s", s.Status)
@@ -145,6 +147,8 @@ func TestStoppedCoordinatorHandsHeldEventsBack(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the cancel request never reached the coordinator: %+v, %v", ci, err)
 		}
+		// No event says the coordinator holds it (it is in the log
+		// before): the consumer's state is polled.
 		time.Sleep(20 * time.Millisecond)
 	}
 	cancel()

@@ -461,7 +461,7 @@ func (c *Coordinator) startLocal(ctx context.Context, g *graph.Graph, ent *runEn
 		if node == nil {
 			// The graph was compiled with this type local, so this cannot
 			// be; fail the attempt rather than leave it ready.
-			lr.out, lr.err = localFailure(run, &ready, fmt.Sprintf("no local executor for node type %q", ready.Type))
+			lr.out, lr.err = localFailure(run, &ready, c.opts.now(), fmt.Sprintf("no local executor for node type %q", ready.Type))
 		} else {
 			lr.out, lr.err = worker.InvokeLocal(ctx, node, run, &ready, li.ev, localWorker, c.opts.localTimeout, c.log)
 		}
@@ -606,9 +606,9 @@ func (c *Coordinator) keepHeld(lr *localRun) {
 
 var localReadySuffix = ".d.ready." + events.LocalQueue
 
-// localFailure is a non-retryable failure of a local attempt.
-func localFailure(run string, r *events.NodeReadyData, msg string) (*events.Event, error) {
-	e, err := events.New(run, events.DecisionID(run, events.NodeFailed, r.Key(), strconv.Itoa(r.Attempt), "0"), time.Time{}, &events.NodeFailedData{
+// localFailure is a non-retryable failure of a local attempt, at at.
+func localFailure(run string, r *events.NodeReadyData, at time.Time, msg string) (*events.Event, error) {
+	e, err := events.New(run, events.DecisionID(run, events.NodeFailed, r.Key(), strconv.Itoa(r.Attempt), "0"), at, &events.NodeFailedData{
 		NodeRef: r.NodeRef, Attempt: r.Attempt, Worker: localWorker,
 		Error: events.Failure{Type: "LocalExecutorMissing", Message: msg},
 	})

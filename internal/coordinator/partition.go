@@ -186,7 +186,7 @@ func (c *Coordinator) releaseExcess(ctx context.Context, kv jetstream.KeyValue, 
 		if err := kv.Delete(ctx, leaseKey(p), jetstream.LastRevision(rev)); err != nil {
 			c.leaseWarn("releasing a partition lease", err)
 		}
-		c.log.Info("released a partition", logattr.Partition, p, "share", share, "members", members)
+		c.log.Info("released a partition", logattr.Partition, p, logattr.Share, share, logattr.Members, members)
 	}
 }
 
@@ -209,7 +209,7 @@ func (c *Coordinator) takeFree(ctx, rctx context.Context, kv jetstream.KeyValue,
 		h := &heldPartition{rev: rev, renewed: time.Now(), cancel: pcancel, done: make(chan struct{})}
 		ps.put(p, h)
 		c.forgetPartition(p)
-		c.log.Info("took a partition", logattr.Partition, p, "share", share, "members", members, "holder", c.id)
+		c.log.Info("took a partition", logattr.Partition, p, logattr.Share, share, logattr.Members, members, logattr.Holder, c.id)
 		go func() {
 			defer close(h.done)
 			consume(pctx, p)
@@ -341,7 +341,7 @@ func (c *Coordinator) leasesKV(ctx context.Context) (jetstream.KeyValue, error) 
 		return nil, fmt.Errorf("opening the leases bucket %s: %w", LeasesBucket, err)
 	}
 	if st, serr := kv.Status(ctx); serr == nil && st.TTL() != c.opts.leaseTTL {
-		c.log.Warn("the leases bucket has another lease duration; using it as it is", "have", st.TTL(), "want", c.opts.leaseTTL)
+		c.log.Warn("the leases bucket has another lease duration; using it as it is", logattr.Have, st.TTL(), logattr.Want, c.opts.leaseTTL)
 		c.opts.leaseTTL = max(st.TTL(), minLeaseTTL)
 	}
 	return kv, nil
@@ -373,7 +373,7 @@ func (c *Coordinator) partitionConsumer(ctx context.Context, p int) (jetstream.C
 			// Partition 0's consumer records the deployment's count:
 			// checkPartitions refuses a mismatch.
 			c.log.Warn("a partition consumer has other filters (another partition count?); using it as it is",
-				"consumer", name, "have", filtersOf(have), "want", want)
+				logattr.Consumer, name, logattr.Have, filtersOf(have), logattr.Want, want)
 			return cons, nil
 		}
 		// Partition 0's agrees with this coordinator: this one is left
@@ -384,7 +384,7 @@ func (c *Coordinator) partitionConsumer(ctx context.Context, p int) (jetstream.C
 			return nil, err
 		}
 		startAt, _ = recordedStarts(rec.CachedInfo().Config)
-		c.log.Warn("replacing a partition consumer left from another partition count", "consumer", name, "from_seq", startAt)
+		c.log.Warn("replacing a partition consumer left from another partition count", logattr.Consumer, name, logattr.FromSeq, startAt)
 		if err := c.js.DeleteConsumer(ctx, c.store.StreamName(), name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 			return nil, err
 		}

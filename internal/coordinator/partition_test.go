@@ -56,6 +56,8 @@ func waitSpread(t *testing.T, partitions int, cs ...*held) {
 			}
 			t.Fatalf("partitions not spread over %d coordinators (share %d)", len(cs), share)
 		}
+		// What each coordinator holds is its own state, which no event
+		// announces (a lease's put comes before it is held): polled.
 		time.Sleep(20 * time.Millisecond)
 	}
 }

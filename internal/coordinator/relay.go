@@ -105,7 +105,7 @@ func (c *Coordinator) timerConsumer(ctx context.Context, p int) (jetstream.Consu
 			return nil, err
 		}
 		_, startAt = recordedStarts(rec.CachedInfo().Config)
-		c.log.Warn("replacing a timer consumer left from another partition count", "consumer", name, "from_seq", startAt)
+		c.log.Warn("replacing a timer consumer left from another partition count", logattr.Consumer, name, logattr.FromSeq, startAt)
 		if err := c.js.DeleteConsumer(ctx, stream, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 			return nil, err
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
@@ -129,7 +130,7 @@ func (c *Coordinator) repartitionTo(ctx context.Context, kv jetstream.KeyValue, 
 	if err != nil {
 		return err
 	}
-	c.log.Warn("repartitioning", "from", countText(have), "to", c.opts.partitions, "events_from_seq", eventsFrom, "timers_from_seq", timersFrom)
+	c.log.Warn("repartitioning", logattr.From, countText(have), logattr.To, c.opts.partitions, logattr.EventsFromSeq, eventsFrom, logattr.TimersFromSeq, timersFrom)
 	// Partition 0's consumer first: it records the new count and where
 	// the new consumers start, so that a repartition interrupted from here
 	// on is finished by the coordinators that start next (partitionConsumer

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -210,27 +209,36 @@ func startCoordinator(ctx context.Context, st events.Store) *running {
 	return r
 }
 
-// waitWaiting waits until the run's node waits for a signal and the
-// run's snapshot is stored.
+// waitWaiting waits for a node of the run to wait (followed, at each
+// event of the run) and for the run's snapshot to be stored.
 func waitWaiting(t *testing.T, st events.Store, run, node string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		evs, err := st.Read(context.Background(), run, 0, 0)
-		if err != nil && !errors.Is(err, events.ErrRunNotFound) {
+	waitState(t, st, run, func(s *projection.State) bool {
+		ns := s.Nodes[node]
+		return ns != nil && ns.Status == projection.NodeWaiting
+	})
+	waitSnapshot(t, st, run)
+}
+
+// waitSnapshot waits for the run's snapshot to be in its bucket. No event
+// of the run says it was stored (the bucket may not exist yet, to be
+// watched): this polls the condition.
+func waitSnapshot(t *testing.T, st events.Store, run string) *projection.Snapshot {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		sn, err := coordinator.LoadSnapshot(context.Background(), st.JetStream(), run)
+		if err != nil {
 			t.Fatal(err)
 		}
-		s := projection.Fold(evs)
-		if ns := s.Nodes[node]; ns != nil && ns.Status == projection.NodeWaiting {
-			if sn, _ := coordinator.LoadSnapshot(context.Background(), st.JetStream(), run); sn != nil {
-				return
-			}
+		if sn != nil {
+			return sn
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s: no snapshot stored", run)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	evs, _ := st.Read(context.Background(), run, 0, 0)
-	s := projection.Fold(evs)
-	t.Fatalf("run %s: node %s never waited (run %s: %v)", run, node, s.Status, s.Error)
 }
 
 // A stale snapshot (an older one of the same run, which the log attested)

@@ -126,7 +126,7 @@ func (c *Coordinator) recordLifetime(ctx context.Context, ent *runEntry, evs []*
 // another landed first.
 func (c *Coordinator) conflicted(ctx context.Context, e *events.Event, try int) {
 	telemetry.Conflict(ctx)
-	c.log.InfoContext(ctx, "a concurrent decision landed first; deciding again", logattr.RunID, e.RunID, logattr.EventType, e.Type, logattr.Seq, e.Seq, "try", try+1)
+	c.log.InfoContext(ctx, "a concurrent decision landed first; deciding again", logattr.RunID, e.RunID, logattr.EventType, e.Type, logattr.Seq, e.Seq, logattr.Try, try+1)
 }
 
 // runStartKey keys the run-started event's trace context in runEntry.traces.

@@ -34,6 +34,7 @@ import (
 
 	"github.com/weft-dev/weft/internal/cmdmain"
 	"github.com/weft-dev/weft/internal/coordinator"
+	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/natsconn"
 	"github.com/weft-dev/weft/internal/runs"
 	"github.com/weft-dev/weft/internal/setup"
@@ -160,7 +161,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer func() {
 		if err := shutdown(context.WithoutCancel(ctx)); err != nil {
-			log.Warn("flushing telemetry", "error", err)
+			log.Warn("flushing telemetry", logattr.Error, err)
 		}
 	}()
 	telemetry.Announce(ctx, telemetry.ComponentCoordinator)
@@ -205,14 +206,14 @@ func coordinate(ctx context.Context, log *slog.Logger, cfg *Config, store events
 			coordinator.WithRetention(cfg.Retention),
 			coordinator.WithLogger(log))
 		pr.c.Store(c)
-		log.Info("coordinating", "nats", natsconn.ConnectedURL(store.JetStream().Conn()), "stream", store.StreamName(), "durable", cfg.Durable)
+		log.Info("coordinating", logattr.NATS, natsconn.ConnectedURL(store.JetStream().Conn()), logattr.Stream, store.StreamName(), logattr.Durable, cfg.Durable)
 		started := time.Now()
 		err := c.Run(ctx)
 		st := c.Stats()
 		// The counters, once at shutdown (weftbench's coordinator figures
 		// read them from this line).
-		log.Info("stopped", "processed", st.Processed, "decisions", st.Decisions, "malformed", st.Malformed, "conflicts", st.Conflicts,
-			"reloads", st.Reloads, "reorders", st.Reorders, "handed_back", st.HandedBack, "errors", st.Errors)
+		log.Info("stopped", logattr.Processed, st.Processed, logattr.Decisions, st.Decisions, logattr.Malformed, st.Malformed, logattr.Conflicts, st.Conflicts,
+			logattr.Reloads, st.Reloads, logattr.Reorders, st.Reorders, logattr.HandedBack, st.HandedBack, logattr.Errors, st.Errors)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -236,7 +237,7 @@ func coordinate(ctx context.Context, log *slog.Logger, cfg *Config, store events
 // ctx ended (a stop before the coordinator was ready is a clean stop).
 func setupError(ctx context.Context, log *slog.Logger, err error) error {
 	if ctx.Err() != nil {
-		log.Info("stopped before the coordinator was ready", "error", err)
+		log.Info("stopped before the coordinator was ready", logattr.Error, err)
 		return nil
 	}
 	return err

@@ -95,7 +95,10 @@ func (d *decider) route(n *graph.Node, ns *projection.NodeState) {
 	d.emitRouted(&events.NodeRoutedData{NodeRef: ref, Signals: sigs}, events.DecisionID(d.s.RunID, events.NodeRouted, ref.Key()))
 }
 
-// join fires the next round of a node's incoming signals, if it can.
+// join fires the next round of a node's incoming signals, if it can: a
+// taken back edge starts the next iteration at once; forward signals fire
+// when the node's join condition is met, or skip it when it no longer can
+// be.
 func (d *decider) join(n *graph.Node) bool {
 	q := d.s.Pending[n.ID]
 	if len(q) == 0 {
@@ -104,56 +107,82 @@ func (d *decider) join(n *graph.Node) bool {
 	if ns := d.s.Nodes[n.ID]; ns != nil && ns.Status.Active() {
 		return false // one activation of a node at a time; signals wait
 	}
-	for _, sig := range q {
-		if sig.Back && sig.Taken {
-			d.activate(n, []int{sig.Edge}, nil, sig.Data, true)
-			return true
-		}
+	if sig, ok := takenBackEdge(q); ok {
+		d.activate(n, []int{sig.Edge}, nil, sig.Data, true)
+		return true
 	}
 	fwd := d.ev.ForwardIncoming(n.ID)
-	heads := map[int]events.Signal{}
-	var order []int
-	for _, sig := range q {
-		if _, ok := heads[sig.Edge]; !ok && !sig.Back {
-			heads[sig.Edge] = sig
-			order = append(order, sig.Edge)
-		}
-	}
-	taken := 0
-	var local json.RawMessage
-	for _, e := range order {
-		if heads[e].Taken {
-			taken++
-			local = mergeLocal(local, heads[e].Data)
-		}
-	}
-	var owed []int
-	for _, e := range fwd {
-		if _, ok := heads[e]; !ok {
-			owed = append(owed, e)
-		}
-	}
-	need := len(fwd)
-	switch n.Join.Kind {
-	case graph.JoinAny:
-		need = 1
-	case graph.JoinN:
-		need = n.Join.N
-	}
-	switch {
+	r := nextRound(q, fwd)
+	switch need := joinNeed(n, len(fwd)); {
 	case n.Join.Kind == graph.JoinAll || n.Join.Kind == "":
-		if len(owed) > 0 {
+		if len(r.owed) > 0 {
 			return false
 		}
-		d.activate(n, order, nil, local, taken > 0)
-	case taken >= need:
-		d.activate(n, order, owed, local, true)
-	case taken+len(owed) < need:
-		d.activate(n, order, owed, nil, false)
+		d.activate(n, r.order, nil, r.local, r.taken > 0)
+	case r.taken >= need:
+		d.activate(n, r.order, r.owed, r.local, true)
+	case r.taken+len(r.owed) < need:
+		d.activate(n, r.order, r.owed, nil, false)
 	default:
 		return false
 	}
 	return true
+}
+
+// takenBackEdge returns the first taken back-edge signal among a node's
+// pending ones.
+func takenBackEdge(q []events.Signal) (events.Signal, bool) {
+	for _, sig := range q {
+		if sig.Back && sig.Taken {
+			return sig, true
+		}
+	}
+	return events.Signal{}, false
+}
+
+// joinRound is the next round of a node's forward signals: the first
+// pending signal of each incoming forward edge, in the order they came.
+type joinRound struct {
+	order []int           // the edges signalled, in order
+	owed  []int           // forward edges with no signal yet
+	taken int             // how many of order were taken
+	local json.RawMessage // the taken edges' local data, merged in order
+}
+
+// nextRound gathers the next round from a node's pending signals; fwd is
+// its incoming forward edges.
+func nextRound(q []events.Signal, fwd []int) joinRound {
+	var r joinRound
+	seen := map[int]bool{}
+	for _, sig := range q {
+		if sig.Back || seen[sig.Edge] {
+			continue
+		}
+		seen[sig.Edge] = true
+		r.order = append(r.order, sig.Edge)
+		if sig.Taken {
+			r.taken++
+			r.local = mergeLocal(r.local, sig.Data)
+		}
+	}
+	for _, e := range fwd {
+		if !seen[e] {
+			r.owed = append(r.owed, e)
+		}
+	}
+	return r
+}
+
+// joinNeed is how many taken edges fire a node: one for any, n for n,
+// all of its fwd forward edges otherwise.
+func joinNeed(n *graph.Node, fwd int) int {
+	switch n.Join.Kind {
+	case graph.JoinAny:
+		return 1
+	case graph.JoinN:
+		return n.Join.N
+	}
+	return fwd
 }
 
 // mergeLocal merges branch-local data from several taken edges: objects
@@ -175,22 +204,26 @@ func mergeLocal(a, b json.RawMessage) json.RawMessage {
 	return mustJSON(am)
 }
 
-// activate starts a new activation of n (or skips it).
+// activation is one activation of a node being decided: which it is, the
+// edges it consumes and owes, and the local data its taken edges carry.
+type activation struct {
+	ref      events.NodeRef
+	consumed []int
+	owed     []int
+	local    json.RawMessage
+}
+
+// activate starts a new activation of n (or skips it): past its iteration
+// cap the run fails; with no edge taken, or its when condition false, it
+// is skipped; else it starts the way its kind does.
 func (d *decider) activate(n *graph.Node, consumed, owed []int, local json.RawMessage, run bool) {
-	iter := 1
-	if ns := d.s.Nodes[n.ID]; ns != nil {
-		iter = ns.Iteration + 1
-	}
-	if limit := d.ev.MaxIterations(n.ID); iter > limit {
-		d.failRun(events.Failure{Type: events.FailureIterationCap, Message: fmt.Sprintf("node %q reached its iteration cap of %d", n.ID, limit)}, n.ID)
+	ref, ok := d.nextIteration(n)
+	if !ok {
 		return
 	}
-	ref := events.NodeRef{Node: n.ID, Iteration: iter}
-	skip := func(reason string) {
-		d.emit(&events.NodeSkippedData{NodeRef: ref, Reason: reason, Consumed: consumed, Owed: owed}, events.DecisionID(d.s.RunID, events.NodeSkipped, ref.Key()))
-	}
+	a := &activation{ref: ref, consumed: consumed, owed: owed, local: local}
 	if !run {
-		skip("no incoming edge was taken")
+		d.skip(a, "no incoming edge was taken")
 		return
 	}
 	pred := d.predOutput(n.ID, consumed)
@@ -202,58 +235,99 @@ func (d *decider) activate(n *graph.Node, consumed, owed []int, local json.RawMe
 		return
 	}
 	if !ok {
-		skip("its when condition is false")
+		d.skip(a, "its when condition is false")
 		return
-	}
-	wait := func(p *events.NodeWaitingData) {
-		p.NodeRef, p.Consumed, p.Owed, p.Local = ref, consumed, owed, local
-		d.emit(p, events.DecisionID(d.s.RunID, events.NodeWaiting, ref.Key()))
 	}
 	switch {
 	case n.Map != nil:
-		items, err := d.ev.MapItems(n.ID, env)
-		if err != nil {
-			d.failRun(events.Failure{Type: events.FailureCondition, Message: fmt.Sprintf("node %q: map.over: %v", n.ID, err)}, n.ID)
-			return
-		}
-		if items == nil {
-			items = []any{}
-		}
-		wait(&events.NodeWaitingData{For: "map", Items: mustJSON(items)})
+		d.startMap(n, a, env)
 	case n.Type == graph.TypeRouter:
-		names, err := d.ev.RouterActions(n.ID, env)
-		if err != nil {
-			d.failRun(events.Failure{Type: events.FailureCondition, Message: fmt.Sprintf("router %q: %v", n.ID, err)}, n.ID)
-			return
-		}
-		var actions []events.Action
-		for _, a := range names {
-			actions = append(actions, events.Action{Name: a})
-		}
-		wait(&events.NodeWaitingData{For: "router"})
-		// A router passes its predecessor's output on, so the conditions
-		// of its edges see it as output.
-		d.emit(&events.NodeInvokedData{NodeRef: ref, Output: pred, Actions: actions, Worker: "coordinator"},
-			events.DecisionID(d.s.RunID, events.NodeInvoked, ref.Key(), "0"))
+		d.startRouter(n, a, env, pred)
 	case n.Type == graph.TypeHuman:
-		p := &events.NodeWaitingData{For: "signal", Input: d.input(n)}
-		var cfg struct {
-			Timeout graph.Duration `json:"timeout"`
-		}
-		_ = json.Unmarshal(n.Config, &cfg)
-		if cfg.Timeout > 0 {
-			at := d.now.Add(cfg.Timeout.D())
-			p.Deadline = &at
-		}
-		wait(p)
-		if p.Deadline != nil {
-			id := projection.DeadlineTimerID(ref)
-			d.timer(id, *p.Deadline, &events.TimerFiredData{TimerID: id, Purpose: "deadline", Ref: ref})
-		}
+		d.startHuman(n, a)
 	case n.Type == graph.TypeSubgraph:
 		d.startChild(n, ref, consumed, owed, local)
 	default:
 		d.ready(n, ref, 1, local, consumed, owed)
+	}
+}
+
+// nextIteration is the node's next activation, unless it would pass the
+// node's iteration cap: then the run fails.
+func (d *decider) nextIteration(n *graph.Node) (events.NodeRef, bool) {
+	iter := 1
+	if ns := d.s.Nodes[n.ID]; ns != nil {
+		iter = ns.Iteration + 1
+	}
+	if limit := d.ev.MaxIterations(n.ID); iter > limit {
+		d.failRun(events.Failure{Type: events.FailureIterationCap, Message: fmt.Sprintf("node %q reached its iteration cap of %d", n.ID, limit)}, n.ID)
+		return events.NodeRef{}, false
+	}
+	return events.NodeRef{Node: n.ID, Iteration: iter}, true
+}
+
+// skip records an activation skipped, and why.
+func (d *decider) skip(a *activation, reason string) {
+	d.emit(&events.NodeSkippedData{NodeRef: a.ref, Reason: reason, Consumed: a.consumed, Owed: a.owed},
+		events.DecisionID(d.s.RunID, events.NodeSkipped, a.ref.Key()))
+}
+
+// wait records an activation waiting (for its map items, its route, a
+// signal).
+func (d *decider) wait(a *activation, p *events.NodeWaitingData) {
+	p.NodeRef, p.Consumed, p.Owed, p.Local = a.ref, a.consumed, a.owed, a.local
+	d.emit(p, events.DecisionID(d.s.RunID, events.NodeWaiting, a.ref.Key()))
+}
+
+// startMap starts a map node: it waits for its items, listed now from its
+// map.over (mapItems readies them).
+func (d *decider) startMap(n *graph.Node, a *activation, env graphrt.Env) {
+	items, err := d.ev.MapItems(n.ID, env)
+	if err != nil {
+		d.failRun(events.Failure{Type: events.FailureCondition, Message: fmt.Sprintf("node %q: map.over: %v", n.ID, err)}, n.ID)
+		return
+	}
+	if items == nil {
+		items = []any{}
+	}
+	d.wait(a, &events.NodeWaitingData{For: "map", Items: mustJSON(items)})
+}
+
+// startRouter runs a router node here: its routes are evaluated now, and
+// it is invoked with the actions they name.
+func (d *decider) startRouter(n *graph.Node, a *activation, env graphrt.Env, pred json.RawMessage) {
+	names, err := d.ev.RouterActions(n.ID, env)
+	if err != nil {
+		d.failRun(events.Failure{Type: events.FailureCondition, Message: fmt.Sprintf("router %q: %v", n.ID, err)}, n.ID)
+		return
+	}
+	var actions []events.Action
+	for _, name := range names {
+		actions = append(actions, events.Action{Name: name})
+	}
+	d.wait(a, &events.NodeWaitingData{For: "router"})
+	// A router passes its predecessor's output on, so the conditions of
+	// its edges see it as output.
+	d.emit(&events.NodeInvokedData{NodeRef: a.ref, Output: pred, Actions: actions, Worker: "coordinator"},
+		events.DecisionID(d.s.RunID, events.NodeInvoked, a.ref.Key(), "0"))
+}
+
+// startHuman starts a human node: it waits for a signal, up to its
+// timeout if it has one (a deadline timer).
+func (d *decider) startHuman(n *graph.Node, a *activation) {
+	p := &events.NodeWaitingData{For: "signal", Input: d.input(n)}
+	var cfg struct {
+		Timeout graph.Duration `json:"timeout"`
+	}
+	_ = json.Unmarshal(n.Config, &cfg)
+	if cfg.Timeout > 0 {
+		at := d.now.Add(cfg.Timeout.D())
+		p.Deadline = &at
+	}
+	d.wait(a, p)
+	if p.Deadline != nil {
+		id := projection.DeadlineTimerID(a.ref)
+		d.timer(id, *p.Deadline, &events.TimerFiredData{TimerID: id, Purpose: "deadline", Ref: a.ref})
 	}
 }
 

@@ -78,18 +78,8 @@ func (d *decider) onFailure(n *graph.Node, ns *projection.NodeState, item *int) 
 		f = &events.Failure{Type: "Error", Message: "unknown failure"}
 	}
 	ref := events.NodeRef{Node: n.ID, Iteration: ns.Iteration, Item: item}
-	p := policy(n)
-	if retryable(f, p) && attempt < p.MaxAttempts {
-		next := attempt + 1
-		at := d.now.Add(Backoff(p, attempt, events.IdempotencyKey(d.s.RunID, ref, attempt)))
-		id := "retry-" + n.ID + "-" + strconv.Itoa(ns.Iteration)
-		if item != nil {
-			id += "-" + strconv.Itoa(*item)
-		}
-		id += "-" + strconv.Itoa(next)
-		d.emit(&events.RetryScheduledData{NodeRef: ref, Attempt: next, At: at, TimerID: id, LastFailure: *f},
-			events.DecisionID(d.s.RunID, events.RetryScheduled, ref.Key(), strconv.Itoa(next)))
-		d.timer(id, at, &events.TimerFiredData{TimerID: id, Purpose: "retry", Ref: ref, Attempt: next})
+	if p := policy(n); retryable(f, p) && attempt < p.MaxAttempts {
+		d.scheduleRetry(n, p, ref, attempt, f)
 		return true
 	}
 	if item == nil && len(n.Fallback) > 0 {
@@ -101,15 +91,36 @@ func (d *decider) onFailure(n *graph.Node, ns *projection.NodeState, item *int) 
 		d.route(n, ns)
 		return true
 	}
+	d.failNode(n, item, attempt, f)
+	return true
+}
+
+// scheduleRetry schedules the attempt after a failed one, after its
+// back-off: a retry-scheduled decision and the durable timer that fires
+// it.
+func (d *decider) scheduleRetry(n *graph.Node, p graph.RetryPolicy, ref events.NodeRef, attempt int, f *events.Failure) {
+	next := attempt + 1
+	at := d.now.Add(Backoff(p, attempt, events.IdempotencyKey(d.s.RunID, ref, attempt)))
+	id := "retry-" + n.ID + "-" + strconv.Itoa(ref.Iteration)
+	if ref.Item != nil {
+		id += "-" + strconv.Itoa(*ref.Item)
+	}
+	id += "-" + strconv.Itoa(next)
+	d.emit(&events.RetryScheduledData{NodeRef: ref, Attempt: next, At: at, TimerID: id, LastFailure: *f},
+		events.DecisionID(d.s.RunID, events.RetryScheduled, ref.Key(), strconv.Itoa(next)))
+	d.timer(id, at, &events.TimerFiredData{TimerID: id, Purpose: "retry", Ref: ref, Attempt: next})
+}
+
+// failNode fails the run for a node (or map item) whose failure nothing
+// recovers from. The node's own failure is the cause; the run's message
+// does not repeat it.
+func (d *decider) failNode(n *graph.Node, item *int, attempt int, f *events.Failure) {
 	cause := *f
-	// The node's own failure is the cause; the run's message does not
-	// repeat it.
 	msg := fmt.Sprintf("node %q failed after %d attempt(s)", n.ID, attempt)
 	if item != nil {
 		msg = fmt.Sprintf("node %q item %d failed after %d attempt(s)", n.ID, *item, attempt)
 	}
 	d.failRun(events.Failure{Type: f.Type, Message: msg, Cause: &cause}, n.ID)
-	return true
 }
 
 func (d *decider) hasTimeoutEdge(node string) bool {

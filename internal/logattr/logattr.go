@@ -47,4 +47,86 @@ const (
 	// NATSUser is the NATS user a connection authenticated as (a role's
 	// user name; never its password).
 	NATSUser = "nats_user"
+	// NATS is the URL of the NATS server a process is connected to.
+	NATS = "nats"
+	// Try is which try of a step this is (1, 2, …); Tries how many it
+	// took.
+	Try   = "try"
+	Tries = "tries"
+	// For is what a process waits for (setup.Retry); Retry how it retries.
+	For   = "for"
+	Retry = "retry"
+	// Key is a key of a key-value bucket (the read model, a ledger).
+	Key = "key"
+)
+
+// Keys of the JetStream resources a process sets up or finds, and of
+// settings that differ from what it wants.
+const (
+	Stream   = "stream"
+	Consumer = "consumer"
+	Durable  = "durable"
+	// Resource and Setting name a live setting; Have and Want its live
+	// value and this process's.
+	Resource = "resource"
+	Setting  = "setting"
+	Have     = "have"
+	Want     = "want"
+	// FromSeq is the stream sequence a consumer starts at; EventsFromSeq
+	// and TimersFromSeq those of a repartition's new consumers, on the
+	// events and the timers streams.
+	FromSeq       = "from_seq"
+	EventsFromSeq = "events_from_seq"
+	TimersFromSeq = "timers_from_seq"
+	// From and To are the partition counts a repartition goes between.
+	From = "from"
+	To   = "to"
+	// AllowRollupHdrs, AllowMsgSchedules and AllowMsgTTL are the events
+	// stream's header permissions (an older Weft's stream allows them).
+	AllowRollupHdrs   = "allow_rollup_hdrs"
+	AllowMsgSchedules = "allow_msg_schedules"
+	AllowMsgTTL       = "allow_msg_ttl"
+	// Heartbeat and AckWait are a queue's heartbeat interval and its
+	// consumer's ack wait.
+	Heartbeat = "heartbeat"
+	AckWait   = "ack_wait"
+)
+
+// Keys of a coordinator's partition leases. Holder is the id of the
+// coordinator that took a partition (as Coordinator; weftbench reads it
+// under this key).
+const (
+	Share   = "share"
+	Members = "members"
+	Holder  = "holder"
+)
+
+// Keys of a worker's start and stop lines.
+const (
+	Queues      = "queues"
+	Concurrency = "concurrency"
+	Types       = "types"
+	Stats       = "stats"
+)
+
+// Keys of a coordinator's counters, logged once when it stops (weftbench's
+// coordinator figures read them from that line).
+const (
+	Processed  = "processed"
+	Decisions  = "decisions"
+	Malformed  = "malformed"
+	Conflicts  = "conflicts"
+	Reloads    = "reloads"
+	Reorders   = "reorders"
+	HandedBack = "handed_back"
+	Errors     = "errors"
+)
+
+// Keys of HTTP servers: the address served, its paths, and a request's
+// method and path.
+const (
+	Addr   = "addr"
+	Paths  = "paths"
+	Method = "method"
+	Path   = "path"
 )

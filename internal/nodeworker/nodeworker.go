@@ -34,6 +34,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/weft-dev/weft/internal/cmdmain"
+	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/natsconn"
 	"github.com/weft-dev/weft/internal/setup"
 	"github.com/weft-dev/weft/internal/telemetry"
@@ -177,7 +178,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer func() {
 		if err := shutdown(context.WithoutCancel(ctx)); err != nil {
-			log.Warn("flushing telemetry", "error", err)
+			log.Warn("flushing telemetry", logattr.Error, err)
 		}
 	}()
 	telemetry.Announce(ctx, telemetry.ComponentWorker)
@@ -278,7 +279,7 @@ func ensureQueues(ctx context.Context, log *slog.Logger, cfg *Config, store even
 // ctx ended (a stop before the worker was ready is a clean stop).
 func setupError(ctx context.Context, log *slog.Logger, err error) error {
 	if ctx.Err() != nil {
-		log.Info("stopped before the worker was ready", "error", err)
+		log.Info("stopped before the worker was ready", logattr.Error, err)
 		return nil
 	}
 	return err

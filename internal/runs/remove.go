@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
 )
@@ -197,7 +198,7 @@ func Sweep(ctx context.Context, store events.Store, archive Archive, now time.Ti
 					res.Failed = map[string]string{}
 				}
 				res.Failed[run] = err.Error()
-				log.Warn("retention: a run was not removed", "run_id", run, "error", err)
+				log.Warn("retention: a run was not removed", logattr.RunID, run, logattr.Error, err)
 				return
 			}
 			res.Removed = append(res.Removed, *r)

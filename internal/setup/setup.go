@@ -27,6 +27,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/weft-dev/weft/internal/logattr"
 )
 
 // Diff is one setting of a live resource that differs from what a process
@@ -60,7 +62,7 @@ func WarnDiffs(log *slog.Logger, scope any, resource string, diffs []Diff) {
 			continue
 		}
 		log.Warn("using the live setting, not this process's (change it with 'weft admin apply')",
-			"resource", resource, "setting", d.Setting, "have", fmt.Sprint(d.Have), "want", fmt.Sprint(d.Want))
+			logattr.Resource, resource, logattr.Setting, d.Setting, logattr.Have, fmt.Sprint(d.Have), logattr.Want, fmt.Sprint(d.Want))
 	}
 }
 
@@ -120,7 +122,7 @@ func (b *Backoff) Warn(log *slog.Logger, msg, what string, err error) bool {
 		b.seen = map[string]bool{}
 	}
 	b.seen[text] = true
-	log.Warn(msg, "for", what, "error", text, "retry", "with back-off up to "+MaxWait.String())
+	log.Warn(msg, logattr.For, what, logattr.Error, text, logattr.Retry, "with back-off up to "+MaxWait.String())
 	return true
 }
 
@@ -138,7 +140,7 @@ func Retry(ctx context.Context, log *slog.Logger, what string, fatal func(error)
 		err := fn(ctx)
 		if err == nil {
 			if tries > 1 {
-				log.Info("ready after waiting", "for", what, "tries", tries)
+				log.Info("ready after waiting", logattr.For, what, logattr.Tries, tries)
 			}
 			return nil
 		}

@@ -97,7 +97,7 @@ func Serve(ctx context.Context, addr string, reg *prometheus.Registry, ready fun
 		case <-s.done:
 		}
 	}()
-	log.Info("serving metrics and health", "addr", s.addr.String(), "paths", PathMetrics+" "+PathHealth+" "+PathReady)
+	log.Info("serving metrics and health", logattr.Addr, s.addr.String(), logattr.Paths, PathMetrics+" "+PathHealth+" "+PathReady)
 	return s, nil
 }
 

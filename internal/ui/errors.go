@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/runs"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
@@ -61,7 +62,7 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		e.Message += " (if this server connects as Weft's ui role, it may not act: give it the client role's credentials, or run it with -read-only)"
 	}
 	if e.Status >= 500 {
-		s.log.Warn("ui: answering with an error", "method", r.Method, "path", r.URL.Path, "status", e.Status, "error", err)
+		s.log.Warn("ui: answering with an error", logattr.Method, r.Method, logattr.Path, r.URL.Path, logattr.Status, e.Status, logattr.Error, err)
 	}
 	writeJSON(w, e.Status, e)
 }

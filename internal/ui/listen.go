@@ -9,6 +9,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/weft-dev/weft/internal/logattr"
 )
 
 // ErrExposed is wrapped by CheckAddr's error: a non-loopback address
@@ -85,7 +87,7 @@ func Start(ctx context.Context, addr string, cfg Config) (*Server, error) {
 	go func() {
 		defer close(s.done)
 		if err := s.hs.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) && cfg.Log != nil {
-			cfg.Log.Warn("ui: serving", "error", err)
+			cfg.Log.Warn("ui: serving", logattr.Error, err)
 		}
 	}()
 	go func() {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/runs"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
@@ -157,7 +158,7 @@ func (s *server) liveRuns(w http.ResponseWriter, r *http.Request) {
 			}
 			var sum runs.Summary
 			if err := json.Unmarshal(e.Value(), &sum); err != nil {
-				s.log.Warn("ui: an unreadable entry in the read model", "key", e.Key(), "error", err)
+				s.log.Warn("ui: an unreadable entry in the read model", logattr.Key, e.Key(), logattr.Error, err)
 				continue
 			}
 			b, _ := json.Marshal(sum)

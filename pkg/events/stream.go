@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/setup"
 )
 
@@ -231,7 +232,7 @@ func setupStream(ctx context.Context, js jetstream.JetStream, cfg Config) (jetst
 			log = slog.Default()
 		}
 		log.Warn("the events stream allows roll-up, schedule or TTL headers (a stream made by an older Weft): any writer may purge it with one header; recreate it",
-			"stream", cfg.Stream, "allow_rollup_hdrs", have.AllowRollup, "allow_msg_schedules", have.AllowMsgSchedules, "allow_msg_ttl", have.AllowMsgTTL)
+			logattr.Stream, cfg.Stream, logattr.AllowRollupHdrs, have.AllowRollup, logattr.AllowMsgSchedules, have.AllowMsgSchedules, logattr.AllowMsgTTL, have.AllowMsgTTL)
 	}
 	setup.WarnDiffs(cfg.log, js, "stream "+cfg.Stream, StreamDiffs(have, cfg))
 	return s, nil

@@ -129,8 +129,9 @@ func (s *State) apply(e *events.Event) error {
 	return s.dispatch(e, p, eventTime(e))
 }
 
-// dispatch hands an event to the applier of its type, one per type of the
-// catalogue (its length is the catalogue's, not logic).
+// dispatch hands an event to the applier of its type: the catalogue, one
+// case per event type, each a one-line call to the applier named after
+// the event (its length and complexity are the catalogue's, not logic).
 func (s *State) dispatch(e *events.Event, p events.Payload, at time.Time) error {
 	switch d := p.(type) {
 	case *events.RunStartedData:

@@ -445,7 +445,7 @@ func (e *Engine) startCoordinator(ctx, base context.Context) ([]string, error) {
 	e.coordinator.Go(func() {
 		if err := coordinator.New(st, opts...).Run(run); err != nil && run.Err() == nil {
 			e.setErr(fmt.Errorf("coordinator: %w", err))
-			e.cfg.logger.Error("coordinator stopped", "error", err)
+			e.cfg.logger.Error("coordinator stopped", logattr.Error, err)
 		}
 	})
 	// A coordinator among others may stand by for every partition, so
@@ -485,7 +485,7 @@ func (e *Engine) startWorker(ctx, base context.Context) ([]string, error) {
 		e.worker.Go(func() {
 			if err := w.Run(run); err != nil && run.Err() == nil {
 				e.setErr(fmt.Errorf("worker: %w", err))
-				e.cfg.logger.Error("worker stopped", "error", err)
+				e.cfg.logger.Error("worker stopped", logattr.Error, err)
 			}
 		})
 	}

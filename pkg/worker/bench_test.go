@@ -41,6 +41,8 @@ func BenchmarkRoundTrip(b *testing.B) {
 		if time.Now().After(deadline) {
 			b.Fatal("the worker made no pull request")
 		}
+		// No event says the worker's pull request is parked: the
+		// consumer's state is polled.
 		time.Sleep(5 * time.Millisecond)
 	}
 

@@ -262,7 +262,7 @@ func (w *Worker) execute(base context.Context, q *queue, it *item, node Node) {
 		return
 	}
 	w.stats.failed.Add(1)
-	it.log().Info("node failed", logFailure, f.Error(), "retryable", f.Retryable)
+	it.log().Info("node failed", logFailure, f.Error(), logattr.Retryable, f.Retryable)
 	w.ack(detached, it)
 }
 

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/worker"
@@ -171,19 +173,36 @@ func ofType[P events.Payload](t *testing.T, evs []*events.Event, typ events.Type
 // returns the log.
 func waitOutcome(t *testing.T, st events.Store, run string, typ events.Type) []*events.Event {
 	t.Helper()
+	// The run's events are read through an ordered consumer as they are
+	// stored: each checked as it comes, no polling. (Not client.Follow,
+	// which stops at the run's end: a worker's outcome may come after.)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	cons, err := st.JetStream().OrderedConsumer(ctx, st.StreamName(), jetstream.OrderedConsumerConfig{FilterSubjects: []string{events.RunFilter(run)}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	var evs []*events.Event
-	waitUntil(t, string(typ)+" in run "+run, func() bool {
-		evs = runLog(t, st, run)
-		for _, e := range evs {
-			if e.Type == typ {
-				return true
-			}
+	for {
+		wait, _ := ctx.Deadline()
+		msg, err := cons.Next(jetstream.FetchMaxWait(time.Until(wait)))
+		if err != nil {
+			t.Fatalf("run %s: no %s event (%v)", run, typ, err)
 		}
-		return false
-	})
-	return evs
+		meta, err := msg.Metadata()
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := events.DecodeStored(msg.Subject(), msg.Headers(), msg.Data(), meta.Sequence.Stream, meta.Timestamp)
+		evs = append(evs, e)
+		if e.Type == typ {
+			return evs
+		}
+	}
 }
 
+// waitUntil waits for a condition no event of a run announces (a worker's
+// counters, a consumer's pull requests): it polls it.
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)

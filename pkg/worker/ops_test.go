@@ -25,7 +25,7 @@ func TestQueueConcurrencyLimit(t *testing.T) {
 					break
 				}
 			}
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(50 * time.Millisecond) // the node's work: long enough for items to overlap
 			return &worker.Result{}, nil
 		}),
 	}, worker.WithQueues(worker.DefaultQueue, "other"), worker.WithConcurrency(8), worker.WithQueueConcurrency(worker.DefaultQueue, 3))

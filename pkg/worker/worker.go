@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/setup"
 	"github.com/weft-dev/weft/internal/telemetry"
 	"github.com/weft-dev/weft/pkg/events"
@@ -183,7 +184,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	for _, q := range queues {
 		pullers.Go(func() { w.pull(ctx, base, q, slots) })
 	}
-	w.log.Info("worker running", "queues", w.opts.queues, "concurrency", w.opts.concurrency, "types", w.Types())
+	w.log.Info("worker running", logattr.Queues, w.opts.queues, logattr.Concurrency, w.opts.concurrency, logattr.Types, w.Types())
 
 	<-ctx.Done()
 	pullers.Wait()
@@ -201,7 +202,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err := nc.FlushTimeout(5 * time.Second); err != nil && !nc.IsClosed() {
 		w.log.Warn("flushing acks", logError, err)
 	}
-	w.log.Info("worker stopped", "stats", w.Stats())
+	w.log.Info("worker stopped", logattr.Stats, w.Stats())
 	return runErr
 }
 
@@ -246,7 +247,7 @@ func (w *Worker) openQueue(ctx context.Context, name string) (*queue, error) {
 		hb = ackWait / 3
 	}
 	if hb <= 0 || (ackWait > 0 && hb >= ackWait) {
-		w.log.Warn("heartbeat is not shorter than the queue's ack wait; work may be redelivered while it runs", logQueue, name, "heartbeat", hb, "ackWait", ackWait)
+		w.log.Warn("heartbeat is not shorter than the queue's ack wait; work may be redelivered while it runs", logQueue, name, logattr.Heartbeat, hb, logattr.AckWait, ackWait)
 		if hb <= 0 {
 			hb = time.Second
 		}

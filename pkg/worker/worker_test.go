@@ -320,7 +320,7 @@ func TestWorkerConcurrencyLimit(t *testing.T) {
 					break
 				}
 			}
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(50 * time.Millisecond) // the node's work: long enough for items to overlap
 			return &worker.Result{}, nil
 		}),
 	}, worker.WithConcurrency(2))
@@ -341,6 +341,8 @@ func TestWorkerHeartbeatKeepsLongNodes(t *testing.T) {
 	st := testStore(t)
 	w, _ := startWorker(t, st, map[string]worker.Node{
 		"long": worker.NodeFunc(func(ctx context.Context, in *worker.Input) (*worker.Result, error) {
+			// The node's work, longer than the ack wait: the server's
+			// redelivery timer is real time, so this is too.
 			time.Sleep(2500 * time.Millisecond)
 			return &worker.Result{}, nil
 		}),
@@ -361,7 +363,7 @@ func TestWorkerDrains(t *testing.T) {
 	_, stop := startWorker(t, st, map[string]worker.Node{
 		"slow": worker.NodeFunc(func(ctx context.Context, in *worker.Input) (*worker.Result, error) {
 			started <- struct{}{}
-			time.Sleep(300 * time.Millisecond)
+			time.Sleep(300 * time.Millisecond) // the node's work, which the drain waits for
 			return &worker.Result{Output: "done"}, nil
 		}),
 	})

@@ -35,6 +35,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/cmdmain"
+	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/natsconn"
 	"github.com/weft-dev/weft/internal/reliability/ledger"
 	"github.com/weft-dev/weft/pkg/worker"
@@ -97,7 +98,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err == nil {
 			break
 		}
-		log.Warn("binding the ledger bucket", "error", err)
+		log.Warn("binding the ledger bucket", logattr.Error, err)
 		select {
 		case <-ctx.Done():
 			return err
@@ -192,7 +193,7 @@ func (l *ledgerNode) write(ctx context.Context, key string, e ledger.Entry) erro
 			prior, gerr := l.kv.Get(gctx, key)
 			cancel()
 			if gerr != nil {
-				l.log.Warn("ledger get", "key", key, "error", gerr)
+				l.log.Warn("ledger get", logattr.Key, key, logattr.Error, gerr)
 				err = gerr
 			} else {
 				var p ledger.Entry
@@ -208,7 +209,7 @@ func (l *ledgerNode) write(ctx context.Context, key string, e ledger.Entry) erro
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		l.log.Warn("ledger create", "key", key, "error", err)
+		l.log.Warn("ledger create", logattr.Key, key, logattr.Error, err)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -229,7 +230,7 @@ func (l *ledgerNode) write(ctx context.Context, key string, e ledger.Entry) erro
 		time.Sleep(200 * time.Millisecond)
 	}
 	if err != nil {
-		l.log.Warn("recording a ledger write", "key", key, "error", err)
+		l.log.Warn("recording a ledger write", logattr.Key, key, logattr.Error, err)
 	}
 	return nil
 }

@@ -1,0 +1,40 @@
+package coordinator_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/weft-dev/weft/internal/coordinator"
+	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/pkg/projection"
+)
+
+// The clock given with WithClock is the one the coordinator decides by:
+// every decision of a run it decides is stamped with it, not with the
+// time of day.
+func TestDecisionsTakeTheGivenClock(t *testing.T) {
+	_, st := natstest.Store(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	at := time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)
+	runCoordinator(t, ctx, st, coordinator.WithClock(func() time.Time { return at }), coordinator.WithLogger(quiet()))
+	runWorker(t, ctx, st, "w1")
+	run := start(t, st, mustGraph(t, chain), 1)[0]
+	if s := waitEnded(t, st, []string{run}, 30*time.Second)[run]; s.Status != projection.RunCompleted {
+		t.Fatalf("run %s: %v", s.Status, s.Error)
+	}
+	decisions := 0
+	for _, e := range readRun(t, st, run) {
+		if !e.Decision {
+			continue
+		}
+		decisions++
+		if !e.Time.Equal(at) {
+			t.Errorf("%s (seq %d) at %s, want the given clock's %s", e.Type, e.Seq, e.Time, at)
+		}
+	}
+	if decisions == 0 {
+		t.Fatal("the run has no decisions")
+	}
+}
