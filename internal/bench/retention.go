@@ -131,6 +131,18 @@ func runRetention(ctx context.Context, e *env) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if d, err := time.ParseDuration(os.Getenv("WEFTBENCH_RETENTION_SWEEP_AFTER")); err == nil && d > 0 {
+		// Retention comes days after a run's writes, long past the
+		// stream's de-duplication window: a look at the sweep as it
+		// meets the server then.
+		e.logf("waiting %s before the sweep", d)
+		time.Sleep(d)
+		m, err := srv.mem(ctx)
+		if err != nil {
+			return nil, err
+		}
+		e.logf("before the sweep: RSS %.1f MiB (%s); %s", mib(vmRSS(srv.cmd.Process.Pid)), rssParts(srv.cmd.Process.Pid), m)
+	}
 	peakRSS := vmRSS(srv.cmd.Process.Pid)
 	stopPeak := srv.watchPeak(&peakRSS)
 	dirRate, dirIDs, err := sweepAll(ctx, e, store, dirArch, n)
@@ -154,6 +166,9 @@ func runRetention(ctx context.Context, e *env) ([]Result, error) {
 	wait := 20 * time.Second
 	if n >= 10000 {
 		wait = 150 * time.Second
+	}
+	if d, err := time.ParseDuration(os.Getenv("WEFTBENCH_RETENTION_WAIT")); err == nil && d > 0 {
+		wait = d
 	}
 	after := srv.returnedRSS(ctx, e, emptyRSS, wait)
 	e.logf("after removal: RSS %.1f MiB after %d GCs in %s (now %s); %s", mib(after.rss), after.gcs, after.took.Round(time.Second), rssParts(srv.cmd.Process.Pid), after.mem)
@@ -476,11 +491,19 @@ func rssParts(pid int) string {
 // it had and keeps; and the binary's data and bss and the main
 // thread's stack.
 func anonParts(pid int) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", pid))
+	heap, offHeap, data, err := anonMem(pid)
 	if err != nil {
 		return ""
 	}
-	var heap, offHeap, data uint64
+	return fmt.Sprintf("anonymous: heap arenas %.1f MiB, runtime outside the heap %.1f MiB, binary data and main stack %.1f MiB", mib(heap), mib(offHeap), mib(data))
+}
+
+// anonMem is anonParts's figures, in bytes.
+func anonMem(pid int) (heap, offHeap, data uint64, err error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", pid))
+	if err != nil {
+		return 0, 0, 0, err
+	}
 	var start uint64
 	var file bool
 	for line := range strings.SplitSeq(string(b), "\n") {
@@ -508,7 +531,7 @@ func anonParts(pid int) string {
 			data += kb << 10 // the bss right after the binary
 		}
 	}
-	return fmt.Sprintf("anonymous: heap arenas %.1f MiB, runtime outside the heap %.1f MiB, binary data and main stack %.1f MiB", mib(heap), mib(offHeap), mib(data))
+	return heap, offHeap, data, nil
 }
 
 func subjectCount(ctx context.Context, js jetstream.JetStream, stream string) (uint64, error) {
