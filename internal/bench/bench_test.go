@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -113,6 +114,30 @@ func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Helper()
 	w.t.Log(string(p))
 	return len(p), nil
+}
+
+// TestAnonMem checks the split of a process's anonymous memory against
+// the kernel's total for it (RssAnon), on this test's own process.
+func TestAnonMem(t *testing.T) {
+	heap, offHeap, data, err := anonMem(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total uint64
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "RssAnon:"); ok {
+			kb, _ := strconv.ParseUint(strings.Fields(v)[0], 10, 64)
+			total = kb << 10
+		}
+	}
+	sum := heap + offHeap + data
+	if heap == 0 || total == 0 || float64(sum) < 0.8*float64(total) || float64(sum) > 1.2*float64(total) {
+		t.Errorf("heap arenas %d + outside the heap %d + data %d = %d bytes, RssAnon %d", heap, offHeap, data, sum, total)
+	}
 }
 
 // TestRetentionFigure runs the retention figure at a tiny size: a

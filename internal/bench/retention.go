@@ -104,7 +104,7 @@ func runRetention(ctx context.Context, e *env) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.logf("with %d runs: RSS %.1f MiB (%s); %s", n, mib(loadedRSS), rssParts(srv.cmd.Process.Pid), loadedMem)
+	e.logf("with %d runs: RSS %.1f MiB (%s); %s; the server's store: %s", n, mib(loadedRSS), rssParts(srv.cmd.Process.Pid), loadedMem, dirSize(srv.dir))
 
 	// weft list -status failed: a page of the newest 50.
 	var lat []time.Duration
@@ -131,6 +131,18 @@ func runRetention(ctx context.Context, e *env) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if d, err := time.ParseDuration(os.Getenv("WEFTBENCH_RETENTION_SWEEP_AFTER")); err == nil && d > 0 {
+		// Retention comes days after a run's writes, long past the
+		// stream's de-duplication window: a look at the sweep as it
+		// meets the server then.
+		e.logf("waiting %s before the sweep", d)
+		time.Sleep(d)
+		m, err := srv.mem(ctx)
+		if err != nil {
+			return nil, err
+		}
+		e.logf("before the sweep: RSS %.1f MiB (%s); %s", mib(vmRSS(srv.cmd.Process.Pid)), rssParts(srv.cmd.Process.Pid), m)
+	}
 	peakRSS := vmRSS(srv.cmd.Process.Pid)
 	stopPeak := srv.watchPeak(&peakRSS)
 	dirRate, dirIDs, err := sweepAll(ctx, e, store, dirArch, n)
@@ -147,13 +159,16 @@ func runRetention(ctx context.Context, e *env) ([]Result, error) {
 		return nil, err
 	}
 	sweptRSS := vmRSS(srv.cmd.Process.Pid)
-	e.logf("after the sweep: RSS %.1f MiB (peak during it %.1f MiB)", mib(sweptRSS), mib(peakRSS))
+	e.logf("after the sweep: RSS %.1f MiB (peak during it %.1f MiB); the server's store: %s", mib(sweptRSS), mib(peakRSS), dirSize(srv.dir))
 	// The server forgets the events' de-duplication ids once the
 	// stream's window (2 minutes) passed since they were written: a
 	// large figure waits that long at most.
 	wait := 20 * time.Second
 	if n >= 10000 {
 		wait = 150 * time.Second
+	}
+	if d, err := time.ParseDuration(os.Getenv("WEFTBENCH_RETENTION_WAIT")); err == nil && d > 0 {
+		wait = d
 	}
 	after := srv.returnedRSS(ctx, e, emptyRSS, wait)
 	e.logf("after removal: RSS %.1f MiB after %d GCs in %s (now %s); %s", mib(after.rss), after.gcs, after.took.Round(time.Second), rssParts(srv.cmd.Process.Pid), after.mem)
@@ -195,9 +210,9 @@ func runRetention(ctx context.Context, e *env) ([]Result, error) {
 	return []Result{
 		row(fmt.Sprintf("retention: server RSS with %d ended runs", n), mib(loadedRSS), "MiB", mib(emptyRSS), nil, notes),
 		row(fmt.Sprintf("retention: server RSS right after removing %d runs", n), mib(sweptRSS), "MiB", mib(emptyRSS), nil,
-			fmt.Sprintf("VmRSS when the sweep returned; %.1f MiB at its highest during the sweep (purges load the message blocks they purge from); the Go runtime returns freed heap to the OS over the next GC cycles", mib(peakRSS))),
+			fmt.Sprintf("VmRSS when the sweep returned; %.1f MiB at its highest during the sweep (the heap grows to the GC goal, twice the live heap with the runs and the blocks the purges load); the Go runtime returns freed heap to the OS over the next GC cycles", mib(peakRSS))),
 		row(fmt.Sprintf("retention: server RSS after removing %d runs", n), mib(after.rss), "MiB", mib(emptyRSS), ratioAtMost(1.5),
-			fmt.Sprintf("floor: the empty server's RSS; VmRSS read each second while the server collects its garbage (a GC through its profiling endpoint each second, standing in for the forced GC an idle Go server runs every two minutes; the scavenger returns a chunk only after it stayed free a GC cycle), until within 20%% of the floor, at most %s (the stream forgets the runs' de-duplication ids 2 minutes after they were written): %d GCs, %s; %s", wait, after.gcs, after.took.Round(time.Second), after.mem)),
+			fmt.Sprintf("floor: the empty server's RSS; VmRSS read each second while the server collects its garbage (a GC through its profiling endpoint each second, standing in for the forced GC an idle Go server runs every two minutes; the scavenger returns a chunk only after it stayed free a GC cycle), until within 20%% of the floor, at most %s (the stream forgets the runs' de-duplication ids 2 minutes after they were written): %d GCs, %s; %s; what stays is the runtime's metadata for the largest heap, spans kept by a few live objects and the binary's code pages (pkg/runs doc, Memory of the server)", wait, after.gcs, after.took.Round(time.Second), after.mem)),
 		row(fmt.Sprintf("retention: server heap with %d ended runs", n), mib(loadedMem.HeapAlloc), "MiB", mib(emptyMem.HeapAlloc), nil,
 			"the server's live heap after a GC (HeapAlloc, from its --profile endpoint); floor: the empty server's"),
 		row(fmt.Sprintf("retention: server heap after removing %d runs", n), mib(after.mem.HeapAlloc), "MiB", mib(emptyMem.HeapAlloc), nil,
@@ -254,6 +269,9 @@ func (s *serverProc) returnedRSS(ctx context.Context, e *env, goal uint64, max t
 		out.mem, out.gcs = m, out.gcs+1
 		time.Sleep(time.Second)
 		out.rss = min(out.rss, vmRSS(pid))
+		if out.gcs%30 == 0 {
+			e.logf("after removal, %s: RSS %.1f MiB (%s); %s", time.Since(t0).Round(time.Second), mib(vmRSS(pid)), rssParts(pid), m)
+		}
 		if float64(out.rss) <= 1.2*float64(goal) {
 			break
 		}
@@ -445,9 +463,10 @@ func endedRun(run string, g *graph.Graph, at time.Time, failed bool) ([]*events.
 	return []*events.Event{started, ready, invoking, end}, nil
 }
 
-// rssParts reads the RssAnon and RssFile lines of a process's status:
-// memory of its own (heap, stacks, runtime metadata) and pages of files
-// it mapped (its binary's code and data, as far as it ran them).
+// rssParts reads the RssAnon, RssFile and Threads lines of a process's
+// status: memory of its own (heap, stacks, runtime metadata), pages of
+// files it mapped (its binary's code and data, as far as it ran them),
+// and its OS threads (each keeps its stack; Go never ends one it made).
 func rssParts(pid int) string {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
@@ -455,11 +474,64 @@ func rssParts(pid int) string {
 	}
 	var parts []string
 	for line := range strings.SplitSeq(string(b), "\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok && (k == "RssAnon" || k == "RssFile") {
+		if k, v, ok := strings.Cut(line, ":"); ok && (k == "RssAnon" || k == "RssFile" || k == "Threads") {
 			parts = append(parts, k+" "+strings.Join(strings.Fields(v), " "))
 		}
 	}
-	return strings.Join(parts, ", ")
+	return strings.Join(parts, ", ") + "; " + anonParts(pid)
+}
+
+// anonParts splits a process's anonymous resident memory (from
+// /proc/PID/smaps) by where it lies, on linux/amd64: the Go heap's arenas
+// (anonymous mappings below the shared libraries, 0x7f…, and past the
+// binary), which hold the heap's spans and the goroutines' stacks; the
+// runtime's memory outside the heap (anonymous mappings among the shared
+// libraries: span structures, GC mark bits, the page allocator's index,
+// the OS threads' stacks), which the runtime sizes for the largest heap
+// it had and keeps; and the binary's data and bss and the main
+// thread's stack.
+func anonParts(pid int) string {
+	heap, offHeap, data, err := anonMem(pid)
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprintf("anonymous: heap arenas %.1f MiB, runtime outside the heap %.1f MiB, binary data and main stack %.1f MiB", mib(heap), mib(offHeap), mib(data))
+}
+
+// anonMem is anonParts's figures, in bytes.
+func anonMem(pid int) (heap, offHeap, data uint64, err error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", pid))
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	var start uint64
+	var file bool
+	for line := range strings.SplitSeq(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		if lo, _, ok := strings.Cut(f[0], "-"); ok && len(f) >= 5 && !strings.HasSuffix(f[0], ":") {
+			start, _ = strconv.ParseUint(lo, 16, 64)
+			file = len(f) >= 6
+			continue
+		}
+		if f[0] != "Anonymous:" || len(f) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseUint(f[1], 10, 64)
+		switch {
+		case file:
+			data += kb << 10
+		case start >= 0x7f0000000000:
+			offHeap += kb << 10
+		case start >= 0x10000000:
+			heap += kb << 10
+		default:
+			data += kb << 10 // the bss right after the binary
+		}
+	}
+	return heap, offHeap, data, nil
 }
 
 func subjectCount(ctx context.Context, js jetstream.JetStream, stream string) (uint64, error) {
@@ -475,6 +547,27 @@ type serverProc struct {
 	*proc
 	url  string
 	prof string // its profiling endpoint (--profile)
+	dir  string // its store directory (-sd)
+}
+
+// dirSize sums the sizes of the files under dir, and counts the message
+// blocks (*.blk) among them.
+func dirSize(dir string) string {
+	var size int64
+	var blocks int
+	_ = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return nil
+		}
+		if info, err := d.Info(); err == nil {
+			size += info.Size()
+		}
+		if strings.HasSuffix(path, ".blk") {
+			blocks++
+		}
+		return nil
+	})
+	return fmt.Sprintf("%.1f MiB in %d message blocks", mib(uint64(size)), blocks)
 }
 
 // memStats are the server's runtime.MemStats as its heap profile prints
@@ -484,12 +577,17 @@ type serverProc struct {
 type memStats struct {
 	HeapAlloc, HeapInuse, HeapIdle, HeapReleased, HeapSys, StackSys, Sys uint64
 	NextGC, NumGC                                                        uint64
+	// The runtime's memory besides the heap and stacks: span structures
+	// (MSpan), GC metadata (GCSys: mark bits, work buffers) and the rest
+	// (OtherSys: page allocator, profiling, timers). The runtime keeps
+	// them for the largest heap it had; it does not return them.
+	MSpanSys, GCSys, OtherSys uint64
 }
 
 // String is a log line of the figures that make up RSS.
 func (m memStats) String() string {
-	return fmt.Sprintf("heap alloc %.1f MiB, in use %.1f, idle %.1f (released %.1f), stacks %.1f, sys %.1f MiB; next GC at %.1f MiB; %d GCs",
-		mib(m.HeapAlloc), mib(m.HeapInuse), mib(m.HeapIdle), mib(m.HeapReleased), mib(m.StackSys), mib(m.Sys), mib(m.NextGC), m.NumGC)
+	return fmt.Sprintf("heap alloc %.1f MiB, in use %.1f, idle %.1f (released %.1f), stacks %.1f, spans %.1f, GC metadata %.1f, other runtime %.1f, sys %.1f MiB; next GC at %.1f MiB; %d GCs",
+		mib(m.HeapAlloc), mib(m.HeapInuse), mib(m.HeapIdle), mib(m.HeapReleased), mib(m.StackSys), mib(m.MSpanSys), mib(m.GCSys), mib(m.OtherSys), mib(m.Sys), mib(m.NextGC), m.NumGC)
 }
 
 // mem returns the server's MemStats after a GC.
@@ -511,11 +609,12 @@ func (s *serverProc) mem(ctx context.Context) (memStats, error) {
 	fields := map[string]*uint64{
 		"HeapAlloc": &m.HeapAlloc, "HeapInuse": &m.HeapInuse, "HeapIdle": &m.HeapIdle, "HeapReleased": &m.HeapReleased,
 		"HeapSys": &m.HeapSys, "Stack": &m.StackSys, "NextGC": &m.NextGC, "Sys": &m.Sys, "NumGC": &m.NumGC,
+		"MSpan": &m.MSpanSys, "GCSys": &m.GCSys, "OtherSys": &m.OtherSys,
 	}
 	seen := 0
 	for line := range strings.SplitSeq(string(b), "\n") {
 		k, v, ok := strings.Cut(strings.TrimPrefix(line, "# "), " = ")
-		if _, sys, ok := strings.Cut(v, " / "); ok { // Stack = inuse / sys
+		if _, sys, ok := strings.Cut(v, " / "); ok { // Stack, MSpan = inuse / sys
 			v = sys
 		}
 		if p, want := fields[k]; ok && want {
@@ -566,7 +665,7 @@ func (e *env) startServerProcess(ctx context.Context) (*serverProc, error) {
 		nc, err := nats.Connect(url)
 		if err == nil {
 			nc.Close()
-			return &serverProc{proc: p, url: url, prof: fmt.Sprintf("http://127.0.0.1:%d", profPort)}, nil
+			return &serverProc{proc: p, url: url, prof: fmt.Sprintf("http://127.0.0.1:%d", profPort), dir: dir}, nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			_ = p.stop()

@@ -78,26 +78,54 @@
 // # Memory of the server
 //
 // A run costs nats-server heap for its subjects (the stream's subject
-// index and per-block state; measured: 172 MiB of live heap for 100,000
-// ended runs of four events each with their read-model entries, about
-// 1.7 KiB a run) and, for the stream's de-duplication window (2
-// minutes), its events' ids. Retention purges every subject of a run (its
-// events, timers, snapshot, read-model entry), and the server's live
-// heap goes back to the empty server's (1.5 MiB against 1.0 after
-// removing those 100,000 runs; its heap profile then holds nothing per
-// run). RSS follows more slowly, and not all the way: the Go runtime
-// returns freed heap to the OS only once it stayed free through a GC
-// cycle, and an idle server runs one every two minutes, so RSS falls over
-// minutes after a sweep (328 MiB with the runs, 105 MiB when the sweep
-// returned, 40 MiB after the server's GCs, against 17.6 MiB empty); and a
-// purge loads the message block it purges from, so RSS peaks during a
-// sweep (444 MiB), and the runtime keeps its bookkeeping for that peak
-// (most of the 20 MiB of anonymous memory left above the empty server's).
-// What an operator sets, on the nats-server process: GOMEMLIMIT (a
-// little under the memory it is given, above what its runs need), which
-// makes it collect sooner when near it and so lowers the peak of a sweep
-// (measured at 5,000 runs: 59 MiB with GOMEMLIMIT=48MiB against 90 MiB
-// without; RSS after removal 31 MiB either way); GODEBUG=madvdontneed=1
-// is the default on Linux since Go 1.16, nothing to set. bench/README.md
-// has the figures and the commands that give them.
+// index and per-block state: measured 0.85 KiB a run once the stream's
+// de-duplication window has passed) and, for that window (2 minutes), its
+// events' ids (another 2 KiB a run: 10,000 runs written at once hold 30
+// MiB of live heap, 9.3 MiB two minutes later). Retention purges every
+// subject of a run (its events, timers, snapshot, read-model entry), and
+// the server's live heap goes back to the empty server's (1.5 MiB against
+// 1.0 after removing 100,000 runs; its heap profile then holds nothing
+// per run, and the stream's blocks are gone from disk). RSS does not go
+// all the way back, and what stays is the Go runtime's, not Weft's data.
+// Measured on a nats-server process after removing 100,000 runs, once its
+// garbage was collected (RSS 40.7 MiB against 17.4 MiB empty):
+//
+//   - 17.7 MiB (1.1 empty) of the runtime's own memory outside the heap:
+//     span structures (7.2 MiB) and GC metadata (9.5 MiB, mark and
+//     allocation bits) sized for the largest heap the server ever had,
+//     which the runtime never returns. That heap comes from holding the
+//     runs: under any load that allocates, the heap grows to the GC goal,
+//     twice the live heap (GOGC=100). A sweep allocates (0.5 MiB a run
+//     removed, most of it the server's direct gets stepping through a
+//     loaded block), so with 100,000 runs just written (172 MiB live, 205
+//     with the blocks the sweep's purges load) the heap reached 475 MiB,
+//     RSS 448 MiB. About 3.5% of the largest heap stays. (The server's
+//     OS threads, 10 against 8 empty, each keep a stack: a few KiB.)
+//   - 6.6 MiB (2.6 empty) of heap pages: 5.1 MiB of spans in use for 1.5
+//     MiB of live objects (long-lived objects allocated while the runs
+//     were there, each keeping its span), and 1.1 MiB of free pages not
+//     yet returned. Free memory is not what stays: 449 of the 450 MiB the
+//     heap freed went back to the OS within 30 s of GCs.
+//   - 16.5 MiB (15.2 empty) of the binary's pages: the code of the purge,
+//     direct-get and KV paths an empty server never ran.
+//
+// At 10,000 runs the same parts are 5.5, 5.4 and 16.6 MiB (27.3 MiB
+// against 17.7): the runtime's part follows the largest heap (107 MiB
+// there), the rest is about fixed. So RSS after removal is the empty
+// server's plus about 5 MiB, plus 3.5 to 4% of the largest heap the
+// server had while it held the runs. The sweep's order does not change
+// it: sweeping in log order, or once the de-duplication window had
+// passed, left RSS within 1.5 MiB of the plain sweep at 10,000 runs.
+// What lowers it is a smaller largest heap, set on the nats-server
+// process: GOMEMLIMIT (a little under the memory it is given, above what
+// its runs need) makes it collect sooner when near it (measured at 5,000
+// runs: a sweep's peak 59 MiB with GOMEMLIMIT=48MiB against 90 MiB
+// without; 100,000 runs with GOMEMLIMIT=256MiB: peak 270 MiB against 448,
+// largest heap 305 MiB against 475, RSS after removal 35.0 MiB against
+// 40.7, of which 11.4 MiB of runtime memory outside the heap against
+// 17.7), and GOGC below 100 keeps the heap nearer its live size at the
+// cost of CPU (10,000 runs with GOGC=50: peak 89 MiB against 110 to 125,
+// RSS after removal 26.4 MiB against 27.3 to 28.9). GODEBUG=madvdontneed=1 is the default on Linux since Go
+// 1.16, nothing to set. bench/README.md has the figures and the commands
+// that give them.
 package runs
