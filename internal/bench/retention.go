@@ -20,6 +20,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -66,7 +68,7 @@ func runRetention(ctx context.Context, e *env) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := events.EnsureTimers(ctx, store); err != nil {
+	if err := eventstore.EnsureTimers(ctx, store); err != nil {
 		return nil, err
 	}
 	model, err := runs.Ensure(ctx, js, "WEFT", e.quiet)
@@ -395,7 +397,7 @@ func writeEndedRuns(ctx context.Context, js jetstream.JetStream, g *graph.Graph,
 			return err
 		}
 		for _, ev := range evs {
-			m, err := events.Encode(ev)
+			m, err := eventstore.Encode(ev)
 			if err != nil {
 				return err
 			}
@@ -420,28 +422,28 @@ func endedRun(run string, g *graph.Graph, at time.Time, failed bool) ([]*events.
 		return nil, err
 	}
 	ref := events.NodeRef{Node: "work"}
-	ready, err := events.New(run, events.DecisionID(run, events.NodeReady, "work"), at, &events.NodeReadyData{
-		NodeRef: ref, Attempt: 1, Type: "noop", Queue: "default", IdempotencyKey: events.IdempotencyKey(run, ref, 1),
+	ready, err := events.New(run, eventlog.DecisionID(run, events.NodeReady, "work"), at, &events.NodeReadyData{
+		NodeRef: ref, Attempt: 1, Type: "noop", Queue: "default", IdempotencyKey: eventstore.IdempotencyKey(run, ref, 1),
 	})
 	if err != nil {
 		return nil, err
 	}
-	ready.Decision = true
-	invoking, err := events.New(run, events.RandomID(), at, &events.NodeInvokingData{NodeRef: ref, Attempt: 1, Delivery: 1, Worker: "bench"})
+	eventstore.MarkDecision(ready)
+	invoking, err := events.New(run, eventlog.RandomID(), at, &events.NodeInvokingData{NodeRef: ref, Attempt: 1, Delivery: 1, Worker: "bench"})
 	if err != nil {
 		return nil, err
 	}
 	invoking.Queue = "default"
 	var end *events.Event
 	if failed {
-		end, err = events.New(run, events.DecisionID(run, events.RunFailed), at, &events.RunFailedData{Error: events.Failure{Type: "Bench", Message: "failed on purpose"}})
+		end, err = events.New(run, eventlog.DecisionID(run, events.RunFailed), at, &events.RunFailedData{Error: events.Failure{Type: "Bench", Message: "failed on purpose"}})
 	} else {
-		end, err = events.New(run, events.DecisionID(run, events.RunCompleted), at, &events.RunCompletedData{})
+		end, err = events.New(run, eventlog.DecisionID(run, events.RunCompleted), at, &events.RunCompletedData{})
 	}
 	if err != nil {
 		return nil, err
 	}
-	end.Decision = true
+	eventstore.MarkDecision(end)
 	return []*events.Event{started, ready, invoking, end}, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/worker"
 )
@@ -38,7 +39,7 @@ func runScaleout(ctx context.Context, e *env) ([]Result, error) {
 			if _, err := waitRuns(ctx, e.js, stream, s.ScaleRuns, timeout); err != nil {
 				return 0, err
 			}
-			invoked, err := collect(ctx, e.js, stream, []string{events.KindFilter(events.NodeInvoked)}, s.ScaleRuns*s.ScaleNodes, time.Minute)
+			invoked, err := collect(ctx, e.js, stream, []string{eventlog.KindFilter(events.NodeInvoked)}, s.ScaleRuns*s.ScaleNodes, time.Minute)
 			if err != nil {
 				return 0, err
 			}

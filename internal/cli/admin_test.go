@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/cli"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/worker"
@@ -50,7 +51,7 @@ func TestAdminSettings(t *testing.T) {
 func TestAdminApply(t *testing.T) {
 	srv, st := natstest.Store(t)
 	url, ctx := srv.ClientURL(), context.Background()
-	js := st.JetStream()
+	js := eventstore.JetStream(st)
 	for _, q := range []string{"default", "gpu"} {
 		if _, err := worker.EnsureQueue(ctx, js, st.StreamName(), q, worker.QueueOptions{}); err != nil {
 			t.Fatal(err)
@@ -115,7 +116,7 @@ func TestAdminApplyRepairsAStream(t *testing.T) {
 	srv := natstest.Server(t)
 	_, js := natstest.Connect(t, srv)
 	ctx := context.Background()
-	sc := events.StreamConfig(events.DefaultConfig())
+	sc := eventstore.StreamConfig()
 	sc.AllowDirect, sc.AllowAtomicPublish = false, false
 	if _, err := js.CreateStream(ctx, sc); err != nil {
 		t.Fatal(err)

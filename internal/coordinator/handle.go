@@ -9,6 +9,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/engine"
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/telemetry"
 	"github.com/weft-dev/weft/pkg/events"
@@ -36,7 +38,7 @@ func (c *Coordinator) handle(ctx context.Context, msg jetstream.Msg, redelivered
 		return
 	}
 	c.n.processed.Add(1)
-	if msg.Headers().Get(events.HdrRestored) != "" {
+	if msg.Headers().Get(eventlog.HdrRestored) != "" {
 		// Put back from an archive (runs.Restore): history of a run that
 		// ended, nothing to decide; but only if the read model says the
 		// admin restored the run, since any writer can set a header.
@@ -59,7 +61,7 @@ func (c *Coordinator) handle(ctx context.Context, msg jetstream.Msg, redelivered
 		// The run may have moved on since this event's first delivery:
 		// read it afresh. (Not for an echo of this coordinator's own,
 		// handed back by a full shard: the cache has it.)
-		if run, ok := events.RunOf(msg.Subject()); ok {
+		if run, ok := eventlog.RunOf(msg.Subject()); ok {
 			c.cache.del(run)
 		}
 	} else if c.ownEcho(msg, meta) {
@@ -126,7 +128,7 @@ func (c *Coordinator) undecided(ctx context.Context, msg jetstream.Msg, meta *je
 // already applied, coming back through the consumer: it is passed over
 // without decoding.
 func (c *Coordinator) ownEcho(msg jetstream.Msg, meta *jetstream.MsgMetadata) bool {
-	run, ok := events.RunOf(msg.Subject())
+	run, ok := eventlog.RunOf(msg.Subject())
 	if !ok || meta == nil {
 		return false
 	}
@@ -247,17 +249,17 @@ func (c *Coordinator) entry(ctx context.Context, e *events.Event, redelivered bo
 	// Start from the run's latest checkpoint, if it has one (snapshot.go).
 	state, from, lastDecision := c.fromSnapshot(ctx, run)
 	// The history is walked in batches of bounded size, whatever its
-	// length (events.Each).
+	// length (eventstore.Each).
 	c.n.reloads.Add(1)
 	ent := &runEntry{run: run, state: state, own: map[string]struct{}{}, prefix: state.LastSeq, lastDecision: lastDecision}
-	err := events.Each(ctx, c.store, run, from, e.Seq, func(ev *events.Event) error {
+	err := eventstore.Each(ctx, c.store, run, from, e.Seq, func(ev *events.Event) error {
 		if err := ent.state.Apply(ev); err != nil && !errors.Is(err, projection.ErrStale) && !errors.Is(err, projection.ErrRefused) {
 			c.n.rejected.Add(1)
 		}
 		ent.noteTrace(ev)
 		ent.noteLocal(ev)
 		ent.prefix = ev.Seq
-		if ev.Decision {
+		if ev.IsDecision() {
 			// Every message on the decision subjects counts, accepted or
 			// not: the log's own order is the concurrency check.
 			ent.lastDecision = ev.Seq
@@ -279,14 +281,14 @@ func (c *Coordinator) apply(ent *runEntry, e *events.Event) bool {
 		return false
 	}
 	ent.prefix = e.Seq
-	if _, mine := ent.own[e.ID]; mine && (e.Decision || e.Queue == events.LocalQueue) {
+	if _, mine := ent.own[e.ID]; mine && (e.IsDecision() || e.Queue == events.LocalQueue) {
 		// Decided here, or a local node's outcome recorded here: applied
 		// already.
 		delete(ent.own, e.ID)
 		c.echoes.Delete(e.ID)
 		return false
 	}
-	if e.Decision && e.Seq > ent.lastDecision {
+	if e.IsDecision() && e.Seq > ent.lastDecision {
 		ent.lastDecision = e.Seq // another coordinator's
 	}
 	c.foldErr(e, ent.state.Apply(e))
@@ -413,7 +415,7 @@ func (c *Coordinator) notifyParent(ctx context.Context, ent *runEntry) error {
 }
 
 func (c *Coordinator) requestCancel(ctx context.Context, run, by, reason string) error {
-	e, err := events.New(run, events.DecisionID(run, events.RunCancelRequested), c.opts.now(), &events.RunCancelRequestedData{By: by, Reason: reason})
+	e, err := events.New(run, eventlog.DecisionID(run, events.RunCancelRequested), c.opts.now(), &events.RunCancelRequestedData{By: by, Reason: reason})
 	if err != nil {
 		return err
 	}
@@ -426,14 +428,14 @@ func (c *Coordinator) requestCancel(ctx context.Context, run, by, reason string)
 
 // failInvalidGraph fails a run whose recorded graph does not compile.
 func (c *Coordinator) failInvalidGraph(ctx context.Context, ent *runEntry, gerr error) error {
-	e, err := events.New(ent.run, events.DecisionID(ent.run, events.RunFailed), c.opts.now(),
+	e, err := events.New(ent.run, eventlog.DecisionID(ent.run, events.RunFailed), c.opts.now(),
 		&events.RunFailedData{Error: events.Failure{Type: events.FailureInvalidGraph, Message: gerr.Error()}})
 	if err != nil {
 		return err
 	}
-	e.Decision = true
+	eventstore.MarkDecision(e)
 	telemetry.Inject(ctx, e)
-	if _, err := c.store.Append(ctx, ent.run, ent.lastDecision, e); err != nil {
+	if _, err := c.store.AppendDecisions(ctx, ent.run, ent.lastDecision, e); err != nil {
 		return err
 	}
 	c.cache.del(ent.run)

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
@@ -207,7 +208,7 @@ func (c *Coordinator) localUnrun(msg jetstream.Msg) bool {
 	if v, ok := c.inflight.Load(id); ok && !v.(*localRun).givenUp() {
 		return false // held, or its outcome is in
 	}
-	run, ok := events.RunOf(msg.Subject())
+	run, ok := eventlog.RunOf(msg.Subject())
 	if !ok {
 		return false
 	}
@@ -608,7 +609,7 @@ var localReadySuffix = ".d.ready." + events.LocalQueue
 
 // localFailure is a non-retryable failure of a local attempt.
 func localFailure(run string, r *events.NodeReadyData, msg string) (*events.Event, error) {
-	e, err := events.New(run, events.DecisionID(run, events.NodeFailed, r.Key(), strconv.Itoa(r.Attempt), "0"), time.Time{}, &events.NodeFailedData{
+	e, err := events.New(run, eventlog.DecisionID(run, events.NodeFailed, r.Key(), strconv.Itoa(r.Attempt), "0"), time.Time{}, &events.NodeFailedData{
 		NodeRef: r.NodeRef, Attempt: r.Attempt, Worker: localWorker,
 		Error: events.Failure{Type: "LocalExecutorMissing", Message: msg},
 	})

@@ -7,8 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/logattr"
-	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/runs"
 )
 
@@ -74,7 +74,7 @@ func (c *Coordinator) index(ctx context.Context, ent *runEntry, first bool) erro
 // archive: its read-model entry, written by runs.Restore before the run's
 // messages, says so.
 func (c *Coordinator) restoredRun(ctx context.Context, subject string) (bool, error) {
-	run, ok := events.RunOf(subject)
+	run, ok := eventlog.RunOf(subject)
 	if !ok || c.js == nil {
 		return false, nil
 	}

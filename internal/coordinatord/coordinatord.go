@@ -34,6 +34,8 @@ import (
 
 	"github.com/weft-dev/weft/internal/cmdmain"
 	"github.com/weft-dev/weft/internal/coordinator"
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/natsconn"
 	"github.com/weft-dev/weft/internal/setup"
 	"github.com/weft-dev/weft/internal/telemetry"
@@ -78,14 +80,14 @@ func (c *Config) Validate() error {
 	if err := c.NATS.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if !events.ValidToken(c.Durable) {
+	if !eventlog.ValidToken(c.Durable) {
 		errs = append(errs, fmt.Errorf("-durable: %q is not a valid consumer name (letters, digits, '-' and '_')", c.Durable))
 	}
 	if c.Shards < 1 || c.Shards > 4096 {
 		errs = append(errs, fmt.Errorf("-shards: want 1 to 4096, got %d", c.Shards))
 	}
-	if c.Partitions < 1 || c.Partitions > events.Slots {
-		errs = append(errs, fmt.Errorf("-partitions: want 1 to %d, got %d", events.Slots, c.Partitions))
+	if c.Partitions < 1 || c.Partitions > eventlog.Slots {
+		errs = append(errs, fmt.Errorf("-partitions: want 1 to %d, got %d", eventlog.Slots, c.Partitions))
 	}
 	if c.Retention < 0 {
 		errs = append(errs, fmt.Errorf("-retention: must not be negative, got %s", c.Retention))
@@ -205,7 +207,7 @@ func coordinate(ctx context.Context, log *slog.Logger, cfg *Config, store events
 			coordinator.WithRetention(cfg.Retention),
 			coordinator.WithLogger(log))
 		pr.c.Store(c)
-		log.Info("coordinating", "nats", natsconn.ConnectedURL(store.JetStream().Conn()), "stream", store.StreamName(), "durable", cfg.Durable)
+		log.Info("coordinating", "nats", natsconn.ConnectedURL(eventstore.JetStream(store).Conn()), "stream", store.StreamName(), "durable", cfg.Durable)
 		started := time.Now()
 		err := c.Run(ctx)
 		st := c.Stats()

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -47,7 +49,7 @@ func (d *decider) routeStart() {
 		sigs = append(sigs, events.Signal{Edge: i, To: e.To, Taken: taken})
 	}
 	ref := events.NodeRef{Node: graph.Start, Iteration: 1}
-	d.emitRouted(&events.NodeRoutedData{NodeRef: ref, Signals: sigs}, events.DecisionID(d.s.RunID, events.NodeRouted, ref.Key()))
+	d.emitRouted(&events.NodeRoutedData{NodeRef: ref, Signals: sigs}, eventlog.DecisionID(d.s.RunID, events.NodeRouted, ref.Key()))
 }
 
 func conditionFailure(i int, e *graph.Edge, err error) events.Failure {
@@ -91,7 +93,7 @@ func (d *decider) route(n *graph.Node, ns *projection.NodeState) {
 		sigs = append(sigs, sig)
 	}
 	ref := events.NodeRef{Node: n.ID, Iteration: ns.Iteration}
-	d.emitRouted(&events.NodeRoutedData{NodeRef: ref, Signals: sigs}, events.DecisionID(d.s.RunID, events.NodeRouted, ref.Key()))
+	d.emitRouted(&events.NodeRoutedData{NodeRef: ref, Signals: sigs}, eventlog.DecisionID(d.s.RunID, events.NodeRouted, ref.Key()))
 }
 
 // join fires the next round of a node's incoming signals, if it can.
@@ -186,7 +188,7 @@ func (d *decider) activate(n *graph.Node, consumed, owed []int, local json.RawMe
 	}
 	ref := events.NodeRef{Node: n.ID, Iteration: iter}
 	skip := func(reason string) {
-		d.emit(&events.NodeSkippedData{NodeRef: ref, Reason: reason, Consumed: consumed, Owed: owed}, events.DecisionID(d.s.RunID, events.NodeSkipped, ref.Key()))
+		d.emit(&events.NodeSkippedData{NodeRef: ref, Reason: reason, Consumed: consumed, Owed: owed}, eventlog.DecisionID(d.s.RunID, events.NodeSkipped, ref.Key()))
 	}
 	if !run {
 		skip("no incoming edge was taken")
@@ -206,7 +208,7 @@ func (d *decider) activate(n *graph.Node, consumed, owed []int, local json.RawMe
 	}
 	wait := func(p *events.NodeWaitingData) {
 		p.NodeRef, p.Consumed, p.Owed, p.Local = ref, consumed, owed, local
-		d.emit(p, events.DecisionID(d.s.RunID, events.NodeWaiting, ref.Key()))
+		d.emit(p, eventlog.DecisionID(d.s.RunID, events.NodeWaiting, ref.Key()))
 	}
 	switch {
 	case n.Map != nil:
@@ -233,7 +235,7 @@ func (d *decider) activate(n *graph.Node, consumed, owed []int, local json.RawMe
 		// A router passes its predecessor's output on, so the conditions
 		// of its edges see it as output.
 		d.emit(&events.NodeInvokedData{NodeRef: ref, Output: pred, Actions: actions, Worker: "coordinator"},
-			events.DecisionID(d.s.RunID, events.NodeInvoked, ref.Key(), "0"))
+			eventlog.DecisionID(d.s.RunID, events.NodeInvoked, ref.Key(), "0"))
 	case n.Type == graph.TypeHuman:
 		p := &events.NodeWaitingData{For: "signal", Input: d.input(n)}
 		var cfg struct {
@@ -258,7 +260,7 @@ func (d *decider) activate(n *graph.Node, consumed, owed []int, local json.RawMe
 
 // timer records a durable timer in the state and asks for it to be scheduled.
 func (d *decider) timer(id string, at time.Time, p *events.TimerFiredData) {
-	e, err := events.New(d.s.RunID, events.DecisionID(d.s.RunID, events.TimerFired, id), at, p)
+	e, err := events.New(d.s.RunID, eventlog.DecisionID(d.s.RunID, events.TimerFired, id), at, p)
 	if err != nil {
 		d.err = err
 		return
@@ -362,7 +364,7 @@ func (d *decider) readyWith(n *graph.Node, ref events.NodeRef, attempt int, loca
 		Queue:          queue,
 		Input:          input,
 		Local:          local,
-		IdempotencyKey: events.IdempotencyKey(d.s.RunID, ref, attempt),
+		IdempotencyKey: eventstore.IdempotencyKey(d.s.RunID, ref, attempt),
 		TimeoutMs:      n.Timeout.D().Milliseconds(),
 		HeartbeatMs:    n.Heartbeat.D().Milliseconds(),
 		MaxAttempts:    policy(n).MaxAttempts,
@@ -371,7 +373,7 @@ func (d *decider) readyWith(n *graph.Node, ref events.NodeRef, attempt int, loca
 		Consumed:       consumed,
 		Owed:           owed,
 	}
-	d.emit(p, events.DecisionID(d.s.RunID, events.NodeReady, ref.Key(), strconv.Itoa(attempt)))
+	d.emit(p, eventlog.DecisionID(d.s.RunID, events.NodeReady, ref.Key(), strconv.Itoa(attempt)))
 }
 
 // mapItems readies a map node's items, up to its concurrency cap, and

@@ -29,6 +29,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/setup"
 	"github.com/weft-dev/weft/pkg/events"
 )
@@ -126,8 +127,8 @@ func (c *Config) Validate() error {
 	if c.Stream == "" {
 		errs = append(errs, errors.New("-stream: must not be empty"))
 	}
-	if c.Duplicates != 0 && c.Duplicates < events.MinDuplicates {
-		errs = append(errs, fmt.Errorf("-duplicates: want at least %s, got %s", events.MinDuplicates, c.Duplicates))
+	if c.Duplicates != 0 && c.Duplicates < eventlog.MinDuplicates {
+		errs = append(errs, fmt.Errorf("-duplicates: want at least %s, got %s", eventlog.MinDuplicates, c.Duplicates))
 	}
 	if c.MaxAge < 0 {
 		errs = append(errs, fmt.Errorf("-max-age: want 0 (forever) or a positive duration, got %s", c.MaxAge))

@@ -34,6 +34,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/weft-dev/weft/internal/cmdmain"
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/natsconn"
 	"github.com/weft-dev/weft/internal/setup"
 	"github.com/weft-dev/weft/internal/telemetry"
@@ -71,7 +73,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("-queues: at least one queue"))
 	}
 	for _, q := range c.Queues {
-		if !events.ValidToken(q) {
+		if !eventlog.ValidToken(q) {
 			errs = append(errs, fmt.Errorf("-queues: %q is not a valid queue name (letters, digits, '-' and '_')", q))
 		}
 	}
@@ -259,12 +261,12 @@ func ensureQueues(ctx context.Context, log *slog.Logger, cfg *Config, store even
 	opts := worker.QueueOptions{AckWait: cfg.AckWait, Logger: log}
 	for _, q := range cfg.Queues {
 		err := setup.Retry(ctx, log, "the consumer of queue "+q, natsconn.Fatal, func(ctx context.Context) error {
-			if err := setup.Connected(store.JetStream().Conn()); err != nil {
+			if err := setup.Connected(eventstore.JetStream(store).Conn()); err != nil {
 				return err
 			}
 			attempt, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
-			_, err := worker.EnsureQueue(attempt, store.JetStream(), store.StreamName(), q, opts)
+			_, err := worker.EnsureQueue(attempt, eventstore.JetStream(store), store.StreamName(), q, opts)
 			return err
 		})
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/weft-dev/weft/internal/eventstore"
 )
 
 // CoordinatorsBucket is the KV bucket where coordinators hold partition
@@ -39,7 +40,7 @@ func (c Coordinators) AliveAt(now time.Time) bool {
 // A bucket that does not exist gives a zero LastSeen: no coordinator ever
 // ran against this server.
 func (c *Client) Coordinators(ctx context.Context) (Coordinators, error) {
-	s, err := c.store.JetStream().Stream(ctx, "KV_"+CoordinatorsBucket)
+	s, err := eventstore.JetStream(c.store).Stream(ctx, "KV_"+CoordinatorsBucket)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return Coordinators{}, nil
 	}

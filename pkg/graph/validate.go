@@ -20,7 +20,7 @@ var (
 const idRule = "must start with a letter and hold only letters, digits, '_' and '-'"
 
 // Subject token limits. A subject token (a run id, a queue name, a timer
-// id) holds at most MaxTokenLen characters (events.MaxTokenLen; the two
+// id) holds at most MaxTokenLen characters (eventlog.MaxTokenLen; the two
 // are checked equal by a test, since this package does not import events).
 // A node id is one part of tokens the engine derives from it, so it must
 // leave room for the rest:

@@ -8,7 +8,7 @@
 //
 // Every worker of a queue shares one durable JetStream pull consumer,
 // "work-<queue>" (see EnsureQueue), filtered on the queue's node-ready subjects
-// (events.QueueFilter).
+// (eventlog.QueueFilter).
 // Delivery is at least once: a work item is acknowledged only after its
 // outcome is in the log, so a worker that dies mid-node leaves the item to be
 // redelivered to another worker once the consumer's AckWait passes. Each
@@ -79,7 +79,7 @@
 // A worker does not start work for a run that has ended. Before it runs an
 // item that was delivered before, or that waited in its queue longer than a
 // couple of seconds (staleAfter), it looks for the run's ending decision
-// (events.HasEnd: the message counts of the run's decision subjects, so
+// (eventstore.HasEnd: the message counts of the run's decision subjects, so
 // that its role may count runs' ends without reading them, their outputs;
 // a run seen ended is remembered); the hot path, a fresh first delivery,
 // reads nothing. A worker's reads are each named in their request subject,
@@ -87,7 +87,7 @@
 // NodeCancelled by "worker", reason "run ended before the work started",
 // and acknowledged. A cancel request seen on core NATS also stops the
 // run's nodes in flight at once. A work item put back into the log from an
-// archive (events.HdrRestored, 'weft admin restore') is acknowledged and
+// archive (eventlog.HdrRestored, 'weft admin restore') is acknowledged and
 // nothing more: it records work done before.
 //
 // # Progress

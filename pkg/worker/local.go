@@ -9,6 +9,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/telemetry"
 	"github.com/weft-dev/weft/pkg/events"
 )
@@ -43,7 +44,7 @@ func InvokeLocal(ctx context.Context, node Node, run string, ready *events.NodeR
 	if readyEv != nil {
 		// The node's span, as a worker's (startNode), with no queue wait.
 		var span trace.Span
-		ctx, span = telemetry.StartNode(ctx, readyEv, events.ReadySubject(run, ready.Queue), telemetry.Node{
+		ctx, span = telemetry.StartNode(ctx, readyEv, eventlog.ReadySubject(run, ready.Queue), telemetry.Node{
 			RunID: run, NodeID: ready.Node, Type: ready.Type, Iteration: ready.Iteration,
 			Attempt: ready.Attempt, Delivery: 1, Queue: ready.Queue, Worker: by,
 		})

@@ -12,6 +12,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/worker"
@@ -20,7 +22,7 @@ import (
 func TestEnsureQueue(t *testing.T) {
 	_, st := natstest.Store(t)
 	ctx := context.Background()
-	js, stream := st.JetStream(), st.StreamName()
+	js, stream := eventstore.JetStream(st), st.StreamName()
 
 	// Many processes at once: one consumer, created once.
 	var wg sync.WaitGroup
@@ -44,7 +46,7 @@ func TestEnsureQueue(t *testing.T) {
 	}
 	cfg := c.CachedInfo().Config
 	if cfg.DeliverPolicy != jetstream.DeliverByStartSequencePolicy || cfg.OptStartSeq == 0 || cfg.AckPolicy != jetstream.AckExplicitPolicy ||
-		cfg.FilterSubject != events.QueueFilter("q1") || cfg.AckWait != worker.DefaultAckWait ||
+		cfg.FilterSubject != eventlog.QueueFilter("q1") || cfg.AckWait != worker.DefaultAckWait ||
 		cfg.MaxAckPending != worker.DefaultMaxAckPending || cfg.MaxDeliver != -1 {
 		t.Errorf("config = %+v", cfg)
 	}
@@ -78,7 +80,7 @@ func TestEnsureQueue(t *testing.T) {
 
 func TestEnsureQueueCreatesWithItsOptions(t *testing.T) {
 	_, st := natstest.Store(t)
-	c, err := worker.EnsureQueue(context.Background(), st.JetStream(), st.StreamName(), "q2", worker.QueueOptions{AckWait: 7 * time.Second, MaxDeliver: 5})
+	c, err := worker.EnsureQueue(context.Background(), eventstore.JetStream(st), st.StreamName(), "q2", worker.QueueOptions{AckWait: 7 * time.Second, MaxDeliver: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,11 +94,11 @@ func TestEnsureQueueRefusesAConsumerWithoutAcks(t *testing.T) {
 	ctx := context.Background()
 	cfg := worker.QueueConfig("q3", worker.QueueOptions{})
 	cfg.AckPolicy, cfg.OptStartSeq = jetstream.AckNonePolicy, 1
-	if _, err := st.JetStream().CreateConsumer(ctx, st.StreamName(), cfg); err != nil {
+	if _, err := eventstore.JetStream(st).CreateConsumer(ctx, st.StreamName(), cfg); err != nil {
 		t.Fatal(err)
 	}
-	_, err := worker.EnsureQueue(ctx, st.JetStream(), st.StreamName(), "q3", worker.QueueOptions{})
-	var se *events.SettingError
+	_, err := worker.EnsureQueue(ctx, eventstore.JetStream(st), st.StreamName(), "q3", worker.QueueOptions{})
+	var se *eventlog.SettingError
 	if !errors.Is(err, events.ErrUnsafeSetting) || !errors.As(err, &se) || se.Setting != "ack_policy" {
 		t.Fatalf("got %v, want an unsafe ack_policy", err)
 	}

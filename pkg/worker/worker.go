@@ -13,6 +13,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/setup"
 	"github.com/weft-dev/weft/internal/telemetry"
 	"github.com/weft-dev/weft/pkg/events"
@@ -89,7 +91,7 @@ func New(store events.Store, opts ...Option) (*Worker, error) {
 	}
 	return &Worker{
 		store:    store,
-		js:       store.JetStream(),
+		js:       eventstore.JetStream(store),
 		opts:     o,
 		log:      logger.With(logWorker, o.name),
 		cancel:   newCancelRegistry(),
@@ -157,7 +159,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	ctx = telemetry.WithProviders(ctx, w.providers)
 	nc := w.js.Conn()
-	sub, err := nc.Subscribe(events.KindFilter(events.RunCancelRequested), w.cancel.onRequest)
+	sub, err := nc.Subscribe(eventlog.KindFilter(events.RunCancelRequested), w.cancel.onRequest)
 	if err != nil {
 		return fmt.Errorf("worker: subscribing to cancel requests: %w", err)
 	}
