@@ -39,8 +39,10 @@ type Store interface {
 	// the very same start again), signals and cancel requests of a
 	// client, and workers' reports (expectLast AnySeq). An event whose id
 	// someone else took first (ErrDuplicateMismatch) is written under a
-	// fresh id, set on the event. Coordinator decisions are not
-	// appended here but by the engine (internal/eventstore). It returns
+	// fresh id, set on the event. Events go on the subjects their types
+	// put them on: those of decisions, which NATS permissions let only
+	// the coordinator's role write, the engine appends itself, under
+	// per-run optimistic concurrency (internal/eventstore). It returns
 	// the sequence of the last event.
 	Append(ctx context.Context, runID string, expectLast uint64, evs ...*Event) (uint64, error)
 	// Read returns a run's events with sequence ≥ from, in order, stopping
