@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/worker"
 )
@@ -96,7 +97,7 @@ func (e *env) scaleWith(ctx context.Context, bin string, k int, fn func(ctx cont
 	// Every worker has a pull request waiting: all are ready.
 	deadline := time.Now().Add(time.Minute)
 	for {
-		c, err := e.js.Consumer(ctx, stream, worker.QueueConsumer(worker.DefaultQueue))
+		c, err := e.js.Consumer(ctx, stream, workqueue.QueueConsumer(worker.DefaultQueue))
 		if err == nil && c.CachedInfo().NumWaiting >= k {
 			break
 		}

@@ -16,7 +16,7 @@ import (
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/natsconn"
-	"github.com/weft-dev/weft/pkg/worker"
+	"github.com/weft-dev/weft/internal/workqueue"
 )
 
 // Weft's daemons create the stream, consumers and KV buckets they miss,
@@ -169,7 +169,7 @@ type BucketSettings struct {
 }
 
 // buckets are Weft's KV buckets.
-var buckets = []string{coordinator.LeasesBucket, coordinator.SnapshotsBucket, worker.WorkersBucket}
+var buckets = []string{coordinator.LeasesBucket, coordinator.SnapshotsBucket, workqueue.WorkersBucket}
 
 func adminSettings(e *env, c *command, args []string) error {
 	fs, out := e.flagSet(c)
@@ -255,7 +255,7 @@ func consumerSettings(ci *jetstream.ConsumerInfo) ConsumerSettings {
 	if cc.FilterSubject != "" {
 		cs.Filters = append([]string{cc.FilterSubject}, cs.Filters...)
 	}
-	if q, ok := worker.QueueName(ci.Name); ok {
+	if q, ok := workqueue.QueueName(ci.Name); ok {
 		cs.Kind, cs.Queue = "queue", q
 	} else if strings.HasPrefix(cc.Description, "Weft coordinator") || strings.HasPrefix(ci.Name, "coordinator") {
 		cs.Kind = "coordinator"
@@ -529,7 +529,7 @@ func (a *applier) applyBuckets(ctx context.Context, replicas int) error {
 func (a *applier) applyQueues(ctx context.Context, queue string, ackWait time.Duration) error {
 	var names []string
 	if queue != "" {
-		names = []string{worker.QueueConsumer(queue)}
+		names = []string{workqueue.QueueConsumer(queue)}
 	} else {
 		s, err := liveStream(ctx, a.js, a.stream)
 		if err != nil {
@@ -537,7 +537,7 @@ func (a *applier) applyQueues(ctx context.Context, queue string, ackWait time.Du
 		}
 		lister := s.ConsumerNames(ctx)
 		for name := range lister.Name() {
-			if _, ok := worker.QueueName(name); ok {
+			if _, ok := workqueue.QueueName(name); ok {
 				names = append(names, name)
 			}
 		}

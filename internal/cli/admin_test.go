@@ -11,8 +11,8 @@ import (
 	"github.com/weft-dev/weft/internal/cli"
 	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/events"
-	"github.com/weft-dev/weft/pkg/worker"
 )
 
 func TestAdminSettings(t *testing.T) {
@@ -43,7 +43,7 @@ func TestAdminSettings(t *testing.T) {
 	if kinds["coordinator-0"] != "coordinator" || kinds["work-default"] != "queue" {
 		t.Errorf("consumers = %+v", set.Consumers)
 	}
-	if len(set.Buckets) != 3 || set.Buckets[2].Name != worker.WorkersBucket {
+	if len(set.Buckets) != 3 || set.Buckets[2].Name != workqueue.WorkersBucket {
 		t.Errorf("buckets = %+v", set.Buckets)
 	}
 }
@@ -53,7 +53,7 @@ func TestAdminApply(t *testing.T) {
 	url, ctx := srv.ClientURL(), context.Background()
 	js := eventstore.JetStream(st)
 	for _, q := range []string{"default", "gpu"} {
-		if _, err := worker.EnsureQueue(ctx, js, st.StreamName(), q, worker.QueueOptions{}); err != nil {
+		if _, err := workqueue.EnsureQueue(ctx, js, st.StreamName(), q, workqueue.QueueOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -75,13 +75,13 @@ func TestAdminApply(t *testing.T) {
 		t.Errorf("stream = duplicates %s, max age %s, replicas %d", sc.Duplicates, sc.MaxAge, sc.Replicas)
 	}
 	ackWait := func(q string) time.Duration {
-		c, err := js.Consumer(ctx, st.StreamName(), worker.QueueConsumer(q))
+		c, err := js.Consumer(ctx, st.StreamName(), workqueue.QueueConsumer(q))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return c.CachedInfo().Config.AckWait
 	}
-	if ackWait("gpu") != 45*time.Second || ackWait("default") != worker.DefaultAckWait {
+	if ackWait("gpu") != 45*time.Second || ackWait("default") != workqueue.DefaultAckWait {
 		t.Errorf("ack waits: gpu %s, default %s", ackWait("gpu"), ackWait("default"))
 	}
 

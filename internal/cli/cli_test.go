@@ -18,6 +18,7 @@ import (
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -68,7 +69,7 @@ func engine(t *testing.T) (string, *client.Client) {
 	// Every CLI command opens the stream (an idempotent stream update);
 	// the engine is set up first, so that no update races its consumers'
 	// creation inside the embedded server.
-	waitConsumers(t, store, coordinator.ConsumerName("coordinator", 0), worker.QueueConsumer("default"))
+	waitConsumers(t, store, coordinator.ConsumerName("coordinator", 0), workqueue.QueueConsumer("default"))
 	return srv.ClientURL(), client.New(store)
 }
 

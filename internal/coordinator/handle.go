@@ -13,10 +13,10 @@ import (
 	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/telemetry"
+	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/projection"
-	"github.com/weft-dev/weft/pkg/worker"
 )
 
 // conflictRetries bounds how often one event re-reads its run after a
@@ -453,7 +453,7 @@ func (c *Coordinator) ensureQueue(ctx context.Context, e *events.Event) error {
 	if _, ok := c.queues.Load(q); ok || c.js == nil {
 		return nil
 	}
-	if _, err := worker.EnsureQueue(ctx, c.js, c.store.StreamName(), q, worker.QueueOptions{}); err != nil {
+	if _, err := workqueue.EnsureQueue(ctx, c.js, c.store.StreamName(), q, workqueue.QueueOptions{}); err != nil {
 		return fmt.Errorf("setting up queue %q: %w", q, err)
 	}
 	c.queues.Store(q, struct{}{})

@@ -69,10 +69,18 @@ type Engine interface {
 }
 
 // Of returns st as the engine uses it, or an error when st is not a
-// store events.Open made nor a wrapper that implements Engine.
+// store events.Open made nor a wrapper that implements Engine or unwraps
+// to one (Unwrap() events.Store, as events.Store documents).
 func Of(st events.Store) (Engine, error) {
-	if e, ok := st.(Engine); ok {
-		return e, nil
+	for st != nil {
+		if e, ok := st.(Engine); ok {
+			return e, nil
+		}
+		u, ok := st.(interface{ Unwrap() events.Store })
+		if !ok {
+			break
+		}
+		st = u.Unwrap()
 	}
 	return nil, fmt.Errorf("the store %T is not one events.Open made (wrap the store events.Open returns, keeping its engine methods: see internal/eventstore.Engine)", st)
 }
@@ -90,7 +98,7 @@ func Must(st events.Store) Engine {
 // JetStream is the JetStream context of a store (nil for one that has
 // none).
 func JetStream(st events.Store) jetstream.JetStream {
-	if e, ok := st.(Engine); ok {
+	if e, err := Of(st); err == nil {
 		return e.JetStream()
 	}
 	return nil

@@ -237,7 +237,7 @@ func (d Deployment) User(r Role, q string) User {
 				// (subjects, republish rules) is in the request body, so
 				// the right would reach any subject. The admin sets the
 				// stream and the buckets up ('weft roles -setup').
-				// Task queues' consumers (worker.EnsureQueue before the
+				// Task queues' consumers (workqueue.EnsureQueue before the
 				// first work item of a queue): any queue, filtered on
 				// work items only.
 				api + "CONSUMER.INFO." + s + ".*",

@@ -39,6 +39,7 @@ import (
 	"github.com/weft-dev/weft/internal/natsconn"
 	"github.com/weft-dev/weft/internal/setup"
 	"github.com/weft-dev/weft/internal/telemetry"
+	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/worker"
 	"github.com/weft-dev/weft/pkg/worker/builtin"
@@ -258,7 +259,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // ensureQueues sets up the consumers of the worker's queues, waiting for
 // NATS as long as it takes.
 func ensureQueues(ctx context.Context, log *slog.Logger, cfg *Config, store events.Store) error {
-	opts := worker.QueueOptions{AckWait: cfg.AckWait, Logger: log}
+	opts := workqueue.QueueOptions{AckWait: cfg.AckWait, Logger: log}
 	for _, q := range cfg.Queues {
 		err := setup.Retry(ctx, log, "the consumer of queue "+q, natsconn.Fatal, func(ctx context.Context) error {
 			if err := setup.Connected(eventstore.JetStream(store).Conn()); err != nil {
@@ -266,7 +267,7 @@ func ensureQueues(ctx context.Context, log *slog.Logger, cfg *Config, store even
 			}
 			attempt, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
-			_, err := worker.EnsureQueue(attempt, eventstore.JetStream(store), store.StreamName(), q, opts)
+			_, err := workqueue.EnsureQueue(attempt, eventstore.JetStream(store), store.StreamName(), q, opts)
 			return err
 		})
 		if err != nil {

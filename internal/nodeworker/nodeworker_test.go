@@ -17,6 +17,7 @@ import (
 	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/internal/nodeworker"
+	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/worker"
 )
@@ -111,7 +112,7 @@ func setup(t *testing.T) (*server.Server, events.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := worker.EnsureQueue(ctx, js, st.StreamName(), worker.DefaultQueue, worker.QueueOptions{}); err != nil {
+	if _, err := workqueue.EnsureQueue(ctx, js, st.StreamName(), worker.DefaultQueue, workqueue.QueueOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	return srv, st
@@ -142,7 +143,7 @@ func publish(t *testing.T, st events.Store, run, node, typ, config, input string
 func waitPulling(t *testing.T, st events.Store, n int) {
 	t.Helper()
 	waitUntil(t, strconv.Itoa(n)+" workers pulling", 20*time.Second, func() bool {
-		c, err := eventstore.JetStream(st).Consumer(context.Background(), st.StreamName(), worker.QueueConsumer(worker.DefaultQueue))
+		c, err := eventstore.JetStream(st).Consumer(context.Background(), st.StreamName(), workqueue.QueueConsumer(worker.DefaultQueue))
 		if err != nil {
 			return false
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/proctest"
+	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/worker"
 )
@@ -239,7 +240,7 @@ func TestProcessWaitsForItsServer(t *testing.T) {
 func setAckWait(t *testing.T, st events.Store, d time.Duration) {
 	t.Helper()
 	ctx := context.Background()
-	c, err := eventstore.JetStream(st).Consumer(ctx, st.StreamName(), worker.QueueConsumer(worker.DefaultQueue))
+	c, err := eventstore.JetStream(st).Consumer(ctx, st.StreamName(), workqueue.QueueConsumer(worker.DefaultQueue))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,9 +21,9 @@ import (
 
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/eventstore"
+	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/runs"
-	"github.com/weft-dev/weft/pkg/worker"
 )
 
 // DefaultLeaseTTL is the leases bucket's TTL when Options leave it unset:
@@ -56,9 +56,9 @@ func Run(ctx context.Context, store events.Store, o Options) ([]string, error) {
 	}
 	buckets := []jetstream.KeyValueConfig{
 		{
-			Bucket:      worker.WorkersBucket,
+			Bucket:      workqueue.WorkersBucket,
 			Description: "Weft workers: the queues and node types each live worker serves",
-			TTL:         worker.AnnounceTTL,
+			TTL:         workqueue.AnnounceTTL,
 			History:     1,
 			Replicas:    o.Replicas,
 		},

@@ -9,8 +9,8 @@ import (
 	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/internal/provision"
+	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/runs"
-	"github.com/weft-dev/weft/pkg/worker"
 )
 
 // TestRun: the buckets are made, the leases bucket with the lease
@@ -29,7 +29,7 @@ func TestRun(t *testing.T) {
 		}
 	}
 	js := eventstore.JetStream(st)
-	for _, b := range []string{worker.WorkersBucket, coordinator.SnapshotsBucket, coordinator.LeasesBucket, runs.Bucket} {
+	for _, b := range []string{workqueue.WorkersBucket, coordinator.SnapshotsBucket, coordinator.LeasesBucket, runs.Bucket} {
 		if _, err := js.KeyValue(ctx, b); err != nil {
 			t.Errorf("bucket %s: %v", b, err)
 		}

@@ -62,6 +62,7 @@ import (
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/internal/proctest"
 	"github.com/weft-dev/weft/internal/reliability/ledger"
+	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
@@ -466,7 +467,7 @@ func TestChaos(t *testing.T) {
 	const ackWait = 3 * time.Second
 	for _, q := range []string{worker.DefaultQueue, ledger.Queue} {
 		if err := retry(60*time.Second, func(ctx context.Context) error {
-			_, err := worker.EnsureQueue(ctx, js, admin.StreamName(), q, worker.QueueOptions{AckWait: ackWait})
+			_, err := workqueue.EnsureQueue(ctx, js, admin.StreamName(), q, workqueue.QueueOptions{AckWait: ackWait})
 			return err
 		}); err != nil {
 			t.Fatalf("creating queue %s: %v", q, err)

@@ -306,6 +306,8 @@ func (s *lateStore) Read(ctx context.Context, run string, from, upTo uint64) ([]
 	return evs, err
 }
 
+func (s *lateStore) Unwrap() events.Store { return s.Store }
+
 func (s *lateStore) show(seq uint64) {
 	s.mu.Lock()
 	s.visible = seq

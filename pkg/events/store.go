@@ -32,7 +32,9 @@ const maxBatch = 1000
 const chainMax = 8
 
 // Store is the JetStream event store: what clients and workers read and
-// append. Open returns it; client.New and worker.New take it.
+// append. Open returns it; client.New and worker.New take it, or a
+// wrapper of it that has an Unwrap() Store method returning it (they also
+// use the connection and streams behind it).
 type Store interface {
 	// Append appends facts of one run: a run-started (expectLast 0: the
 	// run must have no events yet, ErrRunExists otherwise, unless it is

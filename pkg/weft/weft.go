@@ -60,6 +60,7 @@ import (
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/natsconn"
 	"github.com/weft-dev/weft/internal/provision"
+	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/worker"
@@ -482,7 +483,7 @@ func (e *Engine) startWorker(ctx, base context.Context) ([]string, error) {
 	}
 	names := make([]string, 0, len(e.cfg.queues))
 	for _, q := range e.cfg.queues {
-		names = append(names, worker.QueueConsumer(q))
+		names = append(names, workqueue.QueueConsumer(q))
 	}
 	return names, nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/eventstore"
+	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/worker"
 )
@@ -35,7 +36,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 	defer func() { _ = sub.Unsubscribe() }()
 	// The worker's first pull request is waiting on its queue.
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		if c, err := eventstore.JetStream(st).Consumer(ctx, st.StreamName(), worker.QueueConsumer(worker.DefaultQueue)); err == nil {
+		if c, err := eventstore.JetStream(st).Consumer(ctx, st.StreamName(), workqueue.QueueConsumer(worker.DefaultQueue)); err == nil {
 			if ci, err := c.Info(ctx); err == nil && ci.NumWaiting > 0 {
 				break
 			}

@@ -7,7 +7,7 @@
 //	NodeReady ──pull──▶ NodeInvoking ──Execute──▶ NodeInvoked | NodeFailed | NodeCancelled ──▶ ack
 //
 // Every worker of a queue shares one durable JetStream pull consumer,
-// "work-<queue>" (see EnsureQueue), filtered on the queue's node-ready subjects
+// "work-<queue>" (internal/workqueue), filtered on the queue's node-ready subjects
 // (eventlog.QueueFilter).
 // Delivery is at least once: a work item is acknowledged only after its
 // outcome is in the log, so a worker that dies mid-node leaves the item to be
@@ -143,7 +143,7 @@
 // WithConcurrency bounds the nodes a worker runs at once and
 // WithQueueConcurrency those of one queue. On SIGTERM (the context of Run
 // ending) the worker drains. A running worker announces its queues and node
-// types in the KV bucket WorkersBucket (see LiveWorkers); work of a type no
+// types in the KV bucket "weft-workers" (see LiveWorkers); work of a type no
 // live worker serves stays in its queue, as node status "ready", until one
 // comes.
 //

@@ -14,6 +14,7 @@ import (
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/worker"
 )
@@ -29,7 +30,7 @@ func testStoreB(t testing.TB, queues ...string) events.Store {
 		queues = []string{worker.DefaultQueue}
 	}
 	for _, q := range queues {
-		if _, err := worker.EnsureQueue(context.Background(), eventstore.JetStream(st), st.StreamName(), q, worker.QueueOptions{}); err != nil {
+		if _, err := workqueue.EnsureQueue(context.Background(), eventstore.JetStream(st), st.StreamName(), q, workqueue.QueueOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -82,7 +83,7 @@ func startWorker(t *testing.T, st events.Store, handlers map[string]worker.Node,
 
 // numWaiting is the number of pull requests waiting on the default queue.
 func numWaiting(st events.Store) int {
-	c, err := eventstore.JetStream(st).Consumer(context.Background(), st.StreamName(), worker.QueueConsumer(worker.DefaultQueue))
+	c, err := eventstore.JetStream(st).Consumer(context.Background(), st.StreamName(), workqueue.QueueConsumer(worker.DefaultQueue))
 	if err != nil {
 		return 0
 	}

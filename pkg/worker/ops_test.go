@@ -9,6 +9,7 @@ import (
 
 	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/worker"
 )
@@ -87,7 +88,7 @@ func TestWorkerAnnounces(t *testing.T) {
 // and another worker records the outcome.
 func TestStoppedHeartbeatRedelivers(t *testing.T) {
 	srv, st := natstest.Store(t)
-	if _, err := worker.EnsureQueue(context.Background(), eventstore.JetStream(st), st.StreamName(), worker.DefaultQueue, worker.QueueOptions{AckWait: time.Second}); err != nil {
+	if _, err := workqueue.EnsureQueue(context.Background(), eventstore.JetStream(st), st.StreamName(), worker.DefaultQueue, workqueue.QueueOptions{AckWait: time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	nc1, js1 := natstest.Connect(t, srv)

@@ -41,7 +41,7 @@ type options struct {
 	invoking []namedInvoking // filters.go
 	invoked  []namedInvoked  // filters.go
 	perQueue map[string]int  // WithQueueConcurrency
-	announce time.Duration   // announce.go; 0: DefaultAnnounceInterval, <0: off
+	announce time.Duration   // announce.go; 0: workqueue.DefaultAnnounceInterval, <0: off
 	schemas  *schemaCache    // schema.go; nil: the shared cache, no loading
 
 	tracerProvider trace.TracerProvider // nil: the OpenTelemetry global

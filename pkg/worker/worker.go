@@ -17,6 +17,7 @@ import (
 	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/setup"
 	"github.com/weft-dev/weft/internal/telemetry"
+	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
@@ -236,7 +237,7 @@ func (w *Worker) openQueue(ctx context.Context, name string) (*queue, error) {
 	var c jetstream.Consumer
 	err := setup.Retry(ctx, w.log, "the consumer of queue "+name, setupFatal, func(ctx context.Context) error {
 		var err error
-		c, err = EnsureQueue(ctx, w.js, w.store.StreamName(), name, QueueOptions{AckWait: w.opts.ackWait})
+		c, err = workqueue.EnsureQueue(ctx, w.js, w.store.StreamName(), name, workqueue.QueueOptions{AckWait: w.opts.ackWait})
 		return err
 	})
 	if err != nil {
@@ -285,7 +286,7 @@ func (w *Worker) pull(ctx, base context.Context, q *queue, slots chan struct{}) 
 		if !sleep(ctx, time.Second) {
 			return
 		}
-		if c, err := EnsureQueue(ctx, w.js, w.store.StreamName(), q.name, QueueOptions{AckWait: w.opts.ackWait}); err == nil {
+		if c, err := workqueue.EnsureQueue(ctx, w.js, w.store.StreamName(), q.name, workqueue.QueueOptions{AckWait: w.opts.ackWait}); err == nil {
 			q.consumer = c
 		} else if ctx.Err() == nil {
 			log.Error("ensuring queue", logError, err)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/eventstore"
+	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/worker"
 )
@@ -173,7 +174,7 @@ func TestWorkerFailures(t *testing.T) {
 	waitUntil(t, "stats", func() bool { return w.Stats().Failed == uint64(len(tests)) })
 	// Every item was acknowledged: nothing is left pending.
 	waitUntil(t, "acks", func() bool {
-		c, err := eventstore.JetStream(st).Consumer(context.Background(), st.StreamName(), worker.QueueConsumer(worker.DefaultQueue))
+		c, err := eventstore.JetStream(st).Consumer(context.Background(), st.StreamName(), workqueue.QueueConsumer(worker.DefaultQueue))
 		if err != nil {
 			return false
 		}

@@ -1,4 +1,14 @@
-package worker
+// Package workqueue is the task queues of workers on the events stream,
+// and the bucket their announcements live in: what the coordinator, the
+// worker and the tools set up, and users never call.
+//
+// What it offers: QueueConsumer and QueueName (a queue's durable consumer,
+// "work-<queue>"), EnsureQueue and QueueConfig (the consumer, filtered on
+// the queue's node-ready subjects), QueueOptions, DefaultAckWait and
+// DefaultMaxAckPending; WorkersBucket, WorkersKVConfig, AnnounceTTL and
+// DefaultAnnounceInterval, the announcements bucket (pkg/worker announces,
+// worker.LiveWorkers reads).
+package workqueue
 
 import (
 	"context"
