@@ -14,12 +14,19 @@ import (
 
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/logattr"
+	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/projection"
 	"github.com/weft-dev/weft/pkg/worker"
 	"github.com/weft-dev/weft/pkg/worker/builtin"
+	"log/slog"
 )
+
+// invokeLocal runs one local attempt through the worker's steps
+// (workqueue.InvokeLocal).
+var invokeLocal = workqueue.InvokeLocal.(func(ctx context.Context, node worker.Node, run string, ready *events.NodeReadyData,
+	readyEv *events.Event, by string, timeout time.Duration, log *slog.Logger) (*events.Event, error))
 
 // Local nodes: pure, cheap nodes the coordinator that owns the run runs
 // itself, with no queue hop (see the package doc, "Local nodes").
@@ -464,7 +471,7 @@ func (c *Coordinator) startLocal(ctx context.Context, g *graph.Graph, ent *runEn
 			// be; fail the attempt rather than leave it ready.
 			lr.out, lr.err = localFailure(run, &ready, fmt.Sprintf("no local executor for node type %q", ready.Type))
 		} else {
-			lr.out, lr.err = worker.InvokeLocal(ctx, node, run, &ready, li.ev, localWorker, c.opts.localTimeout, c.log)
+			lr.out, lr.err = invokeLocal(ctx, node, run, &ready, li.ev, localWorker, c.opts.localTimeout, c.log)
 		}
 		lr.mu.Lock()
 		close(lr.done)
