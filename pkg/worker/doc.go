@@ -1,5 +1,31 @@
 // Package worker is Weft's worker SDK: it runs the nodes of workflow graphs.
 //
+// What it offers:
+//
+//   - Worker, made by New over an events.Store with its options (WithName,
+//     WithQueues, WithConcurrency, WithQueueConcurrency, WithAckWait,
+//     WithHeartbeat, WithDrainTimeout, WithAnnounceInterval, WithLogger,
+//     WithSchemaLoader, WithTracerProvider, WithMeterProvider), its
+//     Handle (a node type's Node), Run, Name, Types and Stats.
+//   - The node contract: Node and NodeFunc, Input and Result, Action, and
+//     the optional interfaces a node may implement: Validator, Skipper,
+//     BeforeHook, AfterHook, FailedHook, Fallbacker, and the phases
+//     Preparer, Executor and Poster (Phases; RunPhases runs them).
+//   - Invocation filters: InvokingFilter, InvokedFilter (and their Func
+//     forms), FilterDecision with Pass, Modify and Cancel, added with
+//     WithInvokingFilter and WithInvokedFilter.
+//   - Failures and progress: Error, NonRetryable, Retryable, FieldError,
+//     Heartbeat, FilterCancelledBy and the Filter… outcomes,
+//     FailureRunNotFound, DefaultFallbackTimeout, HeartbeatEventInterval;
+//     the errors ErrAlreadyRunning, ErrNoWorkItem,
+//     ErrSchemaRefRefused; Announcement and LiveWorkers, the workers that
+//     announced themselves; DefaultQueue.
+//
+// The built-in node types are in pkg/worker/builtin. The queues' consumers
+// and the announcements bucket are set up by the engine
+// (internal/workqueue), which also runs the coordinator's local nodes
+// through the same steps.
+//
 // A Worker pulls node-ready events (the work items the coordinator appends to
 // the events stream) from one or more task queues, runs the Node registered
 // for each item's node type, and appends the outcome to the run's log:
