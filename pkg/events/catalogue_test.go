@@ -23,6 +23,9 @@ func TestLayoutPlacesTheCatalogue(t *testing.T) {
 		}
 		seen[kind] = typ
 	}
+	if events.LocalQueue != eventlog.LocalQueue || events.DefaultStream != eventlog.DefaultStream {
+		t.Fatalf("LocalQueue %q, DefaultStream %q: the layout has %q, %q", events.LocalQueue, events.DefaultStream, eventlog.LocalQueue, eventlog.DefaultStream)
+	}
 	if _, ok := eventlog.Kind(events.Type("dev.weft.nope.v1")); ok || events.Type("dev.weft.nope.v1").Known() {
 		t.Fatal("a type outside the catalogue has a place")
 	}

@@ -12,7 +12,7 @@ import (
 )
 
 // DefaultStream is the events stream's default name.
-const DefaultStream = eventlog.DefaultStream
+const DefaultStream = "WEFT"
 
 // config is what Open's options set.
 type config struct {

@@ -10,7 +10,7 @@ import (
 // itself, local nodes: the queue of their work items and outcomes. It is
 // no valid queue name, so no worker can be given it, and only the
 // coordinator writes there.
-const LocalQueue = eventlog.LocalQueue
+const LocalQueue = "_local"
 
 // Subjects are per run and name who may write them (the layout is
 // internal/eventlog's): "weft.r.<slot>.<run>.c.<kind>" for clients,
