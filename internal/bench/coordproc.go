@@ -18,7 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/coordinator"
-	"github.com/weft-dev/weft/pkg/events"
+	"github.com/weft-dev/weft/internal/eventlog"
 )
 
 // coordProc is a cmd/coordinator child process. Its stderr (JSON logs) is
@@ -255,10 +255,10 @@ func (e *env) waitBalanced(ctx context.Context, procs []*coordProc, partitions i
 // partition's runs (all runs' decisions with one partition).
 func decisionFilters(p, partitions int) []string {
 	var out []string
-	for _, f := range events.PartitionFilters(p, partitions) {
+	for _, f := range eventlog.PartitionFilters(p, partitions) {
 		// weft.r.<slot>.> or weft.r.> → the decisions under it.
 		base := strings.TrimSuffix(f, ">")
-		if base == strings.TrimSuffix(events.AllEvents, ">") {
+		if base == strings.TrimSuffix(eventlog.AllEvents, ">") {
 			base += "*."
 		}
 		out = append(out, base+"*.d.>")

@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/coordinator"
-	"github.com/weft-dev/weft/pkg/events"
+	"github.com/weft-dev/weft/internal/eventlog"
 )
 
 // coordPartitions is the partition count of the coordinator figures.
@@ -172,11 +172,11 @@ func (e *env) coordscaleWith(ctx context.Context, bin string, k int, fn func(ctx
 	}
 	// The whole log, filtered here (a wildcard filter on sparse subjects
 	// costs the server a scan per batch).
-	log, err := collectAll(ctx, e.js, stream, []string{events.AllEvents}, 2*time.Minute)
+	log, err := collectAll(ctx, e.js, stream, []string{eventlog.AllEvents}, 2*time.Minute)
 	if err != nil {
 		return nil, err
 	}
-	decided := slices.DeleteFunc(log, func(s stamp) bool { return !events.IsDecision(s.subject) })
+	decided := slices.DeleteFunc(log, func(s stamp) bool { return !eventlog.IsDecision(s.subject) })
 	return &coordMeasure{rate: sustained(decided), wall: float64(stats.Decisions) / wall.Seconds(), cpu: cpu1 - cpu0, stats: stats, logged: len(decided)}, nil
 }
 

@@ -13,6 +13,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/coordinator"
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/worker"
@@ -58,7 +60,7 @@ func startRuns(ctx context.Context, js jetstream.JetStream, g *graph.Graph, n in
 		if err != nil {
 			return nil, err
 		}
-		m, err := events.Encode(e)
+		m, err := eventstore.Encode(e)
 		if err != nil {
 			return nil, err
 		}
@@ -217,7 +219,7 @@ func collect(ctx context.Context, js jetstream.JetStream, stream string, subject
 }
 
 // runEnds is the filter of runs' ends: completed, failed or cancelled.
-var runEnds = []string{events.KindFilter(events.RunCompleted), events.KindFilter(events.RunFailed), events.KindFilter(events.RunCancelled)}
+var runEnds = []string{eventlog.KindFilter(events.RunCompleted), eventlog.KindFilter(events.RunFailed), eventlog.KindFilter(events.RunCancelled)}
 
 // waitRuns waits until n runs ended and returns the end stamps; a run that
 // did not complete is an error.

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/embedded"
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
@@ -137,7 +138,7 @@ func (e *env) dropStream(stream string) {
 	defer cancel()
 	// An engine's stream has its timers stream beside it (events.Store
 	// TimerStream), on subjects the next engine's needs.
-	for _, name := range []string{stream, stream + events.TimerStreamSuffix} {
+	for _, name := range []string{stream, stream + eventlog.TimerStreamSuffix} {
 		if err := e.js.DeleteStream(ctx, name); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 			e.logf("deleting stream %s: %v", name, err)
 		}

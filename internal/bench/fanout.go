@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
 )
@@ -51,7 +52,7 @@ func runFanout(ctx context.Context, e *env) ([]Result, error) {
 			return err
 		}
 		ended = ends[0].at
-		s, err := collect(ctx, e.js, stream, []string{events.KindFilter(events.RunStarted)}, 1, time.Minute)
+		s, err := collect(ctx, e.js, stream, []string{eventlog.KindFilter(events.RunStarted)}, 1, time.Minute)
 		if err != nil {
 			return err
 		}
@@ -66,7 +67,7 @@ func runFanout(ctx context.Context, e *env) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	mix, err := logMix(ctx, e.js, stream, events.AllEvents, int(msgs))
+	mix, err := logMix(ctx, e.js, stream, eventlog.AllEvents, int(msgs))
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
@@ -54,7 +55,7 @@ func runHop(ctx context.Context, e *env) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	log, err := collect(ctx, e.js, stream, []string{events.RunFilter(run)}, int(msgs), time.Minute)
+	log, err := collect(ctx, e.js, stream, []string{eventlog.RunFilter(run)}, int(msgs), time.Minute)
 	if err != nil {
 		return nil, err
 	}

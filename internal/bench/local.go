@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
@@ -63,7 +64,7 @@ func runLocal(ctx context.Context, e *env) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	log, err := collect(ctx, e.js, stream, []string{events.RunFilter(run)}, int(msgs), time.Minute)
+	log, err := collect(ctx, e.js, stream, []string{eventlog.RunFilter(run)}, int(msgs), time.Minute)
 	if err != nil {
 		return nil, err
 	}

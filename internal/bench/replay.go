@@ -12,6 +12,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
 )
@@ -64,7 +66,7 @@ func runReplay(ctx context.Context, e *env) ([]Result, error) {
 	err = e.profile("floor", func() error {
 		start := time.Now()
 		n := 0
-		err := watch(ctx, e.js, stream, []string{events.AllEvents}, timeout, func(m jetstream.Msg, _ *jetstream.MsgMetadata) bool {
+		err := watch(ctx, e.js, stream, []string{eventlog.AllEvents}, timeout, func(m jetstream.Msg, _ *jetstream.MsgMetadata) bool {
 			n++
 			return n < total
 		})
@@ -82,7 +84,7 @@ func runReplay(ctx context.Context, e *env) ([]Result, error) {
 		states := map[string]*projection.State{}
 		n := 0
 		var derr error
-		err := watch(ctx, e.js, stream, []string{events.AllEvents}, timeout, func(m jetstream.Msg, meta *jetstream.MsgMetadata) bool {
+		err := watch(ctx, e.js, stream, []string{eventlog.AllEvents}, timeout, func(m jetstream.Msg, meta *jetstream.MsgMetadata) bool {
 			n++
 			ev, err := events.Decode(m.Subject(), m.Headers(), m.Data())
 			if err != nil {
@@ -188,8 +190,11 @@ func appendHistory(ctx context.Context, st events.Store, tmpl []*events.Event, r
 		for i, t := range tmpl {
 			evs[i] = &events.Event{
 				ID: strings.ReplaceAll(t.ID, old, run), Type: t.Type, Source: t.Source, Time: t.Time,
-				RunID: run, NodeID: t.NodeID, Attempt: t.Attempt, Decision: t.Decision, Queue: t.Queue,
+				RunID: run, NodeID: t.NodeID, Attempt: t.Attempt, Queue: t.Queue,
 				Data: bytes.ReplaceAll(t.Data, []byte(old), []byte(run)),
+			}
+			if t.IsDecision() {
+				eventstore.MarkDecision(evs[i])
 			}
 		}
 		_, err := st.Append(ctx, run, events.AnySeq, evs...)

@@ -20,6 +20,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/runs"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
@@ -66,7 +68,7 @@ func runRetention(ctx context.Context, e *env) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := events.EnsureTimers(ctx, store); err != nil {
+	if err := eventstore.EnsureTimers(ctx, store); err != nil {
 		return nil, err
 	}
 	model, err := runs.Ensure(ctx, js, "WEFT", e.quiet)
@@ -212,7 +214,7 @@ func runRetention(ctx context.Context, e *env) ([]Result, error) {
 		row(fmt.Sprintf("retention: server RSS right after removing %d runs", n), mib(sweptRSS), "MiB", mib(emptyRSS), nil,
 			fmt.Sprintf("VmRSS when the sweep returned; %.1f MiB at its highest during the sweep (the heap grows to the GC goal, twice the live heap with the runs and the blocks the purges load); the Go runtime returns freed heap to the OS over the next GC cycles", mib(peakRSS))),
 		row(fmt.Sprintf("retention: server RSS after removing %d runs", n), mib(after.rss), "MiB", mib(emptyRSS), ratioAtMost(1.5),
-			fmt.Sprintf("floor: the empty server's RSS; VmRSS read each second while the server collects its garbage (a GC through its profiling endpoint each second, standing in for the forced GC an idle Go server runs every two minutes; the scavenger returns a chunk only after it stayed free a GC cycle), until within 20%% of the floor, at most %s (the stream forgets the runs' de-duplication ids 2 minutes after they were written): %d GCs, %s; %s; what stays is the runtime's metadata for the largest heap, spans kept by a few live objects and the binary's code pages (pkg/runs doc, Memory of the server)", wait, after.gcs, after.took.Round(time.Second), after.mem)),
+			fmt.Sprintf("floor: the empty server's RSS; VmRSS read each second while the server collects its garbage (a GC through its profiling endpoint each second, standing in for the forced GC an idle Go server runs every two minutes; the scavenger returns a chunk only after it stayed free a GC cycle), until within 20%% of the floor, at most %s (the stream forgets the runs' de-duplication ids 2 minutes after they were written): %d GCs, %s; %s; what stays is the runtime's metadata for the largest heap, spans kept by a few live objects and the binary's code pages (internal/runs doc, Memory of the server)", wait, after.gcs, after.took.Round(time.Second), after.mem)),
 		row(fmt.Sprintf("retention: server heap with %d ended runs", n), mib(loadedMem.HeapAlloc), "MiB", mib(emptyMem.HeapAlloc), nil,
 			"the server's live heap after a GC (HeapAlloc, from its --profile endpoint); floor: the empty server's"),
 		row(fmt.Sprintf("retention: server heap after removing %d runs", n), mib(after.mem.HeapAlloc), "MiB", mib(emptyMem.HeapAlloc), nil,
@@ -413,7 +415,7 @@ func writeEndedRuns(ctx context.Context, js jetstream.JetStream, g *graph.Graph,
 			return err
 		}
 		for _, ev := range evs {
-			m, err := events.Encode(ev)
+			m, err := eventstore.Encode(ev)
 			if err != nil {
 				return err
 			}
@@ -438,28 +440,28 @@ func endedRun(run string, g *graph.Graph, at time.Time, failed bool) ([]*events.
 		return nil, err
 	}
 	ref := events.NodeRef{Node: "work"}
-	ready, err := events.New(run, events.DecisionID(run, events.NodeReady, "work"), at, &events.NodeReadyData{
-		NodeRef: ref, Attempt: 1, Type: "noop", Queue: "default", IdempotencyKey: events.IdempotencyKey(run, ref, 1),
+	ready, err := events.New(run, eventlog.DecisionID(run, events.NodeReady, "work"), at, &events.NodeReadyData{
+		NodeRef: ref, Attempt: 1, Type: "noop", Queue: "default", IdempotencyKey: eventstore.IdempotencyKey(run, ref, 1),
 	})
 	if err != nil {
 		return nil, err
 	}
-	ready.Decision = true
-	invoking, err := events.New(run, events.RandomID(), at, &events.NodeInvokingData{NodeRef: ref, Attempt: 1, Delivery: 1, Worker: "bench"})
+	eventstore.MarkDecision(ready)
+	invoking, err := events.New(run, eventlog.RandomID(), at, &events.NodeInvokingData{NodeRef: ref, Attempt: 1, Delivery: 1, Worker: "bench"})
 	if err != nil {
 		return nil, err
 	}
 	invoking.Queue = "default"
 	var end *events.Event
 	if failed {
-		end, err = events.New(run, events.DecisionID(run, events.RunFailed), at, &events.RunFailedData{Error: events.Failure{Type: "Bench", Message: "failed on purpose"}})
+		end, err = events.New(run, eventlog.DecisionID(run, events.RunFailed), at, &events.RunFailedData{Error: events.Failure{Type: "Bench", Message: "failed on purpose"}})
 	} else {
-		end, err = events.New(run, events.DecisionID(run, events.RunCompleted), at, &events.RunCompletedData{})
+		end, err = events.New(run, eventlog.DecisionID(run, events.RunCompleted), at, &events.RunCompletedData{})
 	}
 	if err != nil {
 		return nil, err
 	}
-	end.Decision = true
+	eventstore.MarkDecision(end)
 	return []*events.Event{started, ready, invoking, end}, nil
 }
 

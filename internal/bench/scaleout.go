@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/worker"
 )
@@ -38,7 +40,7 @@ func runScaleout(ctx context.Context, e *env) ([]Result, error) {
 			if _, err := waitRuns(ctx, e.js, stream, s.ScaleRuns, timeout); err != nil {
 				return 0, err
 			}
-			invoked, err := collect(ctx, e.js, stream, []string{events.KindFilter(events.NodeInvoked)}, s.ScaleRuns*s.ScaleNodes, time.Minute)
+			invoked, err := collect(ctx, e.js, stream, []string{eventlog.KindFilter(events.NodeInvoked)}, s.ScaleRuns*s.ScaleNodes, time.Minute)
 			if err != nil {
 				return 0, err
 			}
@@ -95,7 +97,7 @@ func (e *env) scaleWith(ctx context.Context, bin string, k int, fn func(ctx cont
 	// Every worker has a pull request waiting: all are ready.
 	deadline := time.Now().Add(time.Minute)
 	for {
-		c, err := e.js.Consumer(ctx, stream, worker.QueueConsumer(worker.DefaultQueue))
+		c, err := e.js.Consumer(ctx, stream, workqueue.QueueConsumer(worker.DefaultQueue))
 		if err == nil && c.CachedInfo().NumWaiting >= k {
 			break
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/coordinator"
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
 )
@@ -109,14 +110,14 @@ func (e *env) engineFlow(ctx context.Context, g *graph.Graph, runs, conc int, ti
 	nodes := len(g.Nodes()) * runs
 	if err != nil {
 		// Report what was done when time ran out, as a failing figure.
-		invoked, _ := collect(ctx, e.js, stream, []string{events.KindFilter(events.NodeInvoked)}, nodes, 10*time.Second)
+		invoked, _ := collect(ctx, e.js, stream, []string{eventlog.KindFilter(events.NodeInvoked)}, nodes, 10*time.Second)
 		r.tput = float64(len(invoked)) / time.Since(t0).Seconds()
 		r.partial = fmt.Sprintf("DID NOT FINISH in %s: %d of %d runs completed, %d of %d nodes (%v); coordinator: %d events handled, %d runs re-read from the log, %d errors",
 			timeout, len(ends), runs, len(invoked), nodes, err, r.stats.Processed, r.stats.Reloads, r.stats.Errors)
 		return r, nil
 	}
 	r.elapsed = last(ends).Sub(t0)
-	invoked, err := collect(ctx, e.js, stream, []string{events.KindFilter(events.NodeInvoked)}, nodes, time.Minute)
+	invoked, err := collect(ctx, e.js, stream, []string{eventlog.KindFilter(events.NodeInvoked)}, nodes, time.Minute)
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +128,7 @@ func (e *env) engineFlow(ctx context.Context, g *graph.Graph, runs, conc int, ti
 	}
 	r.msgs = msgs
 	r.avgSize = int(bytes / max(msgs, 1))
-	if r.mix, err = logMix(ctx, e.js, stream, events.AllEvents, int(msgs)); err != nil {
+	if r.mix, err = logMix(ctx, e.js, stream, eventlog.AllEvents, int(msgs)); err != nil {
 		return nil, err
 	}
 	if r.phases, err = e.phases(ctx, stream, len(g.Nodes())); err != nil {
@@ -165,14 +166,14 @@ func (e *env) floorFlow(ctx context.Context, f flow, invokedWant int, timeout ti
 func (e *env) phases(ctx context.Context, stream string, nodes int) (string, error) {
 	// The whole log, filtered here: a consumer with wildcard filters on
 	// sparse subjects costs the server a scan per batch.
-	log, err := collectAll(ctx, e.js, stream, []string{events.AllEvents}, 2*time.Minute)
+	log, err := collectAll(ctx, e.js, stream, []string{eventlog.AllEvents}, 2*time.Minute)
 	if err != nil {
 		return "", err
 	}
 	type key struct{ run, node string }
 	ready, invoking, invoked := map[key]time.Time{}, map[key]time.Time{}, map[key]time.Time{}
 	for _, s := range log {
-		run, _ := events.RunOf(s.subject)
+		run, _ := eventlog.RunOf(s.subject)
 		k := key{run, s.node}
 		switch {
 		case strings.Contains(s.subject, ".d.ready."):

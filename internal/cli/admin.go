@@ -14,9 +14,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/coordinator"
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/natsconn"
-	"github.com/weft-dev/weft/pkg/events"
-	"github.com/weft-dev/weft/pkg/worker"
+	"github.com/weft-dev/weft/internal/workqueue"
 )
 
 // Weft's daemons create the stream, consumers and KV buckets they miss,
@@ -169,7 +169,7 @@ type BucketSettings struct {
 }
 
 // buckets are Weft's KV buckets.
-var buckets = []string{coordinator.LeasesBucket, coordinator.SnapshotsBucket, worker.WorkersBucket}
+var buckets = []string{coordinator.LeasesBucket, coordinator.SnapshotsBucket, workqueue.WorkersBucket}
 
 func adminSettings(e *env, c *command, args []string) error {
 	fs, out := e.flagSet(c)
@@ -208,7 +208,7 @@ func readSettings(ctx context.Context, js jetstream.JetStream, stream string) (*
 		AllowDirect: sc.AllowDirect, AllowMsgSchedules: sc.AllowMsgSchedules, AllowMsgTTL: sc.AllowMsgTTL, AllowAtomicPublish: sc.AllowAtomicPublish,
 		Messages: info.State.Msgs, Bytes: info.State.Bytes,
 	}}
-	set.Problems = unsafeSettings(events.CheckStream(sc))
+	set.Problems = unsafeSettings(eventlog.CheckStream(sc))
 	lister := s.ListConsumers(ctx)
 	for ci := range lister.Info() {
 		cs := consumerSettings(ci)
@@ -255,7 +255,7 @@ func consumerSettings(ci *jetstream.ConsumerInfo) ConsumerSettings {
 	if cc.FilterSubject != "" {
 		cs.Filters = append([]string{cc.FilterSubject}, cs.Filters...)
 	}
-	if q, ok := worker.QueueName(ci.Name); ok {
+	if q, ok := workqueue.QueueName(ci.Name); ok {
 		cs.Kind, cs.Queue = "queue", q
 	} else if strings.HasPrefix(cc.Description, "Weft coordinator") || strings.HasPrefix(ci.Name, "coordinator") {
 		cs.Kind = "coordinator"
@@ -366,13 +366,13 @@ func adminApply(e *env, c *command, args []string) error {
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	if given["duplicates"] && cfg.Duplicates < events.MinDuplicates {
-		return &usageError{cmd: c, msg: fmt.Sprintf("-duplicates: want at least %s, got %s", events.MinDuplicates, cfg.Duplicates)}
+	if given["duplicates"] && cfg.Duplicates < eventlog.MinDuplicates {
+		return &usageError{cmd: c, msg: fmt.Sprintf("-duplicates: want at least %s, got %s", eventlog.MinDuplicates, cfg.Duplicates)}
 	}
 	if given["ack-wait"] && *ackWait < time.Second {
 		return &usageError{cmd: c, msg: fmt.Sprintf("-ack-wait: want at least 1s, got %s", *ackWait)}
 	}
-	if *queue != "" && !events.ValidToken(*queue) {
+	if *queue != "" && !eventlog.ValidToken(*queue) {
 		return &usageError{cmd: c, msg: fmt.Sprintf("-queue: %q is not a valid queue name (letters, digits, '-' and '_')", *queue)}
 	}
 	if *queue != "" && !given["ack-wait"] {
@@ -451,7 +451,7 @@ func (a *applier) applyStream(ctx context.Context, change func(*jetstream.Stream
 		return err
 	}
 	have := s.CachedInfo().Config
-	upd := events.Repair(have)
+	upd := eventlog.Repair(have)
 	change(&upd)
 	res := "stream " + a.stream
 	n := len(a.changes)
@@ -529,7 +529,7 @@ func (a *applier) applyBuckets(ctx context.Context, replicas int) error {
 func (a *applier) applyQueues(ctx context.Context, queue string, ackWait time.Duration) error {
 	var names []string
 	if queue != "" {
-		names = []string{worker.QueueConsumer(queue)}
+		names = []string{workqueue.QueueConsumer(queue)}
 	} else {
 		s, err := liveStream(ctx, a.js, a.stream)
 		if err != nil {
@@ -537,7 +537,7 @@ func (a *applier) applyQueues(ctx context.Context, queue string, ackWait time.Du
 		}
 		lister := s.ConsumerNames(ctx)
 		for name := range lister.Name() {
-			if _, ok := worker.QueueName(name); ok {
+			if _, ok := workqueue.QueueName(name); ok {
 				names = append(names, name)
 			}
 		}

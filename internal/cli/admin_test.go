@@ -9,9 +9,10 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/cli"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/events"
-	"github.com/weft-dev/weft/pkg/worker"
 )
 
 func TestAdminSettings(t *testing.T) {
@@ -42,7 +43,7 @@ func TestAdminSettings(t *testing.T) {
 	if kinds["coordinator-0"] != "coordinator" || kinds["work-default"] != "queue" {
 		t.Errorf("consumers = %+v", set.Consumers)
 	}
-	if len(set.Buckets) != 3 || set.Buckets[2].Name != worker.WorkersBucket {
+	if len(set.Buckets) != 3 || set.Buckets[2].Name != workqueue.WorkersBucket {
 		t.Errorf("buckets = %+v", set.Buckets)
 	}
 }
@@ -50,9 +51,9 @@ func TestAdminSettings(t *testing.T) {
 func TestAdminApply(t *testing.T) {
 	srv, st := natstest.Store(t)
 	url, ctx := srv.ClientURL(), context.Background()
-	js := st.JetStream()
+	js := eventstore.JetStream(st)
 	for _, q := range []string{"default", "gpu"} {
-		if _, err := worker.EnsureQueue(ctx, js, st.StreamName(), q, worker.QueueOptions{}); err != nil {
+		if _, err := workqueue.EnsureQueue(ctx, js, st.StreamName(), q, workqueue.QueueOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -74,13 +75,13 @@ func TestAdminApply(t *testing.T) {
 		t.Errorf("stream = duplicates %s, max age %s, replicas %d", sc.Duplicates, sc.MaxAge, sc.Replicas)
 	}
 	ackWait := func(q string) time.Duration {
-		c, err := js.Consumer(ctx, st.StreamName(), worker.QueueConsumer(q))
+		c, err := js.Consumer(ctx, st.StreamName(), workqueue.QueueConsumer(q))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return c.CachedInfo().Config.AckWait
 	}
-	if ackWait("gpu") != 45*time.Second || ackWait("default") != worker.DefaultAckWait {
+	if ackWait("gpu") != 45*time.Second || ackWait("default") != workqueue.DefaultAckWait {
 		t.Errorf("ack waits: gpu %s, default %s", ackWait("gpu"), ackWait("default"))
 	}
 
@@ -115,7 +116,7 @@ func TestAdminApplyRepairsAStream(t *testing.T) {
 	srv := natstest.Server(t)
 	_, js := natstest.Connect(t, srv)
 	ctx := context.Background()
-	sc := events.StreamConfig(events.DefaultConfig())
+	sc := eventstore.StreamConfig()
 	sc.AllowDirect, sc.AllowAtomicPublish = false, false
 	if _, err := js.CreateStream(ctx, sc); err != nil {
 		t.Fatal(err)

@@ -15,7 +15,10 @@ import (
 
 	"github.com/weft-dev/weft/internal/cli"
 	"github.com/weft-dev/weft/internal/coordinator"
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -66,7 +69,7 @@ func engine(t *testing.T) (string, *client.Client) {
 	// Every CLI command opens the stream (an idempotent stream update);
 	// the engine is set up first, so that no update races its consumers'
 	// creation inside the embedded server.
-	waitConsumers(t, store, coordinator.ConsumerName("coordinator", 0), worker.QueueConsumer("default"))
+	waitConsumers(t, store, coordinator.ConsumerName("coordinator", 0), workqueue.QueueConsumer("default"))
 	return srv.ClientURL(), client.New(store)
 }
 
@@ -76,7 +79,7 @@ func waitConsumers(t *testing.T, store events.Store, names ...string) {
 	defer cancel()
 	for _, name := range names {
 		for {
-			if _, err := store.JetStream().Consumer(ctx, store.StreamName(), name); err == nil {
+			if _, err := eventstore.JetStream(store).Consumer(ctx, store.StreamName(), name); err == nil {
 				break
 			}
 			if ctx.Err() != nil {
@@ -113,7 +116,7 @@ func TestRunAndInspect(t *testing.T) {
 		t.Fatalf("run -wait: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	run := strings.SplitN(r.stdout, "\n", 2)[0]
-	if !events.ValidToken(run) {
+	if !eventlog.ValidToken(run) {
 		t.Fatalf("first line of run's output is %q, want a run id", run)
 	}
 	wantContains(t, "run -wait", r.stdout, "run "+run+" completed", `"greeting": "Hello, Ada!"`)

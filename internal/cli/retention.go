@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/natsconn"
 	"github.com/weft-dev/weft/internal/runs"
 	"github.com/weft-dev/weft/pkg/client"
@@ -55,7 +57,7 @@ admin's credentials.`,
 			return err
 		}
 		defer closeConn()
-		arch, err := runs.ParseArchive(e.ctx, store.JetStream(), store.StreamName(), *archive, false)
+		arch, err := runs.ParseArchive(e.ctx, eventstore.JetStream(store), store.StreamName(), *archive, false)
 		if err != nil {
 			return err
 		}
@@ -182,7 +184,7 @@ func adminRetention(e *env, c *command, args []string) error {
 		return err
 	}
 	defer closeConn()
-	arch, err := runs.ParseArchive(e.ctx, store.JetStream(), store.StreamName(), *archive, *create)
+	arch, err := runs.ParseArchive(e.ctx, eventstore.JetStream(store), store.StreamName(), *archive, *create)
 	if err != nil {
 		return err
 	}
@@ -238,7 +240,7 @@ func adminRestore(e *env, c *command, args []string) error {
 		return err
 	}
 	defer closeConn()
-	arch, err := runs.ParseArchive(e.ctx, store.JetStream(), store.StreamName(), *archive, false)
+	arch, err := runs.ParseArchive(e.ctx, eventstore.JetStream(store), store.StreamName(), *archive, false)
 	if err != nil {
 		return err
 	}
@@ -283,7 +285,7 @@ func sleepFor(ctx context.Context, d time.Duration) bool {
 // run id.
 func checkRunIDs(c *command, ids ...string) error {
 	for _, run := range ids {
-		if !events.ValidToken(run) {
+		if !eventlog.ValidToken(run) {
 			return &usageError{cmd: c, msg: fmt.Sprintf("run id %q: not a run id", run)}
 		}
 	}

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/telemetry"
 	"github.com/weft-dev/weft/pkg/client"
-	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/projection"
 )
@@ -53,7 +53,7 @@ them (the types your own workers serve).`,
 		if *timeout <= 0 {
 			return &usageError{cmd: c, msg: fmt.Sprintf("-timeout: want a positive duration, got %s", *timeout)}
 		}
-		if *id != "" && !events.ValidToken(*id) {
+		if *id != "" && !eventlog.ValidToken(*id) {
 			return &usageError{cmd: c, msg: fmt.Sprintf("-id: %q is not a valid run id (letters, digits, '-' and '_', at most 128, starting with a letter or digit)", *id)}
 		}
 		g, err := loadGraph(pos[0], *types)

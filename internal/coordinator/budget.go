@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/telemetry"
 	"github.com/weft-dev/weft/pkg/events"
@@ -83,14 +85,14 @@ func (c *Coordinator) enforceBudget(ctx context.Context, ent *runEntry) (bool, e
 			}
 		}
 	}
-	ev, err := events.New(ent.run, events.DecisionID(ent.run, events.RunFailed), c.opts.now(),
+	ev, err := events.New(ent.run, eventlog.DecisionID(ent.run, events.RunFailed), c.opts.now(),
 		&events.RunFailedData{Error: events.Failure{Type: FailureHistoryBudget, Message: why}})
 	if err != nil {
 		return true, err
 	}
-	ev.Decision = true
+	eventstore.MarkDecision(ev)
 	telemetry.Inject(ctx, ev)
-	if _, err := c.store.Append(ctx, ent.run, ent.lastDecision, ev); err != nil {
+	if _, err := c.store.AppendDecisions(ctx, ent.run, ent.lastDecision, ev); err != nil {
 		c.cache.del(ent.run)
 		return true, fmt.Errorf("failing run %s over its history budget: %w", ent.run, err)
 	}

@@ -26,7 +26,7 @@ func TestDecisionsTakeTheGivenClock(t *testing.T) {
 	}
 	decisions := 0
 	for _, e := range readRun(t, st, run) {
-		if !e.Decision {
+		if !e.IsDecision() {
 			continue
 		}
 		decisions++

@@ -14,7 +14,7 @@
 // # Partitions
 //
 // Runs are split into a fixed number of partitions (WithPartitions, the
-// daemon's -partitions, at most events.Slots) by the slot token of their
+// daemon's -partitions, at most eventlog.Slots) by the slot token of their
 // subjects: each partition is one durable consumer filtered on its slots,
 // consumed by the one coordinator that holds its lease in the KV bucket
 // LeasesBucket. Leases expire a lease duration (WithLeaseTTL) after their
@@ -68,7 +68,7 @@
 // coordinator's start; no run is lost or decided twice
 // (TestRepartitionKeepsRunsGoing).
 //
-// Limits: at most events.Slots (64) partitions, so at most 64
+// Limits: at most eventlog.Slots (64) partitions, so at most 64
 // coordinators do work at once (more stand by); partitions are spread by
 // count, not by load, so a partition with many busy runs is not split; a
 // killed holder's partitions wait up to a lease duration plus a tick, and
@@ -79,7 +79,7 @@
 // Pure, cheap nodes run here, in the coordinator that owns the run, with
 // no queue hop (local.go), as Temporal's local activities do: the built-in
 // transform and the types registered with WithLocalNode, through the same
-// node contract as on a worker (worker.InvokeLocal); routers are decided
+// node contract as on a worker (workqueue.InvokeLocal); routers are decided
 // by the engine itself. The engine readies a local node like any other,
 // on the reserved queue events.LocalQueue ("_local"), which no worker
 // consumes; once the decision is in the log the shard runs the node and
@@ -176,6 +176,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/runs"
 	"github.com/weft-dev/weft/internal/setup"
@@ -253,7 +255,7 @@ type options struct {
 func WithDurable(name string) Option { return func(o *options) { o.durable = name } }
 
 // WithPartitions sets the number of partitions runs are split into
-// (default 1, at most events.Slots). Every coordinator of a deployment
+// (default 1, at most eventlog.Slots). Every coordinator of a deployment
 // uses the same number; see partition.go.
 func WithPartitions(n int) Option { return func(o *options) { o.partitions = n } }
 
@@ -296,7 +298,7 @@ type Coordinator struct {
 	startAt, timersStartAt uint64
 	running                atomic.Bool
 	parts                  partitionSet
-	store                  events.Store
+	store                  eventstore.Engine
 	js                     jetstream.JetStream
 	opts                   options
 	log                    *slog.Logger
@@ -329,15 +331,15 @@ func New(store events.Store, opts ...Option) *Coordinator {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	o.partitions = min(max(o.partitions, 1), events.Slots)
+	o.partitions = min(max(o.partitions, 1), eventlog.Slots)
 	o.leaseTTL = max(o.leaseTTL, minLeaseTTL)
 	if o.logger == nil {
 		o.logger = slog.Default()
 	}
 	c := &Coordinator{
-		id:    events.RandomID(),
-		store: store,
-		js:    store.JetStream(),
+		id:    eventlog.RandomID(),
+		store: eventstore.Must(store),
+		js:    eventstore.JetStream(store),
 		opts:  o,
 		log:   o.logger.With(logattr.Component, "coordinator"),
 		cache: newRunCache(o.cacheSize),
@@ -379,7 +381,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	defer alive.Wait()
 	defer cancel() // Run may return before ctx ends (a refusal)
 	if _, err := retry(ctx, c.log, "setting up the timers stream", func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, events.EnsureTimers(ctx, c.store)
+		return struct{}{}, eventstore.EnsureTimers(ctx, c.store)
 	}); err != nil {
 		return nil // ctx ended
 	}
@@ -488,7 +490,7 @@ func (c *Coordinator) dispatch(pctx context.Context, p int, iter jetstream.Messa
 			c.forgetPartition(p)
 		}
 		lastDelivery = meta.Sequence.Consumer
-		run, ok := events.RunOf(msg.Subject())
+		run, ok := eventlog.RunOf(msg.Subject())
 		if !ok {
 			c.n.malformed.Add(1)
 			log.Warn("passing over a message on an unexpected subject", logattr.Subject, msg.Subject(), logattr.Seq, meta.Sequence.Stream)

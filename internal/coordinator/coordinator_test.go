@@ -17,6 +17,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/weft-dev/weft/internal/coordinator"
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/internal/proctest"
 	"github.com/weft-dev/weft/pkg/events"
@@ -161,17 +163,17 @@ func TestMalformedEventsArePassedOver(t *testing.T) {
 	publish := func(subject string, hdr nats.Header, data string) {
 		t.Helper()
 		m := &nats.Msg{Subject: subject, Header: hdr, Data: []byte(data)}
-		if _, err := st.JetStream().PublishMsg(ctx, m); err != nil {
+		if _, err := eventstore.JetStream(st).PublishMsg(ctx, m); err != nil {
 			t.Fatal(err)
 		}
 	}
 	ce := func(typ, run string) nats.Header {
-		return nats.Header{"ce-specversion": {"1.0"}, "ce-id": {events.RandomID()}, "ce-source": {"test"}, "ce-type": {typ}, "ce-runid": {run}, "content-type": {"application/json"}}
+		return nats.Header{"ce-specversion": {"1.0"}, "ce-id": {eventlog.RandomID()}, "ce-source": {"test"}, "ce-type": {typ}, "ce-runid": {run}, "content-type": {"application/json"}}
 	}
-	invoked := func(run string) string { return strings.TrimSuffix(events.RunFilter(run), ">") + "w.default.invoked" }
-	publish(events.StartedSubject("junk1"), nil, "not a cloud event")
-	publish(events.StartedSubject("junk2"), ce("com.example.unknown", "junk2"), `{}`)
-	publish(events.StartedSubject("junk3"), ce(string(events.RunStarted), "junk3"), `{"graph": [broken`)
+	invoked := func(run string) string { return strings.TrimSuffix(eventlog.RunFilter(run), ">") + "w.default.invoked" }
+	publish(eventlog.StartedSubject("junk1"), nil, "not a cloud event")
+	publish(eventlog.StartedSubject("junk2"), ce("com.example.unknown", "junk2"), `{}`)
+	publish(eventlog.StartedSubject("junk3"), ce(string(events.RunStarted), "junk3"), `{"graph": [broken`)
 	publish(invoked("ghost"), ce(string(events.NodeInvoked), "ghost"), `{"node":"a","iteration":1,"attempt":1}`)
 	publish(invoked(before[0]), ce(string(events.NodeInvoked), "someone-else"), `{}`)
 	publish(invoked(before[1]), ce(string(events.NodeInvoked), before[1]), `{"node": 7}`)
@@ -243,11 +245,11 @@ func TestCoordinatorKilledMidRunResumes(t *testing.T) {
 	// ready; the runs need 200), and start a new one each time.
 	// The partition's consumer is made with a short ack wait, so that
 	// what a killed coordinator held is redelivered soon.
-	if _, err := st.JetStream().CreateConsumer(ctx, st.StreamName(), partitionConsumer(coordinator.ConsumerName("coordinator", 0), 2*time.Second)); err != nil {
+	if _, err := eventstore.JetStream(st).CreateConsumer(ctx, st.StreamName(), partitionConsumer(coordinator.ConsumerName("coordinator", 0), 2*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	readies := make(chan *nats.Msg, 4096)
-	sub, err := st.JetStream().Conn().ChanSubscribe(events.QueueFilter(worker.DefaultQueue), readies)
+	sub, err := eventstore.JetStream(st).Conn().ChanSubscribe(eventlog.QueueFilter(worker.DefaultQueue), readies)
 	if err != nil {
 		t.Fatal(err)
 	}

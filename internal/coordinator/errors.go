@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/telemetry"
 	"github.com/weft-dev/weft/pkg/events"
@@ -101,12 +102,12 @@ func (c *Coordinator) fail(ctx context.Context, e *events.Event, cause error) er
 	if errors.Is(cause, events.ErrPayloadTooLarge) {
 		f.Type = events.FailurePayloadTooLarge
 	}
-	ev, err := events.New(e.RunID, events.DecisionID(e.RunID, events.RunFailed), c.opts.now(), &events.RunFailedData{Error: f, Node: e.NodeID})
+	ev, err := events.New(e.RunID, eventlog.DecisionID(e.RunID, events.RunFailed), c.opts.now(), &events.RunFailedData{Error: f, Node: e.NodeID})
 	if err != nil {
 		return err
 	}
 	telemetry.Inject(ctx, ev)
-	if _, err := c.store.Append(ctx, e.RunID, ent.lastDecision, ev); err != nil {
+	if _, err := c.store.AppendDecisions(ctx, e.RunID, ent.lastDecision, ev); err != nil {
 		return fmt.Errorf("failing run %s: %w", e.RunID, err)
 	}
 	c.n.failedRuns.Add(1)

@@ -15,6 +15,8 @@ import (
 
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/embedded"
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
@@ -174,10 +176,10 @@ func TestJunkOnDecisionSubjectsDoesNotStall(t *testing.T) {
 	run := events.NewRunID()
 	startRun(t, st, mustGraph(t, chain), run, `{}`)
 	waitFor(t, st, run, events.NodeReady)
-	base := strings.TrimSuffix(events.DecisionFilter(run), ">")
+	base := strings.TrimSuffix(eventlog.DecisionFilter(run), ">")
 	publish := func(subject string, hdr nats.Header, data string) {
 		t.Helper()
-		if _, err := st.JetStream().PublishMsg(ctx, &nats.Msg{Subject: subject, Header: hdr, Data: []byte(data)}); err != nil {
+		if _, err := eventstore.JetStream(st).PublishMsg(ctx, &nats.Msg{Subject: subject, Header: hdr, Data: []byte(data)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -206,12 +208,12 @@ func TestSquattedIDsDoNotStall(t *testing.T) {
 	runWorker(t, ctx, st, "w1")
 	run, other := events.NewRunID(), events.NewRunID()
 	for _, id := range []string{
-		events.DecisionID(run, events.RunCompleted),
-		events.DecisionID(run, events.NodeInvoked, "b/1", "1", "1"),
-		events.DecisionID(run, events.NodeReady, "c/1", "1"),
+		eventlog.DecisionID(run, events.RunCompleted),
+		eventlog.DecisionID(run, events.NodeInvoked, "b/1", "1", "1"),
+		eventlog.DecisionID(run, events.NodeReady, "c/1", "1"),
 	} {
-		squat := &nats.Msg{Subject: strings.TrimSuffix(events.StartedSubject(other), "started") + "signal", Header: nats.Header{nats.MsgIdHdr: {id}}, Data: []byte("mine")}
-		if _, err := st.JetStream().PublishMsg(ctx, squat); err != nil {
+		squat := &nats.Msg{Subject: strings.TrimSuffix(eventlog.StartedSubject(other), "started") + "signal", Header: nats.Header{nats.MsgIdHdr: {id}}, Data: []byte("mine")}
+		if _, err := eventstore.JetStream(st).PublishMsg(ctx, squat); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -295,11 +297,11 @@ edges:
 
 func pendingSchedules(t testing.TB, st events.Store, run string) uint64 {
 	t.Helper()
-	s, err := st.JetStream().Stream(context.Background(), st.TimerStream())
+	s, err := eventstore.JetStream(st).Stream(context.Background(), eventstore.Must(st).TimerStream())
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := s.Info(context.Background(), jetstream.WithSubjectFilter(events.ScheduleFilter(run)))
+	info, err := s.Info(context.Background(), jetstream.WithSubjectFilter(eventlog.ScheduleFilter(run)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,7 +353,7 @@ edges:
 	evs := readRun(t, st, run)
 	for _, e := range evs {
 		if p, _ := e.Payload(); p != nil {
-			if f, ok := p.(*events.NodeFailedData); ok && e.Decision && f.Attempt == 1 && f.Error.Type == events.FailureTimeout &&
+			if f, ok := p.(*events.NodeFailedData); ok && e.IsDecision() && f.Attempt == 1 && f.Error.Type == events.FailureTimeout &&
 				strings.Contains(f.Error.Message, want) {
 				if got := attempts(t, st, run); got != "ready 1, timer 1, failed 1, retry 2, timer 2, ready 2, invoked 2" {
 					t.Fatalf("attempts: %s", got)

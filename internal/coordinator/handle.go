@@ -9,12 +9,14 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/engine"
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/telemetry"
+	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/projection"
-	"github.com/weft-dev/weft/pkg/worker"
 )
 
 // conflictRetries bounds how often one event re-reads its run after a
@@ -62,7 +64,7 @@ func (c *Coordinator) handle(ctx context.Context, msg jetstream.Msg, redelivered
 // only if the read model says the admin restored the run, since any
 // writer can set a header. It reports whether it settled msg.
 func (c *Coordinator) settleRestored(ctx context.Context, msg jetstream.Msg, meta *jetstream.MsgMetadata) bool {
-	if msg.Headers().Get(events.HdrRestored) == "" {
+	if msg.Headers().Get(eventlog.HdrRestored) == "" {
 		return false
 	}
 	restored, err := c.restoredRun(ctx, msg.Subject())
@@ -86,7 +88,7 @@ func (c *Coordinator) settleRestored(ctx context.Context, msg jetstream.Msg, met
 // cache has it.)
 func (c *Coordinator) passEcho(msg jetstream.Msg, meta *jetstream.MsgMetadata, redelivered bool) bool {
 	if _, echo := c.echoes.Load(msg.Headers().Get(nats.MsgIdHdr)); redelivered && !echo {
-		if run, ok := events.RunOf(msg.Subject()); ok {
+		if run, ok := eventlog.RunOf(msg.Subject()); ok {
 			c.cache.del(run)
 		}
 		return false
@@ -155,7 +157,7 @@ func (c *Coordinator) undecided(ctx context.Context, msg jetstream.Msg, meta *je
 // already applied, coming back through the consumer: it is passed over
 // without decoding.
 func (c *Coordinator) ownEcho(msg jetstream.Msg, meta *jetstream.MsgMetadata) bool {
-	run, ok := events.RunOf(msg.Subject())
+	run, ok := eventlog.RunOf(msg.Subject())
 	if !ok || meta == nil {
 		return false
 	}
@@ -288,17 +290,17 @@ func (c *Coordinator) entry(ctx context.Context, e *events.Event, redelivered bo
 	// Start from the run's latest checkpoint, if it has one (snapshot.go).
 	state, from, lastDecision := c.fromSnapshot(ctx, run)
 	// The history is walked in batches of bounded size, whatever its
-	// length (events.Each).
+	// length (eventstore.Each).
 	c.n.reloads.Add(1)
 	ent := &runEntry{run: run, state: state, own: map[string]struct{}{}, prefix: state.LastSeq, lastDecision: lastDecision}
-	err := events.Each(ctx, c.store, run, from, e.Seq, func(ev *events.Event) error {
+	err := eventstore.Each(ctx, c.store, run, from, e.Seq, func(ev *events.Event) error {
 		if err := ent.state.Apply(ev); err != nil && !errors.Is(err, projection.ErrStale) && !errors.Is(err, projection.ErrRefused) {
 			c.n.rejected.Add(1)
 		}
 		ent.noteTrace(ev)
 		ent.noteLocal(ev)
 		ent.prefix = ev.Seq
-		if ev.Decision {
+		if ev.IsDecision() {
 			// Every message on the decision subjects counts, accepted or
 			// not: the log's own order is the concurrency check.
 			ent.lastDecision = ev.Seq
@@ -320,14 +322,14 @@ func (c *Coordinator) apply(ent *runEntry, e *events.Event) bool {
 		return false
 	}
 	ent.prefix = e.Seq
-	if _, mine := ent.own[e.ID]; mine && (e.Decision || e.Queue == events.LocalQueue) {
+	if _, mine := ent.own[e.ID]; mine && (e.IsDecision() || e.Queue == events.LocalQueue) {
 		// Decided here, or a local node's outcome recorded here: applied
 		// already.
 		delete(ent.own, e.ID)
 		c.echoes.Delete(e.ID)
 		return false
 	}
-	if e.Decision && e.Seq > ent.lastDecision {
+	if e.IsDecision() && e.Seq > ent.lastDecision {
 		ent.lastDecision = e.Seq // another coordinator's
 	}
 	c.foldErr(e, ent.state.Apply(e))
@@ -454,7 +456,7 @@ func (c *Coordinator) notifyParent(ctx context.Context, ent *runEntry) error {
 }
 
 func (c *Coordinator) requestCancel(ctx context.Context, run, by, reason string) error {
-	e, err := events.New(run, events.DecisionID(run, events.RunCancelRequested), c.opts.now(), &events.RunCancelRequestedData{By: by, Reason: reason})
+	e, err := events.New(run, eventlog.DecisionID(run, events.RunCancelRequested), c.opts.now(), &events.RunCancelRequestedData{By: by, Reason: reason})
 	if err != nil {
 		return err
 	}
@@ -467,14 +469,14 @@ func (c *Coordinator) requestCancel(ctx context.Context, run, by, reason string)
 
 // failInvalidGraph fails a run whose recorded graph does not compile.
 func (c *Coordinator) failInvalidGraph(ctx context.Context, ent *runEntry, gerr error) error {
-	e, err := events.New(ent.run, events.DecisionID(ent.run, events.RunFailed), c.opts.now(),
+	e, err := events.New(ent.run, eventlog.DecisionID(ent.run, events.RunFailed), c.opts.now(),
 		&events.RunFailedData{Error: events.Failure{Type: events.FailureInvalidGraph, Message: gerr.Error()}})
 	if err != nil {
 		return err
 	}
-	e.Decision = true
+	eventstore.MarkDecision(e)
 	telemetry.Inject(ctx, e)
-	if _, err := c.store.Append(ctx, ent.run, ent.lastDecision, e); err != nil {
+	if _, err := c.store.AppendDecisions(ctx, ent.run, ent.lastDecision, e); err != nil {
 		return err
 	}
 	c.cache.del(ent.run)
@@ -492,7 +494,7 @@ func (c *Coordinator) ensureQueue(ctx context.Context, e *events.Event) error {
 	if _, ok := c.queues.Load(q); ok || c.js == nil {
 		return nil
 	}
-	if _, err := worker.EnsureQueue(ctx, c.js, c.store.StreamName(), q, worker.QueueOptions{}); err != nil {
+	if _, err := workqueue.EnsureQueue(ctx, c.js, c.store.StreamName(), q, workqueue.QueueOptions{}); err != nil {
 		return fmt.Errorf("setting up queue %q: %w", q, err)
 	}
 	c.queues.Store(q, struct{}{})

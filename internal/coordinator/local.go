@@ -12,13 +12,22 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"log/slog"
+
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/logattr"
+	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/projection"
 	"github.com/weft-dev/weft/pkg/worker"
 	"github.com/weft-dev/weft/pkg/worker/builtin"
 )
+
+// invokeLocal runs one local attempt through the worker's steps
+// (workqueue.InvokeLocal).
+var invokeLocal = workqueue.InvokeLocal.(func(ctx context.Context, node worker.Node, run string, ready *events.NodeReadyData,
+	readyEv *events.Event, by string, timeout time.Duration, log *slog.Logger) (*events.Event, error))
 
 // Local nodes: pure, cheap nodes the coordinator that owns the run runs
 // itself, with no queue hop (see the package doc, "Local nodes").
@@ -207,7 +216,7 @@ func (c *Coordinator) localUnrun(msg jetstream.Msg) bool {
 	if v, ok := c.inflight.Load(id); ok && !v.(*localRun).givenUp() {
 		return false // held, or its outcome is in
 	}
-	run, ok := events.RunOf(msg.Subject())
+	run, ok := eventlog.RunOf(msg.Subject())
 	if !ok {
 		return false
 	}
@@ -463,7 +472,7 @@ func (c *Coordinator) startLocal(ctx context.Context, g *graph.Graph, ent *runEn
 			// be; fail the attempt rather than leave it ready.
 			lr.out, lr.err = localFailure(run, &ready, c.opts.now(), fmt.Sprintf("no local executor for node type %q", ready.Type))
 		} else {
-			lr.out, lr.err = worker.InvokeLocal(ctx, node, run, &ready, li.ev, localWorker, c.opts.localTimeout, c.log)
+			lr.out, lr.err = invokeLocal(ctx, node, run, &ready, li.ev, localWorker, c.opts.localTimeout, c.log)
 		}
 		lr.mu.Lock()
 		close(lr.done)
@@ -608,7 +617,7 @@ var localReadySuffix = ".d.ready." + events.LocalQueue
 
 // localFailure is a non-retryable failure of a local attempt, at at.
 func localFailure(run string, r *events.NodeReadyData, at time.Time, msg string) (*events.Event, error) {
-	e, err := events.New(run, events.DecisionID(run, events.NodeFailed, r.Key(), strconv.Itoa(r.Attempt), "0"), at, &events.NodeFailedData{
+	e, err := events.New(run, eventlog.DecisionID(run, events.NodeFailed, r.Key(), strconv.Itoa(r.Attempt), "0"), at, &events.NodeFailedData{
 		NodeRef: r.NodeRef, Attempt: r.Attempt, Worker: localWorker,
 		Error: events.Failure{Type: "LocalExecutorMissing", Message: msg},
 	})

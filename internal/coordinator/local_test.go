@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/coordinator"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -103,7 +104,7 @@ func TestLocalNodesRunWithoutWorkers(t *testing.T) {
 			t.Fatalf("run %d: local events %s, want %s", i, got, want)
 		}
 		for _, e := range evs {
-			if e.Type == events.NodeInvoked && e.NodeID == "r" && !e.Decision {
+			if e.Type == events.NodeInvoked && e.NodeID == "r" && !e.IsDecision() {
 				t.Fatalf("the router's outcome is not the coordinator's: %s", e.Subject())
 			}
 			if e.Type == events.NodeInvoking {
@@ -118,7 +119,7 @@ func TestLocalNodesRunWithoutWorkers(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 	// No task queue consumer was made for local work.
-	stream, err := st.JetStream().Stream(ctx, st.StreamName())
+	stream, err := eventstore.JetStream(st).Stream(ctx, st.StreamName())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,7 +353,10 @@ func TestWorkerCannotAnswerForLocalNode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		e.Queue, e.Decision = queue, decision
+		e.Queue = queue
+		if decision {
+			eventstore.MarkDecision(e)
+		}
 		return e
 	}
 	g := mustGraph(t, `

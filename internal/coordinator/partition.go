@@ -14,12 +14,12 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/logattr"
-	"github.com/weft-dev/weft/pkg/events"
 )
 
 // Partitions. Runs are split into a fixed number of partitions by their
-// slot (events.PartitionFilters, events.PartitionOf); each partition is a
+// slot (eventlog.PartitionFilters, eventlog.PartitionOf); each partition is a
 // durable consumer of the events stream ("<durable>-<i>") filtered on its
 // slots. A coordinator consumes a partition only while it holds the
 // partition's lease: a key "lease.<i>" in the KV bucket LeasesBucket, whose
@@ -264,7 +264,7 @@ func (c *Coordinator) releaseAll(kv jetstream.KeyValue) {
 // forgetPartition drops the cached runs of a partition just taken: while
 // another coordinator held it, they may have moved on.
 func (c *Coordinator) forgetPartition(p int) {
-	c.cache.dropIf(func(run string) bool { return events.PartitionOf(run, c.opts.partitions) == p })
+	c.cache.dropIf(func(run string) bool { return eventlog.PartitionOf(run, c.opts.partitions) == p })
 }
 
 func (c *Coordinator) leaseWarn(what string, err error) {
@@ -365,7 +365,7 @@ func (c *Coordinator) partitionConsumer(ctx context.Context, p int) (jetstream.C
 	startAt := c.startAt
 	if err == nil {
 		have := cons.CachedInfo().Config
-		want := events.PartitionFilters(p, c.opts.partitions)
+		want := eventlog.PartitionFilters(p, c.opts.partitions)
 		if strings.Join(filtersOf(have), ",") == strings.Join(want, ",") {
 			return cons, nil
 		}
@@ -418,7 +418,7 @@ func (c *Coordinator) partitionConfig(p int, startAt uint64) jetstream.ConsumerC
 	if p == 0 && c.timersStartAt > 0 {
 		cfg.Metadata[timersStartMeta] = strconv.FormatUint(c.timersStartAt, 10)
 	}
-	if f := events.PartitionFilters(p, c.opts.partitions); len(f) == 1 {
+	if f := eventlog.PartitionFilters(p, c.opts.partitions); len(f) == 1 {
 		cfg.FilterSubject = f[0]
 	} else {
 		cfg.FilterSubjects = f

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/coordinator"
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/pkg/events"
 )
@@ -100,18 +101,18 @@ func TestPartitionFiltersCoverEverySlotOnce(t *testing.T) {
 	for _, n := range []int{1, 2, 3, 7, 64} {
 		seen := map[string]int{}
 		for p := range n {
-			for _, f := range events.PartitionFilters(p, n) {
+			for _, f := range eventlog.PartitionFilters(p, n) {
 				seen[f]++
 			}
 		}
 		if n == 1 {
-			if len(seen) != 1 || seen[events.AllEvents] != 1 {
+			if len(seen) != 1 || seen[eventlog.AllEvents] != 1 {
 				t.Fatalf("one partition: filters %v", seen)
 			}
 			continue
 		}
-		if len(seen) != events.Slots {
-			t.Fatalf("%d partitions cover %d slots, want %d", n, len(seen), events.Slots)
+		if len(seen) != eventlog.Slots {
+			t.Fatalf("%d partitions cover %d slots, want %d", n, len(seen), eventlog.Slots)
 		}
 		for f, k := range seen {
 			if k != 1 {
@@ -120,10 +121,10 @@ func TestPartitionFiltersCoverEverySlotOnce(t *testing.T) {
 		}
 		for range 100 {
 			run := events.NewRunID()
-			p := events.PartitionOf(run, n)
-			want := "weft.r." + events.Slot(run) + ".>"
-			if !slices.Contains(events.PartitionFilters(p, n), want) {
-				t.Fatalf("run %s (slot %s) not in the filters of its partition %d", run, events.Slot(run), p)
+			p := eventlog.PartitionOf(run, n)
+			want := "weft.r." + eventlog.Slot(run) + ".>"
+			if !slices.Contains(eventlog.PartitionFilters(p, n), want) {
+				t.Fatalf("run %s (slot %s) not in the filters of its partition %d", run, eventlog.Slot(run), p)
 			}
 		}
 	}

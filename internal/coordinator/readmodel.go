@@ -7,9 +7,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/runs"
-	"github.com/weft-dev/weft/pkg/events"
 )
 
 // The read model of runs (package runs) is kept by the coordinator that
@@ -74,7 +74,7 @@ func (c *Coordinator) index(ctx context.Context, ent *runEntry, first bool) erro
 // archive: its read-model entry, written by runs.Restore before the run's
 // messages, says so.
 func (c *Coordinator) restoredRun(ctx context.Context, subject string) (bool, error) {
-	run, ok := events.RunOf(subject)
+	run, ok := eventlog.RunOf(subject)
 	if !ok || c.js == nil {
 		return false, nil
 	}

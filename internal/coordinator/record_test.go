@@ -13,6 +13,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
@@ -132,7 +134,7 @@ func TestRecordHistories(t *testing.T) {
 		}
 		if r.signal != "" {
 			waitFor(t, st, run, events.NodeWaiting)
-			sig, _ := events.New(run, events.RandomID(), time.Time{}, &events.SignalReceivedData{Node: r.signal, Data: json.RawMessage(`{"approved":true}`), By: "reviewer"})
+			sig, _ := events.New(run, eventlog.RandomID(), time.Time{}, &events.SignalReceivedData{Node: r.signal, Data: json.RawMessage(`{"approved":true}`), By: "reviewer"})
 			if _, err := st.Append(ctx, run, events.AnySeq, sig); err != nil {
 				t.Fatal(err)
 			}
@@ -162,7 +164,7 @@ func TestRecordHistories(t *testing.T) {
 func waitFor(t *testing.T, st events.Store, run string, typ events.Type) {
 	t.Helper()
 	msgs := make(chan *nats.Msg, 4096)
-	sub, err := st.JetStream().Conn().ChanSubscribe(events.RunFilter(run), msgs)
+	sub, err := eventstore.JetStream(st).Conn().ChanSubscribe(eventlog.RunFilter(run), msgs)
 	if err != nil {
 		t.Fatal(err)
 	}

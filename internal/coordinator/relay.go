@@ -11,6 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/pkg/events"
 )
@@ -60,7 +62,7 @@ func (c *Coordinator) relayTimers(pctx context.Context, p int) {
 
 // relay appends one fired timer to its run.
 func (c *Coordinator) relay(ctx context.Context, msg jetstream.Msg, log *slog.Logger) {
-	e, err := events.DecodeFired(msg.Subject(), msg.Headers(), msg.Data())
+	e, err := eventstore.DecodeFired(msg.Subject(), msg.Headers(), msg.Data())
 	if err != nil {
 		c.n.malformed.Add(1)
 		log.Warn("passing over a fired timer the engine does not accept", logattr.Subject, msg.Subject(), logattr.Error, err)
@@ -95,7 +97,7 @@ func (c *Coordinator) timerConsumer(ctx context.Context, p int) (jetstream.Consu
 	startAt := c.timersStartAt
 	if err == nil {
 		have := strings.Join(filtersOf(cons.CachedInfo().Config), ",")
-		if have == strings.Join(events.FiredFilters(p, c.opts.partitions), ",") {
+		if have == strings.Join(eventlog.FiredFilters(p, c.opts.partitions), ",") {
 			return cons, nil
 		}
 		// Left from another partition count (repartition.go): replaced,
@@ -123,7 +125,7 @@ func (c *Coordinator) timerConsumer(ctx context.Context, p int) (jetstream.Consu
 	if startAt > 0 {
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, startAt
 	}
-	if f := events.FiredFilters(p, c.opts.partitions); len(f) == 1 {
+	if f := eventlog.FiredFilters(p, c.opts.partitions); len(f) == 1 {
 		cfg.FilterSubject = f[0]
 	} else {
 		cfg.FilterSubjects = f

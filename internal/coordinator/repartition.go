@@ -10,8 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/logattr"
-	"github.com/weft-dev/weft/pkg/events"
 )
 
 // Changing the number of partitions. A run's partition is its slot modulo
@@ -82,7 +82,7 @@ func (c *Coordinator) checkPartitions(ctx context.Context, kv jetstream.KeyValue
 	if have == c.opts.partitions {
 		return nil
 	}
-	if have == 0 && strings.Join(filtersOf(cfg), ",") == strings.Join(events.PartitionFilters(0, c.opts.partitions), ",") {
+	if have == 0 && strings.Join(filtersOf(cfg), ",") == strings.Join(eventlog.PartitionFilters(0, c.opts.partitions), ",") {
 		return nil // made without the record, by its filters for this count
 	}
 	if !c.opts.repartition {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/coordinator"
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/pkg/events"
 )
@@ -84,7 +86,7 @@ func TestRepartitionKeepsRunsGoing(t *testing.T) {
 		waitEnded(t, st, runs, 60*time.Second)
 		checkExactlyOnce(t, st, runs, 5)
 		for p := range n {
-			cons, err := st.JetStream().Consumer(ctx, st.StreamName(), coordinator.ConsumerName("coordinator", p))
+			cons, err := eventstore.JetStream(st).Consumer(ctx, st.StreamName(), coordinator.ConsumerName("coordinator", p))
 			if err != nil {
 				t.Fatalf("partition %d of %d: %v", p, n, err)
 			}
@@ -99,7 +101,7 @@ func TestRepartitionKeepsRunsGoing(t *testing.T) {
 		}
 		if n == 2 {
 			for _, p := range []int{2, 3} {
-				if _, err := st.JetStream().Consumer(ctx, st.StreamName(), coordinator.ConsumerName("coordinator", p)); err == nil {
+				if _, err := eventstore.JetStream(st).Consumer(ctx, st.StreamName(), coordinator.ConsumerName("coordinator", p)); err == nil {
 					t.Fatalf("the consumer of old partition %d is still there", p)
 				}
 			}
@@ -127,12 +129,12 @@ func TestInterruptedRepartitionFinishes(t *testing.T) {
 		t.Fatal(err)
 	}
 	// What a repartition to 2 leaves when it dies after its first step.
-	js, stream := st.JetStream(), st.StreamName()
+	js, stream := eventstore.JetStream(st), st.StreamName()
 	if err := js.DeleteConsumer(ctx, stream, coordinator.ConsumerName("coordinator", 0)); err != nil {
 		t.Fatal(err)
 	}
 	cfg := partitionConsumer(coordinator.ConsumerName("coordinator", 0), 10*time.Second)
-	cfg.FilterSubject, cfg.FilterSubjects = "", events.PartitionFilters(0, 2)
+	cfg.FilterSubject, cfg.FilterSubjects = "", eventlog.PartitionFilters(0, 2)
 	cfg.Metadata = map[string]string{"weft.partitions": "2"}
 	if _, err := js.CreateConsumer(ctx, stream, cfg); err != nil {
 		t.Fatal(err)
@@ -146,7 +148,7 @@ func TestInterruptedRepartitionFinishes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := cons.CachedInfo().Config.FilterSubjects, events.PartitionFilters(1, 2); strings.Join(got, ",") != strings.Join(want, ",") {
+	if got, want := cons.CachedInfo().Config.FilterSubjects, eventlog.PartitionFilters(1, 2); strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("partition 1's consumer filters %v, want %v", got, want)
 	}
 	if err := stop(); err != nil {

@@ -9,8 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/setup"
-	"github.com/weft-dev/weft/pkg/events"
 )
 
 // EnsureConsumer returns a coordinator consumer (a partition's) on stream,
@@ -20,7 +20,7 @@ import (
 // coordinator would make every coordinator's events redeliver; 'weft
 // admin' shows and changes them). A consumer that does not acknowledge
 // explicitly would lose events: it is refused with an error wrapping
-// events.ErrUnsafeSetting. partitionConsumer can call it with its
+// eventlog.ErrUnsafeSetting. partitionConsumer can call it with its
 // configuration.
 func EnsureConsumer(ctx context.Context, js jetstream.JetStream, stream string, want jetstream.ConsumerConfig, log *slog.Logger) (jetstream.Consumer, error) {
 	c, err := js.Consumer(ctx, stream, want.Durable)
@@ -52,12 +52,12 @@ func EnsureConsumer(ctx context.Context, js jetstream.JetStream, stream string, 
 }
 
 // CheckConsumer reports the settings of a live coordinator consumer that
-// would lose events, each a *events.SettingError.
+// would lose events, each a *eventlog.SettingError.
 func CheckConsumer(stream string, have jetstream.ConsumerConfig) error {
 	if have.AckPolicy == jetstream.AckExplicitPolicy {
 		return nil
 	}
-	return &events.SettingError{
+	return &eventlog.SettingError{
 		Resource: fmt.Sprintf("consumer %s of stream %s", have.Durable, stream), Setting: "ack_policy",
 		Have: have.AckPolicy.String(), Want: jetstream.AckExplicitPolicy.String(),
 		Fix: fmt.Sprintf("it cannot be changed on a live consumer: stop the coordinators, delete it ('nats consumer rm %s %s') and start them again", stream, have.Durable),

@@ -12,8 +12,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/coordinator"
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/natstest"
-	"github.com/weft-dev/weft/pkg/events"
 )
 
 func partitionConsumer(name string, ackWait time.Duration) jetstream.ConsumerConfig {
@@ -26,7 +27,7 @@ func partitionConsumer(name string, ackWait time.Duration) jetstream.ConsumerCon
 func TestEnsureConsumerUsesAnExistingOneAsItIs(t *testing.T) {
 	_, st := natstest.Store(t)
 	ctx := context.Background()
-	js, stream := st.JetStream(), st.StreamName()
+	js, stream := eventstore.JetStream(st), st.StreamName()
 	if _, err := coordinator.EnsureConsumer(ctx, js, stream, partitionConsumer("coord-0", time.Minute), nil); err != nil {
 		t.Fatal(err)
 	}
@@ -49,15 +50,15 @@ func TestEnsureConsumerUsesAnExistingOneAsItIs(t *testing.T) {
 func TestEnsureConsumerRefusesOneWithoutAcks(t *testing.T) {
 	_, st := natstest.Store(t)
 	ctx := context.Background()
-	js, stream := st.JetStream(), st.StreamName()
+	js, stream := eventstore.JetStream(st), st.StreamName()
 	cfg := partitionConsumer("noack", time.Minute)
 	cfg.AckPolicy, cfg.AckWait = jetstream.AckNonePolicy, 0
 	if _, err := js.CreateConsumer(ctx, stream, cfg); err != nil {
 		t.Fatal(err)
 	}
 	_, err := coordinator.EnsureConsumer(ctx, js, stream, partitionConsumer("noack", time.Minute), nil)
-	var se *events.SettingError
-	if !errors.Is(err, events.ErrUnsafeSetting) || !errors.As(err, &se) || se.Setting != "ack_policy" {
+	var se *eventlog.SettingError
+	if !errors.Is(err, eventlog.ErrUnsafeSetting) || !errors.As(err, &se) || se.Setting != "ack_policy" {
 		t.Fatalf("got %v, want an unsafe ack_policy", err)
 	}
 }

@@ -15,6 +15,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/setup"
 	"github.com/weft-dev/weft/pkg/events"
@@ -246,17 +248,17 @@ func (c *Coordinator) checkedSnapshot(ctx context.Context, kv jetstream.KeyValue
 // attested checks that the log records rec: the message at rec.Attested
 // is a decision of rec's run that carries rec's sequence and digest.
 func (c *Coordinator) attested(ctx context.Context, rec *SnapshotRecord) error {
-	m, err := events.LeaderSeq(ctx, c.store, rec.Attested)
+	m, err := eventstore.LeaderSeq(ctx, c.store, rec.Attested)
 	if err != nil {
 		return fmt.Errorf("reading the decision at %d: %w", rec.Attested, err)
 	}
 	if m == nil {
 		return fmt.Errorf("%w: run %s: no message at %d", ErrBadSnapshot, rec.Run, rec.Attested)
 	}
-	if run, ok := events.RunOf(m.Subject); !ok || run != rec.Run || !events.IsDecision(m.Subject) {
+	if run, ok := eventlog.RunOf(m.Subject); !ok || run != rec.Run || !eventlog.IsDecision(m.Subject) {
 		return fmt.Errorf("%w: run %s: the message at %d is not one of its decisions (%s)", ErrBadSnapshot, rec.Run, rec.Attested, m.Subject)
 	}
-	if got, want := m.Header.Get(events.HdrCheckpoint), rec.checkpointValue(); got != want {
+	if got, want := m.Header.Get(eventlog.HdrCheckpoint), rec.checkpointValue(); got != want {
 		return fmt.Errorf("%w: run %s: the decision at %d records %q, the snapshot is %q", ErrBadSnapshot, rec.Run, rec.Attested, got, want)
 	}
 	return nil
@@ -382,12 +384,12 @@ func (c *Coordinator) snapshotUpTo(ctx context.Context, run string, upTo uint64)
 		}
 		s, from, lastDecision = ps, prev.Seq+1, prev.LastDecision
 	}
-	err = events.Each(ctx, c.store, run, from, upTo, func(e *events.Event) error {
+	err = eventstore.Each(ctx, c.store, run, from, upTo, func(e *events.Event) error {
 		if e.Seq > upTo {
-			return events.ErrStop
+			return eventstore.ErrStop
 		}
 		_ = s.Apply(e)
-		if e.Decision {
+		if e.IsDecision() {
 			lastDecision = e.Seq
 		}
 		return nil

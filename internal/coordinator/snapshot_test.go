@@ -12,6 +12,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/coordinator"
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
@@ -93,7 +95,7 @@ func TestSnapshotNotAttestedIsDiscarded(t *testing.T) {
 			stop()
 			c.wait()
 
-			kv, err := st.JetStream().KeyValue(ctx, coordinator.SnapshotsBucket)
+			kv, err := eventstore.JetStream(st).KeyValue(ctx, coordinator.SnapshotsBucket)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -150,7 +152,7 @@ func TestAttestedSnapshotIsUsed(t *testing.T) {
 	stop()
 	c.wait()
 
-	sn, err := coordinator.LoadSnapshot(ctx, st.JetStream(), run)
+	sn, err := coordinator.LoadSnapshot(ctx, eventstore.JetStream(st), run)
 	if err != nil || sn == nil {
 		t.Fatalf("snapshot: %v %v", sn, err)
 	}
@@ -158,16 +160,16 @@ func TestAttestedSnapshotIsUsed(t *testing.T) {
 	evs := readRun(t, st, run)
 	var attest *jetstream.RawStreamMsg
 	for _, e := range evs {
-		if e.Seq > sn.Seq && e.Decision {
-			if attest, err = events.LeaderSeq(ctx, st, e.Seq); err != nil {
+		if e.Seq > sn.Seq && e.IsDecision() {
+			if attest, err = eventstore.LeaderSeq(ctx, st, e.Seq); err != nil {
 				t.Fatal(err)
 			}
-			if attest.Header.Get(events.HdrCheckpoint) != "" {
+			if attest.Header.Get(eventlog.HdrCheckpoint) != "" {
 				break
 			}
 		}
 	}
-	if attest == nil || !strings.HasPrefix(attest.Header.Get(events.HdrCheckpoint), strings.TrimSpace(jsonNum(sn.Seq))+" sha256:") {
+	if attest == nil || !strings.HasPrefix(attest.Header.Get(eventlog.HdrCheckpoint), strings.TrimSpace(jsonNum(sn.Seq))+" sha256:") {
 		t.Fatalf("no decision attests the snapshot at %d", sn.Seq)
 	}
 
@@ -227,7 +229,7 @@ func waitSnapshot(t *testing.T, st events.Store, run string) *projection.Snapsho
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		sn, err := coordinator.LoadSnapshot(context.Background(), st.JetStream(), run)
+		sn, err := coordinator.LoadSnapshot(context.Background(), eventstore.JetStream(st), run)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -265,7 +267,7 @@ edges:
 `)
 	cl := client.New(st, client.WithIdentity("test"))
 	kv := func() jetstream.KeyValue {
-		kv, err := st.JetStream().KeyValue(ctx, coordinator.SnapshotsBucket)
+		kv, err := eventstore.JetStream(st).KeyValue(ctx, coordinator.SnapshotsBucket)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -52,7 +52,7 @@ func (c *Coordinator) startProcess(ctx context.Context, subject string, e *event
 			telemetry.RunStarted(ctx, p.(*events.RunStartedData).GraphName)
 		}
 	}
-	if e.Decision {
+	if e.IsDecision() {
 		return telemetry.Extract(ctx, e), trace.SpanFromContext(context.Background())
 	}
 	return telemetry.StartProcess(ctx, e, subject, c.opts.durable)
@@ -65,7 +65,7 @@ func (c *Coordinator) appendDecisions(ctx context.Context, g *graph.Graph, ent *
 		return ent.lastDecision, nil
 	}
 	ctx, span := telemetry.StartDecisions(ctx, ent.run, evs, joinCauses(g, ent, evs))
-	last, err := c.store.Append(ctx, ent.run, ent.lastDecision, evs...)
+	last, err := c.store.AppendDecisions(ctx, ent.run, ent.lastDecision, evs...)
 	telemetry.Fail(span, err)
 	span.End()
 	if err == nil && telemetry.MetricsEnabled() {

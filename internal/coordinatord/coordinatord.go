@@ -34,6 +34,8 @@ import (
 
 	"github.com/weft-dev/weft/internal/cmdmain"
 	"github.com/weft-dev/weft/internal/coordinator"
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/natsconn"
 	"github.com/weft-dev/weft/internal/runs"
@@ -79,14 +81,14 @@ func (c *Config) Validate() error {
 	if err := c.NATS.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if !events.ValidToken(c.Durable) {
+	if !eventlog.ValidToken(c.Durable) {
 		errs = append(errs, fmt.Errorf("-durable: %q is not a valid consumer name (letters, digits, '-' and '_')", c.Durable))
 	}
 	if c.Shards < 1 || c.Shards > 4096 {
 		errs = append(errs, fmt.Errorf("-shards: want 1 to 4096, got %d", c.Shards))
 	}
-	if c.Partitions < 1 || c.Partitions > events.Slots {
-		errs = append(errs, fmt.Errorf("-partitions: want 1 to %d, got %d", events.Slots, c.Partitions))
+	if c.Partitions < 1 || c.Partitions > eventlog.Slots {
+		errs = append(errs, fmt.Errorf("-partitions: want 1 to %d, got %d", eventlog.Slots, c.Partitions))
 	}
 	if c.Retention < 0 {
 		errs = append(errs, fmt.Errorf("-retention: must not be negative, got %s", c.Retention))
@@ -206,7 +208,7 @@ func coordinate(ctx context.Context, log *slog.Logger, cfg *Config, store events
 			coordinator.WithRetention(cfg.Retention),
 			coordinator.WithLogger(log))
 		pr.c.Store(c)
-		log.Info("coordinating", logattr.NATS, natsconn.ConnectedURL(store.JetStream().Conn()), logattr.Stream, store.StreamName(), logattr.Durable, cfg.Durable)
+		log.Info("coordinating", logattr.NATS, natsconn.ConnectedURL(eventstore.JetStream(store).Conn()), logattr.Stream, store.StreamName(), logattr.Durable, cfg.Durable)
 		started := time.Now()
 		err := c.Run(ctx)
 		st := c.Stats()

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/graphrt"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
@@ -48,7 +50,7 @@ func (d *decider) routeStart() {
 		sigs = append(sigs, events.Signal{Edge: i, To: e.To, Taken: taken})
 	}
 	ref := events.NodeRef{Node: graph.Start, Iteration: 1}
-	d.emitRouted(&events.NodeRoutedData{NodeRef: ref, Signals: sigs}, events.DecisionID(d.s.RunID, events.NodeRouted, ref.Key()))
+	d.emitRouted(&events.NodeRoutedData{NodeRef: ref, Signals: sigs}, eventlog.DecisionID(d.s.RunID, events.NodeRouted, ref.Key()))
 }
 
 func conditionFailure(i int, e *graph.Edge, err error) events.Failure {
@@ -92,7 +94,7 @@ func (d *decider) route(n *graph.Node, ns *projection.NodeState) {
 		sigs = append(sigs, sig)
 	}
 	ref := events.NodeRef{Node: n.ID, Iteration: ns.Iteration}
-	d.emitRouted(&events.NodeRoutedData{NodeRef: ref, Signals: sigs}, events.DecisionID(d.s.RunID, events.NodeRouted, ref.Key()))
+	d.emitRouted(&events.NodeRoutedData{NodeRef: ref, Signals: sigs}, eventlog.DecisionID(d.s.RunID, events.NodeRouted, ref.Key()))
 }
 
 // join fires the next round of a node's incoming signals, if it can: a
@@ -269,14 +271,14 @@ func (d *decider) nextIteration(n *graph.Node) (events.NodeRef, bool) {
 // skip records an activation skipped, and why.
 func (d *decider) skip(a *activation, reason string) {
 	d.emit(&events.NodeSkippedData{NodeRef: a.ref, Reason: reason, Consumed: a.consumed, Owed: a.owed},
-		events.DecisionID(d.s.RunID, events.NodeSkipped, a.ref.Key()))
+		eventlog.DecisionID(d.s.RunID, events.NodeSkipped, a.ref.Key()))
 }
 
 // wait records an activation waiting (for its map items, its route, a
 // signal).
 func (d *decider) wait(a *activation, p *events.NodeWaitingData) {
 	p.NodeRef, p.Consumed, p.Owed, p.Local = a.ref, a.consumed, a.owed, a.local
-	d.emit(p, events.DecisionID(d.s.RunID, events.NodeWaiting, a.ref.Key()))
+	d.emit(p, eventlog.DecisionID(d.s.RunID, events.NodeWaiting, a.ref.Key()))
 }
 
 // startMap starts a map node: it waits for its items, listed now from its
@@ -309,7 +311,7 @@ func (d *decider) startRouter(n *graph.Node, a *activation, env graphrt.Env, pre
 	// A router passes its predecessor's output on, so the conditions of
 	// its edges see it as output.
 	d.emit(&events.NodeInvokedData{NodeRef: a.ref, Output: pred, Actions: actions, Worker: "coordinator"},
-		events.DecisionID(d.s.RunID, events.NodeInvoked, a.ref.Key(), "0"))
+		eventlog.DecisionID(d.s.RunID, events.NodeInvoked, a.ref.Key(), "0"))
 }
 
 // startHuman starts a human node: it waits for a signal, up to its
@@ -333,7 +335,7 @@ func (d *decider) startHuman(n *graph.Node, a *activation) {
 
 // timer records a durable timer in the state and asks for it to be scheduled.
 func (d *decider) timer(id string, at time.Time, p *events.TimerFiredData) {
-	e, err := events.New(d.s.RunID, events.DecisionID(d.s.RunID, events.TimerFired, id), at, p)
+	e, err := events.New(d.s.RunID, eventlog.DecisionID(d.s.RunID, events.TimerFired, id), at, p)
 	if err != nil {
 		d.err = err
 		return
@@ -437,7 +439,7 @@ func (d *decider) readyWith(n *graph.Node, ref events.NodeRef, attempt int, loca
 		Queue:          queue,
 		Input:          input,
 		Local:          local,
-		IdempotencyKey: events.IdempotencyKey(d.s.RunID, ref, attempt),
+		IdempotencyKey: eventstore.IdempotencyKey(d.s.RunID, ref, attempt),
 		TimeoutMs:      n.Timeout.D().Milliseconds(),
 		HeartbeatMs:    n.Heartbeat.D().Milliseconds(),
 		MaxAttempts:    policy(n).MaxAttempts,
@@ -446,7 +448,7 @@ func (d *decider) readyWith(n *graph.Node, ref events.NodeRef, attempt int, loca
 		Consumed:       consumed,
 		Owed:           owed,
 	}
-	d.emit(p, events.DecisionID(d.s.RunID, events.NodeReady, ref.Key(), strconv.Itoa(attempt)))
+	d.emit(p, eventlog.DecisionID(d.s.RunID, events.NodeReady, ref.Key(), strconv.Itoa(attempt)))
 }
 
 // mapItems readies a map node's items, up to its concurrency cap, and

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -15,17 +16,17 @@ import (
 // ChildRunID is the id of the child run a subgraph node's activation
 // starts: derived from the parent, so starting it twice starts it once. It
 // is "<parent>-<node>-<iteration>" while that is a subject token
-// (events.MaxTokenLen); a longer one, as nested subgraphs under a long run
+// (eventlog.MaxTokenLen); a longer one, as nested subgraphs under a long run
 // id make, keeps a prefix of it and ends in a digest of the whole, so it
 // stays a token, stays readable, and stays distinct.
 func ChildRunID(parent string, ref events.NodeRef) string {
 	id := parent + "-" + ref.Node + "-" + strconv.Itoa(ref.Iteration)
-	if len(id) <= events.MaxTokenLen {
+	if len(id) <= eventlog.MaxTokenLen {
 		return id
 	}
 	sum := sha256.Sum256([]byte(id))
 	digest := hex.EncodeToString(sum[:16])
-	return id[:events.MaxTokenLen-1-len(digest)] + "-" + digest
+	return id[:eventlog.MaxTokenLen-1-len(digest)] + "-" + digest
 }
 
 // startChild starts a child run for a subgraph node: config {"graph":
@@ -43,9 +44,9 @@ func (d *decider) startChild(n *graph.Node, ref events.NodeRef, consumed, owed [
 	}
 	id := ChildRunID(d.s.RunID, ref)
 	d.emit(&events.NodeWaitingData{NodeRef: ref, Consumed: consumed, Owed: owed, Local: local, For: "child"},
-		events.DecisionID(d.s.RunID, events.NodeWaiting, ref.Key()))
+		eventlog.DecisionID(d.s.RunID, events.NodeWaiting, ref.Key()))
 	d.emit(&events.ChildRunStartedData{NodeRef: ref, ChildRunID: id, Graph: cfg.Graph},
-		events.DecisionID(d.s.RunID, events.ChildRunStarted, ref.Key()))
+		eventlog.DecisionID(d.s.RunID, events.ChildRunStarted, ref.Key()))
 	start, err := events.New(id, id, d.now, &events.RunStartedData{
 		GraphName:   child.Definition().Name,
 		GraphDigest: child.Digest(),
@@ -72,7 +73,7 @@ func ParentNotice(s *projection.State) *events.Event {
 	if s.Status == projection.RunCancelled {
 		p.Error = &events.Failure{Type: events.FailureCancelled, Message: "child run " + s.RunID + " was cancelled"}
 	}
-	e, err := events.New(s.Parent.RunID, events.DecisionID(s.Parent.RunID, events.ChildRunFinished, s.Parent.Ref.Key()), *s.EndedAt, p)
+	e, err := events.New(s.Parent.RunID, eventlog.DecisionID(s.Parent.RunID, events.ChildRunFinished, s.Parent.Ref.Key()), *s.EndedAt, p)
 	if err != nil {
 		return nil
 	}

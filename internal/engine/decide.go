@@ -47,6 +47,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/graphrt"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
@@ -226,7 +228,7 @@ func (d *decider) build(p events.Payload, id string) *events.Event {
 		d.err = err
 		return nil
 	}
-	e.Decision = true
+	eventstore.MarkDecision(e)
 	return e
 }
 
@@ -239,7 +241,7 @@ func (d *decider) apply(e *events.Event) {
 
 func (d *decider) failRun(f events.Failure, node string) {
 	children := d.waitingChildren()
-	d.emit(&events.RunFailedData{Error: f, Node: node}, events.DecisionID(d.s.RunID, events.RunFailed))
+	d.emit(&events.RunFailedData{Error: f, Node: node}, eventlog.DecisionID(d.s.RunID, events.RunFailed))
 	d.out.CancelChildren = append(d.out.CancelChildren, children...)
 }
 
@@ -248,7 +250,7 @@ func (d *decider) cancel() {
 	// Collected first: folding run-cancelled marks the waiting nodes
 	// cancelled.
 	children := d.waitingChildren()
-	d.emit(&events.RunCancelledData{By: c.By, Reason: c.Reason, Terminated: c.Terminate}, events.DecisionID(d.s.RunID, events.RunCancelled))
+	d.emit(&events.RunCancelledData{By: c.By, Reason: c.Reason, Terminated: c.Terminate}, eventlog.DecisionID(d.s.RunID, events.RunCancelled))
 	d.out.CancelChildren = append(d.out.CancelChildren, children...)
 }
 
@@ -293,7 +295,7 @@ func (d *decider) finishIfQuiet() {
 		return
 	}
 	out := mustJSON(s.VarsMap())
-	d.emit(&events.RunCompletedData{Output: out}, events.DecisionID(s.RunID, events.RunCompleted))
+	d.emit(&events.RunCompletedData{Output: out}, eventlog.DecisionID(s.RunID, events.RunCompleted))
 }
 
 func mustJSON(v any) json.RawMessage {

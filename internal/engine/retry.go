@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -84,7 +86,7 @@ func (d *decider) onFailure(n *graph.Node, ns *projection.NodeState, item *int) 
 	}
 	if item == nil && len(n.Fallback) > 0 {
 		d.emit(&events.NodeInvokedData{NodeRef: ref, Attempt: attempt, Output: n.Fallback, Fallback: true, Worker: "coordinator"},
-			events.DecisionID(d.s.RunID, events.NodeInvoked, ref.Key(), strconv.Itoa(attempt), "fallback"))
+			eventlog.DecisionID(d.s.RunID, events.NodeInvoked, ref.Key(), strconv.Itoa(attempt), "fallback"))
 		return true
 	}
 	if item == nil && f.Type == events.FailureTimeout && ns.WaitingFor == "signal" && d.hasTimeoutEdge(n.ID) {
@@ -100,14 +102,14 @@ func (d *decider) onFailure(n *graph.Node, ns *projection.NodeState, item *int) 
 // it.
 func (d *decider) scheduleRetry(n *graph.Node, p graph.RetryPolicy, ref events.NodeRef, attempt int, f *events.Failure) {
 	next := attempt + 1
-	at := d.now.Add(Backoff(p, attempt, events.IdempotencyKey(d.s.RunID, ref, attempt)))
+	at := d.now.Add(Backoff(p, attempt, eventstore.IdempotencyKey(d.s.RunID, ref, attempt)))
 	id := "retry-" + n.ID + "-" + strconv.Itoa(ref.Iteration)
 	if ref.Item != nil {
 		id += "-" + strconv.Itoa(*ref.Item)
 	}
 	id += "-" + strconv.Itoa(next)
 	d.emit(&events.RetryScheduledData{NodeRef: ref, Attempt: next, At: at, TimerID: id, LastFailure: *f},
-		events.DecisionID(d.s.RunID, events.RetryScheduled, ref.Key(), strconv.Itoa(next)))
+		eventlog.DecisionID(d.s.RunID, events.RetryScheduled, ref.Key(), strconv.Itoa(next)))
 	d.timer(id, at, &events.TimerFiredData{TimerID: id, Purpose: "retry", Ref: ref, Attempt: next})
 }
 

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -15,7 +16,7 @@ import (
 // scheduled, so that a coordinator re-arming the timers of a run it folded
 // from the log arms exactly what was decided.
 func TimerEvent(run, id string, t projection.Timer) (*events.Event, error) {
-	return events.New(run, events.DecisionID(run, events.TimerFired, id), t.At, &events.TimerFiredData{
+	return events.New(run, eventlog.DecisionID(run, events.TimerFired, id), t.At, &events.TimerFiredData{
 		TimerID: id, Purpose: t.Purpose, Ref: t.Ref, Attempt: t.Attempt,
 	})
 }
@@ -47,5 +48,5 @@ func (d *decider) failTimedOut(ref events.NodeRef, attempt int, purpose string, 
 	}
 	d.emit(&events.NodeFailedData{NodeRef: ref, Attempt: attempt, Worker: "coordinator",
 		Error: events.Failure{Type: events.FailureTimeout, Message: msg, Retryable: true}},
-		events.DecisionID(d.s.RunID, events.NodeFailed, ref.Key(), strconv.Itoa(attempt), purpose))
+		eventlog.DecisionID(d.s.RunID, events.NodeFailed, ref.Key(), strconv.Itoa(attempt), purpose))
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/natsconn"
 	"github.com/weft-dev/weft/pkg/events"
 )
@@ -17,7 +18,7 @@ func TestLocalQueueIsTheCoordinators(t *testing.T) {
 		t.Fatalf("a worker queue named %s: %v", events.LocalQueue, err)
 	}
 	d := natsconn.Deployment{Queues: []string{"default"}}
-	local := events.WorkerFilter(events.LocalQueue)
+	local := eventlog.WorkerFilter(events.LocalQueue)
 	if u := d.User(natsconn.RoleCoordinator, ""); !slices.Contains(u.PublishAllow, local) {
 		t.Fatalf("the coordinator may not publish %s: %v", local, u.PublishAllow)
 	}
@@ -25,7 +26,7 @@ func TestLocalQueueIsTheCoordinators(t *testing.T) {
 		for _, p := range u.PublishAllow {
 			// Its own outcomes, written or read back (a direct get by subject).
 			subject := strings.TrimPrefix(p, "$JS.API.DIRECT.GET.WEFT.")
-			if strings.Contains(subject, ".w.") && subject != events.WorkerFilter(u.Queue) || strings.Contains(p, events.LocalQueue) {
+			if strings.Contains(subject, ".w.") && subject != eventlog.WorkerFilter(u.Queue) || strings.Contains(p, events.LocalQueue) {
 				t.Errorf("%s may publish %s", u.Name, p)
 			}
 		}

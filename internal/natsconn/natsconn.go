@@ -29,6 +29,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/setup"
 	"github.com/weft-dev/weft/pkg/events"
 )
@@ -126,8 +127,8 @@ func (c *Config) Validate() error {
 	if c.Stream == "" {
 		errs = append(errs, errors.New("-stream: must not be empty"))
 	}
-	if c.Duplicates != 0 && c.Duplicates < events.MinDuplicates {
-		errs = append(errs, fmt.Errorf("-duplicates: want at least %s, got %s", events.MinDuplicates, c.Duplicates))
+	if c.Duplicates != 0 && c.Duplicates < eventlog.MinDuplicates {
+		errs = append(errs, fmt.Errorf("-duplicates: want at least %s, got %s", eventlog.MinDuplicates, c.Duplicates))
 	}
 	if c.MaxAge < 0 {
 		errs = append(errs, fmt.Errorf("-max-age: want 0 (forever) or a positive duration, got %s", c.MaxAge))
@@ -247,7 +248,7 @@ func (c *Config) StoreOptions() []events.Option {
 // events.Open: an existing stream is used as it is, differences logged to
 // log). While JetStream is not ready (a server still starting, a cluster
 // electing its leaders, a lost server) it tries again with capped back-off
-// until ctx ends; a stream Weft cannot run with (events.ErrUnsafeSetting)
+// until ctx ends; a stream Weft cannot run with (eventlog.ErrUnsafeSetting)
 // or a permissions error ends it at once.
 func (c *Config) OpenStore(ctx context.Context, nc *nats.Conn, log *slog.Logger) (events.Store, error) {
 	js, err := jetstream.New(nc)
@@ -273,7 +274,7 @@ func (c *Config) OpenStore(ctx context.Context, nc *nats.Conn, log *slog.Logger)
 // error. Every other error (timeouts, no responders, JetStream not ready
 // or temporarily unavailable) may pass.
 func Fatal(err error) bool {
-	if errors.Is(err, events.ErrUnsafeSetting) || errors.Is(err, events.ErrInvalidID) ||
+	if errors.Is(err, eventlog.ErrUnsafeSetting) || errors.Is(err, events.ErrInvalidID) ||
 		errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrPermissionViolation) ||
 		errors.Is(err, nats.ErrAuthExpired) || errors.Is(err, nats.ErrAuthRevoked) {
 		return true

@@ -11,9 +11,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/natsconn"
 	"github.com/weft-dev/weft/internal/setup"
-	"github.com/weft-dev/weft/pkg/events"
 )
 
 func TestValidateReportsEveryProblem(t *testing.T) {
@@ -111,7 +111,7 @@ func TestFatal(t *testing.T) {
 		{"no responders", nats.ErrNoResponders, false},
 		{"not connected", setup.ErrNotConnected, false},
 		{"temporarily unavailable", &jetstream.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}, false},
-		{"unsafe stream", fmt.Errorf("setting up stream: %w", &events.SettingError{Resource: "stream WEFT", Setting: "allow_direct"}), true},
+		{"unsafe stream", fmt.Errorf("setting up stream: %w", &eventlog.SettingError{Resource: "stream WEFT", Setting: "allow_direct"}), true},
 		{"permissions", fmt.Errorf("x: %w", nats.ErrPermissionViolation), true},
 		{"replicas without a cluster", &jetstream.APIError{Code: 500, ErrorCode: 10074}, true},
 	}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
@@ -48,7 +49,7 @@ const (
 )
 
 // runSubjects matches every run's subjects, weft.r.<slot>.<run>.… (each
-// run's is events.RunFilter), and nothing shorter: a subscription to
+// run's is eventlog.RunFilter), and nothing shorter: a subscription to
 // weft.r.> is refused.
 const runSubjects = "weft.r.*.*.>"
 
@@ -60,7 +61,7 @@ type Deployment struct {
 	// made from: "<durable>-<partition>" (default "coordinator").
 	Durable string
 	// Partitions is how many coordinator partitions the permissions
-	// cover (default events.Slots, the most there can be): consumer
+	// cover (default eventlog.Slots, the most there can be): consumer
 	// names are not wildcards, so each is granted by name.
 	Partitions int
 	// Queues are the task queues; each gets a worker user, and no other
@@ -76,7 +77,7 @@ func (d Deployment) withDefaults() Deployment {
 		d.Durable = "coordinator"
 	}
 	if d.Partitions == 0 {
-		d.Partitions = events.Slots
+		d.Partitions = eventlog.Slots
 	}
 	return d
 }
@@ -85,14 +86,14 @@ func (d Deployment) withDefaults() Deployment {
 func (d Deployment) Validate() error {
 	d = d.withDefaults()
 	var errs []error
-	if !events.ValidToken(d.Stream) {
+	if !eventlog.ValidToken(d.Stream) {
 		errs = append(errs, fmt.Errorf("stream %q: not a valid stream name", d.Stream))
 	}
-	if !events.ValidToken(d.Durable) {
+	if !eventlog.ValidToken(d.Durable) {
 		errs = append(errs, fmt.Errorf("durable %q: not a valid consumer name", d.Durable))
 	}
-	if d.Partitions < 1 || d.Partitions > events.Slots {
-		errs = append(errs, fmt.Errorf("partitions: want 1 to %d, got %d", events.Slots, d.Partitions))
+	if d.Partitions < 1 || d.Partitions > eventlog.Slots {
+		errs = append(errs, fmt.Errorf("partitions: want 1 to %d, got %d", eventlog.Slots, d.Partitions))
 	}
 	if len(d.Queues) == 0 {
 		errs = append(errs, errors.New("queues: at least one"))
@@ -100,7 +101,7 @@ func (d Deployment) Validate() error {
 	for i, q := range d.Queues {
 		if q == events.LocalQueue {
 			errs = append(errs, fmt.Errorf("queue %q: reserved for the nodes the coordinator runs itself; no worker may have it", q))
-		} else if !events.ValidToken(q) {
+		} else if !eventlog.ValidToken(q) {
 			errs = append(errs, fmt.Errorf("queue %q: not a valid queue name (letters, digits, '-' and '_')", q))
 		}
 		if slices.Contains(d.Queues[:i], q) {
@@ -218,7 +219,7 @@ func (d Deployment) User(r Role, q string) User {
 				"weft.r.*.*.n.*", // notices: timers fired, children finished
 				// Outcomes of local nodes, which it runs itself: the
 				// reserved queue no worker may have.
-				events.WorkerFilter(events.LocalQueue),
+				eventlog.WorkerFilter(events.LocalQueue),
 				"weft.t.s.>", // durable timers (message schedules), in the timers stream
 				// A child run is started, and cancelled, by its parent's
 				// coordinator, with client events.
@@ -230,13 +231,13 @@ func (d Deployment) User(r Role, q string) User {
 				// Store.CancelSchedules: a purge of one run's timers, in
 				// the timers stream only (NATS cannot check the filter,
 				// but the events stream is out of reach).
-				api + "STREAM.PURGE." + s + events.TimerStreamSuffix,
-				api + "STREAM.INFO." + s + events.TimerStreamSuffix,
+				api + "STREAM.PURGE." + s + eventlog.TimerStreamSuffix,
+				api + "STREAM.INFO." + s + eventlog.TimerStreamSuffix,
 				// No stream create or update: a stream's configuration
 				// (subjects, republish rules) is in the request body, so
 				// the right would reach any subject. The admin sets the
 				// stream and the buckets up ('weft roles -setup').
-				// Task queues' consumers (worker.EnsureQueue before the
+				// Task queues' consumers (workqueue.EnsureQueue before the
 				// first work item of a queue): any queue, filtered on
 				// work items only.
 				api + "CONSUMER.INFO." + s + ".*",
@@ -272,21 +273,21 @@ func (d Deployment) User(r Role, q string) User {
 			// partitions' filters, info, pull, acknowledge; and the
 			// partitions' consumers of fired timers.
 			coordinatorGrants(api, s, d.coordinatorConsumers()),
-			coordinatorGrants(api, s+events.TimerStreamSuffix, d.timerConsumers()),
-			[]string{api + "CONSUMER.INFO." + s + events.TimerStreamSuffix + ".*"})
+			coordinatorGrants(api, s+eventlog.TimerStreamSuffix, d.timerConsumers()),
+			[]string{api + "CONSUMER.INFO." + s + eventlog.TimerStreamSuffix + ".*"})
 		u.SubscribeAllow = []string{inbox}
 	case RoleWorker:
 		cons := QueueConsumerName(q)
 		u.PublishAllow = []string{
-			events.WorkerFilter(q), // its outcomes: weft.r.*.*.w.<queue>.>
+			eventlog.WorkerFilter(q), // its outcomes: weft.r.*.*.w.<queue>.>
 		}
 		// Reads, each a direct get of the last message on a subject
-		// named in the request subject (events.LastOn), so scoped: runs'
+		// named in the request subject (eventstore.LastOn), so scoped: runs'
 		// starts (its node's config; every run's, by design) and its own
 		// queue's outcomes (confirming a duplicate ack). No batched or
 		// leader get, whose subject or sequence is in the body: they read
 		// any message. Stream info: opening the store, and whether a
-		// stale item's run has ended (events.HasEnd: message counts of
+		// stale item's run has ended (eventstore.HasEnd: message counts of
 		// the run's decision subjects, no content).
 		u.PublishAllow = append(u.PublishAllow, api+"STREAM.INFO."+s)
 		for _, subject := range workerReads(q) {
@@ -296,7 +297,7 @@ func (d Deployment) User(r Role, q string) User {
 			// Its queue's consumer only: info, create or update with the
 			// queue's own filter, pull, acknowledge.
 			api+"CONSUMER.INFO."+s+"."+cons,
-			api+"CONSUMER.CREATE."+s+"."+cons+"."+events.QueueFilter(q),
+			api+"CONSUMER.CREATE."+s+"."+cons+"."+eventlog.QueueFilter(q),
 			api+"CONSUMER.MSG.NEXT."+s+"."+cons,
 			"$JS.ACK."+s+"."+cons+".>",
 			// Announcements (a read model for operators; the bucket is
@@ -307,7 +308,7 @@ func (d Deployment) User(r Role, q string) User {
 		u.SubscribeAllow = []string{
 			inbox,
 			// Cancel requests, to stop a node of a cancelled run at once.
-			events.KindFilter(events.RunCancelRequested),
+			eventlog.KindFilter(events.RunCancelRequested),
 		}
 	case RoleAdmin:
 		u.PublishAllow = []string{">"}
@@ -319,7 +320,7 @@ func (d Deployment) User(r Role, q string) User {
 // workerReads are the subjects whose last message a worker of queue q may
 // read (pkg/worker's runinfo.go, events.Store's duplicate check).
 func workerReads(q string) []string {
-	return []string{events.KindFilter(events.RunStarted), events.WorkerFilter(q)}
+	return []string{eventlog.KindFilter(events.RunStarted), eventlog.WorkerFilter(q)}
 }
 
 // coordinatorConsumers are the names of the coordinators' partition

@@ -25,7 +25,7 @@ func DuplicateDecisions(evs []*events.Event) []string {
 		if e.Refused != nil {
 			continue
 		}
-		if !e.Decision {
+		if !e.IsDecision() {
 			continue
 		}
 		ids[e.ID]++
@@ -86,7 +86,7 @@ func DuplicateFacts(evs []*events.Event) []string {
 	ids := map[string]int{}
 	types := map[string]events.Type{}
 	for _, e := range evs {
-		if e.Refused != nil || e.Decision || e.ID == "" {
+		if e.Refused != nil || e.IsDecision() || e.ID == "" {
 			continue
 		}
 		ids[e.ID]++

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
@@ -13,7 +14,7 @@ import (
 // coordinator and worker running against real JetStream. Each hook, when
 // set, is called for every call of its kind; a nil hook injects nothing.
 type FaultStore struct {
-	events.Store
+	eventstore.Engine
 
 	mu sync.Mutex
 	// BeforeAppend runs before an append; an error fails it unwritten.
@@ -27,8 +28,12 @@ type FaultStore struct {
 	Delay time.Duration
 }
 
-// NewFaultStore wraps st.
-func NewFaultStore(st events.Store) *FaultStore { return &FaultStore{Store: st} }
+// NewFaultStore wraps st, a store events.Open made.
+func NewFaultStore(st events.Store) *FaultStore { return &FaultStore{Engine: eventstore.Must(st)} }
+
+// Unwrap is the wrapped store, whose reads the engine makes directly
+// (eventstore.LastOn and the like).
+func (f *FaultStore) Unwrap() events.Store { return f.Engine }
 
 // Set changes the hooks under the lock the calls read them under.
 func (f *FaultStore) Set(fn func(f *FaultStore)) {
@@ -45,6 +50,17 @@ func (f *FaultStore) hooks() (before, after func(string, []*events.Event) error,
 
 // Append injects the append faults around the real append.
 func (f *FaultStore) Append(ctx context.Context, run string, expectLast uint64, evs ...*events.Event) (uint64, error) {
+	return f.append(ctx, run, expectLast, evs, f.Engine.Append)
+}
+
+// AppendDecisions injects the append faults around the real append of
+// decisions.
+func (f *FaultStore) AppendDecisions(ctx context.Context, run string, expectLast uint64, evs ...*events.Event) (uint64, error) {
+	return f.append(ctx, run, expectLast, evs, f.Engine.AppendDecisions)
+}
+
+func (f *FaultStore) append(ctx context.Context, run string, expectLast uint64, evs []*events.Event,
+	do func(context.Context, string, uint64, ...*events.Event) (uint64, error)) (uint64, error) {
 	before, after, _, delay := f.hooks()
 	if delay > 0 {
 		time.Sleep(delay)
@@ -54,7 +70,7 @@ func (f *FaultStore) Append(ctx context.Context, run string, expectLast uint64, 
 			return 0, err
 		}
 	}
-	seq, err := f.Store.Append(ctx, run, expectLast, evs...)
+	seq, err := do(ctx, run, expectLast, evs...)
 	if err == nil && after != nil {
 		if aerr := after(run, evs); aerr != nil {
 			return 0, aerr
@@ -74,5 +90,5 @@ func (f *FaultStore) Schedule(ctx context.Context, ev *events.Event, timerID str
 			return err
 		}
 	}
-	return f.Store.Schedule(ctx, ev, timerID, at)
+	return f.Engine.Schedule(ctx, ev, timerID, at)
 }

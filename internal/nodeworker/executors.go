@@ -9,8 +9,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/natsconn"
-	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/worker/builtin"
 )
 
@@ -152,7 +152,7 @@ func (c *ExecutorConfig) Validate() error {
 	seen := map[string]bool{}
 	for _, e := range c.LLMEndpoints {
 		switch {
-		case !events.ValidToken(e.Name):
+		case !eventlog.ValidToken(e.Name):
 			errs = append(errs, fmt.Errorf("-llm-endpoint: name %q: want letters, digits, '-' and '_'", e.Name))
 		case seen[e.Name]:
 			errs = append(errs, fmt.Errorf("-llm-endpoint: %q given twice", e.Name))

@@ -8,9 +8,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/natsconn"
 	"github.com/weft-dev/weft/internal/telemetry"
-	"github.com/weft-dev/weft/pkg/events"
 )
 
 // probe answers the daemon's /readyz (with -http) and reports its queues'
@@ -54,7 +54,7 @@ func (p *probe) queueStats(ctx context.Context) []telemetry.QueueStat {
 		info := c.CachedInfo()
 		s := telemetry.QueueStat{Queue: q, Depth: int64(info.NumPending)}
 		if info.NumPending > 0 {
-			if m, err := st.GetMsg(ctx, info.Delivered.Stream+1, jetstream.WithGetMsgSubject(events.QueueFilter(q))); err == nil {
+			if m, err := st.GetMsg(ctx, info.Delivered.Stream+1, jetstream.WithGetMsgSubject(eventlog.QueueFilter(q))); err == nil {
 				s.Oldest = max(time.Since(m.Time), 0)
 			}
 		}

@@ -34,10 +34,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/weft-dev/weft/internal/cmdmain"
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/natsconn"
 	"github.com/weft-dev/weft/internal/setup"
 	"github.com/weft-dev/weft/internal/telemetry"
+	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/worker"
 	"github.com/weft-dev/weft/pkg/worker/builtin"
@@ -72,7 +75,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("-queues: at least one queue"))
 	}
 	for _, q := range c.Queues {
-		if !events.ValidToken(q) {
+		if !eventlog.ValidToken(q) {
 			errs = append(errs, fmt.Errorf("-queues: %q is not a valid queue name (letters, digits, '-' and '_')", q))
 		}
 	}
@@ -257,15 +260,15 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // ensureQueues sets up the consumers of the worker's queues, waiting for
 // NATS as long as it takes.
 func ensureQueues(ctx context.Context, log *slog.Logger, cfg *Config, store events.Store) error {
-	opts := worker.QueueOptions{AckWait: cfg.AckWait, Logger: log}
+	opts := workqueue.QueueOptions{AckWait: cfg.AckWait, Logger: log}
 	for _, q := range cfg.Queues {
 		err := setup.Retry(ctx, log, "the consumer of queue "+q, natsconn.Fatal, func(ctx context.Context) error {
-			if err := setup.Connected(store.JetStream().Conn()); err != nil {
+			if err := setup.Connected(eventstore.JetStream(store).Conn()); err != nil {
 				return err
 			}
 			attempt, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
-			_, err := worker.EnsureQueue(attempt, store.JetStream(), store.StreamName(), q, opts)
+			_, err := workqueue.EnsureQueue(attempt, eventstore.JetStream(store), store.StreamName(), q, opts)
 			return err
 		})
 		if err != nil {

@@ -13,8 +13,11 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"go.uber.org/goleak"
 
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/internal/nodeworker"
+	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/worker"
 )
@@ -109,7 +112,7 @@ func setup(t *testing.T) (*server.Server, events.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := worker.EnsureQueue(ctx, js, st.StreamName(), worker.DefaultQueue, worker.QueueOptions{}); err != nil {
+	if _, err := workqueue.EnsureQueue(ctx, js, st.StreamName(), worker.DefaultQueue, workqueue.QueueOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	return srv, st
@@ -119,14 +122,14 @@ func setup(t *testing.T) (*server.Server, events.Store) {
 func publish(t *testing.T, st events.Store, run, node, typ, config, input string) {
 	t.Helper()
 	ref := events.NodeRef{Node: node, Iteration: 1}
-	d := &events.NodeReadyData{NodeRef: ref, Attempt: 1, Type: typ, Queue: worker.DefaultQueue, IdempotencyKey: events.IdempotencyKey(run, ref, 1)}
+	d := &events.NodeReadyData{NodeRef: ref, Attempt: 1, Type: typ, Queue: worker.DefaultQueue, IdempotencyKey: eventstore.IdempotencyKey(run, ref, 1)}
 	if config != "" {
 		d.Config = []byte(config)
 	}
 	if input != "" {
 		d.Input = []byte(input)
 	}
-	ev, err := events.New(run, events.DecisionID(run, events.NodeReady, ref.Key(), "1"), time.Time{}, d)
+	ev, err := events.New(run, eventlog.DecisionID(run, events.NodeReady, ref.Key(), "1"), time.Time{}, d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +143,7 @@ func publish(t *testing.T, st events.Store, run, node, typ, config, input string
 func waitPulling(t *testing.T, st events.Store, n int) {
 	t.Helper()
 	waitUntil(t, strconv.Itoa(n)+" workers pulling", 20*time.Second, func() bool {
-		c, err := st.JetStream().Consumer(context.Background(), st.StreamName(), worker.QueueConsumer(worker.DefaultQueue))
+		c, err := eventstore.JetStream(st).Consumer(context.Background(), st.StreamName(), workqueue.QueueConsumer(worker.DefaultQueue))
 		if err != nil {
 			return false
 		}

@@ -13,7 +13,9 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/proctest"
+	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/worker"
 )
@@ -238,13 +240,13 @@ func TestProcessWaitsForItsServer(t *testing.T) {
 func setAckWait(t *testing.T, st events.Store, d time.Duration) {
 	t.Helper()
 	ctx := context.Background()
-	c, err := st.JetStream().Consumer(ctx, st.StreamName(), worker.QueueConsumer(worker.DefaultQueue))
+	c, err := eventstore.JetStream(st).Consumer(ctx, st.StreamName(), workqueue.QueueConsumer(worker.DefaultQueue))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cc := c.CachedInfo().Config
 	cc.AckWait = d
-	if _, err := st.JetStream().UpdateConsumer(ctx, st.StreamName(), cc); err != nil {
+	if _, err := eventstore.JetStream(st).UpdateConsumer(ctx, st.StreamName(), cc); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -20,9 +20,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/coordinator"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/runs"
+	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/events"
-	"github.com/weft-dev/weft/pkg/worker"
 )
 
 // DefaultLeaseTTL is the leases bucket's TTL when Options leave it unset:
@@ -50,14 +51,14 @@ func Run(ctx context.Context, store events.Store, o Options) ([]string, error) {
 	if o.LeaseTTL == 0 {
 		o.LeaseTTL = DefaultLeaseTTL
 	}
-	if err := events.EnsureTimers(ctx, store); err != nil {
+	if err := eventstore.EnsureTimers(ctx, store); err != nil {
 		return nil, err
 	}
 	buckets := []jetstream.KeyValueConfig{
 		{
-			Bucket:      worker.WorkersBucket,
+			Bucket:      workqueue.WorkersBucket,
 			Description: "Weft workers: the queues and node types each live worker serves",
-			TTL:         worker.AnnounceTTL,
+			TTL:         workqueue.AnnounceTTL,
 			History:     1,
 			Replicas:    o.Replicas,
 		},
@@ -76,7 +77,7 @@ func Run(ctx context.Context, store events.Store, o Options) ([]string, error) {
 		},
 		runs.KVConfig(o.Replicas),
 	}
-	js := store.JetStream()
+	js := eventstore.JetStream(store)
 	names := make([]string, len(buckets))
 	for i, b := range buckets {
 		if _, err := js.CreateKeyValue(ctx, b); err != nil && !errors.Is(err, jetstream.ErrBucketExists) {

@@ -6,10 +6,11 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/coordinator"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/internal/provision"
 	"github.com/weft-dev/weft/internal/runs"
-	"github.com/weft-dev/weft/pkg/worker"
+	"github.com/weft-dev/weft/internal/workqueue"
 )
 
 // TestRun: the buckets are made, the leases bucket with the lease
@@ -27,8 +28,8 @@ func TestRun(t *testing.T) {
 			t.Fatalf("buckets %v", names)
 		}
 	}
-	js := st.JetStream()
-	for _, b := range []string{worker.WorkersBucket, coordinator.SnapshotsBucket, coordinator.LeasesBucket, runs.Bucket} {
+	js := eventstore.JetStream(st)
+	for _, b := range []string{workqueue.WorkersBucket, coordinator.SnapshotsBucket, coordinator.LeasesBucket, runs.Bucket} {
 		if _, err := js.KeyValue(ctx, b); err != nil {
 			t.Errorf("bucket %s: %v", b, err)
 		}

@@ -56,10 +56,13 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/natsconn"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/internal/proctest"
 	"github.com/weft-dev/weft/internal/reliability/ledger"
+	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
@@ -448,7 +451,7 @@ func TestChaos(t *testing.T) {
 	// a short ack wait (so that the work of a killed worker comes back
 	// within seconds). The client starts and reads the runs.
 	st, admin := openStores(t, c, 2*time.Second)
-	js := admin.JetStream()
+	js := eventstore.JetStream(admin)
 	if err := retry(60*time.Second, func(ctx context.Context) error {
 		_, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: ledger.Bucket, Replicas: 3, Storage: jetstream.FileStorage})
 		return err
@@ -464,7 +467,7 @@ func TestChaos(t *testing.T) {
 	const ackWait = 3 * time.Second
 	for _, q := range []string{worker.DefaultQueue, ledger.Queue} {
 		if err := retry(60*time.Second, func(ctx context.Context) error {
-			_, err := worker.EnsureQueue(ctx, js, admin.StreamName(), q, worker.QueueOptions{AckWait: ackWait})
+			_, err := workqueue.EnsureQueue(ctx, js, admin.StreamName(), q, workqueue.QueueOptions{AckWait: ackWait})
 			return err
 		}); err != nil {
 			t.Fatalf("creating queue %s: %v", q, err)
@@ -643,17 +646,17 @@ func TestChaos(t *testing.T) {
 	deadline := time.Now().Add(cfg.endBound)
 	for len(ended) < len(runs) && time.Now().Before(deadline) {
 		_ = retry(10*time.Second, func(ctx context.Context) error {
-			s, err := st.JetStream().Stream(ctx, st.StreamName())
+			s, err := eventstore.JetStream(st).Stream(ctx, st.StreamName())
 			if err != nil {
 				return err
 			}
 			for _, ty := range []events.Type{events.RunCompleted, events.RunFailed, events.RunCancelled} {
-				info, err := s.Info(ctx, jetstream.WithSubjectFilter(events.KindFilter(ty)))
+				info, err := s.Info(ctx, jetstream.WithSubjectFilter(eventlog.KindFilter(ty)))
 				if err != nil {
 					return err
 				}
 				for subj := range info.State.Subjects {
-					if run, ok := events.RunOf(subj); ok {
+					if run, ok := eventlog.RunOf(subj); ok {
 						ended[run] = true
 					}
 				}
@@ -1138,7 +1141,7 @@ func timeline(evs []*events.Event) string {
 			fmt.Fprintf(&b, " %s attempt %d delivery %d by %s", d.Key(), d.Attempt, d.Delivery, d.Worker)
 		case *events.NodeInvokedData:
 			fmt.Fprintf(&b, " %s attempt %d delivery %d by %s", d.Key(), d.Attempt, d.Delivery, d.Worker)
-			if e.Decision {
+			if e.IsDecision() {
 				b.WriteString(" (decision)")
 			}
 		case *events.NodeFailedData:

@@ -18,6 +18,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
@@ -46,7 +48,7 @@ type ObjectStore struct {
 // is created with as many replicas as stream. A missing bucket otherwise
 // is an error that names it.
 func OpenObjectStore(ctx context.Context, js jetstream.JetStream, bucket, stream string, create bool) (*ObjectStore, error) {
-	if !events.ValidToken(bucket) {
+	if !eventlog.ValidToken(bucket) {
 		return nil, fmt.Errorf("archive bucket %q: not a valid bucket name", bucket)
 	}
 	o, err := js.ObjectStore(ctx, bucket)
@@ -184,7 +186,7 @@ func Encode(ctx context.Context, store events.Store, run string) ([]byte, int, e
 	if err != nil {
 		return nil, 0, fmt.Errorf("archiving run %s: %w", run, err)
 	}
-	st, err := store.JetStream().Stream(ctx, store.StreamName())
+	st, err := eventstore.JetStream(store).Stream(ctx, store.StreamName())
 	if err != nil {
 		return nil, 0, fmt.Errorf("archiving run %s: %w", run, err)
 	}
@@ -203,7 +205,7 @@ func encode(ctx context.Context, st jetstream.Stream, run string, evs []*events.
 		if err != nil {
 			return nil, 0, fmt.Errorf("archiving run %s: reading sequence %d: %w", run, e.Seq, err)
 		}
-		if got, ok := events.RunOf(m.Subject); !ok || got != run {
+		if got, ok := eventlog.RunOf(m.Subject); !ok || got != run {
 			return nil, 0, fmt.Errorf("archiving run %s: sequence %d is on %s, not the run's", run, e.Seq, m.Subject)
 		}
 		if err := enc.Encode(record{Subject: m.Subject, Seq: m.Sequence, Stored: m.Time.UTC(), Header: m.Header, Data: m.Data}); err != nil {
@@ -245,7 +247,7 @@ func decodeRecords(run string, data []byte) ([]record, error) {
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			return nil, fmt.Errorf("archived run %s, line %d: %w", run, line, err)
 		}
-		if got, ok := events.RunOf(r.Subject); !ok || got != run {
+		if got, ok := eventlog.RunOf(r.Subject); !ok || got != run {
 			return nil, fmt.Errorf("archived run %s, line %d: subject %q is not the run's", run, line, r.Subject)
 		}
 		out = append(out, r)

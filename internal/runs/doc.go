@@ -56,7 +56,7 @@
 // their own subjects, with their headers and bodies (CloudEvents ids,
 // times, trace context), without the headers the server acts on (Nats-*:
 // de-duplication ids, expected sequences, batch markers), each marked
-// with the header Weft-Restored (events.HdrRestored) carrying its
+// with the header Weft-Restored (eventlog.HdrRestored) carrying its
 // original stored time. A run's events get new stream sequences, but a
 // fold keeps only their order, and reads the original stored times from
 // the header (events.DecodeStored: a header may only make an event older

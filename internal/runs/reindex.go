@@ -11,6 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
 )
@@ -36,7 +38,7 @@ func Reindex(ctx context.Context, store events.Store, def time.Duration, log *sl
 	if log == nil {
 		log = slog.Default()
 	}
-	js := store.JetStream()
+	js := eventstore.JetStream(store)
 	m, err := Ensure(ctx, js, store.StreamName(), log)
 	if err != nil {
 		return nil, fmt.Errorf("reindex: %w", err)
@@ -95,13 +97,13 @@ func runIDs(ctx context.Context, js jetstream.JetStream, stream string) ([]strin
 	if err != nil {
 		return nil, err
 	}
-	info, err := st.Info(ctx, jetstream.WithSubjectFilter(events.KindFilter(events.RunStarted)))
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(eventlog.KindFilter(events.RunStarted)))
 	if err != nil {
 		return nil, err
 	}
 	ids := make([]string, 0, len(info.State.Subjects))
 	for subj := range info.State.Subjects {
-		if id, ok := events.RunOf(subj); ok {
+		if id, ok := eventlog.RunOf(subj); ok {
 			ids = append(ids, id)
 		}
 	}

@@ -11,6 +11,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
 )
@@ -39,7 +41,7 @@ type Restored struct {
 // Restore puts an archived run back into the events stream, live again:
 // its messages republished in log order on their subjects, with their
 // headers and bodies (so their CloudEvents ids, times and trace context),
-// each marked with events.HdrRestored carrying its original stored time,
+// each marked with eventlog.HdrRestored carrying its original stored time,
 // which the fold reads in place of the stream's (events.DecodeStored).
 // Stream sequences are new; the fold keeps only their order, so the
 // restored run folds to the state it had, but for LastSeq. Headers the
@@ -111,7 +113,7 @@ func restore(ctx context.Context, p *purger, archive Archive, run string, def ti
 	}
 	// The read-model entry goes first: marked restored, it is what lets
 	// the coordinators pass the run's restored messages over.
-	m, err := Ensure(ctx, store.JetStream(), store.StreamName(), nil)
+	m, err := Ensure(ctx, eventstore.JetStream(store), store.StreamName(), nil)
 	if err != nil {
 		return nil, fmt.Errorf("restoring run %s: %w", run, err)
 	}
@@ -119,7 +121,7 @@ func restore(ctx context.Context, p *purger, archive Archive, run string, def ti
 	if err := m.Put(ctx, sum, true); err != nil {
 		return nil, fmt.Errorf("restoring run %s: %w", run, err)
 	}
-	if last, err = republish(ctx, store.JetStream(), run, recs[from:], last); err != nil {
+	if last, err = republish(ctx, store, run, recs[from:], last); err != nil {
 		if errors.Is(err, events.ErrConflict) {
 			return nil, fmt.Errorf("restoring run %s: %w: someone wrote to it while it was being restored (%v)", run, ErrLive, err)
 		}
@@ -140,10 +142,11 @@ func restore(ctx context.Context, p *purger, archive Archive, run string, def ti
 // restoreChain of them one by one, more as atomic batches of up to
 // restoreBatch (an atomic batch costs the server a temporary store, more
 // than a few single appends). It returns the sequence of the last.
-func republish(ctx context.Context, js jetstream.JetStream, run string, recs []record, last uint64) (uint64, error) {
+func republish(ctx context.Context, store events.Store, run string, recs []record, last uint64) (uint64, error) {
+	js := eventstore.JetStream(store)
 	expect := func(m *nats.Msg, seq uint64) *nats.Msg {
 		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(seq, 10))
-		m.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, events.RunFilter(run))
+		m.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, eventlog.RunFilter(run))
 		return m
 	}
 	if len(recs) <= restoreChain {
@@ -168,7 +171,7 @@ func republish(ctx context.Context, js jetstream.JetStream, run string, recs []r
 		}
 		expect(msgs[0], last)
 		var err error
-		if last, err = events.PublishAtomic(ctx, js.Conn(), msgs); err != nil {
+		if last, err = eventstore.PublishAtomic(ctx, store, msgs); err != nil {
 			return 0, err
 		}
 	}
@@ -215,8 +218,8 @@ func restoredMsg(r record) *nats.Msg {
 	}
 	// A message restored before keeps its first stamp, which its header
 	// has (and which is older than the one it was archived with).
-	if t, err := time.Parse(time.RFC3339Nano, h.Get(events.HdrRestored)); err != nil || t.After(r.Stored) {
-		h.Set(events.HdrRestored, r.Stored.UTC().Format(time.RFC3339Nano))
+	if t, err := time.Parse(time.RFC3339Nano, h.Get(eventlog.HdrRestored)); err != nil || t.After(r.Stored) {
+		h.Set(eventlog.HdrRestored, r.Stored.UTC().Format(time.RFC3339Nano))
 	}
 	return &nats.Msg{Subject: r.Subject, Header: h, Data: r.Data}
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/internal/runs"
 	"github.com/weft-dev/weft/pkg/events"
@@ -144,7 +146,7 @@ func TestRestoreFoldsAsBefore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := f.store.JetStream().Stream(ctx, f.store.StreamName())
+	st, err := eventstore.JetStream(f.store).Stream(ctx, f.store.StreamName())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,16 +182,16 @@ func TestRestoreFoldsAsBefore(t *testing.T) {
 	// A writer that marks its own event restored is not passed over: the
 	// run was not restored (the read model says so), and the signal is
 	// decided on.
-	sig, err := events.New(f.waiting, events.RandomID(), time.Time{}, &events.SignalReceivedData{Node: "ask", Data: []byte(`{"ok":true}`), By: "forger"})
+	sig, err := events.New(f.waiting, eventlog.RandomID(), time.Time{}, &events.SignalReceivedData{Node: "ask", Data: []byte(`{"ok":true}`), By: "forger"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	msg, err := events.Encode(sig)
+	msg, err := eventstore.Encode(sig)
 	if err != nil {
 		t.Fatal(err)
 	}
-	msg.Header.Set(events.HdrRestored, time.Now().Add(-time.Hour).UTC().Format(time.RFC3339Nano))
-	if _, err := f.store.JetStream().PublishMsg(ctx, msg); err != nil {
+	msg.Header.Set(eventlog.HdrRestored, time.Now().Add(-time.Hour).UTC().Format(time.RFC3339Nano))
+	if _, err := eventstore.JetStream(f.store).PublishMsg(ctx, msg); err != nil {
 		t.Fatal(err)
 	}
 	if st := natstest.WaitEnded(t, f.store, []string{f.waiting}, 30*time.Second)[f.waiting]; st.Status != projection.RunCompleted {
@@ -217,7 +219,7 @@ func TestRestoreFoldsAsBefore(t *testing.T) {
 // had every message delivered and acknowledged.
 func waitConsumersIdle(t *testing.T, ctx context.Context, store events.Store) {
 	t.Helper()
-	st, err := store.JetStream().Stream(ctx, store.StreamName())
+	st, err := eventstore.JetStream(store).Stream(ctx, store.StreamName())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +256,7 @@ func waitConsumersIdle(t *testing.T, ctx context.Context, store events.Store) {
 func TestArchiveSettingsRefused(t *testing.T) {
 	ctx := timeout(t)
 	_, store := natstest.Store(t)
-	js := store.JetStream()
+	js := eventstore.JetStream(store)
 	dir := t.TempDir()
 	arch, err := runs.OpenDir(dir)
 	if err != nil {

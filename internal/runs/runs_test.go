@@ -13,6 +13,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/internal/runs"
 	"github.com/weft-dev/weft/pkg/client"
@@ -211,7 +213,7 @@ func TestReadModelFilters(t *testing.T) {
 func TestListWithoutEventsStream(t *testing.T) {
 	ctx := timeout(t)
 	f := newFixture(t, ctx)
-	js := f.store.JetStream()
+	js := eventstore.JetStream(f.store)
 	// The coordinator may still write to the stream; once it is gone, it
 	// has nothing to decide.
 	if err := js.DeleteStream(ctx, f.store.StreamName()); err != nil {
@@ -239,7 +241,7 @@ func TestReindexEqualsLive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	js := f.store.JetStream()
+	js := eventstore.JetStream(f.store)
 	if err := js.DeleteKeyValue(ctx, runs.Bucket); err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +286,7 @@ func TestReindexEqualsLive(t *testing.T) {
 // subjectsOf counts the subjects the run has in the stream.
 func subjectsOf(t *testing.T, ctx context.Context, store events.Store, stream, filter string) int {
 	t.Helper()
-	st, err := store.JetStream().Stream(ctx, stream)
+	st, err := eventstore.JetStream(store).Stream(ctx, stream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,7 +320,7 @@ func TestRetentionArchivesAndRemoves(t *testing.T) {
 		}
 		live[r] = st
 	}
-	arch, err := runs.OpenObjectStore(ctx, f.store.JetStream(), runs.ArchiveBucket, f.store.StreamName(), true)
+	arch, err := runs.OpenObjectStore(ctx, eventstore.JetStream(f.store), runs.ArchiveBucket, f.store.StreamName(), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,7 +342,7 @@ func TestRetentionArchivesAndRemoves(t *testing.T) {
 		t.Fatalf("sweep at +72h removed %v (failed %v), want %v", got, res.Failed, want)
 	}
 	for _, r := range slices.Concat(f.orders, f.broken, []string{short}) {
-		if n := subjectsOf(t, ctx, f.store, f.store.StreamName(), events.RunFilter(r)); n != 0 {
+		if n := subjectsOf(t, ctx, f.store, f.store.StreamName(), eventlog.RunFilter(r)); n != 0 {
 			t.Errorf("run %s left %d subjects in the stream", r, n)
 		}
 		if _, err := f.store.Read(ctx, r, 0, 0); !isNotFound(err) {
@@ -358,7 +360,7 @@ func TestRetentionArchivesAndRemoves(t *testing.T) {
 			t.Errorf("fold of archived run %s differs from its live fold", r)
 		}
 	}
-	if n := subjectsOf(t, ctx, f.store, f.store.StreamName(), events.RunFilter(f.waiting)); n == 0 {
+	if n := subjectsOf(t, ctx, f.store, f.store.StreamName(), eventlog.RunFilter(f.waiting)); n == 0 {
 		t.Error("the waiting run was removed")
 	}
 	if s, err := f.c.Summary(ctx, f.waiting); err != nil || s.Status != projection.RunRunning {
@@ -396,7 +398,7 @@ func (failingArchive) String() string { return "failing archive" }
 func TestArchiveFailureKeepsLog(t *testing.T) {
 	ctx := timeout(t)
 	f := newFixture(t, ctx)
-	before := subjectsOf(t, ctx, f.store, f.store.StreamName(), events.AllEvents)
+	before := subjectsOf(t, ctx, f.store, f.store.StreamName(), eventlog.AllEvents)
 	res, err := runs.Sweep(ctx, f.store, failingArchive{}, time.Now().Add(72*time.Hour), 0, quiet(t))
 	if err != nil {
 		t.Fatal(err)
@@ -404,7 +406,7 @@ func TestArchiveFailureKeepsLog(t *testing.T) {
 	if len(res.Removed) != 0 || len(res.Failed) != 5 {
 		t.Fatalf("sweep with a failing archive = %+v, want five failures and nothing removed", res)
 	}
-	if after := subjectsOf(t, ctx, f.store, f.store.StreamName(), events.AllEvents); after != before {
+	if after := subjectsOf(t, ctx, f.store, f.store.StreamName(), eventlog.AllEvents); after != before {
 		t.Errorf("stream subjects %d → %d after a failed archive", before, after)
 	}
 	list, err := f.c.List(ctx)
@@ -412,10 +414,10 @@ func TestArchiveFailureKeepsLog(t *testing.T) {
 		t.Errorf("read model after a failed archive: %d runs, %v; want %d", len(list), err, len(f.all))
 	}
 	// A directory archive that does not exist is refused by name.
-	if _, err := runs.ParseArchive(ctx, f.store.JetStream(), f.store.StreamName(), "dir:/nonexistent/weft", false); err == nil || !strings.Contains(err.Error(), "dir:/nonexistent/weft") {
+	if _, err := runs.ParseArchive(ctx, eventstore.JetStream(f.store), f.store.StreamName(), "dir:/nonexistent/weft", false); err == nil || !strings.Contains(err.Error(), "dir:/nonexistent/weft") {
 		t.Errorf("missing archive directory: %v", err)
 	}
-	if _, err := runs.ParseArchive(ctx, f.store.JetStream(), f.store.StreamName(), "nosuchbucket", false); err == nil || !strings.Contains(err.Error(), "nosuchbucket") {
+	if _, err := runs.ParseArchive(ctx, eventstore.JetStream(f.store), f.store.StreamName(), "nosuchbucket", false); err == nil || !strings.Contains(err.Error(), "nosuchbucket") {
 		t.Errorf("missing archive bucket: %v", err)
 	}
 	// A run started with a negative retention is refused, and nothing starts.
@@ -435,7 +437,7 @@ func TestArchiveFailureKeepsLog(t *testing.T) {
 func TestLostPutRepaired(t *testing.T) {
 	ctx := timeout(t)
 	f := newFixture(t, ctx)
-	m, err := runs.Open(ctx, f.store.JetStream())
+	m, err := runs.Open(ctx, eventstore.JetStream(f.store))
 	if err != nil {
 		t.Fatal(err)
 	}

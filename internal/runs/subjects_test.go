@@ -5,9 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/internal/runs"
-	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
 )
 
@@ -56,8 +57,8 @@ func TestSubjectsPerRunBounded(t *testing.T) {
 	// The read model's entry is there too, but in its own bucket.
 	waitIndexed(t, ctx, store, map[string]projection.RunStatus{small: projection.RunCompleted, big: projection.RunCompleted})
 	var ns, nb int
-	ns = subjectsOf(t, ctx, store, store.StreamName(), events.RunFilter(small))
-	nb = subjectsOf(t, ctx, store, store.StreamName(), events.RunFilter(big))
+	ns = subjectsOf(t, ctx, store, store.StreamName(), eventlog.RunFilter(small))
+	nb = subjectsOf(t, ctx, store, store.StreamName(), eventlog.RunFilter(big))
 	t.Logf("subjects: small run %d, big run %d (bound %d)", ns, nb, runs.SubjectsPerRun(1))
 	if nb != ns {
 		t.Errorf("the big run left %d subjects, the small one %d: the count grows with retries and loops", nb, ns)
@@ -66,7 +67,7 @@ func TestSubjectsPerRunBounded(t *testing.T) {
 		t.Errorf("the big run left %d subjects, over the bound %d", nb, runs.SubjectsPerRun(1))
 	}
 	for _, run := range []string{small, big} {
-		if n := subjectsOf(t, ctx, store, store.TimerStream(), events.ScheduleFilter(run)); n != 0 {
+		if n := subjectsOf(t, ctx, store, eventstore.Must(store).TimerStream(), eventlog.ScheduleFilter(run)); n != 0 {
 			t.Errorf("run %s left %d pending timers after its end", run, n)
 		}
 	}

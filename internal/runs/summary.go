@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -49,7 +50,7 @@ type Summary struct {
 	// Restored is when the run was last put back from an archive
 	// (Restore). Written by the admin before the run's messages, it is
 	// what tells the coordinators that messages marked restored are
-	// (events.HdrRestored is a header, which any writer could set).
+	// (eventlog.HdrRestored is a header, which any writer could set).
 	Restored time.Time `json:"restored,omitzero"`
 }
 
@@ -164,7 +165,7 @@ func attrValue(raw json.RawMessage) (string, bool) {
 }
 
 // validRun reports whether run can be a key token.
-func validRun(run string) bool { return events.ValidToken(run) }
+func validRun(run string) bool { return eventlog.ValidToken(run) }
 
 // SubjectsPerRun is the most subjects a run leaves in the events stream,
 // for a graph whose nodes use the given number of task queues. Subjects

@@ -11,6 +11,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
@@ -34,7 +36,7 @@ func TestCoordinatorCannotPurgeRuns(t *testing.T) {
 	}
 	coord := s.connect(t, userCoord)
 	st := mustStream(t, coord)
-	if err := st.Purge(ctx, jetstream.WithPurgeSubject(events.RunFilter(victim))); err == nil {
+	if err := st.Purge(ctx, jetstream.WithPurgeSubject(eventlog.RunFilter(victim))); err == nil {
 		t.Fatal("the coordinator purged a run's history")
 	}
 	if seq := lastSeqOn(t, admin, sub(victim, "c.started")); seq == 0 {
@@ -73,7 +75,7 @@ func TestMsgIDSquattingCaught(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	run := events.NewRunID()
-	id := events.DecisionID(run, events.RunCompleted)
+	id := eventlog.DecisionID(run, events.RunCompleted)
 	cl := s.connect(t, userClient)
 	squat := nats.NewMsg(sub(run, "c.signal"))
 	squat.Header.Set(nats.MsgIdHdr, id)
@@ -118,11 +120,11 @@ func TestGapScheduleForgesDecision(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	run := events.NewRunID()
-	e, err := events.New(run, events.DecisionID(run, events.RunCompleted), time.Now(), &events.RunCompletedData{Output: json.RawMessage(`"forged"`)})
+	e, err := events.New(run, eventlog.DecisionID(run, events.RunCompleted), time.Now(), &events.RunCompletedData{Output: json.RawMessage(`"forged"`)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := events.Encode(e)
+	m, err := eventstore.Encode(e)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +210,7 @@ func TestGapWriterChosenTTL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := events.Encode(sig)
+	m, err := eventstore.Encode(sig)
 	if err != nil {
 		t.Fatal(err)
 	}

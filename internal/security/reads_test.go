@@ -9,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -19,8 +21,8 @@ import (
 
 // TestWorkerReadsBySubjectOnly: a worker reads with direct gets of a
 // subject's last message, the subject named in the request subject, for
-// runs' starts and its own queue's outcomes (pkg/worker, events.LastOn),
-// and counts runs' ends with stream information (events.HasEnd). The gets
+// runs' starts and its own queue's outcomes (pkg/worker, eventstore.LastOn),
+// and counts runs' ends with stream information (eventstore.HasEnd). The gets
 // that carry what they read in the body (a get on the stream leader, a
 // batched direct get) are refused, and so is a direct get of any other
 // subject: runs' ends (their outputs), another queue's work items,
@@ -47,11 +49,11 @@ func TestWorkerReadsBySubjectOnly(t *testing.T) {
 			t.Fatalf("the worker's read of %s: %v", rest, err)
 		}
 	}
-	if ended, err := events.HasEnd(ctx, openStore(t, w), secret); err != nil || !ended {
+	if ended, err := eventstore.HasEnd(ctx, openStore(t, w), secret); err != nil || !ended {
 		t.Fatalf("the worker's count of the run's ends: %v, %v", ended, err)
 	}
 	byBody, _ := json.Marshal(map[string]any{"seq": ack.Sequence})
-	batch, _ := json.Marshal(map[string]any{"seq": 1, "next_by_subj": events.RunFilter(secret), "batch": 10})
+	batch, _ := json.Marshal(map[string]any{"seq": 1, "next_by_subj": eventlog.RunFilter(secret), "batch": 10})
 	for _, c := range []struct {
 		subject string
 		body    []byte
@@ -68,7 +70,7 @@ func TestWorkerReadsBySubjectOnly(t *testing.T) {
 		{"$JS.API.DIRECT.GET.WEFT." + sub(secret, "w."+queueB+".invoked"), nil},
 		{"$JS.API.DIRECT.GET.WEFT." + sub(secret, "c.signal"), nil},
 		{"$JS.API.DIRECT.GET.WEFT." + sub(secret, "d.invoked"), nil},
-		{"$JS.API.DIRECT.GET.WEFT." + events.RunFilter(secret), nil},
+		{"$JS.API.DIRECT.GET.WEFT." + eventlog.RunFilter(secret), nil},
 	} {
 		w.refusedRequest(t, c.subject, c.body)
 	}
@@ -80,7 +82,7 @@ func TestWorkerReadsBySubjectOnly(t *testing.T) {
 // start, by its id: by design) is also the right to read the last on
 // weft.r.*.*.c.started: the start most recently written, in the stream or
 // in one slot, without knowing its id. This is why the worker counts
-// runs' ends (events.HasEnd) instead of reading them: the same right on
+// runs' ends (eventstore.HasEnd) instead of reading them: the same right on
 // d.completed would show any run's output. Open (deploy/SECURITY.md, gap
 // 2); this test fails once NATS refuses it.
 func TestGapWorkerWildcardLastGet(t *testing.T) {
@@ -136,11 +138,11 @@ func TestReadersCreateNoConsumers(t *testing.T) {
 				subject string
 				body    []byte
 			}{
-				{"$JS.API.CONSUMER.CREATE.WEFT.work-newq." + events.QueueFilter("newq"), cfg(map[string]any{"durable_name": "work-newq", "filter_subject": events.QueueFilter("newq")})},
-				{"$JS.API.CONSUMER.CREATE.WEFT.spy", cfg(map[string]any{"name": "spy", "filter_subjects": []string{events.RunFilter(run), events.AllEvents}})},
-				{"$JS.API.CONSUMER.CREATE.WEFT.spy." + events.RunFilter(run), cfg(map[string]any{"name": "spy", "filter_subject": events.RunFilter(run)})},
-				{"$JS.API.CONSUMER.CREATE.WEFT", cfg(map[string]any{"filter_subject": events.AllEvents})},
-				{"$JS.API.CONSUMER.CREATE.WEFT.elsewhere." + events.RunFilter(run), cfg(map[string]any{"name": "elsewhere", "deliver_subject": "_INBOX_weft-coordinator.spoofed", "filter_subject": events.RunFilter(run), "ack_policy": "none"})},
+				{"$JS.API.CONSUMER.CREATE.WEFT.work-newq." + eventlog.QueueFilter("newq"), cfg(map[string]any{"durable_name": "work-newq", "filter_subject": eventlog.QueueFilter("newq")})},
+				{"$JS.API.CONSUMER.CREATE.WEFT.spy", cfg(map[string]any{"name": "spy", "filter_subjects": []string{eventlog.RunFilter(run), eventlog.AllEvents}})},
+				{"$JS.API.CONSUMER.CREATE.WEFT.spy." + eventlog.RunFilter(run), cfg(map[string]any{"name": "spy", "filter_subject": eventlog.RunFilter(run)})},
+				{"$JS.API.CONSUMER.CREATE.WEFT", cfg(map[string]any{"filter_subject": eventlog.AllEvents})},
+				{"$JS.API.CONSUMER.CREATE.WEFT.elsewhere." + eventlog.RunFilter(run), cfg(map[string]any{"name": "elsewhere", "deliver_subject": "_INBOX_weft-coordinator.spoofed", "filter_subject": eventlog.RunFilter(run), "ack_policy": "none"})},
 				{"$JS.API.CONSUMER.MSG.NEXT.WEFT.work-newq", []byte(`{"batch":1,"expires":100000000}`)},
 			} {
 				c.refusedRequest(t, k.subject, k.body)

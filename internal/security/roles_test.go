@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/natsconn"
 	"github.com/weft-dev/weft/internal/proctest"
 	"github.com/weft-dev/weft/pkg/client"
@@ -46,15 +47,15 @@ func forged(subject string, t events.Type) *nats.Msg {
 	m := nats.NewMsg(subject)
 	m.Header.Set("ce-specversion", "1.0")
 	m.Header.Set("ce-type", string(t))
-	m.Header.Set("ce-id", events.RandomID())
+	m.Header.Set("ce-id", eventlog.RandomID())
 	m.Header.Set("ce-source", "attacker")
-	m.Header.Set(nats.MsgIdHdr, events.RandomID())
+	m.Header.Set(nats.MsgIdHdr, eventlog.RandomID())
 	m.Data = []byte(`{"output":"forged"}`)
 	return m
 }
 
 // sub is a subject of run's: weft.r.<slot>.<run>.<rest>.
-func sub(run, rest string) string { return "weft.r." + events.Slot(run) + "." + run + "." + rest }
+func sub(run, rest string) string { return "weft.r." + eventlog.Slot(run) + "." + run + "." + rest }
 
 // TestRolesWork runs a real run under the roles: the client role starts
 // it, a coordinator process and one worker process per queue, each with
@@ -259,7 +260,7 @@ func TestRolesRefused(t *testing.T) {
 			{sub(run, "w."+queueA+".invoked"), events.NodeInvoked},
 			{sub(run, "w."+events.LocalQueue+".invoked"), events.NodeInvoked},
 			{sub(run, "n.timer"), events.TimerFired},
-			{"weft.t." + events.Slot(run) + "." + run + ".t1", events.TimerFired},
+			{"weft.t." + eventlog.Slot(run) + "." + run + ".t1", events.TimerFired},
 		},
 		userWorker: {
 			{sub(run, "c.started"), events.RunStarted},
@@ -273,7 +274,7 @@ func TestRolesRefused(t *testing.T) {
 			// A local node's outcome: the coordinator's alone.
 			{sub(run, "w."+events.LocalQueue+".invoked"), events.NodeInvoked},
 			{sub(run, "w."+events.LocalQueue+".nodefailed"), events.NodeFailed},
-			{"weft.t." + events.Slot(run) + "." + run + ".t1", events.TimerFired},
+			{"weft.t." + eventlog.Slot(run) + "." + run + ".t1", events.TimerFired},
 		},
 		userUI: {
 			{sub(run, "c.started"), events.RunStarted},
@@ -321,7 +322,7 @@ func TestRolesRefused(t *testing.T) {
 		work := func(q string) []call {
 			return []call{
 				{api + "CONSUMER.MSG.NEXT.WEFT.work-" + q, []byte(`{"batch":1,"expires":100000000}`)},
-				{api + "CONSUMER.CREATE.WEFT.work-" + q + "." + events.QueueFilter(q), cfgFor("work-"+q, events.QueueFilter(q))},
+				{api + "CONSUMER.CREATE.WEFT.work-" + q + "." + eventlog.QueueFilter(q), cfgFor("work-"+q, eventlog.QueueFilter(q))},
 				{"$JS.ACK.WEFT.work-" + q + ".1.1.1.1.1.1.1", nil},
 			}
 		}

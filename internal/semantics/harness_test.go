@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/coordinator"
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
@@ -216,12 +217,12 @@ func (h *harness) appendFact(run, id string, p events.Payload) {
 
 func (h *harness) signal(run, node, data string) {
 	h.t.Helper()
-	h.appendFact(run, events.RandomID(), &events.SignalReceivedData{Node: node, Data: json.RawMessage(data), By: "tester"})
+	h.appendFact(run, eventlog.RandomID(), &events.SignalReceivedData{Node: node, Data: json.RawMessage(data), By: "tester"})
 }
 
 func (h *harness) cancel(run, by, reason string) {
 	h.t.Helper()
-	h.appendFact(run, events.DecisionID(run, events.RunCancelRequested), &events.RunCancelRequestedData{By: by, Reason: reason})
+	h.appendFact(run, eventlog.DecisionID(run, events.RunCancelRequested), &events.RunCancelRequestedData{By: by, Reason: reason})
 }
 
 // runLog is a run's events and their fold.

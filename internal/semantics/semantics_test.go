@@ -11,6 +11,8 @@ import (
 
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/engine"
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -584,13 +586,13 @@ edges:
 	// and fires in the timers stream; the coordinator that comes back
 	// appends it to the run.
 	h.stopCoordinator()
-	ts, err := h.st.JetStream().Stream(h.ctx, h.st.TimerStream())
+	ts, err := eventstore.JetStream(h.st).Stream(h.ctx, eventstore.Must(h.st).TimerStream())
 	if err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		if _, err := ts.GetLastMsgForSubject(h.ctx, events.FiredSubject(run)); err == nil {
+		if _, err := ts.GetLastMsgForSubject(h.ctx, eventlog.FiredSubject(run)); err == nil {
 			break
 		}
 		if time.Now().After(deadline) {

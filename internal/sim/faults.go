@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
@@ -194,7 +195,7 @@ func (p *procStore) Append(ctx context.Context, runID string, expectLast uint64,
 			s.note("%s: append to %s written at %d, ack lost", p.name, runID, seq)
 			return 0, fmt.Errorf("%w: %w", errInjected, context.DeadlineExceeded)
 		}
-		if p.onDecided != nil && len(evs) > 0 && evs[0].Decision {
+		if p.onDecided != nil && len(evs) > 0 && evs[0].IsDecision() {
 			seqs := make([]uint64, 0, len(evs))
 			for _, e := range evs {
 				if d, ok := s.log.dedup[e.ID]; ok {
@@ -205,6 +206,14 @@ func (p *procStore) Append(ctx context.Context, runID string, expectLast uint64,
 		}
 	}
 	return seq, err
+}
+
+// AppendDecisions is Append of decisions, marked as such.
+func (p *procStore) AppendDecisions(ctx context.Context, runID string, expectLast uint64, evs ...*events.Event) (uint64, error) {
+	for _, e := range evs {
+		eventstore.MarkDecision(e)
+	}
+	return p.Append(ctx, runID, expectLast, evs...)
 }
 
 func (p *procStore) Read(ctx context.Context, runID string, from, upTo uint64) ([]*events.Event, error) {

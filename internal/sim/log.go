@@ -12,6 +12,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
@@ -125,7 +127,7 @@ func (l *memLog) publish(m *nats.Msg) (seq uint64, dup bool, err error) {
 	if s, ok := l.dupOf(id); ok {
 		return s, true, nil
 	}
-	run, _ := events.RunOf(m.Subject)
+	run, _ := eventlog.RunOf(m.Subject)
 	if v := m.Header.Get("Nats-Expected-Last-Subject-Sequence"); v != "" {
 		want, _ := strconv.ParseUint(v, 10, 64)
 		filter := m.Header.Get("Nats-Expected-Last-Subject-Sequence-Subject")
@@ -174,7 +176,7 @@ func (l *memLog) schedulePublish(m *nats.Msg, target string, at time.Time) {
 	if _, ok := l.dupOf(id); ok {
 		return
 	}
-	run, _ := events.RunOf(target)
+	run, _ := eventlog.RunOf(target)
 	hdr := nats.Header{}
 	for k, v := range m.Header {
 		if k == nats.MsgIdHdr || strings.HasPrefix(k, "Nats-Schedule") || strings.HasPrefix(k, "Nats-Expected") {
@@ -195,7 +197,7 @@ func (l *memLog) schedulePublish(m *nats.Msg, target string, at time.Time) {
 
 // cancelSchedules purges a run's pending timers.
 func (l *memLog) cancelSchedules(run string) {
-	prefix := strings.TrimSuffix(events.ScheduleFilter(run), ">")
+	prefix := strings.TrimSuffix(eventlog.ScheduleFilter(run), ">")
 	for subj := range l.scheds {
 		if strings.HasPrefix(subj, prefix) {
 			delete(l.scheds, subj)
@@ -249,10 +251,10 @@ type memStore struct{ log *memLog }
 var _ events.Store = (*memStore)(nil)
 
 func (s *memStore) encode(e *events.Event) (*nats.Msg, error) {
-	if !events.ValidToken(e.RunID) {
+	if !eventlog.ValidToken(e.RunID) {
 		return nil, fmt.Errorf("%w: run id %q", events.ErrInvalidID, e.RunID)
 	}
-	m, err := events.Encode(e)
+	m, err := eventstore.Encode(e)
 	if err != nil {
 		return nil, err
 	}
@@ -283,9 +285,9 @@ func (s *memStore) Append(_ context.Context, runID string, expectLast uint64, ev
 		}
 		msgs[i] = m
 	}
-	filter := events.DecisionFilter(runID)
+	filter := eventlog.DecisionFilter(runID)
 	if evs[0].Type == events.RunStarted {
-		filter = events.RunFilter(runID)
+		filter = eventlog.RunFilter(runID)
 	}
 	var last uint64
 	for _, m := range msgs {
@@ -330,7 +332,7 @@ func (s *memStore) confirm(m *nats.Msg, seq uint64) error {
 }
 
 func (s *memStore) sameStart(e *events.Event) (uint64, error) {
-	subj := events.StartedSubject(e.RunID)
+	subj := eventlog.StartedSubject(e.RunID)
 	ms := s.log.byRun[e.RunID]
 	for i := len(ms) - 1; i >= 0; i-- {
 		if ms[i].subject != subj {
@@ -346,7 +348,7 @@ func (s *memStore) sameStart(e *events.Event) (uint64, error) {
 }
 
 func (s *memStore) Read(_ context.Context, runID string, from, upTo uint64) ([]*events.Event, error) {
-	if !events.ValidToken(runID) {
+	if !eventlog.ValidToken(runID) {
 		return nil, fmt.Errorf("%w: run id %q", events.ErrInvalidID, runID)
 	}
 	var out []*events.Event
@@ -383,7 +385,7 @@ func (s *memStore) Schedule(_ context.Context, ev *events.Event, timerID string,
 		return err
 	}
 	target := m.Subject
-	m.Subject = events.ScheduleSubject(ev.RunID, timerID)
+	m.Subject = eventlog.ScheduleSubject(ev.RunID, timerID)
 	m.Header.Set(nats.MsgIdHdr, "sched:"+ev.ID)
 	s.log.schedulePublish(m, target, at)
 	return nil
@@ -395,7 +397,7 @@ func (s *memStore) CancelSchedules(_ context.Context, runID string) error {
 }
 
 func (s *memStore) StreamName() string             { return "WEFT" }
-func (s *memStore) TimerStream() string            { return "WEFT" + events.TimerStreamSuffix }
+func (s *memStore) TimerStream() string            { return "WEFT" + eventlog.TimerStreamSuffix }
 func (s *memStore) JetStream() jetstream.JetStream { return nil }
 func (s *memStore) MaxEventSize() int              { return s.log.maxSize }
 

@@ -194,7 +194,7 @@ func (v *validator) onAppend(m *message) {
 	if !rc.started && rc.state.Status != projection.RunPending {
 		rc.started, rc.startedAt = true, m.stored
 	}
-	if e.Decision {
+	if e.IsDecision() {
 		v.checkDecision(rc, m, e, p, wasEnded, before)
 	}
 	switch d := p.(type) {
@@ -340,7 +340,7 @@ func (v *validator) checkOutcome(rc *runCheck, m *message, e *events.Event, ref 
 			fallback = x.Fallback
 		}
 	}
-	if !e.Decision && (before.attempt != attempt || (before.status != projection.NodeReady && before.status != projection.NodeRunning)) {
+	if !e.IsDecision() && (before.attempt != attempt || (before.status != projection.NodeReady && before.status != projection.NodeRunning)) {
 		v.fail(rc.id, "an outcome counts only for the live attempt", "%s of %s attempt %d delivery %d (seq %d) taken while the node was %q at attempt %d",
 			short(e.Type), key, attempt, delivery, m.seq, before.status, before.attempt)
 	}
@@ -353,7 +353,7 @@ func (v *validator) checkOutcome(rc *runCheck, m *message, e *events.Event, ref 
 		}
 	}
 	rc.taken[key] = append(rc.taken[key], takenOutcome{seq: m.seq, attempt: attempt, delivery: delivery, id: e.ID, ok: ok})
-	if ok && !e.Decision {
+	if ok && !e.IsDecision() {
 		v.checkEffects(rc, key)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
@@ -184,5 +185,5 @@ func (s *Sim) crashWorker() {
 // item.
 func outcomeID(it *workItem, t events.Type) string {
 	r := it.ready
-	return events.DecisionID(it.run, t, r.Key(), strconv.Itoa(r.Attempt), strconv.Itoa(it.d.count))
+	return eventlog.DecisionID(it.run, t, r.Key(), strconv.Itoa(r.Attempt), strconv.Itoa(it.d.count))
 }

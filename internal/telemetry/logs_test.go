@@ -84,7 +84,7 @@ func TestLogsExplainARun(t *testing.T) {
 	trace := caller.TraceID().String()
 	decisions := 0
 	for _, e := range history {
-		if !e.Decision {
+		if !e.IsDecision() {
 			continue
 		}
 		decisions++

@@ -11,6 +11,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
@@ -151,7 +152,7 @@ func StartDecisions(ctx context.Context, runID string, evs []*events.Event, caus
 			messagingNATS,
 			semconv.MessagingOperationTypeSend,
 			semconv.MessagingOperationName("send"),
-			semconv.MessagingDestinationName(strings.TrimSuffix(events.DecisionFilter(runID), ">")+"*"),
+			semconv.MessagingDestinationName(strings.TrimSuffix(eventlog.DecisionFilter(runID), ">")+"*"),
 			semconv.MessagingBatchMessageCount(len(evs)),
 			AttrRunID.String(runID),
 		),

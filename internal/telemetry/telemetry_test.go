@@ -14,6 +14,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/telemetry"
 	"github.com/weft-dev/weft/pkg/events"
 )
@@ -52,7 +54,7 @@ func TestTraceContextOnTheWire(t *testing.T) {
 	if a.TraceParent != want || b.TraceParent != want || a.TraceState != "weft=1" {
 		t.Fatalf("injected %q %q %q, want %q and tracestate weft=1", a.TraceParent, b.TraceParent, a.TraceState, want)
 	}
-	msg, err := events.Encode(a)
+	msg, err := eventstore.Encode(a)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +87,7 @@ func TestNoSpanNoTraceHeaders(t *testing.T) {
 	if e.TraceParent != "" || e.TraceState != "" {
 		t.Fatalf("injected %q %q without a span", e.TraceParent, e.TraceState)
 	}
-	msg, err := events.Encode(e)
+	msg, err := eventstore.Encode(e)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +111,7 @@ func TestOffIsFree(t *testing.T) {
 	}
 	ctx := context.Background()
 	e := newEvent(t)
-	started, ready := events.StartedSubject("run1"), events.ReadySubject("run1", "default")
+	started, ready := eventlog.StartedSubject("run1"), eventlog.ReadySubject("run1", "default")
 	allocs := testing.AllocsPerRun(1000, func() {
 		pctx, span := telemetry.StartProcess(ctx, e, started, "coordinator")
 		dctx, send := telemetry.StartDecisions(pctx, "run1", []*events.Event{e}, nil)
@@ -135,7 +137,7 @@ func TestSpanHelpersDoNotEndCallersSpan(t *testing.T) {
 	rec := installTracing(t)
 	ctx, caller := otel.Tracer("test").Start(context.Background(), "caller")
 	otel.SetTracerProvider(origTracerProvider) // tracing off again
-	_, span := telemetry.StartRun(ctx, "run1", "g", events.StartedSubject("run1"))
+	_, span := telemetry.StartRun(ctx, "run1", "g", eventlog.StartedSubject("run1"))
 	span.End()
 	if len(rec.Ended()) != 0 {
 		t.Fatalf("ending the helper's span ended the caller's")
@@ -210,7 +212,7 @@ func TestSetupExports(t *testing.T) {
 				t.Fatalf("Setup with an endpoint installed no providers")
 			}
 			e := newEvent(t)
-			_, span := telemetry.StartProcess(context.Background(), e, events.StartedSubject("run1"), "coordinator")
+			_, span := telemetry.StartProcess(context.Background(), e, eventlog.StartedSubject("run1"), "coordinator")
 			span.End()
 			telemetry.RunStarted(context.Background(), "g")
 			if err := shutdown(context.Background()); err != nil {
@@ -258,10 +260,10 @@ func benchHop(b *testing.B) {
 	evs := []*events.Event{e}
 	b.ReportAllocs()
 	for b.Loop() {
-		pctx, span := telemetry.StartProcess(ctx, e, events.StartedSubject("run1"), "coordinator")
+		pctx, span := telemetry.StartProcess(ctx, e, eventlog.StartedSubject("run1"), "coordinator")
 		_, send := telemetry.StartDecisions(pctx, "run1", evs, nil)
 		send.End()
-		nctx, node := telemetry.StartNode(pctx, e, events.ReadySubject("run1", "default"), telemetry.Node{RunID: "run1", NodeID: "a"})
+		nctx, node := telemetry.StartNode(pctx, e, eventlog.ReadySubject("run1", "default"), telemetry.Node{RunID: "run1", NodeID: "a"})
 		telemetry.Inject(nctx, e)
 		node.End()
 		span.End()

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
 )
@@ -55,12 +56,12 @@ func (s *server) signal(w http.ResponseWriter, r *http.Request) {
 	case req.Node == "":
 		s.fail(w, r, badParam("node", "the node to signal is required"))
 		return
-	case req.ID != "" && !events.ValidToken(req.ID):
-		s.fail(w, r, badParam("id", "%q: letters, digits, '_' and '-', at most %d", req.ID, events.MaxTokenLen))
+	case req.ID != "" && !eventlog.ValidToken(req.ID):
+		s.fail(w, r, badParam("id", "%q: letters, digits, '_' and '-', at most %d", req.ID, eventlog.MaxTokenLen))
 		return
 	}
 	if req.ID == "" {
-		req.ID = events.RandomID()
+		req.ID = eventlog.RandomID()
 	}
 	var data any
 	if len(req.Data) > 0 {
@@ -72,7 +73,7 @@ func (s *server) signal(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"id": events.DecisionID(id, events.SignalReceived, req.ID)})
+	writeJSON(w, http.StatusOK, map[string]string{"id": eventlog.DecisionID(id, events.SignalReceived, req.ID)})
 }
 
 type cancelRequest struct {

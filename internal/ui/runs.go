@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/runs"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
@@ -81,7 +82,7 @@ func (s *server) listRuns(w http.ResponseWriter, r *http.Request) {
 		opts = append(opts, client.WithStatus(statuses...))
 	}
 	cursor := q.Get("cursor")
-	if cursor != "" && !events.ValidToken(cursor) {
+	if cursor != "" && !eventlog.ValidToken(cursor) {
 		s.fail(w, r, badParam("cursor", "%q is not a cursor this server gave", cursor))
 		return
 	}
@@ -92,11 +93,11 @@ func (s *server) listRuns(w http.ResponseWriter, r *http.Request) {
 		// (a page of them).
 		var sum *runs.Summary
 		err := errors.New("not a run id")
-		if events.ValidToken(prefix) {
+		if eventlog.ValidToken(prefix) {
 			sum, err = s.cl.Summary(ctx, prefix)
 		}
 		switch {
-		case !events.ValidToken(prefix):
+		case !eventlog.ValidToken(prefix):
 			// No run id has it as a prefix either.
 		case err == nil:
 			if matches(sum, statuses, since, until, q.Get("graph")) {
@@ -186,7 +187,7 @@ func intParam(q url.Values, name string, def, lo, hi int) (int, error) {
 // runID reads the {id} of the path.
 func runID(r *http.Request) (string, error) {
 	id := r.PathValue("id")
-	if !events.ValidToken(id) {
+	if !eventlog.ValidToken(id) {
 		return "", badParam("id", "%q is not a run id (letters, digits, '-' and '_')", id)
 	}
 	return id, nil

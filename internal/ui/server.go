@@ -18,6 +18,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
 )
@@ -153,7 +154,7 @@ func New(cfg Config) (http.Handler, error) {
 	if cfg.Summarize == nil {
 		cfg.Summarize = func(*events.Event) string { return "" }
 	}
-	s := &server{cfg: cfg, cl: cfg.Client, js: cfg.Store.JetStream(), log: cfg.Log, logs: newLogCache(cfg.Store, cfg.Client)}
+	s := &server{cfg: cfg, cl: cfg.Client, js: eventstore.JetStream(cfg.Store), log: cfg.Log, logs: newLogCache(cfg.Store, cfg.Client)}
 	if err := s.loadFiles(cfg.Files); err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/worker"
 )
 
@@ -146,7 +147,7 @@ func (s *server) listQueueConsumers(ctx context.Context) (map[string]uint64, err
 	out := map[string]uint64{}
 	lister := st.ListConsumers(ctx)
 	for ci := range lister.Info() {
-		if q, ok := worker.QueueName(ci.Name); ok {
+		if q, ok := workqueue.QueueName(ci.Name); ok {
 			out[q] = ci.NumPending
 		}
 	}

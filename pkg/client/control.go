@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/telemetry"
 	"github.com/weft-dev/weft/pkg/events"
@@ -60,14 +61,14 @@ func (c *Client) Signal(ctx context.Context, runID, node string, data any, opts 
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if o.id != "" && !events.ValidToken(o.id) {
-		return fmt.Errorf("signalling node %q of run %s: %w: signal id %q (letters, digits, '_' and '-', at most %d)", node, runID, events.ErrInvalidID, o.id, events.MaxTokenLen)
+	if o.id != "" && !eventlog.ValidToken(o.id) {
+		return fmt.Errorf("signalling node %q of run %s: %w: signal id %q (letters, digits, '_' and '-', at most %d)", node, runID, events.ErrInvalidID, o.id, eventlog.MaxTokenLen)
 	}
 	raw, err := jsonData(data)
 	if err != nil {
 		return fmt.Errorf("signalling node %q of run %s: %w", node, runID, err)
 	}
-	if !events.ValidToken(runID) {
+	if !eventlog.ValidToken(runID) {
 		return fmt.Errorf("signalling node %q of run %s: run id %q: %w", node, runID, runID, events.ErrInvalidID)
 	}
 	history, err := c.History(ctx, runID)
@@ -85,7 +86,7 @@ func (c *Client) Signal(ctx context.Context, runID, node string, data any, opts 
 	if !slices.Contains(nodes, node) {
 		return fmt.Errorf("signalling run %s: %w: graph %q has no node %q (its nodes: %s)", runID, graph.ErrUnknownNode, st.GraphName, node, strings.Join(nodes, ", "))
 	}
-	id := events.DecisionID(runID, events.SignalReceived, o.id)
+	id := eventlog.DecisionID(runID, events.SignalReceived, o.id)
 	if o.id == "" {
 		id = c.derivedSignalID(runID, node, raw, st, history)
 	}
@@ -115,7 +116,7 @@ func (c *Client) Signal(ctx context.Context, runID, node string, data any, opts 
 func (c *Client) derivedSignalID(runID, node string, data json.RawMessage, st *projection.State, history []*events.Event) string {
 	sum := sha256.Sum256(data)
 	digest := hex.EncodeToString(sum[:8])
-	prefix := events.DecisionID(runID, events.SignalReceived, "n", node) + ":"
+	prefix := eventlog.DecisionID(runID, events.SignalReceived, "n", node) + ":"
 	// A repeat of the node's last signal, recent enough to be a retry of
 	// it: the same id again.
 	for i := len(history) - 1; i >= 0; i-- {
@@ -156,7 +157,7 @@ func (c *Client) Cancel(ctx context.Context, runID, reason string) error {
 	if err != nil {
 		return fmt.Errorf("cancelling run %s: %w", runID, err)
 	}
-	ev, err := events.New(runID, events.DecisionID(runID, events.RunCancelRequested), time.Time{}, &events.RunCancelRequestedData{By: c.identity, Reason: reason})
+	ev, err := events.New(runID, eventlog.DecisionID(runID, events.RunCancelRequested), time.Time{}, &events.RunCancelRequestedData{By: c.identity, Reason: reason})
 	if err != nil {
 		return err
 	}
@@ -175,7 +176,7 @@ func (c *Client) Cancel(ctx context.Context, runID, reason string) error {
 
 // live returns the history of a run that has not ended.
 func (c *Client) live(ctx context.Context, runID string) ([]*events.Event, error) {
-	if !events.ValidToken(runID) {
+	if !eventlog.ValidToken(runID) {
 		return nil, fmt.Errorf("run id %q: %w", runID, events.ErrInvalidID)
 	}
 	history, err := c.History(ctx, runID)
@@ -215,7 +216,7 @@ func (c *Client) Terminate(ctx context.Context, runID, reason string) error {
 	if _, err := c.live(ctx, runID); err != nil {
 		return fmt.Errorf("terminating run %s: %w", runID, err)
 	}
-	ev, err := events.New(runID, events.DecisionID(runID, events.RunCancelRequested, "terminate"), time.Time{},
+	ev, err := events.New(runID, eventlog.DecisionID(runID, events.RunCancelRequested, "terminate"), time.Time{},
 		&events.RunCancelRequestedData{By: c.identity, Reason: reason, Terminate: true})
 	if err != nil {
 		return err

@@ -7,6 +7,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -26,10 +28,10 @@ import (
 // log order, whatever arrives while a read is under way (what is
 // published during a read either is in it, or wakes the next read).
 func (c *Client) Follow(ctx context.Context, runID string, fn func(RunEvent, *projection.State) bool) error {
-	if !events.ValidToken(runID) {
+	if !eventlog.ValidToken(runID) {
 		return fmt.Errorf("following run %s: run id %q: %w", runID, runID, events.ErrInvalidID)
 	}
-	w, err := c.watch(ctx, events.RunFilter(runID))
+	w, err := c.watch(ctx, eventlog.RunFilter(runID))
 	if err != nil {
 		return fmt.Errorf("following run %s: %w", runID, err)
 	}
@@ -39,7 +41,7 @@ func (c *Client) Follow(ctx context.Context, runID string, fn func(RunEvent, *pr
 	next, pos := uint64(1), 0
 	for {
 		done := false
-		err := events.Each(ctx, c.store, runID, next, 0, func(e *events.Event) error {
+		err := eventstore.Each(ctx, c.store, runID, next, 0, func(e *events.Event) error {
 			if e.Seq < next {
 				return nil // read before
 			}
@@ -49,7 +51,7 @@ func (c *Client) Follow(ctx context.Context, runID string, fn func(RunEvent, *pr
 			_ = s.Apply(e)
 			if !fn(RunEvent{Position: pos, Event: e}, s) || s.Status.Ended() {
 				done = true
-				return events.ErrStop
+				return eventstore.ErrStop
 			}
 			return nil
 		})

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
@@ -28,7 +30,7 @@ func fact(t *testing.T, run string, n int) *events.Event {
 
 func completed(t *testing.T, run string) *events.Event {
 	t.Helper()
-	e, err := events.New(run, events.DecisionID(run, events.RunCompleted), time.Time{}, &events.RunCompletedData{})
+	e, err := events.New(run, eventlog.DecisionID(run, events.RunCompleted), time.Time{}, &events.RunCompletedData{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +240,7 @@ func TestWaitAndFollowCreateNoConsumer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := store.JetStream().Stream(ctx, store.StreamName())
+	s, err := eventstore.JetStream(store).Stream(ctx, store.StreamName())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,6 +305,8 @@ func (s *lateStore) Read(ctx context.Context, run string, from, upTo uint64) ([]
 	}
 	return evs, err
 }
+
+func (s *lateStore) Unwrap() events.Store { return s.Store }
 
 func (s *lateStore) show(seq uint64) {
 	s.mu.Lock()

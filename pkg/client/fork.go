@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/telemetry"
 	"github.com/weft-dev/weft/pkg/events"
@@ -132,7 +133,7 @@ func (c *Client) Fork(ctx context.Context, runID string, pos int, opts ...ForkOp
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if !events.ValidToken(runID) {
+	if !eventlog.ValidToken(runID) {
 		return "", fmt.Errorf("forking run %s: run id %q: %w", runID, runID, events.ErrInvalidID)
 	}
 	evs, err := c.History(ctx, runID)
@@ -176,7 +177,7 @@ func (c *Client) fork(ctx context.Context, runID string, evs []*events.Event, po
 	newID := o.runID
 	if newID == "" {
 		newID = events.NewRunID()
-	} else if !events.ValidToken(newID) {
+	} else if !eventlog.ValidToken(newID) {
 		return fail(fmt.Errorf("run id %q: %w (letters, digits, '-' and '_', at most 128)", newID, events.ErrInvalidID))
 	}
 	data := &events.RunStartedData{
@@ -342,7 +343,7 @@ func (c *Client) Reset(ctx context.Context, runID string, target ResetTarget, op
 	if (target.Node == "") == (target.Position == 0) {
 		return "", fmt.Errorf("resetting run %s: give a node or a position, not both or neither", runID)
 	}
-	if !events.ValidToken(runID) {
+	if !eventlog.ValidToken(runID) {
 		return "", fmt.Errorf("resetting run %s: run id %q: %w", runID, runID, events.ErrInvalidID)
 	}
 	evs, err := c.History(ctx, runID)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/telemetry"
 	"github.com/weft-dev/weft/pkg/events"
@@ -61,7 +62,7 @@ func (c *Client) Start(ctx context.Context, g *graph.Graph, opts ...StartOption)
 	runID := o.runID
 	if runID == "" {
 		runID = events.NewRunID()
-	} else if !events.ValidToken(runID) {
+	} else if !eventlog.ValidToken(runID) {
 		return "", fmt.Errorf("starting a run: run id %q: %w (letters, digits, '-' and '_', at most 128)", runID, events.ErrInvalidID)
 	}
 	var retention string

@@ -7,6 +7,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -27,7 +29,7 @@ func (c *Client) Wait(ctx context.Context, runID string) (*projection.State, err
 	if _, err := c.store.LastSeq(ctx, runID); err != nil {
 		return nil, fmt.Errorf("waiting for run %s: %w", runID, err)
 	}
-	w, err := c.watch(ctx, events.TerminalSubjects(runID)...)
+	w, err := c.watch(ctx, eventlog.TerminalSubjects(runID)...)
 	if err != nil {
 		return nil, fmt.Errorf("waiting for run %s: %w", runID, err)
 	}
@@ -59,15 +61,15 @@ func (c *Client) Wait(ctx context.Context, runID string) (*projection.State, err
 // passed over (the coordinator passes it over too).
 func (c *Client) ended(ctx context.Context, runID string) (bool, error) {
 	for _, leader := range []bool{false, true} {
-		if leader && events.Replicas(c.store) <= 1 {
+		if leader && eventstore.Replicas(c.store) <= 1 {
 			break
 		}
-		for _, subject := range events.TerminalSubjects(runID) {
-			read := events.LastOn
+		for _, subject := range eventlog.TerminalSubjects(runID) {
+			read := eventstore.LastOn
 			if leader {
 				// A replica that is behind may have answered: the
 				// leader has every acknowledged message.
-				read = events.LeaderLast
+				read = eventstore.LeaderLast
 			}
 			m, err := read(ctx, c.store, subject)
 			if err != nil {

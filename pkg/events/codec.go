@@ -9,6 +9,8 @@ import (
 
 	"github.com/cloudevents/sdk-go/v2/types"
 	"github.com/nats-io/nats.go"
+
+	"github.com/weft-dev/weft/internal/eventlog"
 )
 
 // The hot path's codec. Every hop of a run encodes and decodes events
@@ -35,15 +37,7 @@ const (
 	hdrTraceParent = headerPrefix + ExtTraceParent
 	hdrTraceState  = headerPrefix + ExtTraceState
 	hdrContentType = "content-type"
-	// HdrCheckpoint is the header of a decision that records a snapshot's
-	// digest (Event.Checkpoint).
-	HdrCheckpoint = "Weft-Checkpoint"
-	// HdrRestored marks a message put back into its run's log from an
-	// archive (runs.Restore): its value is the message's original stored
-	// time (RFC 3339), which DecodeStored reads as Event.Stored. Engines
-	// pass such messages over: they are history, not news.
-	HdrRestored = "Weft-Restored"
-	contentJSON = "application/json"
+	contentJSON    = "application/json"
 )
 
 // knownCE are the "ce-*" headers decodeFast reads; any other sends the
@@ -89,8 +83,8 @@ func encodeFast(e *Event) (*nats.Msg, error) {
 			h["tracestate"] = []string{e.TraceState}
 		}
 	}
-	if e.Checkpoint != "" && e.Decision {
-		h[HdrCheckpoint] = []string{e.Checkpoint}
+	if e.Checkpoint != "" && e.decision {
+		h[eventlog.HdrCheckpoint] = []string{e.Checkpoint}
 	}
 	h[nats.MsgIdHdr] = []string{e.ID}
 	var data []byte

@@ -16,6 +16,8 @@ import (
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	"github.com/cloudevents/sdk-go/v2/types"
 	"github.com/nats-io/nats.go"
+
+	"github.com/weft-dev/weft/internal/eventlog"
 )
 
 // Event is the one envelope every Weft event shares: the CloudEvents
@@ -36,11 +38,6 @@ type Event struct {
 	// Data is the payload's JSON.
 	Data json.RawMessage
 
-	// Decision marks an event the coordinator decided (as opposed to a
-	// fact reported by a client, a worker or a timer). Decisions live on
-	// "weft.r.<slot>.<run>.d.<kind>" and are appended under per-run
-	// optimistic concurrency over those subjects.
-	Decision bool
 	// Queue is the task queue of a work item (node-ready) or of the work
 	// item a worker's outcome answers; it is part of their subjects.
 	Queue string
@@ -70,6 +67,9 @@ type Event struct {
 
 	// subject is the subject the event was read from, if it was.
 	subject string
+	// decision: see IsDecision. Only the engine marks an event a
+	// decision (internal/eventstore); users cannot write one.
+	decision bool
 
 	payload Payload
 }
@@ -95,7 +95,7 @@ func New(runID, id string, at time.Time, p Payload) (*Event, error) {
 		RunID:  runID,
 		Data:   data,
 	}
-	e.Decision = e.Type.Decision()
+	e.decision = e.Type.Decision()
 	if ref, attempt, ok := nodeOf(p); ok {
 		e.NodeID, e.Attempt = ref, attempt
 	}
@@ -104,6 +104,13 @@ func New(runID, id string, at time.Time, p Payload) (*Event, error) {
 	}
 	return e, nil
 }
+
+// IsDecision reports whether the coordinator decided the event (as
+// opposed to a fact reported by a client, a worker or a timer): for an
+// event read from the log, whether it stands on a decision subject
+// ("weft.r.<slot>.<run>.d.<kind>"), which only the coordinator's role may
+// write; for one built with New, whether its type is always a decision.
+func (e *Event) IsDecision() bool { return e.decision }
 
 // Payload returns the event's payload, decoding Data on first use.
 func (e *Event) Payload() (Payload, error) {
@@ -138,7 +145,7 @@ func (e *Event) subjectOf() (string, error) {
 			queue = p.(*NodeReadyData).Queue
 		}
 	}
-	return subjectFor(e.RunID, e.Type, e.Decision, queue)
+	return subjectFor(e.RunID, e.Type, e.decision, queue)
 }
 
 // CloudEvent returns the event as a CloudEvents SDK event.
@@ -222,13 +229,13 @@ const headerPrefix = "ce-"
 
 var ceSpecs = spec.WithPrefix(headerPrefix)
 
-// Encode writes the event as a NATS message in CloudEvents binary content
+// encode writes the event as a NATS message in CloudEvents binary content
 // mode on its subject, with the id as Nats-Msg-Id. It writes the "ce-*"
 // headers directly (codec.go); encodeSDK, the same through the CloudEvents
 // SDK's binding, is what tests hold it to.
-func Encode(e *Event) (*nats.Msg, error) { return encodeFast(e) }
+func encode(e *Event) (*nats.Msg, error) { return encodeFast(e) }
 
-// encodeSDK is Encode through the CloudEvents SDK's binding.
+// encodeSDK is encode through the CloudEvents SDK's binding.
 func encodeSDK(e *Event) (*nats.Msg, error) {
 	ce := e.CloudEvent()
 	if err := ce.Validate(); err != nil {
@@ -419,24 +426,24 @@ func placed(subject string, e *Event) (*Event, error) {
 	if !e.Type.Known() {
 		return nil, fmt.Errorf("%w: %s: %q", ErrUnknownType, subject, e.Type)
 	}
-	p, ok := parseSubject(subject)
+	p, ok := eventlog.Parse(subject)
 	if !ok {
 		return nil, fmt.Errorf("%w: %s: not a run event subject", ErrMisplaced, subject)
 	}
-	if p.run != e.RunID {
+	if p.Run != e.RunID {
 		return nil, fmt.Errorf("%w: %s: runid %q does not match the subject", ErrMalformedEvent, subject, e.RunID)
 	}
 	if err := checkPlace(e.Type, p); err != nil {
 		return nil, fmt.Errorf("%s: %w", subject, err)
 	}
-	e.Decision = p.class == classCoordinator
-	e.Queue = p.queue
+	e.decision = p.Class == eventlog.ClassCoordinator
+	e.Queue = p.Queue
 	e.subject = subject
 	pl, err := e.Payload()
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", subject, err)
 	}
-	if r, ok := pl.(*NodeReadyData); ok && r.Queue != p.queue {
+	if r, ok := pl.(*NodeReadyData); ok && r.Queue != p.Queue {
 		return nil, fmt.Errorf("%w: %s: a work item of queue %q", ErrMisplaced, subject, r.Queue)
 	}
 	return e, nil
@@ -450,7 +457,7 @@ func placed(subject string, e *Event) (*Event, error) {
 func DecodeStored(subject string, hdr nats.Header, data []byte, seq uint64, stored time.Time) *Event {
 	e, err := Decode(subject, hdr, data)
 	if err != nil {
-		run, _ := RunOf(subject)
+		run, _ := eventlog.RunOf(subject)
 		e = &Event{
 			ID:      hdr.Get(headerPrefix + "id"),
 			Type:    Type(hdr.Get(headerPrefix + "type")),
@@ -459,10 +466,10 @@ func DecodeStored(subject string, hdr nats.Header, data []byte, seq uint64, stor
 			Refused: err,
 			subject: subject,
 		}
-		e.Decision = strings.HasPrefix(subject, runBase(run)+classCoordinator+".")
+		e.decision = strings.HasPrefix(subject, eventlog.RunBase(run)+eventlog.ClassCoordinator+".")
 	}
 	e.Seq, e.Stored = seq, stored.UTC()
-	if v := hdr.Get(HdrRestored); v != "" {
+	if v := hdr.Get(eventlog.HdrRestored); v != "" {
 		// The original stamp of a restored message. A header is the
 		// writer's, so it may only make the event older than the stream
 		// says, never newer: a writer can backdate only its own event's
@@ -518,27 +525,27 @@ func checkServerHeaders(subject string, hdr nats.Header) error {
 	if by == "" {
 		return nil
 	}
-	p, ok := parseSubject(subject)
-	if !ok || p.class != classNotice || p.kind != kinds[TimerFired] || !strings.HasPrefix(by, strings.TrimSuffix(ScheduleFilter(p.run), ">")) {
+	p, ok := eventlog.Parse(subject)
+	if !ok || eventlog.RunBase(p.Run)+p.Class+"."+p.Kind != eventlog.FiredTarget(p.Run) || !strings.HasPrefix(by, strings.TrimSuffix(eventlog.ScheduleFilter(p.Run), ">")) {
 		return fmt.Errorf("%w: %s: written by the schedule %s, which is not one of the run's timers", ErrMisplaced, subject, by)
 	}
 	return nil
 }
 
-// DecodeFired reads a timer that fired in the timers stream (on
-// FiredSubject(run)) as the TimerFired event the coordinator appends to
+// decodeFired reads a timer that fired in the timers stream (on
+// eventlog.FiredSubject(run)) as the TimerFired event the coordinator appends to
 // the run: only the coordinator writes the timers stream, and the server
 // stamps the fired copy with the schedule it came from (Nats-Scheduler),
 // which must be one of the run's timers.
-func DecodeFired(subject string, hdr nats.Header, data []byte) (*Event, error) {
-	run, ok := firedRun(subject)
+func decodeFired(subject string, hdr nats.Header, data []byte) (*Event, error) {
+	run, ok := eventlog.FiredRun(subject)
 	if !ok {
 		return nil, fmt.Errorf("%w: %s: not a fired timer's subject", ErrMisplaced, subject)
 	}
-	if by := hdr.Get(hdrScheduler); !strings.HasPrefix(by, strings.TrimSuffix(ScheduleFilter(run), ">")) {
+	if by := hdr.Get(hdrScheduler); !strings.HasPrefix(by, strings.TrimSuffix(eventlog.ScheduleFilter(run), ">")) {
 		return nil, fmt.Errorf("%w: %s: fired by %q, not one of the run's timers", ErrMisplaced, subject, by)
 	}
-	target := runBase(run) + classNotice + "." + kinds[TimerFired]
+	target := eventlog.FiredTarget(run)
 	e, err := Decode(target, hdr, data)
 	if err != nil {
 		return nil, err

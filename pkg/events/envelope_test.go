@@ -16,6 +16,8 @@ import (
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	"github.com/nats-io/nats.go"
 
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
@@ -83,7 +85,7 @@ func sampleEvents(t *testing.T) []*events.Event {
 func TestStockCloudEventsClientReadsEveryEvent(t *testing.T) {
 	for _, e := range sampleEvents(t) {
 		t.Run(string(e.Type), func(t *testing.T) {
-			msg, err := events.Encode(e)
+			msg, err := eventstore.Encode(e)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -126,8 +128,10 @@ func TestStockCloudEventsClientReadsEveryEvent(t *testing.T) {
 func TestEncodeDecodeRoundTrip(t *testing.T) {
 	for _, e := range sampleEvents(t) {
 		for _, decision := range []bool{false, true} {
-			e.Decision = decision
-			msg, err := events.Encode(e)
+			if decision { // else as New made it
+				eventstore.MarkDecision(e)
+			}
+			msg, err := eventstore.Encode(e)
 			if errors.Is(err, events.ErrMisplaced) {
 				continue // a type that is not a decision, written as one
 			}
@@ -140,7 +144,7 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 			}
 			if got.ID != e.ID || got.Type != e.Type || !got.Time.Equal(e.Time) || got.RunID != e.RunID ||
 				got.NodeID != e.NodeID || got.Attempt != e.Attempt || got.TraceParent != e.TraceParent ||
-				!bytes.Equal(got.Data, e.Data) || got.Decision != (decision || e.Type.Decision()) {
+				!bytes.Equal(got.Data, e.Data) || got.IsDecision() != (decision || e.Type.Decision()) {
 				t.Fatalf("%s: round trip\n got %+v\nwant %+v", e.Type, got, e)
 			}
 			want, _ := e.Payload()
@@ -154,7 +158,8 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 
 func TestJSONRoundTrip(t *testing.T) {
 	for _, e := range sampleEvents(t) {
-		e.Seq, e.Decision = 1<<40, true
+		e.Seq = 1 << 40
+		eventstore.MarkDecision(e)
 		b, err := json.Marshal(e)
 		if err != nil {
 			t.Fatal(err)
@@ -163,14 +168,14 @@ func TestJSONRoundTrip(t *testing.T) {
 		if err := json.Unmarshal(b, &got); err != nil {
 			t.Fatalf("%s: %v\n%s", e.Type, err, b)
 		}
-		if got.Seq != e.Seq || !got.Decision || got.ID != e.ID || !bytes.Equal(got.Data, e.Data) || got.NodeID != e.NodeID {
+		if got.Seq != e.Seq || !got.IsDecision() || got.ID != e.ID || !bytes.Equal(got.Data, e.Data) || got.NodeID != e.NodeID {
 			t.Fatalf("%s: JSON round trip\n got %+v\nwant %+v", e.Type, got, e)
 		}
 	}
 }
 
 func TestDecodeRejects(t *testing.T) {
-	good, err := events.Encode(sampleEvents(t)[0])
+	good, err := eventstore.Encode(sampleEvents(t)[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +203,7 @@ func TestDecodeRejects(t *testing.T) {
 		{"broken json", good.Subject, good.Header, `{"node":`, events.ErrMalformedEvent},
 		{"wrong field type", good.Subject, good.Header, `{"graphName": 7}`, events.ErrMalformedEvent},
 		{"no run id", good.Subject, with("ce-runid", ""), string(good.Data), events.ErrMalformedEvent},
-		{"run id not the subject's", events.StartedSubject("other"), good.Header, string(good.Data), events.ErrMalformedEvent},
+		{"run id not the subject's", eventlog.StartedSubject("other"), good.Header, string(good.Data), events.ErrMalformedEvent},
 		{"not a run subject", "weft.ev.run1.started", good.Header, string(good.Data), events.ErrMisplaced},
 		{"wrong slot", "weft.r.zz.run1.c.started", good.Header, string(good.Data), events.ErrMisplaced},
 		{"type on another kind's subject", strings.Replace(good.Subject, ".c.started", ".c.signal", 1), good.Header, string(good.Data), events.ErrMisplaced},
@@ -222,7 +227,7 @@ func TestDecodeRejects(t *testing.T) {
 // accepts encodes again.
 func FuzzDecode(f *testing.F) {
 	for _, e := range sampleEvents(&testing.T{}) {
-		m, _ := events.Encode(e)
+		m, _ := eventstore.Encode(e)
 		f.Add(m.Subject, m.Header.Get("ce-type"), m.Header.Get("ce-time"), m.Header.Get("ce-attempt"), m.Data)
 	}
 	f.Fuzz(func(t *testing.T, subject, typ, at, attempt string, data []byte) {
@@ -232,7 +237,7 @@ func FuzzDecode(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if _, err := events.Encode(e); err != nil && !errors.Is(err, events.ErrMalformedEvent) {
+		if _, err := eventstore.Encode(e); err != nil && !errors.Is(err, events.ErrMalformedEvent) {
 			t.Fatalf("decoded event does not encode: %v", err)
 		}
 	})

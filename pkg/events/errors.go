@@ -1,6 +1,10 @@
 package events
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/weft-dev/weft/internal/eventlog"
+)
 
 var (
 	// ErrMalformedEvent is wrapped by every error about an event that is not
@@ -28,4 +32,9 @@ var (
 	ErrDuplicateMismatch = errors.New("another message holds the event's id")
 	// ErrInvalidID means a run id, node id or queue is not a valid subject token.
 	ErrInvalidID = errors.New("invalid id")
+	// ErrUnsafeSetting is wrapped by Open's error when the live events
+	// stream lacks a setting Weft relies on (and by the worker's and the
+	// coordinator's about their consumers): the error names the setting
+	// and the command that fixes it.
+	ErrUnsafeSetting = eventlog.ErrUnsafeSetting
 )

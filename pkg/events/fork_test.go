@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
@@ -20,7 +21,7 @@ func TestRunStartedForkFieldsRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	msg, err := events.Encode(e)
+	msg, err := eventstore.Encode(e)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ func (e *Event) MarshalJSON() ([]byte, error) {
 	if e.Seq != 0 {
 		ce.SetExtension(extSeq, strconv.FormatUint(e.Seq, 10))
 	}
-	if e.Decision {
+	if e.decision {
 		ce.SetExtension(extDecision, true)
 	}
 	if e.Queue != "" && e.Type != NodeReady {
@@ -56,7 +56,7 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 		}
 	}
 	if v, ok := ext[extDecision]; ok {
-		out.Decision, _ = types.ToBool(v)
+		out.decision, _ = types.ToBool(v)
 	}
 	if v, ok := ext[extQueue]; ok {
 		out.Queue, _ = types.ToString(v)

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/pkg/events"
 )
@@ -48,7 +49,7 @@ func TestLargeHistoryStreams(t *testing.T) {
 	var seen int
 	var bytesSeen int64
 	var peak uint64
-	err := events.Each(ctx, st, run, 0, 0, func(e *events.Event) error {
+	err := eventstore.Each(ctx, st, run, 0, 0, func(e *events.Event) error {
 		if e.Refused != nil {
 			return fmt.Errorf("seq %d refused: %v", e.Seq, e.Refused)
 		}
@@ -88,9 +89,9 @@ func TestLargeHistoryStreams(t *testing.T) {
 	}
 	// ErrStop ends a walk early without an error.
 	count := 0
-	if err := events.Each(ctx, st, run, 0, 0, func(*events.Event) error {
+	if err := eventstore.Each(ctx, st, run, 0, 0, func(*events.Event) error {
 		if count++; count == 3 {
-			return events.ErrStop
+			return eventstore.ErrStop
 		}
 		return nil
 	}); err != nil || count != 3 {

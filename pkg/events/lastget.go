@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/weft-dev/weft/internal/eventlog"
 )
 
 // Reads that NATS permissions can scope. A batched direct get
@@ -26,19 +27,19 @@ import (
 // subject like any token, so a right to read one subject of every run is
 // the right to read the latest such message of any run.
 
-// LastOn returns the last message stored on subject in st's stream, or
+// LastOn returns the last message stored on subject in the events stream, or
 // nil when there is none, with a direct get whose request subject names
 // subject. Any replica may answer, so on a replicated stream a message
 // stored a moment ago may not be seen yet (see Replicas). subject must be
 // a literal subject: a wildcard would read the last message of any
 // subject it matches.
-func LastOn(ctx context.Context, st Store, subject string) (*jetstream.RawStreamMsg, error) {
+func (s *store) LastOn(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
 	if subject == "" || strings.ContainsAny(subject, "*> \t") {
 		return nil, fmt.Errorf("%w: %q is not a literal subject", ErrInvalidID, subject)
 	}
 	ctx, cancel := withDefaultTimeout(ctx, 5*time.Second)
 	defer cancel()
-	return lastOn(ctx, st.JetStream().Conn(), st.StreamName(), subject)
+	return lastOn(ctx, s.nc, s.cfg.Stream, subject)
 }
 
 func lastOn(ctx context.Context, nc *nats.Conn, stream, subject string) (*jetstream.RawStreamMsg, error) {
@@ -63,22 +64,9 @@ func lastOn(ctx context.Context, nc *nats.Conn, stream, subject string) (*jetstr
 	return &jetstream.RawStreamMsg{Subject: resp.Header.Get("Nats-Subject"), Sequence: seq, Header: resp.Header, Data: resp.Data, Time: ts}, nil
 }
 
-// Replicas is the replica count of st's events stream (1 for a store that
-// is not Open's): above 1, a direct get may be answered by a replica that
-// is behind.
-func Replicas(st Store) int {
-	if s, ok := st.(*store); ok {
-		return max(s.cfg.Replicas, 1)
-	}
-	return 1
-}
-
-// isWorkerSubject reports whether subject is a worker-class event
-// subject ("weft.r.<slot>.<run>.w.<queue>.<kind>").
-func isWorkerSubject(subject string) bool {
-	p, ok := parseSubject(subject)
-	return ok && p.class == classWorker
-}
+// Replicas is the replica count of the events stream: above 1, a direct
+// get may be answered by a replica that is behind.
+func (s *store) Replicas() int { return max(s.cfg.Replicas, 1) }
 
 // confirmOnSubject is confirm for the outcomes of workers (worker-class
 // subjects, appended with AnySeq), whose role may not read a message by
@@ -120,20 +108,20 @@ func (s *store) confirmOnSubject(ctx context.Context, m *nats.Msg, seq uint64) e
 }
 
 // HasEnd reports whether one of a run's terminal subjects
-// (TerminalSubjects) holds a message, from the stream's per-subject
+// (eventlog.TerminalSubjects) holds a message, from the stream's per-subject
 // message counts (stream information with a subject filter), which the
 // stream leader answers. No message is read: a role may be given this
 // check without the right to read runs' ends, which hold their outputs.
 // Whether the message there is a valid event is not looked at.
-func HasEnd(ctx context.Context, st Store, runID string) (bool, error) {
-	if !ValidToken(runID) {
+func (s *store) HasEnd(ctx context.Context, runID string) (bool, error) {
+	if !eventlog.ValidToken(runID) {
 		return false, fmt.Errorf("%w: run id %q", ErrInvalidID, runID)
 	}
 	ctx, cancel := withDefaultTimeout(ctx, 5*time.Second)
 	defer cancel()
-	terminal := TerminalSubjects(runID)
-	req, _ := json.Marshal(map[string]any{"subjects_filter": runBase(runID) + classCoordinator + ".*"})
-	resp, err := st.JetStream().Conn().RequestWithContext(ctx, "$JS.API.STREAM.INFO."+st.StreamName(), req)
+	terminal := eventlog.TerminalSubjects(runID)
+	req, _ := json.Marshal(map[string]any{"subjects_filter": eventlog.RunBase(runID) + eventlog.ClassCoordinator + ".*"})
+	resp, err := s.nc.RequestWithContext(ctx, "$JS.API.STREAM.INFO."+s.cfg.Stream, req)
 	if err != nil {
 		return false, fmt.Errorf("counting the ends of run %s: %w", runID, err)
 	}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/pkg/events"
 )
@@ -17,34 +19,34 @@ func TestLastOn(t *testing.T) {
 	_, st := natstest.Store(t)
 	ctx := context.Background()
 	run := events.NewRunID()
-	if m, err := events.LastOn(ctx, st, events.StartedSubject(run)); err != nil || m != nil {
+	if m, err := eventstore.LastOn(ctx, st, eventlog.StartedSubject(run)); err != nil || m != nil {
 		t.Fatalf("before the start: %v, %v", m, err)
 	}
 	seq, err := st.Append(ctx, run, 0, started(t, run))
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := events.LastOn(ctx, st, events.StartedSubject(run))
-	if err != nil || m == nil || m.Sequence != seq || m.Subject != events.StartedSubject(run) {
+	m, err := eventstore.LastOn(ctx, st, eventlog.StartedSubject(run))
+	if err != nil || m == nil || m.Sequence != seq || m.Subject != eventlog.StartedSubject(run) {
 		t.Fatalf("the start: %+v, %v", m, err)
 	}
 	if e, err := events.Decode(m.Subject, m.Header, m.Data); err != nil || e.Type != events.RunStarted || e.ID != run {
 		t.Fatalf("decoding what LastOn read: %+v, %v", e, err)
 	}
-	for _, bad := range []string{"", events.RunFilter(run), "weft.r.*.*.c.started", "a b"} {
-		if _, err := events.LastOn(ctx, st, bad); !errors.Is(err, events.ErrInvalidID) {
+	for _, bad := range []string{"", eventlog.RunFilter(run), "weft.r.*.*.c.started", "a b"} {
+		if _, err := eventstore.LastOn(ctx, st, bad); !errors.Is(err, events.ErrInvalidID) {
 			t.Errorf("LastOn(%q): %v, want ErrInvalidID", bad, err)
 		}
 	}
-	if events.Replicas(st) != 1 {
-		t.Fatalf("replicas %d", events.Replicas(st))
+	if eventstore.Replicas(st) != 1 {
+		t.Fatalf("replicas %d", eventstore.Replicas(st))
 	}
 }
 
 // invokedOf is a worker's outcome for node of run, on queue "default".
 func invokedOf(t *testing.T, run, node string) *events.Event {
 	ref := events.NodeRef{Node: node, Iteration: 1}
-	return mustEvent(t, run, events.DecisionID(run, events.NodeInvoked, ref.Key(), "1", "1"), &events.NodeInvokedData{NodeRef: ref, Attempt: 1, Worker: "w"})
+	return mustEvent(t, run, eventlog.DecisionID(run, events.NodeInvoked, ref.Key(), "1", "1"), &events.NodeInvokedData{NodeRef: ref, Attempt: 1, Worker: "w"})
 }
 
 // TestWorkerDuplicateConfirmedBySubject: a worker's outcome that JetStream
@@ -75,10 +77,10 @@ func TestWorkerDuplicateConfirmedBySubject(t *testing.T) {
 	t.Run("id taken on another subject", func(t *testing.T) {
 		run := events.NewRunID()
 		ev := invokedOf(t, run, "a")
-		squat := nats.NewMsg(events.StartedSubject(run))
+		squat := nats.NewMsg(eventlog.StartedSubject(run))
 		squat.Header.Set(nats.MsgIdHdr, ev.ID)
 		squat.Data = []byte(`{}`)
-		if _, err := st.JetStream().PublishMsg(ctx, squat); err != nil {
+		if _, err := eventstore.JetStream(st).PublishMsg(ctx, squat); err != nil {
 			t.Fatal(err)
 		}
 		want := ev.ID
@@ -89,7 +91,7 @@ func TestWorkerDuplicateConfirmedBySubject(t *testing.T) {
 		if ev.ID == want || !strings.HasPrefix(ev.ID, want+"~") {
 			t.Fatalf("the outcome kept the squatted id %q", ev.ID)
 		}
-		m, err := events.LastOn(ctx, st, "weft.r."+events.Slot(run)+"."+run+".w.default.invoked")
+		m, err := eventstore.LastOn(ctx, st, "weft.r."+eventlog.Slot(run)+"."+run+".w.default.invoked")
 		if err != nil || m == nil || m.Sequence != seq || m.Header.Get(nats.MsgIdHdr) != ev.ID {
 			t.Fatalf("the outcome under its fresh id: %+v, %v", m, err)
 		}
@@ -98,12 +100,12 @@ func TestWorkerDuplicateConfirmedBySubject(t *testing.T) {
 	t.Run("id taken on the same subject with other data", func(t *testing.T) {
 		run := events.NewRunID()
 		ev := invokedOf(t, run, "a")
-		m, err := events.Encode(ev)
+		m, err := eventstore.Encode(ev)
 		if err != nil {
 			t.Fatal(err)
 		}
 		m.Data = []byte(`{"node":"a","iteration":1,"attempt":1,"output":"forged"}`)
-		if _, err := st.JetStream().PublishMsg(ctx, m); err != nil {
+		if _, err := eventstore.JetStream(st).PublishMsg(ctx, m); err != nil {
 			t.Fatal(err)
 		}
 		want := ev.ID
@@ -144,7 +146,7 @@ func TestHasEnd(t *testing.T) {
 	_, st := natstest.Store(t)
 	ctx := context.Background()
 	run := events.NewRunID()
-	if ended, err := events.HasEnd(ctx, st, run); err != nil || ended {
+	if ended, err := eventstore.HasEnd(ctx, st, run); err != nil || ended {
 		t.Fatalf("no run: %v, %v", ended, err)
 	}
 	if _, err := st.Append(ctx, run, 0, started(t, run)); err != nil {
@@ -154,27 +156,27 @@ func TestHasEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ended, err := events.HasEnd(ctx, st, run); err != nil || ended {
+	if ended, err := eventstore.HasEnd(ctx, st, run); err != nil || ended {
 		t.Fatalf("a run under way: %v, %v", ended, err)
 	}
 	// Another run's end is not this run's.
 	other := events.NewRunID()
 	end := func(run string) *events.Event {
-		return mustEvent(t, run, events.DecisionID(run, events.RunCancelled), &events.RunCancelledData{Reason: "test"})
+		return mustEvent(t, run, eventlog.DecisionID(run, events.RunCancelled), &events.RunCancelledData{Reason: "test"})
 	}
 	if _, err := st.Append(ctx, other, events.AnySeq, end(other)); err != nil {
 		t.Fatal(err)
 	}
-	if ended, err := events.HasEnd(ctx, st, run); err != nil || ended {
+	if ended, err := eventstore.HasEnd(ctx, st, run); err != nil || ended {
 		t.Fatalf("another run ended: %v, %v", ended, err)
 	}
 	if _, err := st.Append(ctx, run, seq, end(run)); err != nil {
 		t.Fatal(err)
 	}
-	if ended, err := events.HasEnd(ctx, st, run); err != nil || !ended {
+	if ended, err := eventstore.HasEnd(ctx, st, run); err != nil || !ended {
 		t.Fatalf("a cancelled run: %v, %v", ended, err)
 	}
-	if _, err := events.HasEnd(ctx, st, "no.such"); !errors.Is(err, events.ErrInvalidID) {
+	if _, err := eventstore.HasEnd(ctx, st, "no.such"); !errors.Is(err, events.ErrInvalidID) {
 		t.Fatalf("a bad run id: %v", err)
 	}
 }

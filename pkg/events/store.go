@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/weft-dev/weft/internal/eventlog"
 )
 
 // AnySeq, as the expected last sequence of an append, skips the per-run
@@ -30,24 +31,21 @@ const maxBatch = 1000
 // decision is usually two events (routed, ready).
 const chainMax = 8
 
-// Store is the JetStream event store.
+// Store is the JetStream event store: what clients and workers read and
+// append. Open returns it; client.New and worker.New take it, or a
+// wrapper of it that has an Unwrap() Store method returning it (they also
+// use the connection and streams behind it).
 type Store interface {
-	// Append appends events of one run. An event whose id someone else
-	// took first (ErrDuplicateMismatch) is written under a fresh id, set
-	// on the event. For a run-started event, expectLast
-	// must be 0: the run must have no events yet (ErrRunExists otherwise,
-	// unless it is the very same start again). For decisions
-	// (Event.Decision), expectLast is the sequence of the run's last
-	// decision the caller decided from (0: none yet), checked over the
-	// run's decision subjects, so two coordinators never both land a
-	// decision from the same state (ErrConflict). AnySeq skips the check,
-	// as for facts reported by workers and clients. Up to 8 events go in as
-	// a chain of single appends, each checked against the one before; more
-	// as atomic batches (chunks of 1000, each chained on the last). A chain
-	// cut short by a crash leaves a prefix of the decision in the log, which
-	// deciding again from the folded state completes: decisions are a
-	// function of the state, with ids derived from what they decide. It
-	// returns the sequence of the last event.
+	// Append appends facts of one run: a run-started (expectLast 0: the
+	// run must have no events yet, ErrRunExists otherwise, unless it is
+	// the very same start again), signals and cancel requests of a
+	// client, and workers' reports (expectLast AnySeq). An event whose id
+	// someone else took first (ErrDuplicateMismatch) is written under a
+	// fresh id, set on the event. Events go on the subjects their types
+	// put them on: those of decisions, which NATS permissions let only
+	// the coordinator's role write, the engine appends itself, under
+	// per-run optimistic concurrency (internal/eventstore). It returns
+	// the sequence of the last event.
 	Append(ctx context.Context, runID string, expectLast uint64, evs ...*Event) (uint64, error)
 	// Read returns a run's events with sequence ≥ from, in order, stopping
 	// at upTo when it is not zero. A run with no events gives ErrRunNotFound
@@ -62,21 +60,8 @@ type Store interface {
 	ReadThrough(ctx context.Context, runID string, from, through uint64) ([]*Event, error)
 	// LastSeq returns the sequence of a run's last event.
 	LastSeq(ctx context.Context, runID string) (uint64, error)
-	// Schedule stores ev to be appended at time at: a durable JetStream
-	// message schedule, surviving the restart of every process. A timer
-	// is one schedule subject: scheduling the same timerID again replaces
-	// the pending schedule.
-	Schedule(ctx context.Context, ev *Event, timerID string, at time.Time) error
-	// CancelSchedules drops a run's pending delayed events.
-	CancelSchedules(ctx context.Context, runID string) error
 	// StreamName is the name of the events stream.
 	StreamName() string
-	// TimerStream is the name of the timers stream beside it, where
-	// Schedule stores timers and they fire (see FiredSubject); the
-	// coordinator appends each fired timer to its run.
-	TimerStream() string
-	// JetStream is the JetStream context the store uses.
-	JetStream() jetstream.JetStream
 	// MaxEventSize is the largest encoded event the server takes.
 	MaxEventSize() int
 }
@@ -84,14 +69,40 @@ type Store interface {
 type store struct {
 	nc     *nats.Conn
 	js     jetstream.JetStream
-	cfg    Config
+	cfg    config
 	stream jetstream.Stream
 }
 
-func (s *store) StreamName() string             { return s.cfg.Stream }
-func (s *store) TimerStream() string            { return s.cfg.Stream + TimerStreamSuffix }
+func (s *store) StreamName() string { return s.cfg.Stream }
+func (s *store) MaxEventSize() int  { return int(s.nc.MaxPayload()) }
+
+// The engine's side of the store (internal/eventstore.Engine): methods of
+// the implementation, outside the Store interface.
+
+// TimerStream is the name of the timers stream beside the events stream,
+// where Schedule stores timers and they fire (eventlog.FiredSubject).
+func (s *store) TimerStream() string { return s.cfg.Stream + eventlog.TimerStreamSuffix }
+
+// JetStream is the JetStream context the store uses.
 func (s *store) JetStream() jetstream.JetStream { return s.js }
-func (s *store) MaxEventSize() int              { return int(s.nc.MaxPayload()) }
+
+// AppendDecisions appends coordinator decisions of one run under per-run
+// optimistic concurrency: expectLast is the sequence of the run's last
+// decision the caller decided from (0: none yet), checked over the run's
+// decision subjects, so two coordinators never both land a decision from
+// the same state (ErrConflict). Up to 8 events go in as a chain of single
+// appends, each checked against the one before; more as atomic batches
+// (chunks of 1000, each chained on the last). A chain cut short by a
+// crash leaves a prefix of the decision in the log, which deciding again
+// from the folded state completes: decisions are a function of the state,
+// with ids derived from what they decide. Every event is marked a
+// decision.
+func (s *store) AppendDecisions(ctx context.Context, runID string, expectLast uint64, evs ...*Event) (uint64, error) {
+	for _, e := range evs {
+		e.decision = true
+	}
+	return s.append(ctx, runID, expectLast, evs)
+}
 
 const (
 	hdrExpectLastSubjSeq     = "Nats-Expected-Last-Subject-Sequence"
@@ -105,10 +116,10 @@ const (
 
 // encode encodes an event and checks it fits in one message.
 func (s *store) encode(e *Event) (*nats.Msg, error) {
-	if !ValidToken(e.RunID) {
+	if !eventlog.ValidToken(e.RunID) {
 		return nil, fmt.Errorf("%w: run id %q", ErrInvalidID, e.RunID)
 	}
-	m, err := Encode(e)
+	m, err := encode(e)
 	if err != nil {
 		return nil, err
 	}
@@ -125,6 +136,10 @@ func (s *store) encode(e *Event) (*nats.Msg, error) {
 }
 
 func (s *store) Append(ctx context.Context, runID string, expectLast uint64, evs ...*Event) (uint64, error) {
+	return s.append(ctx, runID, expectLast, evs)
+}
+
+func (s *store) append(ctx context.Context, runID string, expectLast uint64, evs []*Event) (uint64, error) {
 	if len(evs) == 0 {
 		return expectLast, nil
 	}
@@ -141,9 +156,9 @@ func (s *store) Append(ctx context.Context, runID string, expectLast uint64, evs
 		}
 		msgs[i] = m
 	}
-	filter := DecisionFilter(runID)
+	filter := eventlog.DecisionFilter(runID)
 	if evs[0].Type == RunStarted {
-		filter = RunFilter(runID)
+		filter = eventlog.RunFilter(runID)
 	}
 	expect := func(m *nats.Msg, seq uint64) {
 		if seq != AnySeq {
@@ -162,7 +177,7 @@ func (s *store) Append(ctx context.Context, runID string, expectLast uint64, evs
 				// fresh one. The optimistic concurrency check (for
 				// decisions) or the fold's fencing (for outcomes) keeps
 				// it single; a squatted id never stalls a run.
-				id := m.Header.Get(nats.MsgIdHdr) + "~" + RandomID()
+				id := m.Header.Get(nats.MsgIdHdr) + "~" + eventlog.RandomID()
 				m.Header.Set(nats.MsgIdHdr, id)
 				m.Header.Set(headerPrefix+"id", id)
 				evs[i].ID = id // what the caller wrote, as it is in the log
@@ -199,7 +214,7 @@ func (s *store) Append(ctx context.Context, runID string, expectLast uint64, evs
 // the same run again (a retried request, the same event) succeeds with the
 // recorded start's sequence; any other start is ErrRunExists.
 func (s *store) sameStart(ctx context.Context, e *Event) (uint64, error) {
-	m, err := s.leaderGet(ctx, map[string]any{"last_by_subj": StartedSubject(e.RunID)})
+	m, err := s.leaderGet(ctx, map[string]any{"last_by_subj": eventlog.StartedSubject(e.RunID)})
 	if err == nil && m != nil {
 		if got, derr := Decode(m.Subject, m.Header, m.Data); derr == nil && got.ID == e.ID && bytes.Equal(got.Data, e.Data) {
 			return m.Sequence, nil
@@ -221,7 +236,7 @@ func (s *store) publishOne(ctx context.Context, m *nats.Msg) (uint64, error) {
 		// outcome is looked up by its subject, which the worker's role
 		// may read (see confirmOnSubject).
 		confirm := s.confirm
-		if isWorkerSubject(m.Subject) {
+		if eventlog.IsWorkerSubject(m.Subject) {
 			confirm = s.confirmOnSubject
 		}
 		if err := confirm(ctx, m, ack.Sequence); err != nil {
@@ -263,22 +278,22 @@ func (s *store) leaderGet(ctx context.Context, req map[string]any) (*jetstream.R
 	return leaderGet(ctx, s.nc, s.cfg.Stream, req)
 }
 
-// LeaderLast returns the last message on subject in st's stream, served
-// by the stream leader (never a replica that is behind), or nil when there
-// is none.
-func LeaderLast(ctx context.Context, st Store, subject string) (*jetstream.RawStreamMsg, error) {
+// LeaderLast returns the last message on subject in the events stream,
+// served by the stream leader (never a replica that is behind), or nil
+// when there is none.
+func (s *store) LeaderLast(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
 	ctx, cancel := withDefaultTimeout(ctx, 5*time.Second)
 	defer cancel()
-	return leaderGet(ctx, st.JetStream().Conn(), st.StreamName(), map[string]any{"last_by_subj": subject})
+	return s.leaderGet(ctx, map[string]any{"last_by_subj": subject})
 }
 
-// LeaderSeq returns the message at sequence seq of st's stream, served by
-// the stream leader, or nil when there is none: one request, whatever the
-// size of the run it belongs to.
-func LeaderSeq(ctx context.Context, st Store, seq uint64) (*jetstream.RawStreamMsg, error) {
+// LeaderSeq returns the message at sequence seq of the events stream,
+// served by the stream leader, or nil when there is none: one request,
+// whatever the size of the run it belongs to.
+func (s *store) LeaderSeq(ctx context.Context, seq uint64) (*jetstream.RawStreamMsg, error) {
 	ctx, cancel := withDefaultTimeout(ctx, 5*time.Second)
 	defer cancel()
-	return leaderGet(ctx, st.JetStream().Conn(), st.StreamName(), map[string]any{"seq": seq})
+	return s.leaderGet(ctx, map[string]any{"seq": seq})
 }
 
 func leaderGet(ctx context.Context, nc *nats.Conn, stream string, req map[string]any) (*jetstream.RawStreamMsg, error) {
@@ -339,18 +354,24 @@ type batchAck struct {
 
 // publishBatch appends messages all or nothing as a JetStream atomic batch.
 func (s *store) publishBatch(ctx context.Context, msgs []*nats.Msg) (uint64, error) {
-	return PublishAtomic(ctx, s.nc, msgs)
+	return publishAtomic(ctx, s.nc, msgs)
 }
 
-// PublishAtomic appends messages (at most 1000, the server's limit) all
+// PublishAtomic appends messages all or nothing (see publishAtomic): the
+// restore of archived runs.
+func (s *store) PublishAtomic(ctx context.Context, msgs []*nats.Msg) (uint64, error) {
+	return publishAtomic(ctx, s.nc, msgs)
+}
+
+// publishAtomic appends messages (at most 1000, the server's limit) all
 // or nothing as a JetStream atomic batch, and returns the sequence of the
 // last. A failed check of a Nats-Expected-Last-Subject-Sequence header is
 // ErrConflict. Consumers see none of the messages before all are stored.
-func PublishAtomic(ctx context.Context, nc *nats.Conn, msgs []*nats.Msg) (uint64, error) {
+func publishAtomic(ctx context.Context, nc *nats.Conn, msgs []*nats.Msg) (uint64, error) {
 	if len(msgs) == 0 || len(msgs) > maxBatch {
 		return 0, fmt.Errorf("an atomic batch holds 1 to %d messages, not %d", maxBatch, len(msgs))
 	}
-	id := RandomID()
+	id := eventlog.RandomID()
 	for i, m := range msgs {
 		if m.Header == nil {
 			m.Header = nats.Header{}
@@ -428,45 +449,14 @@ func (s *store) read(ctx context.Context, runID string, from, upTo, through uint
 	return out, err
 }
 
-// ErrStop, returned by the function given to Each, ends the walk early
-// without an error.
-var ErrStop = errors.New("stop")
-
-// Each calls fn with each event of a run with sequence ≥ from, in log
+// Walk calls fn with each event of a run with sequence ≥ from, in log
 // order, reading the history in batches of bounded size (a few MB), so
-// that a history of any size is read in bounded memory: fn keeps what it
-// needs. The walk reaches at least sequence through when it is set, as
-// ReadThrough does. fn returning ErrStop ends it without an error; any
-// other error of fn ends it with that error. A run with no events gives
-// ErrRunNotFound when from ≤ 1. A store other than Open's is read whole
-// with ReadThrough (or Read) and walked.
-func Each(ctx context.Context, st Store, runID string, from, through uint64, fn func(*Event) error) error {
-	if s, ok := st.(*store); ok {
-		err := s.walk(ctx, runID, from, 0, through, fn)
-		if errors.Is(err, ErrStop) {
-			return nil
-		}
-		return err
-	}
-	var evs []*Event
-	var err error
-	if through > 0 {
-		evs, err = st.ReadThrough(ctx, runID, from, through)
-	} else {
-		evs, err = st.Read(ctx, runID, from, 0)
-	}
-	if err != nil {
-		return err
-	}
-	for _, e := range evs {
-		if err := fn(e); err != nil {
-			if errors.Is(err, ErrStop) {
-				return nil
-			}
-			return err
-		}
-	}
-	return nil
+// that a history of any size is read in bounded memory. The walk reaches
+// at least sequence through when it is set, as ReadThrough does. An error
+// of fn ends it with that error. A run with no events gives
+// ErrRunNotFound when from ≤ 1.
+func (s *store) Walk(ctx context.Context, runID string, from, through uint64, fn func(*Event) error) error {
+	return s.walk(ctx, runID, from, 0, through, fn)
 }
 
 // walk reads a run's history from a sequence, up to upTo (0: to the end),
@@ -477,7 +467,7 @@ func Each(ctx context.Context, st Store, runID string, from, through uint64, fn 
 // upTo), the leader says first where the run's history ends, so that a
 // read never misses an acknowledged event.
 func (s *store) walk(ctx context.Context, runID string, from, upTo, through uint64, fn func(*Event) error) error {
-	if !ValidToken(runID) {
+	if !eventlog.ValidToken(runID) {
 		return fmt.Errorf("%w: run id %q", ErrInvalidID, runID)
 	}
 	from = max(from, 1)
@@ -498,7 +488,7 @@ func (s *store) walk(ctx context.Context, runID string, from, upTo, through uint
 	}
 	for try := 0; ; {
 		bctx, cancel := withDefaultTimeout(ctx, batchTimeout)
-		batch, more, err := s.readBatch(bctx, RunFilter(runID), from, upTo)
+		batch, more, err := s.readBatch(bctx, eventlog.RunFilter(runID), from, upTo)
 		cancel()
 		if err != nil {
 			return err
@@ -541,7 +531,7 @@ func (s *store) walk(ctx context.Context, runID string, from, upTo, through uint
 func (s *store) walkLeader(ctx context.Context, runID string, from, upTo uint64, fn func(*Event) error) (next uint64, err error) {
 	for {
 		gctx, cancel := withDefaultTimeout(ctx, batchTimeout)
-		m, err := s.leaderGet(gctx, map[string]any{"seq": from, "next_by_subj": RunFilter(runID)})
+		m, err := s.leaderGet(gctx, map[string]any{"seq": from, "next_by_subj": eventlog.RunFilter(runID)})
 		cancel()
 		if err != nil {
 			return from, fmt.Errorf("reading run %s from the stream leader: %w", runID, err)
@@ -622,7 +612,7 @@ func (s *store) readBatch(ctx context.Context, filter string, from, upTo uint64)
 func (s *store) LastSeq(ctx context.Context, runID string) (uint64, error) {
 	ctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
 	defer cancel()
-	m, err := s.leaderGet(ctx, map[string]any{"last_by_subj": RunFilter(runID)})
+	m, err := s.leaderGet(ctx, map[string]any{"last_by_subj": eventlog.RunFilter(runID)})
 	if err != nil {
 		return 0, fmt.Errorf("reading last event of run %s: %w", runID, err)
 	}
@@ -639,8 +629,8 @@ func (s *store) Schedule(ctx context.Context, ev *Event, timerID string, at time
 	if err != nil {
 		return err
 	}
-	m.Subject = ScheduleSubject(ev.RunID, timerID)
-	target := FiredSubject(ev.RunID)
+	m.Subject = eventlog.ScheduleSubject(ev.RunID, timerID)
+	target := eventlog.FiredSubject(ev.RunID)
 	// No message id: a schedule published on a timer's subject replaces
 	// the one there, so arming a timer again is harmless at any time, also
 	// beyond the de-duplication window.
@@ -660,10 +650,10 @@ func (s *store) CancelSchedules(ctx context.Context, runID string) error {
 	if err != nil {
 		return err
 	}
-	if err := ts.Purge(ctx, jetstream.WithPurgeSubject(ScheduleFilter(runID))); err != nil {
+	if err := ts.Purge(ctx, jetstream.WithPurgeSubject(eventlog.ScheduleFilter(runID))); err != nil {
 		return err
 	}
-	return ts.Purge(ctx, jetstream.WithPurgeSubject(FiredSubject(runID)))
+	return ts.Purge(ctx, jetstream.WithPurgeSubject(eventlog.FiredSubject(runID)))
 }
 
 // withDefaultTimeout bounds ctx when the caller set no deadline.

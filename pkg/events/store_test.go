@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/pkg/events"
 )
@@ -28,8 +30,8 @@ func started(t *testing.T, run string) *events.Event {
 
 func ready(t *testing.T, run, node string) *events.Event {
 	ref := events.NodeRef{Node: node, Iteration: 1}
-	e := mustEvent(t, run, events.DecisionID(run, events.NodeReady, ref.Key(), "1"), &events.NodeReadyData{NodeRef: ref, Attempt: 1, Type: "echo", Queue: "default"})
-	e.Decision = true
+	e := mustEvent(t, run, eventlog.DecisionID(run, events.NodeReady, ref.Key(), "1"), &events.NodeReadyData{NodeRef: ref, Attempt: 1, Type: "echo", Queue: "default"})
+	eventstore.MarkDecision(e)
 	return e
 }
 
@@ -99,8 +101,8 @@ func TestStoreAppendAndRead(t *testing.T) {
 	if strings.Join(got, " ") != want {
 		t.Fatalf("read:\n got %v\nwant %v", got, want)
 	}
-	if !evs[1].Decision || evs[2].Decision {
-		t.Fatalf("decision flags: ready %v invoking %v", evs[1].Decision, evs[2].Decision)
+	if !evs[1].IsDecision() || evs[2].IsDecision() {
+		t.Fatalf("decision flags: ready %v invoking %v", evs[1].IsDecision(), evs[2].IsDecision())
 	}
 	tail, err := st.Read(ctx, run, evs[3].Seq, 0)
 	if err != nil || len(tail) != 3 {
@@ -128,8 +130,8 @@ func TestStoreLargeBatchAndLongRead(t *testing.T) {
 	var evs []*events.Event
 	for i := range 2500 {
 		ref := events.NodeRef{Node: "m", Iteration: 1, Item: &i}
-		e := mustEvent(t, run, events.DecisionID(run, events.NodeReady, ref.Key()), &events.NodeReadyData{NodeRef: ref, Attempt: 1, Queue: "default"})
-		e.Decision = true
+		e := mustEvent(t, run, eventlog.DecisionID(run, events.NodeReady, ref.Key()), &events.NodeReadyData{NodeRef: ref, Attempt: 1, Queue: "default"})
+		eventstore.MarkDecision(e)
 		evs = append(evs, e)
 	}
 	last, err := st.Append(ctx, run, 0, evs...)
@@ -164,7 +166,7 @@ func TestStorePayloadTooLarge(t *testing.T) {
 
 func TestStoreSchedule(t *testing.T) {
 	_, st := natstest.Store(t)
-	if err := events.EnsureTimers(context.Background(), st); err != nil {
+	if err := eventstore.EnsureTimers(context.Background(), st); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
@@ -174,18 +176,18 @@ func TestStoreSchedule(t *testing.T) {
 	}
 	at := time.Now().Add(1500 * time.Millisecond)
 	timer := mustEvent(t, run, "t1", &events.TimerFiredData{TimerID: "t1", Purpose: "retry", Ref: events.NodeRef{Node: "a", Iteration: 1}, Attempt: 2})
-	if err := st.Schedule(ctx, timer, "t1", at); err != nil {
+	if err := eventstore.Must(st).Schedule(ctx, timer, "t1", at); err != nil {
 		t.Fatalf("schedule: %v", err)
 	}
 	// The timer fires in the timers stream, never in the events stream,
 	// and reads back as the run's TimerFired (the coordinator relays it).
-	ts, err := st.JetStream().Stream(ctx, st.TimerStream())
+	ts, err := eventstore.JetStream(st).Stream(ctx, eventstore.Must(st).TimerStream())
 	if err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		m, err := ts.GetLastMsgForSubject(ctx, events.FiredSubject(run))
+		m, err := ts.GetLastMsgForSubject(ctx, eventlog.FiredSubject(run))
 		if err != nil {
 			time.Sleep(100 * time.Millisecond)
 			continue
@@ -193,7 +195,7 @@ func TestStoreSchedule(t *testing.T) {
 		if time.Now().Before(at.Add(-time.Second)) {
 			t.Fatalf("timer fired early")
 		}
-		e, err := events.DecodeFired(m.Subject, m.Header, m.Data)
+		e, err := eventstore.DecodeFired(m.Subject, m.Header, m.Data)
 		if err != nil || e.Type != events.TimerFired || e.NodeID != "a" || e.ID != timer.ID {
 			t.Fatalf("fired timer read as %+v: %v", e, err)
 		}
@@ -202,8 +204,8 @@ func TestStoreSchedule(t *testing.T) {
 		}
 		// A fired copy on another run's subject, or fired by another
 		// schedule, is refused.
-		m.Header.Set("Nats-Scheduler", events.ScheduleSubject(events.NewRunID(), "t1"))
-		if _, err := events.DecodeFired(m.Subject, m.Header, m.Data); !errors.Is(err, events.ErrMisplaced) {
+		m.Header.Set("Nats-Scheduler", eventlog.ScheduleSubject(events.NewRunID(), "t1"))
+		if _, err := eventstore.DecodeFired(m.Subject, m.Header, m.Data); !errors.Is(err, events.ErrMisplaced) {
 			t.Fatalf("a timer fired by another run's schedule: %v", err)
 		}
 		return

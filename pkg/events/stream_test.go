@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/pkg/events"
 )
@@ -40,9 +41,9 @@ func TestOpenUsesAnExistingStreamAsItIs(t *testing.T) {
 	ctx := context.Background()
 	srv := natstest.Server(t)
 	_, js := natstest.Connect(t, srv)
-	cfg := events.DefaultConfig()
+	cfg := eventlog.DefaultSettings()
 	cfg.Duplicates, cfg.MaxAge = 5*time.Minute, time.Hour
-	if _, err := js.CreateStream(ctx, events.StreamConfig(cfg)); err != nil {
+	if _, err := js.CreateStream(ctx, eventlog.StreamConfig(cfg)); err != nil {
 		t.Fatal(err)
 	}
 	var logs logBuffer
@@ -119,13 +120,13 @@ func TestOpenRefusesAnUnsafeStream(t *testing.T) {
 			ctx := context.Background()
 			srv := natstest.Server(t)
 			_, js := natstest.Connect(t, srv)
-			sc := events.StreamConfig(events.DefaultConfig())
+			sc := eventlog.StreamConfig(eventlog.DefaultSettings())
 			tt.change(&sc)
 			if _, err := js.CreateStream(ctx, sc); err != nil {
 				t.Fatal(err)
 			}
 			_, err := events.Open(ctx, js)
-			var se *events.SettingError
+			var se *eventlog.SettingError
 			if !errors.Is(err, events.ErrUnsafeSetting) || !errors.As(err, &se) || se.Setting != tt.setting {
 				t.Fatalf("got %v, want an unsafe %s", err, tt.setting)
 			}
@@ -135,9 +136,9 @@ func TestOpenRefusesAnUnsafeStream(t *testing.T) {
 			if !tt.fixable {
 				return
 			}
-			upd := events.Repair(sc)
-			if upd.Duplicates < events.MinDuplicates {
-				upd.Duplicates = events.MinDuplicates
+			upd := eventlog.Repair(sc)
+			if upd.Duplicates < eventlog.MinDuplicates {
+				upd.Duplicates = eventlog.MinDuplicates
 			}
 			if _, err := js.UpdateStream(ctx, upd); err != nil {
 				t.Fatal(err)
@@ -153,7 +154,7 @@ func TestOpenAcceptsWiderSubjects(t *testing.T) {
 	ctx := context.Background()
 	srv := natstest.Server(t)
 	_, js := natstest.Connect(t, srv)
-	sc := events.StreamConfig(events.DefaultConfig())
+	sc := eventlog.StreamConfig(eventlog.DefaultSettings())
 	sc.Subjects = []string{"weft.r.>", "weft.x.>"}
 	if _, err := js.CreateStream(ctx, sc); err != nil {
 		t.Fatal(err)

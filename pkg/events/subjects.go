@@ -2,328 +2,56 @@ package events
 
 import (
 	"fmt"
-	"hash/fnv"
-	"regexp"
-	"strings"
+
+	"github.com/weft-dev/weft/internal/eventlog"
 )
 
-// The subject layout. One layout serves three purposes at once, and each
-// token is there for one of them:
-//
-//		weft.r.<slot>.<run>.c.<kind>          written by clients: started, signal, cancelreq
-//		weft.r.<slot>.<run>.w.<queue>.<kind>  written by workers of <queue>: invoking,
-//		                                      invoked, nodefailed, nodecancelled, heartbeat
-//		weft.r.<slot>.<run>.w._local.<kind>   outcomes of local nodes (LocalQueue), which
-//		                                      the coordinator runs itself: written by the
-//		                                      coordinator only
-//		weft.r.<slot>.<run>.d.<kind>          coordinator decisions (optimistic concurrency
-//		                                      over weft.r.<slot>.<run>.d.>)
-//		weft.r.<slot>.<run>.d.ready.<queue>   the work item of <queue>: a decision
-//		weft.r.<slot>.<run>.n.<kind>          coordinator notices, outside the concurrency
-//		                                      check: timer (fired), childfinished
-//		weft.t.s.<slot>.<run>.<timer>         a pending durable timer: a message schedule in
-//		                                      the timers stream, which only the coordinator
-//		                                      may write or read
-//		weft.t.f.<slot>.<run>                 a timer that fired, in the timers stream; the
-//		                                      coordinator appends it to the run as n.timer
-//
-//	  - <run> makes a run's history one filter ("weft.r.*.<run>.>") and the
-//	    stream sequence its total order.
-//	  - <slot> partitions runs for coordinators: Slot(run) is a pure function
-//	    of the run id (FNV-1a, 64 slots), so every writer computes it alone,
-//	    and a coordinator partition is a set of slots (PartitionFilters). The
-//	    number of partitions can change on a live system by re-filtering the
-//	    partition consumers; a run never changes slot.
-//	  - The writer class ("c", "w.<queue>", "d", "n") binds an event's type to
-//	    who may write it. NATS permissions grant each role its class only (a
-//	    worker of queue Q publishes on "weft.r.*.*.w.Q.>"), and Decode
-//	    refuses an event whose type is not accepted on its subject
-//	    (ErrMisplaced), so a writer cannot pass one type off as another.
-//	  - LocalQueue ("_local") is the queue token of local nodes: their work
-//	    item is a decision on "d.ready._local", which no worker consumes,
-//	    and their outcomes are worker-class events on "w._local.<kind>".
-//	    No queue name may be "_local" (ValidToken refuses a leading "_",
-//	    and so do graph validation and 'weft roles'), so no worker holds
-//	    the right to write there; the coordinator's role does. The fold
-//	    takes a local attempt's outcome from "w._local" only, and a
-//	    "w._local" outcome for a local attempt only (pkg/projection).
-const (
-	runPrefix      = "weft.r."
-	schedulePrefix = "weft.t."
-	// AllEvents is the filter of every run's events.
-	AllEvents = "weft.r.>"
-	// AllSchedules is the filter of the timers stream: pending durable
-	// timers, and timers fired and not yet appended to their runs.
-	AllSchedules = "weft.t.>"
-	// TimerStreamSuffix names the timers stream after the events stream
-	// ("WEFT_TIMERS"). Timers live apart because a stream with message
-	// schedules has roll-up headers forced on: in the events stream, any
-	// writer could purge it with one header that permissions do not see.
-	TimerStreamSuffix = "_TIMERS"
-	// Slots is the number of slots runs are spread over; coordinator
-	// partitions are sets of slots, so there are at most Slots partitions.
-	Slots = 64
-)
-
-// LocalQueue is the queue token of the nodes the coordinator runs itself
-// (local nodes): the queue of their work items and outcomes. It is no
-// valid queue name (ValidToken refuses it), so no worker can be given it.
+// LocalQueue is the queue (Event.Queue) of the nodes the coordinator runs
+// itself, local nodes: the queue of their work items and outcomes. It is
+// no valid queue name, so no worker can be given it, and only the
+// coordinator writes there.
 const LocalQueue = "_local"
 
-// validQueue reports whether q can be the queue token of an event: a
-// queue name, or LocalQueue.
-func validQueue(q string) bool { return q == LocalQueue || ValidToken(q) }
-
-// Writer classes: the subject token after the run id.
-const (
-	classClient      = "c"
-	classWorker      = "w"
-	classCoordinator = "d"
-	classNotice      = "n"
-)
-
-// Slot returns the slot token of a run: two hex digits, 00 to 3f.
-func Slot(runID string) string {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(runID))
-	return fmt.Sprintf("%02x", h.Sum32()%Slots)
-}
-
-// runBase is "weft.r.<slot>.<run>.".
-func runBase(runID string) string { return runPrefix + Slot(runID) + "." + runID + "." }
-
-// RunFilter is the subject filter of one run's history.
-func RunFilter(runID string) string { return runBase(runID) + ">" }
-
-// DecisionFilter is the subject filter of a run's coordinator decisions,
-// the subjects optimistic concurrency is checked over.
-func DecisionFilter(runID string) string { return runBase(runID) + classCoordinator + ".>" }
-
-// ReadySubject is the subject of node-ready work for a queue.
-func ReadySubject(runID, queue string) string {
-	return runBase(runID) + classCoordinator + ".ready." + queue
-}
-
-// QueueFilter is the subject filter of a task queue's work across runs.
-func QueueFilter(queue string) string { return runPrefix + "*.*.d.ready." + queue }
-
-// WorkerFilter is the filter of the subjects a worker of queue may write:
-// its NATS publish permission.
-func WorkerFilter(queue string) string { return runPrefix + "*.*.w." + queue + ".>" }
-
-// TerminalSubjects are the subjects of a run's ending decisions.
-func TerminalSubjects(runID string) []string {
-	base := runBase(runID) + classCoordinator + "."
-	return []string{base + kinds[RunCompleted], base + kinds[RunFailed], base + kinds[RunCancelled]}
-}
-
-// StartedSubject is the subject of a run's run-started event.
-func StartedSubject(runID string) string {
-	return runBase(runID) + classClient + "." + kinds[RunStarted]
-}
-
-// PartitionFilters returns the subject filters of partition p of n: the
-// runs whose slot is p modulo n. With one partition it is every event.
-func PartitionFilters(p, n int) []string {
-	if n <= 1 {
-		return []string{AllEvents}
-	}
-	var out []string
-	for s := p; s < Slots; s += n {
-		out = append(out, fmt.Sprintf("%s%02x.>", runPrefix, s))
-	}
-	return out
-}
-
-// PartitionOf returns the partition (of n) that decides a run.
-func PartitionOf(runID string, n int) int {
-	if n <= 1 {
-		return 0
-	}
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(runID))
-	return int(h.Sum32()%Slots) % n
-}
-
-// classOf says which writer class may write events of type t. NodeInvoked
-// and NodeFailed are also coordinator decisions: a router's or a
-// fallback's outcome, an attempt that timed out or could not be handed
-// out.
-var classOf = map[Type]string{
-	RunStarted:         classClient,
-	RunCancelRequested: classClient,
-	SignalReceived:     classClient,
-	NodeInvoking:       classWorker,
-	NodeInvoked:        classWorker,
-	NodeFailed:         classWorker,
-	NodeCanceled:       classWorker,
-	Heartbeat:          classWorker,
-	RunCompleted:       classCoordinator,
-	RunFailed:          classCoordinator,
-	RunCancelled:       classCoordinator,
-	NodeReady:          classCoordinator,
-	NodeSkipped:        classCoordinator,
-	NodeWaiting:        classCoordinator,
-	NodeRouted:         classCoordinator,
-	RetryScheduled:     classCoordinator,
-	ChildRunStarted:    classCoordinator,
-	TimerFired:         classNotice,
-	ChildRunFinished:   classNotice,
-}
-
-// KindFilter is the filter of one type of event across all runs, for
-// example KindFilter(RunStarted) lists every run. For NodeInvoked it
-// matches workers' reports and local nodes' outcomes (queue LocalQueue),
-// not the outcomes the coordinator records as decisions for routers and
-// fallbacks.
-func KindFilter(t Type) string {
-	switch classOf[t] {
-	case classWorker:
-		return runPrefix + "*.*.w.*." + kinds[t]
-	case classCoordinator:
-		if t == NodeReady {
-			return runPrefix + "*.*.d.ready.*"
-		}
-	}
-	return runPrefix + "*.*." + classOf[t] + "." + kinds[t]
-}
-
-// ScheduleSubject is where a pending durable timer waits.
-func ScheduleSubject(runID, timerID string) string {
-	return schedulePrefix + "s." + Slot(runID) + "." + runID + "." + timerID
-}
-
-// ScheduleFilter is the filter of a run's pending timers.
-func ScheduleFilter(runID string) string {
-	return schedulePrefix + "s." + Slot(runID) + "." + runID + ".>"
-}
-
-// FiredSubject is where a run's timers fire, in the timers stream.
-func FiredSubject(runID string) string {
-	return schedulePrefix + "f." + Slot(runID) + "." + runID
-}
-
-// FiredFilters are the filters of the timers fired for the runs of
-// partition p of n.
-func FiredFilters(p, n int) []string {
-	if n <= 1 {
-		return []string{schedulePrefix + "f.>"}
-	}
-	var out []string
-	for s := p; s < Slots; s += n {
-		out = append(out, fmt.Sprintf("%sf.%02x.*", schedulePrefix, s))
-	}
-	return out
-}
-
-// firedRun returns the run of a fired-timer subject.
-func firedRun(subject string) (string, bool) {
-	rest, ok := strings.CutPrefix(subject, schedulePrefix+"f.")
-	if !ok {
-		return "", false
-	}
-	slot, run, ok := strings.Cut(rest, ".")
-	return run, ok && run != "" && slot == Slot(run) && !strings.Contains(run, ".")
-}
-
-// place is where a subject puts an event: its run, writer class, queue and
-// kind.
-type place struct {
-	run, class, queue, kind string
-}
-
-// parseSubject splits an event subject; ok is false for anything that is
-// not a run event subject of this layout.
-func parseSubject(subject string) (place, bool) {
-	rest, ok := strings.CutPrefix(subject, runPrefix)
-	if !ok {
-		return place{}, false
-	}
-	tok := strings.Split(rest, ".")
-	if len(tok) < 4 || tok[0] != Slot(tok[1]) {
-		return place{}, false
-	}
-	p := place{run: tok[1], class: tok[2]}
-	switch {
-	case p.class == classWorker && len(tok) == 5:
-		p.queue, p.kind = tok[3], tok[4]
-	case p.class == classCoordinator && len(tok) == 5 && tok[3] == kinds[NodeReady]:
-		p.kind, p.queue = tok[3], tok[4]
-	case len(tok) == 4 && (p.class == classClient || p.class == classCoordinator || p.class == classNotice):
-		p.kind = tok[3]
-	default:
-		return place{}, false
-	}
-	return p, p.run != ""
-}
-
-// IsDecision reports whether an event subject is a coordinator decision's.
-func IsDecision(subject string) bool {
-	p, ok := parseSubject(subject)
-	return ok && p.class == classCoordinator
-}
-
-// RunOf returns the run id of an event subject: any subject under
-// "weft.r.<slot>.<run>.", well-formed or not, so that junk on a run's
-// subjects is still known to be the run's.
-func RunOf(subject string) (string, bool) {
-	rest, ok := strings.CutPrefix(subject, runPrefix)
-	if !ok {
-		return "", false
-	}
-	tok := strings.SplitN(rest, ".", 3)
-	if len(tok) < 3 || tok[1] == "" || tok[0] != Slot(tok[1]) {
-		return "", false
-	}
-	return tok[1], true
-}
+// Subjects are per run and name who may write them (the layout is
+// internal/eventlog's): "weft.r.<slot>.<run>.c.<kind>" for clients,
+// ".w.<queue>.<kind>" for the workers of a queue, ".d.<kind>" for
+// coordinator decisions and ".n.<kind>" for coordinator notices.
 
 // subjectFor is the subject an event of type t is published on.
 func subjectFor(runID string, t Type, decision bool, queue string) (string, error) {
-	class, ok := classOf[t]
+	kind, ok := eventlog.Kind(t)
 	if !ok {
 		return "", fmt.Errorf("%w: %q", ErrUnknownType, t)
 	}
+	class := eventlog.Class(t)
 	if decision {
-		if class != classCoordinator && t != NodeInvoked && t != NodeFailed {
+		if class != eventlog.ClassCoordinator && t != NodeInvoked && t != NodeFailed {
 			return "", fmt.Errorf("%w: %s is not a decision", ErrMisplaced, t)
 		}
-		class = classCoordinator
+		class = eventlog.ClassCoordinator
 	}
-	base := runBase(runID)
 	switch {
 	case t == NodeReady:
-		if !validQueue(queue) {
+		if !eventlog.ValidQueue(queue) {
 			return "", fmt.Errorf("%w: queue %q", ErrInvalidID, queue)
 		}
-		return base + classCoordinator + "." + kinds[t] + "." + queue, nil
-	case class == classWorker:
-		if !validQueue(queue) {
+	case class == eventlog.ClassWorker:
+		if !eventlog.ValidQueue(queue) {
 			return "", fmt.Errorf("%w: a %s event needs the queue of its work item, got %q", ErrInvalidID, t, queue)
 		}
-		return base + classWorker + "." + queue + "." + kinds[t], nil
 	}
-	return base + class + "." + kinds[t], nil
+	return eventlog.Subject(runID, class, kind, queue), nil
 }
 
 // checkPlace reports whether an event of type t may stand where p says:
 // its kind, and its writer class (NodeInvoked, NodeFailed: a worker's or a
 // decision).
-func checkPlace(t Type, p place) error {
-	class := classOf[t]
-	alsoDecision := (t == NodeInvoked || t == NodeFailed) && p.class == classCoordinator
-	if p.kind != kinds[t] || (p.class != class && !alsoDecision) {
-		return fmt.Errorf("%w: a %s event is not accepted on a %q subject", ErrMisplaced, t, p.class+"."+p.kind)
+func checkPlace(t Type, p eventlog.Place) error {
+	class := eventlog.Class(t)
+	kind, _ := eventlog.Kind(t)
+	alsoDecision := (t == NodeInvoked || t == NodeFailed) && p.Class == eventlog.ClassCoordinator
+	if p.Kind != kind || (p.Class != class && !alsoDecision) {
+		return fmt.Errorf("%w: a %s event is not accepted on a %q subject", ErrMisplaced, t, p.Class+"."+p.Kind)
 	}
 	return nil
 }
-
-var tokenRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`)
-
-// MaxTokenLen is the longest run id, node id, queue name or timer id.
-const MaxTokenLen = 128
-
-// ValidToken reports whether s can be a run id, node id or queue name: it
-// becomes one token of a NATS subject, so no dots, spaces or wildcards, and
-// at most MaxTokenLen characters.
-func ValidToken(s string) bool { return tokenRE.MatchString(s) }

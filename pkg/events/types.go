@@ -1,5 +1,7 @@
 package events
 
+import "github.com/weft-dev/weft/internal/eventlog"
+
 // Type is a CloudEvents type of the Weft catalogue. Types are versioned: a
 // payload change that old readers cannot take gets a new version suffix.
 type Type string
@@ -42,29 +44,6 @@ const (
 	ExtTraceState  = "tracestate"
 )
 
-// kinds maps each type to the last token(s) of its subject.
-var kinds = map[Type]string{
-	RunStarted:         "started",
-	RunCompleted:       "completed",
-	RunFailed:          "failed",
-	RunCancelRequested: "cancelreq",
-	RunCancelled:       "cancelled",
-	NodeReady:          "ready",
-	NodeInvoking:       "invoking",
-	NodeInvoked:        "invoked",
-	NodeFailed:         "nodefailed",
-	NodeSkipped:        "skipped",
-	NodeWaiting:        "waiting",
-	NodeRouted:         "routed",
-	NodeCanceled:       "nodecancelled",
-	Heartbeat:          "heartbeat",
-	RetryScheduled:     "retry",
-	TimerFired:         "timer",
-	SignalReceived:     "signal",
-	ChildRunStarted:    "childstarted",
-	ChildRunFinished:   "childfinished",
-}
-
 // catalogue lists the types in a fixed order: runs, nodes, the rest.
 var catalogue = []Type{
 	RunStarted, RunCompleted, RunFailed, RunCancelRequested, RunCancelled,
@@ -77,12 +56,12 @@ var catalogue = []Type{
 func Types() []Type { return append([]Type(nil), catalogue...) }
 
 // Known reports whether t is a type of the catalogue.
-func (t Type) Known() bool { _, ok := kinds[t]; return ok }
+func (t Type) Known() bool { _, ok := eventlog.Kind(t); return ok }
 
 // Decision reports whether events of type t are always coordinator
 // decisions. (NodeInvoked is a worker's outcome, or a decision when the
 // coordinator records a router's or a fallback's outcome.)
-func (t Type) Decision() bool { return classOf[t] == classCoordinator }
+func (t Type) Decision() bool { return eventlog.Class(t) == eventlog.ClassCoordinator }
 
 // Terminal reports whether t ends a run.
 func (t Type) Terminal() bool {

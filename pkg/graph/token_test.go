@@ -5,19 +5,19 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/weft-dev/weft/pkg/events"
+	"github.com/weft-dev/weft/internal/eventlog"
 )
 
 // TestTokenLimitsMatchEvents keeps this package's subject token rules in
 // step with the events package's, which it does not import.
 func TestTokenLimitsMatchEvents(t *testing.T) {
-	if maxTokenLen != events.MaxTokenLen {
-		t.Fatalf("graph.maxTokenLen = %d, events.MaxTokenLen = %d", maxTokenLen, events.MaxTokenLen)
+	if maxTokenLen != eventlog.MaxTokenLen {
+		t.Fatalf("graph.maxTokenLen = %d, eventlog.MaxTokenLen = %d", maxTokenLen, eventlog.MaxTokenLen)
 	}
 	for _, s := range []string{"a", "default", "io-fast_2", strings.Repeat("q", MaxQueueLen), strings.Repeat("q", MaxQueueLen+1), "a.b", "a b", "*", ">", "-a", ""} {
 		ok := tokenPattern.MatchString(s) && len(s) <= MaxQueueLen
-		if ok != events.ValidToken(s) {
-			t.Errorf("queue %q: graph accepts it: %v, events.ValidToken: %v", s, ok, events.ValidToken(s))
+		if ok != eventlog.ValidToken(s) {
+			t.Errorf("queue %q: graph accepts it: %v, eventlog.ValidToken: %v", s, ok, eventlog.ValidToken(s))
 		}
 	}
 	// The longest node id gives timer ids that are still tokens, with
@@ -28,7 +28,7 @@ func TestTokenLimitsMatchEvents(t *testing.T) {
 		"retry-" + id + "-" + big + "-" + big + "-" + big,
 		"deadline-" + id + "-" + big,
 	} {
-		if !events.ValidToken(timer) {
+		if !eventlog.ValidToken(timer) {
 			t.Errorf("timer id %q (%d characters) is not a subject token", timer, len(timer))
 		}
 	}

@@ -20,7 +20,7 @@ var (
 const idRule = "must start with a letter and hold only letters, digits, '_' and '-'"
 
 // Subject token limits. A subject token (a run id, a queue name, a timer
-// id) holds at most maxTokenLen characters (events.MaxTokenLen; the two
+// id) holds at most maxTokenLen characters (eventlog.MaxTokenLen; the two
 // are checked equal by a test, since this package does not import events).
 // A node id is one part of tokens the engine derives from it, so it must
 // leave room for the rest:
@@ -32,7 +32,7 @@ const idRule = "must start with a letter and hold only letters, digits, '_' and 
 // ("<parent run>-<node>-<iteration>") need no limit here: the engine
 // shortens one that would be too long to a digest (engine.ChildRunID).
 const (
-	// maxTokenLen is events.MaxTokenLen.
+	// maxTokenLen is eventlog.MaxTokenLen.
 	maxTokenLen = 128
 	// MaxNodeIDLen is the longest node id: maxTokenLen less "retry-" and
 	// three numbers of up to 19 digits with their '-' separators.

@@ -358,7 +358,7 @@ func TestServerTimes(t *testing.T) {
 		if err := s.Apply(e); err != nil {
 			t.Fatalf("%s: %v", e.Type, err)
 		}
-		if e.Decision {
+		if e.IsDecision() {
 			return at
 		}
 		return e.Stored

@@ -60,7 +60,7 @@ func (s *State) Apply(e *events.Event) error {
 
 // count records what became of an event in Stats.
 func (s *State) count(e *events.Event, err error) {
-	if !e.Decision {
+	if !e.IsDecision() {
 		// A decision's payload may be completed after the coordinator
 		// applied it ahead of the log (routings join the activation they
 		// lead to): counting it would make the cache and the log differ.
@@ -93,7 +93,7 @@ func (s *State) count(e *events.Event, err error) {
 // only the coordinator role may write it, and the coordinator applies it
 // to its cache before the stream stamps it.
 func eventTime(e *events.Event) time.Time {
-	if !e.Stored.IsZero() && !e.Decision && e.Queue != events.LocalQueue {
+	if !e.Stored.IsZero() && !e.IsDecision() && e.Queue != events.LocalQueue {
 		return e.Stored.UTC()
 	}
 	return e.Time.UTC()

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
 )
@@ -220,6 +221,10 @@ func FuzzFold(f *testing.F) {
 // fresh copies an event without its decoded payload, so that the copy
 // decodes its own Data (and its Type) when folded.
 func fresh(e *events.Event) *events.Event {
-	return &events.Event{ID: e.ID, Type: e.Type, Source: e.Source, Time: e.Time, RunID: e.RunID, NodeID: e.NodeID,
-		Attempt: e.Attempt, Data: e.Data, Decision: e.Decision, Queue: e.Queue, Seq: e.Seq, Stored: e.Stored}
+	c := &events.Event{ID: e.ID, Type: e.Type, Source: e.Source, Time: e.Time, RunID: e.RunID, NodeID: e.NodeID,
+		Attempt: e.Attempt, Data: e.Data, Queue: e.Queue, Seq: e.Seq, Stored: e.Stored}
+	if e.IsDecision() {
+		eventstore.MarkDecision(c)
+	}
+	return c
 }

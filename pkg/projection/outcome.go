@@ -217,7 +217,7 @@ func item(n *NodeState, i int) *ItemState {
 // executor for a worker's. Reports with no queue (built in memory, not read
 // from the log) and reports of no live attempt are left to their applier.
 func (s *State) fenceQueue(e *events.Event, p events.Payload) error {
-	if e.Decision || e.Queue == "" {
+	if e.IsDecision() || e.Queue == "" {
 		return nil
 	}
 	var ref events.NodeRef

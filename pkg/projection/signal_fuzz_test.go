@@ -7,6 +7,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
 )
@@ -33,7 +35,7 @@ func FuzzSignal(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	m, err := events.Encode(good)
+	m, err := eventstore.Encode(good)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -41,7 +43,7 @@ func FuzzSignal(f *testing.F) {
 	f.Add(m.Subject, []byte(`{"node":"approve","data":`))
 	f.Add(m.Subject, []byte(`{"node":"nope","data":1}`))
 	f.Add(m.Subject, []byte(`{"node":"approve","data":{"approved":"yes"},"by":7}`))
-	f.Add(events.RunFilter(run)[:len(events.RunFilter(run))-1]+"d.completed", m.Data)
+	f.Add(eventlog.RunFilter(run)[:len(eventlog.RunFilter(run))-1]+"d.completed", m.Data)
 	f.Fuzz(func(t *testing.T, subject string, data []byte) {
 		h := nats.Header{}
 		for k, v := range m.Header {

@@ -54,7 +54,7 @@ func TestSnapshotPlusTailEqualsFold(t *testing.T) {
 			for k := range len(evs) + 1 {
 				var last uint64
 				for _, e := range evs[:k] {
-					if e.Decision {
+					if e.IsDecision() {
 						last = e.Seq
 					}
 				}

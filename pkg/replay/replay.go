@@ -136,7 +136,7 @@ func Run(g *graph.Graph, history []*events.Event) Result {
 		if r.RunID == "" {
 			r.RunID = e.RunID
 		}
-		if e.Decision && e.Refused == nil && s.Status != projection.RunPending && !s.Status.Ended() {
+		if e.IsDecision() && e.Refused == nil && s.Status != projection.RunPending && !s.Status.Ended() {
 			// A decision the fold passes over (stale: a coordinator's
 			// duplicate after a takeover) changed nothing: not compared.
 			before := s.Clone()

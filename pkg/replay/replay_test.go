@@ -109,7 +109,7 @@ func TestChangedGraphIsCaughtAtFirstDifference(t *testing.T) {
 		t.Errorf("difference at %d (%s): recorded %q, decided %q; want greet's routing to shout vs to audit", d.Position, at.Type, d.Recorded, d.Decided)
 	}
 	for i := range d.Position - 1 {
-		if evs[i].Decision && strings.Contains(string(evs[i].Data), `"greet"`) && evs[i].Type == events.NodeRouted {
+		if evs[i].IsDecision() && strings.Contains(string(evs[i].Data), `"greet"`) && evs[i].Type == events.NodeRouted {
 			t.Errorf("an earlier event %d already routes greet; the difference is reported late", i+1)
 		}
 	}

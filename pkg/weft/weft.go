@@ -66,9 +66,11 @@ import (
 
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/embedded"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/natsconn"
 	"github.com/weft-dev/weft/internal/provision"
+	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/worker"
@@ -263,7 +265,7 @@ func Start(ctx context.Context, opts ...Option) (_ *Engine, err error) {
 		return nil, err
 	}
 	if e.probe == nil {
-		e.probe = e.store.JetStream()
+		e.probe = eventstore.JetStream(e.store)
 	}
 	e.client = client.New(e.store, client.WithLogger(cfg.logger))
 	base := context.WithoutCancel(ctx)
@@ -422,7 +424,7 @@ func (e *Engine) provision(ctx context.Context) error {
 	if _, err := provision.Run(ctx, admin, provision.Options{}); err != nil {
 		return fmt.Errorf("weft.Start: setting up as the admin: %w", err)
 	}
-	e.probe = admin.JetStream()
+	e.probe = eventstore.JetStream(admin)
 	return nil
 }
 
@@ -491,7 +493,7 @@ func (e *Engine) startWorker(ctx, base context.Context) ([]string, error) {
 	}
 	names := make([]string, 0, len(e.cfg.queues))
 	for _, q := range e.cfg.queues {
-		names = append(names, worker.QueueConsumer(q))
+		names = append(names, workqueue.QueueConsumer(q))
 	}
 	return names, nil
 }

@@ -13,29 +13,19 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/setup"
+	"github.com/weft-dev/weft/internal/workqueue"
 )
 
 // Worker announcements. A running worker keeps an entry in the JetStream KV
-// bucket WorkersBucket under its name, saying which queues it pulls from and
+// bucket workqueue.WorkersBucket under its name, saying which queues it pulls from and
 // which node types it serves. It refreshes the entry every announce interval;
-// the bucket's TTL (AnnounceTTL) removes the entry of a worker that died, and
+// the bucket's TTL (workqueue.AnnounceTTL) removes the entry of a worker that died, and
 // a worker that stops cleanly deletes its own. The entries are a read model
 // for operators and the CLI: nothing in the engine depends on them. Work of a
 // node type no live worker serves is not failed: it stays in its queue (as
 // node status "ready") until a worker for it comes.
 
-// Announcement defaults.
-const (
-	// WorkersBucket is the KV bucket of worker announcements.
-	WorkersBucket = "weft-workers"
-	// DefaultAnnounceInterval is how often a worker refreshes its entry.
-	DefaultAnnounceInterval = 10 * time.Second
-	// AnnounceTTL is how long an entry lives without a refresh (the
-	// bucket's max age, set when the bucket is created).
-	AnnounceTTL = 3 * DefaultAnnounceInterval
-)
-
-// Announcement is a live worker's entry in WorkersBucket.
+// Announcement is a live worker's entry in workqueue.WorkersBucket.
 type Announcement struct {
 	Name      string    `json:"name"`
 	Queues    []string  `json:"queues"`
@@ -51,7 +41,7 @@ func (a *Announcement) Serves(queue, typ string) bool {
 
 // WithAnnounceInterval sets how often the worker refreshes its announcement
 // (default 10s); a negative interval turns announcements off. An interval
-// longer than AnnounceTTL lets the entry lapse between refreshes.
+// longer than workqueue.AnnounceTTL lets the entry lapse between refreshes.
 func WithAnnounceInterval(d time.Duration) Option {
 	return func(o *options) { o.announce = d }
 }
@@ -64,18 +54,7 @@ func workersKV(ctx context.Context, js jetstream.JetStream, stream string, log *
 	if err != nil {
 		return nil, err
 	}
-	return setup.EnsureKV(ctx, js, WorkersKVConfig(replicas), log)
-}
-
-// WorkersKVConfig is the announcements bucket as workers create it.
-func WorkersKVConfig(replicas int) jetstream.KeyValueConfig {
-	return jetstream.KeyValueConfig{
-		Bucket:      WorkersBucket,
-		Description: "Weft workers: the queues and node types each live worker serves",
-		TTL:         AnnounceTTL,
-		History:     1,
-		Replicas:    replicas,
-	}
+	return setup.EnsureKV(ctx, js, workqueue.WorkersKVConfig(replicas), log)
 }
 
 // announceKey is a worker name made safe as a KV key.
@@ -106,7 +85,7 @@ func (w *Worker) announce(ctx context.Context) *announcer {
 		return nil
 	}
 	if every == 0 {
-		every = DefaultAnnounceInterval
+		every = workqueue.DefaultAnnounceInterval
 	}
 	setup, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -173,16 +152,16 @@ func LiveWorkers(ctx context.Context, js jetstream.JetStream) ([]Announcement, e
 		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 	}
-	kv, err := js.KeyValue(ctx, WorkersBucket)
+	kv, err := js.KeyValue(ctx, workqueue.WorkersBucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("opening %s: %w", WorkersBucket, err)
+		return nil, fmt.Errorf("opening %s: %w", workqueue.WorkersBucket, err)
 	}
 	lister, err := kv.ListKeys(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("listing %s: %w", WorkersBucket, err)
+		return nil, fmt.Errorf("listing %s: %w", workqueue.WorkersBucket, err)
 	}
 	var keys []string
 	seen := map[string]bool{}
@@ -199,7 +178,7 @@ func LiveWorkers(ctx context.Context, js jetstream.JetStream) ([]Announcement, e
 			continue // withdrawn or expired meanwhile
 		}
 		if err != nil {
-			return nil, fmt.Errorf("reading %s/%s: %w", WorkersBucket, k, err)
+			return nil, fmt.Errorf("reading %s/%s: %w", workqueue.WorkersBucket, k, err)
 		}
 		var a Announcement
 		if json.Unmarshal(e.Value(), &a) != nil {

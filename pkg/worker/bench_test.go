@@ -7,6 +7,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/eventstore"
+	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/worker"
 )
@@ -26,14 +29,14 @@ func BenchmarkRoundTrip(b *testing.B) {
 	defer func() { cancel(); <-done }()
 
 	invoked := make(chan *nats.Msg, 1)
-	sub, err := st.JetStream().Conn().ChanSubscribe(events.KindFilter(events.NodeInvoked), invoked)
+	sub, err := eventstore.JetStream(st).Conn().ChanSubscribe(eventlog.KindFilter(events.NodeInvoked), invoked)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
 	// The worker's first pull request is waiting on its queue.
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		if c, err := st.JetStream().Consumer(ctx, st.StreamName(), worker.QueueConsumer(worker.DefaultQueue)); err == nil {
+		if c, err := eventstore.JetStream(st).Consumer(ctx, st.StreamName(), workqueue.QueueConsumer(worker.DefaultQueue)); err == nil {
 			if ci, err := c.Info(ctx); err == nil && ci.NumWaiting > 0 {
 				break
 			}
@@ -51,7 +54,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
 		ref := events.NodeRef{Node: "n", Iteration: i + 1}
-		ev, err := events.New(run, events.DecisionID(run, events.NodeReady, ref.Key(), "1"), time.Time{}, &events.NodeReadyData{NodeRef: ref, Attempt: 1, Type: "noop", Queue: worker.DefaultQueue})
+		ev, err := events.New(run, eventlog.DecisionID(run, events.NodeReady, ref.Key(), "1"), time.Time{}, &events.NodeReadyData{NodeRef: ref, Attempt: 1, Type: "noop", Queue: worker.DefaultQueue})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -1,5 +1,31 @@
 // Package worker is Weft's worker SDK: it runs the nodes of workflow graphs.
 //
+// What it offers:
+//
+//   - Worker, made by New over an events.Store with its options (WithName,
+//     WithQueues, WithConcurrency, WithQueueConcurrency, WithAckWait,
+//     WithHeartbeat, WithDrainTimeout, WithAnnounceInterval, WithLogger,
+//     WithSchemaLoader, WithTracerProvider, WithMeterProvider), its
+//     Handle (a node type's Node), Run, Name, Types and Stats.
+//   - The node contract: Node and NodeFunc, Input and Result, Action, and
+//     the optional interfaces a node may implement: Validator, Skipper,
+//     BeforeHook, AfterHook, FailedHook, Fallbacker, and the phases
+//     Preparer, Executor and Poster (Phases; RunPhases runs them).
+//   - Invocation filters: InvokingFilter, InvokedFilter (and their Func
+//     forms), FilterDecision with Pass, Modify and Cancel, added with
+//     WithInvokingFilter and WithInvokedFilter.
+//   - Failures and progress: Error, NonRetryable, Retryable, FieldError,
+//     Heartbeat, FilterCancelledBy and the Filter… outcomes,
+//     FailureRunNotFound, DefaultFallbackTimeout, HeartbeatEventInterval;
+//     the errors ErrAlreadyRunning, ErrNoWorkItem,
+//     ErrSchemaRefRefused; Announcement and LiveWorkers, the workers that
+//     announced themselves; DefaultQueue.
+//
+// The built-in node types are in pkg/worker/builtin. The queues' consumers
+// and the announcements bucket are set up by the engine
+// (internal/workqueue), which also runs the coordinator's local nodes
+// through the same steps.
+//
 // A Worker pulls node-ready events (the work items the coordinator appends to
 // the events stream) from one or more task queues, runs the Node registered
 // for each item's node type, and appends the outcome to the run's log:
@@ -7,8 +33,8 @@
 //	NodeReady ──pull──▶ NodeInvoking ──Execute──▶ NodeInvoked | NodeFailed | NodeCancelled ──▶ ack
 //
 // Every worker of a queue shares one durable JetStream pull consumer,
-// "work-<queue>" (see EnsureQueue), filtered on the queue's node-ready subjects
-// (events.QueueFilter).
+// "work-<queue>" (internal/workqueue), filtered on the queue's node-ready subjects
+// (eventlog.QueueFilter).
 // Delivery is at least once: a work item is acknowledged only after its
 // outcome is in the log, so a worker that dies mid-node leaves the item to be
 // redelivered to another worker once the consumer's AckWait passes. Each
@@ -79,7 +105,7 @@
 // A worker does not start work for a run that has ended. Before it runs an
 // item that was delivered before, or that waited in its queue longer than a
 // couple of seconds (staleAfter), it looks for the run's ending decision
-// (events.HasEnd: the message counts of the run's decision subjects, so
+// (eventstore.HasEnd: the message counts of the run's decision subjects, so
 // that its role may count runs' ends without reading them, their outputs;
 // a run seen ended is remembered); the hot path, a fresh first delivery,
 // reads nothing. A worker's reads are each named in their request subject,
@@ -87,7 +113,7 @@
 // NodeCancelled by "worker", reason "run ended before the work started",
 // and acknowledged. A cancel request seen on core NATS also stops the
 // run's nodes in flight at once. A work item put back into the log from an
-// archive (events.HdrRestored, 'weft admin restore') is acknowledged and
+// archive (eventlog.HdrRestored, 'weft admin restore') is acknowledged and
 // nothing more: it records work done before.
 //
 // # Progress
@@ -143,7 +169,7 @@
 // WithConcurrency bounds the nodes a worker runs at once and
 // WithQueueConcurrency those of one queue. On SIGTERM (the context of Run
 // ending) the worker drains. A running worker announces its queues and node
-// types in the KV bucket WorkersBucket (see LiveWorkers); work of a type no
+// types in the KV bucket "weft-workers" (see LiveWorkers); work of a type no
 // live worker serves stays in its queue, as node status "ready", until one
 // comes.
 //

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/worker"
 	"github.com/weft-dev/weft/pkg/worker/builtin"
@@ -78,7 +79,7 @@ func ExampleEnsureQueue() {
 	}
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
-	c, err := worker.EnsureQueue(ctx, js, "WEFT", "llm", worker.QueueOptions{})
+	c, err := workqueue.EnsureQueue(ctx, js, "WEFT", "llm", workqueue.QueueOptions{})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -13,6 +13,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/telemetry"
 	"github.com/weft-dev/weft/pkg/events"
@@ -59,7 +61,7 @@ func (it *item) step(ctx context.Context, step string, args ...any) {
 // outcome, ack. base is the context nodes run on.
 func (w *Worker) process(base context.Context, q *queue, m jetstream.Msg) {
 	w.stats.received.Add(1)
-	if m.Headers().Get(events.HdrRestored) != "" {
+	if m.Headers().Get(eventlog.HdrRestored) != "" {
 		// A work item put back from an archive (runs.Restore): a record
 		// of work done long ago, not work. Only the coordinator's and the
 		// admin's roles may write work items.
@@ -163,7 +165,7 @@ func (w *Worker) execute(base context.Context, q *queue, it *item, node Node) {
 	}
 
 	filters, filterCancel := w.prepareInput(nodeCtx, it)
-	invoking, err := events.New(it.run, events.DecisionID(it.run, events.NodeInvoking, ready.Key(), strconv.Itoa(ready.Attempt), strconv.Itoa(it.delivery)), time.Time{}, &events.NodeInvokingData{
+	invoking, err := events.New(it.run, eventlog.DecisionID(it.run, events.NodeInvoking, ready.Key(), strconv.Itoa(ready.Attempt), strconv.Itoa(it.delivery)), time.Time{}, &events.NodeInvokingData{
 		NodeRef:  ready.NodeRef,
 		Attempt:  ready.Attempt,
 		Delivery: it.delivery,
@@ -305,7 +307,7 @@ func input(it *item) (*Input, error) {
 		Effect:         r.Effect,
 	}
 	if in.IdempotencyKey == "" {
-		in.IdempotencyKey = events.IdempotencyKey(it.run, r.NodeRef, r.Attempt)
+		in.IdempotencyKey = eventstore.IdempotencyKey(it.run, r.NodeRef, r.Attempt)
 	}
 	for _, f := range []struct {
 		name string
@@ -430,7 +432,7 @@ func (w *Worker) ack(ctx context.Context, it *item) {
 // write two outcomes, of which the fold takes the live delivery's.
 func outcomeID(it *item, t events.Type) string {
 	r := it.ready
-	return events.DecisionID(it.run, t, r.Key(), strconv.Itoa(r.Attempt), strconv.Itoa(it.delivery))
+	return eventlog.DecisionID(it.run, t, r.Key(), strconv.Itoa(r.Attempt), strconv.Itoa(it.delivery))
 }
 
 // clip shortens s to at most n bytes (on a rune boundary), marking the cut.

@@ -13,7 +13,10 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/worker"
 )
@@ -29,7 +32,7 @@ func testStoreB(t testing.TB, queues ...string) events.Store {
 		queues = []string{worker.DefaultQueue}
 	}
 	for _, q := range queues {
-		if _, err := worker.EnsureQueue(context.Background(), st.JetStream(), st.StreamName(), q, worker.QueueOptions{}); err != nil {
+		if _, err := workqueue.EnsureQueue(context.Background(), eventstore.JetStream(st), st.StreamName(), q, workqueue.QueueOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -82,7 +85,7 @@ func startWorker(t *testing.T, st events.Store, handlers map[string]worker.Node,
 
 // numWaiting is the number of pull requests waiting on the default queue.
 func numWaiting(st events.Store) int {
-	c, err := st.JetStream().Consumer(context.Background(), st.StreamName(), worker.QueueConsumer(worker.DefaultQueue))
+	c, err := eventstore.JetStream(st).Consumer(context.Background(), st.StreamName(), workqueue.QueueConsumer(worker.DefaultQueue))
 	if err != nil {
 		return 0
 	}
@@ -128,11 +131,11 @@ func publishReadyIn(t *testing.T, st events.Store, run, node, typ string, opts .
 	t.Helper()
 	ensureStarted(t, st, run, node, typ)
 	ref := events.NodeRef{Node: node, Iteration: 1}
-	d := &events.NodeReadyData{NodeRef: ref, Attempt: 1, Type: typ, Queue: worker.DefaultQueue, IdempotencyKey: events.IdempotencyKey(run, ref, 1)}
+	d := &events.NodeReadyData{NodeRef: ref, Attempt: 1, Type: typ, Queue: worker.DefaultQueue, IdempotencyKey: eventstore.IdempotencyKey(run, ref, 1)}
 	for _, o := range opts {
 		o(d)
 	}
-	ev, err := events.New(run, events.DecisionID(run, events.NodeReady, ref.Key(), strconv.Itoa(d.Attempt)), time.Time{}, d)
+	ev, err := events.New(run, eventlog.DecisionID(run, events.NodeReady, ref.Key(), strconv.Itoa(d.Attempt)), time.Time{}, d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +181,7 @@ func waitOutcome(t *testing.T, st events.Store, run string, typ events.Type) []*
 	// which stops at the run's end: a worker's outcome may come after.)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	cons, err := st.JetStream().OrderedConsumer(ctx, st.StreamName(), jetstream.OrderedConsumerConfig{FilterSubjects: []string{events.RunFilter(run)}})
+	cons, err := eventstore.JetStream(st).OrderedConsumer(ctx, st.StreamName(), jetstream.OrderedConsumerConfig{FilterSubjects: []string{eventlog.RunFilter(run)}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,15 +9,17 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/telemetry"
+	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
-// ErrGivenUp is returned by InvokeLocal when ctx ended for another reason
-// than the node's own timeout: the execution has no outcome to record.
-var ErrGivenUp = errors.New("local execution given up")
+// The coordinator's way to run local nodes (workqueue.InvokeLocal), kept
+// out of this package's surface.
+func init() { workqueue.InvokeLocal = invokeLocal }
 
-// InvokeLocal runs one attempt of a work item in the calling process, for
+// invokeLocal runs one attempt of a work item in the calling process, for
 // a coordinator that runs local nodes itself (events.LocalQueue), through
 // the steps a worker takes (contract.go: input schema, Validate,
 // ShouldExecute, Before, the phases or Execute, declared outputs, output
@@ -30,8 +32,9 @@ var ErrGivenUp = errors.New("local execution given up")
 // It returns the outcome event, node-invoked or node-failed, with id
 // derived from the attempt (delivery 0, which no worker delivery uses),
 // worker set to by, and Queue set to ready.Queue; or ErrGivenUp when ctx
-// ended first, for another reason than the timeout.
-func InvokeLocal(ctx context.Context, node Node, run string, ready *events.NodeReadyData, readyEv *events.Event, by string, timeout time.Duration, log *slog.Logger) (*events.Event, error) {
+// ended first, for another reason than the timeout
+// (workqueue.ErrGivenUp).
+func invokeLocal(ctx context.Context, node Node, run string, ready *events.NodeReadyData, readyEv *events.Event, by string, timeout time.Duration, log *slog.Logger) (*events.Event, error) {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -43,7 +46,7 @@ func InvokeLocal(ctx context.Context, node Node, run string, ready *events.NodeR
 	if readyEv != nil {
 		// The node's span, as a worker's (startNode), with no queue wait.
 		var span trace.Span
-		ctx, span = telemetry.StartNode(ctx, readyEv, events.ReadySubject(run, ready.Queue), telemetry.Node{
+		ctx, span = telemetry.StartNode(ctx, readyEv, eventlog.ReadySubject(run, ready.Queue), telemetry.Node{
 			RunID: run, NodeID: ready.Node, Type: ready.Type, Iteration: ready.Iteration,
 			Attempt: ready.Attempt, Delivery: 1, Queue: ready.Queue, Worker: by,
 		})
@@ -56,7 +59,7 @@ func InvokeLocal(ctx context.Context, node Node, run string, ready *events.NodeR
 	res, nodeErr := w.call(runCtx, node, it)
 	elapsed := time.Since(start)
 	if ctx.Err() != nil {
-		return nil, fmt.Errorf("%w: %w", ErrGivenUp, context.Cause(ctx))
+		return nil, fmt.Errorf("%w: %w", workqueue.ErrGivenUp, context.Cause(ctx))
 	}
 	if nodeErr != nil && errors.Is(context.Cause(runCtx), context.DeadlineExceeded) && !isTimeout(nodeErr) {
 		nodeErr = &Error{Type: events.FailureTimeout, Message: fmt.Sprintf("node timed out after %s", timeout), Retryable: true, Cause: nodeErr}

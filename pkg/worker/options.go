@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
@@ -40,7 +41,7 @@ type options struct {
 	invoking []namedInvoking // filters.go
 	invoked  []namedInvoked  // filters.go
 	perQueue map[string]int  // WithQueueConcurrency
-	announce time.Duration   // announce.go; 0: DefaultAnnounceInterval, <0: off
+	announce time.Duration   // announce.go; 0: workqueue.DefaultAnnounceInterval, <0: off
 	schemas  *schemaCache    // schema.go; nil: the shared cache, no loading
 
 	tracerProvider trace.TracerProvider // nil: the OpenTelemetry global
@@ -119,7 +120,7 @@ func (o *options) validate() error {
 	seen := map[string]bool{}
 	for _, q := range o.queues {
 		switch {
-		case !events.ValidToken(q):
+		case !eventlog.ValidToken(q):
 			errs = append(errs, fmt.Errorf("queue %q: %w (letters, digits, '-' and '_')", q, events.ErrInvalidID))
 		case seen[q]:
 			errs = append(errs, fmt.Errorf("queue %q listed twice", q))

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/telemetry"
 	"github.com/weft-dev/weft/pkg/events"
 )
@@ -86,7 +87,7 @@ func Heartbeat(ctx context.Context, details any) error {
 	}
 	r := p.it.ready
 	p.count++
-	id := events.DecisionID(p.it.run, events.Heartbeat, r.Key(), strconv.Itoa(r.Attempt), strconv.Itoa(p.it.delivery), strconv.Itoa(p.count))
+	id := eventlog.DecisionID(p.it.run, events.Heartbeat, r.Key(), strconv.Itoa(r.Attempt), strconv.Itoa(p.it.delivery), strconv.Itoa(p.count))
 	ev, err := events.New(p.it.run, id, time.Time{}, &events.HeartbeatData{NodeRef: r.NodeRef, Attempt: r.Attempt, Details: raw})
 	if err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/worker"
 )
@@ -85,7 +86,7 @@ func TestWorkItemWithoutItsRun(t *testing.T) {
 	// No run-started at all: append the ready alone.
 	run := events.NewRunID()
 	ref := events.NodeRef{Node: "n1", Iteration: 1}
-	ev, err := events.New(run, events.DecisionID(run, events.NodeReady, ref.Key(), "1"), time.Time{},
+	ev, err := events.New(run, eventlog.DecisionID(run, events.NodeReady, ref.Key(), "1"), time.Time{},
 		&events.NodeReadyData{NodeRef: ref, Attempt: 1, Type: "echo", Queue: worker.DefaultQueue})
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +122,7 @@ func TestNoWorkForEndedRun(t *testing.T) {
 	for _, end := range []events.Payload{&events.RunCompletedData{}, &events.RunFailedData{Error: events.Failure{Type: "x", Message: "y"}}, &events.RunCancelledData{By: "tester"}} {
 		t.Run(string(end.EventType()), func(t *testing.T) {
 			run := startRun(t, st, "", map[string]any{"id": "n1", "type": "echo"})
-			ended, err := events.New(run, events.DecisionID(run, end.EventType()), time.Time{}, end)
+			ended, err := events.New(run, eventlog.DecisionID(run, end.EventType()), time.Time{}, end)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -213,7 +214,7 @@ func TestNoWorkForEndedRunOnRedelivery(t *testing.T) {
 	run := startRun(t, st, "", map[string]any{"id": "n1", "type": "late"})
 	publishReadyIn(t, st, run, "n1", "late")
 	waitUntil(t, "the item handed back", func() bool { return a.Stats().Received >= 1 })
-	ended, err := events.New(run, events.DecisionID(run, events.RunCancelled), time.Time{}, &events.RunCancelledData{By: "tester"})
+	ended, err := events.New(run, eventlog.DecisionID(run, events.RunCancelled), time.Time{}, &events.RunCancelledData{By: "tester"})
 	if err != nil {
 		t.Fatal(err)
 	}

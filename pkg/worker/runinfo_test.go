@@ -7,12 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
 // TestHasEnded checks the ended-run check on a real server: no ending,
-// then a run-failed, counted on its terminal subject (events.HasEnd).
+// then a run-failed, counted on its terminal subject (eventstore.HasEnd).
 func TestHasEnded(t *testing.T) {
 	_, st := natstest.Store(t)
 	r := newRunReader(st)
@@ -21,7 +22,7 @@ func TestHasEnded(t *testing.T) {
 	if ended, err := r.hasEnded(ctx, run); err != nil || ended || r.knownEnded(run) {
 		t.Fatalf("no ending yet: hasEnded = %v, %v", ended, err)
 	}
-	ev, err := events.New(run, events.DecisionID(run, events.RunFailed), time.Time{}, &events.RunFailedData{Error: events.Failure{Type: "x", Message: "y"}})
+	ev, err := events.New(run, eventlog.DecisionID(run, events.RunFailed), time.Time{}, &events.RunFailedData{Error: events.Failure{Type: "x", Message: "y"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,9 +13,12 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/setup"
 	"github.com/weft-dev/weft/internal/telemetry"
+	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
@@ -90,7 +93,7 @@ func New(store events.Store, opts ...Option) (*Worker, error) {
 	}
 	return &Worker{
 		store:    store,
-		js:       store.JetStream(),
+		js:       eventstore.JetStream(store),
 		opts:     o,
 		log:      logger.With(logWorker, o.name),
 		cancel:   newCancelRegistry(),
@@ -158,7 +161,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	ctx = telemetry.WithProviders(ctx, w.providers)
 	nc := w.js.Conn()
-	sub, err := nc.Subscribe(events.KindFilter(events.RunCancelRequested), w.cancel.onRequest)
+	sub, err := nc.Subscribe(eventlog.KindFilter(events.RunCancelRequested), w.cancel.onRequest)
 	if err != nil {
 		return fmt.Errorf("worker: subscribing to cancel requests: %w", err)
 	}
@@ -235,7 +238,7 @@ func (w *Worker) openQueue(ctx context.Context, name string) (*queue, error) {
 	var c jetstream.Consumer
 	err := setup.Retry(ctx, w.log, "the consumer of queue "+name, setupFatal, func(ctx context.Context) error {
 		var err error
-		c, err = EnsureQueue(ctx, w.js, w.store.StreamName(), name, QueueOptions{AckWait: w.opts.ackWait})
+		c, err = workqueue.EnsureQueue(ctx, w.js, w.store.StreamName(), name, workqueue.QueueOptions{AckWait: w.opts.ackWait})
 		return err
 	})
 	if err != nil {
@@ -284,7 +287,7 @@ func (w *Worker) pull(ctx, base context.Context, q *queue, slots chan struct{}) 
 		if !sleep(ctx, time.Second) {
 			return
 		}
-		if c, err := EnsureQueue(ctx, w.js, w.store.StreamName(), q.name, QueueOptions{AckWait: w.opts.ackWait}); err == nil {
+		if c, err := workqueue.EnsureQueue(ctx, w.js, w.store.StreamName(), q.name, workqueue.QueueOptions{AckWait: w.opts.ackWait}); err == nil {
 			q.consumer = c
 		} else if ctx.Err() == nil {
 			log.Error("ensuring queue", logError, err)
@@ -398,6 +401,6 @@ func (q *queue) release() {
 
 // setupFatal reports whether a setup error is one waiting cannot fix.
 func setupFatal(err error) bool {
-	return errors.Is(err, events.ErrInvalidID) || errors.Is(err, events.ErrUnsafeSetting) ||
+	return errors.Is(err, events.ErrInvalidID) || errors.Is(err, eventlog.ErrUnsafeSetting) ||
 		errors.Is(err, nats.ErrPermissionViolation) || errors.Is(err, nats.ErrAuthorization)
 }

@@ -14,6 +14,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.uber.org/goleak"
 
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/eventstore"
+	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/worker"
 )
@@ -171,7 +174,7 @@ func TestWorkerFailures(t *testing.T) {
 	waitUntil(t, "stats", func() bool { return w.Stats().Failed == uint64(len(tests)) })
 	// Every item was acknowledged: nothing is left pending.
 	waitUntil(t, "acks", func() bool {
-		c, err := st.JetStream().Consumer(context.Background(), st.StreamName(), worker.QueueConsumer(worker.DefaultQueue))
+		c, err := eventstore.JetStream(st).Consumer(context.Background(), st.StreamName(), workqueue.QueueConsumer(worker.DefaultQueue))
 		if err != nil {
 			return false
 		}
@@ -183,7 +186,7 @@ func TestWorkerFailures(t *testing.T) {
 func TestWorkerSkipsMalformedWork(t *testing.T) {
 	st := testStore(t)
 	w, _ := startWorker(t, st, map[string]worker.Node{"echo": echoNode})
-	js := st.JetStream()
+	js := eventstore.JetStream(st)
 	ctx := context.Background()
 
 	good, err := events.New("x", "x:ready:1", time.Time{}, &events.NodeReadyData{NodeRef: events.NodeRef{Node: "n", Iteration: 1}, Attempt: 1, Type: "echo", Queue: "default"})
@@ -191,7 +194,7 @@ func TestWorkerSkipsMalformedWork(t *testing.T) {
 		t.Fatal(err)
 	}
 	encoded := func(mutate func(m *nats.Msg)) *nats.Msg {
-		m, err := events.Encode(good)
+		m, err := eventstore.Encode(good)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -204,14 +207,14 @@ func TestWorkerSkipsMalformedWork(t *testing.T) {
 		t.Fatal(err)
 	}
 	wrongType.Queue = "default"
-	wrong, err := events.Encode(wrongType)
+	wrong, err := eventstore.Encode(wrongType)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wrong.Subject = events.ReadySubject("x", "default")
+	wrong.Subject = eventlog.ReadySubject("x", "default")
 
 	bad := []*nats.Msg{
-		{Subject: events.ReadySubject("x", "default"), Data: []byte("not a cloudevent")},
+		{Subject: eventlog.ReadySubject("x", "default"), Data: []byte("not a cloudevent")},
 		encoded(func(m *nats.Msg) { m.Data = []byte(`{"node": "n", broken`) }),
 		encoded(func(m *nats.Msg) { m.Header.Set("ce-type", "dev.weft.nonsense.v1") }),
 		wrong,
@@ -266,7 +269,7 @@ func TestWorkerCancelsRun(t *testing.T) {
 	})
 	run := publishReady(t, st, "wait")
 	<-started
-	req, err := events.New(run, events.RandomID(), time.Time{}, &events.RunCancelRequestedData{By: "tester", Reason: "changed my mind"})
+	req, err := events.New(run, eventlog.RandomID(), time.Time{}, &events.RunCancelRequestedData{By: "tester", Reason: "changed my mind"})
 	if err != nil {
 		t.Fatal(err)
 	}

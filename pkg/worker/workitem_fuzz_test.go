@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
@@ -21,8 +22,8 @@ func FuzzDecodeWorkItem(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	ready.Decision = true
-	m, err := events.Encode(ready)
+	eventstore.MarkDecision(ready)
+	m, err := eventstore.Encode(ready)
 	if err != nil {
 		f.Fatal(err)
 	}

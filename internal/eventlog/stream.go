@@ -1,4 +1,4 @@
-package events
+package eventlog
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"github.com/weft-dev/weft/internal/setup"
 )
 
-// The events stream's settings. Open creates a missing stream with the
+// The events stream's settings. events.Open creates a missing stream with the
 // settings of its options. An existing stream is used as it is: its
 // replicas, de-duplication window, max age and storage are what an operator
 // (or the first process) chose, and a process started with other flags only
@@ -57,9 +57,9 @@ func (e *SettingError) Error() string {
 
 func (e *SettingError) Unwrap() error { return ErrUnsafeSetting }
 
-// Config is the events stream's configuration. After Open it holds the
-// live stream's settings, which may differ from the options given.
-type Config struct {
+// Settings are the events stream's tunable settings. After the store is
+// opened they are the live stream's, which may differ from those asked for.
+type Settings struct {
 	Stream   string
 	Storage  jetstream.StorageType
 	Replicas int
@@ -67,66 +67,15 @@ type Config struct {
 	Duplicates time.Duration
 	// MaxAge drops events older than this; zero keeps them forever.
 	MaxAge time.Duration
-
-	log *slog.Logger
 }
 
-// Option configures Open.
-type Option func(*Config)
-
-// WithStream names the events stream (default "WEFT").
-func WithStream(name string) Option { return func(c *Config) { c.Stream = name } }
-
-// WithStorage chooses file (default) or memory storage, for a stream Open
-// creates.
-func WithStorage(s jetstream.StorageType) Option { return func(c *Config) { c.Storage = s } }
-
-// WithReplicas sets the replica count (default 1) of a stream Open creates.
-func WithReplicas(n int) Option { return func(c *Config) { c.Replicas = n } }
-
-// WithDuplicates sets the de-duplication window (default 2 minutes) of a
-// stream Open creates.
-func WithDuplicates(d time.Duration) Option { return func(c *Config) { c.Duplicates = d } }
-
-// WithMaxAge sets how long events are kept (default forever) by a stream
-// Open creates.
-func WithMaxAge(d time.Duration) Option { return func(c *Config) { c.MaxAge = d } }
-
-// WithLogger sets where Open logs the settings of an existing stream that
-// differ from the options (default slog.Default()).
-func WithLogger(l *slog.Logger) Option { return func(c *Config) { c.log = l } }
-
-// DefaultConfig is the configuration Open starts from.
-func DefaultConfig() Config {
-	return Config{Stream: DefaultStream, Storage: jetstream.FileStorage, Replicas: 1, Duplicates: 2 * time.Minute}
-}
-
-// Open sets up the events stream and returns the store: it creates the
-// stream when it is missing, and uses an existing one with its own
-// settings, logging those that differ from the options once. It fails with
-// an error wrapping ErrUnsafeSetting when the stream lacks a setting Weft
-// relies on.
-func Open(ctx context.Context, js jetstream.JetStream, opts ...Option) (Store, error) {
-	cfg := DefaultConfig()
-	for _, o := range opts {
-		o(&cfg)
-	}
-	ctx, cancel := withDefaultTimeout(ctx, 30*time.Second)
-	defer cancel()
-	s, err := setupStream(ctx, js, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("setting up stream %s: %w", cfg.Stream, err)
-	}
-	// Reads depend on the live settings (a replicated stream is read
-	// with care), not on what this process asked for; the timers stream
-	// is made like the live events stream.
-	live := s.CachedInfo().Config
-	cfg.Storage, cfg.Replicas, cfg.Duplicates, cfg.MaxAge = live.Storage, max(live.Replicas, 1), live.Duplicates, live.MaxAge
-	return &store{nc: js.Conn(), js: js, cfg: cfg, stream: s}, nil
+// DefaultSettings are the settings events.Open starts from.
+func DefaultSettings() Settings {
+	return Settings{Stream: DefaultStream, Storage: jetstream.FileStorage, Replicas: 1, Duplicates: 2 * time.Minute}
 }
 
 // StreamConfig is the stream Open creates for cfg.
-func StreamConfig(cfg Config) jetstream.StreamConfig {
+func StreamConfig(cfg Settings) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:               cfg.Stream,
 		Description:        "Weft run histories (CloudEvents, binary mode)",
@@ -144,7 +93,7 @@ func StreamConfig(cfg Config) jetstream.StreamConfig {
 // TimerStreamConfig is the timers stream Open creates beside the events
 // stream: message schedules, which force roll-up headers on, live here,
 // where only the coordinator writes.
-func TimerStreamConfig(cfg Config) jetstream.StreamConfig {
+func TimerStreamConfig(cfg Settings) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:              cfg.Stream + TimerStreamSuffix,
 		Description:       "Weft durable timers (message schedules) of the runs in " + cfg.Stream,
@@ -157,26 +106,9 @@ func TimerStreamConfig(cfg Config) jetstream.StreamConfig {
 	}
 }
 
-// EnsureTimers sets up the timers stream beside a store's events stream
-// (creating it, made like the live events stream, when it is missing):
-// what a coordinator, or the admin's set-up, does before timers are armed.
-// Clients and workers never touch it. A store that is not the JetStream
-// store (a simulator's) has nothing to set up.
-func EnsureTimers(ctx context.Context, st Store) error {
-	s, ok := st.(*store)
-	if !ok {
-		return nil
-	}
-	ctx, cancel := withDefaultTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if _, err := setupTimerStream(ctx, s.js, s.cfg); err != nil {
-		return fmt.Errorf("setting up stream %s: %w", s.TimerStream(), err)
-	}
-	return nil
-}
-
-// setupTimerStream creates the timers stream, or checks an existing one.
-func setupTimerStream(ctx context.Context, js jetstream.JetStream, cfg Config) (jetstream.Stream, error) {
+// SetupTimerStream creates the timers stream, or checks an existing one
+// and logs (on log, or slog.Default()) how its settings differ from cfg.
+func SetupTimerStream(ctx context.Context, js jetstream.JetStream, cfg Settings, log *slog.Logger) (jetstream.Stream, error) {
 	want := TimerStreamConfig(cfg)
 	s, err := js.Stream(ctx, want.Name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -202,13 +134,14 @@ func setupTimerStream(ctx context.Context, js jetstream.JetStream, cfg Config) (
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	setup.WarnDiffs(cfg.log, js, "stream "+want.Name, StreamDiffs(have, Config{Replicas: cfg.Replicas, Duplicates: cfg.Duplicates, Storage: cfg.Storage}))
+	setup.WarnDiffs(log, js, "stream "+want.Name, StreamDiffs(have, Settings{Replicas: cfg.Replicas, Duplicates: cfg.Duplicates, Storage: cfg.Storage}))
 	return s, nil
 }
 
-// setupStream creates the stream, or checks an existing one and logs how
-// its settings differ from cfg. It never updates a stream.
-func setupStream(ctx context.Context, js jetstream.JetStream, cfg Config) (jetstream.Stream, error) {
+// SetupStream creates the events stream, or checks an existing one and
+// logs (on log, or slog.Default()) how its settings differ from cfg. It
+// never updates a stream.
+func SetupStream(ctx context.Context, js jetstream.JetStream, cfg Settings, log *slog.Logger) (jetstream.Stream, error) {
 	s, err := js.Stream(ctx, cfg.Stream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		s, err = js.CreateStream(ctx, StreamConfig(cfg))
@@ -227,14 +160,13 @@ func setupStream(ctx context.Context, js jetstream.JetStream, cfg Config) (jetst
 		return nil, err
 	}
 	if have.AllowRollup || have.AllowMsgSchedules || have.AllowMsgTTL {
-		log := cfg.log
 		if log == nil {
 			log = slog.Default()
 		}
 		log.Warn("the events stream allows roll-up, schedule or TTL headers (a stream made by an older Weft): any writer may purge it with one header; recreate it",
 			logattr.Stream, cfg.Stream, logattr.AllowRollupHdrs, have.AllowRollup, logattr.AllowMsgSchedules, have.AllowMsgSchedules, logattr.AllowMsgTTL, have.AllowMsgTTL)
 	}
-	setup.WarnDiffs(cfg.log, js, "stream "+cfg.Stream, StreamDiffs(have, cfg))
+	setup.WarnDiffs(log, js, "stream "+cfg.Stream, StreamDiffs(have, cfg))
 	return s, nil
 }
 
@@ -298,7 +230,7 @@ func Repair(have jetstream.StreamConfig) jetstream.StreamConfig {
 
 // StreamDiffs lists the tunable settings of a live stream that differ from
 // cfg: replicas, de-duplication window, max age, storage.
-func StreamDiffs(have jetstream.StreamConfig, cfg Config) []setup.Diff {
+func StreamDiffs(have jetstream.StreamConfig, cfg Settings) []setup.Diff {
 	var d []setup.Diff
 	d = setup.Compare(d, "replicas", max(have.Replicas, 1), max(cfg.Replicas, 1))
 	d = setup.Compare(d, "duplicate_window", have.Duplicates, cfg.Duplicates)

@@ -1,4 +1,4 @@
-package worker_test
+package workqueue_test
 
 import (
 	"bytes"
@@ -12,22 +12,23 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/natstest"
-	"github.com/weft-dev/weft/pkg/events"
-	"github.com/weft-dev/weft/pkg/worker"
+	"github.com/weft-dev/weft/internal/workqueue"
 )
 
 func TestEnsureQueue(t *testing.T) {
 	_, st := natstest.Store(t)
 	ctx := context.Background()
-	js, stream := st.JetStream(), st.StreamName()
+	js, stream := eventstore.JetStream(st), st.StreamName()
 
 	// Many processes at once: one consumer, created once.
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
 	for range 8 {
 		wg.Go(func() {
-			_, err := worker.EnsureQueue(ctx, js, stream, "q1", worker.QueueOptions{})
+			_, err := workqueue.EnsureQueue(ctx, js, stream, "q1", workqueue.QueueOptions{})
 			errs <- err
 		})
 	}
@@ -44,8 +45,8 @@ func TestEnsureQueue(t *testing.T) {
 	}
 	cfg := c.CachedInfo().Config
 	if cfg.DeliverPolicy != jetstream.DeliverByStartSequencePolicy || cfg.OptStartSeq == 0 || cfg.AckPolicy != jetstream.AckExplicitPolicy ||
-		cfg.FilterSubject != events.QueueFilter("q1") || cfg.AckWait != worker.DefaultAckWait ||
-		cfg.MaxAckPending != worker.DefaultMaxAckPending || cfg.MaxDeliver != -1 {
+		cfg.FilterSubject != eventlog.QueueFilter("q1") || cfg.AckWait != workqueue.DefaultAckWait ||
+		cfg.MaxAckPending != workqueue.DefaultMaxAckPending || cfg.MaxDeliver != -1 {
 		t.Errorf("config = %+v", cfg)
 	}
 
@@ -53,11 +54,11 @@ func TestEnsureQueue(t *testing.T) {
 	var logs lockedBuffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	for range 2 {
-		c, err = worker.EnsureQueue(ctx, js, stream, "q1", worker.QueueOptions{AckWait: 5 * time.Second, MaxAckPending: 10, Logger: log})
+		c, err = workqueue.EnsureQueue(ctx, js, stream, "q1", workqueue.QueueOptions{AckWait: 5 * time.Second, MaxAckPending: 10, Logger: log})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if cfg := c.CachedInfo().Config; cfg.AckWait != worker.DefaultAckWait || cfg.MaxAckPending != worker.DefaultMaxAckPending {
+		if cfg := c.CachedInfo().Config; cfg.AckWait != workqueue.DefaultAckWait || cfg.MaxAckPending != workqueue.DefaultMaxAckPending {
 			t.Errorf("the consumer was changed: %+v", cfg)
 		}
 	}
@@ -67,18 +68,18 @@ func TestEnsureQueue(t *testing.T) {
 		}
 	}
 	// A caller that does not care says nothing.
-	if _, err := worker.EnsureQueue(ctx, js, stream, "q1", worker.QueueOptions{Logger: log}); err != nil {
+	if _, err := workqueue.EnsureQueue(ctx, js, stream, "q1", workqueue.QueueOptions{Logger: log}); err != nil {
 		t.Fatal(err)
 	}
 
-	if _, err := worker.EnsureQueue(ctx, js, stream, "bad.queue", worker.QueueOptions{}); err == nil {
+	if _, err := workqueue.EnsureQueue(ctx, js, stream, "bad.queue", workqueue.QueueOptions{}); err == nil {
 		t.Error("a queue name with a dot was accepted")
 	}
 }
 
 func TestEnsureQueueCreatesWithItsOptions(t *testing.T) {
 	_, st := natstest.Store(t)
-	c, err := worker.EnsureQueue(context.Background(), st.JetStream(), st.StreamName(), "q2", worker.QueueOptions{AckWait: 7 * time.Second, MaxDeliver: 5})
+	c, err := workqueue.EnsureQueue(context.Background(), eventstore.JetStream(st), st.StreamName(), "q2", workqueue.QueueOptions{AckWait: 7 * time.Second, MaxDeliver: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,14 +91,14 @@ func TestEnsureQueueCreatesWithItsOptions(t *testing.T) {
 func TestEnsureQueueRefusesAConsumerWithoutAcks(t *testing.T) {
 	_, st := natstest.Store(t)
 	ctx := context.Background()
-	cfg := worker.QueueConfig("q3", worker.QueueOptions{})
+	cfg := workqueue.QueueConfig("q3", workqueue.QueueOptions{})
 	cfg.AckPolicy, cfg.OptStartSeq = jetstream.AckNonePolicy, 1
-	if _, err := st.JetStream().CreateConsumer(ctx, st.StreamName(), cfg); err != nil {
+	if _, err := eventstore.JetStream(st).CreateConsumer(ctx, st.StreamName(), cfg); err != nil {
 		t.Fatal(err)
 	}
-	_, err := worker.EnsureQueue(ctx, st.JetStream(), st.StreamName(), "q3", worker.QueueOptions{})
-	var se *events.SettingError
-	if !errors.Is(err, events.ErrUnsafeSetting) || !errors.As(err, &se) || se.Setting != "ack_policy" {
+	_, err := workqueue.EnsureQueue(ctx, eventstore.JetStream(st), st.StreamName(), "q3", workqueue.QueueOptions{})
+	var se *eventlog.SettingError
+	if !errors.Is(err, eventlog.ErrUnsafeSetting) || !errors.As(err, &se) || se.Setting != "ack_policy" {
 		t.Fatalf("got %v, want an unsafe ack_policy", err)
 	}
 }

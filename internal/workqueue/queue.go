@@ -1,4 +1,14 @@
-package worker
+// Package workqueue is the task queues of workers on the events stream,
+// and the bucket their announcements live in: what the coordinator, the
+// worker and the tools set up, and users never call.
+//
+// What it offers: QueueConsumer and QueueName (a queue's durable consumer,
+// "work-<queue>"), EnsureQueue and QueueConfig (the consumer, filtered on
+// the queue's node-ready subjects), QueueOptions, DefaultAckWait and
+// DefaultMaxAckPending; WorkersBucket, WorkersKVConfig, AnnounceTTL and
+// DefaultAnnounceInterval, the announcements bucket (pkg/worker announces,
+// worker.LiveWorkers reads).
+package workqueue
 
 import (
 	"context"
@@ -10,6 +20,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/setup"
 	"github.com/weft-dev/weft/pkg/events"
 )
@@ -55,10 +66,10 @@ func QueueName(consumer string) (string, bool) { return strings.CutPrefix(consum
 // is: the non-zero fields of opts that differ from it are logged once,
 // never applied. Its filter subject, which is Weft's and no operator's
 // choice, is brought to the queue's. A consumer without explicit acks is
-// refused (an error wrapping events.ErrUnsafeSetting). EnsureQueue is safe
+// refused (an error wrapping eventlog.ErrUnsafeSetting). EnsureQueue is safe
 // to call concurrently from many processes.
 func EnsureQueue(ctx context.Context, js jetstream.JetStream, stream, queue string, opts QueueOptions) (jetstream.Consumer, error) {
-	if !events.ValidToken(queue) {
+	if !eventlog.ValidToken(queue) {
 		return nil, fmt.Errorf("queue %q: %w", queue, events.ErrInvalidID)
 	}
 	if _, ok := ctx.Deadline(); !ok {
@@ -103,7 +114,7 @@ func QueueConfig(queue string, opts QueueOptions) jetstream.ConsumerConfig {
 	cfg := jetstream.ConsumerConfig{
 		Durable:       QueueConsumer(queue),
 		Description:   "Weft task queue " + queue,
-		FilterSubject: events.QueueFilter(queue),
+		FilterSubject: eventlog.QueueFilter(queue),
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       DefaultAckWait,
@@ -128,7 +139,7 @@ func checkQueue(ctx context.Context, js jetstream.JetStream, stream, queue strin
 	cfg := c.CachedInfo().Config
 	resource := fmt.Sprintf("consumer %s of stream %s", cfg.Durable, stream)
 	if cfg.AckPolicy != jetstream.AckExplicitPolicy {
-		return nil, &events.SettingError{Resource: resource, Setting: "ack_policy", Have: cfg.AckPolicy.String(), Want: jetstream.AckExplicitPolicy.String(),
+		return nil, &eventlog.SettingError{Resource: resource, Setting: "ack_policy", Have: cfg.AckPolicy.String(), Want: jetstream.AckExplicitPolicy.String(),
 			Fix: fmt.Sprintf("it cannot be changed on a live consumer: delete it ('nats consumer rm %s %s') when its queue is idle, and a worker creates it again", stream, cfg.Durable)}
 	}
 	var diffs []setup.Diff
@@ -142,7 +153,7 @@ func checkQueue(ctx context.Context, js jetstream.JetStream, stream, queue strin
 		diffs = setup.Compare(diffs, "max_deliver", cfg.MaxDeliver, opts.MaxDeliver)
 	}
 	setup.WarnDiffs(opts.Logger, js, resource, diffs)
-	f := events.QueueFilter(queue)
+	f := eventlog.QueueFilter(queue)
 	if cfg.FilterSubject == f && len(cfg.FilterSubjects) == 0 {
 		return c, nil
 	}

@@ -1,0 +1,20 @@
+package eventlog
+
+// Headers Weft writes beside the CloudEvents attributes.
+const (
+	// HdrCheckpoint is the header of a decision that records a snapshot's
+	// digest (Event.Checkpoint): only decision subjects carry it, so that
+	// a snapshot read from anywhere else can be checked against the log.
+	HdrCheckpoint = "Weft-Checkpoint"
+	// HdrRestored marks a message put back into its run's log from an
+	// archive (runs.Restore): its value is the message's original stored
+	// time (RFC 3339), which events.DecodeStored reads as Event.Stored.
+	// Engines pass such messages over: they are history, not news.
+	HdrRestored = "Weft-Restored"
+)
+
+// Internals is the engine's way into pkg/events: pkg/events sets it when
+// it is initialised, to a value whose methods internal/eventstore gives
+// their types (it cannot be typed here: pkg/events imports this package).
+// Nothing outside this module can reach it.
+var Internals any

@@ -1,0 +1,26 @@
+package eventlog
+
+import (
+	"crypto/rand"
+	"encoding/base32"
+	"strings"
+)
+
+// B32 is the alphabet of Weft's generated ids: lowercase, sortable, safe
+// as a subject token.
+var B32 = base32.NewEncoding("0123456789abcdefghijklmnopqrstuv").WithPadding(base32.NoPadding)
+
+// DecisionID derives a deterministic event id from the parts of what an
+// event decides, so the same decision always gets the same de-duplication
+// key, whichever process makes it.
+func DecisionID[T ~string](runID string, t T, parts ...string) string {
+	return runID + ":" + kind(string(t)) + ":" + strings.Join(parts, ":")
+}
+
+// RandomID returns a random id for events that state a one-off fact (a
+// signal, a cancel request).
+func RandomID() string {
+	var b [10]byte
+	_, _ = rand.Read(b[:])
+	return B32.EncodeToString(b[:])
+}

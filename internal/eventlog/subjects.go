@@ -1,0 +1,353 @@
+package eventlog
+
+import (
+	"fmt"
+	"hash/fnv"
+	"regexp"
+	"strings"
+)
+
+// The subject layout. One layout serves three purposes at once, and each
+// token is there for one of them:
+//
+//		weft.r.<slot>.<run>.c.<kind>          written by clients: started, signal, cancelreq
+//		weft.r.<slot>.<run>.w.<queue>.<kind>  written by workers of <queue>: invoking,
+//		                                      invoked, nodefailed, nodecancelled, heartbeat
+//		weft.r.<slot>.<run>.w._local.<kind>   outcomes of local nodes (LocalQueue), which
+//		                                      the coordinator runs itself: written by the
+//		                                      coordinator only
+//		weft.r.<slot>.<run>.d.<kind>          coordinator decisions (optimistic concurrency
+//		                                      over weft.r.<slot>.<run>.d.>)
+//		weft.r.<slot>.<run>.d.ready.<queue>   the work item of <queue>: a decision
+//		weft.r.<slot>.<run>.n.<kind>          coordinator notices, outside the concurrency
+//		                                      check: timer (fired), childfinished
+//		weft.t.s.<slot>.<run>.<timer>         a pending durable timer: a message schedule in
+//		                                      the timers stream, which only the coordinator
+//		                                      may write or read
+//		weft.t.f.<slot>.<run>                 a timer that fired, in the timers stream; the
+//		                                      coordinator appends it to the run as n.timer
+//
+//	  - <run> makes a run's history one filter ("weft.r.*.<run>.>") and the
+//	    stream sequence its total order.
+//	  - <slot> partitions runs for coordinators: Slot(run) is a pure function
+//	    of the run id (FNV-1a, 64 slots), so every writer computes it alone,
+//	    and a coordinator partition is a set of slots (PartitionFilters). The
+//	    number of partitions can change on a live system by re-filtering the
+//	    partition consumers; a run never changes slot.
+//	  - The writer class ("c", "w.<queue>", "d", "n") binds an event's type to
+//	    who may write it. NATS permissions grant each role its class only (a
+//	    worker of queue Q publishes on "weft.r.*.*.w.Q.>"), and Decode
+//	    refuses an event whose type is not accepted on its subject
+//	    (ErrMisplaced), so a writer cannot pass one type off as another.
+//	  - LocalQueue ("_local") is the queue token of local nodes: their work
+//	    item is a decision on "d.ready._local", which no worker consumes,
+//	    and their outcomes are worker-class events on "w._local.<kind>".
+//	    No queue name may be "_local" (ValidToken refuses a leading "_",
+//	    and so do graph validation and 'weft roles'), so no worker holds
+//	    the right to write there; the coordinator's role does. The fold
+//	    takes a local attempt's outcome from "w._local" only, and a
+//	    "w._local" outcome for a local attempt only (pkg/projection).
+const (
+	runPrefix      = "weft.r."
+	schedulePrefix = "weft.t."
+	// AllEvents is the filter of every run's events.
+	AllEvents = "weft.r.>"
+	// AllSchedules is the filter of the timers stream: pending durable
+	// timers, and timers fired and not yet appended to their runs.
+	AllSchedules = "weft.t.>"
+	// TimerStreamSuffix names the timers stream after the events stream
+	// ("WEFT_TIMERS"). Timers live apart because a stream with message
+	// schedules has roll-up headers forced on: in the events stream, any
+	// writer could purge it with one header that permissions do not see.
+	TimerStreamSuffix = "_TIMERS"
+	// Slots is the number of slots runs are spread over; coordinator
+	// partitions are sets of slots, so there are at most Slots partitions.
+	Slots = 64
+)
+
+// LocalQueue is the queue token of the nodes the coordinator runs itself
+// (local nodes): the queue of their work items and outcomes. It is no
+// valid queue name (ValidToken refuses it), so no worker can be given it.
+const LocalQueue = "_local"
+
+// validQueue reports whether q can be the queue token of an event: a
+// queue name, or LocalQueue.
+func validQueue(q string) bool { return q == LocalQueue || ValidToken(q) }
+
+// Writer classes: the subject token after the run id.
+const (
+	ClassClient      = "c"
+	ClassWorker      = "w"
+	ClassCoordinator = "d"
+	ClassNotice      = "n"
+	classClient      = ClassClient
+	classWorker      = ClassWorker
+	classCoordinator = ClassCoordinator
+	classNotice      = ClassNotice
+)
+
+// Slot returns the slot token of a run: two hex digits, 00 to 3f.
+func Slot(runID string) string {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(runID))
+	return fmt.Sprintf("%02x", h.Sum32()%Slots)
+}
+
+// runBase is "weft.r.<slot>.<run>.".
+func runBase(runID string) string { return runPrefix + Slot(runID) + "." + runID + "." }
+
+// RunFilter is the subject filter of one run's history.
+func RunFilter(runID string) string { return runBase(runID) + ">" }
+
+// DecisionFilter is the subject filter of a run's coordinator decisions,
+// the subjects optimistic concurrency is checked over.
+func DecisionFilter(runID string) string { return runBase(runID) + classCoordinator + ".>" }
+
+// ReadySubject is the subject of node-ready work for a queue.
+func ReadySubject(runID, queue string) string {
+	return runBase(runID) + classCoordinator + ".ready." + queue
+}
+
+// QueueFilter is the subject filter of a task queue's work across runs.
+func QueueFilter(queue string) string { return runPrefix + "*.*.d.ready." + queue }
+
+// WorkerFilter is the filter of the subjects a worker of queue may write:
+// its NATS publish permission.
+func WorkerFilter(queue string) string { return runPrefix + "*.*.w." + queue + ".>" }
+
+// TerminalSubjects are the subjects of a run's ending decisions.
+func TerminalSubjects(runID string) []string {
+	base := runBase(runID) + classCoordinator + "."
+	return []string{base + kind(typeRunCompleted), base + kind(typeRunFailed), base + kind(typeRunCancelled)}
+}
+
+// StartedSubject is the subject of a run's run-started event.
+func StartedSubject(runID string) string {
+	return runBase(runID) + classClient + "." + kind(typeRunStarted)
+}
+
+// PartitionFilters returns the subject filters of partition p of n: the
+// runs whose slot is p modulo n. With one partition it is every event.
+func PartitionFilters(p, n int) []string {
+	if n <= 1 {
+		return []string{AllEvents}
+	}
+	var out []string
+	for s := p; s < Slots; s += n {
+		out = append(out, fmt.Sprintf("%s%02x.>", runPrefix, s))
+	}
+	return out
+}
+
+// PartitionOf returns the partition (of n) that decides a run.
+func PartitionOf(runID string, n int) int {
+	if n <= 1 {
+		return 0
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(runID))
+	return int(h.Sum32()%Slots) % n
+}
+
+// Types of the catalogue (pkg/events) the layout places: the CloudEvents
+// type, the subject's kind token and the writer class. NodeInvoked and
+// NodeFailed are also coordinator decisions: a router's or a fallback's
+// outcome, an attempt that timed out or could not be handed out.
+// pkg/events' tests hold this table to its catalogue.
+var table = map[string]struct{ kind, class string }{
+	"dev.weft.run.started.v1":          {"started", classClient},           // RunStarted
+	"dev.weft.run.completed.v1":        {"completed", classCoordinator},    // RunCompleted
+	"dev.weft.run.failed.v1":           {"failed", classCoordinator},       // RunFailed
+	"dev.weft.run.cancel_requested.v1": {"cancelreq", classClient},         // RunCancelRequested
+	"dev.weft.run.cancelled.v1":        {"cancelled", classCoordinator},    // RunCancelled
+	"dev.weft.node.ready.v1":           {"ready", classCoordinator},        // NodeReady
+	"dev.weft.node.invoking.v1":        {"invoking", classWorker},          // NodeInvoking
+	"dev.weft.node.invoked.v1":         {"invoked", classWorker},           // NodeInvoked
+	"dev.weft.node.failed.v1":          {"nodefailed", classWorker},        // NodeFailed
+	"dev.weft.node.skipped.v1":         {"skipped", classCoordinator},      // NodeSkipped
+	"dev.weft.node.waiting.v1":         {"waiting", classCoordinator},      // NodeWaiting
+	"dev.weft.node.routed.v1":          {"routed", classCoordinator},       // NodeRouted
+	"dev.weft.node.cancelled.v1":       {"nodecancelled", classWorker},     // NodeCanceled
+	"dev.weft.node.heartbeat.v1":       {"heartbeat", classWorker},         // Heartbeat
+	"dev.weft.retry.scheduled.v1":      {"retry", classCoordinator},        // RetryScheduled
+	"dev.weft.timer.fired.v1":          {"timer", classNotice},             // TimerFired
+	"dev.weft.signal.received.v1":      {"signal", classClient},            // SignalReceived
+	"dev.weft.child.started.v1":        {"childstarted", classCoordinator}, // ChildRunStarted
+	"dev.weft.child.finished.v1":       {"childfinished", classNotice},     // ChildRunFinished
+}
+
+// Kind is the kind token of an event type: the last token of its subject
+// ("ready" for a node-ready, before its queue). ok is false for a type
+// outside the catalogue.
+func Kind[T ~string](t T) (kind string, ok bool) {
+	e, ok := table[string(t)]
+	return e.kind, ok
+}
+
+// Class is the writer class of an event type ("" outside the catalogue).
+func Class[T ~string](t T) string { return table[string(t)].class }
+
+// kind is the kind token of a type of the catalogue.
+func kind(t string) string { return table[t].kind }
+
+// Type strings the layout itself names.
+const (
+	typeRunStarted   = "dev.weft.run.started.v1"
+	typeRunCompleted = "dev.weft.run.completed.v1"
+	typeRunFailed    = "dev.weft.run.failed.v1"
+	typeRunCancelled = "dev.weft.run.cancelled.v1"
+	typeNodeReady    = "dev.weft.node.ready.v1"
+	typeTimerFired   = "dev.weft.timer.fired.v1"
+)
+
+// KindFilter is the filter of one type of event across all runs, for
+// example KindFilter(RunStarted) lists every run. For NodeInvoked it
+// matches workers' reports and local nodes' outcomes (queue LocalQueue),
+// not the outcomes the coordinator records as decisions for routers and
+// fallbacks.
+func KindFilter[T ~string](t T) string {
+	class, k := Class(t), kind(string(t))
+	switch class {
+	case classWorker:
+		return runPrefix + "*.*.w.*." + k
+	case classCoordinator:
+		if string(t) == typeNodeReady {
+			return runPrefix + "*.*.d.ready.*"
+		}
+	}
+	return runPrefix + "*.*." + class + "." + k
+}
+
+// ScheduleSubject is where a pending durable timer waits.
+func ScheduleSubject(runID, timerID string) string {
+	return schedulePrefix + "s." + Slot(runID) + "." + runID + "." + timerID
+}
+
+// ScheduleFilter is the filter of a run's pending timers.
+func ScheduleFilter(runID string) string {
+	return schedulePrefix + "s." + Slot(runID) + "." + runID + ".>"
+}
+
+// FiredSubject is where a run's timers fire, in the timers stream.
+func FiredSubject(runID string) string {
+	return schedulePrefix + "f." + Slot(runID) + "." + runID
+}
+
+// FiredFilters are the filters of the timers fired for the runs of
+// partition p of n.
+func FiredFilters(p, n int) []string {
+	if n <= 1 {
+		return []string{schedulePrefix + "f.>"}
+	}
+	var out []string
+	for s := p; s < Slots; s += n {
+		out = append(out, fmt.Sprintf("%sf.%02x.*", schedulePrefix, s))
+	}
+	return out
+}
+
+// FiredRun returns the run of a fired-timer subject.
+func FiredRun(subject string) (string, bool) {
+	rest, ok := strings.CutPrefix(subject, schedulePrefix+"f.")
+	if !ok {
+		return "", false
+	}
+	slot, run, ok := strings.Cut(rest, ".")
+	return run, ok && run != "" && slot == Slot(run) && !strings.Contains(run, ".")
+}
+
+// Place is where a subject puts an event: its run, writer class, queue and
+// kind.
+type Place struct {
+	Run, Class, Queue, Kind string
+}
+
+// Parse splits an event subject; ok is false for anything that is not a
+// run event subject of this layout.
+func Parse(subject string) (Place, bool) {
+	rest, ok := strings.CutPrefix(subject, runPrefix)
+	if !ok {
+		return Place{}, false
+	}
+	tok := strings.Split(rest, ".")
+	if len(tok) < 4 || tok[0] != Slot(tok[1]) {
+		return Place{}, false
+	}
+	p := Place{Run: tok[1], Class: tok[2]}
+	switch {
+	case p.Class == classWorker && len(tok) == 5:
+		p.Queue, p.Kind = tok[3], tok[4]
+	case p.Class == classCoordinator && len(tok) == 5 && tok[3] == kind(typeNodeReady):
+		p.Kind, p.Queue = tok[3], tok[4]
+	case len(tok) == 4 && (p.Class == classClient || p.Class == classCoordinator || p.Class == classNotice):
+		p.Kind = tok[3]
+	default:
+		return Place{}, false
+	}
+	return p, p.Run != ""
+}
+
+// IsDecision reports whether an event subject is a coordinator decision's.
+func IsDecision(subject string) bool {
+	p, ok := Parse(subject)
+	return ok && p.Class == classCoordinator
+}
+
+// IsWorkerSubject reports whether subject is a worker-class event subject
+// ("weft.r.<slot>.<run>.w.<queue>.<kind>").
+func IsWorkerSubject(subject string) bool {
+	p, ok := Parse(subject)
+	return ok && p.Class == classWorker
+}
+
+// RunOf returns the run id of an event subject: any subject under
+// "weft.r.<slot>.<run>.", well-formed or not, so that junk on a run's
+// subjects is still known to be the run's.
+func RunOf(subject string) (string, bool) {
+	rest, ok := strings.CutPrefix(subject, runPrefix)
+	if !ok {
+		return "", false
+	}
+	tok := strings.SplitN(rest, ".", 3)
+	if len(tok) < 3 || tok[1] == "" || tok[0] != Slot(tok[1]) {
+		return "", false
+	}
+	return tok[1], true
+}
+
+// RunBase is "weft.r.<slot>.<run>.", the prefix of every subject of a
+// run's history.
+func RunBase(runID string) string { return runBase(runID) }
+
+// Subject is the subject of an event of the given writer class and kind
+// token; queue is the queue token of work items and workers' outcomes.
+func Subject(runID, class, kindToken, queue string) string {
+	base := runBase(runID)
+	switch {
+	case class == classCoordinator && kindToken == kind(typeNodeReady):
+		return base + classCoordinator + "." + kindToken + "." + queue
+	case class == classWorker:
+		return base + classWorker + "." + queue + "." + kindToken
+	}
+	return base + class + "." + kindToken
+}
+
+// FiredTarget is the subject a fired timer of a run is appended on: the
+// run's timer notice.
+func FiredTarget(runID string) string {
+	return runBase(runID) + classNotice + "." + kind(typeTimerFired)
+}
+
+// ValidQueue reports whether q can be the queue token of an event: a
+// queue name, or LocalQueue.
+func ValidQueue(q string) bool { return validQueue(q) }
+
+var tokenRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`)
+
+// MaxTokenLen is the longest run id, node id, queue name or timer id.
+const MaxTokenLen = 128
+
+// ValidToken reports whether s can be a run id, node id or queue name: it
+// becomes one token of a NATS subject, so no dots, spaces or wildcards, and
+// at most MaxTokenLen characters.
+func ValidToken(s string) bool { return tokenRE.MatchString(s) }
