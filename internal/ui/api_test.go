@@ -465,6 +465,8 @@ type otherStream struct{ events.Store }
 
 func (otherStream) StreamName() string { return "NO_SUCH_STREAM" }
 
+func (o otherStream) Unwrap() events.Store { return o.Store }
+
 // TestUIWorkersUnknownWaiting: when the queues' consumers cannot be read,
 // the workers page still lists the live workers, with the work waiting
 // unknown (null) and a note that says why.
@@ -490,5 +492,16 @@ func TestUIWorkersUnknownWaiting(t *testing.T) {
 		if len(w.Queues) != 1 || w.Queues[0].Waiting != nil || len(w.Queues[0].Workers) != 1 || !strings.Contains(w.Note, "unknown") {
 			t.Errorf("workers without consumers: %+v", w)
 		}
+	}
+}
+
+// TestUIRefusesForeignStore: a store that hides the one events.Open made
+// (no Unwrap) is refused when the UI is built, not with a panic on the
+// first request.
+func TestUIRefusesForeignStore(t *testing.T) {
+	e := newEnv(t, ui.Config{})
+	_, err := ui.New(ui.Config{Store: struct{ events.Store }{e.eng.Store()}, Client: e.cl})
+	if err == nil || !strings.Contains(err.Error(), "Unwrap") {
+		t.Fatalf("ui.New with a foreign store: %v, want an error naming Unwrap", err)
 	}
 }

@@ -154,7 +154,11 @@ func New(cfg Config) (http.Handler, error) {
 	if cfg.Summarize == nil {
 		cfg.Summarize = func(*events.Event) string { return "" }
 	}
-	s := &server{cfg: cfg, cl: cfg.Client, js: eventstore.JetStream(cfg.Store), log: cfg.Log, logs: newLogCache(cfg.Store, cfg.Client)}
+	js := eventstore.JetStream(cfg.Store)
+	if js == nil {
+		return nil, fmt.Errorf("ui: the store %T is not one events.Open made, nor a wrapper of one with an Unwrap() events.Store method", cfg.Store)
+	}
+	s := &server{cfg: cfg, cl: cfg.Client, js: js, log: cfg.Log, logs: newLogCache(cfg.Store, cfg.Client)}
 	if err := s.loadFiles(cfg.Files); err != nil {
 		return nil, err
 	}
