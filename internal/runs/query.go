@@ -110,10 +110,16 @@ func (m *Model) List(ctx context.Context, q Query) (*Page, error) {
 		}
 		for subj := range info.State.Subjects {
 			s, run, ok := strings.Cut(strings.TrimPrefix(subj, subjectOf("")), ".")
-			if ok {
-				ids = append(ids, run)
-				status[run] = projection.RunStatus(s)
+			if !ok {
+				continue
 			}
+			// A run met twice moved on while Put replaced its entry
+			// (the new key is written before the old is purged): the later.
+			if old, met := status[run]; met && statusRank(old) > statusRank(projection.RunStatus(s)) {
+				continue
+			}
+			ids = append(ids, run)
+			status[run] = projection.RunStatus(s)
 		}
 	}
 	slices.SortFunc(ids, func(a, b string) int { return cmp.Compare(b, a) })

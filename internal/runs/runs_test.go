@@ -461,3 +461,28 @@ func TestLostPutRepaired(t *testing.T) {
 		t.Errorf("running runs after the end: %+v, %v", p, err)
 	}
 }
+
+// TestListMidMove: between Put writing a run's new entry and purging its
+// old one, both keys exist; List shows the run once, with the later status.
+func TestListMidMove(t *testing.T) {
+	ctx := timeout(t)
+	_, store := natstest.Store(t)
+	m, err := runs.Ensure(ctx, eventstore.JetStream(store), store.StreamName(), quiet(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range []projection.RunStatus{projection.RunRunning, projection.RunCompleted} {
+		if err := m.Put(ctx, runs.Summary{RunID: "r1", Graph: "g", Status: st}, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 20 { // the status map is filled in Go's random map order
+		page, err := m.List(ctx, runs.Query{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Runs) != 1 || page.Runs[0].Status != projection.RunCompleted || page.Total != 1 {
+			t.Fatalf("List mid-move = %+v, want r1 once, completed", page)
+		}
+	}
+}
