@@ -197,7 +197,7 @@ func appendHistory(ctx context.Context, st events.Store, tmpl []*events.Event, r
 				eventstore.MarkDecision(evs[i])
 			}
 		}
-		_, err := st.Append(ctx, run, events.AnySeq, evs...)
+		_, err := eventstore.Append(ctx, st, run, events.AnySeq, evs...)
 		return err
 	})
 	return ids, err

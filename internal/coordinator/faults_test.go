@@ -274,6 +274,9 @@ edges:
 	run := events.NewRunID()
 	startRun(t, st, g, run, `{}`)
 	waitFor(t, st, run, events.NodeWaiting)
+	// The deadline is scheduled once the decision is in the log: wait for
+	// the schedule's message, then count.
+	waitScheduled(t, st, run)
 	if n := pendingSchedules(t, st, run); n != 1 {
 		t.Fatalf("%d schedules pending while the node waits, want 1", n)
 	}
@@ -292,6 +295,23 @@ edges:
 			t.Fatal("the deadline's schedule outlived the run")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitScheduled waits for the first schedule of a run to reach the timers
+// stream, through an ordered consumer on the run's schedule subjects.
+func waitScheduled(t testing.TB, st events.Store, run string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := eventstore.JetStream(st).OrderedConsumer(ctx, eventstore.Must(st).TimerStream(), jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{eventlog.ScheduleFilter(run)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Next(jetstream.FetchMaxWait(10 * time.Second)); err != nil {
+		t.Fatalf("no schedule of run %s reached the timers stream: %v", run, err)
 	}
 }
 

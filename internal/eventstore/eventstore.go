@@ -302,3 +302,38 @@ func PublishAtomic(ctx context.Context, st events.Store, msgs []*nats.Msg) (uint
 	}
 	return r.PublishAtomic(ctx, msgs)
 }
+
+// Append appends evs as the engine would: a batch of decisions (events of
+// a decision type built with events.New, or marked with MarkDecision)
+// through AppendDecisions, any other batch through Store.Append, which
+// refuses decisions. Tests and benchmarks that stand in for a coordinator
+// use it. A batch that mixes the two is appended as its consecutive
+// stretches of one kind, in order, and only without a concurrency check
+// (expectLast events.AnySeq).
+func Append(ctx context.Context, st events.Store, runID string, expectLast uint64, evs ...*events.Event) (uint64, error) {
+	var last uint64
+	for len(evs) > 0 {
+		n := 1
+		for n < len(evs) && evs[n].IsDecision() == evs[0].IsDecision() {
+			n++
+		}
+		if n < len(evs) && expectLast != events.AnySeq {
+			return 0, fmt.Errorf("%w: a batch that mixes decisions and facts cannot be checked against sequence %d", events.ErrMisplaced, expectLast)
+		}
+		var err error
+		if evs[0].IsDecision() {
+			var e Engine
+			if e, err = Of(st); err != nil {
+				return 0, err
+			}
+			last, err = e.AppendDecisions(ctx, runID, expectLast, evs[:n]...)
+		} else {
+			last, err = st.Append(ctx, runID, expectLast, evs[:n]...)
+		}
+		if err != nil {
+			return 0, err
+		}
+		evs = evs[n:]
+	}
+	return last, nil
+}

@@ -133,7 +133,7 @@ func publish(t *testing.T, st events.Store, run, node, typ, config, input string
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Append(context.Background(), run, events.AnySeq, ev); err != nil {
+	if _, err := eventstore.Append(context.Background(), st, run, events.AnySeq, ev); err != nil {
 		t.Fatal(err)
 	}
 }

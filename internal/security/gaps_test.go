@@ -88,7 +88,7 @@ func TestMsgIDSquattingCaught(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seq, err := coord.Append(ctx, run, events.AnySeq, e)
+	seq, err := eventstore.Append(ctx, coord, run, events.AnySeq, e)
 	switch {
 	case errors.Is(err, events.ErrDuplicateMismatch):
 		// Caught, and reported to the caller.

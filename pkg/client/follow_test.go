@@ -92,12 +92,12 @@ func TestFollowWhileAppending(t *testing.T) {
 				t.Fatal(err)
 			}
 			for i := range tc.before {
-				if _, err := store.Append(ctx, run, events.AnySeq, fact(t, run, -1-i)); err != nil {
+				if _, err := eventstore.Append(ctx, store, run, events.AnySeq, fact(t, run, -1-i)); err != nil {
 					t.Fatal(err)
 				}
 			}
 			if tc.end {
-				if _, err := store.Append(ctx, run, events.AnySeq, completed(t, run)); err != nil {
+				if _, err := eventstore.Append(ctx, store, run, events.AnySeq, completed(t, run)); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -131,7 +131,7 @@ func TestFollowWhileAppending(t *testing.T) {
 				for w := range writers {
 					wg.Go(func() {
 						for i := range each {
-							if _, err := store.Append(ctx, run, events.AnySeq, fact(t, run, w*each+i)); err != nil {
+							if _, err := eventstore.Append(ctx, store, run, events.AnySeq, fact(t, run, w*each+i)); err != nil {
 								t.Error(err)
 							}
 							if i == each/2 {
@@ -143,7 +143,7 @@ func TestFollowWhileAppending(t *testing.T) {
 				half.Wait()
 				close(appended)
 				wg.Wait()
-				if _, err := store.Append(ctx, run, events.AnySeq, completed(t, run)); err != nil {
+				if _, err := eventstore.Append(ctx, store, run, events.AnySeq, completed(t, run)); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -206,11 +206,11 @@ func TestWaitWakes(t *testing.T) {
 	}()
 	// Facts wake Wait up to no end; the end ends it.
 	for i := range 20 {
-		if _, err := store.Append(ctx, run, events.AnySeq, fact(t, run, i)); err != nil {
+		if _, err := eventstore.Append(ctx, store, run, events.AnySeq, fact(t, run, i)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := store.Append(ctx, run, events.AnySeq, completed(t, run)); err != nil {
+	if _, err := eventstore.Append(ctx, store, run, events.AnySeq, completed(t, run)); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -266,7 +266,7 @@ func TestWaitAndFollowCreateNoConsumer(t *testing.T) {
 	if n := consumers(); n != 0 {
 		t.Fatalf("%d consumers on the events stream while reading", n)
 	}
-	if _, err := store.Append(ctx, run, events.AnySeq, completed(t, run)); err != nil {
+	if _, err := eventstore.Append(ctx, store, run, events.AnySeq, completed(t, run)); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-waited; err != nil {
@@ -342,7 +342,7 @@ func TestFollowFindsEventsStoredLate(t *testing.T) {
 		})
 	}()
 	<-started
-	last, err := store.Append(ctx, run, events.AnySeq, completed(t, run))
+	last, err := eventstore.Append(ctx, store, run, events.AnySeq, completed(t, run))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -375,7 +375,7 @@ func TestFollowRereadsWhenNothingIsHeard(t *testing.T) {
 	}
 	late.show(first)
 	// Published before Follow subscribes: nothing will be heard of it.
-	last, err := store.Append(ctx, run, events.AnySeq, completed(t, run))
+	last, err := eventstore.Append(ctx, store, run, events.AnySeq, completed(t, run))
 	if err != nil {
 		t.Fatal(err)
 	}

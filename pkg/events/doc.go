@@ -59,8 +59,9 @@
 // otherwise, and the event is written under a fresh id), since anyone may
 // publish under a predictable id first. Clients and workers append facts;
 // coordinator decisions are the engine's, appended under per-run
-// optimistic concurrency over the run's decision subjects, and no public
-// field or function makes an event a decision.
+// optimistic concurrency over the run's decision subjects: Store.Append
+// refuses a decision (ErrMisplaced), and no public field or function
+// makes an event one.
 //
 // What only the engine uses is internal: the subject layout, tokens, ids
 // and stream settings are internal/eventlog's; decisions, durable timers

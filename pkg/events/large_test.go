@@ -21,7 +21,7 @@ func TestLargeHistoryStreams(t *testing.T) {
 	_, st := natstest.Store(t)
 	ctx := context.Background()
 	run := events.NewRunID()
-	if _, err := st.Append(ctx, run, 0, started(t, run)); err != nil {
+	if _, err := eventstore.Append(ctx, st, run, 0, started(t, run)); err != nil {
 		t.Fatal(err)
 	}
 	// Signals of ~900 KB each: a client's own subject, no decision needed.
@@ -30,7 +30,7 @@ func TestLargeHistoryStreams(t *testing.T) {
 	const n = 115
 	for i := range n {
 		e := mustEvent(t, run, fmt.Sprintf("%s:big:%d", run, i), &events.SignalReceivedData{Node: "a", Data: payload})
-		if _, err := st.Append(ctx, run, events.AnySeq, e); err != nil {
+		if _, err := eventstore.Append(ctx, st, run, events.AnySeq, e); err != nil {
 			t.Fatalf("append %d: %v", i, err)
 		}
 	}

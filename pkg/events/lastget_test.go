@@ -22,7 +22,7 @@ func TestLastOn(t *testing.T) {
 	if m, err := eventstore.LastOn(ctx, st, eventlog.StartedSubject(run)); err != nil || m != nil {
 		t.Fatalf("before the start: %v, %v", m, err)
 	}
-	seq, err := st.Append(ctx, run, 0, started(t, run))
+	seq, err := eventstore.Append(ctx, st, run, 0, started(t, run))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,12 +59,12 @@ func TestWorkerDuplicateConfirmedBySubject(t *testing.T) {
 
 	t.Run("retry of the same outcome", func(t *testing.T) {
 		run := events.NewRunID()
-		first, err := st.Append(ctx, run, events.AnySeq, invokedOf(t, run, "a"))
+		first, err := eventstore.Append(ctx, st, run, events.AnySeq, invokedOf(t, run, "a"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		again := invokedOf(t, run, "a")
-		seq, err := st.Append(ctx, run, events.AnySeq, again)
+		seq, err := eventstore.Append(ctx, st, run, events.AnySeq, again)
 		if err != nil || seq != first || again.ID != invokedOf(t, run, "a").ID {
 			t.Fatalf("the same outcome again: seq %d (first %d), id %q, %v", seq, first, again.ID, err)
 		}
@@ -84,7 +84,7 @@ func TestWorkerDuplicateConfirmedBySubject(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := ev.ID
-		seq, err := st.Append(ctx, run, events.AnySeq, ev)
+		seq, err := eventstore.Append(ctx, st, run, events.AnySeq, ev)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -109,7 +109,7 @@ func TestWorkerDuplicateConfirmedBySubject(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := ev.ID
-		if _, err := st.Append(ctx, run, events.AnySeq, ev); err != nil {
+		if _, err := eventstore.Append(ctx, st, run, events.AnySeq, ev); err != nil {
 			t.Fatal(err)
 		}
 		if ev.ID == want {
@@ -123,15 +123,15 @@ func TestWorkerDuplicateConfirmedBySubject(t *testing.T) {
 		// under a fresh id, and the history holds both (the fold counts
 		// one per attempt).
 		run := events.NewRunID()
-		first, err := st.Append(ctx, run, events.AnySeq, invokedOf(t, run, "a"))
+		first, err := eventstore.Append(ctx, st, run, events.AnySeq, invokedOf(t, run, "a"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := st.Append(ctx, run, events.AnySeq, invokedOf(t, run, "b")); err != nil {
+		if _, err := eventstore.Append(ctx, st, run, events.AnySeq, invokedOf(t, run, "b")); err != nil {
 			t.Fatal(err)
 		}
 		again := invokedOf(t, run, "a")
-		seq, err := st.Append(ctx, run, events.AnySeq, again)
+		seq, err := eventstore.Append(ctx, st, run, events.AnySeq, again)
 		if err != nil || seq == first || !strings.HasPrefix(again.ID, invokedOf(t, run, "a").ID+"~") {
 			t.Fatalf("retry after a later outcome: seq %d (first %d), id %q, %v", seq, first, again.ID, err)
 		}
@@ -149,10 +149,10 @@ func TestHasEnd(t *testing.T) {
 	if ended, err := eventstore.HasEnd(ctx, st, run); err != nil || ended {
 		t.Fatalf("no run: %v, %v", ended, err)
 	}
-	if _, err := st.Append(ctx, run, 0, started(t, run)); err != nil {
+	if _, err := eventstore.Append(ctx, st, run, 0, started(t, run)); err != nil {
 		t.Fatal(err)
 	}
-	seq, err := st.Append(ctx, run, 0, ready(t, run, "a"))
+	seq, err := eventstore.Append(ctx, st, run, 0, ready(t, run, "a"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,13 +164,13 @@ func TestHasEnd(t *testing.T) {
 	end := func(run string) *events.Event {
 		return mustEvent(t, run, eventlog.DecisionID(run, events.RunCancelled), &events.RunCancelledData{Reason: "test"})
 	}
-	if _, err := st.Append(ctx, other, events.AnySeq, end(other)); err != nil {
+	if _, err := eventstore.Append(ctx, st, other, events.AnySeq, end(other)); err != nil {
 		t.Fatal(err)
 	}
 	if ended, err := eventstore.HasEnd(ctx, st, run); err != nil || ended {
 		t.Fatalf("another run ended: %v, %v", ended, err)
 	}
-	if _, err := st.Append(ctx, run, seq, end(run)); err != nil {
+	if _, err := eventstore.Append(ctx, st, run, seq, end(run)); err != nil {
 		t.Fatal(err)
 	}
 	if ended, err := eventstore.HasEnd(ctx, st, run); err != nil || !ended {

@@ -42,10 +42,11 @@ type Store interface {
 	// client, and workers' reports (expectLast AnySeq). An event whose id
 	// someone else took first (ErrDuplicateMismatch) is written under a
 	// fresh id, set on the event. Events go on the subjects their types
-	// put them on: those of decisions, which NATS permissions let only
-	// the coordinator's role write, the engine appends itself, under
-	// per-run optimistic concurrency (internal/eventstore). It returns
-	// the sequence of the last event.
+	// put them on. A coordinator decision (IsDecision) is refused with
+	// ErrMisplaced and nothing is written: the engine appends decisions
+	// itself, under per-run optimistic concurrency (internal/eventstore),
+	// and NATS permissions let only the coordinator's role write their
+	// subjects. It returns the sequence of the last event.
 	Append(ctx context.Context, runID string, expectLast uint64, evs ...*Event) (uint64, error)
 	// Read returns a run's events with sequence ≥ from, in order, stopping
 	// at upTo when it is not zero. A run with no events gives ErrRunNotFound
@@ -136,6 +137,11 @@ func (s *store) encode(e *Event) (*nats.Msg, error) {
 }
 
 func (s *store) Append(ctx context.Context, runID string, expectLast uint64, evs ...*Event) (uint64, error) {
+	for _, e := range evs {
+		if e.decision {
+			return 0, fmt.Errorf("%w: %s for run %q is a coordinator decision: only the engine appends decisions (a client starts runs, signals and cancels; a worker reports outcomes)", ErrMisplaced, e.Type, e.RunID)
+		}
+	}
 	return s.append(ctx, runID, expectLast, evs)
 }
 

@@ -40,33 +40,33 @@ func TestStoreAppendAndRead(t *testing.T) {
 	ctx := context.Background()
 	run := events.NewRunID()
 
-	seq, err := st.Append(ctx, run, 0, started(t, run))
+	seq, err := eventstore.Append(ctx, st, run, 0, started(t, run))
 	if err != nil {
 		t.Fatalf("append started: %v", err)
 	}
 	// A second run-started for the same run is refused; the same one again
 	// is de-duplicated.
 	other := mustEvent(t, run, "other-id", &events.RunStartedData{GraphName: "g"})
-	if _, err := st.Append(ctx, run, 0, other); !errors.Is(err, events.ErrRunExists) {
+	if _, err := eventstore.Append(ctx, st, run, 0, other); !errors.Is(err, events.ErrRunExists) {
 		t.Fatalf("second start: got %v, want ErrRunExists", err)
 	}
 	_ = seq
 	// The first decision expects no decision before it.
-	seqA, err := st.Append(ctx, run, 0, ready(t, run, "a"))
+	seqA, err := eventstore.Append(ctx, st, run, 0, ready(t, run, "a"))
 	if err != nil {
 		t.Fatalf("first decision: %v", err)
 	}
 	// A decision taken from a state without it conflicts.
-	if _, err := st.Append(ctx, run, 0, ready(t, run, "x")); !errors.Is(err, events.ErrConflict) {
+	if _, err := eventstore.Append(ctx, st, run, 0, ready(t, run, "x")); !errors.Is(err, events.ErrConflict) {
 		t.Fatalf("stale decision: got %v, want ErrConflict", err)
 	}
 	// A worker's fact in between does not invalidate decisions.
 	fact := mustEvent(t, run, "inv-a", &events.NodeInvokingData{NodeRef: events.NodeRef{Node: "a", Iteration: 1}, Attempt: 1, Delivery: 1, Worker: "w"})
-	if _, err := st.Append(ctx, run, events.AnySeq, fact); err != nil {
+	if _, err := eventstore.Append(ctx, st, run, events.AnySeq, fact); err != nil {
 		t.Fatalf("fact: %v", err)
 	}
 	// An atomic batch chained on the last decision goes in whole.
-	last, err := st.Append(ctx, run, seqA, ready(t, run, "b"), ready(t, run, "c"))
+	last, err := eventstore.Append(ctx, st, run, seqA, ready(t, run, "b"), ready(t, run, "c"))
 	if err != nil {
 		t.Fatalf("batch: %v", err)
 	}
@@ -74,18 +74,18 @@ func TestStoreAppendAndRead(t *testing.T) {
 		t.Fatalf("batch last seq = %d, want %d", last, seqA+3)
 	}
 	// The same batch again, from the old decision, is refused whole.
-	if _, err := st.Append(ctx, run, seqA, ready(t, run, "y"), ready(t, run, "z")); !errors.Is(err, events.ErrConflict) {
+	if _, err := eventstore.Append(ctx, st, run, seqA, ready(t, run, "y"), ready(t, run, "z")); !errors.Is(err, events.ErrConflict) {
 		t.Fatalf("stale batch: got %v, want ErrConflict", err)
 	}
 	// Another run's decisions do not disturb this run's check.
 	run2 := events.NewRunID()
-	if _, err := st.Append(ctx, run2, 0, started(t, run2)); err != nil {
+	if _, err := eventstore.Append(ctx, st, run2, 0, started(t, run2)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Append(ctx, run2, 0, ready(t, run2, "a")); err != nil {
+	if _, err := eventstore.Append(ctx, st, run2, 0, ready(t, run2, "a")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Append(ctx, run, last, ready(t, run, "d")); err != nil {
+	if _, err := eventstore.Append(ctx, st, run, last, ready(t, run, "d")); err != nil {
 		t.Fatalf("append after another run's event: %v", err)
 	}
 
@@ -123,7 +123,7 @@ func TestStoreLargeBatchAndLongRead(t *testing.T) {
 	_, st := natstest.Store(t)
 	ctx := context.Background()
 	run := events.NewRunID()
-	seq, err := st.Append(ctx, run, 0, started(t, run))
+	seq, err := eventstore.Append(ctx, st, run, 0, started(t, run))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestStoreLargeBatchAndLongRead(t *testing.T) {
 		eventstore.MarkDecision(e)
 		evs = append(evs, e)
 	}
-	last, err := st.Append(ctx, run, 0, evs...)
+	last, err := eventstore.Append(ctx, st, run, 0, evs...)
 	if err != nil {
 		t.Fatalf("2500-event append: %v", err)
 	}
@@ -158,7 +158,7 @@ func TestStorePayloadTooLarge(t *testing.T) {
 	run := events.NewRunID()
 	big := strings.Repeat("x", st.MaxEventSize())
 	e := mustEvent(t, run, "big", &events.NodeInvokedData{NodeRef: events.NodeRef{Node: "n", Iteration: 1}, Attempt: 1, Output: json.RawMessage(`"` + big + `"`)})
-	_, err := st.Append(context.Background(), run, events.AnySeq, e)
+	_, err := eventstore.Append(context.Background(), st, run, events.AnySeq, e)
 	if !errors.Is(err, events.ErrPayloadTooLarge) || !strings.Contains(err.Error(), `node "n"`) {
 		t.Fatalf("got %v, want ErrPayloadTooLarge naming the node", err)
 	}
@@ -171,7 +171,7 @@ func TestStoreSchedule(t *testing.T) {
 	}
 	ctx := context.Background()
 	run := events.NewRunID()
-	if _, err := st.Append(ctx, run, 0, started(t, run)); err != nil {
+	if _, err := eventstore.Append(ctx, st, run, 0, started(t, run)); err != nil {
 		t.Fatal(err)
 	}
 	at := time.Now().Add(1500 * time.Millisecond)
@@ -217,10 +217,10 @@ func TestStoreReadUpTo(t *testing.T) {
 	_, st := natstest.Store(t)
 	ctx := context.Background()
 	run := events.NewRunID()
-	if _, err := st.Append(ctx, run, 0, started(t, run)); err != nil {
+	if _, err := eventstore.Append(ctx, st, run, 0, started(t, run)); err != nil {
 		t.Fatal(err)
 	}
-	last, err := st.Append(ctx, run, 0, ready(t, run, "a"), ready(t, run, "b"), ready(t, run, "c"))
+	last, err := eventstore.Append(ctx, st, run, 0, ready(t, run, "a"), ready(t, run, "b"), ready(t, run, "c"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,16 +238,16 @@ func TestStoreStartIsIdempotentOnlyForTheSameStart(t *testing.T) {
 	ctx := context.Background()
 	run := events.NewRunID()
 	first := started(t, run)
-	if _, err := st.Append(ctx, run, 0, first); err != nil {
+	if _, err := eventstore.Append(ctx, st, run, 0, first); err != nil {
 		t.Fatal(err)
 	}
 	// The same start again (a retried request) is fine.
-	if _, err := st.Append(ctx, run, 0, first); err != nil {
+	if _, err := eventstore.Append(ctx, st, run, 0, first); err != nil {
 		t.Fatalf("retried start: %v", err)
 	}
 	// Another start under the same id, within the de-duplication window, is not.
 	other := mustEvent(t, run, run, &events.RunStartedData{GraphName: "other", Graph: json.RawMessage(`{"name":"other"}`)})
-	if _, err := st.Append(ctx, run, 0, other); !errors.Is(err, events.ErrRunExists) {
+	if _, err := eventstore.Append(ctx, st, run, 0, other); !errors.Is(err, events.ErrRunExists) {
 		t.Fatalf("second start: got %v, want ErrRunExists", err)
 	}
 	evs, _ := st.Read(ctx, run, 0, 0)
@@ -270,5 +270,61 @@ func TestOpenLeavesAGoodStreamAlone(t *testing.T) {
 	s, _ = js.Stream(context.Background(), st.StreamName())
 	if !s.CachedInfo().Created.Equal(before) {
 		t.Fatal("stream was recreated")
+	}
+}
+
+// TestAppendRefusesDecisions: the public Append writes no coordinator
+// decision, whether built with New or read back from JSON that says it is
+// one, alone or in a batch; nothing reaches the stream.
+func TestAppendRefusesDecisions(t *testing.T) {
+	_, st := natstest.Store(t)
+	ctx := context.Background()
+	run := events.NewRunID()
+	if _, err := st.Append(ctx, run, 0, started(t, run)); err != nil {
+		t.Fatal(err)
+	}
+	js := eventstore.JetStream(st)
+	lastSeq := func() uint64 {
+		s, err := js.Stream(ctx, st.StreamName())
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.LastSeq
+	}
+	before := lastSeq()
+	built, err := events.New(run, "forged-ready", time.Time{}, &events.NodeReadyData{NodeRef: events.NodeRef{Node: "a", Iteration: 1}, Attempt: 1, Type: "echo", Queue: "default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(ready(t, run, "b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var decoded events.Event
+	if err := json.Unmarshal(b, &decoded); err != nil {
+		t.Fatal(err)
+	}
+	fact := mustEvent(t, run, "fact-1", &events.NodeInvokingData{NodeRef: events.NodeRef{Node: "a", Iteration: 1}, Attempt: 1, Worker: "w"})
+	completed, err := events.New(run, "forged-end", time.Time{}, &events.RunCompletedData{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, batch := range map[string][]*events.Event{
+		"node-ready built with New": {built},
+		"node-ready read from JSON": {&decoded},
+		"run-completed":             {completed},
+		"a fact, then a decision":   {fact, built},
+	} {
+		_, err := st.Append(ctx, run, events.AnySeq, batch...)
+		if !errors.Is(err, events.ErrMisplaced) || !strings.Contains(err.Error(), "coordinator decision") {
+			t.Errorf("%s: Append = %v, want ErrMisplaced naming a coordinator decision", name, err)
+		}
+	}
+	if after := lastSeq(); after != before {
+		t.Errorf("the stream moved from %d to %d: a refused append wrote", before, after)
 	}
 }

@@ -58,7 +58,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := st.Append(ctx, run, events.AnySeq, ev); err != nil {
+		if _, err := eventstore.Append(ctx, st, run, events.AnySeq, ev); err != nil {
 			b.Fatal(err)
 		}
 		select {

@@ -139,7 +139,7 @@ func publishReadyIn(t *testing.T, st events.Store, run, node, typ string, opts .
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Append(context.Background(), run, events.AnySeq, ev); err != nil {
+	if _, err := eventstore.Append(context.Background(), st, run, events.AnySeq, ev); err != nil {
 		t.Fatalf("appending ready: %v", err)
 	}
 	return d
@@ -248,7 +248,7 @@ func ensureStarted(t testing.TB, st events.Store, run, node, typ string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Append(context.Background(), run, 0, ev); err != nil {
+	if _, err := eventstore.Append(context.Background(), st, run, 0, ev); err != nil {
 		t.Fatalf("appending run-started: %v", err)
 	}
 }

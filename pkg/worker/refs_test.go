@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/worker"
 )
@@ -27,7 +28,7 @@ func startRun(t *testing.T, st events.Store, invocation string, nodes ...map[str
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Append(context.Background(), run, 0, ev); err != nil {
+	if _, err := eventstore.Append(context.Background(), st, run, 0, ev); err != nil {
 		t.Fatal(err)
 	}
 	return run
@@ -91,7 +92,7 @@ func TestWorkItemWithoutItsRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Append(context.Background(), run, events.AnySeq, ev); err != nil {
+	if _, err := eventstore.Append(context.Background(), st, run, events.AnySeq, ev); err != nil {
 		t.Fatal(err)
 	}
 	evs := waitOutcome(t, st, run, events.NodeFailed)
@@ -126,7 +127,7 @@ func TestNoWorkForEndedRun(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := st.Append(context.Background(), run, 0, ended); err != nil {
+			if _, err := eventstore.Append(context.Background(), st, run, 0, ended); err != nil {
 				t.Fatal(err)
 			}
 			publishReadyIn(t, st, run, "n1", "echo")
@@ -218,7 +219,7 @@ func TestNoWorkForEndedRunOnRedelivery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Append(context.Background(), run, events.AnySeq, ended); err != nil {
+	if _, err := eventstore.Append(context.Background(), st, run, events.AnySeq, ended); err != nil {
 		t.Fatal(err)
 	}
 	var ran atomic.Int32

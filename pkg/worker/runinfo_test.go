@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/pkg/events"
 )
@@ -26,7 +27,7 @@ func TestHasEnded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Append(ctx, run, events.AnySeq, ev); err != nil {
+	if _, err := eventstore.Append(ctx, st, run, events.AnySeq, ev); err != nil {
 		t.Fatal(err)
 	}
 	if ended, err := r.hasEnded(ctx, run); err != nil || !ended || !r.knownEnded(run) {
@@ -56,7 +57,7 @@ func TestReadStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Append(ctx, run, 0, ev); err != nil {
+	if _, err := eventstore.Append(ctx, st, run, 0, ev); err != nil {
 		t.Fatal(err)
 	}
 	s, err := r.start(ctx, run)

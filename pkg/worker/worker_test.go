@@ -273,7 +273,7 @@ func TestWorkerCancelsRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Append(context.Background(), run, events.AnySeq, req); err != nil {
+	if _, err := eventstore.Append(context.Background(), st, run, events.AnySeq, req); err != nil {
 		t.Fatal(err)
 	}
 	evs := waitOutcome(t, st, run, events.NodeCanceled)
