@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -47,3 +49,48 @@ var (
 // references: a literal value in the graph would be copied into every
 // event of the run.
 var SensitiveHeaders = []string{"Authorization", "Cookie", "Proxy-Authorization"}
+
+// HasSecretRef reports whether a configuration value holds a secret
+// reference.
+func HasSecretRef(v string) bool { return strings.Contains(v, "${secret:") }
+
+// CheckHeaders checks a node's request headers as a graph gives them: a
+// sensitive header (SensitiveHeaders, or one listed in extra) must take
+// its value from a secret reference, and every reference must be well
+// formed. It returns one message per problem, each naming the header.
+func CheckHeaders(headers map[string]string, extra ...string) []string {
+	var bad []string
+	for k, v := range headers {
+		if HasSecretRef(v) {
+			for _, m := range SecretRef.FindAllStringSubmatch(v, -1) {
+				if !SecretName.MatchString(m[1]) {
+					bad = append(bad, fmt.Sprintf("headers.%s: secret reference %q: a name holds letters, digits and '_' (at most 128)", k, m[0]))
+				}
+			}
+			if !SecretRef.MatchString(v) {
+				bad = append(bad, fmt.Sprintf("headers.%s: malformed secret reference: want ${secret:NAME}", k))
+			}
+			continue
+		}
+		if Sensitive(k, extra) && v != "" {
+			bad = append(bad, fmt.Sprintf("headers.%s: a credential must not be written in the graph (events copy it); reference a secret configured on the worker: \"${secret:NAME}\" (e.g. \"Bearer ${secret:API_TOKEN}\")", k))
+		}
+	}
+	slices.Sort(bad)
+	return bad
+}
+
+// Sensitive reports whether a header is one of SensitiveHeaders or of extra.
+func Sensitive(header string, extra []string) bool {
+	for _, s := range SensitiveHeaders {
+		if strings.EqualFold(s, header) {
+			return true
+		}
+	}
+	for _, s := range extra {
+		if strings.EqualFold(s, header) {
+			return true
+		}
+	}
+	return false
+}

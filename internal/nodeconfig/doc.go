@@ -10,5 +10,7 @@
 // recursion (ParseTemplate; the executor also bounds the execution). A
 // duration is a Go duration string or a number of milliseconds, not
 // negative (ParseDuration). A secret is referenced in a header value as
-// ${secret:NAME} (SecretRef, SecretName).
+// ${secret:NAME} (SecretRef, SecretName, HasSecretRef), and a sensitive
+// header takes its value from one (SensitiveHeaders, Sensitive,
+// CheckHeaders).
 package nodeconfig

@@ -205,7 +205,7 @@ const llmEndpointHint = `name an endpoint configured on the worker ("endpoint": 
 
 // removedLLMFields reports and drops the fields by which a graph once
 // chose the llm URL or key: they belong to the worker (package builtin's
-// CheckLLMConfig says the same at run time).
+// llm executor says the same at run time).
 func removedLLMFields(m map[string]json.RawMessage, bad badFunc) {
 	for _, k := range sortedKeys(m) {
 		switch strings.ToLower(k) {

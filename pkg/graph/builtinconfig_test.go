@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/weft-dev/weft/internal/nodeconfig"
 	"github.com/weft-dev/weft/pkg/worker/builtin"
 )
 
@@ -163,7 +164,7 @@ func TestConfigsMatchExecutors(t *testing.T) {
 		for k, v := range h {
 			checkHeader(k, v, func(field, format string, args ...any) { ours = append(ours, field) })
 		}
-		if theirs := builtin.CheckHeaders(h); len(ours) != len(theirs) {
+		if theirs := nodeconfig.CheckHeaders(h); len(ours) != len(theirs) {
 			t.Errorf("headers %v: graph %v, executor %v", h, ours, theirs)
 		}
 	}

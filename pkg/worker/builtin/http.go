@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/weft-dev/weft/internal/nodeconfig"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/worker"
 )
@@ -242,7 +243,7 @@ func (h *HTTP) request(ctx context.Context, in *worker.Input, cfg *HTTPConfig, i
 	if msg != "" {
 		return nil, nil, configError(in, "url: "+msg)
 	}
-	if bad := CheckHeaders(cfg.Headers, h.SecretHeaders...); len(bad) > 0 {
+	if bad := nodeconfig.CheckHeaders(cfg.Headers, h.SecretHeaders...); len(bad) > 0 {
 		return nil, nil, configError(in, strings.Join(bad, "; "))
 	}
 	method := strings.ToUpper(cfg.Method)
@@ -268,7 +269,7 @@ func (h *HTTP) request(ctx context.Context, in *worker.Input, cfg *HTTPConfig, i
 	var used []string
 	for _, k := range slices.Sorted(maps.Keys(cfg.Headers)) {
 		v := cfg.Headers[k]
-		if HasSecretRef(v) {
+		if nodeconfig.HasSecretRef(v) {
 			if !h.policy().names(u.Hostname(), urlPort(u)) {
 				return nil, nil, worker.NonRetryable(FailureAddressDenied, fmt.Sprintf("http node %q: headers.%s: secrets are sent only to hosts the worker's allow-list names (-http-allow), and %q is not one", in.NodeID, k, u.Hostname()))
 			}
@@ -279,7 +280,7 @@ func (h *HTTP) request(ctx context.Context, in *worker.Input, cfg *HTTPConfig, i
 			used = append(used, vals...)
 			info.secretHeaders = append(info.secretHeaders, k)
 			v = val
-		} else if sensitive(k, h.SecretHeaders) {
+		} else if nodeconfig.Sensitive(k, h.SecretHeaders) {
 			info.secretHeaders = append(info.secretHeaders, k)
 		}
 		req.Header.Set(k, v)
@@ -300,17 +301,17 @@ func checkHTTPURL(raw string) (*url.URL, string) {
 	if u.User != nil {
 		return nil, fmt.Sprintf("%s holds credentials (user:password@): a graph must not hold secrets, since events copy it; send them in a header that references a secret configured on the worker, e.g. \"Authorization\": \"Basic ${secret:NAME}\"", u.Redacted())
 	}
-	if HasSecretRef(raw) {
+	if nodeconfig.HasSecretRef(raw) {
 		return nil, "secret references are allowed in header values only"
 	}
 	return u, ""
 }
 
-// CheckHTTPConfig checks the parts of an http node's configuration that
+// checkHTTPConfig checks the parts of an http node's configuration that
 // must hold before the graph is accepted: no credentials in the URL, no
 // literal credentials in sensitive headers. It returns one message per
 // problem, each starting with the field.
-func CheckHTTPConfig(raw json.RawMessage) []string {
+func checkHTTPConfig(raw json.RawMessage) []string {
 	var cfg struct {
 		URL     string            `json:"url"`
 		Headers map[string]string `json:"headers"`
@@ -324,7 +325,7 @@ func CheckHTTPConfig(raw json.RawMessage) []string {
 			bad = append(bad, "url: "+msg)
 		}
 	}
-	return append(bad, CheckHeaders(cfg.Headers)...)
+	return append(bad, nodeconfig.CheckHeaders(cfg.Headers)...)
 }
 
 func expected(want []int, status int) bool {

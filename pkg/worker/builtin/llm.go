@@ -75,11 +75,11 @@ var removedLLMFields = map[string]string{
 	"apikey":    `a graph does not hold the API key: the key belongs to the endpoint configured on the worker ("endpoint": "NAME"; nodeworker -llm-endpoint name=NAME,url=URL,key=SECRET)`,
 }
 
-// CheckLLMConfig checks the parts of an llm node's configuration that must
+// checkLLMConfig checks the parts of an llm node's configuration that must
 // hold before the graph is accepted: no URL, no key, no environment
 // variable. It returns one message per problem, each starting with the
 // field.
-func CheckLLMConfig(raw json.RawMessage) []string {
+func checkLLMConfig(raw json.RawMessage) []string {
 	var m map[string]json.RawMessage
 	if json.Unmarshal(raw, &m) != nil {
 		return nil // the executor reports a malformed config
@@ -147,7 +147,7 @@ func (l *LLM) endpoint(in *worker.Input, name string) (string, LLMEndpoint, erro
 
 // Execute implements worker.Node.
 func (l *LLM) Execute(ctx context.Context, in *worker.Input) (*worker.Result, error) {
-	if bad := CheckLLMConfig(in.Config); len(bad) > 0 {
+	if bad := checkLLMConfig(in.Config); len(bad) > 0 {
 		return nil, configError(in, strings.Join(bad, "; "))
 	}
 	var cfg LLMConfig

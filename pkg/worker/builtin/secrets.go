@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/weft-dev/weft/internal/nodeconfig"
@@ -77,10 +76,6 @@ func (s Secrets) Or(next Secrets) Secrets {
 	}
 }
 
-// HasSecretRef reports whether a configuration value holds a secret
-// reference.
-func HasSecretRef(v string) bool { return strings.Contains(v, "${secret:") }
-
 // expandSecrets replaces the references in v with their values and
 // returns the values used.
 func expandSecrets(v string, secrets Secrets) (string, []string, error) {
@@ -103,7 +98,7 @@ func expandSecrets(v string, secrets Secrets) (string, []string, error) {
 		used = append(used, val)
 		return val
 	})
-	if err == nil && HasSecretRef(out) && len(used) == 0 {
+	if err == nil && nodeconfig.HasSecretRef(out) && len(used) == 0 {
 		err = fmt.Errorf("malformed secret reference in %q: want ${secret:NAME}", v)
 	}
 	return out, used, err
@@ -113,46 +108,6 @@ func expandSecrets(v string, secrets Secrets) (string, []string, error) {
 // references and are never shown: a literal value in the graph would be
 // copied into every event of the run.
 var SensitiveHeaders = nodeconfig.SensitiveHeaders
-
-// CheckHeaders checks a node's request headers as a graph gives them: a
-// sensitive header (SensitiveHeaders, or one listed in extra) must take
-// its value from a secret reference, and every reference must be well
-// formed. It returns one message per problem, each naming the header.
-func CheckHeaders(headers map[string]string, extra ...string) []string {
-	var bad []string
-	for k, v := range headers {
-		if HasSecretRef(v) {
-			for _, m := range secretRef.FindAllStringSubmatch(v, -1) {
-				if !secretName.MatchString(m[1]) {
-					bad = append(bad, fmt.Sprintf("headers.%s: secret reference %q: a name holds letters, digits and '_' (at most 128)", k, m[0]))
-				}
-			}
-			if !secretRef.MatchString(v) {
-				bad = append(bad, fmt.Sprintf("headers.%s: malformed secret reference: want ${secret:NAME}", k))
-			}
-			continue
-		}
-		if sensitive(k, extra) && v != "" {
-			bad = append(bad, fmt.Sprintf("headers.%s: a credential must not be written in the graph (events copy it); reference a secret configured on the worker: \"${secret:NAME}\" (e.g. \"Bearer ${secret:API_TOKEN}\")", k))
-		}
-	}
-	slices.Sort(bad)
-	return bad
-}
-
-func sensitive(header string, extra []string) bool {
-	for _, s := range SensitiveHeaders {
-		if strings.EqualFold(s, header) {
-			return true
-		}
-	}
-	for _, s := range extra {
-		if strings.EqualFold(s, header) {
-			return true
-		}
-	}
-	return false
-}
 
 // scrub replaces every secret value in s.
 func scrub(s string, values []string) string {
