@@ -391,28 +391,10 @@ func TestDemo(t *testing.T) {
 	wantContains(t, "demo", r.stdout, "embedded NATS at nats://127.0.0.1:", "SEQ", "run.started", "node.invoked", "run.completed", "completed in", `"greeting": "Hello, Ada!"`)
 }
 
-// syncBuffer is a bytes.Buffer safe to read while a command writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestDev(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stdout, stderr syncBuffer
+	var stdout, stderr natstest.Buffer
 	done := make(chan int)
 	go func() {
 		done <- cli.Main(ctx, []string{"dev", "-port", "-1", "-data", t.TempDir(), "-ui", "off"}, nil, &stdout, &stderr)

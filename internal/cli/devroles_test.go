@@ -11,6 +11,7 @@ import (
 
 	"github.com/weft-dev/weft/internal/cli"
 	"github.com/weft-dev/weft/internal/natsconn"
+	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/internal/proctest"
 	"github.com/weft-dev/weft/pkg/worker"
 )
@@ -23,7 +24,7 @@ func TestDevRoles(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	data := t.TempDir()
-	var stdout, stderr syncBuffer
+	var stdout, stderr natstest.Buffer
 	done := make(chan int)
 	go func() {
 		done <- cli.Main(ctx, []string{"dev", "-roles", "-port", "-1", "-data", data, "-ui", "127.0.0.1:0"}, nil, &stdout, &stderr)

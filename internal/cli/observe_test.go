@@ -1,14 +1,12 @@
 package cli_test
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net"
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel"
 
 	"github.com/weft-dev/weft/internal/cli"
+	"github.com/weft-dev/weft/internal/natstest"
 )
 
 // TestRunAndStatusPrintTheTraceID: with tracing on (OTEL_* pointing at a
@@ -70,7 +69,7 @@ func TestDevServesMetricsAndHealth(t *testing.T) {
 	t.Cleanup(func() { otel.SetMeterProvider(orig) })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	out := &lockedBuffer{}
+	out := &natstest.Buffer{}
 	done := make(chan error, 1)
 	go func() {
 		done <- cli.Run(ctx, []string{"dev", "-port", "-1", "-data", t.TempDir(), "-http", "127.0.0.1:0", "-ui", "off"}, strings.NewReader(""), out, io.Discard)
@@ -107,21 +106,4 @@ func TestDevServesMetricsAndHealth(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Errorf("weft dev: %v", err)
 	}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }

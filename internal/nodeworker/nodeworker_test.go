@@ -6,7 +6,6 @@ import (
 	"errors"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -76,7 +75,7 @@ func TestRunUsageErrors(t *testing.T) {
 func TestRunServes(t *testing.T) {
 	srv, st := setup(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	var stderr syncBuffer
+	var stderr natstest.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- nodeworker.Run(ctx, []string{"-nats", srv.ClientURL(), "-name", "inproc", "-log-level", "debug"}, &bytes.Buffer{}, &stderr)
@@ -186,22 +185,4 @@ func waitUntil(t *testing.T, what string, d time.Duration, cond func() bool) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

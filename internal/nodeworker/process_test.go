@@ -3,13 +3,14 @@ package nodeworker_test
 import (
 	"context"
 	"fmt"
-	"github.com/weft-dev/weft/internal/natstest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/weft-dev/weft/internal/natstest"
 
 	"github.com/nats-io/nats-server/v2/server"
 
@@ -33,7 +34,7 @@ func exit(code int) { os.Exit(code) }
 // proc is a worker daemon process.
 type proc struct {
 	cmd    *exec.Cmd
-	stderr *syncBuffer
+	stderr *natstest.Buffer
 	done   chan struct{}
 	err    error
 }
@@ -41,7 +42,7 @@ type proc struct {
 func startProc(t *testing.T, srv *server.Server, name string, args ...string) *proc {
 	t.Helper()
 	args = append([]string{"-nats", srv.ClientURL(), "-name", name, "-log-level", "debug"}, args...)
-	p := &proc{cmd: exec.Command(binary(t), args...), stderr: &syncBuffer{}, done: make(chan struct{})}
+	p := &proc{cmd: exec.Command(binary(t), args...), stderr: &natstest.Buffer{}, done: make(chan struct{})}
 	p.cmd.Stderr = p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

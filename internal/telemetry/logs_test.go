@@ -26,7 +26,7 @@ import (
 // run's trace id.
 func TestLogsExplainARun(t *testing.T) {
 	installTracing(t)
-	var out syncBuffer
+	var out natstest.Buffer
 	log := slog.New(telemetry.LogHandler(slog.NewJSONHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug})))
 
 	_, store := natstest.Store(t)

@@ -1,7 +1,6 @@
 package telemetry_test
 
 import (
-	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -96,7 +95,7 @@ func buildDaemons(t *testing.T) string {
 
 type daemon struct {
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *natstest.Buffer
 	done chan struct{}
 	once sync.Once
 }
@@ -111,7 +110,7 @@ func startDaemon(t *testing.T, path string, env []string) *daemon {
 			clean = append(clean, kv)
 		}
 	}
-	d := &daemon{cmd: exec.Command(path), out: &syncBuffer{}, done: make(chan struct{})}
+	d := &daemon{cmd: exec.Command(path), out: &natstest.Buffer{}, done: make(chan struct{})}
 	d.cmd.Env = append(clean, env...)
 	d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
 	if err := d.cmd.Start(); err != nil {
@@ -134,23 +133,6 @@ func (d *daemon) stop(t *testing.T) {
 			<-d.done
 		}
 	})
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 func TestMain(m *testing.M) {

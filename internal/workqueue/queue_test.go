@@ -1,7 +1,6 @@
 package workqueue_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -51,7 +50,7 @@ func TestEnsureQueue(t *testing.T) {
 	}
 
 	// A worker's other settings are not applied: they are logged, once.
-	var logs lockedBuffer
+	var logs natstest.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	for range 2 {
 		c, err = workqueue.EnsureQueue(ctx, js, stream, "q1", workqueue.QueueOptions{AckWait: 5 * time.Second, MaxAckPending: 10, Logger: log})
@@ -101,22 +100,4 @@ func TestEnsureQueueRefusesAConsumerWithoutAcks(t *testing.T) {
 	if !errors.Is(err, eventlog.ErrUnsafeSetting) || !errors.As(err, &se) || se.Setting != "ack_policy" {
 		t.Fatalf("got %v, want an unsafe ack_policy", err)
 	}
-}
-
-// lockedBuffer is a log destination tests read while others write.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -1,12 +1,10 @@
 package events_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,25 +15,8 @@ import (
 	"github.com/weft-dev/weft/pkg/events"
 )
 
-// logBuffer is a log destination tests read.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func (l *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
+// bufLogger logs to l.
+func bufLogger(l *natstest.Buffer) *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
 
 func TestOpenUsesAnExistingStreamAsItIs(t *testing.T) {
 	ctx := context.Background()
@@ -46,10 +27,10 @@ func TestOpenUsesAnExistingStreamAsItIs(t *testing.T) {
 	if _, err := js.CreateStream(ctx, eventlog.StreamConfig(cfg)); err != nil {
 		t.Fatal(err)
 	}
-	var logs logBuffer
+	var logs natstest.Buffer
 	for range 2 { // the second open says nothing new
 		st, err := events.Open(ctx, js, events.WithReplicas(3), events.WithDuplicates(2*time.Minute),
-			events.WithStorage(jetstream.MemoryStorage), events.WithLogger(logs.logger()))
+			events.WithStorage(jetstream.MemoryStorage), events.WithLogger(bufLogger(&logs)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -85,8 +66,8 @@ func TestOpenCreatesAMissingStreamWithItsOptions(t *testing.T) {
 	ctx := context.Background()
 	srv := natstest.Server(t)
 	_, js := natstest.Connect(t, srv)
-	var logs logBuffer
-	if _, err := events.Open(ctx, js, events.WithDuplicates(3*time.Minute), events.WithMaxAge(48*time.Hour), events.WithLogger(logs.logger())); err != nil {
+	var logs natstest.Buffer
+	if _, err := events.Open(ctx, js, events.WithDuplicates(3*time.Minute), events.WithMaxAge(48*time.Hour), events.WithLogger(bufLogger(&logs))); err != nil {
 		t.Fatal(err)
 	}
 	s, err := js.Stream(ctx, events.DefaultStream)
