@@ -72,15 +72,8 @@ type Engine interface {
 // store events.Open made nor a wrapper that implements Engine or unwraps
 // to one (Unwrap() events.Store, as events.Store documents).
 func Of(st events.Store) (Engine, error) {
-	for st != nil {
-		if e, ok := st.(Engine); ok {
-			return e, nil
-		}
-		u, ok := st.(interface{ Unwrap() events.Store })
-		if !ok {
-			break
-		}
-		st = u.Unwrap()
+	if e, ok := find[Engine](st); ok {
+		return e, nil
 	}
 	return nil, fmt.Errorf("the store %T is not one events.Open made (wrap the store events.Open returns, keeping its engine methods: see internal/eventstore.Engine)", st)
 }
@@ -207,18 +200,23 @@ func errNotJetStream(st events.Store) error {
 
 // readerOf finds events.Open's store in st, also through a wrapper that
 // embeds it (Unwrap() events.Store).
-func readerOf(st events.Store) (reader, bool) {
+func readerOf(st events.Store) (reader, bool) { return find[reader](st) }
+
+// find returns the first of st and the stores it wraps (Unwrap() events.Store)
+// that is a T.
+func find[T any](st events.Store) (T, bool) {
 	for st != nil {
-		if r, ok := st.(reader); ok {
-			return r, true
+		if t, ok := st.(T); ok {
+			return t, true
 		}
 		u, ok := st.(interface{ Unwrap() events.Store })
 		if !ok {
-			return nil, false
+			break
 		}
 		st = u.Unwrap()
 	}
-	return nil, false
+	var zero T
+	return zero, false
 }
 
 // LeaderSeq returns the message at sequence seq of st's stream, served by
