@@ -227,13 +227,19 @@ func waitWaiting(t *testing.T, st events.Store, run, node string) {
 // watched): this polls the condition.
 func waitSnapshot(t *testing.T, st events.Store, run string) *projection.Snapshot {
 	t.Helper()
+	return waitSnapshotAfter(t, st, run, 0)
+}
+
+// waitSnapshotAfter waits for a snapshot of the run past sequence seq.
+func waitSnapshotAfter(t *testing.T, st events.Store, run string, seq uint64) *projection.Snapshot {
+	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		sn, err := coordinator.LoadSnapshot(context.Background(), eventstore.JetStream(st), run)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if sn != nil {
+		if sn != nil && sn.Seq > seq {
 			return sn
 		}
 		if time.Now().After(deadline) {
@@ -281,10 +287,16 @@ edges:
 	if err != nil {
 		t.Fatal(err)
 	}
+	var oldSn projection.Snapshot
+	if err := json.Unmarshal(old.Value(), &oldSn); err != nil {
+		t.Fatal(err)
+	}
 	if err := cl.Signal(ctx, run, "first", map[string]any{"ok": true}); err != nil {
 		t.Fatal(err)
 	}
 	waitWaiting(t, st, run, "second")
+	// b's checkpoint is stored after the decision that follows it.
+	waitSnapshotAfter(t, st, run, oldSn.Seq)
 	stop()
 	c.wait()
 	if cur, err := kv().Get(ctx, run); err != nil || bytes.Equal(cur.Value(), old.Value()) {
