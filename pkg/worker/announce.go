@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/setup"
 	"github.com/weft-dev/weft/internal/workqueue"
 )
@@ -91,7 +92,7 @@ func (w *Worker) announce(ctx context.Context) *announcer {
 	defer cancel()
 	kv, err := workersKV(setup, w.js, w.store.StreamName(), w.log)
 	if err != nil {
-		w.log.Warn("announcing the worker", logError, err)
+		w.log.Warn("announcing the worker", logattr.Error, err)
 		return nil
 	}
 	now := time.Now().UTC()
@@ -126,7 +127,7 @@ func (a *announcer) put(ctx context.Context, w *Worker) {
 	a.ann.Heartbeat = time.Now().UTC()
 	b, _ := json.Marshal(a.ann)
 	if _, err := a.kv.Put(ctx, a.key, b); err != nil {
-		w.log.Warn("refreshing the worker's announcement", logError, err)
+		w.log.Warn("refreshing the worker's announcement", logattr.Error, err)
 	}
 }
 
@@ -140,7 +141,7 @@ func (a *announcer) stop(w *Worker) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := a.kv.Purge(ctx, a.key); err != nil {
-		w.log.Warn("withdrawing the worker's announcement", logError, err)
+		w.log.Warn("withdrawing the worker's announcement", logattr.Error, err)
 	}
 }
 

@@ -45,7 +45,7 @@ type item struct {
 // path logs nothing.
 func (it *item) log() *slog.Logger {
 	r := it.ready
-	return it.base.With(logRun, it.run, logNode, r.Node, logKey, r.Key(), logType, r.Type, logAttempt, r.Attempt, logDelivery, it.delivery)
+	return it.base.With(logattr.RunID, it.run, logattr.NodeID, r.Node, logattr.Ref, r.Key(), logattr.NodeType, r.Type, logattr.Attempt, r.Attempt, logattr.Delivery, it.delivery)
 }
 
 // step logs, at debug level, one step of the item's life: took, ran,
@@ -54,7 +54,7 @@ func (it *item) step(ctx context.Context, step string, args ...any) {
 	if !it.base.Enabled(ctx, slog.LevelDebug) {
 		return
 	}
-	it.log().DebugContext(ctx, step, append([]any{logStep, step}, args...)...)
+	it.log().DebugContext(ctx, step, append([]any{logattr.Step, step}, args...)...)
 }
 
 // process runs one work item: decode, record invoking, execute, record the
@@ -66,16 +66,16 @@ func (w *Worker) process(base context.Context, q *queue, m jetstream.Msg) {
 		// of work done long ago, not work. Only the coordinator's and the
 		// admin's roles may write work items.
 		if err := m.Ack(); err != nil {
-			w.log.Warn("acknowledging a restored work item", logSubject, m.Subject(), logError, err)
+			w.log.Warn("acknowledging a restored work item", logattr.Subject, m.Subject(), logattr.Error, err)
 		}
 		return
 	}
 	ev, ready, err := decodeWorkItem(m.Subject(), m.Headers(), m.Data()) // workitem.go
 	if err != nil {
 		w.stats.malformed.Add(1)
-		w.log.Error("malformed work item; terminated", logSubject, m.Subject(), logError, err)
+		w.log.Error("malformed work item; terminated", logattr.Subject, m.Subject(), logattr.Error, err)
 		if err := m.Term(); err != nil {
-			w.log.Warn("terminating malformed work item", logSubject, m.Subject(), logError, err)
+			w.log.Warn("terminating malformed work item", logattr.Subject, m.Subject(), logattr.Error, err)
 		}
 		return
 	}
@@ -95,10 +95,10 @@ func (w *Worker) process(base context.Context, q *queue, m jetstream.Msg) {
 	node := w.handler(ready.Type)
 	if node == nil {
 		if _, seen := w.unknown.LoadOrStore(ready.Type, true); !seen {
-			w.log.Warn("no handler for node type; leaving its work to other workers", logType, ready.Type, logQueue, q.name)
+			w.log.Warn("no handler for node type; leaving its work to other workers", logattr.NodeType, ready.Type, logattr.Queue, q.name)
 		}
 		if err := m.NakWithDelay(w.unknownDelay); err != nil {
-			it.log().Warn("handing back work of an unserved type", logError, err)
+			it.log().Warn("handing back work of an unserved type", logattr.Error, err)
 		}
 		return
 	}
@@ -112,9 +112,9 @@ func (w *Worker) process(base context.Context, q *queue, m jetstream.Msg) {
 	case errors.As(err, &nodeErr):
 		it.inErr = err // the attempt fails with it, in the log
 	case err != nil:
-		it.log().Warn("reading what the work item refers to; handing it back", logError, err)
+		it.log().Warn("reading what the work item refers to; handing it back", logattr.Error, err)
 		if err := m.NakWithDelay(time.Second); err != nil {
-			it.log().Warn("handing work back", logError, err)
+			it.log().Warn("handing work back", logattr.Error, err)
 		}
 		return
 	default:
@@ -142,7 +142,7 @@ func (w *Worker) runEnded(ctx context.Context, it *item, queued time.Duration) b
 	}
 	ended, err := w.runs.hasEnded(ctx, it.run)
 	if err != nil {
-		it.log().Warn("checking whether the run ended; running the work", logError, err)
+		it.log().Warn("checking whether the run ended; running the work", logattr.Error, err)
 	}
 	return ended
 }
@@ -178,7 +178,7 @@ func (w *Worker) execute(base context.Context, q *queue, it *item, node Node) {
 		_, err = w.store.Append(detached, it.run, events.AnySeq, invoking)
 	}
 	if err != nil {
-		it.log().Error("recording node invoking; handing work back", logError, err)
+		it.log().Error("recording node invoking; handing work back", logattr.Error, err)
 		w.nak(it.msg)
 		return
 	}
@@ -203,7 +203,7 @@ func (w *Worker) execute(base context.Context, q *queue, it *item, node Node) {
 	elapsed := time.Since(start)
 	it.tel.elapsed = elapsed
 	hb.stop()
-	it.step(base, "ran", "elapsed", elapsed, logError, nodeErr)
+	it.step(base, "ran", "elapsed", elapsed, logattr.Error, nodeErr)
 
 	cause := context.Cause(runCtx)
 	var rc *runCancelled
@@ -211,7 +211,7 @@ func (w *Worker) execute(base context.Context, q *queue, it *item, node Node) {
 	case nodeErr != nil && (errors.Is(cause, errDrainTimeout) || errors.Is(cause, errHeartbeatLost)):
 		// The node was given up, not failed: its item is, or will be,
 		// delivered again. Record nothing.
-		it.log().Warn("node given up; handing work back", logError, cause)
+		it.log().Warn("node given up; handing work back", logattr.Error, cause)
 		w.nak(it.msg)
 		return
 	case nodeErr != nil && errors.As(cause, &rc):
@@ -235,7 +235,7 @@ func (w *Worker) execute(base context.Context, q *queue, it *item, node Node) {
 				return
 			}
 			if !errors.Is(err, events.ErrPayloadTooLarge) {
-				it.log().Error("recording node invoked; handing work back", logError, err)
+				it.log().Error("recording node invoked; handing work back", logattr.Error, err)
 				w.nak(it.msg)
 				return
 			}
@@ -259,12 +259,12 @@ func (w *Worker) execute(base context.Context, q *queue, it *item, node Node) {
 		}
 	}
 	if err != nil {
-		it.log().Error("recording node failed; handing work back", logError, err, logFailure, f.Error())
+		it.log().Error("recording node failed; handing work back", logattr.Error, err, logattr.Failure, f.Error())
 		w.nak(it.msg)
 		return
 	}
 	w.stats.failed.Add(1)
-	it.log().Info("node failed", logFailure, f.Error(), logattr.Retryable, f.Retryable)
+	it.log().Info("node failed", logattr.Failure, f.Error(), logattr.Retryable, f.Retryable)
 	w.ack(detached, it)
 }
 
@@ -395,7 +395,7 @@ func (w *Worker) cancelledEvent(it *item, c *runCancelled) *events.Event {
 // finish appends a cancellation and acks.
 func (w *Worker) finish(ctx context.Context, it *item, ev *events.Event) {
 	if err := w.append(ctx, it, ev); err != nil {
-		it.log().Error("recording node cancelled; handing work back", logError, err)
+		it.log().Error("recording node cancelled; handing work back", logattr.Error, err)
 		w.nak(it.msg)
 		return
 	}
@@ -421,7 +421,7 @@ func (w *Worker) ack(ctx context.Context, it *item) {
 	ctx, cancel := context.WithTimeout(ctx, ackTimeout)
 	defer cancel()
 	if err := it.msg.DoubleAck(ctx); err != nil {
-		it.log().Warn("acknowledging work item", logError, err)
+		it.log().Warn("acknowledging work item", logattr.Error, err)
 		return
 	}
 	it.step(ctx, "acked")

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
@@ -41,7 +42,7 @@ func (w *Worker) runNode(ctx context.Context, node Node, in *Input, it *item) (*
 		defer cancel()
 		res, ferr := fb.Fallback(fctx, in, err)
 		if ferr != nil {
-			it.log().Warn("node fallback failed; the attempt's failure stands", logError, ferr)
+			it.log().Warn("node fallback failed; the attempt's failure stands", logattr.Error, ferr)
 			return nil, err
 		}
 		if res == nil {

@@ -6,6 +6,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/telemetry"
 	"github.com/weft-dev/weft/pkg/events"
 )
@@ -48,7 +49,7 @@ func (w *Worker) startNode(ctx context.Context, q *queue, it *item, ready *event
 		}
 		telemetry.RecordWait(ctx, ready, q.name, took)
 	}
-	it.step(ctx, "took", logQueue, q.name)
+	it.step(ctx, "took", logattr.Queue, q.name)
 	return ctx, span
 }
 

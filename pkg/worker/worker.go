@@ -95,7 +95,7 @@ func New(store events.Store, opts ...Option) (*Worker, error) {
 		store:    store,
 		js:       eventstore.JetStream(store),
 		opts:     o,
-		log:      logger.With(logWorker, o.name),
+		log:      logger.With(logattr.Worker, o.name),
 		cancel:   newCancelRegistry(),
 		runs:     newRunReader(store),
 		handlers: map[string]Node{},
@@ -203,7 +203,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		runErr = ErrDrainTimeout
 	}
 	if err := nc.FlushTimeout(5 * time.Second); err != nil && !nc.IsClosed() {
-		w.log.Warn("flushing acks", logError, err)
+		w.log.Warn("flushing acks", logattr.Error, err)
 	}
 	w.log.Info("worker stopped", logattr.Stats, w.Stats())
 	return runErr
@@ -250,7 +250,7 @@ func (w *Worker) openQueue(ctx context.Context, name string) (*queue, error) {
 		hb = ackWait / 3
 	}
 	if hb <= 0 || (ackWait > 0 && hb >= ackWait) {
-		w.log.Warn("heartbeat is not shorter than the queue's ack wait; work may be redelivered while it runs", logQueue, name, logattr.Heartbeat, hb, logattr.AckWait, ackWait)
+		w.log.Warn("heartbeat is not shorter than the queue's ack wait; work may be redelivered while it runs", logattr.Queue, name, logattr.Heartbeat, hb, logattr.AckWait, ackWait)
 		if hb <= 0 {
 			hb = time.Second
 		}
@@ -265,7 +265,7 @@ func (w *Worker) openQueue(ctx context.Context, name string) (*queue, error) {
 // pull takes work from a queue until ctx ends, re-subscribing if the
 // consumer's message iterator closes underneath it.
 func (w *Worker) pull(ctx, base context.Context, q *queue, slots chan struct{}) {
-	log := w.log.With(logQueue, q.name)
+	log := w.log.With(logattr.Queue, q.name)
 	for {
 		iter, err := q.consumer.Messages(
 			// Buffer no more than the worker can run: items wait in the
@@ -282,7 +282,7 @@ func (w *Worker) pull(ctx, base context.Context, q *queue, slots chan struct{}) 
 			}
 			log.Warn("queue subscription closed; subscribing again")
 		} else {
-			log.Error("subscribing to queue", logError, err)
+			log.Error("subscribing to queue", logattr.Error, err)
 		}
 		if !sleep(ctx, time.Second) {
 			return
@@ -290,7 +290,7 @@ func (w *Worker) pull(ctx, base context.Context, q *queue, slots chan struct{}) 
 		if c, err := workqueue.EnsureQueue(ctx, w.js, w.store.StreamName(), q.name, workqueue.QueueOptions{AckWait: w.opts.ackWait}); err == nil {
 			q.consumer = c
 		} else if ctx.Err() == nil {
-			log.Error("ensuring queue", logError, err)
+			log.Error("ensuring queue", logattr.Error, err)
 		}
 	}
 }
@@ -330,7 +330,7 @@ func (w *Worker) consume(ctx, base context.Context, q *queue, iter jetstream.Mes
 				return
 			}
 			if ctx.Err() == nil {
-				w.log.Warn("pulling work", logQueue, q.name, logError, err)
+				w.log.Warn("pulling work", logattr.Queue, q.name, logattr.Error, err)
 			}
 			continue
 		}
@@ -362,13 +362,13 @@ func (w *Worker) handBack(iter jetstream.MessagesContext) {
 		n++
 	}
 	if n > 0 {
-		w.log.Info("handed back buffered work", logCount, n)
+		w.log.Info("handed back buffered work", logattr.Count, n)
 	}
 }
 
 func (w *Worker) nak(m jetstream.Msg) {
 	if err := m.Nak(); err != nil {
-		w.log.Warn("handing work back", logSubject, m.Subject(), logError, err)
+		w.log.Warn("handing work back", logattr.Subject, m.Subject(), logattr.Error, err)
 	}
 }
 
