@@ -7,6 +7,7 @@ import (
 
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
 )
 
@@ -36,5 +37,39 @@ func TestDecisionsTakeTheGivenClock(t *testing.T) {
 	}
 	if decisions == 0 {
 		t.Fatal("the run has no decisions")
+	}
+}
+
+// A local node's outcome is written by the coordinator, so its clock
+// stamps it too.
+func TestLocalOutcomesTakeTheGivenClock(t *testing.T) {
+	_, st := natstest.Store(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	at := time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)
+	runCoordinator(t, ctx, st, coordinator.WithClock(func() time.Time { return at }), coordinator.WithLogger(quiet()))
+	run := start(t, st, mustGraph(t, `
+name: local
+nodes:
+  - {id: set, type: transform, config: {set: {x: "1"}}}
+edges:
+  - {from: START, to: set}
+  - {from: set, to: END}
+`), 1)[0]
+	if s := waitEnded(t, st, []string{run}, 30*time.Second)[run]; s.Status != projection.RunCompleted {
+		t.Fatalf("run %s: %v", s.Status, s.Error)
+	}
+	outcomes := 0
+	for _, e := range readRun(t, st, run) {
+		if e.Type != events.NodeInvoked {
+			continue
+		}
+		outcomes++
+		if !e.Time.Equal(at) {
+			t.Errorf("local %s (seq %d) at %s, want the given clock's %s", e.Type, e.Seq, e.Time, at)
+		}
+	}
+	if outcomes != 1 {
+		t.Fatalf("%d node-invoked events, want the local node's one", outcomes)
 	}
 }

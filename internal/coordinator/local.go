@@ -473,6 +473,11 @@ func (c *Coordinator) startLocal(ctx context.Context, g *graph.Graph, ent *runEn
 			lr.out, lr.err = localFailure(run, &ready, c.opts.now(), fmt.Sprintf("no local executor for node type %q", ready.Type))
 		} else {
 			lr.out, lr.err = invokeLocal(ctx, node, run, &ready, li.ev, localWorker, c.opts.localTimeout, c.log)
+			if lr.out != nil {
+				// The coordinator writes the outcome: its clock (WithClock)
+				// stamps it, as it does its decisions.
+				lr.out.Time = c.opts.now().UTC()
+			}
 		}
 		lr.mu.Lock()
 		close(lr.done)
