@@ -59,9 +59,10 @@
 // otherwise, and the event is written under a fresh id), since anyone may
 // publish under a predictable id first. Clients and workers append facts;
 // coordinator decisions are the engine's, appended under per-run
-// optimistic concurrency over the run's decision subjects: Store.Append
-// refuses a decision (ErrMisplaced), and no public field or function
-// makes an event one.
+// optimistic concurrency over the run's decision subjects. Store.Append
+// refuses a decision (IsDecision: an event of a type only the coordinator
+// decides, or one read back from a decision subject) with ErrMisplaced,
+// and writes nothing.
 //
 // What only the engine uses is internal: the subject layout, tokens, ids
 // and stream settings are internal/eventlog's; decisions, durable timers
