@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -27,10 +28,9 @@ func TestLogKeysAreConstants(t *testing.T) {
 	mod := loadModule(t)
 	keys := mod.logattrKeys(t)
 	var bad []string
-	for _, p := range mod.targets {
-		files, info := mod.check(t, p.path, p.dir, p.files)
-		for _, f := range files {
-			bad = append(bad, badKeys(mod.fset, f, info, keys)...)
+	for _, p := range mod.checkedTargets(t) {
+		for _, f := range p.files {
+			bad = append(bad, badKeys(mod.fset, f, p.info, keys)...)
 		}
 	}
 	sort.Strings(bad)
@@ -45,9 +45,9 @@ func TestLogKeysAreConstants(t *testing.T) {
 func TestMetricNamesAreConstants(t *testing.T) {
 	mod := loadModule(t)
 	found := 0
-	for _, p := range mod.targets {
-		files, info := mod.check(t, p.path, p.dir, p.files)
-		for _, f := range files {
+	for _, p := range mod.checkedTargets(t) {
+		info := p.info
+		for _, f := range p.files {
 			ast.Inspect(f, func(n ast.Node) bool {
 				call, ok := n.(*ast.CallExpr)
 				if !ok || !isInstrument(info, call) || len(call.Args) == 0 {
@@ -133,7 +133,10 @@ func f(ctx context.Context, log *slog.Logger, args []any) {
 	if err := os.WriteFile(filepath.Join(dir, "x.go"), []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	files, info := mod.check(t, "x", dir, []string{"x.go"})
+	files, info, err := mod.check("x", dir, []string{"x.go"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	got := badKeys(mod.fset, files[0], info, keys)
 	if len(got) != 8 {
 		t.Fatalf("the check found %d bad keys, want 8 (bad1…bad8):\n%s", len(got), strings.Join(got, "\n"))
@@ -152,6 +155,10 @@ type module struct {
 	exports map[string]string // import path → export data file
 	targets []pkg
 	imp     types.Importer
+
+	checkOnce sync.Once
+	checked   []checkedPkg
+	checkErr  error
 }
 
 type pkg struct {
@@ -159,11 +166,52 @@ type pkg struct {
 	files     []string
 }
 
+// checkedPkg is a target package parsed and type-checked.
+type checkedPkg struct {
+	files []*ast.File
+	info  *types.Info
+}
+
+// The module is listed (go list -export, which builds it) and its packages
+// type-checked once for all the tests of this file.
+var (
+	listOnce sync.Once
+	listed   *module
+	listErr  error
+)
+
 func loadModule(t *testing.T) *module {
 	t.Helper()
+	listOnce.Do(func() { listed, listErr = listModule() })
+	if listErr != nil {
+		t.Fatal(listErr)
+	}
+	return listed
+}
+
+// checkedTargets is every target package, type-checked.
+func (m *module) checkedTargets(t *testing.T) []checkedPkg {
+	t.Helper()
+	m.checkOnce.Do(func() {
+		for _, p := range m.targets {
+			files, info, err := m.check(p.path, p.dir, p.files)
+			if err != nil {
+				m.checkErr = err
+				return
+			}
+			m.checked = append(m.checked, checkedPkg{files, info})
+		}
+	})
+	if m.checkErr != nil {
+		t.Fatal(m.checkErr)
+	}
+	return m.checked
+}
+
+func listModule() (*module, error) {
 	root, err := filepath.Abs("../..")
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	cmd := exec.Command("go", "list", "-export", "-deps",
 		"-f", "{{.ImportPath}}\t{{.Export}}\t{{.DepOnly}}\t{{.Dir}}\t{{join .GoFiles \",\"}}",
@@ -173,13 +221,13 @@ func loadModule(t *testing.T) *module {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("go list: %v\n%s", err, stderr.String())
+		return nil, fmt.Errorf("go list: %v\n%s", err, stderr.String())
 	}
 	m := &module{fset: token.NewFileSet(), exports: map[string]string{}}
 	for line := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
 		f := strings.Split(line, "\t")
 		if len(f) != 5 {
-			t.Fatalf("go list: unexpected line %q", line)
+			return nil, fmt.Errorf("go list: unexpected line %q", line)
 		}
 		m.exports[f[0]] = f[1]
 		if f[2] == "false" && f[4] != "" {
@@ -193,17 +241,16 @@ func loadModule(t *testing.T) *module {
 		}
 		return os.Open(file)
 	})
-	return m
+	return m, nil
 }
 
 // check parses and type-checks one package's files.
-func (m *module) check(t *testing.T, path, dir string, names []string) ([]*ast.File, *types.Info) {
-	t.Helper()
+func (m *module) check(path, dir string, names []string) ([]*ast.File, *types.Info, error) {
 	var files []*ast.File
 	for _, n := range names {
 		f, err := parser.ParseFile(m.fset, filepath.Join(dir, n), nil, parser.SkipObjectResolution)
 		if err != nil {
-			t.Fatal(err)
+			return nil, nil, err
 		}
 		files = append(files, f)
 	}
@@ -214,9 +261,9 @@ func (m *module) check(t *testing.T, path, dir string, names []string) ([]*ast.F
 	}
 	conf := types.Config{Importer: m.imp}
 	if _, err := conf.Check(path, m.fset, files, info); err != nil {
-		t.Fatalf("type-checking %s: %v", path, err)
+		return nil, nil, fmt.Errorf("type-checking %s: %w", path, err)
 	}
-	return files, info
+	return files, info, nil
 }
 
 // logattrKeys is the values of this package's exported string constants.
