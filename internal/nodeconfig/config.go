@@ -54,43 +54,46 @@ var SensitiveHeaders = []string{"Authorization", "Cookie", "Proxy-Authorization"
 // reference.
 func HasSecretRef(v string) bool { return strings.Contains(v, "${secret:") }
 
-// CheckHeaders checks a node's request headers as a graph gives them: a
-// sensitive header (SensitiveHeaders, or one listed in extra) must take
-// its value from a secret reference, and every reference must be well
-// formed. It returns one message per problem, each naming the header.
+// CheckHeaders checks a node's request headers as a graph gives them
+// (HeaderProblems for each). It returns one message per problem, each
+// starting with the header's field, "headers.NAME: ", sorted.
 func CheckHeaders(headers map[string]string, extra ...string) []string {
 	var bad []string
 	for k, v := range headers {
-		if HasSecretRef(v) {
-			for _, m := range SecretRef.FindAllStringSubmatch(v, -1) {
-				if !SecretName.MatchString(m[1]) {
-					bad = append(bad, fmt.Sprintf("headers.%s: secret reference %q: a name holds letters, digits and '_' (at most 128)", k, m[0]))
-				}
-			}
-			if !SecretRef.MatchString(v) {
-				bad = append(bad, fmt.Sprintf("headers.%s: malformed secret reference: want ${secret:NAME}", k))
-			}
-			continue
-		}
-		if Sensitive(k, extra) && v != "" {
-			bad = append(bad, fmt.Sprintf("headers.%s: a credential must not be written in the graph (events copy it); reference a secret configured on the worker: \"${secret:NAME}\" (e.g. \"Bearer ${secret:API_TOKEN}\")", k))
+		for _, p := range HeaderProblems(k, v, extra) {
+			bad = append(bad, "headers."+k+": "+p)
 		}
 	}
 	slices.Sort(bad)
 	return bad
 }
 
+// HeaderProblems says what is wrong with one request header as a graph
+// gives it: a sensitive header (SensitiveHeaders, or one listed in extra)
+// must take its value from a secret reference, and every reference must be
+// well formed. Graph validation and the http executor both ask it.
+func HeaderProblems(name, value string, extra []string) []string {
+	if !HasSecretRef(value) {
+		if value != "" && Sensitive(name, extra) {
+			return []string{`a credential must not be written in the graph (events copy it); reference a secret configured on the worker: "${secret:NAME}" (e.g. "Bearer ${secret:API_TOKEN}")`}
+		}
+		return nil
+	}
+	var bad []string
+	refs := SecretRef.FindAllStringSubmatch(value, -1)
+	if len(refs) == 0 {
+		bad = append(bad, "malformed secret reference: want ${secret:NAME}")
+	}
+	for _, r := range refs {
+		if !SecretName.MatchString(r[1]) {
+			bad = append(bad, fmt.Sprintf("secret reference %q: a name holds letters, digits and '_' (at most 128)", r[0]))
+		}
+	}
+	return bad
+}
+
 // Sensitive reports whether a header is one of SensitiveHeaders or of extra.
 func Sensitive(header string, extra []string) bool {
-	for _, s := range SensitiveHeaders {
-		if strings.EqualFold(s, header) {
-			return true
-		}
-	}
-	for _, s := range extra {
-		if strings.EqualFold(s, header) {
-			return true
-		}
-	}
-	return false
+	same := func(s string) bool { return strings.EqualFold(s, header) }
+	return slices.ContainsFunc(SensitiveHeaders, same) || slices.ContainsFunc(extra, same)
 }

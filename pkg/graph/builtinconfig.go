@@ -250,7 +250,7 @@ func checkURL(raw string, bad badFunc) {
 		bad("config.url", "%s holds credentials (user:password@): a graph must not hold secrets, since events copy it; send them in a header that references a secret configured on the worker, e.g. \"Authorization\": \"Basic ${secret:NAME}\"", u.Redacted())
 	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
 		bad("config.url", "%q is not an absolute http or https URL", raw)
-	case strings.Contains(raw, "${secret:"):
+	case nodeconfig.HasSecretRef(raw):
 		bad("config.url", "secret references are allowed in header values only")
 	}
 }
@@ -263,21 +263,7 @@ func checkHeader(h, v string, bad badFunc) {
 	if strings.ContainsAny(v, "\r\n\x00") {
 		bad(field, "a header value must not hold line breaks or NUL")
 	}
-	if !strings.Contains(v, "${secret:") {
-		for _, s := range nodeconfig.SensitiveHeaders {
-			if strings.EqualFold(h, s) && v != "" {
-				bad(field, "a credential must not be written in the graph (events copy it); reference a secret configured on the worker: \"${secret:NAME}\" (e.g. \"Bearer ${secret:API_TOKEN}\")")
-			}
-		}
-		return
-	}
-	refs := nodeconfig.SecretRef.FindAllStringSubmatch(v, -1)
-	if len(refs) == 0 {
-		bad(field, "malformed secret reference: want ${secret:NAME}")
-	}
-	for _, r := range refs {
-		if !nodeconfig.SecretName.MatchString(r[1]) {
-			bad(field, "secret reference %q: a name holds letters, digits and '_' (at most 128)", r[0])
-		}
+	for _, p := range nodeconfig.HeaderProblems(h, v, nil) {
+		bad(field, "%s", p)
 	}
 }
