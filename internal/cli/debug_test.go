@@ -139,6 +139,9 @@ func TestForkCommand(t *testing.T) {
 	wantContains(t, "fork -wait", r.stdout, "run "+fork+" completed", `"greeting": "Hello, Bob!"`)
 	lineage := fmt.Sprintf("forked from %s@%d", run, at)
 	wantContains(t, "status of the fork", weft(t, "status", fork, "-nats", url).stdout, "lineage", lineage)
+	// The read model is written after the run's last event, which is all
+	// fork -wait waits for.
+	waitListed(t, cl, fork, projection.RunCompleted)
 	wantContains(t, "list", weft(t, "list", "-nats", url).stdout, "LINEAGE", lineage)
 	if fr := eventRows(t, url, fork); len(fr) == 0 || rowOf(t, fr, events.NodeInvoked, "shout").Node != "shout" {
 		t.Errorf("the fork did not run shout again")
