@@ -492,9 +492,18 @@ func (s *store) walk(ctx context.Context, runID string, from, upTo, through uint
 		}
 		return nil
 	}
+	filter := eventlog.RunFilter(runID)
+	want := maxBatch
+	if from == 1 {
+		n, err := s.count(ctx, filter)
+		if err != nil {
+			return err
+		}
+		want = clampBatch(n)
+	}
 	for try := 0; ; {
 		bctx, cancel := withDefaultTimeout(ctx, batchTimeout)
-		batch, more, err := s.readBatch(bctx, eventlog.RunFilter(runID), from, upTo)
+		batch, pending, err := s.readBatch(bctx, filter, from, upTo, want)
 		cancel()
 		if err != nil {
 			return err
@@ -505,10 +514,11 @@ func (s *store) walk(ctx context.Context, runID string, from, upTo, through uint
 			}
 			from, seen = e.Seq+1, true
 		}
-		if more && len(batch) > 0 {
-			try = 0
+		if pending > 0 && len(batch) > 0 {
+			try, want = 0, clampBatch(pending)
 			continue
 		}
+		want = maxBatch
 		if through == 0 || from > through {
 			return notFound()
 		}
@@ -563,21 +573,59 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// readBatch is one batched direct get: up to 1000 messages of filter from a
-// sequence, in one round trip. more says whether messages are left.
-func (s *store) readBatch(ctx context.Context, filter string, from, upTo uint64) ([]*Event, bool, error) {
-	req, _ := json.Marshal(map[string]any{"seq": from, "next_by_subj": filter, "batch": maxBatch, "up_to_seq": upTo, "max_bytes": readBatchBytes})
+// A read asks for as many messages as the server says the run has. A
+// batched direct get with a wildcard filter (a run's is one) that runs out
+// of matches before its batch is full goes on looking through every block
+// after the run's last message: over 64k subjects the server has no index
+// to skip them by (nats-server filestore, LoadNextMsg), so reading an old
+// run loaded every later block of the stream, which made retention's
+// sweep load the whole stream into the server's memory. A batch of exactly
+// the pending count ends at the run's last message. Counting is cheap from
+// the stream's first sequence (the server's subject index answers), so a
+// read from the start counts first (count) and then asks from the start
+// again; a read from further on asks for a full batch, and each batch
+// after the first asks for what the one before left pending.
+
+// count returns how many messages of filter the stream holds, from the
+// server's subject index: a batch of one from sequence 1, whose end
+// marker says how many are left. 0 when it cannot tell (none, or a
+// replica that answered without them): the read then asks for a full
+// batch, as before.
+func (s *store) count(ctx context.Context, filter string) (uint64, error) {
+	ctx, cancel := withDefaultTimeout(ctx, batchTimeout)
+	defer cancel()
+	first, pending, err := s.readBatch(ctx, filter, 1, 0, 1)
+	if err != nil {
+		return 0, err
+	}
+	return uint64(len(first)) + pending, nil
+}
+
+// clampBatch is the batch to ask for when n messages are pending: n, at
+// least 1, at most maxBatch; 0 (not known) asks for a full batch.
+func clampBatch(n uint64) int {
+	if n == 0 || n > maxBatch {
+		return maxBatch
+	}
+	return int(n)
+}
+
+// readBatch is one batched direct get: up to batch (at most 1000)
+// messages of filter from a sequence, in one round trip. pending is how
+// many the server says are left after them.
+func (s *store) readBatch(ctx context.Context, filter string, from, upTo uint64, batch int) ([]*Event, uint64, error) {
+	req, _ := json.Marshal(map[string]any{"seq": from, "next_by_subj": filter, "batch": batch, "up_to_seq": upTo, "max_bytes": readBatchBytes})
 	inbox := s.nc.NewRespInbox()
 	// A channel just big enough for one batch and its end marker: a
 	// synchronous subscription would allocate 64k slots on every read.
-	ch := make(chan *nats.Msg, maxBatch+2)
+	ch := make(chan *nats.Msg, batch+2)
 	sub, err := s.nc.ChanSubscribe(inbox, ch)
 	if err != nil {
-		return nil, false, err
+		return nil, 0, err
 	}
 	defer sub.Unsubscribe()
 	if err := s.nc.PublishRequest("$JS.API.DIRECT.GET."+s.cfg.Stream, inbox, req); err != nil {
-		return nil, false, err
+		return nil, 0, err
 	}
 	var out []*Event
 	for {
@@ -585,28 +633,28 @@ func (s *store) readBatch(ctx context.Context, filter string, from, upTo uint64)
 		select {
 		case m = <-ch:
 		case <-ctx.Done():
-			return nil, false, fmt.Errorf("reading %s: %w", filter, ctx.Err())
+			return nil, 0, fmt.Errorf("reading %s: %w", filter, ctx.Err())
 		}
 		switch m.Header.Get("Status") {
 		case "":
 		case "404":
-			return out, false, nil
+			return out, 0, nil
 		case "204": // end of batch
 			pending, _ := strconv.ParseUint(m.Header.Get("Nats-Num-Pending"), 10, 64)
-			return out, pending > 0, nil
+			return out, pending, nil
 		case "408":
-			return out, false, nil
+			return out, 0, nil
 		case "503":
 			// No replica answered (a leader election, a lost server): a
 			// passing condition, worth waiting for.
-			return nil, false, fmt.Errorf("reading %s: %w", filter, nats.ErrNoResponders)
+			return nil, 0, fmt.Errorf("reading %s: %w", filter, nats.ErrNoResponders)
 		default:
-			return nil, false, fmt.Errorf("reading %s: status %s %s", filter, m.Header.Get("Status"), m.Header.Get("Description"))
+			return nil, 0, fmt.Errorf("reading %s: status %s %s", filter, m.Header.Get("Status"), m.Header.Get("Description"))
 		}
 		seq, _ := strconv.ParseUint(m.Header.Get("Nats-Sequence"), 10, 64)
 		if upTo > 0 && seq > upTo {
 			// The server bounds only multi-last gets by up_to_seq; stop here.
-			return out, false, nil
+			return out, 0, nil
 		}
 		ts, _ := time.Parse(time.RFC3339Nano, m.Header.Get("Nats-Time-Stamp"))
 		// A message that is not a valid event keeps its place, refused

@@ -4,9 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/eventstore"
@@ -151,6 +155,96 @@ func TestStoreLargeBatchAndLongRead(t *testing.T) {
 			t.Fatalf("event %d has item %d", i, got)
 		}
 	}
+}
+
+// TestReadAsksForWhatIsPending: a read asks the server for exactly the
+// messages the run has left, never a batch larger than them. A larger
+// batch makes the server look for more matches through every block after
+// the run's last message (its subject index cannot skip them for a
+// wildcard filter over 64k subjects), which is what made retention's
+// sweep load the whole stream. A read from the start counts first with a
+// batch of one; a read from further on does not know the count and asks
+// for a full batch first.
+func TestReadAsksForWhatIsPending(t *testing.T) {
+	srv, st := natstest.Store(t)
+	ctx := context.Background()
+	run := events.NewRunID()
+	if _, err := eventstore.Append(ctx, st, run, 0, started(t, run)); err != nil {
+		t.Fatal(err)
+	}
+	var evs []*events.Event
+	for i := range 2500 {
+		ref := events.NodeRef{Node: "m", Iteration: 1, Item: &i}
+		e := mustEvent(t, run, eventlog.DecisionID(run, events.NodeReady, ref.Key()), &events.NodeReadyData{NodeRef: ref, Attempt: 1, Queue: "default"})
+		eventstore.MarkDecision(e)
+		evs = append(evs, e)
+	}
+	if _, err := eventstore.Append(ctx, st, run, 0, evs...); err != nil {
+		t.Fatal(err)
+	}
+	// Another run after it: the messages a larger batch would look through.
+	other := events.NewRunID()
+	if _, err := eventstore.Append(ctx, st, other, 0, started(t, other)); err != nil {
+		t.Fatal(err)
+	}
+
+	nc, _ := natstest.Connect(t, srv)
+	var mu sync.Mutex
+	var batches []int
+	var seqs []uint64
+	sub, err := nc.Subscribe("$JS.API.DIRECT.GET."+eventlog.DefaultStream, func(m *nats.Msg) {
+		var req struct {
+			Seq   uint64 `json:"seq"`
+			Batch int    `json:"batch"`
+		}
+		if err := json.Unmarshal(m.Data, &req); err != nil {
+			t.Errorf("direct get request %q: %v", m.Data, err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		batches, seqs = append(batches, req.Batch), append(seqs, req.Seq)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	requests := func() ([]int, []uint64) {
+		t.Helper()
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		b, s := batches, seqs
+		batches, seqs = nil, nil
+		return b, s
+	}
+
+	all, err := st.Read(ctx, run, 0, 0)
+	if err != nil || len(all) != 2501 {
+		t.Fatalf("read %d events, err %v; want 2501", len(all), err)
+	}
+	b, s := requests()
+	if want := []int{1, 1000, 1000, 501}; !slices.Equal(b, want) {
+		t.Errorf("a read from the start asked for batches %v, want %v (a count, then exactly what is pending)", b, want)
+	}
+	if s[0] != 1 || s[1] != 1 {
+		t.Errorf("the count and the first batch start at %v, want 1 and 1 (the subject index counts from the stream's start)", s[:2])
+	}
+
+	// From the middle: a full batch first (the count is not known), then
+	// exactly what the first batch left pending.
+	mid := all[1200].Seq
+	rest, err := st.Read(ctx, run, mid, 0)
+	if err != nil || len(rest) != 1301 {
+		t.Fatalf("read %d events from %d, err %v; want 1301", len(rest), mid, err)
+	}
+	if b, _ := requests(); !slices.Equal(b, []int{1000, 301}) {
+		t.Errorf("a read from the middle asked for batches %v, want [1000 301]", b)
+	}
+	_ = sub.Unsubscribe()
 }
 
 func TestStorePayloadTooLarge(t *testing.T) {
