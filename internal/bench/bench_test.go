@@ -147,6 +147,9 @@ func TestRetentionFigure(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and starts a nats-server process")
 	}
+	// The server is restarted on its store after the writes, at once
+	// rather than past the 2-minute de-duplication window.
+	t.Setenv("WEFTBENCH_RETENTION_RESTART", "now")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	sizes := tinySizes()
@@ -166,6 +169,7 @@ func TestRetentionFigure(t *testing.T) {
 		got[r.Name] = r
 	}
 	for _, name := range []string{
+		"retention: RSS of the server that wrote 30 runs, before its restart",
 		"retention: server RSS with 30 ended runs", "retention: server RSS after removing 30 runs",
 		"weft list -status failed p50 (30 runs in the read model)",
 		"restore rate, directory (put back live)", "restore rate, Object Store (put back live)",

@@ -78,54 +78,42 @@
 // # Memory of the server
 //
 // A run costs nats-server heap for its subjects (the stream's subject
-// index and per-block state: measured 0.85 KiB a run once the stream's
-// de-duplication window has passed) and, for that window (2 minutes), its
-// events' ids (another 2 KiB a run: 10,000 runs written at once hold 30
-// MiB of live heap, 9.3 MiB two minutes later). Retention purges every
-// subject of a run (its events, timers, snapshot, read-model entry), and
-// the server's live heap goes back to the empty server's (1.5 MiB against
-// 1.0 after removing 100,000 runs; its heap profile then holds nothing
-// per run, and the stream's blocks are gone from disk). RSS does not go
-// all the way back, and what stays is the Go runtime's, not Weft's data.
-// Measured on a nats-server process after removing 100,000 runs, once its
-// garbage was collected (RSS 40.7 MiB against 17.4 MiB empty):
+// index and per-block state): 0.55 KiB a run, 55 MiB for 100,000 ended
+// runs of four subjects each. For the stream's de-duplication window (2
+// minutes) after they are written, its events' message ids cost more:
+// 100,000 runs written in 15 s hold 172 MiB of live heap until the window
+// passes. Retention purges every subject of a run (its events, timers,
+// snapshot, read-model entry), and the server's live heap goes back to
+// the empty server's: 1.5 MiB against 1.0 after removing 100,000 runs, 1%
+// of what the runs held; no subject is left, and the blocks are gone from
+// disk.
 //
-//   - 17.7 MiB (1.1 empty) of the runtime's own memory outside the heap:
-//     span structures (7.2 MiB) and GC metadata (9.5 MiB, mark and
-//     allocation bits) sized for the largest heap the server ever had,
-//     which the runtime never returns. That heap comes from holding the
-//     runs: under any load that allocates, the heap grows to the GC goal,
-//     twice the live heap (GOGC=100). A sweep allocates (0.5 MiB a run
-//     removed, most of it the server's direct gets stepping through a
-//     loaded block), so with 100,000 runs just written (172 MiB live, 205
-//     with the blocks the sweep's purges load) the heap reached 475 MiB,
-//     RSS 448 MiB. About 3.5% of the largest heap stays. (The server's
-//     OS threads, 10 against 8 empty, each keep a stack: a few KiB.)
-//   - 6.6 MiB (2.6 empty) of heap pages: 5.1 MiB of spans in use for 1.5
-//     MiB of live objects (long-lived objects allocated while the runs
-//     were there, each keeping its span), and 1.1 MiB of free pages not
-//     yet returned. Free memory is not what stays: 449 of the 450 MiB the
-//     heap freed went back to the OS within 30 s of GCs.
-//   - 16.5 MiB (15.2 empty) of the binary's pages: the code of the purge,
-//     direct-get and KV paths an empty server never ran.
+// RSS does not go all the way back, and what stays is the Go runtime's,
+// not Weft's data. The runtime keeps the span structures and GC metadata
+// sized for the largest heap the process ever had, and never returns them;
+// the heap reaches twice its live size (GOGC=100) under any load that
+// allocates. Measured on a nats-server process restarted on the store of
+// 100,000 ended runs (as retention meets runs, days after their writes),
+// once it had collected its garbage: RSS 102.8 MiB with the runs, 31.5 MiB
+// after removing them, against 17.6 empty (1.8×). Of the 13.9 MiB above the
+// empty server, 8 MiB are span structures and GC metadata for the largest
+// heap (220 MiB, during the sweep: the runs' subject index, the blocks the
+// sweep reads and purges, and the garbage between collections), 3.5 MiB
+// heap pages that a few long-lived objects keep, and 1 MiB code pages of
+// paths an empty server never ran. With 10,000 runs the ratio is 1.50×
+// (26.3 MiB against 17.5). In the process that wrote the 100,000 runs,
+// whose largest heap was the write burst's (475 MiB), removal leaves 40.7
+// MiB.
 //
-// At 10,000 runs the same parts are 5.5, 5.4 and 16.6 MiB (27.3 MiB
-// against 17.7): the runtime's part follows the largest heap (107 MiB
-// there), the rest is about fixed. So RSS after removal is the empty
-// server's plus about 5 MiB, plus 3.5 to 4% of the largest heap the
-// server had while it held the runs. The sweep's order does not change
-// it: sweeping in log order, or once the de-duplication window had
-// passed, left RSS within 1.5 MiB of the plain sweep at 10,000 runs.
-// What lowers it is a smaller largest heap, set on the nats-server
-// process: GOMEMLIMIT (a little under the memory it is given, above what
-// its runs need) makes it collect sooner when near it (measured at 5,000
-// runs: a sweep's peak 59 MiB with GOMEMLIMIT=48MiB against 90 MiB
-// without; 100,000 runs with GOMEMLIMIT=256MiB: peak 270 MiB against 448,
-// largest heap 305 MiB against 475, RSS after removal 35.0 MiB against
-// 40.7, of which 11.4 MiB of runtime memory outside the heap against
-// 17.7), and GOGC below 100 keeps the heap nearer its live size at the
-// cost of CPU (10,000 runs with GOGC=50: peak 89 MiB against 110 to 125,
-// RSS after removal 26.4 MiB against 27.3 to 28.9). GODEBUG=madvdontneed=1 is the default on Linux since Go
-// 1.16, nothing to set. bench/README.md has the figures and the commands
-// that give them.
+// Retention's reads used to set that largest heap: a batched read of an
+// old run went on, after the run's last message, through every later
+// block of the stream (events.Store reads now ask for exactly the pending
+// messages), so a sweep loaded the whole stream (100,000 runs: a peak of
+// 321 MiB and 7 minutes, now 220 MiB and 3 minutes 48 s).
+//
+// What lowers the largest heap is set on the nats-server process:
+// GOMEMLIMIT a little under the memory it is given and above what its runs
+// need (100,000 runs, GOMEMLIMIT=128MiB: the sweep's peak RSS 142 MiB
+// against 220, RSS after removal 30.4 MiB), and GOGC below 100 at the cost
+// of CPU. bench/README.md has the figures and the commands that give them.
 package runs
