@@ -123,11 +123,15 @@ func TestStoreAppendAndRead(t *testing.T) {
 	}
 }
 
-func TestStoreLargeBatchAndLongRead(t *testing.T) {
-	_, st := natstest.Store(t)
+// appendLongRun appends a run of 2501 events: its start, then 2500
+// node-ready decisions (items 0 to 2499) in one append, more than one
+// atomic batch and more than one read batch. It returns the run and the
+// sequences of its first and last events.
+func appendLongRun(t *testing.T, st events.Store) (run string, first, last uint64) {
+	t.Helper()
 	ctx := context.Background()
-	run := events.NewRunID()
-	seq, err := eventstore.Append(ctx, st, run, 0, started(t, run))
+	run = events.NewRunID()
+	first, err := eventstore.Append(ctx, st, run, 0, started(t, run))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,10 +142,16 @@ func TestStoreLargeBatchAndLongRead(t *testing.T) {
 		eventstore.MarkDecision(e)
 		evs = append(evs, e)
 	}
-	last, err := eventstore.Append(ctx, st, run, 0, evs...)
-	if err != nil {
+	if last, err = eventstore.Append(ctx, st, run, 0, evs...); err != nil {
 		t.Fatalf("2500-event append: %v", err)
 	}
+	return run, first, last
+}
+
+func TestStoreLargeBatchAndLongRead(t *testing.T) {
+	_, st := natstest.Store(t)
+	ctx := context.Background()
+	run, seq, last := appendLongRun(t, st)
 	if last != seq+2500 {
 		t.Fatalf("last = %d, want %d", last, seq+2500)
 	}
@@ -168,20 +178,7 @@ func TestStoreLargeBatchAndLongRead(t *testing.T) {
 func TestReadAsksForWhatIsPending(t *testing.T) {
 	srv, st := natstest.Store(t)
 	ctx := context.Background()
-	run := events.NewRunID()
-	if _, err := eventstore.Append(ctx, st, run, 0, started(t, run)); err != nil {
-		t.Fatal(err)
-	}
-	var evs []*events.Event
-	for i := range 2500 {
-		ref := events.NodeRef{Node: "m", Iteration: 1, Item: &i}
-		e := mustEvent(t, run, eventlog.DecisionID(run, events.NodeReady, ref.Key()), &events.NodeReadyData{NodeRef: ref, Attempt: 1, Queue: "default"})
-		eventstore.MarkDecision(e)
-		evs = append(evs, e)
-	}
-	if _, err := eventstore.Append(ctx, st, run, 0, evs...); err != nil {
-		t.Fatal(err)
-	}
+	run, _, _ := appendLongRun(t, st)
 	// Another run after it: the messages a larger batch would look through.
 	other := events.NewRunID()
 	if _, err := eventstore.Append(ctx, st, other, 0, started(t, other)); err != nil {
