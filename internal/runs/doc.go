@@ -94,15 +94,15 @@
 // the heap reaches twice its live size (GOGC=100) under any load that
 // allocates. Measured on a nats-server process restarted on the store of
 // 100,000 ended runs (as retention meets runs, days after their writes),
-// once it had collected its garbage: RSS 102.8 MiB with the runs, 31.5 MiB
-// after removing them, against 17.6 empty (1.8×). Of the 13.9 MiB above the
+// once it had collected its garbage: RSS 105 MiB with the runs, 32.0 MiB
+// after removing them, against 17.7 empty (1.8×). Of the 14.3 MiB above the
 // empty server, 8 MiB are span structures and GC metadata for the largest
 // heap (220 MiB, during the sweep: the runs' subject index, the blocks the
 // sweep reads and purges, and the garbage between collections), 3.5 MiB
 // heap pages that a few long-lived objects keep, and 1 MiB code pages of
 // paths an empty server never ran. With 10,000 runs the ratio is 1.50×
 // (26.3 MiB against 17.5). In the process that wrote the 100,000 runs,
-// whose largest heap was the write burst's (475 MiB), removal leaves 40.7
+// whose largest heap was the write burst's (475 MiB), removal leaves 40.2
 // MiB.
 //
 // Retention's reads used to set that largest heap: a batched read of an
