@@ -35,10 +35,16 @@ func tinySizes() Sizes {
 	}
 }
 
+// restartAtOnce has the retention figure restart its server on its store
+// right after the writes, rather than past the stream's 2-minute
+// de-duplication window: the tests check the restart, not the figure.
+func restartAtOnce(t *testing.T) { t.Setenv("WEFTBENCH_RETENTION_RESTART", "now") }
+
 func TestFigures(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a server, engines and worker processes")
 	}
+	restartAtOnce(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
@@ -147,9 +153,7 @@ func TestRetentionFigure(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and starts a nats-server process")
 	}
-	// The server is restarted on its store after the writes, at once
-	// rather than past the 2-minute de-duplication window.
-	t.Setenv("WEFTBENCH_RETENTION_RESTART", "now")
+	restartAtOnce(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	sizes := tinySizes()

@@ -99,7 +99,7 @@ func runRetention(ctx context.Context, e *env) ([]Result, error) {
 	wrote := time.Since(t0)
 	e.logf("wrote %d runs in %s", n, wrote.Round(time.Millisecond))
 	var burstRSS uint64
-	if restartAfterWrites() {
+	if e.restartAfterWrites() {
 		if burstRSS, err = restartPastWindow(ctx, e, srv, js); err != nil {
 			return nil, err
 		}
@@ -212,7 +212,7 @@ func runRetention(ctx context.Context, e *env) ([]Result, error) {
 		kept = 100 * (float64(after.mem.HeapAlloc) - float64(emptyMem.HeapAlloc)) / (float64(loadedMem.HeapAlloc) - float64(emptyMem.HeapAlloc))
 	}
 	held := "the server that wrote them (WEFTBENCH_RETENTION_RESTART=0)"
-	if restartAfterWrites() {
+	if e.restartAfterWrites() {
 		held = "the server restarted on their store once the stream's de-duplication window had passed since the writes (retention meets runs days after their writes; see restartPastWindow)"
 	}
 	notes := fmt.Sprintf("%d ended runs (4 events on 4 subjects each, 1 in 10 failed, written straight to the stream with their read-model entries) in a nats-server process of its own, %s storage, its environment %s; held by %s; empty server %.1f MiB",
@@ -256,7 +256,11 @@ func runRetention(ctx context.Context, e *env) ([]Result, error) {
 // (WEFTBENCH_RETENTION_RESTART, default 1), rather than in the process
 // that wrote them all within a minute or two ("0"). "now" restarts
 // without waiting for the window (the tests: the restart, not the figure).
-func restartAfterWrites() bool { return os.Getenv("WEFTBENCH_RETENTION_RESTART") != "0" }
+// A stream on memory storage (-storage memory) would not outlive a
+// restart: its runs are measured in the writing server.
+func (e *env) restartAfterWrites() bool {
+	return os.Getenv("WEFTBENCH_RETENTION_RESTART") != "0" && e.storage() == jetstream.FileStorage
+}
 
 // restartPastWindow waits until the stream's de-duplication window has
 // passed since the last write, restarts the server on the same store (a
@@ -299,7 +303,7 @@ func restartPastWindow(ctx context.Context, e *env, srv *serverProc, js jetstrea
 		if err == nil {
 			break
 		}
-		if ctx.Err() != nil || time.Since(t0) > 2*time.Minute {
+		if errors.Is(err, jetstream.ErrStreamNotFound) || ctx.Err() != nil || time.Since(t0) > 2*time.Minute {
 			return 0, fmt.Errorf("the restarted server's stream: %w", err)
 		}
 		time.Sleep(100 * time.Millisecond)
