@@ -106,22 +106,32 @@ func TimerStreamConfig(cfg Settings) jetstream.StreamConfig {
 	}
 }
 
+// openOrCreate returns the stream cfg names, creating it with cfg when it
+// is missing; created says it did. Another process creating it at the
+// same moment is no error: its stream is returned, to be checked.
+func openOrCreate(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (s jetstream.Stream, created bool, err error) {
+	s, err = js.Stream(ctx, cfg.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		if s, err = js.CreateStream(ctx, cfg); err == nil {
+			return s, true, nil
+		}
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			s, err = js.Stream(ctx, cfg.Name)
+		}
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return s, false, nil
+}
+
 // SetupTimerStream creates the timers stream, or checks an existing one
 // and logs (on log, or slog.Default()) how its settings differ from cfg.
 func SetupTimerStream(ctx context.Context, js jetstream.JetStream, cfg Settings, log *slog.Logger) (jetstream.Stream, error) {
 	want := TimerStreamConfig(cfg)
-	s, err := js.Stream(ctx, want.Name)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		s, err = js.CreateStream(ctx, want)
-		if err == nil {
-			return s, nil
-		}
-		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			s, err = js.Stream(ctx, want.Name)
-		}
-	}
-	if err != nil {
-		return nil, err
+	s, created, err := openOrCreate(ctx, js, want)
+	if err != nil || created {
+		return s, err
 	}
 	have := s.CachedInfo().Config
 	var errs []error
@@ -142,18 +152,9 @@ func SetupTimerStream(ctx context.Context, js jetstream.JetStream, cfg Settings,
 // logs (on log, or slog.Default()) how its settings differ from cfg. It
 // never updates a stream.
 func SetupStream(ctx context.Context, js jetstream.JetStream, cfg Settings, log *slog.Logger) (jetstream.Stream, error) {
-	s, err := js.Stream(ctx, cfg.Stream)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		s, err = js.CreateStream(ctx, StreamConfig(cfg))
-		if err == nil {
-			return s, nil
-		}
-		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			s, err = js.Stream(ctx, cfg.Stream)
-		}
-	}
-	if err != nil {
-		return nil, err
+	s, created, err := openOrCreate(ctx, js, StreamConfig(cfg))
+	if err != nil || created {
+		return s, err
 	}
 	have := s.CachedInfo().Config
 	if err := CheckStream(have); err != nil {
