@@ -12,7 +12,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/pkg/events"
 )
@@ -62,7 +61,7 @@ func (c *Coordinator) relayTimers(pctx context.Context, p int) {
 
 // relay appends one fired timer to its run.
 func (c *Coordinator) relay(ctx context.Context, msg jetstream.Msg, log *slog.Logger) {
-	e, err := eventstore.DecodeFired(msg.Subject(), msg.Headers(), msg.Data())
+	e, err := eventlog.DecodeFired(msg.Subject(), msg.Headers(), msg.Data())
 	if err != nil {
 		c.n.malformed.Add(1)
 		log.Warn("passing over a fired timer the engine does not accept", logattr.Subject, msg.Subject(), logattr.Error, err)

@@ -35,7 +35,6 @@ import (
 	"github.com/weft-dev/weft/internal/cmdmain"
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/natsconn"
 	"github.com/weft-dev/weft/internal/runs"
@@ -208,7 +207,7 @@ func coordinate(ctx context.Context, log *slog.Logger, cfg *Config, store events
 			coordinator.WithRetention(cfg.Retention),
 			coordinator.WithLogger(log))
 		pr.c.Store(c)
-		log.Info("coordinating", logattr.NATS, natsconn.ConnectedURL(eventstore.JetStream(store).Conn()), logattr.Stream, store.StreamName(), logattr.Durable, cfg.Durable)
+		log.Info("coordinating", logattr.NATS, natsconn.ConnectedURL(eventlog.JetStream(store).Conn()), logattr.Stream, store.StreamName(), logattr.Durable, cfg.Durable)
 		started := time.Now()
 		err := c.Run(ctx)
 		st := c.Stats()

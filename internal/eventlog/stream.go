@@ -35,10 +35,6 @@ const DefaultStream = "WEFT"
 // recognised as the same event.
 const MinDuplicates = time.Minute
 
-// ErrUnsafeSetting is wrapped by the errors about a setting of the live
-// stream or of its consumers that Weft cannot run with (see SettingError).
-var ErrUnsafeSetting = errors.New("unsafe setting")
-
 // SettingError is a setting of the live stream, or of one of its
 // consumers, that Weft cannot run with.
 type SettingError struct {

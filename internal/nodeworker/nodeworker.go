@@ -35,7 +35,6 @@ import (
 
 	"github.com/weft-dev/weft/internal/cmdmain"
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/natsconn"
 	"github.com/weft-dev/weft/internal/setup"
@@ -263,12 +262,12 @@ func ensureQueues(ctx context.Context, log *slog.Logger, cfg *Config, store even
 	opts := workqueue.QueueOptions{AckWait: cfg.AckWait, Logger: log}
 	for _, q := range cfg.Queues {
 		err := setup.Retry(ctx, log, "the consumer of queue "+q, natsconn.Fatal, func(ctx context.Context) error {
-			if err := setup.Connected(eventstore.JetStream(store).Conn()); err != nil {
+			if err := setup.Connected(eventlog.JetStream(store).Conn()); err != nil {
 				return err
 			}
 			attempt, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
-			_, err := workqueue.EnsureQueue(attempt, eventstore.JetStream(store), store.StreamName(), q, opts)
+			_, err := workqueue.EnsureQueue(attempt, eventlog.JetStream(store), store.StreamName(), q, opts)
 			return err
 		})
 		if err != nil {

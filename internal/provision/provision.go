@@ -20,7 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/coordinator"
-	"github.com/weft-dev/weft/internal/eventstore"
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/runs"
 	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/events"
@@ -51,7 +51,7 @@ func Run(ctx context.Context, store events.Store, o Options) ([]string, error) {
 	if o.LeaseTTL == 0 {
 		o.LeaseTTL = DefaultLeaseTTL
 	}
-	if err := eventstore.EnsureTimers(ctx, store); err != nil {
+	if err := eventlog.EnsureTimers(ctx, store); err != nil {
 		return nil, err
 	}
 	buckets := []jetstream.KeyValueConfig{
@@ -77,7 +77,7 @@ func Run(ctx context.Context, store events.Store, o Options) ([]string, error) {
 		},
 		runs.KVConfig(o.Replicas),
 	}
-	js := eventstore.JetStream(store)
+	js := eventlog.JetStream(store)
 	names := make([]string, len(buckets))
 	for i, b := range buckets {
 		if _, err := js.CreateKeyValue(ctx, b); err != nil && !errors.Is(err, jetstream.ErrBucketExists) {

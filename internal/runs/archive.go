@@ -19,7 +19,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
@@ -186,7 +185,7 @@ func Encode(ctx context.Context, store events.Store, run string) ([]byte, int, e
 	if err != nil {
 		return nil, 0, fmt.Errorf("archiving run %s: %w", run, err)
 	}
-	st, err := eventstore.JetStream(store).Stream(ctx, store.StreamName())
+	st, err := eventlog.JetStream(store).Stream(ctx, store.StreamName())
 	if err != nil {
 		return nil, 0, fmt.Errorf("archiving run %s: %w", run, err)
 	}

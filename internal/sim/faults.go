@@ -10,7 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/weft-dev/weft/internal/eventstore"
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
@@ -211,7 +211,7 @@ func (p *procStore) Append(ctx context.Context, runID string, expectLast uint64,
 // AppendDecisions is Append of decisions, marked as such.
 func (p *procStore) AppendDecisions(ctx context.Context, runID string, expectLast uint64, evs ...*events.Event) (uint64, error) {
 	for _, e := range evs {
-		eventstore.MarkDecision(e)
+		eventlog.MarkDecision(e)
 	}
 	return p.Append(ctx, runID, expectLast, evs...)
 }

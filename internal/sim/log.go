@@ -13,7 +13,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
@@ -254,7 +253,7 @@ func (s *memStore) encode(e *events.Event) (*nats.Msg, error) {
 	if !eventlog.ValidToken(e.RunID) {
 		return nil, fmt.Errorf("%w: run id %q", events.ErrInvalidID, e.RunID)
 	}
-	m, err := eventstore.Encode(e)
+	m, err := eventlog.Encode(e)
 	if err != nil {
 		return nil, err
 	}

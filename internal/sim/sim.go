@@ -562,7 +562,7 @@ func (s *Sim) junk() {
 		return
 	}
 	r := started[s.rng.IntN(len(started))]
-	base := "weft.r." + eventlog.Slot(r.id) + "." + r.id + "."
+	base := eventlog.RunBase(r.id)
 	subjects := []string{base + "d.retry", base + "d.routed", base + "w.default.invoked", base + "c.signal", base + "n.timer", base + "d.future"}
 	subj := subjects[s.rng.IntN(len(subjects))]
 	hdr := map[string][]string{}

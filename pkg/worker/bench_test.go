@@ -8,7 +8,6 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/worker"
@@ -29,14 +28,14 @@ func BenchmarkRoundTrip(b *testing.B) {
 	defer func() { cancel(); <-done }()
 
 	invoked := make(chan *nats.Msg, 1)
-	sub, err := eventstore.JetStream(st).Conn().ChanSubscribe(eventlog.KindFilter(events.NodeInvoked), invoked)
+	sub, err := eventlog.JetStream(st).Conn().ChanSubscribe(eventlog.KindFilter(events.NodeInvoked), invoked)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
 	// The worker's first pull request is waiting on its queue.
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		if c, err := eventstore.JetStream(st).Consumer(ctx, st.StreamName(), workqueue.QueueConsumer(worker.DefaultQueue)); err == nil {
+		if c, err := eventlog.JetStream(st).Consumer(ctx, st.StreamName(), workqueue.QueueConsumer(worker.DefaultQueue)); err == nil {
 			if ci, err := c.Info(ctx); err == nil && ci.NumWaiting > 0 {
 				break
 			}
@@ -58,7 +57,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := eventstore.Append(ctx, st, run, events.AnySeq, ev); err != nil {
+		if _, err := eventlog.Append(ctx, st, run, events.AnySeq, ev); err != nil {
 			b.Fatal(err)
 		}
 		select {

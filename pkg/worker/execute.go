@@ -14,7 +14,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/telemetry"
 	"github.com/weft-dev/weft/pkg/events"
@@ -307,7 +306,7 @@ func input(it *item) (*Input, error) {
 		Effect:         r.Effect,
 	}
 	if in.IdempotencyKey == "" {
-		in.IdempotencyKey = eventstore.IdempotencyKey(it.run, r.NodeRef, r.Attempt)
+		in.IdempotencyKey = eventlog.IdempotencyKey(it.run, r.NodeRef, r.Attempt)
 	}
 	for _, f := range []struct {
 		name string

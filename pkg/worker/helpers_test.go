@@ -14,7 +14,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/events"
@@ -32,7 +31,7 @@ func testStoreB(t testing.TB, queues ...string) events.Store {
 		queues = []string{worker.DefaultQueue}
 	}
 	for _, q := range queues {
-		if _, err := workqueue.EnsureQueue(context.Background(), eventstore.JetStream(st), st.StreamName(), q, workqueue.QueueOptions{}); err != nil {
+		if _, err := workqueue.EnsureQueue(context.Background(), eventlog.JetStream(st), st.StreamName(), q, workqueue.QueueOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -85,7 +84,7 @@ func startWorker(t *testing.T, st events.Store, handlers map[string]worker.Node,
 
 // numWaiting is the number of pull requests waiting on the default queue.
 func numWaiting(st events.Store) int {
-	c, err := eventstore.JetStream(st).Consumer(context.Background(), st.StreamName(), workqueue.QueueConsumer(worker.DefaultQueue))
+	c, err := eventlog.JetStream(st).Consumer(context.Background(), st.StreamName(), workqueue.QueueConsumer(worker.DefaultQueue))
 	if err != nil {
 		return 0
 	}
@@ -131,7 +130,7 @@ func publishReadyIn(t *testing.T, st events.Store, run, node, typ string, opts .
 	t.Helper()
 	ensureStarted(t, st, run, node, typ)
 	ref := events.NodeRef{Node: node, Iteration: 1}
-	d := &events.NodeReadyData{NodeRef: ref, Attempt: 1, Type: typ, Queue: worker.DefaultQueue, IdempotencyKey: eventstore.IdempotencyKey(run, ref, 1)}
+	d := &events.NodeReadyData{NodeRef: ref, Attempt: 1, Type: typ, Queue: worker.DefaultQueue, IdempotencyKey: eventlog.IdempotencyKey(run, ref, 1)}
 	for _, o := range opts {
 		o(d)
 	}
@@ -139,7 +138,7 @@ func publishReadyIn(t *testing.T, st events.Store, run, node, typ string, opts .
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := eventstore.Append(context.Background(), st, run, events.AnySeq, ev); err != nil {
+	if _, err := eventlog.Append(context.Background(), st, run, events.AnySeq, ev); err != nil {
 		t.Fatalf("appending ready: %v", err)
 	}
 	return d
@@ -181,7 +180,7 @@ func waitOutcome(t *testing.T, st events.Store, run string, typ events.Type) []*
 	// which stops at the run's end: a worker's outcome may come after.)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	cons, err := eventstore.JetStream(st).OrderedConsumer(ctx, st.StreamName(), jetstream.OrderedConsumerConfig{FilterSubjects: []string{eventlog.RunFilter(run)}})
+	cons, err := eventlog.JetStream(st).OrderedConsumer(ctx, st.StreamName(), jetstream.OrderedConsumerConfig{FilterSubjects: []string{eventlog.RunFilter(run)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +247,7 @@ func ensureStarted(t testing.TB, st events.Store, run, node, typ string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := eventstore.Append(context.Background(), st, run, 0, ev); err != nil {
+	if _, err := eventlog.Append(context.Background(), st, run, 0, ev); err != nil {
 		t.Fatalf("appending run-started: %v", err)
 	}
 }

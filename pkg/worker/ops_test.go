@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weft-dev/weft/internal/eventstore"
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/events"
@@ -60,7 +60,7 @@ func TestQueueConcurrencyValidates(t *testing.T) {
 // announcement when it stops.
 func TestWorkerAnnounces(t *testing.T) {
 	st := testStore(t)
-	js := eventstore.JetStream(st)
+	js := eventlog.JetStream(st)
 	if live, err := worker.LiveWorkers(context.Background(), js); err != nil || len(live) != 0 {
 		t.Fatalf("before any worker: %v, %v", live, err)
 	}
@@ -88,7 +88,7 @@ func TestWorkerAnnounces(t *testing.T) {
 // and another worker records the outcome.
 func TestStoppedHeartbeatRedelivers(t *testing.T) {
 	srv, st := natstest.Store(t)
-	if _, err := workqueue.EnsureQueue(context.Background(), eventstore.JetStream(st), st.StreamName(), worker.DefaultQueue, workqueue.QueueOptions{AckWait: time.Second}); err != nil {
+	if _, err := workqueue.EnsureQueue(context.Background(), eventlog.JetStream(st), st.StreamName(), worker.DefaultQueue, workqueue.QueueOptions{AckWait: time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	nc1, js1 := natstest.Connect(t, srv)

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/worker"
 )
@@ -28,7 +27,7 @@ func startRun(t *testing.T, st events.Store, invocation string, nodes ...map[str
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := eventstore.Append(context.Background(), st, run, 0, ev); err != nil {
+	if _, err := eventlog.Append(context.Background(), st, run, 0, ev); err != nil {
 		t.Fatal(err)
 	}
 	return run
@@ -92,7 +91,7 @@ func TestWorkItemWithoutItsRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := eventstore.Append(context.Background(), st, run, events.AnySeq, ev); err != nil {
+	if _, err := eventlog.Append(context.Background(), st, run, events.AnySeq, ev); err != nil {
 		t.Fatal(err)
 	}
 	evs := waitOutcome(t, st, run, events.NodeFailed)
@@ -127,7 +126,7 @@ func TestNoWorkForEndedRun(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := eventstore.Append(context.Background(), st, run, 0, ended); err != nil {
+			if _, err := eventlog.Append(context.Background(), st, run, 0, ended); err != nil {
 				t.Fatal(err)
 			}
 			publishReadyIn(t, st, run, "n1", "echo")
@@ -219,7 +218,7 @@ func TestNoWorkForEndedRunOnRedelivery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := eventstore.Append(context.Background(), st, run, events.AnySeq, ended); err != nil {
+	if _, err := eventlog.Append(context.Background(), st, run, events.AnySeq, ended); err != nil {
 		t.Fatal(err)
 	}
 	var ran atomic.Int32

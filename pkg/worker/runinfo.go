@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
@@ -19,7 +18,7 @@ import (
 // node's config and JSON schemas (in the graph) or the run's invocation
 // state: those are in the run's run-started event, which a worker reads
 // once per run with a direct get of the last message on
-// eventlog.StartedSubject(run) (eventstore.LastOn: the subject is in the request
+// eventlog.StartedSubject(run) (eventlog.LastOn: the subject is in the request
 // subject, so the worker's role is granted this read for runs' starts
 // only; on a replicated stream a miss is asked again for about a second,
 // since a replica that is behind may answer) and keeps in a small LRU: the
@@ -42,7 +41,7 @@ const (
 // staleAfter is how long a work item may have waited in its queue (from
 // when it was stored to when it is delivered) before the worker checks
 // that its run has not ended: the check costs a request to the stream
-// leader (the run's decision subjects' message counts, eventstore.HasEnd: the
+// leader (the run's decision subjects' message counts, eventlog.HasEnd: the
 // worker's role may count runs' ends, not read them), so fresh first
 // deliveries, the hot path, skip it. Redeliveries are always checked.
 const staleAfter = 2 * time.Second
@@ -128,16 +127,16 @@ func (r *runReader) start(ctx context.Context, run string) (*runStart, error) {
 
 func (r *runReader) readStart(ctx context.Context, run string) (*runStart, error) {
 	subject := eventlog.StartedSubject(run)
-	m, err := eventstore.LastOn(ctx, r.store, subject)
+	m, err := eventlog.LastOn(ctx, r.store, subject)
 	// On a replicated stream, the replica that answered may be behind
 	// (the worker's role may not ask the leader, whose get reads any
 	// message): ask again a few times before the start counts as missing.
-	for try := 1; err == nil && m == nil && try < startTries && eventstore.Replicas(r.store) > 1; try++ {
+	for try := 1; err == nil && m == nil && try < startTries && eventlog.Replicas(r.store) > 1; try++ {
 		select {
 		case <-ctx.Done():
 			err = ctx.Err()
 		case <-time.After(time.Duration(try) * startRetry):
-			m, err = eventstore.LastOn(ctx, r.store, subject)
+			m, err = eventlog.LastOn(ctx, r.store, subject)
 		}
 	}
 	if err != nil {
@@ -194,7 +193,7 @@ func (r *runReader) hasEnded(ctx context.Context, run string) (bool, error) {
 	if ended {
 		return true, nil
 	}
-	ended, err := eventstore.HasEnd(ctx, r.store, run)
+	ended, err := eventlog.HasEnd(ctx, r.store, run)
 	if err != nil {
 		return false, err
 	}

@@ -8,13 +8,12 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
 // TestHasEnded checks the ended-run check on a real server: no ending,
-// then a run-failed, counted on its terminal subject (eventstore.HasEnd).
+// then a run-failed, counted on its terminal subject (eventlog.HasEnd).
 func TestHasEnded(t *testing.T) {
 	_, st := natstest.Store(t)
 	r := newRunReader(st)
@@ -27,7 +26,7 @@ func TestHasEnded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := eventstore.Append(ctx, st, run, events.AnySeq, ev); err != nil {
+	if _, err := eventlog.Append(ctx, st, run, events.AnySeq, ev); err != nil {
 		t.Fatal(err)
 	}
 	if ended, err := r.hasEnded(ctx, run); err != nil || !ended || !r.knownEnded(run) {
@@ -57,7 +56,7 @@ func TestReadStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := eventstore.Append(ctx, st, run, 0, ev); err != nil {
+	if _, err := eventlog.Append(ctx, st, run, 0, ev); err != nil {
 		t.Fatal(err)
 	}
 	s, err := r.start(ctx, run)

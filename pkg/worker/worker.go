@@ -14,7 +14,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/setup"
 	"github.com/weft-dev/weft/internal/telemetry"
@@ -93,7 +92,7 @@ func New(store events.Store, opts ...Option) (*Worker, error) {
 	}
 	return &Worker{
 		store:    store,
-		js:       eventstore.JetStream(store),
+		js:       eventlog.JetStream(store),
 		opts:     o,
 		log:      logger.With(logattr.Worker, o.name),
 		cancel:   newCancelRegistry(),

@@ -15,7 +15,6 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/worker"
@@ -174,7 +173,7 @@ func TestWorkerFailures(t *testing.T) {
 	waitUntil(t, "stats", func() bool { return w.Stats().Failed == uint64(len(tests)) })
 	// Every item was acknowledged: nothing is left pending.
 	waitUntil(t, "acks", func() bool {
-		c, err := eventstore.JetStream(st).Consumer(context.Background(), st.StreamName(), workqueue.QueueConsumer(worker.DefaultQueue))
+		c, err := eventlog.JetStream(st).Consumer(context.Background(), st.StreamName(), workqueue.QueueConsumer(worker.DefaultQueue))
 		if err != nil {
 			return false
 		}
@@ -186,7 +185,7 @@ func TestWorkerFailures(t *testing.T) {
 func TestWorkerSkipsMalformedWork(t *testing.T) {
 	st := testStore(t)
 	w, _ := startWorker(t, st, map[string]worker.Node{"echo": echoNode})
-	js := eventstore.JetStream(st)
+	js := eventlog.JetStream(st)
 	ctx := context.Background()
 
 	good, err := events.New("x", "x:ready:1", time.Time{}, &events.NodeReadyData{NodeRef: events.NodeRef{Node: "n", Iteration: 1}, Attempt: 1, Type: "echo", Queue: "default"})
@@ -194,7 +193,7 @@ func TestWorkerSkipsMalformedWork(t *testing.T) {
 		t.Fatal(err)
 	}
 	encoded := func(mutate func(m *nats.Msg)) *nats.Msg {
-		m, err := eventstore.Encode(good)
+		m, err := eventlog.Encode(good)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -207,7 +206,7 @@ func TestWorkerSkipsMalformedWork(t *testing.T) {
 		t.Fatal(err)
 	}
 	wrongType.Queue = "default"
-	wrong, err := eventstore.Encode(wrongType)
+	wrong, err := eventlog.Encode(wrongType)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +272,7 @@ func TestWorkerCancelsRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := eventstore.Append(context.Background(), st, run, events.AnySeq, req); err != nil {
+	if _, err := eventlog.Append(context.Background(), st, run, events.AnySeq, req); err != nil {
 		t.Fatal(err)
 	}
 	evs := waitOutcome(t, st, run, events.NodeCanceled)

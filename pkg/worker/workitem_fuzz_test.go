@@ -8,7 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/weft-dev/weft/internal/eventstore"
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
@@ -22,8 +22,8 @@ func FuzzDecodeWorkItem(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	eventstore.MarkDecision(ready)
-	m, err := eventstore.Encode(ready)
+	eventlog.MarkDecision(ready)
+	m, err := eventlog.Encode(ready)
 	if err != nil {
 		f.Fatal(err)
 	}

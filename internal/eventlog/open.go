@@ -1,4 +1,4 @@
-package events
+package eventlog
 
 import (
 	"context"
@@ -7,16 +7,11 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/weft-dev/weft/internal/eventlog"
 )
-
-// DefaultStream is the events stream's default name.
-const DefaultStream = "WEFT"
 
 // config is what Open's options set.
 type config struct {
-	eventlog.Settings
+	Settings
 	log *slog.Logger
 }
 
@@ -55,13 +50,13 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
 // weft.r.>, a de-duplication window of at least a minute, limits
 // retention, purges), naming the setting and the command that fixes it.
 func Open(ctx context.Context, js jetstream.JetStream, opts ...Option) (Store, error) {
-	cfg := config{Settings: eventlog.DefaultSettings()}
+	cfg := config{Settings: DefaultSettings()}
 	for _, o := range opts {
 		o(&cfg)
 	}
 	ctx, cancel := withDefaultTimeout(ctx, 30*time.Second)
 	defer cancel()
-	s, err := eventlog.SetupStream(ctx, js, cfg.Settings, cfg.log)
+	s, err := SetupStream(ctx, js, cfg.Settings, cfg.log)
 	if err != nil {
 		return nil, fmt.Errorf("setting up stream %s: %w", cfg.Stream, err)
 	}
@@ -74,13 +69,13 @@ func Open(ctx context.Context, js jetstream.JetStream, opts ...Option) (Store, e
 }
 
 // streamConfig is the events stream Open would create with opts (for the
-// engine's set-up and tests, through internal/eventstore).
+// engine's set-up and tests, through OpenStreamConfig).
 func streamConfig(opts ...Option) jetstream.StreamConfig {
-	cfg := config{Settings: eventlog.DefaultSettings()}
+	cfg := config{Settings: DefaultSettings()}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	return eventlog.StreamConfig(cfg.Settings)
+	return StreamConfig(cfg.Settings)
 }
 
 // EnsureTimers sets up the timers stream beside the events stream
@@ -90,7 +85,7 @@ func streamConfig(opts ...Option) jetstream.StreamConfig {
 func (s *store) EnsureTimers(ctx context.Context) error {
 	ctx, cancel := withDefaultTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if _, err := eventlog.SetupTimerStream(ctx, s.js, s.cfg.Settings, s.cfg.log); err != nil {
+	if _, err := SetupTimerStream(ctx, s.js, s.cfg.Settings, s.cfg.log); err != nil {
 		return fmt.Errorf("setting up stream %s: %w", s.TimerStream(), err)
 	}
 	return nil

@@ -1,4 +1,4 @@
-package events_test
+package eventlog_test
 
 import (
 	"bytes"
@@ -8,9 +8,8 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/weft-dev/weft/internal/eventstore"
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/natstest"
-	"github.com/weft-dev/weft/pkg/events"
 )
 
 // A run's history of about 100 MB (over the server's default max_pending
@@ -20,8 +19,8 @@ import (
 func TestLargeHistoryStreams(t *testing.T) {
 	_, st := natstest.Store(t)
 	ctx := context.Background()
-	run := events.NewRunID()
-	if _, err := eventstore.Append(ctx, st, run, 0, started(t, run)); err != nil {
+	run := eventlog.NewRunID()
+	if _, err := eventlog.Append(ctx, st, run, 0, started(t, run)); err != nil {
 		t.Fatal(err)
 	}
 	// Signals of ~900 KB each: a client's own subject, no decision needed.
@@ -29,8 +28,8 @@ func TestLargeHistoryStreams(t *testing.T) {
 	payload, _ := json.Marshal(map[string]string{"pad": string(bytes.Repeat([]byte("x"), chunk))})
 	const n = 115
 	for i := range n {
-		e := mustEvent(t, run, fmt.Sprintf("%s:big:%d", run, i), &events.SignalReceivedData{Node: "a", Data: payload})
-		if _, err := eventstore.Append(ctx, st, run, events.AnySeq, e); err != nil {
+		e := mustEvent(t, run, fmt.Sprintf("%s:big:%d", run, i), &eventlog.SignalReceivedData{Node: "a", Data: payload})
+		if _, err := eventlog.Append(ctx, st, run, eventlog.AnySeq, e); err != nil {
 			t.Fatalf("append %d: %v", i, err)
 		}
 	}
@@ -49,7 +48,7 @@ func TestLargeHistoryStreams(t *testing.T) {
 	var seen int
 	var bytesSeen int64
 	var peak uint64
-	err := eventstore.Each(ctx, st, run, 0, 0, func(e *events.Event) error {
+	err := eventlog.Each(ctx, st, run, 0, 0, func(e *eventlog.Event) error {
 		if e.Refused != nil {
 			return fmt.Errorf("seq %d refused: %v", e.Seq, e.Refused)
 		}
@@ -89,9 +88,9 @@ func TestLargeHistoryStreams(t *testing.T) {
 	}
 	// ErrStop ends a walk early without an error.
 	count := 0
-	if err := eventstore.Each(ctx, st, run, 0, 0, func(*events.Event) error {
+	if err := eventlog.Each(ctx, st, run, 0, 0, func(*eventlog.Event) error {
 		if count++; count == 3 {
-			return eventstore.ErrStop
+			return eventlog.ErrStop
 		}
 		return nil
 	}); err != nil || count != 3 {

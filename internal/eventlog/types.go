@@ -1,6 +1,4 @@
-package events
-
-import "github.com/weft-dev/weft/internal/eventlog"
+package eventlog
 
 // Type is a CloudEvents type of the Weft catalogue. Types are versioned: a
 // payload change that old readers cannot take gets a new version suffix.
@@ -56,12 +54,12 @@ var catalogue = []Type{
 func Types() []Type { return append([]Type(nil), catalogue...) }
 
 // Known reports whether t is a type of the catalogue.
-func (t Type) Known() bool { _, ok := eventlog.Kind(t); return ok }
+func (t Type) Known() bool { _, ok := Kind(t); return ok }
 
 // Decision reports whether events of type t are always coordinator
 // decisions. (NodeInvoked is a worker's outcome, or a decision when the
 // coordinator records a router's or a fallback's outcome.)
-func (t Type) Decision() bool { return eventlog.Class(t) == eventlog.ClassCoordinator }
+func (t Type) Decision() bool { return Class(t) == ClassCoordinator }
 
 // Terminal reports whether t ends a run.
 func (t Type) Terminal() bool {

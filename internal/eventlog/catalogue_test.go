@@ -1,10 +1,9 @@
-package events_test
+package eventlog_test
 
 import (
 	"testing"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/pkg/events"
 )
 
 // TestLayoutPlacesTheCatalogue holds the subject layout's table
@@ -12,8 +11,8 @@ import (
 // writer class, no two types share a kind, and a type outside the
 // catalogue has neither.
 func TestLayoutPlacesTheCatalogue(t *testing.T) {
-	seen := map[string]events.Type{}
-	for _, typ := range events.Types() {
+	seen := map[string]eventlog.Type{}
+	for _, typ := range eventlog.Types() {
 		kind, ok := eventlog.Kind(typ)
 		if !ok || kind == "" || eventlog.Class(typ) == "" {
 			t.Fatalf("%s: no place in the layout (kind %q, class %q)", typ, kind, eventlog.Class(typ))
@@ -23,10 +22,10 @@ func TestLayoutPlacesTheCatalogue(t *testing.T) {
 		}
 		seen[kind] = typ
 	}
-	if events.LocalQueue != eventlog.LocalQueue || events.DefaultStream != eventlog.DefaultStream {
-		t.Fatalf("LocalQueue %q, DefaultStream %q: the layout has %q, %q", events.LocalQueue, events.DefaultStream, eventlog.LocalQueue, eventlog.DefaultStream)
+	if eventlog.LocalQueue != eventlog.LocalQueue || eventlog.DefaultStream != eventlog.DefaultStream {
+		t.Fatalf("LocalQueue %q, DefaultStream %q: the layout has %q, %q", eventlog.LocalQueue, eventlog.DefaultStream, eventlog.LocalQueue, eventlog.DefaultStream)
 	}
-	if _, ok := eventlog.Kind(events.Type("dev.weft.nope.v1")); ok || events.Type("dev.weft.nope.v1").Known() {
+	if _, ok := eventlog.Kind(eventlog.Type("dev.weft.nope.v1")); ok || eventlog.Type("dev.weft.nope.v1").Known() {
 		t.Fatal("a type outside the catalogue has a place")
 	}
 }

@@ -1,4 +1,4 @@
-package events
+package eventlog
 
 import (
 	"fmt"
@@ -9,8 +9,6 @@ import (
 
 	"github.com/cloudevents/sdk-go/v2/types"
 	"github.com/nats-io/nats.go"
-
-	"github.com/weft-dev/weft/internal/eventlog"
 )
 
 // The hot path's codec. Every hop of a run encodes and decodes events
@@ -84,7 +82,7 @@ func encodeFast(e *Event) (*nats.Msg, error) {
 		}
 	}
 	if e.Checkpoint != "" && e.decision {
-		h[eventlog.HdrCheckpoint] = []string{e.Checkpoint}
+		h[HdrCheckpoint] = []string{e.Checkpoint}
 	}
 	h[nats.MsgIdHdr] = []string{e.ID}
 	var data []byte

@@ -1,4 +1,4 @@
-package events_test
+package eventlog_test
 
 import (
 	"context"
@@ -13,14 +13,12 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/natstest"
-	"github.com/weft-dev/weft/pkg/events"
 )
 
-func mustEvent(t *testing.T, run, id string, p events.Payload) *events.Event {
+func mustEvent(t *testing.T, run, id string, p eventlog.Payload) *eventlog.Event {
 	t.Helper()
-	e, err := events.New(run, id, time.Time{}, p)
+	e, err := eventlog.New(run, id, time.Time{}, p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,49 +26,49 @@ func mustEvent(t *testing.T, run, id string, p events.Payload) *events.Event {
 	return e
 }
 
-func started(t *testing.T, run string) *events.Event {
-	return mustEvent(t, run, run, &events.RunStartedData{GraphName: "g", GraphDigest: "sha256:x", Graph: json.RawMessage(`{"name":"g"}`)})
+func started(t *testing.T, run string) *eventlog.Event {
+	return mustEvent(t, run, run, &eventlog.RunStartedData{GraphName: "g", GraphDigest: "sha256:x", Graph: json.RawMessage(`{"name":"g"}`)})
 }
 
-func ready(t *testing.T, run, node string) *events.Event {
-	ref := events.NodeRef{Node: node, Iteration: 1}
-	e := mustEvent(t, run, eventlog.DecisionID(run, events.NodeReady, ref.Key(), "1"), &events.NodeReadyData{NodeRef: ref, Attempt: 1, Type: "echo", Queue: "default"})
-	eventstore.MarkDecision(e)
+func ready(t *testing.T, run, node string) *eventlog.Event {
+	ref := eventlog.NodeRef{Node: node, Iteration: 1}
+	e := mustEvent(t, run, eventlog.DecisionID(run, eventlog.NodeReady, ref.Key(), "1"), &eventlog.NodeReadyData{NodeRef: ref, Attempt: 1, Type: "echo", Queue: "default"})
+	eventlog.MarkDecision(e)
 	return e
 }
 
 func TestStoreAppendAndRead(t *testing.T) {
 	_, st := natstest.Store(t)
 	ctx := context.Background()
-	run := events.NewRunID()
+	run := eventlog.NewRunID()
 
-	seq, err := eventstore.Append(ctx, st, run, 0, started(t, run))
+	seq, err := eventlog.Append(ctx, st, run, 0, started(t, run))
 	if err != nil {
 		t.Fatalf("append started: %v", err)
 	}
 	// A second run-started for the same run is refused; the same one again
 	// is de-duplicated.
-	other := mustEvent(t, run, "other-id", &events.RunStartedData{GraphName: "g"})
-	if _, err := eventstore.Append(ctx, st, run, 0, other); !errors.Is(err, events.ErrRunExists) {
+	other := mustEvent(t, run, "other-id", &eventlog.RunStartedData{GraphName: "g"})
+	if _, err := eventlog.Append(ctx, st, run, 0, other); !errors.Is(err, eventlog.ErrRunExists) {
 		t.Fatalf("second start: got %v, want ErrRunExists", err)
 	}
 	_ = seq
 	// The first decision expects no decision before it.
-	seqA, err := eventstore.Append(ctx, st, run, 0, ready(t, run, "a"))
+	seqA, err := eventlog.Append(ctx, st, run, 0, ready(t, run, "a"))
 	if err != nil {
 		t.Fatalf("first decision: %v", err)
 	}
 	// A decision taken from a state without it conflicts.
-	if _, err := eventstore.Append(ctx, st, run, 0, ready(t, run, "x")); !errors.Is(err, events.ErrConflict) {
+	if _, err := eventlog.Append(ctx, st, run, 0, ready(t, run, "x")); !errors.Is(err, eventlog.ErrConflict) {
 		t.Fatalf("stale decision: got %v, want ErrConflict", err)
 	}
 	// A worker's fact in between does not invalidate decisions.
-	fact := mustEvent(t, run, "inv-a", &events.NodeInvokingData{NodeRef: events.NodeRef{Node: "a", Iteration: 1}, Attempt: 1, Delivery: 1, Worker: "w"})
-	if _, err := eventstore.Append(ctx, st, run, events.AnySeq, fact); err != nil {
+	fact := mustEvent(t, run, "inv-a", &eventlog.NodeInvokingData{NodeRef: eventlog.NodeRef{Node: "a", Iteration: 1}, Attempt: 1, Delivery: 1, Worker: "w"})
+	if _, err := eventlog.Append(ctx, st, run, eventlog.AnySeq, fact); err != nil {
 		t.Fatalf("fact: %v", err)
 	}
 	// An atomic batch chained on the last decision goes in whole.
-	last, err := eventstore.Append(ctx, st, run, seqA, ready(t, run, "b"), ready(t, run, "c"))
+	last, err := eventlog.Append(ctx, st, run, seqA, ready(t, run, "b"), ready(t, run, "c"))
 	if err != nil {
 		t.Fatalf("batch: %v", err)
 	}
@@ -78,18 +76,18 @@ func TestStoreAppendAndRead(t *testing.T) {
 		t.Fatalf("batch last seq = %d, want %d", last, seqA+3)
 	}
 	// The same batch again, from the old decision, is refused whole.
-	if _, err := eventstore.Append(ctx, st, run, seqA, ready(t, run, "y"), ready(t, run, "z")); !errors.Is(err, events.ErrConflict) {
+	if _, err := eventlog.Append(ctx, st, run, seqA, ready(t, run, "y"), ready(t, run, "z")); !errors.Is(err, eventlog.ErrConflict) {
 		t.Fatalf("stale batch: got %v, want ErrConflict", err)
 	}
 	// Another run's decisions do not disturb this run's check.
-	run2 := events.NewRunID()
-	if _, err := eventstore.Append(ctx, st, run2, 0, started(t, run2)); err != nil {
+	run2 := eventlog.NewRunID()
+	if _, err := eventlog.Append(ctx, st, run2, 0, started(t, run2)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := eventstore.Append(ctx, st, run2, 0, ready(t, run2, "a")); err != nil {
+	if _, err := eventlog.Append(ctx, st, run2, 0, ready(t, run2, "a")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := eventstore.Append(ctx, st, run, last, ready(t, run, "d")); err != nil {
+	if _, err := eventlog.Append(ctx, st, run, last, ready(t, run, "d")); err != nil {
 		t.Fatalf("append after another run's event: %v", err)
 	}
 
@@ -115,10 +113,10 @@ func TestStoreAppendAndRead(t *testing.T) {
 	if ls, err := st.LastSeq(ctx, run); err != nil || ls != evs[5].Seq {
 		t.Fatalf("LastSeq = %d, %v; want %d", ls, err, evs[5].Seq)
 	}
-	if _, err := st.Read(ctx, "nope", 0, 0); !errors.Is(err, events.ErrRunNotFound) {
+	if _, err := st.Read(ctx, "nope", 0, 0); !errors.Is(err, eventlog.ErrRunNotFound) {
 		t.Fatalf("missing run: %v", err)
 	}
-	if _, err := st.LastSeq(ctx, "nope"); !errors.Is(err, events.ErrRunNotFound) {
+	if _, err := st.LastSeq(ctx, "nope"); !errors.Is(err, eventlog.ErrRunNotFound) {
 		t.Fatalf("missing run last seq: %v", err)
 	}
 }
@@ -127,22 +125,22 @@ func TestStoreAppendAndRead(t *testing.T) {
 // node-ready decisions (items 0 to 2499) in one append, more than one
 // atomic batch and more than one read batch. It returns the run and the
 // sequences of its first and last events.
-func appendLongRun(t *testing.T, st events.Store) (run string, first, last uint64) {
+func appendLongRun(t *testing.T, st eventlog.Store) (run string, first, last uint64) {
 	t.Helper()
 	ctx := context.Background()
-	run = events.NewRunID()
-	first, err := eventstore.Append(ctx, st, run, 0, started(t, run))
+	run = eventlog.NewRunID()
+	first, err := eventlog.Append(ctx, st, run, 0, started(t, run))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var evs []*events.Event
+	var evs []*eventlog.Event
 	for i := range 2500 {
-		ref := events.NodeRef{Node: "m", Iteration: 1, Item: &i}
-		e := mustEvent(t, run, eventlog.DecisionID(run, events.NodeReady, ref.Key()), &events.NodeReadyData{NodeRef: ref, Attempt: 1, Queue: "default"})
-		eventstore.MarkDecision(e)
+		ref := eventlog.NodeRef{Node: "m", Iteration: 1, Item: &i}
+		e := mustEvent(t, run, eventlog.DecisionID(run, eventlog.NodeReady, ref.Key()), &eventlog.NodeReadyData{NodeRef: ref, Attempt: 1, Queue: "default"})
+		eventlog.MarkDecision(e)
 		evs = append(evs, e)
 	}
-	if last, err = eventstore.Append(ctx, st, run, 0, evs...); err != nil {
+	if last, err = eventlog.Append(ctx, st, run, 0, evs...); err != nil {
 		t.Fatalf("2500-event append: %v", err)
 	}
 	return run, first, last
@@ -161,7 +159,7 @@ func TestStoreLargeBatchAndLongRead(t *testing.T) {
 	}
 	for i, e := range all[1:] {
 		p, _ := e.Payload()
-		if got := *p.(*events.NodeReadyData).Item; got != i {
+		if got := *p.(*eventlog.NodeReadyData).Item; got != i {
 			t.Fatalf("event %d has item %d", i, got)
 		}
 	}
@@ -180,8 +178,8 @@ func TestReadAsksForWhatIsPending(t *testing.T) {
 	ctx := context.Background()
 	run, _, _ := appendLongRun(t, st)
 	// Another run after it: the messages a larger batch would look through.
-	other := events.NewRunID()
-	if _, err := eventstore.Append(ctx, st, other, 0, started(t, other)); err != nil {
+	other := eventlog.NewRunID()
+	if _, err := eventlog.Append(ctx, st, other, 0, started(t, other)); err != nil {
 		t.Fatal(err)
 	}
 
@@ -246,33 +244,33 @@ func TestReadAsksForWhatIsPending(t *testing.T) {
 
 func TestStorePayloadTooLarge(t *testing.T) {
 	_, st := natstest.Store(t)
-	run := events.NewRunID()
+	run := eventlog.NewRunID()
 	big := strings.Repeat("x", st.MaxEventSize())
-	e := mustEvent(t, run, "big", &events.NodeInvokedData{NodeRef: events.NodeRef{Node: "n", Iteration: 1}, Attempt: 1, Output: json.RawMessage(`"` + big + `"`)})
-	_, err := eventstore.Append(context.Background(), st, run, events.AnySeq, e)
-	if !errors.Is(err, events.ErrPayloadTooLarge) || !strings.Contains(err.Error(), `node "n"`) {
+	e := mustEvent(t, run, "big", &eventlog.NodeInvokedData{NodeRef: eventlog.NodeRef{Node: "n", Iteration: 1}, Attempt: 1, Output: json.RawMessage(`"` + big + `"`)})
+	_, err := eventlog.Append(context.Background(), st, run, eventlog.AnySeq, e)
+	if !errors.Is(err, eventlog.ErrPayloadTooLarge) || !strings.Contains(err.Error(), `node "n"`) {
 		t.Fatalf("got %v, want ErrPayloadTooLarge naming the node", err)
 	}
 }
 
 func TestStoreSchedule(t *testing.T) {
 	_, st := natstest.Store(t)
-	if err := eventstore.EnsureTimers(context.Background(), st); err != nil {
+	if err := eventlog.EnsureTimers(context.Background(), st); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	run := events.NewRunID()
-	if _, err := eventstore.Append(ctx, st, run, 0, started(t, run)); err != nil {
+	run := eventlog.NewRunID()
+	if _, err := eventlog.Append(ctx, st, run, 0, started(t, run)); err != nil {
 		t.Fatal(err)
 	}
 	at := time.Now().Add(1500 * time.Millisecond)
-	timer := mustEvent(t, run, "t1", &events.TimerFiredData{TimerID: "t1", Purpose: "retry", Ref: events.NodeRef{Node: "a", Iteration: 1}, Attempt: 2})
-	if err := eventstore.Must(st).Schedule(ctx, timer, "t1", at); err != nil {
+	timer := mustEvent(t, run, "t1", &eventlog.TimerFiredData{TimerID: "t1", Purpose: "retry", Ref: eventlog.NodeRef{Node: "a", Iteration: 1}, Attempt: 2})
+	if err := eventlog.Must(st).Schedule(ctx, timer, "t1", at); err != nil {
 		t.Fatalf("schedule: %v", err)
 	}
 	// The timer fires in the timers stream, never in the events stream,
 	// and reads back as the run's TimerFired (the coordinator relays it).
-	ts, err := eventstore.JetStream(st).Stream(ctx, eventstore.Must(st).TimerStream())
+	ts, err := eventlog.JetStream(st).Stream(ctx, eventlog.Must(st).TimerStream())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,8 +284,8 @@ func TestStoreSchedule(t *testing.T) {
 		if time.Now().Before(at.Add(-time.Second)) {
 			t.Fatalf("timer fired early")
 		}
-		e, err := eventstore.DecodeFired(m.Subject, m.Header, m.Data)
-		if err != nil || e.Type != events.TimerFired || e.NodeID != "a" || e.ID != timer.ID {
+		e, err := eventlog.DecodeFired(m.Subject, m.Header, m.Data)
+		if err != nil || e.Type != eventlog.TimerFired || e.NodeID != "a" || e.ID != timer.ID {
 			t.Fatalf("fired timer read as %+v: %v", e, err)
 		}
 		if evs, _ := st.Read(ctx, run, 0, 0); len(evs) != 1 {
@@ -295,8 +293,8 @@ func TestStoreSchedule(t *testing.T) {
 		}
 		// A fired copy on another run's subject, or fired by another
 		// schedule, is refused.
-		m.Header.Set("Nats-Scheduler", eventlog.ScheduleSubject(events.NewRunID(), "t1"))
-		if _, err := eventstore.DecodeFired(m.Subject, m.Header, m.Data); !errors.Is(err, events.ErrMisplaced) {
+		m.Header.Set("Nats-Scheduler", eventlog.ScheduleSubject(eventlog.NewRunID(), "t1"))
+		if _, err := eventlog.DecodeFired(m.Subject, m.Header, m.Data); !errors.Is(err, eventlog.ErrMisplaced) {
 			t.Fatalf("a timer fired by another run's schedule: %v", err)
 		}
 		return
@@ -307,11 +305,11 @@ func TestStoreSchedule(t *testing.T) {
 func TestStoreReadUpTo(t *testing.T) {
 	_, st := natstest.Store(t)
 	ctx := context.Background()
-	run := events.NewRunID()
-	if _, err := eventstore.Append(ctx, st, run, 0, started(t, run)); err != nil {
+	run := eventlog.NewRunID()
+	if _, err := eventlog.Append(ctx, st, run, 0, started(t, run)); err != nil {
 		t.Fatal(err)
 	}
-	last, err := eventstore.Append(ctx, st, run, 0, ready(t, run, "a"), ready(t, run, "b"), ready(t, run, "c"))
+	last, err := eventlog.Append(ctx, st, run, 0, ready(t, run, "a"), ready(t, run, "b"), ready(t, run, "c"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,18 +325,18 @@ func TestStoreReadUpTo(t *testing.T) {
 func TestStoreStartIsIdempotentOnlyForTheSameStart(t *testing.T) {
 	_, st := natstest.Store(t)
 	ctx := context.Background()
-	run := events.NewRunID()
+	run := eventlog.NewRunID()
 	first := started(t, run)
-	if _, err := eventstore.Append(ctx, st, run, 0, first); err != nil {
+	if _, err := eventlog.Append(ctx, st, run, 0, first); err != nil {
 		t.Fatal(err)
 	}
 	// The same start again (a retried request) is fine.
-	if _, err := eventstore.Append(ctx, st, run, 0, first); err != nil {
+	if _, err := eventlog.Append(ctx, st, run, 0, first); err != nil {
 		t.Fatalf("retried start: %v", err)
 	}
 	// Another start under the same id, within the de-duplication window, is not.
-	other := mustEvent(t, run, run, &events.RunStartedData{GraphName: "other", Graph: json.RawMessage(`{"name":"other"}`)})
-	if _, err := eventstore.Append(ctx, st, run, 0, other); !errors.Is(err, events.ErrRunExists) {
+	other := mustEvent(t, run, run, &eventlog.RunStartedData{GraphName: "other", Graph: json.RawMessage(`{"name":"other"}`)})
+	if _, err := eventlog.Append(ctx, st, run, 0, other); !errors.Is(err, eventlog.ErrRunExists) {
 		t.Fatalf("second start: got %v, want ErrRunExists", err)
 	}
 	evs, _ := st.Read(ctx, run, 0, 0)
@@ -355,7 +353,7 @@ func TestOpenLeavesAGoodStreamAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := s.CachedInfo().Created
-	if _, err := events.Open(context.Background(), js); err != nil {
+	if _, err := eventlog.Open(context.Background(), js); err != nil {
 		t.Fatal(err)
 	}
 	s, _ = js.Stream(context.Background(), st.StreamName())
@@ -370,11 +368,11 @@ func TestOpenLeavesAGoodStreamAlone(t *testing.T) {
 func TestAppendRefusesDecisions(t *testing.T) {
 	_, st := natstest.Store(t)
 	ctx := context.Background()
-	run := events.NewRunID()
+	run := eventlog.NewRunID()
 	if _, err := st.Append(ctx, run, 0, started(t, run)); err != nil {
 		t.Fatal(err)
 	}
-	js := eventstore.JetStream(st)
+	js := eventlog.JetStream(st)
 	lastSeq := func() uint64 {
 		s, err := js.Stream(ctx, st.StreamName())
 		if err != nil {
@@ -387,7 +385,7 @@ func TestAppendRefusesDecisions(t *testing.T) {
 		return info.State.LastSeq
 	}
 	before := lastSeq()
-	built, err := events.New(run, "forged-ready", time.Time{}, &events.NodeReadyData{NodeRef: events.NodeRef{Node: "a", Iteration: 1}, Attempt: 1, Type: "echo", Queue: "default"})
+	built, err := eventlog.New(run, "forged-ready", time.Time{}, &eventlog.NodeReadyData{NodeRef: eventlog.NodeRef{Node: "a", Iteration: 1}, Attempt: 1, Type: "echo", Queue: "default"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -395,23 +393,23 @@ func TestAppendRefusesDecisions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var decoded events.Event
+	var decoded eventlog.Event
 	if err := json.Unmarshal(b, &decoded); err != nil {
 		t.Fatal(err)
 	}
-	fact := mustEvent(t, run, "fact-1", &events.NodeInvokingData{NodeRef: events.NodeRef{Node: "a", Iteration: 1}, Attempt: 1, Worker: "w"})
-	completed, err := events.New(run, "forged-end", time.Time{}, &events.RunCompletedData{})
+	fact := mustEvent(t, run, "fact-1", &eventlog.NodeInvokingData{NodeRef: eventlog.NodeRef{Node: "a", Iteration: 1}, Attempt: 1, Worker: "w"})
+	completed, err := eventlog.New(run, "forged-end", time.Time{}, &eventlog.RunCompletedData{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, batch := range map[string][]*events.Event{
+	for name, batch := range map[string][]*eventlog.Event{
 		"node-ready built with New": {built},
 		"node-ready read from JSON": {&decoded},
 		"run-completed":             {completed},
 		"a fact, then a decision":   {fact, built},
 	} {
-		_, err := st.Append(ctx, run, events.AnySeq, batch...)
-		if !errors.Is(err, events.ErrMisplaced) || !strings.Contains(err.Error(), "coordinator decision") {
+		_, err := st.Append(ctx, run, eventlog.AnySeq, batch...)
+		if !errors.Is(err, eventlog.ErrMisplaced) || !strings.Contains(err.Error(), "coordinator decision") {
 			t.Errorf("%s: Append = %v, want ErrMisplaced naming a coordinator decision", name, err)
 		}
 	}

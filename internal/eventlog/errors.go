@@ -1,9 +1,7 @@
-package events
+package eventlog
 
 import (
 	"errors"
-
-	"github.com/weft-dev/weft/internal/eventlog"
 )
 
 var (
@@ -19,7 +17,7 @@ var (
 	// ErrRunExists means a run-started event was appended for a run id that
 	// already has a history.
 	ErrRunExists = errors.New("run already exists")
-	// ErrRunNotFound means a run has no events.
+	// ErrRunNotFound means a run has no
 	ErrRunNotFound = errors.New("run not found")
 	// ErrPayloadTooLarge means an event does not fit in one message.
 	ErrPayloadTooLarge = errors.New("event too large for one message")
@@ -33,8 +31,8 @@ var (
 	// ErrInvalidID means a run id, node id or queue is not a valid subject token.
 	ErrInvalidID = errors.New("invalid id")
 	// ErrUnsafeSetting is wrapped by Open's error when the live events
-	// stream lacks a setting Weft relies on (and by the worker's and the
-	// coordinator's about their consumers): the error names the setting
-	// and the command that fixes it.
-	ErrUnsafeSetting = eventlog.ErrUnsafeSetting
+	// stream lacks a setting Weft relies on, and by the worker's and the
+	// coordinator's about their consumers (see SettingError): the error
+	// names the setting and the command that fixes it.
+	ErrUnsafeSetting = errors.New("unsafe setting")
 )

@@ -1,4 +1,4 @@
-package events_test
+package eventlog_test
 
 import (
 	"encoding/json"
@@ -6,26 +6,25 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weft-dev/weft/internal/eventstore"
-	"github.com/weft-dev/weft/pkg/events"
+	"github.com/weft-dev/weft/internal/eventlog"
 )
 
 // A forked run's run-started round-trips with its lineage and start state,
 // and a run-started written before forks existed still decodes, without
 // them.
 func TestRunStartedForkFieldsRoundTrip(t *testing.T) {
-	want := &events.RunStartedData{GraphName: "g", GraphDigest: "sha256:00", Graph: json.RawMessage(`{"name":"g"}`),
-		Fork:  &events.ForkRef{RunID: "parent", Position: 7, Seq: 41, Reason: "reset to node b"},
+	want := &eventlog.RunStartedData{GraphName: "g", GraphDigest: "sha256:00", Graph: json.RawMessage(`{"name":"g"}`),
+		Fork:  &eventlog.ForkRef{RunID: "parent", Position: 7, Seq: 41, Reason: "reset to node b"},
 		State: json.RawMessage(`{"runId":"","status":"","state":{"k":1},"stats":{"events":0},"lastSeq":0}`)}
-	e, err := events.New("child", "child", time.Date(2026, 11, 23, 3, 0, 0, 0, time.UTC), want)
+	e, err := eventlog.New("child", "child", time.Date(2026, 11, 23, 3, 0, 0, 0, time.UTC), want)
 	if err != nil {
 		t.Fatal(err)
 	}
-	msg, err := eventstore.Encode(e)
+	msg, err := eventlog.Encode(e)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := events.Decode(msg.Subject, msg.Header, msg.Data)
+	got, err := eventlog.Decode(msg.Subject, msg.Header, msg.Data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,11 +34,11 @@ func TestRunStartedForkFieldsRoundTrip(t *testing.T) {
 	}
 
 	old := json.RawMessage(`{"graphName":"g","graphDigest":"sha256:00","graph":{"name":"g"},"input":{"a":1}}`)
-	p, err = (&events.Event{Type: events.RunStarted, RunID: "r", Data: old}).Payload()
+	p, err = (&eventlog.Event{Type: eventlog.RunStarted, RunID: "r", Data: old}).Payload()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := p.(*events.RunStartedData); d.Fork != nil || d.State != nil || string(d.Input) != `{"a":1}` {
+	if d := p.(*eventlog.RunStartedData); d.Fork != nil || d.State != nil || string(d.Input) != `{"a":1}` {
 		t.Errorf("an old run-started decodes as %+v", d)
 	}
 }

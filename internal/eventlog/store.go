@@ -1,4 +1,4 @@
-package events
+package eventlog
 
 import (
 	"bytes"
@@ -12,7 +12,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/weft-dev/weft/internal/eventlog"
 )
 
 // AnySeq, as the expected last sequence of an append, skips the per-run
@@ -44,7 +43,7 @@ type Store interface {
 	// fresh id, set on the event. Events go on the subjects their types
 	// put them on. A coordinator decision (IsDecision) is refused with
 	// ErrMisplaced and nothing is written: the engine appends decisions
-	// itself, under per-run optimistic concurrency (internal/eventstore),
+	// itself, under per-run optimistic concurrency (engine.go),
 	// and NATS permissions let only the coordinator's role write their
 	// subjects. It returns the sequence of the last event.
 	Append(ctx context.Context, runID string, expectLast uint64, evs ...*Event) (uint64, error)
@@ -77,12 +76,12 @@ type store struct {
 func (s *store) StreamName() string { return s.cfg.Stream }
 func (s *store) MaxEventSize() int  { return int(s.nc.MaxPayload()) }
 
-// The engine's side of the store (internal/eventstore.Engine): methods of
+// The engine's side of the store (Engine, engine.go): methods of
 // the implementation, outside the Store interface.
 
 // TimerStream is the name of the timers stream beside the events stream,
-// where Schedule stores timers and they fire (eventlog.FiredSubject).
-func (s *store) TimerStream() string { return s.cfg.Stream + eventlog.TimerStreamSuffix }
+// where Schedule stores timers and they fire (FiredSubject).
+func (s *store) TimerStream() string { return s.cfg.Stream + TimerStreamSuffix }
 
 // JetStream is the JetStream context the store uses.
 func (s *store) JetStream() jetstream.JetStream { return s.js }
@@ -117,7 +116,7 @@ const (
 
 // encode encodes an event and checks it fits in one message.
 func (s *store) encode(e *Event) (*nats.Msg, error) {
-	if !eventlog.ValidToken(e.RunID) {
+	if !ValidToken(e.RunID) {
 		return nil, fmt.Errorf("%w: run id %q", ErrInvalidID, e.RunID)
 	}
 	m, err := encode(e)
@@ -162,9 +161,9 @@ func (s *store) append(ctx context.Context, runID string, expectLast uint64, evs
 		}
 		msgs[i] = m
 	}
-	filter := eventlog.DecisionFilter(runID)
+	filter := DecisionFilter(runID)
 	if evs[0].Type == RunStarted {
-		filter = eventlog.RunFilter(runID)
+		filter = RunFilter(runID)
 	}
 	expect := func(m *nats.Msg, seq uint64) {
 		if seq != AnySeq {
@@ -183,7 +182,7 @@ func (s *store) append(ctx context.Context, runID string, expectLast uint64, evs
 				// fresh one. The optimistic concurrency check (for
 				// decisions) or the fold's fencing (for outcomes) keeps
 				// it single; a squatted id never stalls a run.
-				id := m.Header.Get(nats.MsgIdHdr) + "~" + eventlog.RandomID()
+				id := m.Header.Get(nats.MsgIdHdr) + "~" + RandomID()
 				m.Header.Set(nats.MsgIdHdr, id)
 				m.Header.Set(headerPrefix+"id", id)
 				evs[i].ID = id // what the caller wrote, as it is in the log
@@ -220,7 +219,7 @@ func (s *store) append(ctx context.Context, runID string, expectLast uint64, evs
 // the same run again (a retried request, the same event) succeeds with the
 // recorded start's sequence; any other start is ErrRunExists.
 func (s *store) sameStart(ctx context.Context, e *Event) (uint64, error) {
-	m, err := s.leaderGet(ctx, map[string]any{"last_by_subj": eventlog.StartedSubject(e.RunID)})
+	m, err := s.leaderGet(ctx, map[string]any{"last_by_subj": StartedSubject(e.RunID)})
 	if err == nil && m != nil {
 		if got, derr := Decode(m.Subject, m.Header, m.Data); derr == nil && got.ID == e.ID && bytes.Equal(got.Data, e.Data) {
 			return m.Sequence, nil
@@ -242,7 +241,7 @@ func (s *store) publishOne(ctx context.Context, m *nats.Msg) (uint64, error) {
 		// outcome is looked up by its subject, which the worker's role
 		// may read (see confirmOnSubject).
 		confirm := s.confirm
-		if eventlog.IsWorkerSubject(m.Subject) {
+		if IsWorkerSubject(m.Subject) {
 			confirm = s.confirmOnSubject
 		}
 		if err := confirm(ctx, m, ack.Sequence); err != nil {
@@ -377,7 +376,7 @@ func publishAtomic(ctx context.Context, nc *nats.Conn, msgs []*nats.Msg) (uint64
 	if len(msgs) == 0 || len(msgs) > maxBatch {
 		return 0, fmt.Errorf("an atomic batch holds 1 to %d messages, not %d", maxBatch, len(msgs))
 	}
-	id := eventlog.RandomID()
+	id := RandomID()
 	for i, m := range msgs {
 		if m.Header == nil {
 			m.Header = nats.Header{}
@@ -473,7 +472,7 @@ func (s *store) Walk(ctx context.Context, runID string, from, through uint64, fn
 // upTo), the leader says first where the run's history ends, so that a
 // read never misses an acknowledged event.
 func (s *store) walk(ctx context.Context, runID string, from, upTo, through uint64, fn func(*Event) error) error {
-	if !eventlog.ValidToken(runID) {
+	if !ValidToken(runID) {
 		return fmt.Errorf("%w: run id %q", ErrInvalidID, runID)
 	}
 	from = max(from, 1)
@@ -492,7 +491,7 @@ func (s *store) walk(ctx context.Context, runID string, from, upTo, through uint
 		}
 		return nil
 	}
-	filter := eventlog.RunFilter(runID)
+	filter := RunFilter(runID)
 	want := maxBatch
 	if from == 1 {
 		n, err := s.count(ctx, filter)
@@ -547,7 +546,7 @@ func (s *store) walk(ctx context.Context, runID string, from, upTo, through uint
 func (s *store) walkLeader(ctx context.Context, runID string, from, upTo uint64, fn func(*Event) error) (next uint64, err error) {
 	for {
 		gctx, cancel := withDefaultTimeout(ctx, batchTimeout)
-		m, err := s.leaderGet(gctx, map[string]any{"seq": from, "next_by_subj": eventlog.RunFilter(runID)})
+		m, err := s.leaderGet(gctx, map[string]any{"seq": from, "next_by_subj": RunFilter(runID)})
 		cancel()
 		if err != nil {
 			return from, fmt.Errorf("reading run %s from the stream leader: %w", runID, err)
@@ -666,7 +665,7 @@ func (s *store) readBatch(ctx context.Context, filter string, from, upTo uint64,
 func (s *store) LastSeq(ctx context.Context, runID string) (uint64, error) {
 	ctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
 	defer cancel()
-	m, err := s.leaderGet(ctx, map[string]any{"last_by_subj": eventlog.RunFilter(runID)})
+	m, err := s.leaderGet(ctx, map[string]any{"last_by_subj": RunFilter(runID)})
 	if err != nil {
 		return 0, fmt.Errorf("reading last event of run %s: %w", runID, err)
 	}
@@ -683,8 +682,8 @@ func (s *store) Schedule(ctx context.Context, ev *Event, timerID string, at time
 	if err != nil {
 		return err
 	}
-	m.Subject = eventlog.ScheduleSubject(ev.RunID, timerID)
-	target := eventlog.FiredSubject(ev.RunID)
+	m.Subject = ScheduleSubject(ev.RunID, timerID)
+	target := FiredSubject(ev.RunID)
 	// No message id: a schedule published on a timer's subject replaces
 	// the one there, so arming a timer again is harmless at any time, also
 	// beyond the de-duplication window.
@@ -704,10 +703,10 @@ func (s *store) CancelSchedules(ctx context.Context, runID string) error {
 	if err != nil {
 		return err
 	}
-	if err := ts.Purge(ctx, jetstream.WithPurgeSubject(eventlog.ScheduleFilter(runID))); err != nil {
+	if err := ts.Purge(ctx, jetstream.WithPurgeSubject(ScheduleFilter(runID))); err != nil {
 		return err
 	}
-	return ts.Purge(ctx, jetstream.WithPurgeSubject(eventlog.FiredSubject(runID)))
+	return ts.Purge(ctx, jetstream.WithPurgeSubject(FiredSubject(runID)))
 }
 
 // withDefaultTimeout bounds ctx when the caller set no deadline.

@@ -1,4 +1,4 @@
-package events_test
+package eventlog_test
 
 import (
 	"bytes"
@@ -9,8 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/weft-dev/weft/internal/eventstore"
-	"github.com/weft-dev/weft/pkg/events"
+	"github.com/weft-dev/weft/internal/eventlog"
 )
 
 // The fast encoder writes exactly what the SDK's binding writes.
@@ -20,11 +19,11 @@ func TestFastEncodeMatchesSDK(t *testing.T) {
 			if !trace {
 				e.TraceParent, e.TraceState = "", ""
 			}
-			fast, err := eventstore.Encode(e)
+			fast, err := eventlog.Encode(e)
 			if err != nil {
 				t.Fatal(err)
 			}
-			sdk, err := events.EncodeSDK(e)
+			sdk, err := eventlog.EncodeSDK(e)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -36,7 +35,7 @@ func TestFastEncodeMatchesSDK(t *testing.T) {
 }
 
 // sameEvent compares what a decoder reads.
-func sameEvent(a, b *events.Event) bool {
+func sameEvent(a, b *eventlog.Event) bool {
 	return a.ID == b.ID && a.Type == b.Type && a.Source == b.Source && a.Time.Equal(b.Time) && a.RunID == b.RunID &&
 		a.NodeID == b.NodeID && a.Attempt == b.Attempt && a.TraceParent == b.TraceParent && a.TraceState == b.TraceState &&
 		bytes.Equal(a.Data, b.Data) && a.IsDecision() == b.IsDecision() && a.Queue == b.Queue && a.Subject() == b.Subject()
@@ -45,15 +44,15 @@ func sameEvent(a, b *events.Event) bool {
 // The fast decoder reads every event Weft writes as the SDK's does.
 func TestFastDecodeMatchesSDK(t *testing.T) {
 	for _, e := range sampleEvents(t) {
-		m, err := eventstore.Encode(e)
+		m, err := eventlog.Encode(e)
 		if err != nil {
 			t.Fatal(err)
 		}
-		fast, ok, err := events.DecodeFast(m.Subject, m.Header, m.Data)
+		fast, ok, err := eventlog.DecodeFast(m.Subject, m.Header, m.Data)
 		if !ok || err != nil {
 			t.Fatalf("%s: the fast decoder did not take it (ok %v): %v", e.Type, ok, err)
 		}
-		sdk, err := events.DecodeSDK(m.Subject, m.Header, m.Data)
+		sdk, err := eventlog.DecodeSDK(m.Subject, m.Header, m.Data)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -67,7 +66,7 @@ func TestFastDecodeMatchesSDK(t *testing.T) {
 // takes is accepted or refused as by the SDK's decoder, and read alike.
 func FuzzFastDecodeMatchesSDK(f *testing.F) {
 	for _, e := range sampleEvents(&testing.T{}) {
-		m, _ := eventstore.Encode(e)
+		m, _ := eventlog.Encode(e)
 		f.Add(m.Subject, m.Header.Get("ce-id"), m.Header.Get("ce-source"), m.Header.Get("ce-type"), m.Header.Get("ce-time"),
 			m.Header.Get("ce-attempt"), m.Header.Get("ce-runid"), "", m.Data)
 	}
@@ -83,11 +82,11 @@ func FuzzFastDecodeMatchesSDK(f *testing.F) {
 		if extra != "" {
 			h[extra] = []string{"v"}
 		}
-		fast, ok, ferr := events.DecodeFast(subject, maps.Clone(h), data)
+		fast, ok, ferr := eventlog.DecodeFast(subject, maps.Clone(h), data)
 		if !ok {
 			return
 		}
-		sdk, serr := events.DecodeSDK(subject, h, data)
+		sdk, serr := eventlog.DecodeSDK(subject, h, data)
 		if (ferr == nil) != (serr == nil) {
 			t.Fatalf("fast err %v, sdk err %v (headers %q)", ferr, serr, h)
 		}
@@ -97,9 +96,9 @@ func FuzzFastDecodeMatchesSDK(f *testing.F) {
 	})
 }
 
-func benchEvent(b *testing.B) *events.Event {
-	e, err := events.New("06h0cqv455l1fp9hqo8n8mr9a8", "06h0cqv455l1fp9hqo8n8mr9a8:ready:a/1:1", time.Now(), &events.NodeReadyData{
-		NodeRef: events.NodeRef{Node: "a", Iteration: 1}, Attempt: 1, Type: "echo", Queue: "default",
+func benchEvent(b *testing.B) *eventlog.Event {
+	e, err := eventlog.New("06h0cqv455l1fp9hqo8n8mr9a8", "06h0cqv455l1fp9hqo8n8mr9a8:ready:a/1:1", time.Now(), &eventlog.NodeReadyData{
+		NodeRef: eventlog.NodeRef{Node: "a", Iteration: 1}, Attempt: 1, Type: "echo", Queue: "default",
 		IdempotencyKey: "k", Input: []byte(`{"name":"Ada","n":1}`)})
 	if err != nil {
 		b.Fatal(err)
@@ -112,8 +111,8 @@ func BenchmarkEncode(b *testing.B) {
 	e := benchEvent(b)
 	for _, c := range []struct {
 		name string
-		enc  func(*events.Event) (*nats.Msg, error)
-	}{{"fast", eventstore.Encode}, {"sdk", events.EncodeSDK}} {
+		enc  func(*eventlog.Event) (*nats.Msg, error)
+	}{{"fast", eventlog.Encode}, {"sdk", eventlog.EncodeSDK}} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
@@ -126,11 +125,11 @@ func BenchmarkEncode(b *testing.B) {
 }
 
 func BenchmarkDecode(b *testing.B) {
-	m, _ := eventstore.Encode(benchEvent(b))
+	m, _ := eventlog.Encode(benchEvent(b))
 	for _, c := range []struct {
 		name string
-		dec  func(string, nats.Header, []byte) (*events.Event, error)
-	}{{"fast", events.Decode}, {"sdk", events.DecodeSDK}} {
+		dec  func(string, nats.Header, []byte) (*eventlog.Event, error)
+	}{{"fast", eventlog.Decode}, {"sdk", eventlog.DecodeSDK}} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {

@@ -1,4 +1,4 @@
-package events_test
+package eventlog_test
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/natstest"
-	"github.com/weft-dev/weft/pkg/events"
 )
 
 // bufLogger logs to l.
@@ -29,12 +28,12 @@ func TestOpenUsesAnExistingStreamAsItIs(t *testing.T) {
 	}
 	var logs natstest.Buffer
 	for range 2 { // the second open says nothing new
-		st, err := events.Open(ctx, js, events.WithReplicas(3), events.WithDuplicates(2*time.Minute),
-			events.WithStorage(jetstream.MemoryStorage), events.WithLogger(bufLogger(&logs)))
+		st, err := eventlog.Open(ctx, js, eventlog.WithReplicas(3), eventlog.WithDuplicates(2*time.Minute),
+			eventlog.WithStorage(jetstream.MemoryStorage), eventlog.WithLogger(bufLogger(&logs)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		live := events.LiveConfig(st)
+		live := eventlog.LiveConfig(st)
 		if live.Replicas != 1 || live.Duplicates != 5*time.Minute || live.MaxAge != time.Hour || live.Storage != jetstream.FileStorage {
 			t.Fatalf("the store's configuration is not the live stream's: %+v", live)
 		}
@@ -67,10 +66,10 @@ func TestOpenCreatesAMissingStreamWithItsOptions(t *testing.T) {
 	srv := natstest.Server(t)
 	_, js := natstest.Connect(t, srv)
 	var logs natstest.Buffer
-	if _, err := events.Open(ctx, js, events.WithDuplicates(3*time.Minute), events.WithMaxAge(48*time.Hour), events.WithLogger(bufLogger(&logs))); err != nil {
+	if _, err := eventlog.Open(ctx, js, eventlog.WithDuplicates(3*time.Minute), eventlog.WithMaxAge(48*time.Hour), eventlog.WithLogger(bufLogger(&logs))); err != nil {
 		t.Fatal(err)
 	}
-	s, err := js.Stream(ctx, events.DefaultStream)
+	s, err := js.Stream(ctx, eventlog.DefaultStream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,9 +105,9 @@ func TestOpenRefusesAnUnsafeStream(t *testing.T) {
 			if _, err := js.CreateStream(ctx, sc); err != nil {
 				t.Fatal(err)
 			}
-			_, err := events.Open(ctx, js)
+			_, err := eventlog.Open(ctx, js)
 			var se *eventlog.SettingError
-			if !errors.Is(err, events.ErrUnsafeSetting) || !errors.As(err, &se) || se.Setting != tt.setting {
+			if !errors.Is(err, eventlog.ErrUnsafeSetting) || !errors.As(err, &se) || se.Setting != tt.setting {
 				t.Fatalf("got %v, want an unsafe %s", err, tt.setting)
 			}
 			if tt.fixable != strings.Contains(err.Error(), "weft admin apply -stream WEFT") {
@@ -124,7 +123,7 @@ func TestOpenRefusesAnUnsafeStream(t *testing.T) {
 			if _, err := js.UpdateStream(ctx, upd); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := events.Open(ctx, js); err != nil {
+			if _, err := eventlog.Open(ctx, js); err != nil {
 				t.Fatalf("after the fix: %v", err)
 			}
 		})
@@ -140,7 +139,7 @@ func TestOpenAcceptsWiderSubjects(t *testing.T) {
 	if _, err := js.CreateStream(ctx, sc); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := events.Open(ctx, js); err != nil {
+	if _, err := eventlog.Open(ctx, js); err != nil {
 		t.Fatal(err)
 	}
 }

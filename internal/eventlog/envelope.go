@@ -1,4 +1,4 @@
-package events
+package eventlog
 
 import (
 	"bytes"
@@ -16,8 +16,6 @@ import (
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	"github.com/cloudevents/sdk-go/v2/types"
 	"github.com/nats-io/nats.go"
-
-	"github.com/weft-dev/weft/internal/eventlog"
 )
 
 // Event is the one envelope every Weft event shares: the CloudEvents
@@ -68,7 +66,7 @@ type Event struct {
 	// subject is the subject the event was read from, if it was.
 	subject string
 	// decision: see IsDecision. Only the engine marks an event a
-	// decision (internal/eventstore); users cannot write one.
+	// decision (MarkDecision, AppendDecisions); users cannot write one.
 	decision bool
 
 	payload Payload
@@ -426,7 +424,7 @@ func placed(subject string, e *Event) (*Event, error) {
 	if !e.Type.Known() {
 		return nil, fmt.Errorf("%w: %s: %q", ErrUnknownType, subject, e.Type)
 	}
-	p, ok := eventlog.Parse(subject)
+	p, ok := Parse(subject)
 	if !ok {
 		return nil, fmt.Errorf("%w: %s: not a run event subject", ErrMisplaced, subject)
 	}
@@ -436,7 +434,7 @@ func placed(subject string, e *Event) (*Event, error) {
 	if err := checkPlace(e.Type, p); err != nil {
 		return nil, fmt.Errorf("%s: %w", subject, err)
 	}
-	e.decision = p.Class == eventlog.ClassCoordinator
+	e.decision = p.Class == ClassCoordinator
 	e.Queue = p.Queue
 	e.subject = subject
 	pl, err := e.Payload()
@@ -457,7 +455,7 @@ func placed(subject string, e *Event) (*Event, error) {
 func DecodeStored(subject string, hdr nats.Header, data []byte, seq uint64, stored time.Time) *Event {
 	e, err := Decode(subject, hdr, data)
 	if err != nil {
-		run, _ := eventlog.RunOf(subject)
+		run, _ := RunOf(subject)
 		e = &Event{
 			ID:      hdr.Get(headerPrefix + "id"),
 			Type:    Type(hdr.Get(headerPrefix + "type")),
@@ -466,10 +464,10 @@ func DecodeStored(subject string, hdr nats.Header, data []byte, seq uint64, stor
 			Refused: err,
 			subject: subject,
 		}
-		e.decision = strings.HasPrefix(subject, eventlog.RunBase(run)+eventlog.ClassCoordinator+".")
+		e.decision = strings.HasPrefix(subject, RunBase(run)+ClassCoordinator+".")
 	}
 	e.Seq, e.Stored = seq, stored.UTC()
-	if v := hdr.Get(eventlog.HdrRestored); v != "" {
+	if v := hdr.Get(HdrRestored); v != "" {
 		// The original stamp of a restored message. A header is the
 		// writer's, so it may only make the event older than the stream
 		// says, never newer: a writer can backdate only its own event's
@@ -525,27 +523,27 @@ func checkServerHeaders(subject string, hdr nats.Header) error {
 	if by == "" {
 		return nil
 	}
-	p, ok := eventlog.Parse(subject)
-	if !ok || eventlog.RunBase(p.Run)+p.Class+"."+p.Kind != eventlog.FiredTarget(p.Run) || !strings.HasPrefix(by, strings.TrimSuffix(eventlog.ScheduleFilter(p.Run), ">")) {
+	p, ok := Parse(subject)
+	if !ok || RunBase(p.Run)+p.Class+"."+p.Kind != FiredTarget(p.Run) || !strings.HasPrefix(by, strings.TrimSuffix(ScheduleFilter(p.Run), ">")) {
 		return fmt.Errorf("%w: %s: written by the schedule %s, which is not one of the run's timers", ErrMisplaced, subject, by)
 	}
 	return nil
 }
 
 // decodeFired reads a timer that fired in the timers stream (on
-// eventlog.FiredSubject(run)) as the TimerFired event the coordinator appends to
+// FiredSubject(run)) as the TimerFired event the coordinator appends to
 // the run: only the coordinator writes the timers stream, and the server
 // stamps the fired copy with the schedule it came from (Nats-Scheduler),
 // which must be one of the run's timers.
 func decodeFired(subject string, hdr nats.Header, data []byte) (*Event, error) {
-	run, ok := eventlog.FiredRun(subject)
+	run, ok := FiredRun(subject)
 	if !ok {
 		return nil, fmt.Errorf("%w: %s: not a fired timer's subject", ErrMisplaced, subject)
 	}
-	if by := hdr.Get(hdrScheduler); !strings.HasPrefix(by, strings.TrimSuffix(eventlog.ScheduleFilter(run), ">")) {
+	if by := hdr.Get(hdrScheduler); !strings.HasPrefix(by, strings.TrimSuffix(ScheduleFilter(run), ">")) {
 		return nil, fmt.Errorf("%w: %s: fired by %q, not one of the run's timers", ErrMisplaced, subject, by)
 	}
-	target := eventlog.FiredTarget(run)
+	target := FiredTarget(run)
 	e, err := Decode(target, hdr, data)
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package events
+package eventlog
 
 import (
 	"bytes"
@@ -11,7 +11,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/weft-dev/weft/internal/eventlog"
 )
 
 // Reads that NATS permissions can scope. A batched direct get
@@ -108,19 +107,19 @@ func (s *store) confirmOnSubject(ctx context.Context, m *nats.Msg, seq uint64) e
 }
 
 // HasEnd reports whether one of a run's terminal subjects
-// (eventlog.TerminalSubjects) holds a message, from the stream's per-subject
+// (TerminalSubjects) holds a message, from the stream's per-subject
 // message counts (stream information with a subject filter), which the
 // stream leader answers. No message is read: a role may be given this
 // check without the right to read runs' ends, which hold their outputs.
 // Whether the message there is a valid event is not looked at.
 func (s *store) HasEnd(ctx context.Context, runID string) (bool, error) {
-	if !eventlog.ValidToken(runID) {
+	if !ValidToken(runID) {
 		return false, fmt.Errorf("%w: run id %q", ErrInvalidID, runID)
 	}
 	ctx, cancel := withDefaultTimeout(ctx, 5*time.Second)
 	defer cancel()
-	terminal := eventlog.TerminalSubjects(runID)
-	req, _ := json.Marshal(map[string]any{"subjects_filter": eventlog.RunBase(runID) + eventlog.ClassCoordinator + ".*"})
+	terminal := TerminalSubjects(runID)
+	req, _ := json.Marshal(map[string]any{"subjects_filter": RunBase(runID) + ClassCoordinator + ".*"})
 	resp, err := s.nc.RequestWithContext(ctx, "$JS.API.STREAM.INFO."+s.cfg.Stream, req)
 	if err != nil {
 		return false, fmt.Errorf("counting the ends of run %s: %w", runID, err)
