@@ -79,7 +79,7 @@
 // Pure, cheap nodes run here, in the coordinator that owns the run, with
 // no queue hop (local.go), as Temporal's local activities do: the built-in
 // transform and the types registered with WithLocalNode, through the same
-// node contract as on a worker (workqueue.InvokeLocal); routers are decided
+// node contract as on a worker (worker.InvokeLocal); routers are decided
 // by the engine itself. The engine readies a local node like any other,
 // on the reserved queue events.LocalQueue ("_local"), which no worker
 // consumes; once the decision is in the log the shard runs the node and
@@ -180,8 +180,8 @@ import (
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/runs"
 	"github.com/weft-dev/weft/internal/setup"
+	"github.com/weft-dev/weft/internal/worker"
 	"github.com/weft-dev/weft/pkg/events"
-	"github.com/weft-dev/weft/pkg/worker"
 )
 
 // Stats counts what the coordinator did.

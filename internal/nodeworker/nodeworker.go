@@ -39,10 +39,10 @@ import (
 	"github.com/weft-dev/weft/internal/natsconn"
 	"github.com/weft-dev/weft/internal/setup"
 	"github.com/weft-dev/weft/internal/telemetry"
+	"github.com/weft-dev/weft/internal/worker"
+	"github.com/weft-dev/weft/internal/worker/builtin"
 	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/events"
-	"github.com/weft-dev/weft/pkg/worker"
-	"github.com/weft-dev/weft/pkg/worker/builtin"
 )
 
 // ErrUsage is wrapped by errors about the command line and configuration;

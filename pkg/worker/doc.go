@@ -1,4 +1,7 @@
 // Package worker is Weft's worker SDK: it runs the nodes of workflow graphs.
+// It is a face (type aliases and thin constructors, sdk.go) over the
+// engine's worker runtime, internal/worker, which the coordinator also
+// uses to run its local nodes.
 //
 // What it offers:
 //

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weft-dev/weft/internal/worker/builtin"
 	"github.com/weft-dev/weft/pkg/events"
-	"github.com/weft-dev/weft/pkg/worker/builtin"
 )
 
 // TestTemplateBombs: prompt templates that would burn a core or the

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/worker"
 	"github.com/weft-dev/weft/pkg/events"
-	"github.com/weft-dev/weft/pkg/worker"
 )
 
 // startRun appends a run-started event whose graph is nodes.

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/nodeconfig"
+	"github.com/weft-dev/weft/internal/worker"
 	"github.com/weft-dev/weft/pkg/events"
-	"github.com/weft-dev/weft/pkg/worker"
 )
 
 // decodeConfig decodes a node's configuration strictly into cfg. An absent

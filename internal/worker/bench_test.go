@@ -8,9 +8,9 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/worker"
 	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/events"
-	"github.com/weft-dev/weft/pkg/worker"
 )
 
 // BenchmarkRoundTrip measures one work item from its node-ready append to

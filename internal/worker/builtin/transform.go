@@ -7,8 +7,8 @@ import (
 	"sync"
 
 	"github.com/weft-dev/weft/internal/expr"
+	"github.com/weft-dev/weft/internal/worker"
 	"github.com/weft-dev/weft/pkg/events"
-	"github.com/weft-dev/weft/pkg/worker"
 )
 
 // FailureEvaluation is the failure type of a transform expression that

@@ -9,8 +9,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/weft-dev/weft/internal/worker"
 	"github.com/weft-dev/weft/pkg/events"
-	"github.com/weft-dev/weft/pkg/worker"
 )
 
 // recorder notes the steps a node goes through.

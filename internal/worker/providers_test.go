@@ -11,8 +11,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/weft-dev/weft/internal/telemetry"
+	"github.com/weft-dev/weft/internal/worker"
 	"github.com/weft-dev/weft/pkg/events"
-	"github.com/weft-dev/weft/pkg/worker"
 )
 
 // The providers given with WithTracerProvider and WithMeterProvider get

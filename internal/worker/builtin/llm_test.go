@@ -10,8 +10,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/weft-dev/weft/internal/worker/builtin"
 	"github.com/weft-dev/weft/pkg/events"
-	"github.com/weft-dev/weft/pkg/worker/builtin"
 )
 
 // fakeLLM is an OpenAI-compatible chat-completions server on 127.0.0.1.

@@ -12,8 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/weft-dev/weft/internal/worker"
 	"github.com/weft-dev/weft/pkg/events"
-	"github.com/weft-dev/weft/pkg/worker"
 )
 
 // TestSchemaRefsNotLoaded: a node schema's $ref to a file or a URL is not

@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 
-	"github.com/weft-dev/weft/pkg/worker"
+	"github.com/weft-dev/weft/internal/worker"
 )
 
 // EchoConfig configures echo. Without "output" the output is the node's

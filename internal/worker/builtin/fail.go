@@ -3,7 +3,7 @@ package builtin
 import (
 	"context"
 
-	"github.com/weft-dev/weft/pkg/worker"
+	"github.com/weft-dev/weft/internal/worker"
 )
 
 // FailConfig configures fail.

@@ -14,8 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weft-dev/weft/internal/worker"
 	"github.com/weft-dev/weft/pkg/events"
-	"github.com/weft-dev/weft/pkg/worker"
 )
 
 // LLM defaults.

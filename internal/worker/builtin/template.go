@@ -11,7 +11,7 @@ import (
 	"text/template/parse"
 
 	"github.com/weft-dev/weft/internal/nodeconfig"
-	"github.com/weft-dev/weft/pkg/worker"
+	"github.com/weft-dev/weft/internal/worker"
 )
 
 // FailureTemplateLimit is the failure type of a template that went past one

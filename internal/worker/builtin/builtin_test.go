@@ -14,9 +14,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
+	"github.com/weft-dev/weft/internal/worker"
+	"github.com/weft-dev/weft/internal/worker/builtin"
 	"github.com/weft-dev/weft/pkg/events"
-	"github.com/weft-dev/weft/pkg/worker"
-	"github.com/weft-dev/weft/pkg/worker/builtin"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

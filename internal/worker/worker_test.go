@@ -15,9 +15,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/worker"
 	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/events"
-	"github.com/weft-dev/weft/pkg/worker"
 )
 
 func TestMain(m *testing.M) {

@@ -9,9 +9,9 @@ import (
 
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/worker"
 	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/events"
-	"github.com/weft-dev/weft/pkg/worker"
 )
 
 func TestQueueConcurrencyLimit(t *testing.T) {

@@ -11,15 +11,14 @@ import (
 
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/telemetry"
-	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
-// The coordinator's way to run local nodes (workqueue.InvokeLocal), kept
-// out of this package's surface.
-func init() { workqueue.InvokeLocal = invokeLocal }
+// ErrGivenUp is returned by InvokeLocal when ctx ended for another reason
+// than the node's own timeout: the execution has no outcome to record.
+var ErrGivenUp = errors.New("local execution given up")
 
-// invokeLocal runs one attempt of a work item in the calling process, for
+// InvokeLocal runs one attempt of a work item in the calling process, for
 // a coordinator that runs local nodes itself (events.LocalQueue), through
 // the steps a worker takes (contract.go: input schema, Validate,
 // ShouldExecute, Before, the phases or Execute, declared outputs, output
@@ -33,8 +32,8 @@ func init() { workqueue.InvokeLocal = invokeLocal }
 // derived from the attempt (delivery 0, which no worker delivery uses),
 // worker set to by, and Queue set to ready.Queue; or ErrGivenUp when ctx
 // ended first, for another reason than the timeout
-// (workqueue.ErrGivenUp).
-func invokeLocal(ctx context.Context, node Node, run string, ready *events.NodeReadyData, readyEv *events.Event, by string, timeout time.Duration, log *slog.Logger) (*events.Event, error) {
+// (ErrGivenUp).
+func InvokeLocal(ctx context.Context, node Node, run string, ready *events.NodeReadyData, readyEv *events.Event, by string, timeout time.Duration, log *slog.Logger) (*events.Event, error) {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -59,7 +58,7 @@ func invokeLocal(ctx context.Context, node Node, run string, ready *events.NodeR
 	res, nodeErr := w.call(runCtx, node, it)
 	elapsed := time.Since(start)
 	if ctx.Err() != nil {
-		return nil, fmt.Errorf("%w: %w", workqueue.ErrGivenUp, context.Cause(ctx))
+		return nil, fmt.Errorf("%w: %w", ErrGivenUp, context.Cause(ctx))
 	}
 	if nodeErr != nil && errors.Is(context.Cause(runCtx), context.DeadlineExceeded) && !isTimeout(nodeErr) {
 		nodeErr = &Error{Type: events.FailureTimeout, Message: fmt.Sprintf("node timed out after %s", timeout), Retryable: true, Cause: nodeErr}

@@ -15,9 +15,9 @@ import (
 
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/worker"
 	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/events"
-	"github.com/weft-dev/weft/pkg/worker"
 )
 
 // testStore starts a server and opens the store, with the default queue's

@@ -13,8 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/weft-dev/weft/internal/worker/builtin"
 	"github.com/weft-dev/weft/pkg/events"
-	"github.com/weft-dev/weft/pkg/worker/builtin"
 )
 
 func allow(t *testing.T, entries ...string) *builtin.AddressPolicy {

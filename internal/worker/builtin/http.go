@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/nodeconfig"
+	"github.com/weft-dev/weft/internal/worker"
 	"github.com/weft-dev/weft/pkg/events"
-	"github.com/weft-dev/weft/pkg/worker"
 )
 
 // HTTP defaults and limits.

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/weft-dev/weft/pkg/worker"
+	"github.com/weft-dev/weft/internal/worker"
 )
 
 // SleepConfig configures sleep.

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weft-dev/weft/pkg/worker"
-	"github.com/weft-dev/weft/pkg/worker/builtin"
+	"github.com/weft-dev/weft/internal/worker"
+	"github.com/weft-dev/weft/internal/worker/builtin"
 )
 
 // The fuzz tests feed arbitrary graph JSON to the executors' config

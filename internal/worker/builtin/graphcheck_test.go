@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/weft-dev/weft/internal/worker/builtin"
 	"github.com/weft-dev/weft/pkg/graph"
-	"github.com/weft-dev/weft/pkg/worker/builtin"
 )
 
 // TestGraphRefusesWhatExecutorsRefuse: graph validation (pkg/graph, which
