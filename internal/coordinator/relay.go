@@ -13,6 +13,7 @@ import (
 
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/logattr"
+	"github.com/weft-dev/weft/internal/setup"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
@@ -129,9 +130,5 @@ func (c *Coordinator) timerConsumer(ctx context.Context, p int) (jetstream.Consu
 	} else {
 		cfg.FilterSubjects = f
 	}
-	cons, err = c.js.CreateConsumer(ctx, stream, cfg)
-	if errors.Is(err, jetstream.ErrConsumerExists) {
-		cons, err = c.js.Consumer(ctx, stream, name)
-	}
-	return cons, err
+	return setup.CreateConsumer(ctx, c.js, stream, cfg)
 }

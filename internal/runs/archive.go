@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/setup"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
@@ -56,12 +57,9 @@ func OpenObjectStore(ctx context.Context, js jetstream.JetStream, bucket, stream
 		if s, serr := js.Stream(ctx, stream); serr == nil {
 			replicas = max(s.CachedInfo().Config.Replicas, 1)
 		}
-		o, err = js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{
+		o, err = setup.CreateObjectStore(ctx, js, jetstream.ObjectStoreConfig{
 			Bucket: bucket, Description: "Weft archive: the logs of removed runs, one gzip object per run", Replicas: replicas,
 		})
-		if errors.Is(err, jetstream.ErrBucketExists) {
-			o, err = js.ObjectStore(ctx, bucket)
-		}
 	}
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return nil, fmt.Errorf("archive bucket %s does not exist (create it with 'weft admin retention -archive %s -create-archive', or name another): %w", bucket, bucket, err)
