@@ -68,7 +68,7 @@ var Of = map[string]Layer{
 	"pkg/worker/builtin":                Face,
 
 	// The engine.
-	"internal/cmdmain":            Engine,
+	"internal/daemon":             Engine,
 	"internal/coordinator":        Engine,
 	"internal/coordinatord":       Engine,
 	"internal/embedded":           Engine,

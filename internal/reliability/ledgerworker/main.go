@@ -34,7 +34,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/weft-dev/weft/internal/cmdmain"
+	"github.com/weft-dev/weft/internal/daemon"
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/natsconn"
@@ -44,7 +44,7 @@ import (
 
 var errUsage = errors.New("usage")
 
-func main() { cmdmain.Main("ledgerworker", errUsage, run) }
+func main() { daemon.Main("ledgerworker", errUsage, run) }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var cfg natsconn.Config

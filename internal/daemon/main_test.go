@@ -1,4 +1,4 @@
-package cmdmain_test
+package daemon_test
 
 import (
 	"bytes"
@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weft-dev/weft/internal/cmdmain"
+	"github.com/weft-dev/weft/internal/daemon"
 )
 
 func TestCode(t *testing.T) {
@@ -26,7 +26,7 @@ func TestCode(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var w bytes.Buffer
-			if got := cmdmain.Code(&w, "prog", usage, tt.err); got != tt.want {
+			if got := daemon.Code(&w, "prog", usage, tt.err); got != tt.want {
 				t.Fatalf("code %d, want %d", got, tt.want)
 			}
 			if tt.err != nil && w.String() != "prog: "+tt.err.Error()+"\n" {
@@ -45,17 +45,17 @@ func TestParseFlags(t *testing.T) {
 		return fs
 	}
 	var out bytes.Buffer
-	err := cmdmain.ParseFlags(newFlags(), []string{"-ttl", "banana"}, &out)
+	err := daemon.ParseFlags(newFlags(), []string{"-ttl", "banana"}, &out)
 	if err == nil || strings.Count(err.Error(), "banana") != 1 || !strings.Contains(err.Error(), "run 'prog -h' for the flags") {
 		t.Errorf("error %v, want the mistake once and a pointer to -h", err)
 	}
 	var buf bytes.Buffer
-	_ = cmdmain.Code(&buf, "prog", errors.New("usage"), err)
+	_ = daemon.Code(&buf, "prog", errors.New("usage"), err)
 	if out.Len() != 0 || strings.Count(buf.String(), "banana") != 1 {
 		t.Errorf("printed %q then %q, want the mistake once", out.String(), buf.String())
 	}
 	out.Reset()
-	if err := cmdmain.ParseFlags(newFlags(), []string{"-h"}, &out); !errors.Is(err, flag.ErrHelp) {
+	if err := daemon.ParseFlags(newFlags(), []string{"-h"}, &out); !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("-h: %v", err)
 	}
 	if !strings.Contains(out.String(), "Usage of prog:") || !strings.Contains(out.String(), "-ttl duration") {

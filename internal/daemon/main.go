@@ -1,6 +1,11 @@
-// Package cmdmain is what every Weft daemon's main does: run until SIGINT
-// or SIGTERM, then map the error to an exit code (0 done, 2 usage, 1 other).
-package cmdmain
+// Package daemon is what every Weft daemon shares: its main (Main: run
+// until SIGINT or SIGTERM, then map the error to an exit code: 0 done, 2
+// usage, 1 other; ParseFlags) and its bootstrap (Boot: the JSON logger,
+// telemetry, the NATS connection that waits for a server, the /metrics,
+// /healthz and /readyz server, and the events store), so that the
+// coordinator daemon (internal/coordinatord) and the worker daemon
+// (internal/nodeworker) differ only in what they run.
+package daemon
 
 import (
 	"context"
