@@ -100,7 +100,15 @@ func (k *kit) runCase(ctx context.Context, c testCase) Result {
 	k.log.Info("case", "case", c.name)
 	r := Result{Name: c.name, Status: Pass}
 	var err error
-	if _, err = k.ensureWorker(ctx); err == nil {
+	if k.startErr != nil {
+		// Twice in a row no worker came up: the cases cannot run.
+		err = fmt.Errorf("no worker: %w", k.startErr)
+	} else if _, err = k.ensureWorker(ctx); err != nil {
+		if k.startFailures++; k.startFailures >= 2 {
+			k.startErr = err
+		}
+	} else {
+		k.startFailures = 0
 		err = c.run(ctx, k)
 	}
 	if p := k.current(); err == nil && p != nil {

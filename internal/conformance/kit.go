@@ -131,6 +131,11 @@ type kit struct {
 	workerMu sync.Mutex
 	worker   *proc // the worker process serving now, if any
 	started  int   // worker processes started so far (names conf-1, conf-2, …)
+
+	// startFailures counts the cases in a row whose worker did not come
+	// up; at two, startErr ends the suite's hopes.
+	startFailures int
+	startErr      error
 }
 
 // start sets the engine up: the server under the roles, the admin's

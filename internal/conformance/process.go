@@ -85,7 +85,15 @@ func (k *kit) startWorker(ctx context.Context) (*proc, error) {
 	k.worker = p
 	k.workerMu.Unlock()
 	if _, err := k.awaitAnnouncement(ctx, p); err != nil {
-		return p, err
+		// A worker that does not announce itself is not serving: stop
+		// it, so that the next case starts one afresh.
+		p.kill()
+		k.workerMu.Lock()
+		if k.worker == p {
+			k.worker = nil
+		}
+		k.workerMu.Unlock()
+		return nil, err
 	}
 	return p, nil
 }
