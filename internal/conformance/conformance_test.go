@@ -75,7 +75,7 @@ func TestKitCatchesWrongWorkers(t *testing.T) {
 		{"fatal-retryable", "fatal", conformance.Fail, "ConfFatal"},
 		{"effect-key", "effect", conformance.Fail, "idempotency key"},
 		{"slow-inprogress", "in-progress", conformance.Fail, "in progress"},
-		{"ignore-timeout", "start-to-close", conformance.Fail, "enforce timeoutMs"},
+		{"ignore-timeout", "start-to-close", conformance.Fail, "must enforce timeoutMs"},
 		{"no-hooks", "hooks", conformance.Skip, "conf.hooks"},
 	}
 	for _, tc := range tests {
