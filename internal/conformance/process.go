@@ -63,6 +63,7 @@ func (k *kit) startWorker(ctx context.Context) (*proc, error) {
 		"WEFT_NATS_URL="+k.url,
 		"WEFT_NATS_USER="+c.User.Name,
 		"WEFT_NATS_PASSWORD="+c.Password,
+		"WEFT_NATS_INBOX_PREFIX="+natsconn.InboxPrefixFor(c.User.Name),
 		"WEFT_STREAM="+k.admin.StreamName(),
 		"WEFT_QUEUE="+Queue,
 		"WEFT_WORKER_NAME="+p.name,

@@ -53,7 +53,8 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 	}
 	cfg := natsconn.Config{
 		URL: os.Getenv("WEFT_NATS_URL"), User: os.Getenv("WEFT_NATS_USER"), Password: os.Getenv("WEFT_NATS_PASSWORD"),
-		Creds: os.Getenv("WEFT_NATS_CREDS"), Stream: os.Getenv("WEFT_STREAM"), Name: "weft conformance goworker",
+		Creds: os.Getenv("WEFT_NATS_CREDS"), InboxPrefix: os.Getenv("WEFT_NATS_INBOX_PREFIX"),
+		Stream: os.Getenv("WEFT_STREAM"), Name: "weft conformance goworker",
 	}
 	if cfg.Stream == "" {
 		cfg.Stream = "WEFT"
