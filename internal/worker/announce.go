@@ -26,9 +26,16 @@ import (
 // node type no live worker serves is not failed: it stays in its queue (as
 // node status "ready") until a worker for it comes.
 
+// Protocol is the version of the wire protocol this worker speaks
+// (docs/worker-protocol.md), written in its announcement.
+const Protocol = "weft-worker/1"
+
 // Announcement is a live worker's entry in workqueue.WorkersBucket.
 type Announcement struct {
-	Name      string    `json:"name"`
+	Name string `json:"name"`
+	// Protocol is the wire protocol the worker speaks ("weft-worker/1");
+	// empty for workers older than the field.
+	Protocol  string    `json:"protocol,omitempty"`
 	Queues    []string  `json:"queues"`
 	Types     []string  `json:"types"`
 	Started   time.Time `json:"started"`
@@ -99,7 +106,7 @@ func (w *Worker) announce(ctx context.Context) *announcer {
 	a := &announcer{
 		kv:   kv,
 		key:  announceKey(w.opts.name),
-		ann:  Announcement{Name: w.opts.name, Queues: w.opts.queues, Types: w.Types(), Started: now},
+		ann:  Announcement{Name: w.opts.name, Protocol: Protocol, Queues: w.opts.queues, Types: w.Types(), Started: now},
 		done: make(chan struct{}),
 		quit: make(chan struct{}),
 	}

@@ -70,6 +70,17 @@ func (w *Worker) process(base context.Context, q *queue, m jetstream.Msg) {
 		return
 	}
 	ev, ready, err := decodeWorkItem(m.Subject(), m.Headers(), m.Data()) // workitem.go
+	if t, newer := newerWorkItem(m.Headers(), err); newer {
+		// A work item of a protocol version this worker does not speak:
+		// left to a worker that does, as work of a type it does not serve.
+		if _, seen := w.unknown.LoadOrStore(t, true); !seen {
+			w.log.Warn("work item of a newer protocol version; leaving it to other workers", logattr.EventType, t, logattr.Queue, q.name)
+		}
+		if err := m.NakWithDelay(w.unknownDelay); err != nil {
+			w.log.Warn("handing back a work item of a newer version", logattr.Subject, m.Subject(), logattr.Error, err)
+		}
+		return
+	}
 	if err != nil {
 		w.stats.malformed.Add(1)
 		w.log.Error("malformed work item; terminated", logattr.Subject, m.Subject(), logattr.Error, err)

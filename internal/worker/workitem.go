@@ -1,7 +1,10 @@
 package worker
 
 import (
+	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 
@@ -28,4 +31,24 @@ func decodeWorkItem(subject string, hdr nats.Header, data []byte) (*events.Event
 		return nil, nil, fmt.Errorf("%w: %s: node-ready event without node or type", events.ErrMalformedEvent, subject)
 	}
 	return ev, ready, nil
+}
+
+// readyTypePrefix is the type of node-ready events without its version.
+const readyTypePrefix = "dev.weft.node.ready.v"
+
+// newerWorkItem reports whether a work item that did not decode is a
+// node-ready of a newer version than this worker's (its type
+// "dev.weft.node.ready.v<N>", N above 1): not malformed, only not for
+// this worker (docs/worker-protocol.md, "Version").
+func newerWorkItem(hdr nats.Header, err error) (string, bool) {
+	if err == nil || !errors.Is(err, events.ErrUnknownType) {
+		return "", false
+	}
+	t := hdr.Get("ce-type")
+	v, ok := strings.CutPrefix(t, readyTypePrefix)
+	if !ok {
+		return "", false
+	}
+	n, perr := strconv.Atoi(v)
+	return t, perr == nil && n > 1
 }

@@ -57,3 +57,41 @@ func FuzzDecodeWorkItem(f *testing.F) {
 		}
 	})
 }
+
+// TestNewerWorkItem: a node-ready of a higher type version is left to
+// other workers; the current version, other types and junk are not.
+func TestNewerWorkItem(t *testing.T) {
+	run := "run1"
+	ready, err := events.New(run, "run1:ready:a", time.Time{}, &events.NodeReadyData{NodeRef: events.NodeRef{Node: "a", Iteration: 1}, Attempt: 1, Type: "echo", Queue: "default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventlog.MarkDecision(ready)
+	m, err := eventlog.Encode(ready)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		typ   string
+		newer bool
+	}{
+		{"dev.weft.node.ready.v2", true},
+		{"dev.weft.node.ready.v10", true},
+		{"dev.weft.node.ready.v1", false}, // decodes: not an error at all
+		{"dev.weft.node.ready.v0", false},
+		{"dev.weft.node.ready.vx", false},
+		{"dev.weft.node.invoked.v2", false},
+		{"com.example.other.v3", false},
+	}
+	for _, tc := range tests {
+		h := nats.Header{}
+		for k, v := range m.Header {
+			h[k] = v
+		}
+		h.Set("ce-type", tc.typ)
+		_, _, err := decodeWorkItem(m.Subject, h, m.Data)
+		if _, newer := newerWorkItem(h, err); newer != tc.newer {
+			t.Errorf("%s (decode error %v): newer %v, want %v", tc.typ, err, newer, tc.newer)
+		}
+	}
+}

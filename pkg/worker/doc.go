@@ -22,7 +22,9 @@
 //     FailureRunNotFound, DefaultFallbackTimeout, HeartbeatEventInterval;
 //     the errors ErrAlreadyRunning, ErrNoWorkItem,
 //     ErrSchemaRefRefused; Announcement and LiveWorkers, the workers that
-//     announced themselves; DefaultQueue.
+//     announced themselves; DefaultQueue; Protocol, the version of the
+//     wire protocol the worker speaks (docs/worker-protocol.md, which a
+//     worker in any language implements; internal/conformance checks).
 //
 // The built-in node types are in pkg/worker/builtin. The queues' consumers
 // and the announcements bucket are set up by the engine
@@ -62,8 +64,9 @@
 //
 // Items whose node type this worker has no handler for are not failed: they
 // are handed back with a delay, so that a worker that has the handler takes
-// them. Items that are not valid node-ready events are terminated and
-// counted as malformed.
+// them, and so are node-ready events of a newer type version than this
+// worker's (a worker that speaks it takes them). Items that are not valid
+// node-ready events are terminated and counted as malformed.
 //
 // Run blocks until its context ends and then drains: it stops pulling, hands
 // back items it has buffered but not started, and lets nodes in flight finish

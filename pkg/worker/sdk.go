@@ -13,6 +13,10 @@ import (
 	"github.com/weft-dev/weft/pkg/events"
 )
 
+// Protocol is the version of the wire protocol this worker speaks
+// (docs/worker-protocol.md), written in its announcement.
+const Protocol = rt.Protocol
+
 // Announcement is a live worker's entry in workqueue.WorkersBucket.
 type Announcement = rt.Announcement
 
