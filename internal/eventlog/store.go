@@ -136,12 +136,22 @@ func (s *store) encode(e *Event) (*nats.Msg, error) {
 }
 
 func (s *store) Append(ctx context.Context, runID string, expectLast uint64, evs ...*Event) (uint64, error) {
-	for _, e := range evs {
-		if e.decision {
-			return 0, fmt.Errorf("%w: %s for run %q is a coordinator decision: only the engine appends decisions (a client starts runs, signals and cancels; a worker reports outcomes)", ErrMisplaced, e.Type, e.RunID)
-		}
+	if err := CheckFacts(evs); err != nil {
+		return 0, err
 	}
 	return s.append(ctx, runID, expectLast, evs)
+}
+
+// CheckFacts is what Store.Append checks before it writes anything: no
+// event of evs is a coordinator decision (ErrMisplaced). Every Store
+// implementation makes the same check (see logtest).
+func CheckFacts(evs []*Event) error {
+	for _, e := range evs {
+		if e.decision {
+			return fmt.Errorf("%w: %s for run %q is a coordinator decision: only the engine appends decisions (a client starts runs, signals and cancels; a worker reports outcomes)", ErrMisplaced, e.Type, e.RunID)
+		}
+	}
+	return nil
 }
 
 func (s *store) append(ctx context.Context, runID string, expectLast uint64, evs []*Event) (uint64, error) {

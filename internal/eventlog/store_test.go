@@ -1,5 +1,9 @@
 package eventlog_test
 
+// Appends, reads, concurrency, de-duplication and starts are the log's
+// contract (contract_test.go, package logtest), which the simulator's
+// in-memory log runs too; what is left here is the JetStream store's own.
+
 import (
 	"context"
 	"encoding/json"
@@ -35,90 +39,6 @@ func ready(t *testing.T, run, node string) *eventlog.Event {
 	e := mustEvent(t, run, eventlog.DecisionID(run, eventlog.NodeReady, ref.Key(), "1"), &eventlog.NodeReadyData{NodeRef: ref, Attempt: 1, Type: "echo", Queue: "default"})
 	eventlog.MarkDecision(e)
 	return e
-}
-
-func TestStoreAppendAndRead(t *testing.T) {
-	_, st := natstest.Store(t)
-	ctx := context.Background()
-	run := eventlog.NewRunID()
-
-	seq, err := eventlog.Append(ctx, st, run, 0, started(t, run))
-	if err != nil {
-		t.Fatalf("append started: %v", err)
-	}
-	// A second run-started for the same run is refused; the same one again
-	// is de-duplicated.
-	other := mustEvent(t, run, "other-id", &eventlog.RunStartedData{GraphName: "g"})
-	if _, err := eventlog.Append(ctx, st, run, 0, other); !errors.Is(err, eventlog.ErrRunExists) {
-		t.Fatalf("second start: got %v, want ErrRunExists", err)
-	}
-	_ = seq
-	// The first decision expects no decision before it.
-	seqA, err := eventlog.Append(ctx, st, run, 0, ready(t, run, "a"))
-	if err != nil {
-		t.Fatalf("first decision: %v", err)
-	}
-	// A decision taken from a state without it conflicts.
-	if _, err := eventlog.Append(ctx, st, run, 0, ready(t, run, "x")); !errors.Is(err, eventlog.ErrConflict) {
-		t.Fatalf("stale decision: got %v, want ErrConflict", err)
-	}
-	// A worker's fact in between does not invalidate decisions.
-	fact := mustEvent(t, run, "inv-a", &eventlog.NodeInvokingData{NodeRef: eventlog.NodeRef{Node: "a", Iteration: 1}, Attempt: 1, Delivery: 1, Worker: "w"})
-	if _, err := eventlog.Append(ctx, st, run, eventlog.AnySeq, fact); err != nil {
-		t.Fatalf("fact: %v", err)
-	}
-	// An atomic batch chained on the last decision goes in whole.
-	last, err := eventlog.Append(ctx, st, run, seqA, ready(t, run, "b"), ready(t, run, "c"))
-	if err != nil {
-		t.Fatalf("batch: %v", err)
-	}
-	if last != seqA+3 {
-		t.Fatalf("batch last seq = %d, want %d", last, seqA+3)
-	}
-	// The same batch again, from the old decision, is refused whole.
-	if _, err := eventlog.Append(ctx, st, run, seqA, ready(t, run, "y"), ready(t, run, "z")); !errors.Is(err, eventlog.ErrConflict) {
-		t.Fatalf("stale batch: got %v, want ErrConflict", err)
-	}
-	// Another run's decisions do not disturb this run's check.
-	run2 := eventlog.NewRunID()
-	if _, err := eventlog.Append(ctx, st, run2, 0, started(t, run2)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := eventlog.Append(ctx, st, run2, 0, ready(t, run2, "a")); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := eventlog.Append(ctx, st, run, last, ready(t, run, "d")); err != nil {
-		t.Fatalf("append after another run's event: %v", err)
-	}
-
-	evs, err := st.Read(ctx, run, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, e := range evs {
-		got = append(got, string(e.Type)+"/"+e.NodeID)
-	}
-	want := "dev.weft.run.started.v1/ dev.weft.node.ready.v1/a dev.weft.node.invoking.v1/a dev.weft.node.ready.v1/b dev.weft.node.ready.v1/c dev.weft.node.ready.v1/d"
-	if strings.Join(got, " ") != want {
-		t.Fatalf("read:\n got %v\nwant %v", got, want)
-	}
-	if !evs[1].IsDecision() || evs[2].IsDecision() {
-		t.Fatalf("decision flags: ready %v invoking %v", evs[1].IsDecision(), evs[2].IsDecision())
-	}
-	tail, err := st.Read(ctx, run, evs[3].Seq, 0)
-	if err != nil || len(tail) != 3 {
-		t.Fatalf("tail read: %d events, err %v", len(tail), err)
-	}
-	if ls, err := st.LastSeq(ctx, run); err != nil || ls != evs[5].Seq {
-		t.Fatalf("LastSeq = %d, %v; want %d", ls, err, evs[5].Seq)
-	}
-	if _, err := st.Read(ctx, "nope", 0, 0); !errors.Is(err, eventlog.ErrRunNotFound) {
-		t.Fatalf("missing run: %v", err)
-	}
-	if _, err := st.LastSeq(ctx, "nope"); !errors.Is(err, eventlog.ErrRunNotFound) {
-		t.Fatalf("missing run last seq: %v", err)
-	}
 }
 
 // appendLongRun appends a run of 2501 events: its start, then 2500
@@ -302,49 +222,6 @@ func TestStoreSchedule(t *testing.T) {
 	t.Fatal("scheduled timer never fired")
 }
 
-func TestStoreReadUpTo(t *testing.T) {
-	_, st := natstest.Store(t)
-	ctx := context.Background()
-	run := eventlog.NewRunID()
-	if _, err := eventlog.Append(ctx, st, run, 0, started(t, run)); err != nil {
-		t.Fatal(err)
-	}
-	last, err := eventlog.Append(ctx, st, run, 0, ready(t, run, "a"), ready(t, run, "b"), ready(t, run, "c"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	evs, err := st.Read(ctx, run, 0, last-1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(evs) != 3 || evs[len(evs)-1].Seq != last-1 {
-		t.Fatalf("read up to %d: %d events", last-1, len(evs))
-	}
-}
-
-func TestStoreStartIsIdempotentOnlyForTheSameStart(t *testing.T) {
-	_, st := natstest.Store(t)
-	ctx := context.Background()
-	run := eventlog.NewRunID()
-	first := started(t, run)
-	if _, err := eventlog.Append(ctx, st, run, 0, first); err != nil {
-		t.Fatal(err)
-	}
-	// The same start again (a retried request) is fine.
-	if _, err := eventlog.Append(ctx, st, run, 0, first); err != nil {
-		t.Fatalf("retried start: %v", err)
-	}
-	// Another start under the same id, within the de-duplication window, is not.
-	other := mustEvent(t, run, run, &eventlog.RunStartedData{GraphName: "other", Graph: json.RawMessage(`{"name":"other"}`)})
-	if _, err := eventlog.Append(ctx, st, run, 0, other); !errors.Is(err, eventlog.ErrRunExists) {
-		t.Fatalf("second start: got %v, want ErrRunExists", err)
-	}
-	evs, _ := st.Read(ctx, run, 0, 0)
-	if len(evs) != 1 {
-		t.Fatalf("%d events, want 1", len(evs))
-	}
-}
-
 func TestOpenLeavesAGoodStreamAlone(t *testing.T) {
 	srv, st := natstest.Store(t)
 	_, js := natstest.Connect(t, srv)
@@ -359,61 +236,5 @@ func TestOpenLeavesAGoodStreamAlone(t *testing.T) {
 	s, _ = js.Stream(context.Background(), st.StreamName())
 	if !s.CachedInfo().Created.Equal(before) {
 		t.Fatal("stream was recreated")
-	}
-}
-
-// TestAppendRefusesDecisions: the public Append writes no coordinator
-// decision, whether built with New or read back from JSON that says it is
-// one, alone or in a batch; nothing reaches the stream.
-func TestAppendRefusesDecisions(t *testing.T) {
-	_, st := natstest.Store(t)
-	ctx := context.Background()
-	run := eventlog.NewRunID()
-	if _, err := st.Append(ctx, run, 0, started(t, run)); err != nil {
-		t.Fatal(err)
-	}
-	js := eventlog.JetStream(st)
-	lastSeq := func() uint64 {
-		s, err := js.Stream(ctx, st.StreamName())
-		if err != nil {
-			t.Fatal(err)
-		}
-		info, err := s.Info(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return info.State.LastSeq
-	}
-	before := lastSeq()
-	built, err := eventlog.New(run, "forged-ready", time.Time{}, &eventlog.NodeReadyData{NodeRef: eventlog.NodeRef{Node: "a", Iteration: 1}, Attempt: 1, Type: "echo", Queue: "default"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := json.Marshal(ready(t, run, "b"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var decoded eventlog.Event
-	if err := json.Unmarshal(b, &decoded); err != nil {
-		t.Fatal(err)
-	}
-	fact := mustEvent(t, run, "fact-1", &eventlog.NodeInvokingData{NodeRef: eventlog.NodeRef{Node: "a", Iteration: 1}, Attempt: 1, Worker: "w"})
-	completed, err := eventlog.New(run, "forged-end", time.Time{}, &eventlog.RunCompletedData{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, batch := range map[string][]*eventlog.Event{
-		"node-ready built with New": {built},
-		"node-ready read from JSON": {&decoded},
-		"run-completed":             {completed},
-		"a fact, then a decision":   {fact, built},
-	} {
-		_, err := st.Append(ctx, run, eventlog.AnySeq, batch...)
-		if !errors.Is(err, eventlog.ErrMisplaced) || !strings.Contains(err.Error(), "coordinator decision") {
-			t.Errorf("%s: Append = %v, want ErrMisplaced naming a coordinator decision", name, err)
-		}
-	}
-	if after := lastSeq(); after != before {
-		t.Errorf("the stream moved from %d to %d: a refused append wrote", before, after)
 	}
 }

@@ -96,13 +96,14 @@ var Of = map[string]Layer{
 	"pkg/projection":      Foundation,
 
 	// Testing rooms.
-	"internal/layers":      Testing,
-	"internal/natstest":    Testing,
-	"internal/proctest":    Testing,
-	"internal/reliability": Testing,
-	"internal/security":    Testing,
-	"internal/semantics":   Testing,
-	"internal/sim":         Testing,
+	"internal/eventlog/logtest": Testing,
+	"internal/layers":           Testing,
+	"internal/natstest":         Testing,
+	"internal/proctest":         Testing,
+	"internal/reliability":      Testing,
+	"internal/security":         Testing,
+	"internal/semantics":        Testing,
+	"internal/sim":              Testing,
 }
 
 // For returns the layer of the package at path (relative to the module),

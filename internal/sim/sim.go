@@ -545,7 +545,7 @@ func (s *Sim) signalRun(r *simRun) {
 func (s *Sim) lateDuplicate() {
 	d := s.later[0]
 	s.later = s.later[1:]
-	_, err := s.store.Append(context.Background(), d.run, d.expect, d.evs...)
+	_, err := s.store.append(context.Background(), d.run, d.expect, d.evs...)
 	s.note("network: late duplicate of %d event(s) of %s (%s): %v", len(d.evs), d.run, d.evs[0].Type, err)
 }
 
