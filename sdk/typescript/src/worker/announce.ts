@@ -18,9 +18,13 @@ export const WorkersBucket = 'weft-workers'
 export const DefaultAnnounceInterval = 10_000
 const announceTTL = 3 * DefaultAnnounceInterval
 
+/** Protocol is the version of the wire protocol this worker speaks (docs/worker-protocol.md), written in its announcement. */
+export const Protocol = 'weft-worker/1'
+
 /** Announcement is a live worker's entry. */
 export interface Announcement {
   name: string
+  protocol: string
   queues: string[]
   types: string[]
   started: string
@@ -34,7 +38,7 @@ export function announceKey(name: string): string {
 
 function encodeAnnouncement(a: Announcement): string {
   const list = (l: string[]) => '[' + l.map(quote).join(',') + ']'
-  return `{"name":${quote(a.name)},"queues":${list(a.queues)},"types":${list(a.types)},"started":${quote(a.started)},"heartbeat":${quote(a.heartbeat)}}`
+  return `{"name":${quote(a.name)},"protocol":${quote(a.protocol)},"queues":${list(a.queues)},"types":${list(a.types)},"started":${quote(a.started)},"heartbeat":${quote(a.heartbeat)}}`
 }
 
 /** Announcer keeps a worker's entry fresh until stop. */
@@ -71,7 +75,7 @@ export class Announcer {
       return undefined
     }
     const now = formatTime(new Date())
-    const a = new Announcer(kv, announceKey(name), { name, queues, types: types(), started: now, heartbeat: now }, types, log)
+    const a = new Announcer(kv, announceKey(name), { name, protocol: Protocol, queues, types: types(), started: now, heartbeat: now }, types, log)
     await a.put()
     a.timer = setInterval(() => void a.put(), every)
     a.timer.unref()

@@ -407,6 +407,17 @@ export class Worker {
     try {
       ;({ ev, ready } = decodeWorkItem(m))
     } catch (err) {
+      const newer = newerWorkItem(m, err)
+      if (newer !== undefined) {
+        // A work item of a protocol version this worker does not speak:
+        // left to a worker that does, as work of a type it does not serve.
+        if (!this.unknown.has(newer)) {
+          this.unknown.add(newer)
+          this.log.warn('work item of a newer protocol version; leaving it to other workers', { type: newer, queue: q.name })
+        }
+        nak(m, unknownTypeDelay, this.log)
+        return
+      }
       this.counters.malformed++
       this.log.error('malformed work item; terminated', { subject: m.subject, error: errorMessage(err) })
       m.term()
@@ -976,6 +987,16 @@ function decodeWorkItem(m: JsMsg): { ev: WeftEvent; ready: NodeReadyData } {
   ready.iteration ??= 0
   ready.attempt ??= 0
   return { ev, ready }
+}
+
+// newerWorkItem is the type of a work item that did not decode because it
+// is a node-ready of a newer version than this worker's
+// ("dev.weft.node.ready.v<N>", N above 1): not malformed, only not for it.
+function newerWorkItem(m: JsMsg, err: unknown): string | undefined {
+  if (!isWeftError(err, 'UnknownType')) return undefined
+  const t = m.headers?.get('ce-type') ?? ''
+  const v = /^dev\.weft\.node\.ready\.v([+-]?[0-9]+)$/.exec(t)
+  return v !== null && Number(v[1]) > 1 ? t : undefined
 }
 
 function refOf(r: NodeReadyData): NodeRef {
