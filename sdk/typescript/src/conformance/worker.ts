@@ -1,3 +1,4 @@
+#!/usr/bin/env node
 // The TypeScript SDK's conformance worker (docs/conformance.md): it
 // registers the kit's node types on the queue WEFT_QUEUE, connects with
 // WEFT_NATS_URL, WEFT_NATS_USER and WEFT_NATS_PASSWORD (or WEFT_NATS_CREDS),

@@ -198,10 +198,10 @@ export function parse(text: string): JValue {
     }
   }
   const fail = (what: string): never => {
-    throw new JSONSyntaxError(
-      i >= text.length ? `unexpected end of JSON input (${what})` : `invalid character ${JSON.stringify(text[i])} ${what}`,
-      i,
-    )
+    // As Go's SyntaxError: the offset is just after the byte that is wrong.
+    if (i >= text.length) throw new JSONSyntaxError('unexpected end of JSON input', text.length)
+    const c = text[i] as string
+    throw new JSONSyntaxError(`invalid character ${c === "'" ? "'\\''" : `'${c}'`} ${what}`, i + 1)
   }
   const value = (depth: number): JValue => {
     if (depth > 10000) fail('exceeded max depth')

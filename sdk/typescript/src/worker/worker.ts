@@ -61,8 +61,12 @@ const unknownTypeDelay = 5_000
 const staleAfter = 2_000
 const maxHeartbeatFailures = 3
 const recentCancels = 4096
-/** abandonGrace is how long a node whose signal aborted may take to settle before its outcome is recorded without it. */
-const abandonGrace = 1_000
+/**
+ * abandonGrace is how long a node whose signal aborted may take to settle
+ * before its outcome is recorded without it: well within the second the
+ * coordinator's own start-to-close timer gives a worker after a timeout.
+ */
+const abandonGrace = 200
 /** fetchExpires bounds one pull request, and so how long a drain waits for the pull in flight. */
 const fetchExpires = 2_000
 
