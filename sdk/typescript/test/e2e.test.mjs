@@ -305,3 +305,42 @@ test('a worker that is stopped drains: the node in flight finishes, and its outc
   assert.deepEqual(st.nodes.d.output, { drained: true })
   assert.equal(w2.stats().succeeded, 1)
 })
+
+test('a queue’s concurrency bounds its nodes in flight', async () => {
+  let now = 0
+  let most = 0
+  const w = new Worker({ connection: h.connectOptions('weft-worker-drain'), queues: ['drain'], name: 'bounded', logger: quiet, concurrency: 4, queueConcurrency: { drain: 1 } })
+  w.handle('counted', async () => {
+    most = Math.max(most, ++now)
+    await new Promise((r) => setTimeout(r, 150))
+    now--
+    return { output: { ok: true } }
+  })
+  const r = w.run({ signals: [] })
+  const runs = await Promise.all([1, 2, 3].map((i) => client.start(graph(`bounded-${i}`, [{ id: 'c', type: 'counted', queue: 'drain' }]))))
+  for (const run of runs) assert.equal((await client.wait(run, { timeout: 30_000 })).status, 'completed')
+  w.stop()
+  await r
+  assert.equal(most, 1)
+})
+
+test('a node still running when the drain times out is aborted and handed back, and runs again elsewhere', async () => {
+  const w = new Worker({ connection: h.connectOptions('weft-worker-drain'), queues: ['drain'], name: 'impatient', logger: quiet, drainTimeout: 300 })
+  let aborted
+  w.handle('stubborn', (input, ctx) => new Promise((_, reject) => ctx.signal.addEventListener('abort', () => reject((aborted = ctx.signal.reason)))))
+  const r = w.run({ signals: [] })
+  const run = await client.start(graph('stubborn', [{ id: 's', type: 'stubborn', queue: 'drain' }]))
+  for (let i = 0; i < 200 && ofType(await logOf(run), 'node.invoking').length === 0; i++) await new Promise((res) => setTimeout(res, 25))
+  w.stop()
+  await assert.rejects(r, { name: 'DrainTimeoutError' })
+  assert.equal(aborted?.kind, 'drain')
+  assert.equal(ofType(await logOf(run), 'node.failed').length, 0, 'nothing recorded for a node given up')
+  const w2 = new Worker({ connection: h.connectOptions('weft-worker-drain'), queues: ['drain'], name: 'patient', logger: quiet })
+  w2.handle('stubborn', (input) => ({ output: { delivery: input.delivery } }))
+  const r2 = w2.run({ signals: [] })
+  const st = await client.wait(run, { timeout: 30_000 })
+  w2.stop()
+  await r2
+  assert.equal(st.status, 'completed')
+  assert.deepEqual(st.nodes.s.output, { delivery: 2 })
+})
