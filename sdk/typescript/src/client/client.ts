@@ -210,7 +210,12 @@ export class Client {
     if (o.signal !== undefined) signals.push(o.signal)
     if (o.timeout !== undefined) signals.push(AbortSignal.timeout(o.timeout))
     const signal = signals.length > 0 ? AbortSignal.any(signals) : undefined
+    // What is heard is only a wake-up: the run's terminal subjects are read.
+    // Core NATS may drop a message, so they are read again now and then
+    // while nothing is heard, from a second on, backing off to 30 s.
     let wake: (() => void) | undefined
+    const onAbort = () => wake?.()
+    signal?.addEventListener('abort', onAbort, { once: true })
     const subs = terminalSubjects(runId).map((s) => this.store.nc.subscribe(s, { callback: () => wake?.() }))
     try {
       await this.store.nc.flush()
@@ -220,12 +225,12 @@ export class Client {
         if (await this.hasEnded(runId)) return await this.status(runId)
         if (signal?.aborted) throw new WeftError('Timeout', `waiting for run ${runId}: ${errorMessage(signal.reason)}`)
         let t: NodeJS.Timeout | undefined
-        const stop = new Promise<void>((resolve) => signal?.addEventListener('abort', () => resolve(), { once: true }))
-        await Promise.race([woken, stop, new Promise<void>((resolve) => (t = setTimeout(resolve, idle)))])
+        await Promise.race([woken, new Promise<void>((resolve) => (t = setTimeout(resolve, idle)))])
         clearTimeout(t)
         idle = Math.min(idle * 2, 30_000)
       }
     } finally {
+      signal?.removeEventListener('abort', onAbort)
       for (const s of subs) s.unsubscribe()
     }
   }
