@@ -115,6 +115,12 @@ export class Store {
       try {
         seq = await this.publishOne(w)
       } catch (err) {
+        if (err instanceof WeftError && err.code === 'Conflict' && e.type === EventType.RunStarted && expectLast === 0) {
+          // Starting the same run again (a retried request, the very same
+          // event) succeeds with the recorded start; any other start of a
+          // run that has events is RunExists.
+          return this.sameStart(e, w)
+        }
         if (!(err instanceof WeftError && err.code === 'DuplicateMismatch')) throw err
         // Someone took the id first: write the event under a fresh one.
         const id = e.id + '~' + randomId()
@@ -126,6 +132,19 @@ export class Store {
       if (expectLast !== AnySeq) expectLast = seq
     }
     return last
+  }
+
+  private async sameStart(e: WeftEvent, w: Wire): Promise<number> {
+    const m = await this.leaderGet({ last_by_subj: w.subject }).catch(() => undefined)
+    if (m !== undefined) {
+      try {
+        const got = decode(m.subject, m.headers, m.data)
+        if (got.id === e.id && bytesEqual(m.data, w.data)) return m.seq
+      } catch {
+        // not a valid start: someone else's
+      }
+    }
+    throw new WeftError('RunExists', `run already exists: ${e.runId}`)
   }
 
   /** wire encodes an event and checks it fits in one message. */
