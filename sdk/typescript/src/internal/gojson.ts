@@ -25,11 +25,6 @@ export class RawJSON {
   constructor(readonly text: string) {}
 }
 
-/** GoNumber is a number kept as its JSON lexeme (Go's json.Number). */
-export class GoNumber {
-  constructor(readonly lexeme: string) {}
-}
-
 const hex = '0123456789abcdef'
 
 /** quote writes s as a JSON string, as Go's encoder does (HTML-escaped). */
@@ -138,7 +133,6 @@ function write(v: unknown, path: string, stack: object[]): string {
   }
   if (v === null) return 'null'
   if (v instanceof RawJSON) return compact(v.text)
-  if (v instanceof GoNumber) return v.lexeme
   const obj = v as Record<string, unknown>
   if (stack.includes(obj)) throw new NotJSONError(path, 'a cycle: the value contains itself')
   if (typeof obj['toJSON'] === 'function') {
@@ -371,33 +365,4 @@ export function render(v: JValue): string {
 /** compact is Go's compaction of a json.RawMessage in an encoded value. */
 export function compact(text: string): string {
   return render(parse(text))
-}
-
-/** toJS turns a parsed value into plain JavaScript values. */
-export function toJS(v: JValue): unknown {
-  switch (v.kind) {
-    case 'null':
-      return null
-    case 'bool':
-      return v.value
-    case 'number':
-      return Number(v.text)
-    case 'string':
-      return v.value
-    case 'array':
-      return v.items.map(toJS)
-    case 'object': {
-      const out: Record<string, unknown> = {}
-      for (const [k, e] of v.members) {
-        // Own data properties, so that "__proto__" is a key like any other.
-        Object.defineProperty(out, k, { value: toJS(e), enumerable: true, writable: true, configurable: true })
-      }
-      return out
-    }
-  }
-}
-
-/** decode parses JSON text to plain values (JSON.parse, with "__proto__" kept as a key). */
-export function decode(text: string): unknown {
-  return JSON.parse(text)
 }
