@@ -148,14 +148,14 @@ func TestUICommandCredentials(t *testing.T) {
 	if r := weft(t, "ui", "-nats", natsURL); r.code != 2 || !strings.Contains(r.stderr, "both or neither") {
 		t.Errorf("a user without a password: exit %d\n%s", r.code, r.stderr)
 	}
-	t.Setenv("WEFT_UI_PASSWORD", "s3cret")
+	t.Setenv("WEFT_UI_PASSWORD", "correct-horse-staple")
 	lines, stop := background(t, "ui", "-nats", natsURL)
 	base := uiURL(t, lines, stop)
 	if code := getJSON(t, base+"/api/config", nil); code != http.StatusUnauthorized {
 		t.Errorf("without credentials: %d, want 401", code)
 	}
 	req, _ := http.NewRequest(http.MethodGet, base+"/api/config", nil)
-	req.SetBasicAuth("ada", "s3cret")
+	req.SetBasicAuth("ada", "correct-horse-staple")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -177,7 +177,7 @@ func TestUICommandCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	req, _ = http.NewRequest(http.MethodPost, base+"/api/runs/"+id+"/cancel", strings.NewReader(`{"reason":"from the UI"}`))
-	req.SetBasicAuth("ada", "s3cret")
+	req.SetBasicAuth("ada", "correct-horse-staple")
 	req.Header.Set(ui.ActionHeader, "1")
 	if resp, err = http.DefaultClient.Do(req); err != nil {
 		t.Fatal(err)
