@@ -240,6 +240,10 @@ func TestUIHashPassword(t *testing.T) {
 		}
 	}
 
+	if r := weft(t, "help", "ui", "hash-password"); r.code != 0 || !strings.Contains(r.stdout, "USER:BCRYPT-HASH") || !strings.Contains(r.stdout, "-cost") {
+		t.Errorf("weft help ui hash-password: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+
 	natsURL, _ := engine(t)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "ui.passwd")
