@@ -145,9 +145,11 @@ func TestUIDoor(t *testing.T) {
 		}
 		b, _ := os.ReadFile(logPath)
 		log := string(b)
-		var failed, logins int
+		var failed, logins, refused int
 		for l := range strings.SplitSeq(log, "\n") {
 			switch {
+			case strings.Contains(l, `msg="ui: logins refused: the client is locked out`):
+				refused++
 			case strings.Contains(l, `msg="ui: login failed"`):
 				failed++
 				if !strings.Contains(l, "remote=127.0.0.2:") || !strings.Contains(l, "user="+uiUser) {
@@ -160,8 +162,8 @@ func TestUIDoor(t *testing.T) {
 				}
 			}
 		}
-		if failed != ui.DefaultLoginFailures || logins != 1 {
-			t.Errorf("%d failed logins and %d logins logged, want %d and 1:\n%s", failed, logins, ui.DefaultLoginFailures, log)
+		if failed != ui.DefaultLoginFailures || logins != 1 || refused < 1 || refused > 2 {
+			t.Errorf("%d failed logins, %d logins and %d lines of refusals logged, want %d, 1 and one every 10 s:\n%s", failed, logins, refused, ui.DefaultLoginFailures, log)
 		}
 		if strings.Contains(log, "guess-") || strings.Contains(log, uiPassword) {
 			t.Errorf("a password is in the UI's log:\n%s", log)

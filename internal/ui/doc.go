@@ -27,8 +27,9 @@
 // forwarded for. Failed logins are each logged (remote address, client,
 // the user if it is the server's: never a password) and limited: a
 // client's logins are checked one at a time, and after LoginFailures it
-// is locked out (429 with Retry-After, its right password included) for a
-// time that doubles with each further failure; a budget of failures
+// is locked out (429 with Retry-After, its right password included;
+// counted in a line at most every 10 s) for a time that doubles with each
+// further failure; a budget of failures
 // shared by all clients that have not logged in lately bounds guesses
 // spread over many addresses. A client's first login in a while is
 // logged too. Credentials are compared in constant time; a bcrypt hash is

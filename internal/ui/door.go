@@ -108,11 +108,14 @@ func (l *Limits) validate() error {
 }
 
 // refusal is a 429: why, and when to try again; budget marks a login
-// refused for the server's budget of failures.
+// refused for the server's budget of failures; toLog, when not 0, is how
+// many logins of a locked-out client were refused since the last line
+// that said so (one is due).
 type refusal struct {
 	msg    string
 	retry  time.Duration
 	budget bool
+	toLog  int
 }
 
 func (r *refusal) write(w http.ResponseWriter) {
@@ -139,6 +142,10 @@ type visitor struct {
 	blockedUntil time.Time
 	lastLogin    time.Time
 	live         int
+	// refused counts the logins refused while locked out since
+	// refusedLogged, when a line last said so.
+	refused       int
+	refusedLogged time.Time
 }
 
 // idle says whether the door may forget c.
@@ -329,7 +336,12 @@ func (d *door) begin(ctx context.Context, key netip.Addr) (*login, *refusal, err
 	}
 	if now.Before(c.blockedUntil) {
 		wait := c.blockedUntil.Sub(now)
-		return refuse(&refusal{msg: fmt.Sprintf("too many failed logins from this address: try again in %d s", retrySeconds(wait)), retry: wait})
+		r := &refusal{msg: fmt.Sprintf("too many failed logins from this address: try again in %d s", retrySeconds(wait)), retry: wait}
+		c.refused++
+		if c.refusedLogged.IsZero() || now.Sub(c.refusedLogged) >= refusalLogEvery {
+			r.toLog, c.refused, c.refusedLogged = c.refused, 0, now
+		}
+		return refuse(r)
 	}
 	l := &login{d: d, c: c}
 	if c.lastLogin.IsZero() || now.Sub(c.lastLogin) >= loginMemory {

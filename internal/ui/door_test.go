@@ -268,6 +268,12 @@ func TestUILoginLimits(t *testing.T) {
 	if l := failed[4]; !strings.Contains(l, "failures=5") || !strings.Contains(l, "lockout=1s") {
 		t.Errorf("the fifth failure's line: %s, want failures=5 lockout=1s", l)
 	}
+	// Refusals are counted, not logged one by one: the first, then at
+	// most a line every 10 s with the count since (the test's clock
+	// moved less).
+	if refused := d.lines("ui: logins refused: the client is locked out (logged once every 10 s per client)"); len(refused) != 1 || !strings.Contains(refused[0], "count=1 lockout=1s") {
+		t.Errorf("lines of refused logins: %q", refused)
+	}
 	logins := d.lines("ui: login")
 	if len(logins) != 2 || !strings.Contains(logins[0], "client="+other) || !strings.Contains(logins[1], "client="+attacker) {
 		t.Errorf("logins logged: %q, want the first of each client", logins)

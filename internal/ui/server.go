@@ -303,7 +303,10 @@ func (s *server) login(w http.ResponseWriter, r *http.Request) bool {
 		return false // the client went away while it waited its turn
 	}
 	if refused != nil {
-		if refused.budget && s.door.logDue(&s.door.loggedBudget) {
+		switch {
+		case refused.toLog > 0:
+			s.log.Warn("ui: logins refused: the client is locked out (logged once every 10 s per client)", logattr.Remote, r.RemoteAddr, logattr.Client, showClient(key), logattr.Count, refused.toLog, logattr.Lockout, refused.retry)
+		case refused.budget && s.door.logDue(&s.door.loggedBudget):
 			s.log.Warn("ui: logins refused: the server's budget of failed logins is spent (logged once every 10 s)", logattr.Remote, r.RemoteAddr, logattr.Client, showClient(key))
 		}
 		refused.write(w)
