@@ -27,9 +27,11 @@ endif
 
 ## ts-test: the TypeScript worker SDK and client (sdk/typescript): npm ci,
 ## the build (tsc --strict), and its tests against the Go codec, pkg/graph
-## and a real engine under Weft's roles (internal/sdkharness)
+## and a real engine under Weft's roles (internal/sdkharness), then the
+## conformance kit's short cases against its conformance worker
 ts-test:
 	cd sdk/typescript && npm ci && npm run build && npm test
+	$(GO) run ./cmd/weft conformance -short -worker '$(TS_WORKER)'
 
 ## lint: go vet and the gofmt check
 lint: vet fmt-check
