@@ -9,20 +9,29 @@ FUZZTIME ?= 20s
 # without it, and say so.
 RACE     := $(shell [ "$$($(GO) env CGO_ENABLED)" = 1 ] && echo -race)
 
-.PHONY: demo test lint vet fmt-check build bench bench-quick fuzz chaos ownerkill clean sim sim-known ui e2e chromium conformance
+.PHONY: demo test lint vet fmt-check build bench bench-quick fuzz chaos ownerkill clean sim sim-known ui e2e chromium conformance ts-test
 
 ## demo: run examples/hello.yaml on an embedded NATS, coordinator and worker
 demo: ui
 	$(GO) run ./cmd/weft demo examples/hello.yaml
 
-## test: vet, gofmt check, every test with the race detector, then the
-## web UI's browser tests (e2e)
+## test: vet, gofmt check, every test with the race detector, the
+## TypeScript SDK's tests (ts-test), then the web UI's browser tests (e2e)
 test: lint
 ifeq ($(RACE),)
 	@echo "note: cgo is off (no C compiler?), so tests run without -race" >&2
 endif
 	$(GO) test $(RACE) -count=1 -timeout 30m ./...
+	$(MAKE) ts-test
 	$(MAKE) e2e
+
+## ts-test: the TypeScript worker SDK and client (sdk/typescript): npm ci,
+## the build (tsc --strict), and its tests against the Go codec, pkg/graph
+## and a real engine under Weft's roles (internal/sdkharness), then the
+## conformance kit's short cases against its conformance worker
+ts-test:
+	cd sdk/typescript && npm ci && npm run build && npm test
+	$(GO) run ./cmd/weft conformance -short -worker '$(TS_WORKER)'
 
 ## lint: go vet and the gofmt check
 lint: vet fmt-check

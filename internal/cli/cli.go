@@ -237,9 +237,9 @@ func (e *env) helpCommand(args []string) error {
 		usage(e.stdout)
 		return nil
 	case 2:
-		if args[0] == cmdAdmin.name {
+		if c := lookup(args[0]); c == cmdAdmin || c == cmdUI && args[1] == "hash-password" {
 			e.help = e.stdout
-			if err := cmdAdmin.run(e, cmdAdmin, []string{args[1], "-h"}); !errors.Is(err, flag.ErrHelp) {
+			if err := c.run(e, c, []string{args[1], "-h"}); !errors.Is(err, flag.ErrHelp) {
 				return err
 			}
 			return nil

@@ -101,6 +101,7 @@ var Of = map[string]Layer{
 	"internal/natstest":         Testing,
 	"internal/proctest":         Testing,
 	"internal/reliability":      Testing,
+	"internal/sdkharness":       Testing, // the TypeScript SDK tests' harness
 	"internal/security":         Testing,
 	"internal/semantics":        Testing,
 	"internal/sim":              Testing,

@@ -129,4 +129,15 @@ const (
 	Paths  = "paths"
 	Method = "method"
 	Path   = "path"
+	// Remote is a request's peer address (host:port); Client the client
+	// it counts as (the peer's address, or the one a trusted proxy
+	// names; an IPv6 client by its /64).
+	Remote = "remote"
+	Client = "client"
+	// User is the user a login gave, when it is the server's (never a
+	// password); Failures a client's failed logins in the window;
+	// Lockout how long it is locked out.
+	User     = "user"
+	Failures = "failures"
+	Lockout  = "lockout"
 )
