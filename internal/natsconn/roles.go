@@ -168,36 +168,43 @@ func (d Deployment) User(r Role, q string) User {
 	// events stream: a consumer's deliver subject and filters are in the
 	// request body, which permissions do not see.
 	follow := []string{runSubjects}
-	// The worker announcements, read (a KV watcher is a legacy ordered
-	// push consumer with flow control).
+	// The worker announcements, read: the keys from the stream's subject
+	// index, then gets (pkg/worker's LiveWorkers). No consumer: see
+	// runsRead.
 	workersRead := []string{
 		api + "STREAM.INFO.KV_" + workersBucket,
 		api + "DIRECT.GET.KV_" + workersBucket + ".>",
 		api + "STREAM.MSG.GET.KV_" + workersBucket,
-		api + "CONSUMER.CREATE.KV_" + workersBucket + ".>",
-		api + "CONSUMER.DELETE.KV_" + workersBucket + ".*",
-		"$JS.FC.KV_" + workersBucket + ".>",
 		// Whether a coordinator is alive ('weft status' warns when none
 		// is): the leases bucket's stream information, nothing more.
 		api + "STREAM.INFO.KV_" + leasesBucket,
 	}
-	// The read model of runs (internal/runs), read: stream info with subject
-	// filters (the keys of one status), gets, and KV watchers; and the
-	// archive of removed runs, read (an object is a meta get and an
-	// ordered consumer of its chunks).
+	// The read model of runs (internal/runs), read: stream info with
+	// subject filters (the keys of one status), gets, and batched direct
+	// gets (the summaries of some statuses); and the archive of removed
+	// runs, read (an object's meta and its chunks, by direct gets). No
+	// consumer on any bucket: a consumer's deliver subject is in the
+	// request body, and each is a resource held on the server (a client
+	// that creates hundreds of push consumers stalls it), so readers get
+	// no CONSUMER.CREATE at all but the UI's one watcher (below).
 	runsRead := []string{
 		api + "STREAM.INFO.KV_" + runsBucket,
+		api + "DIRECT.GET.KV_" + runsBucket,
 		api + "DIRECT.GET.KV_" + runsBucket + ".>",
 		api + "STREAM.MSG.GET.KV_" + runsBucket,
+		api + "STREAM.INFO.OBJ_" + archiveBucket,
+		api + "DIRECT.GET.OBJ_" + archiveBucket,
+		api + "DIRECT.GET.OBJ_" + archiveBucket + ".>",
+		api + "STREAM.MSG.GET.OBJ_" + archiveBucket,
+	}
+	// The UI's live list of runs (internal/ui, GET /api/live/runs) is a
+	// KV watcher of the read model: a consumer of that bucket's stream,
+	// the one consumer a reader still creates (deploy/SECURITY.md, gap 4;
+	// in a namespace, bounded by its account's max_consumers).
+	runsWatch := []string{
 		api + "CONSUMER.CREATE.KV_" + runsBucket + ".>",
 		api + "CONSUMER.DELETE.KV_" + runsBucket + ".*",
 		"$JS.FC.KV_" + runsBucket + ".>",
-		api + "STREAM.INFO.OBJ_" + archiveBucket,
-		api + "DIRECT.GET.OBJ_" + archiveBucket + ".>",
-		api + "STREAM.MSG.GET.OBJ_" + archiveBucket,
-		api + "CONSUMER.CREATE.OBJ_" + archiveBucket + ".>",
-		api + "CONSUMER.DELETE.OBJ_" + archiveBucket + ".*",
-		"$JS.FC.OBJ_" + archiveBucket + ".>",
 	}
 	switch r {
 	case RoleClient:
@@ -210,7 +217,7 @@ func (d Deployment) User(r Role, q string) User {
 		// the queues' consumers listed (their configurations and
 		// counts, no messages).
 		queuesRead := []string{api + "CONSUMER.LIST." + s, api + "CONSUMER.INFO." + s + ".*"}
-		u.PublishAllow = slices.Concat(reads, workersRead, runsRead, queuesRead)
+		u.PublishAllow = slices.Concat(reads, workersRead, runsRead, runsWatch, queuesRead)
 		u.SubscribeAllow = append([]string{inbox}, follow...)
 	case RoleCoordinator:
 		u.PublishAllow = slices.Concat(
