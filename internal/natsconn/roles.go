@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/pkg/events"
@@ -56,17 +57,22 @@ const runSubjects = "weft.r.*.*.>"
 // Deployment is what the permissions depend on.
 type Deployment struct {
 	// Stream is the events stream's name (default "WEFT").
-	Stream string
+	Stream string `json:"stream,omitempty"`
 	// Durable is the name the coordinators' partition consumers are
 	// made from: "<durable>-<partition>" (default "coordinator").
-	Durable string
+	Durable string `json:"durable,omitempty"`
 	// Partitions is how many coordinator partitions the permissions
 	// cover (default eventlog.Slots, the most there can be): consumer
 	// names are not wildcards, so each is granted by name.
-	Partitions int
+	Partitions int `json:"partitions,omitempty"`
 	// Queues are the task queues; each gets a worker user, and no other
 	// role may pull from or reconfigure their consumers.
-	Queues []string
+	Queues []string `json:"queues"`
+	// Namespaces, when there are any, are the deployment's namespaces:
+	// one NATS account each, with the users of every role and the
+	// namespace's quota (namespace.go). None: one set of users in the
+	// server's global account, the default namespace.
+	Namespaces []Namespace `json:"namespaces,omitempty"`
 }
 
 func (d Deployment) withDefaults() Deployment {
@@ -108,6 +114,16 @@ func (d Deployment) Validate() error {
 			errs = append(errs, fmt.Errorf("queue %q: given twice", q))
 		}
 	}
+	for i, ns := range d.Namespaces {
+		if err := CheckNamespaceName(ns.Name); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if slices.ContainsFunc(d.Namespaces[:i], func(o Namespace) bool { return strings.EqualFold(o.Name, ns.Name) }) {
+			errs = append(errs, fmt.Errorf("namespace %q: given twice", ns.Name))
+		}
+		errs = append(errs, ns.Quota.validate(ns.Name, d)...)
+	}
 	return errors.Join(errs...)
 }
 
@@ -117,9 +133,14 @@ type User struct {
 	Name           string
 	Role           Role
 	Queue          string // RoleWorker only
+	Namespace      string // "" in a deployment without namespaces
 	PublishAllow   []string
 	PublishDeny    []string
 	SubscribeAllow []string
+	// AllowResponses lets the user answer the requests it receives, on
+	// their reply subjects only (the coordinator answers admission
+	// requests: internal/admission).
+	AllowResponses bool
 }
 
 // UserName is the NATS user name of a role (and queue, for workers).
@@ -131,26 +152,41 @@ func UserName(r Role, queue string) string {
 }
 
 // Users returns the users of a deployment: one per role, and one worker
-// user per queue.
+// user per queue; with namespaces, that in each namespace.
 func (d Deployment) Users() []User {
 	d = d.withDefaults()
+	namespaces := d.NamespaceNames()
+	if len(namespaces) == 0 {
+		namespaces = []string{""}
+	}
 	var out []User
-	for _, r := range Roles {
-		if r == RoleWorker {
-			for _, q := range d.Queues {
-				out = append(out, d.User(r, q))
+	for _, ns := range namespaces {
+		for _, r := range Roles {
+			if r == RoleWorker {
+				for _, q := range d.Queues {
+					out = append(out, d.user(ns, r, q))
+				}
+				continue
 			}
-			continue
+			out = append(out, d.user(ns, r, ""))
 		}
-		out = append(out, d.User(r, ""))
 	}
 	return out
 }
 
-// User returns the user of role r (and queue q, for a worker).
-func (d Deployment) User(r Role, q string) User {
+// User returns the user of role r (and queue q, for a worker) of a
+// deployment without namespaces.
+func (d Deployment) User(r Role, q string) User { return d.user("", r, q) }
+
+// UserIn returns the user of role r (and queue q) in namespace ns.
+func (d Deployment) UserIn(ns string, r Role, q string) User { return d.user(ns, r, q) }
+
+func (d Deployment) user(ns string, r Role, q string) User {
 	d = d.withDefaults()
-	u := User{Name: UserName(r, q), Role: r, Queue: q}
+	u := User{Name: NamespaceUser(ns, r, q), Role: r, Queue: q, Namespace: ns}
+	// In a namespace, client writes pass the engine's admission (see
+	// admission below and internal/admission).
+	admission := ns != ""
 	inbox := InboxPrefixFor(u.Name) + ".>"
 	api := "$JS.API."
 	s := d.Stream
@@ -208,9 +244,14 @@ func (d Deployment) User(r Role, q string) User {
 	}
 	switch r {
 	case RoleClient:
-		u.PublishAllow = slices.Concat(
-			[]string{"weft.r.*.*.c.*"},
-			reads, workersRead, runsRead)
+		writes := []string{"weft.r.*.*.c.*"}
+		if admission {
+			// No right to any run's subject: starts, signals and cancel
+			// requests are asked of the coordinators, which admit them
+			// within the namespace's limits and append them.
+			writes = []string{eventlog.AdmitAll}
+		}
+		u.PublishAllow = slices.Concat(writes, reads, workersRead, runsRead)
 		u.SubscribeAllow = append([]string{inbox}, follow...)
 	case RoleUI:
 		// The workers page counts the work waiting on each task queue:
@@ -283,6 +324,19 @@ func (d Deployment) User(r Role, q string) User {
 			coordinatorGrants(api, s+eventlog.TimerStreamSuffix, d.timerConsumers()),
 			[]string{api + "CONSUMER.INFO." + s + eventlog.TimerStreamSuffix + ".*"})
 		u.SubscribeAllow = []string{inbox}
+		if admission {
+			// It answers the clients' requests (a queue group on
+			// weft.admit.*, replies on their inboxes only), takes a
+			// ticket per request admitted, and appends the client's
+			// event: a start, a signal or a cancel request.
+			u.PublishAllow = append(u.PublishAllow,
+				"weft.r.*.*.c.signal",
+				eventlog.AllTickets,
+				api+"STREAM.INFO."+s+eventlog.AdmitStartsSuffix,
+				api+"STREAM.INFO."+s+eventlog.AdmitSignalsSuffix)
+			u.SubscribeAllow = append(u.SubscribeAllow, eventlog.AdmitAll)
+			u.AllowResponses = true
+		}
 	case RoleWorker:
 		cons := QueueConsumerName(q)
 		u.PublishAllow = []string{
@@ -320,6 +374,10 @@ func (d Deployment) User(r Role, q string) User {
 	case RoleAdmin:
 		u.PublishAllow = []string{">"}
 		u.SubscribeAllow = []string{">"}
+	}
+	if ns != "" && r != RoleAdmin {
+		// Which account the connection is in (VerifyNamespace).
+		u.PublishAllow = append(u.PublishAllow, userInfoSubject)
 	}
 	return u
 }
