@@ -34,15 +34,15 @@ func TestNamespaceNames(t *testing.T) {
 		}
 	}
 	for name, want := range map[string]string{
-		"":                  "empty",
-		"a.b":               "not a valid name",
-		"a b":               "not a valid name",
-		"a*":                "not a valid name",
-		">":                 "not a valid name",
-		"$G":                "not a valid name",
-		"_x":                "not a valid name",
-		"SYS":               "reserved",
-		"global":            "reserved",
+		"":       "empty",
+		"a.b":    "not a valid name",
+		"a b":    "not a valid name",
+		"a*":     "not a valid name",
+		">":      "not a valid name",
+		"$G":     "not a valid name",
+		"_x":     "not a valid name",
+		"SYS":    "reserved",
+		"global": "reserved",
 		strings.Repeat("x", natsconn.MaxNamespaceLen+1): "longer than",
 	} {
 		err := natsconn.CheckNamespaceName(name)
