@@ -43,12 +43,28 @@ func (e *env) connectStore(c *command, cfg *natsconn.Config, create bool) (event
 	if err := cfg.Validate(); err != nil {
 		return nil, nil, nil, &usageError{cmd: c, msg: err.Error()}
 	}
+	// One namespace: its credentials, from -roles-dir or as given.
+	targets, err := cfg.Targets(natsconn.RoleClient, "")
+	if err != nil {
+		return nil, nil, nil, &usageError{cmd: c, msg: err.Error()}
+	}
+	if len(targets) > 1 {
+		return nil, nil, nil, &usageError{cmd: c, msg: fmt.Sprintf("-namespace %s: a command serves one namespace (the coordinator and nodeworker daemons serve several)", cfg.Namespace)}
+	}
+	*cfg = targets[0]
 	cfg.Name = "weft " + c.name
 	nc, err := cfg.Connect("")
 	if err != nil {
 		if cfg.URL == "" {
 			err = fmt.Errorf("%w (is a server running? 'weft dev' starts one)", err)
 		}
+		if cfg.Namespace != "" && errors.Is(err, nats.ErrAuthorization) {
+			err = fmt.Errorf("namespace %s: %w (are these credentials of one of the namespaces 'weft roles -namespaces' generated?)", cfg.Namespace, err)
+		}
+		return nil, nil, nil, err
+	}
+	if err := natsconn.VerifyNamespace(e.ctx, nc, cfg.Namespace); err != nil {
+		nc.Close()
 		return nil, nil, nil, err
 	}
 	store, err := openStore(e.ctx, cfg, nc, create)
@@ -87,6 +103,8 @@ func openStore(ctx context.Context, cfg *natsconn.Config, nc *nats.Conn, create 
 			events.WithReplicas(sc.Replicas), events.WithDuplicates(sc.Duplicates), events.WithMaxAge(sc.MaxAge))
 	case errors.Is(err, jetstream.ErrStreamNotFound) && create:
 		return cfg.OpenStore(ctx, nc, nil)
+	case errors.Is(err, jetstream.ErrStreamNotFound) && cfg.Namespace != "":
+		return nil, fmt.Errorf("no stream %q in namespace %s on the NATS server at %s: the admin has not set the namespace up yet ('weft roles -setup -out DIR'), or -stream (WEFT_STREAM) names another stream", cfg.Stream, cfg.Namespace, nc.ConnectedUrlRedacted())
 	case errors.Is(err, jetstream.ErrStreamNotFound):
 		return nil, fmt.Errorf("no stream %q on the NATS server at %s: nothing has run there yet, or -stream (WEFT_STREAM) names another stream", cfg.Stream, nc.ConnectedUrlRedacted())
 	default:

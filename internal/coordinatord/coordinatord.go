@@ -18,6 +18,15 @@
 // as the standard OTEL_* variables say (package telemetry; off by default).
 // With -http (WEFT_HTTP; off by default) it serves /metrics (Prometheus
 // text format), /healthz and /readyz (see probe for what ready means).
+//
+// Namespaces: -namespace (WEFT_NAMESPACE) names the namespace it serves,
+// whose credentials it connects with; -namespace a,b with -roles-dir DIR
+// (the directory 'weft roles -namespaces' wrote) serves several, with one
+// connection per namespace's account, each with the coordinator role's
+// credentials there, its own coordinator and its own admission server:
+// nothing of one namespace passes over another's connection. In a
+// namespace with admission it answers the clients' admission requests
+// (internal/admission) beside deciding.
 package coordinatord
 
 import (
@@ -32,6 +41,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/weft-dev/weft/internal/admission"
 	"github.com/weft-dev/weft/internal/cmdmain"
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/eventlog"
@@ -168,26 +178,98 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}()
 	telemetry.Announce(ctx, telemetry.ComponentCoordinator)
 
-	// A server that is not up yet is waited for, like a lost one.
-	nc, err := cfg.NATS.Connect("", nats.RetryOnFailedConnect(true))
+	targets, err := cfg.NATS.Targets(natsconn.RoleCoordinator, "")
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: %v", ErrUsage, err)
 	}
-	defer nc.Close()
-	pr := &probe{nc: nc}
+	probes := make(probes, len(targets))
+	for i := range probes {
+		probes[i] = &probe{}
+	}
 	if cfg.HTTP != "" {
 		addr, _ := telemetry.HTTPAddr(cfg.HTTP)
-		srv, err := telemetry.Serve(ctx, addr, reg, pr.ready, log)
+		srv, err := telemetry.Serve(ctx, addr, reg, probes.ready, log)
 		if err != nil {
 			return err
 		}
 		defer srv.Close()
 	}
-	store, err := cfg.NATS.OpenStore(ctx, nc, log)
+	if len(targets) == 1 {
+		return serve(ctx, log, &cfg, targets[0], probes[0])
+	}
+	// One connection per namespace, each with its own coordinator: a
+	// namespace's runs are decided only over its own account's
+	// connection. The first to fail stops the others.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	errs := make(chan error, len(targets))
+	for i, t := range targets {
+		go func() {
+			err := serve(ctx, log, &cfg, t, probes[i])
+			if err != nil {
+				err = fmt.Errorf("namespace %s: %w", t.Namespace, err)
+				cancel(err)
+			}
+			errs <- err
+		}()
+	}
+	var first error
+	for range targets {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// serve connects to one namespace (or the deployment, without
+// namespaces) and coordinates it until ctx ends, answering its admission
+// requests when it has admission (internal/admission).
+func serve(ctx context.Context, log *slog.Logger, cfg *Config, nc natsconn.Config, pr *probe) error {
+	if nc.Namespace != "" {
+		log = log.With(logattr.Namespace, nc.Namespace)
+	}
+	// A server that is not up yet is waited for, like a lost one.
+	conn, err := nc.Connect("", nats.RetryOnFailedConnect(true))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	pr.nc.Store(conn)
+	store, err := nc.OpenStore(ctx, conn, log)
 	if err != nil {
 		return setupError(ctx, log, err)
 	}
-	return coordinate(ctx, log, &cfg, store, pr)
+	done := make(chan struct{})
+	defer func() { <-done }()
+	go func() {
+		defer close(done)
+		admit(ctx, log, store)
+	}()
+	return coordinate(ctx, log, cfg, store, pr)
+}
+
+// admit answers the namespace's admission requests until ctx ends, once
+// its admission server could be set up (retried with back-off: the admin
+// may not have set the tickets streams up yet).
+func admit(ctx context.Context, log *slog.Logger, store events.Store) {
+	var backoff setup.Backoff
+	for {
+		srv, err := admission.New(ctx, store, admission.WithLogger(log))
+		if err == nil {
+			err = srv.Run(ctx)
+			if err == nil {
+				return
+			}
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		backoff.Warn(log, "admission requests are not answered yet", "the admission server", err)
+		if !backoff.Wait(ctx) {
+			return
+		}
+	}
 }
 
 // coordinate runs coordinators until ctx ends. A coordinator waits for

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"sigs.k8s.io/yaml"
 
 	"github.com/weft-dev/weft/internal/eventlog"
 )
@@ -458,4 +459,87 @@ func (s *Size) UnmarshalJSON(b []byte) error {
 		return fmt.Errorf("a size: a number of bytes, or a string with a unit (\"10GiB\"), got %s", b)
 	}
 	return s.Set(str)
+}
+
+// NamespacesFile is the file 'weft roles -namespaces-file' reads: the
+// namespaces and, for each, what its quota says other than the defaults
+// (YAML or JSON):
+//
+//	namespaces:
+//	  - name: team-a
+//	    quota: {maxStorage: 50GiB, startsPerSecond: 500}
+//	  - name: team-b
+type NamespacesFile struct {
+	Namespaces []struct {
+		Name  string    `json:"name"`
+		Quota quotaFile `json:"quota"`
+	} `json:"namespaces"`
+}
+
+// quotaFile is a quota as a file gives it: what is absent takes the
+// default.
+type quotaFile struct {
+	MaxStorage       *Size  `json:"maxStorage"`
+	MaxMemory        *Size  `json:"maxMemory"`
+	MaxStreams       *int   `json:"maxStreams"`
+	MaxConsumers     *int   `json:"maxConsumers"`
+	MaxAckPending    *int   `json:"maxAckPending"`
+	StreamMaxBytes   *Size  `json:"streamMaxBytes"`
+	StreamMaxMsgs    *int64 `json:"streamMaxMsgs"`
+	StartsPerSecond  *int   `json:"startsPerSecond"`
+	SignalsPerSecond *int   `json:"signalsPerSecond"`
+}
+
+// ParseNamespaces reads a namespaces file (YAML or JSON) over base, the
+// quota of what each namespace does not say. A field given as zero is an
+// error, as is a field the file format does not have.
+func ParseNamespaces(data []byte, base Quota) ([]Namespace, error) {
+	var f NamespacesFile
+	if err := yaml.UnmarshalStrict(data, &f); err != nil {
+		return nil, err
+	}
+	if len(f.Namespaces) == 0 {
+		return nil, errors.New("no namespaces")
+	}
+	var out []Namespace
+	var errs []error
+	for _, n := range f.Namespaces {
+		q := base
+		var zero []string
+		setSize := func(dst *Size, v *Size, name string) {
+			if v != nil {
+				if *v == 0 {
+					zero = append(zero, name)
+				}
+				*dst = *v
+			}
+		}
+		setInt := func(dst *int, v *int, name string) {
+			if v != nil {
+				if *v == 0 {
+					zero = append(zero, name)
+				}
+				*dst = *v
+			}
+		}
+		setSize(&q.MaxStorage, n.Quota.MaxStorage, "maxStorage")
+		setSize(&q.MaxMemory, n.Quota.MaxMemory, "maxMemory")
+		setSize(&q.StreamMaxBytes, n.Quota.StreamMaxBytes, "streamMaxBytes")
+		setInt(&q.MaxStreams, n.Quota.MaxStreams, "maxStreams")
+		setInt(&q.MaxConsumers, n.Quota.MaxConsumers, "maxConsumers")
+		setInt(&q.MaxAckPending, n.Quota.MaxAckPending, "maxAckPending")
+		setInt(&q.StartsPerSecond, n.Quota.StartsPerSecond, "startsPerSecond")
+		setInt(&q.SignalsPerSecond, n.Quota.SignalsPerSecond, "signalsPerSecond")
+		if v := n.Quota.StreamMaxMsgs; v != nil {
+			if *v == 0 {
+				zero = append(zero, "streamMaxMsgs")
+			}
+			q.StreamMaxMsgs = *v
+		}
+		for _, z := range zero {
+			errs = append(errs, fmt.Errorf("namespace %s: quota %s: a quota of zero (want at least 1; a namespace that may do nothing needs no credentials)", n.Name, z))
+		}
+		out = append(out, Namespace{Name: n.Name, Quota: q})
+	}
+	return out, errors.Join(errs...)
 }

@@ -17,6 +17,13 @@
 // as the standard OTEL_* variables say (package telemetry; off by default).
 // With -http (WEFT_HTTP; off by default) it serves /metrics (Prometheus
 // text format), /healthz and /readyz (see probe for what ready means).
+//
+// Namespaces: -namespace (WEFT_NAMESPACE) names the namespace it serves,
+// whose credentials it connects with; -namespace a,b with -roles-dir DIR
+// (the directory 'weft roles -namespaces' wrote) serves several, with one
+// connection per namespace and queue, each with that queue's worker
+// credentials in that namespace's account, and a worker of its own.
+// -concurrency is per connection.
 package nodeworker
 
 import (
@@ -26,6 +33,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -187,9 +195,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	telemetry.Announce(ctx, telemetry.ComponentWorker)
 
 	opts := []worker.Option{
-		worker.WithQueues(cfg.Queues...),
 		worker.WithConcurrency(cfg.Concurrency),
-		worker.WithLogger(log),
 		worker.WithDrainTimeout(cfg.DrainTimeout),
 	}
 	if cfg.Name != "" {
@@ -203,8 +209,91 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if cfg.Name != "" {
 		cfg.NATS.Name += " " + cfg.Name
 	}
+	targets, err := cfg.targets()
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	probes := make(probes, len(targets))
+	for i, t := range targets {
+		probes[i] = &probe{stream: t.nats.Stream, queues: t.queues}
+	}
+	if cfg.HTTP != "" {
+		addr, _ := telemetry.HTTPAddr(cfg.HTTP)
+		srv, err := telemetry.Serve(ctx, addr, reg, probes.ready, log)
+		if err != nil {
+			return err
+		}
+		defer srv.Close()
+	}
+	if len(targets) == 1 {
+		// The queues' gauges: with several namespaces, the same queue
+		// names would be observed once per namespace under one label.
+		defer telemetry.ObserveQueues(probes[0].queueStats)()
+		return serve(ctx, log, cfg, targets[0], probes[0], opts)
+	}
+	// One connection per namespace (and queue: each has its own worker
+	// user), each with its own worker. The first to fail stops the
+	// others.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, len(targets))
+	for i, t := range targets {
+		go func() {
+			err := serve(ctx, log, cfg, t, probes[i], opts)
+			if err != nil {
+				err = fmt.Errorf("namespace %s: %w", t.nats.Namespace, err)
+				cancel()
+			}
+			errs <- err
+		}()
+	}
+	var first error
+	for range targets {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// target is one connection of the daemon: a namespace's account (or the
+// deployment's, without namespaces) and the queues it serves there.
+type target struct {
+	nats   natsconn.Config
+	queues []string
+}
+
+// targets are the daemon's connections: one with its credentials for
+// all its queues, or, with -roles-dir, one per namespace and queue, with
+// that queue's worker credentials in that namespace.
+func (c *Config) targets() ([]target, error) {
+	if c.NATS.RolesDir == "" {
+		ts, err := c.NATS.Targets(natsconn.RoleWorker, "")
+		if err != nil {
+			return nil, err
+		}
+		return []target{{nats: ts[0], queues: c.Queues}}, nil
+	}
+	var out []target
+	for _, q := range c.Queues {
+		ts, err := c.NATS.Targets(natsconn.RoleWorker, q)
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range ts {
+			out = append(out, target{nats: t, queues: []string{q}})
+		}
+	}
+	return out, nil
+}
+
+// serve runs a worker over one connection until ctx ends.
+func serve(ctx context.Context, log *slog.Logger, cfg *Config, t target, pr *probe, opts []worker.Option) error {
+	if t.nats.Namespace != "" {
+		log = log.With(logattr.Namespace, t.nats.Namespace)
+	}
 	// A server that is not up yet is waited for, like a lost one.
-	nc, err := cfg.NATS.Connect("", nats.RetryOnFailedConnect(true))
+	nc, err := t.nats.Connect("", nats.RetryOnFailedConnect(true))
 	if err != nil {
 		return err
 	}
@@ -213,24 +302,16 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	pr := &probe{js: js, stream: cfg.NATS.Stream, queues: cfg.Queues}
-	if cfg.HTTP != "" {
-		addr, _ := telemetry.HTTPAddr(cfg.HTTP)
-		srv, err := telemetry.Serve(ctx, addr, reg, pr.ready, log)
-		if err != nil {
-			return err
-		}
-		defer srv.Close()
-	}
-	defer telemetry.ObserveQueues(pr.queueStats)()
-	store, err := cfg.NATS.OpenStore(ctx, nc, log)
+	pr.js.Store(&js)
+	store, err := t.nats.OpenStore(ctx, nc, log)
 	if err != nil {
 		return setupError(ctx, log, err)
 	}
+	opts = append(slices.Clone(opts), worker.WithQueues(t.queues...), worker.WithLogger(log))
 	log.Info("built-in executors configured", cfg.Executors.describe()...)
 	var backoff setup.Backoff
 	for {
-		if err := ensureQueues(ctx, log, cfg, store); err != nil {
+		if err := ensureQueues(ctx, log, cfg, t.queues, store); err != nil {
 			return setupError(ctx, log, err)
 		}
 		w, err := worker.New(store, opts...)
@@ -259,9 +340,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 // ensureQueues sets up the consumers of the worker's queues, waiting for
 // NATS as long as it takes.
-func ensureQueues(ctx context.Context, log *slog.Logger, cfg *Config, store events.Store) error {
+func ensureQueues(ctx context.Context, log *slog.Logger, cfg *Config, queues []string, store events.Store) error {
 	opts := workqueue.QueueOptions{AckWait: cfg.AckWait, Logger: log}
-	for _, q := range cfg.Queues {
+	for _, q := range queues {
 		err := setup.Retry(ctx, log, "the consumer of queue "+q, natsconn.Fatal, func(ctx context.Context) error {
 			if err := setup.Connected(eventstore.JetStream(store).Conn()); err != nil {
 				return err

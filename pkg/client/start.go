@@ -104,7 +104,7 @@ func (c *Client) Start(ctx context.Context, g *graph.Graph, opts ...StartOption)
 	} else if !errors.Is(err, events.ErrRunNotFound) {
 		return "", fmt.Errorf("starting run %s: %w", runID, err)
 	}
-	if _, err := c.store.Append(ctx, runID, 0, ev); err != nil {
+	if _, err := c.append(ctx, runID, 0, ev); err != nil {
 		telemetry.Fail(span, err)
 		return "", fmt.Errorf("starting run %s: %w", runID, err)
 	}
