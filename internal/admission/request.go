@@ -91,6 +91,8 @@ func answer(resp *nats.Msg) (uint64, error) {
 		return 0, fmt.Errorf("%w: %s", ErrInvalid, why)
 	case kindExists:
 		return 0, fmt.Errorf("%w: %s", events.ErrRunExists, why)
+	case kindNotFound:
+		return 0, fmt.Errorf("%w: %s", events.ErrRunNotFound, why)
 	case kindConflict:
 		return 0, fmt.Errorf("%w: %s", events.ErrConflict, why)
 	case kindUnavailable:

@@ -68,10 +68,11 @@ type Server struct {
 	// Counters, for tests and logs.
 	admitted, refused [2]atomic.Int64
 
-	mu     sync.Mutex
-	limits [2]int      // the tickets streams' max_msgs
-	read   time.Time   // when the limits and the stream were last read
-	info   *jetstream.StreamInfo
+	mu         sync.Mutex
+	limits     [2]int    // the tickets streams' max_msgs
+	read       time.Time // when the limits and the stream were last read
+	refreshing bool
+	info       *jetstream.StreamInfo
 }
 
 // New returns the admission server of store's namespace. Enabled says
@@ -149,7 +150,7 @@ func (s *Server) handle(ctx context.Context, k kind, m *nats.Msg) {
 		resp.Header.Set(HdrSeq, strconv.FormatUint(seq, 10))
 	} else {
 		resp.Header.Set(HdrError, errorKind(err))
-		resp.Data = []byte(err.Error())
+		resp.Data = []byte(reason(err))
 	}
 	if m.Reply != "" {
 		_ = m.RespondMsg(resp)
@@ -179,6 +180,13 @@ func (s *Server) admit(ctx context.Context, k kind, m *nats.Msg) (uint64, error)
 	if err := s.ticket(ctx, k, e.ID); err != nil {
 		return 0, err
 	}
+	if k == kindSignal {
+		// Of a run of this namespace: a signal for a run that is not
+		// here is nobody's.
+		if _, err := s.store.LastSeq(ctx, e.RunID); err != nil {
+			return 0, err
+		}
+	}
 	expect := events.AnySeq
 	if k == kindStart {
 		expect = 0 // the run must not exist
@@ -204,7 +212,9 @@ func (s *Server) ticket(ctx context.Context, k kind, id string) error {
 	}
 	if full(err) {
 		// No ticket before one frees up: at the limit's pace, one per
-		// 1/limit of a second.
+		// 1/limit of a second. (The limits are read again now and then:
+		// the admin may change them.)
+		_ = s.refresh(ctx, false)
 		s.refused[k].Add(1)
 		limit := max(s.limit(k), 1)
 		s.refusedUntil[k].Store(s.now().Add(eventlog.TicketWindow / time.Duration(limit)).UnixNano())
@@ -218,15 +228,16 @@ func (s *Server) limitError(k kind) error {
 }
 
 func (s *Server) namespace() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.ns != "" {
 		return s.ns
 	}
 	return "of stream " + s.stream
 }
 
-// limit is a kind's limit, as its tickets stream says.
+// limit is a kind's limit, as its tickets stream said when last read.
 func (s *Server) limit(k kind) int {
-	_ = s.refresh(context.Background(), false)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.limits[k]
@@ -257,33 +268,45 @@ func (s *Server) roomForStart(ctx context.Context) error {
 const refreshEvery = 250 * time.Millisecond
 
 // refresh reads the events stream's information and the tickets streams'
-// limits, at most every refreshEvery (always with force).
+// limits, at most every refreshEvery (always with force). The reads are
+// made outside the lock: requests answered meanwhile use what was read
+// before.
 func (s *Server) refresh(ctx context.Context, force bool) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !force && s.info != nil && s.now().Sub(s.read) < refreshEvery {
+	if !force && s.info != nil && (s.refreshing || s.now().Sub(s.read) < refreshEvery) {
+		s.mu.Unlock()
 		return nil
 	}
+	s.refreshing = true
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.refreshing = false
+		s.mu.Unlock()
+	}()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	st, err := s.js.Stream(ctx, s.stream)
 	if err != nil {
 		return fmt.Errorf("%w: reading stream %s: %v", ErrUnavailable, s.stream, err)
 	}
-	s.info = st.CachedInfo()
-	if ns := s.info.Config.Metadata[eventlog.MetaNamespace]; ns != "" {
-		s.ns = ns
-	}
-	if eventlog.AdmissionOn(s.info.Config) {
+	info := st.CachedInfo()
+	var limits [2]int
+	if eventlog.AdmissionOn(info.Config) {
 		for k, suffix := range map[kind]string{kindStart: eventlog.AdmitStartsSuffix, kindSignal: eventlog.AdmitSignalsSuffix} {
 			ts, err := s.js.Stream(ctx, s.stream+suffix)
 			if err != nil {
 				return fmt.Errorf("%w: the tickets stream %s: %v (the admin sets it up: 'weft roles -setup')", ErrUnavailable, s.stream+suffix, err)
 			}
-			s.limits[k] = int(ts.CachedInfo().Config.MaxMsgs)
+			limits[k] = int(ts.CachedInfo().Config.MaxMsgs)
 		}
 	}
-	s.read = s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.info, s.limits, s.read = info, limits, s.now()
+	if ns := info.Config.Metadata[eventlog.MetaNamespace]; ns != "" {
+		s.ns = ns
+	}
 	return nil
 }
 
@@ -316,10 +339,24 @@ func errorKind(err error) string {
 		return kindInvalid
 	case errors.Is(err, events.ErrRunExists):
 		return kindExists
+	case errors.Is(err, events.ErrRunNotFound):
+		return kindNotFound
 	case errors.Is(err, events.ErrConflict):
 		return kindConflict
 	case errors.Is(err, ErrUnavailable):
 		return kindUnavailable
 	}
 	return kindFailed
+}
+
+// reason is a refusal's text without the sentinel the client wraps it in
+// again.
+func reason(err error) string {
+	msg := err.Error()
+	for _, s := range []error{ErrLimit, ErrQuota, ErrInvalid, ErrUnavailable, events.ErrRunExists, events.ErrRunNotFound, events.ErrConflict} {
+		if errors.Is(err, s) {
+			return strings.TrimPrefix(msg, s.Error()+": ")
+		}
+	}
+	return msg
 }
