@@ -42,7 +42,9 @@ func RequestSubject(e *events.Event) (string, error) {
 }
 
 // Request asks the namespace's coordinators, over nc, to admit e and
-// append it, and returns its sequence in the log. A refusal wraps
+// append it, and returns its sequence in the log. While no coordinator
+// answers, it asks again, backing off up to a second, until ctx ends (10
+// seconds when ctx has no deadline). A refusal wraps
 // ErrLimit, ErrQuota, ErrInvalid or ErrUnavailable, or events'
 // ErrRunExists or ErrConflict, with the coordinator's reason.
 func Request(ctx context.Context, nc *nats.Conn, e *events.Event) (uint64, error) {
@@ -63,9 +65,20 @@ func Request(ctx context.Context, nc *nats.Conn, e *events.Event) (uint64, error
 		ctx, cancel = context.WithTimeout(ctx, requestTimeout)
 		defer cancel()
 	}
+	// No coordinator answering yet (starting, restarting) is waited for,
+	// backing off, as long as ctx lets.
+	wait := 50 * time.Millisecond
 	resp, err := nc.RequestMsgWithContext(ctx, req)
-	if errors.Is(err, nats.ErrNoResponders) {
-		return 0, fmt.Errorf("%w: no coordinator answers %s in this namespace (is one running?)", ErrUnavailable, subject)
+	for errors.Is(err, nats.ErrNoResponders) {
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return 0, fmt.Errorf("%w: no coordinator answers %s in this namespace (is one running?)", ErrUnavailable, subject)
+		case <-t.C:
+		}
+		wait = min(2*wait, time.Second)
+		resp, err = nc.RequestMsgWithContext(ctx, req)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("%w: asking for admission on %s: %w", ErrUnavailable, subject, err)

@@ -133,7 +133,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if err := nc.Flush(); err != nil {
 		return fmt.Errorf("answering admission requests: %w", err)
 	}
-	s.log.Info("admitting the namespace's client writes", logattr.Namespace, s.ns, logattr.Stream, s.stream,
+	s.log.Info("admitting the namespace's client writes", logattr.Stream, s.stream,
 		logattr.StartsPerSecond, s.limit(kindStart), logattr.SignalsPerSecond, s.limit(kindSignal))
 	<-ctx.Done()
 	return nil

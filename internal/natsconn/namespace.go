@@ -105,7 +105,9 @@ type Quota struct {
 	MaxMemory Size `json:"maxMemory"`
 	// MaxStreams counts streams and buckets (max_streams).
 	MaxStreams int `json:"maxStreams"`
-	// MaxConsumers counts the consumers of every stream (max_consumers).
+	// MaxConsumers bounds the consumers of each of the namespace's
+	// streams (max_consumers, which nats-server applies per stream): a
+	// reader that creates watchers on a bucket is stopped there.
 	MaxConsumers int `json:"maxConsumers"`
 	// MaxAckPending is the most any one consumer may have delivered and
 	// not acknowledged (max_ack_pending).
