@@ -9,7 +9,7 @@ FUZZTIME ?= 20s
 # without it, and say so.
 RACE     := $(shell [ "$$($(GO) env CGO_ENABLED)" = 1 ] && echo -race)
 
-.PHONY: demo test lint vet fmt-check build bench bench-quick fuzz chaos ownerkill clean sim sim-known ui e2e chromium
+.PHONY: demo test lint vet fmt-check build bench bench-quick fuzz chaos ownerkill fairness clean sim sim-known ui e2e chromium
 
 ## demo: run examples/hello.yaml on an embedded NATS, coordinator and worker
 demo: ui
@@ -68,6 +68,13 @@ chaos:
 ## and again (WEFT_OWNERKILL_RUNS overrides; `make test` runs 100)
 ownerkill:
 	WEFT_OWNERKILL_RUNS=$${WEFT_OWNERKILL_RUNS:-500} $(GO) test $(RACE) -v -run TestPartitionOwnersKilledRepeatedly -count=1 -timeout 30m ./internal/reliability/
+
+## fairness: namespace a's client floods run starts for 30 s (WEFT_FAIRNESS_FLOOD
+## overrides; `make test` runs 3 s) while namespace b's canary runs are timed
+## against the idle system: each flood (pkg/client, then raw requests) prints
+## the canary's median and slowest, and the ratio (internal/security)
+fairness:
+	WEFT_FAIRNESS_FLOOD=$${WEFT_FAIRNESS_FLOOD:-30s} $(GO) test -v -run 'TestNamespaceFairness$$' -count=1 -timeout 15m ./internal/security/
 
 ## clean: remove built binaries and weft dev's data
 clean:

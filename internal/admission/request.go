@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -22,6 +23,9 @@ const (
 	HdrError = "Weft-Error"
 	// HdrSeq is the sequence of the event admitted.
 	HdrSeq = "Weft-Seq"
+	// HdrRetryAfter is, in a refusal for a limit, how long (nanoseconds)
+	// the coordinator will refuse that kind of request anyway.
+	HdrRetryAfter = "Weft-Retry-After"
 )
 
 // requestTimeout is how long a request waits for its answer when ctx
@@ -44,17 +48,61 @@ func RequestSubject(e *events.Event) (string, error) {
 // Request asks the namespace's coordinators, over nc, to admit e and
 // append it, and returns its sequence in the log. While no coordinator
 // answers, it asks again, backing off up to a second, until ctx ends (10
-// seconds when ctx has no deadline). A refusal wraps
-// ErrLimit, ErrQuota, ErrInvalid or ErrUnavailable, or events'
-// ErrRunExists or ErrConflict, with the coordinator's reason.
+// seconds when ctx has no deadline). A refusal wraps ErrLimit, ErrQuota,
+// ErrInvalid or ErrUnavailable, or events' ErrRunExists, ErrRunNotFound
+// or ErrConflict, with the coordinator's reason.
 func Request(ctx context.Context, nc *nats.Conn, e *events.Event) (uint64, error) {
+	seq, _, err := request(ctx, nc, e)
+	return seq, err
+}
+
+// Gate is a client's side of admission: Request, and after a refusal for
+// a limit, the same refusal without asking, until the coordinator said it
+// would refuse anyway (its refusal window, at most a second). A client
+// that asks as fast as it can then costs the coordinators and the server
+// one request per slot of the limit, not one per try. The zero value is
+// ready to use; it is safe for concurrent use.
+type Gate struct {
+	mu     sync.Mutex
+	until  map[string]time.Time // request subject → refused until
+	reason map[string]error
+}
+
+// Request is Request, refused at once while a refusal for e's kind holds.
+func (g *Gate) Request(ctx context.Context, nc *nats.Conn, e *events.Event) (uint64, error) {
 	subject, err := RequestSubject(e)
 	if err != nil {
 		return 0, err
 	}
+	g.mu.Lock()
+	if time.Now().Before(g.until[subject]) {
+		err := g.reason[subject]
+		g.mu.Unlock()
+		return 0, err
+	}
+	g.mu.Unlock()
+	seq, wait, err := request(ctx, nc, e)
+	if wait > 0 && errors.Is(err, ErrLimit) {
+		g.mu.Lock()
+		if g.until == nil {
+			g.until, g.reason = map[string]time.Time{}, map[string]error{}
+		}
+		g.until[subject] = time.Now().Add(min(wait, eventlog.TicketWindow))
+		g.reason[subject] = err
+		g.mu.Unlock()
+	}
+	return seq, err
+}
+
+// request is Request, with the refusal window a refusal for a limit gives.
+func request(ctx context.Context, nc *nats.Conn, e *events.Event) (uint64, time.Duration, error) {
+	subject, err := RequestSubject(e)
+	if err != nil {
+		return 0, 0, err
+	}
 	m, err := eventstore.Encode(e)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	req := nats.NewMsg(subject)
 	req.Header = m.Header
@@ -74,16 +122,18 @@ func Request(ctx context.Context, nc *nats.Conn, e *events.Event) (uint64, error
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return 0, fmt.Errorf("%w: no coordinator answers %s in this namespace (is one running?)", ErrUnavailable, subject)
+			return 0, 0, fmt.Errorf("%w: no coordinator answers %s in this namespace (is one running?)", ErrUnavailable, subject)
 		case <-t.C:
 		}
 		wait = min(2*wait, time.Second)
 		resp, err = nc.RequestMsgWithContext(ctx, req)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("%w: asking for admission on %s: %w", ErrUnavailable, subject, err)
+		return 0, 0, fmt.Errorf("%w: asking for admission on %s: %w", ErrUnavailable, subject, err)
 	}
-	return answer(resp)
+	after, _ := strconv.ParseInt(resp.Header.Get(HdrRetryAfter), 10, 64)
+	seq, err := answer(resp)
+	return seq, time.Duration(after), err
 }
 
 // answer reads a coordinator's answer.

@@ -151,6 +151,11 @@ func (s *Server) handle(ctx context.Context, k kind, m *nats.Msg) {
 	} else {
 		resp.Header.Set(HdrError, errorKind(err))
 		resp.Data = []byte(reason(err))
+		if errors.Is(err, ErrLimit) {
+			// When to ask again: the refusal window's end.
+			wait := max(time.Duration(s.refusedUntil[k].Load()-s.now().UnixNano()), 0)
+			resp.Header.Set(HdrRetryAfter, strconv.FormatInt(int64(wait), 10))
+		}
 	}
 	if m.Reply != "" {
 		_ = m.RespondMsg(resp)

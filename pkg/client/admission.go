@@ -15,26 +15,40 @@ import (
 // asks the namespace's coordinators, which admit its start, signal or
 // cancel request within the namespace's limits and append it. A refusal
 // wraps ErrAdmission (over a limit: the error says which) or ErrQuota
-// (the namespace's stream is full), and nothing is written. Elsewhere the
-// client appends itself, as before.
+// (the namespace's stream is full), and nothing is written. After a
+// refusal for a limit, the client refuses that kind of write itself, with
+// the same error, for as long as the coordinator said it would refuse it
+// anyway (at most a second): a caller that retries at once costs nobody
+// anything. Elsewhere the client appends itself, as before.
 
 // append writes a client's event of run runID (expectLast as for
 // events.Store.Append), through admission when the namespace has it.
 func (c *Client) append(ctx context.Context, runID string, expectLast uint64, ev *events.Event) (uint64, error) {
-	if js := eventstore.JetStream(c.store); js != nil {
-		s, err := c.eventsStream(ctx)
-		if err != nil {
-			return 0, err
-		}
-		if eventlog.AdmissionOn(s.CachedInfo().Config) {
-			return admission.Request(ctx, js.Conn(), ev)
-		}
+	admitted, err := c.admission(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if admitted {
+		return c.gate.Request(ctx, eventstore.JetStream(c.store).Conn(), ev)
 	}
 	seq, err := c.store.Append(ctx, runID, expectLast, ev)
 	if err != nil {
 		return 0, admission.QuotaError(err, c.store.StreamName())
 	}
 	return seq, nil
+}
+
+// admission says whether the client's writes pass admission: its events
+// stream says so (read once).
+func (c *Client) admission(ctx context.Context) (bool, error) {
+	if eventstore.JetStream(c.store) == nil {
+		return false, nil
+	}
+	s, err := c.eventsStream(ctx)
+	if err != nil {
+		return false, err
+	}
+	return eventlog.AdmissionOn(s.CachedInfo().Config), nil
 }
 
 // Namespace is the namespace the client's connection is in, as its
