@@ -53,7 +53,7 @@ the UI too (its -ui flag).`,
 		if err := ui.CheckAddr(*addr, cfg.User != ""); err != nil {
 			return &usageError{cmd: c, msg: "-addr: " + err.Error()}
 		}
-		store, opts, closeConn, err := e.connectStore(c, ncfg, false)
+		store, opts, closeConn, err := e.connectStoreAs(c, ncfg, false, natsconn.RoleUI)
 		if err != nil {
 			return err
 		}

@@ -286,3 +286,32 @@ func TestSize(t *testing.T) {
 		t.Fatal((10 << 30 * natsconn.Size(1)).String())
 	}
 }
+
+// TestParseNamespaces: a namespaces file gives each namespace what its
+// quota changes from the defaults; zeros and unknown fields are refused.
+func TestParseNamespaces(t *testing.T) {
+	base := natsconn.DefaultQuota()
+	nss, err := natsconn.ParseNamespaces([]byte(`
+namespaces:
+  - name: team-a
+    quota: {maxStorage: 50GiB, startsPerSecond: 500}
+  - name: team-b
+`), base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nss) != 2 || nss[0].Quota.MaxStorage != 50<<30 || nss[0].Quota.StartsPerSecond != 500 || nss[0].Quota.SignalsPerSecond != base.SignalsPerSecond || nss[1].Quota != base {
+		t.Fatalf("%+v", nss)
+	}
+	for src, want := range map[string]string{
+		`{"namespaces":[{"name":"a","quota":{"startsPerSecond":0}}]}`: "quota startsPerSecond: a quota of zero",
+		`{"namespaces":[{"name":"a","quota":{"maxStorage":"0"}}]}`:    "quota maxStorage: a quota of zero",
+		`{"namespaces":[{"name":"a","quota":{"starts":5}}]}`:          "unknown field",
+		`{"namespaces":[]}`: "no namespaces",
+		`{"namespaces":[{"name":"a","quota":{"maxStorage":"lots"}}]}`: "not a size",
+	} {
+		if _, err := natsconn.ParseNamespaces([]byte(src), base); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", src, err, want)
+		}
+	}
+}
