@@ -19,6 +19,10 @@
 //     and SettingError, the setting Weft cannot run with (it wraps
 //     ErrUnsafeSetting, which pkg/events offers as events.ErrUnsafeSetting).
 //   - Headers: HdrCheckpoint, HdrRestored.
+//   - Admission in a namespace (admission.go): the request subjects
+//     AdmitStart, AdmitSignal, the tickets' subjects and streams
+//     (TicketStreamConfig), and the stream metadata that turns it on
+//     (MetaAdmission, AdmissionOn).
 //
 // What needs the event envelope or the store (decision marking, Encode,
 // timers, leader reads) is in internal/eventstore, which builds on this

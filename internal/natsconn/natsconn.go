@@ -14,6 +14,14 @@
 // can each be allowed to subscribe to their own replies only. Secrets
 // never reach a log: Redact strips the user information of URLs, and
 // every URL this package puts in an error or a log line is redacted.
+//
+// The roles (roles.go: Deployment, its users and their permissions) and
+// their credentials (authconf.go: WriteRoles, the servers' configuration,
+// the <user>.env files) are generated here for 'weft roles'. Namespaces
+// (namespace.go) are one NATS account each, with the same roles inside
+// and a quota the servers enforce; -namespace and -roles-dir say which a
+// process serves and with which credentials (Config.Targets,
+// VerifyNamespace).
 package natsconn
 
 import (
