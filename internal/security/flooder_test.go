@@ -196,5 +196,3 @@ func floodRawRequests(ctx context.Context, nc *nats.Conn, admitted, refused *ato
 	}
 	return nil
 }
-
-
