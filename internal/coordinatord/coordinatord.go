@@ -240,11 +240,15 @@ func serve(ctx context.Context, log *slog.Logger, cfg *Config, nc natsconn.Confi
 	if err != nil {
 		return setupError(ctx, log, err)
 	}
+	actx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
-	defer func() { <-done }()
+	defer func() {
+		stop()
+		<-done
+	}()
 	go func() {
 		defer close(done)
-		admit(ctx, log, store)
+		admit(actx, log, store)
 	}()
 	return coordinate(ctx, log, cfg, store, pr)
 }

@@ -27,13 +27,16 @@
 package nodeworker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -261,6 +264,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 type target struct {
 	nats   natsconn.Config
 	queues []string
+	// name is the worker's name when several of its connections serve
+	// one namespace (one per queue), so that each announces itself.
+	name string
 }
 
 // targets are the daemon's connections: one with its credentials for
@@ -281,10 +287,23 @@ func (c *Config) targets() ([]target, error) {
 			return nil, err
 		}
 		for _, t := range ts {
-			out = append(out, target{nats: t, queues: []string{q}})
+			tg := target{nats: t, queues: []string{q}}
+			if len(c.Queues) > 1 {
+				tg.name = cmp.Or(c.Name, defaultName()) + "-" + q
+			}
+			out = append(out, tg)
 		}
 	}
 	return out, nil
+}
+
+// defaultName is pkg/worker's default name: <host>-<pid>.
+func defaultName() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "worker"
+	}
+	return host + "-" + strconv.Itoa(os.Getpid())
 }
 
 // serve runs a worker over one connection until ctx ends.
@@ -308,6 +327,9 @@ func serve(ctx context.Context, log *slog.Logger, cfg *Config, t target, pr *pro
 		return setupError(ctx, log, err)
 	}
 	opts = append(slices.Clone(opts), worker.WithQueues(t.queues...), worker.WithLogger(log))
+	if t.name != "" {
+		opts = append(opts, worker.WithName(t.name))
+	}
 	log.Info("built-in executors configured", cfg.Executors.describe()...)
 	var backoff setup.Backoff
 	for {
