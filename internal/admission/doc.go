@@ -49,8 +49,10 @@
 //
 // Whether a namespace has admission is in its events stream's metadata
 // (eventlog.MetaAdmission), which only the admin may set: pkg/client reads
-// it and routes its writes through Request. A deployment without
-// namespaces has no admission: clients append directly, as before.
+// it and routes its writes through Request (a Gate), and a coordinator
+// reads it when it starts (turning admission on or off takes effect as
+// clients and coordinators start). A deployment without namespaces has no
+// admission: clients append directly, as before.
 //
 // Child runs, which a parent run's coordinator starts, are not admitted
 // again: their parent was, and the graph's limits bound them.
