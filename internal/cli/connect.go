@@ -59,6 +59,9 @@ func (e *env) connectStoreAs(c *command, cfg *natsconn.Config, create bool, role
 		return nil, nil, nil, err
 	}
 	var opts []client.Option
+	if cfg.Namespace != "" {
+		opts = append(opts, client.WithNamespace(cfg.Namespace))
+	}
 	if v := os.Getenv("WEFT_ARCHIVE"); v != "" {
 		// Runs removed from the log are read from this archive (package
 		// runs); by default, from the Object Store bucket weft-archive.

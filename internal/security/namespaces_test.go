@@ -291,6 +291,15 @@ func TestNamespaces(t *testing.T) {
 		if m, err := heard.NextMsg(time.Second); err == nil {
 			t.Errorf("a heard b's run on %s", m.Subject)
 		}
+		// A program on pkg/client that says which namespace it is for
+		// is told when its credentials are another's.
+		wrong := client.New(openStore(t, s.connect(t, user(nsB, natsconn.RoleClient, ""))), client.WithNamespace(nsA))
+		if _, err := wrong.List(ctx); !errors.Is(err, client.ErrWrongNamespace) {
+			t.Errorf("a client for namespace a over b's credentials lists: %v", err)
+		}
+		if _, err := wrong.Start(ctx, parse(t, oneNode)); !errors.Is(err, client.ErrWrongNamespace) {
+			t.Errorf("a client for namespace a over b's credentials starts: %v", err)
+		}
 		// The CLI, as a's client, is told the same.
 		env := s.roleEnv(user(nsA, natsconn.RoleClient, ""))
 		env = append(env, "WEFT_NAMESPACE="+nsA)

@@ -7,6 +7,7 @@ import (
 	"github.com/weft-dev/weft/internal/admission"
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/eventstore"
+	"github.com/weft-dev/weft/internal/natsconn"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
@@ -24,6 +25,9 @@ import (
 // append writes a client's event of run runID (expectLast as for
 // events.Store.Append), through admission when the namespace has it.
 func (c *Client) append(ctx context.Context, runID string, expectLast uint64, ev *events.Event) (uint64, error) {
+	if err := c.inNamespace(ctx); err != nil {
+		return 0, err
+	}
 	admitted, err := c.admission(ctx)
 	if err != nil {
 		return 0, err
@@ -36,6 +40,49 @@ func (c *Client) append(ctx context.Context, runID string, expectLast uint64, ev
 		return 0, admission.QuotaError(err, c.store.StreamName())
 	}
 	return seq, nil
+}
+
+// WithNamespace says which namespace the client is for: every read and
+// write checks first (once) that its events stream is that namespace's,
+// as the stream's metadata names it, and fails with an error wrapping
+// ErrWrongNamespace when it is another's (the connection's credentials
+// chose another account). DefaultNamespace is a deployment without
+// namespaces.
+func WithNamespace(name string) Option { return func(c *Client) { c.namespace = name } }
+
+// DefaultNamespace names the namespace of a deployment without
+// namespaces.
+const DefaultNamespace = natsconn.DefaultNamespace
+
+// ErrWrongNamespace means the client's connection is in another
+// namespace than WithNamespace said.
+var ErrWrongNamespace = natsconn.ErrWrongNamespace
+
+// inNamespace checks, once, that the client's stream is WithNamespace's.
+func (c *Client) inNamespace(ctx context.Context) error {
+	if c.namespace == "" || eventstore.JetStream(c.store) == nil {
+		return nil
+	}
+	c.mu.Lock()
+	checked := c.nsChecked
+	c.mu.Unlock()
+	if checked {
+		return nil
+	}
+	have, err := c.Namespace(ctx)
+	if err != nil {
+		return err
+	}
+	if have == "" {
+		have = DefaultNamespace
+	}
+	if have != c.namespace {
+		return fmt.Errorf("%w: the client is for namespace %s, but its connection's events stream is namespace %s's: connect with namespace %s's credentials", ErrWrongNamespace, c.namespace, have, c.namespace)
+	}
+	c.mu.Lock()
+	c.nsChecked = true
+	c.mu.Unlock()
+	return nil
 }
 
 // admission says whether the client's writes pass admission: its events

@@ -33,8 +33,11 @@ type Client struct {
 	arch        Archive
 	archChecked bool
 
-	// gate is the client's side of admission (admission.go).
-	gate admission.Gate
+	// gate is the client's side of admission (admission.go); namespace
+	// is WithNamespace's, checked once (nsChecked).
+	gate      admission.Gate
+	namespace string
+	nsChecked bool
 
 	// providers carries WithTracerProvider's provider into the telemetry
 	// helpers (nil: the OpenTelemetry global).

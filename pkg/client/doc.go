@@ -40,7 +40,8 @@
 //
 // Namespaces: a client is in the namespace its connection's credentials
 // put it in (a NATS account of its own; Namespace names it) and sees only
-// that namespace's runs. In a namespace with admission, its starts, forks,
+// that namespace's runs; WithNamespace makes it check which (a wrong one
+// is ErrWrongNamespace). In a namespace with admission, its starts, forks,
 // signals and cancel requests are not appended by the client but asked of
 // the coordinators, which admit them within the namespace's limits
 // (admission.go); a refusal wraps ErrAdmission, saying which limit, or
@@ -76,5 +77,6 @@
 //	             ErrNoSuchPosition, ErrNoSuchSeq, ErrIncompatibleGraph,
 //	             ErrNodeNeverRan, ErrNoReadModel, ErrNotInReadModel,
 //	             ErrNotArchived, ErrAdmission, ErrQuota
-//	namespaces   Namespace
+//	namespaces   Namespace, WithNamespace, DefaultNamespace,
+//	             ErrWrongNamespace
 package client
