@@ -210,10 +210,8 @@ func TestStartsRefusedWhenFull(t *testing.T) {
 	if !errors.Is(err, admission.ErrQuota) || !strings.Contains(err.Error(), "starts are refused above 90%") {
 		t.Fatalf("a start into a full stream: %v", err)
 	}
-	// (Its fullness is read at most every 250 ms: a start may pass
-	// within that, never past max_msgs.)
-	if n, _ := streamMsgs(t, st); n < 9 || n > 10 {
-		t.Fatalf("the stream holds %d messages, want 9 or 10 (90%% of 10, or the last read late)", n)
+	if n, _ := streamMsgs(t, st); n != 9 {
+		t.Fatalf("the stream holds %d messages, want 9 (90%% of 10)", n)
 	}
 	// The store itself refuses what the stream cannot take: a direct
 	// append at 100% says so.

@@ -200,6 +200,17 @@ func (s *Server) admit(ctx context.Context, k kind, m *nats.Msg) (uint64, error)
 	if err != nil {
 		return 0, QuotaError(err, s.stream)
 	}
+	if k == kindStart {
+		// Counted until the stream's information is read again.
+		s.mu.Lock()
+		if s.info != nil {
+			grown := *s.info
+			grown.State.Msgs++
+			grown.State.Bytes += uint64(len(m.Data))
+			s.info = &grown
+		}
+		s.mu.Unlock()
+	}
 	return seq, nil
 }
 
@@ -249,9 +260,21 @@ func (s *Server) limit(k kind) int {
 }
 
 // roomForStart refuses a start while the events stream is FullAt full.
+// The stream's fullness is read at most every refreshEvery while it is
+// under half full, and for every start above (each start admitted since
+// the last read counts in the meantime), so that the threshold holds
+// however small the stream.
 func (s *Server) roomForStart(ctx context.Context) error {
 	if err := s.refresh(ctx, false); err != nil {
 		return err
+	}
+	s.mu.Lock()
+	near := usage(s.info) >= 0.5
+	s.mu.Unlock()
+	if near {
+		if err := s.refresh(ctx, true); err != nil {
+			return err
+		}
 	}
 	s.mu.Lock()
 	info := s.info
@@ -268,6 +291,19 @@ func (s *Server) roomForStart(ctx context.Context) error {
 	return nil
 }
 
+// usage is how full a stream is: the larger of its bytes and messages
+// over their limits (0 without limits).
+func usage(info *jetstream.StreamInfo) float64 {
+	u := 0.0
+	if info.Config.MaxBytes > 0 {
+		u = float64(info.State.Bytes) / float64(info.Config.MaxBytes)
+	}
+	if info.Config.MaxMsgs > 0 {
+		u = max(u, float64(info.State.Msgs)/float64(info.Config.MaxMsgs))
+	}
+	return u
+}
+
 // refreshEvery is how often the limits and the stream's fullness are read
 // again.
 const refreshEvery = 250 * time.Millisecond
@@ -278,7 +314,7 @@ const refreshEvery = 250 * time.Millisecond
 // before.
 func (s *Server) refresh(ctx context.Context, force bool) error {
 	s.mu.Lock()
-	if !force && s.info != nil && (s.refreshing || s.now().Sub(s.read) < refreshEvery) {
+	if s.info != nil && (s.refreshing || !force && s.now().Sub(s.read) < refreshEvery) {
 		s.mu.Unlock()
 		return nil
 	}
