@@ -40,6 +40,9 @@ const (
 	LedgerWorker = SDKDir + "/dist/chaos/ledgerworker.js"
 	// BenchWorker is weftbench's worker of noop nodes (src/bench/worker.ts).
 	BenchWorker = SDKDir + "/dist/bench/worker.js"
+	// NodeFloor is weftbench's Node floor: the least a worker in Node does
+	// per item on nats.js (src/bench/floor.ts).
+	NodeFloor = SDKDir + "/dist/bench/floor.js"
 )
 
 // ErrNoNode says Node or npm is not installed.
