@@ -763,14 +763,21 @@ func runChaos(t *testing.T, fleet chaosFleet) {
 	for _, k := range kills {
 		byKind[k.kind]++
 	}
-	tsKills := ""
+	tsKills, tsKeys := "", ""
 	if fleet.tsLedger > 0 {
 		tsKills = fmt.Sprintf(" tsledger=%d", byKind["tsledger"])
+		n := 0
+		for _, e := range entries {
+			if strings.HasPrefix(e.Worker, "tsledger-") {
+				n++
+			}
+		}
+		tsKeys = fmt.Sprintf(" (by TypeScript workers: %d)", n)
 	}
-	summary := fmt.Sprintf("chaos summary: runs=%d ended=%d stuck=%d late=%d completed=%d wrong=%d kills=%d (worker=%d ledgerworker=%d%s coordinator=%d nats=%d pause=%d) self-exits=%d duplicate-decisions=%d duplicate-facts=%d duplicate-effects=%d absorbed-rewrites=%d lost-effects=%d foreign-keys=%d ledger-keys=%d seed=%d wall=%s (runs started by %s, kills stopped at %s, wait for ends over at %s)",
+	summary := fmt.Sprintf("chaos summary: runs=%d ended=%d stuck=%d late=%d completed=%d wrong=%d kills=%d (worker=%d ledgerworker=%d%s coordinator=%d nats=%d pause=%d) self-exits=%d duplicate-decisions=%d duplicate-facts=%d duplicate-effects=%d absorbed-rewrites=%d lost-effects=%d foreign-keys=%d ledger-keys=%d%s seed=%d wall=%s (runs started by %s, kills stopped at %s, wait for ends over at %s)",
 		len(runs), rep.ended, len(runs)-rep.ended, len(rep.late), rep.completed, len(rep.wrong), len(kills),
 		byKind["worker"], byKind["ledgerworker"], tsKills, byKind["coordinator"], byKind["nats"], byKind["pause"], len(exits),
-		rep.dupDecisions, rep.dupFacts, rep.dupEffects, rep.absorbed, rep.lostEffects, rep.foreignKeys, len(entries),
+		rep.dupDecisions, rep.dupFacts, rep.dupEffects, rep.absorbed, rep.lostEffects, rep.foreignKeys, len(entries), tsKeys,
 		cfg.seed, time.Since(began).Round(time.Second), startedAll.Round(time.Second), killsStopped.Round(time.Second), allEnded.Round(time.Second))
 	fmt.Println(summary)
 	t.Log(summary)
