@@ -16,6 +16,7 @@ package tsbuild
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -121,8 +122,19 @@ func Prepare(ctx context.Context, dir string, log io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", dir, err)
 	}
-	if installed, err := mtime(filepath.Join(dir, "node_modules", ".package-lock.json")); err != nil || installed.Before(manifest) {
+	// npm ci leaves node_modules/.package-lock.json, unless there is
+	// nothing to install: then a stamp of Prepare's own says it ran.
+	installMark := filepath.Join(dir, "node_modules", ".package-lock.json")
+	if deps, err := hasDependencies(filepath.Join(dir, "package-lock.json")); err != nil {
+		return fmt.Errorf("%s: %w", dir, err)
+	} else if !deps {
+		installMark = filepath.Join(cache, "install.stamp")
+	}
+	if installed, err := mtime(installMark); err != nil || installed.Before(manifest) {
 		if err := npm(ctx, dir, log, "ci", "--no-audit", "--no-fund"); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(cache, "install.stamp"), []byte(time.Now().UTC().Format(time.RFC3339Nano)+"\n"), 0o644); err != nil {
 			return err
 		}
 	}
@@ -140,6 +152,27 @@ func Prepare(ctx context.Context, dir string, log io.Writer) error {
 		return err
 	}
 	return os.WriteFile(stamp, []byte(time.Now().UTC().Format(time.RFC3339Nano)+"\n"), 0o644)
+}
+
+// hasDependencies reports whether a lockfile (version 2 or 3) lists any
+// package besides the root.
+func hasDependencies(lockfile string) (bool, error) {
+	b, err := os.ReadFile(lockfile)
+	if err != nil {
+		return false, err
+	}
+	var lock struct {
+		Packages map[string]json.RawMessage `json:"packages"`
+	}
+	if err := json.Unmarshal(b, &lock); err != nil {
+		return false, fmt.Errorf("%s: %w", lockfile, err)
+	}
+	for k := range lock.Packages {
+		if k != "" {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 func npm(ctx context.Context, dir string, log io.Writer, args ...string) error {
