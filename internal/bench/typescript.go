@@ -198,7 +198,8 @@ func (e *env) chainWith(ctx context.Context, g *graph.Graph, n int, timeout time
 
 // workerProc spawns a worker process of the queue default on stream and
 // waits until it pulls (a pull request of it is waiting on the queue's
-// consumer), so that the figure does not time its start.
+// consumer, or the consumer delivered work already), so that the figure
+// does not time its start.
 func (e *env) workerProc(ctx context.Context, stream, bin string, args ...string) (func(), error) {
 	p, err := e.spawn(bin, args...)
 	if err != nil {
@@ -212,8 +213,10 @@ func (e *env) workerProc(ctx context.Context, stream, bin string, args ...string
 	deadline := time.Now().Add(time.Minute)
 	for {
 		c, err := e.js.Consumer(ctx, stream, workqueue.QueueConsumer(worker.DefaultQueue))
-		if err == nil && c.CachedInfo().NumWaiting >= 1 {
-			return stop, nil
+		if err == nil {
+			if info := c.CachedInfo(); info.NumWaiting >= 1 || info.Delivered.Consumer > 0 {
+				return stop, nil
+			}
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			stop()

@@ -33,10 +33,10 @@ package reliability
 // verdict.
 //
 // WEFT_CHAOS_RUNS sets the number of runs (default 40, about a minute or
-// two; `make chaos` and `make chaos-ts` run 1,000), WEFT_CHAOS_SEED the killer's seed (default:
-// from the clock, printed; it replays the schedule of kills, not the
-// processes' timing), WEFT_CHAOS_RATE the runs started per second,
-// WEFT_CHAOS_LOGS a directory that keeps the daemons' logs.
+// two; `make chaos` and `make chaos-ts` run 1,000), WEFT_CHAOS_SEED the
+// killer's seed (default: from the clock, printed; it replays the schedule
+// of kills, not the processes' timing), WEFT_CHAOS_RATE the runs started
+// per second, WEFT_CHAOS_LOGS a directory that keeps the daemons' logs.
 
 import (
 	"cmp"
