@@ -9,7 +9,7 @@ FUZZTIME ?= 20s
 # without it, and say so.
 RACE     := $(shell [ "$$($(GO) env CGO_ENABLED)" = 1 ] && echo -race)
 
-.PHONY: demo test lint vet fmt-check build bench bench-quick fuzz chaos ownerkill clean sim sim-known ui e2e chromium conformance ts-test fairness
+.PHONY: demo test lint vet fmt-check build bench bench-quick fuzz chaos ownerkill clean sim sim-known ui e2e chromium conformance ts-test fairness chaos-ts
 
 ## demo: run examples/hello.yaml on an embedded NATS, coordinator and worker
 demo: ui
@@ -70,7 +70,14 @@ fuzz:
 ## while workers, coordinators and NATS nodes are SIGKILLed (WEFT_CHAOS_RUNS,
 ## WEFT_CHAOS_SEED and WEFT_CHAOS_LOGS override; see internal/reliability)
 chaos:
-	WEFT_CHAOS_RUNS=$${WEFT_CHAOS_RUNS:-1000} $(GO) test $(RACE) -v -run TestChaos -count=1 -timeout 60m ./internal/reliability/
+	WEFT_CHAOS_RUNS=$${WEFT_CHAOS_RUNS:-1000} $(GO) test $(RACE) -v -run '^TestChaos$$' -count=1 -timeout 60m ./internal/reliability/
+
+## chaos-ts: the chaos test with a mixed fleet at full size: 1,000 runs
+## while TypeScript ledger workers (sdk/typescript, built first when
+## needed) serve the ledger node beside a Go one and are SIGKILLed like
+## every other process (the same variables; `make test` runs 40 runs)
+chaos-ts:
+	WEFT_CHAOS_RUNS=$${WEFT_CHAOS_RUNS:-1000} $(GO) test $(RACE) -v -run '^TestChaosTypeScript$$' -count=1 -timeout 60m ./internal/reliability/
 
 ## ownerkill: 500 runs on a 3-node NATS cluster with three partitioned
 ## coordinators while the holder of a random partition is SIGKILLed again
