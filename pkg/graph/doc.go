@@ -164,7 +164,13 @@
 // is its output. With config {"timeout": DURATION} its deadline is a
 // durable timer (a JetStream message schedule): when it passes, the edges
 // marked timeout: true are taken, and only those, or, without such edges,
-// the node fails with a Timeout error.
+// the node fails with a Timeout error. A human node may declare what it
+// accepts: its outputSchema (the signal's data is its output) and config
+// {"checks": [{"expr": CEL, "message": TEXT}]}, conditions over output
+// (the data), state and invocation. A signal that does not fit, that is
+// for a node that is not a human node, or that comes when the node does
+// not wait, is refused (CheckSignal; the client says why, and the fold
+// keeps it in the log as refused): the node keeps waiting.
 //
 // # Limits
 //
@@ -225,7 +231,8 @@
 //	           worker's endpoints hold them)
 //	router     routes (when compiles to a bool, action labels an edge
 //	           leaving the router) and default
-//	human      timeout: a duration string ≥ 0
+//	human      timeout: a duration string ≥ 0; outputSchema compiles;
+//	           checks[].expr compiles to a bool
 //	subgraph   graph: names a graph in scope that does not contain the node
 //
 // A type registered with WithTypes is its executor's to check.

@@ -37,6 +37,12 @@ edges: [{from: START, to: t}, {from: t, to: s}, {from: s, to: neg}, {from: neg, 
 			[]string{`node "t": field "config.set.a": CEL "state.x +"`, `node "t": field "config.output": CEL "]["`,
 				`node "s": field "config.duration": "banana" is not a duration`, `node "neg": field "config.duration": must not be negative`,
 				`node "h": field "config.url": "ftp://example.com/x" is not an absolute http or https URL`}},
+		{"human node acceptance", `name: t
+nodes:
+  - {id: h, type: human, outputSchema: {type: 7}, config: {checks: [{expr: "output.x +"}, {message: "no expr"}]}}
+edges: [{from: START, to: h}, {from: h, to: END}]`, nil,
+			[]string{`node "h": field "outputSchema": does not compile`, `node "h": field "config.checks[0].expr": CEL "output.x +"`,
+				`node "h": field "config.checks[1].expr": missing expr`}},
 		{"empty node id", `name: t
 nodes: [{type: echo}]
 edges: [{from: START, to: END}]`, nil,
