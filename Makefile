@@ -9,7 +9,7 @@ FUZZTIME ?= 20s
 # without it, and say so.
 RACE     := $(shell [ "$$($(GO) env CGO_ENABLED)" = 1 ] && echo -race)
 
-.PHONY: demo test lint vet fmt-check build bench bench-quick fuzz chaos ownerkill clean sim sim-known ui e2e chromium conformance ts-test
+.PHONY: demo test lint vet fmt-check build bench bench-quick fuzz chaos ownerkill clean sim sim-known ui e2e chromium conformance ts-test fairness
 
 ## demo: run examples/hello.yaml on an embedded NATS, coordinator and worker
 demo: ui
@@ -107,6 +107,13 @@ conformance:
 		bin/weft conformance $(CONFORMANCE_FLAGS) -worker '$(CONFORMANCE_WORKER)' || status=1; \
 	fi; \
 	exit $$status
+
+## fairness: namespace a's client floods run starts for 30 s (WEFT_FAIRNESS_FLOOD
+## overrides; `make test` runs 3 s) while namespace b's canary runs are timed
+## against the idle system: each flood (pkg/client, then raw requests) prints
+## the canary's median and slowest, and the ratio (internal/security)
+fairness:
+	WEFT_FAIRNESS_FLOOD=$${WEFT_FAIRNESS_FLOOD:-30s} $(GO) test -v -run 'TestNamespaceFairness$$' -count=1 -timeout 15m ./internal/security/
 
 ## clean: remove built binaries and weft dev's data
 clean:

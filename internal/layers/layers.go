@@ -69,6 +69,7 @@ var Of = map[string]Layer{
 	"pkg/worker/builtin":                Face,
 
 	// The engine.
+	"internal/admission":          Engine,
 	"internal/daemon":             Engine,
 	"internal/coordinator":        Engine,
 	"internal/coordinatord":       Engine,
