@@ -531,3 +531,23 @@ edges:
 		t.Fatalf("run: %v %v", st, err)
 	}
 }
+
+// weft validate reports a condition that reads a field its source cannot
+// provide, with the edge, the field and the fix, and exits 1.
+func TestValidateConditionReads(t *testing.T) {
+	file := writeFile(t, "reads.yaml", `
+name: reads
+nodes:
+  - id: approve
+    type: human
+    outputSchema: {type: object, properties: {approved: {type: boolean}}}
+edges:
+  - {from: START, to: approve}
+  - {from: approve, to: END, when: "output.aproved"}
+`)
+	r := weft(t, "validate", file)
+	if r.code != 1 {
+		t.Fatalf("exit %d, want 1\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	wantContains(t, "validate", r.stdout, `edge 2 (approve -> END): field "when": reads output.aproved, but node "approve" provides no field "aproved"`, `(did you mean "approved"?)`, "has(output.aproved)")
+}

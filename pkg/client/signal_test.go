@@ -128,3 +128,34 @@ func TestSignalRefusedInTheLog(t *testing.T) {
 		t.Fatalf("run %s refused %d, %v", s.Status, s.Stats.Refused, err)
 	}
 }
+
+// A condition that reads a missing key fails the run with an error that
+// names the edge once (1-based), the field and the fix.
+func TestMissingKeyFailsWithTheField(t *testing.T) {
+	c, _ := engine(t)
+	ctx := timeout(t)
+	g := mustGraph(t, `
+name: loose
+nodes:
+  - {id: approve, type: human}
+edges:
+  - {from: START, to: approve}
+  - {from: approve, to: END, when: "output.approved"}
+`)
+	run, err := c.Start(ctx, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitIteration(t, c, run, "approve", 1)
+	if err := c.Signal(ctx, run, "approve", nil); err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.Wait(ctx, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `edge 2 (approve -> END): CEL "output.approved" reads output.approved, which is missing (no key "approved"): write has(output.approved) && ... to test it first, or set onMissing: false`
+	if st.Status != projection.RunFailed || st.Error == nil || st.Error.Type != events.FailureCondition || !strings.HasPrefix(st.Error.Message, want) {
+		t.Fatalf("run %s, error %+v\nwant %s", st.Status, st.Error, want)
+	}
+}

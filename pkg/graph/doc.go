@@ -42,6 +42,15 @@
 // by key, when several taken edges bring data), it is never written to the
 // shared state, and it does not flow further down the branch.
 //
+// A condition that reads a key its value lacks (output.approved when the
+// output has no "approved") fails the run with an error that names the
+// edge (numbered from 1), the field and the fix: guard it with has(...),
+// or set the edge's onMissing: "false" to take a missing key as the
+// condition being false ("fail", the default, keeps the failure).
+// CheckConditionReads (run by 'weft validate') reports conditions that
+// read a field the edge's source cannot provide, where its outputSchema
+// lists what it provides.
+//
 // A router node (type router) is run by the coordinator, not a worker, and
 // has no side effects. Its config {"routes": [{"when": CEL, "action":
 // NAME}, ...], "default": NAME} is compiled at load: the routes are tried in
