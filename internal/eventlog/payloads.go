@@ -322,10 +322,19 @@ type TimerFiredData struct {
 }
 
 // SignalReceivedData is outside input for a waiting node (human input).
+//
+// Iteration, when set, is the activation of the node the signal answers:
+// the fold takes it only while that activation waits for a signal, and
+// refuses it otherwise (a signal to a node that is not waiting never moves
+// the run). A signal without it (written by older clients) is kept for
+// the node's next wait when the node does not wait now. Either way the
+// fold refuses a signal for a node that is not a human node, and data the
+// node does not accept (its outputSchema and config.checks).
 type SignalReceivedData struct {
-	Node string          `json:"node"`
-	Data json.RawMessage `json:"data,omitempty"`
-	By   string          `json:"by,omitempty"`
+	Node      string          `json:"node"`
+	Iteration int             `json:"iteration,omitempty"`
+	Data      json.RawMessage `json:"data,omitempty"`
+	By        string          `json:"by,omitempty"`
 }
 
 // ChildRunStartedData links a parent run's node to the child run it started.

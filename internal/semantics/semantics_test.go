@@ -48,7 +48,7 @@ edges:
   - {from: START, to: a}
   - {from: a, to: END, when: "state.x +"}
 `), "bad.yaml")
-	if !errors.Is(err, graph.ErrInvalidGraph) || !strings.Contains(err.Error(), "edge 1 (a -> END)") {
+	if !errors.Is(err, graph.ErrInvalidGraph) || !strings.Contains(err.Error(), "edge 2 (a -> END)") {
 		t.Fatalf("err = %v", err)
 	}
 }

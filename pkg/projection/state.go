@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/pkg/events"
+	"github.com/weft-dev/weft/pkg/graph"
 )
 
 // RunStatus is a run's status.
@@ -104,6 +105,11 @@ type State struct {
 	EndedAt   *time.Time `json:"endedAt,omitempty"`
 	// LastSeq is the stream sequence of the last event applied.
 	LastSeq uint64 `json:"lastSeq"`
+
+	// defs are the graph's top-level nodes, decoded from Graph when a
+	// signal needs them (defsOf is the digest they were decoded for).
+	defs   map[string]*graph.Node
+	defsOf string
 }
 
 // runConfig is what the fold itself needs from the graph: how to merge
