@@ -215,12 +215,15 @@ type Stats struct {
 	// LocalRuns counts local nodes run to a recorded outcome here;
 	// LocalDetached those of them that outran the shard's inline budget.
 	LocalRuns, LocalDetached int64
+	// ChildrenPreempted counts subgraph nodes failed because their child
+	// run's id held another writer's events (children.go).
+	ChildrenPreempted int64
 }
 
 type counters struct {
 	processed, malformed, orphans, rejected, stale, decisions, conflicts, reloads, reorders, errors, failedRuns, handedBack atomic.Int64
 	snapshotsDiscarded, overBudget                                                                                          atomic.Int64
-	localRuns, localDetached                                                                                                atomic.Int64
+	localRuns, localDetached, preempted                                                                                     atomic.Int64
 }
 
 // Option configures a Coordinator.
@@ -356,6 +359,7 @@ func (c *Coordinator) Stats() Stats {
 		Reloads: c.n.reloads.Load(), Reorders: c.n.reorders.Load(), Errors: c.n.errors.Load(), FailedRuns: c.n.failedRuns.Load(),
 		HandedBack: c.n.handedBack.Load(), SnapshotsDiscarded: c.n.snapshotsDiscarded.Load(), OverBudget: c.n.overBudget.Load(),
 		LocalRuns: c.n.localRuns.Load(), LocalDetached: c.n.localDetached.Load(),
+		ChildrenPreempted: c.n.preempted.Load(),
 	}
 }
 

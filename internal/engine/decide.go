@@ -116,6 +116,12 @@ func (d *decider) run() {
 	if s.Status.Ended() || s.Status == projection.RunPending {
 		return
 	}
+	if s.ForkRefused != nil {
+		// A fork whose start state does not fit its graph: the fold did
+		// not take the state, and the run ends saying why.
+		d.failRun(*s.ForkRefused, "")
+		return
+	}
 	if s.Status == projection.RunCancelling {
 		d.cancel()
 		return

@@ -5,7 +5,8 @@
 // What it offers:
 //
 //   - The subject layout (subjects.go, with its table): Slot, RunBase,
-//     RunFilter, DecisionFilter, StartedSubject, TerminalSubjects,
+//     RunFilter, DecisionFilter, StartedSubject, ChildStartedSubject,
+//     StartedSubjects, TerminalSubjects,
 //     ReadySubject, QueueFilter, WorkerFilter, KindFilter, PartitionFilters,
 //     PartitionOf, ScheduleSubject, ScheduleFilter, FiredSubject,
 //     FiredFilters, FiredRun, FiredTarget, Parse, RunOf, IsDecision,

@@ -15,7 +15,8 @@
 //     appended); Encode, the message an event is appended as; DecodeFired,
 //     a fired timer as the event appended to its run.
 //   - Reads only the engine makes: Each (a history walked in bounded
-//     memory), LeaderSeq and LeaderLast (served by the stream leader),
+//     memory), LeaderSeq, LeaderLast and LeaderFirst (served by the
+//     stream leader),
 //     LastOn (a direct get that names its subject, which a role can be
 //     granted for some subjects only), HasEnd, Replicas, and
 //     PublishAtomic (the restore of archived runs).
@@ -186,6 +187,7 @@ func walkRead(ctx context.Context, st events.Store, runID string, from, through 
 type reader interface {
 	LeaderSeq(ctx context.Context, seq uint64) (*jetstream.RawStreamMsg, error)
 	LeaderLast(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error)
+	LeaderFirst(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error)
 	LastOn(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error)
 	HasEnd(ctx context.Context, runID string) (bool, error)
 	Replicas() int
@@ -239,6 +241,18 @@ func LeaderLast(ctx context.Context, st events.Store, subject string) (*jetstrea
 		return nil, errNotJetStream(st)
 	}
 	return r.LeaderLast(ctx, subject)
+}
+
+// LeaderFirst returns the first message on subject in st's stream,
+// served by the stream leader, or nil when there is none: what was
+// written there first (a run's start, say, whatever was written on its
+// subject after it).
+func LeaderFirst(ctx context.Context, st events.Store, subject string) (*jetstream.RawStreamMsg, error) {
+	r, ok := readerOf(st)
+	if !ok {
+		return nil, errNotJetStream(st)
+	}
+	return r.LeaderFirst(ctx, subject)
 }
 
 // LastOn returns the last message stored on subject in st's stream, or

@@ -221,9 +221,11 @@ func (d Deployment) User(r Role, q string) User {
 				// reserved queue no worker may have.
 				eventlog.WorkerFilter(events.LocalQueue),
 				"weft.t.s.>", // durable timers (message schedules), in the timers stream
-				// A child run is started, and cancelled, by its parent's
-				// coordinator, with client events.
-				"weft.r.*.*.c.started",
+				// A child run is cancelled by its parent's coordinator,
+				// with a client's event. (It is started with a decision
+				// of the child run, on d.started, above: never on a
+				// client's subject, where a start naming a parent is
+				// refused.)
 				"weft.r.*.*.c.cancelreq",
 			},
 			reads,
@@ -283,7 +285,8 @@ func (d Deployment) User(r Role, q string) User {
 		}
 		// Reads, each a direct get of the last message on a subject
 		// named in the request subject (eventstore.LastOn), so scoped: runs'
-		// starts (its node's config; every run's, by design) and its own
+		// starts (its node's config; every run's, by design: a client's
+		// on c.started, a child run's on d.started) and its own
 		// queue's outcomes (confirming a duplicate ack). No batched or
 		// leader get, whose subject or sequence is in the body: they read
 		// any message. Stream info: opening the store, and whether a

@@ -88,6 +88,7 @@ func (c *Client) Start(ctx context.Context, g *graph.Graph, opts ...StartOption)
 		Invocation:  invocation,
 		StartedBy:   c.identity,
 		Retention:   retention,
+		Nonce:       events.NewNonce(),
 	})
 	if err != nil {
 		return "", err

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/pkg/events"
@@ -19,9 +21,11 @@ import (
 // node's config and JSON schemas (in the graph) or the run's invocation
 // state: those are in the run's run-started event, which a worker reads
 // once per run with a direct get of the last message on
-// eventlog.StartedSubject(run) (eventstore.LastOn: the subject is in the request
-// subject, so the worker's role is granted this read for runs' starts
-// only; on a replicated stream a miss is asked again for about a second,
+// eventlog.StartedSubject(run), or for a child run (started by the
+// coordinator) eventlog.ChildStartedSubject(run) (eventstore.LastOn: the
+// subject is in the request subject, so the worker's role is granted this
+// read for runs' starts only; on a replicated stream a miss is asked
+// again for about a second,
 // since a replica that is behind may answer) and keeps in a small LRU: the
 // starts of the last runStartCache runs, and the node specs of the last
 // graphCache graphs by digest, so that runs of one graph share them. A work
@@ -126,9 +130,19 @@ func (r *runReader) start(ctx context.Context, run string) (*runStart, error) {
 	return c.start, c.err
 }
 
+// lastStart reads the last message on the run's start subjects: the
+// client's (most runs), then the coordinator's (a child run's), or nil.
+func (r *runReader) lastStart(ctx context.Context, run string) (*jetstream.RawStreamMsg, error) {
+	for _, subject := range eventlog.StartedSubjects(run) {
+		if m, err := eventstore.LastOn(ctx, r.store, subject); err != nil || m != nil {
+			return m, err
+		}
+	}
+	return nil, nil
+}
+
 func (r *runReader) readStart(ctx context.Context, run string) (*runStart, error) {
-	subject := eventlog.StartedSubject(run)
-	m, err := eventstore.LastOn(ctx, r.store, subject)
+	m, err := r.lastStart(ctx, run)
 	// On a replicated stream, the replica that answered may be behind
 	// (the worker's role may not ask the leader, whose get reads any
 	// message): ask again a few times before the start counts as missing.
@@ -137,7 +151,7 @@ func (r *runReader) readStart(ctx context.Context, run string) (*runStart, error
 		case <-ctx.Done():
 			err = ctx.Err()
 		case <-time.After(time.Duration(try) * startRetry):
-			m, err = eventstore.LastOn(ctx, r.store, subject)
+			m, err = r.lastStart(ctx, run)
 		}
 	}
 	if err != nil {
