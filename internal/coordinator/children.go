@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/weft-dev/weft/internal/engine"
 	"github.com/weft-dev/weft/internal/eventlog"
@@ -150,25 +151,58 @@ func (c *Coordinator) checkChildren(ctx context.Context, ent *runEntry) error {
 // subject (events.ParentClaimError): the run does not exist for the
 // engine, and if it holds the id the claimed parent's activation derives,
 // that parent's node is told its child will never be (a notice that
-// changes nothing unless the node waits for exactly this child).
+// changes nothing unless the node waits for exactly this child). Each
+// claimed child is told of once per coordinator process (and the notice
+// is de-duplicated by its id), so a claimed run's events, which anyone
+// may write, do not fill its parent's log.
 func (c *Coordinator) claimedChild(ctx context.Context, child string, claim *events.ParentClaimError) error {
 	p := claim.Parent
-	if p.Ref.Item != nil || p.RunID == child || !eventlog.ValidToken(p.RunID) {
+	if p.Ref.Item != nil || p.RunID == child || !eventlog.ValidToken(p.RunID) || c.claims.has(child) {
 		return nil
 	}
 	nonce, ok, err := c.nonceOf(ctx, p.RunID)
-	if err != nil || !ok || engine.ChildRunID(p.RunID, nonce, p.Ref) != child {
+	if err != nil {
 		return err
 	}
-	return c.tellPreempted(ctx, p.RunID, []engine.WaitingChild{{Ref: p.Ref, RunID: child}}, true)
+	if ok && engine.ChildRunID(p.RunID, nonce, p.Ref) == child {
+		if err := c.tellPreempted(ctx, p.RunID, []engine.WaitingChild{{Ref: p.Ref, RunID: child}}, true); err != nil {
+			return err
+		}
+	}
+	c.claims.add(child)
+	return nil
+}
+
+// maxClaims bounds the claimed children a coordinator remembers.
+const maxClaims = 4096
+
+// claimSet is the set of claimed children told of (claimedChild), cleared
+// when it outgrows maxClaims.
+type claimSet struct {
+	mu   sync.Mutex
+	runs map[string]struct{}
+}
+
+func (s *claimSet) has(run string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.runs[run]
+	return ok
+}
+
+func (s *claimSet) add(run string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.runs == nil || len(s.runs) >= maxClaims {
+		s.runs = map[string]struct{}{}
+	}
+	s.runs[run] = struct{}{}
 }
 
 // nonceOf returns the nonce of a run's start; ok is false when the run has
-// no start the engine believes.
+// no start the engine believes. It reads the log, not the run's cached
+// entry, which only the goroutine handling that run may touch.
 func (c *Coordinator) nonceOf(ctx context.Context, run string) (string, bool, error) {
-	if ent := c.cache.get(run); ent != nil && ent.state.RunID == run {
-		return ent.state.Nonce, true, nil
-	}
 	var start *events.Event
 	if c.js == nil {
 		evs, err := c.store.Read(ctx, run, 1, 0)

@@ -324,6 +324,10 @@ type Coordinator struct {
 	// local nodes' work items not yet started (local.go): a shard that is
 	// full takes them without handing them back (see dispatch).
 	echoes, localPending sync.Map
+	// claims holds the claimed children whose parents were told
+	// (children.go), so that a claimed run's every event does not tell
+	// the parent again.
+	claims claimSet
 }
 
 // New returns a coordinator over the store.
