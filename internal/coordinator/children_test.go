@@ -151,7 +151,9 @@ func TestForgedChildIsNotAdopted(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := pollRun(t, st, run, "hold waits", func(s *projection.State) bool { return s.Node("hold") != nil && s.Node("hold").Status == projection.NodeWaiting })
+		s := pollRun(t, st, run, "hold waits", func(s *projection.State) bool {
+			return s.Node("hold") != nil && s.Node("hold").Status == projection.NodeWaiting
+		})
 		// The attacker reads the victim's start, as any client may, and
 		// derives the child's id as the engine does.
 		child := engine.ChildRunID(run, s.Nonce, childRef)
@@ -226,13 +228,17 @@ func TestHonestChildAfterAClaim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pollRun(t, st, run, "hold waits", func(s *projection.State) bool { return s.Node("hold") != nil && s.Node("hold").Status == projection.NodeWaiting })
+	pollRun(t, st, run, "hold waits", func(s *projection.State) bool {
+		return s.Node("hold") != nil && s.Node("hold").Status == projection.NodeWaiting
+	})
 	if err := cl.Signal(ctx, run, "hold", map[string]any{}); err != nil {
 		t.Fatal(err)
 	}
 	s := pollRun(t, st, run, "child started", func(s *projection.State) bool { return s.Node("child") != nil && s.Node("child").Child != "" })
 	child := s.Node("child").Child
-	cs := pollRun(t, st, child, "child's gate waits", func(s *projection.State) bool { return s.Node("gate") != nil && s.Node("gate").Status == projection.NodeWaiting })
+	cs := pollRun(t, st, child, "child's gate waits", func(s *projection.State) bool {
+		return s.Node("gate") != nil && s.Node("gate").Status == projection.NodeWaiting
+	})
 	if cs.Parent == nil || cs.Parent.RunID != run || cs.Nonce == "" || cs.Nonce == s.Nonce {
 		t.Fatalf("child %s: parent %+v, nonce %q (parent's %q)", child, cs.Parent, cs.Nonce, s.Nonce)
 	}
