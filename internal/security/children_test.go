@@ -84,7 +84,9 @@ func waitRun(t *testing.T, ctx context.Context, cl *client.Client, run, what str
 }
 
 func waiting(node string) func(*projection.State) bool {
-	return func(s *projection.State) bool { return s.Node(node) != nil && s.Node(node).Status == projection.NodeWaiting }
+	return func(s *projection.State) bool {
+		return s.Node(node) != nil && s.Node(node).Status == projection.NodeWaiting
+	}
 }
 
 func ended(s *projection.State) bool { return s.Status.Ended() }
