@@ -111,7 +111,7 @@ func TestForkStateOfACancelledRun(t *testing.T) {
 	}
 	h := events.NodeRef{Node: "h", Iteration: 1}
 	w := events.NodeRef{Node: "w", Iteration: 1}
-	add(&events.RunStartedData{GraphName: "g", Graph: json.RawMessage(`{"nodes":[{"id":"h"},{"id":"w"}]}`)})
+	add(&events.RunStartedData{GraphName: "g", Graph: json.RawMessage(`{"nodes":[{"id":"h","type":"human"},{"id":"w"}]}`)})
 	add(&events.NodeWaitingData{NodeRef: h, For: "signal", Deadline: &deadline})
 	add(&events.NodeReadyData{NodeRef: w, Attempt: 1, Queue: "q"})
 	add(&events.NodeInvokingData{NodeRef: w, Attempt: 1, Delivery: 1, Worker: "x"})
@@ -137,6 +137,9 @@ func TestForkStateOfACancelledRun(t *testing.T) {
 	if st.Cancel != nil || st.EndedAt != nil {
 		t.Errorf("the cancellation is kept: %s", st.Marshal())
 	}
+	if err := projection.CheckForkState(parent.Graph, st); err != nil {
+		t.Errorf("the fork of a cancelled run does not pass the check: %v", err)
+	}
 }
 
 // A map node's items that were ready or running run again; finished ones
@@ -154,6 +157,9 @@ func TestForkStateRerunsMapItems(t *testing.T) {
 	}
 	if st.Nodes["m"].Status != projection.NodeWaiting {
 		t.Errorf("the map node is %s, want waiting", st.Nodes["m"].Status)
+	}
+	if err := projection.CheckForkState(json.RawMessage(`{"nodes":[{"id":"m","type":"echo","map":{"over":"state.xs"},"retry":{"maxAttempts":3}}]}`), st); err != nil {
+		t.Errorf("the fork does not pass the check: %v", err)
 	}
 }
 
