@@ -117,12 +117,18 @@ func (c *Coordinator) tellPreempted(ctx context.Context, run string, preempted [
 		if notice == nil {
 			continue
 		}
-		c.log.WarnContext(ctx, "a child run's id holds another writer's events: not taking that run for the child, failing the node", logattr.RunID, run, logattr.NodeID, p.Ref.Node, logattr.Iteration, p.Ref.Iteration, logattr.Child, p.RunID)
+		msg := "a child run's id holds another writer's events: not taking that run for the child, failing the node"
+		if claimed {
+			msg = "a run's start claims to be a child of this run from a client's subject: not taking it for the child, failing the node if it waits for that id"
+		}
+		c.log.WarnContext(ctx, msg, logattr.RunID, run, logattr.NodeID, p.Ref.Node, logattr.Iteration, p.Ref.Iteration, logattr.Child, p.RunID)
 		telemetry.Inject(ctx, notice)
 		if _, err := c.store.Append(ctx, run, events.AnySeq, notice); err != nil {
 			return fmt.Errorf("telling run %s that child run %s was pre-empted: %w", run, p.RunID, err)
 		}
-		c.n.preempted.Add(1)
+		if !claimed {
+			c.n.preempted.Add(1)
+		}
 	}
 	return nil
 }

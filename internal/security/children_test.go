@@ -255,17 +255,29 @@ func TestForgedChildRefused(t *testing.T) {
 }
 
 // TestHonestChildUnderRoles: the coordinator's role writes the child's
-// start on its decision subject, the child runs and reports, and the
+// start on its decision subject, a worker process under its role reads it
+// for the child's worker node, the child runs and reports, and the
 // parent pays.
 func TestHonestChildUnderRoles(t *testing.T) {
 	s := startServer(t)
 	s.setup(t)
 	dir := t.TempDir()
 	startProcess(t, "coordinator", filepath.Join(dir, "coordinator.log"), s.roleEnv(userCoord), "-nats", s.url)
+	startProcess(t, "nodeworker", filepath.Join(dir, "worker.log"), s.roleEnv(userWorker), "-nats", s.url, "-queues", queueA, "-name", "w")
 	cl := client.New(openStore(t, s.connect(t, userClient)))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	run, err := cl.Start(ctx, mustParse(t, paymentGraph))
+	// The child first runs a worker's node, whose config is in the child's
+	// start.
+	g := strings.Replace(paymentGraph, `      - {id: gate, type: human}
+`, `      - {id: note, type: echo, config: {updates: {noted: true}}}
+      - {id: gate, type: human}
+`, 1)
+	g = strings.Replace(g, `      - {from: START, to: gate}
+`, `      - {from: START, to: note}
+      - {from: note, to: gate}
+`, 1)
+	run, err := cl.Start(ctx, mustParse(t, g))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,8 +288,8 @@ func TestHonestChildUnderRoles(t *testing.T) {
 	ps := waitRun(t, ctx, cl, run, "the child starts", func(s *projection.State) bool { return s.Node("child") != nil && s.Node("child").Child != "" })
 	child := ps.Node("child").Child
 	cs := waitRun(t, ctx, cl, child, "the child's gate waits", waiting("gate"))
-	if cs.Parent == nil || cs.Parent.RunID != run {
-		t.Fatalf("child's parent %+v", cs.Parent)
+	if cs.Parent == nil || cs.Parent.RunID != run || cs.Node("note").Status != projection.NodeSucceeded || cs.Node("note").Worker != "w" || string(cs.Vars["noted"]) != "true" {
+		t.Fatalf("child's parent %+v, note %+v", cs.Parent, cs.Node("note"))
 	}
 	if err := cl.Signal(ctx, child, "gate", map[string]any{"approved": true}); err != nil {
 		t.Fatal(err)
