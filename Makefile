@@ -9,20 +9,29 @@ FUZZTIME ?= 20s
 # without it, and say so.
 RACE     := $(shell [ "$$($(GO) env CGO_ENABLED)" = 1 ] && echo -race)
 
-.PHONY: demo test lint vet fmt-check build bench bench-quick fuzz chaos ownerkill clean sim sim-known ui e2e chromium
+.PHONY: demo test lint vet fmt-check build bench bench-quick fuzz chaos ownerkill clean sim sim-known ui e2e chromium conformance ts-test
 
 ## demo: run examples/hello.yaml on an embedded NATS, coordinator and worker
 demo: ui
 	$(GO) run ./cmd/weft demo examples/hello.yaml
 
-## test: vet, gofmt check, every test with the race detector, then the
-## web UI's browser tests (e2e)
+## test: vet, gofmt check, every test with the race detector, the
+## TypeScript SDK's tests (ts-test), then the web UI's browser tests (e2e)
 test: lint
 ifeq ($(RACE),)
 	@echo "note: cgo is off (no C compiler?), so tests run without -race" >&2
 endif
 	$(GO) test $(RACE) -count=1 -timeout 30m ./...
+	$(MAKE) ts-test
 	$(MAKE) e2e
+
+## ts-test: the TypeScript worker SDK and client (sdk/typescript): npm ci,
+## the build (tsc --strict), and its tests against the Go codec, pkg/graph
+## and a real engine under Weft's roles (internal/sdkharness), then the
+## conformance kit's short cases against its conformance worker
+ts-test:
+	cd sdk/typescript && npm ci && npm run build && npm test
+	$(GO) run ./cmd/weft conformance -short -worker '$(TS_WORKER)'
 
 ## lint: go vet and the gofmt check
 lint: vet fmt-check
@@ -68,6 +77,36 @@ chaos:
 ## and again (WEFT_OWNERKILL_RUNS overrides; `make test` runs 100)
 ownerkill:
 	WEFT_OWNERKILL_RUNS=$${WEFT_OWNERKILL_RUNS:-500} $(GO) test $(RACE) -v -run TestPartitionOwnersKilledRepeatedly -count=1 -timeout 30m ./internal/reliability/
+
+## conformance: the worker conformance kit (docs/conformance.md) against
+## every SDK in the repository, each as a separate process: the Go SDK's
+## conformance worker, then the TypeScript SDK's when sdk/typescript is
+## there (after npm ci && npm run build in it), then CONFORMANCE_WORKER
+## if set (a command, e.g. 'python3 -m weft_conformance');
+## CONFORMANCE_FLAGS is passed to each (e.g. -short, -run cancel, -v).
+## Every SDK runs even when one fails; the target fails if any did.
+CONFORMANCE_FLAGS  ?=
+CONFORMANCE_WORKER ?=
+TS_SDK             := sdk/typescript
+TS_WORKER          := node $(TS_SDK)/dist/conformance/worker.js
+conformance:
+	@mkdir -p bin
+	$(GO) build -o bin/weft ./cmd/weft
+	$(GO) build -o bin/conf-goworker ./internal/conformance/goworker
+	@status=0; \
+	echo "== conformance: Go SDK (bin/conf-goworker)"; \
+	bin/weft conformance $(CONFORMANCE_FLAGS) -worker bin/conf-goworker || status=1; \
+	if [ -f $(TS_SDK)/package.json ]; then \
+		echo "== conformance: TypeScript SDK ($(TS_WORKER))"; \
+		if (cd $(TS_SDK) && npm ci && npm run build); then \
+			bin/weft conformance $(CONFORMANCE_FLAGS) -worker '$(TS_WORKER)' || status=1; \
+		else echo "FAIL typescript: npm ci && npm run build in $(TS_SDK) failed"; status=1; fi; \
+	fi; \
+	if [ -n "$(CONFORMANCE_WORKER)" ]; then \
+		echo "== conformance: $(CONFORMANCE_WORKER)"; \
+		bin/weft conformance $(CONFORMANCE_FLAGS) -worker '$(CONFORMANCE_WORKER)' || status=1; \
+	fi; \
+	exit $$status
 
 ## clean: remove built binaries and weft dev's data
 clean:

@@ -60,7 +60,7 @@ func init() {
 	commands = []*command{
 		cmdRun, cmdStatus, cmdList, cmdEvents, cmdState, cmdDiff,
 		cmdFork, cmdReset, cmdReplay,
-		cmdSignal, cmdCancel, cmdTerminate, cmdDelete, cmdValidate, cmdDemo, cmdDev, cmdUI, cmdAdmin, cmdRoles,
+		cmdSignal, cmdCancel, cmdTerminate, cmdDelete, cmdValidate, cmdDemo, cmdDev, cmdUI, cmdAdmin, cmdRoles, cmdConformance,
 	}
 }
 
@@ -261,9 +261,9 @@ func (e *env) helpCommand(args []string) error {
 		usage(e.stdout)
 		return nil
 	case 2:
-		if args[0] == cmdAdmin.name {
+		if c := lookup(args[0]); c == cmdAdmin || c == cmdUI && args[1] == "hash-password" {
 			e.help = e.stdout
-			if err := cmdAdmin.run(e, cmdAdmin, []string{args[1], "-h"}); !errors.Is(err, flag.ErrHelp) {
+			if err := c.run(e, c, []string{args[1], "-h"}); !errors.Is(err, flag.ErrHelp) {
 				return err
 			}
 			return nil

@@ -185,8 +185,10 @@ var cmdDev = &command{
 	help: `Runs the whole engine in one process for development: an embedded NATS
 server with JetStream on 127.0.0.1 (-port; file storage in -data, kept
 between runs), a coordinator, and a worker with the built-in executors on
--queues, and the web UI on -ui (127.0.0.1:8233; 'weft help ui'; its user
-and password, needed beyond loopback, from WEFT_UI_USER and WEFT_UI_PASSWORD).
+-queues, and the web UI on -ui (127.0.0.1:8233; 'weft help ui'; its
+credentials, needed beyond loopback, from WEFT_UI_PASSWORD_FILE, or
+WEFT_UI_USER and WEFT_UI_PASSWORD; its failed logins are logged, its
+logins only with -v).
 Use the other commands against it from another terminal. Interrupt
 (Ctrl-C) to stop it; it shuts down the worker, the coordinator, the
 connection and the server, in that order.

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/bcrypt"
+
 	"github.com/weft-dev/weft/internal/cli"
 	"github.com/weft-dev/weft/internal/ui"
 	"github.com/weft-dev/weft/pkg/client"
@@ -149,13 +151,17 @@ func TestUICommandCredentials(t *testing.T) {
 		t.Errorf("a user without a password: exit %d\n%s", r.code, r.stderr)
 	}
 	t.Setenv("WEFT_UI_PASSWORD", "s3cret")
+	if r := weft(t, "ui", "-nats", natsURL); r.code != 2 || !strings.Contains(r.stderr, "6 characters, want at least 12") {
+		t.Errorf("a password of 6 characters: exit %d\n%s", r.code, r.stderr)
+	}
+	t.Setenv("WEFT_UI_PASSWORD", "correct-horse-staple")
 	lines, stop := background(t, "ui", "-nats", natsURL)
 	base := uiURL(t, lines, stop)
 	if code := getJSON(t, base+"/api/config", nil); code != http.StatusUnauthorized {
 		t.Errorf("without credentials: %d, want 401", code)
 	}
 	req, _ := http.NewRequest(http.MethodGet, base+"/api/config", nil)
-	req.SetBasicAuth("ada", "s3cret")
+	req.SetBasicAuth("ada", "correct-horse-staple")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -177,7 +183,7 @@ func TestUICommandCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	req, _ = http.NewRequest(http.MethodPost, base+"/api/runs/"+id+"/cancel", strings.NewReader(`{"reason":"from the UI"}`))
-	req.SetBasicAuth("ada", "s3cret")
+	req.SetBasicAuth("ada", "correct-horse-staple")
 	req.Header.Set(ui.ActionHeader, "1")
 	if resp, err = http.DefaultClient.Do(req); err != nil {
 		t.Fatal(err)
@@ -192,6 +198,92 @@ func TestUICommandCredentials(t *testing.T) {
 	}
 	if st.Cancel == nil || st.Cancel.By != "ada via weft ui" {
 		t.Errorf("cancel request %+v, want it by ada via weft ui", st.Cancel)
+	}
+}
+
+// TestUIHashPassword: 'weft ui hash-password' reads a password from its
+// input and prints the password file's line; 'weft ui -password-file'
+// asks for that user and password; a short password, a file that is not
+// one and a file with a plain password are refused by name.
+func TestUIHashPassword(t *testing.T) {
+	hash := func(input string, args ...string) result {
+		t.Helper()
+		var stdout, stderr strings.Builder
+		code := cli.Main(context.Background(), append([]string{"ui", "hash-password"}, args...), strings.NewReader(input), &stdout, &stderr)
+		return result{stdout.String(), stderr.String(), code}
+	}
+	const password = "correct-horse-staple"
+	r := hash(password+"\n", "-user", "ada", "-cost", "10")
+	user, h, ok := strings.Cut(strings.TrimSpace(r.stdout), ":")
+	if r.code != 0 || !ok || user != "ada" || bcrypt.CompareHashAndPassword([]byte(h), []byte(password)) != nil {
+		t.Fatalf("hash-password: exit %d %q\n%s", r.code, r.stdout, r.stderr)
+	}
+	if cost, _ := bcrypt.Cost([]byte(h)); cost != 10 {
+		t.Errorf("cost %d, want 10", cost)
+	}
+	if strings.Contains(r.stdout+r.stderr, password) {
+		t.Error("hash-password printed the password")
+	}
+	for _, tt := range []struct {
+		name, input string
+		args        []string
+		code        int
+		want        string
+	}{
+		{"a short password", "s3cret\n", []string{"-user", "ada"}, 2, "6 characters, want at least 12"},
+		{"no user", password, nil, 2, "-user"},
+		{"no password", "", []string{"-user", "ada"}, 1, "no password"},
+		{"a cheap cost", password, []string{"-user", "ada", "-cost", "4"}, 2, "cost 4"},
+	} {
+		if r := hash(tt.input, tt.args...); r.code != tt.code || !strings.Contains(r.stderr, tt.want) {
+			t.Errorf("%s: exit %d\n%s", tt.name, r.code, r.stderr)
+		}
+	}
+
+	if r := weft(t, "help", "ui", "hash-password"); r.code != 0 || !strings.Contains(r.stdout, "USER:BCRYPT-HASH") || !strings.Contains(r.stdout, "-cost") {
+		t.Errorf("weft help ui hash-password: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+
+	natsURL, _ := engine(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "ui.passwd")
+	if err := os.WriteFile(file, []byte("# weft ui\n"+r.stdout), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(dir, "plain.passwd")
+	if err := os.WriteFile(bad, []byte("ada:"+password+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := weft(t, "ui", "-nats", natsURL, "-password-file", bad); r.code != 2 || !strings.Contains(r.stderr, bad+":1: not a bcrypt hash") || strings.Contains(r.stderr, password) {
+		t.Errorf("a file with a plain password: exit %d\n%s", r.code, r.stderr)
+	}
+	if r := weft(t, "ui", "-nats", natsURL, "-password-file", file, "-ui-user", "bob"); r.code != 2 || !strings.Contains(r.stderr, "not both") {
+		t.Errorf("a password file and a user: exit %d\n%s", r.code, r.stderr)
+	}
+	t.Setenv("WEFT_UI_PASSWORD_FILE", file)
+	lines, stop := background(t, "ui", "-nats", natsURL, "-addr", "127.0.0.1:0")
+	base := uiURL(t, lines, stop)
+	if code := getJSON(t, base+"/api/config", nil); code != http.StatusUnauthorized {
+		t.Errorf("without credentials: %d, want 401", code)
+	}
+	for _, pw := range []string{password, password} { // the second from the check's cache
+		req, _ := http.NewRequest(http.MethodGet, base+"/api/config", nil)
+		req.SetBasicAuth("ada", pw)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("with the file's credentials: %d", resp.StatusCode)
+		}
+	}
+	if err := stop(); err != nil {
+		t.Errorf("weft ui: %v", err)
+	}
+	t.Setenv("WEFT_UI_PASSWORD_FILE", filepath.Join(dir, "missing"))
+	if r := weft(t, "dev", "-port", "-1", "-data", t.TempDir(), "-ui", "127.0.0.1:0"); r.code != 2 || !strings.Contains(r.stderr, "WEFT_UI_PASSWORD_FILE") {
+		t.Errorf("weft dev with a missing password file: exit %d\n%s", r.code, r.stderr)
 	}
 }
 

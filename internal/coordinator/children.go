@@ -8,7 +8,6 @@ import (
 
 	"github.com/weft-dev/weft/internal/engine"
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/telemetry"
 	"github.com/weft-dev/weft/pkg/events"
@@ -100,7 +99,7 @@ func (c *Coordinator) decidedStart(ctx context.Context, run string) (*events.Eve
 		}
 		return nil, err
 	}
-	m, err := eventstore.LeaderFirst(ctx, c.store, eventlog.ChildStartedSubject(run))
+	m, err := eventlog.LeaderFirst(ctx, c.store, eventlog.ChildStartedSubject(run))
 	if err != nil || m == nil {
 		return nil, err
 	}
@@ -223,7 +222,7 @@ func (c *Coordinator) nonceOf(ctx context.Context, run string) (string, bool, er
 		// client's; the first on the subject: a writer may add others
 		// after it, which the fold refuses.
 		for _, subject := range []string{eventlog.ChildStartedSubject(run), eventlog.StartedSubject(run)} {
-			m, err := eventstore.LeaderFirst(ctx, c.store, subject)
+			m, err := eventlog.LeaderFirst(ctx, c.store, subject)
 			if err != nil {
 				return "", false, err
 			}

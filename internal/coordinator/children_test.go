@@ -12,7 +12,6 @@ import (
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/engine"
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
@@ -119,7 +118,7 @@ func claimMsg(t *testing.T, run string, parent events.ParentRef, g *graph.Graph)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := eventstore.Encode(e)
+	m, err := eventlog.Encode(e)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +293,7 @@ func TestWaitingChildCheckedWhenFoldedAfresh(t *testing.T) {
 	if _, err := js.Publish(ctx, eventlog.RunBase(child)+"c.signal", []byte("{}")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := eventstore.Append(ctx, st, run, 0, d.Events...); err != nil {
+	if _, err := eventlog.Append(ctx, st, run, 0, d.Events...); err != nil {
 		t.Fatal(err)
 	}
 	if s, _ := stateOf(t, st, run); s.Node("child").Status != projection.NodeWaiting || s.Node("child").Child != child {
@@ -338,7 +337,7 @@ func TestClaimedChildTellsItsParent(t *testing.T) {
 	if child != parent+"-child-1" {
 		t.Fatalf("a parent without a nonce: child id %s", child)
 	}
-	if _, err := eventstore.Append(ctx, st, parent, 0, d.Events...); err != nil {
+	if _, err := eventlog.Append(ctx, st, parent, 0, d.Events...); err != nil {
 		t.Fatal(err)
 	}
 	claimAck, err := js.PublishMsg(ctx, claimMsg(t, child, events.ParentRef{RunID: parent, Ref: childRef}, mustGraph(t, forgedGraph)))

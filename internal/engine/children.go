@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -100,7 +99,7 @@ func (d *decider) startChild(n *graph.Node, ref events.NodeRef, consumed, owed [
 		d.err = err
 		return
 	}
-	eventstore.MarkDecision(start)
+	eventlog.MarkDecision(start)
 	d.out.Children = append(d.out.Children, start)
 }
 

@@ -58,7 +58,6 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/graphrt"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
@@ -244,7 +243,7 @@ func (d *decider) build(p events.Payload, id string) *events.Event {
 		d.err = err
 		return nil
 	}
-	eventstore.MarkDecision(e)
+	eventlog.MarkDecision(e)
 	return e
 }
 

@@ -131,4 +131,24 @@ const (
 	Paths  = "paths"
 	Method = "method"
 	Path   = "path"
+	// Remote is a request's peer address (host:port); Client the client
+	// it counts as (the peer's address, or the one a trusted proxy
+	// names; an IPv6 client by its /64).
+	Remote = "remote"
+	Client = "client"
+	// User is the user a login gave, when it is the server's (never a
+	// password); Failures a client's failed logins in the window;
+	// Lockout how long it is locked out.
+	User     = "user"
+	Failures = "failures"
+	Lockout  = "lockout"
+)
+
+// Keys of the conformance kit: a case, how long it took, why it failed,
+// and which of the kit's parts logged.
+const (
+	Case    = "case"
+	Elapsed = "elapsed"
+	Why     = "why"
+	Part    = "part"
 )

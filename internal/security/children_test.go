@@ -14,7 +14,6 @@ import (
 
 	"github.com/weft-dev/weft/internal/engine"
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/proctest"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
@@ -101,7 +100,7 @@ func startMsg(t *testing.T, run string, g *graph.Graph, parent *events.ParentRef
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := eventstore.Encode(e)
+	m, err := eventlog.Encode(e)
 	if err != nil {
 		t.Fatal(err)
 	}

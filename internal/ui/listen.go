@@ -31,7 +31,7 @@ func CheckAddr(addr string, credentials bool) error {
 	if shown == "" {
 		shown = "every interface"
 	}
-	return fmt.Errorf("%w: %s is not a loopback address; set a user and a password (weft ui: -ui-user and -ui-password, or WEFT_UI_USER and WEFT_UI_PASSWORD), or listen on 127.0.0.1", ErrExposed, shown)
+	return fmt.Errorf("%w: %s is not a loopback address; set credentials (weft ui: -password-file, which 'weft ui hash-password' writes, or -ui-user and -ui-password; or WEFT_UI_PASSWORD_FILE, or WEFT_UI_USER and WEFT_UI_PASSWORD), or listen on 127.0.0.1", ErrExposed, shown)
 }
 
 // Loopback says whether host is "localhost" or a loopback IP address.

@@ -13,7 +13,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/runs"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
@@ -113,11 +112,11 @@ func pinger(ctx context.Context, st *stream, interval time.Duration, stop contex
 }
 
 // liveRuns answers GET /api/live/runs: an event "run" with the run's
-// summary whenever its entry in the read model changes.
+// summary whenever its entry in the read model changes. Every stream
+// shares the server's one watch of the read model (runsFeed).
 func (s *server) liveRuns(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	kv, err := s.js.KeyValue(ctx, runs.Bucket)
+	ctx := r.Context()
+	sub, err := s.feed.subscribe(ctx)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		s.fail(w, r, &apiError{Status: http.StatusServiceUnavailable, Message: fmt.Sprintf("no read model of runs (KV bucket %s): no coordinator has run against this server yet", runs.Bucket)})
 		return
@@ -126,12 +125,7 @@ func (s *server) liveRuns(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	watch, err := kv.WatchAll(ctx, jetstream.UpdatesOnly())
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	defer func() { _ = watch.Stop() }()
+	defer s.feed.unsubscribe(sub)
 	st := newStream(w)
 	st.mu.Lock()
 	err = st.start()
@@ -149,22 +143,14 @@ func (s *server) liveRuns(w http.ResponseWriter, r *http.Request) {
 			if st.ping() != nil {
 				return
 			}
-		case e, ok := <-watch.Updates():
-			if !ok {
-				return
-			}
-			if e == nil || e.Operation() != jetstream.KeyValuePut {
-				continue
-			}
-			var sum runs.Summary
-			if err := json.Unmarshal(e.Value(), &sum); err != nil {
-				s.log.Warn("ui: an unreadable entry in the read model", logattr.Key, e.Key(), logattr.Error, err)
-				continue
-			}
-			b, _ := json.Marshal(sum)
+		case b := <-sub.ch:
 			if st.send("run", "", b) != nil {
 				return
 			}
+		case <-sub.gone:
+			b, _ := json.Marshal(apiError{Message: sub.why})
+			_ = st.send("error", "", b)
+			return
 		}
 	}
 }

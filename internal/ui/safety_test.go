@@ -17,7 +17,7 @@ import (
 	"testing/fstest"
 	"time"
 
-	"github.com/weft-dev/weft/internal/eventstore"
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/internal/runs"
 	"github.com/weft-dev/weft/internal/ui"
@@ -56,16 +56,17 @@ func fetch(t *testing.T, method, url string, h http.Header) response {
 	return response{status: resp.StatusCode, header: resp.Header, body: b}
 }
 
-// TestUIAuth: with credentials set, every path needs them.
+// TestUIAuth: with credentials set, every path needs them. (The limits
+// on failures are TestUILoginLimits'.)
 func TestUIAuth(t *testing.T) {
-	url, _ := serve(t, ui.Config{User: "ada", Password: "s3cret"})
+	url, _ := serve(t, ui.Config{User: "ada", Password: "correct-horse-staple", Limits: ui.Limits{LoginFailures: 1000}})
 	basic := func(u, p string) http.Header {
 		req, _ := http.NewRequest(http.MethodGet, url, nil)
 		req.SetBasicAuth(u, p)
 		return req.Header
 	}
 	for _, path := range []string{"/", "/runs/x", "/api/config", "/api/runs", "/api/live/runs"} {
-		for name, h := range map[string]http.Header{"none": nil, "wrong password": basic("ada", "guess"), "wrong user": basic("bob", "s3cret"), "empty": basic("", "")} {
+		for name, h := range map[string]http.Header{"none": nil, "wrong password": basic("ada", "guess"), "wrong user": basic("bob", "correct-horse-staple"), "empty": basic("", "")} {
 			r := fetch(t, http.MethodGet, url+path, h)
 			if r.status != http.StatusUnauthorized || !strings.HasPrefix(r.header.Get("WWW-Authenticate"), "Basic ") {
 				t.Errorf("GET %s with %s credentials: %d, WWW-Authenticate %q; want 401", path, name, r.status, r.header.Get("WWW-Authenticate"))
@@ -75,7 +76,7 @@ func TestUIAuth(t *testing.T) {
 			}
 		}
 	}
-	if r := fetch(t, http.MethodGet, url+"/api/config", basic("ada", "s3cret")); r.status != http.StatusOK {
+	if r := fetch(t, http.MethodGet, url+"/api/config", basic("ada", "correct-horse-staple")); r.status != http.StatusOK {
 		t.Errorf("GET /api/config with the credentials: %d %s", r.status, r.body)
 	}
 	if _, err := ui.New(ui.Config{Store: nil, User: "ada"}); err == nil {
@@ -255,7 +256,7 @@ func TestUIStart(t *testing.T) {
 		t.Errorf("Start on a taken port: %v, want it to say the address is in use", err)
 	}
 	// A live stream does not hold Close up.
-	if _, err := runs.Ensure(ctx, eventstore.JetStream(store), store.StreamName(), slog.Default()); err != nil {
+	if _, err := runs.Ensure(ctx, eventlog.JetStream(store), store.StreamName(), slog.Default()); err != nil {
 		t.Fatal(err)
 	}
 	resp, err := http.Get(s.URL() + "/api/live/runs")
@@ -279,7 +280,7 @@ func TestUIStart(t *testing.T) {
 // streams are not.
 func TestUIGzip(t *testing.T) {
 	url, store := serve(t, ui.Config{})
-	if _, err := runs.Ensure(context.Background(), eventstore.JetStream(store), store.StreamName(), slog.Default()); err != nil {
+	if _, err := runs.Ensure(context.Background(), eventlog.JetStream(store), store.StreamName(), slog.Default()); err != nil {
 		t.Fatal(err)
 	}
 	r := fetch(t, http.MethodGet, url+"/api/runs", http.Header{"Accept-Encoding": {"gzip"}})
@@ -329,13 +330,13 @@ func TestUIHost(t *testing.T) {
 	} {
 		cfg := ui.Config{}
 		if tt.creds {
-			cfg.User, cfg.Password = "ada", "s3cret"
+			cfg.User, cfg.Password = "ada", "correct-horse-staple"
 		}
 		url, _ := serve(t, cfg)
 		req, _ := http.NewRequest(http.MethodGet, url+"/api/config", nil)
 		req.Host = tt.host
 		if tt.creds {
-			req.SetBasicAuth("ada", "s3cret")
+			req.SetBasicAuth("ada", "correct-horse-staple")
 		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {

@@ -2,14 +2,13 @@ package ui
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"runtime/debug"
 	"strings"
@@ -18,7 +17,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/weft-dev/weft/internal/eventstore"
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
 )
@@ -66,8 +66,19 @@ type Config struct {
 	// ReadOnly refuses every action (signal, cancel, fork) with 403.
 	ReadOnly bool
 	// User and Password, when set, are required on every request (HTTP
-	// basic auth). Both or neither.
+	// basic auth). Both or neither; the password has at least
+	// MinPasswordLength characters.
 	User, Password string
+	// PasswordHash is a bcrypt hash of the password, in place of
+	// Password (ReadPasswordFile reads one, HashPassword makes one).
+	PasswordHash string
+	// TrustedProxies are the addresses of reverse proxies in front of
+	// the server: a request from one is counted as the client's its
+	// X-Forwarded-For names (Limits), not the proxy's.
+	TrustedProxies []netip.Prefix
+	// Limits bound failed logins and live streams; zero fields take the
+	// defaults.
+	Limits Limits
 	// TraceURL links a run's trace id to a tracing UI: a URL with
 	// {traceId} in it, e.g. http://localhost:16686/trace/{traceId}.
 	TraceURL string
@@ -88,16 +99,41 @@ type Config struct {
 	// Ping is how often live streams send a keep-alive comment; default
 	// PingInterval.
 	Ping time.Duration
-	// Log is the logger; default slog.Default().
+	// Log is the logger; default slog.Default(). Logins go to it: each
+	// failure at warn, a client's first success in a while at info.
 	Log *slog.Logger
+
+	// now is the clock of the limits; default time.Now (tests set it).
+	now func() time.Time
 }
 
 // Validate reports every problem with the settings at once (New also
 // needs a Store).
 func (c *Config) Validate() error {
 	var errs []error
-	if (c.User == "") != (c.Password == "") {
+	switch {
+	case c.Password != "" && c.PasswordHash != "":
+		errs = append(errs, errors.New("ui: a password or its hash (a password file), not both"))
+	case (c.User == "") != (c.Password == "" && c.PasswordHash == ""):
 		errs = append(errs, errors.New("ui: a user and a password, both or neither"))
+	}
+	if c.User != "" {
+		if err := checkUser(c.User); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.Password != "" {
+		if err := CheckPassword(c.Password); err != nil {
+			errs = append(errs, fmt.Errorf("ui: %w", err))
+		}
+	}
+	if c.PasswordHash != "" {
+		if err := checkHash(c.PasswordHash); err != nil {
+			errs = append(errs, fmt.Errorf("ui: password hash: %w", err))
+		}
+	}
+	if err := c.Limits.validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.TraceURL != "" {
 		u, err := url.Parse(strings.ReplaceAll(c.TraceURL, TraceIDPlaceholder, "x"))
@@ -123,6 +159,11 @@ type server struct {
 	files fs.FS
 	index []byte
 	logs  *logCache
+	feed  *runsFeed
+	door  *door
+	creds *credentials // nil without credentials
+	// xorigin refuses state-changing requests from another origin.
+	xorigin *http.CrossOriginProtection
 
 	// The last failure to list the queues' consumers, and when.
 	consumersMu  sync.Mutex
@@ -154,11 +195,23 @@ func New(cfg Config) (http.Handler, error) {
 	if cfg.Summarize == nil {
 		cfg.Summarize = func(*events.Event) string { return "" }
 	}
-	js := eventstore.JetStream(cfg.Store)
+	js := eventlog.JetStream(cfg.Store)
 	if js == nil {
 		return nil, fmt.Errorf("ui: the store %T is not one events.Open made, nor a wrapper of one with an Unwrap() events.Store method", cfg.Store)
 	}
-	s := &server{cfg: cfg, cl: cfg.Client, js: js, log: cfg.Log, logs: newLogCache(cfg.Store, cfg.Client)}
+	if cfg.now == nil {
+		cfg.now = time.Now
+	}
+	cfg.Limits.withDefaults()
+	s := &server{
+		cfg: cfg, cl: cfg.Client, js: js, log: cfg.Log, logs: newLogCache(cfg.Store, cfg.Client),
+		feed:    newRunsFeed(js, cfg.Log),
+		door:    newDoor(cfg.Limits, cfg.TrustedProxies, cfg.now),
+		xorigin: http.NewCrossOriginProtection(),
+	}
+	if cfg.User != "" {
+		s.creds = newCredentials(&cfg)
+	}
 	if err := s.loadFiles(cfg.Files); err != nil {
 		return nil, err
 	}
@@ -178,41 +231,123 @@ func New(cfg Config) (http.Handler, error) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no API at %s %s", r.Method, r.URL.Path), "")
 	})
 	mux := http.NewServeMux()
-	mux.Handle("/api/live/", s.guardAPI(api))
+	mux.Handle("/api/live/", s.limitLive(s.guardAPI(api)))
 	mux.Handle("/api/", compressed(s.guardAPI(api)))
 	mux.HandleFunc("/", s.static)
 	return s.secure(mux), nil
 }
 
-// secure sets the security headers and checks credentials, on every path.
+// secure sets the security headers, refuses requests from other
+// origins where they could change something, and checks credentials, on
+// every path.
 func (s *server) secure(next http.Handler) http.Handler {
-	var user, pass [32]byte
-	if s.cfg.User != "" {
-		user, pass = sha256.Sum256([]byte(s.cfg.User)), sha256.Sum256([]byte(s.cfg.Password))
-	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		for k, v := range securityHeaders {
 			w.Header().Set(k, v)
 		}
-		if s.cfg.User == "" && !loopbackHost(r.Host) {
+		if err := s.sameOrigin(r); err != nil {
+			writeError(w, http.StatusForbidden, err.Error(), "Origin")
+			return
+		}
+		if s.creds == nil && !loopbackHost(r.Host) {
 			// Without credentials the UI is for this machine only: a
 			// page elsewhere that rebinds its own name to 127.0.0.1
 			// (DNS rebinding) must not reach it as same-origin.
 			writeError(w, http.StatusForbidden, fmt.Sprintf("host %q refused: without credentials the UI answers only to localhost, 127.0.0.1 or [::1]", r.Host), "Host")
 			return
 		}
-		if s.cfg.User != "" {
-			u, p, ok := r.BasicAuth()
-			hu, hp := sha256.Sum256([]byte(u)), sha256.Sum256([]byte(p))
-			// Both compared, always, in constant time.
-			okUser := subtle.ConstantTimeCompare(hu[:], user[:])
-			okPass := subtle.ConstantTimeCompare(hp[:], pass[:])
-			if !ok || okUser&okPass != 1 {
-				w.Header().Set("WWW-Authenticate", `Basic realm="weft", charset="UTF-8"`)
-				writeError(w, http.StatusUnauthorized, "credentials required", "")
-				return
-			}
+		if s.creds != nil && !s.login(w, r) {
+			return
 		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// sameOrigin refuses a state-changing request (any method but GET, HEAD
+// and OPTIONS) that a browser says comes from another origin
+// (Sec-Fetch-Site, or else an Origin that is not the Host), and any API
+// request that a browser says another site's page made: the API has no
+// cross-origin callers (it sends no CORS headers), and a page elsewhere
+// must not hold a client's live streams open either. A request without
+// these headers is not a browser's, or a same-origin one of an old
+// browser.
+func (s *server) sameOrigin(r *http.Request) error {
+	if err := s.xorigin.Check(r); err != nil {
+		return fmt.Errorf("cross-origin %s refused (Origin %q, Sec-Fetch-Site %q): actions are taken only from the UI's own pages", r.Method, r.Header.Get("Origin"), r.Header.Get("Sec-Fetch-Site"))
+	}
+	if strings.HasPrefix(r.URL.Path, "/api/") {
+		switch site := r.Header.Get("Sec-Fetch-Site"); site {
+		case "", "same-origin", "none":
+		default:
+			return fmt.Errorf("%s request refused (Sec-Fetch-Site %q): the API answers only the UI's own pages", site, site)
+		}
+	}
+	return nil
+}
+
+// login checks a request's credentials, under the limits on failures,
+// logging each failure and a client's first success in a while; false
+// when it answered the request itself (401 or 429).
+func (s *server) login(w http.ResponseWriter, r *http.Request) bool {
+	user, pass, ok := r.BasicAuth()
+	if !ok {
+		// No credentials yet: the browser asks for them. Not a failed
+		// login.
+		w.Header().Set("WWW-Authenticate", `Basic realm="weft", charset="UTF-8"`)
+		writeError(w, http.StatusUnauthorized, "credentials required", "")
+		return false
+	}
+	key := s.door.clientOf(r)
+	l, refused, err := s.door.begin(r.Context(), key)
+	if err != nil {
+		return false // the client went away while it waited its turn
+	}
+	if refused != nil {
+		switch {
+		case refused.toLog > 0:
+			s.log.Warn("ui: logins refused: the client is locked out (logged once every 10 s per client)", logattr.Remote, r.RemoteAddr, logattr.Client, showClient(key), logattr.Count, refused.toLog, logattr.Lockout, refused.retry)
+		case refused.budget && s.door.logDue(&s.door.loggedBudget):
+			s.log.Warn("ui: logins refused: the server's budget of failed logins is spent (logged once every 10 s)", logattr.Remote, r.RemoteAddr, logattr.Client, showClient(key))
+		}
+		refused.write(w)
+		return false
+	}
+	good, knownUser := s.creds.check(user, pass)
+	res := l.end(good)
+	shown := "(other)"
+	if knownUser {
+		shown = s.cfg.User
+	}
+	if good {
+		if res.first {
+			s.log.Info("ui: login", logattr.Remote, r.RemoteAddr, logattr.Client, showClient(key), logattr.User, shown)
+		}
+		return true
+	}
+	attrs := []any{logattr.Remote, r.RemoteAddr, logattr.Client, showClient(key), logattr.User, shown, logattr.Failures, res.failures}
+	if res.lockout > 0 {
+		attrs = append(attrs, logattr.Lockout, res.lockout)
+	}
+	s.log.Warn("ui: login failed", attrs...)
+	w.Header().Set("WWW-Authenticate", `Basic realm="weft", charset="UTF-8"`)
+	writeError(w, http.StatusUnauthorized, "credentials required", "")
+	return false
+}
+
+// limitLive holds a live stream to the limits on them (per client, in
+// all): one over is answered 429.
+func (s *server) limitLive(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := s.door.clientOf(r)
+		done, refused := s.door.openLive(key)
+		if refused != nil {
+			if s.door.logDue(&s.door.loggedLive) {
+				s.log.Warn("ui: live stream refused (logged once every 10 s)", logattr.Remote, r.RemoteAddr, logattr.Client, showClient(key), logattr.Error, refused.msg)
+			}
+			refused.write(w)
+			return
+		}
+		defer done()
 		next.ServeHTTP(w, r)
 	})
 }

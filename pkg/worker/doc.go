@@ -1,4 +1,7 @@
 // Package worker is Weft's worker SDK: it runs the nodes of workflow graphs.
+// It is a face (type aliases and thin constructors, sdk.go) over the
+// engine's worker runtime, internal/worker, which the coordinator also
+// uses to run its local nodes.
 //
 // What it offers:
 //
@@ -19,7 +22,9 @@
 //     FailureRunNotFound, DefaultFallbackTimeout, HeartbeatEventInterval;
 //     the errors ErrAlreadyRunning, ErrNoWorkItem,
 //     ErrSchemaRefRefused; Announcement and LiveWorkers, the workers that
-//     announced themselves; DefaultQueue.
+//     announced themselves; DefaultQueue; Protocol, the version of the
+//     wire protocol the worker speaks (docs/worker-protocol.md, which a
+//     worker in any language implements; internal/conformance checks).
 //
 // The built-in node types are in pkg/worker/builtin. The queues' consumers
 // and the announcements bucket are set up by the engine
@@ -59,8 +64,9 @@
 //
 // Items whose node type this worker has no handler for are not failed: they
 // are handed back with a delay, so that a worker that has the handler takes
-// them. Items that are not valid node-ready events are terminated and
-// counted as malformed.
+// them, and so are node-ready events of a newer type version than this
+// worker's (a worker that speaks it takes them). Items that are not valid
+// node-ready events are terminated and counted as malformed.
 //
 // Run blocks until its context ends and then drains: it stops pulling, hands
 // back items it has buffered but not started, and lets nodes in flight finish
@@ -105,7 +111,7 @@
 // A worker does not start work for a run that has ended. Before it runs an
 // item that was delivered before, or that waited in its queue longer than a
 // couple of seconds (staleAfter), it looks for the run's ending decision
-// (eventstore.HasEnd: the message counts of the run's decision subjects, so
+// (eventlog.HasEnd: the message counts of the run's decision subjects, so
 // that its role may count runs' ends without reading them, their outputs;
 // a run seen ended is remembered); the hot path, a fresh first delivery,
 // reads nothing. A worker's reads are each named in their request subject,

@@ -1,0 +1,169 @@
+// Work items refer to what the run's start holds (Go: pkg/worker
+// runinfo.go). A node-ready event carries the node's type, policy and input
+// state, not its config and JSON schemas (in the graph) or the run's
+// invocation state: those are in the run's run-started event, which the
+// worker reads once per run with a direct get of the last message on the
+// run's start subject (the subject in the request subject, so that the
+// worker's role may be granted it for runs' starts only), and keeps in an
+// LRU; the node specs are shared by the runs of one graph digest. A work
+// item that carries config, schemas or invocation itself is used as it is.
+
+import { decode, type WeftEvent } from '../events/envelope.js'
+import { childStartedSubject, EventType, startedSubject } from '../events/subjects.js'
+import { FailureType, type NodeReadyData } from '../events/payloads.js'
+import type { Store } from '../store.js'
+import { errorMessage, sleep } from '../internal/util.js'
+import { nonRetryable } from './errors.js'
+
+const runStartCache = 16384
+const graphCache = 256
+const endedCache = 4096
+
+interface NodeSpec {
+  config?: unknown
+  inputSchema?: unknown
+  outputSchema?: unknown
+}
+
+interface RunStart {
+  invocation: unknown
+  nodes: Map<string, NodeSpec>
+}
+
+/** LRU is a least-recently-used map of bounded size. */
+export class LRU<V> {
+  private m = new Map<string, V>()
+  constructor(private max: number) {}
+  get(k: string): V | undefined {
+    const v = this.m.get(k)
+    if (v !== undefined) {
+      this.m.delete(k)
+      this.m.set(k, v)
+    }
+    return v
+  }
+  has(k: string): boolean {
+    return this.get(k) !== undefined
+  }
+  set(k: string, v: V): void {
+    this.m.delete(k)
+    this.m.set(k, v)
+    if (this.m.size > this.max) {
+      const oldest = this.m.keys().next().value
+      if (oldest !== undefined) this.m.delete(oldest)
+    }
+  }
+}
+
+class StartNotFound extends Error {}
+
+/** RunReader reads and caches runs' starts and ends. */
+export class RunReader {
+  private starts = new LRU<RunStart>(runStartCache)
+  private graphs = new LRU<Map<string, NodeSpec>>(graphCache)
+  private ended = new LRU<true>(endedCache)
+  private loading = new Map<string, Promise<RunStart>>()
+
+  constructor(private store: Store) {}
+
+  private start(run: string): Promise<RunStart> {
+    const cached = this.starts.get(run)
+    if (cached !== undefined) return Promise.resolve(cached)
+    let p = this.loading.get(run)
+    if (p === undefined) {
+      p = this.readStart(run).then(
+        (s) => {
+          this.loading.delete(run)
+          this.starts.set(run, s)
+          return s
+        },
+        (err: unknown) => {
+          this.loading.delete(run)
+          throw err
+        },
+      )
+      this.loading.set(run, p)
+    }
+    return p
+  }
+
+  // lastStart reads the run's start: the last message on its client's start
+  // subject (most runs), then, when there is none there or it is not a start
+  // the engine accepts (a client's start claiming a parent, which anyone may
+  // write on a child run's client subject), on the coordinator's (a child
+  // run's). undefined when neither subject has a message; an error when the
+  // one found was refused.
+  private async lastStart(run: string): Promise<WeftEvent | undefined> {
+    let refused: unknown
+    for (const subject of [startedSubject(run), childStartedSubject(run)]) {
+      const m = await this.store.lastOn(subject)
+      if (m === undefined) continue
+      try {
+        const ev = decode(m.subject, m.headers, m.data)
+        if (ev.type !== EventType.RunStarted) throw new Error(`a ${ev.type} event`)
+        return ev
+      } catch (err) {
+        refused ??= err
+      }
+    }
+    if (refused !== undefined) throw new Error(`run ${run}: its start: ${errorMessage(refused)}`)
+    return undefined
+  }
+
+  private async readStart(run: string): Promise<RunStart> {
+    let ev = await this.lastStart(run)
+    // A replica that is behind may answer on a replicated stream.
+    for (let tries = 1; ev === undefined && tries < 8 && this.store.replicas > 1; tries++) {
+      await sleep(tries * 40)
+      ev = await this.lastStart(run)
+    }
+    if (ev === undefined) throw new StartNotFound(`run ${run}: the run's run-started event is not in the stream`)
+    const started = JSON.parse(ev.data) as { graphDigest?: string; graph?: { nodes?: ({ id?: string } & NodeSpec)[] }; invocation?: unknown }
+    const digest = started.graphDigest ?? ''
+    let nodes = digest !== '' ? this.graphs.get(digest) : undefined
+    if (nodes === undefined) {
+      nodes = new Map()
+      for (const n of started.graph?.nodes ?? []) {
+        if (typeof n.id === 'string') nodes.set(n.id, { config: n.config, inputSchema: n.inputSchema, outputSchema: n.outputSchema })
+      }
+      if (digest !== '') this.graphs.set(digest, nodes)
+    }
+    return { invocation: started.invocation, nodes }
+  }
+
+  /**
+   * resolve fills in a work item what it refers to. A run whose start is
+   * not in the stream, or whose graph lacks the node, is a non-retryable
+   * failure (RunNotFound, InvalidGraph); another error is a read error.
+   */
+  async resolve(run: string, ready: NodeReadyData): Promise<NodeReadyData> {
+    if (selfContained(ready)) return ready
+    let s: RunStart
+    try {
+      s = await this.start(run)
+    } catch (err) {
+      if (err instanceof StartNotFound) throw nonRetryable(FailureType.RunNotFound, `node ${JSON.stringify(ready.node)}: ${err.message}`)
+      throw err
+    }
+    const spec = s.nodes.get(ready.node)
+    if (spec === undefined) throw nonRetryable(FailureType.InvalidGraph, `the graph of run ${run} has no node ${JSON.stringify(ready.node)}`)
+    return { ...ready, config: spec.config, inputSchema: spec.inputSchema, outputSchema: spec.outputSchema, invocation: s.invocation }
+  }
+
+  /** hasEnded reports whether the run's log holds an ending decision; a run once seen ended is remembered. */
+  async hasEnded(run: string): Promise<boolean> {
+    if (this.ended.has(run)) return true
+    const ended = await this.store.hasEnd(run)
+    if (ended) this.ended.set(run, true)
+    return ended
+  }
+
+  /** knownEnded reports whether the run was seen ended, without a read. */
+  knownEnded(run: string): boolean {
+    return this.ended.has(run)
+  }
+}
+
+function selfContained(r: NodeReadyData): boolean {
+  return r.config !== undefined || r.inputSchema !== undefined || r.outputSchema !== undefined || r.invocation !== undefined
+}
