@@ -50,8 +50,9 @@
 // decision of the child run, on its ".d.started" (ChildStartedSubject),
 // written by its parent's coordinator: the only start that may name a
 // parent; one that does on a client's subject is refused
-// (ParentClaimError), and Store.Append will not write one. "weft.r.*.<run>.>" is a run's
-// history and the stream sequence its total order. The writer class is
+// (ParentClaimError), and Store.Append will not write one.
+// "weft.r.*.<run>.>" is a run's history and the stream sequence its total
+// order. The writer class is
 // what NATS permissions grant per role and what Decode checks an event's
 // type against, so no writer can pass one type off as another. Store.Append
 // refuses decisions; only AppendDecisions writes them, under

@@ -57,8 +57,8 @@
 // one on the decision subject that names none is refused too. A run's
 // start carries a random nonce (RunStartedData.Nonce, NewNonce; pkg/client
 // sets one) from which its child runs' ids are derived, so that they
-// cannot be known without reading the start. "weft.r.*.<run>.>" is the run's history and the
-// stream sequence is its total order. Node-ready events, the work items,
+// cannot be known without reading the start. "weft.r.*.<run>.>" is the
+// run's history and the stream sequence is its total order. Node-ready events, the work items,
 // are decisions on "weft.r.<slot>.<run>.d.ready.<queue>": the log itself is
 // the task queue, and acknowledged work stays in the history. The writer
 // class is what NATS permissions grant per role and what Decode checks an
