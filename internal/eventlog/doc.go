@@ -25,6 +25,10 @@
 //     belongs to (ErrMisplaced; ParentClaimError, a client's start that
 //     names a parent). Tokens and ids: ValidToken, ValidQueue,
 //     DecisionID, RandomID, NewRunID, NewNonce (ids.go).
+//   - admission.go: admission in a namespace: the request subjects
+//     AdmitStart, AdmitSignal, the tickets' subjects and streams
+//     (TicketStreamConfig), and the stream metadata that turns it on
+//     (MetaAdmission, AdmissionOn).
 //   - stream.go: the events and timers streams' settings and set-up
 //     (Settings, StreamConfig, TimerStreamConfig, SetupStream, CheckStream,
 //     Repair, StreamDiffs), and SettingError (ErrUnsafeSetting).

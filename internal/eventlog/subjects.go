@@ -62,6 +62,13 @@ const (
 	ClientSubjects   = runPrefix + "*.*." + ClassClient + ".*"
 	DecisionSubjects = runPrefix + "*.*." + ClassCoordinator + ".>"
 	NoticeSubjects   = runPrefix + "*.*." + ClassNotice + ".*"
+	// SignalSubjects matches every run's signals (a client's event): what
+	// a coordinator that admits a namespace's signals appends.
+	SignalSubjects = runPrefix + "*.*." + ClassClient + ".signal"
+	// ClientStarts matches every run's start by a client (not a child
+	// run's, which is a decision): what a coordinator that admits a
+	// namespace's starts appends.
+	ClientStarts = runPrefix + "*.*." + ClassClient + ".started"
 	// PendingTimers is the filter of every pending durable timer (message
 	// schedules) in the timers stream.
 	PendingTimers = schedulePrefix + "s.>"
