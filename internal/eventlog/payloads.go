@@ -68,6 +68,15 @@ const (
 	FailureCondition       = "ConditionError"
 	FailurePanic           = "Panic"
 	FailureInvalidGraph    = "InvalidGraph"
+	// FailureInvalidForkState fails a forked run whose start state does
+	// not fit its graph (projection.CheckForkState); the details list the
+	// problems.
+	FailureInvalidForkState = "InvalidForkState"
+	// FailureChildRunPreempted fails a subgraph node whose child run the
+	// coordinator could not start as its own: another writer wrote on the
+	// child run's subjects first, and a run the engine did not start is
+	// never taken for the child.
+	FailureChildRunPreempted = "ChildRunPreempted"
 )
 
 // ParentRef links a child run to the node of the parent run that started it.
@@ -98,6 +107,14 @@ type RunStartedData struct {
 	// that the forked run's log needs no other. Input is empty then: the
 	// shared state is in State.
 	State json.RawMessage `json:"state,omitempty"`
+	// Nonce is random (NewNonce), written by whoever starts the run: the
+	// ids of the run's child runs are derived from it (with the run id and
+	// the subgraph node's activation), so that they are the same whichever
+	// coordinator decides, yet cannot be guessed by anyone who cannot read
+	// this event. A child run's nonce is derived from its parent's. Runs
+	// started without one (by a Weft before it, or a client that sets
+	// none) get child ids without that part.
+	Nonce string `json:"nonce,omitempty"`
 }
 
 // ForkRef links a forked run to the run and point it was forked from.

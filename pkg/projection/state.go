@@ -68,6 +68,14 @@ type State struct {
 	Invocation json.RawMessage `json:"invocation,omitempty"`
 	// Retention is the run's own retention, if it was started with one.
 	Retention string `json:"retention,omitempty"`
+	// Nonce is the run-started's (events.RunStartedData.Nonce): the
+	// unguessable part of the ids of the run's child runs.
+	Nonce string `json:"nonce,omitempty"`
+	// ForkRefused is set when the run's run-started carried a fork's
+	// start state that does not fit the run's graph (CheckForkState): the
+	// state was not taken, and the engine fails the run with this failure
+	// (type events.FailureInvalidForkState, the problems in its details).
+	ForkRefused *events.Failure `json:"forkRefused,omitempty"`
 
 	// Vars is the shared state, key by key.
 	Vars map[string]json.RawMessage `json:"state,omitempty"`
