@@ -22,6 +22,7 @@ import (
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/runs"
+	"github.com/weft-dev/weft/internal/schedule"
 	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/events"
 )
@@ -77,6 +78,7 @@ func Run(ctx context.Context, store events.Store, o Options) ([]string, error) {
 		},
 		runs.KVConfig(o.Replicas),
 	}
+	buckets = append(buckets, schedule.KVConfigs(o.Replicas)...)
 	js := eventstore.JetStream(store)
 	names := make([]string, len(buckets))
 	for i, b := range buckets {

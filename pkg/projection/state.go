@@ -67,6 +67,9 @@ type State struct {
 	Invocation json.RawMessage `json:"invocation,omitempty"`
 	// Retention is the run's own retention, if it was started with one.
 	Retention string `json:"retention,omitempty"`
+	// Trigger is the schedule, event trigger or webhook that started the
+	// run, if one did.
+	Trigger *events.TriggerRef `json:"trigger,omitempty"`
 
 	// Vars is the shared state, key by key.
 	Vars map[string]json.RawMessage `json:"state,omitempty"`
