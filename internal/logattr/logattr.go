@@ -27,8 +27,8 @@ const (
 	SpanID    = "span_id"
 	Component = "component"
 	// Schedule and Trigger name a schedule or an event trigger.
-	Schedule = "schedule"
-	Trigger  = "trigger"
+	Schedule  = "schedule"
+	Trigger   = "trigger"
 	Partition = "partition"
 	// Coordinator is a coordinator's id, as it announces itself in the
 	// leases bucket: which coordinator decided.

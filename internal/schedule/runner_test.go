@@ -186,4 +186,6 @@ func TestEveryFiresOncePerTime(t *testing.T) {
 	}
 }
 
-func jetstreamSubjects(filter string) jetstream.StreamInfoOpt { return jetstream.WithSubjectFilter(filter) }
+func jetstreamSubjects(filter string) jetstream.StreamInfoOpt {
+	return jetstream.WithSubjectFilter(filter)
+}
