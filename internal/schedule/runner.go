@@ -324,6 +324,17 @@ func (r *Runner) Reconcile(ctx context.Context, name string) error {
 		if err != nil {
 			return err
 		}
+		// A buffered fire goes first, once the runs it waited for ended.
+		if st.Buffer != nil && len(running) == 0 && !d.Paused {
+			t := *st.Buffer
+			id, err := r.start(ctx, d, FireRunID(key, name, t), &events.TriggerRef{Kind: events.TriggerSchedule, Name: name, FireTime: t})
+			if err != nil {
+				return err
+			}
+			st.Buffer = nil
+			st.record(Fire{Nominal: t, At: now, Outcome: Started, RunID: id, Reason: "buffered"})
+			running = append(running, id)
+		}
 		for _, t := range tm.Between(from(d, st), now, MaxBackfill) {
 			due := t.Add(jitterOf(key, t, time.Duration(d.Jitter)))
 			if due.After(now) {
@@ -362,16 +373,6 @@ func (r *Runner) Reconcile(ctx context.Context, name string) error {
 				running = append(running, id)
 			}
 			st.record(f)
-		}
-		if st.Buffer != nil && len(running) == 0 && !d.Paused {
-			t := *st.Buffer
-			id, err := r.start(ctx, d, FireRunID(key, name, t), &events.TriggerRef{Kind: events.TriggerSchedule, Name: name, FireTime: t})
-			if err != nil {
-				return err
-			}
-			st.Buffer = nil
-			st.record(Fire{Nominal: t, At: now, Outcome: Started, RunID: id, Reason: "buffered"})
-			running = append(running, id)
 		}
 		st.Running = running
 		if err := r.putState(ctx, name, st, rev); errors.Is(err, jetstream.ErrKeyExists) {

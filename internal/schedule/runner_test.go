@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -74,9 +75,18 @@ func (e *env) runner() context.CancelFunc {
 	ctx, cancel := context.WithCancel(e.ctx)
 	done := make(chan struct{})
 	go func() { _ = schedule.NewRunner(e.st).Run(ctx); close(done) }()
-	stop := func() { cancel(); <-done }
+	var once sync.Once
+	stop := func() { once.Do(func() { cancel(); <-done }) }
 	e.t.Cleanup(stop)
+	e.stops = append(e.stops, stop)
 	return stop
+}
+
+// stopAll stops every runner.
+func (e *env) stopAll() {
+	for _, s := range e.stops {
+		s()
+	}
 }
 
 func (e *env) create(d *schedule.Definition) {

@@ -98,7 +98,8 @@ var parser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron
 
 // Timing is what a definition's fire times are computed from.
 type Timing struct {
-	spec   cron.Schedule
+	spec   cron.Schedule // read on a wall clock without daylight saving
+	loc    *time.Location
 	every  time.Duration
 	anchor time.Time
 }
@@ -139,9 +140,9 @@ func ParseTiming(cronSpec, zone string, every time.Duration, anchor time.Time) (
 		return Timing{}, fmt.Errorf("-cron %q: %v", cronSpec, err)
 	}
 	if ss, ok := s.(*cron.SpecSchedule); ok {
-		ss.Location = loc
+		ss.Location = time.UTC
 	}
-	return Timing{spec: s}, nil
+	return Timing{spec: s, loc: loc}, nil
 }
 
 // Next is the first nominal fire time strictly after t (zero: none within
@@ -154,11 +155,41 @@ func (tm Timing) Next(t time.Time) time.Time {
 		n := t.Sub(tm.anchor)/tm.every + 1
 		return tm.anchor.Add(n * tm.every)
 	}
-	n := tm.spec.Next(t)
-	if n.IsZero() {
-		return n
+	// The spec picks wall-clock times in the zone, each once: w is the
+	// wall clock of t, written as a UTC time, and each wall-clock time
+	// the spec picks after it is placed in the zone. Across daylight
+	// saving, a wall-clock time that happens twice (the clock falls back)
+	// fires once, at its first occurrence, and one that never happens
+	// (the clock springs forward) fires at the instant time.Date gives
+	// it, on the offset before the change (02:30 in a skipped hour
+	// fires at 03:30 summer time). An instant two wall-clock times map
+	// to fires once. So "30 2 * * *" fires once every day, and an hourly
+	// spec fires once per wall-clock hour (23 or 25 real hours a day).
+	w := wall(t.In(tm.loc))
+	for range 1000 {
+		n := tm.spec.Next(w)
+		if n.IsZero() {
+			return n
+		}
+		at := time.Date(n.Year(), n.Month(), n.Day(), n.Hour(), n.Minute(), n.Second(), 0, tm.loc)
+		for _, d := range []time.Duration{time.Hour, 30 * time.Minute} {
+			// The first of two occurrences, whichever time.Date chose.
+			if e := at.Add(-d); wall(e.In(tm.loc)).Equal(n) && e.After(t) {
+				at = e
+				break
+			}
+		}
+		if at.After(t) {
+			return at.UTC()
+		}
+		w = n
 	}
-	return n.UTC()
+	return time.Time{}
+}
+
+// wall is t's wall clock as a UTC time.
+func wall(t time.Time) time.Time {
+	return time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), time.UTC)
 }
 
 // Between lists the nominal fire times in (after, through], at most max.
