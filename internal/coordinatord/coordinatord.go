@@ -39,6 +39,7 @@ import (
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/natsconn"
 	"github.com/weft-dev/weft/internal/runs"
+	"github.com/weft-dev/weft/internal/schedule"
 	"github.com/weft-dev/weft/internal/setup"
 	"github.com/weft-dev/weft/internal/telemetry"
 	"github.com/weft-dev/weft/pkg/events"
@@ -187,6 +188,14 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return setupError(ctx, log, err)
 	}
+	// Schedules fire beside the coordinators, on the same connection and
+	// role (internal/schedule).
+	sched := make(chan struct{})
+	go func() {
+		defer close(sched)
+		_ = schedule.NewRunner(store, schedule.WithDurable(cfg.Durable), schedule.WithLogger(log)).Run(ctx)
+	}()
+	defer func() { <-sched }()
 	return coordinate(ctx, log, &cfg, store, pr)
 }
 
