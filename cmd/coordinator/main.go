@@ -4,8 +4,8 @@
 package main
 
 import (
-	"github.com/weft-dev/weft/internal/cmdmain"
+	"github.com/weft-dev/weft/internal/daemon"
 	"github.com/weft-dev/weft/internal/coordinatord"
 )
 
-func main() { cmdmain.Main("coordinator", coordinatord.ErrUsage, coordinatord.Run) }
+func main() { daemon.Main("coordinator", coordinatord.ErrUsage, coordinatord.Run) }

@@ -4,8 +4,8 @@
 package main
 
 import (
-	"github.com/weft-dev/weft/internal/cmdmain"
+	"github.com/weft-dev/weft/internal/daemon"
 	"github.com/weft-dev/weft/internal/nodeworker"
 )
 
-func main() { cmdmain.Main("nodeworker", nodeworker.ErrUsage, nodeworker.Run) }
+func main() { daemon.Main("nodeworker", nodeworker.ErrUsage, nodeworker.Run) }

@@ -5,7 +5,7 @@ package main
 
 import (
 	"github.com/weft-dev/weft/internal/bench"
-	"github.com/weft-dev/weft/internal/cmdmain"
+	"github.com/weft-dev/weft/internal/daemon"
 )
 
-func main() { cmdmain.Main("weftbench", bench.ErrUsage, bench.Run) }
+func main() { daemon.Main("weftbench", bench.ErrUsage, bench.Run) }

@@ -14,7 +14,6 @@ import (
 
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/worker"
@@ -60,7 +59,7 @@ func startRuns(ctx context.Context, js jetstream.JetStream, g *graph.Graph, n in
 		if err != nil {
 			return nil, err
 		}
-		m, err := eventstore.Encode(e)
+		m, err := eventlog.Encode(e)
 		if err != nil {
 			return nil, err
 		}

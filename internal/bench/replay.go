@@ -13,7 +13,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
 )
@@ -194,10 +193,10 @@ func appendHistory(ctx context.Context, st events.Store, tmpl []*events.Event, r
 				Data: bytes.ReplaceAll(t.Data, []byte(old), []byte(run)),
 			}
 			if t.IsDecision() {
-				eventstore.MarkDecision(evs[i])
+				eventlog.MarkDecision(evs[i])
 			}
 		}
-		_, err := eventstore.Append(ctx, st, run, events.AnySeq, evs...)
+		_, err := eventlog.Append(ctx, st, run, events.AnySeq, evs...)
 		return err
 	})
 	return ids, err

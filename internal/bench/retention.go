@@ -21,7 +21,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/runs"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
@@ -68,7 +67,7 @@ func runRetention(ctx context.Context, e *env) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := eventstore.EnsureTimers(ctx, store); err != nil {
+	if err := eventlog.EnsureTimers(ctx, store); err != nil {
 		return nil, err
 	}
 	model, err := runs.Ensure(ctx, js, "WEFT", e.quiet)
@@ -492,7 +491,7 @@ func writeEndedRuns(ctx context.Context, js jetstream.JetStream, g *graph.Graph,
 			return err
 		}
 		for _, ev := range evs {
-			m, err := eventstore.Encode(ev)
+			m, err := eventlog.Encode(ev)
 			if err != nil {
 				return err
 			}
@@ -518,12 +517,12 @@ func endedRun(run string, g *graph.Graph, at time.Time, failed bool) ([]*events.
 	}
 	ref := events.NodeRef{Node: "work"}
 	ready, err := events.New(run, eventlog.DecisionID(run, events.NodeReady, "work"), at, &events.NodeReadyData{
-		NodeRef: ref, Attempt: 1, Type: "noop", Queue: "default", IdempotencyKey: eventstore.IdempotencyKey(run, ref, 1),
+		NodeRef: ref, Attempt: 1, Type: "noop", Queue: "default", IdempotencyKey: eventlog.IdempotencyKey(run, ref, 1),
 	})
 	if err != nil {
 		return nil, err
 	}
-	eventstore.MarkDecision(ready)
+	eventlog.MarkDecision(ready)
 	invoking, err := events.New(run, eventlog.RandomID(), at, &events.NodeInvokingData{NodeRef: ref, Attempt: 1, Delivery: 1, Worker: "bench"})
 	if err != nil {
 		return nil, err
@@ -538,7 +537,7 @@ func endedRun(run string, g *graph.Graph, at time.Time, failed bool) ([]*events.
 	if err != nil {
 		return nil, err
 	}
-	eventstore.MarkDecision(end)
+	eventlog.MarkDecision(end)
 	return []*events.Event{started, ready, invoking, end}, nil
 }
 

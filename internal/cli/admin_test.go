@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/cli"
-	"github.com/weft-dev/weft/internal/eventstore"
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/events"
@@ -51,7 +51,7 @@ func TestAdminSettings(t *testing.T) {
 func TestAdminApply(t *testing.T) {
 	srv, st := natstest.Store(t)
 	url, ctx := srv.ClientURL(), context.Background()
-	js := eventstore.JetStream(st)
+	js := eventlog.JetStream(st)
 	for _, q := range []string{"default", "gpu"} {
 		if _, err := workqueue.EnsureQueue(ctx, js, st.StreamName(), q, workqueue.QueueOptions{}); err != nil {
 			t.Fatal(err)
@@ -116,7 +116,7 @@ func TestAdminApplyRepairsAStream(t *testing.T) {
 	srv := natstest.Server(t)
 	_, js := natstest.Connect(t, srv)
 	ctx := context.Background()
-	sc := eventstore.StreamConfig()
+	sc := eventlog.OpenStreamConfig()
 	sc.AllowDirect, sc.AllowAtomicPublish = false, false
 	if _, err := js.CreateStream(ctx, sc); err != nil {
 		t.Fatal(err)

@@ -16,7 +16,6 @@ import (
 	"github.com/weft-dev/weft/internal/cli"
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/client"
@@ -79,7 +78,7 @@ func waitConsumers(t *testing.T, store events.Store, names ...string) {
 	defer cancel()
 	for _, name := range names {
 		for {
-			if _, err := eventstore.JetStream(store).Consumer(ctx, store.StreamName(), name); err == nil {
+			if _, err := eventlog.JetStream(store).Consumer(ctx, store.StreamName(), name); err == nil {
 				break
 			}
 			if ctx.Err() != nil {

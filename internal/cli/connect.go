@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/weft-dev/weft/internal/eventstore"
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/natsconn"
 	"github.com/weft-dev/weft/internal/runs"
 	"github.com/weft-dev/weft/pkg/client"
@@ -60,7 +60,7 @@ func (e *env) connectStore(c *command, cfg *natsconn.Config, create bool) (event
 	if v := os.Getenv("WEFT_ARCHIVE"); v != "" {
 		// Runs removed from the log are read from this archive (package
 		// runs); by default, from the Object Store bucket weft-archive.
-		a, err := runs.ParseArchive(e.ctx, eventstore.JetStream(store), store.StreamName(), v, false)
+		a, err := runs.ParseArchive(e.ctx, eventlog.JetStream(store), store.StreamName(), v, false)
 		if err != nil {
 			nc.Close()
 			return nil, nil, nil, fmt.Errorf("WEFT_ARCHIVE: %w", err)

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/natsconn"
 	"github.com/weft-dev/weft/internal/runs"
 	"github.com/weft-dev/weft/pkg/client"
@@ -57,7 +56,7 @@ admin's credentials.`,
 			return err
 		}
 		defer closeConn()
-		arch, err := runs.ParseArchive(e.ctx, eventstore.JetStream(store), store.StreamName(), *archive, false)
+		arch, err := runs.ParseArchive(e.ctx, eventlog.JetStream(store), store.StreamName(), *archive, false)
 		if err != nil {
 			return err
 		}
@@ -184,7 +183,7 @@ func adminRetention(e *env, c *command, args []string) error {
 		return err
 	}
 	defer closeConn()
-	arch, err := runs.ParseArchive(e.ctx, eventstore.JetStream(store), store.StreamName(), *archive, *create)
+	arch, err := runs.ParseArchive(e.ctx, eventlog.JetStream(store), store.StreamName(), *archive, *create)
 	if err != nil {
 		return err
 	}
@@ -240,7 +239,7 @@ func adminRestore(e *env, c *command, args []string) error {
 		return err
 	}
 	defer closeConn()
-	arch, err := runs.ParseArchive(e.ctx, eventstore.JetStream(store), store.StreamName(), *archive, false)
+	arch, err := runs.ParseArchive(e.ctx, eventlog.JetStream(store), store.StreamName(), *archive, false)
 	if err != nil {
 		return err
 	}

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/coordinator"
-	"github.com/weft-dev/weft/internal/eventstore"
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/internal/schedule"
 	"github.com/weft-dev/weft/internal/workqueue"
@@ -39,7 +39,7 @@ func scheduleEngine(t *testing.T) (string, *client.Client) {
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	waitConsumers(t, store, coordinator.ConsumerName("coordinator", 0), workqueue.QueueConsumer("default"))
 	for deadline := time.Now().Add(30 * time.Second); ; {
-		if _, err := schedule.Open(ctx, eventstore.JetStream(store)); err == nil {
+		if _, err := schedule.Open(ctx, eventlog.JetStream(store)); err == nil {
 			break
 		}
 		if time.Now().After(deadline) {

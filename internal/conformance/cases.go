@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
 	"github.com/weft-dev/weft/pkg/worker"
@@ -88,7 +89,7 @@ func (k *kit) runCases(ctx context.Context) []Result {
 			line += ": " + r.Why
 		}
 		fmt.Fprintln(k.o.Out, line)
-		k.log.Info("case done", "case", r.Name, "status", r.Status, "elapsed", r.Elapsed, "why", r.Why)
+		k.log.Info("case done", logattr.Case, r.Name, logattr.Status, r.Status, logattr.Elapsed, r.Elapsed, logattr.Why, r.Why)
 	}
 	return results
 }
@@ -97,7 +98,7 @@ func (k *kit) runCase(ctx context.Context, c testCase) Result {
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	k.log.Info("case", "case", c.name)
+	k.log.Info("case", logattr.Case, c.name)
 	r := Result{Name: c.name, Status: Pass}
 	var err error
 	if k.startErr != nil {
@@ -898,7 +899,7 @@ func (k *kit) deleteMsg(seq uint64) {
 		err = s.DeleteMsg(ctx, seq)
 	}
 	if err != nil {
-		k.log.Warn("removing an item", "seq", seq, "error", err)
+		k.log.Warn("removing an item", logattr.Seq, seq, logattr.Error, err)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/embedded"
+	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/natsconn"
 	"github.com/weft-dev/weft/internal/provision"
 	"github.com/weft-dev/weft/internal/workqueue"
@@ -199,8 +200,8 @@ func start(ctx context.Context, o Options) (_ *kit, err error) {
 	k.stopCoor, k.coorDone = stop, make(chan struct{})
 	go func() {
 		defer close(k.coorDone)
-		if err := coordinator.New(coorStore, coordinator.WithLogger(k.log.With("part", "coordinator"))).Run(run); err != nil && run.Err() == nil {
-			k.log.Error("coordinator stopped", "error", err)
+		if err := coordinator.New(coorStore, coordinator.WithLogger(k.log.With(logattr.Part, "coordinator"))).Run(run); err != nil && run.Err() == nil {
+			k.log.Error("coordinator stopped", logattr.Error, err)
 		}
 	}()
 	return k, nil
@@ -234,7 +235,7 @@ func (k *kit) connect(role natsconn.Role) (*nats.Conn, error) {
 	c := k.creds[natsconn.UserName(role, Queue)]
 	cfg := natsconn.Config{User: c.User.Name, Password: c.Password, Name: "weft conformance kit (" + c.User.Name + ")"}
 	nc, err := cfg.Connect(k.url, nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-		k.log.Error("NATS reported an error", "user", c.User.Name, "error", err)
+		k.log.Error("NATS reported an error", logattr.User, c.User.Name, logattr.Error, err)
 	}))
 	if err != nil {
 		return nil, err

@@ -17,7 +17,6 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/natsconn"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/internal/workqueue"
@@ -180,7 +179,7 @@ func TestProtocolSubjects(t *testing.T) {
 			t.Fatal(err)
 		}
 		ev.Queue = exQueue
-		m, err := eventstore.Encode(ev)
+		m, err := eventlog.Encode(ev)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -256,7 +255,7 @@ func TestProtocolHeaders(t *testing.T) {
 			return ev
 		}, slices.Concat(on["every event"], on["node-scoped events"], on["traced events"])},
 	} {
-		m, err := eventstore.Encode(c.build())
+		m, err := eventlog.Encode(c.build())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -339,8 +338,8 @@ func TestProtocolIDs(t *testing.T) {
 		"node.failed":                      eventlog.DecisionID(exRun, events.NodeFailed, ref.Key(), a, d),
 		"node.cancelled":                   eventlog.DecisionID(exRun, events.NodeCanceled, ref.Key(), a, d),
 		"node.heartbeat":                   eventlog.DecisionID(exRun, events.Heartbeat, ref.Key(), a, d, "1"),
-		"idempotency key":                  eventstore.IdempotencyKey(exRun, ref, attempt),
-		"idempotency key (map item)":       eventstore.IdempotencyKey(exRun, mapRef, attempt),
+		"idempotency key":                  eventlog.IdempotencyKey(exRun, ref, attempt),
+		"idempotency key (map item)":       eventlog.IdempotencyKey(exRun, mapRef, attempt),
 		"run.started":                      exRun,
 		"run.cancel_requested":             eventlog.DecisionID(exRun, events.RunCancelRequested),
 		"run.cancel_requested (terminate)": eventlog.DecisionID(exRun, events.RunCancelRequested, "terminate"),

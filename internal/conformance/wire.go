@@ -8,7 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/weft-dev/weft/internal/eventstore"
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
@@ -39,7 +39,7 @@ func ceHeaders(run, typ, id string) map[string]string {
 }
 
 // encodeEvent encodes an event as the message a writer publishes.
-func encodeEvent(ev *events.Event) (*nats.Msg, error) { return eventstore.Encode(ev) }
+func encodeEvent(ev *events.Event) (*nats.Msg, error) { return eventlog.Encode(ev) }
 
 // jsonUnmarshal decodes raw into v; no value is an error.
 func jsonUnmarshal(raw json.RawMessage, v any) error {

@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/telemetry"
 	"github.com/weft-dev/weft/pkg/events"
@@ -90,7 +89,7 @@ func (c *Coordinator) enforceBudget(ctx context.Context, ent *runEntry) (bool, e
 	if err != nil {
 		return true, err
 	}
-	eventstore.MarkDecision(ev)
+	eventlog.MarkDecision(ev)
 	telemetry.Inject(ctx, ev)
 	if _, err := c.store.AppendDecisions(ctx, ent.run, ent.lastDecision, ev); err != nil {
 		c.cache.del(ent.run)

@@ -16,7 +16,7 @@ import (
 
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/embedded"
-	"github.com/weft-dev/weft/internal/eventstore"
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/internal/proctest"
 	"github.com/weft-dev/weft/pkg/events"
@@ -194,7 +194,7 @@ edges:
 `)
 	run := start(t, st, g, 1)[0]
 	waitFor(t, st, run, events.NodeReady)
-	live, err := worker.LiveWorkers(ctx, eventstore.JetStream(st))
+	live, err := worker.LiveWorkers(ctx, eventlog.JetStream(st))
 	if err != nil || len(live) != 0 {
 		t.Fatalf("live workers = %v, %v", live, err)
 	}
@@ -224,7 +224,7 @@ func TestCheckpointSnapshots(t *testing.T) {
 	if runs := start(t, st, plain, 1); waitEnded(t, st, runs, 30*time.Second)[runs[0]].Status != projection.RunCompleted {
 		t.Fatal("plain run failed")
 	}
-	if sn, err := coordinator.LoadSnapshot(ctx, eventstore.JetStream(st), "nope"); err != nil || sn != nil {
+	if sn, err := coordinator.LoadSnapshot(ctx, eventlog.JetStream(st), "nope"); err != nil || sn != nil {
 		t.Fatalf("snapshot without checkpoints: %v %v", sn, err)
 	}
 	g := mustGraph(t, `

@@ -79,7 +79,7 @@
 // Pure, cheap nodes run here, in the coordinator that owns the run, with
 // no queue hop (local.go), as Temporal's local activities do: the built-in
 // transform and the types registered with WithLocalNode, through the same
-// node contract as on a worker (workqueue.InvokeLocal); routers are decided
+// node contract as on a worker (worker.InvokeLocal); routers are decided
 // by the engine itself. The engine readies a local node like any other,
 // on the reserved queue events.LocalQueue ("_local"), which no worker
 // consumes; once the decision is in the log the shard runs the node and
@@ -177,12 +177,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/runs"
 	"github.com/weft-dev/weft/internal/setup"
+	"github.com/weft-dev/weft/internal/worker"
 	"github.com/weft-dev/weft/pkg/events"
-	"github.com/weft-dev/weft/pkg/worker"
 )
 
 // Stats counts what the coordinator did.
@@ -298,7 +297,7 @@ type Coordinator struct {
 	startAt, timersStartAt uint64
 	running                atomic.Bool
 	parts                  partitionSet
-	store                  eventstore.Engine
+	store                  eventlog.Engine
 	js                     jetstream.JetStream
 	opts                   options
 	log                    *slog.Logger
@@ -338,8 +337,8 @@ func New(store events.Store, opts ...Option) *Coordinator {
 	}
 	c := &Coordinator{
 		id:    eventlog.RandomID(),
-		store: eventstore.Must(store),
-		js:    eventstore.JetStream(store),
+		store: eventlog.Must(store),
+		js:    eventlog.JetStream(store),
 		opts:  o,
 		log:   o.logger.With(logattr.Component, "coordinator"),
 		cache: newRunCache(o.cacheSize),
@@ -381,7 +380,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	defer alive.Wait()
 	defer cancel() // Run may return before ctx ends (a refusal)
 	if _, err := retry(ctx, c.log, "setting up the timers stream", func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, eventstore.EnsureTimers(ctx, c.store)
+		return struct{}{}, eventlog.EnsureTimers(ctx, c.store)
 	}); err != nil {
 		return nil // ctx ended
 	}

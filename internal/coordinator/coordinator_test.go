@@ -18,7 +18,6 @@ import (
 
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/internal/proctest"
 	"github.com/weft-dev/weft/pkg/events"
@@ -163,7 +162,7 @@ func TestMalformedEventsArePassedOver(t *testing.T) {
 	publish := func(subject string, hdr nats.Header, data string) {
 		t.Helper()
 		m := &nats.Msg{Subject: subject, Header: hdr, Data: []byte(data)}
-		if _, err := eventstore.JetStream(st).PublishMsg(ctx, m); err != nil {
+		if _, err := eventlog.JetStream(st).PublishMsg(ctx, m); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -245,11 +244,11 @@ func TestCoordinatorKilledMidRunResumes(t *testing.T) {
 	// ready; the runs need 200), and start a new one each time.
 	// The partition's consumer is made with a short ack wait, so that
 	// what a killed coordinator held is redelivered soon.
-	if _, err := eventstore.JetStream(st).CreateConsumer(ctx, st.StreamName(), partitionConsumer(coordinator.ConsumerName("coordinator", 0), 2*time.Second)); err != nil {
+	if _, err := eventlog.JetStream(st).CreateConsumer(ctx, st.StreamName(), partitionConsumer(coordinator.ConsumerName("coordinator", 0), 2*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	readies := make(chan *nats.Msg, 4096)
-	sub, err := eventstore.JetStream(st).Conn().ChanSubscribe(eventlog.QueueFilter(worker.DefaultQueue), readies)
+	sub, err := eventlog.JetStream(st).Conn().ChanSubscribe(eventlog.QueueFilter(worker.DefaultQueue), readies)
 	if err != nil {
 		t.Fatal(err)
 	}

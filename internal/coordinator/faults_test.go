@@ -16,7 +16,6 @@ import (
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/embedded"
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
@@ -179,7 +178,7 @@ func TestJunkOnDecisionSubjectsDoesNotStall(t *testing.T) {
 	base := strings.TrimSuffix(eventlog.DecisionFilter(run), ">")
 	publish := func(subject string, hdr nats.Header, data string) {
 		t.Helper()
-		if _, err := eventstore.JetStream(st).PublishMsg(ctx, &nats.Msg{Subject: subject, Header: hdr, Data: []byte(data)}); err != nil {
+		if _, err := eventlog.JetStream(st).PublishMsg(ctx, &nats.Msg{Subject: subject, Header: hdr, Data: []byte(data)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -213,7 +212,7 @@ func TestSquattedIDsDoNotStall(t *testing.T) {
 		eventlog.DecisionID(run, events.NodeReady, "c/1", "1"),
 	} {
 		squat := &nats.Msg{Subject: strings.TrimSuffix(eventlog.StartedSubject(other), "started") + "signal", Header: nats.Header{nats.MsgIdHdr: {id}}, Data: []byte("mine")}
-		if _, err := eventstore.JetStream(st).PublishMsg(ctx, squat); err != nil {
+		if _, err := eventlog.JetStream(st).PublishMsg(ctx, squat); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -304,7 +303,7 @@ func waitScheduled(t testing.TB, st events.Store, run string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := eventstore.JetStream(st).OrderedConsumer(ctx, eventstore.Must(st).TimerStream(), jetstream.OrderedConsumerConfig{
+	c, err := eventlog.JetStream(st).OrderedConsumer(ctx, eventlog.Must(st).TimerStream(), jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{eventlog.ScheduleFilter(run)},
 	})
 	if err != nil {
@@ -317,7 +316,7 @@ func waitScheduled(t testing.TB, st events.Store, run string) {
 
 func pendingSchedules(t testing.TB, st events.Store, run string) uint64 {
 	t.Helper()
-	s, err := eventstore.JetStream(st).Stream(context.Background(), eventstore.Must(st).TimerStream())
+	s, err := eventlog.JetStream(st).Stream(context.Background(), eventlog.Must(st).TimerStream())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/weft-dev/weft/internal/engine"
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/telemetry"
 	"github.com/weft-dev/weft/internal/workqueue"
@@ -290,10 +289,10 @@ func (c *Coordinator) entry(ctx context.Context, e *events.Event, redelivered bo
 	// Start from the run's latest checkpoint, if it has one (snapshot.go).
 	state, from, lastDecision := c.fromSnapshot(ctx, run)
 	// The history is walked in batches of bounded size, whatever its
-	// length (eventstore.Each).
+	// length (eventlog.Each).
 	c.n.reloads.Add(1)
 	ent := &runEntry{run: run, state: state, own: map[string]struct{}{}, prefix: state.LastSeq, lastDecision: lastDecision}
-	err := eventstore.Each(ctx, c.store, run, from, e.Seq, func(ev *events.Event) error {
+	err := eventlog.Each(ctx, c.store, run, from, e.Seq, func(ev *events.Event) error {
 		if err := ent.state.Apply(ev); err != nil && !errors.Is(err, projection.ErrStale) && !errors.Is(err, projection.ErrRefused) {
 			c.n.rejected.Add(1)
 		}
@@ -474,7 +473,7 @@ func (c *Coordinator) failInvalidGraph(ctx context.Context, ent *runEntry, gerr 
 	if err != nil {
 		return err
 	}
-	eventstore.MarkDecision(e)
+	eventlog.MarkDecision(e)
 	telemetry.Inject(ctx, e)
 	if _, err := c.store.AppendDecisions(ctx, ent.run, ent.lastDecision, e); err != nil {
 		return err

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/coordinator"
-	"github.com/weft-dev/weft/internal/eventstore"
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -43,7 +43,7 @@ func TestSlowRunHoldsUpOnlyItself(t *testing.T) {
 	// shorter than the coordinator's own (10s): the in-progress
 	// acknowledgements follow the consumer's.
 	const ackWait = time.Second
-	if _, err := eventstore.JetStream(st).CreateConsumer(ctx, st.StreamName(), partitionConsumer(coordinator.ConsumerName("coordinator", 0), ackWait)); err != nil {
+	if _, err := eventlog.JetStream(st).CreateConsumer(ctx, st.StreamName(), partitionConsumer(coordinator.ConsumerName("coordinator", 0), ackWait)); err != nil {
 		t.Fatal(err)
 	}
 	c := runCoordinator(t, ctx, fs, coordinator.WithLogger(quiet()))
@@ -67,7 +67,7 @@ func TestSlowRunHoldsUpOnlyItself(t *testing.T) {
 	if s := projection.Fold(readRun(t, st, slow)); s.Status.Ended() {
 		t.Fatalf("the slow run ended while its append hung: %s", s.Status)
 	}
-	info, err := eventstore.JetStream(st).Consumer(ctx, st.StreamName(), coordinator.ConsumerName("coordinator", 0))
+	info, err := eventlog.JetStream(st).Consumer(ctx, st.StreamName(), coordinator.ConsumerName("coordinator", 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func TestStoppedCoordinatorHandsHeldEventsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Both events are delivered to the coordinator and unacknowledged.
-	cons, err := eventstore.JetStream(st).Consumer(ctx, st.StreamName(), coordinator.ConsumerName("coordinator", 0))
+	cons, err := eventlog.JetStream(st).Consumer(ctx, st.StreamName(), coordinator.ConsumerName("coordinator", 0))
 	if err != nil {
 		t.Fatal(err)
 	}

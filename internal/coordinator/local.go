@@ -12,22 +12,14 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"log/slog"
-
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/logattr"
-	"github.com/weft-dev/weft/internal/workqueue"
+	"github.com/weft-dev/weft/internal/worker"
+	"github.com/weft-dev/weft/internal/worker/builtin"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/projection"
-	"github.com/weft-dev/weft/pkg/worker"
-	"github.com/weft-dev/weft/pkg/worker/builtin"
 )
-
-// invokeLocal runs one local attempt through the worker's steps
-// (workqueue.InvokeLocal).
-var invokeLocal = workqueue.InvokeLocal.(func(ctx context.Context, node worker.Node, run string, ready *events.NodeReadyData,
-	readyEv *events.Event, by string, timeout time.Duration, log *slog.Logger) (*events.Event, error))
 
 // Local nodes: pure, cheap nodes the coordinator that owns the run runs
 // itself, with no queue hop (see the package doc, "Local nodes").
@@ -472,7 +464,7 @@ func (c *Coordinator) startLocal(ctx context.Context, g *graph.Graph, ent *runEn
 			// be; fail the attempt rather than leave it ready.
 			lr.out, lr.err = localFailure(run, &ready, c.opts.now(), fmt.Sprintf("no local executor for node type %q", ready.Type))
 		} else {
-			lr.out, lr.err = invokeLocal(ctx, node, run, &ready, li.ev, localWorker, c.opts.localTimeout, c.log)
+			lr.out, lr.err = worker.InvokeLocal(ctx, node, run, &ready, li.ev, localWorker, c.opts.localTimeout, c.log)
 			if lr.out != nil {
 				// The coordinator writes the outcome: its clock (WithClock)
 				// stamps it, as it does its decisions.

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/coordinator"
-	"github.com/weft-dev/weft/internal/eventstore"
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -119,7 +119,7 @@ func TestLocalNodesRunWithoutWorkers(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 	// No task queue consumer was made for local work.
-	stream, err := eventstore.JetStream(st).Stream(ctx, st.StreamName())
+	stream, err := eventlog.JetStream(st).Stream(ctx, st.StreamName())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -355,7 +355,7 @@ func TestWorkerCannotAnswerForLocalNode(t *testing.T) {
 		}
 		e.Queue = queue
 		if decision {
-			eventstore.MarkDecision(e)
+			eventlog.MarkDecision(e)
 		}
 		return e
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/logattr"
+	"github.com/weft-dev/weft/internal/setup"
 )
 
 // Partitions. Runs are split into a fixed number of partitions by their
@@ -322,21 +323,21 @@ func (ps *partitionSet) ids() []int {
 // Partitions returns the partitions this coordinator holds now.
 func (c *Coordinator) Partitions() []int { return c.parts.ids() }
 
+// LeasesKVConfig is the leases bucket as a coordinator, or the admin's
+// set-up (internal/provision), creates it.
+func LeasesKVConfig(ttl time.Duration, replicas int) jetstream.KeyValueConfig {
+	return jetstream.KeyValueConfig{
+		Bucket:      LeasesBucket,
+		Description: "Weft coordinator partition leases and announcements",
+		History:     1,
+		TTL:         ttl,
+		Replicas:    replicas,
+	}
+}
+
 // leasesKV opens (creating if missing) the leases bucket.
 func (c *Coordinator) leasesKV(ctx context.Context) (jetstream.KeyValue, error) {
-	kv, err := c.js.KeyValue(ctx, LeasesBucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = c.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket:      LeasesBucket,
-			Description: "Weft coordinator partition leases and announcements",
-			History:     1,
-			TTL:         c.opts.leaseTTL,
-			Replicas:    c.replicas(ctx),
-		})
-		if errors.Is(err, jetstream.ErrBucketExists) {
-			kv, err = c.js.KeyValue(ctx, LeasesBucket)
-		}
-	}
+	kv, _, err := setup.CreateKV(ctx, c.js, LeasesKVConfig(c.opts.leaseTTL, c.replicas(ctx)))
 	if err != nil {
 		return nil, fmt.Errorf("opening the leases bucket %s: %w", LeasesBucket, err)
 	}
@@ -391,11 +392,7 @@ func (c *Coordinator) partitionConsumer(ctx context.Context, p int) (jetstream.C
 	} else if !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return nil, err
 	}
-	cons, err = c.js.CreateConsumer(ctx, c.store.StreamName(), c.partitionConfig(p, startAt))
-	if errors.Is(err, jetstream.ErrConsumerExists) {
-		cons, err = c.js.Consumer(ctx, c.store.StreamName(), name)
-	}
-	return cons, err
+	return setup.CreateConsumer(ctx, c.js, c.store.StreamName(), c.partitionConfig(p, startAt))
 }
 
 // partitionConfig is partition p's consumer, delivering from startAt (0:

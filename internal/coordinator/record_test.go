@@ -14,7 +14,6 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
@@ -164,7 +163,7 @@ func TestRecordHistories(t *testing.T) {
 func waitFor(t *testing.T, st events.Store, run string, typ events.Type) {
 	t.Helper()
 	msgs := make(chan *nats.Msg, 4096)
-	sub, err := eventstore.JetStream(st).Conn().ChanSubscribe(eventlog.RunFilter(run), msgs)
+	sub, err := eventlog.JetStream(st).Conn().ChanSubscribe(eventlog.RunFilter(run), msgs)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,8 +12,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/logattr"
+	"github.com/weft-dev/weft/internal/setup"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
@@ -62,7 +62,7 @@ func (c *Coordinator) relayTimers(pctx context.Context, p int) {
 
 // relay appends one fired timer to its run.
 func (c *Coordinator) relay(ctx context.Context, msg jetstream.Msg, log *slog.Logger) {
-	e, err := eventstore.DecodeFired(msg.Subject(), msg.Headers(), msg.Data())
+	e, err := eventlog.DecodeFired(msg.Subject(), msg.Headers(), msg.Data())
 	if err != nil {
 		c.n.malformed.Add(1)
 		log.Warn("passing over a fired timer the engine does not accept", logattr.Subject, msg.Subject(), logattr.Error, err)
@@ -130,9 +130,5 @@ func (c *Coordinator) timerConsumer(ctx context.Context, p int) (jetstream.Consu
 	} else {
 		cfg.FilterSubjects = f
 	}
-	cons, err = c.js.CreateConsumer(ctx, stream, cfg)
-	if errors.Is(err, jetstream.ErrConsumerExists) {
-		cons, err = c.js.Consumer(ctx, stream, name)
-	}
-	return cons, err
+	return setup.CreateConsumer(ctx, c.js, stream, cfg)
 }

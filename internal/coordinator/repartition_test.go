@@ -11,7 +11,6 @@ import (
 
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/pkg/events"
 )
@@ -86,7 +85,7 @@ func TestRepartitionKeepsRunsGoing(t *testing.T) {
 		waitEnded(t, st, runs, 60*time.Second)
 		checkExactlyOnce(t, st, runs, 5)
 		for p := range n {
-			cons, err := eventstore.JetStream(st).Consumer(ctx, st.StreamName(), coordinator.ConsumerName("coordinator", p))
+			cons, err := eventlog.JetStream(st).Consumer(ctx, st.StreamName(), coordinator.ConsumerName("coordinator", p))
 			if err != nil {
 				t.Fatalf("partition %d of %d: %v", p, n, err)
 			}
@@ -101,7 +100,7 @@ func TestRepartitionKeepsRunsGoing(t *testing.T) {
 		}
 		if n == 2 {
 			for _, p := range []int{2, 3} {
-				if _, err := eventstore.JetStream(st).Consumer(ctx, st.StreamName(), coordinator.ConsumerName("coordinator", p)); err == nil {
+				if _, err := eventlog.JetStream(st).Consumer(ctx, st.StreamName(), coordinator.ConsumerName("coordinator", p)); err == nil {
 					t.Fatalf("the consumer of old partition %d is still there", p)
 				}
 			}
@@ -129,7 +128,7 @@ func TestInterruptedRepartitionFinishes(t *testing.T) {
 		t.Fatal(err)
 	}
 	// What a repartition to 2 leaves when it dies after its first step.
-	js, stream := eventstore.JetStream(st), st.StreamName()
+	js, stream := eventlog.JetStream(st), st.StreamName()
 	if err := js.DeleteConsumer(ctx, stream, coordinator.ConsumerName("coordinator", 0)); err != nil {
 		t.Fatal(err)
 	}

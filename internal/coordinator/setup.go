@@ -25,13 +25,8 @@ import (
 func EnsureConsumer(ctx context.Context, js jetstream.JetStream, stream string, want jetstream.ConsumerConfig, log *slog.Logger) (jetstream.Consumer, error) {
 	c, err := js.Consumer(ctx, stream, want.Durable)
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
-		c, err = js.CreateConsumer(ctx, stream, want)
-		if err == nil {
-			return c, nil
-		}
-		if errors.Is(err, jetstream.ErrConsumerExists) {
-			c, err = js.Consumer(ctx, stream, want.Durable)
-		}
+		// Created now, or by another coordinator meanwhile: checked below.
+		c, err = setup.CreateConsumer(ctx, js, stream, want)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("setting up coordinator consumer %q: %w", want.Durable, err)

@@ -13,7 +13,6 @@ import (
 
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/natstest"
 )
 
@@ -27,7 +26,7 @@ func partitionConsumer(name string, ackWait time.Duration) jetstream.ConsumerCon
 func TestEnsureConsumerUsesAnExistingOneAsItIs(t *testing.T) {
 	_, st := natstest.Store(t)
 	ctx := context.Background()
-	js, stream := eventstore.JetStream(st), st.StreamName()
+	js, stream := eventlog.JetStream(st), st.StreamName()
 	if _, err := coordinator.EnsureConsumer(ctx, js, stream, partitionConsumer("coord-0", time.Minute), nil); err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +49,7 @@ func TestEnsureConsumerUsesAnExistingOneAsItIs(t *testing.T) {
 func TestEnsureConsumerRefusesOneWithoutAcks(t *testing.T) {
 	_, st := natstest.Store(t)
 	ctx := context.Background()
-	js, stream := eventstore.JetStream(st), st.StreamName()
+	js, stream := eventlog.JetStream(st), st.StreamName()
 	cfg := partitionConsumer("noack", time.Minute)
 	cfg.AckPolicy, cfg.AckWait = jetstream.AckNonePolicy, 0
 	if _, err := js.CreateConsumer(ctx, stream, cfg); err != nil {

@@ -16,7 +16,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/setup"
 	"github.com/weft-dev/weft/pkg/events"
@@ -248,7 +247,7 @@ func (c *Coordinator) checkedSnapshot(ctx context.Context, kv jetstream.KeyValue
 // attested checks that the log records rec: the message at rec.Attested
 // is a decision of rec's run that carries rec's sequence and digest.
 func (c *Coordinator) attested(ctx context.Context, rec *SnapshotRecord) error {
-	m, err := eventstore.LeaderSeq(ctx, c.store, rec.Attested)
+	m, err := eventlog.LeaderSeq(ctx, c.store, rec.Attested)
 	if err != nil {
 		return fmt.Errorf("reading the decision at %d: %w", rec.Attested, err)
 	}
@@ -384,9 +383,9 @@ func (c *Coordinator) snapshotUpTo(ctx context.Context, run string, upTo uint64)
 		}
 		s, from, lastDecision = ps, prev.Seq+1, prev.LastDecision
 	}
-	err = eventstore.Each(ctx, c.store, run, from, upTo, func(e *events.Event) error {
+	err = eventlog.Each(ctx, c.store, run, from, upTo, func(e *events.Event) error {
 		if e.Seq > upTo {
-			return eventstore.ErrStop
+			return eventlog.ErrStop
 		}
 		_ = s.Apply(e)
 		if e.IsDecision() {

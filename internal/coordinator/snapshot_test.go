@@ -13,7 +13,6 @@ import (
 
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
@@ -95,7 +94,7 @@ func TestSnapshotNotAttestedIsDiscarded(t *testing.T) {
 			stop()
 			c.wait()
 
-			kv, err := eventstore.JetStream(st).KeyValue(ctx, coordinator.SnapshotsBucket)
+			kv, err := eventlog.JetStream(st).KeyValue(ctx, coordinator.SnapshotsBucket)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -152,7 +151,7 @@ func TestAttestedSnapshotIsUsed(t *testing.T) {
 	stop()
 	c.wait()
 
-	sn, err := coordinator.LoadSnapshot(ctx, eventstore.JetStream(st), run)
+	sn, err := coordinator.LoadSnapshot(ctx, eventlog.JetStream(st), run)
 	if err != nil || sn == nil {
 		t.Fatalf("snapshot: %v %v", sn, err)
 	}
@@ -161,7 +160,7 @@ func TestAttestedSnapshotIsUsed(t *testing.T) {
 	var attest *jetstream.RawStreamMsg
 	for _, e := range evs {
 		if e.Seq > sn.Seq && e.IsDecision() {
-			if attest, err = eventstore.LeaderSeq(ctx, st, e.Seq); err != nil {
+			if attest, err = eventlog.LeaderSeq(ctx, st, e.Seq); err != nil {
 				t.Fatal(err)
 			}
 			if attest.Header.Get(eventlog.HdrCheckpoint) != "" {
@@ -235,7 +234,7 @@ func waitSnapshotAfter(t *testing.T, st events.Store, run string, seq uint64) *p
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		sn, err := coordinator.LoadSnapshot(context.Background(), eventstore.JetStream(st), run)
+		sn, err := coordinator.LoadSnapshot(context.Background(), eventlog.JetStream(st), run)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -273,7 +272,7 @@ edges:
 `)
 	cl := client.New(st, client.WithIdentity("test"))
 	kv := func() jetstream.KeyValue {
-		kv, err := eventstore.JetStream(st).KeyValue(ctx, coordinator.SnapshotsBucket)
+		kv, err := eventlog.JetStream(st).KeyValue(ctx, coordinator.SnapshotsBucket)
 		if err != nil {
 			t.Fatal(err)
 		}

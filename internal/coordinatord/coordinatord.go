@@ -1,5 +1,6 @@
-// Package coordinatord is the coordinator daemon: it connects to NATS, sets
-// up the events stream, and runs a coordinator (package coordinator, which
+// Package coordinatord is the coordinator daemon: through the daemons'
+// shared bootstrap (internal/daemon) it connects to NATS, sets up the
+// events stream, and runs a coordinator (package coordinator, which
 // sets up its leases bucket and partition consumers) until its context
 // ends.
 //
@@ -30,12 +31,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/weft-dev/weft/internal/cmdmain"
 	"github.com/weft-dev/weft/internal/coordinator"
+	"github.com/weft-dev/weft/internal/daemon"
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/natsconn"
 	"github.com/weft-dev/weft/internal/runs"
@@ -134,7 +133,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.Int64Var(&cfg.MaxHistoryBytes, "max-history-bytes", coordinator.DefaultMaxHistoryBytes, "a run whose history holds more bytes of event data fails (env WEFT_COORDINATOR_MAX_HISTORY_BYTES)")
 	fs.StringVar(&cfg.LogLevel, "log-level", "info", "debug, info, warn or error (env WEFT_LOG_LEVEL)")
 	fs.StringVar(&cfg.HTTP, "http", "", "serve /metrics, /healthz and /readyz on this address, e.g. "+telemetry.DefaultHTTPAddr+" (\":9090\" is loopback; default off) (env WEFT_HTTP)")
-	if err := cmdmain.ParseFlags(fs, args, stderr); err != nil {
+	if err := daemon.ParseFlags(fs, args, stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
@@ -151,52 +150,23 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(cfg.LogLevel))
-	log := slog.New(telemetry.LogHandler(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level})))
-	telemetry.LogErrors(log)
-	var topts []telemetry.Option
-	reg := prometheus.NewRegistry()
-	if cfg.HTTP != "" {
-		topts = append(topts, telemetry.WithPrometheus(reg))
-	}
-	shutdown, err := telemetry.Setup(ctx, "weft-coordinator", topts...)
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrUsage, err)
-	}
-	defer func() {
-		if err := shutdown(context.WithoutCancel(ctx)); err != nil {
-			log.Warn("flushing telemetry", logattr.Error, err)
-		}
-	}()
-	telemetry.Announce(ctx, telemetry.ComponentCoordinator)
-
-	// A server that is not up yet is waited for, like a lost one.
-	nc, err := cfg.NATS.Connect("", nats.RetryOnFailedConnect(true))
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	pr := &probe{nc: nc}
-	if cfg.HTTP != "" {
-		addr, _ := telemetry.HTTPAddr(cfg.HTTP)
-		srv, err := telemetry.Serve(ctx, addr, reg, pr.ready, log)
-		if err != nil {
-			return err
-		}
-		defer srv.Close()
-	}
-	store, err := cfg.NATS.OpenStore(ctx, nc, log)
-	if err != nil {
-		return setupError(ctx, log, err)
-	}
-	// Schedules fire beside the coordinators, on the same connection and
-	// role (internal/schedule).
-	sched := make(chan struct{})
-	go func() {
-		defer close(sched)
-		_ = schedule.NewRunner(store, schedule.WithDurable(cfg.Durable), schedule.WithLogger(log)).Run(ctx)
-	}()
-	defer func() { <-sched }()
-	return coordinate(ctx, log, &cfg, store, pr)
+	pr := &probe{}
+	return daemon.Boot(ctx, stderr, daemon.Spec{
+		Service: "weft-coordinator", Component: telemetry.ComponentCoordinator,
+		NATS: cfg.NATS, Level: level, HTTP: cfg.HTTP, Usage: ErrUsage,
+		Ready:   func(nc *nats.Conn) func(context.Context) error { pr.nc = nc; return pr.ready },
+		Stopped: "stopped before the coordinator was ready",
+	}, func(ctx context.Context, env daemon.Env) error {
+		// Schedules fire beside the coordinators, on the same connection
+		// and role (internal/schedule).
+		sched := make(chan struct{})
+		go func() {
+			defer close(sched)
+			_ = schedule.NewRunner(env.Store, schedule.WithDurable(cfg.Durable), schedule.WithLogger(env.Log)).Run(ctx)
+		}()
+		defer func() { <-sched }()
+		return coordinate(ctx, env.Log, &cfg, env.Store, pr)
+	})
 }
 
 // coordinate runs coordinators until ctx ends. A coordinator waits for
@@ -217,7 +187,7 @@ func coordinate(ctx context.Context, log *slog.Logger, cfg *Config, store events
 			coordinator.WithRetention(cfg.Retention),
 			coordinator.WithLogger(log))
 		pr.c.Store(c)
-		log.Info("coordinating", logattr.NATS, natsconn.ConnectedURL(eventstore.JetStream(store).Conn()), logattr.Stream, store.StreamName(), logattr.Durable, cfg.Durable)
+		log.Info("coordinating", logattr.NATS, natsconn.ConnectedURL(eventlog.JetStream(store).Conn()), logattr.Stream, store.StreamName(), logattr.Durable, cfg.Durable)
 		started := time.Now()
 		err := c.Run(ctx)
 		st := c.Stats()
@@ -242,16 +212,6 @@ func coordinate(ctx context.Context, log *slog.Logger, cfg *Config, store events
 			return nil
 		}
 	}
-}
-
-// setupError is what Run returns when setup ends with err: nothing when
-// ctx ended (a stop before the coordinator was ready is a clean stop).
-func setupError(ctx context.Context, log *slog.Logger, err error) error {
-	if ctx.Err() != nil {
-		log.Info("stopped before the coordinator was ready", logattr.Error, err)
-		return nil
-	}
-	return err
 }
 
 // envFlags maps the daemon's own flags to their environment variables.

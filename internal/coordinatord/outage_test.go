@@ -10,7 +10,7 @@ import (
 
 	"github.com/weft-dev/weft/internal/coordinatord"
 	"github.com/weft-dev/weft/internal/embedded"
-	"github.com/weft-dev/weft/internal/eventstore"
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
@@ -54,7 +54,7 @@ func TestRunRidesOutAnOutage(t *testing.T) {
 	decides(t, st)
 
 	// Its consumers deleted under it: they are set up again.
-	stream, err := eventstore.JetStream(st).Stream(context.Background(), st.StreamName())
+	stream, err := eventlog.JetStream(st).Stream(context.Background(), st.StreamName())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestRunRidesOutAnOutage(t *testing.T) {
 	}
 	for _, name := range names {
 		if strings.HasPrefix(name, "coordinator") {
-			if err := eventstore.JetStream(st).DeleteConsumer(context.Background(), st.StreamName(), name); err != nil {
+			if err := eventlog.JetStream(st).DeleteConsumer(context.Background(), st.StreamName(), name); err != nil {
 				t.Fatal(err)
 			}
 		}

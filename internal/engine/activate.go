@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/graphrt"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
@@ -439,7 +438,7 @@ func (d *decider) readyWith(n *graph.Node, ref events.NodeRef, attempt int, loca
 		Queue:          queue,
 		Input:          input,
 		Local:          local,
-		IdempotencyKey: eventstore.IdempotencyKey(d.s.RunID, ref, attempt),
+		IdempotencyKey: eventlog.IdempotencyKey(d.s.RunID, ref, attempt),
 		TimeoutMs:      n.Timeout.D().Milliseconds(),
 		HeartbeatMs:    n.Heartbeat.D().Milliseconds(),
 		MaxAttempts:    policy(n).MaxAttempts,

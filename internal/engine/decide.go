@@ -48,7 +48,6 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/graphrt"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
@@ -228,7 +227,7 @@ func (d *decider) build(p events.Payload, id string) *events.Event {
 		d.err = err
 		return nil
 	}
-	eventstore.MarkDecision(e)
+	eventlog.MarkDecision(e)
 	return e
 }
 

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -102,7 +101,7 @@ func (d *decider) onFailure(n *graph.Node, ns *projection.NodeState, item *int) 
 // it.
 func (d *decider) scheduleRetry(n *graph.Node, p graph.RetryPolicy, ref events.NodeRef, attempt int, f *events.Failure) {
 	next := attempt + 1
-	at := d.now.Add(Backoff(p, attempt, eventstore.IdempotencyKey(d.s.RunID, ref, attempt)))
+	at := d.now.Add(Backoff(p, attempt, eventlog.IdempotencyKey(d.s.RunID, ref, attempt)))
 	id := "retry-" + n.ID + "-" + strconv.Itoa(ref.Iteration)
 	if ref.Item != nil {
 		id += "-" + strconv.Itoa(*ref.Item)

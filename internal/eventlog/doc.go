@@ -1,26 +1,53 @@
-// Package eventlog is the layout of Weft's event log on JetStream, below
-// pkg/events: what the engine, the roles and the tools need to know of
-// subjects and streams, and users never do.
+// Package eventlog is Weft's event log: one room for everything a run's
+// history is made of and how it is kept on JetStream: the catalogue, the
+// envelope, the codec, the subjects, the streams and the store, with the
+// engine's appends (decisions, timers) beside the clients' and workers'.
+// Package events (pkg/events) is its public face: type aliases and thin
+// constructors over what users read and append; the engine uses this
+// package directly.
 //
-// What it offers:
+// Layer: a foundation (see the README's "How it works"). It imports
+// nothing of Weft's above internal/setup and internal/logattr, so the fold
+// (pkg/projection), the engine and every face can build on it.
 //
-//   - The subject layout (subjects.go, with its table): Slot, RunBase,
-//     RunFilter, DecisionFilter, StartedSubject, TerminalSubjects,
-//     ReadySubject, QueueFilter, WorkerFilter, KindFilter, PartitionFilters,
-//     PartitionOf, ScheduleSubject, ScheduleFilter, FiredSubject,
-//     FiredFilters, FiredRun, FiredTarget, Parse, RunOf, IsDecision,
-//     IsWorkerSubject, Subject, Kind, Class, and the constants AllEvents,
-//     AllSchedules, TimerStreamSuffix, Slots, LocalQueue.
-//   - Tokens and ids: ValidToken, ValidQueue, MaxTokenLen, DecisionID (the
-//     de-duplication key of a decision), RandomID.
-//   - The streams (stream.go): Settings, DefaultSettings, StreamConfig,
-//     TimerStreamConfig, SetupStream, SetupTimerStream, CheckStream,
-//     Repair, StreamDiffs, SubjectsCover, MinDuplicates, DefaultStream,
-//     and SettingError, the setting Weft cannot run with (it wraps
-//     ErrUnsafeSetting, which pkg/events offers as events.ErrUnsafeSetting).
-//   - Headers: HdrCheckpoint, HdrRestored.
+// What it offers, by file:
 //
-// What needs the event envelope or the store (decision marking, Encode,
-// timers, leader reads) is in internal/eventstore, which builds on this
-// package and on pkg/events; Internals is its way in.
+//   - types.go, payloads.go: the catalogue. Type and its constants
+//     (RunStarted … ChildRunFinished), Types, one payload struct per type
+//     (NewPayload) and the values they share (NodeRef, Failure, Action…).
+//   - envelope.go, codec.go, json.go: Event, the one envelope; New builds
+//     one; Decode is the one decoder of a NATS message, DecodeStored its
+//     never-failing form for histories; Encode (engine.go) the message an
+//     event is appended as, DecodeFired a fired timer as its run's event.
+//   - subjects.go: the subject layout, with its table, and every subject
+//     string Weft builds ("weft.r.<slot>.<run>.<writer>.<kind>" and
+//     "weft.t.…" for timers); placement.go: which writer an event type
+//     belongs to (ErrMisplaced). Tokens and ids: ValidToken, ValidQueue,
+//     DecisionID, RandomID, NewRunID (ids.go).
+//   - stream.go: the events and timers streams' settings and set-up
+//     (Settings, StreamConfig, TimerStreamConfig, SetupStream, CheckStream,
+//     Repair, StreamDiffs), and SettingError (ErrUnsafeSetting).
+//   - open.go, store.go, lastget.go: Open and the Store clients and
+//     workers use (Append, Read, ReadThrough, LastSeq), with JetStream
+//     de-duplication and duplicate acknowledgements confirmed.
+//   - engine.go: Engine, the store as the engine uses it: AppendDecisions
+//     under per-run optimistic concurrency, durable timers (Schedule,
+//     CancelSchedules, TimerStream), MarkDecision; Of and Must find it in a
+//     store (or a wrapper that unwraps to one, as the simulator's and the
+//     fault injector's do); reads only the engine makes (Each, LeaderSeq,
+//     LeaderLast, LastOn, HasEnd, Replicas, PublishAtomic); EnsureTimers;
+//     IdempotencyKey.
+//   - errors.go: the sentinels callers check.
+//
+// On the wire: CloudEvents 1.0 in binary content mode (attributes as
+// "ce-*" headers, the JSON data as the body), the CloudEvent id as
+// Nats-Msg-Id. Subjects are per run and name who may write them:
+// "weft.r.<slot>.<run>.c.<kind>" for clients, ".w.<queue>.<kind>" for the
+// workers of a queue, ".d.<kind>" for coordinator decisions and
+// ".n.<kind>" for coordinator notices; "weft.r.*.<run>.>" is a run's
+// history and the stream sequence its total order. The writer class is
+// what NATS permissions grant per role and what Decode checks an event's
+// type against, so no writer can pass one type off as another. Store.Append
+// refuses decisions; only AppendDecisions writes them, under
+// Nats-Expected-Last-Subject-Sequence over the run's decision subjects.
 package eventlog

@@ -12,9 +12,3 @@ const (
 	// Engines pass such messages over: they are history, not news.
 	HdrRestored = "Weft-Restored"
 )
-
-// Internals is the engine's way into pkg/events: pkg/events sets it when
-// it is initialised, to a value whose methods internal/eventstore gives
-// their types (it cannot be typed here: pkg/events imports this package).
-// Nothing outside this module can reach it.
-var Internals any

@@ -3,7 +3,9 @@ package eventlog
 import (
 	"crypto/rand"
 	"encoding/base32"
+	"encoding/binary"
 	"strings"
+	"time"
 )
 
 // B32 is the alphabet of Weft's generated ids: lowercase, sortable, safe
@@ -22,5 +24,14 @@ func DecisionID[T ~string](runID string, t T, parts ...string) string {
 func RandomID() string {
 	var b [10]byte
 	_, _ = rand.Read(b[:])
+	return B32.EncodeToString(b[:])
+}
+
+// NewRunID returns a new run id: 26 characters, sortable by creation time
+// (48 bits of milliseconds, then 80 random bits), safe as a subject token.
+func NewRunID() string {
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(time.Now().UnixMilli())<<16)
+	_, _ = rand.Read(b[6:])
 	return B32.EncodeToString(b[:])
 }

@@ -35,10 +35,6 @@ const DefaultStream = "WEFT"
 // recognised as the same event.
 const MinDuplicates = time.Minute
 
-// ErrUnsafeSetting is wrapped by the errors about a setting of the live
-// stream or of its consumers that Weft cannot run with (see SettingError).
-var ErrUnsafeSetting = errors.New("unsafe setting")
-
 // SettingError is a setting of the live stream, or of one of its
 // consumers, that Weft cannot run with.
 type SettingError struct {
@@ -106,30 +102,11 @@ func TimerStreamConfig(cfg Settings) jetstream.StreamConfig {
 	}
 }
 
-// openOrCreate returns the stream cfg names, creating it with cfg when it
-// is missing; created says it did. Another process creating it at the
-// same moment is no error: its stream is returned, to be checked.
-func openOrCreate(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (s jetstream.Stream, created bool, err error) {
-	s, err = js.Stream(ctx, cfg.Name)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		if s, err = js.CreateStream(ctx, cfg); err == nil {
-			return s, true, nil
-		}
-		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			s, err = js.Stream(ctx, cfg.Name)
-		}
-	}
-	if err != nil {
-		return nil, false, err
-	}
-	return s, false, nil
-}
-
 // SetupTimerStream creates the timers stream, or checks an existing one
 // and logs (on log, or slog.Default()) how its settings differ from cfg.
 func SetupTimerStream(ctx context.Context, js jetstream.JetStream, cfg Settings, log *slog.Logger) (jetstream.Stream, error) {
 	want := TimerStreamConfig(cfg)
-	s, created, err := openOrCreate(ctx, js, want)
+	s, created, err := setup.CreateStream(ctx, js, want)
 	if err != nil || created {
 		return s, err
 	}
@@ -152,7 +129,7 @@ func SetupTimerStream(ctx context.Context, js jetstream.JetStream, cfg Settings,
 // logs (on log, or slog.Default()) how its settings differ from cfg. It
 // never updates a stream.
 func SetupStream(ctx context.Context, js jetstream.JetStream, cfg Settings, log *slog.Logger) (jetstream.Stream, error) {
-	s, created, err := openOrCreate(ctx, js, StreamConfig(cfg))
+	s, created, err := setup.CreateStream(ctx, js, StreamConfig(cfg))
 	if err != nil || created {
 		return s, err
 	}

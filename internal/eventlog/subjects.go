@@ -52,6 +52,17 @@ const (
 	schedulePrefix = "weft.t."
 	// AllEvents is the filter of every run's events.
 	AllEvents = "weft.r.>"
+	// RunSubjects matches every run's subjects, weft.r.<slot>.<run>.…,
+	// and nothing shorter (a role's subscription to weft.r.> is refused).
+	RunSubjects = runPrefix + "*.*.>"
+	// ClientSubjects, DecisionSubjects and NoticeSubjects match every
+	// run's events of one writer class: what 'weft roles' grants.
+	ClientSubjects   = runPrefix + "*.*." + ClassClient + ".*"
+	DecisionSubjects = runPrefix + "*.*." + ClassCoordinator + ".>"
+	NoticeSubjects   = runPrefix + "*.*." + ClassNotice + ".*"
+	// PendingTimers is the filter of every pending durable timer (message
+	// schedules) in the timers stream.
+	PendingTimers = schedulePrefix + "s.>"
 	// AllSchedules is the filter of the timers stream: pending durable
 	// timers, and timers fired and not yet appended to their runs.
 	AllSchedules = "weft.t.>"

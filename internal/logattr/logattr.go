@@ -144,3 +144,12 @@ const (
 	Failures = "failures"
 	Lockout  = "lockout"
 )
+
+// Keys of the conformance kit: a case, how long it took, why it failed,
+// and which of the kit's parts logged.
+const (
+	Case    = "case"
+	Elapsed = "elapsed"
+	Why     = "why"
+	Part    = "part"
+)

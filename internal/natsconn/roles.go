@@ -51,7 +51,7 @@ const (
 // runSubjects matches every run's subjects, weft.r.<slot>.<run>.… (each
 // run's is eventlog.RunFilter), and nothing shorter: a subscription to
 // weft.r.> is refused.
-const runSubjects = "weft.r.*.*.>"
+const runSubjects = eventlog.RunSubjects
 
 // Deployment is what the permissions depend on.
 type Deployment struct {
@@ -202,7 +202,7 @@ func (d Deployment) User(r Role, q string) User {
 	switch r {
 	case RoleClient:
 		u.PublishAllow = slices.Concat(
-			[]string{"weft.r.*.*.c.*"},
+			[]string{eventlog.ClientSubjects},
 			reads, workersRead, runsRead)
 		u.SubscribeAllow = append([]string{inbox}, follow...)
 	case RoleUI:
@@ -215,16 +215,16 @@ func (d Deployment) User(r Role, q string) User {
 	case RoleCoordinator:
 		u.PublishAllow = slices.Concat(
 			[]string{
-				"weft.r.*.*.d.>", // decisions, work items included
-				"weft.r.*.*.n.*", // notices: timers fired, children finished
+				eventlog.DecisionSubjects, // decisions, work items included
+				eventlog.NoticeSubjects,   // notices: timers fired, children finished
 				// Outcomes of local nodes, which it runs itself: the
 				// reserved queue no worker may have.
 				eventlog.WorkerFilter(events.LocalQueue),
-				"weft.t.s.>", // durable timers (message schedules), in the timers stream
+				eventlog.PendingTimers, // durable timers (message schedules), in the timers stream
 				// A child run is started, and cancelled, by its parent's
 				// coordinator, with client events.
-				"weft.r.*.*.c.started",
-				"weft.r.*.*.c.cancelreq",
+				eventlog.KindFilter(eventlog.RunStarted),
+				eventlog.KindFilter(eventlog.RunCancelRequested),
 			},
 			reads,
 			[]string{
@@ -241,7 +241,7 @@ func (d Deployment) User(r Role, q string) User {
 				// first work item of a queue): any queue, filtered on
 				// work items only.
 				api + "CONSUMER.INFO." + s + ".*",
-				api + "CONSUMER.CREATE." + s + ".*.weft.r.*.*.d.ready.*",
+				api + "CONSUMER.CREATE." + s + ".*." + eventlog.KindFilter(eventlog.NodeReady),
 				// Snapshots (the bucket is the admin's to create).
 				"$KV." + snapshotsBucket + ".>",
 				api + "STREAM.INFO.KV_" + snapshotsBucket,
@@ -282,12 +282,12 @@ func (d Deployment) User(r Role, q string) User {
 			eventlog.WorkerFilter(q), // its outcomes: weft.r.*.*.w.<queue>.>
 		}
 		// Reads, each a direct get of the last message on a subject
-		// named in the request subject (eventstore.LastOn), so scoped: runs'
+		// named in the request subject (eventlog.LastOn), so scoped: runs'
 		// starts (its node's config; every run's, by design) and its own
 		// queue's outcomes (confirming a duplicate ack). No batched or
 		// leader get, whose subject or sequence is in the body: they read
 		// any message. Stream info: opening the store, and whether a
-		// stale item's run has ended (eventstore.HasEnd: message counts of
+		// stale item's run has ended (eventlog.HasEnd: message counts of
 		// the run's decision subjects, no content).
 		u.PublishAllow = append(u.PublishAllow, api+"STREAM.INFO."+s)
 		for _, subject := range workerReads(q) {

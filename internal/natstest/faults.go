@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/weft-dev/weft/internal/eventstore"
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
@@ -14,7 +14,7 @@ import (
 // coordinator and worker running against real JetStream. Each hook, when
 // set, is called for every call of its kind; a nil hook injects nothing.
 type FaultStore struct {
-	eventstore.Engine
+	eventlog.Engine
 
 	mu sync.Mutex
 	// BeforeAppend runs before an append; an error fails it unwritten.
@@ -29,10 +29,10 @@ type FaultStore struct {
 }
 
 // NewFaultStore wraps st, a store events.Open made.
-func NewFaultStore(st events.Store) *FaultStore { return &FaultStore{Engine: eventstore.Must(st)} }
+func NewFaultStore(st events.Store) *FaultStore { return &FaultStore{Engine: eventlog.Must(st)} }
 
 // Unwrap is the wrapped store, whose reads the engine makes directly
-// (eventstore.LastOn and the like).
+// (eventlog.LastOn and the like).
 func (f *FaultStore) Unwrap() events.Store { return f.Engine }
 
 // Set changes the hooks under the lock the calls read them under.

@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/embedded"
-	"github.com/weft-dev/weft/internal/eventstore"
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
@@ -65,7 +65,7 @@ func StoreOn(t testing.TB, s *server.Server) (*server.Server, events.Store) {
 	if err != nil {
 		t.Fatalf("opening store: %v", err)
 	}
-	if err := eventstore.EnsureTimers(ctx, st); err != nil {
+	if err := eventlog.EnsureTimers(ctx, st); err != nil {
 		t.Fatalf("setting up the timers stream: %v", err)
 	}
 	return s, st

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weft-dev/weft/internal/eventstore"
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
 )
@@ -97,7 +97,7 @@ func CheckExactlyOnce(t testing.TB, st events.Store, runs []string, nodes int) {
 func logConsumers(t testing.TB, st events.Store) {
 	t.Helper()
 	for _, name := range []string{"coordinator-0", "work-default"} {
-		cons, err := eventstore.JetStream(st).Consumer(context.Background(), st.StreamName(), name)
+		cons, err := eventlog.JetStream(st).Consumer(context.Background(), st.StreamName(), name)
 		if err != nil {
 			continue
 		}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/natsconn"
-	"github.com/weft-dev/weft/pkg/worker/builtin"
+	"github.com/weft-dev/weft/internal/worker/builtin"
 )
 
 // ExecutorConfig is what the worker allows the built-in executors: the

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weft-dev/weft/internal/eventstore"
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
@@ -91,7 +91,7 @@ func TestKilledWorkerDoesNotApplyEffectTwice(t *testing.T) {
 		if n != 2 {
 			t.Errorf("key %s sent %d times, want 2 (the killed delivery and the redelivery)", key, n)
 		}
-		if want := eventstore.IdempotencyKey(run, events.NodeRef{Node: "charge", Iteration: 1}, 1); key != want {
+		if want := eventlog.IdempotencyKey(run, events.NodeRef{Node: "charge", Iteration: 1}, 1); key != want {
 			t.Errorf("key = %s, want %s", key, want)
 		}
 	}

@@ -1,4 +1,5 @@
-// Package nodeworker is the worker daemon: it connects to NATS, registers
+// Package nodeworker is the worker daemon: through the daemons' shared
+// bootstrap (internal/daemon) it connects to NATS, registers
 // the built-in node executors (package builtin) and runs a worker (package
 // worker) on the configured task queues until its context ends, then drains.
 //
@@ -31,19 +32,17 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/weft-dev/weft/internal/cmdmain"
+	"github.com/weft-dev/weft/internal/daemon"
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/natsconn"
 	"github.com/weft-dev/weft/internal/setup"
 	"github.com/weft-dev/weft/internal/telemetry"
+	"github.com/weft-dev/weft/internal/worker"
+	"github.com/weft-dev/weft/internal/worker/builtin"
 	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/events"
-	"github.com/weft-dev/weft/pkg/worker"
-	"github.com/weft-dev/weft/pkg/worker/builtin"
 )
 
 // ErrUsage is wrapped by errors about the command line and configuration;
@@ -134,7 +133,7 @@ func parse(args []string, stderr io.Writer) (*Config, error) {
 	fs.StringVar(&cfg.LogLevel, "log-level", "info", "debug, info, warn or error (env WEFT_LOG_LEVEL)")
 	cfg.Executors.RegisterFlags(fs)
 	fs.StringVar(&cfg.HTTP, "http", "", "serve /metrics, /healthz and /readyz on this address, e.g. "+telemetry.DefaultHTTPAddr+" (\":9090\" is loopback; default off) (env WEFT_HTTP)")
-	if err := cmdmain.ParseFlags(fs, args, stderr); err != nil {
+	if err := daemon.ParseFlags(fs, args, stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
 		}
@@ -167,29 +166,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	level, _ := parseLevel(cfg.LogLevel)
-	log := slog.New(telemetry.LogHandler(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level})))
-	telemetry.LogErrors(log)
-	var topts []telemetry.Option
-	reg := prometheus.NewRegistry()
-	if cfg.HTTP != "" {
-		topts = append(topts, telemetry.WithPrometheus(reg))
-	}
-	shutdown, err := telemetry.Setup(ctx, "weft-nodeworker", topts...)
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrUsage, err)
-	}
-	defer func() {
-		if err := shutdown(context.WithoutCancel(ctx)); err != nil {
-			log.Warn("flushing telemetry", logattr.Error, err)
-		}
-	}()
-	telemetry.Announce(ctx, telemetry.ComponentWorker)
-
 	opts := []worker.Option{
 		worker.WithQueues(cfg.Queues...),
 		worker.WithConcurrency(cfg.Concurrency),
-		worker.WithLogger(log),
 		worker.WithDrainTimeout(cfg.DrainTimeout),
 	}
 	if cfg.Name != "" {
@@ -203,30 +182,28 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if cfg.Name != "" {
 		cfg.NATS.Name += " " + cfg.Name
 	}
-	// A server that is not up yet is waited for, like a lost one.
-	nc, err := cfg.NATS.Connect("", nats.RetryOnFailedConnect(true))
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	pr := &probe{js: js, stream: cfg.NATS.Stream, queues: cfg.Queues}
-	if cfg.HTTP != "" {
-		addr, _ := telemetry.HTTPAddr(cfg.HTTP)
-		srv, err := telemetry.Serve(ctx, addr, reg, pr.ready, log)
-		if err != nil {
-			return err
-		}
-		defer srv.Close()
-	}
-	defer telemetry.ObserveQueues(pr.queueStats)()
-	store, err := cfg.NATS.OpenStore(ctx, nc, log)
-	if err != nil {
-		return setupError(ctx, log, err)
-	}
+	level, _ := parseLevel(cfg.LogLevel)
+	var pr *probe
+	return daemon.Boot(ctx, stderr, daemon.Spec{
+		Service: "weft-nodeworker", Component: telemetry.ComponentWorker,
+		NATS: cfg.NATS, Level: level, HTTP: cfg.HTTP, Usage: ErrUsage,
+		Ready: func(nc *nats.Conn) func(context.Context) error {
+			js, _ := jetstream.New(nc) // fails only on invalid options; none are given
+			pr = &probe{js: js, stream: cfg.NATS.Stream, queues: cfg.Queues}
+			return pr.ready
+		},
+		Stopped: "stopped before the worker was ready",
+	}, func(ctx context.Context, env daemon.Env) error {
+		defer telemetry.ObserveQueues(pr.queueStats)()
+		return work(ctx, env.Log, cfg, env.Store, opts)
+	})
+}
+
+// work runs the worker until ctx ends: it sets up the queues' consumers,
+// then runs a worker with the built-in executors, and sets up again when
+// the worker could not start.
+func work(ctx context.Context, log *slog.Logger, cfg *Config, store events.Store, opts []worker.Option) error {
+	opts = append(opts, worker.WithLogger(log))
 	log.Info("built-in executors configured", cfg.Executors.describe()...)
 	var backoff setup.Backoff
 	for {
@@ -263,12 +240,12 @@ func ensureQueues(ctx context.Context, log *slog.Logger, cfg *Config, store even
 	opts := workqueue.QueueOptions{AckWait: cfg.AckWait, Logger: log}
 	for _, q := range cfg.Queues {
 		err := setup.Retry(ctx, log, "the consumer of queue "+q, natsconn.Fatal, func(ctx context.Context) error {
-			if err := setup.Connected(eventstore.JetStream(store).Conn()); err != nil {
+			if err := setup.Connected(eventlog.JetStream(store).Conn()); err != nil {
 				return err
 			}
 			attempt, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
-			_, err := workqueue.EnsureQueue(attempt, eventstore.JetStream(store), store.StreamName(), q, opts)
+			_, err := workqueue.EnsureQueue(attempt, eventlog.JetStream(store), store.StreamName(), q, opts)
 			return err
 		})
 		if err != nil {

@@ -13,7 +13,6 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/internal/nodeworker"
 	"github.com/weft-dev/weft/internal/workqueue"
@@ -121,7 +120,7 @@ func setup(t *testing.T) (*server.Server, events.Store) {
 func publish(t *testing.T, st events.Store, run, node, typ, config, input string) {
 	t.Helper()
 	ref := events.NodeRef{Node: node, Iteration: 1}
-	d := &events.NodeReadyData{NodeRef: ref, Attempt: 1, Type: typ, Queue: worker.DefaultQueue, IdempotencyKey: eventstore.IdempotencyKey(run, ref, 1)}
+	d := &events.NodeReadyData{NodeRef: ref, Attempt: 1, Type: typ, Queue: worker.DefaultQueue, IdempotencyKey: eventlog.IdempotencyKey(run, ref, 1)}
 	if config != "" {
 		d.Config = []byte(config)
 	}
@@ -132,7 +131,7 @@ func publish(t *testing.T, st events.Store, run, node, typ, config, input string
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := eventstore.Append(context.Background(), st, run, events.AnySeq, ev); err != nil {
+	if _, err := eventlog.Append(context.Background(), st, run, events.AnySeq, ev); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -142,7 +141,7 @@ func publish(t *testing.T, st events.Store, run, node, typ, config, input string
 func waitPulling(t *testing.T, st events.Store, n int) {
 	t.Helper()
 	waitUntil(t, strconv.Itoa(n)+" workers pulling", 20*time.Second, func() bool {
-		c, err := eventstore.JetStream(st).Consumer(context.Background(), st.StreamName(), workqueue.QueueConsumer(worker.DefaultQueue))
+		c, err := eventlog.JetStream(st).Consumer(context.Background(), st.StreamName(), workqueue.QueueConsumer(worker.DefaultQueue))
 		if err != nil {
 			return false
 		}

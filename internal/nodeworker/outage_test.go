@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/weft-dev/weft/internal/embedded"
-	"github.com/weft-dev/weft/internal/eventstore"
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/internal/nodeworker"
 	"github.com/weft-dev/weft/pkg/events"
@@ -54,7 +54,7 @@ func TestRunRidesOutAnOutage(t *testing.T) {
 func TestRunRefusesAnUnsafeStream(t *testing.T) {
 	srv := natstest.Server(t)
 	_, js := natstest.Connect(t, srv)
-	sc := eventstore.StreamConfig()
+	sc := eventlog.OpenStreamConfig()
 	sc.AllowAtomicPublish = false
 	if _, err := js.CreateStream(context.Background(), sc); err != nil {
 		t.Fatal(err)

@@ -14,7 +14,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
-	"github.com/weft-dev/weft/internal/eventstore"
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/proctest"
 	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/events"
@@ -241,13 +241,13 @@ func TestProcessWaitsForItsServer(t *testing.T) {
 func setAckWait(t *testing.T, st events.Store, d time.Duration) {
 	t.Helper()
 	ctx := context.Background()
-	c, err := eventstore.JetStream(st).Consumer(ctx, st.StreamName(), workqueue.QueueConsumer(worker.DefaultQueue))
+	c, err := eventlog.JetStream(st).Consumer(ctx, st.StreamName(), workqueue.QueueConsumer(worker.DefaultQueue))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cc := c.CachedInfo().Config
 	cc.AckWait = d
-	if _, err := eventstore.JetStream(st).UpdateConsumer(ctx, st.StreamName(), cc); err != nil {
+	if _, err := eventlog.JetStream(st).UpdateConsumer(ctx, st.StreamName(), cc); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -13,16 +13,16 @@ package provision
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/coordinator"
-	"github.com/weft-dev/weft/internal/eventstore"
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/runs"
 	"github.com/weft-dev/weft/internal/schedule"
+	"github.com/weft-dev/weft/internal/setup"
 	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/events"
 )
@@ -52,37 +52,20 @@ func Run(ctx context.Context, store events.Store, o Options) ([]string, error) {
 	if o.LeaseTTL == 0 {
 		o.LeaseTTL = DefaultLeaseTTL
 	}
-	if err := eventstore.EnsureTimers(ctx, store); err != nil {
+	if err := eventlog.EnsureTimers(ctx, store); err != nil {
 		return nil, err
 	}
 	buckets := []jetstream.KeyValueConfig{
-		{
-			Bucket:      workqueue.WorkersBucket,
-			Description: "Weft workers: the queues and node types each live worker serves",
-			TTL:         workqueue.AnnounceTTL,
-			History:     1,
-			Replicas:    o.Replicas,
-		},
-		{
-			Bucket:      coordinator.SnapshotsBucket,
-			Description: "Weft run snapshots: the latest checkpoint of each run's projection",
-			History:     1,
-			Replicas:    o.Replicas,
-		},
-		{
-			Bucket:      coordinator.LeasesBucket,
-			Description: "Weft coordinator partition leases and announcements",
-			History:     1,
-			TTL:         o.LeaseTTL,
-			Replicas:    o.Replicas,
-		},
+		workqueue.WorkersKVConfig(o.Replicas),
+		coordinator.SnapshotsKVConfig(o.Replicas),
+		coordinator.LeasesKVConfig(o.LeaseTTL, o.Replicas),
 		runs.KVConfig(o.Replicas),
 	}
 	buckets = append(buckets, schedule.KVConfigs(o.Replicas)...)
-	js := eventstore.JetStream(store)
+	js := eventlog.JetStream(store)
 	names := make([]string, len(buckets))
 	for i, b := range buckets {
-		if _, err := js.CreateKeyValue(ctx, b); err != nil && !errors.Is(err, jetstream.ErrBucketExists) {
+		if _, _, err := setup.CreateKV(ctx, js, b); err != nil {
 			return nil, fmt.Errorf("creating KV bucket %s: %w", b.Bucket, err)
 		}
 		names[i] = b.Bucket

@@ -57,7 +57,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/natsconn"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/internal/proctest"
@@ -451,7 +450,7 @@ func TestChaos(t *testing.T) {
 	// a short ack wait (so that the work of a killed worker comes back
 	// within seconds). The client starts and reads the runs.
 	st, admin := openStores(t, c, 2*time.Second)
-	js := eventstore.JetStream(admin)
+	js := eventlog.JetStream(admin)
 	if err := retry(60*time.Second, func(ctx context.Context) error {
 		_, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: ledger.Bucket, Replicas: 3, Storage: jetstream.FileStorage})
 		return err
@@ -646,7 +645,7 @@ func TestChaos(t *testing.T) {
 	deadline := time.Now().Add(cfg.endBound)
 	for len(ended) < len(runs) && time.Now().Before(deadline) {
 		_ = retry(10*time.Second, func(ctx context.Context) error {
-			s, err := eventstore.JetStream(st).Stream(ctx, st.StreamName())
+			s, err := eventlog.JetStream(st).Stream(ctx, st.StreamName())
 			if err != nil {
 				return err
 			}

@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/coordinator"
-	"github.com/weft-dev/weft/internal/eventstore"
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
@@ -105,7 +105,7 @@ func waitHolders(t *testing.T, st events.Store, timeout time.Duration, what stri
 	var lastErr error
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		h, err := leaseHolders(ctx, eventstore.JetStream(st))
+		h, err := leaseHolders(ctx, eventlog.JetStream(st))
 		cancel()
 		if err == nil {
 			last = h

@@ -19,7 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
+	"github.com/weft-dev/weft/internal/setup"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
@@ -57,12 +57,9 @@ func OpenObjectStore(ctx context.Context, js jetstream.JetStream, bucket, stream
 		if s, serr := js.Stream(ctx, stream); serr == nil {
 			replicas = max(s.CachedInfo().Config.Replicas, 1)
 		}
-		o, err = js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{
+		o, err = setup.CreateObjectStore(ctx, js, jetstream.ObjectStoreConfig{
 			Bucket: bucket, Description: "Weft archive: the logs of removed runs, one gzip object per run", Replicas: replicas,
 		})
-		if errors.Is(err, jetstream.ErrBucketExists) {
-			o, err = js.ObjectStore(ctx, bucket)
-		}
 	}
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return nil, fmt.Errorf("archive bucket %s does not exist (create it with 'weft admin retention -archive %s -create-archive', or name another): %w", bucket, bucket, err)
@@ -186,7 +183,7 @@ func Encode(ctx context.Context, store events.Store, run string) ([]byte, int, e
 	if err != nil {
 		return nil, 0, fmt.Errorf("archiving run %s: %w", run, err)
 	}
-	st, err := eventstore.JetStream(store).Stream(ctx, store.StreamName())
+	st, err := eventlog.JetStream(store).Stream(ctx, store.StreamName())
 	if err != nil {
 		return nil, 0, fmt.Errorf("archiving run %s: %w", run, err)
 	}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/coordinator"
-	"github.com/weft-dev/weft/internal/eventstore"
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/internal/runs"
 	"github.com/weft-dev/weft/pkg/client"
@@ -79,7 +79,7 @@ func waitIndexed(t *testing.T, ctx context.Context, store events.Store, want map
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		m, err := runs.Open(ctx, eventstore.JetStream(store))
+		m, err := runs.Open(ctx, eventlog.JetStream(store))
 		missing := ""
 		if err == nil {
 			for run, st := range want {

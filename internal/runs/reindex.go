@@ -12,7 +12,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
 )
@@ -38,7 +37,7 @@ func Reindex(ctx context.Context, store events.Store, def time.Duration, log *sl
 	if log == nil {
 		log = slog.Default()
 	}
-	js := eventstore.JetStream(store)
+	js := eventlog.JetStream(store)
 	m, err := Ensure(ctx, js, store.StreamName(), log)
 	if err != nil {
 		return nil, fmt.Errorf("reindex: %w", err)

@@ -13,7 +13,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -102,7 +101,7 @@ func (p *purger) stream(ctx context.Context, name string) (jetstream.Stream, err
 	if st, ok := p.streams[name]; ok {
 		return st, nil
 	}
-	st, err := eventstore.JetStream(p.store).Stream(ctx, name)
+	st, err := eventlog.JetStream(p.store).Stream(ctx, name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, nil
 	}
@@ -117,8 +116,8 @@ func (p *purger) purge(ctx context.Context, run string) error {
 	store := p.store
 	targets := []struct{ stream, filter string }{
 		{store.StreamName(), eventlog.RunFilter(run)},
-		{eventstore.Must(store).TimerStream(), eventlog.ScheduleFilter(run)},
-		{eventstore.Must(store).TimerStream(), eventlog.FiredSubject(run)},
+		{eventlog.Must(store).TimerStream(), eventlog.ScheduleFilter(run)},
+		{eventlog.Must(store).TimerStream(), eventlog.FiredSubject(run)},
 		{"KV_" + snapshotsBucket, "$KV." + snapshotsBucket + "." + run},
 		{bucketStream, subjectOf("*." + run)},
 	}
@@ -172,7 +171,7 @@ func Sweep(ctx context.Context, store events.Store, archive Archive, now time.Ti
 	if log == nil {
 		log = slog.Default()
 	}
-	m, err := Open(ctx, eventstore.JetStream(store))
+	m, err := Open(ctx, eventlog.JetStream(store))
 	if err != nil {
 		return nil, fmt.Errorf("retention: %w", err)
 	}

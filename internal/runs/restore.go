@@ -12,7 +12,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
 )
@@ -113,7 +112,7 @@ func restore(ctx context.Context, p *purger, archive Archive, run string, def ti
 	}
 	// The read-model entry goes first: marked restored, it is what lets
 	// the coordinators pass the run's restored messages over.
-	m, err := Ensure(ctx, eventstore.JetStream(store), store.StreamName(), nil)
+	m, err := Ensure(ctx, eventlog.JetStream(store), store.StreamName(), nil)
 	if err != nil {
 		return nil, fmt.Errorf("restoring run %s: %w", run, err)
 	}
@@ -143,7 +142,7 @@ func restore(ctx context.Context, p *purger, archive Archive, run string, def ti
 // restoreBatch (an atomic batch costs the server a temporary store, more
 // than a few single appends). It returns the sequence of the last.
 func republish(ctx context.Context, store events.Store, run string, recs []record, last uint64) (uint64, error) {
-	js := eventstore.JetStream(store)
+	js := eventlog.JetStream(store)
 	expect := func(m *nats.Msg, seq uint64) *nats.Msg {
 		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(seq, 10))
 		m.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, eventlog.RunFilter(run))
@@ -171,7 +170,7 @@ func republish(ctx context.Context, store events.Store, run string, recs []recor
 		}
 		expect(msgs[0], last)
 		var err error
-		if last, err = eventstore.PublishAtomic(ctx, store, msgs); err != nil {
+		if last, err = eventlog.PublishAtomic(ctx, store, msgs); err != nil {
 			return 0, err
 		}
 	}

@@ -13,7 +13,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/internal/runs"
 	"github.com/weft-dev/weft/pkg/events"
@@ -146,7 +145,7 @@ func TestRestoreFoldsAsBefore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := eventstore.JetStream(f.store).Stream(ctx, f.store.StreamName())
+	st, err := eventlog.JetStream(f.store).Stream(ctx, f.store.StreamName())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,12 +185,12 @@ func TestRestoreFoldsAsBefore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	msg, err := eventstore.Encode(sig)
+	msg, err := eventlog.Encode(sig)
 	if err != nil {
 		t.Fatal(err)
 	}
 	msg.Header.Set(eventlog.HdrRestored, time.Now().Add(-time.Hour).UTC().Format(time.RFC3339Nano))
-	if _, err := eventstore.JetStream(f.store).PublishMsg(ctx, msg); err != nil {
+	if _, err := eventlog.JetStream(f.store).PublishMsg(ctx, msg); err != nil {
 		t.Fatal(err)
 	}
 	if st := natstest.WaitEnded(t, f.store, []string{f.waiting}, 30*time.Second)[f.waiting]; st.Status != projection.RunCompleted {
@@ -219,7 +218,7 @@ func TestRestoreFoldsAsBefore(t *testing.T) {
 // had every message delivered and acknowledged.
 func waitConsumersIdle(t *testing.T, ctx context.Context, store events.Store) {
 	t.Helper()
-	st, err := eventstore.JetStream(store).Stream(ctx, store.StreamName())
+	st, err := eventlog.JetStream(store).Stream(ctx, store.StreamName())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +255,7 @@ func waitConsumersIdle(t *testing.T, ctx context.Context, store events.Store) {
 func TestArchiveSettingsRefused(t *testing.T) {
 	ctx := timeout(t)
 	_, store := natstest.Store(t)
-	js := eventstore.JetStream(store)
+	js := eventlog.JetStream(store)
 	dir := t.TempDir()
 	arch, err := runs.OpenDir(dir)
 	if err != nil {

@@ -14,7 +14,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/internal/runs"
 	"github.com/weft-dev/weft/pkg/client"
@@ -213,7 +212,7 @@ func TestReadModelFilters(t *testing.T) {
 func TestListWithoutEventsStream(t *testing.T) {
 	ctx := timeout(t)
 	f := newFixture(t, ctx)
-	js := eventstore.JetStream(f.store)
+	js := eventlog.JetStream(f.store)
 	// The coordinator may still write to the stream; once it is gone, it
 	// has nothing to decide.
 	if err := js.DeleteStream(ctx, f.store.StreamName()); err != nil {
@@ -241,7 +240,7 @@ func TestReindexEqualsLive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	js := eventstore.JetStream(f.store)
+	js := eventlog.JetStream(f.store)
 	if err := js.DeleteKeyValue(ctx, runs.Bucket); err != nil {
 		t.Fatal(err)
 	}
@@ -286,7 +285,7 @@ func TestReindexEqualsLive(t *testing.T) {
 // subjectsOf counts the subjects the run has in the stream.
 func subjectsOf(t *testing.T, ctx context.Context, store events.Store, stream, filter string) int {
 	t.Helper()
-	st, err := eventstore.JetStream(store).Stream(ctx, stream)
+	st, err := eventlog.JetStream(store).Stream(ctx, stream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +319,7 @@ func TestRetentionArchivesAndRemoves(t *testing.T) {
 		}
 		live[r] = st
 	}
-	arch, err := runs.OpenObjectStore(ctx, eventstore.JetStream(f.store), runs.ArchiveBucket, f.store.StreamName(), true)
+	arch, err := runs.OpenObjectStore(ctx, eventlog.JetStream(f.store), runs.ArchiveBucket, f.store.StreamName(), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -414,10 +413,10 @@ func TestArchiveFailureKeepsLog(t *testing.T) {
 		t.Errorf("read model after a failed archive: %d runs, %v; want %d", len(list), err, len(f.all))
 	}
 	// A directory archive that does not exist is refused by name.
-	if _, err := runs.ParseArchive(ctx, eventstore.JetStream(f.store), f.store.StreamName(), "dir:/nonexistent/weft", false); err == nil || !strings.Contains(err.Error(), "dir:/nonexistent/weft") {
+	if _, err := runs.ParseArchive(ctx, eventlog.JetStream(f.store), f.store.StreamName(), "dir:/nonexistent/weft", false); err == nil || !strings.Contains(err.Error(), "dir:/nonexistent/weft") {
 		t.Errorf("missing archive directory: %v", err)
 	}
-	if _, err := runs.ParseArchive(ctx, eventstore.JetStream(f.store), f.store.StreamName(), "nosuchbucket", false); err == nil || !strings.Contains(err.Error(), "nosuchbucket") {
+	if _, err := runs.ParseArchive(ctx, eventlog.JetStream(f.store), f.store.StreamName(), "nosuchbucket", false); err == nil || !strings.Contains(err.Error(), "nosuchbucket") {
 		t.Errorf("missing archive bucket: %v", err)
 	}
 	// A run started with a negative retention is refused, and nothing starts.
@@ -437,7 +436,7 @@ func TestArchiveFailureKeepsLog(t *testing.T) {
 func TestLostPutRepaired(t *testing.T) {
 	ctx := timeout(t)
 	f := newFixture(t, ctx)
-	m, err := runs.Open(ctx, eventstore.JetStream(f.store))
+	m, err := runs.Open(ctx, eventlog.JetStream(f.store))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -467,7 +466,7 @@ func TestLostPutRepaired(t *testing.T) {
 func TestListMidMove(t *testing.T) {
 	ctx := timeout(t)
 	_, store := natstest.Store(t)
-	m, err := runs.Ensure(ctx, eventstore.JetStream(store), store.StreamName(), quiet(t))
+	m, err := runs.Ensure(ctx, eventlog.JetStream(store), store.StreamName(), quiet(t))
 	if err != nil {
 		t.Fatal(err)
 	}

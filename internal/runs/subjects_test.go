@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/internal/runs"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -67,7 +66,7 @@ func TestSubjectsPerRunBounded(t *testing.T) {
 		t.Errorf("the big run left %d subjects, over the bound %d", nb, runs.SubjectsPerRun(1))
 	}
 	for _, run := range []string{small, big} {
-		if n := subjectsOf(t, ctx, store, eventstore.Must(store).TimerStream(), eventlog.ScheduleFilter(run)); n != 0 {
+		if n := subjectsOf(t, ctx, store, eventlog.Must(store).TimerStream(), eventlog.ScheduleFilter(run)); n != 0 {
 			t.Errorf("run %s left %d pending timers after its end", run, n)
 		}
 	}

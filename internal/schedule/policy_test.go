@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weft-dev/weft/internal/eventstore"
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/schedule"
 	"github.com/weft-dev/weft/pkg/events"
 )
@@ -26,7 +26,7 @@ func (e *env) complete(run string) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if _, err := eventstore.Must(e.st).AppendDecisions(e.ctx, run, 0, ev); err != nil {
+	if _, err := eventlog.Must(e.st).AppendDecisions(e.ctx, run, 0, ev); err != nil {
 		e.t.Fatal(err)
 	}
 }
@@ -60,7 +60,7 @@ func TestOverlapPolicies(t *testing.T) {
 		}
 		first := st.Fires[0].RunID
 		var req *events.RunCancelRequestedData
-		_ = eventstore.Each(e.ctx, e.st, first, 0, 0, func(ev *events.Event) error {
+		_ = eventlog.Each(e.ctx, e.st, first, 0, 0, func(ev *events.Event) error {
 			if ev.Type == events.RunCancelRequested {
 				p, _ := ev.Payload()
 				req = p.(*events.RunCancelRequestedData)

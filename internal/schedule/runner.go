@@ -15,7 +15,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/setup"
 	"github.com/weft-dev/weft/pkg/events"
@@ -50,7 +49,7 @@ func WithDurable(d string) Option { return func(r *Runner) { r.durable = d } }
 
 // NewRunner returns the runner of the schedules of store's deployment.
 func NewRunner(store events.Store, opts ...Option) *Runner {
-	r := &Runner{store: store, js: eventstore.JetStream(store), durable: "coordinator", log: slog.Default(), now: time.Now}
+	r := &Runner{store: store, js: eventlog.JetStream(store), durable: "coordinator", log: slog.Default(), now: time.Now}
 	for _, o := range opts {
 		o(r)
 	}
@@ -224,7 +223,7 @@ func (r *Runner) publishAt(ctx context.Context, subject, name string, at time.Ti
 
 // disarm drops a deleted schedule's pending fires and its state.
 func (r *Runner) disarm(ctx context.Context, name string) error {
-	ts, err := r.js.Stream(ctx, eventstore.Must(r.store).TimerStream())
+	ts, err := r.js.Stream(ctx, eventlog.Must(r.store).TimerStream())
 	if err != nil {
 		return err
 	}
@@ -244,7 +243,7 @@ func (r *Runner) disarm(ctx context.Context, name string) error {
 // consume handles the fires until ctx ends.
 func (r *Runner) consume(ctx context.Context) {
 	for ctx.Err() == nil {
-		cons, err := r.js.CreateOrUpdateConsumer(ctx, eventstore.Must(r.store).TimerStream(), jetstream.ConsumerConfig{
+		cons, err := r.js.CreateOrUpdateConsumer(ctx, eventlog.Must(r.store).TimerStream(), jetstream.ConsumerConfig{
 			Durable:       ConsumerName(r.durable),
 			Description:   "Weft coordinators: schedules' fires",
 			FilterSubject: eventlog.ScheduleFires,
@@ -415,7 +414,7 @@ func (r *Runner) putState(ctx context.Context, name string, st *State, rev uint6
 func (r *Runner) stillRunning(ctx context.Context, runs []string) ([]string, error) {
 	var out []string
 	for _, run := range runs {
-		ended, err := eventstore.HasEnd(ctx, r.store, run)
+		ended, err := eventlog.HasEnd(ctx, r.store, run)
 		if err != nil {
 			return nil, err
 		}

@@ -11,7 +11,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/internal/schedule"
 	"github.com/weft-dev/weft/pkg/events"
@@ -58,7 +57,7 @@ func (e *env) waitBuckets() {
 	e.t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		ss, err := schedule.Open(e.ctx, eventstore.JetStream(e.st))
+		ss, err := schedule.Open(e.ctx, eventlog.JetStream(e.st))
 		if err == nil {
 			e.ss = ss
 			return
@@ -123,7 +122,7 @@ func (e *env) waitFires(name string, n int, within time.Duration) *schedule.Stat
 // starts counts the run-started events in the log.
 func (e *env) starts() int {
 	e.t.Helper()
-	s, err := eventstore.JetStream(e.st).Stream(e.ctx, e.st.StreamName())
+	s, err := eventlog.JetStream(e.st).Stream(e.ctx, e.st.StreamName())
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -141,7 +140,7 @@ func (e *env) starts() int {
 func (e *env) started(run string) *events.RunStartedData {
 	e.t.Helper()
 	var d *events.RunStartedData
-	err := eventstore.Each(e.ctx, e.st, run, 0, 0, func(ev *events.Event) error {
+	err := eventlog.Each(e.ctx, e.st, run, 0, 0, func(ev *events.Event) error {
 		if ev.Type == events.RunStarted {
 			p, err := ev.Payload()
 			if err != nil {

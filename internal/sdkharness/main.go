@@ -44,7 +44,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/weft-dev/weft/internal/eventstore"
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/weft"
@@ -193,7 +193,7 @@ func wire(req request) map[string]any {
 		return map[string]any{"error": err.Error()}
 	}
 	fresh.TraceParent, fresh.TraceState, fresh.Queue = ev.TraceParent, ev.TraceState, ev.Queue
-	msg, err := eventstore.Encode(fresh)
+	msg, err := eventlog.Encode(fresh)
 	if err != nil {
 		return map[string]any{"error": err.Error()}
 	}

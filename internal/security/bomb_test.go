@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weft-dev/weft/internal/eventstore"
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/proctest"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
@@ -57,7 +57,7 @@ func TestGraphBombRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	sent := time.Now()
-	if _, err := eventstore.Append(ctx, st, run, 0, e); err != nil {
+	if _, err := eventlog.Append(ctx, st, run, 0, e); err != nil {
 		t.Fatal(err)
 	}
 	cl := client.New(st)

@@ -12,7 +12,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
@@ -88,7 +87,7 @@ func TestMsgIDSquattingCaught(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seq, err := eventstore.Append(ctx, coord, run, events.AnySeq, e)
+	seq, err := eventlog.Append(ctx, coord, run, events.AnySeq, e)
 	switch {
 	case errors.Is(err, events.ErrDuplicateMismatch):
 		// Caught, and reported to the caller.
@@ -124,7 +123,7 @@ func TestGapScheduleForgesDecision(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := eventstore.Encode(e)
+	m, err := eventlog.Encode(e)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +209,7 @@ func TestGapWriterChosenTTL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := eventstore.Encode(sig)
+	m, err := eventlog.Encode(sig)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,6 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -21,8 +20,8 @@ import (
 
 // TestWorkerReadsBySubjectOnly: a worker reads with direct gets of a
 // subject's last message, the subject named in the request subject, for
-// runs' starts and its own queue's outcomes (pkg/worker, eventstore.LastOn),
-// and counts runs' ends with stream information (eventstore.HasEnd). The gets
+// runs' starts and its own queue's outcomes (pkg/worker, eventlog.LastOn),
+// and counts runs' ends with stream information (eventlog.HasEnd). The gets
 // that carry what they read in the body (a get on the stream leader, a
 // batched direct get) are refused, and so is a direct get of any other
 // subject: runs' ends (their outputs), another queue's work items,
@@ -49,7 +48,7 @@ func TestWorkerReadsBySubjectOnly(t *testing.T) {
 			t.Fatalf("the worker's read of %s: %v", rest, err)
 		}
 	}
-	if ended, err := eventstore.HasEnd(ctx, openStore(t, w), secret); err != nil || !ended {
+	if ended, err := eventlog.HasEnd(ctx, openStore(t, w), secret); err != nil || !ended {
 		t.Fatalf("the worker's count of the run's ends: %v, %v", ended, err)
 	}
 	byBody, _ := json.Marshal(map[string]any{"seq": ack.Sequence})
@@ -82,7 +81,7 @@ func TestWorkerReadsBySubjectOnly(t *testing.T) {
 // start, by its id: by design) is also the right to read the last on
 // weft.r.*.*.c.started: the start most recently written, in the stream or
 // in one slot, without knowing its id. This is why the worker counts
-// runs' ends (eventstore.HasEnd) instead of reading them: the same right on
+// runs' ends (eventlog.HasEnd) instead of reading them: the same right on
 // d.completed would show any run's output. Open (deploy/SECURITY.md, gap
 // 2); this test fails once NATS refuses it.
 func TestGapWorkerWildcardLastGet(t *testing.T) {

@@ -12,7 +12,6 @@ import (
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/engine"
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -586,7 +585,7 @@ edges:
 	// and fires in the timers stream; the coordinator that comes back
 	// appends it to the run.
 	h.stopCoordinator()
-	ts, err := eventstore.JetStream(h.st).Stream(h.ctx, eventstore.Must(h.st).TimerStream())
+	ts, err := eventlog.JetStream(h.st).Stream(h.ctx, eventlog.Must(h.st).TimerStream())
 	if err != nil {
 		t.Fatal(err)
 	}

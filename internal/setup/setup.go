@@ -1,6 +1,12 @@
 // Package setup creates and checks the JetStream resources Weft's processes
-// share (the events stream, the queue and coordinator consumers, the KV
-// buckets), and retries setup while NATS is not ready.
+// share (the events and timers streams, the queue and coordinator
+// consumers, the KV buckets, the archive's object store), and retries
+// setup while NATS is not ready. It is the one place that creates them
+// (create.go: CreateStream, CreateConsumer, CreateKV, CreateObjectStore);
+// each resource's configuration stays with its owner (eventlog, workqueue,
+// coordinator, runs), and internal/provision is the admin's set of them
+// ('weft roles -setup', the embedded engine under roles, the tests).
+// Layer: a foundation; it imports nothing of Weft's but logattr.
 //
 // The rule for shared settings: a process creates a missing resource with
 // its own configuration; an existing one is used as it is, and each setting
@@ -178,15 +184,9 @@ func Connected(nc *nats.Conn) error {
 // An existing bucket is used as it is; its replicas, TTL and history, where
 // they differ from cfg, are logged once.
 func EnsureKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig, log *slog.Logger) (jetstream.KeyValue, error) {
-	kv, err := js.KeyValue(ctx, cfg.Bucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = js.CreateKeyValue(ctx, cfg)
-		if err == nil {
-			return kv, nil
-		}
-		if errors.Is(err, jetstream.ErrBucketExists) {
-			kv, err = js.KeyValue(ctx, cfg.Bucket)
-		}
+	kv, created, err := CreateKV(ctx, js, cfg)
+	if err == nil && created {
+		return kv, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("setting up KV bucket %s: %w", cfg.Bucket, err)

@@ -14,7 +14,7 @@
 //     beyond it, expected-last-subject-sequence checks over every message on
 //     a filter, durable message schedules that the server fires at or after
 //     their time) and memStore, an events.Store with the production store's
-//     client semantics over it (encoding through eventstore.Encode, reading
+//     client semantics over it (encoding through eventlog.Encode, reading
 //     through events.DecodeStored, chained appends, duplicate acks
 //     confirmed, a repeated run start answered with the recorded one).
 //     JetStream() is nil, so the coordinator sets up no queue consumers

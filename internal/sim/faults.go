@@ -10,7 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/weft-dev/weft/internal/eventstore"
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
@@ -169,7 +169,7 @@ func (p *procStore) Append(ctx context.Context, runID string, expectLast uint64,
 	if s.chance(AppendFail, 0.04) {
 		// Part of a chain may be written before the failure.
 		if k := s.rng.IntN(len(evs)); k > 0 {
-			_, _ = s.store.Append(ctx, runID, expectLast, evs[:k]...)
+			_, _ = s.store.append(ctx, runID, expectLast, evs[:k]...)
 		}
 		s.note("%s: append of %d event(s) to %s fails before write", p.name, len(evs), runID)
 		return 0, fmt.Errorf("%w: append failed: %w", errInjected, context.DeadlineExceeded)
@@ -179,11 +179,11 @@ func (p *procStore) Append(ctx context.Context, runID string, expectLast uint64,
 		s.note("%s: append to %s takes %v", p.name, runID, d)
 		s.advance(d)
 	}
-	seq, err := s.store.Append(ctx, runID, expectLast, evs...)
+	seq, err := s.store.append(ctx, runID, expectLast, evs...)
 	if err == nil && s.chance(DupPublish, 0.05) {
 		// A retried publish: at once (de-duplicated), or late.
 		if s.rng.IntN(2) == 0 {
-			_, _ = s.store.Append(ctx, runID, expectLast, evs...)
+			_, _ = s.store.append(ctx, runID, expectLast, evs...)
 		} else {
 			at := s.clock.now.Add(time.Duration(s.rng.Int64N(int64(3 * s.cfg.DedupWindow))))
 			s.later = append(s.later, lateDup{at: at, run: runID, expect: expectLast, evs: evs})
@@ -211,7 +211,7 @@ func (p *procStore) Append(ctx context.Context, runID string, expectLast uint64,
 // AppendDecisions is Append of decisions, marked as such.
 func (p *procStore) AppendDecisions(ctx context.Context, runID string, expectLast uint64, evs ...*events.Event) (uint64, error) {
 	for _, e := range evs {
-		eventstore.MarkDecision(e)
+		eventlog.MarkDecision(e)
 	}
 	return p.Append(ctx, runID, expectLast, evs...)
 }

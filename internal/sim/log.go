@@ -13,7 +13,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
@@ -66,6 +65,8 @@ type memLog struct {
 	dedup    map[string]dedupEntry
 	scheds   map[string]*schedule
 	schedSeq uint64
+	// fresh counts the ids made fresh for events whose id was taken.
+	fresh int
 	// onAppend is called for every message written, in order.
 	onAppend func(*message)
 	// lateTimer, when set, says how late the server fires a timer.
@@ -248,13 +249,13 @@ func (l *memLog) pendingTimersOf(run string) []string {
 // message, a repeated run start answered with the recorded one.
 type memStore struct{ log *memLog }
 
-var _ events.Store = (*memStore)(nil)
+var _ eventlog.Engine = (*memStore)(nil)
 
 func (s *memStore) encode(e *events.Event) (*nats.Msg, error) {
 	if !eventlog.ValidToken(e.RunID) {
 		return nil, fmt.Errorf("%w: run id %q", events.ErrInvalidID, e.RunID)
 	}
-	m, err := eventstore.Encode(e)
+	m, err := eventlog.Encode(e)
 	if err != nil {
 		return nil, err
 	}
@@ -270,7 +271,27 @@ func (s *memStore) encode(e *events.Event) (*nats.Msg, error) {
 	return m, nil
 }
 
-func (s *memStore) Append(_ context.Context, runID string, expectLast uint64, evs ...*events.Event) (uint64, error) {
+// Append appends facts, as the production store's Append: a decision is
+// refused (eventlog.CheckFacts).
+func (s *memStore) Append(ctx context.Context, runID string, expectLast uint64, evs ...*events.Event) (uint64, error) {
+	if err := eventlog.CheckFacts(evs); err != nil {
+		return 0, err
+	}
+	return s.append(ctx, runID, expectLast, evs...)
+}
+
+// AppendDecisions appends decisions, each marked as one, under the same
+// optimistic concurrency as the production store's.
+func (s *memStore) AppendDecisions(ctx context.Context, runID string, expectLast uint64, evs ...*events.Event) (uint64, error) {
+	for _, e := range evs {
+		eventlog.MarkDecision(e)
+	}
+	return s.append(ctx, runID, expectLast, evs...)
+}
+
+// append appends evs, facts or decisions: the simulated processes' appends
+// (procStore) reach the log through it, as the real ones reach JetStream.
+func (s *memStore) append(_ context.Context, runID string, expectLast uint64, evs ...*events.Event) (uint64, error) {
 	if len(evs) == 0 {
 		return expectLast, nil
 	}
@@ -290,25 +311,28 @@ func (s *memStore) Append(_ context.Context, runID string, expectLast uint64, ev
 		filter = eventlog.RunFilter(runID)
 	}
 	var last uint64
-	for _, m := range msgs {
+	for i, m := range msgs {
 		if expectLast != events.AnySeq {
 			m.Header.Set("Nats-Expected-Last-Subject-Sequence", strconv.FormatUint(expectLast, 10))
 			m.Header.Set("Nats-Expected-Last-Subject-Sequence-Subject", filter)
 		}
-		seq, dup, err := s.log.publish(m)
+		seq, err := s.publishOne(m)
+		if errors.Is(err, events.ErrDuplicateMismatch) {
+			// Someone took the id first: written under a fresh one, as
+			// the production store does (its suffix is random; here it
+			// counts, so that a seed replays exactly).
+			s.log.fresh++
+			id := m.Header.Get(nats.MsgIdHdr) + "~f" + strconv.Itoa(s.log.fresh)
+			m.Header.Set(nats.MsgIdHdr, id)
+			m.Header.Set("ce-id", id)
+			evs[i].ID = id
+			seq, err = s.publishOne(m)
+		}
 		if err != nil {
 			if expectLast == 0 && errors.Is(err, events.ErrConflict) && evs[0].Type == events.RunStarted {
 				return s.sameStart(evs[0])
 			}
 			return 0, err
-		}
-		if dup {
-			if err := s.confirm(m, seq); err != nil {
-				if expectLast == 0 && errors.Is(err, events.ErrConflict) && evs[0].Type == events.RunStarted {
-					return s.sameStart(evs[0])
-				}
-				return 0, err
-			}
 		}
 		last = seq
 		if expectLast != events.AnySeq {
@@ -316,6 +340,15 @@ func (s *memStore) Append(_ context.Context, runID string, expectLast uint64, ev
 		}
 	}
 	return last, nil
+}
+
+// publishOne publishes m, a duplicate confirmed (confirm).
+func (s *memStore) publishOne(m *nats.Msg) (uint64, error) {
+	seq, dup, err := s.log.publish(m)
+	if err == nil && dup {
+		err = s.confirm(m, seq)
+	}
+	return seq, err
 }
 
 // confirm checks that the message stored at seq is m, as the production

@@ -545,7 +545,7 @@ func (s *Sim) signalRun(r *simRun) {
 func (s *Sim) lateDuplicate() {
 	d := s.later[0]
 	s.later = s.later[1:]
-	_, err := s.store.Append(context.Background(), d.run, d.expect, d.evs...)
+	_, err := s.store.append(context.Background(), d.run, d.expect, d.evs...)
 	s.note("network: late duplicate of %d event(s) of %s (%s): %v", len(d.evs), d.run, d.evs[0].Type, err)
 }
 
@@ -562,7 +562,7 @@ func (s *Sim) junk() {
 		return
 	}
 	r := started[s.rng.IntN(len(started))]
-	base := "weft.r." + eventlog.Slot(r.id) + "." + r.id + "."
+	base := eventlog.RunBase(r.id)
 	subjects := []string{base + "d.retry", base + "d.routed", base + "w.default.invoked", base + "c.signal", base + "n.timer", base + "d.future"}
 	subj := subjects[s.rng.IntN(len(subjects))]
 	hdr := map[string][]string{}

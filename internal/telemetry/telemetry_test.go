@@ -15,7 +15,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/telemetry"
 	"github.com/weft-dev/weft/pkg/events"
 )
@@ -54,7 +53,7 @@ func TestTraceContextOnTheWire(t *testing.T) {
 	if a.TraceParent != want || b.TraceParent != want || a.TraceState != "weft=1" {
 		t.Fatalf("injected %q %q %q, want %q and tracestate weft=1", a.TraceParent, b.TraceParent, a.TraceState, want)
 	}
-	msg, err := eventstore.Encode(a)
+	msg, err := eventlog.Encode(a)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +86,7 @@ func TestNoSpanNoTraceHeaders(t *testing.T) {
 	if e.TraceParent != "" || e.TraceState != "" {
 		t.Fatalf("injected %q %q without a span", e.TraceParent, e.TraceState)
 	}
-	msg, err := eventstore.Encode(e)
+	msg, err := eventlog.Encode(e)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/weft-dev/weft/internal/eventstore"
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/internal/runs"
 	"github.com/weft-dev/weft/internal/ui"
@@ -65,7 +65,7 @@ func newDoor(t *testing.T, cfg ui.Config) *door {
 	cfg.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
 	ui.SetClock(&cfg, d.clk.now)
 	url, store := serve(t, cfg)
-	d.url, d.js, d.stream = url, eventstore.JetStream(store), store.StreamName()
+	d.url, d.js, d.stream = url, eventlog.JetStream(store), store.StreamName()
 	return d
 }
 
@@ -485,7 +485,7 @@ func TestUILiveLimits(t *testing.T) {
 // of them; it goes with the last.
 func TestUILiveSharesOneWatch(t *testing.T) {
 	url, store := serve(t, ui.Config{})
-	js := eventstore.JetStream(store)
+	js := eventlog.JetStream(store)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if _, err := runs.Ensure(ctx, js, store.StreamName(), slog.Default()); err != nil {

@@ -17,7 +17,7 @@ import (
 	"testing/fstest"
 	"time"
 
-	"github.com/weft-dev/weft/internal/eventstore"
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/internal/runs"
 	"github.com/weft-dev/weft/internal/ui"
@@ -256,7 +256,7 @@ func TestUIStart(t *testing.T) {
 		t.Errorf("Start on a taken port: %v, want it to say the address is in use", err)
 	}
 	// A live stream does not hold Close up.
-	if _, err := runs.Ensure(ctx, eventstore.JetStream(store), store.StreamName(), slog.Default()); err != nil {
+	if _, err := runs.Ensure(ctx, eventlog.JetStream(store), store.StreamName(), slog.Default()); err != nil {
 		t.Fatal(err)
 	}
 	resp, err := http.Get(s.URL() + "/api/live/runs")
@@ -280,7 +280,7 @@ func TestUIStart(t *testing.T) {
 // streams are not.
 func TestUIGzip(t *testing.T) {
 	url, store := serve(t, ui.Config{})
-	if _, err := runs.Ensure(context.Background(), eventstore.JetStream(store), store.StreamName(), slog.Default()); err != nil {
+	if _, err := runs.Ensure(context.Background(), eventlog.JetStream(store), store.StreamName(), slog.Default()); err != nil {
 		t.Fatal(err)
 	}
 	r := fetch(t, http.MethodGet, url+"/api/runs", http.Header{"Accept-Encoding": {"gzip"}})

@@ -17,7 +17,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/weft-dev/weft/internal/eventstore"
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
@@ -195,7 +195,7 @@ func New(cfg Config) (http.Handler, error) {
 	if cfg.Summarize == nil {
 		cfg.Summarize = func(*events.Event) string { return "" }
 	}
-	js := eventstore.JetStream(cfg.Store)
+	js := eventlog.JetStream(cfg.Store)
 	if js == nil {
 		return nil, fmt.Errorf("ui: the store %T is not one events.Open made, nor a wrapper of one with an Unwrap() events.Store method", cfg.Store)
 	}

@@ -95,17 +95,12 @@ func EnsureQueue(ctx context.Context, js jetstream.JetStream, stream, queue stri
 	}
 	cfg := QueueConfig(queue, opts)
 	cfg.OptStartSeq = s.CachedInfo().State.LastSeq + 1
-	c, err = js.CreateConsumer(ctx, stream, cfg)
-	if errors.Is(err, jetstream.ErrConsumerExists) {
-		// Another process created it meanwhile, with other settings.
-		if c, err = js.Consumer(ctx, stream, name); err == nil {
-			return checkQueue(ctx, js, stream, queue, c, opts)
-		}
-	}
+	c, err = setup.CreateConsumer(ctx, js, stream, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("creating consumer of queue %q: %w", queue, err)
 	}
-	return c, nil
+	// Another process may have created it meanwhile, with other settings.
+	return checkQueue(ctx, js, stream, queue, c, opts)
 }
 
 // QueueConfig is the consumer EnsureQueue creates for a queue (without its

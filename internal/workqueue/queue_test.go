@@ -12,7 +12,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/internal/workqueue"
 )
@@ -20,7 +19,7 @@ import (
 func TestEnsureQueue(t *testing.T) {
 	_, st := natstest.Store(t)
 	ctx := context.Background()
-	js, stream := eventstore.JetStream(st), st.StreamName()
+	js, stream := eventlog.JetStream(st), st.StreamName()
 
 	// Many processes at once: one consumer, created once.
 	var wg sync.WaitGroup
@@ -78,7 +77,7 @@ func TestEnsureQueue(t *testing.T) {
 
 func TestEnsureQueueCreatesWithItsOptions(t *testing.T) {
 	_, st := natstest.Store(t)
-	c, err := workqueue.EnsureQueue(context.Background(), eventstore.JetStream(st), st.StreamName(), "q2", workqueue.QueueOptions{AckWait: 7 * time.Second, MaxDeliver: 5})
+	c, err := workqueue.EnsureQueue(context.Background(), eventlog.JetStream(st), st.StreamName(), "q2", workqueue.QueueOptions{AckWait: 7 * time.Second, MaxDeliver: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,10 +91,10 @@ func TestEnsureQueueRefusesAConsumerWithoutAcks(t *testing.T) {
 	ctx := context.Background()
 	cfg := workqueue.QueueConfig("q3", workqueue.QueueOptions{})
 	cfg.AckPolicy, cfg.OptStartSeq = jetstream.AckNonePolicy, 1
-	if _, err := eventstore.JetStream(st).CreateConsumer(ctx, st.StreamName(), cfg); err != nil {
+	if _, err := eventlog.JetStream(st).CreateConsumer(ctx, st.StreamName(), cfg); err != nil {
 		t.Fatal(err)
 	}
-	_, err := workqueue.EnsureQueue(ctx, eventstore.JetStream(st), st.StreamName(), "q3", workqueue.QueueOptions{})
+	_, err := workqueue.EnsureQueue(ctx, eventlog.JetStream(st), st.StreamName(), "q3", workqueue.QueueOptions{})
 	var se *eventlog.SettingError
 	if !errors.Is(err, eventlog.ErrUnsafeSetting) || !errors.As(err, &se) || se.Setting != "ack_policy" {
 		t.Fatalf("got %v, want an unsafe ack_policy", err)

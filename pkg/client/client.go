@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/weft-dev/weft/internal/eventstore"
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/runs"
 	"github.com/weft-dev/weft/internal/telemetry"
 	"github.com/weft-dev/weft/pkg/events"
@@ -116,7 +116,7 @@ func (c *Client) eventsStream(ctx context.Context) (jetstream.Stream, error) {
 	if c.stream != nil {
 		return c.stream, nil
 	}
-	s, err := eventstore.JetStream(c.store).Stream(ctx, c.store.StreamName())
+	s, err := eventlog.JetStream(c.store).Stream(ctx, c.store.StreamName())
 	if err != nil {
 		return nil, fmt.Errorf("looking up stream %s: %w", c.store.StreamName(), err)
 	}

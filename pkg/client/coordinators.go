@@ -8,7 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/weft-dev/weft/internal/eventstore"
+	"github.com/weft-dev/weft/internal/eventlog"
 )
 
 // coordinatorsBucket is the KV bucket where coordinators hold partition
@@ -41,7 +41,7 @@ func (c Coordinators) AliveAt(now time.Time) bool {
 // A bucket that does not exist gives a zero LastSeen: no coordinator ever
 // ran against this server.
 func (c *Client) Coordinators(ctx context.Context) (Coordinators, error) {
-	s, err := eventstore.JetStream(c.store).Stream(ctx, "KV_"+coordinatorsBucket)
+	s, err := eventlog.JetStream(c.store).Stream(ctx, "KV_"+coordinatorsBucket)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return Coordinators{}, nil
 	}

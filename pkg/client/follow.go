@@ -8,7 +8,6 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -41,7 +40,7 @@ func (c *Client) Follow(ctx context.Context, runID string, fn func(RunEvent, *pr
 	next, pos := uint64(1), 0
 	for {
 		done := false
-		err := eventstore.Each(ctx, c.store, runID, next, 0, func(e *events.Event) error {
+		err := eventlog.Each(ctx, c.store, runID, next, 0, func(e *events.Event) error {
 			if e.Seq < next {
 				return nil // read before
 			}
@@ -51,7 +50,7 @@ func (c *Client) Follow(ctx context.Context, runID string, fn func(RunEvent, *pr
 			_ = s.Apply(e)
 			if !fn(RunEvent{Position: pos, Event: e}, s) || s.Status.Ended() {
 				done = true
-				return eventstore.ErrStop
+				return eventlog.ErrStop
 			}
 			return nil
 		})

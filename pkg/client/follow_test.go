@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
@@ -92,12 +91,12 @@ func TestFollowWhileAppending(t *testing.T) {
 				t.Fatal(err)
 			}
 			for i := range tc.before {
-				if _, err := eventstore.Append(ctx, store, run, events.AnySeq, fact(t, run, -1-i)); err != nil {
+				if _, err := eventlog.Append(ctx, store, run, events.AnySeq, fact(t, run, -1-i)); err != nil {
 					t.Fatal(err)
 				}
 			}
 			if tc.end {
-				if _, err := eventstore.Append(ctx, store, run, events.AnySeq, completed(t, run)); err != nil {
+				if _, err := eventlog.Append(ctx, store, run, events.AnySeq, completed(t, run)); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -131,7 +130,7 @@ func TestFollowWhileAppending(t *testing.T) {
 				for w := range writers {
 					wg.Go(func() {
 						for i := range each {
-							if _, err := eventstore.Append(ctx, store, run, events.AnySeq, fact(t, run, w*each+i)); err != nil {
+							if _, err := eventlog.Append(ctx, store, run, events.AnySeq, fact(t, run, w*each+i)); err != nil {
 								t.Error(err)
 							}
 							if i == each/2 {
@@ -143,7 +142,7 @@ func TestFollowWhileAppending(t *testing.T) {
 				half.Wait()
 				close(appended)
 				wg.Wait()
-				if _, err := eventstore.Append(ctx, store, run, events.AnySeq, completed(t, run)); err != nil {
+				if _, err := eventlog.Append(ctx, store, run, events.AnySeq, completed(t, run)); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -206,11 +205,11 @@ func TestWaitWakes(t *testing.T) {
 	}()
 	// Facts wake Wait up to no end; the end ends it.
 	for i := range 20 {
-		if _, err := eventstore.Append(ctx, store, run, events.AnySeq, fact(t, run, i)); err != nil {
+		if _, err := eventlog.Append(ctx, store, run, events.AnySeq, fact(t, run, i)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := eventstore.Append(ctx, store, run, events.AnySeq, completed(t, run)); err != nil {
+	if _, err := eventlog.Append(ctx, store, run, events.AnySeq, completed(t, run)); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -240,7 +239,7 @@ func TestWaitAndFollowCreateNoConsumer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := eventstore.JetStream(store).Stream(ctx, store.StreamName())
+	s, err := eventlog.JetStream(store).Stream(ctx, store.StreamName())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +265,7 @@ func TestWaitAndFollowCreateNoConsumer(t *testing.T) {
 	if n := consumers(); n != 0 {
 		t.Fatalf("%d consumers on the events stream while reading", n)
 	}
-	if _, err := eventstore.Append(ctx, store, run, events.AnySeq, completed(t, run)); err != nil {
+	if _, err := eventlog.Append(ctx, store, run, events.AnySeq, completed(t, run)); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-waited; err != nil {
@@ -342,7 +341,7 @@ func TestFollowFindsEventsStoredLate(t *testing.T) {
 		})
 	}()
 	<-started
-	last, err := eventstore.Append(ctx, store, run, events.AnySeq, completed(t, run))
+	last, err := eventlog.Append(ctx, store, run, events.AnySeq, completed(t, run))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -375,7 +374,7 @@ func TestFollowRereadsWhenNothingIsHeard(t *testing.T) {
 	}
 	late.show(first)
 	// Published before Follow subscribes: nothing will be heard of it.
-	last, err := eventstore.Append(ctx, store, run, events.AnySeq, completed(t, run))
+	last, err := eventlog.Append(ctx, store, run, events.AnySeq, completed(t, run))
 	if err != nil {
 		t.Fatal(err)
 	}

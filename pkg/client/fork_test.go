@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weft-dev/weft/internal/eventstore"
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
@@ -19,7 +19,7 @@ import (
 // leave as it was.
 func lastSeq(t *testing.T, store events.Store) uint64 {
 	t.Helper()
-	st, err := eventstore.JetStream(store).Stream(context.Background(), store.StreamName())
+	st, err := eventlog.JetStream(store).Stream(context.Background(), store.StreamName())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/weft-dev/weft/internal/eventstore"
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/runs"
 	"github.com/weft-dev/weft/pkg/projection"
 )
@@ -118,7 +118,7 @@ func (c *Client) readModel(ctx context.Context) (*runs.Model, error) {
 	if c.runs != nil {
 		return c.runs, nil
 	}
-	m, err := runs.Open(ctx, eventstore.JetStream(c.store))
+	m, err := runs.Open(ctx, eventlog.JetStream(c.store))
 	if err != nil {
 		return nil, err
 	}
@@ -134,7 +134,7 @@ func (c *Client) archive(ctx context.Context) Archive {
 	if c.arch != nil || c.archChecked {
 		return c.arch
 	}
-	a, err := runs.OpenObjectStore(ctx, eventstore.JetStream(c.store), runs.ArchiveBucket, c.store.StreamName(), false)
+	a, err := runs.OpenObjectStore(ctx, eventlog.JetStream(c.store), runs.ArchiveBucket, c.store.StreamName(), false)
 	if err != nil {
 		if !errors.Is(err, context.Canceled) {
 			c.archChecked = true

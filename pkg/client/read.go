@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/weft-dev/weft/internal/eventstore"
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/runs"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -137,5 +137,5 @@ func (c *Client) StateAtSeq(ctx context.Context, runID string, seq uint64) (*pro
 // names, queues and node types (see worker.LiveWorkers). Work for a node
 // type that none of them serves on its queue waits, ready, until one does.
 func (c *Client) LiveWorkers(ctx context.Context) ([]worker.Announcement, error) {
-	return worker.LiveWorkers(ctx, eventstore.JetStream(c.store))
+	return worker.LiveWorkers(ctx, eventlog.JetStream(c.store))
 }

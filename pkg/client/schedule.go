@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/weft-dev/weft/internal/eventstore"
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/schedule"
 	"github.com/weft-dev/weft/pkg/graph"
 )
@@ -67,7 +67,7 @@ func WithSchedule(name string) ListOption { return WithAttr("schedule", name) }
 func WithTrigger(name string) ListOption { return WithAttr("trigger", name) }
 
 func (c *Client) schedules(ctx context.Context) (*schedule.Store, error) {
-	return schedule.Open(ctx, eventstore.JetStream(c.store))
+	return schedule.Open(ctx, eventlog.JetStream(c.store))
 }
 
 // CreateSchedule creates schedule name over graph g. Nothing is created

@@ -8,7 +8,6 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -61,15 +60,15 @@ func (c *Client) Wait(ctx context.Context, runID string) (*projection.State, err
 // passed over (the coordinator passes it over too).
 func (c *Client) ended(ctx context.Context, runID string) (bool, error) {
 	for _, leader := range []bool{false, true} {
-		if leader && eventstore.Replicas(c.store) <= 1 {
+		if leader && eventlog.Replicas(c.store) <= 1 {
 			break
 		}
 		for _, subject := range eventlog.TerminalSubjects(runID) {
-			read := eventstore.LastOn
+			read := eventlog.LastOn
 			if leader {
 				// A replica that is behind may have answered: the
 				// leader has every acknowledged message.
-				read = eventstore.LeaderLast
+				read = eventlog.LeaderLast
 			}
 			m, err := read(ctx, c.store, subject)
 			if err != nil {

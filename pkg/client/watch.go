@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/weft-dev/weft/internal/eventstore"
+	"github.com/weft-dev/weft/internal/eventlog"
 )
 
 // Waiting for a run's events without a consumer. Wait and Follow read
@@ -73,7 +73,7 @@ type watch struct {
 // watch subscribes to subjects. The subscriptions are in place on the
 // server when it returns, so anything published from then on is heard.
 func (c *Client) watch(ctx context.Context, subjects ...string) (*watch, error) {
-	nc := eventstore.JetStream(c.store).Conn()
+	nc := eventlog.JetStream(c.store).Conn()
 	w := &watch{
 		nc:      nc,
 		wake:    make(chan struct{}, 1),

@@ -1,6 +1,10 @@
 // Package events is Weft's event catalogue and its event store on
 // JetStream: what a run's history is made of, and how clients and workers
-// read and append it.
+// read and append it. It is a face: type aliases and thin constructors
+// over internal/eventlog, the one room where the log lives (the envelope,
+// codec, subjects, streams, store and the engine's appends). Layer: a
+// foundation, with internal/eventlog under it; it imports nothing else of
+// Weft's.
 //
 // What it offers:
 //
@@ -64,8 +68,8 @@
 // decides, or one read back from a decision subject) with ErrMisplaced,
 // and writes nothing.
 //
-// What only the engine uses is internal: the subject layout, tokens, ids
-// and stream settings are internal/eventlog's; decisions, durable timers
-// (JetStream message schedules on "weft.t.<slot>.<run>.<timer>"), leader
-// and per-subject reads, and encoding are internal/eventstore's.
+// What only the engine uses stays in internal/eventlog: the subject
+// layout, tokens, ids and stream settings, decisions, durable timers
+// (JetStream message schedules), leader and per-subject reads, and
+// encoding.
 package events

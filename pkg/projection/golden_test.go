@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/weft-dev/weft/internal/eventstore"
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
 )
@@ -224,7 +224,7 @@ func fresh(e *events.Event) *events.Event {
 	c := &events.Event{ID: e.ID, Type: e.Type, Source: e.Source, Time: e.Time, RunID: e.RunID, NodeID: e.NodeID,
 		Attempt: e.Attempt, Data: e.Data, Queue: e.Queue, Seq: e.Seq, Stored: e.Stored}
 	if e.IsDecision() {
-		eventstore.MarkDecision(c)
+		eventlog.MarkDecision(c)
 	}
 	return c
 }

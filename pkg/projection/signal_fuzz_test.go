@@ -8,7 +8,6 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/eventstore"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
 )
@@ -35,7 +34,7 @@ func FuzzSignal(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	m, err := eventstore.Encode(good)
+	m, err := eventlog.Encode(good)
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -66,7 +66,7 @@ import (
 
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/embedded"
-	"github.com/weft-dev/weft/internal/eventstore"
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/natsconn"
 	"github.com/weft-dev/weft/internal/provision"
@@ -266,7 +266,7 @@ func Start(ctx context.Context, opts ...Option) (_ *Engine, err error) {
 		return nil, err
 	}
 	if e.probe == nil {
-		e.probe = eventstore.JetStream(e.store)
+		e.probe = eventlog.JetStream(e.store)
 	}
 	e.client = client.New(e.store, client.WithLogger(cfg.logger))
 	base := context.WithoutCancel(ctx)
@@ -425,7 +425,7 @@ func (e *Engine) provision(ctx context.Context) error {
 	if _, err := provision.Run(ctx, admin, provision.Options{}); err != nil {
 		return fmt.Errorf("weft.Start: setting up as the admin: %w", err)
 	}
-	e.probe = eventstore.JetStream(admin)
+	e.probe = eventlog.JetStream(admin)
 	return nil
 }
 

@@ -1,4 +1,7 @@
 // Package worker is Weft's worker SDK: it runs the nodes of workflow graphs.
+// It is a face (type aliases and thin constructors, sdk.go) over the
+// engine's worker runtime, internal/worker, which the coordinator also
+// uses to run its local nodes.
 //
 // What it offers:
 //
@@ -108,7 +111,7 @@
 // A worker does not start work for a run that has ended. Before it runs an
 // item that was delivered before, or that waited in its queue longer than a
 // couple of seconds (staleAfter), it looks for the run's ending decision
-// (eventstore.HasEnd: the message counts of the run's decision subjects, so
+// (eventlog.HasEnd: the message counts of the run's decision subjects, so
 // that its role may count runs' ends without reading them, their outputs;
 // a run seen ended is remembered); the hot path, a fresh first delivery,
 // reads nothing. A worker's reads are each named in their request subject,

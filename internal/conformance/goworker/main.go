@@ -23,14 +23,14 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/weft-dev/weft/internal/cmdmain"
+	"github.com/weft-dev/weft/internal/daemon"
 	"github.com/weft-dev/weft/internal/natsconn"
 	"github.com/weft-dev/weft/pkg/worker"
 )
 
 var errUsage = errors.New("usage")
 
-func main() { cmdmain.Main("goworker", errUsage, run) }
+func main() { daemon.Main("goworker", errUsage, run) }
 
 // breaks are the ways -break makes the worker wrong.
 var breaks = map[string]bool{"fatal-retryable": true, "effect-key": true, "slow-inprogress": true, "ignore-timeout": true, "no-hooks": true}
@@ -38,7 +38,7 @@ var breaks = map[string]bool{"fatal-retryable": true, "effect-key": true, "slow-
 func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 	fs := flag.NewFlagSet("goworker", flag.ContinueOnError)
 	broken := fs.String("break", "", "make the worker wrong on purpose (the kit's own tests)")
-	if err := cmdmain.ParseFlags(fs, args, stderr); err != nil {
+	if err := daemon.ParseFlags(fs, args, stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}

@@ -34,8 +34,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/weft-dev/weft/internal/cmdmain"
-	"github.com/weft-dev/weft/internal/eventstore"
+	"github.com/weft-dev/weft/internal/daemon"
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/natsconn"
 	"github.com/weft-dev/weft/internal/reliability/ledger"
@@ -44,7 +44,7 @@ import (
 
 var errUsage = errors.New("usage")
 
-func main() { cmdmain.Main("ledgerworker", errUsage, run) }
+func main() { daemon.Main("ledgerworker", errUsage, run) }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var cfg natsconn.Config
@@ -79,7 +79,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("opening the events store: %w", err)
 	}
-	js := eventstore.JetStream(store)
+	js := eventlog.JetStream(store)
 	if user := os.Getenv("WEFT_LEDGER_NATS_USER"); user != "" {
 		lcfg := natsconn.Config{URL: cfg.URL, User: user, Password: os.Getenv("WEFT_LEDGER_NATS_PASSWORD"), Name: "weft-ledgerworker ledger " + *name}
 		lnc, err := lcfg.Connect("")

@@ -1,7 +1,9 @@
 // Package builtin holds the node executors that come with Weft's worker
 // daemon: echo, noop, sleep, fail, http, transform and llm. Register adds them
 // all to a worker, configured by options; each is also an exported type, for
-// reuse under another name or with other settings.
+// reuse under another name or with other settings. It is a face
+// (executors.go) over internal/worker/builtin, where the executors live as
+// engine code: the coordinator runs transform locally.
 //
 // Executors read their configuration from the node's "config" in the graph.
 // Unknown configuration fields are refused: a misspelt field fails the node
@@ -71,32 +73,3 @@
 // Transform's CEL expressions have a cost limit (CEL cost units) and stop
 // when the node's context ends.
 package builtin
-
-import "github.com/weft-dev/weft/pkg/worker"
-
-// Node types of the built-in executors.
-const (
-	TypeEcho      = "echo"
-	TypeNoop      = "noop"
-	TypeSleep     = "sleep"
-	TypeFail      = "fail"
-	TypeHTTP      = "http"
-	TypeTransform = "transform"
-	TypeLLM       = "llm"
-)
-
-// Register registers every built-in executor with w under its type,
-// configured by opts.
-func Register(w *worker.Worker, opts ...Option) {
-	var s settings
-	for _, o := range opts {
-		o(&s)
-	}
-	w.Handle(TypeEcho, Echo{})
-	w.Handle(TypeNoop, Noop{})
-	w.Handle(TypeSleep, Sleep{})
-	w.Handle(TypeFail, Fail{})
-	w.Handle(TypeHTTP, &HTTP{Policy: s.policy, Secrets: s.secrets, MaxBody: s.maxBody, MaxRedirects: s.maxRedirects})
-	w.Handle(TypeTransform, Transform{})
-	w.Handle(TypeLLM, &LLM{Endpoints: s.endpoints, Secrets: s.secrets, MaxBody: s.maxBody, Limits: s.limits})
-}

@@ -1,0 +1,450 @@
+package eventlog
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Payload is the data of one event type. Every payload names its type, and
+// the node and attempt it concerns where it concerns one.
+type Payload interface {
+	EventType() Type
+}
+
+// NodeRef names one execution of a node within a run: the node, its
+// activation (Iteration, 1-based; loops activate a node again), and for a
+// mapped node the item index.
+type NodeRef struct {
+	Node      string `json:"node"`
+	Iteration int    `json:"iteration"`
+	Item      *int   `json:"item,omitempty"`
+}
+
+// Key identifies the activation (and item) as "node/iteration[/item]".
+func (r NodeRef) Key() string {
+	k := r.Node + "/" + itoa(r.Iteration)
+	if r.Item != nil {
+		k += "/" + itoa(*r.Item)
+	}
+	return k
+}
+
+// Failure is a structured error, stored in the log as data.
+type Failure struct {
+	Type      string          `json:"type"`
+	Message   string          `json:"message"`
+	Retryable bool            `json:"retryable"`
+	Details   json.RawMessage `json:"details,omitempty"`
+	Cause     *Failure        `json:"cause,omitempty"`
+}
+
+// Error is the failure's type and message followed by its causes', each
+// cause's type only where it differs from the one before.
+func (f *Failure) Error() string {
+	if f == nil {
+		return "<nil failure>"
+	}
+	s := f.Type + ": " + f.Message
+	for c := f.Cause; c != nil; c = c.Cause {
+		// A cause of the same type says only its message.
+		if c.Type != "" && c.Type != f.Type {
+			s += ": " + c.Type
+		}
+		s += ": " + c.Message
+		f = c
+	}
+	return s
+}
+
+// Failure types the engine itself writes.
+const (
+	FailureTimeout         = "Timeout"
+	FailurePayloadTooLarge = "PayloadTooLarge"
+	FailureUnknownType     = "UnknownNodeType"
+	FailureCancelled       = "Cancelled"
+	FailureValidation      = "ValidationError"
+	FailureIterationCap    = "IterationCapReached"
+	FailureNoPathToEnd     = "NoPathToEnd"
+	FailureCondition       = "ConditionError"
+	FailurePanic           = "Panic"
+	FailureInvalidGraph    = "InvalidGraph"
+)
+
+// ParentRef links a child run to the node of the parent run that started it.
+type ParentRef struct {
+	RunID string  `json:"runId"`
+	Ref   NodeRef `json:"ref"`
+}
+
+// RunStartedData starts a run. It carries everything replay needs: the graph
+// definition (canonical JSON) and its digest, the input that seeds the
+// shared state, and the invocation state (runtime context, read-only).
+type RunStartedData struct {
+	GraphName   string          `json:"graphName"`
+	GraphDigest string          `json:"graphDigest"`
+	Graph       json.RawMessage `json:"graph"`
+	Input       json.RawMessage `json:"input,omitempty"`
+	Invocation  json.RawMessage `json:"invocation,omitempty"`
+	Parent      *ParentRef      `json:"parent,omitempty"`
+	StartedBy   string          `json:"startedBy,omitempty"`
+	// Retention overrides, for this run, how long it is kept once ended
+	// (a Go duration; see package runs).
+	Retention string `json:"retention,omitempty"`
+	// Fork is set when the run was forked from another run (weft fork,
+	// weft reset): the run and the point it was forked from.
+	Fork *ForkRef `json:"fork,omitempty"`
+	// State is a forked run's start state: the parent's folded state at
+	// the fork point (projection.State JSON), with the fork's edits, so
+	// that the forked run's log needs no other. Input is empty then: the
+	// shared state is in State.
+	State json.RawMessage `json:"state,omitempty"`
+	// Trigger is set when the engine started the run on its own: a
+	// schedule's fire, an event trigger's message or a webhook call.
+	Trigger *TriggerRef `json:"trigger,omitempty"`
+}
+
+// Kinds of TriggerRef.
+const (
+	TriggerSchedule = "schedule"
+	TriggerEvent    = "trigger"
+	TriggerWebhook  = "webhook"
+)
+
+// TriggerRef says what started a run that no person started: the
+// schedule or trigger, by name, and what fired it.
+type TriggerRef struct {
+	// Kind is TriggerSchedule, TriggerEvent or TriggerWebhook.
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+	// FireTime is a schedule's nominal fire time (for a run started by
+	// 'weft schedule trigger', the time of the request).
+	FireTime time.Time `json:"fireTime,omitzero"`
+	// Key is what the run id was derived from: a message id, the value
+	// of an -id expression, an Idempotency-Key, "manual:<request>".
+	Key string `json:"key,omitempty"`
+}
+
+// ForkRef links a forked run to the run and point it was forked from.
+type ForkRef struct {
+	RunID string `json:"runId"`
+	// Position is the parent's event (1-based, in the parent's log) the
+	// fork starts after; Seq is that event's stream sequence.
+	Position int    `json:"position"`
+	Seq      uint64 `json:"seq,omitempty"`
+	// Reason says why, e.g. "reset to node b".
+	Reason string `json:"reason,omitempty"`
+}
+
+// RunCompletedData ends a run successfully with its output (the final state
+// unless the graph says otherwise).
+type RunCompletedData struct {
+	Output json.RawMessage `json:"output,omitempty"`
+}
+
+// RunFailedData ends a run with a failure.
+type RunFailedData struct {
+	Error Failure `json:"error"`
+	Node  string  `json:"node,omitempty"`
+}
+
+// RunCancelRequestedData asks for a run to be cancelled; who and why.
+type RunCancelRequestedData struct {
+	By     string `json:"by"`
+	Reason string `json:"reason,omitempty"`
+	// Terminate ends the run at once ('weft terminate'): its
+	// run-cancelled is marked terminated.
+	Terminate bool `json:"terminate,omitempty"`
+}
+
+// RunCancelledData ends a run as cancelled.
+type RunCancelledData struct {
+	By     string `json:"by"`
+	Reason string `json:"reason,omitempty"`
+	// Terminated says the run was terminated, not cancelled.
+	Terminated bool `json:"terminated,omitempty"`
+}
+
+// NodeReadyData is the coordinator's decision to run a node: the work item a
+// worker pulls. It is self-contained, so a worker needs no other read.
+type NodeReadyData struct {
+	NodeRef
+	Attempt int             `json:"attempt"`
+	Type    string          `json:"type"`
+	Queue   string          `json:"queue"`
+	Config  json.RawMessage `json:"config,omitempty"`
+	// Input is the node's view of the shared state (the keys it declares as
+	// inputs, or all of it).
+	Input json.RawMessage `json:"input,omitempty"`
+	// Local is branch-local data: forking data of the actions that led here,
+	// or the item of a map.
+	Local      json.RawMessage `json:"local,omitempty"`
+	Invocation json.RawMessage `json:"invocation,omitempty"`
+	// IdempotencyKey is stable across redeliveries of this attempt.
+	IdempotencyKey string `json:"idempotencyKey"`
+	TimeoutMs      int64  `json:"timeoutMs,omitempty"`
+	HeartbeatMs    int64  `json:"heartbeatMs,omitempty"`
+	// MaxAttempts is the node's effective retry limit, so that the worker
+	// knows an attempt is the last (and runs the node's fallback); 0 means
+	// unknown.
+	MaxAttempts int `json:"maxAttempts,omitempty"`
+	// Effect is the node's effect class (pure, read, write, external,
+	// human), for the worker's hooks and filters.
+	Effect string `json:"effect,omitempty"`
+	// Outputs lists the state keys the node may update; empty means any.
+	Outputs []string `json:"outputs,omitempty"`
+	// InputSchema and OutputSchema are the node's JSON Schemas, checked by
+	// the worker before and after execution.
+	InputSchema  json.RawMessage `json:"inputSchema,omitempty"`
+	OutputSchema json.RawMessage `json:"outputSchema,omitempty"`
+	// Consumed lists the incoming edge signals this activation used up.
+	Consumed []int `json:"consumed,omitempty"`
+	// Owed lists incoming edges whose next signal belongs to this
+	// activation's join round (an any or n-of join fired before they
+	// signalled): it is absorbed when it arrives.
+	Owed []int `json:"owed,omitempty"`
+	// Routed holds routings decided in the same step as this activation,
+	// recorded with it (and applied before it) so that the common step,
+	// a node finished and its successor starts, is one event.
+	Routed []NodeRoutedData `json:"routed,omitempty"`
+}
+
+// NodeInvokingData says a worker took the work and is running the node.
+type NodeInvokingData struct {
+	NodeRef
+	Attempt  int    `json:"attempt"`
+	Delivery int    `json:"delivery"`
+	Worker   string `json:"worker"`
+	// Filters lists what invoking filters did, in order.
+	Filters []FilterNote `json:"filters,omitempty"`
+}
+
+// FilterNote records what one invocation filter did.
+type FilterNote struct {
+	Filter string `json:"filter"`
+	Action string `json:"action"` // "modified", "cancelled", "replaced", "passed", "skipped"
+	Note   string `json:"note,omitempty"`
+}
+
+// Action is one action a node's result triggers, optionally with
+// branch-local forking data for the successors on that branch.
+type Action struct {
+	Name string          `json:"name"`
+	Data json.RawMessage `json:"data,omitempty"`
+}
+
+// NodeInvokedData is a node's success.
+type NodeInvokedData struct {
+	NodeRef
+	Attempt int `json:"attempt"`
+	// Delivery is the delivery of the work item that produced the
+	// outcome (see NodeInvokingData.Delivery); zero for the coordinator's.
+	Delivery int             `json:"delivery,omitempty"`
+	Output   json.RawMessage `json:"output,omitempty"`
+	// Updates are state updates, merged by the state's reducers in log order.
+	Updates    map[string]json.RawMessage `json:"updates,omitempty"`
+	Actions    []Action                   `json:"actions,omitempty"`
+	Filters    []FilterNote               `json:"filters,omitempty"`
+	DurationMs int64                      `json:"durationMs,omitempty"`
+	Worker     string                     `json:"worker,omitempty"`
+	// Fallback is set when the output is the node's fallback after its last
+	// attempt failed.
+	Fallback bool `json:"fallback,omitempty"`
+}
+
+// NodeFailedData is a node's failed attempt.
+type NodeFailedData struct {
+	NodeRef
+	Attempt    int     `json:"attempt"`
+	Delivery   int     `json:"delivery,omitempty"`
+	Error      Failure `json:"error"`
+	DurationMs int64   `json:"durationMs,omitempty"`
+	Worker     string  `json:"worker,omitempty"`
+}
+
+// NodeSkippedData says a node activation was skipped (its should-execute
+// condition was false, or no incoming edge was taken).
+type NodeSkippedData struct {
+	NodeRef
+	Reason   string `json:"reason"`
+	Consumed []int  `json:"consumed,omitempty"`
+	Owed     []int  `json:"owed,omitempty"`
+	// Routed: see NodeReadyData.Routed.
+	Routed []NodeRoutedData `json:"routed,omitempty"`
+}
+
+// NodeWaitingData says a coordinator-run node (human, subgraph) is waiting.
+type NodeWaitingData struct {
+	NodeRef
+	Consumed []int `json:"consumed,omitempty"`
+	Owed     []int `json:"owed,omitempty"`
+	// Routed: see NodeReadyData.Routed.
+	Routed   []NodeRoutedData `json:"routed,omitempty"`
+	For      string           `json:"for"` // "signal", "child", "map" or "router"
+	Deadline *time.Time       `json:"deadline,omitempty"`
+	Local    json.RawMessage  `json:"local,omitempty"`
+	// Items is, for a map node, the list it maps over, fixed when the node
+	// is activated; each item then gets its own ready event.
+	Items json.RawMessage `json:"items,omitempty"`
+	// Input is the state view a coordinator-run node saw when it started.
+	Input json.RawMessage `json:"input,omitempty"`
+}
+
+// NodeCancelledData says a node execution ended because its run was cancelled
+// or an invoking filter cancelled it.
+type NodeCancelledData struct {
+	NodeRef
+	Attempt  int    `json:"attempt"`
+	Delivery int    `json:"delivery,omitempty"`
+	By       string `json:"by"`
+	Reason   string `json:"reason,omitempty"`
+}
+
+// HeartbeatData is a sign of life from a long node (optional; the work
+// item's in-progress acknowledgements are the real heartbeat).
+type HeartbeatData struct {
+	NodeRef
+	Attempt int             `json:"attempt"`
+	Details json.RawMessage `json:"details,omitempty"`
+}
+
+// Signal is one edge signal sent by routing: taken or not, with the forking
+// data of the action that took it.
+type Signal struct {
+	Edge  int    `json:"edge"`
+	To    string `json:"to"`
+	Taken bool   `json:"taken"`
+	// Back marks an edge that closes a cycle; a back edge not taken sends
+	// nothing (the loop is left), a taken one re-activates its target.
+	Back bool            `json:"back,omitempty"`
+	Data json.RawMessage `json:"data,omitempty"`
+}
+
+// NodeRoutedData records which outgoing edges of a finished (or skipped) node
+// activation were taken. Conditions are evaluated once, by the coordinator,
+// and the result is a fact in the log, so replay never re-evaluates them.
+type NodeRoutedData struct {
+	NodeRef
+	Signals []Signal `json:"signals"`
+}
+
+// RetryScheduledData records the decision to retry a node after a delay.
+// The retry is a durable delayed TimerFired event.
+type RetryScheduledData struct {
+	NodeRef
+	Attempt     int       `json:"attempt"` // the attempt that will run
+	At          time.Time `json:"at"`
+	TimerID     string    `json:"timerId"`
+	LastFailure Failure   `json:"lastFailure"`
+}
+
+// TimerFiredData is a durable timer firing (a JetStream message schedule).
+type TimerFiredData struct {
+	TimerID string  `json:"timerId"`
+	Purpose string  `json:"purpose"` // "retry", "deadline", "timeout"
+	Ref     NodeRef `json:"ref"`
+	Attempt int     `json:"attempt,omitempty"`
+}
+
+// SignalReceivedData is outside input for a waiting node (human input).
+type SignalReceivedData struct {
+	Node string          `json:"node"`
+	Data json.RawMessage `json:"data,omitempty"`
+	By   string          `json:"by,omitempty"`
+}
+
+// ChildRunStartedData links a parent run's node to the child run it started.
+type ChildRunStartedData struct {
+	NodeRef
+	ChildRunID string `json:"childRunId"`
+	Graph      string `json:"graph"`
+}
+
+// ChildRunFinishedData brings a child run's outcome back to the parent.
+type ChildRunFinishedData struct {
+	NodeRef
+	ChildRunID string          `json:"childRunId"`
+	Status     string          `json:"status"` // completed, failed, cancelled
+	Output     json.RawMessage `json:"output,omitempty"`
+	Error      *Failure        `json:"error,omitempty"`
+}
+
+func (RunStartedData) EventType() Type         { return RunStarted }
+func (RunCompletedData) EventType() Type       { return RunCompleted }
+func (RunFailedData) EventType() Type          { return RunFailed }
+func (RunCancelRequestedData) EventType() Type { return RunCancelRequested }
+func (RunCancelledData) EventType() Type       { return RunCancelled }
+func (NodeReadyData) EventType() Type          { return NodeReady }
+func (NodeInvokingData) EventType() Type       { return NodeInvoking }
+func (NodeInvokedData) EventType() Type        { return NodeInvoked }
+func (NodeFailedData) EventType() Type         { return NodeFailed }
+func (NodeSkippedData) EventType() Type        { return NodeSkipped }
+func (NodeWaitingData) EventType() Type        { return NodeWaiting }
+func (NodeCancelledData) EventType() Type      { return NodeCanceled }
+func (HeartbeatData) EventType() Type          { return Heartbeat }
+func (NodeRoutedData) EventType() Type         { return NodeRouted }
+func (RetryScheduledData) EventType() Type     { return RetryScheduled }
+func (TimerFiredData) EventType() Type         { return TimerFired }
+func (SignalReceivedData) EventType() Type     { return SignalReceived }
+func (ChildRunStartedData) EventType() Type    { return ChildRunStarted }
+func (ChildRunFinishedData) EventType() Type   { return ChildRunFinished }
+
+// NewPayload returns a pointer to a zero payload of type t, for decoding.
+func NewPayload(t Type) (Payload, bool) {
+	switch t {
+	case RunStarted:
+		return &RunStartedData{}, true
+	case RunCompleted:
+		return &RunCompletedData{}, true
+	case RunFailed:
+		return &RunFailedData{}, true
+	case RunCancelRequested:
+		return &RunCancelRequestedData{}, true
+	case RunCancelled:
+		return &RunCancelledData{}, true
+	case NodeReady:
+		return &NodeReadyData{}, true
+	case NodeInvoking:
+		return &NodeInvokingData{}, true
+	case NodeInvoked:
+		return &NodeInvokedData{}, true
+	case NodeFailed:
+		return &NodeFailedData{}, true
+	case NodeSkipped:
+		return &NodeSkippedData{}, true
+	case NodeWaiting:
+		return &NodeWaitingData{}, true
+	case NodeCanceled:
+		return &NodeCancelledData{}, true
+	case Heartbeat:
+		return &HeartbeatData{}, true
+	case NodeRouted:
+		return &NodeRoutedData{}, true
+	case RetryScheduled:
+		return &RetryScheduledData{}, true
+	case TimerFired:
+		return &TimerFiredData{}, true
+	case SignalReceived:
+		return &SignalReceivedData{}, true
+	case ChildRunStarted:
+		return &ChildRunStartedData{}, true
+	case ChildRunFinished:
+		return &ChildRunFinishedData{}, true
+	}
+	return nil, false
+}
+
+func (d NodeReadyData) nodeAttempt() (string, int)        { return d.Node, d.Attempt }
+func (d NodeInvokingData) nodeAttempt() (string, int)     { return d.Node, d.Attempt }
+func (d NodeInvokedData) nodeAttempt() (string, int)      { return d.Node, d.Attempt }
+func (d NodeFailedData) nodeAttempt() (string, int)       { return d.Node, d.Attempt }
+func (d NodeSkippedData) nodeAttempt() (string, int)      { return d.Node, 0 }
+func (d NodeWaitingData) nodeAttempt() (string, int)      { return d.Node, 0 }
+func (d NodeCancelledData) nodeAttempt() (string, int)    { return d.Node, d.Attempt }
+func (d HeartbeatData) nodeAttempt() (string, int)        { return d.Node, d.Attempt }
+func (d NodeRoutedData) nodeAttempt() (string, int)       { return d.Node, 0 }
+func (d RetryScheduledData) nodeAttempt() (string, int)   { return d.Node, d.Attempt }
+func (d TimerFiredData) nodeAttempt() (string, int)       { return d.Ref.Node, d.Attempt }
+func (d SignalReceivedData) nodeAttempt() (string, int)   { return d.Node, 0 }
+func (d ChildRunStartedData) nodeAttempt() (string, int)  { return d.Node, 0 }
+func (d ChildRunFinishedData) nodeAttempt() (string, int) { return d.Node, 0 }
+func (d RunFailedData) nodeAttempt() (string, int)        { return d.Node, 0 }

@@ -1,0 +1,405 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/logattr"
+	"github.com/weft-dev/weft/internal/setup"
+	"github.com/weft-dev/weft/internal/telemetry"
+	"github.com/weft-dev/weft/internal/workqueue"
+	"github.com/weft-dev/weft/pkg/events"
+)
+
+// Worker runs nodes from task queues. Create it with New, register handlers
+// with Handle, then call Run.
+type Worker struct {
+	store  events.Store
+	js     jetstream.JetStream
+	opts   options
+	log    *slog.Logger
+	cancel *cancelRegistry
+	runs   *runReader // runinfo.go
+	// providers are the OpenTelemetry providers of WithTracerProvider and
+	// WithMeterProvider, carried in Run's context; nil: the globals.
+	providers *telemetry.Providers
+
+	mu       sync.RWMutex
+	handlers map[string]Node
+	unknown  sync.Map // node types logged as unserved
+
+	running  atomic.Bool
+	inflight sync.WaitGroup
+	stats    counters
+
+	// unknownDelay is how long work of a node type this worker does not
+	// serve waits before it is delivered again.
+	unknownDelay time.Duration
+	// staleAfter: see runinfo.go; a field so that tests can change it.
+	staleAfter time.Duration
+	// now is the clock of Heartbeat's rate limit (nil: time.Now).
+	now func() time.Time
+}
+
+// Stats are a worker's counters since it was created.
+type Stats struct {
+	// Received counts work items taken from the queues.
+	Received uint64
+	// Succeeded, Failed and Cancelled count outcomes appended to the log.
+	Succeeded, Failed, Cancelled uint64
+	// Malformed counts items that were not valid node-ready events.
+	Malformed uint64
+	// Redelivered counts items delivered more than once.
+	Redelivered uint64
+}
+
+type counters struct {
+	received, succeeded, failed, cancelled, malformed, redelivered atomic.Uint64
+}
+
+// New returns a worker that appends to store and pulls from its stream.
+func New(store events.Store, opts ...Option) (*Worker, error) {
+	if store == nil {
+		return nil, errors.New("worker: nil store")
+	}
+	o := options{
+		queues:       []string{DefaultQueue},
+		concurrency:  DefaultConcurrency,
+		drainTimeout: DefaultDrainTimeout,
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.name == "" {
+		o.name = defaultName()
+	}
+	if err := o.validate(); err != nil {
+		return nil, fmt.Errorf("worker: %w", err)
+	}
+	logger := o.logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return &Worker{
+		store:    store,
+		js:       eventlog.JetStream(store),
+		opts:     o,
+		log:      logger.With(logattr.Worker, o.name),
+		cancel:   newCancelRegistry(),
+		runs:     newRunReader(store),
+		handlers: map[string]Node{},
+
+		providers:    telemetry.NewProviders(o.tracerProvider, o.meterProvider),
+		unknownDelay: unknownTypeDelay,
+		staleAfter:   staleAfter,
+	}, nil
+}
+
+// Handle registers the node for a node type. Registering a type again
+// replaces its node. It panics on an empty type or a nil node, which are
+// programming errors.
+func (w *Worker) Handle(nodeType string, n Node) {
+	if nodeType == "" || n == nil {
+		panic("worker: Handle needs a node type and a node")
+	}
+	w.mu.Lock()
+	w.handlers[nodeType] = n
+	w.mu.Unlock()
+}
+
+// Types lists the node types the worker has handlers for, sorted.
+func (w *Worker) Types() []string {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	out := make([]string, 0, len(w.handlers))
+	for t := range w.handlers {
+		out = append(out, t)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (w *Worker) handler(nodeType string) Node {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	return w.handlers[nodeType]
+}
+
+// Name is the worker's name, as written in the events.
+func (w *Worker) Name() string { return w.opts.name }
+
+// Stats returns the worker's counters.
+func (w *Worker) Stats() Stats {
+	return Stats{
+		Received:    w.stats.received.Load(),
+		Succeeded:   w.stats.succeeded.Load(),
+		Failed:      w.stats.failed.Load(),
+		Cancelled:   w.stats.cancelled.Load(),
+		Malformed:   w.stats.malformed.Load(),
+		Redelivered: w.stats.redelivered.Load(),
+	}
+}
+
+// Run pulls and runs work until ctx ends, then drains (see the package
+// docs). It returns nil after a clean drain, ErrDrainTimeout when nodes had
+// to be handed back, and an error at once when the worker cannot start. A
+// Worker runs once.
+func (w *Worker) Run(ctx context.Context) error {
+	if !w.running.CompareAndSwap(false, true) {
+		return ErrAlreadyRunning
+	}
+	ctx = telemetry.WithProviders(ctx, w.providers)
+	nc := w.js.Conn()
+	sub, err := nc.Subscribe(eventlog.KindFilter(events.RunCancelRequested), w.cancel.onRequest)
+	if err != nil {
+		return fmt.Errorf("worker: subscribing to cancel requests: %w", err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+
+	queues := make([]*queue, 0, len(w.opts.queues))
+	for _, name := range w.opts.queues {
+		q, err := w.openQueue(ctx, name)
+		if err != nil {
+			return fmt.Errorf("worker: %w", err)
+		}
+		queues = append(queues, q)
+	}
+	// Withdrawn after the drain, when the worker no longer serves.
+	defer w.announce(ctx).stop(w)
+
+	// Nodes run on a context that outlives ctx, so that they can finish
+	// while the worker drains; it ends when the drain timeout passes.
+	base, stopNodes := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer stopNodes(nil)
+	slots := make(chan struct{}, w.opts.concurrency)
+	var pullers sync.WaitGroup
+	for _, q := range queues {
+		pullers.Go(func() { w.pull(ctx, base, q, slots) })
+	}
+	w.log.Info("worker running", logattr.Queues, w.opts.queues, logattr.Concurrency, w.opts.concurrency, logattr.Types, w.Types())
+
+	<-ctx.Done()
+	pullers.Wait()
+	w.log.Info("worker draining")
+	done := make(chan struct{})
+	go func() { w.inflight.Wait(); close(done) }()
+	var runErr error
+	if !waitFor(done, w.opts.drainTimeout) {
+		stopNodes(errDrainTimeout)
+		// Handlers that ignore their context cannot be stopped; give the
+		// others a moment to hand their items back.
+		waitFor(done, 5*time.Second)
+		runErr = ErrDrainTimeout
+	}
+	if err := nc.FlushTimeout(5 * time.Second); err != nil && !nc.IsClosed() {
+		w.log.Warn("flushing acks", logattr.Error, err)
+	}
+	w.log.Info("worker stopped", logattr.Stats, w.Stats())
+	return runErr
+}
+
+// waitFor waits for done at most d.
+func waitFor(done <-chan struct{}, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// queue is one task queue the worker pulls from.
+type queue struct {
+	name      string
+	consumer  jetstream.Consumer
+	heartbeat time.Duration
+	// slots bounds the queue's nodes in flight (WithQueueConcurrency);
+	// nil: only the worker's limit applies.
+	slots chan struct{}
+}
+
+// openQueue sets up a queue's consumer, waiting out a NATS that is away
+// or electing its leaders (with capped back-off, logging what it waits
+// for) until ctx ends; a configuration error ends it at once.
+func (w *Worker) openQueue(ctx context.Context, name string) (*queue, error) {
+	var c jetstream.Consumer
+	err := setup.Retry(ctx, w.log, "the consumer of queue "+name, setupFatal, func(ctx context.Context) error {
+		var err error
+		c, err = workqueue.EnsureQueue(ctx, w.js, w.store.StreamName(), name, workqueue.QueueOptions{AckWait: w.opts.ackWait})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	ackWait := c.CachedInfo().Config.AckWait
+	hb := w.opts.heartbeat
+	if hb == 0 {
+		hb = ackWait / 3
+	}
+	if hb <= 0 || (ackWait > 0 && hb >= ackWait) {
+		w.log.Warn("heartbeat is not shorter than the queue's ack wait; work may be redelivered while it runs", logattr.Queue, name, logattr.Heartbeat, hb, logattr.AckWait, ackWait)
+		if hb <= 0 {
+			hb = time.Second
+		}
+	}
+	q := &queue{name: name, consumer: c, heartbeat: hb}
+	if n := w.opts.perQueue[name]; n > 0 {
+		q.slots = make(chan struct{}, n)
+	}
+	return q, nil
+}
+
+// pull takes work from a queue until ctx ends, re-subscribing if the
+// consumer's message iterator closes underneath it.
+func (w *Worker) pull(ctx, base context.Context, q *queue, slots chan struct{}) {
+	log := w.log.With(logattr.Queue, q.name)
+	for {
+		iter, err := q.consumer.Messages(
+			// Buffer no more than the worker can run: items wait in the
+			// buffer with their AckWait running.
+			jetstream.PullMaxMessages(q.limit(w.opts.concurrency)),
+			jetstream.WithMessagesErrOnMissingHeartbeat(false),
+		)
+		if err == nil {
+			stop := context.AfterFunc(ctx, iter.Drain)
+			w.consume(ctx, base, q, iter, slots)
+			stop()
+			if ctx.Err() != nil {
+				return
+			}
+			log.Warn("queue subscription closed; subscribing again")
+		} else {
+			log.Error("subscribing to queue", logattr.Error, err)
+		}
+		if !sleep(ctx, time.Second) {
+			return
+		}
+		if c, err := workqueue.EnsureQueue(ctx, w.js, w.store.StreamName(), q.name, workqueue.QueueOptions{AckWait: w.opts.ackWait}); err == nil {
+			q.consumer = c
+		} else if ctx.Err() == nil {
+			log.Error("ensuring queue", logattr.Error, err)
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// consume runs the items of one message iterator, at most as many at once
+// as there are slots, until the iterator closes. Once ctx ends the iterator
+// is draining: what it still holds is handed back.
+func (w *Worker) consume(ctx, base context.Context, q *queue, iter jetstream.MessagesContext, slots chan struct{}) {
+	for {
+		if !q.acquire(ctx) {
+			w.handBack(iter)
+			return
+		}
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			q.release()
+			w.handBack(iter)
+			return
+		}
+		m, err := iter.Next()
+		if err != nil {
+			<-slots
+			q.release()
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return
+			}
+			if ctx.Err() == nil {
+				w.log.Warn("pulling work", logattr.Queue, q.name, logattr.Error, err)
+			}
+			continue
+		}
+		if ctx.Err() != nil {
+			w.nak(m)
+			<-slots
+			q.release()
+			continue
+		}
+		w.inflight.Add(1)
+		go func() {
+			defer w.inflight.Done()
+			defer func() { <-slots; q.release() }()
+			w.process(base, q, m)
+		}()
+	}
+}
+
+// handBack naks what a draining iterator still buffers, so that other
+// workers get it at once.
+func (w *Worker) handBack(iter jetstream.MessagesContext) {
+	n := 0
+	for {
+		m, err := iter.Next()
+		if err != nil {
+			break
+		}
+		w.nak(m)
+		n++
+	}
+	if n > 0 {
+		w.log.Info("handed back buffered work", logattr.Count, n)
+	}
+}
+
+func (w *Worker) nak(m jetstream.Msg) {
+	if err := m.Nak(); err != nil {
+		w.log.Warn("handing work back", logattr.Subject, m.Subject(), logattr.Error, err)
+	}
+}
+
+// limit is how many of the queue's items the worker may hold at once.
+func (q *queue) limit(worker int) int {
+	if q.slots != nil && cap(q.slots) < worker {
+		return cap(q.slots)
+	}
+	return worker
+}
+
+// acquire takes one of the queue's slots, if it has a limit.
+func (q *queue) acquire(ctx context.Context) bool {
+	if q.slots == nil {
+		return true
+	}
+	select {
+	case q.slots <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (q *queue) release() {
+	if q.slots != nil {
+		<-q.slots
+	}
+}
+
+// setupFatal reports whether a setup error is one waiting cannot fix.
+func setupFatal(err error) bool {
+	return errors.Is(err, events.ErrInvalidID) || errors.Is(err, eventlog.ErrUnsafeSetting) ||
+		errors.Is(err, nats.ErrPermissionViolation) || errors.Is(err, nats.ErrAuthorization)
+}
