@@ -33,7 +33,7 @@ const (
 )
 
 // Roles lists the roles, workers last.
-var Roles = []Role{RoleClient, RoleCoordinator, RoleUI, RoleAdmin, RoleWorker}
+var Roles = []Role{RoleClient, RoleCoordinator, RoleUI, RoleAdmin, RoleTrigger, RoleWorker}
 
 // Names of the KV buckets Weft keeps next to its stream (pkg/worker's
 // WorkersBucket, internal/coordinator's SnapshotsBucket); repeated here,
@@ -203,14 +203,14 @@ func (d Deployment) User(r Role, q string) User {
 	case RoleClient:
 		u.PublishAllow = slices.Concat(
 			[]string{eventlog.ClientSubjects},
-			reads, workersRead, runsRead)
+			reads, workersRead, runsRead, startsRead(api))
 		u.SubscribeAllow = append([]string{inbox}, follow...)
 	case RoleUI:
 		// The workers page counts the work waiting on each task queue:
 		// the queues' consumers listed (their configurations and
 		// counts, no messages).
 		queuesRead := []string{api + "CONSUMER.LIST." + s, api + "CONSUMER.INFO." + s + ".*"}
-		u.PublishAllow = slices.Concat(reads, workersRead, runsRead, queuesRead)
+		u.PublishAllow = slices.Concat(reads, workersRead, runsRead, queuesRead, startsRead(api))
 		u.SubscribeAllow = append([]string{inbox}, follow...)
 	case RoleCoordinator:
 		u.PublishAllow = slices.Concat(
@@ -274,7 +274,8 @@ func (d Deployment) User(r Role, q string) User {
 			// partitions' consumers of fired timers.
 			coordinatorGrants(api, s, d.coordinatorConsumers()),
 			coordinatorGrants(api, s+eventlog.TimerStreamSuffix, d.timerConsumers()),
-			[]string{api + "CONSUMER.INFO." + s + eventlog.TimerStreamSuffix + ".*"})
+			[]string{api + "CONSUMER.INFO." + s + eventlog.TimerStreamSuffix + ".*"},
+			startsCoordinator(api, s, d.Durable))
 		u.SubscribeAllow = []string{inbox}
 	case RoleWorker:
 		cons := QueueConsumerName(q)
@@ -310,6 +311,8 @@ func (d Deployment) User(r Role, q string) User {
 			// Cancel requests, to stop a node of a cancelled run at once.
 			eventlog.KindFilter(events.RunCancelRequested),
 		}
+	case RoleTrigger:
+		u = triggerUser(u, api, reads, runsRead, inbox)
 	case RoleAdmin:
 		u.PublishAllow = []string{">"}
 		u.SubscribeAllow = []string{">"}
