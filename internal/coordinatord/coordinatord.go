@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -41,6 +42,7 @@ import (
 	"github.com/weft-dev/weft/internal/schedule"
 	"github.com/weft-dev/weft/internal/setup"
 	"github.com/weft-dev/weft/internal/telemetry"
+	"github.com/weft-dev/weft/internal/trigger"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
@@ -157,14 +159,15 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Ready:   func(nc *nats.Conn) func(context.Context) error { pr.nc = nc; return pr.ready },
 		Stopped: "stopped before the coordinator was ready",
 	}, func(ctx context.Context, env daemon.Env) error {
-		// Schedules fire beside the coordinators, on the same connection
-		// and role (internal/schedule).
-		sched := make(chan struct{})
-		go func() {
-			defer close(sched)
+		// Schedules and event triggers start runs beside the
+		// coordinators, on the same connection and role
+		// (internal/schedule, internal/trigger).
+		var starts sync.WaitGroup
+		starts.Go(func() {
 			_ = schedule.NewRunner(env.Store, schedule.WithDurable(cfg.Durable), schedule.WithLogger(env.Log)).Run(ctx)
-		}()
-		defer func() { <-sched }()
+		})
+		starts.Go(func() { _ = trigger.NewRunner(env.Store, trigger.WithLogger(env.Log)).Run(ctx) })
+		defer starts.Wait()
 		return coordinate(ctx, env.Log, &cfg, env.Store, pr)
 	})
 }

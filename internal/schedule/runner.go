@@ -145,21 +145,28 @@ func (r *Runner) onDefinition(ctx context.Context, e jetstream.KeyValueEntry) {
 	}
 }
 
-// key returns schedule name's key, making it on first use.
+// key returns the key of a schedule or trigger, making it on first use.
 func (r *Runner) key(ctx context.Context, kind, name string) ([]byte, error) {
+	return EnsureKey(ctx, r.keys, kind, name)
+}
+
+// EnsureKey returns the key of kind ("schedule", "trigger") name in the
+// keys bucket, making a random one on first use: the first writer wins,
+// and every coordinator then reads the same.
+func EnsureKey(ctx context.Context, keys jetstream.KeyValue, kind, name string) ([]byte, error) {
 	k := kind + "." + name
-	if e, err := r.keys.Get(ctx, k); err == nil {
+	if e, err := keys.Get(ctx, k); err == nil {
 		return e.Value(), nil
 	} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, err
 	}
 	v := newKey()
-	if _, err := r.keys.Create(ctx, k, v); err == nil {
+	if _, err := keys.Create(ctx, k, v); err == nil {
 		return v, nil
 	} else if !errors.Is(err, jetstream.ErrKeyExists) {
 		return nil, err
 	}
-	e, err := r.keys.Get(ctx, k)
+	e, err := keys.Get(ctx, k)
 	if err != nil {
 		return nil, err
 	}

@@ -285,6 +285,10 @@ func newKey() []byte {
 	return b
 }
 
+// KeyedID is the part of a run id only a holder of key can compute, from
+// parts: what event triggers derive their runs' ids with.
+func KeyedID(key []byte, parts ...string) string { return idPart(key, parts...) }
+
 // idPart is the part of a run id that only a holder of key can compute:
 // 16 characters, 80 bits of HMAC-SHA256.
 func idPart(key []byte, parts ...string) string {
