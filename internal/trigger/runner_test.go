@@ -155,7 +155,7 @@ func TestTriggerMapsMessages(t *testing.T) {
 	e.publish("orders.created", "", `{"amount":50}`)           // bad: no id for -input
 	e.publish("orders.created", "", `{"id":"o3","amount":30}`) // after the bad ones: starts
 	e.publish("orders.raw", "m1", `{"x":1}`)
-	time.Sleep(200 * time.Millisecond) // past the stream's de-duplication window
+	time.Sleep(200 * time.Millisecond)       // past the stream's de-duplication window
 	e.publish("orders.raw", "m1", `{"x":1}`) // republished under the same Nats-Msg-Id
 	e.publish("orders.raw", "", `[1,2]`)     // bad: not an object, and no -input
 	st := e.waitState("orders", func(s *trigger.State) bool { return s.Started+s.Duplicates+s.Filtered+s.Bad == 6 }, 20*time.Second)
