@@ -10,10 +10,14 @@ import (
 	"testing"
 	"time"
 
+	natsgo "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/internal/schedule"
+	"github.com/weft-dev/weft/internal/trigger"
 	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/worker"
@@ -36,6 +40,7 @@ func scheduleEngine(t *testing.T) (string, *client.Client) {
 	wg.Go(func() { _ = w.Run(ctx) })
 	wg.Go(func() { _ = coordinator.New(store, coordinator.WithLogger(log)).Run(ctx) })
 	wg.Go(func() { _ = schedule.NewRunner(store, schedule.WithLogger(log)).Run(ctx) })
+	wg.Go(func() { _ = trigger.NewRunner(store, trigger.WithLogger(log)).Run(ctx) })
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	waitConsumers(t, store, coordinator.ConsumerName("coordinator", 0), workqueue.QueueConsumer("default"))
 	for deadline := time.Now().Add(30 * time.Second); ; {
@@ -167,6 +172,85 @@ func TestScheduleCommands(t *testing.T) {
 		t.Fatalf("delete: %+v", r)
 	}
 	if r := weft(t, "schedule", "describe", "nightly", nats); r.code == 0 || !strings.Contains(r.stderr, "not found") {
+		t.Fatalf("describe after delete: %+v", r)
+	}
+}
+
+// TestTriggerCommands: create (and its refusals), messages to runs,
+// describe with counts and bad messages, list -trigger, pause, delete.
+func TestTriggerCommands(t *testing.T) {
+	url, _ := scheduleEngine(t)
+	nats := "-nats=" + url
+	nc, err := natsgo.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx := context.Background()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "ORDERS", Subjects: []string{"orders.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-subject", "orders.created", "-filter", "input.x >"}, "-filter"},
+		{[]string{"-subject", "orders.created", "-input", "1 +"}, "-input"},
+		{[]string{"-subject", "nothing.here"}, "no stream captures"},
+		{[]string{"-subject", "orders.created", "-stream", "NOPE"}, "NOPE"},
+	} {
+		r := weft(t, append([]string{"trigger", "create", "bad", nats, "-graph", helloFile}, c.args...)...)
+		if r.code == 0 || !strings.Contains(r.stderr, c.want) {
+			t.Fatalf("create %v: %+v, want an error naming %s", c.args, r, c.want)
+		}
+	}
+	if r := weft(t, "trigger", "list", nats, "-o", "json"); strings.TrimSpace(r.stdout) != "[]" {
+		t.Fatalf("list after refused creates: %+v", r)
+	}
+	r := weft(t, "trigger", "create", "greet", nats, "-graph", helloFile, "-subject", "orders.created",
+		"-filter", "input.ok", "-input", `{"name": input.who}`, "-id", "input.ref")
+	if r.code != 0 {
+		t.Fatalf("create: %+v", r)
+	}
+	for _, body := range []string{`{"ok":true,"who":"Ada","ref":"1"}`, `{"ok":true,"who":"Ada","ref":"1"}`, `{"ok":false,"who":"Bob","ref":"2"}`, `{"ok":true,"ref":"3"}`, `oops`, `{"ok":true,"who":"Cy","ref":"4"}`} {
+		if _, err := js.Publish(ctx, "orders.created", []byte(body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r = weft(t, "list", nats, "-trigger", "greet", "-status", "completed", "-o", "json")
+		var page []client.RunSummary
+		_ = json.Unmarshal([]byte(r.stdout), &page)
+		// Ada (once, though sent twice) and Cy; Bob is filtered out,
+		// the one with no name and "oops" are bad messages.
+		if len(page) == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("list -trigger greet: %s", r.stdout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		r = weft(t, "trigger", "describe", "greet", nats)
+		if strings.Contains(r.stdout, "bad messages  2") || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	wantContains(t, "describe", r.stdout, "orders.created (stream ORDERS)", "input.ok", "runs started  2", "duplicates    1", "filtered out  1", "bad messages  2", "ORDERS#5", "-filter", "ORDERS#4", "no such key: who")
+	if r := weft(t, "trigger", "pause", "greet", nats, "-note", "maintenance"); r.code != 0 {
+		t.Fatalf("pause: %+v", r)
+	}
+	wantContains(t, "describe paused", weft(t, "trigger", "describe", "greet", nats).stdout, "yes: maintenance")
+	wantContains(t, "list", weft(t, "trigger", "list", nats).stdout, "greet", "orders.created", "ORDERS", "hello", "yes")
+	if r := weft(t, "trigger", "delete", "greet", nats); r.code != 0 {
+		t.Fatalf("delete: %+v", r)
+	}
+	if r := weft(t, "trigger", "describe", "greet", nats); r.code == 0 || !strings.Contains(r.stderr, "not found") {
 		t.Fatalf("describe after delete: %+v", r)
 	}
 }

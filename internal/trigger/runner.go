@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -231,11 +232,15 @@ func (c *consumer) run(ctx context.Context) {
 			continue
 		}
 		stop := context.AfterFunc(ctx, iter.Drain)
-		work := make(chan jetstream.Msg)
+		// Messages are handed out by their identity's hash, so that two
+		// copies of one message (republished) are handled one after the
+		// other, and the second finds the first's run.
+		work := make([]chan jetstream.Msg, Concurrency)
 		var wg sync.WaitGroup
-		for range Concurrency {
+		for i := range work {
+			work[i] = make(chan jetstream.Msg, 4)
 			wg.Go(func() {
-				for m := range work {
+				for m := range work[i] {
 					c.handle(ctx, m, log)
 				}
 			})
@@ -248,9 +253,17 @@ func (c *consumer) run(ctx context.Context) {
 				}
 				continue
 			}
-			work <- m
+			h := fnv.New32a()
+			if id := m.Headers().Get(nats.MsgIdHdr); id != "" {
+				_, _ = h.Write([]byte(id))
+			} else {
+				_, _ = h.Write(m.Data())
+			}
+			work[h.Sum32()%Concurrency] <- m
 		}
-		close(work)
+		for _, w := range work {
+			close(w)
+		}
 		wg.Wait()
 		stop()
 	}
