@@ -73,6 +73,9 @@ type Deployment struct {
 	// namespace's quota (namespace.go). None: one set of users in the
 	// server's global account, the default namespace.
 	Namespaces []Namespace `json:"namespaces,omitempty"`
+	// TriggerStreams are the users' streams event triggers may read
+	// (roles_starts.go).
+	TriggerStreams []string `json:"triggerStreams,omitempty"`
 }
 
 func (d Deployment) withDefaults() Deployment {
@@ -95,6 +98,7 @@ func (d Deployment) Validate() error {
 	if !eventlog.ValidToken(d.Stream) {
 		errs = append(errs, fmt.Errorf("stream %q: not a valid stream name", d.Stream))
 	}
+	errs = append(errs, d.triggerStreamErrors()...)
 	if !eventlog.ValidToken(d.Durable) {
 		errs = append(errs, fmt.Errorf("durable %q: not a valid consumer name", d.Durable))
 	}
@@ -323,7 +327,8 @@ func (d Deployment) user(ns string, r Role, q string) User {
 			coordinatorGrants(api, s, d.coordinatorConsumers()),
 			coordinatorGrants(api, s+eventlog.TimerStreamSuffix, d.timerConsumers()),
 			[]string{api + "CONSUMER.INFO." + s + eventlog.TimerStreamSuffix + ".*"},
-			startsCoordinator(api, s, d.Durable))
+			startsCoordinator(api, s, d.Durable),
+			triggerStreamsCoordinator(api, d.TriggerStreams))
 		u.SubscribeAllow = []string{inbox}
 		if admission {
 			// It answers the clients' requests (a queue group on
@@ -374,6 +379,7 @@ func (d Deployment) user(ns string, r Role, q string) User {
 		}
 	case RoleTrigger:
 		u = triggerUser(u, api, reads, runsRead, inbox)
+		u.PublishAllow = append(u.PublishAllow, triggerStreamsManage(api, d.TriggerStreams)...)
 	case RoleAdmin:
 		u.PublishAllow = []string{">"}
 		u.SubscribeAllow = []string{">"}

@@ -1,6 +1,11 @@
 package natsconn
 
-import "github.com/weft-dev/weft/internal/eventlog"
+import (
+	"fmt"
+	"strings"
+
+	"github.com/weft-dev/weft/internal/eventlog"
+)
 
 // Schedules and event triggers (internal/schedule, internal/trigger): the
 // grants they add to the roles, kept here, apart from the others.
@@ -12,7 +17,8 @@ import "github.com/weft-dev/weft/internal/eventlog"
 //     role but the admin may read: no one else can compute the id of a
 //     run the engine is about to start and start a run of its own under it.
 //   - RoleTrigger manages them ('weft schedule', 'weft trigger'): it
-//     writes definitions (def.>) and trigger/backfill requests (act.>),
+//     writes definitions (def.>, tdef.>) and trigger/backfill requests
+//     (act.>),
 //     and reads the bucket; it cannot write the state (st.>) or results
 //     (res.>), start, signal or cancel a run, or reach the keys.
 //   - The client and the UI read the bucket, and write nothing there: a
@@ -44,6 +50,7 @@ func startsManage() []string {
 	return []string{
 		"$KV." + schedulesBucket + ".def.>",
 		"$KV." + schedulesBucket + ".act.>",
+		"$KV." + schedulesBucket + ".tdef.>",
 	}
 }
 
@@ -66,4 +73,51 @@ func triggerUser(u User, api string, reads, runsRead []string, inbox string) Use
 	u.PublishAllow = append(append(append(append([]string{}, startsManage()...), startsRead(api)...), reads...), runsRead...)
 	u.SubscribeAllow = []string{inbox}
 	return u
+}
+
+// triggerStreamsCoordinator lets the coordinator consume the users'
+// streams triggers read (Deployment.TriggerStreams): consumers of those
+// streams only (trigger consumers are "weft-trigger-<name>"; NATS cannot
+// grant a name prefix), never of the events stream or the buckets.
+func triggerStreamsCoordinator(api string, streams []string) []string {
+	var out []string
+	for _, s := range streams {
+		out = append(out,
+			api+"STREAM.INFO."+s,
+			api+"CONSUMER.CREATE."+s+".*",
+			api+"CONSUMER.CREATE."+s+".*.>",
+			api+"CONSUMER.INFO."+s+".*",
+			api+"CONSUMER.DELETE."+s+".*",
+			api+"CONSUMER.MSG.NEXT."+s+".*",
+			"$JS.ACK."+s+".>",
+		)
+	}
+	return out
+}
+
+// triggerStreamsManage lets the trigger role check a trigger's stream
+// when it creates one (its subjects; which stream captures a subject).
+func triggerStreamsManage(api string, streams []string) []string {
+	if len(streams) == 0 {
+		return nil
+	}
+	out := []string{api + "STREAM.NAMES"}
+	for _, s := range streams {
+		out = append(out, api+"STREAM.INFO."+s, api+"CONSUMER.INFO."+s+".*")
+	}
+	return out
+}
+
+// triggerStreamErrors checks TriggerStreams: users' streams, never Weft's.
+func (d Deployment) triggerStreamErrors() []error {
+	var errs []error
+	for _, s := range d.TriggerStreams {
+		switch {
+		case !eventlog.ValidToken(s):
+			errs = append(errs, fmt.Errorf("trigger stream %q: not a valid stream name", s))
+		case s == d.Stream || strings.HasPrefix(s, d.Stream+"_") || strings.HasPrefix(s, "KV_") || strings.HasPrefix(s, "OBJ_"):
+			errs = append(errs, fmt.Errorf("trigger stream %q: Weft's own streams and buckets cannot be read by triggers", s))
+		}
+	}
+	return errs
 }

@@ -124,3 +124,81 @@ func TestSchedulesUnderTheRoles(t *testing.T) {
 		t.Fatalf("after the client's pause: %v %+v", err, d)
 	}
 }
+
+// TestTriggersUnderTheRoles: with ORDERS granted to triggers, the trigger
+// role creates a trigger and the coordinator process consumes the user's
+// stream and starts one run per message, a forged (undecodable) message
+// included in the stream is recorded and does not stall it; a client and
+// a worker can neither write a trigger's definition or state, nor pull
+// the trigger's messages, nor start runs on its behalf.
+func TestTriggersUnderTheRoles(t *testing.T) {
+	s := startServerWith(t, natsconn.Deployment{Queues: []string{queueA, queueB}, TriggerStreams: []string{"ORDERS"}})
+	s.setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	admin := s.connect(t, userAdmin)
+	if _, err := admin.js.CreateStream(ctx, jetstream.StreamConfig{Name: "ORDERS", Subjects: []string{"orders.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	startProcess(t, "coordinator", filepath.Join(t.TempDir(), "coordinator.log"), s.roleEnv(userCoord), "-nats", s.url)
+	mc := s.connect(t, userTrigger)
+	mgr := client.New(openStore(t, mc))
+	g, err := graph.Parse([]byte(chain), "chain.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, cancelShort := context.WithTimeout(ctx, 5*time.Second)
+	defer cancelShort()
+	if _, err := mgr.CreateTrigger(short, "orders", "orders.created", g, client.TriggerOptions{ID: "input.id"}); err != nil {
+		mc.mu.Lock()
+		defer mc.mu.Unlock()
+		t.Fatalf("the trigger role creates a trigger: %v (%q)", err, mc.errs)
+	}
+	// The user's application publishes (here as the admin).
+	for _, body := range []string{`{"id":"o1"}`, "\x00\xffnot json", `{"id":"o1"}`, `{"id":"o2"}`} {
+		if _, err := admin.js.Publish(ctx, "orders.created", []byte(body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var d *client.TriggerDescription
+	for {
+		if d, err = mgr.DescribeTrigger(ctx, "orders"); err != nil {
+			t.Fatal(err)
+		}
+		if d.State.Started+d.State.Duplicates+d.State.Bad == 4 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the coordinator did not consume the trigger's stream: %+v", d.State)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if d.State.Started != 2 || d.State.Duplicates != 1 || d.State.Bad != 1 {
+		t.Fatalf("trigger state %+v: want 2 runs, 1 duplicate, 1 bad message", d.State)
+	}
+	def, _ := json.Marshal(map[string]any{"name": "evil", "subject": "orders.>", "stream": "ORDERS"})
+	for _, user := range []string{userClient, natsconn.UserName(natsconn.RoleWorker, queueA)} {
+		c := s.connect(t, user)
+		for _, subj := range []string{"$KV.weft-schedules.tdef.evil", "$KV.weft-schedules.tst.orders", "$JS.API.CONSUMER.MSG.NEXT.ORDERS.weft-trigger-orders", "$JS.API.CONSUMER.CREATE.ORDERS.mine"} {
+			if err := c.nc.Publish(subj, def); err != nil {
+				t.Fatal(err)
+			}
+			c.violation(t, "Publish", subj)
+		}
+	}
+	// The trigger role cannot start runs itself, nor consume the stream.
+	tr := s.connect(t, userTrigger)
+	for _, subj := range []string{eventlog.StartedSubject("mine"), "$JS.API.CONSUMER.MSG.NEXT.ORDERS.weft-trigger-orders", "$JS.ACK.ORDERS.weft-trigger-orders.1.1.1.1.1"} {
+		if err := tr.nc.Publish(subj, []byte("{}")); err != nil {
+			t.Fatal(err)
+		}
+		tr.violation(t, "Publish", subj)
+	}
+	kv, err := admin.js.KeyValue(ctx, schedule.Bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Get(ctx, "tdef.evil"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatalf("a forged trigger landed: %v", err)
+	}
+}
