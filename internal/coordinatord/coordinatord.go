@@ -183,12 +183,14 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		// coordinators, on the same connection and role (one per
 		// namespace, like the coordinators; internal/schedule,
 		// internal/trigger).
+		// They stop with the coordinators, however those stop.
 		var starts sync.WaitGroup
+		sctx, stopStarts := context.WithCancel(ctx)
+		defer func() { stopStarts(); starts.Wait() }()
 		starts.Go(func() {
-			_ = schedule.NewRunner(env.Store, schedule.WithDurable(cfg.Durable), schedule.WithLogger(env.Log)).Run(ctx)
+			_ = schedule.NewRunner(env.Store, schedule.WithDurable(cfg.Durable), schedule.WithLogger(env.Log)).Run(sctx)
 		})
-		starts.Go(func() { _ = trigger.NewRunner(env.Store, trigger.WithLogger(env.Log)).Run(ctx) })
-		defer starts.Wait()
+		starts.Go(func() { _ = trigger.NewRunner(env.Store, trigger.WithLogger(env.Log)).Run(sctx) })
 		return serve(ctx, env.Log, &cfg, env.Store, pr)
 	})
 }
