@@ -115,6 +115,30 @@ type RunStartedData struct {
 	// started without one (by a Weft before it, or a client that sets
 	// none) get child ids without that part.
 	Nonce string `json:"nonce,omitempty"`
+	// Trigger is set when the engine started the run on its own: a
+	// schedule's fire, an event trigger's message or a webhook call.
+	Trigger *TriggerRef `json:"trigger,omitempty"`
+}
+
+// Kinds of TriggerRef.
+const (
+	TriggerSchedule = "schedule"
+	TriggerEvent    = "trigger"
+	TriggerWebhook  = "webhook"
+)
+
+// TriggerRef says what started a run that no person started: the
+// schedule or trigger, by name, and what fired it.
+type TriggerRef struct {
+	// Kind is TriggerSchedule, TriggerEvent or TriggerWebhook.
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+	// FireTime is a schedule's nominal fire time (for a run started by
+	// 'weft schedule trigger', the time of the request).
+	FireTime time.Time `json:"fireTime,omitzero"`
+	// Key is what the run id was derived from: a message id, the value
+	// of an -id expression, an Idempotency-Key, "manual:<request>".
+	Key string `json:"key,omitempty"`
 }
 
 // ForkRef links a forked run to the run and point it was forked from.

@@ -24,6 +24,7 @@ import (
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/runs"
+	"github.com/weft-dev/weft/internal/schedule"
 	"github.com/weft-dev/weft/internal/setup"
 	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/events"
@@ -88,6 +89,7 @@ func Run(ctx context.Context, store events.Store, o Options) ([]string, error) {
 		coordinator.LeasesKVConfig(o.LeaseTTL, o.Replicas),
 		runs.KVConfig(o.Replicas),
 	}
+	buckets = append(buckets, schedule.KVConfigs(o.Replicas)...)
 	js := eventlog.JetStream(store)
 	names := make([]string, len(buckets))
 	for i, b := range buckets {

@@ -10,6 +10,7 @@ import (
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/internal/provision"
 	"github.com/weft-dev/weft/internal/runs"
+	"github.com/weft-dev/weft/internal/schedule"
 	"github.com/weft-dev/weft/internal/workqueue"
 )
 
@@ -24,12 +25,12 @@ func TestRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(names) != 4 {
+		if len(names) != 6 { // and the schedules' two (internal/schedule)
 			t.Fatalf("buckets %v", names)
 		}
 	}
 	js := eventlog.JetStream(st)
-	for _, b := range []string{workqueue.WorkersBucket, coordinator.SnapshotsBucket, coordinator.LeasesBucket, runs.Bucket} {
+	for _, b := range []string{workqueue.WorkersBucket, coordinator.SnapshotsBucket, coordinator.LeasesBucket, runs.Bucket, schedule.Bucket, schedule.KeysBucket} {
 		if _, err := js.KeyValue(ctx, b); err != nil {
 			t.Errorf("bucket %s: %v", b, err)
 		}

@@ -76,6 +76,9 @@ type State struct {
 	// state was not taken, and the engine fails the run with this failure
 	// (type events.FailureInvalidForkState, the problems in its details).
 	ForkRefused *events.Failure `json:"forkRefused,omitempty"`
+	// Trigger is the schedule, event trigger or webhook that started the
+	// run, if one did.
+	Trigger *events.TriggerRef `json:"trigger,omitempty"`
 
 	// Vars is the shared state, key by key.
 	Vars map[string]json.RawMessage `json:"state,omitempty"`
