@@ -241,7 +241,7 @@ func TestTriggerCommands(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	wantContains(t, "describe", r.stdout, "orders.created (stream ORDERS)", "input.ok", "runs started  2", "duplicates    1", "filtered out  1", "bad messages  2", "ORDERS#5", "-filter", "ORDERS#4", "no such key: who")
+	wantContains(t, "describe", r.stdout, "orders.created (stream ORDERS)", "input.ok", "runs started  2", "duplicates    1", "filtered out  1", "bad messages  2", "ORDERS#5", "-filter", "ORDERS#4", `no key "who"`)
 	if r := weft(t, "trigger", "pause", "greet", nats, "-note", "maintenance"); r.code != 0 {
 		t.Fatalf("pause: %+v", r)
 	}

@@ -341,7 +341,9 @@ func ListKeys(ctx context.Context, js jetstream.JetStream, prefix string) ([]str
 	seen := map[string]bool{}
 	var keys []string
 	err := runs.EachDirect(ctx, js.Conn(), "KV_"+Bucket, subject+prefix+">", func(m *nats.Msg) error {
-		k := strings.TrimPrefix(m.Subject, subject)
+		// A direct get answers on the inbox; the message's own subject
+		// is in its Nats-Subject header.
+		k := strings.TrimPrefix(m.Header.Get("Nats-Subject"), subject)
 		if !seen[k] {
 			seen[k] = true
 			keys = append(keys, k)
