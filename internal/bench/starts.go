@@ -167,7 +167,9 @@ func (e *env) rawScheduleDelays(ctx context.Context, k int) ([]time.Duration, er
 		return nil, err
 	}
 	defer e.dropStream(name)
-	base := time.Now().Add(time.Second)
+	// Two seconds ahead: an @at time that has passed by the time the
+	// server stores the schedule (a loaded machine) may never fire.
+	base := time.Now().Add(2 * time.Second)
 	for i := range k {
 		m := nats.NewMsg(fmt.Sprintf("floor.sched.%s.s.%d", name, i))
 		at := base.Add(time.Duration(i) * 250 * time.Millisecond).UTC()
