@@ -267,6 +267,12 @@ func (r *runReader) resolve(ctx context.Context, run string, ready *events.NodeR
 		// was never written; the work cannot be done as the graph says.
 		return nil, NonRetryable(FailureRunNotFound, fmt.Sprintf("node %q: %v", ready.Node, err))
 	}
+	var digestErr *events.GraphDigestError
+	if errors.As(err, &digestErr) {
+		// The run's start names another graph's digest than its own: its
+		// config is not believed, and reading it again will not change it.
+		return nil, NonRetryable(events.FailureInvalidGraph, fmt.Sprintf("node %q: %v", ready.Node, err))
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -49,7 +50,7 @@ func TestReadStart(t *testing.T) {
 		t.Fatalf("a run with no start: %v", err)
 	}
 	ev, err := events.New(run, run, time.Time{}, &events.RunStartedData{
-		GraphName: "g", GraphDigest: "sha256:g",
+		GraphName: "g", GraphDigest: events.GraphDigest([]byte(`{"name":"g","nodes":[{"id":"a","type":"echo","config":{"k":1}}]}`)),
 		Graph:      json.RawMessage(`{"name":"g","nodes":[{"id":"a","type":"echo","config":{"k":1}}]}`),
 		Invocation: json.RawMessage(`{"tenant":"t"}`),
 	})
@@ -77,9 +78,10 @@ func TestReadChildStart(t *testing.T) {
 	child := events.NewRunID()
 	parent := &events.ParentRef{RunID: "parent", Ref: events.NodeRef{Node: "sub", Iteration: 1}}
 	start := func(config string, p *events.ParentRef) *events.Event {
+		g := json.RawMessage(`{"name":"g","nodes":[{"id":"a","type":"echo","config":{"k":"` + config + `"}}]}`)
 		ev, err := events.New(child, child, time.Time{}, &events.RunStartedData{
-			GraphName: "g", GraphDigest: "sha256:" + config,
-			Graph:  json.RawMessage(`{"name":"g","nodes":[{"id":"a","type":"echo","config":{"k":"` + config + `"}}]}`),
+			GraphName: "g", GraphDigest: events.GraphDigest(g),
+			Graph:  g,
 			Parent: p,
 		})
 		if err != nil {
@@ -97,8 +99,8 @@ func TestReadChildStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.Data, _ = json.Marshal(&events.RunStartedData{GraphName: "g", GraphDigest: "sha256:forged",
-		Graph: json.RawMessage(`{"name":"g","nodes":[{"id":"a","type":"echo","config":{"k":"forged"}}]}`), Parent: parent})
+	forged := json.RawMessage(`{"name":"g","nodes":[{"id":"a","type":"echo","config":{"k":"forged"}}]}`)
+	m.Data, _ = json.Marshal(&events.RunStartedData{GraphName: "g", GraphDigest: events.GraphDigest(forged), Graph: forged, Parent: parent})
 	m.Header.Set("Nats-Msg-Id", eventlog.RandomID())
 	if _, err := js.PublishMsg(ctx, m); err != nil {
 		t.Fatal(err)
@@ -106,5 +108,39 @@ func TestReadChildStart(t *testing.T) {
 	s, err := r.start(ctx, child)
 	if err != nil || string(s.nodes["a"].Config) != `{"k":"real"}` {
 		t.Fatalf("child's start: %+v, %v; want the coordinator's", s, err)
+	}
+}
+
+// TestStartDigestMismatch: a run's start whose graphDigest is not its
+// graph's (written raw: the encoder refuses it) is never read for a node's
+// config nor kept under that digest: the work item fails, non-retryable
+// (InvalidGraph), naming the mismatch.
+func TestStartDigestMismatch(t *testing.T) {
+	srv, st := natstest.Store(t)
+	_, js := natstest.Connect(t, srv)
+	r := newRunReader(st)
+	ctx := context.Background()
+	run := events.NewRunID()
+	real := json.RawMessage(`{"name":"g","nodes":[{"id":"a","type":"echo","config":{"k":"real"}}]}`)
+	forged := json.RawMessage(`{"name":"g","nodes":[{"id":"a","type":"echo","config":{"k":"forged"}}]}`)
+	ev, err := events.New(run, run, time.Time{}, &events.RunStartedData{GraphName: "g", GraphDigest: events.GraphDigest(real), Graph: real})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := eventlog.Encode(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Data, _ = json.Marshal(&events.RunStartedData{GraphName: "g", GraphDigest: events.GraphDigest(real), Graph: forged})
+	if _, err := js.PublishMsg(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.resolve(ctx, run, &events.NodeReadyData{NodeRef: events.NodeRef{Node: "a", Iteration: 1}, Type: "echo", Queue: "default"})
+	var we *Error
+	if !errors.As(err, &we) || we.Retryable || we.Type != events.FailureInvalidGraph || !strings.Contains(we.Message, "graph digest mismatch") {
+		t.Fatalf("resolving a work item of a start under another graph's digest: %v", err)
+	}
+	if _, ok := r.graphs.get(events.GraphDigest(real)); ok {
+		t.Fatal("the forged graph was kept under the real graph's digest")
 	}
 }
