@@ -57,6 +57,11 @@ export class LRU<V> {
 
 class StartNotFound extends Error {}
 
+// StartDigestMismatch: the run's start names another graph's digest than
+// its own (refused by decode); its config is not believed, and reading it
+// again will not change it.
+class StartDigestMismatch extends Error {}
+
 /** RunReader reads and caches runs' starts and ends. */
 export class RunReader {
   private starts = new LRU<RunStart>(runStartCache)
@@ -106,7 +111,10 @@ export class RunReader {
         refused ??= err
       }
     }
-    if (refused !== undefined) throw new Error(`run ${run}: its start: ${errorMessage(refused)}`)
+    if (refused !== undefined) {
+      const msg = `run ${run}: its start: ${errorMessage(refused)}`
+      throw errorMessage(refused).includes('graph digest mismatch') ? new StartDigestMismatch(msg) : new Error(msg)
+    }
     return undefined
   }
 
@@ -143,6 +151,7 @@ export class RunReader {
       s = await this.start(run)
     } catch (err) {
       if (err instanceof StartNotFound) throw nonRetryable(FailureType.RunNotFound, `node ${JSON.stringify(ready.node)}: ${err.message}`)
+      if (err instanceof StartDigestMismatch) throw nonRetryable(FailureType.InvalidGraph, `node ${JSON.stringify(ready.node)}: ${err.message}`)
       throw err
     }
     const spec = s.nodes.get(ready.node)
