@@ -289,3 +289,43 @@ func secondStart(t *testing.T, ctx context.Context, c *conn, run, src string) ui
 	}
 	return ack.Sequence
 }
+
+// TestGapSecondStartReadByWorkers (gap 12): a client may publish a second
+// run-started on any run's c.started (its own subject class; a valid
+// start of its own graph, under a fresh message id). The fold refuses a
+// second start, so the coordinator, the clients and the UI keep the first
+// (the run's graph, its digest, its decisions); but a worker reads the
+// last message on the subject for its node's config, so a second start
+// written before the worker first reads the run gives the worker the
+// attacker's config for the victim's work item.
+func TestGapSecondStartReadByWorkers(t *testing.T) {
+	s := startServer(t)
+	s.setup(t)
+	dir := t.TempDir()
+	startProcess(t, "coordinator", filepath.Join(dir, "coordinator.log"), s.roleEnv(userCoord), "-nats", s.url)
+	startProcess(t, "nodeworker", filepath.Join(dir, "worker.log"), s.roleEnv(userWorker), "-nats", s.url, "-queues", queueA, "-name", "w")
+	cl := client.New(openStore(t, s.connect(t, userClient)))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	victim := mustParse(t, gateThenWho("victim"))
+	run, err := cl.Start(ctx, victim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitRun(t, ctx, cl, run, "the gate waits", waiting("gate"))
+	secondStart(t, ctx, s.connect(t, userClient), run, gateThenWho("attacker"))
+	if err := cl.Signal(ctx, run, "gate", map[string]any{}); err != nil {
+		t.Fatal(err)
+	}
+	st := waitRun(t, ctx, cl, run, "the run ends", ended)
+	// The fold and the coordinator keep the first start.
+	if st.GraphDigest != victim.Digest() || st.Stats.Rejected+st.Stats.Refused < 1 {
+		t.Fatalf("the fold took the second start: digest %s (the victim's %s), %d rejected", st.GraphDigest, victim.Digest(), st.Stats.Rejected+st.Stats.Refused)
+	}
+	// The worker read the last: the attacker's config.
+	if st.Status != projection.RunCompleted || string(st.Vars["who"]) != `"attacker"` {
+		t.Fatalf("run %s %+v, who %s: the worker did not run the second start's config (close gap 12 in SECURITY.md?)", st.Status, st.Error, st.Vars["who"])
+	}
+	t.Logf("run %s of graph %s: its worker node ran the second start's config (who %s)", run, st.GraphDigest, st.Vars["who"])
+	proctest.CheckNoViolations(t, dir)
+}
