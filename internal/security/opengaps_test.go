@@ -290,15 +290,21 @@ func secondStart(t *testing.T, ctx context.Context, c *conn, run, src string) ui
 	return ack.Sequence
 }
 
-// TestGapSecondStartReadByWorkers (gap 12): a client may publish a second
-// run-started on any run's c.started (its own subject class; a valid
-// start of its own graph, under a fresh message id). The fold refuses a
-// second start, so the coordinator, the clients and the UI keep the first
-// (the run's graph, its digest, its decisions); but a worker reads the
-// last message on the subject for its node's config, so a second start
-// written before the worker first reads the run gives the worker the
-// attacker's config for the victim's work item.
-func TestGapSecondStartReadByWorkers(t *testing.T) {
+// TestGapSecondStartFailsWork (gap 12, narrowed): a client may publish a
+// second run-started on any run's c.started (its own subject class; a
+// valid start of its own graph, under a fresh message id). The fold
+// refuses a second start, so the coordinator, the clients and the UI keep
+// the first (the run's graph, its digest, its decisions). A worker reads
+// the last message on the subject for its node's config, and before the
+// fix a second start written before the worker first read the run gave
+// the worker the attacker's config for the victim's work item. Now a work
+// item names its run's start by stream sequence (startSeq) and the worker
+// reads no other: the attacker's config never runs. What is left is
+// availability: the worker, which may read only a subject's last message,
+// cannot have the run's own start, so the victim's node fails at once,
+// non-retryable (RunStartMismatch), and with it the run (a client may
+// cancel any run anyway).
+func TestGapSecondStartFailsWork(t *testing.T) {
 	s := startServer(t)
 	s.setup(t)
 	dir := t.TempDir()
@@ -322,10 +328,14 @@ func TestGapSecondStartReadByWorkers(t *testing.T) {
 	if st.GraphDigest != victim.Digest() || st.Stats.Rejected+st.Stats.Refused < 1 {
 		t.Fatalf("the fold took the second start: digest %s (the victim's %s), %d rejected", st.GraphDigest, victim.Digest(), st.Stats.Rejected+st.Stats.Refused)
 	}
-	// The worker read the last: the attacker's config.
-	if st.Status != projection.RunCompleted || string(st.Vars["who"]) != `"attacker"` {
-		t.Fatalf("run %s %+v, who %s: the worker did not run the second start's config (close gap 12 in SECURITY.md?)", st.Status, st.Error, st.Vars["who"])
+	if string(st.Vars["who"]) == `"attacker"` {
+		t.Fatal("the worker ran the second start's config (gap 12 open again)")
 	}
-	t.Logf("run %s of graph %s: its worker node ran the second start's config (who %s)", run, st.GraphDigest, st.Vars["who"])
+	// The worker refused it: the node fails, located, not retried.
+	a := st.Node("a")
+	if st.Status != projection.RunFailed || a == nil || a.Status != projection.NodeFailed || a.Error == nil || a.Error.Type != "RunStartMismatch" || a.Error.Retryable || a.Attempt != 1 {
+		t.Fatalf("run %s %+v, node a %+v: want node a failed once with RunStartMismatch", st.Status, st.Error, a)
+	}
+	t.Logf("run %s: node a failed: %s", run, a.Error.Message)
 	proctest.CheckNoViolations(t, dir)
 }

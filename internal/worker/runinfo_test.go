@@ -46,7 +46,7 @@ func TestReadStart(t *testing.T) {
 	r := newRunReader(st)
 	ctx := context.Background()
 	run := events.NewRunID()
-	if _, err := r.start(ctx, run); !errors.Is(err, errStartNotFound) {
+	if _, err := r.start(ctx, run, 0); !errors.Is(err, errStartNotFound) {
 		t.Fatalf("a run with no start: %v", err)
 	}
 	ev, err := events.New(run, run, time.Time{}, &events.RunStartedData{
@@ -60,7 +60,7 @@ func TestReadStart(t *testing.T) {
 	if _, err := eventlog.Append(ctx, st, run, 0, ev); err != nil {
 		t.Fatal(err)
 	}
-	s, err := r.start(ctx, run)
+	s, err := r.start(ctx, run, 0)
 	if err != nil || string(s.nodes["a"].Config) != `{"k":1}` || string(s.invocation) != `{"tenant":"t"}` {
 		t.Fatalf("start: %+v, %v", s, err)
 	}
@@ -105,7 +105,7 @@ func TestReadChildStart(t *testing.T) {
 	if _, err := js.PublishMsg(ctx, m); err != nil {
 		t.Fatal(err)
 	}
-	s, err := r.start(ctx, child)
+	s, err := r.start(ctx, child, 0)
 	if err != nil || string(s.nodes["a"].Config) != `{"k":"real"}` {
 		t.Fatalf("child's start: %+v, %v; want the coordinator's", s, err)
 	}
@@ -142,5 +142,53 @@ func TestStartDigestMismatch(t *testing.T) {
 	}
 	if _, ok := r.graphs.get(events.GraphDigest(real)); ok {
 		t.Fatal("the forged graph was kept under the real graph's digest")
+	}
+}
+
+// TestSecondStartNotRead: a work item names the stream sequence of its
+// run's start (NodeReadyData.StartSeq); a second run-started written
+// after it on the run's start subject (gap 12 of deploy/SECURITY.md) is
+// never read for the item's config: the item fails, non-retryable
+// (RunStartMismatch). An item that names the sequence of the start read
+// is resolved from it; one that names none (an older coordinator) takes
+// the last, as before.
+func TestSecondStartNotRead(t *testing.T) {
+	srv, st := natstest.Store(t)
+	_, js := natstest.Connect(t, srv)
+	ctx := context.Background()
+	run := events.NewRunID()
+	start := func(who string) *events.Event {
+		g := json.RawMessage(`{"name":"g","nodes":[{"id":"a","type":"echo","config":{"who":"` + who + `"}}]}`)
+		ev, err := events.New(run, run, time.Time{}, &events.RunStartedData{GraphName: "g", GraphDigest: events.GraphDigest(g), Graph: g})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ev
+	}
+	seq, err := eventlog.Append(ctx, st, run, 0, start("victim"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := &events.NodeReadyData{NodeRef: events.NodeRef{Node: "a", Iteration: 1}, Type: "echo", Queue: "default", StartSeq: seq}
+	if full, err := newRunReader(st).resolve(ctx, run, ready); err != nil || string(full.Config) != `{"who":"victim"}` {
+		t.Fatalf("the run's own start: %v, %v", full, err)
+	}
+	m, err := eventlog.Encode(start("attacker"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Header.Set("Nats-Msg-Id", eventlog.RandomID())
+	if _, err := js.PublishMsg(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	_, err = newRunReader(st).resolve(ctx, run, ready)
+	var we *Error
+	if !errors.As(err, &we) || we.Retryable || we.Type != FailureRunStartMismatch {
+		t.Fatalf("an item of a run with a second start: %v", err)
+	}
+	old := *ready
+	old.StartSeq = 0
+	if full, err := newRunReader(st).resolve(ctx, run, &old); err != nil || string(full.Config) != `{"who":"attacker"}` {
+		t.Fatalf("an item naming no start: %v, %v", full, err)
 	}
 }
