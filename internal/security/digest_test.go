@@ -98,9 +98,11 @@ func TestGraphDigestPoisonRefused(t *testing.T) {
 
 	t.Run("attacker first", func(t *testing.T) {
 		victim := whoGraph(t, "pay-first", "victim")
-		refused(poison(victim))
+		attack := poison(victim)
+		time.Sleep(time.Second) // time for the coordinator and worker to act on it
 		victimRun(victim)
 		victimRun(victim)
+		refused(attack)
 	})
 	t.Run("victim first", func(t *testing.T) {
 		victim := whoGraph(t, "pay-second", "victim")
