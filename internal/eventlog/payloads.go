@@ -198,8 +198,15 @@ type NodeReadyData struct {
 	Invocation json.RawMessage `json:"invocation,omitempty"`
 	// IdempotencyKey is stable across redeliveries of this attempt.
 	IdempotencyKey string `json:"idempotencyKey"`
-	TimeoutMs      int64  `json:"timeoutMs,omitempty"`
-	HeartbeatMs    int64  `json:"heartbeatMs,omitempty"`
+	// StartSeq is the stream sequence of the run's start the coordinator
+	// folded (0: not said, by an older coordinator). A worker that reads
+	// the start for the node's config takes it only from the message
+	// stored at this sequence: a second run-started written later on the
+	// run's start subject (which any client may write, and the fold
+	// refuses) is never taken for the run's (deploy/SECURITY.md, gap 12).
+	StartSeq    uint64 `json:"startSeq,omitempty"`
+	TimeoutMs   int64  `json:"timeoutMs,omitempty"`
+	HeartbeatMs int64  `json:"heartbeatMs,omitempty"`
 	// MaxAttempts is the node's effective retry limit, so that the worker
 	// knows an attempt is the last (and runs the node's fallback); 0 means
 	// unknown.

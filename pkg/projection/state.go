@@ -71,6 +71,11 @@ type State struct {
 	// Nonce is the run-started's (events.RunStartedData.Nonce): the
 	// unguessable part of the ids of the run's child runs.
 	Nonce string `json:"nonce,omitempty"`
+	// StartSeq is the stream sequence of the run's run-started event (0
+	// when the events were not read from a stream): work items name it
+	// (events.NodeReadyData.StartSeq), so that a worker reads no other
+	// start for the run.
+	StartSeq uint64 `json:"startSeq,omitempty"`
 	// ForkRefused is set when the run's run-started carried a fork's
 	// start state that does not fit the run's graph (CheckForkState): the
 	// state was not taken, and the engine fails the run with this failure
