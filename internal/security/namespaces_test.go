@@ -377,6 +377,7 @@ func TestNamespaces(t *testing.T) {
 		var admitted, refused atomic.Int64
 		var why atomic.Value
 		var wg sync.WaitGroup
+		began := time.Now()
 		for i := range 80 {
 			wg.Go(func() {
 				err := a.Signal(ctx, run, fmt.Sprintf("h%d", i), i, client.WithSignalID(fmt.Sprintf("s%d", i)))
@@ -393,7 +394,11 @@ func TestNamespaces(t *testing.T) {
 		}
 		wg.Wait()
 		t.Logf("80 signals at once: %d admitted, %d refused: %v", admitted.Load(), refused.Load(), why.Load())
-		if admitted.Load() > 40 || refused.Load() < 40 {
+		// Each signal reads the run first (is the node waiting?), so on
+		// a loaded machine the 80 spread over more than a second: the
+		// limit admits 20 in each second they span.
+		window := int64(time.Since(began)/time.Second) + 2
+		if admitted.Load() > 20*window || refused.Load() < 1 {
 			t.Errorf("%d signals admitted, %d refused, at 20 per second", admitted.Load(), refused.Load())
 		}
 		if msg, _ := why.Load().(string); !strings.Contains(msg, "admission: signals and cancel requests over 20 per second in namespace a") {

@@ -69,11 +69,18 @@ func NewRunner(store events.Store, opts ...Option) *Runner {
 // Run consumes the triggers until ctx ends.
 func (r *Runner) Run(ctx context.Context) error {
 	err := setup.Retry(ctx, r.log, "opening the schedules buckets", nil, func(ctx context.Context) error {
-		var err error
-		if r.kv, err = r.js.KeyValue(ctx, schedule.Bucket); err != nil {
+		// Created when missing, as the schedule runner does (under the
+		// roles the admin created them): waiting for the other runner
+		// to create them left this one backing off for seconds.
+		replicas, err := setup.StreamReplicas(ctx, r.js, r.store.StreamName())
+		if err != nil {
 			return err
 		}
-		r.keys, err = r.js.KeyValue(ctx, schedule.KeysBucket)
+		cfgs := schedule.KVConfigs(replicas)
+		if r.kv, err = setup.EnsureKV(ctx, r.js, cfgs[0], r.log); err != nil {
+			return err
+		}
+		r.keys, err = setup.EnsureKV(ctx, r.js, cfgs[1], r.log)
 		return err
 	})
 	if err != nil {
