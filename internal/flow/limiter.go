@@ -1,0 +1,349 @@
+package flow
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/weft-dev/weft/internal/setup"
+)
+
+// Bucket is the KV bucket of flow-control state.
+const Bucket = "weft-flow"
+
+// Bounds (see the package docs).
+const (
+	MaxSlots   = 1000
+	MaxWaiters = 2000
+	MaxKeys    = 10000
+)
+
+// Grace is how old a holder or waiter must be before a sweep may reclaim it.
+const Grace = time.Minute
+
+// SweepInterval is how often a coordinator sweeps the bucket.
+const SweepInterval = 15 * time.Second
+
+// casRetries bounds the compare-and-set loop of one change.
+const casRetries = 64
+
+// KVConfig is the bucket as a coordinator, or the admin's set-up, creates it.
+func KVConfig(replicas int) jetstream.KeyValueConfig {
+	return jetstream.KeyValueConfig{
+		Bucket:      Bucket,
+		Description: "Weft flow control: concurrency slots and their waiters, by limit and key",
+		History:     1,
+		Replicas:    replicas,
+	}
+}
+
+// Holder is an attempt holding, or waiting for, a slot.
+type Holder struct {
+	Run       string    `json:"run"`
+	Node      string    `json:"node"`
+	Iteration int       `json:"iter"`
+	Attempt   int       `json:"attempt"`
+	Since     time.Time `json:"since"`
+}
+
+// ID names the attempt: run/node/iteration/attempt.
+func (h Holder) ID() string {
+	return h.Run + "/" + h.Node + "/" + strconv.Itoa(h.Iteration) + "/" + strconv.Itoa(h.Attempt)
+}
+
+func (h Holder) same(o Holder) bool {
+	return h.Run == o.Run && h.Node == o.Node && h.Iteration == o.Iteration && h.Attempt == o.Attempt
+}
+
+// Entry is the value of one (limit, key).
+type Entry struct {
+	Limit   string   `json:"limit"`
+	Key     string   `json:"key"`
+	Max     int      `json:"max"`
+	Holders []Holder `json:"holders,omitempty"`
+	Waiters []Holder `json:"waiters,omitempty"`
+}
+
+func (e *Entry) free() int { return max(e.Max-len(e.Holders), 0) }
+
+func indexOf(hs []Holder, h Holder) int {
+	return slices.IndexFunc(hs, h.same)
+}
+
+// Slot names what is limited: a limit, a key value and the limit's max.
+type Slot struct {
+	Limit string
+	Key   string
+	Max   int
+}
+
+// KVKey is the bucket key of a (limit, key): c.<limit hash>.<key hash>.
+func KVKey(limit, key string) string {
+	return limitPrefix(limit) + hash(limit+"\x00"+key)
+}
+
+func limitPrefix(limit string) string { return "c." + hash(limit) + "." }
+
+func hash(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:12])
+}
+
+// Limiter takes and gives back slots in the bucket.
+type Limiter struct {
+	kv  jetstream.KeyValue
+	now func() time.Time
+}
+
+// Open opens the bucket, creating it when missing.
+func Open(ctx context.Context, js jetstream.JetStream, replicas int, now func() time.Time) (*Limiter, error) {
+	kv, _, err := setup.CreateKV(ctx, js, KVConfig(max(replicas, 1)))
+	if err != nil {
+		return nil, fmt.Errorf("opening the flow bucket %s: %w", Bucket, err)
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return &Limiter{kv: kv, now: now}, nil
+}
+
+// Grant is the answer to Acquire.
+type Grant struct {
+	Granted bool
+	// Position is, when not granted, the attempt's place among the
+	// key's waiters (0: the first).
+	Position int
+}
+
+// Acquire takes a slot of s for h, or queues h behind the key's waiters.
+// Taking a slot h holds already, or asking again while waiting, changes
+// nothing. Errors wrapping ErrQueueFull or ErrTooManyKeys are final for
+// the attempt; any other is a failure to reach the bucket.
+func (l *Limiter) Acquire(ctx context.Context, s Slot, h Holder) (Grant, error) {
+	if s.Max < 1 || s.Max > MaxSlots {
+		return Grant{}, fmt.Errorf("limit %q: max %d is outside 1..%d", s.Limit, s.Max, MaxSlots)
+	}
+	if h.Since.IsZero() {
+		h.Since = l.now().UTC()
+	}
+	var g Grant
+	err := l.change(ctx, s, func(e *Entry, created bool) (bool, error) {
+		e.Max = s.Max
+		if indexOf(e.Holders, h) >= 0 {
+			g = Grant{Granted: true}
+			return false, nil
+		}
+		i := indexOf(e.Waiters, h)
+		free := e.free()
+		switch {
+		case i < 0 && len(e.Waiters) == 0 && free > 0, i >= 0 && i < free:
+			if i >= 0 {
+				e.Waiters = slices.Delete(e.Waiters, i, i+1)
+			}
+			e.Holders = append(e.Holders, h)
+			g = Grant{Granted: true}
+			return true, nil
+		case i >= 0:
+			g = Grant{Position: i}
+			return false, nil
+		case len(e.Waiters) >= MaxWaiters:
+			return false, fmt.Errorf("limit %q key %q: %d attempts wait already: %w", s.Limit, s.Key, len(e.Waiters), ErrQueueFull)
+		}
+		if created {
+			if n, err := l.keys(ctx, s.Limit); err != nil {
+				return false, err
+			} else if n >= MaxKeys {
+				return false, fmt.Errorf("limit %q: %d keys are in use: %w", s.Limit, n, ErrTooManyKeys)
+			}
+		}
+		e.Waiters = append(e.Waiters, h)
+		g = Grant{Position: len(e.Waiters) - 1}
+		return true, nil
+	})
+	return g, err
+}
+
+// Release gives back h's slot of s (or takes h off the waiters) and
+// returns the waiters that now fit, first first: the caller wakes them.
+// Releasing what is not held changes nothing.
+func (l *Limiter) Release(ctx context.Context, s Slot, h Holder) ([]Holder, error) {
+	var wake []Holder
+	err := l.change(ctx, s, func(e *Entry, created bool) (bool, error) {
+		wake = nil
+		if created {
+			return false, nil
+		}
+		changed := false
+		if i := indexOf(e.Holders, h); i >= 0 {
+			e.Holders, changed = slices.Delete(e.Holders, i, i+1), true
+		}
+		if i := indexOf(e.Waiters, h); i >= 0 {
+			e.Waiters, changed = slices.Delete(e.Waiters, i, i+1), true
+		}
+		wake = slices.Clone(e.Waiters[:min(e.free(), len(e.Waiters))])
+		return changed, nil
+	})
+	return wake, err
+}
+
+// change reads s's entry, lets fn change it, and writes it back at the
+// revision read; fn reports whether it changed anything. An entry left
+// empty is deleted.
+func (l *Limiter) change(ctx context.Context, s Slot, fn func(e *Entry, created bool) (bool, error)) error {
+	key := KVKey(s.Limit, s.Key)
+	for range casRetries {
+		e, rev, err := l.get(ctx, key)
+		if err != nil {
+			return err
+		}
+		created := e == nil
+		if created {
+			e = &Entry{Limit: s.Limit, Key: s.Key, Max: s.Max}
+		}
+		changed, err := fn(e, created)
+		if err != nil || !changed {
+			return err
+		}
+		err = l.put(ctx, key, e, rev)
+		if err == nil {
+			return nil
+		}
+		if !conflict(err) {
+			return fmt.Errorf("writing flow key %s (limit %q key %q): %w", key, s.Limit, s.Key, err)
+		}
+	}
+	return fmt.Errorf("flow key %s (limit %q key %q): %w", key, s.Limit, s.Key, ErrContended)
+}
+
+func (l *Limiter) get(ctx context.Context, key string) (*Entry, uint64, error) {
+	kve, err := l.kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		if errors.Is(err, jetstream.ErrKeyDeleted) {
+			return nil, 0, nil
+		}
+		return nil, 0, fmt.Errorf("reading flow key %s: %w", key, err)
+	}
+	var e Entry
+	if err := json.Unmarshal(kve.Value(), &e); err != nil {
+		return nil, 0, fmt.Errorf("flow key %s: %w", key, err)
+	}
+	return &e, kve.Revision(), nil
+}
+
+// put writes e at revision rev (0: the key must not exist), or deletes
+// the key when e is empty.
+func (l *Limiter) put(ctx context.Context, key string, e *Entry, rev uint64) error {
+	if len(e.Holders) == 0 && len(e.Waiters) == 0 {
+		if rev == 0 {
+			return nil
+		}
+		return l.kv.Delete(ctx, key, jetstream.LastRevision(rev))
+	}
+	b, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	if rev == 0 {
+		_, err = l.kv.Create(ctx, key, b)
+		return err
+	}
+	_, err = l.kv.Update(ctx, key, b, rev)
+	return err
+}
+
+// conflict reports whether err is a compare-and-set that lost.
+func conflict(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+		return true
+	}
+	return errors.Is(err, jetstream.ErrKeyExists)
+}
+
+// keys counts the keys of a limit in use.
+func (l *Limiter) keys(ctx context.Context, limit string) (int, error) {
+	lister, err := l.kv.ListKeysFiltered(ctx, limitPrefix(limit)+"*")
+	if err != nil {
+		if errors.Is(err, jetstream.ErrNoKeysFound) {
+			return 0, nil
+		}
+		return 0, fmt.Errorf("counting the keys of limit %q: %w", limit, err)
+	}
+	n := 0
+	for range lister.Keys() {
+		n++
+	}
+	_ = lister.Stop() // the keys were all read; it has ended
+	return n, nil
+}
+
+// Entries lists every (limit, key) in use, with its revision, by limit then key.
+func (l *Limiter) Entries(ctx context.Context) ([]Entry, error) {
+	out, err := l.entries(ctx)
+	if err != nil {
+		return nil, err
+	}
+	es := make([]Entry, len(out))
+	for i, r := range out {
+		es[i] = r.Entry
+	}
+	return es, nil
+}
+
+type revEntry struct {
+	Entry
+	key string
+	rev uint64
+}
+
+func (l *Limiter) entries(ctx context.Context) ([]revEntry, error) {
+	lister, err := l.kv.ListKeys(ctx)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrNoKeysFound) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("listing the flow bucket: %w", err)
+	}
+	var keys []string
+	for k := range lister.Keys() {
+		keys = append(keys, k)
+	}
+	_ = lister.Stop() // the keys were all read; it has ended
+	var out []revEntry
+	for _, k := range keys {
+		e, rev, err := l.get(ctx, k)
+		if err != nil {
+			return nil, err
+		}
+		if e != nil {
+			out = append(out, revEntry{Entry: *e, key: k, rev: rev})
+		}
+	}
+	slices.SortFunc(out, func(a, b revEntry) int {
+		if a.Limit != b.Limit {
+			if a.Limit < b.Limit {
+				return -1
+			}
+			return 1
+		}
+		switch {
+		case a.Key < b.Key:
+			return -1
+		case a.Key > b.Key:
+			return 1
+		}
+		return 0
+	})
+	return out, nil
+}
