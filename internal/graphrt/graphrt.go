@@ -75,6 +75,9 @@ type Evaluator interface {
 	// MapItems evaluates node's map.over, giving the items to fan out over
 	// as plain JSON-like values.
 	MapItems(node string, env Env) ([]any, error)
+	// ConcurrencyKey evaluates node's concurrency.key (the key of its
+	// concurrency limit); "" when it has none.
+	ConcurrencyKey(node string, env Env) (string, error)
 }
 
 // DefaultLocalTypes are the node types a stock coordinator runs itself

@@ -133,6 +133,7 @@ type Graph struct {
 	cond     []*expr // per edge; nil when unconditional
 	when     map[string]*expr
 	mapOver  map[string]*expr
+	flowKey  map[string]*expr // node id → its concurrency key
 	routes   map[string]*router
 	children map[string]*Graph
 	parent   *Graph

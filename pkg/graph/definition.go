@@ -125,6 +125,40 @@ type Node struct {
 	// Fallback is the output used when the last attempt failed, letting the
 	// flow continue instead of failing the run.
 	Fallback json.RawMessage `json:"fallback,omitempty"`
+	// Concurrency limits how many attempts of the node run at once, across
+	// every run and coordinator, per key (internal/flow has the design).
+	Concurrency *ConcurrencyLimit `json:"concurrency,omitempty"`
+}
+
+// ConcurrencyLimit is a node's concurrency limit by key: at most Max
+// attempts hold a slot of one key at once; the others wait, first come
+// first served, recorded in the log as waiting for a slot.
+type ConcurrencyLimit struct {
+	// Max is how many attempts of one key may run at once (1 to
+	// MaxConcurrency).
+	Max int `json:"max"`
+	// Key is a CEL expression giving a string, over state (alias input),
+	// invocation and local (a map item, the forking data); for example
+	// invocation.tenant. Empty: one key for the whole limit.
+	Key string `json:"key,omitempty"`
+	// Name names the limit; nodes of any graph that give the same name
+	// share its slots. Empty: "<graph>/<node>".
+	Name string `json:"name,omitempty"`
+}
+
+// MaxConcurrency is the largest max of a concurrency limit.
+const MaxConcurrency = 1000
+
+// MaxLimitNameLen is the longest name of a limit.
+const MaxLimitNameLen = 256
+
+// LimitName is the name of node n's concurrency limit in graph g: its
+// own, else "<graph>/<node>".
+func LimitName(g *Definition, n *Node) string {
+	if n.Concurrency != nil && n.Concurrency.Name != "" {
+		return n.Concurrency.Name
+	}
+	return g.Name + "/" + n.ID
 }
 
 // Edge connects two nodes. It is taken when its source triggers Action (or

@@ -38,6 +38,18 @@ func (e evaluator) MapItems(node string, env graphrt.Env) ([]any, error) {
 	return e.g.mapItems(node, env)
 }
 
+func (e evaluator) ConcurrencyKey(node string, env graphrt.Env) (string, error) {
+	x := e.g.flowKey[node]
+	if x == nil {
+		return "", nil
+	}
+	k, err := x.evalString(env)
+	if err != nil {
+		return "", fmt.Errorf("%w: node %q: concurrency.key: %w", ErrEvaluation, node, err)
+	}
+	return k, nil
+}
+
 // isBackEdge reports whether edge i closes a cycle: in a depth-first walk
 // from START that follows edges in definition order, it leads to a node
 // still on the walk's stack.

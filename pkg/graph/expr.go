@@ -73,8 +73,9 @@ type expr struct {
 type exprKind = wexpr.Kind
 
 const (
-	boolExpr = wexpr.Bool // conditions and whens: bool (or dyn, checked when evaluated)
-	listExpr = wexpr.List // map.over: a list (or dyn)
+	boolExpr = wexpr.Bool   // conditions and whens: bool (or dyn, checked when evaluated)
+	listExpr = wexpr.List   // map.over: a list (or dyn)
+	strExpr  = wexpr.String // concurrency keys: a string (or dyn)
 )
 
 // compileExpr compiles src, resolving "func:NAME" against funcs. The error
@@ -123,6 +124,19 @@ func (x *expr) evalBool(env graphrt.Env) (ok bool, err error) {
 		return x.fn(state, inv), nil
 	}
 	return x.prog.EvalBool(context.Background(), vars(env))
+}
+
+// evalString evaluates a key expression.
+func (x *expr) evalString(env graphrt.Env) (string, error) {
+	v, err := x.prog.Eval(context.Background(), vars(env))
+	if err != nil {
+		return "", err
+	}
+	s, ok := v.(string)
+	if !ok {
+		return "", fmt.Errorf("CEL %q: want a string, got %T", x.src, v)
+	}
+	return s, nil
 }
 
 // evalList evaluates a map.over expression to plain Go values.

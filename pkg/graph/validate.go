@@ -55,6 +55,7 @@ func validate(g *Graph, scope []*Definition, o *options, p *problems) {
 
 	g.when = map[string]*expr{}
 	g.mapOver = map[string]*expr{}
+	g.flowKey = map[string]*expr{}
 	g.routes = map[string]*router{}
 	first := map[string]int{}
 	for i := range def.Nodes {
@@ -141,6 +142,7 @@ func validateNode(g *Graph, i int, first map[string]int, scope []*Definition, o 
 	validateRetry(n.Retry, bad)
 	validateJoin(n, len(g.fwdIn[id]), bad)
 	validateNodeExprs(g, n, o, bad)
+	validateConcurrency(g, n, o, bad)
 	switch n.Type {
 	case TypeSubgraph:
 		validateSubgraphRef(g.def, n, scope, bad)
@@ -271,6 +273,40 @@ func validateJoin(n *Node, fwd int, bad badFunc) {
 		}
 	default:
 		bad("join", "unknown join %q (want \"all\", \"any\" or a number)", n.Join.Kind)
+	}
+}
+
+// validateConcurrency checks a node's concurrency limit and compiles its
+// key into g.
+func validateConcurrency(g *Graph, n *Node, o *options, bad badFunc) {
+	c := n.Concurrency
+	if c == nil {
+		return
+	}
+	switch {
+	case c.Max < 1:
+		bad("concurrency.max", "must be at least 1, got %d", c.Max)
+	case c.Max > MaxConcurrency:
+		bad("concurrency.max", "must be at most %d, got %d", MaxConcurrency, c.Max)
+	}
+	if len(c.Name) > MaxLimitNameLen {
+		bad("concurrency.name", "is %d characters, the limit is %d", len(c.Name), MaxLimitNameLen)
+	}
+	switch {
+	case n.Type == TypeRouter || n.Type == TypeHuman || n.Type == TypeSubgraph:
+		bad("concurrency", "a %s node runs in the coordinator and takes no slot; limit the nodes that do the work", n.Type)
+	case n.Map != nil:
+		bad("concurrency", "a map node's items are limited by map.concurrency; a concurrency limit by key on map items is not supported yet")
+	}
+	if strings.TrimSpace(c.Key) == "" {
+		return
+	}
+	if x, msg := compileExpr(c.Key, strExpr, o); msg != "" {
+		bad("concurrency.key", "%s", msg)
+	} else if x.fn != nil {
+		bad("concurrency.key", "a key must be a CEL expression, not a Go condition")
+	} else {
+		g.flowKey[n.ID] = x
 	}
 }
 
