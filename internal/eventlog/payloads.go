@@ -68,7 +68,19 @@ const (
 	FailureCondition       = "ConditionError"
 	FailurePanic           = "Panic"
 	FailureInvalidGraph    = "InvalidGraph"
+	// FailureFlowLimit: a concurrency limit's bound was passed (too many
+	// attempts wait for one key, or too many keys are in use), or its key
+	// could not be evaluated (internal/flow).
+	FailureFlowLimit = "FlowLimit"
 )
+
+// SlotRef names a concurrency slot: the limit, the key the attempt's
+// expression gave, and the limit's max (internal/flow).
+type SlotRef struct {
+	Limit string `json:"limit"`
+	Key   string `json:"key"`
+	Max   int    `json:"max"`
+}
 
 // ParentRef links a child run to the node of the parent run that started it.
 type ParentRef struct {
@@ -182,6 +194,9 @@ type NodeReadyData struct {
 	// recorded with it (and applied before it) so that the common step,
 	// a node finished and its successor starts, is one event.
 	Routed []NodeRoutedData `json:"routed,omitempty"`
+	// Slot is the concurrency slot the attempt holds, when its node has a
+	// limit: the coordinator gives it back when the attempt ends.
+	Slot *SlotRef `json:"slot,omitempty"`
 }
 
 // NodeInvokingData says a worker took the work and is running the node.
@@ -255,7 +270,7 @@ type NodeWaitingData struct {
 	Owed     []int `json:"owed,omitempty"`
 	// Routed: see NodeReadyData.Routed.
 	Routed   []NodeRoutedData `json:"routed,omitempty"`
-	For      string           `json:"for"` // "signal", "child", "map" or "router"
+	For      string           `json:"for"` // "signal", "child", "map", "router" or "slot"
 	Deadline *time.Time       `json:"deadline,omitempty"`
 	Local    json.RawMessage  `json:"local,omitempty"`
 	// Items is, for a map node, the list it maps over, fixed when the node
@@ -263,6 +278,11 @@ type NodeWaitingData struct {
 	Items json.RawMessage `json:"items,omitempty"`
 	// Input is the state view a coordinator-run node saw when it started.
 	Input json.RawMessage `json:"input,omitempty"`
+	// Slot and Attempt are, for "slot", the concurrency slot the node
+	// waits for and the attempt that will take it: the node's first, or
+	// the retry that came due (the node's iteration began already).
+	Slot    *SlotRef `json:"slot,omitempty"`
+	Attempt int      `json:"attempt,omitempty"`
 }
 
 // NodeCancelledData says a node execution ended because its run was cancelled

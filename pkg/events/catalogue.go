@@ -78,6 +78,7 @@ type (
 	ParentRef  = eventlog.ParentRef
 	ForkRef    = eventlog.ForkRef
 	FilterNote = eventlog.FilterNote
+	SlotRef    = eventlog.SlotRef
 	Action     = eventlog.Action
 	Signal     = eventlog.Signal
 )
@@ -87,6 +88,7 @@ type (
 const (
 	FailureTimeout         = eventlog.FailureTimeout
 	FailurePayloadTooLarge = eventlog.FailurePayloadTooLarge
+	FailureFlowLimit       = eventlog.FailureFlowLimit
 	FailureUnknownType     = eventlog.FailureUnknownType
 	FailureCancelled       = eventlog.FailureCancelled
 	FailureValidation      = eventlog.FailureValidation

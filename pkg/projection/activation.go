@@ -25,6 +25,7 @@ func (s *State) applyNodeReady(d *events.NodeReadyData, at time.Time) error {
 	}
 	n.Status, n.Attempt, n.ReadyAt = NodeReady, d.Attempt, &at
 	n.Delivery, n.HeartbeatAt, n.TimedOut = 0, nil, ""
+	n.WaitingFor, n.Slot = "", d.Slot // a slot's wait ends with its ready
 	n.LocalAttempt = d.Queue == events.LocalQueue
 	n.TimeoutMs, n.HeartbeatMs = d.TimeoutMs, d.HeartbeatMs
 	return nil
@@ -62,6 +63,11 @@ func (s *State) readyStale(d *events.NodeReadyData) error {
 }
 
 func (s *State) applyNodeWaiting(d *events.NodeWaitingData, at time.Time) error {
+	if d.For == "slot" {
+		if n := s.Nodes[d.Node]; n != nil && n.Iteration == d.Iteration && d.Item == nil {
+			return s.retryWaitsForSlot(d, n)
+		}
+	}
 	if err := s.newActivation(d.NodeRef); err != nil {
 		return err
 	}
@@ -79,6 +85,8 @@ func (s *State) applyNodeWaiting(d *events.NodeWaitingData, at time.Time) error 
 		if len(items) == 0 {
 			s.finish(d.Node, n, nil, NodeSucceeded, json.RawMessage("[]"), nil, at)
 		}
+	case "slot":
+		n.Slot = d.Slot
 	case "signal":
 		if d.Deadline != nil {
 			s.addTimer(DeadlineTimerID(d.NodeRef), Timer{Purpose: "deadline", Ref: d.NodeRef, At: d.Deadline.UTC()})
@@ -88,6 +96,16 @@ func (s *State) applyNodeWaiting(d *events.NodeWaitingData, at time.Time) error 
 			s.finish(d.Node, n, nil, NodeSucceeded, data, nil, at)
 		}
 	}
+	return nil
+}
+
+// retryWaitsForSlot applies a retry's wait for a concurrency slot: the
+// attempt that came due waits, in the activation that began already.
+func (s *State) retryWaitsForSlot(d *events.NodeWaitingData, n *NodeState) error {
+	if n.Status != NodeRetryDue || d.Attempt != n.Attempt+1 {
+		return stale("%s: attempt %d waits for a slot, but the node is %s at attempt %d", d.Key(), d.Attempt, orIdle(n.Status), n.Attempt)
+	}
+	n.Status, n.WaitingFor, n.Slot = NodeWaiting, "slot", d.Slot
 	return nil
 }
 

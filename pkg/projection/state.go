@@ -181,7 +181,9 @@ type NodeState struct {
 	Owed []int `json:"owed,omitempty"`
 	// Local is the branch-local data the activation runs with.
 	Local json.RawMessage `json:"local,omitempty"`
-	// WaitingFor is set while the node waits: "signal", "child" or "map".
+	// WaitingFor is set while the node waits: "signal", "child", "map" or
+	// "slot" (a concurrency slot: Slot; the attempt that waits is
+	// Attempt+1).
 	WaitingFor string     `json:"waitingFor,omitempty"`
 	Deadline   *time.Time `json:"deadline,omitempty"`
 	Child      string     `json:"child,omitempty"`
@@ -198,6 +200,9 @@ type NodeState struct {
 	// LocalAttempt says the live attempt is a local node's: its work item
 	// went to events.LocalQueue, and the coordinator runs it.
 	LocalAttempt bool `json:"localAttempt,omitempty"`
+	// Slot is the concurrency slot the current attempt holds (from its
+	// node-ready) or waits for (internal/flow).
+	Slot *events.SlotRef `json:"slot,omitempty"`
 
 	ReadyAt   *time.Time `json:"readyAt,omitempty"`
 	StartedAt *time.Time `json:"startedAt,omitempty"`
