@@ -35,7 +35,10 @@ func TestSlotWaitThenReady(t *testing.T) {
 	sm := newSim(t, limited, "", `{"tenant":"acme"}`, nil)
 	var asked []engine.AdmitRequest
 	deny := func(r engine.AdmitRequest) engine.Admission { asked = append(asked, r); return engine.Admission{} }
-	grant := func(r engine.AdmitRequest) engine.Admission { asked = append(asked, r); return engine.Admission{Granted: true} }
+	grant := func(r engine.AdmitRequest) engine.Admission {
+		asked = append(asked, r)
+		return engine.Admission{Granted: true}
+	}
 
 	evs := sm.decideWith(deny)
 	if len(evs) != 1 || evs[0].Type != events.NodeWaiting {

@@ -1,0 +1,259 @@
+package coordinator_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/weft-dev/weft/internal/coordinator"
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/flow"
+	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/pkg/events"
+	"github.com/weft-dev/weft/pkg/graph"
+	"github.com/weft-dev/weft/pkg/projection"
+)
+
+const limitedGraph = `
+name: limited
+nodes:
+  - {id: work, type: sleep, config: {duration: %s}, timeout: %s, retry: {maxAttempts: 1},
+     concurrency: {max: 2, key: "invocation.tenant"}}
+edges:
+  - {from: START, to: work}
+  - {from: work, to: END}
+`
+
+// startFor starts n runs of g with the invocation state {"tenant": tenant}.
+func startFor(t testing.TB, st events.Store, g *graph.Graph, tenant string, n int) []string {
+	t.Helper()
+	var runs []string
+	for range n {
+		run := events.NewRunID()
+		e, err := events.New(run, run, time.Time{}, &events.RunStartedData{
+			GraphName: g.Definition().Name, GraphDigest: g.Digest(), Graph: g.Canonical(),
+			Invocation: json.RawMessage(fmt.Sprintf(`{"tenant":%q}`, tenant)),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Append(context.Background(), run, 0, e); err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, run)
+	}
+	return runs
+}
+
+// peakHolders reads the runs' logs and returns, per key, the most
+// attempts that held a slot at once in the stream's order: from the
+// node-ready that records the grant to the attempt's outcome (or the
+// run's end). The slot is taken before the ready is appended and given
+// back after the outcome is folded, so this never exceeds what the bucket
+// held. It also returns how many waits for a slot the logs record.
+func peakHolders(t *testing.T, st events.Store, runs []string) (map[string]int, int) {
+	t.Helper()
+	type mark struct {
+		seq   uint64
+		key   string
+		delta int
+	}
+	var marks []mark
+	waits := 0
+	for _, run := range runs {
+		evs, err := st.Read(context.Background(), run, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held := map[string]string{} // attempt → key
+		for _, e := range evs {
+			p, err := e.Payload()
+			if err != nil {
+				continue
+			}
+			switch d := p.(type) {
+			case *events.NodeWaitingData:
+				if d.For == "slot" {
+					waits++
+				}
+			case *events.NodeReadyData:
+				if d.Slot != nil {
+					k := d.Key() + "/" + fmt.Sprint(d.Attempt)
+					held[k] = d.Slot.Key
+					marks = append(marks, mark{e.Seq, d.Slot.Key, +1})
+				}
+			case *events.NodeInvokedData, *events.NodeFailedData, *events.NodeCancelledData:
+				var ref events.NodeRef
+				var attempt int
+				switch d := d.(type) {
+				case *events.NodeInvokedData:
+					ref, attempt = d.NodeRef, d.Attempt
+				case *events.NodeFailedData:
+					ref, attempt = d.NodeRef, d.Attempt
+				case *events.NodeCancelledData:
+					ref, attempt = d.NodeRef, d.Attempt
+				}
+				k := ref.Key() + "/" + fmt.Sprint(attempt)
+				if key, ok := held[k]; ok {
+					delete(held, k)
+					marks = append(marks, mark{e.Seq, key, -1})
+				}
+			}
+			if e.Type.Terminal() {
+				for k, key := range held {
+					delete(held, k)
+					marks = append(marks, mark{e.Seq, key, -1})
+				}
+			}
+		}
+	}
+	slices.SortFunc(marks, func(a, b mark) int {
+		if a.seq != b.seq {
+			return int(a.seq) - int(b.seq)
+		}
+		return a.delta - b.delta // an end before a start at one sequence
+	})
+	cur, peak := map[string]int{}, map[string]int{}
+	for _, m := range marks {
+		cur[m.key] += m.delta
+		peak[m.key] = max(peak[m.key], cur[m.key])
+	}
+	return peak, waits
+}
+
+// waitNoSlots waits until the flow bucket holds no slot and no waiter.
+func waitNoSlots(t *testing.T, st events.Store) {
+	t.Helper()
+	l, err := flow.Open(context.Background(), eventlog.JetStream(st), 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		es, err := l.Entries(context.Background())
+		if err == nil && len(es) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("slots left in the bucket (%v): %+v", err, es)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func checkLimit(t *testing.T, st events.Store, runs []string, keys ...string) {
+	t.Helper()
+	peak, waits := peakHolders(t, st, runs)
+	for _, k := range keys {
+		if peak[k] != 2 {
+			t.Errorf("key %q: at most %d held a slot at once, want exactly the limit, 2", k, peak[k])
+		}
+	}
+	if waits == 0 {
+		t.Error("no attempt waited for a slot: the limit never bound")
+	}
+	waitNoSlots(t, st)
+}
+
+// Ten runs of one key with max 2: never more than two hold a slot, every
+// run completes, no slot is left; another key is not held up by the first.
+func TestConcurrencyLimitByKey(t *testing.T) {
+	_, st := natstest.Store(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	runCoordinator(t, ctx, st, coordinator.WithLogger(quiet()))
+	runWorker(t, ctx, st, "w1")
+	g := mustGraph(t, fmt.Sprintf(limitedGraph, "150ms", "10s"))
+	runs := startFor(t, st, g, "acme", 10)
+	runs = append(runs, startFor(t, st, g, "globex", 4)...)
+	waitEnded(t, st, runs, 60*time.Second)
+	checkExactlyOnce(t, st, runs, 1)
+	checkLimit(t, st, runs, "acme", "globex")
+}
+
+// The same across two coordinators that own different partitions: the
+// slots are one compare-and-set state for both.
+func TestConcurrencyLimitAcrossPartitions(t *testing.T) {
+	_, st := natstest.Store(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	runWorker(t, ctx, st, "w1")
+	const parts = 4
+	a := runPartitioned(t, st, parts)
+	b := runPartitioned(t, st, parts)
+	waitSpread(t, parts, a, b)
+	g := mustGraph(t, fmt.Sprintf(limitedGraph, "150ms", "10s"))
+	runs := startFor(t, st, g, "acme", 12)
+	waitEnded(t, st, runs, 60*time.Second)
+	checkExactlyOnce(t, st, runs, 1)
+	owners := map[bool]int{}
+	for _, r := range runs {
+		owners[slices.Contains(a.c.Partitions(), eventlog.PartitionOf(r, parts))]++
+	}
+	if owners[true] == 0 || owners[false] == 0 {
+		t.Fatalf("the runs were not spread over both coordinators: %v", owners)
+	}
+	checkLimit(t, st, runs, "acme")
+}
+
+// Attempts that time out, and runs cancelled while they hold or wait for
+// a slot, give their slots back: every run ends and no slot is left.
+func TestConcurrencySlotsReleased(t *testing.T) {
+	_, st := natstest.Store(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	runCoordinator(t, ctx, st, coordinator.WithLogger(quiet()))
+	runWorker(t, ctx, st, "w1")
+	// Each attempt sleeps 5s with a timeout of 200ms: it fails by timeout.
+	g := mustGraph(t, fmt.Sprintf(limitedGraph, "5s", "200ms"))
+	timedOut := startFor(t, st, g, "slow", 5)
+	waitEnded(t, st, timedOut, 60*time.Second)
+	for _, r := range timedOut {
+		evs, _ := st.Read(ctx, r, 0, 0)
+		if s := projection.Fold(evs); s.Status != projection.RunFailed || s.Error == nil || s.Error.Type != events.FailureTimeout {
+			t.Fatalf("run %s: %s %+v, want failed by timeout", r, s.Status, s.Error)
+		}
+	}
+	waitNoSlots(t, st)
+
+	// Long attempts: two hold, the rest wait; cancel them all.
+	g = mustGraph(t, fmt.Sprintf(limitedGraph, "30s", "60s"))
+	cancelled := startFor(t, st, g, "long", 6)
+	waitForSlots(t, st, cancelled, 4)
+	for _, r := range cancelled {
+		e, err := events.New(r, r+"-cancel", time.Now(), &events.RunCancelRequestedData{By: "test", Reason: "done"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Append(ctx, r, events.AnySeq, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitEnded(t, st, cancelled, 60*time.Second)
+	waitNoSlots(t, st)
+}
+
+// waitForSlots waits until n of the runs wait for a slot.
+func waitForSlots(t *testing.T, st events.Store, runs []string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		k := 0
+		for _, r := range runs {
+			evs, _ := st.Read(context.Background(), r, 0, 0)
+			if ns := projection.Fold(evs).Nodes["work"]; ns != nil && ns.Status == projection.NodeWaiting && ns.WaitingFor == "slot" {
+				k++
+			}
+		}
+		if k == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d runs wait for a slot, want %d", k, n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
