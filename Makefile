@@ -9,7 +9,7 @@ FUZZTIME ?= 20s
 # without it, and say so.
 RACE     := $(shell [ "$$($(GO) env CGO_ENABLED)" = 1 ] && echo -race)
 
-.PHONY: demo test lint vet fmt-check build bench bench-quick fuzz chaos ownerkill clean sim sim-known ui e2e chromium conformance ts-test
+.PHONY: demo test lint vet fmt-check build bench bench-quick fuzz chaos ownerkill clean sim sim-known ui e2e chromium conformance ts-test fairness chaos-ts
 
 ## demo: run examples/hello.yaml on an embedded NATS, coordinator and worker
 demo: ui
@@ -70,7 +70,14 @@ fuzz:
 ## while workers, coordinators and NATS nodes are SIGKILLed (WEFT_CHAOS_RUNS,
 ## WEFT_CHAOS_SEED and WEFT_CHAOS_LOGS override; see internal/reliability)
 chaos:
-	WEFT_CHAOS_RUNS=$${WEFT_CHAOS_RUNS:-1000} $(GO) test $(RACE) -v -run TestChaos -count=1 -timeout 60m ./internal/reliability/
+	WEFT_CHAOS_RUNS=$${WEFT_CHAOS_RUNS:-1000} $(GO) test $(RACE) -v -run '^TestChaos$$' -count=1 -timeout 60m ./internal/reliability/
+
+## chaos-ts: the chaos test with a mixed fleet at full size: 1,000 runs
+## while TypeScript ledger workers (sdk/typescript, built first when
+## needed) serve the ledger node beside a Go one and are SIGKILLed like
+## every other process (the same variables; `make test` runs 40 runs)
+chaos-ts:
+	WEFT_CHAOS_RUNS=$${WEFT_CHAOS_RUNS:-1000} $(GO) test $(RACE) -v -run '^TestChaosTypeScript$$' -count=1 -timeout 60m ./internal/reliability/
 
 ## ownerkill: 500 runs on a 3-node NATS cluster with three partitioned
 ## coordinators while the holder of a random partition is SIGKILLed again
@@ -107,6 +114,13 @@ conformance:
 		bin/weft conformance $(CONFORMANCE_FLAGS) -worker '$(CONFORMANCE_WORKER)' || status=1; \
 	fi; \
 	exit $$status
+
+## fairness: namespace a's client floods run starts for 30 s (WEFT_FAIRNESS_FLOOD
+## overrides; `make test` runs 3 s) while namespace b's canary runs are timed
+## against the idle system: each flood (pkg/client, then raw requests) prints
+## the canary's median and slowest, and the ratio (internal/security)
+fairness:
+	WEFT_FAIRNESS_FLOOD=$${WEFT_FAIRNESS_FLOOD:-30s} $(GO) test -v -run 'TestNamespaceFairness$$' -count=1 -timeout 15m ./internal/security/
 
 ## clean: remove built binaries and weft dev's data
 clean:

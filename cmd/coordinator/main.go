@@ -4,8 +4,8 @@
 package main
 
 import (
-	"github.com/weft-dev/weft/internal/daemon"
 	"github.com/weft-dev/weft/internal/coordinatord"
+	"github.com/weft-dev/weft/internal/daemon"
 )
 
 func main() { daemon.Main("coordinator", coordinatord.ErrUsage, coordinatord.Run) }

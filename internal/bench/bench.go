@@ -101,6 +101,7 @@ var figures = []figure{
 	{"throughput-durable", durable(runThroughput)},
 	{"retention", runRetention},
 	{"local", runLocal},
+	{"typescript", runTypeScript},
 }
 
 func figureNames() []string {

@@ -59,6 +59,7 @@ func TestFigures(t *testing.T) {
 		"scale-out 2 worker(s)": true, "coordinators 2: decided events/s": true,
 		"coordinators 2: CPU per 1,000 decided events": true, "failover p50": true, "failover max": true,
 		"hop latency p50 (durable)": true, "local step p50": true, "throughput (durable)": true,
+		"typescript / go hop latency p50": true, "typescript / node floor hop latency p50": true, "typescript / go throughput": true,
 	}
 	for _, r := range results {
 		delete(want, r.Name)

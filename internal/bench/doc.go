@@ -7,7 +7,9 @@
 // hop latency, throughput, fan-out, replay, memory, scale-out, coordinator
 // scale-out and failover (one file each), then hop and throughput again in
 // durable mode, on a server of their own that fsyncs every write
-// (durable.go). Every figure works on streams of its own, created for it and
+// (durable.go), retention, local steps, and the TypeScript worker beside
+// the Go worker and a Node floor (typescript.go; it builds sdk/typescript
+// through package tsbuild and runs its programs with node). Every figure works on streams of its own, created for it and
 // deleted after it, and every component (coordinator, worker, each floor
 // role) has a connection of its own, as separate processes would. Times
 // are the server's stored message times (message metadata) wherever an

@@ -10,6 +10,7 @@ import (
 
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/pkg/events"
+	"github.com/weft-dev/weft/pkg/graph"
 )
 
 // runHop measures figure 1: a sequential chain of noop nodes. A hop is
@@ -35,9 +36,53 @@ func runHop(ctx context.Context, e *env) ([]Result, error) {
 	}
 	defer done()
 	timeout := time.Minute + time.Duration(n)*100*time.Millisecond
+	ch, err := e.runChain(ctx, stream, st, g, n, timeout, "")
+	if err != nil {
+		return nil, err
+	}
+	hops, perNode, avgSize := ch.hops, ch.perNode, ch.avgSize
 
+	var fl *floorRun
+	err = e.profile("floor", func() error {
+		var err error
+		fl, err = e.runFloor(ctx, flow{runs: 1, steps: n, width: 1, workerConc: 16, shards: 32, body: floorBody(avgSize)}, timeout)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("floor: %w", err)
+	}
+	defer e.dropStream(fl.stream)
+	fhops, fperNode, err := e.floorHops(ctx, fl, n)
+	if err != nil {
+		return nil, fmt.Errorf("floor chain: %w", err)
+	}
+	p50, p99 := pct(hops, 50), pct(hops, 99)
+	f50, f99 := pct(fhops, 50), pct(fhops, 99)
+	notes := fmt.Sprintf("%d-node chain, %d hops; server-stored times (invoked i → invoking i+1); engine wrote %d events (%.1f per node, avg %d B)", n, len(hops), ch.events, float64(ch.events)/float64(n), avgSize)
+	return []Result{
+		row("hop latency p50", ms(p50), "ms", ms(f50), ratioAtMost(2), notes),
+		row("hop latency p99", ms(p99), "ms", ms(f99), nil, ""),
+		row("time per chain node", ms(perNode), "ms", ms(fperNode), nil, "(last invoked − first invoked) / (nodes − 1); floor: same over the floor chain"),
+	}, nil
+}
+
+// chainRun is one measured run of a chain graph.
+type chainRun struct {
+	hops    []time.Duration // invoked of node i → invoking of node i+1
+	perNode time.Duration
+	coord   []time.Duration // invoked of node i → ready of node i+1 (the coordinator's share)
+	pickup  []time.Duration // ready of node i+1 → its invoking (the worker's share)
+	events  int             // the run's events
+	avgSize int             // their average size, headers included
+}
+
+// runChain starts one run of the chain g (n nodes) on stream, where a
+// coordinator and a worker already run and nothing else was written, waits
+// for it to complete (under the profiler, as phase), and measures its hops
+// from the stored times of its log.
+func (e *env) runChain(ctx context.Context, stream string, st events.Store, g *graph.Graph, n int, timeout time.Duration, phase string) (*chainRun, error) {
 	run := events.NewRunID()
-	err = e.profile("", func() error {
+	err := e.profile(phase, func() error {
 		ev, err := startedEvent(run, g, nil)
 		if err != nil {
 			return err
@@ -59,7 +104,7 @@ func runHop(ctx context.Context, e *env) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	invoked, invoking := map[int]time.Time{}, map[int]time.Time{}
+	invoked, invoking, ready := map[int]time.Time{}, map[int]time.Time{}, map[int]time.Time{}
 	size := 0
 	for _, s := range log {
 		size += s.size
@@ -72,31 +117,43 @@ func runHop(ctx context.Context, e *env) ([]Result, error) {
 			invoked[i] = s.at
 		case strings.HasSuffix(s.subject, ".invoking"):
 			invoking[i] = s.at
+		case strings.Contains(s.subject, ".d.ready."):
+			ready[i] = s.at
 		}
 	}
 	hops, perNode, err := hopStats(n, invoked, invoking)
 	if err != nil {
 		return nil, fmt.Errorf("engine chain: %w", err)
 	}
-	avgSize := size / max(len(log), 1)
-
-	var fl *floorRun
-	err = e.profile("floor", func() error {
-		var err error
-		fl, err = e.runFloor(ctx, flow{runs: 1, steps: n, width: 1, workerConc: 16, shards: 32, body: floorBody(avgSize)}, timeout)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("floor: %w", err)
+	ch := &chainRun{hops: hops, perNode: perNode, events: len(log), avgSize: size / max(len(log), 1)}
+	for i := 0; i+1 < n; i++ {
+		if r, ok := ready[i+1]; ok {
+			ch.coord = append(ch.coord, r.Sub(invoked[i]))
+			ch.pickup = append(ch.pickup, invoking[i+1].Sub(r))
+		}
 	}
-	defer e.dropStream(fl.stream)
+	return ch, nil
+}
+
+// split says how a chain's hops split, by medians: the coordinator's
+// share (invoked i → ready i+1) and the worker's (ready i+1 → invoking i+1).
+func split(coord, pickup []time.Duration) string {
+	if len(coord) == 0 || len(pickup) == 0 {
+		return "no node-ready times"
+	}
+	return fmt.Sprintf("median invoked → next ready %.3f ms, ready → invoking %.3f ms", ms(pct(coord, 50)), ms(pct(pickup, 50)))
+}
+
+// floorHops measures the hops of a floor chain of n steps as runChain
+// does the engine's.
+func (e *env) floorHops(ctx context.Context, fl *floorRun, n int) ([]time.Duration, time.Duration, error) {
 	fmsgs, _, err := e.streamBytes(ctx, fl.stream)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	flog, err := collect(ctx, e.js, fl.stream, []string{fl.prefix + ".>"}, int(fmsgs), time.Minute)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	finvoked, finvoking := map[int]time.Time{}, map[int]time.Time{}
 	for _, s := range flog {
@@ -111,18 +168,7 @@ func runHop(ctx context.Context, e *env) ([]Result, error) {
 			finvoking[step] = s.at
 		}
 	}
-	fhops, fperNode, err := hopStats(n, finvoked, finvoking)
-	if err != nil {
-		return nil, fmt.Errorf("floor chain: %w", err)
-	}
-	p50, p99 := pct(hops, 50), pct(hops, 99)
-	f50, f99 := pct(fhops, 50), pct(fhops, 99)
-	notes := fmt.Sprintf("%d-node chain, %d hops; server-stored times (invoked i → invoking i+1); engine wrote %d events (%.1f per node, avg %d B)", n, len(hops), len(log), float64(len(log))/float64(n), avgSize)
-	return []Result{
-		row("hop latency p50", ms(p50), "ms", ms(f50), ratioAtMost(2), notes),
-		row("hop latency p99", ms(p99), "ms", ms(f99), nil, ""),
-		row("time per chain node", ms(perNode), "ms", ms(fperNode), nil, "(last invoked − first invoked) / (nodes − 1); floor: same over the floor chain"),
-	}, nil
+	return hopStats(n, finvoked, finvoking)
 }
 
 // hopStats returns the hop latencies (invoked of i to invoking of i+1) and

@@ -80,7 +80,23 @@ func (r *engineRun) mixPerNode(nodes int) string {
 // engineFlow appends runs of g, then starts a coordinator and a worker and
 // waits for every run to complete.
 func (e *env) engineFlow(ctx context.Context, g *graph.Graph, runs, conc int, timeout time.Duration) (*engineRun, error) {
-	stream := e.name("WEFT_TPUT")
+	return e.engineFlowWith(ctx, "WEFT_TPUT", g, runs, timeout, "", func(ctx context.Context, stream string) (func(), error) {
+		work, err := e.startWorker(ctx, stream, conc)
+		if err != nil {
+			return nil, err
+		}
+		return work.stop, nil
+	})
+}
+
+// startWorkerFunc starts a worker of the queue default on stream and
+// returns what stops it.
+type startWorkerFunc func(ctx context.Context, stream string) (stop func(), err error)
+
+// engineFlowWith is engineFlow on a stream named after prefix, with the
+// worker startWorker starts, profiled as phase.
+func (e *env) engineFlowWith(ctx context.Context, prefix string, g *graph.Graph, runs int, timeout time.Duration, phase string, startWorker startWorkerFunc) (*engineRun, error) {
+	stream := e.name(prefix)
 	defer e.dropStream(stream)
 	if _, err := e.openStore(ctx, e.js, stream); err != nil {
 		return nil, err
@@ -91,18 +107,18 @@ func (e *env) engineFlow(ctx context.Context, g *graph.Graph, runs, conc int, ti
 	r := &engineRun{stream: stream}
 	var t0 time.Time
 	var ends []stamp
-	err := e.profile("", func() error {
+	err := e.profile(phase, func() error {
 		t0 = time.Now()
 		coord, err := e.startCoordinator(ctx, stream)
 		if err != nil {
 			return err
 		}
 		defer coord.stop()
-		work, err := e.startWorker(ctx, stream, conc)
+		stop, err := startWorker(ctx, stream)
 		if err != nil {
 			return err
 		}
-		defer work.stop()
+		defer stop()
 		ends, err = waitRuns(ctx, e.js, stream, runs, timeout)
 		r.stats = coord.coord.Stats()
 		return err

@@ -91,8 +91,7 @@ func (e *env) dial(c *command, cfg *natsconn.Config) (jetstream.JetStream, func(
 	if err := cfg.Validate(); err != nil {
 		return nil, nil, &usageError{cmd: c, msg: err.Error()}
 	}
-	cfg.Name = "weft " + c.name
-	nc, err := cfg.Connect("")
+	nc, err := e.dialAs(c, cfg, natsconn.RoleAdmin)
 	if err != nil {
 		return nil, nil, err
 	}

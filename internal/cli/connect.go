@@ -40,15 +40,17 @@ func (e *env) connect(c *command, cfg *natsconn.Config, create bool) (*client.Cl
 // connectStore is connect's first half: the events store, and the client
 // options the environment asks for (WEFT_ARCHIVE).
 func (e *env) connectStore(c *command, cfg *natsconn.Config, create bool) (events.Store, []client.Option, func(), error) {
+	return e.connectStoreAs(c, cfg, create, natsconn.RoleClient)
+}
+
+// connectStoreAs is connectStore with role's credentials when they come
+// from -roles-dir.
+func (e *env) connectStoreAs(c *command, cfg *natsconn.Config, create bool, role natsconn.Role) (events.Store, []client.Option, func(), error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, nil, nil, &usageError{cmd: c, msg: err.Error()}
 	}
-	cfg.Name = "weft " + c.name
-	nc, err := cfg.Connect("")
+	nc, err := e.dialAs(c, cfg, role)
 	if err != nil {
-		if cfg.URL == "" {
-			err = fmt.Errorf("%w (is a server running? 'weft dev' starts one)", err)
-		}
 		return nil, nil, nil, err
 	}
 	store, err := openStore(e.ctx, cfg, nc, create)
@@ -57,6 +59,9 @@ func (e *env) connectStore(c *command, cfg *natsconn.Config, create bool) (event
 		return nil, nil, nil, err
 	}
 	var opts []client.Option
+	if cfg.Namespace != "" {
+		opts = append(opts, client.WithNamespace(cfg.Namespace))
+	}
 	if v := os.Getenv("WEFT_ARCHIVE"); v != "" {
 		// Runs removed from the log are read from this archive (package
 		// runs); by default, from the Object Store bucket weft-archive.
@@ -87,9 +92,42 @@ func openStore(ctx context.Context, cfg *natsconn.Config, nc *nats.Conn, create 
 			events.WithReplicas(sc.Replicas), events.WithDuplicates(sc.Duplicates), events.WithMaxAge(sc.MaxAge))
 	case errors.Is(err, jetstream.ErrStreamNotFound) && create:
 		return cfg.OpenStore(ctx, nc, nil)
+	case errors.Is(err, jetstream.ErrStreamNotFound) && cfg.Namespace != "":
+		return nil, fmt.Errorf("no stream %q in namespace %s on the NATS server at %s: the admin has not set the namespace up yet ('weft roles -setup -out DIR'), or -stream (WEFT_STREAM) names another stream", cfg.Stream, cfg.Namespace, nc.ConnectedUrlRedacted())
 	case errors.Is(err, jetstream.ErrStreamNotFound):
 		return nil, fmt.Errorf("no stream %q on the NATS server at %s: nothing has run there yet, or -stream (WEFT_STREAM) names another stream", cfg.Stream, nc.ConnectedUrlRedacted())
 	default:
 		return nil, fmt.Errorf("looking up stream %q: %w", cfg.Stream, err)
 	}
+}
+
+// dialAs connects a command to its namespace: one namespace (a command
+// serves one), with the credentials given or role's from -roles-dir,
+// checked against the account the server puts the connection in. cfg
+// becomes the namespace's configuration.
+func (e *env) dialAs(c *command, cfg *natsconn.Config, role natsconn.Role) (*nats.Conn, error) {
+	targets, err := cfg.Targets(role, "")
+	if err != nil {
+		return nil, &usageError{cmd: c, msg: err.Error()}
+	}
+	if len(targets) > 1 {
+		return nil, &usageError{cmd: c, msg: fmt.Sprintf("-namespace %s: a command serves one namespace (the coordinator and nodeworker daemons serve several)", cfg.Namespace)}
+	}
+	*cfg = targets[0]
+	cfg.Name = "weft " + c.name
+	nc, err := cfg.Connect("")
+	if err != nil {
+		if cfg.URL == "" {
+			err = fmt.Errorf("%w (is a server running? 'weft dev' starts one)", err)
+		}
+		if cfg.Namespace != "" && errors.Is(err, nats.ErrAuthorization) {
+			err = fmt.Errorf("namespace %s: %w (are these credentials of one of the namespaces 'weft roles -namespaces' generated?)", cfg.Namespace, err)
+		}
+		return nil, err
+	}
+	if err := natsconn.VerifyNamespace(e.ctx, nc, cfg.Namespace); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return nc, nil
 }

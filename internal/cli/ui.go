@@ -102,7 +102,7 @@ line for it.`,
 		if err := ui.CheckAddr(*addr, cfg.User != ""); err != nil {
 			return &usageError{cmd: c, msg: "-addr: " + err.Error()}
 		}
-		store, opts, closeConn, err := e.connectStore(c, ncfg, false)
+		store, opts, closeConn, err := e.connectStoreAs(c, ncfg, false, natsconn.RoleUI)
 		if err != nil {
 			return err
 		}

@@ -19,6 +19,15 @@
 // as the standard OTEL_* variables say (package telemetry; off by default).
 // With -http (WEFT_HTTP; off by default) it serves /metrics (Prometheus
 // text format), /healthz and /readyz (see probe for what ready means).
+//
+// Namespaces: -namespace (WEFT_NAMESPACE) names the namespace it serves,
+// whose credentials it connects with; -namespace a,b with -roles-dir DIR
+// (the directory 'weft roles -namespaces' wrote) serves several, with one
+// connection per namespace's account, each with the coordinator role's
+// credentials there, its own coordinator and its own admission server:
+// nothing of one namespace passes over another's connection. In a
+// namespace with admission it answers the clients' admission requests
+// (internal/admission) beside deciding.
 package coordinatord
 
 import (
@@ -30,8 +39,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
+	"github.com/weft-dev/weft/internal/admission"
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/daemon"
 	"github.com/weft-dev/weft/internal/eventlog"
@@ -149,15 +157,67 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(cfg.LogLevel))
-	pr := &probe{}
+	targets, err := cfg.NATS.Targets(natsconn.RoleCoordinator, "")
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	probes := make(probes, len(targets))
+	for i := range probes {
+		probes[i] = &probe{}
+	}
+	// One connection per namespace, each with its own coordinator: a
+	// namespace's runs are decided only over its own account's
+	// connection.
 	return daemon.Boot(ctx, stderr, daemon.Spec{
 		Service: "weft-coordinator", Component: telemetry.ComponentCoordinator,
-		NATS: cfg.NATS, Level: level, HTTP: cfg.HTTP, Usage: ErrUsage,
-		Ready:   func(nc *nats.Conn) func(context.Context) error { pr.nc = nc; return pr.ready },
+		Targets: targets, Level: level, HTTP: cfg.HTTP, Usage: ErrUsage,
+		Ready:   probes.ready,
 		Stopped: "stopped before the coordinator was ready",
 	}, func(ctx context.Context, env daemon.Env) error {
-		return coordinate(ctx, env.Log, &cfg, env.Store, pr)
+		pr := probes[env.Index]
+		pr.nc.Store(env.Conn)
+		return serve(ctx, env.Log, &cfg, env.Store, pr)
 	})
+}
+
+// serve coordinates one namespace (or the deployment, without
+// namespaces) until ctx ends, answering its admission requests when it
+// has admission (internal/admission).
+func serve(ctx context.Context, log *slog.Logger, cfg *Config, store events.Store, pr *probe) error {
+	actx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	defer func() {
+		stop()
+		<-done
+	}()
+	go func() {
+		defer close(done)
+		admit(actx, log, store)
+	}()
+	return coordinate(ctx, log, cfg, store, pr)
+}
+
+// admit answers the namespace's admission requests until ctx ends, once
+// its admission server could be set up (retried with back-off: the admin
+// may not have set the tickets streams up yet).
+func admit(ctx context.Context, log *slog.Logger, store events.Store) {
+	var backoff setup.Backoff
+	for {
+		srv, err := admission.New(ctx, store, admission.WithLogger(log))
+		if err == nil {
+			err = srv.Run(ctx)
+			if err == nil {
+				return
+			}
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		backoff.Warn(log, "admission requests are not answered yet", "the admission server", err)
+		if !backoff.Wait(ctx) {
+			return
+		}
+	}
 }
 
 // coordinate runs coordinators until ctx ends. A coordinator waits for

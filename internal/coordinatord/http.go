@@ -20,12 +20,12 @@ import (
 // consumer, or stands by to take over those of a coordinator that stops.
 // A standby is ready: it is what a second replica is for.
 type probe struct {
-	nc *nats.Conn
+	nc atomic.Pointer[nats.Conn]
 	c  atomic.Pointer[coordinator.Coordinator]
 }
 
 func (p *probe) ready(context.Context) error {
-	if p.nc == nil || !p.nc.IsConnected() {
+	if nc := p.nc.Load(); nc == nil || !nc.IsConnected() {
 		return errors.New("not connected to NATS")
 	}
 	c := p.c.Load()
@@ -38,6 +38,19 @@ func (p *probe) ready(context.Context) error {
 			return errors.New("the coordinator's setup is not done (timers stream, leases bucket)")
 		}
 		return fmt.Errorf("the coordinator could not announce itself for %s (longer than its lease duration %s)", time.Since(r.Announced).Round(time.Millisecond), r.LeaseTTL)
+	}
+	return nil
+}
+
+// probes are the probes of the namespaces a daemon serves: ready when
+// every one is.
+type probes []*probe
+
+func (ps probes) ready(ctx context.Context) error {
+	for _, p := range ps {
+		if err := p.ready(ctx); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -24,6 +24,10 @@
 //     "weft.t.…" for timers); placement.go: which writer an event type
 //     belongs to (ErrMisplaced). Tokens and ids: ValidToken, ValidQueue,
 //     DecisionID, RandomID, NewRunID (ids.go).
+//   - admission.go: admission in a namespace: the request subjects
+//     AdmitStart, AdmitSignal, the tickets' subjects and streams
+//     (TicketStreamConfig), and the stream metadata that turns it on
+//     (MetaAdmission, AdmissionOn).
 //   - stream.go: the events and timers streams' settings and set-up
 //     (Settings, StreamConfig, TimerStreamConfig, SetupStream, CheckStream,
 //     Repair, StreamDiffs), and SettingError (ErrUnsafeSetting).

@@ -188,6 +188,11 @@ func CheckStream(have jetstream.StreamConfig) error {
 	if have.DenyPurge {
 		bad("deny_purge", "true", "false", recreate)
 	}
+	if (have.MaxBytes > 0 || have.MaxMsgs > 0 || have.MaxMsgsPerSubject > 0) && have.Discard != jetstream.DiscardNew {
+		// A full stream that discards old messages would drop the oldest
+		// runs' events, their starts first: it must refuse new ones.
+		bad("discard", "old (with max_bytes, max_msgs or max_msgs_per_subject set)", "new", fix)
+	}
 	return errors.Join(errs...)
 }
 
@@ -203,6 +208,9 @@ func Repair(have jetstream.StreamConfig) jetstream.StreamConfig {
 		upd.Subjects = append(upd.Subjects, AllEvents)
 	}
 	upd.AllowDirect, upd.AllowAtomicPublish = true, true
+	if upd.MaxBytes > 0 || upd.MaxMsgs > 0 || upd.MaxMsgsPerSubject > 0 {
+		upd.Discard = jetstream.DiscardNew
+	}
 	return upd
 }
 

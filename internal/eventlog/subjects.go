@@ -60,6 +60,9 @@ const (
 	ClientSubjects   = runPrefix + "*.*." + ClassClient + ".*"
 	DecisionSubjects = runPrefix + "*.*." + ClassCoordinator + ".>"
 	NoticeSubjects   = runPrefix + "*.*." + ClassNotice + ".*"
+	// SignalSubjects matches every run's signals (a client's event): what
+	// a coordinator that admits a namespace's signals appends.
+	SignalSubjects = runPrefix + "*.*." + ClassClient + ".signal"
 	// PendingTimers is the filter of every pending durable timer (message
 	// schedules) in the timers stream.
 	PendingTimers = schedulePrefix + "s.>"

@@ -69,6 +69,7 @@ var Of = map[string]Layer{
 	"pkg/worker/builtin":                Face,
 
 	// The engine.
+	"internal/admission":          Engine,
 	"internal/daemon":             Engine,
 	"internal/coordinator":        Engine,
 	"internal/coordinatord":       Engine,
@@ -92,6 +93,7 @@ var Of = map[string]Layer{
 	"internal/logattr":    Foundation,
 	"internal/nodeconfig": Foundation,
 	"internal/setup":      Foundation,
+	"internal/tsbuild":    Foundation, // builds the TypeScript SDK for the bench and the tests that run it
 	"pkg/events":          Foundation,
 	"pkg/graph":           Foundation,
 	"pkg/projection":      Foundation,

@@ -92,6 +92,15 @@ const (
 	AckWait   = "ack_wait"
 )
 
+// Keys of namespaces and their admission limits (internal/admission).
+const (
+	Namespace        = "namespace"
+	StartsPerSecond  = "starts_per_second"
+	SignalsPerSecond = "signals_per_second"
+	Admitted         = "admitted"
+	Refused          = "refused"
+)
+
 // Keys of a coordinator's partition leases. Holder is the id of the
 // coordinator that took a partition (as Coordinator; weftbench reads it
 // under this key).

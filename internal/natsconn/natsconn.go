@@ -14,6 +14,14 @@
 // can each be allowed to subscribe to their own replies only. Secrets
 // never reach a log: Redact strips the user information of URLs, and
 // every URL this package puts in an error or a log line is redacted.
+//
+// The roles (roles.go: Deployment, its users and their permissions) and
+// their credentials (authconf.go: WriteRoles, the servers' configuration,
+// the <user>.env files) are generated here for 'weft roles'. Namespaces
+// (namespace.go) are one NATS account each, with the same roles inside
+// and a quota the servers enforce; -namespace and -roles-dir say which a
+// process serves and with which credentials (Config.Targets,
+// VerifyNamespace).
 package natsconn
 
 import (
@@ -56,6 +64,15 @@ type Config struct {
 	// MaxAge is how long events are kept; 0 forever (WEFT_MAX_AGE).
 	MaxAge time.Duration
 	Name   string // connection name
+	// Namespace is the namespace the process serves (WEFT_NAMESPACE),
+	// or several, comma separated, for a daemon with RolesDir; empty: a
+	// deployment without namespaces, or whatever the credentials say
+	// (namespace.go).
+	Namespace string
+	// RolesDir is where 'weft roles' wrote the credentials
+	// (WEFT_ROLES_DIR): a process serving several namespaces reads each
+	// one's credentials of its role there (Targets).
+	RolesDir string
 }
 
 // EnvFlags maps the connection flags to their environment variables.
@@ -74,6 +91,8 @@ var EnvFlags = map[string]string{
 	"replicas":     "WEFT_REPLICAS",
 	"duplicates":   "WEFT_DUPLICATES",
 	"max-age":      "WEFT_MAX_AGE",
+	"namespace":    "WEFT_NAMESPACE",
+	"roles-dir":    "WEFT_ROLES_DIR",
 }
 
 // RegisterFlags adds the connection flags to fs. After parsing, ApplyEnv
@@ -93,6 +112,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Replicas, "replicas", 1, "events stream and KV bucket replicas, when created (env WEFT_REPLICAS)")
 	fs.DurationVar(&c.Duplicates, "duplicates", 2*time.Minute, "events stream de-duplication window, when created (env WEFT_DUPLICATES)")
 	fs.DurationVar(&c.MaxAge, "max-age", 0, "how long the events stream keeps events, when created; 0 forever (env WEFT_MAX_AGE)")
+	fs.StringVar(&c.Namespace, "namespace", "", "the namespace (a NATS account of its own) to serve; daemons take several, comma separated, with -roles-dir; default: the deployment's only one (env WEFT_NAMESPACE)")
+	fs.StringVar(&c.RolesDir, "roles-dir", "", "the directory 'weft roles' wrote the credentials to: the role's credentials in each -namespace are read there (env WEFT_ROLES_DIR)")
 }
 
 // Validate reports every problem with the configuration at once.
@@ -110,8 +131,23 @@ func (c *Config) Validate() error {
 	if c.Password != "" && c.User == "" {
 		errs = append(errs, errors.New("-password needs -user"))
 	}
-	if n := countSet(c.User, c.Creds, c.NKey); n > 1 {
-		errs = append(errs, errors.New("-user, -creds and -nkey: give one way to authenticate"))
+	if n := countSet(c.User, c.Creds, c.NKey, c.RolesDir); n > 1 {
+		errs = append(errs, errors.New("-user, -creds, -nkey and -roles-dir: give one way to authenticate"))
+	}
+	for _, ns := range SplitNamespaces(c.Namespace) {
+		if err := CheckNamespaceName(ns); err != nil {
+			errs = append(errs, fmt.Errorf("-namespace: %w", err))
+		}
+	}
+	if c.Namespace != "" && len(SplitNamespaces(c.Namespace)) == 0 {
+		errs = append(errs, fmt.Errorf("-namespace %q: no namespace named", c.Namespace))
+	}
+	if c.RolesDir != "" {
+		if fi, err := os.Stat(c.RolesDir); err != nil {
+			errs = append(errs, fmt.Errorf("-roles-dir: %v", err))
+		} else if !fi.IsDir() {
+			errs = append(errs, fmt.Errorf("-roles-dir: %s is not a directory", c.RolesDir))
+		}
 	}
 	if c.InboxPrefix != "" && !validPrefix(c.InboxPrefix) {
 		errs = append(errs, fmt.Errorf("-inbox-prefix: %q is not a subject prefix (no wildcards, spaces or empty tokens)", c.InboxPrefix))
@@ -257,9 +293,16 @@ func (c *Config) OpenStore(ctx context.Context, nc *nats.Conn, log *slog.Logger)
 	}
 	opts := append(c.StoreOptions(), events.WithLogger(log))
 	var st events.Store
+	verified := false
 	err = setup.Retry(ctx, log, "the events stream "+c.Stream, Fatal, func(ctx context.Context) error {
 		if err := setup.Connected(nc); err != nil {
 			return err
+		}
+		if !verified {
+			if err := VerifyNamespace(ctx, nc, c.Namespace); err != nil {
+				return err
+			}
+			verified = true
 		}
 		attempt, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
@@ -274,7 +317,7 @@ func (c *Config) OpenStore(ctx context.Context, nc *nats.Conn, log *slog.Logger)
 // error. Every other error (timeouts, no responders, JetStream not ready
 // or temporarily unavailable) may pass.
 func Fatal(err error) bool {
-	if errors.Is(err, eventlog.ErrUnsafeSetting) || errors.Is(err, events.ErrInvalidID) ||
+	if errors.Is(err, eventlog.ErrUnsafeSetting) || errors.Is(err, events.ErrInvalidID) || errors.Is(err, ErrWrongNamespace) ||
 		errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrPermissionViolation) ||
 		errors.Is(err, nats.ErrAuthExpired) || errors.Is(err, nats.ErrAuthRevoked) {
 		return true

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/pkg/events"
@@ -58,17 +59,22 @@ const runSubjects = eventlog.RunSubjects
 // Deployment is what the permissions depend on.
 type Deployment struct {
 	// Stream is the events stream's name (default "WEFT").
-	Stream string
+	Stream string `json:"stream,omitempty"`
 	// Durable is the name the coordinators' partition consumers are
 	// made from: "<durable>-<partition>" (default "coordinator").
-	Durable string
+	Durable string `json:"durable,omitempty"`
 	// Partitions is how many coordinator partitions the permissions
 	// cover (default eventlog.Slots, the most there can be): consumer
 	// names are not wildcards, so each is granted by name.
-	Partitions int
+	Partitions int `json:"partitions,omitempty"`
 	// Queues are the task queues; each gets a worker user, and no other
 	// role may pull from or reconfigure their consumers.
-	Queues []string
+	Queues []string `json:"queues"`
+	// Namespaces, when there are any, are the deployment's namespaces:
+	// one NATS account each, with the users of every role and the
+	// namespace's quota (namespace.go). None: one set of users in the
+	// server's global account, the default namespace.
+	Namespaces []Namespace `json:"namespaces,omitempty"`
 }
 
 func (d Deployment) withDefaults() Deployment {
@@ -110,6 +116,16 @@ func (d Deployment) Validate() error {
 			errs = append(errs, fmt.Errorf("queue %q: given twice", q))
 		}
 	}
+	for i, ns := range d.Namespaces {
+		if err := CheckNamespaceName(ns.Name); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if slices.ContainsFunc(d.Namespaces[:i], func(o Namespace) bool { return strings.EqualFold(o.Name, ns.Name) }) {
+			errs = append(errs, fmt.Errorf("namespace %q: given twice", ns.Name))
+		}
+		errs = append(errs, ns.Quota.validate(ns.Name, d)...)
+	}
 	return errors.Join(errs...)
 }
 
@@ -119,9 +135,14 @@ type User struct {
 	Name           string
 	Role           Role
 	Queue          string // RoleWorker only
+	Namespace      string // "" in a deployment without namespaces
 	PublishAllow   []string
 	PublishDeny    []string
 	SubscribeAllow []string
+	// AllowResponses lets the user answer the requests it receives, on
+	// their reply subjects only (the coordinator answers admission
+	// requests: internal/admission).
+	AllowResponses bool
 }
 
 // UserName is the NATS user name of a role (and queue, for workers).
@@ -133,26 +154,41 @@ func UserName(r Role, queue string) string {
 }
 
 // Users returns the users of a deployment: one per role, and one worker
-// user per queue.
+// user per queue; with namespaces, that in each namespace.
 func (d Deployment) Users() []User {
 	d = d.withDefaults()
+	namespaces := d.NamespaceNames()
+	if len(namespaces) == 0 {
+		namespaces = []string{""}
+	}
 	var out []User
-	for _, r := range Roles {
-		if r == RoleWorker {
-			for _, q := range d.Queues {
-				out = append(out, d.User(r, q))
+	for _, ns := range namespaces {
+		for _, r := range Roles {
+			if r == RoleWorker {
+				for _, q := range d.Queues {
+					out = append(out, d.user(ns, r, q))
+				}
+				continue
 			}
-			continue
+			out = append(out, d.user(ns, r, ""))
 		}
-		out = append(out, d.User(r, ""))
 	}
 	return out
 }
 
-// User returns the user of role r (and queue q, for a worker).
-func (d Deployment) User(r Role, q string) User {
+// User returns the user of role r (and queue q, for a worker) of a
+// deployment without namespaces.
+func (d Deployment) User(r Role, q string) User { return d.user("", r, q) }
+
+// UserIn returns the user of role r (and queue q) in namespace ns.
+func (d Deployment) UserIn(ns string, r Role, q string) User { return d.user(ns, r, q) }
+
+func (d Deployment) user(ns string, r Role, q string) User {
 	d = d.withDefaults()
-	u := User{Name: UserName(r, q), Role: r, Queue: q}
+	u := User{Name: NamespaceUser(ns, r, q), Role: r, Queue: q, Namespace: ns}
+	// In a namespace, client writes pass the engine's admission (see
+	// admission below and internal/admission).
+	admission := ns != ""
 	inbox := InboxPrefixFor(u.Name) + ".>"
 	api := "$JS.API."
 	s := d.Stream
@@ -170,49 +206,61 @@ func (d Deployment) User(r Role, q string) User {
 	// events stream: a consumer's deliver subject and filters are in the
 	// request body, which permissions do not see.
 	follow := []string{runSubjects}
-	// The worker announcements, read (a KV watcher is a legacy ordered
-	// push consumer with flow control).
+	// The worker announcements, read: the keys from the stream's subject
+	// index, then gets (pkg/worker's LiveWorkers). No consumer: see
+	// runsRead.
 	workersRead := []string{
 		api + "STREAM.INFO.KV_" + workersBucket,
 		api + "DIRECT.GET.KV_" + workersBucket + ".>",
 		api + "STREAM.MSG.GET.KV_" + workersBucket,
-		api + "CONSUMER.CREATE.KV_" + workersBucket + ".>",
-		api + "CONSUMER.DELETE.KV_" + workersBucket + ".*",
-		"$JS.FC.KV_" + workersBucket + ".>",
 		// Whether a coordinator is alive ('weft status' warns when none
 		// is): the leases bucket's stream information, nothing more.
 		api + "STREAM.INFO.KV_" + leasesBucket,
 	}
-	// The read model of runs (internal/runs), read: stream info with subject
-	// filters (the keys of one status), gets, and KV watchers; and the
-	// archive of removed runs, read (an object is a meta get and an
-	// ordered consumer of its chunks).
+	// The read model of runs (internal/runs), read: stream info with
+	// subject filters (the keys of one status), gets, and batched direct
+	// gets (the summaries of some statuses); and the archive of removed
+	// runs, read (an object's meta and its chunks, by direct gets). No
+	// consumer on any bucket: a consumer's deliver subject is in the
+	// request body, and each is a resource held on the server (a client
+	// that creates hundreds of push consumers stalls it), so readers get
+	// no CONSUMER.CREATE at all but the UI's one watcher (below).
 	runsRead := []string{
 		api + "STREAM.INFO.KV_" + runsBucket,
+		api + "DIRECT.GET.KV_" + runsBucket,
 		api + "DIRECT.GET.KV_" + runsBucket + ".>",
 		api + "STREAM.MSG.GET.KV_" + runsBucket,
+		api + "STREAM.INFO.OBJ_" + archiveBucket,
+		api + "DIRECT.GET.OBJ_" + archiveBucket,
+		api + "DIRECT.GET.OBJ_" + archiveBucket + ".>",
+		api + "STREAM.MSG.GET.OBJ_" + archiveBucket,
+	}
+	// The UI's live list of runs (internal/ui, GET /api/live/runs) is a
+	// KV watcher of the read model: a consumer of that bucket's stream,
+	// the one consumer a reader still creates (deploy/SECURITY.md, gap 4;
+	// in a namespace, bounded by its account's max_consumers).
+	runsWatch := []string{
 		api + "CONSUMER.CREATE.KV_" + runsBucket + ".>",
 		api + "CONSUMER.DELETE.KV_" + runsBucket + ".*",
 		"$JS.FC.KV_" + runsBucket + ".>",
-		api + "STREAM.INFO.OBJ_" + archiveBucket,
-		api + "DIRECT.GET.OBJ_" + archiveBucket + ".>",
-		api + "STREAM.MSG.GET.OBJ_" + archiveBucket,
-		api + "CONSUMER.CREATE.OBJ_" + archiveBucket + ".>",
-		api + "CONSUMER.DELETE.OBJ_" + archiveBucket + ".*",
-		"$JS.FC.OBJ_" + archiveBucket + ".>",
 	}
 	switch r {
 	case RoleClient:
-		u.PublishAllow = slices.Concat(
-			[]string{eventlog.ClientSubjects},
-			reads, workersRead, runsRead)
+		writes := []string{eventlog.ClientSubjects}
+		if admission {
+			// No right to any run's subject: starts, signals and cancel
+			// requests are asked of the coordinators, which admit them
+			// within the namespace's limits and append them.
+			writes = []string{eventlog.AdmitAll}
+		}
+		u.PublishAllow = slices.Concat(writes, reads, workersRead, runsRead)
 		u.SubscribeAllow = append([]string{inbox}, follow...)
 	case RoleUI:
 		// The workers page counts the work waiting on each task queue:
 		// the queues' consumers listed (their configurations and
 		// counts, no messages).
 		queuesRead := []string{api + "CONSUMER.LIST." + s, api + "CONSUMER.INFO." + s + ".*"}
-		u.PublishAllow = slices.Concat(reads, workersRead, runsRead, queuesRead)
+		u.PublishAllow = slices.Concat(reads, workersRead, runsRead, runsWatch, queuesRead)
 		u.SubscribeAllow = append([]string{inbox}, follow...)
 	case RoleCoordinator:
 		u.PublishAllow = slices.Concat(
@@ -288,6 +336,19 @@ func (d Deployment) User(r Role, q string) User {
 			coordinatorGrants(api, s+eventlog.TimerStreamSuffix, d.timerConsumers()),
 			[]string{api + "CONSUMER.INFO." + s + eventlog.TimerStreamSuffix + ".*"})
 		u.SubscribeAllow = []string{inbox}
+		if admission {
+			// It answers the clients' requests (a queue group on
+			// weft.admit.*, replies on their inboxes only), takes a
+			// ticket per request admitted, and appends the client's
+			// event: a start, a signal or a cancel request.
+			u.PublishAllow = append(u.PublishAllow,
+				eventlog.SignalSubjects,
+				eventlog.AllTickets,
+				api+"STREAM.INFO."+s+eventlog.AdmitStartsSuffix,
+				api+"STREAM.INFO."+s+eventlog.AdmitSignalsSuffix)
+			u.SubscribeAllow = append(u.SubscribeAllow, eventlog.AdmitAll)
+			u.AllowResponses = true
+		}
 	case RoleWorker:
 		cons := QueueConsumerName(q)
 		u.PublishAllow = []string{
@@ -325,6 +386,10 @@ func (d Deployment) User(r Role, q string) User {
 	case RoleAdmin:
 		u.PublishAllow = []string{">"}
 		u.SubscribeAllow = []string{">"}
+	}
+	if ns != "" && r != RoleAdmin {
+		// Which account the connection is in (VerifyNamespace).
+		u.PublishAllow = append(u.PublishAllow, userInfoSubject)
 	}
 	return u
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -18,17 +19,19 @@ import (
 // consumer of every queue it serves exists (the worker pulls from them;
 // until they do, it sets them up).
 type probe struct {
-	js     jetstream.JetStream
+	js     atomic.Pointer[jetstream.JetStream] // set once connected
 	stream string
 	queues []string
 }
 
 func (p *probe) ready(ctx context.Context) error {
-	if !p.js.Conn().IsConnected() {
+	jsp := p.js.Load()
+	if jsp == nil || !(*jsp).Conn().IsConnected() {
 		return errors.New("not connected to NATS")
 	}
+	js := *jsp
 	for _, q := range p.queues {
-		if _, err := p.js.Consumer(ctx, p.stream, natsconn.QueueConsumerName(q)); err != nil {
+		if _, err := js.Consumer(ctx, p.stream, natsconn.QueueConsumerName(q)); err != nil {
 			return fmt.Errorf("queue %s: its consumer %s is not bound: %w", q, natsconn.QueueConsumerName(q), err)
 		}
 	}
@@ -39,15 +42,20 @@ func (p *probe) ready(ctx context.Context) error {
 // the age of the oldest of them: the first work item after the last one
 // delivered.
 func (p *probe) queueStats(ctx context.Context) []telemetry.QueueStat {
+	jsp := p.js.Load()
+	if jsp == nil {
+		return nil
+	}
+	js := *jsp
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	st, err := p.js.Stream(ctx, p.stream)
+	st, err := js.Stream(ctx, p.stream)
 	if err != nil {
 		return nil
 	}
 	var out []telemetry.QueueStat
 	for _, q := range p.queues {
-		c, err := p.js.Consumer(ctx, p.stream, natsconn.QueueConsumerName(q))
+		c, err := js.Consumer(ctx, p.stream, natsconn.QueueConsumerName(q))
 		if err != nil {
 			continue
 		}
@@ -61,4 +69,17 @@ func (p *probe) queueStats(ctx context.Context) []telemetry.QueueStat {
 		out = append(out, s)
 	}
 	return out
+}
+
+// probes are the probes of the daemon's connections: ready when every one
+// is.
+type probes []*probe
+
+func (ps probes) ready(ctx context.Context) error {
+	for _, p := range ps {
+		if err := p.ready(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
 }

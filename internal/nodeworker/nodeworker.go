@@ -18,19 +18,29 @@
 // as the standard OTEL_* variables say (package telemetry; off by default).
 // With -http (WEFT_HTTP; off by default) it serves /metrics (Prometheus
 // text format), /healthz and /readyz (see probe for what ready means).
+//
+// Namespaces: -namespace (WEFT_NAMESPACE) names the namespace it serves,
+// whose credentials it connects with; -namespace a,b with -roles-dir DIR
+// (the directory 'weft roles -namespaces' wrote) serves several, with one
+// connection per namespace and queue, each with that queue's worker
+// credentials in that namespace's account, and a worker of its own.
+// -concurrency is per connection.
 package nodeworker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/daemon"
@@ -167,7 +177,6 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	opts := []worker.Option{
-		worker.WithQueues(cfg.Queues...),
 		worker.WithConcurrency(cfg.Concurrency),
 		worker.WithDrainTimeout(cfg.DrainTimeout),
 	}
@@ -182,32 +191,96 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if cfg.Name != "" {
 		cfg.NATS.Name += " " + cfg.Name
 	}
+	targets, err := cfg.targets()
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	probes := make(probes, len(targets))
+	natsTargets := make([]natsconn.Config, len(targets))
+	for i, t := range targets {
+		probes[i] = &probe{stream: t.nats.Stream, queues: t.queues}
+		natsTargets[i] = t.nats
+	}
+	if len(targets) == 1 {
+		// The queues' gauges: with several namespaces, the same queue
+		// names would be observed once per namespace under one label.
+		defer telemetry.ObserveQueues(probes[0].queueStats)()
+	}
+	// One connection per namespace (and queue: each has its own worker
+	// user), each with its own worker.
 	level, _ := parseLevel(cfg.LogLevel)
-	var pr *probe
 	return daemon.Boot(ctx, stderr, daemon.Spec{
 		Service: "weft-nodeworker", Component: telemetry.ComponentWorker,
-		NATS: cfg.NATS, Level: level, HTTP: cfg.HTTP, Usage: ErrUsage,
-		Ready: func(nc *nats.Conn) func(context.Context) error {
-			js, _ := jetstream.New(nc) // fails only on invalid options; none are given
-			pr = &probe{js: js, stream: cfg.NATS.Stream, queues: cfg.Queues}
-			return pr.ready
-		},
+		Targets: natsTargets, Level: level, HTTP: cfg.HTTP, Usage: ErrUsage,
+		Ready:   probes.ready,
 		Stopped: "stopped before the worker was ready",
 	}, func(ctx context.Context, env daemon.Env) error {
-		defer telemetry.ObserveQueues(pr.queueStats)()
-		return work(ctx, env.Log, cfg, env.Store, opts)
+		js, err := jetstream.New(env.Conn)
+		if err != nil {
+			return err
+		}
+		probes[env.Index].js.Store(&js)
+		return serve(ctx, env.Log, cfg, targets[env.Index], env.Store, opts)
 	})
 }
 
-// work runs the worker until ctx ends: it sets up the queues' consumers,
-// then runs a worker with the built-in executors, and sets up again when
-// the worker could not start.
-func work(ctx context.Context, log *slog.Logger, cfg *Config, store events.Store, opts []worker.Option) error {
-	opts = append(opts, worker.WithLogger(log))
+// target is one connection of the daemon: a namespace's account (or the
+// deployment's, without namespaces) and the queues it serves there.
+type target struct {
+	nats   natsconn.Config
+	queues []string
+	// name is the worker's name when several of its connections serve
+	// one namespace (one per queue), so that each announces itself.
+	name string
+}
+
+// targets are the daemon's connections: one with its credentials for
+// all its queues, or, with -roles-dir, one per namespace and queue, with
+// that queue's worker credentials in that namespace.
+func (c *Config) targets() ([]target, error) {
+	if c.NATS.RolesDir == "" {
+		ts, err := c.NATS.Targets(natsconn.RoleWorker, "")
+		if err != nil {
+			return nil, err
+		}
+		return []target{{nats: ts[0], queues: c.Queues}}, nil
+	}
+	var out []target
+	for _, q := range c.Queues {
+		ts, err := c.NATS.Targets(natsconn.RoleWorker, q)
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range ts {
+			tg := target{nats: t, queues: []string{q}}
+			if len(c.Queues) > 1 {
+				tg.name = cmp.Or(c.Name, defaultName()) + "-" + q
+			}
+			out = append(out, tg)
+		}
+	}
+	return out, nil
+}
+
+// defaultName is pkg/worker's default name: <host>-<pid>.
+func defaultName() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "worker"
+	}
+	return host + "-" + strconv.Itoa(os.Getpid())
+}
+
+// serve runs a worker over one connection until ctx ends.
+func serve(ctx context.Context, log *slog.Logger, cfg *Config, t target, store events.Store, opts []worker.Option) error {
+	opts = append(slices.Clone(opts), worker.WithQueues(t.queues...), worker.WithLogger(log))
+	if t.name != "" {
+		opts = append(opts, worker.WithName(t.name))
+	}
 	log.Info("built-in executors configured", cfg.Executors.describe()...)
 	var backoff setup.Backoff
 	for {
-		if err := ensureQueues(ctx, log, cfg, store); err != nil {
+		if err := ensureQueues(ctx, log, cfg, t.queues, store); err != nil {
 			return setupError(ctx, log, err)
 		}
 		w, err := worker.New(store, opts...)
@@ -236,9 +309,9 @@ func work(ctx context.Context, log *slog.Logger, cfg *Config, store events.Store
 
 // ensureQueues sets up the consumers of the worker's queues, waiting for
 // NATS as long as it takes.
-func ensureQueues(ctx context.Context, log *slog.Logger, cfg *Config, store events.Store) error {
+func ensureQueues(ctx context.Context, log *slog.Logger, cfg *Config, queues []string, store events.Store) error {
 	opts := workqueue.QueueOptions{AckWait: cfg.AckWait, Logger: log}
-	for _, q := range cfg.Queues {
+	for _, q := range queues {
 		err := setup.Retry(ctx, log, "the consumer of queue "+q, natsconn.Fatal, func(ctx context.Context) error {
 			if err := setup.Connected(eventlog.JetStream(store).Conn()); err != nil {
 				return err

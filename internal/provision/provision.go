@@ -3,6 +3,9 @@
 // beside the events stream, and the KV buckets of the workers'
 // announcements, the snapshots, the coordinators' leases and the read
 // model of runs, each with the settings its users would create it with.
+// In a namespace (Options.Namespace) it also limits the events stream and
+// sets up admission: the tickets streams of the namespace's limits, and
+// the stream's metadata that turns admission on (internal/admission).
 // No other role may create a stream or a bucket, since a stream's
 // configuration could capture or republish any subject.
 //
@@ -40,6 +43,26 @@ type Options struct {
 	// coordinators adopt as their lease duration (default
 	// DefaultLeaseTTL).
 	LeaseTTL time.Duration
+	// Namespace, when set, is the quota of the namespace the store is in
+	// (namespace.go): its events stream is limited and its client
+	// writes pass admission. Nil: a deployment without namespaces, set
+	// up as before.
+	Namespace *Namespace
+}
+
+// Namespace is what Run sets up for a namespace (natsconn.Quota holds
+// more: the account's limits, which the server's configuration sets).
+type Namespace struct {
+	Name string
+	// StreamMaxBytes and StreamMaxMsgs limit the events stream, which
+	// then discards new messages: a full stream refuses appends, never
+	// drops a run's events.
+	StreamMaxBytes int64
+	StreamMaxMsgs  int64
+	// StartsPerSecond and SignalsPerSecond are the admission limits: the
+	// tickets streams' max_msgs (internal/admission).
+	StartsPerSecond  int
+	SignalsPerSecond int
 }
 
 // Run sets up, beside the store's events stream (which opening the store
@@ -54,6 +77,11 @@ func Run(ctx context.Context, store events.Store, o Options) ([]string, error) {
 	}
 	if err := eventlog.EnsureTimers(ctx, store); err != nil {
 		return nil, err
+	}
+	if o.Namespace != nil {
+		if err := limitNamespace(ctx, store, *o.Namespace); err != nil {
+			return nil, err
+		}
 	}
 	buckets := []jetstream.KeyValueConfig{
 		workqueue.WorkersKVConfig(o.Replicas),
@@ -71,4 +99,49 @@ func Run(ctx context.Context, store events.Store, o Options) ([]string, error) {
 		names[i] = b.Bucket
 	}
 	return names, nil
+}
+
+// limitNamespace limits the events stream of a namespace (discarding new
+// messages, so that a full stream refuses appends instead of dropping
+// runs' events), turns admission on in its metadata, and makes the
+// tickets streams of the admission limits. Run again with other limits,
+// it updates them.
+func limitNamespace(ctx context.Context, store events.Store, ns Namespace) error {
+	js := eventlog.JetStream(store)
+	st, err := js.Stream(ctx, store.StreamName())
+	if err != nil {
+		return fmt.Errorf("reading stream %s: %w", store.StreamName(), err)
+	}
+	cfg := st.CachedInfo().Config
+	cfg.MaxBytes, cfg.MaxMsgs, cfg.Discard = ns.StreamMaxBytes, ns.StreamMaxMsgs, jetstream.DiscardNew
+	if cfg.MaxBytes == 0 {
+		cfg.MaxBytes = -1
+	}
+	if cfg.MaxMsgs == 0 {
+		cfg.MaxMsgs = -1
+	}
+	if cfg.Metadata == nil {
+		cfg.Metadata = map[string]string{}
+	}
+	cfg.Metadata[eventlog.MetaAdmission] = "on"
+	cfg.Metadata[eventlog.MetaNamespace] = ns.Name
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		return fmt.Errorf("limiting stream %s of namespace %s: %w", cfg.Name, ns.Name, err)
+	}
+	for _, t := range []struct {
+		suffix, subject string
+		limit           int
+	}{
+		{eventlog.AdmitStartsSuffix, eventlog.TicketStarts, ns.StartsPerSecond},
+		{eventlog.AdmitSignalsSuffix, eventlog.TicketSignals, ns.SignalsPerSecond},
+	} {
+		if t.limit < 1 {
+			return fmt.Errorf("namespace %s: an admission limit of %d per second: want at least 1", ns.Name, t.limit)
+		}
+		tc := eventlog.TicketStreamConfig(cfg.Name+t.suffix, t.subject, t.limit, cfg.Storage, cfg.Replicas)
+		if _, err := js.CreateOrUpdateStream(ctx, tc); err != nil {
+			return fmt.Errorf("setting up the tickets stream %s of namespace %s: %w", tc.Name, ns.Name, err)
+		}
+	}
+	return nil
 }

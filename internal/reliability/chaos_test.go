@@ -27,11 +27,16 @@ package reliability
 //     worker, and the ledger itself, an external system to the engine,
 //     through a user of its own (ledgerUser).
 //
+// TestChaosTypeScript runs the same with a mixed fleet on the ledger queue:
+// TypeScript ledger workers (the same node on the TypeScript SDK) beside a
+// Go one, killed and paused like every other process, under the same
+// verdict.
+//
 // WEFT_CHAOS_RUNS sets the number of runs (default 40, about a minute or
-// two; `make chaos` runs 1,000), WEFT_CHAOS_SEED the killer's seed (default:
-// from the clock, printed; it replays the schedule of kills, not the
-// processes' timing), WEFT_CHAOS_RATE the runs started per second,
-// WEFT_CHAOS_LOGS a directory that keeps the daemons' logs.
+// two; `make chaos` and `make chaos-ts` run 1,000), WEFT_CHAOS_SEED the
+// killer's seed (default: from the clock, printed; it replays the schedule
+// of kills, not the processes' timing), WEFT_CHAOS_RATE the runs started
+// per second, WEFT_CHAOS_LOGS a directory that keeps the daemons' logs.
 
 import (
 	"cmp"
@@ -61,6 +66,7 @@ import (
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/internal/proctest"
 	"github.com/weft-dev/weft/internal/reliability/ledger"
+	"github.com/weft-dev/weft/internal/tsbuild"
 	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
@@ -191,7 +197,11 @@ func (s *supervisor) start(d *daemon) error {
 		return err
 	}
 	fmt.Fprintf(logf, "=== chaos: life %d of %s starts at +%s\n", d.life, d.name, s.since())
-	cmd := exec.Command(filepath.Join(s.dir, d.bin), d.args(d.life)...)
+	bin := d.bin
+	if !filepath.IsAbs(bin) {
+		bin = filepath.Join(s.dir, bin) // one of chaosBinaries; else a program's path (node)
+	}
+	cmd := exec.Command(bin, d.args(d.life)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(os.Environ(), d.env...)
 	if err := cmd.Start(); err != nil {
@@ -431,10 +441,46 @@ func (r *chaosRun) total() int {
 	return n
 }
 
-func TestChaos(t *testing.T) {
+// chaosFleet is who serves the ledger queue: Go ledger workers
+// (internal/reliability/ledgerworker) and TypeScript ones (the SDK's
+// dist/chaos/ledgerworker.js, run by node).
+type chaosFleet struct {
+	goLedger, tsLedger int
+}
+
+func TestChaos(t *testing.T) { runChaos(t, chaosFleet{goLedger: 2}) }
+
+// TestChaosTypeScript is TestChaos with a mixed fleet on the ledger queue:
+// one Go ledger worker and two TypeScript ones (sdk/typescript's
+// src/chaos/ledgerworker.ts, the same node on the TypeScript SDK, talking
+// to the same ledger), which the killer SIGKILLs (kind "tsledger") and
+// pauses like the Go processes; the verdict is TestChaos's. It builds the
+// SDK when its build is missing or stale (npm ci && npm run build, see
+// package tsbuild), and fails, never skips, when Node is not there. `make
+// chaos-ts` runs it at full size (1,000 runs).
+func TestChaosTypeScript(t *testing.T) { runChaos(t, chaosFleet{goLedger: 1, tsLedger: 2}) }
+
+// tsLedgerWorker prepares the TypeScript SDK and returns the node program
+// and the ledger worker's script.
+func tsLedgerWorker(t *testing.T) (node, script string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	root, node, err := tsbuild.SDK(ctx, nil)
+	if err != nil {
+		t.Fatalf("the TypeScript variant of the chaos test needs the TypeScript SDK built: %v", err)
+	}
+	return node, filepath.Join(root, tsbuild.LedgerWorker)
+}
+
+func runChaos(t *testing.T, fleet chaosFleet) {
 	cfg := chaosSettings(t)
-	t.Logf("chaos: %d runs at %.1f/s, seed %d (WEFT_CHAOS_SEED=%d replays the kill schedule; the processes' timing is not reproducible), logs in %s",
-		cfg.runs, cfg.rate, cfg.seed, cfg.seed, cfg.logs)
+	t.Logf("chaos: %d runs at %.1f/s, seed %d (WEFT_CHAOS_SEED=%d replays the kill schedule; the processes' timing is not reproducible), ledger workers: %d Go, %d TypeScript; logs in %s",
+		cfg.runs, cfg.rate, cfg.seed, cfg.seed, fleet.goLedger, fleet.tsLedger, cfg.logs)
+	var node, tsScript string
+	if fleet.tsLedger > 0 {
+		node, tsScript = tsLedgerWorker(t)
+	}
 	sup := &supervisor{t: t, dir: chaosBinaries(t), logs: cfg.logs, began: time.Now(), exited: make(chan *daemon, 64)}
 	reviveCtx, stopRevive := context.WithCancel(context.Background())
 	t.Cleanup(func() { stopRevive(); sup.stopAll() })
@@ -487,12 +533,20 @@ func TestChaos(t *testing.T) {
 			return append(slices.Clone(common), "-concurrency", "16", "-ack-wait", ackWait.String(), "-name", fmt.Sprintf("%s-l%d", name, life))
 		}))
 	}
-	for i := 1; i <= 2; i++ {
+	ledgerEnv := append(roles.Env(t, natsconn.UserName(natsconn.RoleWorker, ledger.Queue)),
+		"WEFT_LEDGER_NATS_USER="+ledgerUser.Name, "WEFT_LEDGER_NATS_PASSWORD="+roles.Config(t, ledgerUser.Name).Password)
+	for i := 1; i <= fleet.goLedger; i++ {
 		name := fmt.Sprintf("ledgerworker-%d", i)
-		env := append(roles.Env(t, natsconn.UserName(natsconn.RoleWorker, ledger.Queue)),
-			"WEFT_LEDGER_NATS_USER="+ledgerUser.Name, "WEFT_LEDGER_NATS_PASSWORD="+roles.Config(t, ledgerUser.Name).Password)
-		weft = append(weft, sup.add("ledgerworker", name, "ledgerworker", env, func(life int) []string {
+		weft = append(weft, sup.add("ledgerworker", name, "ledgerworker", ledgerEnv, func(life int) []string {
 			return append(slices.Clone(common), "-concurrency", "16", "-ack-wait", ackWait.String(), "-name", fmt.Sprintf("%s-l%d", name, life))
+		}))
+	}
+	for i := 1; i <= fleet.tsLedger; i++ {
+		// The same flags and environment as the Go ledger worker's, to
+		// node with the script first.
+		name := fmt.Sprintf("tsledger-%d", i)
+		weft = append(weft, sup.add("tsledger", name, node, ledgerEnv, func(life int) []string {
+			return append([]string{tsScript}, append(slices.Clone(common), "-concurrency", "16", "-ack-wait", ackWait.String(), "-name", fmt.Sprintf("%s-l%d", name, life))...)
 		}))
 	}
 
@@ -532,6 +586,12 @@ func TestChaos(t *testing.T) {
 		// The first kills go through every kind, in a seeded order, so a
 		// short run kills each kind at least once.
 		kinds := []string{"worker", "ledgerworker", "coordinator", "nats", "pause"}
+		if fleet.tsLedger > 0 {
+			kinds = append(kinds, "tsledger")
+		}
+		if fleet.goLedger == 0 {
+			kinds = slices.DeleteFunc(kinds, func(k string) bool { return k == "ledgerworker" })
+		}
 		rng.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
 		for n := 0; ; n++ {
 			select {
@@ -702,10 +762,21 @@ func TestChaos(t *testing.T) {
 	for _, k := range kills {
 		byKind[k.kind]++
 	}
-	summary := fmt.Sprintf("chaos summary: runs=%d ended=%d stuck=%d late=%d completed=%d wrong=%d kills=%d (worker=%d ledgerworker=%d coordinator=%d nats=%d pause=%d) self-exits=%d duplicate-decisions=%d duplicate-facts=%d duplicate-effects=%d absorbed-rewrites=%d lost-effects=%d foreign-keys=%d ledger-keys=%d seed=%d wall=%s (runs started by %s, kills stopped at %s, wait for ends over at %s)",
+	tsKills, tsKeys := "", ""
+	if fleet.tsLedger > 0 {
+		tsKills = fmt.Sprintf(" tsledger=%d", byKind["tsledger"])
+		n := 0
+		for _, e := range entries {
+			if strings.HasPrefix(e.Worker, "tsledger-") {
+				n++
+			}
+		}
+		tsKeys = fmt.Sprintf(" (by TypeScript workers: %d)", n)
+	}
+	summary := fmt.Sprintf("chaos summary: runs=%d ended=%d stuck=%d late=%d completed=%d wrong=%d kills=%d (worker=%d ledgerworker=%d%s coordinator=%d nats=%d pause=%d) self-exits=%d duplicate-decisions=%d duplicate-facts=%d duplicate-effects=%d absorbed-rewrites=%d lost-effects=%d foreign-keys=%d ledger-keys=%d%s seed=%d wall=%s (runs started by %s, kills stopped at %s, wait for ends over at %s)",
 		len(runs), rep.ended, len(runs)-rep.ended, len(rep.late), rep.completed, len(rep.wrong), len(kills),
-		byKind["worker"], byKind["ledgerworker"], byKind["coordinator"], byKind["nats"], byKind["pause"], len(exits),
-		rep.dupDecisions, rep.dupFacts, rep.dupEffects, rep.absorbed, rep.lostEffects, rep.foreignKeys, len(entries),
+		byKind["worker"], byKind["ledgerworker"], tsKills, byKind["coordinator"], byKind["nats"], byKind["pause"], len(exits),
+		rep.dupDecisions, rep.dupFacts, rep.dupEffects, rep.absorbed, rep.lostEffects, rep.foreignKeys, len(entries), tsKeys,
 		cfg.seed, time.Since(began).Round(time.Second), startedAll.Round(time.Second), killsStopped.Round(time.Second), allEnded.Round(time.Second))
 	fmt.Println(summary)
 	t.Log(summary)

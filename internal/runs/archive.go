@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -41,6 +42,7 @@ type Archive interface {
 // ObjectStore is an Archive in a JetStream Object Store bucket.
 type ObjectStore struct {
 	os     jetstream.ObjectStore
+	nc     *nats.Conn
 	bucket string
 }
 
@@ -67,7 +69,7 @@ func OpenObjectStore(ctx context.Context, js jetstream.JetStream, bucket, stream
 	if err != nil {
 		return nil, fmt.Errorf("opening archive bucket %s: %w", bucket, err)
 	}
-	return &ObjectStore{os: o, bucket: bucket}, nil
+	return &ObjectStore{os: o, nc: js.Conn(), bucket: bucket}, nil
 }
 
 func (a *ObjectStore) String() string { return "object store bucket " + a.bucket }
@@ -79,15 +81,39 @@ func (a *ObjectStore) Put(ctx context.Context, run string, data []byte) error {
 	return nil
 }
 
+// Get reads the object with direct gets (direct.go): its meta, the last
+// message on its meta subject, and its chunks by their subject; an Object
+// Store get would create an ordered consumer, which readers may not
+// (deploy/SECURITY.md). The chunks' digest is checked as an Object Store
+// get checks it.
 func (a *ObjectStore) Get(ctx context.Context, run string) ([]byte, error) {
-	b, err := a.os.GetBytes(ctx, objectName(run))
+	info, err := a.os.GetInfo(ctx, objectName(run))
 	if errors.Is(err, jetstream.ErrObjectNotFound) {
 		return nil, fmt.Errorf("%w: %s in %s", ErrNotArchived, run, a)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading run %s from %s: %w", run, a, err)
 	}
-	return b, nil
+	if info.NUID == "" || info.Opts != nil && info.Opts.Link != nil {
+		return nil, fmt.Errorf("reading run %s from %s: not an object of its own", run, a)
+	}
+	buf := make([]byte, 0, info.Size)
+	sum := sha256.New()
+	err = eachDirect(ctx, a.nc, "OBJ_"+a.bucket, "$O."+a.bucket+".C."+info.NUID, func(m *nats.Msg) error {
+		buf = append(buf, m.Data...)
+		sum.Write(m.Data)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading run %s from %s: %w", run, a, err)
+	}
+	if uint64(len(buf)) != info.Size {
+		return nil, fmt.Errorf("reading run %s from %s: %d bytes, its meta says %d", run, a, len(buf), info.Size)
+	}
+	if want, err := jetstream.DecodeObjectDigest(info.Digest); err == nil && !bytes.Equal(sum.Sum(nil), want) {
+		return nil, fmt.Errorf("reading run %s from %s: %w", run, a, jetstream.ErrDigestMismatch)
+	}
+	return buf, nil
 }
 
 // Dir is an Archive in a directory of files.

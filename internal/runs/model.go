@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/setup"
@@ -16,6 +17,7 @@ import (
 type Model struct {
 	kv jetstream.KeyValue
 	st jetstream.Stream
+	nc *nats.Conn
 }
 
 // bucketStream is the stream behind the bucket.
@@ -69,7 +71,7 @@ func open(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue) (*
 	if err != nil {
 		return nil, fmt.Errorf("opening the stream of KV bucket %s: %w", Bucket, err)
 	}
-	return &Model{kv: kv, st: st}, nil
+	return &Model{kv: kv, st: st, nc: js.Conn()}, nil
 }
 
 // Put writes a run's summary under its status, then, with compact,

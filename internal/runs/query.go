@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/pkg/projection"
@@ -88,7 +89,7 @@ func (q Query) Validate() error {
 // List answers a query from the read model alone. It reads the bucket's
 // subject index for the keys of the statuses asked for; only when the
 // query filters on graph, time or attributes does it read every selected
-// status's summaries (a watcher over those keys), else it reads the
+// status's summaries (batched direct gets of those keys), else it reads the
 // summaries of the page only.
 func (m *Model) List(ctx context.Context, q Query) (*Page, error) {
 	if err := q.Validate(); err != nil {
@@ -194,32 +195,26 @@ func cut[T any](runs []T, q Query, id func(T) string) ([]T, string) {
 	return runs, ""
 }
 
-// each calls fn with every summary of the statuses ("*": all).
+// each calls fn with every summary of the statuses ("*": all), read with
+// batched direct gets of the bucket's stream (direct.go): no consumer.
+// Statuses are read in the order runs go through them, so that a run that
+// moves on while they are read is met at least once.
 func (m *Model) each(ctx context.Context, statuses []projection.RunStatus, fn func(Summary)) error {
-	keys := make([]string, len(statuses))
-	for i, s := range statuses {
-		keys[i] = key(s, "*")
-	}
-	w, err := m.kv.WatchFiltered(ctx, keys, jetstream.IgnoreDeletes())
-	if err != nil {
-		return fmt.Errorf("reading the read model: %w", err)
-	}
-	defer func() { _ = w.Stop() }()
-	for {
-		var e jetstream.KeyValueEntry
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("reading the read model: %w", ctx.Err())
-		case e = <-w.Updates():
-		}
-		if e == nil {
-			return nil // every current value was delivered
-		}
-		var s Summary
-		if json.Unmarshal(e.Value(), &s) == nil {
-			fn(s)
+	statuses = slices.Clone(statuses)
+	slices.SortStableFunc(statuses, func(a, b projection.RunStatus) int { return cmp.Compare(statusRank(a), statusRank(b)) })
+	for _, st := range statuses {
+		err := eachDirect(ctx, m.nc, bucketStream, subjectOf(key(st, "*")), func(msg *nats.Msg) error {
+			var s Summary
+			if json.Unmarshal(msg.Data, &s) == nil {
+				fn(s)
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("reading the read model: %w", err)
 		}
 	}
+	return nil
 }
 
 // statusRank orders statuses as a run goes through them.

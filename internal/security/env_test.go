@@ -21,6 +21,11 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(flooderEnv) != "" {
+		// This binary, run again as the flooding client of
+		// TestNamespaceFairness.
+		os.Exit(flooder())
+	}
 	code := m.Run()
 	proctest.Cleanup()
 	os.Exit(code)

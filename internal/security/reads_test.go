@@ -148,13 +148,31 @@ func TestReadersCreateNoConsumers(t *testing.T) {
 			}
 		})
 	}
+	// The client creates no consumer on the buckets either: it reads
+	// the read model, the workers' announcements and the archive with
+	// direct gets (a client that made hundreds of push consumers on the
+	// read model stalled the server).
+	c := s.connect(t, userClient)
+	bucket := func(stream, name, filter string) []byte {
+		b, _ := json.Marshal(map[string]any{"stream_name": stream, "config": map[string]any{"name": name, "deliver_subject": "_INBOX_weft-client.x", "filter_subject": filter, "ack_policy": "none"}})
+		return b
+	}
+	for _, k := range []struct{ subject, stream, filter string }{
+		{"$JS.API.CONSUMER.CREATE.KV_weft-runs.flood.$KV.weft-runs.>", "KV_weft-runs", "$KV.weft-runs.>"},
+		{"$JS.API.CONSUMER.CREATE.KV_weft-runs.flood", "KV_weft-runs", ""},
+		{"$JS.API.CONSUMER.CREATE.KV_weft-workers.flood.$KV.weft-workers.>", "KV_weft-workers", "$KV.weft-workers.>"},
+		{"$JS.API.CONSUMER.CREATE.OBJ_weft-archive.flood.$O.weft-archive.>", "OBJ_weft-archive", "$O.weft-archive.>"},
+	} {
+		c.refusedRequest(t, k.subject, bucket(k.stream, "flood", k.filter))
+	}
 }
 
-// TestGapBucketPushConsumers: the client and the UI still create
-// consumers on the buckets they read (a KV watcher, an Object Store get:
-// pushed, ordered consumers), and a consumer's deliver subject is in the
-// request body, unchecked: a push consumer of the runs' read model may
-// deliver its entries to another role's inbox. Delivered onto a run's
+// TestGapBucketPushConsumers: the UI still creates a consumer on the
+// read model's bucket (its live list of runs is a KV watcher: a pushed,
+// ordered consumer), and a consumer's deliver subject is in the request
+// body, unchecked: a push consumer of the runs' read model may deliver
+// its entries to another role's inbox. (The client creates none:
+// TestReadersCreateNoConsumers.) Delivered onto a run's
 // decision subject, they are not stored by the events stream (nats-server
 // does not store another stream's consumer deliveries: asserted here, so
 // that a server that does is noticed). Open (deploy/SECURITY.md, gap 4).

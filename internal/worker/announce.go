@@ -167,18 +167,23 @@ func LiveWorkers(ctx context.Context, js jetstream.JetStream) ([]Announcement, e
 	if err != nil {
 		return nil, fmt.Errorf("opening %s: %w", workqueue.WorkersBucket, err)
 	}
-	lister, err := kv.ListKeys(ctx)
+	// The keys from the bucket stream's subject index, not a key lister:
+	// a lister is a consumer, which readers may not create
+	// (deploy/SECURITY.md).
+	st, err := js.Stream(ctx, "KV_"+workqueue.WorkersBucket)
 	if err != nil {
 		return nil, fmt.Errorf("listing %s: %w", workqueue.WorkersBucket, err)
 	}
-	var keys []string
-	seen := map[string]bool{}
-	for k := range lister.Keys() {
-		if !seen[k] {
-			seen[k] = true
-			keys = append(keys, k)
-		}
+	prefix := "$KV." + workqueue.WorkersBucket + "."
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(prefix+">"))
+	if err != nil {
+		return nil, fmt.Errorf("listing %s: %w", workqueue.WorkersBucket, err)
 	}
+	keys := make([]string, 0, len(info.State.Subjects))
+	for subj := range info.State.Subjects {
+		keys = append(keys, strings.TrimPrefix(subj, prefix))
+	}
+	slices.Sort(keys)
 	var out []Announcement
 	for _, k := range keys {
 		e, err := kv.Get(ctx, k)

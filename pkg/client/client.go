@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/weft-dev/weft/internal/admission"
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/runs"
 	"github.com/weft-dev/weft/internal/telemetry"
@@ -31,6 +32,12 @@ type Client struct {
 	// says the default was looked for and is missing.
 	arch        Archive
 	archChecked bool
+
+	// gate is the client's side of admission (admission.go); namespace
+	// is WithNamespace's, checked once (nsChecked).
+	gate      admission.Gate
+	namespace string
+	nsChecked bool
 
 	// providers carries WithTracerProvider's provider into the telemetry
 	// helpers (nil: the OpenTelemetry global).

@@ -103,7 +103,7 @@ func (c *Client) Signal(ctx context.Context, runID, node string, data any, opts 
 	ctx, span := telemetry.StartControl(ctx, history[0], telemetry.SpanSignal+" "+node, runID, ev.Subject(), telemetry.AttrSignalNode.String(node))
 	defer span.End()
 	telemetry.Inject(ctx, ev)
-	if _, err := c.store.Append(ctx, runID, events.AnySeq, ev); err != nil {
+	if _, err := c.append(ctx, runID, events.AnySeq, ev); err != nil {
 		telemetry.Fail(span, err)
 		return fmt.Errorf("signalling node %q of run %s: %w", node, runID, err)
 	}
@@ -166,7 +166,7 @@ func (c *Client) Cancel(ctx context.Context, runID, reason string) error {
 	ctx, span := telemetry.StartControl(ctx, history[0], telemetry.SpanCancel, runID, ev.Subject())
 	defer span.End()
 	telemetry.Inject(ctx, ev)
-	if _, err := c.store.Append(ctx, runID, events.AnySeq, ev); err != nil {
+	if _, err := c.append(ctx, runID, events.AnySeq, ev); err != nil {
 		telemetry.Fail(span, err)
 		return fmt.Errorf("cancelling run %s: %w", runID, err)
 	}
@@ -221,7 +221,7 @@ func (c *Client) Terminate(ctx context.Context, runID, reason string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := c.store.Append(ctx, runID, events.AnySeq, ev); err != nil {
+	if _, err := c.append(ctx, runID, events.AnySeq, ev); err != nil {
 		return fmt.Errorf("terminating run %s: %w", runID, err)
 	}
 	return nil

@@ -38,6 +38,15 @@
 //     event (JetStream de-duplicates it within its window, the fold applies
 //     a signal id once) and never answers a looping node's next wait.
 //
+// Namespaces: a client is in the namespace its connection's credentials
+// put it in (a NATS account of its own; Namespace names it) and sees only
+// that namespace's runs; WithNamespace makes it check which (a wrong one
+// is ErrWrongNamespace). In a namespace with admission, its starts, forks,
+// signals and cancel requests are not appended by the client but asked of
+// the coordinators, which admit them within the namespace's limits
+// (admission.go); a refusal wraps ErrAdmission, saying which limit, or
+// ErrQuota, and nothing is written.
+//
 // Errors wrap events.ErrRunNotFound when a run has no events,
 // events.ErrRunExists when a run id is taken, ErrRunEnded when a signal or a
 // cancel request comes after the run's end, graph.ErrUnknownNode when a
@@ -67,5 +76,7 @@
 //	errors       ErrInvalidInput, ErrRunEnded, ErrSignalRefused,
 //	             ErrNoSuchPosition, ErrNoSuchSeq, ErrIncompatibleGraph,
 //	             ErrNodeNeverRan, ErrNoReadModel, ErrNotInReadModel,
-//	             ErrNotArchived
+//	             ErrNotArchived, ErrAdmission, ErrQuota
+//	namespaces   Namespace, WithNamespace, DefaultNamespace,
+//	             ErrWrongNamespace
 package client

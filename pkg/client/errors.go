@@ -3,6 +3,7 @@ package client
 import (
 	"errors"
 
+	"github.com/weft-dev/weft/internal/admission"
 	"github.com/weft-dev/weft/internal/runs"
 )
 
@@ -31,4 +32,12 @@ var (
 	ErrNotInReadModel = runs.ErrNotFound
 	// ErrNotArchived means an Archive has no such run.
 	ErrNotArchived = runs.ErrNotArchived
+	// ErrAdmission means a start, fork, signal or cancel request was
+	// over its namespace's admission limit (runs started, or signals and
+	// cancel requests sent, per second): the error names the limit.
+	// Nothing was written; trying again later may succeed.
+	ErrAdmission = admission.ErrLimit
+	// ErrQuota means the namespace's events stream (or its account's
+	// storage) is too full to take the write: nothing was written.
+	ErrQuota = admission.ErrQuota
 )

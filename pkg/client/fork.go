@@ -208,7 +208,7 @@ func (c *Client) fork(ctx context.Context, runID string, evs []*events.Event, po
 	} else if !errors.Is(err, events.ErrRunNotFound) {
 		return fail(err)
 	}
-	if _, err := c.store.Append(ctx, newID, 0, ev); err != nil {
+	if _, err := c.append(ctx, newID, 0, ev); err != nil {
 		telemetry.Fail(span, err)
 		return fail(fmt.Errorf("starting run %s: %w", newID, err))
 	}

@@ -113,6 +113,9 @@ func (c *Client) Summary(ctx context.Context, run string) (*RunSummary, error) {
 
 // readModel opens the read model once.
 func (c *Client) readModel(ctx context.Context) (*runs.Model, error) {
+	if err := c.inNamespace(ctx); err != nil {
+		return nil, err
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.runs != nil {

@@ -18,6 +18,9 @@ import (
 // run with no events in either gives an error wrapping
 // events.ErrRunNotFound.
 func (c *Client) History(ctx context.Context, runID string) ([]*events.Event, error) {
+	if err := c.inNamespace(ctx); err != nil {
+		return nil, err
+	}
 	evs, err := c.store.Read(ctx, runID, 0, 0)
 	if errors.Is(err, events.ErrRunNotFound) {
 		if a := c.archive(ctx); a != nil {

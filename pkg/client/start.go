@@ -98,13 +98,18 @@ func (c *Client) Start(ctx context.Context, g *graph.Graph, opts ...StartOption)
 	telemetry.Inject(ctx, ev)
 	// The event id is the run id, so JetStream takes a retried start as a
 	// duplicate of the first and acknowledges it without an error. A start
-	// of an id that has a history is refused here, before the append.
-	if _, err := c.store.LastSeq(ctx, runID); err == nil {
-		return "", fmt.Errorf("starting run %s: %w", runID, events.ErrRunExists)
-	} else if !errors.Is(err, events.ErrRunNotFound) {
+	// of an id that has a history is refused here, before the append (with
+	// admission, by the coordinator that appends it).
+	if admitted, err := c.admission(ctx); err != nil {
 		return "", fmt.Errorf("starting run %s: %w", runID, err)
+	} else if !admitted {
+		if _, err := c.store.LastSeq(ctx, runID); err == nil {
+			return "", fmt.Errorf("starting run %s: %w", runID, events.ErrRunExists)
+		} else if !errors.Is(err, events.ErrRunNotFound) {
+			return "", fmt.Errorf("starting run %s: %w", runID, err)
+		}
 	}
-	if _, err := c.store.Append(ctx, runID, 0, ev); err != nil {
+	if _, err := c.append(ctx, runID, 0, ev); err != nil {
 		telemetry.Fail(span, err)
 		return "", fmt.Errorf("starting run %s: %w", runID, err)
 	}

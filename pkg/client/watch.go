@@ -73,6 +73,9 @@ type watch struct {
 // watch subscribes to subjects. The subscriptions are in place on the
 // server when it returns, so anything published from then on is heard.
 func (c *Client) watch(ctx context.Context, subjects ...string) (*watch, error) {
+	if err := c.inNamespace(ctx); err != nil {
+		return nil, err
+	}
 	nc := eventlog.JetStream(c.store).Conn()
 	w := &watch{
 		nc:      nc,

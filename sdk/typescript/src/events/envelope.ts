@@ -146,13 +146,23 @@ const knownCE = new Set([hSpec, hID, hSource, hType, hTime, hSubject, hRunID, hN
  * with code MalformedEvent, UnknownType or Misplaced.
  */
 export function decode(subject: string, hdr: HeaderReader | undefined, data: Uint8Array): WeftEvent {
+  return decodeWithPayload(subject, hdr, data).event
+}
+
+/**
+ * decodeWithPayload is decode that also returns the payload it parsed to
+ * check it, so that a caller that needs the payload does not parse the
+ * JSON again (the worker, once per work item).
+ */
+export function decodeWithPayload(subject: string, hdr: HeaderReader | undefined, data: Uint8Array): { event: WeftEvent; payload: unknown } {
   if (hdr === undefined) throw malformed(`${subject}: not a CloudEvent in binary mode (no ${hSpec} header)`)
-  checkServerHeaders(subject, hdr)
+  const keys = hdr.keys()
+  checkServerHeaders(subject, hdr, keys)
   // Attribute headers are matched without regard to case, as the
   // CloudEvents SDK's decoder (Go's path for such messages) does.
   const ce = new Map<string, string>()
   let contentType: string | undefined
-  for (const k of hdr.keys()) {
+  for (const k of keys) {
     const lk = k.toLowerCase()
     if (lk === hContentType) contentType ??= hdr.get(k)
     else if (lk.startsWith('ce-') && !ce.has(lk)) ce.set(lk, hdr.get(k))
@@ -212,13 +222,13 @@ export function decode(subject: string, hdr: HeaderReader | undefined, data: Uin
     const q = (payload as { queue?: unknown } | null)?.queue
     if (q !== p.queue) throw new WeftError('Misplaced', `event type not accepted on its subject: ${subject}: a work item of queue ${JSON.stringify(q ?? '')}`)
   }
-  return e
+  return { event: e, payload }
 }
 
 // checkServerHeaders refuses messages the server wrote or will remove on a
 // writer's behalf (see Go's checkServerHeaders).
-function checkServerHeaders(subject: string, hdr: HeaderReader): void {
-  const get = (k: string) => (hdr.keys().includes(k) ? hdr.get(k) : '')
+function checkServerHeaders(subject: string, hdr: HeaderReader, keys: string[]): void {
+  const get = (k: string) => (keys.includes(k) ? hdr.get(k) : '')
   if (get('Nats-TTL') !== '') throw new WeftError('Misplaced', `event type not accepted on its subject: ${subject}: an event with a Nats-TTL header`)
   if (get('Nats-Schedule') !== '') throw new WeftError('Misplaced', `event type not accepted on its subject: ${subject}: a schedule, not an event`)
   const by = get('Nats-Scheduler')

@@ -18,7 +18,7 @@ import type { JsMsg } from '@nats-io/jetstream'
 import { jetstream, type Consumer } from '@nats-io/jetstream'
 import type { Context as OtelContext, Span, TracerProvider } from '@opentelemetry/api'
 import { connect, type Connection, type ConnectOptions } from '../connect.js'
-import { decode, HdrRestored, newEvent, type WeftEvent } from '../events/envelope.js'
+import { decode, decodeWithPayload, HdrRestored, newEvent, type WeftEvent } from '../events/envelope.js'
 import { isWeftError } from '../events/errors.js'
 import { decisionId, idempotencyKey, type NodeRef, refKey } from '../events/ids.js'
 import {
@@ -962,9 +962,10 @@ export async function ensureQueue(store: Store, queue: string, ackWait: number):
 }
 
 function decodeWorkItem(m: JsMsg): { ev: WeftEvent; ready: NodeReadyData } {
-  const ev = decode(m.subject, headerReader(m.headers), m.data)
+  const { event: ev, payload } = decodeWithPayload(m.subject, headerReader(m.headers), m.data)
   if (ev.type !== EventType.NodeReady) throw new Error(`${m.subject}: a ${ev.type} event on a task queue`)
-  const ready = JSON.parse(ev.data) as NodeReadyData
+  if (payload === null || typeof payload !== 'object') throw new Error(`${m.subject}: node-ready event without a payload`)
+  const ready = payload as NodeReadyData
   const problems: string[] = []
   const str = (k: keyof NodeReadyData, required = false) => {
     const v = ready[k]
