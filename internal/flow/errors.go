@@ -9,6 +9,8 @@ var (
 	ErrTooManyKeys = errors.New("flow: too many keys in use for the limit")
 	// ErrContended says a compare-and-set lost casRetries times in a row.
 	ErrContended = errors.New("flow: the key changed under every attempt to update it")
+	// ErrNoBucket says the flow bucket does not exist (yet).
+	ErrNoBucket = errors.New("flow: no flow bucket")
 )
 
 // Final reports whether err ends the attempt's wait (a bound was passed)

@@ -347,3 +347,16 @@ func (l *Limiter) entries(ctx context.Context) ([]revEntry, error) {
 	})
 	return out, nil
 }
+
+// Lookup opens the bucket when it exists, for readers ('weft queues'):
+// ErrNoBucket when no coordinator has made it yet.
+func Lookup(ctx context.Context, js jetstream.JetStream) (*Limiter, error) {
+	kv, err := js.KeyValue(ctx, Bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, ErrNoBucket
+	}
+	if err != nil {
+		return nil, fmt.Errorf("opening the flow bucket %s: %w", Bucket, err)
+	}
+	return &Limiter{kv: kv, now: time.Now}, nil
+}
