@@ -248,7 +248,13 @@ type options struct {
 	localBudget  time.Duration // localInlineBudget; tests shorten or lengthen it
 	maxHeld      int           // the bound of the events held (inflight.go), if set; tests lower it
 	flowSweep    time.Duration // how often the flow bucket is swept (flow.go)
+	flow         *flow.Limiter // WithFlow
 }
+
+// WithFlow sets the flow limiter the coordinator takes concurrency slots
+// from (default: one over the weft-flow bucket, opened by Run); the
+// simulator gives every coordinator one over its model of the bucket.
+func WithFlow(l *flow.Limiter) Option { return func(o *options) { o.flow = l } }
 
 // WithFlowSweep sets how often the coordinator sweeps the flow bucket for
 // slots of attempts that ended (default flow.SweepInterval).
@@ -353,6 +359,7 @@ func New(store events.Store, opts ...Option) *Coordinator {
 		cache: newRunCache(o.cacheSize),
 	}
 	c.holder = c.holderValue()
+	c.flow = o.flow
 	return c
 }
 

@@ -26,7 +26,7 @@ import (
 // openFlow opens the flow bucket; without JetStream (the simulator) there
 // is no flow control and every attempt is admitted.
 func (c *Coordinator) openFlow(ctx context.Context) {
-	if c.js == nil {
+	if c.js == nil || c.flow != nil {
 		return
 	}
 	l, err := retry(ctx, c.log, "opening the flow bucket", func(ctx context.Context) (*flow.Limiter, error) {
@@ -116,15 +116,15 @@ func (c *Coordinator) releaseSlots(ctx context.Context, ent *runEntry) error {
 		if err != nil {
 			return err
 		}
+		for _, w := range wake {
+			if err := c.wake(ctx, w); err != nil {
+				return err // handled again: released again, woken again
+			}
+		}
 		if ent.released == nil {
 			ent.released = map[string]struct{}{}
 		}
 		ent.released[h.ID()] = struct{}{}
-		for _, w := range wake {
-			if err := c.wake(ctx, w); err != nil {
-				return err
-			}
-		}
 	}
 	return nil
 }
@@ -162,9 +162,7 @@ func (c *Coordinator) sweepFlow(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		n, err := c.flow.Sweep(ctx, c.mine, c.slotLiveInLog, func(ctx context.Context, _ flow.Slot, h flow.Holder) error {
-			return c.wake(ctx, h)
-		})
+		n, err := c.SweepFlow(ctx, c.mine)
 		if n > 0 {
 			c.log.Info("reclaimed concurrency slots of attempts that ended", logattr.Count, n)
 		}
@@ -172,6 +170,18 @@ func (c *Coordinator) sweepFlow(ctx context.Context) {
 			c.log.Warn("sweeping the flow bucket", logattr.Error, err)
 		}
 	}
+}
+
+// SweepFlow sweeps the flow bucket once for the runs mine accepts (see
+// flow.Limiter.Sweep): Run does it for the runs of its partitions every
+// WithFlowSweep; the simulator calls it as one of its steps.
+func (c *Coordinator) SweepFlow(ctx context.Context, mine func(run string) bool) (int, error) {
+	if c.flow == nil {
+		return 0, nil
+	}
+	return c.flow.Sweep(ctx, mine, c.slotLiveInLog, func(ctx context.Context, _ flow.Slot, h flow.Holder) error {
+		return c.wake(ctx, h)
+	})
 }
 
 // mine reports whether a run is in a partition this coordinator holds.

@@ -9,6 +9,9 @@ var (
 	ErrTooManyKeys = errors.New("flow: too many keys in use for the limit")
 	// ErrContended says a compare-and-set lost casRetries times in a row.
 	ErrContended = errors.New("flow: the key changed under every attempt to update it")
+	// ErrConflict is a compare-and-set that lost: the key's revision was
+	// not the one given (KV.Put).
+	ErrConflict = errors.New("flow: the key changed")
 	// ErrNoBucket says the flow bucket does not exist (yet).
 	ErrNoBucket = errors.New("flow: no flow bucket")
 )

@@ -99,8 +99,30 @@ func hash(s string) string {
 
 // Limiter takes and gives back slots in the bucket.
 type Limiter struct {
-	kv  jetstream.KeyValue
+	kv  KV
 	now func() time.Time
+}
+
+// KV is what a Limiter needs of a key-value bucket: the JetStream bucket
+// (Open), or the simulator's model of it.
+type KV interface {
+	// Get returns a key's value and revision; nil and 0 when it is
+	// absent or deleted.
+	Get(ctx context.Context, key string) ([]byte, uint64, error)
+	// Put writes value at revision rev (0: the key must be absent), or
+	// deletes the key at rev when value is nil; a revision that is not
+	// the key's last is ErrConflict.
+	Put(ctx context.Context, key string, value []byte, rev uint64) error
+	// Keys lists the keys that start with prefix ("" for all).
+	Keys(ctx context.Context, prefix string) ([]string, error)
+}
+
+// New returns a Limiter over kv, with now as its clock (nil: time.Now).
+func New(kv KV, now func() time.Time) *Limiter {
+	if now == nil {
+		now = time.Now
+	}
+	return &Limiter{kv: kv, now: now}
 }
 
 // Open opens the bucket, creating it when missing.
@@ -109,10 +131,7 @@ func Open(ctx context.Context, js jetstream.JetStream, replicas int, now func() 
 	if err != nil {
 		return nil, fmt.Errorf("opening the flow bucket %s: %w", Bucket, err)
 	}
-	if now == nil {
-		now = time.Now
-	}
-	return &Limiter{kv: kv, now: now}, nil
+	return New(jsKV{kv}, now), nil
 }
 
 // Grant is the answer to Acquire.
@@ -216,7 +235,7 @@ func (l *Limiter) change(ctx context.Context, s Slot, fn func(e *Entry, created 
 		if err == nil {
 			return nil
 		}
-		if !conflict(err) {
+		if !errors.Is(err, ErrConflict) {
 			return fmt.Errorf("writing flow key %s (limit %q key %q): %w", key, s.Limit, s.Key, err)
 		}
 	}
@@ -224,21 +243,18 @@ func (l *Limiter) change(ctx context.Context, s Slot, fn func(e *Entry, created 
 }
 
 func (l *Limiter) get(ctx context.Context, key string) (*Entry, uint64, error) {
-	kve, err := l.kv.Get(ctx, key)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, 0, nil
-	}
+	b, rev, err := l.kv.Get(ctx, key)
 	if err != nil {
-		if errors.Is(err, jetstream.ErrKeyDeleted) {
-			return nil, 0, nil
-		}
 		return nil, 0, fmt.Errorf("reading flow key %s: %w", key, err)
 	}
+	if b == nil {
+		return nil, 0, nil
+	}
 	var e Entry
-	if err := json.Unmarshal(kve.Value(), &e); err != nil {
+	if err := json.Unmarshal(b, &e); err != nil {
 		return nil, 0, fmt.Errorf("flow key %s: %w", key, err)
 	}
-	return &e, kve.Revision(), nil
+	return &e, rev, nil
 }
 
 // put writes e at revision rev (0: the key must not exist), or deletes
@@ -248,44 +264,22 @@ func (l *Limiter) put(ctx context.Context, key string, e *Entry, rev uint64) err
 		if rev == 0 {
 			return nil
 		}
-		return l.kv.Delete(ctx, key, jetstream.LastRevision(rev))
+		return l.kv.Put(ctx, key, nil, rev)
 	}
 	b, err := json.Marshal(e)
 	if err != nil {
 		return err
 	}
-	if rev == 0 {
-		_, err = l.kv.Create(ctx, key, b)
-		return err
-	}
-	_, err = l.kv.Update(ctx, key, b, rev)
-	return err
-}
-
-// conflict reports whether err is a compare-and-set that lost.
-func conflict(err error) bool {
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
-		return true
-	}
-	return errors.Is(err, jetstream.ErrKeyExists)
+	return l.kv.Put(ctx, key, b, rev)
 }
 
 // keys counts the keys of a limit in use.
 func (l *Limiter) keys(ctx context.Context, limit string) (int, error) {
-	lister, err := l.kv.ListKeysFiltered(ctx, limitPrefix(limit)+"*")
+	ks, err := l.kv.Keys(ctx, limitPrefix(limit))
 	if err != nil {
-		if errors.Is(err, jetstream.ErrNoKeysFound) {
-			return 0, nil
-		}
 		return 0, fmt.Errorf("counting the keys of limit %q: %w", limit, err)
 	}
-	n := 0
-	for range lister.Keys() {
-		n++
-	}
-	_ = lister.Stop() // the keys were all read; it has ended
-	return n, nil
+	return len(ks), nil
 }
 
 // Entries lists every (limit, key) in use, with its revision, by limit then key.
@@ -308,18 +302,10 @@ type revEntry struct {
 }
 
 func (l *Limiter) entries(ctx context.Context) ([]revEntry, error) {
-	lister, err := l.kv.ListKeys(ctx)
+	keys, err := l.kv.Keys(ctx, "")
 	if err != nil {
-		if errors.Is(err, jetstream.ErrNoKeysFound) {
-			return nil, nil
-		}
 		return nil, fmt.Errorf("listing the flow bucket: %w", err)
 	}
-	var keys []string
-	for k := range lister.Keys() {
-		keys = append(keys, k)
-	}
-	_ = lister.Stop() // the keys were all read; it has ended
 	var out []revEntry
 	for _, k := range keys {
 		e, rev, err := l.get(ctx, k)
@@ -358,5 +344,5 @@ func Lookup(ctx context.Context, js jetstream.JetStream) (*Limiter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening the flow bucket %s: %w", Bucket, err)
 	}
-	return &Limiter{kv: kv, now: time.Now}, nil
+	return New(jsKV{kv}, nil), nil
 }
