@@ -37,15 +37,33 @@ func (c *Coordinator) openFlow(ctx context.Context) {
 	}
 }
 
-// admitter is the engine's Admit over the flow bucket, and a function
-// that gives the first error reaching the bucket: a decision made while
-// the bucket could not answer is thrown away, and the event handled again.
-func (c *Coordinator) admitter(ctx context.Context) (func(engine.AdmitRequest) engine.Admission, func() error) {
+// flowOptions are the engine's Admit and Reserve over the flow bucket,
+// and a function that gives the first error reaching the bucket: a
+// decision made while the bucket could not answer is thrown away, and the
+// event handled again.
+func (c *Coordinator) flowOptions(ctx context.Context) (engine.Options, func() error) {
 	if c.flow == nil {
-		return nil, func() error { return nil }
+		return engine.Options{}, func() error { return nil }
 	}
 	var first error
-	return func(r engine.AdmitRequest) engine.Admission {
+	reserve := func(r engine.ReserveRequest) engine.Reservation {
+		if first != nil {
+			return engine.Reservation{At: time.Unix(1<<40, 0)} // not now: the decision is thrown away
+		}
+		h := flow.Holder{Run: r.Run, Node: r.Ref.Node, Iteration: r.Ref.Iteration, Attempt: r.Attempt}
+		at, err := c.flow.Reserve(ctx, flow.RateSpec{Limit: r.Rate.Limit, Key: r.Rate.Key, Rate: r.Limit, Per: r.Per}, h, r.Rate.Units)
+		switch {
+		case flow.Final(err):
+			details, _ := json.Marshal(map[string]any{"limit": r.Rate.Limit, "key": r.Rate.Key})
+			return engine.Reservation{Failure: &events.Failure{Type: events.FailureFlowLimit,
+				Message: fmt.Sprintf("node %q: %v", r.Ref.Node, err), Details: details}}
+		case err != nil:
+			first = err
+			return engine.Reservation{At: time.Unix(1<<40, 0)}
+		}
+		return engine.Reservation{At: at}
+	}
+	admit := func(r engine.AdmitRequest) engine.Admission {
 		if first != nil {
 			return engine.Admission{}
 		}
@@ -61,7 +79,8 @@ func (c *Coordinator) admitter(ctx context.Context) (func(engine.AdmitRequest) e
 			return engine.Admission{}
 		}
 		return engine.Admission{Granted: g.Granted}
-	}, func() error { return first }
+	}
+	return engine.Options{Admit: admit, Reserve: reserve}, func() error { return first }
 }
 
 func slotOf(s events.SlotRef) flow.Slot { return flow.Slot{Limit: s.Limit, Key: s.Key, Max: s.Max} }
@@ -102,6 +121,9 @@ func (c *Coordinator) releaseSlots(ctx context.Context, ent *runEntry) error {
 	}
 	s := ent.state
 	for id, ns := range s.Nodes {
+		if err := c.backoffRate(ctx, ent, id, ns); err != nil {
+			return err
+		}
 		if ns.Slot == nil {
 			continue
 		}
@@ -128,6 +150,45 @@ func (c *Coordinator) releaseSlots(ctx context.Context, ent *runEntry) error {
 	}
 	return nil
 }
+
+// backoffRate holds a rate limit's whole key back when an attempt of a
+// node with the limit failed as RateLimited: no turn of the key comes
+// before the failure's time plus its retryAfterMs (default: one turn).
+func (c *Coordinator) backoffRate(ctx context.Context, ent *runEntry, id string, ns *projection.NodeState) error {
+	if ns.Rate == nil || ns.Error == nil || ns.Error.Type != events.FailureRateLimited || ns.EndedAt == nil {
+		return nil
+	}
+	g, err := c.graphFor(ent.state)
+	if err != nil {
+		return nil // the run fails for its graph elsewhere
+	}
+	n, ok := g.Node(id)
+	if !ok || n.Rate == nil {
+		return nil
+	}
+	memo := "backoff/" + slotHolder(ent.state.RunID, id, ns).ID()
+	if _, done := ent.released[memo]; done {
+		return nil
+	}
+	var d struct {
+		RetryAfterMs int64 `json:"retryAfterMs"`
+	}
+	_ = json.Unmarshal(ns.Error.Details, &d)
+	after := time.Duration(d.RetryAfterMs) * time.Millisecond
+	after = min(max(after, n.Rate.Per.D()/time.Duration(n.Rate.Limit)), maxBackoff)
+	spec := flow.RateSpec{Limit: ns.Rate.Limit, Key: ns.Rate.Key, Rate: n.Rate.Limit, Per: n.Rate.Per.D()}
+	if err := c.flow.Backoff(ctx, spec, ns.EndedAt.Add(after)); err != nil {
+		return err
+	}
+	if ent.released == nil {
+		ent.released = map[string]struct{}{}
+	}
+	ent.released[memo] = struct{}{}
+	return nil
+}
+
+// maxBackoff bounds how long one RateLimited failure holds a key back.
+const maxBackoff = time.Hour
 
 // wake makes the owner of a waiting attempt's run decide it again: a
 // timer.fired notice (purpose "slot") scheduled for now, which the

@@ -257,3 +257,78 @@ func waitForSlots(t *testing.T, st events.Store, runs []string, n int) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// A rate limit of 10 per second over 30 runs: the first 10 start at once,
+// then one every 100ms, so the 30th starts no sooner than 2s after the
+// first; the waits are in the log; every run completes.
+func TestRateLimitByKey(t *testing.T) {
+	_, st := natstest.Store(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	runCoordinator(t, ctx, st, coordinator.WithLogger(quiet()))
+	runWorker(t, ctx, st, "w1")
+	g := mustGraph(t, `
+name: rated
+nodes:
+  - {id: call, type: echo, rate: {limit: 10, per: 1s, key: "invocation.tenant"}}
+edges: [{from: START, to: call}, {from: call, to: END}]
+`)
+	runs := startFor(t, st, g, "acme", 30)
+	other := startFor(t, st, g, "globex", 3)
+	waitEnded(t, st, append(runs, other...), 60*time.Second)
+	checkExactlyOnce(t, st, append(runs, other...), 1)
+	starts, waits := readyTimes(t, st, runs)
+	slices.SortFunc(starts, func(a, b time.Time) int { return a.Compare(b) })
+	span := starts[len(starts)-1].Sub(starts[0])
+	if span < 1900*time.Millisecond || span > 10*time.Second {
+		t.Errorf("30 starts at 10/s with a burst of 10 took %s, want about 2s", span)
+	}
+	// GCRA's bound: in any window of length w, at most limit + w/T starts
+	// (T = 100ms), plus one for the clock's rounding.
+	for i := range starts {
+		for j := i + 1; j < len(starts); j++ {
+			if n, w := j-i+1, starts[j].Sub(starts[i]); float64(n) > 10+1+float64(w)/float64(100*time.Millisecond) {
+				for k, s := range starts {
+					t.Logf("start %d at +%s", k, s.Sub(starts[0]))
+				}
+				t.Fatalf("%d starts within %s, more than 10 + %s/100ms + 1", n, w, w)
+			}
+		}
+	}
+	if waits < 15 {
+		t.Errorf("%d attempts waited for their turn, want at least 15", waits)
+	}
+	// The other key is not held back by the first one's queue.
+	os, _ := readyTimes(t, st, other)
+	for _, o := range os {
+		if o.Sub(starts[0]) > time.Second {
+			t.Errorf("a run of another key started %s after the first key's first", o.Sub(starts[0]))
+		}
+	}
+}
+
+// readyTimes returns the times of the runs' node-ready events (the
+// coordinator's clock) and how many waits for a rate limit's turn the logs
+// record.
+func readyTimes(t *testing.T, st events.Store, runs []string) ([]time.Time, int) {
+	t.Helper()
+	var out []time.Time
+	waits := 0
+	for _, r := range runs {
+		evs, err := st.Read(context.Background(), r, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range evs {
+			switch e.Type {
+			case events.NodeReady:
+				out = append(out, e.Time)
+			case events.NodeWaiting:
+				if p, err := e.Payload(); err == nil && p.(*events.NodeWaitingData).For == "rate" {
+					waits++
+				}
+			}
+		}
+	}
+	return out, waits
+}

@@ -372,9 +372,9 @@ func (c *Coordinator) decide(ctx context.Context, ent *runEntry) error {
 	if err != nil {
 		return c.failInvalidGraph(ctx, ent, err)
 	}
-	admit, admitErr := c.admitter(ctx)
-	d := engine.DecideWith(g, s, c.opts.now(), engine.Options{Admit: admit})
-	if err := admitErr(); err != nil {
+	fo, flowErr := c.flowOptions(ctx)
+	d := engine.DecideWith(g, s, c.opts.now(), fo)
+	if err := flowErr(); err != nil {
 		return err // s is thrown away: the event comes again
 	}
 	if d.Empty() {

@@ -391,6 +391,13 @@ func (d *decider) ready(n *graph.Node, ref events.NodeRef, attempt int, local js
 	d.readyWith(n, ref, attempt, local, consumed, owed, d.input(n), nil)
 }
 
+// cleared is what an attempt has cleared of its node's limits: the slot
+// it holds, the rate limit whose turn came.
+type cleared struct {
+	slot *events.SlotRef
+	rate *events.RateRef
+}
+
 // MaxWorkItemData is the most state a work item carries: its input (the
 // node's view of the state) and its local data together. It stays under
 // NATS's default max_payload (1 MiB) with room for the rest of the event,
@@ -416,9 +423,20 @@ const MaxWorkItemData = 1<<20 - 32<<10
 // A node with a concurrency limit is readied only once its attempt holds a
 // slot (flow.go): slot is the one it waited for, or nil to work it out;
 // without one the attempt waits for it.
-func (d *decider) readyWith(n *graph.Node, ref events.NodeRef, attempt int, local json.RawMessage, consumed, owed []int, input json.RawMessage, slot *events.SlotRef) {
+func (d *decider) readyWith(n *graph.Node, ref events.NodeRef, attempt int, local json.RawMessage, consumed, owed []int, input json.RawMessage, done *cleared) {
 	if d.s.Status.Ended() { // a sibling item's failure ended the run
 		return
+	}
+	var slot *events.SlotRef
+	var rate *events.RateRef
+	if done != nil {
+		slot, rate = done.slot, done.rate
+	}
+	if n.Rate != nil && ref.Item == nil && rate == nil {
+		var ok bool
+		if rate, ok = d.takeTurn(n, ref, attempt, local, consumed, owed); !ok {
+			return
+		}
 	}
 	if n.Concurrency != nil && ref.Item == nil {
 		if slot == nil {
@@ -467,6 +485,7 @@ func (d *decider) readyWith(n *graph.Node, ref events.NodeRef, attempt int, loca
 		Consumed:       consumed,
 		Owed:           owed,
 		Slot:           slot,
+		Rate:           rate,
 	}
 	d.emit(p, eventlog.DecisionID(d.s.RunID, events.NodeReady, ref.Key(), strconv.Itoa(attempt)))
 }

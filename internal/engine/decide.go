@@ -98,7 +98,8 @@ type decider struct {
 	// routes are routings decided and applied, waiting to be written.
 	routes []pendingRoute
 	// admitFn is Options.Admit (flow.go).
-	admitFn func(AdmitRequest) Admission
+	admitFn   func(AdmitRequest) Admission
+	reserveFn func(ReserveRequest) Reservation
 }
 
 // Decide returns what must happen next for the run in state s of graph g,
@@ -143,6 +144,9 @@ func (d *decider) step() bool {
 				return true
 			}
 			if ns.Status == projection.NodeWaiting && ns.WaitingFor == "slot" && d.slotWait(n, ns) {
+				return true
+			}
+			if ns.Status == projection.NodeWaiting && ns.WaitingFor == "rate" && d.rateWait(n, ns) {
 				return true
 			}
 		}

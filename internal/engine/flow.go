@@ -21,6 +21,30 @@ type Options struct {
 	// deciding again from the same state decides the same. Nil admits
 	// every attempt at once (replay, and callers without flow control).
 	Admit func(AdmitRequest) Admission
+	// Reserve takes an attempt's turn of its node's rate limit and says
+	// when it is: now (or before) to ready it at once, else the attempt
+	// waits until then. Asking again for an attempt must give the same
+	// time. Nil: every turn is now.
+	Reserve func(ReserveRequest) Reservation
+}
+
+// ReserveRequest asks for an attempt's turn of a rate limit: Rate.Units
+// of the key, at most Limit units per Per.
+type ReserveRequest struct {
+	Run     string
+	Ref     events.NodeRef
+	Attempt int
+	Rate    events.RateRef
+	Limit   int
+	Per     time.Duration
+}
+
+// Reservation answers a ReserveRequest.
+type Reservation struct {
+	// At is the attempt's turn; the zero time, or any time not after the
+	// decision's, is now.
+	At      time.Time
+	Failure *events.Failure
 }
 
 // AdmitRequest asks for a slot for one attempt.
@@ -46,7 +70,7 @@ const MaxKeyLen = 256
 
 // DecideWith is Decide with options.
 func DecideWith(g *graph.Graph, s *projection.State, now time.Time, o Options) Decision {
-	d := &decider{g: g, ev: graphrt.Of(g), s: s, now: now.UTC(), admitFn: o.Admit}
+	d := &decider{g: g, ev: graphrt.Of(g), s: s, now: now.UTC(), admitFn: o.Admit, reserveFn: o.Reserve}
 	d.run()
 	d.flushRoutes()
 	return d.out
@@ -105,6 +129,58 @@ func (d *decider) slotWait(n *graph.Node, ns *projection.NodeState) bool {
 	if !granted {
 		return false
 	}
-	d.readyWith(n, ref, ns.Attempt+1, ns.Local, nil, nil, d.input(n), ns.Slot)
+	d.readyWith(n, ref, ns.Attempt+1, ns.Local, nil, nil, d.input(n), &cleared{slot: ns.Slot})
 	return true
+}
+
+// rateWait readies an attempt whose turn of its rate limit came (the
+// wait's timer fired); it reports whether it decided anything.
+func (d *decider) rateWait(n *graph.Node, ns *projection.NodeState) bool {
+	ref := events.NodeRef{Node: n.ID, Iteration: ns.Iteration}
+	if ns.Rate == nil {
+		return false
+	}
+	if _, pending := d.s.Timers[projection.RateTimerID(ref, ns.Attempt+1)]; pending {
+		return false
+	}
+	d.readyWith(n, ref, ns.Attempt+1, ns.Local, nil, nil, d.input(n), &cleared{rate: ns.Rate})
+	return true
+}
+
+// takeTurn takes an attempt's turn of its node's rate limit: ok with the
+// limit's reference when the turn is now; otherwise the attempt waits for
+// it (a node.waiting for "rate" with a durable timer), or the run failed.
+func (d *decider) takeTurn(n *graph.Node, ref events.NodeRef, attempt int, local []byte, consumed, owed []int) (*events.RateRef, bool) {
+	env := d.env(nil)
+	env.Local = decode(local)
+	key, units, err := d.ev.RateKey(n.ID, env)
+	switch {
+	case err != nil:
+	case len(key) > MaxKeyLen:
+		err = fmt.Errorf("rate.key gave %d bytes, the limit is %d", len(key), MaxKeyLen)
+	case units < 1 || units > n.Rate.Limit:
+		err = fmt.Errorf("rate.units gave %d, want 1 to the limit, %d", units, n.Rate.Limit)
+	}
+	if err != nil {
+		d.failRun(events.Failure{Type: events.FailureFlowLimit, Message: fmt.Sprintf("node %q: %v", n.ID, err)}, n.ID)
+		return nil, false
+	}
+	rr := &events.RateRef{Limit: graph.RateName(d.g.Definition(), n), Key: key, Units: units}
+	if d.reserveFn == nil {
+		return rr, true
+	}
+	r := d.reserveFn(ReserveRequest{Run: d.s.RunID, Ref: ref, Attempt: attempt, Rate: *rr, Limit: n.Rate.Limit, Per: n.Rate.Per.D()})
+	if r.Failure != nil {
+		d.failRun(*r.Failure, n.ID)
+		return nil, false
+	}
+	if !r.At.After(d.now) {
+		return rr, true
+	}
+	at := r.At.UTC()
+	d.emit(&events.NodeWaitingData{NodeRef: ref, For: "rate", Rate: rr, Attempt: attempt, Deadline: &at, Local: local, Consumed: consumed, Owed: owed},
+		eventlog.DecisionID(d.s.RunID, events.NodeWaiting, ref.Key(), "rate", strconv.Itoa(attempt)))
+	id := projection.RateTimerID(ref, attempt)
+	d.timer(id, at, &events.TimerFiredData{TimerID: id, Purpose: projection.PurposeRate, Ref: ref, Attempt: attempt})
+	return nil, false
 }

@@ -72,7 +72,19 @@ const (
 	// attempts wait for one key, or too many keys are in use), or its key
 	// could not be evaluated (internal/flow).
 	FailureFlowLimit = "FlowLimit"
+	// FailureRateLimited: the outside world said no for now (an HTTP 429,
+	// an SDK's RateLimited error); Details {"retryAfterMs": n} says for how
+	// long. Retryable; a node with a rate limit backs its whole key off.
+	FailureRateLimited = "RateLimited"
 )
+
+// RateRef names a rate limit's key and the units an attempt takes of it
+// (internal/flow).
+type RateRef struct {
+	Limit string `json:"limit"`
+	Key   string `json:"key"`
+	Units int    `json:"units"`
+}
 
 // SlotRef names a concurrency slot: the limit, the key the attempt's
 // expression gave, and the limit's max (internal/flow).
@@ -197,6 +209,8 @@ type NodeReadyData struct {
 	// Slot is the concurrency slot the attempt holds, when its node has a
 	// limit: the coordinator gives it back when the attempt ends.
 	Slot *SlotRef `json:"slot,omitempty"`
+	// Rate is the rate limit the attempt took its units of.
+	Rate *RateRef `json:"rate,omitempty"`
 }
 
 // NodeInvokingData says a worker took the work and is running the node.
@@ -270,7 +284,7 @@ type NodeWaitingData struct {
 	Owed     []int `json:"owed,omitempty"`
 	// Routed: see NodeReadyData.Routed.
 	Routed   []NodeRoutedData `json:"routed,omitempty"`
-	For      string           `json:"for"` // "signal", "child", "map", "router" or "slot"
+	For      string           `json:"for"` // "signal", "child", "map", "router", "slot" or "rate"
 	Deadline *time.Time       `json:"deadline,omitempty"`
 	Local    json.RawMessage  `json:"local,omitempty"`
 	// Items is, for a map node, the list it maps over, fixed when the node
@@ -283,6 +297,9 @@ type NodeWaitingData struct {
 	// the retry that came due (the node's iteration began already).
 	Slot    *SlotRef `json:"slot,omitempty"`
 	Attempt int      `json:"attempt,omitempty"`
+	// Rate is, for "rate", the rate limit whose turn the attempt waits
+	// for, until Deadline (a durable timer).
+	Rate *RateRef `json:"rate,omitempty"`
 }
 
 // NodeCancelledData says a node execution ended because its run was cancelled

@@ -54,6 +54,7 @@ const (
 	Bool        // conditions
 	List        // map lists
 	String      // keys (flow control)
+	Int         // units (flow control)
 )
 
 var env = sync.OnceValues(func() (*cel.Env, error) {
@@ -106,6 +107,8 @@ func Compile(src string, kind Kind, costLimit uint64) (*Program, error) {
 		return nil, fmt.Errorf("CEL %q: want a list, expression gives %s", src, t)
 	case kind == String && t.Kind() != types.StringKind:
 		return nil, fmt.Errorf("CEL %q: want a string, expression gives %s", src, t)
+	case kind == Int && t.Kind() != types.IntKind && t.Kind() != types.UintKind && t.Kind() != types.DoubleKind:
+		return nil, fmt.Errorf("CEL %q: want an int, expression gives %s", src, t)
 	}
 	if costLimit == 0 {
 		costLimit = DefaultCostLimit

@@ -302,7 +302,7 @@ type revEntry struct {
 }
 
 func (l *Limiter) entries(ctx context.Context) ([]revEntry, error) {
-	keys, err := l.kv.Keys(ctx, "")
+	keys, err := l.kv.Keys(ctx, "c.")
 	if err != nil {
 		return nil, fmt.Errorf("listing the flow bucket: %w", err)
 	}

@@ -149,3 +149,57 @@ func TestSweepReclaims(t *testing.T) {
 		t.Fatal("a liveness error was not reported")
 	}
 }
+
+// GCRA: a burst of the limit at once, then one turn every per/limit; a
+// turn asked for again is the same; a back-off holds every later turn.
+func TestReserve(t *testing.T) {
+	ctx := t.Context()
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var clock atomic.Int64
+	clock.Store(base.UnixNano())
+	l := open(t, func() time.Time { return time.Unix(0, clock.Load()) })
+	s := flow.RateSpec{Limit: "api", Key: "k", Rate: 4, Per: time.Second}
+	var at []time.Duration
+	for i := range 8 {
+		got, err := l.Reserve(ctx, s, holder(fmt.Sprint("r", i), 1), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.IsZero() {
+			got = base // now
+		}
+		at = append(at, got.Sub(base))
+	}
+	want := []time.Duration{0, 0, 0, 0, 250 * time.Millisecond, 500 * time.Millisecond, 750 * time.Millisecond, time.Second}
+	if fmt.Sprint(at) != fmt.Sprint(want) {
+		t.Fatalf("turns %v, want %v", at, want)
+	}
+	again, _ := l.Reserve(ctx, s, holder("r6", 1), 1)
+	if again.Sub(base) != 750*time.Millisecond {
+		t.Fatalf("r6 asked again: %v", again.Sub(base))
+	}
+	// Units: 2 units take two turns' time.
+	two, _ := l.Reserve(ctx, s, holder("big", 1), 2)
+	if two.Sub(base) != 1500*time.Millisecond {
+		t.Fatalf("2 units at %v, want 1.5s", two.Sub(base))
+	}
+	if err := l.Backoff(ctx, s, base.Add(10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	next, _ := l.Reserve(ctx, s, holder("after", 1), 1)
+	if next.Sub(base) != 10*time.Second {
+		t.Fatalf("after a back-off to 10s: %v", next.Sub(base))
+	}
+	rs, err := l.Rates(ctx)
+	if err != nil || len(rs) != 1 || rs[0].Waiting != 6 { // r4..r7, big, after: the turns not come
+		t.Fatalf("rates %+v %v", rs, err)
+	}
+	// Once every turn came and went, a sweep drops the key.
+	clock.Add(int64(time.Minute))
+	if _, err := l.Sweep(ctx, func(string) bool { return true }, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if rs, _ := l.Rates(ctx); len(rs) != 0 {
+		t.Fatalf("idle rate key kept: %+v", rs)
+	}
+}

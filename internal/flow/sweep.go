@@ -19,6 +19,9 @@ type Waker func(ctx context.Context, s Slot, h Holder) error
 // Grace are left alone. It returns how many it reclaimed; an error ends
 // the sweep early (the next one goes on).
 func (l *Limiter) Sweep(ctx context.Context, mine func(run string) bool, live Liveness, wake Waker) (int, error) {
+	if err := l.dropIdleRates(ctx); err != nil {
+		return 0, err
+	}
 	es, err := l.entries(ctx)
 	if err != nil {
 		return 0, err

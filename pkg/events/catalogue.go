@@ -79,6 +79,7 @@ type (
 	ForkRef    = eventlog.ForkRef
 	FilterNote = eventlog.FilterNote
 	SlotRef    = eventlog.SlotRef
+	RateRef    = eventlog.RateRef
 	Action     = eventlog.Action
 	Signal     = eventlog.Signal
 )
@@ -89,6 +90,7 @@ const (
 	FailureTimeout         = eventlog.FailureTimeout
 	FailurePayloadTooLarge = eventlog.FailurePayloadTooLarge
 	FailureFlowLimit       = eventlog.FailureFlowLimit
+	FailureRateLimited     = eventlog.FailureRateLimited
 	FailureUnknownType     = eventlog.FailureUnknownType
 	FailureCancelled       = eventlog.FailureCancelled
 	FailureValidation      = eventlog.FailureValidation

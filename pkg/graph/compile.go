@@ -134,6 +134,8 @@ type Graph struct {
 	when     map[string]*expr
 	mapOver  map[string]*expr
 	flowKey  map[string]*expr // node id → its concurrency key
+	rateKey  map[string]*expr // node id → its rate key
+	rateUnit map[string]*expr // node id → its rate units
 	routes   map[string]*router
 	children map[string]*Graph
 	parent   *Graph

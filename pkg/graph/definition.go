@@ -128,6 +128,40 @@ type Node struct {
 	// Concurrency limits how many attempts of the node run at once, across
 	// every run and coordinator, per key (internal/flow has the design).
 	Concurrency *ConcurrencyLimit `json:"concurrency,omitempty"`
+	// Rate limits how often attempts of the node start, across every run
+	// and coordinator, per key (internal/flow has the design).
+	Rate *RateLimit `json:"rate,omitempty"`
+}
+
+// RateLimit is a node's rate limit by key: at most Limit units start per
+// Per, spaced evenly (GCRA; a burst of up to Limit after a quiet spell).
+// An attempt over the rate waits, recorded in the log, until its turn.
+type RateLimit struct {
+	// Limit is how many units may start per Per (1 to MaxRate).
+	Limit int `json:"limit"`
+	// Per is the window (at least a millisecond).
+	Per Duration `json:"per"`
+	// Key is a CEL expression giving a string, over state, invocation and
+	// local, as a concurrency key is. Empty: one key for the whole limit.
+	Key string `json:"key,omitempty"`
+	// Units is a CEL expression giving how many units an attempt takes
+	// (an int from 1 to Limit), for example a request's estimated
+	// tokens. Empty: 1.
+	Units string `json:"units,omitempty"`
+	// Name names the limit; nodes that give the same name share it.
+	// Empty: "<graph>/<node>".
+	Name string `json:"name,omitempty"`
+}
+
+// MaxRate is the largest limit of a rate limit.
+const MaxRate = 1_000_000
+
+// RateName is the name of node n's rate limit in graph g.
+func RateName(g *Definition, n *Node) string {
+	if n.Rate != nil && n.Rate.Name != "" {
+		return n.Rate.Name
+	}
+	return g.Name + "/" + n.ID
 }
 
 // ConcurrencyLimit is a node's concurrency limit by key: at most Max

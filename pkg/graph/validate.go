@@ -56,6 +56,8 @@ func validate(g *Graph, scope []*Definition, o *options, p *problems) {
 	g.when = map[string]*expr{}
 	g.mapOver = map[string]*expr{}
 	g.flowKey = map[string]*expr{}
+	g.rateKey = map[string]*expr{}
+	g.rateUnit = map[string]*expr{}
 	g.routes = map[string]*router{}
 	first := map[string]int{}
 	for i := range def.Nodes {
@@ -143,6 +145,7 @@ func validateNode(g *Graph, i int, first map[string]int, scope []*Definition, o 
 	validateJoin(n, len(g.fwdIn[id]), bad)
 	validateNodeExprs(g, n, o, bad)
 	validateConcurrency(g, n, o, bad)
+	validateRate(g, n, o, bad)
 	switch n.Type {
 	case TypeSubgraph:
 		validateSubgraphRef(g.def, n, scope, bad)
@@ -307,6 +310,53 @@ func validateConcurrency(g *Graph, n *Node, o *options, bad badFunc) {
 		bad("concurrency.key", "a key must be a CEL expression, not a Go condition")
 	} else {
 		g.flowKey[n.ID] = x
+	}
+}
+
+// validateRate checks a node's rate limit and compiles its key and units
+// into g.
+func validateRate(g *Graph, n *Node, o *options, bad badFunc) {
+	r := n.Rate
+	if r == nil {
+		return
+	}
+	switch {
+	case r.Limit < 1:
+		bad("rate.limit", "must be at least 1, got %d", r.Limit)
+	case r.Limit > MaxRate:
+		bad("rate.limit", "must be at most %d, got %d", MaxRate, r.Limit)
+	}
+	if r.Per < Duration(time.Millisecond) {
+		bad("rate.per", "must be at least 1ms, got %s", time.Duration(r.Per))
+	}
+	if len(r.Name) > MaxLimitNameLen {
+		bad("rate.name", "is %d characters, the limit is %d", len(r.Name), MaxLimitNameLen)
+	}
+	switch {
+	case n.Type == TypeRouter || n.Type == TypeHuman || n.Type == TypeSubgraph:
+		bad("rate", "a %s node runs in the coordinator; limit the nodes that do the work", n.Type)
+	case n.Map != nil:
+		bad("rate", "a rate limit on map items is not supported yet")
+	case n.Concurrency != nil:
+		bad("rate", "a node with a concurrency limit cannot have a rate limit too, yet")
+	}
+	if strings.TrimSpace(r.Key) != "" {
+		if x, msg := compileExpr(r.Key, strExpr, o); msg != "" {
+			bad("rate.key", "%s", msg)
+		} else if x.fn != nil {
+			bad("rate.key", "a key must be a CEL expression, not a Go condition")
+		} else {
+			g.rateKey[n.ID] = x
+		}
+	}
+	if strings.TrimSpace(r.Units) != "" {
+		if x, msg := compileExpr(r.Units, intExpr, o); msg != "" {
+			bad("rate.units", "%s", msg)
+		} else if x.fn != nil {
+			bad("rate.units", "units must be a CEL expression, not a Go condition")
+		} else {
+			g.rateUnit[n.ID] = x
+		}
 	}
 }
 

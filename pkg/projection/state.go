@@ -203,6 +203,9 @@ type NodeState struct {
 	// Slot is the concurrency slot the current attempt holds (from its
 	// node-ready) or waits for (internal/flow).
 	Slot *events.SlotRef `json:"slot,omitempty"`
+	// Rate is the rate limit the current attempt took its units of, or
+	// waits for its turn of ("rate", until Deadline).
+	Rate *events.RateRef `json:"rate,omitempty"`
 
 	ReadyAt   *time.Time `json:"readyAt,omitempty"`
 	StartedAt *time.Time `json:"startedAt,omitempty"`

@@ -1,0 +1,206 @@
+package flow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Rate limits (GCRA, the generic cell rate algorithm): each (limit, key)
+// is one key of the bucket, "r.<hash>.<hash>", holding one time, the
+// theoretical arrival time (TAT) of the next unit, and the turns reserved
+// and not yet come. A turn for u units at time now is reserved by one
+// compare-and-set: tat' = max(TAT, now) + u·T, where T = per/limit, and
+// the turn is at max(now, tat' − per): the first limit units after a quiet
+// spell go at once, then one every T. So at most limit units start in any
+// window of per plus the burst, and over a long time exactly limit per per.
+// A turn is reserved once per attempt (by its holder id), so deciding
+// again gives the same time. Backoff moves TAT so that no turn falls
+// before a time: the whole key waits out an outside Retry-After.
+
+// RateSpec names a rate limit's key and its rate.
+type RateSpec struct {
+	Limit string
+	Key   string
+	Rate  int
+	Per   time.Duration
+}
+
+// rateEntry is the value of one rate key.
+type rateEntry struct {
+	Limit string `json:"limit"`
+	Key   string `json:"key"`
+	Rate  int    `json:"rate"`
+	PerMs int64  `json:"perMs"`
+	// TAT is the theoretical arrival time of the next unit (unix ns).
+	TAT int64 `json:"tat"`
+	// Turns are the reserved turns not yet come, by holder id (unix ns).
+	Turns map[string]int64 `json:"turns,omitempty"`
+}
+
+// RateKVKey is the bucket key of a rate limit's key.
+func RateKVKey(limit, key string) string {
+	return "r." + hash(limit) + "." + hash(limit+"\x00"+key)
+}
+
+// Reserve takes h's turn for units of s and returns when it is: the zero
+// time when it is now. Asking again for h while its turn has not come
+// gives the same time.
+func (l *Limiter) Reserve(ctx context.Context, s RateSpec, h Holder, units int) (time.Time, error) {
+	if s.Rate < 1 || s.Per <= 0 || units < 1 {
+		return time.Time{}, fmt.Errorf("rate limit %q: %d units of %d per %s", s.Limit, units, s.Rate, s.Per)
+	}
+	var at int64
+	err := l.changeRate(ctx, s, func(e *rateEntry, now int64) (bool, error) {
+		if t, ok := e.Turns[h.ID()]; ok {
+			at = t
+			return false, nil
+		}
+		if len(e.Turns) >= MaxWaiters {
+			return false, fmt.Errorf("rate limit %q key %q: %d turns are reserved already: %w", s.Limit, s.Key, len(e.Turns), ErrQueueFull)
+		}
+		per := s.Per.Nanoseconds()
+		T := per / int64(s.Rate)
+		tat := max(e.TAT, now) + int64(units)*T
+		at = max(now, tat-per)
+		e.TAT = tat
+		if at > now {
+			e.Turns[h.ID()] = at
+		} else {
+			at = 0
+		}
+		return true, nil
+	})
+	if at == 0 {
+		return time.Time{}, err
+	}
+	return time.Unix(0, at).UTC(), err
+}
+
+// Backoff makes no turn of s come before until: an outside Retry-After
+// holds the whole key back.
+func (l *Limiter) Backoff(ctx context.Context, s RateSpec, until time.Time) error {
+	return l.changeRate(ctx, s, func(e *rateEntry, _ int64) (bool, error) {
+		per := s.Per.Nanoseconds()
+		T := per / int64(s.Rate)
+		tat := until.UnixNano() + per - T
+		if tat <= e.TAT {
+			return false, nil
+		}
+		e.TAT = tat
+		return true, nil
+	})
+}
+
+// RateState is a rate key's state, for 'weft queues'.
+type RateState struct {
+	Limit    string        `json:"limit"`
+	Key      string        `json:"key"`
+	Rate     int           `json:"rate"`
+	Per      time.Duration `json:"per"`
+	Waiting  int           `json:"waiting"`
+	NextTurn time.Time     `json:"nextTurn"`
+}
+
+func (l *Limiter) changeRate(ctx context.Context, s RateSpec, fn func(e *rateEntry, now int64) (bool, error)) error {
+	key := RateKVKey(s.Limit, s.Key)
+	for range casRetries {
+		b, rev, err := l.kv.Get(ctx, key)
+		if err != nil {
+			return fmt.Errorf("reading flow key %s: %w", key, err)
+		}
+		e := &rateEntry{}
+		if b != nil {
+			if err := json.Unmarshal(b, e); err != nil {
+				return fmt.Errorf("flow key %s: %w", key, err)
+			}
+		} else if n, err := l.kv.Keys(ctx, "r."+hash(s.Limit)+"."); err != nil {
+			return err
+		} else if len(n) >= MaxKeys {
+			return fmt.Errorf("rate limit %q: %d keys are in use: %w", s.Limit, len(n), ErrTooManyKeys)
+		}
+		e.Limit, e.Key, e.Rate, e.PerMs = s.Limit, s.Key, s.Rate, s.Per.Milliseconds()
+		if e.Turns == nil {
+			e.Turns = map[string]int64{}
+		}
+		now := l.now().UnixNano()
+		for id, t := range e.Turns {
+			if t <= now {
+				delete(e.Turns, id) // come: the attempt was readied
+			}
+		}
+		changed, err := fn(e, now)
+		if err != nil || !changed {
+			return err
+		}
+		v, err := json.Marshal(e)
+		if err != nil {
+			return err
+		}
+		err = l.kv.Put(ctx, key, v, rev)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, ErrConflict) {
+			return fmt.Errorf("writing flow key %s (rate limit %q key %q): %w", key, s.Limit, s.Key, err)
+		}
+	}
+	return fmt.Errorf("flow key %s (rate limit %q key %q): %w", key, s.Limit, s.Key, ErrContended)
+}
+
+// dropIdleRates deletes the rate keys whose next turn is due already and
+// that have no turn reserved: such a key is the same as no key, and its
+// place counts against MaxKeys.
+func (l *Limiter) dropIdleRates(ctx context.Context) error {
+	keys, err := l.kv.Keys(ctx, "r.")
+	if err != nil {
+		return err
+	}
+	now := l.now().UnixNano()
+	for _, k := range keys {
+		b, rev, err := l.kv.Get(ctx, k)
+		if err != nil || b == nil {
+			continue
+		}
+		var e rateEntry
+		if json.Unmarshal(b, &e) != nil {
+			continue
+		}
+		pending := 0
+		for _, t := range e.Turns {
+			if t > now {
+				pending++
+			}
+		}
+		if e.TAT <= now && pending == 0 {
+			if err := l.kv.Put(ctx, k, nil, rev); err != nil && !errors.Is(err, ErrConflict) {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Rates lists the rate keys in use.
+func (l *Limiter) Rates(ctx context.Context) ([]RateState, error) {
+	keys, err := l.kv.Keys(ctx, "r.")
+	if err != nil {
+		return nil, err
+	}
+	var out []RateState
+	for _, k := range keys {
+		b, _, err := l.kv.Get(ctx, k)
+		if err != nil || b == nil {
+			continue
+		}
+		var e rateEntry
+		if json.Unmarshal(b, &e) != nil {
+			continue
+		}
+		next := time.Unix(0, e.TAT).Add(-time.Duration(e.PerMs) * time.Millisecond).UTC()
+		out = append(out, RateState{Limit: e.Limit, Key: e.Key, Rate: e.Rate, Per: time.Duration(e.PerMs) * time.Millisecond, Waiting: len(e.Turns), NextTurn: next})
+	}
+	return out, nil
+}
