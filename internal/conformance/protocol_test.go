@@ -406,6 +406,7 @@ func TestProtocolFailureTypes(t *testing.T) {
 		events.FailurePanic:           false,
 		worker.FailureRunNotFound:     false,
 		events.FailureInvalidGraph:    false,
+		events.FailureRateLimited:     true,
 	}
 	got := map[string]bool{}
 	for _, r := range docTables(t)["failure-types"] {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/flow"
 	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/worker"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -331,4 +334,65 @@ func readyTimes(t *testing.T, st events.Store, runs []string) ([]time.Time, int)
 		}
 	}
 	return out, waits
+}
+
+// A node that meets a 429 holds its whole key back for the Retry-After:
+// the first attempt of a run says RateLimited with 1.5s; every other run
+// of the key, readied after that, starts no sooner than 1.5s after it.
+func TestRateLimitedBacksOffTheKey(t *testing.T) {
+	_, st := natstest.Store(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	runCoordinator(t, ctx, st, coordinator.WithLogger(quiet()))
+	w, err := worker.New(st, worker.WithName("w429"), worker.WithConcurrency(16))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var said atomic.Bool
+	var saidAt atomic.Int64
+	w.Handle("quota", worker.NodeFunc(func(ctx context.Context, in *worker.Input) (*worker.Result, error) {
+		if !said.Swap(true) {
+			saidAt.Store(time.Now().UnixNano())
+			return nil, worker.RateLimited("429 from the API", 1500*time.Millisecond)
+		}
+		return &worker.Result{Output: map[string]any{"ok": true}}, nil
+	}))
+	wctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = w.Run(wctx) })
+	t.Cleanup(func() { stop(); wg.Wait() })
+	g := anyTypeGraph(t, `
+name: quota
+nodes:
+  - {id: call, type: quota, rate: {limit: 100, per: 1s, key: "invocation.tenant"}, retry: {maxAttempts: 3, initialInterval: 10ms, jitter: 0}}
+edges: [{from: START, to: call}, {from: call, to: END}]
+`)
+	first := startFor(t, st, g, "acme", 1)
+	waitFailedOnce(t, st, first[0])
+	later := startFor(t, st, g, "acme", 5)
+	waitEnded(t, st, append(first, later...), 60*time.Second)
+	starts, _ := readyTimes(t, st, later)
+	back := time.Unix(0, saidAt.Load())
+	for _, s := range starts {
+		if s.Before(back.Add(1400 * time.Millisecond)) {
+			t.Errorf("a run of the key started %s after the 429, within its Retry-After of 1.5s", s.Sub(back))
+		}
+	}
+}
+
+// waitFailedOnce waits until the run's node has failed once.
+func waitFailedOnce(t *testing.T, st events.Store, run string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		evs, _ := st.Read(context.Background(), run, 0, 0)
+		for _, e := range evs {
+			if e.Type == events.NodeFailed {
+				time.Sleep(100 * time.Millisecond) // the coordinator folds it
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("the node never failed")
 }
