@@ -38,6 +38,7 @@ import (
 
 	"github.com/weft-dev/weft/internal/telemetry"
 	"github.com/weft-dev/weft/pkg/events"
+	"github.com/weft-dev/weft/pkg/projection"
 )
 
 // ErrUsage is wrapped by errors about the command line: Main exits with
@@ -181,8 +182,31 @@ func runError(run string, err error) error {
 	if errors.Is(err, events.ErrRunNotFound) {
 		return &notFoundError{run: run, err: err}
 	}
+	var fse *projection.ForkStateError
+	if errors.As(err, &fse) {
+		return &forkStateError{err: err, fse: fse}
+	}
 	return err
 }
+
+// forkStateError says what is wrong with a fork's state one problem a
+// line (node, field, what).
+type forkStateError struct {
+	err error
+	fse *projection.ForkStateError
+}
+
+func (e *forkStateError) Error() string {
+	var b strings.Builder
+	b.WriteString(strings.TrimSuffix(e.err.Error(), e.fse.Error()))
+	fmt.Fprintf(&b, "%s, %d problem(s); nothing was written:", projection.ErrInvalidForkState, len(e.fse.Problems))
+	for _, p := range e.fse.Problems {
+		b.WriteString("\n  " + p.String())
+	}
+	return b.String()
+}
+
+func (e *forkStateError) Unwrap() error { return e.err }
 
 func (c *command) synopsis() string {
 	s := c.name

@@ -219,6 +219,12 @@ edges:
 	if r.code != 1 || !strings.Contains(r.stderr, `signal id "bad.id"`) {
 		t.Errorf("signal -id bad.id: exit %d, stderr %q", r.code, r.stderr)
 	}
+	r = weft(t, "signal", "approval-1", "done", "-nats", url, "-data", `{"approved":true}`)
+	if r.code != 1 {
+		t.Errorf("signal to a noop node: exit %d, want 1", r.code)
+	}
+	wantContains(t, "signal to a noop node", r.stderr, "signal refused", `node "done" is a "noop" node, and only human nodes wait for signals`)
+	waitWaiting(t, c, "approval-1", "ask")
 	r = weft(t, "signal", "approval-1", "ask", "-nats", url, "-data", `{"approved":true}`, "-id", "req-1")
 	if r.code != 0 {
 		t.Fatalf("signal: exit %d\n%s", r.code, r.stderr)
@@ -465,4 +471,83 @@ func TestConnectionFromTheEnvironment(t *testing.T) {
 	if r.code != 2 || !strings.Contains(r.stderr, `WEFT_REPLICAS="three"`) {
 		t.Fatalf("bad WEFT_REPLICAS: exit %d\n%s", r.code, r.stderr)
 	}
+}
+
+// waitWaiting waits until a node of a run waits for a signal.
+func waitWaiting(t *testing.T, c *client.Client, run, node string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for {
+		st, err := c.Get(ctx, run)
+		if err == nil {
+			if ns := st.Nodes[node]; ns != nil && ns.Status == projection.NodeWaiting && ns.WaitingFor == "signal" {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("node %s of run %s never waited for a signal", node, run)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// weft signal RUN approve with no -data, to a node whose outputSchema
+// requires "approved", is refused with a message naming the field, and
+// exits 1; the run keeps waiting and a fitting signal answers it.
+func TestSignalRefusedNamesTheField(t *testing.T) {
+	url, c := engine(t)
+	file := writeFile(t, "approve.yaml", `
+name: approve
+nodes:
+  - id: approve
+    type: human
+    outputSchema: {type: object, required: [approved], properties: {approved: {type: boolean}}}
+edges:
+  - {from: START, to: approve}
+  - {from: approve, to: END, when: "output.approved"}
+`)
+	if r := weft(t, "run", file, "-nats", url, "-id", "schema-1"); r.code != 0 {
+		t.Fatal(r.stderr)
+	}
+	waitWaiting(t, c, "schema-1", "approve")
+	r := weft(t, "signal", "schema-1", "approve", "-nats", url)
+	if r.code != 1 {
+		t.Fatalf("signal with no data: exit %d, want 1 (%s)", r.code, r.stderr)
+	}
+	wantContains(t, "signal with no data", r.stderr, "signal refused", `outputSchema requires "approved"`)
+	r = weft(t, "signal", "schema-1", "approve", "-nats", url, "-data", `{"approved":"yes"}`)
+	if r.code != 1 {
+		t.Fatalf("signal with a string: exit %d, want 1", r.code)
+	}
+	wantContains(t, "signal with a string", r.stderr, "/approved: got string, want boolean")
+	if r := weft(t, "signal", "schema-1", "approve", "-nats", url, "-data", `{"approved":true}`); r.code != 0 {
+		t.Fatalf("fitting signal: exit %d: %s", r.code, r.stderr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if st, err := c.Wait(ctx, "schema-1"); err != nil || st.Status != projection.RunCompleted {
+		t.Fatalf("run: %v %v", st, err)
+	}
+}
+
+// weft validate reports a condition that reads a field its source cannot
+// provide, with the edge, the field and the fix, and exits 1.
+func TestValidateConditionReads(t *testing.T) {
+	file := writeFile(t, "reads.yaml", `
+name: reads
+nodes:
+  - id: approve
+    type: human
+    outputSchema: {type: object, properties: {approved: {type: boolean}}}
+edges:
+  - {from: START, to: approve}
+  - {from: approve, to: END, when: "output.aproved"}
+`)
+	r := weft(t, "validate", file)
+	if r.code != 1 {
+		t.Fatalf("exit %d, want 1\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	wantContains(t, "validate", r.stdout, `edge 2 (approve -> END): field "when": reads output.aproved, but node "approve" provides no field "aproved"`, `(did you mean "approved"?)`, "has(output.aproved)")
 }

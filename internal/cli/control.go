@@ -3,8 +3,10 @@ package cli
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/weft-dev/weft/pkg/client"
+	"github.com/weft-dev/weft/pkg/projection"
 )
 
 var cmdSignal = &command{
@@ -20,12 +22,19 @@ sending the same id again changes nothing. Without -id it is derived from
 the run, the node, the activation it is for and the data, so running the
 same command again after an error (or a lost answer) does not answer the
 node's next wait too; to send the same data again on purpose within two
-minutes, give each its own -id.`,
+minutes, give each its own -id.
+
+A signal is refused (exit 1, with why) when NODE is not a human node,
+does not wait for a signal now, or does not accept the data: its
+outputSchema and config.checks (the message names the field or check).
+-wait DURATION waits up to that long for NODE to wait first (a script
+that starts a run and answers it at once).`,
 	run: func(e *env, c *command, args []string) error {
 		fs, out := e.flagSet(c)
 		cfg := natsFlags(fs)
 		data := fs.String("data", "", "the signal's data: JSON, or @FILE")
 		id := fs.String("id", "", "the signal's id, so that sending it again is harmless (default: derived)")
+		wait := fs.Duration("wait", 0, "wait up to this long for the node to wait for a signal (default: not at all)")
 		pos, err := e.parse(c, fs, args, 2, 2)
 		if err != nil {
 			return err
@@ -46,6 +55,11 @@ minutes, give each its own -id.`,
 		var opts []client.SignalOption
 		if *id != "" {
 			opts = append(opts, client.WithSignalID(*id))
+		}
+		if *wait > 0 {
+			if err := awaitSignalWait(e.ctx, cl, pos[0], pos[1], *wait); err != nil {
+				return runError(pos[0], err)
+			}
 		}
 		if err := cl.Signal(e.ctx, pos[0], pos[1], payload, opts...); err != nil {
 			return runError(pos[0], err)
@@ -92,5 +106,29 @@ func requestRun(verb string, send func(cl *client.Client, ctx context.Context, r
 		}
 		fmt.Fprintf(e.stdout, "%s requested for run %s\n", verb, pos[0])
 		return nil
+	}
+}
+
+// awaitSignalWait waits up to d for node of run to wait for a signal, or
+// for the run to end (Signal then says so).
+func awaitSignalWait(ctx context.Context, cl *client.Client, run, node string, d time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	for {
+		st, err := cl.Get(ctx, run)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil // Signal says why not
+			}
+			return err
+		}
+		if ns := st.Nodes[node]; st.Status.Ended() || ns != nil && ns.Status == projection.NodeWaiting && ns.WaitingFor == "signal" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 }

@@ -367,3 +367,34 @@ func TestRunWaitProgress(t *testing.T) {
 	}
 	wantContains(t, "run -wait on a terminal", r.stdout, "\r\x1b[K", "2 of 2 nodes done", "completed")
 }
+
+// weft fork and weft reset refuse a fork whose state the graph cannot run,
+// as the engine would, one problem a line (node, field, what), and write
+// nothing: here the graph given turns the human node the run waits at
+// into a worker node.
+func TestForkReportsAStateTheGraphCannotRun(t *testing.T) {
+	url, cl := engine(t)
+	run := strings.TrimSpace(weft(t, "run", approvalFile, "-nats", url).stdout)
+	waitState(t, cl, run, func(st *projection.State) bool {
+		return st.Nodes["approve"] != nil && st.Nodes["approve"].Status == projection.NodeWaiting
+	})
+	rows := eventRows(t, url, run)
+	worker := writeFile(t, "worker.yaml", strings.NewReplacer("type: human\n    config: {timeout: 24h}", "type: echo", "timeout: true", `when: "false"`).Replace(mustRead(t, approvalFile)))
+	before := streamLast(t, cl, run)
+	for _, args := range [][]string{
+		{"fork", run, "-at", strconv.Itoa(len(rows)), "-graph", worker},
+		{"reset", run, "-at", strconv.Itoa(len(rows)), "-graph", worker},
+	} {
+		r := weft(t, append(args, "-nats", url)...)
+		want := "invalid fork state, 1 problem(s); nothing was written:\n  node \"approve\": waitingFor: \"signal\": a worker node never waits for that"
+		if r.code != 1 || !strings.Contains(r.stderr, want) {
+			t.Errorf("weft %s: exit %d, stderr %q; want 1 and %q", args[0], r.code, r.stderr, want)
+		}
+	}
+	if after := streamLast(t, cl, run); after != before {
+		t.Errorf("refused forks wrote to the stream: last sequence %d -> %d", before, after)
+	}
+	if st, err := cl.Get(context.Background(), run); err != nil || st.Status != projection.RunRunning {
+		t.Errorf("a refused reset ended the run: %v %+v", err, st)
+	}
+}

@@ -181,8 +181,10 @@ var cmdValidate = &command{
 	summary: "check graph files (no NATS needed)",
 	help: `Loads, validates and compiles each graph file and reports every problem,
 each with the file, node, edge and field it is in. Node types other than the
-built-in ones are errors unless -types names them. Exits 1 if any file is
-invalid.`,
+built-in ones are errors unless -types names them. An edge condition that
+reads a field its source cannot provide (an output property its
+outputSchema does not list, any output on an edge from START) is a problem
+too, unless has(...) guards it. Exits 1 if any file is invalid.`,
 	run: func(e *env, c *command, args []string) error {
 		fs, out := e.flagSet(c)
 		types := typesFlag(fs)
@@ -202,6 +204,10 @@ invalid.`,
 		bad := 0
 		for _, f := range files {
 			g, err := loadGraph(f, *types)
+			if err == nil {
+				// Conditions that read a field nothing provides.
+				err = graph.CheckConditionReads(g)
+			}
 			r := report{File: f, Valid: err == nil}
 			if err != nil {
 				bad++

@@ -121,6 +121,7 @@ func TestProtocolSubjects(t *testing.T) {
 	code := map[string]func(run, q string) string{
 		"run":            func(run, _ string) string { return eventlog.RunFilter(run) },
 		"started":        func(run, _ string) string { return eventlog.StartedSubject(run) },
+		"child-started":  func(run, _ string) string { return eventlog.ChildStartedSubject(run) },
 		"signal":         c(events.SignalReceived),
 		"cancelreq":      c(events.RunCancelRequested),
 		"decisions":      func(run, _ string) string { return eventlog.DecisionFilter(run) },

@@ -17,7 +17,7 @@ import (
 )
 
 // A run flooded with signals for a node that does not wait: the fold
-// refuses those over the buffer, the client refuses to send them, and a
+// refuses them, the client refuses to send them, and a
 // writer that sends them anyway (straight to the stream, as the client
 // role may) takes the run over its history budget, which fails the run
 // with a run-failed that says why, instead of growing its history until
@@ -44,24 +44,18 @@ edges:
 		return s.Nodes["gate"] != nil && s.Nodes["gate"].Status == projection.NodeWaiting
 	})
 
-	// The client buffers up to the limit for a node that does not wait,
-	// then refuses, visibly.
+	// The client refuses a signal for a node that does not wait, visibly.
 	cl := client.New(st, client.WithIdentity("flood"))
-	for i := range projection.MaxBufferedSignals {
-		if err := cl.Signal(ctx, run, "later", map[string]int{"n": i}, client.WithSignalID(fmt.Sprintf("s%d", i))); err != nil {
-			t.Fatalf("signal %d: %v", i, err)
-		}
-	}
-	err := cl.Signal(ctx, run, "later", map[string]int{"n": -1}, client.WithSignalID("one-too-many"))
-	if !errors.Is(err, client.ErrSignalRefused) || !strings.Contains(err.Error(), `100 signals are buffered for node "later"`) {
-		t.Fatalf("signal over the buffer: %v", err)
+	err := cl.Signal(ctx, run, "later", map[string]int{"n": -1}, client.WithSignalID("not-yet"))
+	if !errors.Is(err, client.ErrSignalRefused) || !strings.Contains(err.Error(), `node "later" is not waiting for a signal (the run has not reached it)`) {
+		t.Fatalf("signal to a node not reached: %v", err)
 	}
 
 	// A writer that does not ask: the fold refuses each, and the history
 	// grows to its budget.
 	for i := range budget {
 		id := fmt.Sprintf("%s:flood:%d", run, i)
-		e, err := events.New(run, id, time.Time{}, &events.SignalReceivedData{Node: "later", Data: json.RawMessage(`{"flood":true}`)})
+		e, err := events.New(run, id, time.Time{}, &events.SignalReceivedData{Node: "later", Iteration: 1, Data: json.RawMessage(`{"flood":true}`)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -74,7 +68,7 @@ edges:
 		!strings.Contains(s.Error.Message, "over its budget of 300") {
 		t.Fatalf("run %s: %+v", s.Status, s.Error)
 	}
-	// Those folded before the run-failed are refused (the buffer is full),
+	// Those folded before the run-failed are refused (the node does not wait),
 	// those after it stale (the run has ended).
 	if s.Stats.Refused < budget/2 || s.Stats.Refused+s.Stats.Stale < budget {
 		t.Errorf("refused %d, stale %d of %d flooded signals", s.Stats.Refused, s.Stats.Stale, budget)

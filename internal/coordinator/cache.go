@@ -7,6 +7,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
 )
 
@@ -29,6 +30,9 @@ type runEntry struct {
 	indexed projection.RunStatus
 	// notified is set once an ended child run told its parent.
 	notified bool
+	// claim is set when the run's start is a client's that claims a
+	// parent (children.go): the run does not exist for the engine.
+	claim *events.ParentClaimError
 	// armed holds the timers this coordinator armed for the run, by id,
 	// at the time they were armed for.
 	armed map[string]time.Time

@@ -126,6 +126,29 @@
 // a deployment must register the same local types: the engine's choice of
 // queue depends on them.
 //
+// # Child runs
+//
+// A subgraph node's child run is started by the parent's coordinator
+// with a decision of the child run: its run-started on the child's
+// decision subject (eventlog.ChildStartedSubject), which NATS lets only
+// this role write, appended on a child run that must have no events yet,
+// before the parent's own decisions. Its id is the engine's
+// (engine.ChildRunID: the parent, the activation and a part derived from
+// the parent's nonce), so another writer who can read the parent may know
+// it first and write there. What it wrote is never believed (children.go):
+// a run-started naming a parent anywhere but on the decision subject is
+// refused by events.Decode, so that run does not exist; and when the
+// child's subjects hold anything before the coordinator's start, the
+// start fails, and the parent's decisions are followed by
+// engine.PreemptedNotice, a child-run-finished that fails the node with
+// ChildRunPreempted (its fallback, if it has one, then the run's failure).
+// Whoever folds the parent afresh checks each child it waits for the same
+// way, so a coordinator that died before the notice leaves no node
+// waiting forever; and a run whose start claims a parent from a client's
+// subject (an attacker's, or a child an older Weft started there) tells
+// that parent, whose node, if it waits for exactly that id, fails rather
+// than waits. Stats.ChildrenPreempted counts the nodes failed so.
+//
 // # The fault model
 //
 // What may fail: any process may stop at any instruction (SIGKILL); any
@@ -134,7 +157,7 @@
 // fire late or twice; a NATS server of a cluster may go away and a replica
 // may answer reads from behind; anyone with publish rights may write junk,
 // events of types this version does not know, or messages under ids the
-// engine will use.
+// engine will use, or under the ids of runs the engine will start.
 //
 // What is guaranteed:
 //
@@ -157,6 +180,10 @@
 //     changes nothing.
 //   - Messages the engine does not accept keep their place in the history
 //     and are passed over, visibly; they never stall a run.
+//   - A child run is believed only if this role wrote its start (see
+//     Child runs below): a run another writer put under a child's id
+//     first is never taken for the child, and the node that wanted it
+//     fails saying why.
 //
 // What is not: a node's side effect may run more than once (a worker dies
 // after the effect and before its outcome lands, or a delivery is
@@ -215,12 +242,15 @@ type Stats struct {
 	// LocalRuns counts local nodes run to a recorded outcome here;
 	// LocalDetached those of them that outran the shard's inline budget.
 	LocalRuns, LocalDetached int64
+	// ChildrenPreempted counts subgraph nodes failed because their child
+	// run's id held another writer's events (children.go).
+	ChildrenPreempted int64
 }
 
 type counters struct {
 	processed, malformed, orphans, rejected, stale, decisions, conflicts, reloads, reorders, errors, failedRuns, handedBack atomic.Int64
 	snapshotsDiscarded, overBudget                                                                                          atomic.Int64
-	localRuns, localDetached                                                                                                atomic.Int64
+	localRuns, localDetached, preempted                                                                                     atomic.Int64
 }
 
 // Option configures a Coordinator.
@@ -335,6 +365,10 @@ type Coordinator struct {
 	// flow takes and gives back concurrency slots (flow.go); nil without
 	// JetStream.
 	flow *flow.Limiter
+	// claims holds the claimed children whose parents were told
+	// (children.go), so that a claimed run's every event does not tell
+	// the parent again.
+	claims claimSet
 }
 
 // New returns a coordinator over the store.
@@ -371,6 +405,7 @@ func (c *Coordinator) Stats() Stats {
 		Reloads: c.n.reloads.Load(), Reorders: c.n.reorders.Load(), Errors: c.n.errors.Load(), FailedRuns: c.n.failedRuns.Load(),
 		HandedBack: c.n.handedBack.Load(), SnapshotsDiscarded: c.n.snapshotsDiscarded.Load(), OverBudget: c.n.overBudget.Load(),
 		LocalRuns: c.n.localRuns.Load(), LocalDetached: c.n.localDetached.Load(),
+		ChildrenPreempted: c.n.preempted.Load(),
 	}
 }
 

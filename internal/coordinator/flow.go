@@ -51,7 +51,7 @@ func (c *Coordinator) flowOptions(ctx context.Context) (engine.Options, func() e
 			return engine.Reservation{At: time.Unix(1<<40, 0)} // not now: the decision is thrown away
 		}
 		h := flow.Holder{Run: r.Run, Node: r.Ref.Node, Iteration: r.Ref.Iteration, Attempt: r.Attempt}
-		at, err := c.flow.Reserve(ctx, flow.RateSpec{Limit: r.Rate.Limit, Key: r.Rate.Key, Rate: r.Limit, Per: r.Per}, h, r.Rate.Units)
+		at, err := c.flow.Reserve(ctx, flow.RateSpec{Limit: r.Rate.Limit, Key: r.Rate.Key, Rate: r.Limit, Per: r.Per}, h, r.Rate.Units, r.Now)
 		switch {
 		case flow.Final(err):
 			details, _ := json.Marshal(map[string]any{"limit": r.Rate.Limit, "key": r.Rate.Key})

@@ -310,9 +310,12 @@ edges: [{from: START, to: call}, {from: call, to: END}]
 	}
 }
 
-// readyTimes returns the times of the runs' node-ready events (the
-// coordinator's clock) and how many waits for a rate limit's turn the logs
-// record.
+// readyTimes returns the turns the runs' attempts were given, as their
+// logs record them: a wait's deadline, else the node-ready's time (the
+// decision's time, which the turn was taken at); and how many waits for a
+// rate limit's turn the logs record. The node-ready after a wait comes
+// when its timer fires: message schedules fire on a tick (about 250ms), so
+// the readies after waits come in small batches, at the rate over time.
 func readyTimes(t *testing.T, st events.Store, runs []string) ([]time.Time, int) {
 	t.Helper()
 	var out []time.Time
@@ -322,16 +325,21 @@ func readyTimes(t *testing.T, st events.Store, runs []string) ([]time.Time, int)
 		if err != nil {
 			t.Fatal(err)
 		}
+		var turn time.Time
 		for _, e := range evs {
 			switch e.Type {
 			case events.NodeReady:
-				out = append(out, e.Time)
+				if turn.IsZero() {
+					turn = e.Time
+				}
 			case events.NodeWaiting:
 				if p, err := e.Payload(); err == nil && p.(*events.NodeWaitingData).For == "rate" {
 					waits++
+					turn = *p.(*events.NodeWaitingData).Deadline
 				}
 			}
 		}
+		out = append(out, turn)
 	}
 	return out, waits
 }

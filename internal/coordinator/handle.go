@@ -193,6 +193,14 @@ func (c *Coordinator) process(ctx context.Context, e *events.Event, redelivered 
 		if failed, err := c.enforceBudget(ctx, ent); failed { // budget.go
 			return err
 		}
+		if fresh {
+			// Folded from the log: are the child runs it waits for its
+			// own (children.go)?
+			if err := c.checkChildren(ctx, ent); err != nil {
+				c.cache.del(e.RunID)
+				return err
+			}
+		}
 		err = c.settle(ctx, ent, e.ID, fresh && e.Type == events.RunStarted && !redelivered)
 		if err == nil {
 			return nil
@@ -228,6 +236,11 @@ func (c *Coordinator) fold(ctx context.Context, e *events.Event, redelivered boo
 		c.n.orphans.Add(1)
 		c.cache.del(e.RunID)
 		c.log.WarnContext(ctx, "passing over an event of a run that does not exist", logattr.RunID, e.RunID, logattr.Seq, e.Seq, logattr.EventType, e.Type)
+		if ent.claim != nil {
+			// Its start claims a parent from a client's subject
+			// (children.go).
+			return nil, false, c.claimedChild(ctx, e.RunID, ent.claim)
+		}
 		return nil, false, nil
 	}
 	return ent, fresh, nil
@@ -299,6 +312,9 @@ func (c *Coordinator) entry(ctx context.Context, e *events.Event, redelivered bo
 	err := eventlog.Each(ctx, c.store, run, from, e.Seq, func(ev *events.Event) error {
 		if err := ent.state.Apply(ev); err != nil && !errors.Is(err, projection.ErrStale) && !errors.Is(err, projection.ErrRefused) {
 			c.n.rejected.Add(1)
+		}
+		if claim := (*events.ParentClaimError)(nil); ent.state.Status == projection.RunPending && errors.As(ev.Refused, &claim) {
+			ent.claim = claim
 		}
 		ent.noteTrace(ev)
 		ent.noteLocal(ev)
@@ -380,7 +396,8 @@ func (c *Coordinator) decide(ctx context.Context, ent *runEntry) error {
 	if d.Empty() {
 		return nil
 	}
-	if err := c.prepareDecisions(ctx, s.RunID, d); err != nil {
+	preempted, err := c.prepareDecisions(ctx, s.RunID, d)
+	if err != nil {
 		return err
 	}
 	// Known before they are appended, as their echoes may come first (see
@@ -404,32 +421,36 @@ func (c *Coordinator) decide(ctx context.Context, ent *runEntry) error {
 	c.n.decisions.Add(int64(len(d.Events)))
 	ent.noteOwn(d.Events, last)
 	cp.store(ctx, c, last)
+	// Child runs whose ids held another writer's events fail their nodes
+	// now that the nodes wait (children.go).
+	if err := c.tellPreempted(ctx, s.RunID, preempted, false); err != nil {
+		return err
+	}
 	return c.notifyParent(ctx, ent)
 }
 
 // prepareDecisions does what a run's decisions need before they are
-// appended: its child runs started, the children of an ended run asked to
-// cancel, and the queues of its work items made.
-func (c *Coordinator) prepareDecisions(ctx context.Context, run string, d engine.Decision) error {
-	for _, child := range d.Children {
-		telemetry.Inject(ctx, child)
-		if _, err := c.store.Append(ctx, child.RunID, 0, child); err != nil && !errors.Is(err, events.ErrRunExists) {
-			return fmt.Errorf("starting child run %s: %w", child.RunID, err)
-		}
+// appended: its child runs started (it returns those that were pre-empted:
+// children.go), the children of an ended run asked to cancel, and the
+// queues of its work items made.
+func (c *Coordinator) prepareDecisions(ctx context.Context, run string, d engine.Decision) ([]engine.WaitingChild, error) {
+	preempted, err := c.startChildren(ctx, run, d.Children)
+	if err != nil {
+		return nil, err
 	}
 	for _, child := range d.CancelChildren {
 		if err := c.requestCancel(ctx, child, "run "+run, "parent run ended"); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	for _, e := range d.Events {
 		if e.Type == events.NodeReady {
 			if err := c.ensureQueue(ctx, e); err != nil {
-				return err
+				return nil, err
 			}
 		}
 	}
-	return nil
+	return preempted, nil
 }
 
 // noteOwn records decisions appended here, the last at seq last, so that

@@ -19,7 +19,10 @@ import (
 	"github.com/weft-dev/weft/pkg/graph"
 )
 
-var record = flag.Bool("record", false, "record event histories of real runs into pkg/projection/testdata/histories")
+var (
+	record     = flag.Bool("record", false, "record event histories of real runs into pkg/projection/testdata/histories")
+	recordOnly = flag.String("record-only", "", "with -record, record only the recording of this name")
+)
 
 // recordings are the runs whose histories the projection's golden tests
 // replay: each a graph (a file of examples/ or inline YAML), its input and
@@ -27,6 +30,9 @@ var record = flag.Bool("record", false, "record event histories of real runs int
 var recordings = []struct {
 	name, graph, input, invocation string
 	signal                         string // node to signal once it waits
+	// signals are signal payloads (events.SignalReceivedData as JSON)
+	// sent in order once signal waits, instead of the default one.
+	signals []string
 }{
 	{name: "hello", graph: "../../examples/hello.yaml", input: `{"name":"Ada"}`},
 	{name: "pipeline", graph: "../../examples/pipeline.yaml", input: `{"name":"weft","items":[1,2]}`},
@@ -84,6 +90,29 @@ edges:
   - {from: approve, to: publish}
   - {from: publish, to: END}
 `, signal: "approve"},
+	{name: "human-refused", graph: `
+name: approval
+nodes:
+  - {id: draft, type: echo}
+  - id: approve
+    type: human
+    outputSchema: {type: object, required: [approved], properties: {approved: {type: boolean}, amount: {type: number}}}
+    config: {checks: [{expr: "!output.approved || output.amount <= 1000", message: "an approval is for at most 1000"}]}
+  - {id: publish, type: echo}
+edges:
+  - {from: START, to: draft}
+  - {from: draft, to: approve}
+  - {from: approve, to: publish, when: "output.approved"}
+  - {from: publish, to: END}
+`, signal: "approve", signals: []string{
+		`{"node":"approve","iteration":1}`,
+		`{"node":"approve","iteration":1,"data":{"approved":"yes"}}`,
+		`{"node":"approve","iteration":1,"data":{"approved":true,"amount":5000}}`,
+		`{"node":"draft","data":{"approved":true}}`,
+		`{"node":"approve","iteration":2,"data":{"approved":true}}`,
+		`{"node":"approve","iteration":1,"data":{"approved":true,"amount":10}}`,
+		`{"node":"approve","iteration":1,"data":{"approved":true,"amount":20}}`,
+	}},
 	{name: "failed", graph: `
 name: failing
 nodes:
@@ -109,6 +138,9 @@ func TestRecordHistories(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, r := range recordings {
+		if *recordOnly != "" && r.name != *recordOnly {
+			continue
+		}
 		var g *graph.Graph
 		var err error
 		if filepath.Ext(r.graph) == ".yaml" {
@@ -133,9 +165,20 @@ func TestRecordHistories(t *testing.T) {
 		}
 		if r.signal != "" {
 			waitFor(t, st, run, events.NodeWaiting)
-			sig, _ := events.New(run, eventlog.RandomID(), time.Time{}, &events.SignalReceivedData{Node: r.signal, Data: json.RawMessage(`{"approved":true}`), By: "reviewer"})
-			if _, err := st.Append(ctx, run, events.AnySeq, sig); err != nil {
-				t.Fatal(err)
+			sigs := r.signals
+			if sigs == nil {
+				sigs = []string{`{"node":"` + r.signal + `","data":{"approved":true}}`}
+			}
+			for _, raw := range sigs {
+				var d events.SignalReceivedData
+				if err := json.Unmarshal([]byte(raw), &d); err != nil {
+					t.Fatal(err)
+				}
+				d.By = "reviewer"
+				sig, _ := events.New(run, eventlog.RandomID(), time.Time{}, &d)
+				if _, err := st.Append(ctx, run, events.AnySeq, sig); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
 		waitEnded(t, st, []string{run}, 30*time.Second)

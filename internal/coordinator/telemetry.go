@@ -52,7 +52,10 @@ func (c *Coordinator) startProcess(ctx context.Context, subject string, e *event
 			telemetry.RunStarted(ctx, p.(*events.RunStartedData).GraphName)
 		}
 	}
-	if e.IsDecision() {
+	// A decision's echo is not traced again; a child run's start, the one
+	// decision that begins a run (no cache had it), is handled like the
+	// start of any run, under its parent's decision.
+	if e.IsDecision() && e.Type != events.RunStarted {
 		return telemetry.Extract(ctx, e), trace.SpanFromContext(context.Background())
 	}
 	return telemetry.StartProcess(ctx, e, subject, c.opts.durable)

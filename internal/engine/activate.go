@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/weft-dev/weft/internal/eventlog"
@@ -43,7 +44,7 @@ func (d *decider) routeStart() {
 		e := d.g.Edge(i)
 		taken, err := d.ev.EdgeTaken(i, graph.DefaultAction, env)
 		if err != nil {
-			d.failRun(conditionFailure(i, e, err), "")
+			d.failRun(conditionFailure(err), "")
 			return
 		}
 		sigs = append(sigs, events.Signal{Edge: i, To: e.To, Taken: taken})
@@ -52,8 +53,10 @@ func (d *decider) routeStart() {
 	d.emitRouted(&events.NodeRoutedData{NodeRef: ref, Signals: sigs}, eventlog.DecisionID(d.s.RunID, events.NodeRouted, ref.Key()))
 }
 
-func conditionFailure(i int, e *graph.Edge, err error) events.Failure {
-	return events.Failure{Type: events.FailureCondition, Message: fmt.Sprintf("edge %d (%s -> %s): %v", i, e.From, e.To, err)}
+// conditionFailure is the failure of an edge's condition; err names the
+// edge (1-based, once) and, for a missing key, the field and the fix.
+func conditionFailure(err error) events.Failure {
+	return events.Failure{Type: events.FailureCondition, Message: strings.TrimPrefix(err.Error(), graph.ErrEvaluation.Error()+": ")}
 }
 
 // route records which outgoing edges of a finished activation are taken.
@@ -79,7 +82,7 @@ func (d *decider) route(n *graph.Node, ns *projection.NodeState) {
 				}
 				taken, err := d.ev.EdgeTaken(i, a.Name, aenv)
 				if err != nil {
-					d.failRun(conditionFailure(i, e, err), n.ID)
+					d.failRun(conditionFailure(err), n.ID)
 					return
 				}
 				if taken {
@@ -232,7 +235,7 @@ func (d *decider) activate(n *graph.Node, consumed, owed []int, local json.RawMe
 	env.Local, env.Output = decode(local), decode(pred)
 	ok, err := d.ev.ShouldExecute(n.ID, env)
 	if err != nil {
-		d.failRun(events.Failure{Type: events.FailureCondition, Message: fmt.Sprintf("node %q: when: %v", n.ID, err)}, n.ID)
+		d.failRun(conditionFailure(err), n.ID)
 		return
 	}
 	if !ok {

@@ -33,8 +33,18 @@
 //     join can fire any more, once an edge to END was taken; its output is
 //     the shared state. Signals a join can no longer use are left behind;
 //     without END reached the run fails, naming the joins that wait.
+//   - A subgraph node starts a child run: its id is derived from the
+//     parent, the activation and the parent's nonce (ChildRunID), and its
+//     run-started is a decision of the child run (on the child's decision
+//     subject, which only the coordinator may write), naming the parent.
+//     The coordinator appends it first, and never takes a run another
+//     writer put under that id for the child: PreemptedNotice fails the
+//     node instead (ChildRunPreempted, not retryable).
 //   - Cancelling a run, or its failure, cancels the child runs its
 //     subgraph nodes wait for.
+//   - A forked run whose start state the fold refused
+//     (projection.CheckForkState; State.ForkRefused) fails at its first
+//     decision with the problems, and decides nothing else.
 //   - A local node (graphrt.Evaluator.IsLocal) is readied like any other, with
 //     events.LocalQueue as its queue: the coordinator runs it and records
 //     its outcome; retries, timeouts and fallbacks are the same.
@@ -113,6 +123,12 @@ func Decide(g *graph.Graph, s *projection.State, now time.Time) Decision {
 func (d *decider) run() {
 	s := d.s
 	if s.Status.Ended() || s.Status == projection.RunPending {
+		return
+	}
+	if s.ForkRefused != nil {
+		// A fork whose start state does not fit its graph: the fold did
+		// not take the state, and the run ends saying why.
+		d.failRun(*s.ForkRefused, "")
 		return
 	}
 	if s.Status == projection.RunCancelling {

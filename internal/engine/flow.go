@@ -31,6 +31,9 @@ type Options struct {
 // ReserveRequest asks for an attempt's turn of a rate limit: Rate.Units
 // of the key, at most Limit units per Per.
 type ReserveRequest struct {
+	// Now is the decision's time, the time of the node-ready a turn
+	// that is now leads to.
+	Now     time.Time
 	Run     string
 	Ref     events.NodeRef
 	Attempt int
@@ -169,7 +172,7 @@ func (d *decider) takeTurn(n *graph.Node, ref events.NodeRef, attempt int, local
 	if d.reserveFn == nil {
 		return rr, true
 	}
-	r := d.reserveFn(ReserveRequest{Run: d.s.RunID, Ref: ref, Attempt: attempt, Rate: *rr, Limit: n.Rate.Limit, Per: n.Rate.Per.D()})
+	r := d.reserveFn(ReserveRequest{Now: d.now, Run: d.s.RunID, Ref: ref, Attempt: attempt, Rate: *rr, Limit: n.Rate.Limit, Per: n.Rate.Per.D()})
 	if r.Failure != nil {
 		d.failRun(*r.Failure, n.ID)
 		return nil, false

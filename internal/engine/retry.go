@@ -102,11 +102,7 @@ func (d *decider) onFailure(n *graph.Node, ns *projection.NodeState, item *int) 
 func (d *decider) scheduleRetry(n *graph.Node, p graph.RetryPolicy, ref events.NodeRef, attempt int, f *events.Failure) {
 	next := attempt + 1
 	at := d.now.Add(Backoff(p, attempt, eventlog.IdempotencyKey(d.s.RunID, ref, attempt)))
-	id := "retry-" + n.ID + "-" + strconv.Itoa(ref.Iteration)
-	if ref.Item != nil {
-		id += "-" + strconv.Itoa(*ref.Item)
-	}
-	id += "-" + strconv.Itoa(next)
+	id := projection.RetryTimerID(ref, next)
 	d.emit(&events.RetryScheduledData{NodeRef: ref, Attempt: next, At: at, TimerID: id, LastFailure: *f},
 		eventlog.DecisionID(d.s.RunID, events.RetryScheduled, ref.Key(), strconv.Itoa(next)))
 	d.timer(id, at, &events.TimerFiredData{TimerID: id, Purpose: "retry", Ref: ref, Attempt: next})

@@ -55,6 +55,9 @@ func encodeFast(e *Event) (*nats.Msg, error) {
 		return nil, fmt.Errorf("%w: type: REQUIRED", ErrMalformedEvent)
 	}
 	subject, err := e.subjectOf()
+	if err == nil {
+		err = startPlaced(e)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("encoding %s event of run %q: %w", e.Type, e.RunID, err)
 	}

@@ -22,8 +22,9 @@
 //   - subjects.go: the subject layout, with its table, and every subject
 //     string Weft builds ("weft.r.<slot>.<run>.<writer>.<kind>" and
 //     "weft.t.…" for timers); placement.go: which writer an event type
-//     belongs to (ErrMisplaced). Tokens and ids: ValidToken, ValidQueue,
-//     DecisionID, RandomID, NewRunID (ids.go).
+//     belongs to (ErrMisplaced; ParentClaimError, a client's start that
+//     names a parent). Tokens and ids: ValidToken, ValidQueue,
+//     DecisionID, RandomID, NewRunID, NewNonce (ids.go).
 //   - admission.go: admission in a namespace: the request subjects
 //     AdmitStart, AdmitSignal, the tickets' subjects and streams
 //     (TicketStreamConfig), and the stream metadata that turns it on
@@ -39,7 +40,8 @@
 //     CancelSchedules, TimerStream), MarkDecision; Of and Must find it in a
 //     store (or a wrapper that unwraps to one, as the simulator's and the
 //     fault injector's do); reads only the engine makes (Each, LeaderSeq,
-//     LeaderLast, LastOn, HasEnd, Replicas, PublishAtomic); EnsureTimers;
+//     LeaderLast, LeaderFirst, LastOn, HasEnd, Replicas, PublishAtomic);
+//     EnsureTimers;
 //     IdempotencyKey.
 //   - errors.go: the sentinels callers check.
 //
@@ -48,8 +50,13 @@
 // Nats-Msg-Id. Subjects are per run and name who may write them:
 // "weft.r.<slot>.<run>.c.<kind>" for clients, ".w.<queue>.<kind>" for the
 // workers of a queue, ".d.<kind>" for coordinator decisions and
-// ".n.<kind>" for coordinator notices; "weft.r.*.<run>.>" is a run's
-// history and the stream sequence its total order. The writer class is
+// ".n.<kind>" for coordinator notices. A child run's run-started is a
+// decision of the child run, on its ".d.started" (ChildStartedSubject),
+// written by its parent's coordinator: the only start that may name a
+// parent; one that does on a client's subject is refused
+// (ParentClaimError), and Store.Append will not write one.
+// "weft.r.*.<run>.>" is a run's history and the stream sequence its total
+// order. The writer class is
 // what NATS permissions grant per role and what Decode checks an event's
 // type against, so no writer can pass one type off as another. Store.Append
 // refuses decisions; only AppendDecisions writes them, under

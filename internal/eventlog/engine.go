@@ -154,6 +154,7 @@ func walkRead(ctx context.Context, st Store, runID string, from, through uint64,
 type reader interface {
 	LeaderSeq(ctx context.Context, seq uint64) (*jetstream.RawStreamMsg, error)
 	LeaderLast(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error)
+	LeaderFirst(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error)
 	LastOn(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error)
 	HasEnd(ctx context.Context, runID string) (bool, error)
 	Replicas() int
@@ -207,6 +208,18 @@ func LeaderLast(ctx context.Context, st Store, subject string) (*jetstream.RawSt
 		return nil, errNotJetStream(st)
 	}
 	return r.LeaderLast(ctx, subject)
+}
+
+// LeaderFirst returns the first message on subject in st's stream,
+// served by the stream leader, or nil when there is none: what was
+// written there first (a run's start, say, whatever was written on its
+// subject after it).
+func LeaderFirst(ctx context.Context, st Store, subject string) (*jetstream.RawStreamMsg, error) {
+	r, ok := readerOf(st)
+	if !ok {
+		return nil, errNotJetStream(st)
+	}
+	return r.LeaderFirst(ctx, subject)
 }
 
 // LastOn returns the last message stored on subject in st's stream, or

@@ -240,6 +240,9 @@ func encodeSDK(e *Event) (*nats.Msg, error) {
 		return nil, fmt.Errorf("%w: %v", ErrMalformedEvent, err)
 	}
 	subject, err := e.subjectOf()
+	if err == nil {
+		err = startPlaced(e)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("encoding %s event of run %q: %w", e.Type, e.RunID, err)
 	}
@@ -443,6 +446,11 @@ func placed(subject string, e *Event) (*Event, error) {
 	}
 	if r, ok := pl.(*NodeReadyData); ok && r.Queue != p.Queue {
 		return nil, fmt.Errorf("%w: %s: a work item of queue %q", ErrMisplaced, subject, r.Queue)
+	}
+	if r, ok := pl.(*RunStartedData); ok {
+		if err := checkStart(subject, p, r); err != nil {
+			return nil, err
+		}
 	}
 	return e, nil
 }

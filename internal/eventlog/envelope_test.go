@@ -30,7 +30,7 @@ func samples() map[eventlog.Type]eventlog.Payload {
 	return map[eventlog.Type]eventlog.Payload{
 		eventlog.RunStarted: &eventlog.RunStartedData{GraphName: "g", GraphDigest: "sha256:00", Graph: json.RawMessage(`{"name":"g"}`),
 			Input: json.RawMessage(`{"a":1}`), Invocation: json.RawMessage(`{"user_tier":"premium"}`),
-			Parent: &eventlog.ParentRef{RunID: "parent", Ref: ref}, StartedBy: "cli"},
+			StartedBy: "cli", Nonce: "0123456789abcdefghijklmnop"},
 		eventlog.RunCompleted:       &eventlog.RunCompletedData{Output: json.RawMessage(`{"ok":true}`)},
 		eventlog.RunFailed:          &eventlog.RunFailedData{Error: fail, Node: "fetch"},
 		eventlog.RunCancelRequested: &eventlog.RunCancelRequestedData{By: "alice", Reason: "wrong input"},
@@ -131,7 +131,7 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 			}
 			msg, err := eventlog.Encode(e)
 			if errors.Is(err, eventlog.ErrMisplaced) {
-				continue // a type that is not a decision, written as one
+				continue // a type that is not a decision (or a start that is not a child's), written as one
 			}
 			if err != nil {
 				t.Fatal(err)
@@ -218,6 +218,86 @@ func TestDecodeRejects(t *testing.T) {
 				t.Fatalf("got %v, want %v", err, tt.wantErr)
 			}
 		})
+	}
+}
+
+// TestChildStartsAreTheCoordinators: a child run's start is a decision,
+// on the child's decision subject, and the only start that may name a
+// parent: one that names a parent on a client's subject is refused with a
+// ParentClaimError (which says what it claimed), and Store.Append refuses
+// to write one (see TestAppendRefusesParentClaim); a start on the decision
+// subject that names none is refused too.
+func TestChildStartsAreTheCoordinators(t *testing.T) {
+	parent := &eventlog.ParentRef{RunID: "victim1", Ref: eventlog.NodeRef{Node: "child", Iteration: 1}}
+	// start is the message of a start naming p (or no parent) on the
+	// child's decision subject or the client's: what the engine writes,
+	// or an attacker's bytes where the engine writes nothing.
+	start := func(p *eventlog.ParentRef, decision bool) *nats.Msg {
+		t.Helper()
+		encode := func(p *eventlog.ParentRef) (*nats.Msg, error) {
+			e, err := eventlog.New("run1", "run1", time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC), &eventlog.RunStartedData{GraphName: "g", GraphDigest: "sha256:00", Graph: json.RawMessage(`{"name":"g"}`), Parent: p})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if decision {
+				eventlog.MarkDecision(e)
+			}
+			return eventlog.Encode(e)
+		}
+		m, err := encode(p)
+		if decision == (p != nil) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			return m
+		}
+		// The engine refuses to write it.
+		var pc *eventlog.ParentClaimError
+		if !errors.Is(err, eventlog.ErrMisplaced) || (p != nil && !errors.As(err, &pc)) {
+			t.Fatalf("encoding a start (decision %v, parent %v): %v, want it refused", decision, p, err)
+		}
+		other := parent
+		if p != nil {
+			other = nil
+		}
+		if m, err = encode(other); err != nil {
+			t.Fatal(err)
+		}
+		m.Data, _ = json.Marshal(&eventlog.RunStartedData{GraphName: "g", GraphDigest: "sha256:00", Graph: json.RawMessage(`{"name":"g"}`), Parent: p})
+		return m
+	}
+	child := start(parent, true)
+	if child.Subject != eventlog.ChildStartedSubject("run1") {
+		t.Fatalf("a child start goes on %s, want %s", child.Subject, eventlog.ChildStartedSubject("run1"))
+	}
+	for name, dec := range map[string]func(string, nats.Header, []byte) (*eventlog.Event, error){"fast": func(s string, h nats.Header, d []byte) (*eventlog.Event, error) {
+		e, _, err := eventlog.DecodeFast(s, h, d)
+		return e, err
+	}, "sdk": eventlog.DecodeSDK, "decode": eventlog.Decode} {
+		got, err := dec(child.Subject, child.Header, child.Data)
+		if err != nil || !got.IsDecision() || got.Type != eventlog.RunStarted {
+			t.Fatalf("%s: the coordinator's child start: %v %+v", name, err, got)
+		}
+		claim := start(parent, false)
+		_, err = dec(claim.Subject, claim.Header, claim.Data)
+		var pc *eventlog.ParentClaimError
+		if !errors.Is(err, eventlog.ErrMisplaced) || !errors.As(err, &pc) || pc.Parent != *parent {
+			t.Fatalf("%s: a client's start naming a parent: %v, want a ParentClaimError naming %+v", name, err, parent)
+		}
+		if !strings.Contains(err.Error(), "victim1") || !strings.Contains(err.Error(), "child/1") {
+			t.Errorf("%s: the refusal does not say what was claimed: %v", name, err)
+		}
+		orphan := start(nil, true)
+		if _, err := dec(orphan.Subject, orphan.Header, orphan.Data); !errors.Is(err, eventlog.ErrMisplaced) {
+			t.Fatalf("%s: a start on a decision subject naming no parent: %v, want ErrMisplaced", name, err)
+		}
+	}
+	// Stored, the claim keeps its place, refused, with what it claimed.
+	claim := start(parent, false)
+	e := eventlog.DecodeStored(claim.Subject, claim.Header, claim.Data, 9, time.Now())
+	var pc *eventlog.ParentClaimError
+	if !errors.As(e.Refused, &pc) || e.Seq != 9 || e.Type != eventlog.RunStarted {
+		t.Fatalf("stored claim: %+v", e)
 	}
 }
 

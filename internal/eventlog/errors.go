@@ -2,6 +2,7 @@ package eventlog
 
 import (
 	"errors"
+	"fmt"
 )
 
 var (
@@ -36,3 +37,24 @@ var (
 	// names the setting and the command that fixes it.
 	ErrUnsafeSetting = errors.New("unsafe setting")
 )
+
+// ParentClaimError is the refusal of a run-started that names a parent run
+// and is not the coordinator's: written on a client's subject (or appended
+// through Store.Append). Only the parent's coordinator starts a child run,
+// on the child's decision subject, which NATS permissions keep every other
+// role out of; a start anywhere else that claims a parent is an attempt to
+// pass a run off as another run's child, and is never believed. It wraps
+// ErrMisplaced. Parent is what the start claimed, so that the engine can
+// tell that parent's node, if it waits for a child under this id, that the
+// child is not its own.
+type ParentClaimError struct {
+	Subject string
+	Parent  ParentRef
+}
+
+func (e *ParentClaimError) Error() string {
+	return fmt.Sprintf("%s: %s: a run-started naming parent run %s (node %s) is not the coordinator's; only a run's coordinator starts its child runs", ErrMisplaced, e.Subject, e.Parent.RunID, e.Parent.Ref.Key())
+}
+
+// Unwrap returns ErrMisplaced.
+func (e *ParentClaimError) Unwrap() error { return ErrMisplaced }

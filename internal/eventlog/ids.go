@@ -35,3 +35,11 @@ func NewRunID() string {
 	_, _ = rand.Read(b[6:])
 	return B32.EncodeToString(b[:])
 }
+
+// NewNonce returns a random nonce for a run's start (RunStartedData.Nonce):
+// 26 characters, 128 random bits.
+func NewNonce() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return B32.EncodeToString(b[:])
+}

@@ -76,6 +76,15 @@ const (
 	// an SDK's RateLimited error); Details {"retryAfterMs": n} says for how
 	// long. Retryable; a node with a rate limit backs its whole key off.
 	FailureRateLimited = "RateLimited"
+	// FailureInvalidForkState fails a forked run whose start state does
+	// not fit its graph (projection.CheckForkState); the details list the
+	// problems.
+	FailureInvalidForkState = "InvalidForkState"
+	// FailureChildRunPreempted fails a subgraph node whose child run the
+	// coordinator could not start as its own: another writer wrote on the
+	// child run's subjects first, and a run the engine did not start is
+	// never taken for the child.
+	FailureChildRunPreempted = "ChildRunPreempted"
 )
 
 // RateRef names a rate limit's key and the units an attempt takes of it
@@ -122,6 +131,14 @@ type RunStartedData struct {
 	// that the forked run's log needs no other. Input is empty then: the
 	// shared state is in State.
 	State json.RawMessage `json:"state,omitempty"`
+	// Nonce is random (NewNonce), written by whoever starts the run: the
+	// ids of the run's child runs are derived from it (with the run id and
+	// the subgraph node's activation), so that they are the same whichever
+	// coordinator decides, yet cannot be guessed by anyone who cannot read
+	// this event. A child run's nonce is derived from its parent's. Runs
+	// started without one (by a Weft before it, or a client that sets
+	// none) get child ids without that part.
+	Nonce string `json:"nonce,omitempty"`
 }
 
 // ForkRef links a forked run to the run and point it was forked from.
@@ -359,10 +376,19 @@ type TimerFiredData struct {
 }
 
 // SignalReceivedData is outside input for a waiting node (human input).
+//
+// Iteration, when set, is the activation of the node the signal answers:
+// the fold takes it only while that activation waits for a signal, and
+// refuses it otherwise (a signal to a node that is not waiting never moves
+// the run). A signal without it (written by older clients) is kept for
+// the node's next wait when the node does not wait now. Either way the
+// fold refuses a signal for a node that is not a human node, and data the
+// node does not accept (its outputSchema and config.checks).
 type SignalReceivedData struct {
-	Node string          `json:"node"`
-	Data json.RawMessage `json:"data,omitempty"`
-	By   string          `json:"by,omitempty"`
+	Node      string          `json:"node"`
+	Iteration int             `json:"iteration,omitempty"`
+	Data      json.RawMessage `json:"data,omitempty"`
+	By        string          `json:"by,omitempty"`
 }
 
 // ChildRunStartedData links a parent run's node to the child run it started.

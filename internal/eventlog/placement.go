@@ -17,7 +17,7 @@ func subjectFor(runID string, t Type, decision bool, queue string) (string, erro
 	}
 	class := Class(t)
 	if decision {
-		if class != ClassCoordinator && t != NodeInvoked && t != NodeFailed {
+		if class != ClassCoordinator && !alsoDecision(t) {
 			return "", fmt.Errorf("%w: %s is not a decision", ErrMisplaced, t)
 		}
 		class = ClassCoordinator
@@ -35,15 +35,59 @@ func subjectFor(runID string, t Type, decision bool, queue string) (string, erro
 	return Subject(runID, class, kind, queue), nil
 }
 
+// alsoDecision reports whether events of type t, of another writer class,
+// are also coordinator decisions: a router's or a fallback's outcome, an
+// attempt the coordinator timed out (NodeInvoked, NodeFailed), a child
+// run's start (RunStarted).
+func alsoDecision(t Type) bool { return t == NodeInvoked || t == NodeFailed || t == RunStarted }
+
 // checkPlace reports whether an event of type t may stand where p says:
 // its kind, and its writer class (NodeInvoked, NodeFailed: a worker's or a
-// decision).
+// decision; RunStarted: a client's, or the coordinator's for a child run).
 func checkPlace(t Type, p Place) error {
 	class := Class(t)
 	kind, _ := Kind(t)
-	alsoDecision := (t == NodeInvoked || t == NodeFailed) && p.Class == ClassCoordinator
-	if p.Kind != kind || (p.Class != class && !alsoDecision) {
+	decision := alsoDecision(t) && p.Class == ClassCoordinator
+	if p.Kind != kind || (p.Class != class && !decision) {
 		return fmt.Errorf("%w: a %s event is not accepted on a %q subject", ErrMisplaced, t, p.Class+"."+p.Kind)
+	}
+	return nil
+}
+
+// checkStart refuses a run-started that claims what its subject does not
+// allow: a child run is started by its parent's coordinator, on the child's
+// decision subject (ChildStartedSubject), and only there. A
+// client's run-started that names a parent is someone passing a run of its
+// own off as another run's child (ParentClaimError); a start on the
+// decision subject that names none is not a child's.
+func checkStart(subject string, p Place, d *RunStartedData) error {
+	switch {
+	case p.Class != ClassCoordinator && d.Parent != nil:
+		return &ParentClaimError{Subject: subject, Parent: *d.Parent}
+	case p.Class == ClassCoordinator && d.Parent == nil:
+		return fmt.Errorf("%w: %s: a run-started on a decision subject starts a child run and must name its parent", ErrMisplaced, subject)
+	}
+	return nil
+}
+
+// startPlaced refuses to encode a run-started where checkStart would
+// refuse to read it: a decision (a child run's start) that names no
+// parent, or a client's that names one (a ParentClaimError: only the
+// engine starts child runs).
+func startPlaced(e *Event) error {
+	if e.Type != RunStarted {
+		return nil
+	}
+	p, err := e.Payload()
+	if err != nil {
+		return err
+	}
+	d := p.(*RunStartedData)
+	switch {
+	case !e.decision && d.Parent != nil:
+		return &ParentClaimError{Subject: StartedSubject(e.RunID), Parent: *d.Parent}
+	case e.decision && d.Parent == nil:
+		return fmt.Errorf("%w: a child run's start (a decision) must name its parent", ErrMisplaced)
 	}
 	return nil
 }

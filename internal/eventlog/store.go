@@ -37,7 +37,9 @@ const chainMax = 8
 type Store interface {
 	// Append appends facts of one run: a run-started (expectLast 0: the
 	// run must have no events yet, ErrRunExists otherwise, unless it is
-	// the very same start again), signals and cancel requests of a
+	// the very same start again; one that names a parent run is refused
+	// with a ParentClaimError, since only the engine starts child runs),
+	// signals and cancel requests of a
 	// client, and workers' reports (expectLast AnySeq). An event whose id
 	// someone else took first (ErrDuplicateMismatch) is written under a
 	// fresh id, set on the event. Events go on the subjects their types
@@ -226,10 +228,15 @@ func (s *store) append(ctx context.Context, runID string, expectLast uint64, evs
 }
 
 // sameStart answers a run-started that found its run existing: starting
-// the same run again (a retried request, the same event) succeeds with the
-// recorded start's sequence; any other start is ErrRunExists.
+// the same run again (a retried request, the same event, on the same
+// subject: a client's, or a child run's decision subject) succeeds with
+// the recorded start's sequence; any other start is ErrRunExists.
 func (s *store) sameStart(ctx context.Context, e *Event) (uint64, error) {
-	m, err := s.leaderGet(ctx, map[string]any{"last_by_subj": StartedSubject(e.RunID)})
+	subject, err := e.subjectOf()
+	if err != nil {
+		return 0, err
+	}
+	m, err := s.leaderGet(ctx, map[string]any{"last_by_subj": subject})
 	if err == nil && m != nil {
 		if got, derr := Decode(m.Subject, m.Header, m.Data); derr == nil && got.ID == e.ID && bytes.Equal(got.Data, e.Data) {
 			return m.Sequence, nil
@@ -300,6 +307,15 @@ func (s *store) LeaderLast(ctx context.Context, subject string) (*jetstream.RawS
 	ctx, cancel := withDefaultTimeout(ctx, 5*time.Second)
 	defer cancel()
 	return s.leaderGet(ctx, map[string]any{"last_by_subj": subject})
+}
+
+// LeaderFirst returns the first message on subject in the events stream,
+// served by the stream leader, or nil when there is none: what was
+// written there first, whatever was written after it.
+func (s *store) LeaderFirst(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
+	ctx, cancel := withDefaultTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return s.leaderGet(ctx, map[string]any{"seq": 1, "next_by_subj": subject})
 }
 
 // LeaderSeq returns the message at sequence seq of the events stream,

@@ -238,3 +238,45 @@ func TestOpenLeavesAGoodStreamAlone(t *testing.T) {
 		t.Fatal("stream was recreated")
 	}
 }
+
+// TestAppendRefusesParentClaim: Append writes no run-started that names a
+// parent run (only the engine starts child runs, as decisions); a child's
+// start appended as a decision goes on the child's decision subject, and
+// a second one, even for the same parent, is ErrRunExists unless it is
+// the very same start.
+func TestAppendRefusesParentClaim(t *testing.T) {
+	_, st := natstest.Store(t)
+	ctx := context.Background()
+	child := eventlog.NewRunID()
+	parent := &eventlog.ParentRef{RunID: "victim1", Ref: eventlog.NodeRef{Node: "child", Iteration: 1}}
+	claim := mustEvent(t, child, child, &eventlog.RunStartedData{GraphName: "g", Graph: json.RawMessage(`{"name":"g"}`), Parent: parent})
+	var pc *eventlog.ParentClaimError
+	if _, err := st.Append(ctx, child, 0, claim); !errors.As(err, &pc) || !errors.Is(err, eventlog.ErrMisplaced) {
+		t.Fatalf("a client's start naming a parent: Append = %v, want a ParentClaimError", err)
+	}
+	if _, err := st.LastSeq(ctx, child); !errors.Is(err, eventlog.ErrRunNotFound) {
+		t.Fatalf("the refused start was written: %v", err)
+	}
+	start := mustEvent(t, child, child, &eventlog.RunStartedData{GraphName: "g", Graph: json.RawMessage(`{"name":"g"}`), Parent: parent})
+	eventlog.MarkDecision(start)
+	seq, err := eventlog.Append(ctx, st, child, 0, start)
+	if err != nil {
+		t.Fatalf("the coordinator's child start: %v", err)
+	}
+	if again, err := eventlog.Append(ctx, st, child, 0, start); err != nil || again != seq {
+		t.Fatalf("the same child start again: %d %v, want %d", again, err, seq)
+	}
+	other := mustEvent(t, child, child, &eventlog.RunStartedData{GraphName: "g", Graph: json.RawMessage(`{"name":"g"}`), Parent: parent, Input: json.RawMessage(`{"x":1}`)})
+	eventlog.MarkDecision(other)
+	if _, err := eventlog.Append(ctx, st, child, 0, other); !errors.Is(err, eventlog.ErrRunExists) {
+		t.Fatalf("another child start: %v, want ErrRunExists", err)
+	}
+	evs, err := st.Read(ctx, child, 0, 0)
+	if err != nil || len(evs) != 1 || evs[0].Subject() != eventlog.ChildStartedSubject(child) || !evs[0].IsDecision() {
+		t.Fatalf("child run's log: %v %+v", err, evs)
+	}
+	m, err := eventlog.LeaderFirst(ctx, st, eventlog.ChildStartedSubject(child))
+	if err != nil || m == nil || m.Sequence != seq {
+		t.Fatalf("LeaderFirst: %v %+v, want the start at %d", err, m, seq)
+	}
+}

@@ -11,6 +11,8 @@ import (
 // token is there for one of them:
 //
 //		weft.r.<slot>.<run>.c.<kind>          written by clients: started, signal, cancelreq
+//		weft.r.<slot>.<run>.d.started         a child run's start, written by its parent's
+//		                                      coordinator (a decision of the child run)
 //		weft.r.<slot>.<run>.w.<queue>.<kind>  written by workers of <queue>: invoking,
 //		                                      invoked, nodefailed, nodecancelled, heartbeat
 //		weft.r.<slot>.<run>.w._local.<kind>   outcomes of local nodes (LocalQueue), which
@@ -63,6 +65,10 @@ const (
 	// SignalSubjects matches every run's signals (a client's event): what
 	// a coordinator that admits a namespace's signals appends.
 	SignalSubjects = runPrefix + "*.*." + ClassClient + ".signal"
+	// ClientStarts matches every run's start by a client (not a child
+	// run's, which is a decision): what a coordinator that admits a
+	// namespace's starts appends.
+	ClientStarts = runPrefix + "*.*." + ClassClient + ".started"
 	// PendingTimers is the filter of every pending durable timer (message
 	// schedules) in the timers stream.
 	PendingTimers = schedulePrefix + "s.>"
@@ -135,9 +141,25 @@ func TerminalSubjects(runID string) []string {
 	return []string{base + kind(typeRunCompleted), base + kind(typeRunFailed), base + kind(typeRunCancelled)}
 }
 
-// StartedSubject is the subject of a run's run-started event.
+// StartedSubject is the subject of a run's run-started event when a
+// client started it.
 func StartedSubject(runID string) string {
 	return runBase(runID) + classClient + "." + kind(typeRunStarted)
+}
+
+// ChildStartedSubject is the subject of a child run's run-started event:
+// a decision subject, which only the coordinator may write. A child run is
+// started by its parent's coordinator, never by a client, so that no other
+// writer can pass a run of its own off as the child (a run-started that
+// names a parent is refused anywhere else; see pkg/events).
+func ChildStartedSubject(runID string) string {
+	return runBase(runID) + classCoordinator + "." + kind(typeRunStarted)
+}
+
+// StartedSubjects are the subjects a run's start may stand on: the
+// client's, and the coordinator's for a child run.
+func StartedSubjects(runID string) []string {
+	return []string{StartedSubject(runID), ChildStartedSubject(runID)}
 }
 
 // PartitionFilters returns the subject filters of partition p of n: the
@@ -166,7 +188,8 @@ func PartitionOf(runID string, n int) int {
 // Types of the catalogue (pkg/events) the layout places: the CloudEvents
 // type, the subject's kind token and the writer class. NodeInvoked and
 // NodeFailed are also coordinator decisions: a router's or a fallback's
-// outcome, an attempt that timed out or could not be handed out.
+// outcome, an attempt that timed out or could not be handed out; and
+// RunStarted is one when it starts a child run (ChildStartedSubject).
 // pkg/events' tests hold this table to its catalogue.
 var table = map[string]struct{ kind, class string }{
 	"dev.weft.run.started.v1":          {"started", classClient},           // RunStarted
@@ -215,12 +238,16 @@ const (
 )
 
 // KindFilter is the filter of one type of event across all runs, for
-// example KindFilter(RunStarted) lists every run. For NodeInvoked it
+// example KindFilter(RunStarted) lists every run: "weft.r.*.*.*.started",
+// the starts of clients (c) and of child runs (d). For NodeInvoked it
 // matches workers' reports and local nodes' outcomes (queue LocalQueue),
 // not the outcomes the coordinator records as decisions for routers and
 // fallbacks.
 func KindFilter[T ~string](t T) string {
 	class, k := Class(t), kind(string(t))
+	if string(t) == typeRunStarted {
+		return runPrefix + "*.*.*." + k
+	}
 	switch class {
 	case classWorker:
 		return runPrefix + "*.*.w.*." + k

@@ -77,9 +77,10 @@ var env = sync.OnceValues(func() (*cel.Env, error) {
 
 // Program is a compiled expression, safe for concurrent use.
 type Program struct {
-	src  string
-	kind Kind
-	prog cel.Program
+	src   string
+	kind  Kind
+	prog  cel.Program
+	paths []Path
 }
 
 // Compile parses and type-checks src, requiring it to give kind (checked
@@ -117,7 +118,7 @@ func Compile(src string, kind Kind, costLimit uint64) (*Program, error) {
 	if err != nil {
 		return nil, fmt.Errorf("CEL %q: %w", src, err)
 	}
-	return &Program{src: src, kind: kind, prog: prog}, nil
+	return &Program{src: src, kind: kind, prog: prog, paths: pathsOf(ast.NativeRep().Expr())}, nil
 }
 
 // Source is the expression's text.
@@ -145,6 +146,9 @@ func (v Vars) activation() map[string]any {
 func (p *Program) Eval(ctx context.Context, vars Vars) (any, error) {
 	v, _, err := p.prog.ContextEval(ctx, vars.activation())
 	if err != nil {
+		if m := p.missingKey(err); m != err {
+			return nil, m
+		}
 		return nil, fmt.Errorf("CEL %q: %w", p.src, err)
 	}
 	switch p.kind {

@@ -161,7 +161,7 @@ func TestReserve(t *testing.T) {
 	s := flow.RateSpec{Limit: "api", Key: "k", Rate: 4, Per: time.Second}
 	var at []time.Duration
 	for i := range 8 {
-		got, err := l.Reserve(ctx, s, holder(fmt.Sprint("r", i), 1), 1)
+		got, err := l.Reserve(ctx, s, holder(fmt.Sprint("r", i), 1), 1, time.Time{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -174,19 +174,19 @@ func TestReserve(t *testing.T) {
 	if fmt.Sprint(at) != fmt.Sprint(want) {
 		t.Fatalf("turns %v, want %v", at, want)
 	}
-	again, _ := l.Reserve(ctx, s, holder("r6", 1), 1)
+	again, _ := l.Reserve(ctx, s, holder("r6", 1), 1, time.Time{})
 	if again.Sub(base) != 750*time.Millisecond {
 		t.Fatalf("r6 asked again: %v", again.Sub(base))
 	}
 	// Units: 2 units take two turns' time.
-	two, _ := l.Reserve(ctx, s, holder("big", 1), 2)
+	two, _ := l.Reserve(ctx, s, holder("big", 1), 2, time.Time{})
 	if two.Sub(base) != 1500*time.Millisecond {
 		t.Fatalf("2 units at %v, want 1.5s", two.Sub(base))
 	}
 	if err := l.Backoff(ctx, s, base.Add(10*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	next, _ := l.Reserve(ctx, s, holder("after", 1), 1)
+	next, _ := l.Reserve(ctx, s, holder("after", 1), 1, time.Time{})
 	if next.Sub(base) != 10*time.Second {
 		t.Fatalf("after a back-off to 10s: %v", next.Sub(base))
 	}

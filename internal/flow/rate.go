@@ -45,15 +45,20 @@ func RateKVKey(limit, key string) string {
 	return "r." + hash(limit) + "." + hash(limit+"\x00"+key)
 }
 
-// Reserve takes h's turn for units of s and returns when it is: the zero
-// time when it is now. Asking again for h while its turn has not come
-// gives the same time.
-func (l *Limiter) Reserve(ctx context.Context, s RateSpec, h Holder, units int) (time.Time, error) {
+// Reserve takes h's turn for units of s, asked at time at (the decision's
+// time, which the node-ready it leads to records: the log then shows the
+// rate exactly; zero: the limiter's clock), and returns when the turn is:
+// the zero time when it is now. Asking again for h while its turn has not
+// come gives the same time.
+func (l *Limiter) Reserve(ctx context.Context, s RateSpec, h Holder, units int, asked time.Time) (time.Time, error) {
 	if s.Rate < 1 || s.Per <= 0 || units < 1 {
 		return time.Time{}, fmt.Errorf("rate limit %q: %d units of %d per %s", s.Limit, units, s.Rate, s.Per)
 	}
 	var at int64
 	err := l.changeRate(ctx, s, func(e *rateEntry, now int64) (bool, error) {
+		if !asked.IsZero() {
+			now = asked.UnixNano()
+		}
 		if t, ok := e.Turns[h.ID()]; ok {
 			at = t
 			return false, nil

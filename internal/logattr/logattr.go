@@ -32,8 +32,10 @@ const (
 	Coordinator = "coordinator"
 	Status      = "status"
 	// Parent is the run a run was forked from (or a child's parent);
-	// Position an event's place in its run (1, 2, …).
+	// Child a child run of a run; Position an event's place in its run
+	// (1, 2, …).
 	Parent   = "parent"
+	Child    = "child"
 	Position = "position"
 
 	// Decision is the type of an event a coordinator decided; Cause and

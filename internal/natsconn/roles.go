@@ -271,9 +271,11 @@ func (d Deployment) user(ns string, r Role, q string) User {
 				// reserved queue no worker may have.
 				eventlog.WorkerFilter(events.LocalQueue),
 				eventlog.PendingTimers, // durable timers (message schedules), in the timers stream
-				// A child run is started, and cancelled, by its parent's
-				// coordinator, with client events.
-				eventlog.KindFilter(eventlog.RunStarted),
+				// A child run is cancelled by its parent's coordinator,
+				// with a client's event. (It is started with a decision
+				// of the child run, on d.started, above: never on a
+				// client's subject, where a start naming a parent is
+				// refused.)
 				eventlog.KindFilter(eventlog.RunCancelRequested),
 			},
 			reads,
@@ -340,8 +342,11 @@ func (d Deployment) user(ns string, r Role, q string) User {
 			// It answers the clients' requests (a queue group on
 			// weft.admit.*, replies on their inboxes only), takes a
 			// ticket per request admitted, and appends the client's
-			// event: a start, a signal or a cancel request.
+			// event: a start (on the client's subject; one that names a
+			// parent is refused before it is written), a signal or a
+			// cancel request.
 			u.PublishAllow = append(u.PublishAllow,
+				eventlog.ClientStarts,
 				eventlog.SignalSubjects,
 				eventlog.AllTickets,
 				api+"STREAM.INFO."+s+eventlog.AdmitStartsSuffix,
@@ -356,7 +361,8 @@ func (d Deployment) user(ns string, r Role, q string) User {
 		}
 		// Reads, each a direct get of the last message on a subject
 		// named in the request subject (eventlog.LastOn), so scoped: runs'
-		// starts (its node's config; every run's, by design) and its own
+		// starts (its node's config; every run's, by design: a client's
+		// on c.started, a child run's on d.started) and its own
 		// queue's outcomes (confirming a duplicate ack). No batched or
 		// leader get, whose subject or sequence is in the body: they read
 		// any message. Stream info: opening the store, and whether a

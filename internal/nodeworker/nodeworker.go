@@ -201,11 +201,6 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		probes[i] = &probe{stream: t.nats.Stream, queues: t.queues}
 		natsTargets[i] = t.nats
 	}
-	if len(targets) == 1 {
-		// The queues' gauges: with several namespaces, the same queue
-		// names would be observed once per namespace under one label.
-		defer telemetry.ObserveQueues(probes[0].queueStats)()
-	}
 	// One connection per namespace (and queue: each has its own worker
 	// user), each with its own worker.
 	level, _ := parseLevel(cfg.LogLevel)
@@ -220,6 +215,12 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		probes[env.Index].js.Store(&js)
+		if len(targets) == 1 {
+			// The queues' gauges (after Boot set telemetry up): with
+			// several namespaces, the same queue names would be
+			// observed once per namespace under one label.
+			defer telemetry.ObserveQueues(probes[0].queueStats)()
+		}
 		return serve(ctx, env.Log, cfg, targets[env.Index], env.Store, opts)
 	})
 }

@@ -12,6 +12,15 @@
 // because of how the engine works today have tests named TestGap…, which
 // show the right is there; deploy/SECURITY.md lists them as open gaps.
 //
+// Some attacks are made with a role's own rights, which NATS cannot
+// refuse, and the engine must: the forged child run of issue 25
+// (TestForgedChildRefused: a client writes the start of a run's next
+// child before the coordinator, naming the run as its parent; the run
+// must never take it for its child) and a forged fork state
+// (TestForgedForkRefused: a fork whose state the graph cannot run, which
+// names another run's child run as its own; it must fail at once and
+// touch nothing else).
+//
 // The tests also start every daemon and the CLI with a password in the
 // URL, the flags and the environment, and look for it in all their output,
 // and turn the built-in executors against their worker (SSRF to a loopback

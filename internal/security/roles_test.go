@@ -254,6 +254,8 @@ func TestRolesRefused(t *testing.T) {
 		typ     events.Type
 	}{
 		userClient: {
+			// A child run's start: the coordinator's alone.
+			{sub(run, "d.started"), events.RunStarted},
 			{sub(run, "d.completed"), events.RunCompleted},
 			{sub(run, "d.ready."+queueA), events.NodeReady},
 			{sub(run, "d.invoked"), events.NodeInvoked},
@@ -264,6 +266,7 @@ func TestRolesRefused(t *testing.T) {
 		},
 		userWorker: {
 			{sub(run, "c.started"), events.RunStarted},
+			{sub(run, "d.started"), events.RunStarted},
 			{sub(run, "c.signal"), events.SignalReceived},
 			{sub(run, "c.cancelreq"), events.RunCancelRequested},
 			{sub(run, "d.completed"), events.RunCompleted},
@@ -278,6 +281,7 @@ func TestRolesRefused(t *testing.T) {
 		},
 		userUI: {
 			{sub(run, "c.started"), events.RunStarted},
+			{sub(run, "d.started"), events.RunStarted},
 			{sub(run, "c.signal"), events.SignalReceived},
 			{sub(run, "c.cancelreq"), events.RunCancelRequested},
 			{sub(run, "d.completed"), events.RunCompleted},
@@ -285,6 +289,9 @@ func TestRolesRefused(t *testing.T) {
 			{sub(run, "w."+events.LocalQueue+".invoked"), events.NodeInvoked},
 		},
 		userCoord: {
+			// It starts child runs on their decision subject, never on
+			// a client's.
+			{sub(run, "c.started"), events.RunStarted},
 			{sub(run, "w."+queueA+".invoked"), events.NodeInvoked},
 			{sub(run, "w."+queueA+".invoking"), events.NodeInvoking},
 			{sub(run, "c.signal"), events.SignalReceived},

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/coordinator"
+	"github.com/weft-dev/weft/internal/engine"
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/pkg/events"
@@ -32,6 +33,7 @@ type harness struct {
 	coordOpt []coordinator.Option
 	stopCo   func()
 	seen     sync.Map // "run/node[/item]" -> *worker.Input
+	nonces   sync.Map // run -> the nonce of its run-started
 }
 
 func newHarness(t *testing.T, coordOpts ...coordinator.Option) *harness {
@@ -186,7 +188,8 @@ func example(t *testing.T, name string) *graph.Graph {
 func (h *harness) start(g *graph.Graph, input, invocation string) string {
 	h.t.Helper()
 	run := events.NewRunID()
-	p := &events.RunStartedData{GraphName: g.Definition().Name, GraphDigest: g.Digest(), Graph: g.Canonical(), StartedBy: "test"}
+	p := &events.RunStartedData{GraphName: g.Definition().Name, GraphDigest: g.Digest(), Graph: g.Canonical(), StartedBy: "test", Nonce: events.NewNonce()}
+	h.nonces.Store(run, p.Nonce)
 	if input != "" {
 		p.Input = json.RawMessage(input)
 	}
@@ -201,6 +204,17 @@ func (h *harness) start(g *graph.Graph, input, invocation string) string {
 		h.t.Fatal(err)
 	}
 	return run
+}
+
+// childID is the id of the child run a subgraph node's activation ref
+// starts in a run h started.
+func (h *harness) childID(parent string, ref events.NodeRef) string {
+	h.t.Helper()
+	nonce, ok := h.nonces.Load(parent)
+	if !ok {
+		h.t.Fatalf("run %s was not started by the harness", parent)
+	}
+	return engine.ChildRunID(parent, nonce.(string), ref)
 }
 
 // appendFact appends a fact from outside (a signal, a cancel request).

@@ -48,7 +48,7 @@ edges:
   - {from: START, to: a}
   - {from: a, to: END, when: "state.x +"}
 `), "bad.yaml")
-	if !errors.Is(err, graph.ErrInvalidGraph) || !strings.Contains(err.Error(), "edge 1 (a -> END)") {
+	if !errors.Is(err, graph.ErrInvalidGraph) || !strings.Contains(err.Error(), "edge 2 (a -> END)") {
 		t.Fatalf("err = %v", err)
 	}
 }
@@ -494,7 +494,7 @@ func TestSubgraph(t *testing.T) {
 		t.Fatalf("child-run-started %+v", started)
 	}
 	childID := started[0].ChildRunID
-	if childID != engine.ChildRunID(parent, events.NodeRef{Node: "child", Iteration: 1}) {
+	if childID != h.childID(parent, events.NodeRef{Node: "child", Iteration: 1}) || childID == engine.ChildRunID(parent, "", events.NodeRef{Node: "child", Iteration: 1}) {
 		t.Errorf("child id %s", childID)
 	}
 	finished, _ := payloads[*events.ChildRunFinishedData](l)
@@ -529,7 +529,7 @@ nodes: [{id: sub, type: subgraph, config: {graph: slow}}]
 edges: [{from: START, to: sub}, {from: sub, to: END}]
 `)
 	parent := h.start(g, "", "")
-	childID := engine.ChildRunID(parent, events.NodeRef{Node: "sub", Iteration: 1})
+	childID := h.childID(parent, events.NodeRef{Node: "sub", Iteration: 1})
 	h.waitFor(childID, "child's nap running", 20*time.Second, func(l runLog) bool { return l.status("nap") == projection.NodeRunning })
 	h.cancel(parent, "alice", "not needed")
 	l := h.ended(parent, projection.RunCancelled)

@@ -365,7 +365,7 @@ func (s *memStore) confirm(m *nats.Msg, seq uint64) error {
 }
 
 func (s *memStore) sameStart(e *events.Event) (uint64, error) {
-	subj := eventlog.StartedSubject(e.RunID)
+	subj := e.Subject() // a client's start, or a child run's (a decision)
 	ms := s.log.byRun[e.RunID]
 	for i := len(ms) - 1; i >= 0; i-- {
 		if ms[i].subject != subj {

@@ -89,7 +89,7 @@ func classify(err error) *apiError {
 	case errors.Is(err, client.ErrInvalidInput):
 		return &apiError{Status: http.StatusBadRequest, Message: msg, Field: "data"}
 	case errors.Is(err, client.ErrRunEnded), errors.Is(err, client.ErrSignalRefused),
-		errors.Is(err, client.ErrIncompatibleGraph), errors.Is(err, projection.ErrForkChild):
+		errors.Is(err, client.ErrIncompatibleGraph), errors.Is(err, projection.ErrForkChild), errors.Is(err, projection.ErrInvalidForkState):
 		return &apiError{Status: http.StatusConflict, Message: msg}
 	case unreachable(err):
 		return &apiError{Status: http.StatusServiceUnavailable, Message: "NATS is not reachable: " + msg}

@@ -18,9 +18,11 @@ import (
 // node's config and JSON schemas (in the graph) or the run's invocation
 // state: those are in the run's run-started event, which a worker reads
 // once per run with a direct get of the last message on
-// eventlog.StartedSubject(run) (eventlog.LastOn: the subject is in the request
-// subject, so the worker's role is granted this read for runs' starts
-// only; on a replicated stream a miss is asked again for about a second,
+// eventlog.StartedSubject(run), or for a child run (started by the
+// coordinator) eventlog.ChildStartedSubject(run) (eventlog.LastOn: the
+// subject is in the request subject, so the worker's role is granted this
+// read for runs' starts only; on a replicated stream a miss is asked
+// again for about a second,
 // since a replica that is behind may answer) and keeps in a small LRU: the
 // starts of the last runStartCache runs, and the node specs of the last
 // graphCache graphs by digest, so that runs of one graph share them. A work
@@ -125,32 +127,57 @@ func (r *runReader) start(ctx context.Context, run string) (*runStart, error) {
 	return c.start, c.err
 }
 
+// lastStart reads the run's start: the last message on its client's start
+// subject (most runs), then, when there is none there or it is not a
+// start the engine accepts (a client's start claiming a parent, which
+// anyone may write on a child run's client subject), on the
+// coordinator's (a child run's). found is false when neither subject has
+// a message; err then says why the one found was refused, if one was.
+func (r *runReader) lastStart(ctx context.Context, run string) (ev *events.Event, found bool, err error) {
+	var refused error
+	for _, subject := range eventlog.StartedSubjects(run) {
+		m, err := eventlog.LastOn(ctx, r.store, subject)
+		if err != nil {
+			return nil, false, fmt.Errorf("reading the start of run %s: %w", run, err)
+		}
+		if m == nil {
+			continue
+		}
+		ev, err := events.Decode(m.Subject, m.Header, m.Data)
+		if err == nil && ev.Type != events.RunStarted {
+			err = fmt.Errorf("%w: a %s event", events.ErrMisplaced, ev.Type)
+		}
+		if err == nil {
+			return ev, true, nil
+		}
+		if refused == nil {
+			refused = err
+		}
+	}
+	if refused != nil {
+		return nil, true, fmt.Errorf("run %s: its start: %w", run, refused)
+	}
+	return nil, false, nil
+}
+
 func (r *runReader) readStart(ctx context.Context, run string) (*runStart, error) {
-	subject := eventlog.StartedSubject(run)
-	m, err := eventlog.LastOn(ctx, r.store, subject)
+	ev, found, err := r.lastStart(ctx, run)
 	// On a replicated stream, the replica that answered may be behind
 	// (the worker's role may not ask the leader, whose get reads any
 	// message): ask again a few times before the start counts as missing.
-	for try := 1; err == nil && m == nil && try < startTries && eventlog.Replicas(r.store) > 1; try++ {
+	for try := 1; err == nil && !found && try < startTries && eventlog.Replicas(r.store) > 1; try++ {
 		select {
 		case <-ctx.Done():
 			err = ctx.Err()
 		case <-time.After(time.Duration(try) * startRetry):
-			m, err = eventlog.LastOn(ctx, r.store, subject)
+			ev, found, err = r.lastStart(ctx, run)
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading the start of run %s: %w", run, err)
+		return nil, err
 	}
-	if m == nil {
+	if !found {
 		return nil, fmt.Errorf("run %s: %w", run, errStartNotFound)
-	}
-	ev, err := events.Decode(m.Subject, m.Header, m.Data)
-	if err == nil && ev.Type != events.RunStarted {
-		err = fmt.Errorf("%w: a %s event", events.ErrMisplaced, ev.Type)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("run %s: its start: %w", run, err)
 	}
 	p, _ := ev.Payload()
 	started := p.(*events.RunStartedData)

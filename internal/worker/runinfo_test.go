@@ -64,3 +64,47 @@ func TestReadStart(t *testing.T) {
 		t.Fatalf("start: %+v, %v", s, err)
 	}
 }
+
+// TestReadChildStart reads a child run's start from the child's decision
+// subject, where its coordinator writes it; a start claiming a parent on
+// the child's client subject, which any client may write, is passed over
+// (it neither stops the worker nor is read for the config).
+func TestReadChildStart(t *testing.T) {
+	srv, st := natstest.Store(t)
+	_, js := natstest.Connect(t, srv)
+	r := newRunReader(st)
+	ctx := context.Background()
+	child := events.NewRunID()
+	parent := &events.ParentRef{RunID: "parent", Ref: events.NodeRef{Node: "sub", Iteration: 1}}
+	start := func(config string, p *events.ParentRef) *events.Event {
+		ev, err := events.New(child, child, time.Time{}, &events.RunStartedData{
+			GraphName: "g", GraphDigest: "sha256:" + config,
+			Graph:  json.RawMessage(`{"name":"g","nodes":[{"id":"a","type":"echo","config":{"k":"` + config + `"}}]}`),
+			Parent: p,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ev
+	}
+	real := start("real", parent)
+	eventlog.MarkDecision(real)
+	if _, err := eventlog.Append(ctx, st, child, 0, real); err != nil {
+		t.Fatal(err)
+	}
+	// The attacker's claim, raw on the client's subject.
+	m, err := eventlog.Encode(start("forged", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Data, _ = json.Marshal(&events.RunStartedData{GraphName: "g", GraphDigest: "sha256:forged",
+		Graph: json.RawMessage(`{"name":"g","nodes":[{"id":"a","type":"echo","config":{"k":"forged"}}]}`), Parent: parent})
+	m.Header.Set("Nats-Msg-Id", eventlog.RandomID())
+	if _, err := js.PublishMsg(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	s, err := r.start(ctx, child)
+	if err != nil || string(s.nodes["a"].Config) != `{"k":"real"}` {
+		t.Fatalf("child's start: %+v, %v; want the coordinator's", s, err)
+	}
+}

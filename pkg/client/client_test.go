@@ -187,6 +187,7 @@ func TestSignalAndCancel(t *testing.T) {
 	if err := c.Signal(ctx, run, "nope", nil); !errors.Is(err, graph.ErrUnknownNode) {
 		t.Fatalf("signal to an unknown node: %v, want graph.ErrUnknownNode", err)
 	}
+	waitIteration(t, c, run, "ask", 1)
 	if err := c.Signal(ctx, run, "ask", map[string]any{"approved": true}); err != nil {
 		t.Fatal(err)
 	}

@@ -39,9 +39,15 @@ func WithSignalID(id string) SignalOption { return func(o *signalOptions) { o.id
 const SignalRetryWindow = 2 * time.Minute
 
 // Signal sends data to a node of a run: the input a human node waits for.
-// A signal for a node that is not waiting yet is kept in the run's state
-// until the node waits. data is any JSON value (json.RawMessage and []byte
-// are taken as JSON text); nil sends none.
+// The signal answers the node's activation that waits now (its iteration
+// is in the event), so it is refused (ErrSignalRefused, with why) when the
+// node is not a human node or does not wait for a signal now, and when its
+// data does not fit what the node accepts (its outputSchema and
+// config.checks; the error names the field or check). The fold refuses
+// the same signals if they reach the log by another way, and a signal that
+// came after its node stopped waiting: they never move the run. data is
+// any JSON value (json.RawMessage and []byte are taken as JSON text); nil
+// sends none.
 //
 // Signals are idempotent: each carries an id (its event id is derived from
 // it and the run), which JetStream de-duplicates within its window and the
@@ -56,6 +62,8 @@ const SignalRetryWindow = 2 * time.Minute
 //
 // It checks that the run exists (events.ErrRunNotFound), has not ended
 // (ErrRunEnded) and that its graph has the node (graph.ErrUnknownNode).
+// A signal whose id the run took in already is a retry: nil, and nothing
+// is sent.
 func (c *Client) Signal(ctx context.Context, runID, node string, data any, opts ...SignalOption) error {
 	var o signalOptions
 	for _, opt := range opts {
@@ -90,11 +98,19 @@ func (c *Client) Signal(ctx context.Context, runID, node string, data any, opts 
 	if o.id == "" {
 		id = c.derivedSignalID(runID, node, raw, st, history)
 	}
-	if err := st.AcceptsSignal(node); err != nil && !st.SignalIDs[id] {
-		// The fold would refuse it: say so rather than grow the history.
-		return fmt.Errorf("signalling node %q of run %s: %w: %w", node, runID, ErrSignalRefused, err)
+	if st.SignalIDs[id] {
+		return nil // sent before, and taken in: a retry
 	}
-	ev, err := events.New(runID, id, time.Time{}, &events.SignalReceivedData{Node: node, Data: raw, By: c.identity})
+	// The signal answers the activation that waits now, and none other.
+	iteration := 0
+	if ns := st.Nodes[node]; ns != nil && ns.Status == projection.NodeWaiting && ns.WaitingFor == "signal" {
+		iteration = ns.Iteration
+	}
+	if err := st.AcceptsSignal(node, max(iteration, 1), raw); err != nil {
+		// The fold would refuse it: say so rather than grow the history.
+		return fmt.Errorf("signalling node %q of run %s: %w: %s", node, runID, ErrSignalRefused, strings.TrimPrefix(err.Error(), projection.ErrRefused.Error()+": "))
+	}
+	ev, err := events.New(runID, id, time.Time{}, &events.SignalReceivedData{Node: node, Iteration: iteration, Data: raw, By: c.identity})
 	if err != nil {
 		return err
 	}

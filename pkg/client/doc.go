@@ -53,7 +53,10 @@
 // signal names a node the run's graph lacks, ErrNoSuchPosition for a position
 // outside a run's events, ErrNoSuchSeq when StateAtSeq is asked for a point
 // before the run's start, ErrIncompatibleGraph when a fork's graph lacks
-// what the run's state refers to, and ErrInvalidInput when an
+// what the run's state refers to, projection.ErrInvalidForkState (a
+// *projection.ForkStateError, each problem by node and field) when a
+// fork's state does not pass the checks the engine makes before it
+// believes one, and ErrInvalidInput when an
 // input or invocation is not a JSON object; ErrNoReadModel,
 // ErrNotInReadModel and ErrNotArchived come from the read model and the
 // archive.

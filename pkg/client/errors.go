@@ -15,8 +15,9 @@ var (
 	// has already completed, failed or been cancelled.
 	ErrRunEnded = errors.New("run already ended")
 	// ErrSignalRefused means a signal was not sent because the run would
-	// refuse it: its node does not wait for one and the run buffers as
-	// many signals as it may (projection.MaxBufferedSignals).
+	// refuse it: its node is not a human node, or does not wait for a
+	// signal now, or does not accept the signal's data (its outputSchema
+	// and config.checks). The error says which, naming the field.
 	ErrSignalRefused = errors.New("signal refused")
 	// ErrNoSuchPosition means a position outside a run's events was asked
 	// for (StateAt, Fork, Reset); the error states the valid range.

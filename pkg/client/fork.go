@@ -126,8 +126,12 @@ func toRaw(v any) json.RawMessage {
 // Nothing is written when the position is out of range
 // (ErrNoSuchPosition), an edit is not JSON or not an object
 // (ErrInvalidInput), the graph is incompatible with the state
-// (ErrIncompatibleGraph), or a node waits for a child run at pos
-// (projection.ErrForkChild).
+// (ErrIncompatibleGraph), a node waits for a child run at pos
+// (projection.ErrForkChild), or the state does not pass the checks the
+// engine makes before it believes a fork's state
+// (projection.ErrInvalidForkState, a *projection.ForkStateError listing
+// each problem by node and field: a router caught between its two
+// decisions at pos, say).
 func (c *Client) Fork(ctx context.Context, runID string, pos int, opts ...ForkOption) (string, error) {
 	var o forkOptions
 	for _, opt := range opts {
@@ -170,6 +174,12 @@ func (c *Client) fork(ctx context.Context, runID string, evs []*events.Event, po
 	if err := editState(st, o); err != nil {
 		return fail(err)
 	}
+	// What the coordinator will check before it believes the state (the
+	// fold refuses a fork state that does not fit its graph, and the run
+	// fails with the problems): said here, and nothing written.
+	if err := projection.CheckForkState(g.Canonical(), st); err != nil {
+		return fail(err)
+	}
 	invocation, err := editObject("invocation", at.Invocation, o.invocation, o.replaceInv, o.invSet)
 	if err != nil {
 		return fail(err)
@@ -188,6 +198,7 @@ func (c *Client) fork(ctx context.Context, runID string, evs []*events.Event, po
 		StartedBy:   c.identity,
 		Fork:        &events.ForkRef{RunID: runID, Position: pos, Seq: evs[pos-1].Seq, Reason: o.reason},
 		State:       st.Marshal(),
+		Nonce:       events.NewNonce(),
 	}
 	ev, err := events.New(newID, newID, time.Time{}, data)
 	if err != nil {

@@ -46,7 +46,10 @@ func WithInvocation(v any) StartOption { return func(o *startOptions) { o.invoca
 func WithRunID(id string) StartOption { return func(o *startOptions) { o.runID = id } }
 
 // Start starts a run of g and returns its id. It returns as soon as the
-// run-started event is in the log; use Wait for the outcome.
+// run-started event is in the log; use Wait for the outcome. The
+// run-started carries a random nonce (events.NewNonce), from which the
+// ids of the run's child runs are derived, so that they cannot be known
+// without reading the run.
 //
 // The run is one trace: with a TracerProvider installed, Start opens a
 // "run <graph>" span (a child of the span in ctx, if any) whose context
@@ -88,6 +91,7 @@ func (c *Client) Start(ctx context.Context, g *graph.Graph, opts ...StartOption)
 		Invocation:  invocation,
 		StartedBy:   c.identity,
 		Retention:   retention,
+		Nonce:       events.NewNonce(),
 	})
 	if err != nil {
 		return "", err

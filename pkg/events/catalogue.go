@@ -99,4 +99,9 @@ const (
 	FailureCondition       = eventlog.FailureCondition
 	FailurePanic           = eventlog.FailurePanic
 	FailureInvalidGraph    = eventlog.FailureInvalidGraph
+	// FailureInvalidForkState fails a forked run whose start state does
+	// not fit its graph; FailureChildRunPreempted a subgraph node whose
+	// child run's id held another writer's events.
+	FailureInvalidForkState  = eventlog.FailureInvalidForkState
+	FailureChildRunPreempted = eventlog.FailureChildRunPreempted
 )

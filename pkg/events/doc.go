@@ -23,10 +23,11 @@
 //     MaxEventSize), Open and its options (WithStream, WithReplicas,
 //     WithStorage, WithDuplicates, WithMaxAge, WithLogger), AnySeq,
 //     DefaultStream, LocalQueue; client.New and worker.New take a Store.
-//   - NewRunID, and the errors callers check: ErrRunNotFound,
+//   - NewRunID, NewNonce, and the errors callers check: ErrRunNotFound,
 //     ErrRunExists, ErrConflict, ErrMalformedEvent, ErrUnknownType,
-//     ErrMisplaced, ErrDuplicateMismatch, ErrPayloadTooLarge,
-//     ErrInvalidID, ErrUnsafeSetting.
+//     ErrMisplaced (and ParentClaimError, which wraps it),
+//     ErrDuplicateMismatch, ErrPayloadTooLarge, ErrInvalidID,
+//     ErrUnsafeSetting.
 //
 // Every fact about a run is an Event: a CloudEvents 1.0 event whose type is
 // one of the versioned types in the "dev.weft." family (see Type), whose data
@@ -47,8 +48,17 @@
 // task queue (invoking, invoked, failed, cancelled, heartbeat),
 // "weft.r.<slot>.<run>.d.<kind>" for coordinator decisions and
 // "weft.r.<slot>.<run>.n.<kind>" for coordinator notices (timers fired,
-// child runs finished). "weft.r.*.<run>.>" is the run's history and the
-// stream sequence is its total order. Node-ready events, the work items,
+// child runs finished). A child run's run-started is the one run-started
+// that is a decision: its parent's coordinator writes it on the child's
+// "weft.r.<slot>.<run>.d.started", and only there may a run-started name
+// a parent (RunStartedData.Parent). One that names a parent on a client's
+// subject is refused (a ParentClaimError: someone passing a run of its
+// own off as another run's child), Store.Append refuses to write one, and
+// one on the decision subject that names none is refused too. A run's
+// start carries a random nonce (RunStartedData.Nonce, NewNonce; pkg/client
+// sets one) from which its child runs' ids are derived, so that they
+// cannot be known without reading the start. "weft.r.*.<run>.>" is the
+// run's history and the stream sequence is its total order. Node-ready events, the work items,
 // are decisions on "weft.r.<slot>.<run>.d.ready.<queue>": the log itself is
 // the task queue, and acknowledged work stays in the history. The writer
 // class is what NATS permissions grant per role and what Decode checks an

@@ -50,6 +50,11 @@ const LocalQueue = eventlog.LocalQueue
 // NewRunID returns a new run id, sortable by creation time.
 func NewRunID() string { return eventlog.NewRunID() }
 
+// NewNonce returns a random nonce for a run's start
+// (RunStartedData.Nonce), from which the ids of its child runs are
+// derived.
+func NewNonce() string { return eventlog.NewNonce() }
+
 // Option configures Open.
 type Option = eventlog.Option
 
@@ -96,3 +101,8 @@ var (
 	ErrInvalidID         = eventlog.ErrInvalidID
 	ErrUnsafeSetting     = eventlog.ErrUnsafeSetting
 )
+
+// ParentClaimError is the refusal of a client's run-started that names a
+// parent run: only a run's coordinator starts its child runs (it wraps
+// ErrMisplaced; errors.As finds what it claimed).
+type ParentClaimError = eventlog.ParentClaimError

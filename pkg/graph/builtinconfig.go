@@ -55,7 +55,8 @@ type (
 		Timeout     execDuration `json:"timeout"`
 	}
 	humanConfig struct {
-		Timeout Duration `json:"timeout"`
+		Timeout Duration      `json:"timeout"`
+		Checks  []SignalCheck `json:"checks"`
 	}
 	subgraphConfig struct {
 		Graph string `json:"graph"`
@@ -119,6 +120,9 @@ func validateExecutorConfig(n *Node, o *options, bad badFunc) {
 	decodeFields(m, reflect.ValueOf(cfg).Elem(), "config.", report, skip...)
 	if c.check != nil {
 		c.check(cfg, failed, o, bad)
+	}
+	if n.Type == TypeHuman && !failed["checks"] {
+		checkHumanAccept(n, bad)
 	}
 }
 

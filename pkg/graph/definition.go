@@ -204,7 +204,17 @@ type Edge struct {
 	Condition string `json:"when,omitempty"`
 	// Timeout marks the edge a human node takes when its deadline passes.
 	Timeout bool `json:"timeout,omitempty"`
+	// OnMissing says what a condition that reads a missing key means:
+	// OnMissingFail (the default) fails the run with an error that names
+	// the field and the fix, OnMissingFalse makes the condition false.
+	OnMissing string `json:"onMissing,omitempty"`
 }
+
+// What an edge's condition that reads a missing key means (Edge.OnMissing).
+const (
+	OnMissingFail  = "fail"
+	OnMissingFalse = "false"
+)
 
 // MapSpec describes a dynamic fan-out: one execution per item.
 type MapSpec struct {

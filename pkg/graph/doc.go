@@ -42,6 +42,15 @@
 // by key, when several taken edges bring data), it is never written to the
 // shared state, and it does not flow further down the branch.
 //
+// A condition that reads a key its value lacks (output.approved when the
+// output has no "approved") fails the run with an error that names the
+// edge (numbered from 1), the field and the fix: guard it with has(...),
+// or set the edge's onMissing: "false" to take a missing key as the
+// condition being false ("fail", the default, keeps the failure).
+// CheckConditionReads (run by 'weft validate') reports conditions that
+// read a field the edge's source cannot provide, where its outputSchema
+// lists what it provides.
+//
 // A router node (type router) is run by the coordinator, not a worker, and
 // has no side effects. Its config {"routes": [{"when": CEL, "action":
 // NAME}, ...], "default": NAME} is compiled at load: the routes are tried in
@@ -164,7 +173,13 @@
 // is its output. With config {"timeout": DURATION} its deadline is a
 // durable timer (a JetStream message schedule): when it passes, the edges
 // marked timeout: true are taken, and only those, or, without such edges,
-// the node fails with a Timeout error.
+// the node fails with a Timeout error. A human node may declare what it
+// accepts: its outputSchema (the signal's data is its output) and config
+// {"checks": [{"expr": CEL, "message": TEXT}]}, conditions over output
+// (the data), state and invocation. A signal that does not fit, that is
+// for a node that is not a human node, or that comes when the node does
+// not wait, is refused (CheckSignal; the client says why, and the fold
+// keeps it in the log as refused): the node keeps waiting.
 //
 // # Limits
 //
@@ -225,7 +240,8 @@
 //	           worker's endpoints hold them)
 //	router     routes (when compiles to a bool, action labels an edge
 //	           leaving the router) and default
-//	human      timeout: a duration string ≥ 0
+//	human      timeout: a duration string ≥ 0; outputSchema compiles;
+//	           checks[].expr compiles to a bool
 //	subgraph   graph: names a graph in scope that does not contain the node
 //
 // A type registered with WithTypes is its executor's to check.

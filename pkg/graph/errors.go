@@ -28,7 +28,7 @@ type Error struct {
 	Source string // the file (or other name) the graph was read from; may be empty
 	Graph  string // the nested graph's name path ("child/grandchild"); empty for the top level
 	Node   string // the node id; empty if the problem is not in a node
-	Edge   int    // the edge index (0-based, definition order); -1 if the problem is not in an edge
+	Edge   int    // the edge index (0-based, definition order; messages say it 1-based); -1 if the problem is not in an edge
 	From   string // the edge's source, when Edge ≥ 0
 	To     string // the edge's target, when Edge ≥ 0
 	Field  string // the JSON field name ("timeout", "retry.jitter"); may be empty
@@ -38,6 +38,9 @@ type Error struct {
 // Error formats the problem as
 //
 //	examples/x.yaml: node "fetch": field "timeout": malformed duration "3 sec" (want e.g. "250ms", "30s", "1m")
+//
+// Edges are numbered from 1 in definition order, as a reader counts them
+// in the file.
 func (e *Error) Error() string {
 	var b strings.Builder
 	if e.Source != "" {
@@ -51,7 +54,7 @@ func (e *Error) Error() string {
 		fmt.Fprintf(&b, "node %q: ", e.Node)
 	}
 	if e.Edge >= 0 {
-		fmt.Fprintf(&b, "edge %d (%s -> %s): ", e.Edge, orQ(e.From), orQ(e.To))
+		fmt.Fprintf(&b, "edge %d (%s -> %s): ", e.Edge+1, orQ(e.From), orQ(e.To))
 	}
 	if e.Field != "" {
 		fmt.Fprintf(&b, "field %q: ", e.Field)

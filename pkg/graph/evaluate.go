@@ -3,6 +3,7 @@ package graph
 import (
 	"fmt"
 
+	wexpr "github.com/weft-dev/weft/internal/expr"
 	"github.com/weft-dev/weft/internal/graphrt"
 )
 
@@ -106,8 +107,14 @@ func (g *Graph) edgeTaken(i int, action string, env graphrt.Env) (bool, error) {
 		return true, nil
 	}
 	ok, err := c.evalBool(env)
+	if m, missing := wexpr.IsMissingKey(err); missing {
+		if e.OnMissing == OnMissingFalse {
+			return false, nil
+		}
+		return false, fmt.Errorf("%w: edge %d (%s -> %s): %v: %s, or set onMissing: false on the edge to take a missing key as false", ErrEvaluation, i+1, e.From, e.To, m, m.Fix())
+	}
 	if err != nil {
-		return false, fmt.Errorf("%w: edge %d (%s -> %s): %w", ErrEvaluation, i, e.From, e.To, err)
+		return false, fmt.Errorf("%w: edge %d (%s -> %s): %w", ErrEvaluation, i+1, e.From, e.To, err)
 	}
 	return ok, nil
 }
@@ -122,6 +129,9 @@ func (g *Graph) shouldExecute(node string, env graphrt.Env) (bool, error) {
 		return true, nil
 	}
 	ok, err := w.evalBool(env)
+	if m, missing := wexpr.IsMissingKey(err); missing {
+		return false, fmt.Errorf("%w: node %q: when: %v: %s", ErrEvaluation, node, m, m.Fix())
+	}
 	if err != nil {
 		return false, fmt.Errorf("%w: node %q: when: %w", ErrEvaluation, node, err)
 	}

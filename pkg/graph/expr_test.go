@@ -72,7 +72,7 @@ func TestEdgeTaken(t *testing.T) {
 		})
 	}
 	_, err := graphrt.Of(g).EdgeTaken(4, "", graphrt.Env{State: map[string]any{}})
-	if err == nil || !strings.Contains(err.Error(), "edge 4 (b -> END)") {
+	if err == nil || !strings.Contains(err.Error(), "edge 5 (b -> END)") {
 		t.Errorf("evaluation error not located: %v", err)
 	}
 }
@@ -219,7 +219,7 @@ func TestGoConditions(t *testing.T) {
 
 	// A coordinator reading the definition back from the log.
 	_, err = Compile(g.Definition())
-	if !errors.Is(err, ErrInvalidGraph) || !strings.Contains(err.Error(), `edge 1 (a -> b): field "when": no Go condition registered as "vip"`) {
+	if !errors.Is(err, ErrInvalidGraph) || !strings.Contains(err.Error(), `edge 2 (a -> b): field "when": no Go condition registered as "vip"`) {
 		t.Errorf("unresolved func: %v", err)
 	}
 	g2, err := Parse(g.Canonical(), "log", WithConditions(map[string]any{"vip": StateCondition(vip), "gold": (func(s, i map[string]any) bool)(tier)}))

@@ -128,7 +128,7 @@ func TestGraphLimits(t *testing.T) {
 			          "b":{"name":"b","nodes":[{"id":"y","type":"subgraph","config":{"graph":"a"}}],"edges":[{"from":"START","to":"y"},{"from":"y","to":"END"}]}}}`,
 			[]string{"starts itself through its subgraphs"}},
 		{"expression too long", `{"name":"long","nodes":[{"id":"a","type":"echo"}],"edges":[{"from":"START","to":"a","when":"` +
-			strings.Repeat("true && ", 600) + `true"},{"from":"a","to":"END"}]}`, []string{`edge 0 (START -> a)`, `field "when"`, "longer than the limit of 4096"}},
+			strings.Repeat("true && ", 600) + `true"},{"from":"a","to":"END"}]}`, []string{`edge 1 (START -> a)`, `field "when"`, "longer than the limit of 4096"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

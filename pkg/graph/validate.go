@@ -523,6 +523,14 @@ func validateEdges(g *Graph, o *options, p *problems) bool {
 				bad("timeout", "timeout edges must leave a human node")
 			}
 		}
+		switch e.OnMissing {
+		case "", OnMissingFail, OnMissingFalse:
+			if e.OnMissing != "" && e.Condition == "" {
+				bad("onMissing", "the edge has no condition (when) to read a key")
+			}
+		default:
+			bad("onMissing", "want %q or %q, got %q", OnMissingFalse, OnMissingFail, e.OnMissing)
+		}
 		if e.Condition != "" {
 			if x, msg := compileExpr(e.Condition, boolExpr, o); msg != "" {
 				bad("when", "%s", msg)
@@ -531,7 +539,7 @@ func validateEdges(g *Graph, o *options, p *problems) bool {
 			}
 		}
 		if j, dup := seen[*e]; dup {
-			bad("", "duplicate of edge %d", j)
+			bad("", "duplicate of edge %d", j+1)
 		} else {
 			seen[*e] = i
 		}

@@ -118,6 +118,29 @@
 // the fork's log alone folds to it. State.Fork names the parent run and
 // position.
 //
+// A client writes that state, so the fold believes it only once it is
+// checked against the fork's graph, as a decision of the engine's would
+// be (CheckForkState): every node, edge and timer it names is the graph's,
+// statuses, iterations and attempts are within the graph's bounds, no
+// node is ready or running (the fork has no work item for it), none waits
+// for a child run (which reports to its own parent) or as a router between
+// its decisions, every timer is one the engine would have asked for and
+// every node that waits on a timer has it. A state that does not pass is
+// not taken at all: the run starts with nothing of it and with
+// State.ForkRefused, the failure (events.FailureInvalidForkState, each
+// problem located by node and field) the engine ends the run with.
+// ForkState's own output, from any point of a run, passes (pkg/client
+// checks before it writes a fork).
+//
+// # Child runs
+//
+// The fold takes State.Parent from the run-started; events.Decode refuses
+// a run-started that names a parent anywhere but on the child's decision
+// subject, so in a history read from the store it is the coordinator's. A
+// child-run-finished counts for the activation that waits for that child
+// run (NodeState.Child; any, before the child-run-started is folded), and
+// no other.
+//
 // # What it offers
 //
 //	folding    Fold, FoldTo, Resume, State.Apply; State.Clone
@@ -129,7 +152,8 @@
 //	encoding   State.Marshal, Unmarshal; Snapshot (TakeSnapshot,
 //	           Snapshot.Restore)
 //	comparing  Diff, DiffJSON, Change
-//	forking    ForkState, ErrForkChild
+//	forking    ForkState, ErrForkChild; CheckForkState, ForkStateError,
+//	           ForkProblem, ErrInvalidForkState; RetryTimerID
 //	fencing    ErrStale, ErrRefused
 //	limits     MaxBufferedSignals, MaxBufferedSignalsPerRun, HeartbeatMisses,
 //	           TimeoutGrace; timer ids (DeadlineTimerID) and purposes

@@ -73,7 +73,7 @@ func ForkState(parent *State) (*State, error) {
 // clearRun clears the run's own fields, which a run-started sets.
 func (s *State) clearRun() {
 	s.RunID, s.GraphName, s.GraphDigest, s.Graph = "", "", "", nil
-	s.Parent, s.Fork, s.Input, s.Invocation = nil, nil, nil, nil
+	s.Parent, s.Fork, s.Input, s.Invocation, s.Nonce, s.ForkRefused = nil, nil, nil, nil, "", nil
 	s.Status, s.Output, s.Error, s.Cancel = RunPending, nil, nil, nil
 	s.Stats, s.Config = Stats{}, runConfig{}
 	s.StartedAt, s.UpdatedAt, s.EndedAt, s.LastSeq = nil, nil, nil, 0
@@ -117,28 +117,49 @@ func redo(status *NodeStatus, attempt, delivery *int, timedOut *string) {
 	}
 }
 
-// applyForkState takes a forked run's start state from its run-started.
-func (s *State) applyForkState(raw json.RawMessage, fork *events.ForkRef) error {
+// applyForkState takes a forked run's start state from its run-started,
+// if it fits the run's graph (CheckForkState): a client wrote it, so it is
+// believed only once checked, as the engine's own decisions are. A state
+// that does not decode or does not fit is not taken at all: the run
+// starts with nothing but the fork's reference and ForkRefused, the
+// failure the engine ends it with.
+func (s *State) applyForkState(raw json.RawMessage, fork *events.ForkRef, graph json.RawMessage) {
+	last := s.LastSeq
 	var st State
-	if err := json.Unmarshal(raw, &st); err != nil {
-		return fmt.Errorf("run-started state: %w", err)
-	}
-	// The run's own fields come from the run-started, whatever the state
-	// says of them; a state a writer broke holds no nil nodes or items.
-	st.clearRun()
-	for id, n := range st.Nodes {
-		if n == nil {
-			delete(st.Nodes, id)
-			continue
-		}
-		for i, it := range n.Items {
-			if it == nil {
-				n.Items[i] = &ItemState{}
+	err := json.Unmarshal(raw, &st)
+	if err != nil {
+		err = &ForkStateError{Problems: []ForkProblem{{Field: "state", Message: "not a run state: " + err.Error()}}}
+	} else {
+		// The run's own fields come from the run-started, whatever the
+		// state says of them; a state a writer broke holds no nil nodes
+		// or items.
+		st.clearRun()
+		for id, n := range st.Nodes {
+			if n == nil {
+				delete(st.Nodes, id)
+				continue
+			}
+			for i, it := range n.Items {
+				if it == nil {
+					n.Items[i] = &ItemState{}
+				}
 			}
 		}
+		err = CheckForkState(graph, &st)
 	}
-	last := s.LastSeq
+	if err != nil {
+		st = State{ForkRefused: forkFailure(err)}
+	}
 	*s = st
 	s.LastSeq, s.Fork = last, fork
-	return nil
+}
+
+// forkFailure is the run's failure for a fork state that was refused.
+func forkFailure(err error) *events.Failure {
+	f := &events.Failure{Type: events.FailureInvalidForkState, Message: "the fork's start state was refused: " + err.Error()}
+	var fe *ForkStateError
+	if errors.As(err, &fe) {
+		f.Details = mustJSON(map[string]any{"problems": fe.Problems})
+	}
+	return f
 }

@@ -10,6 +10,9 @@ import (
 	"github.com/weft-dev/weft/pkg/projection"
 )
 
+// forkGraph is the graph of the forks below: a, then b and c.
+var forkGraph = json.RawMessage(`{"nodes":[{"id":"a"},{"id":"b"},{"id":"c"}],"edges":[{"from":"START","to":"a"},{"from":"a","to":"b"},{"from":"a","to":"c"}]}`)
+
 // ForkState makes ready and running attempts due again (same attempt
 // number), keeps finished nodes, pending signals, retry and deadline
 // timers, drops the re-run attempts' timeouts, and clears the run's own
@@ -30,7 +33,7 @@ func TestForkStateRerunsActiveAttempts(t *testing.T) {
 	}
 	a := events.NodeRef{Node: "a", Iteration: 1}
 	b := events.NodeRef{Node: "b", Iteration: 1}
-	add(&events.RunStartedData{GraphName: "g", Graph: json.RawMessage(`{"nodes":[{"id":"a"},{"id":"b"},{"id":"c"}]}`), Input: json.RawMessage(`{"k":1}`)})
+	add(&events.RunStartedData{GraphName: "g", Graph: forkGraph, Input: json.RawMessage(`{"k":1}`)})
 	add(&events.NodeReadyData{NodeRef: a, Attempt: 1, Queue: "q"})
 	add(&events.NodeInvokedData{NodeRef: a, Attempt: 1, Output: json.RawMessage(`{"x":1}`)})
 	add(&events.NodeReadyData{NodeRef: b, Attempt: 2, Queue: "q", TimeoutMs: 1000,
@@ -65,7 +68,7 @@ func TestForkStateRerunsActiveAttempts(t *testing.T) {
 	}
 
 	fork := &events.ForkRef{RunID: "parent", Position: 5, Seq: 5}
-	start, err := events.New("child", "child", t0.Add(time.Hour), &events.RunStartedData{GraphName: "g", Graph: json.RawMessage(`{"nodes":[{"id":"a"},{"id":"b"},{"id":"c"}]}`), Fork: fork, State: st.Marshal()})
+	start, err := events.New("child", "child", t0.Add(time.Hour), &events.RunStartedData{GraphName: "g", Graph: forkGraph, Fork: fork, State: st.Marshal()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +111,7 @@ func TestForkStateOfACancelledRun(t *testing.T) {
 	}
 	h := events.NodeRef{Node: "h", Iteration: 1}
 	w := events.NodeRef{Node: "w", Iteration: 1}
-	add(&events.RunStartedData{GraphName: "g", Graph: json.RawMessage(`{"nodes":[{"id":"h"},{"id":"w"}]}`)})
+	add(&events.RunStartedData{GraphName: "g", Graph: json.RawMessage(`{"nodes":[{"id":"h","type":"human"},{"id":"w"}]}`)})
 	add(&events.NodeWaitingData{NodeRef: h, For: "signal", Deadline: &deadline})
 	add(&events.NodeReadyData{NodeRef: w, Attempt: 1, Queue: "q"})
 	add(&events.NodeInvokingData{NodeRef: w, Attempt: 1, Delivery: 1, Worker: "x"})
@@ -134,6 +137,9 @@ func TestForkStateOfACancelledRun(t *testing.T) {
 	if st.Cancel != nil || st.EndedAt != nil {
 		t.Errorf("the cancellation is kept: %s", st.Marshal())
 	}
+	if err := projection.CheckForkState(parent.Graph, st); err != nil {
+		t.Errorf("the fork of a cancelled run does not pass the check: %v", err)
+	}
 }
 
 // A map node's items that were ready or running run again; finished ones
@@ -151,6 +157,9 @@ func TestForkStateRerunsMapItems(t *testing.T) {
 	}
 	if st.Nodes["m"].Status != projection.NodeWaiting {
 		t.Errorf("the map node is %s, want waiting", st.Nodes["m"].Status)
+	}
+	if err := projection.CheckForkState(json.RawMessage(`{"nodes":[{"id":"m","type":"echo","map":{"over":"state.xs"},"retry":{"maxAttempts":3}}]}`), st); err != nil {
+		t.Errorf("the fork does not pass the check: %v", err)
 	}
 }
 

@@ -15,14 +15,13 @@ func (s *State) applyRunStarted(e *events.Event, d *events.RunStartedData, at ti
 		return fmt.Errorf("second run-started")
 	}
 	if len(d.State) > 0 {
-		if err := s.applyForkState(d.State, d.Fork); err != nil {
-			return err
-		}
+		s.applyForkState(d.State, d.Fork, d.Graph)
 	} else if d.Fork != nil {
 		s.Fork = d.Fork
 	}
 	s.RunID, s.GraphName, s.GraphDigest, s.Graph = e.RunID, d.GraphName, d.GraphDigest, d.Graph
 	s.Parent, s.Input, s.Invocation, s.Retention = d.Parent, d.Input, d.Invocation, d.Retention
+	s.Nonce = d.Nonce
 	s.Status, s.StartedAt = RunRunning, &at
 	if err := s.configure(d.Graph); err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/pkg/events"
+	"github.com/weft-dev/weft/pkg/graph"
 )
 
 // Limits on signals buffered for nodes that are not waiting for one. A
@@ -20,10 +21,15 @@ const (
 
 // applySignalReceived ends the wait of a node waiting for a signal, or
 // buffers the signal for the node's next wait. A signal is applied once:
-// the same event id again is stale.
+// the same event id again is stale. A signal the node would not take
+// (AcceptsSignal) is refused: it stays in the log, counted in
+// Stats.Refused, and the node keeps waiting.
 func (s *State) applySignalReceived(e *events.Event, d *events.SignalReceivedData, at time.Time) error {
 	if e.ID != "" && s.SignalIDs[e.ID] {
 		return stale("signal %s was applied before", e.ID)
+	}
+	if err := s.AcceptsSignal(d.Node, d.Iteration, d.Data); err != nil {
+		return err
 	}
 	n := s.Nodes[d.Node]
 	if n != nil && n.Status == NodeWaiting && n.WaitingFor == "signal" {
@@ -31,9 +37,6 @@ func (s *State) applySignalReceived(e *events.Event, d *events.SignalReceivedDat
 		s.dropTimers(d.Node)
 		s.finish(d.Node, n, nil, NodeSucceeded, d.Data, nil, at)
 		return nil
-	}
-	if err := s.canBuffer(d.Node); err != nil {
-		return err
 	}
 	s.noteSignal(e.ID)
 	if s.Signals == nil {
@@ -43,15 +46,71 @@ func (s *State) applySignalReceived(e *events.Event, d *events.SignalReceivedDat
 	return nil
 }
 
-// AcceptsSignal reports whether a signal for node would be taken in now:
-// the node waits for one, or the buffers have room. A signal it would not
-// take is refused by the fold (ErrRefused) and only weighs on the run's
-// history; clients check first and say so (the error is why not).
-func (s *State) AcceptsSignal(node string) error {
-	if n := s.Nodes[node]; n != nil && n.Status == NodeWaiting && n.WaitingFor == "signal" {
+// AcceptsSignal says why a signal for node with data would be refused by
+// the fold now, or nil when it would be taken in. It is refused when the
+// run's graph has no such node or the node is not a human node; when
+// iteration is set (the activation the sender answers) and that
+// activation does not wait for a signal; when the node does not accept
+// the data (its outputSchema and config.checks, graph.CheckSignal); and,
+// for a signal without an iteration for a node that does not wait, when
+// the buffers are full. The error wraps ErrRefused; clients check first
+// and say so.
+func (s *State) AcceptsSignal(node string, iteration int, data json.RawMessage) error {
+	def, err := s.nodeDef(node)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrRefused, err)
+	}
+	if def.Type != graph.TypeHuman {
+		return fmt.Errorf("%w: node %q is a %q node, and only human nodes wait for signals", ErrRefused, node, def.Type)
+	}
+	n := s.Nodes[node]
+	waiting := n != nil && n.Status == NodeWaiting && n.WaitingFor == "signal"
+	if iteration > 0 && (!waiting || n.Iteration != iteration) {
+		return fmt.Errorf("%w: node %q is not waiting for a signal (%s)", ErrRefused, node, s.signalNotWaiting(node, iteration))
+	}
+	if err := graph.CheckSignal(def, data, s.VarsMap(), s.InvocationMap()); err != nil {
+		return fmt.Errorf("%w: %w", ErrRefused, err)
+	}
+	if waiting {
 		return nil
 	}
 	return s.canBuffer(node)
+}
+
+// signalNotWaiting says where a human node is, for a signal that came
+// when it was not waiting for one.
+func (s *State) signalNotWaiting(node string, iteration int) string {
+	n := s.Nodes[node]
+	switch {
+	case n == nil || n.Status == NodeIdle:
+		return "the run has not reached it"
+	case n.Status == NodeWaiting && n.WaitingFor == "signal":
+		return fmt.Sprintf("the signal answers its activation %d; activation %d waits now", iteration, n.Iteration)
+	case n.Status.Active():
+		return "it is " + string(n.Status)
+	}
+	return fmt.Sprintf("its activation %d %s", n.Iteration, n.Status)
+}
+
+// nodeDef returns the definition of a top-level node of the run's graph.
+// The graph is decoded once per state.
+func (s *State) nodeDef(node string) (*graph.Node, error) {
+	if s.defs == nil || s.defsOf != s.GraphDigest {
+		var def graph.Definition
+		if err := json.Unmarshal(s.Graph, &def); err != nil {
+			return nil, fmt.Errorf("the run's graph does not decode: %w", err)
+		}
+		s.defs = make(map[string]*graph.Node, len(def.Nodes))
+		for i := range def.Nodes {
+			s.defs[def.Nodes[i].ID] = &def.Nodes[i]
+		}
+		s.defsOf = s.GraphDigest
+	}
+	n := s.defs[node]
+	if n == nil {
+		return nil, fmt.Errorf("%w: graph %q has no node %q", graph.ErrUnknownNode, s.GraphName, node)
+	}
+	return n, nil
 }
 
 func (s *State) canBuffer(node string) error {

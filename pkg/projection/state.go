@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/pkg/events"
+	"github.com/weft-dev/weft/pkg/graph"
 )
 
 // RunStatus is a run's status.
@@ -67,6 +68,14 @@ type State struct {
 	Invocation json.RawMessage `json:"invocation,omitempty"`
 	// Retention is the run's own retention, if it was started with one.
 	Retention string `json:"retention,omitempty"`
+	// Nonce is the run-started's (events.RunStartedData.Nonce): the
+	// unguessable part of the ids of the run's child runs.
+	Nonce string `json:"nonce,omitempty"`
+	// ForkRefused is set when the run's run-started carried a fork's
+	// start state that does not fit the run's graph (CheckForkState): the
+	// state was not taken, and the engine fails the run with this failure
+	// (type events.FailureInvalidForkState, the problems in its details).
+	ForkRefused *events.Failure `json:"forkRefused,omitempty"`
 
 	// Vars is the shared state, key by key.
 	Vars map[string]json.RawMessage `json:"state,omitempty"`
@@ -104,6 +113,11 @@ type State struct {
 	EndedAt   *time.Time `json:"endedAt,omitempty"`
 	// LastSeq is the stream sequence of the last event applied.
 	LastSeq uint64 `json:"lastSeq"`
+
+	// defs are the graph's top-level nodes, decoded from Graph when a
+	// signal needs them (defsOf is the digest they were decoded for).
+	defs   map[string]*graph.Node
+	defsOf string
 }
 
 // runConfig is what the fold itself needs from the graph: how to merge

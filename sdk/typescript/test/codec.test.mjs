@@ -5,7 +5,7 @@
 // against the protocol's worked examples.
 import assert from 'node:assert/strict'
 import { after, before, test } from 'node:test'
-import { encode, newEvent, EventType, decisionId, idempotencyKey, slot, newRunId, marshalJSON, NotJSONError } from '../dist/index.js'
+import { encode, decode, newEvent, EventType, decisionId, idempotencyKey, slot, newRunId, newNonce, marshalJSON, NotJSONError, startedSubject, childStartedSubject } from '../dist/index.js'
 import {
   encodeHeartbeat,
   encodeNodeCancelled,
@@ -115,6 +115,7 @@ test('a client’s events are written as Go writes them', async () => {
       type: EventType.RunStarted,
       data: encodeRunStarted({ graphName: 'g', graphDigest: 'sha256:00', graph, input: marshalJSON({ name: tricky, n: 1 }), invocation: marshalJSON({ tier: 'premium' }), startedBy: 'ada@host', retention: '720h0m0s' }),
     }),
+    newEvent({ runId: run, id: run, type: EventType.RunStarted, data: encodeRunStarted({ graphName: 'g', graphDigest: 'sha256:00', graph, startedBy: 'ada@host', nonce: newNonce() }) }),
     newEvent({ runId: run, id: `${run}:cancelreq:`, type: EventType.RunCancelRequested, data: encodeRunCancelRequested({ by: 'ada', reason: tricky }) }),
     newEvent({ runId: run, id: `${run}:cancelreq:terminate`, type: EventType.RunCancelRequested, data: encodeRunCancelRequested({ by: 'ada', terminate: true }) }),
     newEvent({ runId: run, id: `${run}:signal:s-1`, type: EventType.SignalReceived, nodeId: 'approve', data: encodeSignalReceived({ node: 'approve', data: marshalJSON({ ok: true }), by: 'ada' }) }),
@@ -122,6 +123,23 @@ test('a client’s events are written as Go writes them', async () => {
   ]
   for (const ev of cases) await sameAsGo(ev)
   for (const ev of cases) await sameAsGo(traced(ev))
+})
+
+test('only a child run’s start, on its decision subject, may name a parent', () => {
+  const graph = '{"name":"g","nodes":[],"edges":[]}'
+  const body = (parent) => Buffer.from(JSON.stringify({ graphName: 'g', graphDigest: 'sha256:00', graph: JSON.parse(graph), ...(parent ? { parent } : {}) }))
+  const w = encode(newEvent({ runId: run, id: run, type: EventType.RunStarted, data: encodeRunStarted({ graphName: 'g', graphDigest: 'sha256:00', graph }) }))
+  const parent = { runId: 'victim1', ref: { node: 'child', iteration: 1 } }
+  const hdr = new Map(w.headers)
+  const reader = { keys: () => [...hdr.keys()], get: (k) => hdr.get(k) ?? '' }
+  // A client's start naming a parent: someone passing a run off as another run's child.
+  assert.throws(() => decode(startedSubject(run), reader, body(parent)), (err) => err.code === 'Misplaced' && /victim1/.test(err.message))
+  // The coordinator's child start is read; one there that names no parent is not.
+  assert.equal(decode(childStartedSubject(run), reader, body(parent)).type, EventType.RunStarted)
+  assert.equal(decode(childStartedSubject(run), reader, body(parent)).decision, true)
+  assert.throws(() => decode(childStartedSubject(run), reader, body(undefined)), (err) => err.code === 'Misplaced')
+  assert.equal(decode(startedSubject(run), reader, body(undefined)).type, EventType.RunStarted)
+  assert.match(newNonce(), /^[0-9a-v]{26}$/)
 })
 
 test('times are written as Go’s RFC 3339 with nanoseconds', async () => {
@@ -141,7 +159,10 @@ test('ids, slots and idempotency keys follow the protocol’s formulas', () => {
   assert.equal(idempotencyKey(run, { node: 'charge', iteration: 1, item: 2 }, 3), 'e4944459484f393f6e0b13d982e5a7d4')
   const id = newRunId()
   assert.match(id, /^[0-9a-v]{26}$/)
-  assert.ok(newRunId() >= id, 'run ids sort by time')
+  // The first 48 bits are the milliseconds (the first 9 characters hold
+  // 45 of them); within one millisecond the rest is random.
+  const later = newRunId()
+  assert.ok(later.slice(0, 9) >= id.slice(0, 9), `run ids sort by time: ${later} after ${id}`)
 })
 
 test('values that are not JSON are refused with where they are', () => {

@@ -139,6 +139,29 @@ test('a run of TypeScript nodes completes, and its log says so as Go would write
   assert.equal(slot(run).length, 2)
 })
 
+test('a child run’s node, started by the coordinator on the child’s decision subject, runs on this worker with its config', async () => {
+  const g = {
+    name: 'parent',
+    graphs: { kid: { name: 'kid', nodes: [{ id: 'cfg', type: 'configured', queue, config: { answer: 7 } }], edges: [START('cfg'), { from: 'cfg', to: 'END' }] } },
+    nodes: [{ id: 'sub', type: 'subgraph', config: { graph: 'kid' } }],
+    edges: [START('sub'), { from: 'sub', to: 'END' }],
+  }
+  const run = await client.start(g, { invocation: { tier: 'gold' } })
+  const st = await client.wait(run, { timeout: 30_000 })
+  assert.equal(st.status, 'completed', JSON.stringify(st))
+  const started = ofType(await logOf(run), 'child.started')
+  assert.equal(started.length, 1)
+  const child = started[0].payload.childRunId
+  const kid = await logOf(child)
+  assert.equal(kid[0].type, 'dev.weft.run.started.v1')
+  assert.equal(kid[0].decision, true, 'the child’s start is a decision')
+  assert.equal(kid[0].payload.parent.runId, run)
+  const invoked = ofType(kid, 'node.invoked')
+  assert.equal(invoked.length, 1)
+  assert.deepEqual(invoked[0].payload.output.config, { answer: 7 })
+  assert.deepEqual(invoked[0].payload.output.invocation, { tier: 'gold' })
+})
+
 test('bad nodes get a located failure in the log, and the worker keeps serving', async () => {
   const cases = [
     ['throwString', 'Error', true, /^boom$/],

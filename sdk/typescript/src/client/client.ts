@@ -11,7 +11,7 @@ import { context as otelContext, SpanKind, trace, type TracerProvider } from '@o
 import { connect, type Connection, type ConnectOptions } from '../connect.js'
 import { decode, newEvent, type WeftEvent } from '../events/envelope.js'
 import { WeftError } from '../events/errors.js'
-import { decisionId, newRunId } from '../events/ids.js'
+import { decisionId, newNonce, newRunId } from '../events/ids.js'
 import { encodeRunCancelRequested, encodeRunStarted, encodeSignalReceived } from '../events/payloads.js'
 import { EventType, MaxTokenLen, startedSubject, terminalSubjects, validToken } from '../events/subjects.js'
 import { type Graph, loadGraphFile, parseGraph } from '../graph/graph.js'
@@ -138,6 +138,7 @@ export class Client {
         ...(invocation !== undefined ? { invocation } : {}),
         startedBy: this.identity,
         ...(retention !== undefined ? { retention } : {}),
+        nonce: newNonce(),
       }),
     })
     const span = this.tracer.startSpan(`run ${graph.name}`, {

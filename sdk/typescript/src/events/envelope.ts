@@ -6,7 +6,7 @@
 // on a subject that accepts its type, with a payload that decodes.
 
 import { WeftError } from './errors.js'
-import { acceptedOn, EventType, type EventType as EventTypeT, knownType, parseSubject, runBase, Source, subjectFor } from './subjects.js'
+import { acceptedOn, Class, EventType, type EventType as EventTypeT, knownType, parseSubject, runBase, Source, subjectFor } from './subjects.js'
 
 /** Event is a Weft event: the CloudEvents attributes Weft uses, and the payload's JSON. */
 export interface WeftEvent {
@@ -221,6 +221,19 @@ export function decodeWithPayload(subject: string, hdr: HeaderReader | undefined
   if (e.type === EventType.NodeReady) {
     const q = (payload as { queue?: unknown } | null)?.queue
     if (q !== p.queue) throw new WeftError('Misplaced', `event type not accepted on its subject: ${subject}: a work item of queue ${JSON.stringify(q ?? '')}`)
+  }
+  if (e.type === EventType.RunStarted) {
+    // Only a run's coordinator starts its child runs, on the child's
+    // decision subject: a start naming a parent anywhere else is someone
+    // passing a run off as another run's child (Go's ParentClaimError).
+    const parent = (payload as { parent?: { runId?: unknown } } | null)?.parent
+    const named = parent !== undefined && parent !== null
+    if (named && p.cls !== Class.Coordinator) {
+      throw new WeftError('Misplaced', `event type not accepted on its subject: ${subject}: a run-started naming parent run ${String(parent.runId ?? '')} is not the coordinator's; only a run's coordinator starts its child runs`)
+    }
+    if (!named && p.cls === Class.Coordinator) {
+      throw new WeftError('Misplaced', `event type not accepted on its subject: ${subject}: a run-started on a decision subject starts a child run and must name its parent`)
+    }
   }
   return { event: e, payload }
 }

@@ -56,6 +56,11 @@ export function idempotencyKey(runId: string, ref: NodeRef, attempt: number): st
   return h.subarray(0, 16).toString('hex')
 }
 
+/** newNonce is a random nonce for a run's start: 26 characters, 128 random bits (Go's NewNonce). */
+export function newNonce(): string {
+  return base32(randomBytes(16))
+}
+
 /** newRunId is a new run id: 26 characters, sortable by creation time. */
 export function newRunId(): string {
   const b = new Uint8Array(16)

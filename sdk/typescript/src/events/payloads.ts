@@ -164,6 +164,8 @@ export interface RunStartedOut {
   invocation?: string
   startedBy?: string
   retention?: string
+  /** nonce: random; the ids of the run's child runs are derived from it (newNonce). */
+  nonce?: string
 }
 
 export function encodeRunStarted(d: RunStartedOut): string {
@@ -175,6 +177,7 @@ export function encodeRunStarted(d: RunStartedOut): string {
     .rawOpt('invocation', d.invocation)
     .str('startedBy', d.startedBy ?? '', true)
     .str('retention', d.retention ?? '', true)
+    .str('nonce', d.nonce ?? '', true)
     .done()
 }
 

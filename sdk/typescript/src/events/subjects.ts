@@ -131,9 +131,18 @@ export function workerFilter(queue: string): string {
   return `weft.r.*.*.w.${queue}.>`
 }
 
-/** startedSubject is the subject of a run's run-started event. */
+/** startedSubject is the subject of a run's run-started event when a client started it. */
 export function startedSubject(runId: string): string {
   return runBase(runId) + 'c.started'
+}
+
+/**
+ * childStartedSubject is the subject of a child run's run-started event: a
+ * decision of the child run, which only its parent's coordinator writes. It
+ * is the only place a run-started may name a parent.
+ */
+export function childStartedSubject(runId: string): string {
+  return runBase(runId) + 'd.started'
 }
 
 /** terminalSubjects are the subjects of a run's ending decisions. */
@@ -189,7 +198,9 @@ export function parseSubject(subject: string): Place | undefined {
 /** acceptedOn reports whether an event of type t may stand where p says. */
 export function acceptedOn(t: EventType, p: Place): boolean {
   const { kind, cls } = table[t]
-  const alsoDecision = (t === EventType.NodeInvoked || t === EventType.NodeFailed) && p.cls === Class.Coordinator
+  // node.invoked and node.failed are also decisions (a router's outcome, a
+  // fallback, a timed-out attempt), and so is a child run's run-started.
+  const alsoDecision = (t === EventType.NodeInvoked || t === EventType.NodeFailed || t === EventType.RunStarted) && p.cls === Class.Coordinator
   return p.kind === kind && (p.cls === cls || alsoDecision)
 }
 

@@ -8,11 +8,11 @@
 // LRU; the node specs are shared by the runs of one graph digest. A work
 // item that carries config, schemas or invocation itself is used as it is.
 
-import { decode } from '../events/envelope.js'
-import { EventType, startedSubject } from '../events/subjects.js'
+import { decode, type WeftEvent } from '../events/envelope.js'
+import { childStartedSubject, EventType, startedSubject } from '../events/subjects.js'
 import { FailureType, type NodeReadyData } from '../events/payloads.js'
 import type { Store } from '../store.js'
-import { sleep } from '../internal/util.js'
+import { errorMessage, sleep } from '../internal/util.js'
 import { nonRetryable } from './errors.js'
 
 const runStartCache = 16384
@@ -87,17 +87,37 @@ export class RunReader {
     return p
   }
 
-  private async readStart(run: string): Promise<RunStart> {
-    const subject = startedSubject(run)
-    let m = await this.store.lastOn(subject)
-    // A replica that is behind may answer on a replicated stream.
-    for (let tries = 1; m === undefined && tries < 8 && this.store.replicas > 1; tries++) {
-      await sleep(tries * 40)
-      m = await this.store.lastOn(subject)
+  // lastStart reads the run's start: the last message on its client's start
+  // subject (most runs), then, when there is none there or it is not a start
+  // the engine accepts (a client's start claiming a parent, which anyone may
+  // write on a child run's client subject), on the coordinator's (a child
+  // run's). undefined when neither subject has a message; an error when the
+  // one found was refused.
+  private async lastStart(run: string): Promise<WeftEvent | undefined> {
+    let refused: unknown
+    for (const subject of [startedSubject(run), childStartedSubject(run)]) {
+      const m = await this.store.lastOn(subject)
+      if (m === undefined) continue
+      try {
+        const ev = decode(m.subject, m.headers, m.data)
+        if (ev.type !== EventType.RunStarted) throw new Error(`a ${ev.type} event`)
+        return ev
+      } catch (err) {
+        refused ??= err
+      }
     }
-    if (m === undefined) throw new StartNotFound(`run ${run}: the run's run-started event is not in the stream`)
-    const ev = decode(m.subject, m.headers, m.data)
-    if (ev.type !== EventType.RunStarted) throw new Error(`run ${run}: its start: a ${ev.type} event`)
+    if (refused !== undefined) throw new Error(`run ${run}: its start: ${errorMessage(refused)}`)
+    return undefined
+  }
+
+  private async readStart(run: string): Promise<RunStart> {
+    let ev = await this.lastStart(run)
+    // A replica that is behind may answer on a replicated stream.
+    for (let tries = 1; ev === undefined && tries < 8 && this.store.replicas > 1; tries++) {
+      await sleep(tries * 40)
+      ev = await this.lastStart(run)
+    }
+    if (ev === undefined) throw new StartNotFound(`run ${run}: the run's run-started event is not in the stream`)
     const started = JSON.parse(ev.data) as { graphDigest?: string; graph?: { nodes?: ({ id?: string } & NodeSpec)[] }; invocation?: unknown }
     const digest = started.graphDigest ?? ''
     let nodes = digest !== '' ? this.graphs.get(digest) : undefined

@@ -1,0 +1,61 @@
+package projection_test
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/weft-dev/weft/pkg/events"
+	"github.com/weft-dev/weft/pkg/projection"
+)
+
+// refused applies p and fails the test unless the fold refuses it, with
+// an error that says want, and it changes nothing but the counters.
+func (r *run) refused(p events.Payload, want string) {
+	r.t.Helper()
+	before := r.s.Clone()
+	err := r.apply(p)
+	if !errors.Is(err, projection.ErrRefused) || !strings.Contains(err.Error(), want) {
+		r.t.Fatalf("%s: got %v, want refused with %q", p.EventType(), err, want)
+	}
+	r.sameBut(before, func(s *projection.State) { s.Stats.Refused++; s.UpdatedAt = before.UpdatedAt })
+}
+
+// Signals that mean nothing are refused by the fold and never move the
+// run: to a node that is not a human node, to a node the graph lacks, to
+// an activation that does not wait (the signal names the one it answers),
+// and data the waiting node does not accept.
+func TestSignalsRefusedByTheFold(t *testing.T) {
+	r := newRun(t)
+	r.refused(&events.SignalReceivedData{Node: "a", Data: json.RawMessage(`{}`)}, `node "a" is a "echo" node, and only human nodes wait for signals`)
+	r.refused(&events.SignalReceivedData{Node: "ghost"}, `graph "g" has no node "ghost"`)
+	r.refused(&events.SignalReceivedData{Node: "h", Iteration: 1}, `node "h" is not waiting for a signal (the run has not reached it)`)
+
+	r.ok(&events.NodeReadyData{NodeRef: ref("a", 1), Attempt: 1, Queue: "default"})
+	r.ok(&events.NodeInvokedData{NodeRef: ref("a", 1), Attempt: 1, Updates: map[string]json.RawMessage{"limit": json.RawMessage(`100`)}})
+	r.ok(&events.NodeWaitingData{NodeRef: ref("approve", 1), For: "signal"})
+	r.refused(&events.SignalReceivedData{Node: "approve", Iteration: 1},
+		`node "approve": the signal has no data, and its outputSchema requires "approved"`)
+	r.refused(&events.SignalReceivedData{Node: "approve", Iteration: 1, Data: json.RawMessage(`{"ok":true}`)},
+		`does not fit its outputSchema: missing field "approved"`)
+	r.refused(&events.SignalReceivedData{Node: "approve", Iteration: 1, Data: json.RawMessage(`{"approved":"yes"}`)},
+		`/approved: got string, want boolean`)
+	r.refused(&events.SignalReceivedData{Node: "approve", Iteration: 2, Data: json.RawMessage(`{"approved":false}`)},
+		`the signal answers its activation 2; activation 1 waits now`)
+	if n := r.s.Nodes["approve"]; n.Status != projection.NodeWaiting {
+		t.Fatalf("after refused signals the node is %s, want waiting", n.Status)
+	}
+	r.refused(&events.SignalReceivedData{Node: "approve", Iteration: 1, Data: json.RawMessage(`{"approved":true,"amount":500}`)},
+		`the amount is over the limit (config.checks[0]: !output.approved || output.amount <= state.limit)`)
+	if n := r.s.Nodes["approve"]; n.Status != projection.NodeWaiting {
+		t.Fatalf("after refused signals the node is %s, want waiting", n.Status)
+	}
+	r.ok(&events.SignalReceivedData{Node: "approve", Iteration: 1, Data: json.RawMessage(`{"approved":true,"amount":50}`)})
+	if n := r.s.Nodes["approve"]; n.Status != projection.NodeSucceeded || string(n.Output) != `{"approved":true,"amount":50}` {
+		t.Fatalf("node %s output %s", n.Status, n.Output)
+	}
+	// Answered: a signal for that activation now comes too late.
+	r.refused(&events.SignalReceivedData{Node: "approve", Iteration: 1, Data: json.RawMessage(`{"approved":true}`)},
+		`its activation 1 succeeded`)
+}
