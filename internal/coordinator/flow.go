@@ -67,7 +67,7 @@ func (c *Coordinator) flowOptions(ctx context.Context) (engine.Options, func() e
 		if first != nil {
 			return engine.Admission{}
 		}
-		h := flow.Holder{Run: r.Run, Node: r.Ref.Node, Iteration: r.Ref.Iteration, Attempt: r.Attempt}
+		h := flow.Holder{Run: r.Run, Node: r.Ref.Node, Iteration: r.Ref.Iteration, Attempt: r.Attempt, Priority: r.Priority, Fairness: r.Fairness}
 		g, err := c.flow.Acquire(ctx, slotOf(r.Slot), h)
 		switch {
 		case flow.Final(err):

@@ -52,10 +52,14 @@ type Reservation struct {
 
 // AdmitRequest asks for a slot for one attempt.
 type AdmitRequest struct {
-	Run     string
-	Ref     events.NodeRef
-	Attempt int
-	Slot    events.SlotRef
+	// Priority (1 to 5) and Fairness are the run's: they rank the
+	// attempt among the key's waiters.
+	Priority int
+	Fairness string
+	Run      string
+	Ref      events.NodeRef
+	Attempt  int
+	Slot     events.SlotRef
 }
 
 // Admission answers an AdmitRequest.
@@ -104,12 +108,21 @@ func (d *decider) admit(ref events.NodeRef, attempt int, slot *events.SlotRef) (
 	if d.admitFn == nil {
 		return true, true
 	}
-	a := d.admitFn(AdmitRequest{Run: d.s.RunID, Ref: ref, Attempt: attempt, Slot: *slot})
+	a := d.admitFn(AdmitRequest{Priority: priorityOf(d.s.Priority), Fairness: d.s.FairnessKey, Run: d.s.RunID, Ref: ref, Attempt: attempt, Slot: *slot})
 	if a.Failure != nil {
 		d.failRun(*a.Failure, ref.Node)
 		return false, false
 	}
 	return a.Granted, true
+}
+
+// priorityOf is a run's priority, the default when it names none and
+// within the bounds otherwise.
+func priorityOf(p int) int {
+	if p == 0 {
+		return eventlog.DefaultPriority
+	}
+	return min(max(p, eventlog.MinPriority), eventlog.MaxPriority)
 }
 
 // waitForSlot records an attempt waiting for its slot.

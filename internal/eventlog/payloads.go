@@ -139,7 +139,21 @@ type RunStartedData struct {
 	// started without one (by a Weft before it, or a client that sets
 	// none) get child ids without that part.
 	Nonce string `json:"nonce,omitempty"`
+	// Priority (1, lowest, to 5, highest; absent: 3) and FairnessKey rank
+	// the run's attempts where they wait for a concurrency slot: higher
+	// priorities first; within a priority, fairness keys take turns, so a
+	// key with few waiting is not queued behind one with many. A child
+	// run inherits both (internal/flow).
+	Priority    int    `json:"priority,omitempty"`
+	FairnessKey string `json:"fairnessKey,omitempty"`
 }
+
+// Priorities of runs.
+const (
+	MinPriority     = 1
+	DefaultPriority = 3
+	MaxPriority     = 5
+)
 
 // ForkRef links a forked run to the run and point it was forked from.
 type ForkRef struct {

@@ -33,6 +33,22 @@
 // node.waiting {for: "slot", slot: {limit, key}, attempt} in the run's
 // log: waiting is visible in the log, in 'weft status' and in the UI.
 //
+// # Priorities and fairness
+//
+// A run carries a priority (1 to 5, default 3) and a fairness key (a
+// tenant, a user) from its start, and its child runs inherit both. They
+// rank the waiters of a key (Entry.next): higher priorities first; within
+// a priority, fairness keys take turns, counted by Served, the slots
+// granted per fairness key (less the least count among the keys still
+// there, so the counts stay small); within a fairness key, first come
+// first served. A key with 10 runs waiting is thus let in turn by turn
+// with a key that has 10,000, whatever order they came in. Priorities and
+// fairness act where work waits for a slot, in the same compare-and-set
+// state; NATS 2.12's consumer priority groups rank pull requests (which
+// client gets the next message), not messages, so they cannot order a
+// queue's work by a run's priority: a run that needs its priority to
+// count goes through a concurrency limit.
+//
 // # Giving a slot back
 //
 // When the coordinator folds an event after which a holder's attempt is no

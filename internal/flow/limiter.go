@@ -52,6 +52,17 @@ type Holder struct {
 	Iteration int       `json:"iter"`
 	Attempt   int       `json:"attempt"`
 	Since     time.Time `json:"since"`
+	// Priority (1 to 5; 0 is the default, 3) and Fairness are the run's:
+	// they rank the attempt among the key's waiters (Entry.next).
+	Priority int    `json:"prio,omitempty"`
+	Fairness string `json:"fair,omitempty"`
+}
+
+func (h Holder) priority() int {
+	if h.Priority == 0 {
+		return 3
+	}
+	return h.Priority
 }
 
 // ID names the attempt: run/node/iteration/attempt.
@@ -70,9 +81,89 @@ type Entry struct {
 	Max     int      `json:"max"`
 	Holders []Holder `json:"holders,omitempty"`
 	Waiters []Holder `json:"waiters,omitempty"`
+	// Served counts the slots granted per fairness key, less the least
+	// count among the keys still holding or waiting: the keys' turns.
+	Served map[string]int `json:"served,omitempty"`
+}
+
+// grant moves h (a waiter at index i, or -1) to the holders and counts
+// the turn of its fairness key.
+func (e *Entry) grant(h Holder, i int) {
+	if i >= 0 {
+		e.Waiters = slices.Delete(e.Waiters, i, i+1)
+	}
+	e.Holders = append(e.Holders, h)
+	if e.Served == nil {
+		e.Served = map[string]int{}
+	}
+	e.Served[h.Fairness]++
+	e.normalize()
+}
+
+// normalize keeps Served small: keys with nothing held or waiting are
+// forgotten, and the least count is taken off every count.
+func (e *Entry) normalize() {
+	present := map[string]bool{}
+	for _, h := range e.Holders {
+		present[h.Fairness] = true
+	}
+	for _, h := range e.Waiters {
+		present[h.Fairness] = true
+	}
+	least := -1
+	for k := range present {
+		if _, ok := e.Served[k]; !ok {
+			least = 0 // a key not served yet counts 0
+		}
+	}
+	for k, n := range e.Served {
+		if !present[k] {
+			delete(e.Served, k)
+			continue
+		}
+		if least < 0 || n < least {
+			least = n
+		}
+	}
+	for k := range e.Served {
+		e.Served[k] -= least
+	}
+	if len(e.Served) == 0 {
+		e.Served = nil
+	}
 }
 
 func (e *Entry) free() int { return max(e.Max-len(e.Holders), 0) }
+
+// next ranks the waiters and returns the first n: higher priorities
+// first; within a priority, fairness keys take turns (the first waiter of
+// each key, in the order the keys' first waiters came, then the second of
+// each, and so on); within a key, first come first served. Without
+// priorities or fairness keys this is the order they came in.
+func (e *Entry) next(n int) []Holder {
+	type ranked struct {
+		h          Holder
+		turn, from int
+	}
+	turns := map[string]int{}
+	rs := make([]ranked, len(e.Waiters))
+	for i, h := range e.Waiters {
+		k := strconv.Itoa(h.priority()) + "\x00" + h.Fairness
+		rs[i] = ranked{h: h, turn: e.Served[h.Fairness] + turns[k], from: i}
+		turns[k]++
+	}
+	slices.SortStableFunc(rs, func(a, b ranked) int {
+		if a.h.priority() != b.h.priority() {
+			return b.h.priority() - a.h.priority()
+		}
+		return a.turn - b.turn
+	})
+	out := make([]Holder, 0, min(n, len(rs)))
+	for _, r := range rs[:min(n, len(rs))] {
+		out = append(out, r.h)
+	}
+	return out
+}
 
 func indexOf(hs []Holder, h Holder) int {
 	return slices.IndexFunc(hs, h.same)
@@ -162,14 +253,20 @@ func (l *Limiter) Acquire(ctx context.Context, s Slot, h Holder) (Grant, error) 
 		}
 		i := indexOf(e.Waiters, h)
 		free := e.free()
-		switch {
-		case i < 0 && len(e.Waiters) == 0 && free > 0, i >= 0 && i < free:
-			if i >= 0 {
-				e.Waiters = slices.Delete(e.Waiters, i, i+1)
+		if free > 0 {
+			// Its place among the waiters, itself included.
+			line := e
+			if i < 0 {
+				line = &Entry{Waiters: append(slices.Clone(e.Waiters), h)}
 			}
-			e.Holders = append(e.Holders, h)
-			g = Grant{Granted: true}
-			return true, nil
+			line.Served = e.Served
+			if indexOf(line.next(free), h) >= 0 {
+				e.grant(h, i)
+				g = Grant{Granted: true}
+				return true, nil
+			}
+		}
+		switch {
 		case i >= 0:
 			g = Grant{Position: i}
 			return false, nil
@@ -207,7 +304,10 @@ func (l *Limiter) Release(ctx context.Context, s Slot, h Holder) ([]Holder, erro
 		if i := indexOf(e.Waiters, h); i >= 0 {
 			e.Waiters, changed = slices.Delete(e.Waiters, i, i+1), true
 		}
-		wake = slices.Clone(e.Waiters[:min(e.free(), len(e.Waiters))])
+		if changed {
+			e.normalize()
+		}
+		wake = e.next(e.free())
 		return changed, nil
 	})
 	return wake, err

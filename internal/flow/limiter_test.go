@@ -203,3 +203,46 @@ func TestReserve(t *testing.T) {
 		t.Fatalf("idle rate key kept: %+v", rs)
 	}
 }
+
+// Waiters are let in by priority, then by fairness key in turns, then in
+// the order they came: a key with 2 waiting is not queued behind one with
+// 6, and a priority-5 attempt goes before both.
+func TestWakeOrder(t *testing.T) {
+	ctx := t.Context()
+	l := open(t, nil)
+	s := flow.Slot{Limit: "fair", Max: 1}
+	if g, _ := l.Acquire(ctx, s, holder("first", 1)); !g.Granted {
+		t.Fatal("the first was refused")
+	}
+	var order []string
+	ask := func(run, fairness string, prio int) {
+		h := flow.Holder{Run: run, Node: "n", Iteration: 1, Attempt: 1, Fairness: fairness, Priority: prio}
+		if g, err := l.Acquire(ctx, s, h); err != nil || g.Granted {
+			t.Fatalf("%s: %+v %v, want waiting", run, g, err)
+		}
+	}
+	for i := range 6 {
+		ask(fmt.Sprint("big", i), "big", 0)
+	}
+	ask("small0", "small", 0)
+	ask("small1", "small", 0)
+	ask("urgent", "big", 5)
+	cur := holder("first", 1)
+	for range 9 {
+		wake, err := l.Release(ctx, s, cur)
+		if err != nil || len(wake) != 1 {
+			t.Fatalf("release: %v %v", wake, err)
+		}
+		g, err := l.Acquire(ctx, s, wake[0])
+		if err != nil || !g.Granted {
+			t.Fatalf("the woken %s was refused: %+v %v", wake[0].Run, g, err)
+		}
+		order = append(order, wake[0].Run)
+		cur = wake[0]
+	}
+	// urgent is of key big: small has its turn next.
+	want := "[urgent small0 big0 small1 big1 big2 big3 big4 big5]"
+	if fmt.Sprint(order) != want {
+		t.Fatalf("let in %v, want %s", order, want)
+	}
+}

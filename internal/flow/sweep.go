@@ -64,7 +64,7 @@ func (l *Limiter) Sweep(ctx context.Context, mine func(run string) bool, live Li
 		if cur == nil {
 			continue
 		}
-		for _, h := range cur.Waiters[:min(cur.free(), len(cur.Waiters))] {
+		for _, h := range cur.next(cur.free()) {
 			if mine(h.Run) {
 				if err := wake(ctx, s, h); err != nil {
 					errs = append(errs, err)

@@ -91,14 +91,21 @@ const (
 	FailurePayloadTooLarge = eventlog.FailurePayloadTooLarge
 	FailureFlowLimit       = eventlog.FailureFlowLimit
 	FailureRateLimited     = eventlog.FailureRateLimited
-	FailureUnknownType     = eventlog.FailureUnknownType
-	FailureCancelled       = eventlog.FailureCancelled
-	FailureValidation      = eventlog.FailureValidation
-	FailureIterationCap    = eventlog.FailureIterationCap
-	FailureNoPathToEnd     = eventlog.FailureNoPathToEnd
-	FailureCondition       = eventlog.FailureCondition
-	FailurePanic           = eventlog.FailurePanic
-	FailureInvalidGraph    = eventlog.FailureInvalidGraph
+)
+
+// Priorities of runs (RunStartedData.Priority).
+const (
+	MinPriority         = eventlog.MinPriority
+	DefaultPriority     = eventlog.DefaultPriority
+	MaxPriority         = eventlog.MaxPriority
+	FailureUnknownType  = eventlog.FailureUnknownType
+	FailureCancelled    = eventlog.FailureCancelled
+	FailureValidation   = eventlog.FailureValidation
+	FailureIterationCap = eventlog.FailureIterationCap
+	FailureNoPathToEnd  = eventlog.FailureNoPathToEnd
+	FailureCondition    = eventlog.FailureCondition
+	FailurePanic        = eventlog.FailurePanic
+	FailureInvalidGraph = eventlog.FailureInvalidGraph
 	// FailureInvalidForkState fails a forked run whose start state does
 	// not fit its graph; FailureChildRunPreempted a subgraph node whose
 	// child run's id held another writer's events.

@@ -71,6 +71,10 @@ type State struct {
 	// Nonce is the run-started's (events.RunStartedData.Nonce): the
 	// unguessable part of the ids of the run's child runs.
 	Nonce string `json:"nonce,omitempty"`
+	// Priority and FairnessKey are the run's, from its start (see
+	// events.RunStartedData).
+	Priority    int    `json:"priority,omitempty"`
+	FairnessKey string `json:"fairnessKey,omitempty"`
 	// ForkRefused is set when the run's run-started carried a fork's
 	// start state that does not fit the run's graph (CheckForkState): the
 	// state was not taken, and the engine fails the run with this failure
