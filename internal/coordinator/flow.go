@@ -191,9 +191,8 @@ func (c *Coordinator) backoffRate(ctx context.Context, ent *runEntry, id string,
 const maxBackoff = time.Hour
 
 // wake makes the owner of a waiting attempt's run decide it again: a
-// timer.fired notice (purpose "slot") scheduled for now, which the
-// holder of the run's partition appends to the run (relay.go). Wakes of
-// one activation share a schedule subject, so a burst of them is one.
+// timer.fired notice (purpose "slot") appended to the run, which its
+// partition's owner folds (it changes nothing in the state) and decides.
 func (c *Coordinator) wake(ctx context.Context, h flow.Holder) error {
 	now := c.opts.now().UTC()
 	id := "slot-" + h.Node + "-" + strconv.Itoa(h.Iteration)
@@ -203,7 +202,10 @@ func (c *Coordinator) wake(ctx context.Context, h flow.Holder) error {
 	if err != nil {
 		return err
 	}
-	if err := c.store.Schedule(ctx, ev, id, now); err != nil {
+	// Appended at once, as the timers' relay appends a fired timer: a
+	// message schedule would fire on the server's next tick (about
+	// 250ms), a delay every hand-over of a slot would pay.
+	if _, err := c.store.Append(ctx, h.Run, events.AnySeq, ev); err != nil && !errors.Is(err, events.ErrRunNotFound) {
 		return fmt.Errorf("waking run %s for its slot: %w", h.Run, err)
 	}
 	return nil

@@ -357,14 +357,12 @@ func (l *Limiter) get(ctx context.Context, key string) (*Entry, uint64, error) {
 	return &e, rev, nil
 }
 
-// put writes e at revision rev (0: the key must not exist), or deletes
-// the key when e is empty.
+// put writes e at revision rev (0: the key must not exist). An entry
+// left empty is kept, so that the next attempt of the key does not create
+// it again (and count the limit's keys): the sweep deletes it once idle.
 func (l *Limiter) put(ctx context.Context, key string, e *Entry, rev uint64) error {
-	if len(e.Holders) == 0 && len(e.Waiters) == 0 {
-		if rev == 0 {
-			return nil
-		}
-		return l.kv.Put(ctx, key, nil, rev)
+	if len(e.Holders) == 0 && len(e.Waiters) == 0 && rev == 0 {
+		return nil
 	}
 	b, err := json.Marshal(e)
 	if err != nil {
@@ -402,6 +400,11 @@ type revEntry struct {
 }
 
 func (l *Limiter) entries(ctx context.Context) ([]revEntry, error) {
+	return l.scan(ctx, false)
+}
+
+// scan lists the concurrency entries, the empty ones too when all.
+func (l *Limiter) scan(ctx context.Context, all bool) ([]revEntry, error) {
 	keys, err := l.kv.Keys(ctx, "c.")
 	if err != nil {
 		return nil, fmt.Errorf("listing the flow bucket: %w", err)
@@ -412,7 +415,7 @@ func (l *Limiter) entries(ctx context.Context) ([]revEntry, error) {
 		if err != nil {
 			return nil, err
 		}
-		if e != nil {
+		if e != nil && (all || len(e.Holders) > 0 || len(e.Waiters) > 0) {
 			out = append(out, revEntry{Entry: *e, key: k, rev: rev})
 		}
 	}

@@ -67,7 +67,7 @@ func TestAcquireFIFOAndRelease(t *testing.T) {
 	}
 	es, err := l.Entries(ctx)
 	if err != nil || len(es) != 1 || es[0].Key != "tenant-b" {
-		t.Fatalf("entries %+v %v: the empty key should be gone", es, err)
+		t.Fatalf("entries %+v %v: the empty key should not be listed", es, err)
 	}
 }
 

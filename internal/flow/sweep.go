@@ -22,7 +22,7 @@ func (l *Limiter) Sweep(ctx context.Context, mine func(run string) bool, live Li
 	if err := l.dropIdleRates(ctx); err != nil {
 		return 0, err
 	}
-	es, err := l.entries(ctx)
+	es, err := l.scan(ctx, true)
 	if err != nil {
 		return 0, err
 	}
@@ -30,6 +30,13 @@ func (l *Limiter) Sweep(ctx context.Context, mine func(run string) bool, live Li
 	reclaimed := 0
 	var errs []error
 	for _, e := range es {
+		if len(e.Holders) == 0 && len(e.Waiters) == 0 {
+			// Idle since the last change: deleted, at its revision.
+			if err := l.kv.Put(ctx, e.key, nil, e.rev); err != nil && !errors.Is(err, ErrConflict) {
+				errs = append(errs, err)
+			}
+			continue
+		}
 		s := Slot{Limit: e.Limit, Key: e.Key, Max: e.Max}
 		check := func(h Holder, holding bool) {
 			if !mine(h.Run) || now.Sub(h.Since) < Grace {
