@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -192,6 +193,18 @@ func hash(s string) string {
 type Limiter struct {
 	kv  KV
 	now func() time.Time
+	// locks serialise this process's changes of one key (by KV key), so
+	// that its own deciders do not lose compare-and-sets to each other;
+	// the bucket's revision is what keeps processes apart.
+	locks sync.Map
+}
+
+// lock takes this process's lock of a key and returns its unlock.
+func (l *Limiter) lock(key string) func() {
+	m, _ := l.locks.LoadOrStore(key, &sync.Mutex{})
+	mu := m.(*sync.Mutex)
+	mu.Lock()
+	return mu.Unlock
 }
 
 // KV is what a Limiter needs of a key-value bucket: the JetStream bucket
@@ -318,6 +331,7 @@ func (l *Limiter) Release(ctx context.Context, s Slot, h Holder) ([]Holder, erro
 // empty is deleted.
 func (l *Limiter) change(ctx context.Context, s Slot, fn func(e *Entry, created bool) (bool, error)) error {
 	key := KVKey(s.Limit, s.Key)
+	defer l.lock(key)()
 	for range casRetries {
 		e, rev, err := l.get(ctx, key)
 		if err != nil {

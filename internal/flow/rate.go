@@ -16,9 +16,13 @@ import (
 // the turn is at max(now, tat' − per): the first limit units after a quiet
 // spell go at once, then one every T. So at most limit units start in any
 // window of per plus the burst, and over a long time exactly limit per per.
-// A turn is reserved once per attempt (by its holder id), so deciding
-// again gives the same time. Backoff moves TAT so that no turn falls
-// before a time: the whole key waits out an outside Retry-After.
+// The value is that one time (a few bytes), so a hot key's compare-and-set
+// stays cheap. A turn is not remembered per attempt: the wait the engine
+// records in the log is the memory, and an attempt that asks again
+// because its decision was not written (a conflict, a crash) takes a
+// fresh turn, which spends the rate and never exceeds it. Backoff moves
+// TAT so that no turn falls before a time: the whole key waits out an
+// outside Retry-After.
 
 // RateSpec names a rate limit's key and its rate.
 type RateSpec struct {
@@ -36,8 +40,6 @@ type rateEntry struct {
 	PerMs int64  `json:"perMs"`
 	// TAT is the theoretical arrival time of the next unit (unix ns).
 	TAT int64 `json:"tat"`
-	// Turns are the reserved turns not yet come, by holder id (unix ns).
-	Turns map[string]int64 `json:"turns,omitempty"`
 }
 
 // RateKVKey is the bucket key of a rate limit's key.
@@ -45,11 +47,10 @@ func RateKVKey(limit, key string) string {
 	return "r." + hash(limit) + "." + hash(limit+"\x00"+key)
 }
 
-// Reserve takes h's turn for units of s, asked at time at (the decision's
-// time, which the node-ready it leads to records: the log then shows the
-// rate exactly; zero: the limiter's clock), and returns when the turn is:
-// the zero time when it is now. Asking again for h while its turn has not
-// come gives the same time.
+// Reserve takes a turn for units of s for h, asked at time asked (the
+// decision's time, which the node-ready it leads to records: the log then
+// shows the rate exactly; zero: the limiter's clock), and returns when the
+// turn is: the zero time when it is now.
 func (l *Limiter) Reserve(ctx context.Context, s RateSpec, h Holder, units int, asked time.Time) (time.Time, error) {
 	if s.Rate < 1 || s.Per <= 0 || units < 1 {
 		return time.Time{}, fmt.Errorf("rate limit %q: %d units of %d per %s", s.Limit, units, s.Rate, s.Per)
@@ -59,21 +60,15 @@ func (l *Limiter) Reserve(ctx context.Context, s RateSpec, h Holder, units int, 
 		if !asked.IsZero() {
 			now = asked.UnixNano()
 		}
-		if t, ok := e.Turns[h.ID()]; ok {
-			at = t
-			return false, nil
-		}
-		if len(e.Turns) >= MaxWaiters {
-			return false, fmt.Errorf("rate limit %q key %q: %d turns are reserved already: %w", s.Limit, s.Key, len(e.Turns), ErrQueueFull)
-		}
 		per := s.Per.Nanoseconds()
 		T := per / int64(s.Rate)
 		tat := max(e.TAT, now) + int64(units)*T
 		at = max(now, tat-per)
+		if queued := (tat - now) / T; queued > int64(MaxWaiters)+int64(s.Rate) {
+			return false, fmt.Errorf("rate limit %q key %q: %d units wait for their turn already: %w", s.Limit, s.Key, queued, ErrQueueFull)
+		}
 		e.TAT = tat
-		if at > now {
-			e.Turns[h.ID()] = at
-		} else {
+		if at <= now {
 			at = 0
 		}
 		return true, nil
@@ -105,12 +100,13 @@ type RateState struct {
 	Key      string        `json:"key"`
 	Rate     int           `json:"rate"`
 	Per      time.Duration `json:"per"`
-	Waiting  int           `json:"waiting"`
+	Waiting  int           `json:"waiting"` // units reserved whose turn is later, about
 	NextTurn time.Time     `json:"nextTurn"`
 }
 
 func (l *Limiter) changeRate(ctx context.Context, s RateSpec, fn func(e *rateEntry, now int64) (bool, error)) error {
 	key := RateKVKey(s.Limit, s.Key)
+	defer l.lock(key)()
 	for range casRetries {
 		b, rev, err := l.kv.Get(ctx, key)
 		if err != nil {
@@ -127,16 +123,7 @@ func (l *Limiter) changeRate(ctx context.Context, s RateSpec, fn func(e *rateEnt
 			return fmt.Errorf("rate limit %q: %d keys are in use: %w", s.Limit, len(n), ErrTooManyKeys)
 		}
 		e.Limit, e.Key, e.Rate, e.PerMs = s.Limit, s.Key, s.Rate, s.Per.Milliseconds()
-		if e.Turns == nil {
-			e.Turns = map[string]int64{}
-		}
-		now := l.now().UnixNano()
-		for id, t := range e.Turns {
-			if t <= now {
-				delete(e.Turns, id) // come: the attempt was readied
-			}
-		}
-		changed, err := fn(e, now)
+		changed, err := fn(e, l.now().UnixNano())
 		if err != nil || !changed {
 			return err
 		}
@@ -173,13 +160,7 @@ func (l *Limiter) dropIdleRates(ctx context.Context) error {
 		if json.Unmarshal(b, &e) != nil {
 			continue
 		}
-		pending := 0
-		for _, t := range e.Turns {
-			if t > now {
-				pending++
-			}
-		}
-		if e.TAT <= now && pending == 0 {
+		if e.TAT <= now {
 			if err := l.kv.Put(ctx, k, nil, rev); err != nil && !errors.Is(err, ErrConflict) {
 				return err
 			}
@@ -204,8 +185,13 @@ func (l *Limiter) Rates(ctx context.Context) ([]RateState, error) {
 		if json.Unmarshal(b, &e) != nil {
 			continue
 		}
-		next := time.Unix(0, e.TAT).Add(-time.Duration(e.PerMs) * time.Millisecond).UTC()
-		out = append(out, RateState{Limit: e.Limit, Key: e.Key, Rate: e.Rate, Per: time.Duration(e.PerMs) * time.Millisecond, Waiting: len(e.Turns), NextTurn: next})
+		per := time.Duration(e.PerMs) * time.Millisecond
+		next := time.Unix(0, e.TAT).Add(-per).UTC()
+		waiting := 0
+		if T := per / time.Duration(max(e.Rate, 1)); T > 0 && next.After(l.now()) {
+			waiting = int(next.Sub(l.now()) / T) // units whose turn is later
+		}
+		out = append(out, RateState{Limit: e.Limit, Key: e.Key, Rate: e.Rate, Per: per, Waiting: waiting, NextTurn: next})
 	}
 	return out, nil
 }
