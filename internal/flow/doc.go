@@ -54,10 +54,11 @@
 // When the coordinator folds an event after which a holder's attempt is no
 // longer live (its outcome, its cancellation, its timeout, the run's end),
 // it removes the holder (Release) and wakes the waiters that now fit, in
-// order: a wake is a timer.fired notice (purpose "slot") scheduled for now
-// on the timers stream, which the owner of the waiting run's partition
-// appends to that run, so deciding the run again asks for the slot again.
-// A wake that is lost or late costs time, never safety.
+// order: a wake is a timer.fired notice (purpose "slot") appended to the
+// waiting run (as the timers' relay appends a fired timer; it changes
+// nothing in the state), which the owner of the run's partition folds and
+// decides, asking for the slot again. A wake that is lost or late costs
+// time, never safety.
 //
 // # Reclaiming
 //
@@ -80,5 +81,25 @@
 // waiters (ErrTooManyKeys); past either, the attempt is not queued and the
 // run fails with a FlowLimit error naming the limit and the key, so an
 // expression that gives one key per run cannot grow the bucket without
-// bound. A key with no holder and no waiter is deleted.
+// bound. A key left with no holder and no waiter is kept until the next
+// sweep deletes it (at its revision), so that a key in steady use is not
+// created, and its limit's keys counted, at every hand-over.
+//
+// # Rate limits
+//
+// A node's rate: {limit, per, key, units} is GCRA (rate.go): one time per
+// (limit, key), "r.<hash>.<hash>", changed by compare-and-set. The
+// coordinator takes an attempt's turn while it decides (engine.Options.
+// Reserve, at the decision's time); a turn that is later is recorded as
+// node.waiting {for: "rate", deadline} with a durable timer, and the
+// attempt is readied when it fires. A worker's RateLimited failure (an
+// HTTP 429 and its Retry-After) moves the key's time on, so every attempt
+// of the key waits it out.
+//
+// # In one process
+//
+// A Limiter serialises its own changes of one key (a mutex per key), so
+// a coordinator's deciders do not lose compare-and-sets to each other;
+// that lock is an optimisation, and the bucket's revisions are what keep
+// coordinators apart.
 package flow
