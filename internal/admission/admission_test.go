@@ -242,3 +242,22 @@ func streamMsgs(t *testing.T, st events.Store) (uint64, error) {
 	}
 	return info.State.Msgs, nil
 }
+
+// TestTriggerClaimRefused: a client's start that claims to be a
+// schedule's fire is refused, and not written.
+func TestTriggerClaimRefused(t *testing.T) {
+	st, _ := namespace(t, quota("claims"))
+	ctx := context.Background()
+	run := events.NewRunID()
+	e, err := events.New(run, run, time.Time{}, &events.RunStartedData{GraphName: "g", Graph: []byte(`{"name":"g"}`),
+		Trigger: &events.TriggerRef{Kind: events.TriggerSchedule, Name: "nightly", FireTime: time.Now()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admission.Request(ctx, eventlog.JetStream(st).Conn(), e); !errors.Is(err, admission.ErrInvalid) || !strings.Contains(err.Error(), "nightly") {
+		t.Fatalf("a start claiming a schedule: %v, want ErrInvalid", err)
+	}
+	if _, err := st.LastSeq(ctx, run); !errors.Is(err, events.ErrRunNotFound) {
+		t.Fatalf("the claimed start was written: %v", err)
+	}
+}

@@ -177,6 +177,9 @@ func (s *Server) admit(ctx context.Context, k kind, m *nats.Msg) (uint64, error)
 		return 0, fmt.Errorf("%w: a %s asked for on %s", ErrInvalid, e.Type, m.Subject)
 	}
 	if k == kindStart {
+		if err := engineStartClaim(e); err != nil {
+			return 0, err
+		}
 		if err := s.roomForStart(ctx); err != nil {
 			return 0, err
 		}
@@ -399,4 +402,19 @@ func reason(err error) string {
 		}
 	}
 	return msg
+}
+
+// engineStartClaim refuses a client's start that names a schedule, an
+// event trigger or a webhook (RunStartedData.Trigger): those starts are
+// the engine's own (internal/schedule, internal/trigger), and a client's
+// claim would list its run as theirs ('weft list -schedule').
+func engineStartClaim(e *events.Event) error {
+	p, err := e.Payload()
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if d, ok := p.(*events.RunStartedData); ok && d.Trigger != nil {
+		return fmt.Errorf("%w: a start naming %s %q is the engine's; a client cannot start a run for it", ErrInvalid, d.Trigger.Kind, d.Trigger.Name)
+	}
+	return nil
 }

@@ -39,6 +39,8 @@ type Sizes struct {
 	CoordProcs     []int // coordinator process counts; the first is the base
 	FailoverKills  int   // partition owners killed in the failover figure
 	FailoverRate   int   // runs started per second during the failover figure
+	StartsBurst    int   // messages of the trigger burst (starts figure)
+	StartsFires    int   // schedule fires timed (starts figure)
 }
 
 // FullSizes are the sizes the issue asks for.
@@ -50,6 +52,7 @@ func FullSizes() Sizes {
 		ScaleWorkers: []int{1, 2, 4},
 		CoordRuns:    1000, CoordNodes: 10, CoordWorkers: 2, CoordProcs: []int{1, 2, 4},
 		FailoverKills: 20, FailoverRate: 40,
+		StartsBurst: 10000, StartsFires: 30,
 	}
 }
 
@@ -62,6 +65,7 @@ func QuickSizes() Sizes {
 		ScaleWorkers: []int{1, 2, 4},
 		CoordRuns:    200, CoordNodes: 10, CoordWorkers: 2, CoordProcs: []int{1, 2, 4},
 		FailoverKills: 3, FailoverRate: 40,
+		StartsBurst: 2000, StartsFires: 5,
 	}
 }
 
@@ -102,6 +106,7 @@ var figures = []figure{
 	{"retention", runRetention},
 	{"local", runLocal},
 	{"typescript", runTypeScript},
+	{"starts", runStarts},
 }
 
 func figureNames() []string {

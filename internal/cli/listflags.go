@@ -20,6 +20,8 @@ type listFlagSet struct {
 	cursor        *string
 	count         *bool
 	attrs         attrFlag
+	schedule      *string
+	trigger       *string
 }
 
 // attrFlag is a repeatable NAME=VALUE flag.
@@ -45,6 +47,8 @@ func listFlags(fs *flag.FlagSet) *listFlagSet {
 	lf.cursor = fs.String("cursor", "", "continue after the page this cursor ends")
 	lf.count = fs.Bool("count", false, "print how many runs the filters select")
 	fs.Var(lf.attrs, "attr", "only runs with this search attribute, NAME=VALUE (repeatable)")
+	lf.schedule = fs.String("schedule", "", "only runs this schedule started")
+	lf.trigger = fs.String("trigger", "", "only runs this event trigger or webhook started")
 	return lf
 }
 
@@ -77,6 +81,12 @@ func (lf *listFlagSet) options(now time.Time) ([]client.ListOption, error) {
 	opts = append(opts, client.WithStartedBetween(since, until))
 	for k, v := range lf.attrs {
 		opts = append(opts, client.WithAttr(k, v))
+	}
+	if *lf.schedule != "" {
+		opts = append(opts, client.WithSchedule(*lf.schedule))
+	}
+	if *lf.trigger != "" {
+		opts = append(opts, client.WithTrigger(*lf.trigger))
 	}
 	return opts, nil
 }

@@ -62,6 +62,7 @@ admission (-starts-per-second, -signals-per-second: internal/admission).`,
 		durable := fs.String("durable", "coordinator", "the coordinators' consumers are <durable>-<partition>")
 		partitions := fs.Int("partitions", 64, "coordinator partitions the coordinator role may consume (at most 64)")
 		force := fs.Bool("force", false, "replace existing files (and every password)")
+		triggerStreams := fs.String("trigger-streams", "", "your streams event triggers may read, comma separated (the coordinator consumes them)")
 		leaseTTL := fs.Duration("lease-ttl", provision.DefaultLeaseTTL, "with -setup: the leases bucket's TTL, which the coordinators adopt as their lease duration")
 		namespaces := fs.String("namespaces", "", "namespaces, comma separated: one NATS account each, with every role's users and the quota below")
 		nsFile := fs.String("namespaces-file", "", "a YAML or JSON file of namespaces, each with its quota (see deploy/SECURITY.md); the quota flags are the defaults")
@@ -100,6 +101,11 @@ admission (-starts-per-second, -signals-per-second: internal/admission).`,
 			return &usageError{cmd: c, msg: "-out: a directory is required"}
 		}
 		d := natsconn.Deployment{Stream: cfg.Stream, Durable: *durable, Partitions: *partitions}
+		for ts := range strings.SplitSeq(*triggerStreams, ",") {
+			if ts = strings.TrimSpace(ts); ts != "" {
+				d.TriggerStreams = append(d.TriggerStreams, ts)
+			}
+		}
 		for q := range strings.SplitSeq(*queues, ",") {
 			if q = strings.TrimSpace(q); q != "" {
 				d.Queues = append(d.Queues, q)

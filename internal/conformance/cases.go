@@ -55,6 +55,7 @@ var cases = []testCase{
 	{"duplicate-item", false, 30 * time.Second, caseDuplicateItem},
 	{"junk", true, 30 * time.Second, caseJunk},
 	{"oversized-item", false, 30 * time.Second, caseOversized},
+	{"second-start", true, 30 * time.Second, caseSecondStart},
 	{"newer-version", false, 30 * time.Second, caseNewerVersion},
 	{"unknown-type", false, 30 * time.Second, caseUnknownType},
 	{"drain", false, 60 * time.Second, caseDrain},
@@ -835,6 +836,61 @@ func caseOversized(ctx context.Context, k *kit) error {
 	}
 	if k.terminated.has(seq) {
 		return errors.New("the item was terminated: it is a valid work item, to be answered")
+	}
+	return nil
+}
+
+// caseSecondStart: a run waits at a human gate before its worker node;
+// meanwhile a second run-started, of another graph whose node a's config
+// differs, is written on the run's c.started (as any client may: the
+// fold refuses it). The work item names its run's start by sequence
+// (startSeq), so the worker, whose last-message read now finds the second,
+// never runs that config: the attempt fails, non-retryable,
+// RunStartMismatch.
+func caseSecondStart(ctx context.Context, k *kit) error {
+	def := func(who string) map[string]any {
+		return chain("conf-second-start", node("gate", "human", nil, nil), node("a", "conf.echo", map[string]any{"output": who}, nil))
+	}
+	run, err := k.startRun(ctx, def("victim"), nil)
+	if err != nil {
+		return err
+	}
+	if _, err := k.waitFor(ctx, run, "the gate waits", func(evs []*events.Event) bool {
+		return len(ofType(evs, events.NodeWaiting, "gate")) > 0
+	}); err != nil {
+		return err
+	}
+	g, err := compile(def("attacker"))
+	if err != nil {
+		return err
+	}
+	ev, err := events.New(run, run, time.Now(), &events.RunStartedData{GraphName: g.Definition().Name, GraphDigest: g.Digest(), Graph: g.Canonical(), StartedBy: "attacker"})
+	if err != nil {
+		return err
+	}
+	m, err := encodeEvent(ev)
+	if err != nil {
+		return err
+	}
+	m.Header.Set("Nats-Msg-Id", events.NewRunID())
+	if _, err := k.adminJS.PublishMsg(ctx, m); err != nil {
+		return fmt.Errorf("publishing the second start: %w", err)
+	}
+	if err := k.client.Signal(ctx, run, "gate", map[string]any{}); err != nil {
+		return err
+	}
+	evs, err := k.waitFor(ctx, run, "node a's node.failed or node.invoked", func(evs []*events.Event) bool {
+		return len(ofType(evs, events.NodeFailed, "a"))+len(ofType(evs, events.NodeInvoked, "a")) > 0
+	})
+	if err != nil {
+		return err
+	}
+	if got := ofType(evs, events.NodeInvoked, "a"); len(got) > 0 {
+		return fmt.Errorf("node a ran with output %s: the worker took the second run-started for the run's (its item names startSeq)", payload[events.NodeInvokedData](got[0]).Output)
+	}
+	d := payload[events.NodeFailedData](ofType(evs, events.NodeFailed, "a")[0])
+	if d.Error.Type != worker.FailureRunStartMismatch || d.Error.Retryable {
+		return fmt.Errorf("failure %s, want a non-retryable RunStartMismatch", mustJSON(d.Error))
 	}
 	return nil
 }

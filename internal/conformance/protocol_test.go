@@ -400,14 +400,15 @@ func TestProtocolIDs(t *testing.T) {
 
 func TestProtocolFailureTypes(t *testing.T) {
 	code := map[string]bool{ // type → retryable, as the worker writes it
-		"Error":                       true,
-		events.FailureTimeout:         true,
-		events.FailureValidation:      false,
-		events.FailurePayloadTooLarge: false,
-		events.FailurePanic:           false,
-		worker.FailureRunNotFound:     false,
-		events.FailureInvalidGraph:    false,
-		events.FailureRateLimited:     true,
+		"Error":                        true,
+		events.FailureTimeout:          true,
+		events.FailureValidation:       false,
+		events.FailurePayloadTooLarge:  false,
+		events.FailurePanic:            false,
+		worker.FailureRunNotFound:      false,
+		worker.FailureRunStartMismatch: false,
+		events.FailureInvalidGraph:     false,
+		events.FailureRateLimited:      true,
 	}
 	got := map[string]bool{}
 	for _, r := range docTables(t)["failure-types"] {

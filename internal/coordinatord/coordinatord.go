@@ -37,6 +37,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/weft-dev/weft/internal/admission"
@@ -46,8 +47,10 @@ import (
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/natsconn"
 	"github.com/weft-dev/weft/internal/runs"
+	"github.com/weft-dev/weft/internal/schedule"
 	"github.com/weft-dev/weft/internal/setup"
 	"github.com/weft-dev/weft/internal/telemetry"
+	"github.com/weft-dev/weft/internal/trigger"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
@@ -176,6 +179,18 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}, func(ctx context.Context, env daemon.Env) error {
 		pr := probes[env.Index]
 		pr.nc.Store(env.Conn)
+		// Schedules and event triggers start runs beside the
+		// coordinators, on the same connection and role (one per
+		// namespace, like the coordinators; internal/schedule,
+		// internal/trigger).
+		// They stop with the coordinators, however those stop.
+		var starts sync.WaitGroup
+		sctx, stopStarts := context.WithCancel(ctx)
+		defer func() { stopStarts(); starts.Wait() }()
+		starts.Go(func() {
+			_ = schedule.NewRunner(env.Store, schedule.WithDurable(cfg.Durable), schedule.WithLogger(env.Log)).Run(sctx)
+		})
+		starts.Go(func() { _ = trigger.NewRunner(env.Store, trigger.WithLogger(env.Log)).Run(sctx) })
 		return serve(ctx, env.Log, &cfg, env.Store, pr)
 	})
 }

@@ -480,6 +480,7 @@ func (d *decider) readyWith(n *graph.Node, ref events.NodeRef, attempt int, loca
 		Input:          input,
 		Local:          local,
 		IdempotencyKey: eventlog.IdempotencyKey(d.s.RunID, ref, attempt),
+		StartSeq:       d.s.StartSeq,
 		TimeoutMs:      n.Timeout.D().Milliseconds(),
 		HeartbeatMs:    n.Heartbeat.D().Milliseconds(),
 		MaxAttempts:    policy(n).MaxAttempts,

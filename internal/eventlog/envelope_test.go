@@ -28,7 +28,7 @@ func samples() map[eventlog.Type]eventlog.Payload {
 	fail := eventlog.Failure{Type: "HTTPError", Message: "503 from upstream", Retryable: true, Cause: &eventlog.Failure{Type: "Net", Message: "reset"}}
 	at := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	return map[eventlog.Type]eventlog.Payload{
-		eventlog.RunStarted: &eventlog.RunStartedData{GraphName: "g", GraphDigest: "sha256:00", Graph: json.RawMessage(`{"name":"g"}`),
+		eventlog.RunStarted: &eventlog.RunStartedData{GraphName: "g", GraphDigest: eventlog.GraphDigest([]byte(`{"name":"g"}`)), Graph: json.RawMessage(`{"name":"g"}`),
 			Input: json.RawMessage(`{"a":1}`), Invocation: json.RawMessage(`{"user_tier":"premium"}`),
 			StartedBy: "cli", Nonce: "0123456789abcdefghijklmnop"},
 		eventlog.RunCompleted:       &eventlog.RunCompletedData{Output: json.RawMessage(`{"ok":true}`)},
@@ -235,7 +235,7 @@ func TestChildStartsAreTheCoordinators(t *testing.T) {
 	start := func(p *eventlog.ParentRef, decision bool) *nats.Msg {
 		t.Helper()
 		encode := func(p *eventlog.ParentRef) (*nats.Msg, error) {
-			e, err := eventlog.New("run1", "run1", time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC), &eventlog.RunStartedData{GraphName: "g", GraphDigest: "sha256:00", Graph: json.RawMessage(`{"name":"g"}`), Parent: p})
+			e, err := eventlog.New("run1", "run1", time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC), &eventlog.RunStartedData{GraphName: "g", GraphDigest: eventlog.GraphDigest([]byte(`{"name":"g"}`)), Graph: json.RawMessage(`{"name":"g"}`), Parent: p})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -263,7 +263,7 @@ func TestChildStartsAreTheCoordinators(t *testing.T) {
 		if m, err = encode(other); err != nil {
 			t.Fatal(err)
 		}
-		m.Data, _ = json.Marshal(&eventlog.RunStartedData{GraphName: "g", GraphDigest: "sha256:00", Graph: json.RawMessage(`{"name":"g"}`), Parent: p})
+		m.Data, _ = json.Marshal(&eventlog.RunStartedData{GraphName: "g", GraphDigest: eventlog.GraphDigest([]byte(`{"name":"g"}`)), Graph: json.RawMessage(`{"name":"g"}`), Parent: p})
 		return m
 	}
 	child := start(parent, true)

@@ -58,3 +58,24 @@ func (e *ParentClaimError) Error() string {
 
 // Unwrap returns ErrMisplaced.
 func (e *ParentClaimError) Unwrap() error { return ErrMisplaced }
+
+// GraphDigestError is the refusal of a run-started whose graphDigest is
+// not the digest of the graph it carries ("sha256:" and the hex SHA-256 of
+// the graph's bytes, as pkg/graph computes it over the canonical JSON).
+// Coordinators and workers keep compiled graphs by digest, so a start
+// whose digest names another graph would otherwise put its own graph in
+// that graph's place (or run under that graph) for every run of that
+// digest: the digest is checked against the bytes before anything
+// believes it. It wraps ErrMalformedEvent.
+type GraphDigestError struct {
+	Subject string
+	Claimed string // the start's graphDigest
+	Actual  string // the digest of the start's graph
+}
+
+func (e *GraphDigestError) Error() string {
+	return fmt.Sprintf("%s: %s: graph digest mismatch: the run-started claims graphDigest %q, its graph's digest is %s", ErrMalformedEvent, e.Subject, e.Claimed, e.Actual)
+}
+
+// Unwrap returns ErrMalformedEvent.
+func (e *GraphDigestError) Unwrap() error { return ErrMalformedEvent }

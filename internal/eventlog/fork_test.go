@@ -13,7 +13,7 @@ import (
 // and a run-started written before forks existed still decodes, without
 // them.
 func TestRunStartedForkFieldsRoundTrip(t *testing.T) {
-	want := &eventlog.RunStartedData{GraphName: "g", GraphDigest: "sha256:00", Graph: json.RawMessage(`{"name":"g"}`),
+	want := &eventlog.RunStartedData{GraphName: "g", GraphDigest: eventlog.GraphDigest([]byte(`{"name":"g"}`)), Graph: json.RawMessage(`{"name":"g"}`),
 		Fork:  &eventlog.ForkRef{RunID: "parent", Position: 7, Seq: 41, Reason: "reset to node b"},
 		State: json.RawMessage(`{"runId":"","status":"","state":{"k":1},"stats":{"events":0},"lastSeq":0}`)}
 	e, err := eventlog.New("child", "child", time.Date(2026, 11, 23, 3, 0, 0, 0, time.UTC), want)

@@ -146,6 +146,30 @@ type RunStartedData struct {
 	// run inherits both (internal/flow).
 	Priority    int    `json:"priority,omitempty"`
 	FairnessKey string `json:"fairnessKey,omitempty"`
+	// Trigger is set when the engine started the run on its own: a
+	// schedule's fire, an event trigger's message or a webhook call.
+	Trigger *TriggerRef `json:"trigger,omitempty"`
+}
+
+// Kinds of TriggerRef.
+const (
+	TriggerSchedule = "schedule"
+	TriggerEvent    = "trigger"
+	TriggerWebhook  = "webhook"
+)
+
+// TriggerRef says what started a run that no person started: the
+// schedule or trigger, by name, and what fired it.
+type TriggerRef struct {
+	// Kind is TriggerSchedule, TriggerEvent or TriggerWebhook.
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+	// FireTime is a schedule's nominal fire time (for a run started by
+	// 'weft schedule trigger', the time of the request).
+	FireTime time.Time `json:"fireTime,omitzero"`
+	// Key is what the run id was derived from: a message id, the value
+	// of an -id expression, an Idempotency-Key, "manual:<request>".
+	Key string `json:"key,omitempty"`
 }
 
 // Priorities of runs.
@@ -212,8 +236,15 @@ type NodeReadyData struct {
 	Invocation json.RawMessage `json:"invocation,omitempty"`
 	// IdempotencyKey is stable across redeliveries of this attempt.
 	IdempotencyKey string `json:"idempotencyKey"`
-	TimeoutMs      int64  `json:"timeoutMs,omitempty"`
-	HeartbeatMs    int64  `json:"heartbeatMs,omitempty"`
+	// StartSeq is the stream sequence of the run's start the coordinator
+	// folded (0: not said, by an older coordinator). A worker that reads
+	// the start for the node's config takes it only from the message
+	// stored at this sequence: a second run-started written later on the
+	// run's start subject (which any client may write, and the fold
+	// refuses) is never taken for the run's (deploy/SECURITY.md, gap 12).
+	StartSeq    uint64 `json:"startSeq,omitempty"`
+	TimeoutMs   int64  `json:"timeoutMs,omitempty"`
+	HeartbeatMs int64  `json:"heartbeatMs,omitempty"`
 	// MaxAttempts is the node's effective retry limit, so that the worker
 	// knows an attempt is the last (and runs the node's fallback); 0 means
 	// unknown.

@@ -1,6 +1,8 @@
 package eventlog
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 )
 
@@ -61,6 +63,9 @@ func checkPlace(t Type, p Place) error {
 // own off as another run's child (ParentClaimError); a start on the
 // decision subject that names none is not a child's.
 func checkStart(subject string, p Place, d *RunStartedData) error {
+	if err := checkGraphDigest(subject, d); err != nil {
+		return err
+	}
 	switch {
 	case p.Class != ClassCoordinator && d.Parent != nil:
 		return &ParentClaimError{Subject: subject, Parent: *d.Parent}
@@ -83,11 +88,39 @@ func startPlaced(e *Event) error {
 		return err
 	}
 	d := p.(*RunStartedData)
+	subject := StartedSubject(e.RunID)
+	if e.decision {
+		subject = ChildStartedSubject(e.RunID)
+	}
+	if err := checkGraphDigest(subject, d); err != nil {
+		return err
+	}
 	switch {
 	case !e.decision && d.Parent != nil:
 		return &ParentClaimError{Subject: StartedSubject(e.RunID), Parent: *d.Parent}
 	case e.decision && d.Parent == nil:
 		return fmt.Errorf("%w: a child run's start (a decision) must name its parent", ErrMisplaced)
+	}
+	return nil
+}
+
+// GraphDigest is the digest of a graph's canonical JSON as a run-started
+// records it: "sha256:" and the hex SHA-256 of the bytes (pkg/graph's
+// Graph.Digest).
+func GraphDigest(graph []byte) string {
+	sum := sha256.Sum256(graph)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// checkGraphDigest refuses a run-started whose graphDigest is not its
+// graph's (GraphDigestError). A start without a digest has nothing to
+// check: no reader keeps its graph by digest.
+func checkGraphDigest(subject string, d *RunStartedData) error {
+	if d.GraphDigest == "" {
+		return nil
+	}
+	if got := GraphDigest(d.Graph); got != d.GraphDigest {
+		return &GraphDigestError{Subject: subject, Claimed: d.GraphDigest, Actual: got}
 	}
 	return nil
 }

@@ -31,7 +31,7 @@ func mustEvent(t *testing.T, run, id string, p eventlog.Payload) *eventlog.Event
 }
 
 func started(t *testing.T, run string) *eventlog.Event {
-	return mustEvent(t, run, run, &eventlog.RunStartedData{GraphName: "g", GraphDigest: "sha256:x", Graph: json.RawMessage(`{"name":"g"}`)})
+	return mustEvent(t, run, run, &eventlog.RunStartedData{GraphName: "g", GraphDigest: eventlog.GraphDigest([]byte(`{"name":"g"}`)), Graph: json.RawMessage(`{"name":"g"}`)})
 }
 
 func ready(t *testing.T, run, node string) *eventlog.Event {

@@ -59,6 +59,7 @@ var Of = map[string]Layer{
 	"examples/...":                      Face,
 	"internal/cli":                      Face,
 	"internal/ui":                       Face,
+	"internal/gateway":                  Face, // weft serve: the HTTP API, over pkg/client
 	"internal/bench":                    Face, // weftbench drives the engine as users do
 	"internal/conformance/...":          Face, // the conformance kit and its Go worker: a tool and a user's worker
 	"internal/reliability/ledgerworker": Face, // a user's worker process, for the chaos test
@@ -81,6 +82,8 @@ var Of = map[string]Layer{
 	"internal/provision":          Engine,
 	"internal/reliability/ledger": Engine,
 	"internal/runs":               Engine,
+	"internal/schedule":           Engine,
+	"internal/trigger":            Engine,
 	"internal/telemetry":          Engine,
 	"internal/worker":             Engine,
 	"internal/worker/builtin":     Engine,

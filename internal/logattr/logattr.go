@@ -26,6 +26,9 @@ const (
 	TraceID   = "trace_id"
 	SpanID    = "span_id"
 	Component = "component"
+	// Schedule and Trigger name a schedule or an event trigger.
+	Schedule  = "schedule"
+	Trigger   = "trigger"
 	Partition = "partition"
 	// Coordinator is a coordinator's id, as it announces itself in the
 	// leases bucket: which coordinator decided.
@@ -160,4 +163,11 @@ const (
 	Elapsed = "elapsed"
 	Why     = "why"
 	Part    = "part"
+)
+
+// Keys of the HTTP gateway (weft serve): the API token's caller and the
+// webhook a request came to.
+const (
+	Caller  = "caller"
+	Webhook = "webhook"
 )

@@ -34,7 +34,7 @@ const (
 )
 
 // Roles lists the roles, workers last.
-var Roles = []Role{RoleClient, RoleCoordinator, RoleUI, RoleAdmin, RoleWorker}
+var Roles = []Role{RoleClient, RoleCoordinator, RoleUI, RoleAdmin, RoleTrigger, RoleWorker}
 
 // Names of the KV buckets Weft keeps next to its stream (pkg/worker's
 // WorkersBucket, internal/coordinator's SnapshotsBucket); repeated here,
@@ -75,6 +75,9 @@ type Deployment struct {
 	// namespace's quota (namespace.go). None: one set of users in the
 	// server's global account, the default namespace.
 	Namespaces []Namespace `json:"namespaces,omitempty"`
+	// TriggerStreams are the users' streams event triggers may read
+	// (roles_starts.go).
+	TriggerStreams []string `json:"triggerStreams,omitempty"`
 }
 
 func (d Deployment) withDefaults() Deployment {
@@ -97,6 +100,7 @@ func (d Deployment) Validate() error {
 	if !eventlog.ValidToken(d.Stream) {
 		errs = append(errs, fmt.Errorf("stream %q: not a valid stream name", d.Stream))
 	}
+	errs = append(errs, d.triggerStreamErrors()...)
 	if !eventlog.ValidToken(d.Durable) {
 		errs = append(errs, fmt.Errorf("durable %q: not a valid consumer name", d.Durable))
 	}
@@ -253,14 +257,14 @@ func (d Deployment) user(ns string, r Role, q string) User {
 			// within the namespace's limits and append them.
 			writes = []string{eventlog.AdmitAll}
 		}
-		u.PublishAllow = slices.Concat(writes, reads, workersRead, runsRead)
+		u.PublishAllow = slices.Concat(writes, reads, workersRead, runsRead, startsRead(api))
 		u.SubscribeAllow = append([]string{inbox}, follow...)
 	case RoleUI:
 		// The workers page counts the work waiting on each task queue:
 		// the queues' consumers listed (their configurations and
 		// counts, no messages).
 		queuesRead := []string{api + "CONSUMER.LIST." + s, api + "CONSUMER.INFO." + s + ".*"}
-		u.PublishAllow = slices.Concat(reads, workersRead, runsRead, runsWatch, queuesRead)
+		u.PublishAllow = slices.Concat(reads, workersRead, runsRead, runsWatch, queuesRead, startsRead(api))
 		u.SubscribeAllow = append([]string{inbox}, follow...)
 	case RoleCoordinator:
 		u.PublishAllow = slices.Concat(
@@ -277,6 +281,12 @@ func (d Deployment) user(ns string, r Role, q string) User {
 				// client's subject, where a start naming a parent is
 				// refused.)
 				eventlog.KindFilter(eventlog.RunCancelRequested),
+				// The runs the engine starts on its own (a schedule's
+				// fire, an event trigger's message: internal/schedule,
+				// internal/trigger) are started on the client's subject,
+				// under ids only coordinators can derive; the decoder
+				// refuses a start there that names a parent.
+				eventlog.ClientStarts,
 			},
 			reads,
 			[]string{
@@ -336,7 +346,9 @@ func (d Deployment) user(ns string, r Role, q string) User {
 			// partitions' consumers of fired timers.
 			coordinatorGrants(api, s, d.coordinatorConsumers()),
 			coordinatorGrants(api, s+eventlog.TimerStreamSuffix, d.timerConsumers()),
-			[]string{api + "CONSUMER.INFO." + s + eventlog.TimerStreamSuffix + ".*"})
+			[]string{api + "CONSUMER.INFO." + s + eventlog.TimerStreamSuffix + ".*"},
+			startsCoordinator(api, s, d.Durable),
+			triggerStreamsCoordinator(api, d.TriggerStreams))
 		u.SubscribeAllow = []string{inbox}
 		if admission {
 			// It answers the clients' requests (a queue group on
@@ -346,7 +358,6 @@ func (d Deployment) user(ns string, r Role, q string) User {
 			// parent is refused before it is written), a signal or a
 			// cancel request.
 			u.PublishAllow = append(u.PublishAllow,
-				eventlog.ClientStarts,
 				eventlog.SignalSubjects,
 				eventlog.AllTickets,
 				api+"STREAM.INFO."+s+eventlog.AdmitStartsSuffix,
@@ -389,6 +400,9 @@ func (d Deployment) user(ns string, r Role, q string) User {
 			// Cancel requests, to stop a node of a cancelled run at once.
 			eventlog.KindFilter(events.RunCancelRequested),
 		}
+	case RoleTrigger:
+		u = triggerUser(u, api, reads, runsRead, inbox)
+		u.PublishAllow = append(u.PublishAllow, triggerStreamsManage(api, d.TriggerStreams)...)
 	case RoleAdmin:
 		u.PublishAllow = []string{">"}
 		u.SubscribeAllow = []string{">"}

@@ -25,7 +25,7 @@ func TestWriteRoles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(files) != 1+4+2 {
+	if len(files) != 1+5+2 { // auth.conf, 5 roles (trigger included), 2 workers
 		t.Fatalf("%d files", len(files))
 	}
 	conf, err := os.ReadFile(filepath.Join(dir, "auth.conf"))
@@ -55,7 +55,7 @@ func TestWriteRoles(t *testing.T) {
 	if err != nil {
 		t.Fatalf("nats-server refuses the configuration: %v", err)
 	}
-	if len(opts.Users) != 6 {
+	if len(opts.Users) != 7 {
 		t.Fatalf("%d users", len(opts.Users))
 	}
 	for _, u := range opts.Users {

@@ -25,6 +25,7 @@ import (
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/flow"
 	"github.com/weft-dev/weft/internal/runs"
+	"github.com/weft-dev/weft/internal/schedule"
 	"github.com/weft-dev/weft/internal/setup"
 	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/events"
@@ -90,6 +91,7 @@ func Run(ctx context.Context, store events.Store, o Options) ([]string, error) {
 		runs.KVConfig(o.Replicas),
 		flow.KVConfig(o.Replicas),
 	}
+	buckets = append(buckets, schedule.KVConfigs(o.Replicas)...)
 	js := eventlog.JetStream(store)
 	names := make([]string, len(buckets))
 	for i, b := range buckets {

@@ -11,6 +11,7 @@ import (
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/internal/provision"
 	"github.com/weft-dev/weft/internal/runs"
+	"github.com/weft-dev/weft/internal/schedule"
 	"github.com/weft-dev/weft/internal/workqueue"
 )
 
@@ -25,12 +26,12 @@ func TestRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(names) != 5 {
+		if len(names) != 7 { // and the schedules' two (internal/schedule), and flow control's
 			t.Fatalf("buckets %v", names)
 		}
 	}
 	js := eventlog.JetStream(st)
-	for _, b := range []string{workqueue.WorkersBucket, coordinator.SnapshotsBucket, coordinator.LeasesBucket, runs.Bucket, flow.Bucket} {
+	for _, b := range []string{workqueue.WorkersBucket, coordinator.SnapshotsBucket, coordinator.LeasesBucket, runs.Bucket, schedule.Bucket, schedule.KeysBucket, flow.Bucket} {
 		if _, err := js.KeyValue(ctx, b); err != nil {
 			t.Errorf("bucket %s: %v", b, err)
 		}

@@ -22,6 +22,12 @@ import (
 // directPage is the most messages one batched direct get asks for.
 const directPage = 1000
 
+// EachDirect is eachDirect, for the other readers of buckets (the
+// schedules bucket's lists, internal/schedule).
+func EachDirect(ctx context.Context, nc *nats.Conn, stream, filter string, fn func(*nats.Msg) error) error {
+	return eachDirect(ctx, nc, stream, filter, fn)
+}
+
 // eachDirect calls fn with every message of stream whose subject matches
 // filter, in stream order, reading with batched direct gets (a stream
 // with allow_direct: KV and Object Store buckets have it). A message the

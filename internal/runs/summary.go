@@ -86,6 +86,19 @@ func Summarize(s *projection.State, def time.Duration) Summary {
 	var g graphSettings
 	_ = json.Unmarshal(s.Graph, &g) // the fold parsed it already
 	sum.Attrs = searchAttrs(g.SearchAttributes, s.Invocation, s.Input)
+	if t := s.Trigger; t != nil && (t.Kind == events.TriggerSchedule || t.Kind == events.TriggerEvent || t.Kind == events.TriggerWebhook) {
+		// The engine's own attribute: a schedule's runs are
+		// "schedule=<name>", a trigger's "trigger=<name>" (a webhook is
+		// a trigger), over any the graph declares under that name.
+		k := t.Kind
+		if k == events.TriggerWebhook {
+			k = events.TriggerEvent
+		}
+		if sum.Attrs == nil {
+			sum.Attrs = map[string]string{}
+		}
+		sum.Attrs[k] = t.Name
+	}
 	ret := def
 	for _, r := range []string{s.Retention, g.Retention} {
 		if d, err := ParseRetention(r); r != "" && err == nil {

@@ -52,7 +52,7 @@ func TestGraphBombRefused(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	run := events.NewRunID()
-	e, err := events.New(run, run, time.Time{}, &events.RunStartedData{GraphName: "bomb", GraphDigest: "sha256:bomb", Graph: bomb})
+	e, err := events.New(run, run, time.Time{}, &events.RunStartedData{GraphName: "bomb", GraphDigest: events.GraphDigest(bomb), Graph: bomb})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,8 +58,13 @@ type server struct {
 // 'weft roles' runs) and starts nats-server with them on a loopback port.
 func startServer(t *testing.T) *server {
 	t.Helper()
+	return startServerWith(t, natsconn.Deployment{Queues: []string{queueA, queueB}})
+}
+
+// startServerWith is startServer for deployment d.
+func startServerWith(t *testing.T, d natsconn.Deployment) *server {
+	t.Helper()
 	dir := t.TempDir()
-	d := natsconn.Deployment{Queues: []string{queueA, queueB}}
 	s := &server{roles: proctest.NewRoles(t, d), creds: map[string]natsconn.Config{}}
 	for _, u := range d.Users() {
 		s.creds[u.Name] = s.roles.Config(t, u.Name)

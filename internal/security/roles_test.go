@@ -289,9 +289,9 @@ func TestRolesRefused(t *testing.T) {
 			{sub(run, "w."+events.LocalQueue+".invoked"), events.NodeInvoked},
 		},
 		userCoord: {
-			// It starts child runs on their decision subject, never on
-			// a client's.
-			{sub(run, "c.started"), events.RunStarted},
+			// It starts child runs on their decision subject; the
+			// client's c.started it keeps for the runs schedules and
+			// triggers start (deploy/SECURITY.md, gap 6).
 			{sub(run, "w."+queueA+".invoked"), events.NodeInvoked},
 			{sub(run, "w."+queueA+".invoking"), events.NodeInvoking},
 			{sub(run, "c.signal"), events.SignalReceived},

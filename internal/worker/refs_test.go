@@ -19,7 +19,8 @@ import (
 func startRun(t *testing.T, st events.Store, invocation string, nodes ...map[string]any) string {
 	t.Helper()
 	run := events.NewRunID()
-	p := &events.RunStartedData{GraphName: "g", GraphDigest: "digest-of-g", Graph: mustJSON(map[string]any{"name": "g", "nodes": nodes})}
+	g := mustJSON(map[string]any{"name": "g", "nodes": nodes})
+	p := &events.RunStartedData{GraphName: "g", GraphDigest: events.GraphDigest(g), Graph: g}
 	if invocation != "" {
 		p.Invocation = json.RawMessage(invocation)
 	}

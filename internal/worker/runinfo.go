@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -68,6 +69,20 @@ const FailureRunNotFound = "RunNotFound"
 // errStartNotFound means a run's run-started event is not in the stream.
 var errStartNotFound = errors.New("the run's run-started event is not in the stream")
 
+// FailureRunStartMismatch is the failure of a work item that names the
+// stream sequence of its run's start (events.NodeReadyData.StartSeq) when
+// the start the worker can read (the last message on the run's start
+// subjects) is another message: a second run-started written on the run's
+// client subject after the first, which the fold refuses and whose config
+// must not be run for the run's work (deploy/SECURITY.md, gap 12). The
+// worker's role reads a subject's last message only, so the run's own
+// start cannot be had: the attempt fails, not retryable.
+const FailureRunStartMismatch = "RunStartMismatch"
+
+// errStartMismatch means the start the worker read is not the one the
+// work item names.
+var errStartMismatch = errors.New("the run's start the worker can read is not the one its work item names")
+
 // runReader reads and caches runs' starts and ends.
 type runReader struct {
 	store events.Store // read lazily: the worker may not need it
@@ -96,14 +111,19 @@ func newRunReader(store events.Store) *runReader {
 }
 
 // start returns a run's start, reading it once for all the items of the
-// run that ask at the same time.
-func (r *runReader) start(ctx context.Context, run string) (*runStart, error) {
+// run that ask at the same time. want is the stream sequence the items
+// name for it (0: any, the last).
+func (r *runReader) start(ctx context.Context, run string, want uint64) (*runStart, error) {
+	key := run
+	if want != 0 {
+		key = run + "@" + strconv.FormatUint(want, 10)
+	}
 	r.mu.Lock()
-	if s, ok := r.starts.get(run); ok {
+	if s, ok := r.starts.get(key); ok {
 		r.mu.Unlock()
 		return s, nil
 	}
-	if c, ok := r.loading[run]; ok {
+	if c, ok := r.loading[key]; ok {
 		r.mu.Unlock()
 		select {
 		case <-c.done:
@@ -113,14 +133,14 @@ func (r *runReader) start(ctx context.Context, run string) (*runStart, error) {
 		}
 	}
 	c := &loadCall{done: make(chan struct{})}
-	r.loading[run] = c
+	r.loading[key] = c
 	r.mu.Unlock()
 
-	c.start, c.err = r.readStart(ctx, run)
+	c.start, c.err = r.readStart(ctx, run, want)
 	r.mu.Lock()
-	delete(r.loading, run)
+	delete(r.loading, key)
 	if c.err == nil {
-		r.starts.add(run, c.start)
+		r.starts.add(key, c.start)
 	}
 	r.mu.Unlock()
 	close(c.done)
@@ -133,14 +153,23 @@ func (r *runReader) start(ctx context.Context, run string) (*runStart, error) {
 // anyone may write on a child run's client subject), on the
 // coordinator's (a child run's). found is false when neither subject has
 // a message; err then says why the one found was refused, if one was.
-func (r *runReader) lastStart(ctx context.Context, run string) (ev *events.Event, found bool, err error) {
-	var refused error
+// With want set (the stream sequence the work item names), a message at
+// another sequence is passed over as not the run's start; when no subject
+// has it, err wraps errStartMismatch.
+func (r *runReader) lastStart(ctx context.Context, run string, want uint64) (ev *events.Event, found bool, err error) {
+	var refused, mismatch error
 	for _, subject := range eventlog.StartedSubjects(run) {
 		m, err := eventlog.LastOn(ctx, r.store, subject)
 		if err != nil {
 			return nil, false, fmt.Errorf("reading the start of run %s: %w", run, err)
 		}
 		if m == nil {
+			continue
+		}
+		if want != 0 && m.Sequence != want {
+			if mismatch == nil {
+				mismatch = fmt.Errorf("run %s: %w: the item names the start at sequence %d, the last message on %s is at %d (a second run-started?)", run, errStartMismatch, want, subject, m.Sequence)
+			}
 			continue
 		}
 		ev, err := events.Decode(m.Subject, m.Header, m.Data)
@@ -157,20 +186,24 @@ func (r *runReader) lastStart(ctx context.Context, run string) (ev *events.Event
 	if refused != nil {
 		return nil, true, fmt.Errorf("run %s: its start: %w", run, refused)
 	}
+	if mismatch != nil {
+		return nil, false, mismatch
+	}
 	return nil, false, nil
 }
 
-func (r *runReader) readStart(ctx context.Context, run string) (*runStart, error) {
-	ev, found, err := r.lastStart(ctx, run)
+func (r *runReader) readStart(ctx context.Context, run string, want uint64) (*runStart, error) {
+	ev, found, err := r.lastStart(ctx, run, want)
 	// On a replicated stream, the replica that answered may be behind
 	// (the worker's role may not ask the leader, whose get reads any
-	// message): ask again a few times before the start counts as missing.
-	for try := 1; err == nil && !found && try < startTries && eventlog.Replicas(r.store) > 1; try++ {
+	// message): ask again a few times before the start counts as missing
+	// (or as another message than the item names).
+	for try := 1; (err == nil && !found || errors.Is(err, errStartMismatch)) && try < startTries && eventlog.Replicas(r.store) > 1; try++ {
 		select {
 		case <-ctx.Done():
 			err = ctx.Err()
 		case <-time.After(time.Duration(try) * startRetry):
-			ev, found, err = r.lastStart(ctx, run)
+			ev, found, err = r.lastStart(ctx, run, want)
 		}
 	}
 	if err != nil {
@@ -261,11 +294,23 @@ func (r *runReader) resolve(ctx context.Context, run string, ready *events.NodeR
 	if selfContained(ready) {
 		return ready, nil
 	}
-	s, err := r.start(ctx, run)
+	s, err := r.start(ctx, run, ready.StartSeq)
+	if errors.Is(err, errStartMismatch) {
+		// A second run-started on the run's start subject hides the
+		// run's own from the worker: its config is never run for the
+		// run's work.
+		return nil, NonRetryable(FailureRunStartMismatch, fmt.Sprintf("node %q: %v", ready.Node, err))
+	}
 	if errors.Is(err, errStartNotFound) {
 		// Read from the stream leader: the run's log is gone (purged) or
 		// was never written; the work cannot be done as the graph says.
 		return nil, NonRetryable(FailureRunNotFound, fmt.Sprintf("node %q: %v", ready.Node, err))
+	}
+	var digestErr *events.GraphDigestError
+	if errors.As(err, &digestErr) {
+		// The run's start names another graph's digest than its own: its
+		// config is not believed, and reading it again will not change it.
+		return nil, NonRetryable(events.FailureInvalidGraph, fmt.Sprintf("node %q: %v", ready.Node, err))
 	}
 	if err != nil {
 		return nil, err

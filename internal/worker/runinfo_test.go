@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -45,11 +46,11 @@ func TestReadStart(t *testing.T) {
 	r := newRunReader(st)
 	ctx := context.Background()
 	run := events.NewRunID()
-	if _, err := r.start(ctx, run); !errors.Is(err, errStartNotFound) {
+	if _, err := r.start(ctx, run, 0); !errors.Is(err, errStartNotFound) {
 		t.Fatalf("a run with no start: %v", err)
 	}
 	ev, err := events.New(run, run, time.Time{}, &events.RunStartedData{
-		GraphName: "g", GraphDigest: "sha256:g",
+		GraphName: "g", GraphDigest: events.GraphDigest([]byte(`{"name":"g","nodes":[{"id":"a","type":"echo","config":{"k":1}}]}`)),
 		Graph:      json.RawMessage(`{"name":"g","nodes":[{"id":"a","type":"echo","config":{"k":1}}]}`),
 		Invocation: json.RawMessage(`{"tenant":"t"}`),
 	})
@@ -59,7 +60,7 @@ func TestReadStart(t *testing.T) {
 	if _, err := eventlog.Append(ctx, st, run, 0, ev); err != nil {
 		t.Fatal(err)
 	}
-	s, err := r.start(ctx, run)
+	s, err := r.start(ctx, run, 0)
 	if err != nil || string(s.nodes["a"].Config) != `{"k":1}` || string(s.invocation) != `{"tenant":"t"}` {
 		t.Fatalf("start: %+v, %v", s, err)
 	}
@@ -77,9 +78,10 @@ func TestReadChildStart(t *testing.T) {
 	child := events.NewRunID()
 	parent := &events.ParentRef{RunID: "parent", Ref: events.NodeRef{Node: "sub", Iteration: 1}}
 	start := func(config string, p *events.ParentRef) *events.Event {
+		g := json.RawMessage(`{"name":"g","nodes":[{"id":"a","type":"echo","config":{"k":"` + config + `"}}]}`)
 		ev, err := events.New(child, child, time.Time{}, &events.RunStartedData{
-			GraphName: "g", GraphDigest: "sha256:" + config,
-			Graph:  json.RawMessage(`{"name":"g","nodes":[{"id":"a","type":"echo","config":{"k":"` + config + `"}}]}`),
+			GraphName: "g", GraphDigest: events.GraphDigest(g),
+			Graph:  g,
 			Parent: p,
 		})
 		if err != nil {
@@ -97,14 +99,96 @@ func TestReadChildStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.Data, _ = json.Marshal(&events.RunStartedData{GraphName: "g", GraphDigest: "sha256:forged",
-		Graph: json.RawMessage(`{"name":"g","nodes":[{"id":"a","type":"echo","config":{"k":"forged"}}]}`), Parent: parent})
+	forged := json.RawMessage(`{"name":"g","nodes":[{"id":"a","type":"echo","config":{"k":"forged"}}]}`)
+	m.Data, _ = json.Marshal(&events.RunStartedData{GraphName: "g", GraphDigest: events.GraphDigest(forged), Graph: forged, Parent: parent})
 	m.Header.Set("Nats-Msg-Id", eventlog.RandomID())
 	if _, err := js.PublishMsg(ctx, m); err != nil {
 		t.Fatal(err)
 	}
-	s, err := r.start(ctx, child)
+	s, err := r.start(ctx, child, 0)
 	if err != nil || string(s.nodes["a"].Config) != `{"k":"real"}` {
 		t.Fatalf("child's start: %+v, %v; want the coordinator's", s, err)
+	}
+}
+
+// TestStartDigestMismatch: a run's start whose graphDigest is not its
+// graph's (written raw: the encoder refuses it) is never read for a node's
+// config nor kept under that digest: the work item fails, non-retryable
+// (InvalidGraph), naming the mismatch.
+func TestStartDigestMismatch(t *testing.T) {
+	srv, st := natstest.Store(t)
+	_, js := natstest.Connect(t, srv)
+	r := newRunReader(st)
+	ctx := context.Background()
+	run := events.NewRunID()
+	real := json.RawMessage(`{"name":"g","nodes":[{"id":"a","type":"echo","config":{"k":"real"}}]}`)
+	forged := json.RawMessage(`{"name":"g","nodes":[{"id":"a","type":"echo","config":{"k":"forged"}}]}`)
+	ev, err := events.New(run, run, time.Time{}, &events.RunStartedData{GraphName: "g", GraphDigest: events.GraphDigest(real), Graph: real})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := eventlog.Encode(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Data, _ = json.Marshal(&events.RunStartedData{GraphName: "g", GraphDigest: events.GraphDigest(real), Graph: forged})
+	if _, err := js.PublishMsg(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.resolve(ctx, run, &events.NodeReadyData{NodeRef: events.NodeRef{Node: "a", Iteration: 1}, Type: "echo", Queue: "default"})
+	var we *Error
+	if !errors.As(err, &we) || we.Retryable || we.Type != events.FailureInvalidGraph || !strings.Contains(we.Message, "graph digest mismatch") {
+		t.Fatalf("resolving a work item of a start under another graph's digest: %v", err)
+	}
+	if _, ok := r.graphs.get(events.GraphDigest(real)); ok {
+		t.Fatal("the forged graph was kept under the real graph's digest")
+	}
+}
+
+// TestSecondStartNotRead: a work item names the stream sequence of its
+// run's start (NodeReadyData.StartSeq); a second run-started written
+// after it on the run's start subject (gap 12 of deploy/SECURITY.md) is
+// never read for the item's config: the item fails, non-retryable
+// (RunStartMismatch). An item that names the sequence of the start read
+// is resolved from it; one that names none (an older coordinator) takes
+// the last, as before.
+func TestSecondStartNotRead(t *testing.T) {
+	srv, st := natstest.Store(t)
+	_, js := natstest.Connect(t, srv)
+	ctx := context.Background()
+	run := events.NewRunID()
+	start := func(who string) *events.Event {
+		g := json.RawMessage(`{"name":"g","nodes":[{"id":"a","type":"echo","config":{"who":"` + who + `"}}]}`)
+		ev, err := events.New(run, run, time.Time{}, &events.RunStartedData{GraphName: "g", GraphDigest: events.GraphDigest(g), Graph: g})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ev
+	}
+	seq, err := eventlog.Append(ctx, st, run, 0, start("victim"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := &events.NodeReadyData{NodeRef: events.NodeRef{Node: "a", Iteration: 1}, Type: "echo", Queue: "default", StartSeq: seq}
+	if full, err := newRunReader(st).resolve(ctx, run, ready); err != nil || string(full.Config) != `{"who":"victim"}` {
+		t.Fatalf("the run's own start: %v, %v", full, err)
+	}
+	m, err := eventlog.Encode(start("attacker"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Header.Set("Nats-Msg-Id", eventlog.RandomID())
+	if _, err := js.PublishMsg(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	_, err = newRunReader(st).resolve(ctx, run, ready)
+	var we *Error
+	if !errors.As(err, &we) || we.Retryable || we.Type != FailureRunStartMismatch {
+		t.Fatalf("an item of a run with a second start: %v", err)
+	}
+	old := *ready
+	old.StartSeq = 0
+	if full, err := newRunReader(st).resolve(ctx, run, &old); err != nil || string(full.Config) != `{"who":"attacker"}` {
+		t.Fatalf("an item naming no start: %v, %v", full, err)
 	}
 }

@@ -77,6 +77,7 @@ type (
 	Failure    = eventlog.Failure
 	ParentRef  = eventlog.ParentRef
 	ForkRef    = eventlog.ForkRef
+	TriggerRef = eventlog.TriggerRef
 	FilterNote = eventlog.FilterNote
 	SlotRef    = eventlog.SlotRef
 	RateRef    = eventlog.RateRef
@@ -111,4 +112,11 @@ const (
 	// child run's id held another writer's events.
 	FailureInvalidForkState  = eventlog.FailureInvalidForkState
 	FailureChildRunPreempted = eventlog.FailureChildRunPreempted
+)
+
+// The kinds of TriggerRef: what started a run no person started.
+const (
+	TriggerSchedule = eventlog.TriggerSchedule
+	TriggerEvent    = eventlog.TriggerEvent
+	TriggerWebhook  = eventlog.TriggerWebhook
 )

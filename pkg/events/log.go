@@ -106,3 +106,13 @@ var (
 // parent run: only a run's coordinator starts its child runs (it wraps
 // ErrMisplaced; errors.As finds what it claimed).
 type ParentClaimError = eventlog.ParentClaimError
+
+// GraphDigestError is the refusal of a run-started whose graphDigest is
+// not the digest of the graph it carries (it wraps ErrMalformedEvent):
+// readers keep compiled graphs by digest, so the digest is checked
+// against the graph's bytes before it is believed.
+type GraphDigestError = eventlog.GraphDigestError
+
+// GraphDigest is the digest a run-started records for a graph's canonical
+// JSON ("sha256:<hex>", as pkg/graph's Graph.Digest).
+func GraphDigest(graph []byte) string { return eventlog.GraphDigest(graph) }

@@ -73,7 +73,7 @@ func ForkState(parent *State) (*State, error) {
 // clearRun clears the run's own fields, which a run-started sets.
 func (s *State) clearRun() {
 	s.RunID, s.GraphName, s.GraphDigest, s.Graph = "", "", "", nil
-	s.Parent, s.Fork, s.Input, s.Invocation, s.Nonce, s.ForkRefused = nil, nil, nil, nil, "", nil
+	s.Parent, s.Fork, s.Input, s.Invocation, s.Nonce, s.ForkRefused, s.StartSeq = nil, nil, nil, nil, "", nil, 0
 	s.Status, s.Output, s.Error, s.Cancel = RunPending, nil, nil, nil
 	s.Stats, s.Config = Stats{}, runConfig{}
 	s.StartedAt, s.UpdatedAt, s.EndedAt, s.LastSeq = nil, nil, nil, 0

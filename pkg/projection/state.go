@@ -75,11 +75,19 @@ type State struct {
 	// events.RunStartedData).
 	Priority    int    `json:"priority,omitempty"`
 	FairnessKey string `json:"fairnessKey,omitempty"`
+	// StartSeq is the stream sequence of the run's run-started event (0
+	// when the events were not read from a stream): work items name it
+	// (events.NodeReadyData.StartSeq), so that a worker reads no other
+	// start for the run.
+	StartSeq uint64 `json:"startSeq,omitempty"`
 	// ForkRefused is set when the run's run-started carried a fork's
 	// start state that does not fit the run's graph (CheckForkState): the
 	// state was not taken, and the engine fails the run with this failure
 	// (type events.FailureInvalidForkState, the problems in its details).
 	ForkRefused *events.Failure `json:"forkRefused,omitempty"`
+	// Trigger is the schedule, event trigger or webhook that started the
+	// run, if one did.
+	Trigger *events.TriggerRef `json:"trigger,omitempty"`
 
 	// Vars is the shared state, key by key.
 	Vars map[string]json.RawMessage `json:"state,omitempty"`

@@ -70,6 +70,8 @@ import (
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/natsconn"
 	"github.com/weft-dev/weft/internal/provision"
+	"github.com/weft-dev/weft/internal/schedule"
+	"github.com/weft-dev/weft/internal/trigger"
 	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
@@ -444,6 +446,12 @@ func (e *Engine) startCoordinator(ctx, base context.Context) ([]string, error) {
 	}
 	run, stop := context.WithCancel(base)
 	e.stopCoordinator = stop
+	e.coordinator.Go(func() {
+		// Schedules and event triggers start runs beside the
+		// coordinator, under its role.
+		_ = schedule.NewRunner(st, schedule.WithLogger(e.cfg.logger)).Run(run)
+	})
+	e.coordinator.Go(func() { _ = trigger.NewRunner(st, trigger.WithLogger(e.cfg.logger)).Run(run) })
 	e.coordinator.Go(func() {
 		if err := coordinator.New(st, opts...).Run(run); err != nil && run.Err() == nil {
 			e.setErr(fmt.Errorf("coordinator: %w", err))

@@ -19,7 +19,7 @@
 //     WithInvokingFilter and WithInvokedFilter.
 //   - Failures and progress: Error, NonRetryable, Retryable, FieldError,
 //     Heartbeat, FilterCancelledBy and the Filter… outcomes,
-//     FailureRunNotFound, DefaultFallbackTimeout, HeartbeatEventInterval;
+//     FailureRunNotFound, FailureRunStartMismatch, DefaultFallbackTimeout, HeartbeatEventInterval;
 //     the errors ErrAlreadyRunning, ErrNoWorkItem,
 //     ErrSchemaRefRefused; Announcement and LiveWorkers, the workers that
 //     announced themselves; DefaultQueue; Protocol, the version of the

@@ -341,6 +341,12 @@ func Heartbeat(ctx context.Context, details any) error {
 // not in the stream, so that its node's config cannot be known.
 const FailureRunNotFound = rt.FailureRunNotFound
 
+// FailureRunStartMismatch is the failure of a work item that names its
+// run's start by stream sequence when the start the worker can read is
+// another message: a second run-started on the run's start subject, which
+// the engine refuses and whose config is never run. Not retryable.
+const FailureRunStartMismatch = rt.FailureRunStartMismatch
+
 // SchemaLoader returns the JSON document a schema's "$ref" names by its
 // absolute URL, or an error when the worker does not allow it.
 type SchemaLoader = rt.SchemaLoader

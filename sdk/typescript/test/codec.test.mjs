@@ -5,7 +5,7 @@
 // against the protocol's worked examples.
 import assert from 'node:assert/strict'
 import { after, before, test } from 'node:test'
-import { encode, decode, newEvent, EventType, decisionId, idempotencyKey, slot, newRunId, newNonce, marshalJSON, NotJSONError, startedSubject, childStartedSubject } from '../dist/index.js'
+import { encode, decode, newEvent, EventType, decisionId, idempotencyKey, slot, newRunId, newNonce, marshalJSON, NotJSONError, startedSubject, childStartedSubject, graphDigest } from '../dist/index.js'
 import {
   encodeHeartbeat,
   encodeNodeCancelled,
@@ -108,14 +108,14 @@ test('a worker’s events are written as Go writes them', async () => {
 test('a client’s events are written as Go writes them', async () => {
   const graph = '{"name":"g","maxIterations":100,"nodes":[{"id":"a","type":"x"}],"edges":[]}'
   const cases = [
-    newEvent({ runId: run, id: run, type: EventType.RunStarted, data: encodeRunStarted({ graphName: 'g', graphDigest: 'sha256:00', graph }) }),
+    newEvent({ runId: run, id: run, type: EventType.RunStarted, data: encodeRunStarted({ graphName: 'g', graphDigest: graphDigest(graph), graph }) }),
     newEvent({
       runId: run,
       id: run,
       type: EventType.RunStarted,
-      data: encodeRunStarted({ graphName: 'g', graphDigest: 'sha256:00', graph, input: marshalJSON({ name: tricky, n: 1 }), invocation: marshalJSON({ tier: 'premium' }), startedBy: 'ada@host', retention: '720h0m0s' }),
+      data: encodeRunStarted({ graphName: 'g', graphDigest: graphDigest(graph), graph, input: marshalJSON({ name: tricky, n: 1 }), invocation: marshalJSON({ tier: 'premium' }), startedBy: 'ada@host', retention: '720h0m0s' }),
     }),
-    newEvent({ runId: run, id: run, type: EventType.RunStarted, data: encodeRunStarted({ graphName: 'g', graphDigest: 'sha256:00', graph, startedBy: 'ada@host', nonce: newNonce() }) }),
+    newEvent({ runId: run, id: run, type: EventType.RunStarted, data: encodeRunStarted({ graphName: 'g', graphDigest: graphDigest(graph), graph, startedBy: 'ada@host', nonce: newNonce() }) }),
     newEvent({ runId: run, id: `${run}:cancelreq:`, type: EventType.RunCancelRequested, data: encodeRunCancelRequested({ by: 'ada', reason: tricky }) }),
     newEvent({ runId: run, id: `${run}:cancelreq:terminate`, type: EventType.RunCancelRequested, data: encodeRunCancelRequested({ by: 'ada', terminate: true }) }),
     newEvent({ runId: run, id: `${run}:signal:s-1`, type: EventType.SignalReceived, nodeId: 'approve', data: encodeSignalReceived({ node: 'approve', data: marshalJSON({ ok: true }), by: 'ada' }) }),
@@ -127,8 +127,8 @@ test('a client’s events are written as Go writes them', async () => {
 
 test('only a child run’s start, on its decision subject, may name a parent', () => {
   const graph = '{"name":"g","nodes":[],"edges":[]}'
-  const body = (parent) => Buffer.from(JSON.stringify({ graphName: 'g', graphDigest: 'sha256:00', graph: JSON.parse(graph), ...(parent ? { parent } : {}) }))
-  const w = encode(newEvent({ runId: run, id: run, type: EventType.RunStarted, data: encodeRunStarted({ graphName: 'g', graphDigest: 'sha256:00', graph }) }))
+  const body = (parent) => Buffer.from(JSON.stringify({ graphName: 'g', graphDigest: graphDigest(graph), graph: JSON.parse(graph), ...(parent ? { parent } : {}) }))
+  const w = encode(newEvent({ runId: run, id: run, type: EventType.RunStarted, data: encodeRunStarted({ graphName: 'g', graphDigest: graphDigest(graph), graph }) }))
   const parent = { runId: 'victim1', ref: { node: 'child', iteration: 1 } }
   const hdr = new Map(w.headers)
   const reader = { keys: () => [...hdr.keys()], get: (k) => hdr.get(k) ?? '' }
@@ -140,6 +140,21 @@ test('only a child run’s start, on its decision subject, may name a parent', (
   assert.throws(() => decode(childStartedSubject(run), reader, body(undefined)), (err) => err.code === 'Misplaced')
   assert.equal(decode(startedSubject(run), reader, body(undefined)).type, EventType.RunStarted)
   assert.match(newNonce(), /^[0-9a-v]{26}$/)
+})
+
+test('a run’s start is read only under its own graph’s digest', () => {
+  const graph = '{"name":"g","nodes":[{"id":"a","type":"x","config":{"who":"victim"}}],"edges":[]}'
+  const evil = '{"name":"g","nodes":[{"id":"a","type":"x","config":{"who":"attacker"}}],"edges":[]}'
+  const w = encode(newEvent({ runId: run, id: run, type: EventType.RunStarted, data: encodeRunStarted({ graphName: 'g', graphDigest: graphDigest(graph), graph }) }))
+  const hdr = new Map(w.headers)
+  const reader = { keys: () => [...hdr.keys()], get: (k) => hdr.get(k) ?? '' }
+  assert.equal(decode(startedSubject(run), reader, w.data).type, EventType.RunStarted)
+  // The victim's digest over the attacker's graph (Go: GraphDigestError).
+  const forged = Buffer.from(`{"graphName":"g","graphDigest":${JSON.stringify(graphDigest(graph))},"graph":${evil}}`)
+  assert.throws(() => decode(startedSubject(run), reader, forged), (err) => err.code === 'MalformedEvent' && /graph digest mismatch/.test(err.message))
+  // A duplicate member: JSON.parse, as Go, reads the last one; so does the check.
+  const dup = Buffer.from(`{"graphName":"g","graphDigest":${JSON.stringify(graphDigest(graph))},"graph":${graph},"graph":${evil}}`)
+  assert.throws(() => decode(startedSubject(run), reader, dup), (err) => err.code === 'MalformedEvent')
 })
 
 test('times are written as Go’s RFC 3339 with nanoseconds', async () => {

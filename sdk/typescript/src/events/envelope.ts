@@ -5,6 +5,8 @@
 // Decode checks: a valid CloudEvent of a known type, of the subject's run,
 // on a subject that accepts its type, with a payload that decodes.
 
+import { createHash } from 'node:crypto'
+import { parse } from '../internal/gojson.js'
 import { WeftError } from './errors.js'
 import { acceptedOn, Class, EventType, type EventType as EventTypeT, knownType, parseSubject, runBase, Source, subjectFor } from './subjects.js'
 
@@ -223,6 +225,7 @@ export function decodeWithPayload(subject: string, hdr: HeaderReader | undefined
     if (q !== p.queue) throw new WeftError('Misplaced', `event type not accepted on its subject: ${subject}: a work item of queue ${JSON.stringify(q ?? '')}`)
   }
   if (e.type === EventType.RunStarted) {
+    checkGraphDigest(subject, e.data, payload)
     // Only a run's coordinator starts its child runs, on the child's
     // decision subject: a start naming a parent anywhere else is someone
     // passing a run off as another run's child (Go's ParentClaimError).
@@ -236,6 +239,33 @@ export function decodeWithPayload(subject: string, hdr: HeaderReader | undefined
     }
   }
   return { event: e, payload }
+}
+
+// checkGraphDigest refuses a run-started whose graphDigest is not the
+// digest of its graph's text (Go's GraphDigestError): readers keep graphs
+// by digest, so a start naming another graph's digest must not be
+// believed. The digest is over the graph member's text as written, as Go
+// reads it into a json.RawMessage.
+function checkGraphDigest(subject: string, data: string, payload: unknown): void {
+  const claimed = (payload as { graphDigest?: unknown } | null)?.graphDigest
+  if (typeof claimed !== 'string' || claimed === '') return
+  const spans: [string, number, number][] = []
+  try {
+    parse(data, spans)
+  } catch (err) {
+    throw malformed(`${subject}: ${EventType.RunStarted} data: ${(err as Error).message}`)
+  }
+  let graph = ''
+  for (const [k, from, to] of spans) if (k === 'graph') graph = data.slice(from, to)
+  const actual = graphDigest(graph)
+  if (actual !== claimed) {
+    throw malformed(`${subject}: graph digest mismatch: the run-started claims graphDigest ${JSON.stringify(claimed)}, its graph's digest is ${actual}`)
+  }
+}
+
+/** graphDigest is the digest a run-started records for a graph's canonical JSON ("sha256:<hex>"). */
+export function graphDigest(canonical: string): string {
+  return 'sha256:' + createHash('sha256').update(canonical, 'utf8').digest('hex')
 }
 
 // checkServerHeaders refuses messages the server wrote or will remove on a

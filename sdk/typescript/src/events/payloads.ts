@@ -26,6 +26,7 @@ export const FailureType = {
   Panic: 'Panic',
   InvalidGraph: 'InvalidGraph',
   RunNotFound: 'RunNotFound',
+  RunStartMismatch: 'RunStartMismatch',
   Error: 'Error',
 } as const
 
@@ -39,6 +40,8 @@ export interface NodeReadyData extends NodeRef {
   local?: unknown
   invocation?: unknown
   idempotencyKey: string
+  /** startSeq: the stream sequence of the run's start the coordinator folded (absent: not said); a worker reads no other start for the item. */
+  startSeq?: number
   timeoutMs?: number
   heartbeatMs?: number
   maxAttempts?: number

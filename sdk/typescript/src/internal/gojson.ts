@@ -181,8 +181,13 @@ export class JSONSyntaxError extends Error {
   }
 }
 
-/** parse reads JSON text strictly (as Go does), keeping number lexemes. */
-export function parse(text: string): JValue {
+/**
+ * parse reads JSON text strictly (as Go does), keeping number lexemes.
+ * spans, if given, receives each member of a top-level object: its key and
+ * where its value's text starts and ends (what Go's json.RawMessage of the
+ * member holds).
+ */
+export function parse(text: string, spans?: [string, number, number][]): JValue {
   let i = 0
   const ws = () => {
     while (i < text.length) {
@@ -217,7 +222,10 @@ export function parse(text: string): JValue {
           ws()
           if (text[i] !== ':') fail('after object key')
           i++
+          ws()
+          const from = i
           members.push([k, value(depth + 1)])
+          if (depth === 0) spans?.push([k, from, i])
           ws()
           if (text[i] === ',') {
             i++

@@ -56,23 +56,34 @@ export class Announcer {
   static async start(store: Store, name: string, queues: string[], types: () => string[], every: number, log: Logger): Promise<Announcer | undefined> {
     if (every < 0) return undefined
     if (every === 0) every = DefaultAnnounceInterval
-    let kv: KV
-    try {
-      const kvm = new Kvm(jetstream(store.nc))
+    let kv: KV | undefined
+    const kvm = new Kvm(jetstream(store.nc))
+    // Created only when it is missing (as the Go worker does): under the
+    // roles it is the admin's to create, and a failure that is not "not
+    // found" (a server restarting) is tried again, not met with a create
+    // the worker role may not make.
+    for (let tries = 1; kv === undefined; tries++) {
       try {
-        kv = await kvm.open(WorkersBucket)
-        await kv.status()
-      } catch {
-        kv = await kvm.create(WorkersBucket, {
-          description: 'Weft workers: the queues and node types each live worker serves',
-          ttl: announceTTL,
-          history: 1,
-          replicas: store.replicas,
-        })
+        const open = await kvm.open(WorkersBucket)
+        await open.status()
+        kv = open
+      } catch (err) {
+        try {
+          if (!bucketMissing(err)) throw err
+          kv = await kvm.create(WorkersBucket, {
+            description: 'Weft workers: the queues and node types each live worker serves',
+            ttl: announceTTL,
+            history: 1,
+            replicas: store.replicas,
+          })
+        } catch (err) {
+          if (tries >= 10) {
+            log.warn('announcing the worker', { error: errorMessage(err) })
+            return undefined
+          }
+          await new Promise((resolve) => setTimeout(resolve, 250 * tries))
+        }
       }
-    } catch (err) {
-      log.warn('announcing the worker', { error: errorMessage(err) })
-      return undefined
     }
     const now = formatTime(new Date())
     const a = new Announcer(kv, announceKey(name), { name, protocol: Protocol, queues, types: types(), started: now, heartbeat: now }, types, log)
@@ -101,4 +112,11 @@ export class Announcer {
       this.log.warn("withdrawing the worker's announcement", { error: errorMessage(err) })
     }
   }
+}
+
+/** bucketMissing tells whether err says the bucket's stream does not exist (JetStream's error 10059). */
+function bucketMissing(err: unknown): boolean {
+  const e = err as { code?: unknown; api_error?: { err_code?: unknown } } | undefined
+  if (e?.api_error?.err_code === 10059 || e?.code === 10059) return true
+  return /stream not found/i.test(errorMessage(err))
 }

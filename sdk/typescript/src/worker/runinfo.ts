@@ -57,6 +57,17 @@ export class LRU<V> {
 
 class StartNotFound extends Error {}
 
+// StartDigestMismatch: the run's start names another graph's digest than
+// its own (refused by decode); its config is not believed, and reading it
+// again will not change it.
+class StartDigestMismatch extends Error {}
+
+// StartMismatch: the item names the stream sequence of its run's start,
+// and the last message on the run's start subjects is another (a second
+// run-started, which the fold refuses: Go's errStartMismatch). The run's
+// own start cannot be read by subject, so the attempt fails.
+class StartMismatch extends Error {}
+
 /** RunReader reads and caches runs' starts and ends. */
 export class RunReader {
   private starts = new LRU<RunStart>(runStartCache)
@@ -66,23 +77,24 @@ export class RunReader {
 
   constructor(private store: Store) {}
 
-  private start(run: string): Promise<RunStart> {
-    const cached = this.starts.get(run)
+  private start(run: string, want: number): Promise<RunStart> {
+    const key = want !== 0 ? `${run}@${want}` : run
+    const cached = this.starts.get(key)
     if (cached !== undefined) return Promise.resolve(cached)
-    let p = this.loading.get(run)
+    let p = this.loading.get(key)
     if (p === undefined) {
-      p = this.readStart(run).then(
+      p = this.readStart(run, want).then(
         (s) => {
-          this.loading.delete(run)
-          this.starts.set(run, s)
+          this.loading.delete(key)
+          this.starts.set(key, s)
           return s
         },
         (err: unknown) => {
-          this.loading.delete(run)
+          this.loading.delete(key)
           throw err
         },
       )
-      this.loading.set(run, p)
+      this.loading.set(key, p)
     }
     return p
   }
@@ -93,11 +105,16 @@ export class RunReader {
   // write on a child run's client subject), on the coordinator's (a child
   // run's). undefined when neither subject has a message; an error when the
   // one found was refused.
-  private async lastStart(run: string): Promise<WeftEvent | undefined> {
+  private async lastStart(run: string, want: number): Promise<WeftEvent | undefined> {
     let refused: unknown
+    let mismatch: StartMismatch | undefined
     for (const subject of [startedSubject(run), childStartedSubject(run)]) {
       const m = await this.store.lastOn(subject)
       if (m === undefined) continue
+      if (want !== 0 && m.seq !== want) {
+        mismatch ??= new StartMismatch(`run ${run}: the item names the start at sequence ${want}, the last message on ${subject} is at ${m.seq} (a second run-started?)`)
+        continue
+      }
       try {
         const ev = decode(m.subject, m.headers, m.data)
         if (ev.type !== EventType.RunStarted) throw new Error(`a ${ev.type} event`)
@@ -106,16 +123,30 @@ export class RunReader {
         refused ??= err
       }
     }
-    if (refused !== undefined) throw new Error(`run ${run}: its start: ${errorMessage(refused)}`)
+    if (refused !== undefined) {
+      const msg = `run ${run}: its start: ${errorMessage(refused)}`
+      throw errorMessage(refused).includes('graph digest mismatch') ? new StartDigestMismatch(msg) : new Error(msg)
+    }
+    if (mismatch !== undefined) throw mismatch
     return undefined
   }
 
-  private async readStart(run: string): Promise<RunStart> {
-    let ev = await this.lastStart(run)
+  private async readStart(run: string, want: number): Promise<RunStart> {
+    const read = async (last: boolean): Promise<WeftEvent | undefined> => {
+      try {
+        return await this.lastStart(run, want)
+      } catch (err) {
+        // A replica that is behind may hold another message than the one named.
+        if (err instanceof StartMismatch && !last) return undefined
+        throw err
+      }
+    }
+    const retries = this.store.replicas > 1 ? 8 : 1
+    let ev = await read(retries === 1)
     // A replica that is behind may answer on a replicated stream.
-    for (let tries = 1; ev === undefined && tries < 8 && this.store.replicas > 1; tries++) {
+    for (let tries = 1; ev === undefined && tries < retries; tries++) {
       await sleep(tries * 40)
-      ev = await this.lastStart(run)
+      ev = await read(tries === retries - 1)
     }
     if (ev === undefined) throw new StartNotFound(`run ${run}: the run's run-started event is not in the stream`)
     const started = JSON.parse(ev.data) as { graphDigest?: string; graph?: { nodes?: ({ id?: string } & NodeSpec)[] }; invocation?: unknown }
@@ -140,9 +171,11 @@ export class RunReader {
     if (selfContained(ready)) return ready
     let s: RunStart
     try {
-      s = await this.start(run)
+      s = await this.start(run, ready.startSeq ?? 0)
     } catch (err) {
       if (err instanceof StartNotFound) throw nonRetryable(FailureType.RunNotFound, `node ${JSON.stringify(ready.node)}: ${err.message}`)
+      if (err instanceof StartMismatch) throw nonRetryable(FailureType.RunStartMismatch, `node ${JSON.stringify(ready.node)}: ${err.message}`)
+      if (err instanceof StartDigestMismatch) throw nonRetryable(FailureType.InvalidGraph, `node ${JSON.stringify(ready.node)}: ${err.message}`)
       throw err
     }
     const spec = s.nodes.get(ready.node)

@@ -1,0 +1,392 @@
+package cli
+
+import (
+	"flag"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/weft-dev/weft/pkg/client"
+)
+
+var cmdSchedule = &command{
+	name:    "schedule",
+	args:    "create|list|describe|pause|unpause|trigger|backfill|update|delete",
+	summary: "start runs of a graph on a cron spec or an interval",
+	help: `A schedule starts runs of a graph at its fire times, exactly one run per
+nominal fire time, durably: the coordinators fire it with JetStream message
+schedules, and a fire missed while they were down is run when they come
+back if it is inside the catch-up window, and recorded as skipped beyond it.
+
+  weft schedule create NAME -graph FILE (-cron 'SPEC' [-tz ZONE] | -every D)
+        [-input JSON] [-overlap skip|buffer-one|allow-all|cancel-other]
+        [-jitter D] [-catchup-window D] [-note TEXT]
+  weft schedule list
+  weft schedule describe NAME     spec, next 5 fire times, last runs, paused or not and why
+  weft schedule pause NAME -note TEXT
+  weft schedule unpause NAME
+  weft schedule trigger NAME      one run now
+  weft schedule backfill NAME -from T -to T
+  weft schedule update NAME …     the create flags given change
+  weft schedule delete NAME
+
+A cron spec has 5 fields (minute hour day month weekday), or 6 with seconds
+first, or is a descriptor (@daily, @hourly); it is read on the wall clock of
+-tz (an IANA zone, default UTC). Across daylight saving, a time that happens
+twice fires once, and a time that never happens fires an hour later. A
+schedule's runs are listed by 'weft list -schedule NAME'.`,
+	run: func(e *env, c *command, args []string) error {
+		if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+			if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
+				fs, _ := e.flagSet(c)
+				e.printHelp(c, fs)
+				return flag.ErrHelp
+			}
+			return &usageError{cmd: c, msg: "want create, list, describe, pause, unpause, trigger, backfill, update or delete"}
+		}
+		sub := &command{name: "schedule " + args[0], args: "NAME", help: c.help}
+		switch args[0] {
+		case "create", "update":
+			return scheduleWrite(e, sub, args[0] == "create", args[1:])
+		case "list":
+			sub.args = ""
+			return scheduleList(e, sub, args[1:])
+		case "describe":
+			return scheduleDescribe(e, sub, args[1:])
+		case "pause", "unpause":
+			return schedulePause(e, sub, args[0] == "pause", args[1:])
+		case "trigger":
+			return scheduleTrigger(e, sub, args[1:])
+		case "backfill":
+			return scheduleBackfill(e, sub, args[1:])
+		case "delete":
+			return scheduleDelete(e, sub, args[1:])
+		}
+		return &usageError{cmd: c, msg: fmt.Sprintf("unknown schedule command %q", args[0])}
+	},
+}
+
+// scheduleWrite is create and update: the same flags; update changes
+// only those given.
+func scheduleWrite(e *env, c *command, create bool, args []string) error {
+	fs, out := e.flagSet(c)
+	cfg := natsFlags(fs)
+	graphFile := fs.String("graph", "", "the graph file its runs run")
+	types := fs.String("types", "", "node types of your own workers the graph uses, comma separated")
+	cronSpec := fs.String("cron", "", "cron spec: 5 fields, 6 with seconds first, or @daily, @hourly…")
+	tz := fs.String("tz", "", "the time zone of -cron (IANA name, default UTC)")
+	every := fs.Duration("every", 0, "fire every D instead of on a cron spec")
+	input := fs.String("input", "", "each run's input: a JSON object, @FILE or @-")
+	overlap := fs.String("overlap", "", "while its runs run: skip (default), buffer-one, allow-all, cancel-other")
+	jitter := fs.Duration("jitter", 0, "delay each fire by up to D (the same delay on every coordinator)")
+	catchup := fs.Duration("catchup-window", 0, "how late a missed fire may still start (default 10m)")
+	note := fs.String("note", "", "a note kept with the schedule")
+	pos, err := e.parse(c, fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	name := pos[0]
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	in, err := e.objectArg(c, "input", *input)
+	if err != nil {
+		return err
+	}
+	cl, closeConn, err := e.connect(c, cfg, false)
+	if err != nil {
+		return err
+	}
+	defer closeConn()
+	if create {
+		if *graphFile == "" {
+			return &usageError{cmd: c, msg: "-graph: required"}
+		}
+		g, err := loadGraph(*graphFile, *types)
+		if err != nil {
+			return graphError(*graphFile, err)
+		}
+		var inv any
+		if in != nil {
+			inv = in
+		}
+		d, err := cl.CreateSchedule(e.ctx, name, g, client.ScheduleOptions{
+			Cron: *cronSpec, TimeZone: *tz, Every: *every, Input: inv, Overlap: client.Overlap(*overlap),
+			Jitter: *jitter, CatchupWindow: *catchup, Note: *note,
+		})
+		if err != nil {
+			return err
+		}
+		if *out == "json" {
+			return e.writeJSON(d)
+		}
+		fmt.Fprintf(e.stdout, "schedule %s created\n", name)
+		return nil
+	}
+	var u client.ScheduleUpdate
+	if set["graph"] {
+		g, err := loadGraph(*graphFile, *types)
+		if err != nil {
+			return graphError(*graphFile, err)
+		}
+		u.Graph = g
+	}
+	if set["cron"] {
+		u.Cron = cronSpec
+	}
+	if set["tz"] {
+		u.TimeZone = tz
+	}
+	if set["every"] {
+		u.Every = every
+	}
+	if in != nil {
+		u.Input = in
+	}
+	if set["overlap"] {
+		o := client.Overlap(*overlap)
+		u.Overlap = &o
+	}
+	if set["jitter"] {
+		u.Jitter = jitter
+	}
+	if set["catchup-window"] {
+		u.CatchupWindow = catchup
+	}
+	if set["note"] {
+		u.Note = note
+	}
+	d, err := cl.UpdateSchedule(e.ctx, name, u)
+	if err != nil {
+		return err
+	}
+	if *out == "json" {
+		return e.writeJSON(d)
+	}
+	fmt.Fprintf(e.stdout, "schedule %s updated\n", name)
+	return nil
+}
+
+func scheduleList(e *env, c *command, args []string) error {
+	fs, out := e.flagSet(c)
+	cfg := natsFlags(fs)
+	if _, err := e.parse(c, fs, args, 0, 0); err != nil {
+		return err
+	}
+	cl, closeConn, err := e.connect(c, cfg, false)
+	if err != nil {
+		return err
+	}
+	defer closeConn()
+	ds, err := cl.ListSchedules(e.ctx)
+	if err != nil {
+		return err
+	}
+	if *out == "json" {
+		if ds == nil {
+			ds = []*client.Schedule{}
+		}
+		return e.writeJSON(ds)
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tGRAPH\tSPEC\tOVERLAP\tPAUSED\tNEXT")
+	for _, d := range ds {
+		next := "-"
+		if tm, err := d.Timing(); err == nil && !d.Paused {
+			next = tm.Next(time.Now()).Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", d.Name, d.GraphName, specOf(d), d.Policy(), yesNo(d.Paused), next)
+	}
+	return tw.Flush()
+}
+
+func specOf(d *client.Schedule) string {
+	if d.Cron != "" {
+		tz := d.TimeZone
+		if tz == "" {
+			tz = "UTC"
+		}
+		return fmt.Sprintf("cron %q %s", d.Cron, tz)
+	}
+	return "every " + time.Duration(d.Every).String()
+}
+
+func scheduleDescribe(e *env, c *command, args []string) error {
+	fs, out := e.flagSet(c)
+	cfg := natsFlags(fs)
+	pos, err := e.parse(c, fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	cl, closeConn, err := e.connect(c, cfg, false)
+	if err != nil {
+		return err
+	}
+	defer closeConn()
+	desc, err := cl.DescribeSchedule(e.ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	if *out == "json" {
+		return e.writeJSON(desc)
+	}
+	d := desc.Schedule
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "schedule\t%s\n", d.Name)
+	fmt.Fprintf(tw, "graph\t%s (%s)\n", d.GraphName, d.GraphDigest)
+	fmt.Fprintf(tw, "spec\t%s\n", specOf(d))
+	fmt.Fprintf(tw, "overlap\t%s\n", d.Policy())
+	fmt.Fprintf(tw, "catch-up window\t%s\n", d.CatchUp())
+	if d.Jitter > 0 {
+		fmt.Fprintf(tw, "jitter\t%s\n", time.Duration(d.Jitter))
+	}
+	if len(d.Input) > 0 {
+		fmt.Fprintf(tw, "input\t%s\n", d.Input)
+	}
+	if d.Note != "" {
+		fmt.Fprintf(tw, "note\t%s\n", d.Note)
+	}
+	if d.Paused {
+		fmt.Fprintf(tw, "paused\tyes: %s\n", d.PauseNote)
+	} else {
+		fmt.Fprintf(tw, "paused\tno\n")
+	}
+	for i, n := range desc.Next {
+		label := ""
+		if i == 0 {
+			label = "next fires"
+		}
+		fmt.Fprintf(tw, "%s\t%s\n", label, n.Format(time.RFC3339))
+	}
+	for k, v := range desc.State.Skipped {
+		fmt.Fprintf(tw, "%s\t%d\n", k, v)
+	}
+	if desc.State.Buffer != nil {
+		fmt.Fprintf(tw, "buffered fire\t%s\n", desc.State.Buffer.Format(time.RFC3339))
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(e.stdout)
+	tw = tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "FIRE TIME\tOUTCOME\tRUN\tSTATUS")
+	for _, r := range desc.Runs {
+		st := r.Status
+		if st == "" {
+			st = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Nominal.Format(time.RFC3339), r.Outcome, r.RunID, st)
+	}
+	return tw.Flush()
+}
+
+func schedulePause(e *env, c *command, pause bool, args []string) error {
+	fs, out := e.flagSet(c)
+	cfg := natsFlags(fs)
+	note := fs.String("note", "", "why (shown by describe)")
+	pos, err := e.parse(c, fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	cl, closeConn, err := e.connect(c, cfg, false)
+	if err != nil {
+		return err
+	}
+	defer closeConn()
+	verb := "paused"
+	if pause {
+		err = cl.PauseSchedule(e.ctx, pos[0], *note)
+	} else {
+		verb = "unpaused"
+		err = cl.UnpauseSchedule(e.ctx, pos[0], *note)
+	}
+	if err != nil {
+		return err
+	}
+	if *out == "json" {
+		return e.writeJSON(map[string]any{"schedule": pos[0], "paused": pause})
+	}
+	fmt.Fprintf(e.stdout, "schedule %s %s\n", pos[0], verb)
+	return nil
+}
+
+func scheduleTrigger(e *env, c *command, args []string) error {
+	fs, out := e.flagSet(c)
+	cfg := natsFlags(fs)
+	pos, err := e.parse(c, fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	cl, closeConn, err := e.connect(c, cfg, false)
+	if err != nil {
+		return err
+	}
+	defer closeConn()
+	run, err := cl.TriggerSchedule(e.ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	if *out == "json" {
+		return e.writeJSON(map[string]string{"schedule": pos[0], "runId": run})
+	}
+	fmt.Fprintln(e.stdout, run)
+	return nil
+}
+
+func scheduleBackfill(e *env, c *command, args []string) error {
+	fs, out := e.flagSet(c)
+	cfg := natsFlags(fs)
+	fromS := fs.String("from", "", "first fire time (RFC 3339), inclusive")
+	toS := fs.String("to", "", "last fire time (RFC 3339), inclusive")
+	pos, err := e.parse(c, fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	from, err := time.Parse(time.RFC3339, *fromS)
+	if err != nil {
+		return &usageError{cmd: c, msg: fmt.Sprintf("-from: want an RFC 3339 time, got %q", *fromS)}
+	}
+	to, err := time.Parse(time.RFC3339, *toS)
+	if err != nil {
+		return &usageError{cmd: c, msg: fmt.Sprintf("-to: want an RFC 3339 time, got %q", *toS)}
+	}
+	cl, closeConn, err := e.connect(c, cfg, false)
+	if err != nil {
+		return err
+	}
+	defer closeConn()
+	runs, err := cl.BackfillSchedule(e.ctx, pos[0], from, to)
+	if err != nil {
+		return err
+	}
+	if *out == "json" {
+		if runs == nil {
+			runs = []string{}
+		}
+		return e.writeJSON(map[string]any{"schedule": pos[0], "runs": runs})
+	}
+	for _, r := range runs {
+		fmt.Fprintln(e.stdout, r)
+	}
+	return nil
+}
+
+func scheduleDelete(e *env, c *command, args []string) error {
+	fs, out := e.flagSet(c)
+	cfg := natsFlags(fs)
+	pos, err := e.parse(c, fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	cl, closeConn, err := e.connect(c, cfg, false)
+	if err != nil {
+		return err
+	}
+	defer closeConn()
+	if err := cl.DeleteSchedule(e.ctx, pos[0]); err != nil {
+		return err
+	}
+	if *out == "json" {
+		return e.writeJSON(map[string]any{"schedule": pos[0], "deleted": true})
+	}
+	fmt.Fprintf(e.stdout, "schedule %s deleted\n", pos[0])
+	return nil
+}
