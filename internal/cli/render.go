@@ -117,6 +117,8 @@ func (e *env) printStatus(st *projection.State, notes map[string]string) {
 		switch {
 		case n.Error != nil:
 			details = n.Error.Error()
+		case n.Status == projection.NodeWaiting && n.WaitingFor == "slot" && n.Slot != nil:
+			details = fmt.Sprintf("waiting for a slot of %s, key %q (max %d)", n.Slot.Limit, n.Slot.Key, n.Slot.Max)
 		case n.WaitingFor != "":
 			details = "waiting for " + n.WaitingFor
 		case n.Fallback:

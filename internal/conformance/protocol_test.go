@@ -408,6 +408,7 @@ func TestProtocolFailureTypes(t *testing.T) {
 		worker.FailureRunNotFound:      false,
 		worker.FailureRunStartMismatch: false,
 		events.FailureInvalidGraph:     false,
+		events.FailureRateLimited:      true,
 	}
 	got := map[string]bool{}
 	for _, r := range docTables(t)["failure-types"] {

@@ -38,6 +38,9 @@ type runEntry struct {
 	armed map[string]time.Time
 	// dropped is set once the run ended and its schedules were purged.
 	dropped bool
+	// released holds the concurrency slots given back for the run, by
+	// holder id (flow.go): it spares the bucket a read, nothing more.
+	released map[string]struct{}
 	// traces holds, with tracing on, the trace context of each node's
 	// last outcome (and of the run's start), for the links of joins.
 	traces map[string]trace.SpanContext

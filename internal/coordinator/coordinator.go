@@ -204,6 +204,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/flow"
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/runs"
 	"github.com/weft-dev/weft/internal/setup"
@@ -276,7 +277,18 @@ type options struct {
 	localTimeout time.Duration
 	localBudget  time.Duration // localInlineBudget; tests shorten or lengthen it
 	maxHeld      int           // the bound of the events held (inflight.go), if set; tests lower it
+	flowSweep    time.Duration // how often the flow bucket is swept (flow.go)
+	flow         *flow.Limiter // WithFlow
 }
+
+// WithFlow sets the flow limiter the coordinator takes concurrency slots
+// from (default: one over the weft-flow bucket, opened by Run); the
+// simulator gives every coordinator one over its model of the bucket.
+func WithFlow(l *flow.Limiter) Option { return func(o *options) { o.flow = l } }
+
+// WithFlowSweep sets how often the coordinator sweeps the flow bucket for
+// slots of attempts that ended (default flow.SweepInterval).
+func WithFlowSweep(d time.Duration) Option { return func(o *options) { o.flowSweep = d } }
 
 // WithDurable names the partition consumers (default "coordinator": the
 // consumers are "coordinator-0", "coordinator-1", …). Every coordinator of
@@ -350,6 +362,9 @@ type Coordinator struct {
 	// local nodes' work items not yet started (local.go): a shard that is
 	// full takes them without handing them back (see dispatch).
 	echoes, localPending sync.Map
+	// flow takes and gives back concurrency slots (flow.go); nil without
+	// JetStream.
+	flow *flow.Limiter
 	// claims holds the claimed children whose parents were told
 	// (children.go), so that a claimed run's every event does not tell
 	// the parent again.
@@ -360,7 +375,7 @@ type Coordinator struct {
 func New(store events.Store, opts ...Option) *Coordinator {
 	o := options{durable: "coordinator", shards: 32, cacheSize: 10000, now: time.Now, ackWait: 10 * time.Second,
 		partitions: 1, leaseTTL: defaultLeaseTTL, maxEvents: DefaultMaxHistoryEvents, maxBytes: DefaultMaxHistoryBytes, retention: runs.DefaultRetention,
-		local: defaultLocal(), localTimeout: DefaultLocalTimeout, localBudget: localInlineBudget}
+		local: defaultLocal(), localTimeout: DefaultLocalTimeout, localBudget: localInlineBudget, flowSweep: flow.SweepInterval}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -378,6 +393,7 @@ func New(store events.Store, opts ...Option) *Coordinator {
 		cache: newRunCache(o.cacheSize),
 	}
 	c.holder = c.holderValue()
+	c.flow = o.flow
 	return c
 }
 
@@ -440,6 +456,10 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	if mismatch != nil {
 		return mismatch
 	}
+	c.openFlow(ctx)
+	var sweeper sync.WaitGroup
+	sweeper.Go(func() { c.sweepFlow(ctx) })
+	defer sweeper.Wait() // it ends with ctx, which has ended when Run returns from below
 	var consumers sync.WaitGroup
 	c.leases(ctx, kv, func(pctx context.Context, p int) {
 		consumers.Add(1)

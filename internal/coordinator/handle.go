@@ -273,6 +273,10 @@ func (c *Coordinator) settle(ctx context.Context, ent *runEntry, handling string
 	if err := c.decide(ctx, ent); err != nil {
 		return err
 	}
+	// Slots of attempts that ended given back, waiters let in (flow.go).
+	if err := c.releaseSlots(ctx, ent); err != nil {
+		return err
+	}
 	// Local nodes readied now, or before and not yet run (the run was
 	// folded afresh), run here (local.go); handling is the event's id.
 	if err := c.runLocal(ctx, ent, handling); err != nil {
@@ -384,7 +388,11 @@ func (c *Coordinator) decide(ctx context.Context, ent *runEntry) error {
 	if err != nil {
 		return c.failInvalidGraph(ctx, ent, err)
 	}
-	d := engine.Decide(g, s, c.opts.now())
+	fo, flowErr := c.flowOptions(ctx)
+	d := engine.DecideWith(g, s, c.opts.now(), fo)
+	if err := flowErr(); err != nil {
+		return err // s is thrown away: the event comes again
+	}
 	if d.Empty() {
 		return nil
 	}

@@ -391,7 +391,14 @@ func (d *decider) input(n *graph.Node) json.RawMessage {
 
 // ready publishes work for one attempt of a worker node (or of one item).
 func (d *decider) ready(n *graph.Node, ref events.NodeRef, attempt int, local json.RawMessage, consumed, owed []int) {
-	d.readyWith(n, ref, attempt, local, consumed, owed, d.input(n))
+	d.readyWith(n, ref, attempt, local, consumed, owed, d.input(n), nil)
+}
+
+// cleared is what an attempt has cleared of its node's limits: the slot
+// it holds, the rate limit whose turn came.
+type cleared struct {
+	slot *events.SlotRef
+	rate *events.RateRef
 }
 
 // MaxWorkItemData is the most state a work item carries: its input (the
@@ -415,9 +422,40 @@ const MaxWorkItemData = 1<<20 - 32<<10
 // position is not in the item either: the same decision, retried from a
 // later state, must encode to the same bytes, since a duplicate is
 // confirmed against the stored message.
-func (d *decider) readyWith(n *graph.Node, ref events.NodeRef, attempt int, local json.RawMessage, consumed, owed []int, input json.RawMessage) {
+//
+// A node with a concurrency limit is readied only once its attempt holds a
+// slot (flow.go): slot is the one it waited for, or nil to work it out;
+// without one the attempt waits for it.
+func (d *decider) readyWith(n *graph.Node, ref events.NodeRef, attempt int, local json.RawMessage, consumed, owed []int, input json.RawMessage, done *cleared) {
 	if d.s.Status.Ended() { // a sibling item's failure ended the run
 		return
+	}
+	var slot *events.SlotRef
+	var rate *events.RateRef
+	if done != nil {
+		slot, rate = done.slot, done.rate
+	}
+	if n.Rate != nil && ref.Item == nil && rate == nil {
+		var ok bool
+		if rate, ok = d.takeTurn(n, ref, attempt, local, consumed, owed); !ok {
+			return
+		}
+	}
+	if n.Concurrency != nil && ref.Item == nil {
+		if slot == nil {
+			var ok bool
+			if slot, ok = d.slotFor(n, local); !ok {
+				return
+			}
+		}
+		granted, ok := d.admit(ref, attempt, slot)
+		if !ok {
+			return
+		}
+		if !granted {
+			d.waitForSlot(ref, attempt, slot, local, consumed, owed)
+			return
+		}
 	}
 	queue := n.Queue
 	switch {
@@ -450,6 +488,8 @@ func (d *decider) readyWith(n *graph.Node, ref events.NodeRef, attempt int, loca
 		Outputs:        n.Outputs,
 		Consumed:       consumed,
 		Owed:           owed,
+		Slot:           slot,
+		Rate:           rate,
 	}
 	d.emit(p, eventlog.DecisionID(d.s.RunID, events.NodeReady, ref.Key(), strconv.Itoa(attempt)))
 }
@@ -465,7 +505,7 @@ func (d *decider) mapItems(n *graph.Node, ns *projection.NodeState) bool {
 		if input == nil {
 			input = d.input(n)
 		}
-		d.readyWith(n, itemRef(n, ns, i), attempt, itemLocal(ns.Items[i].Data, i), nil, nil, input)
+		d.readyWith(n, itemRef(n, ns, i), attempt, itemLocal(ns.Items[i].Data, i), nil, nil, input, nil)
 	}
 	active := 0
 	for i, it := range ns.Items {

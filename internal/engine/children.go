@@ -94,6 +94,8 @@ func (d *decider) startChild(n *graph.Node, ref events.NodeRef, consumed, owed [
 		Parent:      &events.ParentRef{RunID: d.s.RunID, Ref: ref},
 		StartedBy:   "run " + d.s.RunID,
 		Nonce:       childNonce(d.s.Nonce, id),
+		Priority:    d.s.Priority,
+		FairnessKey: d.s.FairnessKey,
 	})
 	if err != nil {
 		d.err = err

@@ -107,6 +107,9 @@ type decider struct {
 	err error
 	// routes are routings decided and applied, waiting to be written.
 	routes []pendingRoute
+	// admitFn is Options.Admit (flow.go).
+	admitFn   func(AdmitRequest) Admission
+	reserveFn func(ReserveRequest) Reservation
 }
 
 // Decide returns what must happen next for the run in state s of graph g,
@@ -114,10 +117,7 @@ type decider struct {
 // the log; on an error from appending the decision, throw s away and fold
 // the run again.
 func Decide(g *graph.Graph, s *projection.State, now time.Time) Decision {
-	d := &decider{g: g, ev: graphrt.Of(g), s: s, now: now.UTC()}
-	d.run()
-	d.flushRoutes()
-	return d.out
+	return DecideWith(g, s, now, Options{})
 }
 
 func (d *decider) run() {
@@ -157,6 +157,12 @@ func (d *decider) step() bool {
 				return true
 			}
 			if ns.Status == projection.NodeWaiting && ns.WaitingFor == "map" && d.mapItems(n, ns) {
+				return true
+			}
+			if ns.Status == projection.NodeWaiting && ns.WaitingFor == "slot" && d.slotWait(n, ns) {
+				return true
+			}
+			if ns.Status == projection.NodeWaiting && ns.WaitingFor == "rate" && d.rateWait(n, ns) {
 				return true
 			}
 		}

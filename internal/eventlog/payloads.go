@@ -68,6 +68,14 @@ const (
 	FailureCondition       = "ConditionError"
 	FailurePanic           = "Panic"
 	FailureInvalidGraph    = "InvalidGraph"
+	// FailureFlowLimit: a concurrency limit's bound was passed (too many
+	// attempts wait for one key, or too many keys are in use), or its key
+	// could not be evaluated (internal/flow).
+	FailureFlowLimit = "FlowLimit"
+	// FailureRateLimited: the outside world said no for now (an HTTP 429,
+	// an SDK's RateLimited error); Details {"retryAfterMs": n} says for how
+	// long. Retryable; a node with a rate limit backs its whole key off.
+	FailureRateLimited = "RateLimited"
 	// FailureInvalidForkState fails a forked run whose start state does
 	// not fit its graph (projection.CheckForkState); the details list the
 	// problems.
@@ -78,6 +86,22 @@ const (
 	// never taken for the child.
 	FailureChildRunPreempted = "ChildRunPreempted"
 )
+
+// RateRef names a rate limit's key and the units an attempt takes of it
+// (internal/flow).
+type RateRef struct {
+	Limit string `json:"limit"`
+	Key   string `json:"key"`
+	Units int    `json:"units"`
+}
+
+// SlotRef names a concurrency slot: the limit, the key the attempt's
+// expression gave, and the limit's max (internal/flow).
+type SlotRef struct {
+	Limit string `json:"limit"`
+	Key   string `json:"key"`
+	Max   int    `json:"max"`
+}
 
 // ParentRef links a child run to the node of the parent run that started it.
 type ParentRef struct {
@@ -115,6 +139,13 @@ type RunStartedData struct {
 	// started without one (by a Weft before it, or a client that sets
 	// none) get child ids without that part.
 	Nonce string `json:"nonce,omitempty"`
+	// Priority (1, lowest, to 5, highest; absent: 3) and FairnessKey rank
+	// the run's attempts where they wait for a concurrency slot: higher
+	// priorities first; within a priority, fairness keys take turns, so a
+	// key with few waiting is not queued behind one with many. A child
+	// run inherits both (internal/flow).
+	Priority    int    `json:"priority,omitempty"`
+	FairnessKey string `json:"fairnessKey,omitempty"`
 	// Trigger is set when the engine started the run on its own: a
 	// schedule's fire, an event trigger's message or a webhook call.
 	Trigger *TriggerRef `json:"trigger,omitempty"`
@@ -140,6 +171,13 @@ type TriggerRef struct {
 	// of an -id expression, an Idempotency-Key, "manual:<request>".
 	Key string `json:"key,omitempty"`
 }
+
+// Priorities of runs.
+const (
+	MinPriority     = 1
+	DefaultPriority = 3
+	MaxPriority     = 5
+)
 
 // ForkRef links a forked run to the run and point it was forked from.
 type ForkRef struct {
@@ -230,6 +268,11 @@ type NodeReadyData struct {
 	// recorded with it (and applied before it) so that the common step,
 	// a node finished and its successor starts, is one event.
 	Routed []NodeRoutedData `json:"routed,omitempty"`
+	// Slot is the concurrency slot the attempt holds, when its node has a
+	// limit: the coordinator gives it back when the attempt ends.
+	Slot *SlotRef `json:"slot,omitempty"`
+	// Rate is the rate limit the attempt took its units of.
+	Rate *RateRef `json:"rate,omitempty"`
 }
 
 // NodeInvokingData says a worker took the work and is running the node.
@@ -303,7 +346,7 @@ type NodeWaitingData struct {
 	Owed     []int `json:"owed,omitempty"`
 	// Routed: see NodeReadyData.Routed.
 	Routed   []NodeRoutedData `json:"routed,omitempty"`
-	For      string           `json:"for"` // "signal", "child", "map" or "router"
+	For      string           `json:"for"` // "signal", "child", "map", "router", "slot" or "rate"
 	Deadline *time.Time       `json:"deadline,omitempty"`
 	Local    json.RawMessage  `json:"local,omitempty"`
 	// Items is, for a map node, the list it maps over, fixed when the node
@@ -311,6 +354,14 @@ type NodeWaitingData struct {
 	Items json.RawMessage `json:"items,omitempty"`
 	// Input is the state view a coordinator-run node saw when it started.
 	Input json.RawMessage `json:"input,omitempty"`
+	// Slot and Attempt are, for "slot", the concurrency slot the node
+	// waits for and the attempt that will take it: the node's first, or
+	// the retry that came due (the node's iteration began already).
+	Slot    *SlotRef `json:"slot,omitempty"`
+	Attempt int      `json:"attempt,omitempty"`
+	// Rate is, for "rate", the rate limit whose turn the attempt waits
+	// for, until Deadline (a durable timer).
+	Rate *RateRef `json:"rate,omitempty"`
 }
 
 // NodeCancelledData says a node execution ended because its run was cancelled

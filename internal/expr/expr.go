@@ -50,9 +50,11 @@ type Kind int
 
 // The kinds an expression can be required to give.
 const (
-	Any  Kind = iota
-	Bool      // conditions
-	List      // map lists
+	Any    Kind = iota
+	Bool        // conditions
+	List        // map lists
+	String      // keys (flow control)
+	Int         // units (flow control)
 )
 
 var env = sync.OnceValues(func() (*cel.Env, error) {
@@ -104,6 +106,10 @@ func Compile(src string, kind Kind, costLimit uint64) (*Program, error) {
 		return nil, fmt.Errorf("CEL %q: want a bool, expression gives %s", src, t)
 	case kind == List && t.Kind() != types.ListKind:
 		return nil, fmt.Errorf("CEL %q: want a list, expression gives %s", src, t)
+	case kind == String && t.Kind() != types.StringKind:
+		return nil, fmt.Errorf("CEL %q: want a string, expression gives %s", src, t)
+	case kind == Int && t.Kind() != types.IntKind && t.Kind() != types.UintKind && t.Kind() != types.DoubleKind:
+		return nil, fmt.Errorf("CEL %q: want an int, expression gives %s", src, t)
 	}
 	if costLimit == 0 {
 		costLimit = DefaultCostLimit
@@ -156,6 +162,12 @@ func (p *Program) Eval(ctx context.Context, vars Vars) (any, error) {
 		if _, ok := v.(traits.Lister); !ok {
 			return nil, fmt.Errorf("CEL %q: want a list, got %s", p.src, v.Type().TypeName())
 		}
+	case String:
+		s, ok := v.(types.String)
+		if !ok {
+			return nil, fmt.Errorf("CEL %q: want a string, got %s", p.src, v.Type().TypeName())
+		}
+		return string(s), nil
 	}
 	out, err := Plain(v)
 	if err != nil {

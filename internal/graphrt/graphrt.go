@@ -75,6 +75,13 @@ type Evaluator interface {
 	// MapItems evaluates node's map.over, giving the items to fan out over
 	// as plain JSON-like values.
 	MapItems(node string, env Env) ([]any, error)
+	// ConcurrencyKey evaluates node's concurrency.key (the key of its
+	// concurrency limit); "" when it has none.
+	ConcurrencyKey(node string, env Env) (string, error)
+	// RateKey evaluates node's rate.key and rate.units (the key of its
+	// rate limit, "" when it has none, and the units an attempt takes, 1
+	// when it names none).
+	RateKey(node string, env Env) (key string, units int, err error)
 }
 
 // DefaultLocalTypes are the node types a stock coordinator runs itself

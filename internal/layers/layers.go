@@ -76,6 +76,7 @@ var Of = map[string]Layer{
 	"internal/coordinatord":       Engine,
 	"internal/embedded":           Engine,
 	"internal/engine":             Engine,
+	"internal/flow":               Engine,
 	"internal/natsconn":           Engine,
 	"internal/nodeworker":         Engine,
 	"internal/provision":          Engine,

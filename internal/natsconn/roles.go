@@ -43,6 +43,8 @@ const (
 	workersBucket   = "weft-workers"
 	snapshotsBucket = "weft-snapshots"
 	leasesBucket    = "weft-coordinators"
+	// internal/flow: concurrency slots and their waiters.
+	flowBucket = "weft-flow"
 	// internal/runs: the read model of runs, and the archive of removed runs
 	// (an Object Store bucket).
 	runsBucket    = "weft-runs"
@@ -328,6 +330,16 @@ func (d Deployment) user(ns string, r Role, q string) User {
 				api + "DIRECT.GET.KV_" + runsBucket + ".>",
 				api + "STREAM.MSG.GET.KV_" + runsBucket,
 				api + "STREAM.PURGE.KV_" + runsBucket,
+				// Flow control's slots (the bucket is the admin's to
+				// create): compare-and-set puts and deletes, gets, and
+				// listing keys (a KV watcher).
+				"$KV." + flowBucket + ".>",
+				api + "STREAM.INFO.KV_" + flowBucket,
+				api + "DIRECT.GET.KV_" + flowBucket + ".>",
+				api + "STREAM.MSG.GET.KV_" + flowBucket,
+				api + "CONSUMER.CREATE.KV_" + flowBucket + ".>",
+				api + "CONSUMER.DELETE.KV_" + flowBucket + ".*",
+				"$JS.FC.KV_" + flowBucket + ".>",
 			},
 			// Its partition consumers: create with any of the
 			// partitions' filters, info, pull, acknowledge; and the

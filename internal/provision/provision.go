@@ -23,6 +23,7 @@ import (
 
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/flow"
 	"github.com/weft-dev/weft/internal/runs"
 	"github.com/weft-dev/weft/internal/schedule"
 	"github.com/weft-dev/weft/internal/setup"
@@ -88,6 +89,7 @@ func Run(ctx context.Context, store events.Store, o Options) ([]string, error) {
 		coordinator.SnapshotsKVConfig(o.Replicas),
 		coordinator.LeasesKVConfig(o.LeaseTTL, o.Replicas),
 		runs.KVConfig(o.Replicas),
+		flow.KVConfig(o.Replicas),
 	}
 	buckets = append(buckets, schedule.KVConfigs(o.Replicas)...)
 	js := eventlog.JetStream(store)

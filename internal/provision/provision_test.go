@@ -7,6 +7,7 @@ import (
 
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/flow"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/internal/provision"
 	"github.com/weft-dev/weft/internal/runs"
@@ -25,12 +26,12 @@ func TestRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(names) != 6 { // and the schedules' two (internal/schedule)
+		if len(names) != 7 { // and the schedules' two (internal/schedule), and flow control's
 			t.Fatalf("buckets %v", names)
 		}
 	}
 	js := eventlog.JetStream(st)
-	for _, b := range []string{workqueue.WorkersBucket, coordinator.SnapshotsBucket, coordinator.LeasesBucket, runs.Bucket, schedule.Bucket, schedule.KeysBucket} {
+	for _, b := range []string{workqueue.WorkersBucket, coordinator.SnapshotsBucket, coordinator.LeasesBucket, runs.Bucket, schedule.Bucket, schedule.KeysBucket, flow.Bucket} {
 		if _, err := js.KeyValue(ctx, b); err != nil {
 			t.Errorf("bucket %s: %v", b, err)
 		}

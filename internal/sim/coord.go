@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/coordinator"
+	"github.com/weft-dev/weft/internal/flow"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
@@ -53,7 +54,7 @@ func (s *Sim) newCoord() *coordInstance {
 			k[q] = true
 		}
 	}
-	ci.c = coordinator.New(st, coordinator.WithClock(s.clock.Now), coordinator.WithLogger(s.quiet))
+	ci.c = coordinator.New(st, coordinator.WithClock(s.clock.Now), coordinator.WithLogger(s.quiet), coordinator.WithFlow(flow.New(s.flowKV, s.clock.Now)))
 	s.note("coordinator %s starts", ci.name)
 	return ci
 }

@@ -82,6 +82,16 @@ func graphs() ([]*simGraph, error) {
 			Node("each", nodeType, work(behaviour{Fail: 0.2}, graph.Retry(quickRetry), graph.Map("state.items", 2))...).
 			Node("after", nodeType, work(behaviour{})...).
 			Edge(graph.Start, "each").Edge("each", "after").Edge("after", graph.End)},
+		// Two branches that share one slot (a limit named "sim-shared",
+		// max 1, one key): each run's branches take turns, and so do
+		// the runs; retries and timeouts give the slot back.
+		{name: "limited", b: reducers(graph.New("limited")).
+			Node("split", nodeType, work(behaviour{})...).
+			Node("x", nodeType, work(behaviour{Fail: 0.3}, graph.Retry(quickRetry), graph.Concurrency(1, "", "sim-shared"))...).
+			Node("y", nodeType, work(behaviour{Fail: 0.3}, graph.Retry(quickRetry), graph.Concurrency(1, "", "sim-shared"))...).
+			Node("join", nodeType, append(work(behaviour{}), graph.WaitAll())...).
+			Edge(graph.Start, "split").Edge("split", "x").Edge("split", "y").
+			Edge("x", "join").Edge("y", "join").Edge("join", graph.End)},
 		{name: "human", human: []string{"approve"}, b: reducers(graph.New("human")).
 			Node("draft", nodeType, work(behaviour{})...).
 			Node("approve", graph.TypeHuman, graph.Config(map[string]string{"timeout": "40s"})).

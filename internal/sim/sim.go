@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/flow"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
@@ -141,6 +142,11 @@ type Sim struct {
 	step      int
 	trace     []string
 	quiet     *slog.Logger
+	// flowKV is the model of the flow bucket all coordinators share, and
+	// flowLimiter the validator's view of it (flow.go).
+	flowKV      *memKV
+	flowLimiter *flow.Limiter
+	lastSweep   time.Time
 }
 
 // simRun is a run the simulated client starts.
@@ -221,6 +227,9 @@ func newSim(cfg Config) (*Sim, error) {
 	}
 	s.log = newMemLog(s.clock, cfg.DedupWindow)
 	s.store = &memStore{log: s.log}
+	s.flowKV = newMemKV()
+	s.flowLimiter = flow.New(s.flowKV, s.clock.Now)
+	s.lastSweep = epoch
 	s.val = newValidator(s)
 	s.coordCons = newConsumer("coordinator", s.clock, coordAckWait)
 	s.log.onAppend = s.onAppend
@@ -423,6 +432,9 @@ func (s *Sim) actions() []action {
 	if s.cfg.Faults[CrashWorker] && s.rng.IntN(20) == 0 {
 		acts = append(acts, action{"crash worker", 1, s.crashWorker})
 	}
+	if t, ok := s.sweepDue(); ok && !t.After(now) {
+		acts = append(acts, action{"sweep", 2, s.sweep})
+	}
 	acts = append(acts, action{"tick", 2, func() { s.advance(time.Duration(s.rng.IntN(300)) * time.Millisecond) }})
 	return acts
 }
@@ -466,6 +478,9 @@ func (s *Sim) idle() bool {
 	}
 	if len(s.later) > 0 && s.val.ended() < len(s.runs) {
 		consider(s.later[0].at)
+	}
+	if t, ok := s.sweepDue(); ok {
+		consider(t)
 	}
 	if t := s.log.nextTimer(); t != nil {
 		// A timer left behind by an ended run (its purge failed) fires

@@ -268,13 +268,25 @@ func thingOf(p events.Payload) []string {
 		return []string{"the run's end"}
 	case *events.NodeReadyData:
 		out := []string{"node-ready " + d.Key() + " attempt " + strconv.Itoa(d.Attempt)}
-		if d.Attempt == 1 {
+		switch {
+		case d.Slot != nil && d.Attempt == 1:
+			// It activates the node, or admits it after it waited for
+			// its slot (the wait was the activation).
+			out = append(out, "admission "+d.Key())
+		case d.Attempt == 1:
 			out = append(out, "activation "+d.Key())
 		}
 		return out
 	case *events.NodeSkippedData:
 		return []string{"activation " + d.Key()}
 	case *events.NodeWaitingData:
+		if d.For == "slot" {
+			out := []string{"slot wait " + d.Key() + " attempt " + strconv.Itoa(d.Attempt)}
+			if d.Attempt == 1 {
+				out = append(out, "activation "+d.Key())
+			}
+			return out
+		}
 		return []string{"activation " + d.Key()}
 	case *events.NodeRoutedData:
 		return []string{"routing of " + d.Key()}
@@ -309,6 +321,9 @@ func (v *validator) checkDecision(rc *runCheck, m *message, e *events.Event, p e
 	v.count("node-ready for the due attempt")
 	due := false
 	switch {
+	case d.Slot != nil && before.status == projection.NodeWaiting:
+		// Admitted after it waited for its slot.
+		due = before.iter == d.Iteration && before.attempt == d.Attempt-1
 	case d.Item != nil:
 		// Items of a map activation that is waiting for them.
 		if d.Attempt == 1 {
@@ -413,6 +428,9 @@ func (v *validator) check() *Violation {
 		}
 	}
 	v.dirty = map[string]bool{}
+	if v.failed == nil {
+		v.checkFlow()
+	}
 	return v.failed
 }
 
@@ -593,5 +611,5 @@ func (v *validator) final() *Violation {
 			return v.violation(r.id, "no timer outlives its run", fmt.Sprintf("run %s, timers still scheduled: %v", rc.state.Status, pend))
 		}
 	}
-	return nil
+	return v.finalFlow()
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/weft-dev/weft/pkg/events"
 )
@@ -48,6 +49,17 @@ func NonRetryable(typ, msg string) error {
 // (within the node's retry policy).
 func Retryable(typ, msg string) error {
 	return &Error{Type: typ, Message: msg, Retryable: true}
+}
+
+// RateLimited returns the failure a node reports when the outside world
+// said no for now (an HTTP 429, a quota): retryable, type
+// events.FailureRateLimited, with {"retryAfterMs": n} in its details.
+// When the node has a rate limit (rate: in its graph), the coordinator
+// holds the limit's whole key back for retryAfter, so the other attempts
+// of the key wait too instead of each meeting the same answer.
+func RateLimited(msg string, retryAfter time.Duration) error {
+	return &Error{Type: events.FailureRateLimited, Message: msg, Retryable: true,
+		Details: map[string]any{"retryAfterMs": max(retryAfter, 0).Milliseconds()}}
 }
 
 // failureType is the type of failures from plain errors.

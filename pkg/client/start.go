@@ -23,7 +23,20 @@ type startOptions struct {
 	input      any
 	invocation any
 	retention  *time.Duration
+	priority   int
+	fairness   string
 }
+
+// WithPriority sets the run's priority, 1 (lowest) to 5 (highest; default
+// 3): where its attempts wait for a concurrency slot, higher priorities
+// go first. Its child runs inherit it.
+func WithPriority(p int) StartOption { return func(o *startOptions) { o.priority = p } }
+
+// WithFairnessKey sets the run's fairness key (a tenant, a user): within a
+// priority, the attempts waiting for a slot take turns by key, so a key
+// with few runs is not queued behind one with many. Its child runs
+// inherit it.
+func WithFairnessKey(k string) StartOption { return func(o *startOptions) { o.fairness = k } }
 
 // WithRetention sets how long the run is kept once it ended, overriding
 // its graph's retention and the coordinator's default (see package runs).
@@ -68,6 +81,9 @@ func (c *Client) Start(ctx context.Context, g *graph.Graph, opts ...StartOption)
 	} else if !eventlog.ValidToken(runID) {
 		return "", fmt.Errorf("starting a run: run id %q: %w (letters, digits, '-' and '_', at most 128)", runID, events.ErrInvalidID)
 	}
+	if o.priority != 0 && (o.priority < events.MinPriority || o.priority > events.MaxPriority) {
+		return "", fmt.Errorf("starting a run of %s: priority %d: want %d to %d", g.Definition().Name, o.priority, events.MinPriority, events.MaxPriority)
+	}
 	var retention string
 	if o.retention != nil {
 		if *o.retention < 0 {
@@ -92,6 +108,8 @@ func (c *Client) Start(ctx context.Context, g *graph.Graph, opts ...StartOption)
 		StartedBy:   c.identity,
 		Retention:   retention,
 		Nonce:       events.NewNonce(),
+		Priority:    o.priority,
+		FairnessKey: o.fairness,
 	})
 	if err != nil {
 		return "", err

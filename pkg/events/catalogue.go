@@ -79,6 +79,8 @@ type (
 	ForkRef    = eventlog.ForkRef
 	TriggerRef = eventlog.TriggerRef
 	FilterNote = eventlog.FilterNote
+	SlotRef    = eventlog.SlotRef
+	RateRef    = eventlog.RateRef
 	Action     = eventlog.Action
 	Signal     = eventlog.Signal
 )
@@ -88,14 +90,23 @@ type (
 const (
 	FailureTimeout         = eventlog.FailureTimeout
 	FailurePayloadTooLarge = eventlog.FailurePayloadTooLarge
-	FailureUnknownType     = eventlog.FailureUnknownType
-	FailureCancelled       = eventlog.FailureCancelled
-	FailureValidation      = eventlog.FailureValidation
-	FailureIterationCap    = eventlog.FailureIterationCap
-	FailureNoPathToEnd     = eventlog.FailureNoPathToEnd
-	FailureCondition       = eventlog.FailureCondition
-	FailurePanic           = eventlog.FailurePanic
-	FailureInvalidGraph    = eventlog.FailureInvalidGraph
+	FailureFlowLimit       = eventlog.FailureFlowLimit
+	FailureRateLimited     = eventlog.FailureRateLimited
+)
+
+// Priorities of runs (RunStartedData.Priority).
+const (
+	MinPriority         = eventlog.MinPriority
+	DefaultPriority     = eventlog.DefaultPriority
+	MaxPriority         = eventlog.MaxPriority
+	FailureUnknownType  = eventlog.FailureUnknownType
+	FailureCancelled    = eventlog.FailureCancelled
+	FailureValidation   = eventlog.FailureValidation
+	FailureIterationCap = eventlog.FailureIterationCap
+	FailureNoPathToEnd  = eventlog.FailureNoPathToEnd
+	FailureCondition    = eventlog.FailureCondition
+	FailurePanic        = eventlog.FailurePanic
+	FailureInvalidGraph = eventlog.FailureInvalidGraph
 	// FailureInvalidForkState fails a forked run whose start state does
 	// not fit its graph; FailureChildRunPreempted a subgraph node whose
 	// child run's id held another writer's events.

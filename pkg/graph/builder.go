@@ -96,6 +96,14 @@ func (b *Builder) Reducer(key string, r Reducer) *Builder {
 	return b
 }
 
+// Concurrency limits how many attempts of the node run at once, per key
+// (key: a CEL expression giving a string; "" for one key), across every
+// run of every graph that names the same limit (name; "" for
+// "<graph>/<node>").
+func Concurrency(max int, key, name string) NodeOption {
+	return func(n *Node) { n.Concurrency = &ConcurrencyLimit{Max: max, Key: key, Name: name} }
+}
+
 // MaxIterations sets the graph's per-node activation cap.
 func (b *Builder) MaxIterations(n int) *Builder { b.def.MaxIterations = n; return b }
 

@@ -133,6 +133,9 @@ type Graph struct {
 	cond     []*expr // per edge; nil when unconditional
 	when     map[string]*expr
 	mapOver  map[string]*expr
+	flowKey  map[string]*expr // node id → its concurrency key
+	rateKey  map[string]*expr // node id → its rate key
+	rateUnit map[string]*expr // node id → its rate units
 	routes   map[string]*router
 	children map[string]*Graph
 	parent   *Graph

@@ -125,6 +125,74 @@ type Node struct {
 	// Fallback is the output used when the last attempt failed, letting the
 	// flow continue instead of failing the run.
 	Fallback json.RawMessage `json:"fallback,omitempty"`
+	// Concurrency limits how many attempts of the node run at once, across
+	// every run and coordinator, per key (internal/flow has the design).
+	Concurrency *ConcurrencyLimit `json:"concurrency,omitempty"`
+	// Rate limits how often attempts of the node start, across every run
+	// and coordinator, per key (internal/flow has the design).
+	Rate *RateLimit `json:"rate,omitempty"`
+}
+
+// RateLimit is a node's rate limit by key: at most Limit units start per
+// Per, spaced evenly (GCRA; a burst of up to Limit after a quiet spell).
+// An attempt over the rate waits, recorded in the log, until its turn.
+type RateLimit struct {
+	// Limit is how many units may start per Per (1 to MaxRate).
+	Limit int `json:"limit"`
+	// Per is the window (at least a millisecond).
+	Per Duration `json:"per"`
+	// Key is a CEL expression giving a string, over state, invocation and
+	// local, as a concurrency key is. Empty: one key for the whole limit.
+	Key string `json:"key,omitempty"`
+	// Units is a CEL expression giving how many units an attempt takes
+	// (an int from 1 to Limit), for example a request's estimated
+	// tokens. Empty: 1.
+	Units string `json:"units,omitempty"`
+	// Name names the limit; nodes that give the same name share it.
+	// Empty: "<graph>/<node>".
+	Name string `json:"name,omitempty"`
+}
+
+// MaxRate is the largest limit of a rate limit.
+const MaxRate = 1_000_000
+
+// RateName is the name of node n's rate limit in graph g.
+func RateName(g *Definition, n *Node) string {
+	if n.Rate != nil && n.Rate.Name != "" {
+		return n.Rate.Name
+	}
+	return g.Name + "/" + n.ID
+}
+
+// ConcurrencyLimit is a node's concurrency limit by key: at most Max
+// attempts hold a slot of one key at once; the others wait, first come
+// first served, recorded in the log as waiting for a slot.
+type ConcurrencyLimit struct {
+	// Max is how many attempts of one key may run at once (1 to
+	// MaxConcurrency).
+	Max int `json:"max"`
+	// Key is a CEL expression giving a string, over state (alias input),
+	// invocation and local (a map item, the forking data); for example
+	// invocation.tenant. Empty: one key for the whole limit.
+	Key string `json:"key,omitempty"`
+	// Name names the limit; nodes of any graph that give the same name
+	// share its slots. Empty: "<graph>/<node>".
+	Name string `json:"name,omitempty"`
+}
+
+// MaxConcurrency is the largest max of a concurrency limit.
+const MaxConcurrency = 1000
+
+// MaxLimitNameLen is the longest name of a limit.
+const MaxLimitNameLen = 256
+
+// LimitName is the name of node n's concurrency limit in graph g: its
+// own, else "<graph>/<node>".
+func LimitName(g *Definition, n *Node) string {
+	if n.Concurrency != nil && n.Concurrency.Name != "" {
+		return n.Concurrency.Name
+	}
+	return g.Name + "/" + n.ID
 }
 
 // Edge connects two nodes. It is taken when its source triggers Action (or

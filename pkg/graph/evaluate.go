@@ -39,6 +39,37 @@ func (e evaluator) MapItems(node string, env graphrt.Env) ([]any, error) {
 	return e.g.mapItems(node, env)
 }
 
+func (e evaluator) RateKey(node string, env graphrt.Env) (string, int, error) {
+	key, units := "", int64(1)
+	if x := e.g.rateKey[node]; x != nil {
+		k, err := x.evalString(env)
+		if err != nil {
+			return "", 0, fmt.Errorf("%w: node %q: rate.key: %w", ErrEvaluation, node, err)
+		}
+		key = k
+	}
+	if x := e.g.rateUnit[node]; x != nil {
+		u, err := x.evalInt(env)
+		if err != nil {
+			return "", 0, fmt.Errorf("%w: node %q: rate.units: %w", ErrEvaluation, node, err)
+		}
+		units = u
+	}
+	return key, int(min(max(units, -1), 1<<40)), nil
+}
+
+func (e evaluator) ConcurrencyKey(node string, env graphrt.Env) (string, error) {
+	x := e.g.flowKey[node]
+	if x == nil {
+		return "", nil
+	}
+	k, err := x.evalString(env)
+	if err != nil {
+		return "", fmt.Errorf("%w: node %q: concurrency.key: %w", ErrEvaluation, node, err)
+	}
+	return k, nil
+}
+
 // isBackEdge reports whether edge i closes a cycle: in a depth-first walk
 // from START that follows edges in definition order, it leads to a node
 // still on the walk's stack.

@@ -73,8 +73,10 @@ type expr struct {
 type exprKind = wexpr.Kind
 
 const (
-	boolExpr = wexpr.Bool // conditions and whens: bool (or dyn, checked when evaluated)
-	listExpr = wexpr.List // map.over: a list (or dyn)
+	boolExpr = wexpr.Bool   // conditions and whens: bool (or dyn, checked when evaluated)
+	listExpr = wexpr.List   // map.over: a list (or dyn)
+	strExpr  = wexpr.String // concurrency keys: a string (or dyn)
+	intExpr  = wexpr.Int    // rate units: an int (or dyn)
 )
 
 // compileExpr compiles src, resolving "func:NAME" against funcs. The error
@@ -123,6 +125,36 @@ func (x *expr) evalBool(env graphrt.Env) (ok bool, err error) {
 		return x.fn(state, inv), nil
 	}
 	return x.prog.EvalBool(context.Background(), vars(env))
+}
+
+// evalString evaluates a key expression.
+func (x *expr) evalString(env graphrt.Env) (string, error) {
+	v, err := x.prog.Eval(context.Background(), vars(env))
+	if err != nil {
+		return "", err
+	}
+	s, ok := v.(string)
+	if !ok {
+		return "", fmt.Errorf("CEL %q: want a string, got %T", x.src, v)
+	}
+	return s, nil
+}
+
+// evalInt evaluates a units expression.
+func (x *expr) evalInt(env graphrt.Env) (int64, error) {
+	v, err := x.prog.Eval(context.Background(), vars(env))
+	if err != nil {
+		return 0, err
+	}
+	switch n := v.(type) {
+	case int64:
+		return n, nil
+	case float64:
+		if n == float64(int64(n)) {
+			return int64(n), nil
+		}
+	}
+	return 0, fmt.Errorf("CEL %q: want an int, got %T", x.src, v)
 }
 
 // evalList evaluates a map.over expression to plain Go values.

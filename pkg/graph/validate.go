@@ -55,6 +55,9 @@ func validate(g *Graph, scope []*Definition, o *options, p *problems) {
 
 	g.when = map[string]*expr{}
 	g.mapOver = map[string]*expr{}
+	g.flowKey = map[string]*expr{}
+	g.rateKey = map[string]*expr{}
+	g.rateUnit = map[string]*expr{}
 	g.routes = map[string]*router{}
 	first := map[string]int{}
 	for i := range def.Nodes {
@@ -141,6 +144,8 @@ func validateNode(g *Graph, i int, first map[string]int, scope []*Definition, o 
 	validateRetry(n.Retry, bad)
 	validateJoin(n, len(g.fwdIn[id]), bad)
 	validateNodeExprs(g, n, o, bad)
+	validateConcurrency(g, n, o, bad)
+	validateRate(g, n, o, bad)
 	switch n.Type {
 	case TypeSubgraph:
 		validateSubgraphRef(g.def, n, scope, bad)
@@ -271,6 +276,87 @@ func validateJoin(n *Node, fwd int, bad badFunc) {
 		}
 	default:
 		bad("join", "unknown join %q (want \"all\", \"any\" or a number)", n.Join.Kind)
+	}
+}
+
+// validateConcurrency checks a node's concurrency limit and compiles its
+// key into g.
+func validateConcurrency(g *Graph, n *Node, o *options, bad badFunc) {
+	c := n.Concurrency
+	if c == nil {
+		return
+	}
+	switch {
+	case c.Max < 1:
+		bad("concurrency.max", "must be at least 1, got %d", c.Max)
+	case c.Max > MaxConcurrency:
+		bad("concurrency.max", "must be at most %d, got %d", MaxConcurrency, c.Max)
+	}
+	if len(c.Name) > MaxLimitNameLen {
+		bad("concurrency.name", "is %d characters, the limit is %d", len(c.Name), MaxLimitNameLen)
+	}
+	switch {
+	case n.Type == TypeRouter || n.Type == TypeHuman || n.Type == TypeSubgraph:
+		bad("concurrency", "a %s node runs in the coordinator and takes no slot; limit the nodes that do the work", n.Type)
+	case n.Map != nil:
+		bad("concurrency", "a map node's items are limited by map.concurrency; a concurrency limit by key on map items is not supported yet")
+	}
+	if strings.TrimSpace(c.Key) == "" {
+		return
+	}
+	if x, msg := compileExpr(c.Key, strExpr, o); msg != "" {
+		bad("concurrency.key", "%s", msg)
+	} else if x.fn != nil {
+		bad("concurrency.key", "a key must be a CEL expression, not a Go condition")
+	} else {
+		g.flowKey[n.ID] = x
+	}
+}
+
+// validateRate checks a node's rate limit and compiles its key and units
+// into g.
+func validateRate(g *Graph, n *Node, o *options, bad badFunc) {
+	r := n.Rate
+	if r == nil {
+		return
+	}
+	switch {
+	case r.Limit < 1:
+		bad("rate.limit", "must be at least 1, got %d", r.Limit)
+	case r.Limit > MaxRate:
+		bad("rate.limit", "must be at most %d, got %d", MaxRate, r.Limit)
+	}
+	if r.Per < Duration(time.Millisecond) {
+		bad("rate.per", "must be at least 1ms, got %s", time.Duration(r.Per))
+	}
+	if len(r.Name) > MaxLimitNameLen {
+		bad("rate.name", "is %d characters, the limit is %d", len(r.Name), MaxLimitNameLen)
+	}
+	switch {
+	case n.Type == TypeRouter || n.Type == TypeHuman || n.Type == TypeSubgraph:
+		bad("rate", "a %s node runs in the coordinator; limit the nodes that do the work", n.Type)
+	case n.Map != nil:
+		bad("rate", "a rate limit on map items is not supported yet")
+	case n.Concurrency != nil:
+		bad("rate", "a node with a concurrency limit cannot have a rate limit too, yet")
+	}
+	if strings.TrimSpace(r.Key) != "" {
+		if x, msg := compileExpr(r.Key, strExpr, o); msg != "" {
+			bad("rate.key", "%s", msg)
+		} else if x.fn != nil {
+			bad("rate.key", "a key must be a CEL expression, not a Go condition")
+		} else {
+			g.rateKey[n.ID] = x
+		}
+	}
+	if strings.TrimSpace(r.Units) != "" {
+		if x, msg := compileExpr(r.Units, intExpr, o); msg != "" {
+			bad("rate.units", "%s", msg)
+		} else if x.fn != nil {
+			bad("rate.units", "units must be a CEL expression, not a Go condition")
+		} else {
+			g.rateUnit[n.ID] = x
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package projection
 
 import (
 	"encoding/json"
+	"strconv"
 	"time"
 
 	"github.com/weft-dev/weft/pkg/events"
@@ -25,6 +26,7 @@ func (s *State) applyNodeReady(d *events.NodeReadyData, at time.Time) error {
 	}
 	n.Status, n.Attempt, n.ReadyAt = NodeReady, d.Attempt, &at
 	n.Delivery, n.HeartbeatAt, n.TimedOut = 0, nil, ""
+	n.WaitingFor, n.Slot, n.Rate = "", d.Slot, d.Rate // a slot's or rate's wait ends with its ready
 	n.LocalAttempt = d.Queue == events.LocalQueue
 	n.TimeoutMs, n.HeartbeatMs = d.TimeoutMs, d.HeartbeatMs
 	return nil
@@ -62,6 +64,11 @@ func (s *State) readyStale(d *events.NodeReadyData) error {
 }
 
 func (s *State) applyNodeWaiting(d *events.NodeWaitingData, at time.Time) error {
+	if d.For == "slot" || d.For == "rate" {
+		if n := s.Nodes[d.Node]; n != nil && n.Iteration == d.Iteration && d.Item == nil {
+			return s.retryWaitsForSlot(d, n)
+		}
+	}
 	if err := s.newActivation(d.NodeRef); err != nil {
 		return err
 	}
@@ -79,6 +86,10 @@ func (s *State) applyNodeWaiting(d *events.NodeWaitingData, at time.Time) error 
 		if len(items) == 0 {
 			s.finish(d.Node, n, nil, NodeSucceeded, json.RawMessage("[]"), nil, at)
 		}
+	case "slot":
+		n.Slot = d.Slot
+	case "rate":
+		s.waitForRate(d, n)
 	case "signal":
 		if d.Deadline != nil {
 			s.addTimer(DeadlineTimerID(d.NodeRef), Timer{Purpose: "deadline", Ref: d.NodeRef, At: d.Deadline.UTC()})
@@ -89,6 +100,41 @@ func (s *State) applyNodeWaiting(d *events.NodeWaitingData, at time.Time) error 
 		}
 	}
 	return nil
+}
+
+// retryWaitsForSlot applies a retry's wait for a concurrency slot: the
+// attempt that came due waits, in the activation that began already.
+func (s *State) retryWaitsForSlot(d *events.NodeWaitingData, n *NodeState) error {
+	if n.Status != NodeRetryDue || d.Attempt != n.Attempt+1 {
+		return stale("%s: attempt %d waits for a slot, but the node is %s at attempt %d", d.Key(), d.Attempt, orIdle(n.Status), n.Attempt)
+	}
+	n.Status, n.WaitingFor = NodeWaiting, d.For
+	if d.For == "slot" {
+		n.Slot = d.Slot
+	} else {
+		s.waitForRate(d, n)
+	}
+	return nil
+}
+
+// waitForRate records an attempt waiting for its turn of a rate limit,
+// until the timer the wait asks for fires.
+func (s *State) waitForRate(d *events.NodeWaitingData, n *NodeState) {
+	n.Rate, n.Deadline = d.Rate, d.Deadline
+	if d.Deadline != nil {
+		ref := events.NodeRef{Node: d.Node, Iteration: d.Iteration}
+		s.addTimer(RateTimerID(ref, d.Attempt), Timer{Purpose: PurposeRate, Ref: ref, Attempt: d.Attempt, At: d.Deadline.UTC()})
+	}
+}
+
+// PurposeRate is the purpose of the timer that ends a wait for a rate
+// limit's turn.
+const PurposeRate = "rate"
+
+// RateTimerID is the id of the timer that ends attempt's wait for its
+// turn of a rate limit.
+func RateTimerID(ref events.NodeRef, attempt int) string {
+	return "rate-" + ref.Node + "-" + strconv.Itoa(ref.Iteration) + "-" + strconv.Itoa(attempt)
 }
 
 func (s *State) applyNodeSkipped(d *events.NodeSkippedData, at time.Time) error {

@@ -71,6 +71,10 @@ type State struct {
 	// Nonce is the run-started's (events.RunStartedData.Nonce): the
 	// unguessable part of the ids of the run's child runs.
 	Nonce string `json:"nonce,omitempty"`
+	// Priority and FairnessKey are the run's, from its start (see
+	// events.RunStartedData).
+	Priority    int    `json:"priority,omitempty"`
+	FairnessKey string `json:"fairnessKey,omitempty"`
 	// StartSeq is the stream sequence of the run's run-started event (0
 	// when the events were not read from a stream): work items name it
 	// (events.NodeReadyData.StartSeq), so that a worker reads no other
@@ -203,7 +207,9 @@ type NodeState struct {
 	Owed []int `json:"owed,omitempty"`
 	// Local is the branch-local data the activation runs with.
 	Local json.RawMessage `json:"local,omitempty"`
-	// WaitingFor is set while the node waits: "signal", "child" or "map".
+	// WaitingFor is set while the node waits: "signal", "child", "map" or
+	// "slot" (a concurrency slot: Slot; the attempt that waits is
+	// Attempt+1).
 	WaitingFor string     `json:"waitingFor,omitempty"`
 	Deadline   *time.Time `json:"deadline,omitempty"`
 	Child      string     `json:"child,omitempty"`
@@ -220,6 +226,12 @@ type NodeState struct {
 	// LocalAttempt says the live attempt is a local node's: its work item
 	// went to events.LocalQueue, and the coordinator runs it.
 	LocalAttempt bool `json:"localAttempt,omitempty"`
+	// Slot is the concurrency slot the current attempt holds (from its
+	// node-ready) or waits for (internal/flow).
+	Slot *events.SlotRef `json:"slot,omitempty"`
+	// Rate is the rate limit the current attempt took its units of, or
+	// waits for its turn of ("rate", until Deadline).
+	Rate *events.RateRef `json:"rate,omitempty"`
 
 	ReadyAt   *time.Time `json:"readyAt,omitempty"`
 	StartedAt *time.Time `json:"startedAt,omitempty"`

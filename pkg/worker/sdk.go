@@ -140,6 +140,14 @@ func Retryable(typ string, msg string) error {
 	return rt.Retryable(typ, msg)
 }
 
+// RateLimited returns the failure a node reports when the outside world
+// said no for now (an HTTP 429 with Retry-After, a quota): retryable,
+// type "RateLimited", with {"retryAfterMs": n} in its details. A node with
+// a rate limit then holds the limit's whole key back for retryAfter.
+func RateLimited(msg string, retryAfter time.Duration) error {
+	return rt.RateLimited(msg, retryAfter)
+}
+
 const FilterPassed = rt.FilterPassed
 
 const FilterModified = rt.FilterModified

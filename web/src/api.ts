@@ -44,6 +44,7 @@ export interface NodeState {
   worker?: string
   local?: unknown
   waitingFor?: string
+  slot?: { limit: string; key: string; max: number }
   deadline?: string
   child?: string
   items?: { status: string; attempt?: number; output?: unknown; error?: Failure }[]

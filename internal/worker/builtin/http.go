@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -227,6 +228,11 @@ func (h *HTTP) do(req *http.Request, in *worker.Input, cfg *HTTPConfig, secrets 
 	}
 	if !expected(cfg.ExpectStatus, resp.StatusCode) {
 		s := resp.StatusCode
+		if s == http.StatusTooManyRequests {
+			// The whole key of the node's rate limit backs off (internal/flow).
+			msg := fmt.Sprintf("%s: status 429 Too Many Requests", where)
+			return nil, worker.RateLimited(msg, retryAfter(resp.Header.Get("Retry-After"), time.Now()))
+		}
 		return nil, &worker.Error{
 			Type:      FailureHTTPStatus,
 			Message:   fmt.Sprintf("%s: unexpected status %d %s", where, s, http.StatusText(s)),
@@ -235,6 +241,18 @@ func (h *HTTP) do(req *http.Request, in *worker.Input, cfg *HTTPConfig, secrets 
 		}
 	}
 	return &worker.Result{Output: out}, nil
+}
+
+// retryAfter reads a Retry-After header: seconds, or an HTTP date; a
+// second when it is absent or unreadable.
+func retryAfter(h string, now time.Time) time.Duration {
+	if n, err := strconv.Atoi(strings.TrimSpace(h)); err == nil && n >= 0 {
+		return time.Duration(n) * time.Second
+	}
+	if t, err := http.ParseTime(h); err == nil {
+		return max(t.Sub(now), 0)
+	}
+	return time.Second
 }
 
 // request builds the request; used holds the secret values it carries.

@@ -286,3 +286,27 @@ func TestSecretSources(t *testing.T) {
 		}
 	}
 }
+
+// TestHTTP429: a 429 is a RateLimited failure whose details carry the
+// Retry-After, in seconds or as a date.
+func TestHTTP429(t *testing.T) {
+	for _, tt := range []struct {
+		header string
+		want   int64 // ms
+	}{{"7", 7000}, {"", 1000}, {"soon", 1000}} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			if tt.header != "" {
+				w.Header().Set("Retry-After", tt.header)
+			}
+			w.WriteHeader(http.StatusTooManyRequests)
+		}))
+		h := &builtin.HTTP{Policy: allow(t, "127.0.0.1")}
+		_, err := h.Execute(context.Background(), input("http", map[string]any{"url": srv.URL}))
+		srv.Close()
+		we := failure(t, err, events.FailureRateLimited, true)
+		d, _ := we.Details.(map[string]any)
+		if d["retryAfterMs"] != tt.want {
+			t.Errorf("Retry-After %q: details %v, want retryAfterMs %d", tt.header, we.Details, tt.want)
+		}
+	}
+}

@@ -159,6 +159,12 @@ export function NodeDetail(props: {
             <dt>waiting for</dt>
             <dd>
               {state.waitingFor}
+              {state.waitingFor === 'slot' && state.slot && (
+                <>
+                  {' '}
+                  of {state.slot.limit}, key “{state.slot.key}” (max {state.slot.max})
+                </>
+              )}
               {state.deadline && (
                 <>
                   {' '}

@@ -1,0 +1,67 @@
+package cli_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Three runs of a node limited to one at a time: 'weft queues' shows the
+// slot held and two waiting, 'weft status' says what a waiting node waits
+// for, and once the runs end nothing is in use.
+func TestQueuesShowsLimits(t *testing.T) {
+	url, _ := engine(t)
+	file := filepath.Join(t.TempDir(), "limited.yaml")
+	if err := os.WriteFile(file, []byte(`name: limited
+nodes:
+  - {id: work, type: sleep, config: {duration: 1s}, concurrency: {max: 1, key: "invocation.tenant"}}
+edges: [{from: START, to: work}, {from: work, to: END}]
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := weft(t, "queues", "-nats", url); r.code != 0 || !strings.Contains(r.stdout, "no concurrency limit is in use") {
+		t.Fatalf("weft queues before any run: exit %d: %s%s", r.code, r.stdout, r.stderr)
+	}
+	var runs []string
+	for range 3 {
+		r := weft(t, "run", file, "-nats", url, "-invocation", `{"tenant":"acme"}`)
+		if r.code != 0 {
+			t.Fatalf("weft run: exit %d: %s", r.code, r.stderr)
+		}
+		runs = append(runs, strings.Fields(r.stdout)[0])
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := weft(t, "queues", "-nats", url)
+		if strings.Contains(r.stdout, "limited/work") && strings.Contains(r.stdout, "acme") &&
+			strings.Contains(r.stdout, "1/1") && strings.Contains(r.stdout, "  2  ") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("weft queues never showed 1/1 held and 2 waiting:\n%s%s", r.stdout, r.stderr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	waiting := 0
+	for _, run := range runs {
+		if s := weft(t, "status", run, "-nats", url); strings.Contains(s.stdout, `waiting for a slot of limited/work, key "acme" (max 1)`) {
+			waiting++
+		}
+	}
+	if waiting != 2 {
+		t.Errorf("%d runs' status says they wait for a slot, want 2", waiting)
+	}
+	deadline = time.Now().Add(20 * time.Second)
+	for {
+		r := weft(t, "queues", "-nats", url, "-o", "json")
+		if strings.Contains(r.stdout, `"limits":[]`) || strings.Contains(r.stdout, `"limits": []`) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("limits still in use after the runs:\n%s%s", r.stdout, r.stderr)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

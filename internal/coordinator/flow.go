@@ -1,0 +1,270 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/weft-dev/weft/internal/engine"
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/flow"
+	"github.com/weft-dev/weft/internal/logattr"
+	"github.com/weft-dev/weft/pkg/events"
+	"github.com/weft-dev/weft/pkg/projection"
+)
+
+// Flow control (internal/flow has the design): the coordinator that owns a
+// run takes its attempts' concurrency slots while it decides the run
+// (admitter), gives them back once the fold says their attempts ended
+// (releaseSlots), wakes the waiters a release lets in (wake), and sweeps
+// the slots and waiters of its partitions' runs (sweepFlow).
+
+// openFlow opens the flow bucket; without JetStream (the simulator) there
+// is no flow control and every attempt is admitted.
+func (c *Coordinator) openFlow(ctx context.Context) {
+	if c.js == nil || c.flow != nil {
+		return
+	}
+	l, err := retry(ctx, c.log, "opening the flow bucket", func(ctx context.Context) (*flow.Limiter, error) {
+		return flow.Open(ctx, c.js, c.replicas(ctx), c.opts.now)
+	})
+	if err == nil {
+		c.flow = l
+	}
+}
+
+// flowOptions are the engine's Admit and Reserve over the flow bucket,
+// and a function that gives the first error reaching the bucket: a
+// decision made while the bucket could not answer is thrown away, and the
+// event handled again.
+func (c *Coordinator) flowOptions(ctx context.Context) (engine.Options, func() error) {
+	if c.flow == nil {
+		return engine.Options{}, func() error { return nil }
+	}
+	var first error
+	reserve := func(r engine.ReserveRequest) engine.Reservation {
+		if first != nil {
+			return engine.Reservation{At: time.Unix(1<<40, 0)} // not now: the decision is thrown away
+		}
+		h := flow.Holder{Run: r.Run, Node: r.Ref.Node, Iteration: r.Ref.Iteration, Attempt: r.Attempt}
+		at, err := c.flow.Reserve(ctx, flow.RateSpec{Limit: r.Rate.Limit, Key: r.Rate.Key, Rate: r.Limit, Per: r.Per}, h, r.Rate.Units, r.Now)
+		switch {
+		case flow.Final(err):
+			details, _ := json.Marshal(map[string]any{"limit": r.Rate.Limit, "key": r.Rate.Key})
+			return engine.Reservation{Failure: &events.Failure{Type: events.FailureFlowLimit,
+				Message: fmt.Sprintf("node %q: %v", r.Ref.Node, err), Details: details}}
+		case err != nil:
+			first = err
+			return engine.Reservation{At: time.Unix(1<<40, 0)}
+		}
+		return engine.Reservation{At: at}
+	}
+	admit := func(r engine.AdmitRequest) engine.Admission {
+		if first != nil {
+			return engine.Admission{}
+		}
+		h := flow.Holder{Run: r.Run, Node: r.Ref.Node, Iteration: r.Ref.Iteration, Attempt: r.Attempt, Priority: r.Priority, Fairness: r.Fairness}
+		g, err := c.flow.Acquire(ctx, slotOf(r.Slot), h)
+		switch {
+		case flow.Final(err):
+			details, _ := json.Marshal(map[string]any{"limit": r.Slot.Limit, "key": r.Slot.Key, "max": r.Slot.Max})
+			return engine.Admission{Failure: &events.Failure{Type: events.FailureFlowLimit,
+				Message: fmt.Sprintf("node %q: %v", r.Ref.Node, err), Details: details}}
+		case err != nil:
+			first = err
+			return engine.Admission{}
+		}
+		return engine.Admission{Granted: g.Granted}
+	}
+	return engine.Options{Admit: admit, Reserve: reserve}, func() error { return first }
+}
+
+func slotOf(s events.SlotRef) flow.Slot { return flow.Slot{Limit: s.Limit, Key: s.Key, Max: s.Max} }
+
+// slotHolder is the attempt a node's slot is for: the attempt waiting for
+// it, or the node's current attempt, which holds it.
+func slotHolder(run, node string, ns *projection.NodeState) flow.Holder {
+	a := ns.Attempt
+	if ns.WaitingFor == "slot" {
+		a++
+	}
+	return flow.Holder{Run: run, Node: node, Iteration: ns.Iteration, Attempt: a}
+}
+
+// slotLive reports whether, in state s, attempt h of its node still holds
+// or waits for its slot.
+func slotLive(s *projection.State, h flow.Holder) bool {
+	ns := s.Nodes[h.Node]
+	if s.Status.Ended() || ns == nil || ns.Iteration != h.Iteration {
+		return false
+	}
+	switch ns.Status {
+	case projection.NodeWaiting:
+		return ns.WaitingFor == "slot" && ns.Attempt+1 == h.Attempt
+	case projection.NodeReady, projection.NodeRunning:
+		return ns.Attempt == h.Attempt
+	}
+	return false
+}
+
+// releaseSlots gives back the slots (and places in line) of the run's
+// attempts that ended, and wakes who they let in. What was given back is
+// remembered in the entry only to spare the bucket a read; the bucket is
+// the truth, and releasing twice changes nothing.
+func (c *Coordinator) releaseSlots(ctx context.Context, ent *runEntry) error {
+	if c.flow == nil {
+		return nil
+	}
+	s := ent.state
+	for id, ns := range s.Nodes {
+		if err := c.backoffRate(ctx, ent, id, ns); err != nil {
+			return err
+		}
+		if ns.Slot == nil {
+			continue
+		}
+		h := slotHolder(s.RunID, id, ns)
+		if slotLive(s, h) {
+			continue
+		}
+		if _, done := ent.released[h.ID()]; done {
+			continue
+		}
+		wake, err := c.flow.Release(ctx, slotOf(*ns.Slot), h)
+		if err != nil {
+			return err
+		}
+		for _, w := range wake {
+			if err := c.wake(ctx, w); err != nil {
+				return err // handled again: released again, woken again
+			}
+		}
+		if ent.released == nil {
+			ent.released = map[string]struct{}{}
+		}
+		ent.released[h.ID()] = struct{}{}
+	}
+	return nil
+}
+
+// backoffRate holds a rate limit's whole key back when an attempt of a
+// node with the limit failed as RateLimited: no turn of the key comes
+// before the failure's time plus its retryAfterMs (default: one turn).
+func (c *Coordinator) backoffRate(ctx context.Context, ent *runEntry, id string, ns *projection.NodeState) error {
+	if ns.Rate == nil || ns.Error == nil || ns.Error.Type != events.FailureRateLimited || ns.EndedAt == nil {
+		return nil
+	}
+	g, err := c.graphFor(ent.state)
+	if err != nil {
+		return nil // the run fails for its graph elsewhere
+	}
+	n, ok := g.Node(id)
+	if !ok || n.Rate == nil {
+		return nil
+	}
+	memo := "backoff/" + slotHolder(ent.state.RunID, id, ns).ID()
+	if _, done := ent.released[memo]; done {
+		return nil
+	}
+	var d struct {
+		RetryAfterMs int64 `json:"retryAfterMs"`
+	}
+	_ = json.Unmarshal(ns.Error.Details, &d)
+	after := time.Duration(d.RetryAfterMs) * time.Millisecond
+	after = min(max(after, n.Rate.Per.D()/time.Duration(n.Rate.Limit)), maxBackoff)
+	spec := flow.RateSpec{Limit: ns.Rate.Limit, Key: ns.Rate.Key, Rate: n.Rate.Limit, Per: n.Rate.Per.D()}
+	if err := c.flow.Backoff(ctx, spec, ns.EndedAt.Add(after)); err != nil {
+		return err
+	}
+	if ent.released == nil {
+		ent.released = map[string]struct{}{}
+	}
+	ent.released[memo] = struct{}{}
+	return nil
+}
+
+// maxBackoff bounds how long one RateLimited failure holds a key back.
+const maxBackoff = time.Hour
+
+// wake makes the owner of a waiting attempt's run decide it again: a
+// timer.fired notice (purpose "slot") appended to the run, which its
+// partition's owner folds (it changes nothing in the state) and decides.
+func (c *Coordinator) wake(ctx context.Context, h flow.Holder) error {
+	now := c.opts.now().UTC()
+	id := "slot-" + h.Node + "-" + strconv.Itoa(h.Iteration)
+	ref := events.NodeRef{Node: h.Node, Iteration: h.Iteration}
+	ev, err := events.New(h.Run, eventlog.DecisionID(h.Run, events.TimerFired, id, strconv.FormatInt(now.UnixNano(), 10)), now,
+		&events.TimerFiredData{TimerID: id, Purpose: "slot", Ref: ref, Attempt: h.Attempt})
+	if err != nil {
+		return err
+	}
+	// Appended at once, as the timers' relay appends a fired timer: a
+	// message schedule would fire on the server's next tick (about
+	// 250ms), a delay every hand-over of a slot would pay.
+	if _, err := c.store.Append(ctx, h.Run, events.AnySeq, ev); err != nil && !errors.Is(err, events.ErrRunNotFound) {
+		return fmt.Errorf("waking run %s for its slot: %w", h.Run, err)
+	}
+	return nil
+}
+
+// sweepFlow sweeps the flow bucket every flow.SweepInterval until ctx
+// ends (see flow.Limiter.Sweep).
+func (c *Coordinator) sweepFlow(ctx context.Context) {
+	if c.flow == nil {
+		return
+	}
+	t := time.NewTicker(c.opts.flowSweep)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n, err := c.SweepFlow(ctx, c.mine)
+		if n > 0 {
+			c.log.Info("reclaimed concurrency slots of attempts that ended", logattr.Count, n)
+		}
+		if err != nil && ctx.Err() == nil {
+			c.log.Warn("sweeping the flow bucket", logattr.Error, err)
+		}
+	}
+}
+
+// SweepFlow sweeps the flow bucket once for the runs mine accepts (see
+// flow.Limiter.Sweep): Run does it for the runs of its partitions every
+// WithFlowSweep; the simulator calls it as one of its steps.
+func (c *Coordinator) SweepFlow(ctx context.Context, mine func(run string) bool) (int, error) {
+	if c.flow == nil {
+		return 0, nil
+	}
+	return c.flow.Sweep(ctx, mine, c.slotLiveInLog, func(ctx context.Context, _ flow.Slot, h flow.Holder) error {
+		return c.wake(ctx, h)
+	})
+}
+
+// mine reports whether a run is in a partition this coordinator holds.
+func (c *Coordinator) mine(run string) bool {
+	return slices.Contains(c.Partitions(), eventlog.PartitionOf(run, c.opts.partitions))
+}
+
+// slotLiveInLog reads h's run from the log and says whether h still holds
+// or waits for its slot there.
+func (c *Coordinator) slotLiveInLog(ctx context.Context, _ flow.Slot, h flow.Holder, _ bool) (bool, error) {
+	s := &projection.State{}
+	err := eventlog.Each(ctx, c.store, h.Run, 0, 0, func(ev *events.Event) error {
+		_ = s.Apply(ev) // stale and refused events change nothing
+		return nil
+	})
+	if errors.Is(err, events.ErrRunNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("reading run %s: %w", h.Run, err)
+	}
+	return slotLive(s, h), nil
+}

@@ -1,0 +1,105 @@
+// Package flow holds Weft's flow control: concurrency limits by key, held
+// across every coordinator partition and every crash (principle 13: limits
+// live in the log or in compare-and-set state, never in one process's
+// memory).
+//
+// # Where slots live
+//
+// A node declares concurrency: {max: N, key: CEL, name?} (pkg/graph). Its
+// limit is named (by default "<graph>/<node>"; nodes of any graph that give
+// the same name share it) and the key is a string the expression gives for
+// the attempt (no key: one key for the whole limit). Each (limit, key
+// value) is one key of the KV bucket weft-flow (Bucket), "c.<hash>", whose
+// value is a JSON Entry: the limit, the key, its max, the holders (attempt
+// references: run, node, iteration, attempt, since when) and the waiters in
+// the order they came. Every change is a compare-and-set on the key's KV
+// revision (Create when absent, Update at the revision read, Delete at it
+// when the key is empty), retried from a fresh read on a conflict. A KV key
+// is one subject of one JetStream stream, so its revisions are totally
+// ordered whichever coordinator writes them: two coordinators owning
+// different partitions that race for the last slot of a key cannot both
+// win, and nothing about a slot is remembered in a process.
+//
+// # Taking a slot
+//
+// The coordinator that owns a run takes the slot while it decides the run
+// (engine.Options.Admit), before it appends the node-ready the grant leads
+// to. A holder is named by its attempt, so taking it again is a no-op: a
+// coordinator that crashed after taking the slot and before appending, or
+// whose append met a conflict, decides again and finds its own holder.
+// A slot is free for an attempt when the key has fewer than max holders and
+// no waiter is before it (FIFO). Otherwise the attempt is added to the
+// key's waiters (the same compare-and-set) and the engine records
+// node.waiting {for: "slot", slot: {limit, key}, attempt} in the run's
+// log: waiting is visible in the log, in 'weft status' and in the UI.
+//
+// # Priorities and fairness
+//
+// A run carries a priority (1 to 5, default 3) and a fairness key (a
+// tenant, a user) from its start, and its child runs inherit both. They
+// rank the waiters of a key (Entry.next): higher priorities first; within
+// a priority, fairness keys take turns, counted by Served, the slots
+// granted per fairness key (less the least count among the keys still
+// there, so the counts stay small); within a fairness key, first come
+// first served. A key with 10 runs waiting is thus let in turn by turn
+// with a key that has 10,000, whatever order they came in. Priorities and
+// fairness act where work waits for a slot, in the same compare-and-set
+// state; NATS 2.12's consumer priority groups rank pull requests (which
+// client gets the next message), not messages, so they cannot order a
+// queue's work by a run's priority: a run that needs its priority to
+// count goes through a concurrency limit.
+//
+// # Giving a slot back
+//
+// When the coordinator folds an event after which a holder's attempt is no
+// longer live (its outcome, its cancellation, its timeout, the run's end),
+// it removes the holder (Release) and wakes the waiters that now fit, in
+// order: a wake is a timer.fired notice (purpose "slot") appended to the
+// waiting run (as the timers' relay appends a fired timer; it changes
+// nothing in the state), which the owner of the run's partition folds and
+// decides, asking for the slot again. A wake that is lost or late costs
+// time, never safety.
+//
+// # Reclaiming
+//
+// A coordinator may crash between folding an outcome and releasing, or a
+// wake may be lost. Each coordinator sweeps the bucket every
+// SweepInterval (Sweep): for the holders and waiters of runs in the
+// partitions it holds that are older than Grace, it reads the run from the
+// log and removes those whose attempt is not live there (a holder is live
+// while its run has not ended and the node's current attempt is that one,
+// ready, running or waiting for this slot); then it wakes the head waiters
+// of keys with free slots. Grace covers the one window where a live holder
+// is not in the log yet: between taking the slot and appending the
+// node-ready, which is an append's time; a grace far above it means the
+// sweep never takes a slot from an attempt about to run.
+//
+// # Bounds
+//
+// A limit's max is at most MaxSlots. A key holds at most MaxWaiters waiters
+// (ErrQueueFull) and a limit at most MaxKeys distinct keys with holders or
+// waiters (ErrTooManyKeys); past either, the attempt is not queued and the
+// run fails with a FlowLimit error naming the limit and the key, so an
+// expression that gives one key per run cannot grow the bucket without
+// bound. A key left with no holder and no waiter is kept until the next
+// sweep deletes it (at its revision), so that a key in steady use is not
+// created, and its limit's keys counted, at every hand-over.
+//
+// # Rate limits
+//
+// A node's rate: {limit, per, key, units} is GCRA (rate.go): one time per
+// (limit, key), "r.<hash>.<hash>", changed by compare-and-set. The
+// coordinator takes an attempt's turn while it decides (engine.Options.
+// Reserve, at the decision's time); a turn that is later is recorded as
+// node.waiting {for: "rate", deadline} with a durable timer, and the
+// attempt is readied when it fires. A worker's RateLimited failure (an
+// HTTP 429 and its Retry-After) moves the key's time on, so every attempt
+// of the key waits it out.
+//
+// # In one process
+//
+// A Limiter serialises its own changes of one key (a mutex per key), so
+// a coordinator's deciders do not lose compare-and-sets to each other;
+// that lock is an optimisation, and the bucket's revisions are what keep
+// coordinators apart.
+package flow

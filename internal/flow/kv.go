@@ -1,0 +1,64 @@
+package flow
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// jsKV is KV over a JetStream bucket: a key's revision is its stream
+// sequence, and Create, Update and Delete at a revision are the server's
+// compare-and-set.
+type jsKV struct{ kv jetstream.KeyValue }
+
+func (j jsKV) Get(ctx context.Context, key string) ([]byte, uint64, error) {
+	e, err := j.kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	return e.Value(), e.Revision(), nil
+}
+
+func (j jsKV) Put(ctx context.Context, key string, value []byte, rev uint64) error {
+	var err error
+	switch {
+	case value == nil:
+		err = j.kv.Delete(ctx, key, jetstream.LastRevision(rev))
+	case rev == 0:
+		_, err = j.kv.Create(ctx, key, value)
+	default:
+		_, err = j.kv.Update(ctx, key, value, rev)
+	}
+	var apiErr *jetstream.APIError
+	if errors.Is(err, jetstream.ErrKeyExists) || errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+		return ErrConflict
+	}
+	return err
+}
+
+func (j jsKV) Keys(ctx context.Context, prefix string) ([]string, error) {
+	filter := ">"
+	if prefix != "" {
+		filter = prefix + ">"
+	}
+	lister, err := j.kv.ListKeysFiltered(ctx, filter)
+	if errors.Is(err, jetstream.ErrNoKeysFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for k := range lister.Keys() {
+		if strings.HasPrefix(k, prefix) {
+			out = append(out, k)
+		}
+	}
+	_ = lister.Stop() // the keys were all read; it has ended
+	return out, nil
+}

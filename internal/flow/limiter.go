@@ -1,0 +1,465 @@
+package flow
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/weft-dev/weft/internal/setup"
+)
+
+// Bucket is the KV bucket of flow-control state.
+const Bucket = "weft-flow"
+
+// Bounds (see the package docs).
+const (
+	MaxSlots   = 1000
+	MaxWaiters = 2000
+	MaxKeys    = 10000
+)
+
+// Grace is how old a holder or waiter must be before a sweep may reclaim it.
+const Grace = time.Minute
+
+// SweepInterval is how often a coordinator sweeps the bucket.
+const SweepInterval = 15 * time.Second
+
+// casRetries bounds the compare-and-set loop of one change.
+const casRetries = 64
+
+// KVConfig is the bucket as a coordinator, or the admin's set-up, creates it.
+func KVConfig(replicas int) jetstream.KeyValueConfig {
+	return jetstream.KeyValueConfig{
+		Bucket:      Bucket,
+		Description: "Weft flow control: concurrency slots and their waiters, by limit and key",
+		History:     1,
+		Replicas:    replicas,
+	}
+}
+
+// Holder is an attempt holding, or waiting for, a slot.
+type Holder struct {
+	Run       string    `json:"run"`
+	Node      string    `json:"node"`
+	Iteration int       `json:"iter"`
+	Attempt   int       `json:"attempt"`
+	Since     time.Time `json:"since"`
+	// Priority (1 to 5; 0 is the default, 3) and Fairness are the run's:
+	// they rank the attempt among the key's waiters (Entry.next).
+	Priority int    `json:"prio,omitempty"`
+	Fairness string `json:"fair,omitempty"`
+}
+
+func (h Holder) priority() int {
+	if h.Priority == 0 {
+		return 3
+	}
+	return h.Priority
+}
+
+// ID names the attempt: run/node/iteration/attempt.
+func (h Holder) ID() string {
+	return h.Run + "/" + h.Node + "/" + strconv.Itoa(h.Iteration) + "/" + strconv.Itoa(h.Attempt)
+}
+
+func (h Holder) same(o Holder) bool {
+	return h.Run == o.Run && h.Node == o.Node && h.Iteration == o.Iteration && h.Attempt == o.Attempt
+}
+
+// Entry is the value of one (limit, key).
+type Entry struct {
+	Limit   string   `json:"limit"`
+	Key     string   `json:"key"`
+	Max     int      `json:"max"`
+	Holders []Holder `json:"holders,omitempty"`
+	Waiters []Holder `json:"waiters,omitempty"`
+	// Served counts the slots granted per fairness key, less the least
+	// count among the keys still holding or waiting: the keys' turns.
+	Served map[string]int `json:"served,omitempty"`
+}
+
+// grant moves h (a waiter at index i, or -1) to the holders and counts
+// the turn of its fairness key.
+func (e *Entry) grant(h Holder, i int) {
+	if i >= 0 {
+		e.Waiters = slices.Delete(e.Waiters, i, i+1)
+	}
+	e.Holders = append(e.Holders, h)
+	if e.Served == nil {
+		e.Served = map[string]int{}
+	}
+	e.Served[h.Fairness]++
+	e.normalize()
+}
+
+// normalize keeps Served small: keys with nothing held or waiting are
+// forgotten, and the least count is taken off every count.
+func (e *Entry) normalize() {
+	present := map[string]bool{}
+	for _, h := range e.Holders {
+		present[h.Fairness] = true
+	}
+	for _, h := range e.Waiters {
+		present[h.Fairness] = true
+	}
+	least := -1
+	for k := range present {
+		if _, ok := e.Served[k]; !ok {
+			least = 0 // a key not served yet counts 0
+		}
+	}
+	for k, n := range e.Served {
+		if !present[k] {
+			delete(e.Served, k)
+			continue
+		}
+		if least < 0 || n < least {
+			least = n
+		}
+	}
+	for k := range e.Served {
+		e.Served[k] -= least
+	}
+	if len(e.Served) == 0 {
+		e.Served = nil
+	}
+}
+
+func (e *Entry) free() int { return max(e.Max-len(e.Holders), 0) }
+
+// next ranks the waiters and returns the first n: higher priorities
+// first; within a priority, fairness keys take turns (the first waiter of
+// each key, in the order the keys' first waiters came, then the second of
+// each, and so on); within a key, first come first served. Without
+// priorities or fairness keys this is the order they came in.
+func (e *Entry) next(n int) []Holder {
+	type ranked struct {
+		h          Holder
+		turn, from int
+	}
+	turns := map[string]int{}
+	rs := make([]ranked, len(e.Waiters))
+	for i, h := range e.Waiters {
+		k := strconv.Itoa(h.priority()) + "\x00" + h.Fairness
+		rs[i] = ranked{h: h, turn: e.Served[h.Fairness] + turns[k], from: i}
+		turns[k]++
+	}
+	slices.SortStableFunc(rs, func(a, b ranked) int {
+		if a.h.priority() != b.h.priority() {
+			return b.h.priority() - a.h.priority()
+		}
+		return a.turn - b.turn
+	})
+	out := make([]Holder, 0, min(n, len(rs)))
+	for _, r := range rs[:min(n, len(rs))] {
+		out = append(out, r.h)
+	}
+	return out
+}
+
+func indexOf(hs []Holder, h Holder) int {
+	return slices.IndexFunc(hs, h.same)
+}
+
+// Slot names what is limited: a limit, a key value and the limit's max.
+type Slot struct {
+	Limit string
+	Key   string
+	Max   int
+}
+
+// KVKey is the bucket key of a (limit, key): c.<limit hash>.<key hash>.
+func KVKey(limit, key string) string {
+	return limitPrefix(limit) + hash(limit+"\x00"+key)
+}
+
+func limitPrefix(limit string) string { return "c." + hash(limit) + "." }
+
+func hash(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:12])
+}
+
+// Limiter takes and gives back slots in the bucket.
+type Limiter struct {
+	kv  KV
+	now func() time.Time
+	// locks serialise this process's changes of one key (by KV key), so
+	// that its own deciders do not lose compare-and-sets to each other;
+	// the bucket's revision is what keeps processes apart.
+	locks sync.Map
+}
+
+// lock takes this process's lock of a key and returns its unlock.
+func (l *Limiter) lock(key string) func() {
+	m, _ := l.locks.LoadOrStore(key, &sync.Mutex{})
+	mu := m.(*sync.Mutex)
+	mu.Lock()
+	return mu.Unlock
+}
+
+// KV is what a Limiter needs of a key-value bucket: the JetStream bucket
+// (Open), or the simulator's model of it.
+type KV interface {
+	// Get returns a key's value and revision; nil and 0 when it is
+	// absent or deleted.
+	Get(ctx context.Context, key string) ([]byte, uint64, error)
+	// Put writes value at revision rev (0: the key must be absent), or
+	// deletes the key at rev when value is nil; a revision that is not
+	// the key's last is ErrConflict.
+	Put(ctx context.Context, key string, value []byte, rev uint64) error
+	// Keys lists the keys that start with prefix ("" for all).
+	Keys(ctx context.Context, prefix string) ([]string, error)
+}
+
+// New returns a Limiter over kv, with now as its clock (nil: time.Now).
+func New(kv KV, now func() time.Time) *Limiter {
+	if now == nil {
+		now = time.Now
+	}
+	return &Limiter{kv: kv, now: now}
+}
+
+// Open opens the bucket, creating it when missing.
+func Open(ctx context.Context, js jetstream.JetStream, replicas int, now func() time.Time) (*Limiter, error) {
+	kv, _, err := setup.CreateKV(ctx, js, KVConfig(max(replicas, 1)))
+	if err != nil {
+		return nil, fmt.Errorf("opening the flow bucket %s: %w", Bucket, err)
+	}
+	return New(jsKV{kv}, now), nil
+}
+
+// Grant is the answer to Acquire.
+type Grant struct {
+	Granted bool
+	// Position is, when not granted, the attempt's place among the
+	// key's waiters (0: the first).
+	Position int
+}
+
+// Acquire takes a slot of s for h, or queues h behind the key's waiters.
+// Taking a slot h holds already, or asking again while waiting, changes
+// nothing. Errors wrapping ErrQueueFull or ErrTooManyKeys are final for
+// the attempt; any other is a failure to reach the bucket.
+func (l *Limiter) Acquire(ctx context.Context, s Slot, h Holder) (Grant, error) {
+	if s.Max < 1 || s.Max > MaxSlots {
+		return Grant{}, fmt.Errorf("limit %q: max %d is outside 1..%d", s.Limit, s.Max, MaxSlots)
+	}
+	if h.Since.IsZero() {
+		h.Since = l.now().UTC()
+	}
+	var g Grant
+	err := l.change(ctx, s, func(e *Entry, created bool) (bool, error) {
+		e.Max = s.Max
+		if indexOf(e.Holders, h) >= 0 {
+			g = Grant{Granted: true}
+			return false, nil
+		}
+		i := indexOf(e.Waiters, h)
+		free := e.free()
+		if free > 0 {
+			// Its place among the waiters, itself included.
+			line := e
+			if i < 0 {
+				line = &Entry{Waiters: append(slices.Clone(e.Waiters), h)}
+			}
+			line.Served = e.Served
+			if indexOf(line.next(free), h) >= 0 {
+				e.grant(h, i)
+				g = Grant{Granted: true}
+				return true, nil
+			}
+		}
+		switch {
+		case i >= 0:
+			g = Grant{Position: i}
+			return false, nil
+		case len(e.Waiters) >= MaxWaiters:
+			return false, fmt.Errorf("limit %q key %q: %d attempts wait already: %w", s.Limit, s.Key, len(e.Waiters), ErrQueueFull)
+		}
+		if created {
+			if n, err := l.keys(ctx, s.Limit); err != nil {
+				return false, err
+			} else if n >= MaxKeys {
+				return false, fmt.Errorf("limit %q: %d keys are in use: %w", s.Limit, n, ErrTooManyKeys)
+			}
+		}
+		e.Waiters = append(e.Waiters, h)
+		g = Grant{Position: len(e.Waiters) - 1}
+		return true, nil
+	})
+	return g, err
+}
+
+// Release gives back h's slot of s (or takes h off the waiters) and
+// returns the waiters that now fit, first first: the caller wakes them.
+// Releasing what is not held changes nothing.
+func (l *Limiter) Release(ctx context.Context, s Slot, h Holder) ([]Holder, error) {
+	var wake []Holder
+	err := l.change(ctx, s, func(e *Entry, created bool) (bool, error) {
+		wake = nil
+		if created {
+			return false, nil
+		}
+		changed := false
+		if i := indexOf(e.Holders, h); i >= 0 {
+			e.Holders, changed = slices.Delete(e.Holders, i, i+1), true
+		}
+		if i := indexOf(e.Waiters, h); i >= 0 {
+			e.Waiters, changed = slices.Delete(e.Waiters, i, i+1), true
+		}
+		if changed {
+			e.normalize()
+		}
+		wake = e.next(e.free())
+		return changed, nil
+	})
+	return wake, err
+}
+
+// change reads s's entry, lets fn change it, and writes it back at the
+// revision read; fn reports whether it changed anything. An entry left
+// empty is deleted.
+func (l *Limiter) change(ctx context.Context, s Slot, fn func(e *Entry, created bool) (bool, error)) error {
+	key := KVKey(s.Limit, s.Key)
+	defer l.lock(key)()
+	for range casRetries {
+		e, rev, err := l.get(ctx, key)
+		if err != nil {
+			return err
+		}
+		created := e == nil
+		if created {
+			e = &Entry{Limit: s.Limit, Key: s.Key, Max: s.Max}
+		}
+		changed, err := fn(e, created)
+		if err != nil || !changed {
+			return err
+		}
+		err = l.put(ctx, key, e, rev)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, ErrConflict) {
+			return fmt.Errorf("writing flow key %s (limit %q key %q): %w", key, s.Limit, s.Key, err)
+		}
+	}
+	return fmt.Errorf("flow key %s (limit %q key %q): %w", key, s.Limit, s.Key, ErrContended)
+}
+
+func (l *Limiter) get(ctx context.Context, key string) (*Entry, uint64, error) {
+	b, rev, err := l.kv.Get(ctx, key)
+	if err != nil {
+		return nil, 0, fmt.Errorf("reading flow key %s: %w", key, err)
+	}
+	if b == nil {
+		return nil, 0, nil
+	}
+	var e Entry
+	if err := json.Unmarshal(b, &e); err != nil {
+		return nil, 0, fmt.Errorf("flow key %s: %w", key, err)
+	}
+	return &e, rev, nil
+}
+
+// put writes e at revision rev (0: the key must not exist). An entry
+// left empty is kept, so that the next attempt of the key does not create
+// it again (and count the limit's keys): the sweep deletes it once idle.
+func (l *Limiter) put(ctx context.Context, key string, e *Entry, rev uint64) error {
+	if len(e.Holders) == 0 && len(e.Waiters) == 0 && rev == 0 {
+		return nil
+	}
+	b, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	return l.kv.Put(ctx, key, b, rev)
+}
+
+// keys counts the keys of a limit in use.
+func (l *Limiter) keys(ctx context.Context, limit string) (int, error) {
+	ks, err := l.kv.Keys(ctx, limitPrefix(limit))
+	if err != nil {
+		return 0, fmt.Errorf("counting the keys of limit %q: %w", limit, err)
+	}
+	return len(ks), nil
+}
+
+// Entries lists every (limit, key) in use, with its revision, by limit then key.
+func (l *Limiter) Entries(ctx context.Context) ([]Entry, error) {
+	out, err := l.entries(ctx)
+	if err != nil {
+		return nil, err
+	}
+	es := make([]Entry, len(out))
+	for i, r := range out {
+		es[i] = r.Entry
+	}
+	return es, nil
+}
+
+type revEntry struct {
+	Entry
+	key string
+	rev uint64
+}
+
+func (l *Limiter) entries(ctx context.Context) ([]revEntry, error) {
+	return l.scan(ctx, false)
+}
+
+// scan lists the concurrency entries, the empty ones too when all.
+func (l *Limiter) scan(ctx context.Context, all bool) ([]revEntry, error) {
+	keys, err := l.kv.Keys(ctx, "c.")
+	if err != nil {
+		return nil, fmt.Errorf("listing the flow bucket: %w", err)
+	}
+	var out []revEntry
+	for _, k := range keys {
+		e, rev, err := l.get(ctx, k)
+		if err != nil {
+			return nil, err
+		}
+		if e != nil && (all || len(e.Holders) > 0 || len(e.Waiters) > 0) {
+			out = append(out, revEntry{Entry: *e, key: k, rev: rev})
+		}
+	}
+	slices.SortFunc(out, func(a, b revEntry) int {
+		if a.Limit != b.Limit {
+			if a.Limit < b.Limit {
+				return -1
+			}
+			return 1
+		}
+		switch {
+		case a.Key < b.Key:
+			return -1
+		case a.Key > b.Key:
+			return 1
+		}
+		return 0
+	})
+	return out, nil
+}
+
+// Lookup opens the bucket when it exists, for readers ('weft queues'):
+// ErrNoBucket when no coordinator has made it yet.
+func Lookup(ctx context.Context, js jetstream.JetStream) (*Limiter, error) {
+	kv, err := js.KeyValue(ctx, Bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, ErrNoBucket
+	}
+	if err != nil {
+		return nil, fmt.Errorf("opening the flow bucket %s: %w", Bucket, err)
+	}
+	return New(jsKV{kv}, nil), nil
+}

@@ -1,0 +1,244 @@
+package flow_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/weft-dev/weft/internal/flow"
+	"github.com/weft-dev/weft/internal/natstest"
+)
+
+func open(t *testing.T, now func() time.Time) *flow.Limiter {
+	t.Helper()
+	srv := natstest.Server(t)
+	_, js := natstest.Connect(t, srv)
+	l, err := flow.Open(t.Context(), js, 1, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func holder(run string, attempt int) flow.Holder {
+	return flow.Holder{Run: run, Node: "n", Iteration: 1, Attempt: attempt}
+}
+
+func TestAcquireFIFOAndRelease(t *testing.T) {
+	ctx := t.Context()
+	l := open(t, nil)
+	s := flow.Slot{Limit: "g/n", Key: "tenant-a", Max: 2}
+	for i, want := range []bool{true, true, false, false} {
+		g, err := l.Acquire(ctx, s, holder(fmt.Sprint("r", i), 1))
+		if err != nil || g.Granted != want {
+			t.Fatalf("acquire r%d: %+v %v, want granted %v", i, g, err, want)
+		}
+	}
+	// Asking again changes nothing: r0 holds, r3 is second in line.
+	if g, _ := l.Acquire(ctx, s, holder("r0", 1)); !g.Granted {
+		t.Fatal("a holder asking again was refused")
+	}
+	if g, _ := l.Acquire(ctx, s, holder("r3", 1)); g.Granted || g.Position != 1 {
+		t.Fatalf("r3: %+v, want waiting at 1", g)
+	}
+	// Another key is independent.
+	if g, _ := l.Acquire(ctx, flow.Slot{Limit: "g/n", Key: "tenant-b", Max: 2}, holder("rb", 1)); !g.Granted {
+		t.Fatal("another key was refused")
+	}
+	wake, err := l.Release(ctx, s, holder("r0", 1))
+	if err != nil || len(wake) != 1 || wake[0].Run != "r2" {
+		t.Fatalf("release: wake %+v %v, want r2", wake, err)
+	}
+	// r3 may not jump r2.
+	if g, _ := l.Acquire(ctx, s, holder("r3", 1)); g.Granted {
+		t.Fatal("r3 jumped the queue")
+	}
+	if g, _ := l.Acquire(ctx, s, holder("r2", 1)); !g.Granted {
+		t.Fatal("r2, woken, was refused")
+	}
+	for _, r := range []string{"r1", "r2", "r3"} {
+		if _, err := l.Release(ctx, s, holder(r, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	es, err := l.Entries(ctx)
+	if err != nil || len(es) != 1 || es[0].Key != "tenant-b" {
+		t.Fatalf("entries %+v %v: the empty key should not be listed", es, err)
+	}
+}
+
+// Many goroutines race for 3 slots: never more than 3 hold at once.
+func TestAcquireRace(t *testing.T) {
+	ctx := t.Context()
+	l := open(t, nil)
+	s := flow.Slot{Limit: "race", Max: 3}
+	var holding, peak atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 12 {
+		wg.Go(func() {
+			h := holder(fmt.Sprint("r", i), 1)
+			for {
+				g, err := l.Acquire(ctx, s, h)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if g.Granted {
+					break
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			n := holding.Add(1)
+			for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+			}
+			time.Sleep(10 * time.Millisecond)
+			holding.Add(-1)
+			if _, err := l.Release(ctx, s, h); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if p := peak.Load(); p > 3 || p < 1 {
+		t.Fatalf("peak holders %d, want 1..3", p)
+	}
+}
+
+func TestAcquireBadMax(t *testing.T) {
+	l := open(t, nil)
+	for _, m := range []int{0, -1, flow.MaxSlots + 1} {
+		if _, err := l.Acquire(t.Context(), flow.Slot{Limit: "x", Max: m}, holder("r", 1)); err == nil {
+			t.Errorf("max %d accepted", m)
+		}
+	}
+}
+
+func TestSweepReclaims(t *testing.T) {
+	ctx := t.Context()
+	var clock atomic.Int64
+	clock.Store(time.Now().UnixNano())
+	now := func() time.Time { return time.Unix(0, clock.Load()) }
+	l := open(t, now)
+	s := flow.Slot{Limit: "sweep", Key: "k", Max: 1}
+	for _, r := range []string{"dead", "alive", "other"} {
+		if _, err := l.Acquire(ctx, s, holder(r, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	live := func(_ context.Context, _ flow.Slot, h flow.Holder, _ bool) (bool, error) { return h.Run != "dead", nil }
+	var woken []string
+	wake := func(_ context.Context, _ flow.Slot, h flow.Holder) error { woken = append(woken, h.Run); return nil }
+	mine := func(run string) bool { return run != "other" }
+	if n, err := l.Sweep(ctx, mine, live, wake); err != nil || n != 0 {
+		t.Fatalf("young holders swept: %d %v", n, err)
+	}
+	clock.Add(int64(2 * flow.Grace))
+	n, err := l.Sweep(ctx, mine, live, wake)
+	if err != nil || n != 1 {
+		t.Fatalf("sweep: %d %v, want 1 reclaimed", n, err)
+	}
+	if len(woken) != 1 || woken[0] != "alive" {
+		t.Fatalf("woken %v, want [alive]", woken)
+	}
+	live = func(context.Context, flow.Slot, flow.Holder, bool) (bool, error) { return false, errors.New("boom") }
+	if _, err := l.Sweep(ctx, mine, live, wake); err == nil {
+		t.Fatal("a liveness error was not reported")
+	}
+}
+
+// GCRA: a burst of the limit at once, then one turn every per/limit; a
+// turn asked for again is the same; a back-off holds every later turn.
+func TestReserve(t *testing.T) {
+	ctx := t.Context()
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var clock atomic.Int64
+	clock.Store(base.UnixNano())
+	l := open(t, func() time.Time { return time.Unix(0, clock.Load()) })
+	s := flow.RateSpec{Limit: "api", Key: "k", Rate: 4, Per: time.Second}
+	var at []time.Duration
+	for i := range 8 {
+		got, err := l.Reserve(ctx, s, holder(fmt.Sprint("r", i), 1), 1, time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.IsZero() {
+			got = base // now
+		}
+		at = append(at, got.Sub(base))
+	}
+	want := []time.Duration{0, 0, 0, 0, 250 * time.Millisecond, 500 * time.Millisecond, 750 * time.Millisecond, time.Second}
+	if fmt.Sprint(at) != fmt.Sprint(want) {
+		t.Fatalf("turns %v, want %v", at, want)
+	}
+	// Units: 2 units take two turns' time.
+	two, _ := l.Reserve(ctx, s, holder("big", 1), 2, time.Time{})
+	if two.Sub(base) != 1500*time.Millisecond {
+		t.Fatalf("2 units at %v, want 1.5s", two.Sub(base))
+	}
+	if err := l.Backoff(ctx, s, base.Add(10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	next, _ := l.Reserve(ctx, s, holder("after", 1), 1, time.Time{})
+	if next.Sub(base) != 10*time.Second {
+		t.Fatalf("after a back-off to 10s: %v", next.Sub(base))
+	}
+	rs, err := l.Rates(ctx)
+	if err != nil || len(rs) != 1 || rs[0].Waiting != 40 { // the next turn is 10s away, at 4/s
+		t.Fatalf("rates %+v %v", rs, err)
+	}
+	// Once every turn came and went, a sweep drops the key.
+	clock.Add(int64(time.Minute))
+	if _, err := l.Sweep(ctx, func(string) bool { return true }, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if rs, _ := l.Rates(ctx); len(rs) != 0 {
+		t.Fatalf("idle rate key kept: %+v", rs)
+	}
+}
+
+// Waiters are let in by priority, then by fairness key in turns, then in
+// the order they came: a key with 2 waiting is not queued behind one with
+// 6, and a priority-5 attempt goes before both.
+func TestWakeOrder(t *testing.T) {
+	ctx := t.Context()
+	l := open(t, nil)
+	s := flow.Slot{Limit: "fair", Max: 1}
+	if g, _ := l.Acquire(ctx, s, holder("first", 1)); !g.Granted {
+		t.Fatal("the first was refused")
+	}
+	var order []string
+	ask := func(run, fairness string, prio int) {
+		h := flow.Holder{Run: run, Node: "n", Iteration: 1, Attempt: 1, Fairness: fairness, Priority: prio}
+		if g, err := l.Acquire(ctx, s, h); err != nil || g.Granted {
+			t.Fatalf("%s: %+v %v, want waiting", run, g, err)
+		}
+	}
+	for i := range 6 {
+		ask(fmt.Sprint("big", i), "big", 0)
+	}
+	ask("small0", "small", 0)
+	ask("small1", "small", 0)
+	ask("urgent", "big", 5)
+	cur := holder("first", 1)
+	for range 9 {
+		wake, err := l.Release(ctx, s, cur)
+		if err != nil || len(wake) != 1 {
+			t.Fatalf("release: %v %v", wake, err)
+		}
+		g, err := l.Acquire(ctx, s, wake[0])
+		if err != nil || !g.Granted {
+			t.Fatalf("the woken %s was refused: %+v %v", wake[0].Run, g, err)
+		}
+		order = append(order, wake[0].Run)
+		cur = wake[0]
+	}
+	// urgent is of key big: small has its turn next.
+	want := "[urgent small0 big0 small1 big1 big2 big3 big4 big5]"
+	if fmt.Sprint(order) != want {
+		t.Fatalf("let in %v, want %s", order, want)
+	}
+}

@@ -1,0 +1,159 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/weft-dev/weft/internal/flow"
+	"github.com/weft-dev/weft/pkg/events"
+)
+
+// memKV is the simulator's model of the flow bucket (internal/flow): keys
+// with revisions from one counter, compare-and-set as the server does it.
+// Every coordinator process shares it, as they share the real bucket.
+type memKV struct {
+	mu   sync.Mutex
+	rev  uint64
+	vals map[string]memKVal
+}
+
+type memKVal struct {
+	v   []byte
+	rev uint64
+}
+
+func newMemKV() *memKV { return &memKV{vals: map[string]memKVal{}} }
+
+func (m *memKV) Get(_ context.Context, key string) ([]byte, uint64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	v, ok := m.vals[key]
+	if !ok {
+		return nil, 0, nil
+	}
+	return slices.Clone(v.v), v.rev, nil
+}
+
+func (m *memKV) Put(_ context.Context, key string, value []byte, rev uint64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.vals[key].rev != rev {
+		return flow.ErrConflict
+	}
+	if value == nil {
+		delete(m.vals, key)
+		return nil
+	}
+	m.rev++
+	m.vals[key] = memKVal{v: slices.Clone(value), rev: m.rev}
+	return nil
+}
+
+func (m *memKV) Keys(_ context.Context, prefix string) ([]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for k := range m.vals {
+		if strings.HasPrefix(k, prefix) {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+func (m *memKV) empty() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.vals) == 0
+}
+
+// sweepDue is when the next sweep of the flow bucket is due, if the
+// bucket holds anything: production coordinators sweep every
+// flow.SweepInterval.
+func (s *Sim) sweepDue() (time.Time, bool) {
+	if s.flowKV.empty() {
+		return time.Time{}, false
+	}
+	return s.lastSweep.Add(flow.SweepInterval), true
+}
+
+// sweep has a live coordinator sweep the flow bucket for every run (the
+// simulator has no partitions).
+func (s *Sim) sweep() {
+	s.lastSweep = s.clock.now
+	for _, ci := range s.coords {
+		if ci.dead {
+			continue
+		}
+		n, err := s.sweepIn(ci)
+		s.note("%s sweeps the flow bucket: %d reclaimed, err %v", ci.name, n, err)
+		return
+	}
+}
+
+func (s *Sim) sweepIn(ci *coordInstance) (n int, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			if _, ok := r.(crash); !ok {
+				panic(r)
+			}
+			s.replaceCoord(ci)
+		}
+	}()
+	return ci.c.SweepFlow(context.Background(), func(string) bool { return true })
+}
+
+// checkFlow checks the concurrency limits: no key of the bucket has more
+// holders than its max, and, from the log, no more attempts of a key ran
+// at once (readied with the slot, outcome not yet in, run not ended) than
+// its max.
+func (v *validator) checkFlow() {
+	es, err := v.s.flowLimiter.Entries(context.Background())
+	if err != nil {
+		v.fail("", "flow state readable", "%v", err)
+		return
+	}
+	for _, e := range es {
+		v.count("never more than max holders per key")
+		if len(e.Holders) > e.Max {
+			v.fail(e.Holders[0].Run, "never more than max holders per key", "limit %q key %q: %d holders, max %d", e.Limit, e.Key, len(e.Holders), e.Max)
+			return
+		}
+	}
+	live := map[events.SlotRef]int{}
+	for _, id := range v.order {
+		rc := v.runs[id]
+		if rc.state == nil || rc.state.Status.Ended() {
+			continue
+		}
+		for _, ns := range rc.state.Nodes {
+			if ns.Slot != nil && ns.WaitingFor == "" && (ns.Status == "ready" || ns.Status == "running") {
+				live[*ns.Slot]++
+			}
+		}
+	}
+	for slot, n := range live {
+		v.count("never more than max attempts run per key (log)")
+		if n > slot.Max {
+			v.fail("", "never more than max attempts run per key (log)", "limit %q key %q: %d attempts readied and not ended, max %d", slot.Limit, slot.Key, n, slot.Max)
+			return
+		}
+	}
+}
+
+// finalFlow checks that once every run ended no slot is held and no
+// attempt waits: none was leaked.
+func (v *validator) finalFlow() *Violation {
+	v.count("final: no slot held by an ended attempt")
+	es, err := v.s.flowLimiter.Entries(context.Background())
+	if err != nil || len(es) > 0 {
+		return v.violation("", "no slot held by an ended attempt", fmt.Sprintf("the bucket holds %+v (%v)", es, err))
+	}
+	return nil
+}
