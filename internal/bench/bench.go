@@ -101,15 +101,12 @@ var figures = []figure{
 	{"scaleout", runScaleout},
 	{"coordscale", runCoordscale},
 	{"failover", runFailover},
-	// Before the durable and retention figures, which restart servers:
-	// after them, in TestFigures, the floor's bare message schedules did
-	// not fire.
-	{"starts", runStarts},
 	{"hop-durable", durable(runHop)},
 	{"throughput-durable", durable(runThroughput)},
 	{"retention", runRetention},
 	{"local", runLocal},
 	{"typescript", runTypeScript},
+	{"starts", runStarts},
 }
 
 func figureNames() []string {

@@ -32,6 +32,7 @@ func tinySizes() Sizes {
 		ScaleWorkers: []int{1, 2},
 		CoordRuns:    10, CoordNodes: 3, CoordWorkers: 1, CoordProcs: []int{1, 2},
 		FailoverKills: 1, FailoverRate: 20,
+		StartsBurst: 50, StartsFires: 2,
 	}
 }
 
@@ -60,6 +61,7 @@ func TestFigures(t *testing.T) {
 		"coordinators 2: CPU per 1,000 decided events": true, "failover p50": true, "failover max": true,
 		"hop latency p50 (durable)": true, "local step p50": true, "throughput (durable)": true,
 		"typescript / go hop latency p50": true, "typescript / node floor hop latency p50": true, "typescript / go throughput": true,
+		"runs started/s from a trigger burst": true, "schedule fire → run start p50": true,
 	}
 	for _, r := range results {
 		delete(want, r.Name)

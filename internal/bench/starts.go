@@ -162,6 +162,9 @@ func (e *env) rawPublishRate(ctx context.Context, n, size int) (float64, error) 
 // rawScheduleDelays arms k "@at" message schedules a few hundred ms
 // apart and returns each target message's stored time − its @at time.
 func (e *env) rawScheduleDelays(ctx context.Context, k int) ([]time.Duration, error) {
+	if k <= 0 {
+		return nil, nil // nothing to wait for
+	}
 	name := e.name("FLOOR_SCHED")
 	if _, err := e.js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{"floor.sched." + name + ".>"}, Storage: e.storage(), AllowMsgSchedules: true}); err != nil {
 		return nil, err
