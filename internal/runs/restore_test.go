@@ -35,11 +35,12 @@ edges:
   - {from: d, to: END}
 `
 
-// foldWithoutSeq is a run's fold as JSON with its LastSeq, the one stream
-// position a fold keeps, cleared: a restore gives the run new sequences.
+// foldWithoutSeq is a run's fold as JSON with its stream positions (LastSeq,
+// and StartSeq, where its start sits) cleared: a restore gives the run new
+// sequences.
 func foldWithoutSeq(evs []*events.Event) string {
 	s := projection.Fold(evs)
-	s.LastSeq = 0
+	s.LastSeq, s.StartSeq = 0, 0
 	return string(s.Marshal())
 }
 

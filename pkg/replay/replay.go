@@ -274,6 +274,10 @@ func unitsOf(e *events.Event) ([]unit, error) {
 		// Written into work items by older versions and now read from the
 		// run's start (see engine.readyWith): not a decision's content.
 		d.Config, d.Invocation, d.InputSchema, d.OutputSchema = nil, nil, nil, nil
+		// Where the run's start sits in the stream: a pointer for the
+		// worker, not a decision's content (and absent from runs that
+		// older engines recorded).
+		d.StartSeq = 0
 		// Run by the coordinator or by a worker of the default queue:
 		// the same node, run the same way (coordinators of older
 		// versions, or with other local types, put local nodes on
