@@ -131,3 +131,18 @@ func (e *env) dialAs(c *command, cfg *natsconn.Config, role natsconn.Role) (*nat
 	}
 	return nc, nil
 }
+
+// parseOneAndConnect is the start of the commands that take one name (a
+// schedule, a trigger) and a connection: the flags and that one argument
+// parsed, then the client connected. The caller defers the close.
+func (e *env) parseOneAndConnect(c *command, fs *flag.FlagSet, cfg *natsconn.Config, args []string) ([]string, *client.Client, func(), error) {
+	pos, err := e.parse(c, fs, args, 1, 1)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cl, closeConn, err := e.connect(c, cfg, false)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return pos, cl, closeConn, nil
+}

@@ -214,11 +214,7 @@ func specOf(d *client.Schedule) string {
 func scheduleDescribe(e *env, c *command, args []string) error {
 	fs, out := e.flagSet(c)
 	cfg := natsFlags(fs)
-	pos, err := e.parse(c, fs, args, 1, 1)
-	if err != nil {
-		return err
-	}
-	cl, closeConn, err := e.connect(c, cfg, false)
+	pos, cl, closeConn, err := e.parseOneAndConnect(c, fs, cfg, args)
 	if err != nil {
 		return err
 	}
@@ -282,11 +278,7 @@ func schedulePause(e *env, c *command, pause bool, args []string) error {
 	fs, out := e.flagSet(c)
 	cfg := natsFlags(fs)
 	note := fs.String("note", "", "why (shown by describe)")
-	pos, err := e.parse(c, fs, args, 1, 1)
-	if err != nil {
-		return err
-	}
-	cl, closeConn, err := e.connect(c, cfg, false)
+	pos, cl, closeConn, err := e.parseOneAndConnect(c, fs, cfg, args)
 	if err != nil {
 		return err
 	}
@@ -311,11 +303,7 @@ func schedulePause(e *env, c *command, pause bool, args []string) error {
 func scheduleTrigger(e *env, c *command, args []string) error {
 	fs, out := e.flagSet(c)
 	cfg := natsFlags(fs)
-	pos, err := e.parse(c, fs, args, 1, 1)
-	if err != nil {
-		return err
-	}
-	cl, closeConn, err := e.connect(c, cfg, false)
+	pos, cl, closeConn, err := e.parseOneAndConnect(c, fs, cfg, args)
 	if err != nil {
 		return err
 	}
@@ -372,11 +360,7 @@ func scheduleBackfill(e *env, c *command, args []string) error {
 func scheduleDelete(e *env, c *command, args []string) error {
 	fs, out := e.flagSet(c)
 	cfg := natsFlags(fs)
-	pos, err := e.parse(c, fs, args, 1, 1)
-	if err != nil {
-		return err
-	}
-	cl, closeConn, err := e.connect(c, cfg, false)
+	pos, cl, closeConn, err := e.parseOneAndConnect(c, fs, cfg, args)
 	if err != nil {
 		return err
 	}

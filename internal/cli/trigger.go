@@ -144,11 +144,7 @@ func triggerList(e *env, c *command, args []string) error {
 func triggerDescribe(e *env, c *command, args []string) error {
 	fs, out := e.flagSet(c)
 	cfg := natsFlags(fs)
-	pos, err := e.parse(c, fs, args, 1, 1)
-	if err != nil {
-		return err
-	}
-	cl, closeConn, err := e.connect(c, cfg, false)
+	pos, cl, closeConn, err := e.parseOneAndConnect(c, fs, cfg, args)
 	if err != nil {
 		return err
 	}
@@ -200,11 +196,7 @@ func triggerControl(e *env, c *command, verb string, args []string) error {
 	fs, out := e.flagSet(c)
 	cfg := natsFlags(fs)
 	note := fs.String("note", "", "why (pause; shown by describe)")
-	pos, err := e.parse(c, fs, args, 1, 1)
-	if err != nil {
-		return err
-	}
-	cl, closeConn, err := e.connect(c, cfg, false)
+	pos, cl, closeConn, err := e.parseOneAndConnect(c, fs, cfg, args)
 	if err != nil {
 		return err
 	}
