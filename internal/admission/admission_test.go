@@ -51,6 +51,7 @@ func namespace(t *testing.T, ns provision.Namespace) (events.Store, *admission.S
 		if !errors.Is(err, admission.ErrUnavailable) || time.Now().After(deadline) {
 			break
 		}
+		// Polls: the admission responder's readiness has no event a client can wait for.
 		time.Sleep(10 * time.Millisecond)
 	}
 	return st, srv

@@ -84,6 +84,7 @@ func waitConsumers(t *testing.T, store events.Store, names ...string) {
 			if ctx.Err() != nil {
 				t.Fatalf("consumer %s was not created", name)
 			}
+			// Polls: a consumer's creation sends no event to this test.
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
@@ -407,6 +408,7 @@ func TestDev(t *testing.T) {
 
 	urlRE := regexp.MustCompile(`at (nats://127\.0\.0\.1:\d+)`)
 	var url string
+	// Polls: weft dev prints its address when ready, to a buffer that notifies nobody.
 	for deadline := time.Now().Add(30 * time.Second); url == ""; time.Sleep(20 * time.Millisecond) {
 		if m := urlRE.FindStringSubmatch(stdout.String()); m != nil {
 			url = m[1]
@@ -455,6 +457,7 @@ edges:
 		if time.Now().After(deadline) {
 			t.Fatalf("status never says the work waits for a worker:\n%s%s", r.stdout, r.stderr)
 		}
+		// Polls: weft status is a read, which notifies nobody.
 		time.Sleep(200 * time.Millisecond)
 	}
 	wantContains(t, "status", r.stdout, "running", "ready")

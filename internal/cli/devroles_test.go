@@ -32,6 +32,7 @@ func TestDevRoles(t *testing.T) {
 	urlRE := regexp.MustCompile(`at (nats://127\.0\.0\.1:\d+)`)
 	envRE := regexp.MustCompile(`as the client: set -a; \. (\S+); set \+a`)
 	var url, clientEnv string
+	// Polls: weft dev prints its address and env file when ready, to a buffer that notifies nobody.
 	for deadline := time.Now().Add(60 * time.Second); clientEnv == ""; time.Sleep(20 * time.Millisecond) {
 		if m := urlRE.FindStringSubmatch(stdout.String()); m != nil {
 			url = m[1]

@@ -104,6 +104,7 @@ func pollRun(t *testing.T, st events.Store, run, what string, cond func(*project
 			}
 			t.Fatalf("run %s: %s: not in 20s", run, what)
 		}
+		// Polls: the run's status is the read of its log, which notifies nobody.
 		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -293,6 +293,7 @@ edges:
 		if time.Now().After(deadline) {
 			t.Fatal("the deadline's schedule outlived the run")
 		}
+		// Polls: a schedule's removal from the timers stream sends no event.
 		time.Sleep(20 * time.Millisecond)
 	}
 }

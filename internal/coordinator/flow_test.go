@@ -143,6 +143,7 @@ func waitNoSlots(t *testing.T, st events.Store) {
 		if time.Now().After(deadline) {
 			t.Fatalf("slots left in the bucket (%v): %+v", err, es)
 		}
+		// Polls: a slot's release is a KV delete, which this test does not watch.
 		time.Sleep(50 * time.Millisecond)
 	}
 }
@@ -257,6 +258,7 @@ func waitForSlots(t *testing.T, st events.Store, runs []string, n int) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d runs wait for a slot, want %d", k, n)
 		}
+		// Polls: the waiters are a KV value's contents, not events.
 		time.Sleep(50 * time.Millisecond)
 	}
 }
@@ -400,6 +402,7 @@ func waitFailedOnce(t *testing.T, st events.Store, run string) {
 				return
 			}
 		}
+		// Polls: the failure is read from the log, which this loop re-reads.
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatal("the node never failed")

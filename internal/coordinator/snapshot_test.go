@@ -244,6 +244,7 @@ func waitSnapshotAfter(t *testing.T, st events.Store, run string, seq uint64) *p
 		if time.Now().After(deadline) {
 			t.Fatalf("run %s: no snapshot stored", run)
 		}
+		// Polls: a snapshot is stored by the coordinator in its own time, with no event.
 		time.Sleep(10 * time.Millisecond)
 	}
 }

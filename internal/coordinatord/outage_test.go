@@ -99,6 +99,7 @@ func decides(t *testing.T, st events.Store) {
 		if ctx.Err() != nil {
 			t.Fatalf("no decision for run %s: %v", run, err)
 		}
+		// Polls: the decision is read from the log, which notifies nobody.
 		time.Sleep(20 * time.Millisecond)
 	}
 }

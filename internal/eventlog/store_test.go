@@ -198,6 +198,7 @@ func TestStoreSchedule(t *testing.T) {
 	for time.Now().Before(deadline) {
 		m, err := ts.GetLastMsgForSubject(ctx, eventlog.FiredSubject(run))
 		if err != nil {
+			// Polls: the scheduled message lands when the server's scheduler fires it, with no notice.
 			time.Sleep(100 * time.Millisecond)
 			continue
 		}

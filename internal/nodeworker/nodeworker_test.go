@@ -182,6 +182,7 @@ func waitUntil(t *testing.T, what string, d time.Duration, cond func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %s waiting for %s", d, what)
 		}
+		// Polls: cond reads state that changes without an event to wait for.
 		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -90,6 +90,7 @@ func TestCheckNoViolations(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the server never logged the refusal:\n%s", b)
 		}
+		// Polls: the server's log file is written without notice.
 		time.Sleep(20 * time.Millisecond)
 	}
 	proctest.CheckNoViolations(rec, dir)

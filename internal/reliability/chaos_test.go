@@ -294,6 +294,7 @@ func (s *supervisor) revive(ctx context.Context) {
 			return
 		case d := <-s.exited:
 			go func() {
+				// A restarted daemon's back-off, as a supervisor would wait before restarting.
 				time.Sleep(time.Second)
 				if !s.stopping.Load() {
 					_ = s.start(d)
@@ -341,6 +342,7 @@ func healthy(url string, d time.Duration) bool {
 				return true
 			}
 		}
+		// Polls: the health endpoint answers only when asked.
 		time.Sleep(200 * time.Millisecond)
 	}
 	return false
@@ -414,6 +416,7 @@ func retry(d time.Duration, f func(ctx context.Context) error) error {
 		if err == nil || time.Now().After(deadline) {
 			return err
 		}
+		// Backs off between retries while the cluster recovers: recovery has no event a client can wait for.
 		time.Sleep(250 * time.Millisecond)
 	}
 }
@@ -645,6 +648,7 @@ func runChaos(t *testing.T, fleet chaosFleet) {
 			restarts.Add(1)
 			go func() {
 				defer restarts.Done()
+				// The fault's duration: the daemon stays killed or paused this long.
 				time.Sleep(pause)
 				if kind == "pause" {
 					sup.cont(d)
@@ -681,12 +685,14 @@ func runChaos(t *testing.T, fleet chaosFleet) {
 		if err != nil {
 			t.Fatalf("starting run %d: %v", i, err)
 		}
+		// Paces the starts: the load's arrival rate, not a wait for an event.
 		time.Sleep(interval)
 	}
 	startedAll := time.Since(began)
 
 	// Kills go on for at least minChaos, and until every run was started.
 	if rest := cfg.minChaos - time.Since(began); rest > 0 {
+		// Chaos lasts at least minChaos: a duration, not a wait for an event.
 		time.Sleep(rest)
 	}
 	stop()
@@ -723,6 +729,7 @@ func runChaos(t *testing.T, fleet chaosFleet) {
 			return nil
 		})
 		if len(ended) < len(runs) {
+			// Polls: the runs' ends are re-read from the log, which notifies nobody.
 			time.Sleep(time.Second)
 		}
 	}

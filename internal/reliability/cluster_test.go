@@ -274,6 +274,7 @@ func startRuns(t *testing.T, st events.Store, n int) []string {
 			if err == nil || try > 20 {
 				break
 			}
+			// Backs off while the cluster elects a leader: an election has no event a client can wait for.
 			time.Sleep(200 * time.Millisecond)
 		}
 		if err != nil {
@@ -306,9 +307,11 @@ func TestClusterNodeKilledDuringRuns(t *testing.T) {
 	waitHolders(t, admin, 30*time.Second, "partitions spread over the three coordinators", cs.spread)
 
 	runs := startRuns(t, st, 30)
+	// Lets the runs get under way, so that the kill lands mid-run: there is no one event that says so.
 	time.Sleep(700 * time.Millisecond)
 	c.servers[1].kill(t)
 	more := startRuns(t, st, 10)
+	// Keeps the node down across a few decisions: the fault's duration, not a wait for an event.
 	time.Sleep(2 * time.Second)
 	c.servers[1] = c.start(t, "nats-2-again", "nats-server", "", c.args[1]...)
 
@@ -330,6 +333,7 @@ func TestWorkersAndCoordinatorKilledOnCluster(t *testing.T) {
 	held := waitHolders(t, admin, 30*time.Second, "partitions spread over the three coordinators", cs.spread)
 
 	runs := startRuns(t, st, 30)
+	// Lets the worker take work, so that the kill lands mid-node: there is no one event that says so.
 	time.Sleep(500 * time.Millisecond)
 	w1.kill(t)
 	victim := cs.byPID(held[0])

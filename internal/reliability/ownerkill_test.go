@@ -102,6 +102,7 @@ func TestPartitionOwnersKilledRepeatedly(t *testing.T) {
 			return cs.heldByLive(h) && h[p] != held[p]
 		})
 		failovers = append(failovers, time.Since(killed))
+		// A random pause between kills: the fault schedule, not a wait for an event.
 		time.Sleep(time.Duration(500+rng.IntN(1000)) * time.Millisecond)
 	}
 	<-started
@@ -150,6 +151,7 @@ func startOne(st events.Store, g *graph.Graph, i int) (string, error) {
 		if try > 20 {
 			return "", fmt.Errorf("run %d: %w", i, err)
 		}
+		// Backs off between retries while a partition fails over: the takeover has no event a client can wait for.
 		time.Sleep(200 * time.Millisecond)
 	}
 }

@@ -99,6 +99,7 @@ func waitIndexed(t *testing.T, ctx context.Context, store events.Store, want map
 		if time.Now().After(deadline) {
 			t.Fatalf("read model: %s not indexed in time (last error: %v)", missing, err)
 		}
+		// Polls: the read model's index notifies nobody.
 		time.Sleep(20 * time.Millisecond)
 	}
 }

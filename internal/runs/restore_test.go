@@ -247,6 +247,7 @@ func waitConsumersIdle(t *testing.T, ctx context.Context, store events.Store) {
 		if ctx.Err() != nil {
 			t.Fatalf("consumers %v still have messages to handle", slices.Sorted(slices.Values(busy)))
 		}
+		// Polls: consumer info is a read, which notifies nobody.
 		time.Sleep(20 * time.Millisecond)
 	}
 }

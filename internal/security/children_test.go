@@ -78,6 +78,7 @@ func waitRun(t *testing.T, ctx context.Context, cl *client.Client, run, what str
 		if time.Now().After(deadline) {
 			t.Fatalf("run %s: %s: not in 30s (%v, %+v)", run, what, err, st)
 		}
+		// Polls: the run's status is a read of its log, which notifies nobody.
 		time.Sleep(25 * time.Millisecond)
 	}
 }

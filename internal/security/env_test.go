@@ -89,6 +89,7 @@ func startServerWith(t *testing.T, d natsconn.Deployment) *server {
 			b, _ := os.ReadFile(s.log)
 			t.Fatalf("nats-server did not start: %v\n%s", err, b)
 		}
+		// Polls: the server's port opens without an event to wait for.
 		time.Sleep(50 * time.Millisecond)
 	}
 	return s

@@ -54,6 +54,7 @@ edges:
 		}
 		runs = append(runs, run)
 	}
+	// Lets the worker take work, so that the kill lands mid-node: there is no one event that says so.
 	time.Sleep(300 * time.Millisecond)
 	_ = w1.Process.Signal(syscall.SIGKILL)
 	_ = coord.Process.Signal(syscall.SIGKILL)
@@ -78,6 +79,7 @@ func TestDaemonsWaitForSetup(t *testing.T) {
 	startProcess(t, "coordinator", filepath.Join(dir, "coordinator.log"), s.roleEnv(userCoord), "-nats", s.url)
 	startProcess(t, "nodeworker", filepath.Join(dir, "worker.log"), s.roleEnv(userWorker), "-nats", s.url, "-queues", queueA)
 	startProcess(t, "nodeworker", filepath.Join(dir, "worker-gpu.log"), s.roleEnv(userWorkerB()), "-nats", s.url, "-queues", queueB)
+	// Lets the daemons start and fail to connect before the setup: a duration, not an event.
 	time.Sleep(3 * time.Second)
 	s.setup(t)
 	cl := client.New(openStore(t, s.connect(t, userClient)))

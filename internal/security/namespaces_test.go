@@ -87,6 +87,7 @@ func startTenants(t *testing.T, q natsconn.Quota) *tenants {
 			b, _ := os.ReadFile(s.log)
 			t.Fatalf("nats-server did not start: %v\n%s", err, b)
 		}
+		// Polls: the server's port opens without an event to wait for.
 		time.Sleep(50 * time.Millisecond)
 	}
 	out, err := s.weft(t, nil, "roles", "-setup", "-out", roles)
@@ -542,6 +543,7 @@ func waitFor(t *testing.T, ctx context.Context, ok func() bool, what string) {
 		if ctx.Err() != nil {
 			t.Fatalf("%s: never", what)
 		}
+		// Polls: ok reads state that changes without an event to wait for.
 		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -182,6 +182,7 @@ func TestGapWorkerOverwritesAnnouncements(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("the gpu worker never announced itself")
 		}
+		// Polls: the worker's announcement is a KV value re-read here.
 		time.Sleep(100 * time.Millisecond)
 	}
 	w := s.connect(t, userWorker)

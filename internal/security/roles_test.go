@@ -101,6 +101,7 @@ func TestRolesWork(t *testing.T) {
 			t.Fatalf("the completed run was never listed: %+v", runs)
 		}
 		if !listed {
+			// Polls: the read model's list notifies nobody.
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
@@ -150,6 +151,7 @@ edges:
 		if time.Now().After(deadline) {
 			t.Fatalf("the human node never waited: %+v %v", st, err)
 		}
+		// Polls: the run's status is a read of its log, which notifies nobody.
 		time.Sleep(50 * time.Millisecond)
 	}
 	// The UI follows the waiting run live (a core subscription on its

@@ -75,6 +75,7 @@ edges:
 		if genuine == nil && time.Now().After(deadline) {
 			t.Fatalf("no snapshot of the waiting run: %+v %v", st, err)
 		}
+		// Polls: a snapshot is stored by the coordinator in its own time, with no event.
 		time.Sleep(20 * time.Millisecond)
 	}
 

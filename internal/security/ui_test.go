@@ -94,6 +94,7 @@ func TestUIDoor(t *testing.T) {
 	logPath := filepath.Join(dir, "ui.log")
 	startProcess(t, "weft", logPath, s.roleEnv(userUI), "ui", "-nats", s.url, "-addr", fmt.Sprintf("127.0.0.1:%d", port), "-read-only", "-password-file", passwd)
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	// Polls: the UI's log file is written without notice.
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		if b, _ := os.ReadFile(logPath); strings.Contains(string(b), "UI: "+base) {
 			break
@@ -276,6 +277,7 @@ func TestUIDoor(t *testing.T) {
 			t.Errorf("after a change: %d consumers, want 1", n)
 		}
 		scancel()
+		// Polls: a consumer's deletion on the server sends no event to this test.
 		for deadline := time.Now().Add(30 * time.Second); consumers() != 0; time.Sleep(100 * time.Millisecond) {
 			if time.Now().After(deadline) {
 				t.Fatalf("the watch outlived the streams: %d consumers", consumers())

@@ -262,6 +262,7 @@ func (h *harness) waitFor(run, what string, timeout time.Duration, cond func(run
 		} else if time.Now().After(deadline) {
 			h.t.Fatalf("run %s: %s: %v", run, what, err)
 		}
+		// Polls: the run's projection is a read of the log, which notifies nobody.
 		time.Sleep(25 * time.Millisecond)
 	}
 }

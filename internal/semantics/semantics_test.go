@@ -597,6 +597,7 @@ edges:
 		if time.Now().After(deadline) {
 			t.Fatal("the deadline timer did not fire while no coordinator ran")
 		}
+		// Polls: the timer fires on the server, which tells nobody while no coordinator runs.
 		time.Sleep(50 * time.Millisecond)
 	}
 	h.startCoordinator()

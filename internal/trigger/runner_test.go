@@ -112,6 +112,7 @@ func (e *env) waitState(name string, ok func(*trigger.State) bool, within time.D
 		if time.Now().After(deadline) {
 			e.t.Fatalf("trigger %s: state %+v", name, st)
 		}
+		// Polls: a trigger's state is a KV value re-read here.
 		time.Sleep(50 * time.Millisecond)
 	}
 }
@@ -148,6 +149,7 @@ func TestTriggerMapsMessages(t *testing.T) {
 	e.create(&trigger.Definition{Name: "orders", Subject: "orders.created", Filter: "input.amount > 10", Input: `{"order": input.id, "amount": input.amount, "via": local.subject}`, ID: "input.id"})
 	e.create(&trigger.Definition{Name: "raw", Subject: "orders.raw"}) // the stream is looked up; ids from Nats-Msg-Id
 	e.publish("orders.created", "", `{"id":"o1","amount":20}`)
+	// Republishes after the first message was taken: the duplicate must arrive as a later delivery, which no event marks.
 	time.Sleep(100 * time.Millisecond)
 	e.publish("orders.created", "", `{"id":"o1","amount":20}`) // republished: the same -id
 	e.publish("orders.created", "", `{"id":"o2","amount":5}`)  // filtered

@@ -476,6 +476,7 @@ func TestUILiveLimits(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the closed stream's place was not freed: %d %s", rr.status, rr.body)
 		}
+		// Polls: the door's freed place is its map's state, not an event.
 		time.Sleep(20 * time.Millisecond)
 	}
 }
@@ -534,6 +535,7 @@ func TestUILiveSharesOneWatch(t *testing.T) {
 		for range s.events {
 		}
 	}
+	// Polls: a consumer's deletion on the server sends no event to this test.
 	for deadline := time.Now().Add(20 * time.Second); consumers() != 0; time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the watch outlived its streams: %d consumers", consumers())

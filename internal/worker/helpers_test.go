@@ -212,6 +212,7 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
+		// Polls: cond reads state that changes without an event to wait for.
 		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -371,6 +371,7 @@ func TestSignalIsIdempotent(t *testing.T) {
 			if n := signalCount(t, c, run); n != 1 {
 				t.Fatalf("%d signal events after sending one signal twice, want 1", n)
 			}
+			// Gives a duplicate signal the time to (wrongly) move the run: an absence cannot be waited for.
 			time.Sleep(200 * time.Millisecond)
 			st, err := c.Get(ctx, run)
 			if err != nil {

@@ -72,6 +72,7 @@ func waitListed(t *testing.T, ctx context.Context, c *client.Client, run string,
 		if time.Now().After(deadline) {
 			t.Fatalf("run %s not listed as %s in time: %+v, %v", run, status, s, err)
 		}
+		// Polls: the read model's list notifies nobody.
 		time.Sleep(10 * time.Millisecond)
 	}
 }
