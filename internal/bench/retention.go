@@ -41,6 +41,10 @@ import (
 // run put back into the stream, live again) and the archived-read rate
 // (runs.Read of a removed run, folded) in runs per second, to a directory
 // and to the Object Store bucket.
+//
+// Size: a benchmark script, read top to bottom (write, measure, sweep,
+// restore, report rows); its steps share a dozen figures, and half its
+// length is the rows' notes.
 func runRetention(ctx context.Context, e *env) ([]Result, error) {
 	n := e.sizes.MemRuns
 	if e.cfg.Quick {

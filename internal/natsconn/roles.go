@@ -187,6 +187,8 @@ func (d Deployment) User(r Role, q string) User { return d.user("", r, q) }
 // UserIn returns the user of role r (and queue q) in namespace ns.
 func (d Deployment) UserIn(ns string, r Role, q string) User { return d.user(ns, r, q) }
 
+// Size: the permission table of every role, one block per role: read whole,
+// it is the least-privilege contract (SECURITY.md).
 func (d Deployment) user(ns string, r Role, q string) User {
 	d = d.withDefaults()
 	u := User{Name: NamespaceUser(ns, r, q), Role: r, Queue: q, Namespace: ns}

@@ -17,6 +17,9 @@ import (
 // also reports a decision's event id that is in the log twice
 // (de-duplication failed). Events the log holds but could not decode are
 // passed over; DuplicateFacts reports the other events twice in the log.
+//
+// Size: a test fake: the fault's whole logic in one place, so that a test's
+// reader sees what is injected.
 func DuplicateDecisions(evs []*events.Event) []string {
 	seen := map[string]int{}
 	ids := map[string]int{}

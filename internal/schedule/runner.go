@@ -347,36 +347,9 @@ func (r *Runner) Reconcile(ctx context.Context, name string) error {
 				break
 			}
 			st.Last = t
-			f := Fire{Nominal: t, At: now}
-			switch {
-			case d.Paused:
-				f.Outcome, f.Reason = SkippedPaused, d.PauseNote
-			case now.Sub(due) > d.CatchUp():
-				f.Outcome, f.Reason = SkippedCatchup, fmt.Sprintf("%s late, the catch-up window is %s", now.Sub(due).Round(time.Millisecond), d.CatchUp())
-			case len(running) > 0 && d.Policy() == OverlapSkip:
-				f.Outcome, f.Reason = SkippedOverlap, "running: "+strings.Join(running, ", ")
-			case len(running) > 0 && d.Policy() == OverlapBufferOne:
-				if st.Buffer == nil {
-					tt := t
-					st.Buffer, f.Outcome = &tt, Buffered
-				} else {
-					f.Outcome, f.Reason = SkippedOverlap, "a fire is buffered already"
-				}
-			default:
-				if d.Policy() == OverlapCancelOther {
-					for _, run := range running {
-						if err := r.cancel(ctx, name, run, t); err != nil {
-							return err
-						}
-					}
-					running = nil
-				}
-				id, err := r.start(ctx, d, FireRunID(key, name, t), &events.TriggerRef{Kind: events.TriggerSchedule, Name: name, FireTime: t})
-				if err != nil {
-					return err
-				}
-				f.Outcome, f.RunID = Started, id
-				running = append(running, id)
+			f, err := r.fire(ctx, d, st, key, t, due, now, &running)
+			if err != nil {
+				return err
 			}
 			st.record(f)
 		}
@@ -386,15 +359,7 @@ func (r *Runner) Reconcile(ctx context.Context, name string) error {
 		} else if err != nil {
 			return err
 		}
-		for _, f := range st.Fires {
-			if f.At.Equal(now) {
-				if f.Outcome == Started {
-					r.started.Add(1)
-				} else if strings.HasPrefix(f.Outcome, "skipped") {
-					r.skipped.Add(1)
-				}
-			}
-		}
+		r.count(st, now)
 		if st.Buffer != nil {
 			// Look again shortly: the buffered fire starts when the
 			// running runs have ended.
@@ -403,6 +368,60 @@ func (r *Runner) Reconcile(ctx context.Context, name string) error {
 			}
 		}
 		return r.arm(ctx, name)
+	}
+}
+
+// fire decides what becomes of fire time t, due at due (its jitter added),
+// seen at now: skipped (paused, too late for the catch-up window, or by
+// the overlap policy), buffered, or started (the runs it overlaps
+// cancelled first under cancel-other). running is the schedule's running
+// runs, updated.
+func (r *Runner) fire(ctx context.Context, d *Definition, st *State, key []byte, t, due, now time.Time, running *[]string) (Fire, error) {
+	f := Fire{Nominal: t, At: now}
+	switch {
+	case d.Paused:
+		f.Outcome, f.Reason = SkippedPaused, d.PauseNote
+	case now.Sub(due) > d.CatchUp():
+		f.Outcome, f.Reason = SkippedCatchup, fmt.Sprintf("%s late, the catch-up window is %s", now.Sub(due).Round(time.Millisecond), d.CatchUp())
+	case len(*running) > 0 && d.Policy() == OverlapSkip:
+		f.Outcome, f.Reason = SkippedOverlap, "running: "+strings.Join(*running, ", ")
+	case len(*running) > 0 && d.Policy() == OverlapBufferOne:
+		if st.Buffer == nil {
+			tt := t
+			st.Buffer, f.Outcome = &tt, Buffered
+		} else {
+			f.Outcome, f.Reason = SkippedOverlap, "a fire is buffered already"
+		}
+	default:
+		if d.Policy() == OverlapCancelOther {
+			for _, run := range *running {
+				if err := r.cancel(ctx, d.Name, run, t); err != nil {
+					return f, err
+				}
+			}
+			*running = nil
+		}
+		id, err := r.start(ctx, d, FireRunID(key, d.Name, t), &events.TriggerRef{Kind: events.TriggerSchedule, Name: d.Name, FireTime: t})
+		if err != nil {
+			return f, err
+		}
+		f.Outcome, f.RunID = Started, id
+		*running = append(*running, id)
+	}
+	return f, nil
+}
+
+// count adds the fires recorded at now to the runner's counters.
+func (r *Runner) count(st *State, now time.Time) {
+	for _, f := range st.Fires {
+		if !f.At.Equal(now) {
+			continue
+		}
+		if f.Outcome == Started {
+			r.started.Add(1)
+		} else if strings.HasPrefix(f.Outcome, "skipped") {
+			r.skipped.Add(1)
+		}
 	}
 }
 
