@@ -321,39 +321,10 @@ func (r *Runner) Reconcile(ctx context.Context, name string) error {
 		if err != nil {
 			return err
 		}
-		tm, err := d.Timing()
-		if err != nil {
-			return err
-		}
 		now := r.now()
-		running, err := r.stillRunning(ctx, st.Running)
-		if err != nil {
+		if err := r.fireDue(ctx, d, st, key, now); err != nil {
 			return err
 		}
-		// A buffered fire goes first, once the runs it waited for ended.
-		if st.Buffer != nil && len(running) == 0 && !d.Paused {
-			t := *st.Buffer
-			id, err := r.start(ctx, d, FireRunID(key, name, t), &events.TriggerRef{Kind: events.TriggerSchedule, Name: name, FireTime: t})
-			if err != nil {
-				return err
-			}
-			st.Buffer = nil
-			st.record(Fire{Nominal: t, At: now, Outcome: Started, RunID: id, Reason: "buffered"})
-			running = append(running, id)
-		}
-		for _, t := range tm.Between(from(d, st), now, MaxBackfill) {
-			due := t.Add(jitterOf(key, t, time.Duration(d.Jitter)))
-			if due.After(now) {
-				break
-			}
-			st.Last = t
-			f, err := r.fire(ctx, d, st, key, t, due, now, &running)
-			if err != nil {
-				return err
-			}
-			st.record(f)
-		}
-		st.Running = running
 		if err := r.putState(ctx, name, st, rev); errors.Is(err, jetstream.ErrKeyExists) {
 			continue // another coordinator moved it: again, from its state
 		} else if err != nil {
@@ -369,6 +340,53 @@ func (r *Runner) Reconcile(ctx context.Context, name string) error {
 		}
 		return r.arm(ctx, name)
 	}
+}
+
+// fireDue records in st what became of each of d's fire times due by now,
+// the buffered one first, and the schedule's runs still running.
+func (r *Runner) fireDue(ctx context.Context, d *Definition, st *State, key []byte, now time.Time) error {
+	tm, err := d.Timing()
+	if err != nil {
+		return err
+	}
+	running, err := r.stillRunning(ctx, st.Running)
+	if err != nil {
+		return err
+	}
+	if err := r.startBuffered(ctx, d, st, key, now, &running); err != nil {
+		return err
+	}
+	for _, t := range tm.Between(from(d, st), now, MaxBackfill) {
+		due := t.Add(jitterOf(key, t, time.Duration(d.Jitter)))
+		if due.After(now) {
+			break
+		}
+		st.Last = t
+		f, err := r.fire(ctx, d, st, key, t, due, now, &running)
+		if err != nil {
+			return err
+		}
+		st.record(f)
+	}
+	st.Running = running
+	return nil
+}
+
+// startBuffered starts the buffered fire, if there is one and the runs it
+// waited for ended.
+func (r *Runner) startBuffered(ctx context.Context, d *Definition, st *State, key []byte, now time.Time, running *[]string) error {
+	if st.Buffer == nil || len(*running) > 0 || d.Paused {
+		return nil
+	}
+	t := *st.Buffer
+	id, err := r.start(ctx, d, FireRunID(key, d.Name, t), &events.TriggerRef{Kind: events.TriggerSchedule, Name: d.Name, FireTime: t})
+	if err != nil {
+		return err
+	}
+	st.Buffer = nil
+	st.record(Fire{Nominal: t, At: now, Outcome: Started, RunID: id, Reason: "buffered"})
+	*running = append(*running, id)
+	return nil
 }
 
 // fire decides what becomes of fire time t, due at due (its jitter added),
