@@ -77,29 +77,9 @@ func restore(ctx context.Context, p *purger, archive Archive, run string, def ti
 		return nil, fmt.Errorf("restoring run %s: retention %s must not be negative", run, def)
 	}
 	store := p.store
-	data, err := archive.Get(ctx, run)
-	if errors.Is(err, ErrNotArchived) {
-		if _, lerr := store.LastSeq(ctx, run); lerr == nil {
-			return nil, fmt.Errorf("restoring run %s: %w: it is in the log (and not in %s)", run, ErrLive, archive)
-		}
-	}
+	recs, folded, err := archivedRun(ctx, store, archive, run)
 	if err != nil {
-		return nil, fmt.Errorf("restoring run %s: %w", run, err)
-	}
-	recs, err := decodeRecords(run, data)
-	if err != nil {
-		return nil, fmt.Errorf("restoring run %s: %w", run, err)
-	}
-	// The engine passes restored messages over, so a run that had not
-	// ended would never go on: only ended runs are archived, and only
-	// they come back.
-	archived := make([]*events.Event, len(recs))
-	for i, r := range recs {
-		archived[i] = events.DecodeStored(r.Subject, r.Header, r.Data, r.Seq, r.Stored)
-	}
-	folded := projection.Fold(archived)
-	if !folded.Status.Ended() {
-		return nil, fmt.Errorf("restoring run %s: %w in %s (status %s): the engine does not take up restored runs", run, ErrNotEnded, archive, cmpStatus(folded.Status))
+		return nil, err
 	}
 	from, last, err := restoredPrefix(ctx, store, run, recs)
 	if err != nil {
@@ -134,6 +114,36 @@ func restore(ctx context.Context, p *purger, archive Archive, run string, def ti
 		return nil, fmt.Errorf("restoring run %s: the log holds %d of its %d messages", run, len(evs), len(recs))
 	}
 	return &Restored{RunID: run, Events: len(recs), From: archive.String(), Status: projection.Fold(evs).Status, ExpiresAt: sum.ExpiresAt}, nil
+}
+
+// archivedRun reads run's records from archive, and their fold: the run
+// must have ended.
+func archivedRun(ctx context.Context, store events.Store, archive Archive, run string) ([]record, *projection.State, error) {
+	data, err := archive.Get(ctx, run)
+	if errors.Is(err, ErrNotArchived) {
+		if _, lerr := store.LastSeq(ctx, run); lerr == nil {
+			return nil, nil, fmt.Errorf("restoring run %s: %w: it is in the log (and not in %s)", run, ErrLive, archive)
+		}
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("restoring run %s: %w", run, err)
+	}
+	recs, err := decodeRecords(run, data)
+	if err != nil {
+		return nil, nil, fmt.Errorf("restoring run %s: %w", run, err)
+	}
+	// The engine passes restored messages over, so a run that had not
+	// ended would never go on: only ended runs are archived, and only
+	// they come back.
+	archived := make([]*events.Event, len(recs))
+	for i, r := range recs {
+		archived[i] = events.DecodeStored(r.Subject, r.Header, r.Data, r.Seq, r.Stored)
+	}
+	folded := projection.Fold(archived)
+	if !folded.Status.Ended() {
+		return nil, nil, fmt.Errorf("restoring run %s: %w in %s (status %s): the engine does not take up restored runs", run, ErrNotEnded, archive, cmpStatus(folded.Status))
+	}
+	return recs, folded, nil
 }
 
 // republish appends an archived run's messages after sequence last, each
