@@ -16,7 +16,7 @@ import (
 	"github.com/weft-dev/weft/internal/cli"
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
@@ -47,7 +47,7 @@ func weft(t *testing.T, args ...string) result {
 // returns the server's URL and a client over the store.
 func engine(t *testing.T) (string, *client.Client) {
 	t.Helper()
-	srv, store := natstest.Store(t)
+	srv, store := testkit.Store(t)
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	w, err := worker.New(store, worker.WithName("test-worker"), worker.WithLogger(log))
 	if err != nil {
@@ -400,7 +400,7 @@ func TestDemo(t *testing.T) {
 func TestDev(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stdout, stderr natstest.Buffer
+	var stdout, stderr testkit.Buffer
 	done := make(chan int)
 	go func() {
 		done <- cli.Main(ctx, []string{"dev", "-port", "-1", "-data", t.TempDir(), "-ui", "off"}, nil, &stdout, &stderr)

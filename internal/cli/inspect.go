@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	wruns "github.com/weft-dev/weft/internal/runs"
+	wruns "github.com/weft-dev/weft/internal/readmodel"
 	"github.com/weft-dev/weft/internal/telemetry"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/projection"

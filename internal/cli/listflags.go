@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/weft-dev/weft/internal/runs"
+	"github.com/weft-dev/weft/internal/readmodel"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/projection"
 )
@@ -61,7 +61,7 @@ func (lf *listFlagSet) options(now time.Time) ([]client.ListOption, error) {
 	if *lf.status != "" {
 		for s := range strings.SplitSeq(*lf.status, ",") {
 			rs := projection.RunStatus(strings.TrimSpace(s))
-			if !slices.Contains(runs.Statuses, rs) {
+			if !slices.Contains(readmodel.Statuses, rs) {
 				return nil, fmt.Errorf("-status: unknown status %q (want running, cancelling, completed, failed or cancelled)", s)
 			}
 			opts = append(opts, client.WithStatus(rs))

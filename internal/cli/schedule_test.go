@@ -15,8 +15,8 @@ import (
 
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/internal/schedule"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/internal/trigger"
 	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/client"
@@ -28,7 +28,7 @@ import (
 // coordinator, as the daemons run it.
 func scheduleEngine(t *testing.T) (string, *client.Client) {
 	t.Helper()
-	srv, store := natstest.Store(t)
+	srv, store := testkit.Store(t)
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	w, err := worker.New(store, worker.WithName("test-worker"), worker.WithLogger(log))
 	if err != nil {

@@ -17,7 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/cli"
-	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/projection"
 )
@@ -63,7 +63,7 @@ func TestHTTPDocs(t *testing.T) {
 	token, secret := "tok-0123456789abcdef", "whsec-0123456789abcdef"
 	t.Setenv("WEFT_GATEWAY_TOKENS", "alice="+token)
 	t.Setenv("WEFT_WEBHOOK_SECRET_ORDERS", secret)
-	port := natstest.FreePort(t)
+	port := testkit.FreePort(t)
 	sctx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {

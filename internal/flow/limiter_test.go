@@ -10,13 +10,13 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/flow"
-	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/testkit"
 )
 
 func open(t *testing.T, now func() time.Time) *flow.Limiter {
 	t.Helper()
-	srv := natstest.Server(t)
-	_, js := natstest.Connect(t, srv)
+	srv := testkit.Server(t)
+	_, js := testkit.Connect(t, srv)
 	l, err := flow.Open(t.Context(), js, 1, now)
 	if err != nil {
 		t.Fatal(err)

@@ -45,7 +45,7 @@ const (
 	leasesBucket    = "weft-coordinators"
 	// internal/flow: concurrency slots and their waiters.
 	flowBucket = "weft-flow"
-	// internal/runs: the read model of runs, and the archive of removed runs
+	// internal/readmodel: the read model of runs, and the archive of removed runs
 	// (an Object Store bucket).
 	runsBucket    = "weft-runs"
 	archiveBucket = "weft-archive"
@@ -223,7 +223,7 @@ func (d Deployment) user(ns string, r Role, q string) User {
 		// is): the leases bucket's stream information, nothing more.
 		api + "STREAM.INFO.KV_" + leasesBucket,
 	}
-	// The read model of runs (internal/runs), read: stream info with
+	// The read model of runs (internal/readmodel), read: stream info with
 	// subject filters (the keys of one status), gets, and batched direct
 	// gets (the summaries of some statuses); and the archive of removed
 	// runs, read (an object's meta and its chunks, by direct gets). No

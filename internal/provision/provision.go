@@ -24,7 +24,7 @@ import (
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/flow"
-	"github.com/weft-dev/weft/internal/runs"
+	"github.com/weft-dev/weft/internal/readmodel"
 	"github.com/weft-dev/weft/internal/schedule"
 	"github.com/weft-dev/weft/internal/setup"
 	"github.com/weft-dev/weft/internal/workqueue"
@@ -88,7 +88,7 @@ func Run(ctx context.Context, store events.Store, o Options) ([]string, error) {
 		workqueue.WorkersKVConfig(o.Replicas),
 		coordinator.SnapshotsKVConfig(o.Replicas),
 		coordinator.LeasesKVConfig(o.LeaseTTL, o.Replicas),
-		runs.KVConfig(o.Replicas),
+		readmodel.KVConfig(o.Replicas),
 		flow.KVConfig(o.Replicas),
 	}
 	buckets = append(buckets, schedule.KVConfigs(o.Replicas)...)

@@ -11,8 +11,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/internal/schedule"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
 )
@@ -40,7 +40,7 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	g, err := graph.Parse([]byte(testGraph), "nightly.yaml", graph.AllowAnyType())

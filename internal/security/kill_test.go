@@ -7,8 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weft-dev/weft/internal/natstest"
-	"github.com/weft-dev/weft/internal/proctest"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -64,9 +63,9 @@ edges:
 	startProcess(t, "nodeworker", filepath.Join(dir, "worker-2.log"), s.roleEnv(userWorker), "-nats", s.url, "-queues", queueA, "-name", "w2")
 
 	admin := openStore(t, s.connect(t, userAdmin))
-	natstest.WaitEnded(t, admin, runs, 90*time.Second)
-	natstest.CheckExactlyOnce(t, admin, runs, 3)
-	proctest.CheckNoViolations(t, dir)
+	testkit.WaitEnded(t, admin, runs, 90*time.Second)
+	testkit.CheckExactlyOnce(t, admin, runs, 3)
+	testkit.CheckNoViolations(t, dir)
 }
 
 // TestDaemonsWaitForSetup: under the roles only the admin creates the

@@ -16,7 +16,7 @@ import (
 
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/natsconn"
-	"github.com/weft-dev/weft/internal/proctest"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
@@ -226,7 +226,7 @@ edges:
 	}
 
 	// The roles have every right their daemons use: none was refused one.
-	proctest.CheckNoViolations(t, dir)
+	testkit.CheckNoViolations(t, dir)
 }
 
 // TestRolesRefused tries, for each role, what the role must not do.

@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/weft-dev/weft/internal/coordinator"
-	"github.com/weft-dev/weft/internal/proctest"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
@@ -139,7 +139,7 @@ edges:
 	if !bytes.Contains(logged, []byte("discarding a snapshot the log does not attest")) || !bytes.Contains(logged, []byte(run)) {
 		t.Errorf("the coordinator did not log the discarded snapshot:\n%s", logged)
 	}
-	proctest.CheckNoViolations(t, dir)
+	testkit.CheckNoViolations(t, dir)
 }
 
 func mustDecode(t *testing.T, b []byte) *coordinator.SnapshotRecord {

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weft-dev/weft/internal/proctest"
-	"github.com/weft-dev/weft/internal/runs"
+	"github.com/weft-dev/weft/internal/readmodel"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/internal/ui"
 	"github.com/weft-dev/weft/pkg/projection"
 )
@@ -90,7 +90,7 @@ func TestUIDoor(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	port := proctest.FreePort(t)
+	port := testkit.FreePort(t)
 	logPath := filepath.Join(dir, "ui.log")
 	startProcess(t, "weft", logPath, s.roleEnv(userUI), "ui", "-nats", s.url, "-addr", fmt.Sprintf("127.0.0.1:%d", port), "-read-only", "-password-file", passwd)
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
@@ -174,7 +174,7 @@ func TestUIDoor(t *testing.T) {
 	t.Run("live streams", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		kvStream, err := admin.js.Stream(ctx, "KV_"+runs.Bucket)
+		kvStream, err := admin.js.Stream(ctx, "KV_"+readmodel.Bucket)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -237,11 +237,11 @@ func TestUIDoor(t *testing.T) {
 			t.Errorf("%d live run lists: %d consumers of the read model's bucket, want 1", len(streams), n)
 		}
 		// One change to the read model reaches every stream.
-		kv, err := admin.js.KeyValue(ctx, runs.Bucket)
+		kv, err := admin.js.KeyValue(ctx, readmodel.Bucket)
 		if err != nil {
 			t.Fatal(err)
 		}
-		sum, _ := json.Marshal(runs.Summary{RunID: "doorrun", Graph: "door", Status: projection.RunRunning})
+		sum, _ := json.Marshal(readmodel.Summary{RunID: "doorrun", Graph: "door", Status: projection.RunRunning})
 		if _, err := kv.Put(ctx, "test.doorrun", sum); err != nil {
 			t.Fatal(err)
 		}
@@ -314,5 +314,5 @@ func TestUIDoor(t *testing.T) {
 		}
 	})
 
-	proctest.CheckNoViolations(t, dir)
+	testkit.CheckNoViolations(t, dir)
 }

@@ -13,9 +13,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/internal/schedule"
 	"github.com/weft-dev/weft/internal/setup"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/internal/trigger"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
@@ -47,10 +47,10 @@ type env struct {
 // a wrapper).
 func newEnv(t *testing.T, dedup time.Duration) *env {
 	t.Helper()
-	srv, st := natstest.Store(t)
+	srv, st := testkit.Store(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
-	nc, js := natstest.Connect(t, srv)
+	nc, js := testkit.Connect(t, srv)
 	for _, c := range schedule.KVConfigs(1) {
 		if _, err := setup.EnsureKV(ctx, js, c, nil); err != nil {
 			t.Fatal(err)
@@ -201,9 +201,9 @@ func TestTriggerMapsMessages(t *testing.T) {
 // acknowledgement is lost, so the message comes again: one run.
 func TestTriggerRedelivered(t *testing.T) {
 	e := newEnv(t, time.Minute)
-	fs := natstest.NewFaultStore(e.st)
+	fs := testkit.NewFaultStore(e.st)
 	var lost atomic.Int32
-	fs.Set(func(f *natstest.FaultStore) {
+	fs.Set(func(f *testkit.FaultStore) {
 		f.AfterAppend = func(run string, evs []*events.Event) error {
 			if lost.Add(1) <= 3 {
 				return errors.New("injected: the acknowledgement was lost")

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/runs"
+	"github.com/weft-dev/weft/internal/readmodel"
 	"github.com/weft-dev/weft/pkg/projection"
 )
 
@@ -20,18 +20,18 @@ import (
 // set when 'weft terminate' ended it; ForkedFrom, the run and point it was
 // forked from; Restored, when it was last put back from an archive. Its
 // JSON form is what the UI and 'weft -o json list' show.
-type RunSummary = runs.Summary
+type RunSummary = readmodel.Summary
 
 // RunPage is one page of ListPage, newest run first: Runs, Next (the
 // cursor of the next page, for WithCursor; empty on the last) and Total
 // (the runs the options select, over all pages).
-type RunPage = runs.Page
+type RunPage = readmodel.Page
 
 // ListOption configures List.
 type ListOption func(*listOptions)
 
 // listOptions is the read model's query that List's options fill in.
-type listOptions struct{ runs.Query }
+type listOptions struct{ readmodel.Query }
 
 // WithLimit returns at most n runs, the newest (default: all).
 func WithLimit(n int) ListOption { return func(q *listOptions) { q.Limit = n } }
@@ -112,7 +112,7 @@ func (c *Client) Summary(ctx context.Context, run string) (*RunSummary, error) {
 }
 
 // readModel opens the read model once.
-func (c *Client) readModel(ctx context.Context) (*runs.Model, error) {
+func (c *Client) readModel(ctx context.Context) (*readmodel.Model, error) {
 	if err := c.inNamespace(ctx); err != nil {
 		return nil, err
 	}
@@ -121,7 +121,7 @@ func (c *Client) readModel(ctx context.Context) (*runs.Model, error) {
 	if c.runs != nil {
 		return c.runs, nil
 	}
-	m, err := runs.Open(ctx, eventlog.JetStream(c.store))
+	m, err := readmodel.Open(ctx, eventlog.JetStream(c.store))
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +137,7 @@ func (c *Client) archive(ctx context.Context) Archive {
 	if c.arch != nil || c.archChecked {
 		return c.arch
 	}
-	a, err := runs.OpenObjectStore(ctx, eventlog.JetStream(c.store), runs.ArchiveBucket, c.store.StreamName(), false)
+	a, err := readmodel.OpenObjectStore(ctx, eventlog.JetStream(c.store), readmodel.ArchiveBucket, c.store.StreamName(), false)
 	if err != nil {
 		if !errors.Is(err, context.Canceled) {
 			c.archChecked = true

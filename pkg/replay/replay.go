@@ -48,7 +48,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/weft-dev/weft/internal/engine"
+	"github.com/weft-dev/weft/internal/decider"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -245,7 +245,7 @@ func decide(g *graph.Graph, s *projection.State, now time.Time) (out []unit, err
 			err = fmt.Errorf("the engine failed on the graph: %v", p)
 		}
 	}()
-	d := engine.Decide(g, s.Clone(), now)
+	d := decider.Decide(g, s.Clone(), now)
 	for _, e := range d.Events {
 		us, err := unitsOf(e)
 		if err != nil {
