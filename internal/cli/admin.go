@@ -16,6 +16,7 @@ import (
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/natsconn"
+	"github.com/weft-dev/weft/internal/setup"
 	"github.com/weft-dev/weft/internal/workqueue"
 )
 
@@ -482,7 +483,7 @@ func (a *applier) applyStream(ctx context.Context, change func(*jetstream.Stream
 	if a.dryRun || len(a.changes) == n {
 		return nil
 	}
-	if _, err := a.js.UpdateStream(ctx, upd); err != nil {
+	if _, err := setup.UpdateStream(ctx, a.js, upd); err != nil {
 		return fmt.Errorf("updating %s: %w", res, err)
 	}
 	return nil

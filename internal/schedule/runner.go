@@ -250,7 +250,7 @@ func (r *Runner) disarm(ctx context.Context, name string) error {
 // consume handles the fires until ctx ends.
 func (r *Runner) consume(ctx context.Context) {
 	for ctx.Err() == nil {
-		cons, err := r.js.CreateOrUpdateConsumer(ctx, eventlog.Must(r.store).TimerStream(), jetstream.ConsumerConfig{
+		cons, err := setup.EnsureConsumer(ctx, r.js, eventlog.Must(r.store).TimerStream(), jetstream.ConsumerConfig{
 			Durable:       ConsumerName(r.durable),
 			Description:   "Weft coordinators: schedules' fires",
 			FilterSubject: eventlog.ScheduleFires,
