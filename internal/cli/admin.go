@@ -517,7 +517,7 @@ func (a *applier) applyBuckets(ctx context.Context, replicas int) error {
 		}
 		kc := bs.Config()
 		kc.Replicas = replicas
-		if _, err := a.js.UpdateKeyValue(ctx, kc); err != nil {
+		if _, err := setup.UpdateKV(ctx, a.js, kc); err != nil {
 			return fmt.Errorf("updating KV bucket %s: %w", name, err)
 		}
 	}
@@ -563,7 +563,7 @@ func (a *applier) applyQueues(ctx context.Context, queue string, ackWait time.Du
 			continue
 		}
 		cc.AckWait = ackWait
-		if _, err := a.js.UpdateConsumer(ctx, a.stream, cc); err != nil {
+		if _, err := setup.UpdateConsumer(ctx, a.js, a.stream, cc); err != nil {
 			return fmt.Errorf("updating consumer %s: %w", name, err)
 		}
 	}

@@ -92,3 +92,15 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.Str
 func UpdateStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
 	return js.UpdateStream(ctx, cfg)
 }
+
+// UpdateConsumer changes an existing consumer to cfg (a queue's filter
+// after an upgrade, an administrator's ack wait).
+func UpdateConsumer(ctx context.Context, js jetstream.JetStream, stream string, cfg jetstream.ConsumerConfig) (jetstream.Consumer, error) {
+	return js.UpdateConsumer(ctx, stream, cfg)
+}
+
+// UpdateKV changes an existing KV bucket to cfg (an administrator's
+// replicas).
+func UpdateKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	return js.UpdateKeyValue(ctx, cfg)
+}
