@@ -95,7 +95,7 @@ var cmdList = &command{
 	name:    "list",
 	summary: "list runs, newest first (filters: -status, -graph, -since, -until, -attr)",
 	help: `Lists runs from the read model of runs (the KV bucket weft-runs, which the
-coordinators keep), newest first, with their status, graph, start time and lineage (a forked
+coordinators keep), newest first by start time (ties by run id), with their status, graph, start time and lineage (a forked
 run's parent run and position: "forked from RUN@N");
 it never reads the events stream. Filters combine: -status (comma
 separated), -graph, -since and -until (start time: RFC 3339 or a duration
@@ -120,22 +120,29 @@ after the runs, for -cursor. -count prints how many runs the filters select.
 			return err
 		}
 		defer closeConn()
-		page, err := cl.ListPage(e.ctx, opts...)
-		if err != nil {
+		noModel := func(err error) error {
 			if errors.Is(err, wruns.ErrNoReadModel) {
 				// No coordinator has kept it: say whether one is alive.
 				e.warnNoCoordinator(cl)
 			}
 			return err
 		}
-		runs := page.Runs
 		if *lf.count {
-			if *out == "json" {
-				return e.writeJSON(map[string]int{"total": page.Total})
+			n, err := cl.Count(e.ctx, opts...)
+			if err != nil {
+				return noModel(err)
 			}
-			fmt.Fprintln(e.stdout, page.Total)
+			if *out == "json" {
+				return e.writeJSON(map[string]int{"total": n})
+			}
+			fmt.Fprintln(e.stdout, n)
 			return nil
 		}
+		page, err := cl.ListPage(e.ctx, opts...)
+		if err != nil {
+			return noModel(err)
+		}
+		runs := page.Runs
 		e.warnList(cl, runs, *stall)
 		if *out == "json" {
 			if runs == nil {

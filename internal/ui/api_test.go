@@ -1,6 +1,7 @@
 package ui_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -11,7 +12,9 @@ import (
 
 	"github.com/weft-dev/weft/internal/runs"
 	"github.com/weft-dev/weft/internal/ui"
+	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
+	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/projection"
 )
 
@@ -71,11 +74,21 @@ type stateAt struct {
 	} `json:"diff"`
 }
 
-// TestUIRunList: the run list is newest first, filtered by status and
+// TestUIRunList: the run list is newest first by start time, filtered by status and
 // graph, searched by id prefix, paged, and counted per status.
 func TestUIRunList(t *testing.T) {
 	e := newEnv(t, ui.Config{})
-	first := e.run(fanJoinYAML, nil)
+	// The first run's id sorts after generated ids: the list still shows
+	// it last, by its start time.
+	g, err := graph.Parse([]byte(fanJoinYAML), "test.yaml", graph.AllowAnyType())
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := e.cl.Start(context.Background(), g, client.WithRunID("zz-first"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.wait(first)
 	second := e.run(brokenYAML, nil)
 	third := e.run(fanJoinYAML, nil)
 	for id, st := range map[string]string{first: "completed", second: "failed", third: "completed"} {

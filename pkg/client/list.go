@@ -68,7 +68,7 @@ func WithCursor(cursor string) ListOption { return func(q *listOptions) { q.Curs
 // carries the run's graph and start.
 func WithDetails() ListOption { return func(*listOptions) {} }
 
-// List lists runs, newest first, from the read model of runs (the KV
+// List lists runs, newest first (by start time, ties by run id), from the read model of runs (the KV
 // bucket "weft-runs", kept by the coordinators): it never reads the events
 // stream, so its cost does not grow with the runs' histories. A run shows
 // up once its coordinator has handled its run-started, and its status
@@ -99,6 +99,20 @@ func (c *Client) ListPage(ctx context.Context, opts ...ListOption) (*RunPage, er
 		return nil, err
 	}
 	return m.List(ctx, q)
+}
+
+// Count counts the runs the options select (a limit or cursor aside). On
+// statuses alone it reads only the read model's keys.
+func (c *Client) Count(ctx context.Context, opts ...ListOption) (int, error) {
+	var o listOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	m, err := c.readModel(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return m.Count(ctx, o.Query)
 }
 
 // Summary returns a run's entry in the read model; a run it has no entry
