@@ -107,6 +107,16 @@ func wantContains(t *testing.T, what, got string, wants ...string) {
 	}
 }
 
+// wantMatch checks that got has a match of each regular expression.
+func wantMatch(t *testing.T, what, got string, res ...string) {
+	t.Helper()
+	for _, re := range res {
+		if !regexp.MustCompile(re).MatchString(got) {
+			t.Errorf("%s does not match %s:\n%s", what, re, got)
+		}
+	}
+}
+
 func TestRunAndInspect(t *testing.T) {
 	url, cl := engine(t)
 

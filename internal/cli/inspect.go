@@ -157,7 +157,7 @@ after the runs, for -cursor. -count prints how many runs the filters select.
 			if r.ForkedFrom != nil {
 				from = lineage(r.ForkedFrom)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.RunID, r.Graph, r.Status, r.StartedAt.Local().Format(time.DateTime), from)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.RunID, r.Graph, statusWord(r.Status, r.Terminated), r.StartedAt.Local().Format(time.DateTime), from)
 		}
 		if err := tw.Flush(); err != nil {
 			return err

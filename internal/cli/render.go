@@ -38,7 +38,7 @@ func outcomeLine(st *projection.State) string {
 		}
 		return line
 	case projection.RunCancelled:
-		line := fmt.Sprintf("run %s cancelled%s", st.RunID, took)
+		line := fmt.Sprintf("run %s %s%s", st.RunID, shownStatus(st), took)
 		if st.Cancel != nil {
 			line += " by " + st.Cancel.By
 			if st.Cancel.Reason != "" {
@@ -47,7 +47,26 @@ func outcomeLine(st *projection.State) string {
 		}
 		return line
 	}
-	return fmt.Sprintf("run %s %s%s", st.RunID, st.Status, took)
+	return fmt.Sprintf("run %s %s%s", st.RunID, shownStatus(st), took)
+}
+
+// shownStatus is a run's status as people read it: a run that 'weft
+// terminate' ends is "terminating", then "terminated", not "cancelling"
+// and "cancelled" (the log and the read model keep the statuses, with
+// the run marked terminated: -o json shows both).
+func shownStatus(st *projection.State) string {
+	return statusWord(st.Status, st.Cancel != nil && st.Cancel.Terminate)
+}
+
+// statusWord is shownStatus of a status and whether it was terminated.
+func statusWord(s projection.RunStatus, terminated bool) string {
+	switch {
+	case terminated && s == projection.RunCancelled:
+		return "terminated"
+	case terminated && s == projection.RunCancelling:
+		return "terminating"
+	}
+	return string(s)
 }
 
 func failedNode(st *projection.State) string {
@@ -84,7 +103,7 @@ func (e *env) printStatus(st *projection.State, notes map[string]string) {
 	if st.Fork != nil {
 		row("lineage", lineage(st.Fork))
 	}
-	row("status", string(st.Status))
+	row("status", shownStatus(st))
 	if st.StartedAt != nil {
 		row("started", st.StartedAt.Local().Format(time.DateTime+".000"))
 	}
@@ -95,7 +114,11 @@ func (e *env) printStatus(st *projection.State, notes map[string]string) {
 		row("error", st.Error.Error())
 	}
 	if st.Cancel != nil {
-		row("cancel", strings.TrimSuffix("requested by "+st.Cancel.By+": "+st.Cancel.Reason, ": "))
+		what := "cancel"
+		if st.Cancel.Terminate {
+			what = "terminate"
+		}
+		row(what, strings.TrimSuffix("requested by "+st.Cancel.By+": "+st.Cancel.Reason, ": "))
 	}
 	row("events", fmt.Sprintf("%d up to seq %d (%d executions, %d failures, %d retries)", st.Stats.Events, st.LastSeq, st.Stats.Executions, st.Stats.Failures, st.Stats.Retries))
 	_ = tw.Flush()
@@ -412,9 +435,17 @@ func summary(p events.Payload, at time.Time) string {
 		}
 		return s
 	case *events.RunCancelRequestedData:
-		return strings.TrimSuffix("by "+d.By+": "+d.Reason, ": ")
+		s := strings.TrimSuffix("by "+d.By+": "+d.Reason, ": ")
+		if d.Terminate {
+			s = "terminate " + s
+		}
+		return s
 	case *events.RunCancelledData:
-		return strings.TrimSuffix("by "+d.By+": "+d.Reason, ": ")
+		s := strings.TrimSuffix("by "+d.By+": "+d.Reason, ": ")
+		if d.Terminated {
+			s = "terminated " + s
+		}
+		return s
 	case *events.NodeReadyData:
 		return fmt.Sprintf("type %s, queue %s", d.Type, d.Queue)
 	case *events.NodeInvokingData:

@@ -66,6 +66,7 @@ export interface RunState {
   nodes?: Record<string, NodeState>
   output?: unknown
   error?: Failure
+  cancel?: { by: string; reason?: string; at: string; terminate?: boolean }
   startedAt?: string
   endedAt?: string
   lastSeq?: number

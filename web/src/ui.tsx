@@ -10,6 +10,15 @@ export function Status({ status }: { status: string }) {
   return <span class={`status status-${s}`}>{s.replace('_', ' ')}</span>
 }
 
+// shownStatus is a run's status as people read it: a run 'weft terminate'
+// ends is terminating, then terminated, not cancelling and cancelled (the
+// API keeps the log's statuses, with the run marked terminated).
+export function shownStatus(status: string, terminated?: boolean): string {
+  if (terminated && status === 'cancelled') return 'terminated'
+  if (terminated && status === 'cancelling') return 'terminating'
+  return status
+}
+
 // Problem shows an error as a message on the page, with the field to blame.
 export function Problem({ error, title }: { error: unknown; title?: string }) {
   const e = error instanceof ApiError ? error : null

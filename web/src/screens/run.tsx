@@ -6,7 +6,7 @@ import { useEffect, useRef, useState } from 'preact/hooks'
 import { api, ApiError, live, type RunDetail, type StateAt, type WeftEvent } from '../api'
 import { useConfig } from '../config'
 import { href, navigate, withParams, type Route } from '../router'
-import { duration, Loading, Problem, Status, Time } from '../ui'
+import { duration, Loading, Problem, shownStatus, Status, Time } from '../ui'
 import { Actions } from './actions'
 import { GraphPicture } from './graph'
 import { EventPanel, FailureView, NodeDetail } from './inspect'
@@ -189,7 +189,7 @@ export function RunScreen({ id, route }: { id: string; route: Route }) {
     <section class="run" data-run={summary.runId} data-status={live_.status}>
       <div class="title">
         <h1 class="mono">{summary.runId}</h1>
-        <Status status={live_.status} />
+        <Status status={shownStatus(live_.status, live_.cancel?.terminate)} />
         <span class={`live ${liveState}`}>
           {liveState === 'live' ? '● live' : liveState === 'ended' ? 'ended' : liveState === 'down' ? '○ reconnecting…' : '…'}
         </span>
