@@ -47,6 +47,13 @@ func weft(t *testing.T, args ...string) result {
 // returns the server's URL and a client over the store.
 func engine(t *testing.T) (string, *client.Client) {
 	t.Helper()
+	url, cl, _ := engineStore(t)
+	return url, cl
+}
+
+// engineStore is engine, with the events store, for a test's own workers.
+func engineStore(t *testing.T) (string, *client.Client, events.Store) {
+	t.Helper()
 	srv, store := natstest.Store(t)
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	w, err := worker.New(store, worker.WithName("test-worker"), worker.WithLogger(log))
@@ -69,7 +76,7 @@ func engine(t *testing.T) (string, *client.Client) {
 	// the engine is set up first, so that no update races its consumers'
 	// creation inside the embedded server.
 	waitConsumers(t, store, coordinator.ConsumerName("coordinator", 0), workqueue.QueueConsumer("default"))
-	return srv.ClientURL(), client.New(store)
+	return srv.ClientURL(), client.New(store), store
 }
 
 func waitConsumers(t *testing.T, store events.Store, names ...string) {

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	wruns "github.com/weft-dev/weft/internal/runs"
@@ -18,18 +20,38 @@ import (
 var cmdStatus = &command{
 	name:    "status",
 	args:    "RUN",
-	summary: "show a run's status, nodes and state",
+	summary: "show a run's status, nodes and state, and where it waits",
 	help: `Folds the run's log and prints its status, each node's status, attempt,
-worker and time, and the shared state. -o json prints the whole folded state.`,
-	run: func(e *env, c *command, args []string) error {
+worker and time (for a node under way, how long so far), and the shared
+state. Under "pending", each node that has not finished says where it is:
+how long it has run, its attempt and worker, its last heartbeat and what
+the heartbeat reported, when it times out, when its next attempt is due
+and why the last failed; a node waiting for a person, its deadline and
+the exact 'weft signal' command that answers it. -o json prints the whole
+folded state ('weft describe -o json' adds the pending nodes).`,
+	run: statusRun(false),
+}
+
+var cmdDescribe = &command{
+	name:    "describe",
+	args:    "RUN",
+	summary: "show where a run is: 'weft status', with -o json giving the pending nodes too",
+	help: `Prints what 'weft status' prints. With -o json: {"state": the folded
+state, "pending": [the nodes that have not finished, with what each waits
+for: since, attempt, worker, heartbeatAt, heartbeatDetails, timeoutAt,
+heartbeatTimeoutAt, retryAt, lastError, deadline, child, answer]} (package
+client, Pending).`,
+	run: statusRun(true),
+}
+
+// statusRun is the run function of status and describe; describe's JSON
+// has the pending nodes besides the state.
+func statusRun(describe bool) func(*env, *command, []string) error {
+	return func(e *env, c *command, args []string) error {
 		fs, out := e.flagSet(c)
 		cfg := natsFlags(fs)
 		stall := stallFlag(fs)
-		pos, err := e.parse(c, fs, args, 1, 1)
-		if err != nil {
-			return err
-		}
-		cl, closeConn, err := e.connect(c, cfg, false)
+		pos, cl, closeConn, err := e.parseOneAndConnect(c, fs, cfg, args)
 		if err != nil {
 			return err
 		}
@@ -43,15 +65,53 @@ worker and time, and the shared state. -o json prints the whole folded state.`,
 			e.warnNoCoordinator(cl)
 			e.warnStalled(st, *stall)
 		}
+		pending := client.PendingOf(st, history)
 		if *out == "json" {
+			if describe {
+				if pending == nil {
+					pending = []client.Pending{}
+				}
+				return e.writeJSON(map[string]any{"state": st, "pending": pending})
+			}
 			return e.writeJSON(st)
 		}
-		e.printStatus(st, unserved(e.ctx, cl, st))
+		// The command that answers a waiting node reaches this server
+		// the way this one did.
+		conn := connFlags(fs)
+		for i := range pending {
+			if pending[i].Answer != "" {
+				pending[i].Answer += conn
+			}
+		}
+		e.printStatus(st, unserved(e.ctx, cl, st), pending, time.Now())
 		if id := telemetry.TraceID(history[0]); id != "" {
 			fmt.Fprintf(e.stdout, "\ntrace %s\n", id)
 		}
 		return nil
-	},
+	}
+}
+
+// connFlags are the connection flags given on the command line (not the
+// password), as they would be given again: " -nats URL -stream S".
+func connFlags(fs *flag.FlagSet) string {
+	var b strings.Builder
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "nats", "creds", "user", "nkey", "tls-ca", "tls-cert", "tls-key", "stream", "namespace", "roles-dir":
+			b.WriteString(" -" + f.Name + " " + shellQuote(f.Value.String()))
+		}
+	})
+	return b.String()
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:@,=+", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // unserved finds the ready nodes of a run that no live worker serves: their
@@ -251,7 +311,7 @@ events'). -o json prints the whole folded state.`,
 		case *at > 0:
 			fmt.Fprintf(e.stdout, "state after event %d (seq %d)\n", *at, st.LastSeq)
 		}
-		e.printStatus(st, nil)
+		e.printStatus(st, nil, nil, time.Time{})
 		return nil
 	},
 }
