@@ -37,10 +37,11 @@ type runDetail struct {
 			Back            bool
 		} `json:"edges"`
 	} `json:"graph"`
-	TraceID  string   `json:"traceId"`
-	TraceURL string   `json:"traceUrl"`
-	Children []string `json:"children"`
-	Events   int      `json:"events"`
+	TraceID  string           `json:"traceId"`
+	TraceURL string           `json:"traceUrl"`
+	Children []string         `json:"children"`
+	Events   int              `json:"events"`
+	Pending  []client.Pending `json:"pending"`
 }
 
 type event struct {
@@ -337,6 +338,11 @@ func TestUISignal(t *testing.T) {
 	if n := d.State.Nodes["approve"]; n == nil || n.Status != projection.NodeWaiting {
 		t.Fatalf("approve: %+v, want waiting", n)
 	}
+	// The run page says where the run waits, and how to answer it.
+	if len(d.Pending) != 1 || d.Pending[0].Node != "approve" || d.Pending[0].WaitingFor != "signal" ||
+		!strings.HasPrefix(d.Pending[0].Answer, "weft signal "+id+" approve -data ") {
+		t.Errorf("pending = %+v, want approve waiting for a signal, with its answer", d.Pending)
+	}
 
 	path := "/api/runs/" + id + "/signal"
 	r := e.do(http.MethodPost, path, `{"node":"approve","data":{"approved":true}}`, nil)
@@ -359,8 +365,8 @@ func TestUISignal(t *testing.T) {
 	r.decode(t, &sent)
 	e.wait(id)
 	e.get("/api/runs/"+id).decode(t, &d)
-	if d.State.Status != projection.RunCompleted || string(d.State.Vars["published"]) != "true" {
-		t.Errorf("after the signal: %s, published %s", d.State.Status, d.State.Vars["published"])
+	if d.State.Status != projection.RunCompleted || string(d.State.Vars["published"]) != "true" || d.Pending == nil || len(d.Pending) != 0 {
+		t.Errorf("after the signal: %s, published %s, pending %v (want [])", d.State.Status, d.State.Vars["published"], d.Pending)
 	}
 	var evs eventList
 	e.get("/api/runs/"+id+"/events").decode(t, &evs)

@@ -212,6 +212,9 @@ type runView struct {
 	TraceURL   string            `json:"traceUrl"`
 	Children   []string          `json:"children"`
 	Events     int               `json:"events"`
+	// Pending are the nodes that have not finished, and where each is
+	// (client.Pending): where the run is stuck.
+	Pending []client.Pending `json:"pending"`
 }
 
 // getRun answers GET /api/runs/{id}: the run folded from its log.
@@ -223,7 +226,10 @@ func (s *server) getRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	hist, st := log.events, log.final
-	v := runView{State: st, Events: len(hist), Children: []string{}}
+	v := runView{State: st, Events: len(hist), Children: []string{}, Pending: client.PendingOf(st, hist)}
+	if v.Pending == nil {
+		v.Pending = []client.Pending{}
+	}
 	if sum, err := s.cl.Summary(ctx, id); err == nil {
 		v.Summary = *sum
 	} else {

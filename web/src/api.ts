@@ -101,6 +101,28 @@ export interface RunDetail {
   traceUrl?: string
   children?: string[]
   events: number
+  pending?: Pending[] // the nodes that have not finished, and where each is
+}
+
+// Pending is a node (or map item) that has not finished: client.Pending.
+export interface Pending {
+  node: string
+  iteration: number
+  item?: number
+  status: string
+  waitingFor?: string
+  attempt?: number
+  worker?: string
+  since?: string
+  heartbeatAt?: string
+  heartbeatDetails?: unknown
+  timeoutAt?: string
+  heartbeatTimeoutAt?: string
+  retryAt?: string
+  lastError?: Failure
+  deadline?: string
+  child?: string
+  answer?: string
 }
 
 export interface WeftEvent {
@@ -232,6 +254,7 @@ export const api = {
     call<RunDetail>('GET', run(id)).then((d) => ({
       ...d,
       children: list(d.children),
+      pending: list(d.pending),
       graph: d.graph && { nodes: list(d.graph.nodes), edges: list(d.graph.edges) },
     })),
   events: (id: string, from: number, limit: number) =>

@@ -64,6 +64,27 @@ export function duration(from?: string, to?: string): string {
   return `${Math.floor(m / 60)} h ${m % 60} min`
 }
 
+// relative says when at is from now, for people: "in 4 min 2 s", "12 s
+// ago"; the absolute time is its title (see Ago).
+export function relative(at: string, now: number): string {
+  const t = new Date(at).getTime()
+  if (!isFinite(t)) return at
+  const d = duration(new Date(Math.min(t, now)).toISOString(), new Date(Math.max(t, now)).toISOString()) || '0 ms'
+  return t >= now ? `in ${d}` : `${d} ago`
+}
+
+// Ago shows a time relative to now, the absolute time on hover.
+export function Ago({ at, now }: { at?: string; now: number }) {
+  if (!at) return <span class="muted">—</span>
+  const d = new Date(at)
+  if (isNaN(d.getTime())) return <span>{at}</span>
+  return (
+    <time dateTime={at} title={fmtTime(d)}>
+      {relative(at, now)}
+    </time>
+  )
+}
+
 // shortType turns dev.weft.node.invoked.v1 into node.invoked.
 export function shortType(t: string): string {
   return t.replace(/^dev\.weft\./, '').replace(/\.v\d+$/, '')

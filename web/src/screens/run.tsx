@@ -9,6 +9,7 @@ import { href, navigate, withParams, type Route } from '../router'
 import { duration, Loading, Problem, shownStatus, Status, Time } from '../ui'
 import { Actions } from './actions'
 import { GraphPicture } from './graph'
+import { PendingPanel } from './pending'
 import { EventPanel, FailureView, NodeDetail } from './inspect'
 import { Timeline, type Log } from './timeline'
 
@@ -253,6 +254,7 @@ export function RunScreen({ id, route }: { id: string; route: Route }) {
         )}
       </dl>
       {live_.error && <FailureView f={live_.error} />}
+      <PendingPanel pending={detail.pending ?? []} onSelect={(n) => navigate(withParams(route, { node: n }))} />
       {!config.readOnly && (
         <Actions
           runId={summary.runId}
