@@ -160,9 +160,12 @@ run's parent run and position: "forked from RUN@N");
 it never reads the events stream. Filters combine: -status (comma
 separated), -graph, -since and -until (start time: RFC 3339 or a duration
 before now, such as 24h), -attr NAME=VALUE (a search attribute the graph
-declares; repeat for more). -limit pages: the next page's cursor is printed
-after the runs, for -cursor. -count prints how many runs the filters select.
-'weft admin reindex' rebuilds the read model from the log.`,
+declares; repeat for more), -q QUERY (below). -limit pages: the next
+page's cursor is printed after the runs, for -cursor. -count prints how many
+runs the filters select. 'weft admin reindex' rebuilds the read model from
+the log.
+
+` + wruns.FilterHelp,
 	run: func(e *env, c *command, args []string) error {
 		fs, out := e.flagSet(c)
 		cfg := natsFlags(fs)
@@ -217,7 +220,7 @@ after the runs, for -cursor. -count prints how many runs the filters select.
 			if r.ForkedFrom != nil {
 				from = lineage(r.ForkedFrom)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.RunID, r.Graph, statusWord(r.Status, r.Terminated), r.StartedAt.Local().Format(time.DateTime), from)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.RunID, r.Graph, wruns.ShownStatus(r.Status, r.Terminated), r.StartedAt.Local().Format(time.DateTime), from)
 		}
 		if err := tw.Flush(); err != nil {
 			return err

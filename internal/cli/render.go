@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/weft-dev/weft/internal/runs"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -56,19 +57,9 @@ func outcomeLine(st *projection.State) string {
 // and "cancelled" (the log and the read model keep the statuses, with
 // the run marked terminated: -o json shows both).
 func shownStatus(st *projection.State) string {
-	return statusWord(st.Status, st.Cancel != nil && st.Cancel.Terminate)
+	return runs.ShownStatus(st.Status, st.Cancel != nil && st.Cancel.Terminate)
 }
 
-// statusWord is shownStatus of a status and whether it was terminated.
-func statusWord(s projection.RunStatus, terminated bool) string {
-	switch {
-	case terminated && s == projection.RunCancelled:
-		return "terminated"
-	case terminated && s == projection.RunCancelling:
-		return "terminating"
-	}
-	return string(s)
-}
 
 func failedNode(st *projection.State) string {
 	for _, id := range nodeOrder(st) {

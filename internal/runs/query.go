@@ -33,6 +33,8 @@ type Query struct {
 	Limit int
 	// Cursor continues a listing: Page.Next of the page before.
 	Cursor string
+	// Filter keeps the runs a query (ParseFilter) is true for.
+	Filter *Filter
 }
 
 // Page is one page of a listing, newest run first: by start time, ties by
@@ -49,7 +51,10 @@ type Page struct {
 	Total int `json:"total"`
 }
 
-func (q Query) keep(s *Summary) bool {
+func (q Query) keep(s *Summary, now time.Time) bool {
+	if q.Filter != nil && !q.Filter.Match(s, now) {
+		return false
+	}
 	switch {
 	case q.Graph != "" && s.Graph != q.Graph,
 		!q.Since.IsZero() && s.StartedAt.Before(q.Since),
@@ -102,8 +107,9 @@ func (m *Model) List(ctx context.Context, q Query) (*Page, error) {
 		statuses = []projection.RunStatus{"*"}
 	}
 	byRun := map[string]Summary{}
+	now := time.Now()
 	err := m.each(ctx, statuses, func(s Summary) {
-		if !q.keep(&s) {
+		if !q.keep(&s, now) {
 			return
 		}
 		// A run met twice (it moved on while this read, and Put writes
@@ -129,7 +135,7 @@ func (m *Model) Count(ctx context.Context, q Query) (int, error) {
 	if err := q.Validate(); err != nil {
 		return 0, err
 	}
-	if q.Graph != "" || !q.Since.IsZero() || !q.Until.IsZero() || len(q.Attrs) > 0 {
+	if q.Graph != "" || !q.Since.IsZero() || !q.Until.IsZero() || len(q.Attrs) > 0 || q.Filter != nil {
 		p, err := m.List(ctx, q)
 		if err != nil {
 			return 0, err

@@ -31,7 +31,23 @@ type RunPage = runs.Page
 type ListOption func(*listOptions)
 
 // listOptions is the read model's query that List's options fill in.
-type listOptions struct{ runs.Query }
+type listOptions struct {
+	runs.Query
+	query *string // WithQuery's, compiled by compile()
+}
+
+// compile is the read model's query the options ask for.
+func (o *listOptions) compile() (runs.Query, error) {
+	q := o.Query
+	if o.query != nil {
+		f, err := runs.ParseFilter(*o.query)
+		if err != nil {
+			return q, err
+		}
+		q.Filter = f
+	}
+	return q, q.Validate()
+}
 
 // WithLimit returns at most n runs, the newest (default: all).
 func WithLimit(n int) ListOption { return func(q *listOptions) { q.Limit = n } }
@@ -60,6 +76,22 @@ func WithAttr(name, value string) ListOption {
 		q.Attrs[name] = value
 	}
 }
+
+// WithQuery keeps only the runs a query is true for: a CEL expression
+// over a run's summary (id, status, terminated, graph, digest, started,
+// ended, attrs, parent, forkedFrom, schedule, trigger, now), which also
+// takes AND, OR, NOT and = (runs.FilterHelp has the whole language):
+//
+//	status = "failed" AND graph = "billing" AND started > "2026-11-01"
+//
+// A query that does not compile makes List return a *QueryError that
+// says where.
+func WithQuery(query string) ListOption {
+	return func(q *listOptions) { q.query = &query }
+}
+
+// QueryError is a query that does not compile: its line, column and why.
+type QueryError = runs.FilterError
 
 // WithCursor continues a listing after the page whose Next it is.
 func WithCursor(cursor string) ListOption { return func(q *listOptions) { q.Cursor = cursor } }
@@ -90,8 +122,8 @@ func (c *Client) ListPage(ctx context.Context, opts ...ListOption) (*RunPage, er
 	for _, opt := range opts {
 		opt(&o)
 	}
-	q := o.Query
-	if err := q.Validate(); err != nil {
+	q, err := o.compile()
+	if err != nil {
 		return nil, err
 	}
 	m, err := c.readModel(ctx)
@@ -108,11 +140,15 @@ func (c *Client) Count(ctx context.Context, opts ...ListOption) (int, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
+	q, err := o.compile()
+	if err != nil {
+		return 0, err
+	}
 	m, err := c.readModel(ctx)
 	if err != nil {
 		return 0, err
 	}
-	return m.Count(ctx, o.Query)
+	return m.Count(ctx, q)
 }
 
 // Summary returns a run's entry in the read model; a run it has no entry
