@@ -60,7 +60,6 @@ func shownStatus(st *projection.State) string {
 	return runs.ShownStatus(st.Status, st.Cancel != nil && st.Cancel.Terminate)
 }
 
-
 func failedNode(st *projection.State) string {
 	for _, id := range nodeOrder(st) {
 		if n := st.Nodes[id]; n != nil && n.Status == projection.NodeFailed {
