@@ -174,7 +174,14 @@ func TestRunAndInspect(t *testing.T) {
 	wantContains(t, "state -o json", r.stdout, `"status": "completed"`)
 
 	r = weft(t, "diff", run, itoa(first), itoa(last), "-nats", url)
-	wantContains(t, "diff", r.stdout, "/state/greeting", `"Hello, Ada!"`, "/status", `"running"`, `"completed"`)
+	wantContains(t, "diff", r.stdout, "/state/greeting", `"Hello, Ada!"`, "/status", `"running"`, `"completed"`, "/nodes/greet/status")
+	for _, bk := range []string{"/lastSeq", "/updatedAt", "/stats/", "/endReached"} {
+		if strings.Contains(r.stdout, bk) {
+			t.Errorf("diff shows bookkeeping %s without -all:\n%s", bk, r.stdout)
+		}
+	}
+	r = weft(t, "diff", run, itoa(first), itoa(last), "-all", "-nats", url)
+	wantContains(t, "diff -all", r.stdout, "/lastSeq", "/updatedAt", "/stats/events", "/endReached")
 
 	waitListed(t, cl, run, projection.RunCompleted)
 	r = weft(t, "list", "-nats", url)

@@ -325,12 +325,17 @@ var cmdDiff = &command{
 	summary: "show what changed in a run's state between two events",
 	help: `Replays the run's log to the events at positions FROM and TO (see POS in
 'weft events'; -seq: stream sequences) and lists every value that differs,
-by JSON path. Long values are cut to 60 characters; -full prints them whole.`,
+by JSON path: the run's state, its nodes' fields (a node that appears is
+listed field by field) and its status. The fold's bookkeeping (/lastSeq,
+/updatedAt, /stats/..., /endReached, timers, a node's delivery and routing
+counters) is left out; -all shows it. Long values are cut to 60
+characters; -full prints them whole.`,
 	run: func(e *env, c *command, args []string) error {
 		fs, out := e.flagSet(c)
 		cfg := natsFlags(fs)
 		bySeq := fs.Bool("seq", false, "FROM and TO are stream sequences, not positions in the run")
 		full := fs.Bool("full", false, "print values whole, not cut to 60 characters")
+		all := fs.Bool("all", false, "show the fold's bookkeeping too (/lastSeq, /updatedAt, /stats/..., timers...)")
 		pos, err := e.parse(c, fs, args, 3, 3)
 		if err != nil {
 			return err
@@ -374,7 +379,7 @@ by JSON path. Long values are cut to 60 characters; -full prints them whole.`,
 			}
 			states[i] = projection.Fold(evs[:p])
 		}
-		changes := projection.Diff(states[0], states[1])
+		changes := projection.StateDiff(states[0], states[1], *all)
 		if *out == "json" {
 			if changes == nil {
 				changes = []projection.Change{}
@@ -386,7 +391,11 @@ by JSON path. Long values are cut to 60 characters; -full prints them whole.`,
 			unit = "seq"
 		}
 		if len(changes) == 0 {
-			fmt.Fprintf(e.stdout, "no changes between %s %d and %s %d\n", unit, pts[0], unit, pts[1])
+			fmt.Fprintf(e.stdout, "no changes between %s %d and %s %d", unit, pts[0], unit, pts[1])
+			if !*all {
+				fmt.Fprint(e.stdout, " (but the fold's bookkeeping: -all shows it)")
+			}
+			fmt.Fprintln(e.stdout)
 			return nil
 		}
 		show := func(b json.RawMessage) string {

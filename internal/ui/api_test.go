@@ -67,12 +67,14 @@ type eventList struct {
 type stateAt struct {
 	Position int               `json:"position"`
 	State    *projection.State `json:"state"`
-	Diff     []struct {
-		Path   string          `json:"path"`
-		Op     string          `json:"op"`
-		Before json.RawMessage `json:"before"`
-		After  json.RawMessage `json:"after"`
-	} `json:"diff"`
+	Diff     []diffEntry       `json:"diff"`
+}
+
+type diffEntry struct {
+	Path   string          `json:"path"`
+	Op     string          `json:"op"`
+	Before json.RawMessage `json:"before"`
+	After  json.RawMessage `json:"after"`
 }
 
 // TestUIRunList: the run list is newest first by start time, filtered by status and
@@ -265,6 +267,19 @@ func TestUIRunFanOutJoin(t *testing.T) {
 	if !found {
 		t.Errorf("diff at %d lacks state.left added as 1: %+v", pos, at.Diff)
 	}
+	// What changed is the run's state and nodes, not the fold's
+	// bookkeeping, unless all=1 asks for it.
+	var withAll stateAt
+	e.get("/api/runs/"+id+"/state?all=1&at="+strconv.Itoa(pos)).decode(t, &withAll)
+	has := func(d []diffEntry, path string) bool {
+		return slices.ContainsFunc(d, func(c diffEntry) bool { return c.Path == path })
+	}
+	for _, p := range []string{"lastSeq", "updatedAt", "stats.events"} {
+		if has(at.Diff, p) || !has(withAll.Diff, p) {
+			t.Errorf("%s: in the diff %v, in all=1's %v; want only in all=1's", p, has(at.Diff, p), has(withAll.Diff, p))
+		}
+	}
+	wantError(t, "all=maybe", e.get("/api/runs/"+id+"/state?at=1&all=maybe"), http.StatusBadRequest, "all")
 	var before stateAt
 	e.get("/api/runs/"+id+"/state?at="+strconv.Itoa(pos-1)).decode(t, &before)
 	if _, ok := before.State.Vars["left"]; ok {

@@ -419,15 +419,21 @@ func (s *server) runState(w http.ResponseWriter, r *http.Request) {
 			Message: "at: run " + id + " has no event at position " + strconv.Itoa(at) + " (its events are 1 to " + strconv.Itoa(n) + ")"})
 		return
 	}
+	all := r.URL.Query().Get("all")
+	if all != "" && all != "1" && all != "true" {
+		s.fail(w, r, badParam("all", "want 1 or true, got %q", all))
+		return
+	}
 	before, after := log.stateAfter(at-1), log.stateAfter(at)
-	writeJSON(w, http.StatusOK, stateView{Position: at, State: after, Diff: diffStates(before, after)})
+	writeJSON(w, http.StatusOK, stateView{Position: at, State: after, Diff: diffStates(before, after, all != "")})
 }
 
 // diffStates lists what changed from a to b, with dotted paths
-// ("state.count", "nodes.fetch.status").
-func diffStates(a, b *projection.State) []change {
+// ("state.count", "nodes.fetch.status"): without the fold's bookkeeping
+// unless all (projection.StateDiff).
+func diffStates(a, b *projection.State, all bool) []change {
 	out := []change{}
-	for _, c := range projection.Diff(a, b) {
+	for _, c := range projection.StateDiff(a, b, all) {
 		ch := change{Path: strings.ReplaceAll(strings.TrimPrefix(c.Path, "/"), "/", "."), Before: c.Before, After: c.After}
 		switch {
 		case c.Before == nil:

@@ -193,6 +193,11 @@ test('selecting an event shows the state after it, the diff, and the graph then'
   await go(`/runs/${runs.fanout}?at=${gathered.position}`)
   await panel.locator('.diff').waitFor()
   assert.match(await panel.locator('.diff').textContent(), /state\.gathered/)
+  // The fold's bookkeeping only when asked for.
+  assert.doesNotMatch(await panel.locator('.diff').textContent(), /lastSeq|updatedAt|stats\./)
+  await panel.locator('input[name="bookkeeping"]').check()
+  await panel.locator('.diff', { hasText: 'lastSeq' }).waitFor()
+  await panel.locator('input[name="bookkeeping"]').uncheck()
   after = await panel.locator('.state-after pre').textContent()
   assert.match(after, /"gathered": true/)
   await node('gather', 'succeeded').waitFor()

@@ -262,8 +262,10 @@ export const api = {
       ...p,
       events: list(p.events),
     })),
-  stateAt: (id: string, at: number) =>
-    call<StateAt>('GET', `${run(id)}/state${query({ at })}`).then((s) => ({ ...s, diff: list(s.diff) })),
+  // stateAt is the state after event at, and what it changed: without the
+  // fold's bookkeeping unless all.
+  stateAt: (id: string, at: number, all = false) =>
+    call<StateAt>('GET', `${run(id)}/state${query({ at, all: all ? '1' : undefined })}`).then((s) => ({ ...s, diff: list(s.diff) })),
   signal: (id: string, node: string, data: unknown) => call<{ id: string }>('POST', `${run(id)}/signal`, { node, data }),
   cancel: (id: string, reason: string) => call<object>('POST', `${run(id)}/cancel`, { reason }),
   fork: (id: string, at: number) => call<{ runId: string }>('POST', `${run(id)}/fork`, { at }),

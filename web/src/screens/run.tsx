@@ -132,6 +132,8 @@ export function RunScreen({ id, route }: { id: string; route: Route }) {
   const atParam = parseAt(route.params.get('at'), loaded ? total : 0)
   const at = atParam instanceof Error ? null : atParam
   const nodeId = route.params.get('node')
+  // ?bookkeeping=1: "What changed" shows the fold's bookkeeping too.
+  const bookkeeping = route.params.get('bookkeeping') === '1'
 
   // The state after the selected event.
   const [stateAt, setStateAt] = useState<StateAt | null>(null)
@@ -145,7 +147,7 @@ export function RunScreen({ id, route }: { id: string; route: Route }) {
     let gone = false
     const t = window.setTimeout(
       () =>
-        api.stateAt(id, at).then(
+        api.stateAt(id, at, bookkeeping).then(
           (s) => !gone && setStateAt(s),
           (e) => !gone && setStateErr(e),
         ),
@@ -155,7 +157,7 @@ export function RunScreen({ id, route }: { id: string; route: Route }) {
       gone = true
       clearTimeout(t)
     }
-  }, [id, at])
+  }, [id, at, bookkeeping])
 
   const select = (position: number, byKey: boolean) => navigate(withParams(route, { at: position }), byKey)
   const timelineFocus = useRef<HTMLDivElement>(null)
@@ -335,6 +337,8 @@ export function RunScreen({ id, route }: { id: string; route: Route }) {
           at={stateAt?.position === at ? stateAt : null}
           error={stateErr}
           total={total}
+          bookkeeping={bookkeeping}
+          onBookkeeping={(on) => navigate(withParams(route, { bookkeeping: on ? '1' : null }), true)}
         />
       )}
       {at === null && (live_.output !== undefined || live_.state) && (
