@@ -47,6 +47,13 @@ func weft(t *testing.T, args ...string) result {
 // returns the server's URL and a client over the store.
 func engine(t *testing.T) (string, *client.Client) {
 	t.Helper()
+	url, cl, _ := engineStore(t)
+	return url, cl
+}
+
+// engineStore is engine, with the events store, for a test's own workers.
+func engineStore(t *testing.T) (string, *client.Client, events.Store) {
+	t.Helper()
 	srv, store := testkit.Store(t)
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	w, err := worker.New(store, worker.WithName("test-worker"), worker.WithLogger(log))
@@ -69,7 +76,7 @@ func engine(t *testing.T) (string, *client.Client) {
 	// the engine is set up first, so that no update races its consumers'
 	// creation inside the embedded server.
 	waitConsumers(t, store, coordinator.ConsumerName("coordinator", 0), workqueue.QueueConsumer("default"))
-	return srv.ClientURL(), client.New(store)
+	return srv.ClientURL(), client.New(store), store
 }
 
 func waitConsumers(t *testing.T, store events.Store, names ...string) {
@@ -104,6 +111,16 @@ func wantContains(t *testing.T, what, got string, wants ...string) {
 	for _, w := range wants {
 		if !strings.Contains(got, w) {
 			t.Errorf("%s does not contain %q:\n%s", what, w, got)
+		}
+	}
+}
+
+// wantMatch checks that got has a match of each regular expression.
+func wantMatch(t *testing.T, what, got string, res ...string) {
+	t.Helper()
+	for _, re := range res {
+		if !regexp.MustCompile(re).MatchString(got) {
+			t.Errorf("%s does not match %s:\n%s", what, re, got)
 		}
 	}
 }
@@ -158,7 +175,14 @@ func TestRunAndInspect(t *testing.T) {
 	wantContains(t, "state -o json", r.stdout, `"status": "completed"`)
 
 	r = weft(t, "diff", run, itoa(first), itoa(last), "-nats", url)
-	wantContains(t, "diff", r.stdout, "/state/greeting", `"Hello, Ada!"`, "/status", `"running"`, `"completed"`)
+	wantContains(t, "diff", r.stdout, "/state/greeting", `"Hello, Ada!"`, "/status", `"running"`, `"completed"`, "/nodes/greet/status")
+	for _, bk := range []string{"/lastSeq", "/updatedAt", "/stats/", "/endReached"} {
+		if strings.Contains(r.stdout, bk) {
+			t.Errorf("diff shows bookkeeping %s without -all:\n%s", bk, r.stdout)
+		}
+	}
+	r = weft(t, "diff", run, itoa(first), itoa(last), "-all", "-nats", url)
+	wantContains(t, "diff -all", r.stdout, "/lastSeq", "/updatedAt", "/stats/events", "/endReached")
 
 	waitListed(t, cl, run, projection.RunCompleted)
 	r = weft(t, "list", "-nats", url)

@@ -22,6 +22,7 @@ type listFlagSet struct {
 	attrs         attrFlag
 	schedule      *string
 	trigger       *string
+	query         *string
 }
 
 // attrFlag is a repeatable NAME=VALUE flag.
@@ -49,6 +50,7 @@ func listFlags(fs *flag.FlagSet) *listFlagSet {
 	fs.Var(lf.attrs, "attr", "only runs with this search attribute, NAME=VALUE (repeatable)")
 	lf.schedule = fs.String("schedule", "", "only runs this schedule started")
 	lf.trigger = fs.String("trigger", "", "only runs this event trigger or webhook started")
+	lf.query = fs.String("q", "", `only runs this query is true for: status = "failed" AND graph = "billing" AND started > "2026-11-01" ('weft help list' has the language)`)
 	return lf
 }
 
@@ -87,6 +89,14 @@ func (lf *listFlagSet) options(now time.Time) ([]client.ListOption, error) {
 	}
 	if *lf.trigger != "" {
 		opts = append(opts, client.WithTrigger(*lf.trigger))
+	}
+	if *lf.query != "" {
+		// Compiled here, so that a bad query is a usage error that says
+		// where, before any connection.
+		if _, err := readmodel.ParseFilter(*lf.query); err != nil {
+			return nil, fmt.Errorf("-q: %w", err)
+		}
+		opts = append(opts, client.WithQuery(*lf.query))
 	}
 	return opts, nil
 }

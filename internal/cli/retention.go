@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/weft-dev/weft/internal/readmodel"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
+	"github.com/weft-dev/weft/pkg/projection"
 )
 
 // Commands of the log's lifecycle: terminate and delete a run, rebuild the
@@ -19,36 +21,43 @@ import (
 
 var cmdTerminate = &command{
 	name:    "terminate",
-	args:    "RUN",
-	summary: "end a run at once, without waiting for anything (-reason TEXT)",
+	args:    "RUN... | -q QUERY",
+	summary: "end runs at once, without waiting for anything (-reason TEXT; several runs, or -q QUERY)",
 	help: `Appends a terminate request to the run's log: the coordinator ends the run
-at once as cancelled, marked terminated, in the log and in the read model.
-Nodes in flight are stopped and their late outcomes passed over. The run
-must exist and not have ended.`,
+at once, marked terminated ('weft status' and 'weft list' say terminated),
+in the log and in the read model. Nodes in flight are stopped and their
+late outcomes passed over. The run must exist and not have ended.
+
+Several run ids, or -q QUERY, make a batch (see 'weft help cancel':
+-dry-run, -yes, -rate).`,
 	run: requestRun("terminate", (*client.Client).Terminate),
 }
 
 var cmdDelete = &command{
 	name:    "delete",
-	args:    "RUN",
-	summary: "remove an ended run's log and read-model entry (-yes: no question)",
+	args:    "RUN... | -q QUERY",
+	summary: "remove ended runs' logs and read-model entries (-yes: no question; several runs, or -q QUERY)",
 	help: `Removes a run that ended: its events, timers, snapshot and read-model entry
-(purges by the run's own subjects). A run that has not ended is refused.
-It asks for confirmation unless -yes is given. With -archive the run is
-archived first (an Object Store bucket name, obj:NAME, or dir:PATH), and an
-archive that fails removes nothing. Purging the events stream needs the
-admin's credentials.`,
+(purges by the run's own subjects). A run that has not ended is refused,
+before any question. It asks for confirmation unless -yes is given. With
+-archive the run is archived first (an Object Store bucket name, obj:NAME,
+or dir:PATH), and an archive that fails removes nothing. Purging the
+events stream needs the admin's credentials.
+
+Several run ids, or -q QUERY, make a batch: runs that have not ended are
+skipped, the others removed one by one and reported (see 'weft help
+cancel': -dry-run, -yes, -rate):
+  weft delete -q 'status = "failed" AND ended < now - duration("720h")' -dry-run`,
 	run: func(e *env, c *command, args []string) error {
 		fs, out := e.flagSet(c)
 		cfg := natsFlags(fs)
-		yes := fs.Bool("yes", false, "do not ask for confirmation")
 		archive := fs.String("archive", "none", "archive the run first: none, an Object Store bucket, obj:NAME or dir:PATH")
-		pos, err := e.parse(c, fs, args, 1, 1)
+		bf := addBatchFlags(fs)
+		pos, err := e.parse(c, fs, args, 0, -1)
 		if err != nil {
 			return err
 		}
-		run := pos[0]
-		if err := checkRunIDs(c, run); err != nil {
+		if err := batchPositional(c, bf, pos); err != nil {
 			return err
 		}
 		store, closeConn, err := e.adminStore(c, cfg)
@@ -60,26 +69,61 @@ admin's credentials.`,
 		if err != nil {
 			return err
 		}
-		if !*yes {
-			fmt.Fprintf(e.stderr, "Remove run %s and its whole history? [y/N] ", run)
-			line, _ := bufio.NewReader(e.stdin).ReadString('\n')
-			if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
-				return fmt.Errorf("run %s not deleted: not confirmed (-yes skips the question)", run)
+		cl := client.New(store)
+		remove := func(ctx context.Context, run string) (*readmodel.Removed, error) {
+			r, err := readmodel.Remove(ctx, store, run, arch)
+			if errors.Is(err, readmodel.ErrNotEnded) {
+				return nil, fmt.Errorf("%w: has not ended: cancel or terminate it first", errSkipped)
 			}
+			return r, err
 		}
-		r, err := readmodel.Remove(e.ctx, store, run, arch)
-		if err != nil {
-			return runError(run, err)
+		if len(pos) == 1 && !*bf.dryRun {
+			run := pos[0]
+			// Refused before the question: a run that has not ended.
+			if ts, _ := e.batchTargets(cl, bf, pos); len(ts) == 1 && ts[0].status != "" && !ts[0].status.Ended() {
+				return fmt.Errorf("run %s not deleted: it has not ended (%s): cancel or terminate it first", run, ts[0].shown)
+			}
+			if !*bf.yes {
+				fmt.Fprintf(e.stderr, "Remove run %s and its whole history? [y/N] ", run)
+				line, _ := bufio.NewReader(e.stdin).ReadString('\n')
+				if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
+					return fmt.Errorf("run %s not deleted: not confirmed (-yes skips the question)", run)
+				}
+			}
+			r, err := remove(e.ctx, run)
+			if err != nil {
+				return runError(run, err)
+			}
+			if *out == "json" {
+				return e.writeJSON(r)
+			}
+			fmt.Fprintf(e.stdout, "run %s deleted (%d events)", run, r.Events)
+			if r.Archived != "" {
+				fmt.Fprintf(e.stdout, ", archived to %s", r.Archived)
+			}
+			fmt.Fprintln(e.stdout)
+			return nil
 		}
-		if *out == "json" {
-			return e.writeJSON(r)
-		}
-		fmt.Fprintf(e.stdout, "run %s deleted (%d events)", run, r.Events)
-		if r.Archived != "" {
-			fmt.Fprintf(e.stdout, ", archived to %s", r.Archived)
-		}
-		fmt.Fprintln(e.stdout)
-		return nil
+		return e.runBatch(c, *out, bf, cl, pos, batchOp{
+			verb: "delete", done: "deleted", ask: true,
+			skip: func(st projection.RunStatus) string {
+				if !st.Ended() {
+					return "has not ended (" + string(st) + ")"
+				}
+				return ""
+			},
+			do: func(ctx context.Context, run string) (string, error) {
+				r, err := remove(ctx, run)
+				if err != nil {
+					return "", err
+				}
+				d := fmt.Sprintf("(%d events)", r.Events)
+				if r.Archived != "" {
+					d += ", archived to " + r.Archived
+				}
+				return d, nil
+			},
+		})
 	},
 }
 

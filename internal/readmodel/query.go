@@ -8,8 +8,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -33,25 +33,28 @@ type Query struct {
 	Limit int
 	// Cursor continues a listing: Page.Next of the page before.
 	Cursor string
+	// Filter keeps the runs a query (ParseFilter) is true for.
+	Filter *Filter
 }
 
-// Page is one page of a listing, newest run first (run ids from
-// events.NewRunID sort by time).
+// Page is one page of a listing, newest run first: by start time, ties by
+// run id (a run id a user chose says nothing about when the run started,
+// so ids alone cannot order runs).
 type Page struct {
 	Runs []Summary `json:"runs"`
-	// Next is the cursor of the next page; empty on the last.
+	// Next is the cursor of the next page; empty on the last. It names
+	// the last run of this page by its start time and id, so that runs
+	// that start while a listing is paged through never shift its pages:
+	// they sort before the cursor.
 	Next string `json:"next,omitempty"`
 	// Total counts the runs the query selects, over all pages.
 	Total int `json:"total"`
 }
 
-// filtersValues says whether the query needs the runs' summaries to
-// select them, or their keys suffice.
-func (q Query) filtersValues() bool {
-	return q.Graph != "" || !q.Since.IsZero() || !q.Until.IsZero() || len(q.Attrs) > 0
-}
-
-func (q Query) keep(s *Summary) bool {
+func (q Query) keep(s *Summary, now time.Time) bool {
+	if q.Filter != nil && !q.Filter.Match(s, now) {
+		return false
+	}
 	switch {
 	case q.Graph != "" && s.Graph != q.Graph,
 		!q.Since.IsZero() && s.StartedAt.Before(q.Since),
@@ -77,8 +80,10 @@ func (q Query) Validate() error {
 	if q.Limit < 0 {
 		errs = append(errs, fmt.Errorf("limit: want 0 or more, got %d", q.Limit))
 	}
-	if q.Cursor != "" && !validRun(q.Cursor) {
-		errs = append(errs, fmt.Errorf("cursor %q: not a run id", q.Cursor))
+	if q.Cursor != "" {
+		if _, err := ParseCursor(q.Cursor); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if !q.Since.IsZero() && !q.Until.IsZero() && !q.Until.After(q.Since) {
 		errs = append(errs, fmt.Errorf("time range: until %s is not after since %s", q.Until.Format(time.RFC3339), q.Since.Format(time.RFC3339)))
@@ -86,11 +91,13 @@ func (q Query) Validate() error {
 	return errors.Join(errs...)
 }
 
-// List answers a query from the read model alone. It reads the bucket's
-// subject index for the keys of the statuses asked for; only when the
-// query filters on graph, time or attributes does it read every selected
-// status's summaries (batched direct gets of those keys), else it reads the
-// summaries of the page only.
+// List answers a query from the read model alone: it reads the summaries
+// of the statuses asked for (batched direct gets of the bucket's stream,
+// one subject filter a status), keeps those the query selects, and sorts
+// them newest first by start time. Ordering by start time needs every
+// selected run's start, so a page costs a read of the selection, not of
+// the page; the read model holds small summaries, and retention bounds
+// how many.
 func (m *Model) List(ctx context.Context, q Query) (*Page, error) {
 	if err := q.Validate(); err != nil {
 		return nil, err
@@ -99,74 +106,14 @@ func (m *Model) List(ctx context.Context, q Query) (*Page, error) {
 	if len(statuses) == 0 {
 		statuses = []projection.RunStatus{"*"}
 	}
-	if q.filtersValues() {
-		return m.listByValue(ctx, q, statuses)
-	}
-	var ids []string
-	status := map[string]projection.RunStatus{}
-	for _, st := range statuses {
-		info, err := m.st.Info(ctx, jetstream.WithSubjectFilter(subjectOf(key(st, "*"))))
-		if err != nil {
-			return nil, fmt.Errorf("listing the read model: %w", err)
-		}
-		for subj := range info.State.Subjects {
-			s, run, ok := strings.Cut(strings.TrimPrefix(subj, subjectOf("")), ".")
-			if !ok {
-				continue
-			}
-			// A run met twice moved on while Put replaced its entry
-			// (the new key is written before the old is purged): the later.
-			if old, met := status[run]; met && statusRank(old) > statusRank(projection.RunStatus(s)) {
-				continue
-			}
-			ids = append(ids, run)
-			status[run] = projection.RunStatus(s)
-		}
-	}
-	slices.SortFunc(ids, func(a, b string) int { return cmp.Compare(b, a) })
-	ids = slices.Compact(ids)
-	page := &Page{Total: len(ids)}
-	ids, page.Next = cut(ids, q, func(id string) string { return id })
-	page.Runs = make([]Summary, len(ids))
-	errs := make([]error, len(ids))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 16)
-	for i, id := range ids {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			e, err := m.kv.Get(ctx, key(status[id], id))
-			if err == nil {
-				err = json.Unmarshal(e.Value(), &page.Runs[i])
-			}
-			if errors.Is(err, jetstream.ErrKeyNotFound) {
-				// It moved on meanwhile: its latest entry.
-				var s *Summary
-				if s, err = m.Get(ctx, id); err == nil {
-					page.Runs[i] = *s
-				}
-			}
-			if err != nil {
-				errs[i] = fmt.Errorf("reading run %s from the read model: %w", id, err)
-			}
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	return page, nil
-}
-
-// listByValue reads the summaries of the statuses asked for and filters
-// them.
-func (m *Model) listByValue(ctx context.Context, q Query, statuses []projection.RunStatus) (*Page, error) {
 	byRun := map[string]Summary{}
+	now := time.Now()
 	err := m.each(ctx, statuses, func(s Summary) {
-		if !q.keep(&s) {
+		if !q.keep(&s, now) {
 			return
 		}
-		// A run met twice (it moved on while this read): the later.
+		// A run met twice (it moved on while this read, and Put writes
+		// the new key before it purges the old): the later.
 		if old, ok := byRun[s.RunID]; !ok || statusRank(s.Status) >= statusRank(old.Status) {
 			byRun[s.RunID] = s
 		}
@@ -174,23 +121,103 @@ func (m *Model) listByValue(ctx context.Context, q Query, statuses []projection.
 	if err != nil {
 		return nil, err
 	}
-	runs := slices.SortedFunc(maps.Values(byRun), func(a, b Summary) int { return cmp.Compare(b.RunID, a.RunID) })
+	runs := slices.SortedFunc(maps.Values(byRun), Newer)
 	page := &Page{Total: len(runs)}
-	page.Runs, page.Next = cut(runs, q, func(s Summary) string { return s.RunID })
+	page.Runs, page.Next = cut(runs, q)
 	return page, nil
 }
 
+// Count counts the runs a query selects (its limit and cursor aside).
+// A query on statuses alone is answered from the bucket's subject index
+// (the keys), without reading a summary.
+func (m *Model) Count(ctx context.Context, q Query) (int, error) {
+	q.Limit, q.Cursor = 0, ""
+	if err := q.Validate(); err != nil {
+		return 0, err
+	}
+	if q.Graph != "" || !q.Since.IsZero() || !q.Until.IsZero() || len(q.Attrs) > 0 || q.Filter != nil {
+		p, err := m.List(ctx, q)
+		if err != nil {
+			return 0, err
+		}
+		return p.Total, nil
+	}
+	statuses := q.Statuses
+	if len(statuses) == 0 {
+		statuses = []projection.RunStatus{"*"}
+	}
+	seen := map[string]bool{}
+	for _, st := range statuses {
+		info, err := m.st.Info(ctx, jetstream.WithSubjectFilter(subjectOf(key(st, "*"))))
+		if err != nil {
+			return 0, fmt.Errorf("counting the read model: %w", err)
+		}
+		for subj := range info.State.Subjects {
+			// A run met twice is moving on (Put writes the new key before
+			// it purges the old): counted once.
+			if _, run, ok := strings.Cut(strings.TrimPrefix(subj, subjectOf("")), "."); ok {
+				seen[run] = true
+			}
+		}
+	}
+	return len(seen), nil
+}
+
+// Newer orders summaries newest first: by start time, latest first, then
+// by run id, greatest first.
+func Newer(a, b Summary) int {
+	if c := b.StartedAt.Compare(a.StartedAt); c != 0 {
+		return c
+	}
+	return cmp.Compare(b.RunID, a.RunID)
+}
+
+// Cursor is a position in a listing: after the run of this start time and
+// id.
+type Cursor struct {
+	StartedAt time.Time
+	RunID     string
+}
+
+// String is the cursor as Page.Next gives it: "<unix nanoseconds>-<run>".
+func (c Cursor) String() string {
+	ns := int64(0)
+	if !c.StartedAt.IsZero() {
+		ns = c.StartedAt.UnixNano()
+	}
+	return strconv.FormatInt(ns, 10) + "-" + c.RunID
+}
+
+// CursorOf is the cursor after s.
+func CursorOf(s Summary) Cursor { return Cursor{StartedAt: s.StartedAt, RunID: s.RunID} }
+
+// ParseCursor reads a cursor Page.Next gave.
+func ParseCursor(s string) (Cursor, error) {
+	ns, run, ok := strings.Cut(s, "-")
+	n, err := strconv.ParseInt(ns, 10, 64)
+	if !ok || err != nil || n < 0 || !validRun(run) {
+		return Cursor{}, fmt.Errorf("cursor %q: not a cursor a listing gave (want <unix nanoseconds>-<run id>)", s)
+	}
+	c := Cursor{RunID: run}
+	if n > 0 {
+		c.StartedAt = time.Unix(0, n).UTC()
+	}
+	return c, nil
+}
+
 // cut applies the cursor and the limit to runs sorted newest first.
-func cut[T any](runs []T, q Query, id func(T) string) ([]T, string) {
+func cut(runs []Summary, q Query) ([]Summary, string) {
 	if q.Cursor != "" {
-		i, _ := slices.BinarySearchFunc(runs, q.Cursor, func(r T, c string) int { return cmp.Compare(c, id(r)) })
-		for i < len(runs) && id(runs[i]) >= q.Cursor {
+		c, _ := ParseCursor(q.Cursor) // Validate checked it
+		after := Summary{RunID: c.RunID, StartedAt: c.StartedAt}
+		i, _ := slices.BinarySearchFunc(runs, after, Newer)
+		for i < len(runs) && Newer(runs[i], after) <= 0 {
 			i++
 		}
 		runs = runs[i:]
 	}
 	if q.Limit > 0 && len(runs) > q.Limit {
-		return runs[:q.Limit], id(runs[q.Limit-1])
+		return runs[:q.Limit], CursorOf(runs[q.Limit-1]).String()
 	}
 	return runs, ""
 }

@@ -169,7 +169,7 @@ func TestReadModelFilters(t *testing.T) {
 			if p.Total != len(tc.want) {
 				t.Errorf("total = %d, want %d", p.Total, len(tc.want))
 			}
-			if !slices.IsSortedFunc(p.Runs, func(a, b readmodel.Summary) int { return strings.Compare(b.RunID, a.RunID) }) {
+			if !slices.IsSortedFunc(p.Runs, readmodel.Newer) {
 				t.Errorf("not newest first: %v", ids(p.Runs))
 			}
 		})
@@ -482,6 +482,81 @@ func TestListMidMove(t *testing.T) {
 		}
 		if len(page.Runs) != 1 || page.Runs[0].Status != projection.RunCompleted || page.Total != 1 {
 			t.Fatalf("List mid-move = %+v, want r1 once, completed", page)
+		}
+	}
+}
+
+// TestListNewestByStart: runs are listed by start time, newest first, ties
+// by id, whatever their ids say (a user's "my-order-1" started before a
+// generated id's run sorts after it), and paging with a cursor stays
+// consistent while newer runs start between pages. Count counts from the
+// keys alone what List selects.
+func TestListNewestByStart(t *testing.T) {
+	ctx := timeout(t)
+	_, store := testkit.Store(t)
+	m, err := readmodel.Ensure(ctx, eventlog.JetStream(store), store.StreamName(), quiet(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 11, 27, 10, 17, 14, 0, time.UTC)
+	put := func(id string, at time.Time, st projection.RunStatus) {
+		t.Helper()
+		if err := m.Put(ctx, readmodel.Summary{RunID: id, Graph: "g", Status: st, StartedAt: at}, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("my-order-1", t0, projection.RunCompleted)
+	put(events.NewRunID(), t0.Add(29*time.Second), projection.RunRunning)
+	put("zz-tie", t0.Add(10*time.Second), projection.RunFailed)
+	put("aa-tie", t0.Add(10*time.Second), projection.RunRunning)
+	put("0-first", t0.Add(-time.Hour), projection.RunCompleted)
+	all, err := m.List(ctx, readmodel.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{all.Runs[0].RunID, "zz-tie", "aa-tie", "my-order-1", "0-first"}
+	if got := ids(all.Runs); !slices.Equal(got, want) || all.Runs[0].StartedAt != t0.Add(29*time.Second) {
+		t.Fatalf("runs = %v, want %v (newest start first, ties by id)", got, want)
+	}
+
+	// Page by two; two runs start between the pages.
+	p1, err := m.List(ctx, readmodel.Query{Limit: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	put("late-1", t0.Add(time.Minute), projection.RunRunning)
+	put("late-2", t0.Add(2*time.Minute), projection.RunRunning)
+	got := ids(p1.Runs)
+	for cursor := p1.Next; cursor != ""; {
+		p, err := m.List(ctx, readmodel.Query{Limit: 2, Cursor: cursor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, ids(p.Runs)...)
+		cursor = p.Next
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("pages = %v, want %v: runs started meanwhile shift no page", got, want)
+	}
+
+	for _, tc := range []struct {
+		name string
+		q    readmodel.Query
+		want int
+	}{
+		{"all", readmodel.Query{}, 7},
+		{"running", readmodel.Query{Statuses: []projection.RunStatus{projection.RunRunning}}, 4},
+		{"since", readmodel.Query{Since: t0.Add(time.Second)}, 5},
+	} {
+		n, err := m.Count(ctx, tc.q)
+		if err != nil || n != tc.want {
+			t.Errorf("%s: Count = %d, %v; want %d", tc.name, n, err, tc.want)
+		}
+	}
+
+	for _, bad := range []string{"my-order-1", "x-my-order-1", "-1-a", "12-a.b"} {
+		if _, err := m.List(ctx, readmodel.Query{Cursor: bad}); err == nil {
+			t.Errorf("cursor %q was taken", bad)
 		}
 	}
 }

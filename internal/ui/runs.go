@@ -82,7 +82,7 @@ func (s *server) listRuns(w http.ResponseWriter, r *http.Request) {
 		opts = append(opts, client.WithStatus(statuses...))
 	}
 	cursor := q.Get("cursor")
-	if cursor != "" && !eventlog.ValidToken(cursor) {
+	if _, err := readmodel.ParseCursor(cursor); cursor != "" && err != nil {
 		s.fail(w, r, badParam("cursor", "%q is not a cursor this server gave", cursor))
 		return
 	}
@@ -131,21 +131,17 @@ func (s *server) listRuns(w http.ResponseWriter, r *http.Request) {
 			s.fail(w, r, err)
 			return
 		default:
-			out.Runs, out.Next = page.Runs, page.Next
+			out.Runs, out.Next = append(out.Runs, page.Runs...), page.Next // [] for none, not null
 		}
 	}
 	// Counts per status, under the same filters but the status.
 	for _, st := range readmodel.Statuses {
-		page, err := s.cl.ListPage(ctx, append(slices.Clone(filters), client.WithStatus(st), client.WithLimit(1))...)
-		if errors.Is(err, readmodel.ErrNoReadModel) {
-			out.Counts[string(st)] = 0
-			continue
-		}
-		if err != nil {
+		n, err := s.cl.Count(ctx, append(slices.Clone(filters), client.WithStatus(st))...)
+		if err != nil && !errors.Is(err, readmodel.ErrNoReadModel) {
 			s.fail(w, r, err)
 			return
 		}
-		out.Counts[string(st)] = page.Total
+		out.Counts[string(st)] = n
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -216,6 +212,9 @@ type runView struct {
 	TraceURL   string            `json:"traceUrl"`
 	Children   []string          `json:"children"`
 	Events     int               `json:"events"`
+	// Pending are the nodes that have not finished, and where each is
+	// (client.Pending): where the run is stuck.
+	Pending []client.Pending `json:"pending"`
 }
 
 // getRun answers GET /api/runs/{id}: the run folded from its log.
@@ -227,7 +226,10 @@ func (s *server) getRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	hist, st := log.events, log.final
-	v := runView{State: st, Events: len(hist), Children: []string{}}
+	v := runView{State: st, Events: len(hist), Children: []string{}, Pending: client.PendingOf(st, hist)}
+	if v.Pending == nil {
+		v.Pending = []client.Pending{}
+	}
 	if sum, err := s.cl.Summary(ctx, id); err == nil {
 		v.Summary = *sum
 	} else {
@@ -417,15 +419,21 @@ func (s *server) runState(w http.ResponseWriter, r *http.Request) {
 			Message: "at: run " + id + " has no event at position " + strconv.Itoa(at) + " (its events are 1 to " + strconv.Itoa(n) + ")"})
 		return
 	}
+	all := r.URL.Query().Get("all")
+	if all != "" && all != "1" && all != "true" {
+		s.fail(w, r, badParam("all", "want 1 or true, got %q", all))
+		return
+	}
 	before, after := log.stateAfter(at-1), log.stateAfter(at)
-	writeJSON(w, http.StatusOK, stateView{Position: at, State: after, Diff: diffStates(before, after)})
+	writeJSON(w, http.StatusOK, stateView{Position: at, State: after, Diff: diffStates(before, after, all != "")})
 }
 
 // diffStates lists what changed from a to b, with dotted paths
-// ("state.count", "nodes.fetch.status").
-func diffStates(a, b *projection.State) []change {
+// ("state.count", "nodes.fetch.status"): without the fold's bookkeeping
+// unless all (projection.StateDiff).
+func diffStates(a, b *projection.State, all bool) []change {
 	out := []change{}
-	for _, c := range projection.Diff(a, b) {
+	for _, c := range projection.StateDiff(a, b, all) {
 		ch := change{Path: strings.ReplaceAll(strings.TrimPrefix(c.Path, "/"), "/", "."), Before: c.Before, After: c.After}
 		switch {
 		case c.Before == nil:
