@@ -462,6 +462,12 @@ func summary(p events.Payload, at time.Time) string {
 	case *events.NodeSkippedData:
 		return d.Reason
 	case *events.NodeWaitingData:
+		if d.For == projection.WaitingForTimer && d.Deadline != nil {
+			if !d.Deadline.After(at) {
+				return "wait until " + d.Deadline.Local().Format(time.DateTime) + ": already reached, ended at once"
+			}
+			return "wait " + duration(d.Deadline.Sub(at)) + ", until " + d.Deadline.Local().Format(time.DateTime) + ", on a durable timer"
+		}
 		s := "for " + d.For
 		if d.Deadline != nil {
 			s += ", deadline " + deadline(*d.Deadline, at)
