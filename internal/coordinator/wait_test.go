@@ -11,6 +11,7 @@ import (
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/runs"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -162,4 +163,38 @@ func TestWaitSurvivesCoordinatorKills(t *testing.T) {
 	spawn(t, srv, "coordinator", "-lease-ttl", "1s")
 	waitEnded(t, st, runs, 60*time.Second)
 	checkWaitedOnce(t, st, runs, until)
+}
+
+// A run that only waits is indexed as waiting, with what it waits on and
+// until when, and as completed once its wait ended.
+func TestWaitingRunIsIndexedAsWaiting(t *testing.T) {
+	_, st := natstest.Store(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	runCoordinator(t, ctx, st, coordinator.WithLogger(quiet()))
+	until := time.Now().Add(3 * time.Second).UTC()
+	run := startUntil(t, st, mustGraph(t, waitThenLocal), 1, until)[0]
+	get := func(want projection.RunStatus) *runs.Summary {
+		t.Helper()
+		for end := time.Now().Add(20 * time.Second); ; {
+			m, err := runs.Open(ctx, eventlog.JetStream(st))
+			if err == nil {
+				if s, err := m.Get(ctx, run); err == nil && s.Status == want {
+					return s
+				}
+			}
+			if time.Now().After(end) {
+				t.Fatalf("run %s not indexed as %s in time", run, want)
+			}
+			time.Sleep(20 * time.Millisecond) // polling the read model
+		}
+	}
+	s := get(projection.RunWaiting)
+	if len(s.Waiting) != 1 || s.Waiting[0].Node != "w" || s.Waiting[0].For != projection.WaitingForTimer ||
+		s.Waiting[0].Deadline == nil || !s.Waiting[0].Deadline.Equal(until) {
+		t.Fatalf("waiting summary %+v; want w until %s", s.Waiting, until)
+	}
+	if s = get(projection.RunCompleted); len(s.Waiting) != 0 {
+		t.Fatalf("completed summary still waits: %+v", s.Waiting)
+	}
 }

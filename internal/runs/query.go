@@ -71,7 +71,7 @@ func (q Query) Validate() error {
 	var errs []error
 	for _, s := range q.Statuses {
 		if !slices.Contains(Statuses, s) {
-			errs = append(errs, fmt.Errorf("status %q: want running, cancelling, completed, failed or cancelled", s))
+			errs = append(errs, fmt.Errorf("status %q: want running, waiting, cancelling, completed, failed or cancelled", s))
 		}
 	}
 	if q.Limit < 0 {
@@ -217,7 +217,9 @@ func (m *Model) each(ctx context.Context, statuses []projection.RunStatus, fn fu
 	return nil
 }
 
-// statusRank orders statuses as a run goes through them.
+// statusRank orders statuses as a run goes through them. Running and
+// waiting share a rank: a run goes from one to the other and back, so a
+// run met under both while it moved is kept under the one read last.
 func statusRank(s projection.RunStatus) int {
 	switch {
 	case s.Ended():

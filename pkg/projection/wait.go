@@ -2,6 +2,8 @@ package projection
 
 import (
 	"encoding/json"
+	"maps"
+	"slices"
 	"strconv"
 	"time"
 
@@ -53,4 +55,67 @@ func waitOutput(until time.Time, past bool) json.RawMessage {
 		Past  bool      `json:"past,omitempty"`
 	}{until.UTC(), past}
 	return mustJSON(out)
+}
+
+// RunWaiting is the status the read model of runs (and 'weft list',
+// 'weft status', the UI) shows for a running run that does nothing but
+// wait (State.Waiting): on a person (a human node's signal) or on a time
+// (a wait node). The fold never sets it: a waiting run's State.Status is
+// RunRunning, so that folds and recorded histories are what they were.
+const RunWaiting RunStatus = "waiting"
+
+// Wait is a node activation that waits on a person or a time.
+type Wait struct {
+	Node      string `json:"node"`
+	Iteration int    `json:"iteration"`
+	// For is "signal" (a human node: the signal's data is its output) or
+	// WaitingForTimer (a wait node).
+	For string `json:"for"`
+	// Deadline is when the wait ends: a wait node's time, a human node's
+	// deadline (its timeout), or nil for a human node without one.
+	Deadline *time.Time `json:"deadline,omitempty"`
+}
+
+// Waits lists the node activations of a running run that wait on a
+// person or a time, by node id. It is derived from the state, not kept in
+// it.
+func (s *State) Waits() []Wait {
+	if s.Status != RunRunning && s.Status != RunCancelling {
+		return nil
+	}
+	var out []Wait
+	for _, id := range slices.Sorted(maps.Keys(s.Nodes)) {
+		n := s.Nodes[id]
+		if n.Status != NodeWaiting || (n.WaitingFor != "signal" && n.WaitingFor != WaitingForTimer) {
+			continue
+		}
+		w := Wait{Node: id, Iteration: n.Iteration, For: n.WaitingFor}
+		if n.Deadline != nil {
+			d := n.Deadline.UTC()
+			w.Deadline = &d
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
+// Waiting reports whether a running run does nothing but wait: at least
+// one node waits on a person or a time (Waits), and no other node is
+// active (ready, running, backing off before a retry, waiting for a
+// child run, its map items or a slot). Such a run is shown as
+// RunWaiting.
+func (s *State) Waiting() bool {
+	if s.Status != RunRunning {
+		return false
+	}
+	waits := false
+	for _, n := range s.Nodes {
+		switch {
+		case n.Status == NodeWaiting && (n.WaitingFor == "signal" || n.WaitingFor == WaitingForTimer):
+			waits = true
+		case n.Status.Active():
+			return false
+		}
+	}
+	return waits
 }
