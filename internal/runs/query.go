@@ -20,7 +20,10 @@ import (
 
 // Query selects runs from the read model. Zero fields select everything.
 type Query struct {
-	// Statuses keeps runs in one of them.
+	// Statuses keeps runs in one of them. Running includes waiting (a
+	// running run that only waits is still running): a query for running
+	// runs finds every run that neither ended nor is being cancelled,
+	// as it did before waiting was a status.
 	Statuses []projection.RunStatus
 	// Graph keeps runs of the graph of this name.
 	Graph string
@@ -95,7 +98,7 @@ func (m *Model) List(ctx context.Context, q Query) (*Page, error) {
 	if err := q.Validate(); err != nil {
 		return nil, err
 	}
-	statuses := q.Statuses
+	statuses := withWaiting(q.Statuses)
 	if len(statuses) == 0 {
 		statuses = []projection.RunStatus{"*"}
 	}
@@ -178,6 +181,22 @@ func (m *Model) listByValue(ctx context.Context, q Query, statuses []projection.
 	page := &Page{Total: len(runs)}
 	page.Runs, page.Next = cut(runs, q, func(s Summary) string { return s.RunID })
 	return page, nil
+}
+
+// StatusIn reports whether a run of status st is selected by statuses, as
+// Query.Statuses selects: running selects waiting too; no statuses select
+// every run.
+func StatusIn(st projection.RunStatus, statuses []projection.RunStatus) bool {
+	return len(statuses) == 0 || slices.Contains(withWaiting(statuses), st)
+}
+
+// withWaiting adds waiting to statuses that ask for running and not for
+// it (see Query.Statuses).
+func withWaiting(statuses []projection.RunStatus) []projection.RunStatus {
+	if slices.Contains(statuses, projection.RunRunning) && !slices.Contains(statuses, projection.RunWaiting) {
+		return append(slices.Clip(statuses), projection.RunWaiting)
+	}
+	return statuses
 }
 
 // cut applies the cursor and the limit to runs sorted newest first.

@@ -154,7 +154,7 @@ func TestReadModelFilters(t *testing.T) {
 	}{
 		{"all", nil, f.all},
 		{"failed", []client.ListOption{client.WithStatus(projection.RunFailed)}, f.broken},
-		{"running", []client.ListOption{client.WithStatus(projection.RunRunning)}, nil},
+		{"running (waiting included)", []client.ListOption{client.WithStatus(projection.RunRunning)}, []string{f.waiting}},
 		{"waiting", []client.ListOption{client.WithStatus(projection.RunWaiting)}, []string{f.waiting}},
 		{"running or waiting", []client.ListOption{client.WithStatus(projection.RunRunning, projection.RunWaiting)}, []string{f.waiting}},
 		{"completed or failed", []client.ListOption{client.WithStatus(projection.RunCompleted, projection.RunFailed)}, slices.Concat(f.orders, f.broken)},
