@@ -20,7 +20,10 @@ var cmdStatus = &command{
 	args:    "RUN",
 	summary: "show a run's status, nodes and state",
 	help: `Folds the run's log and prints its status, each node's status, attempt,
-worker and time, and the shared state. -o json prints the whole folded state.`,
+worker and time, and the shared state. A running run that does nothing but wait
+is "waiting": what it waits on is listed (a wait node's time; a human node's
+deadline and the 'weft signal' command that answers it). -o json prints the
+whole folded state.`,
 	run: func(e *env, c *command, args []string) error {
 		fs, out := e.flagSet(c)
 		cfg := natsFlags(fs)
@@ -96,7 +99,10 @@ var cmdList = &command{
 	summary: "list runs, newest first (filters: -status, -graph, -since, -until, -attr)",
 	help: `Lists runs from the read model of runs (the KV bucket weft-runs, which the
 coordinators keep), newest first, with their status, graph, start time and lineage (a forked
-run's parent run and position: "forked from RUN@N");
+run's parent run and position: "forked from RUN@N"), and what a running run waits on: a run
+that does nothing but wait, on a human node's signal or a wait node's time, is "waiting",
+with the node and its deadline, and each human node's 'weft signal' command is printed
+after the table; -status running includes the waiting runs;
 it never reads the events stream. Filters combine: -status (comma
 separated), -graph, -since and -until (start time: RFC 3339 or a duration
 before now, such as 24h), -attr NAME=VALUE (a search attribute the graph
@@ -144,16 +150,29 @@ after the runs, for -cursor. -count prints how many runs the filters select.
 			return e.writeJSON(runs)
 		}
 		tw := table(e.stdout)
-		fmt.Fprintln(tw, "RUN\tGRAPH\tSTATUS\tSTARTED\tLINEAGE")
+		fmt.Fprintln(tw, "RUN\tGRAPH\tSTATUS\tSTARTED\tLINEAGE\tWAITING ON")
+		now := time.Now()
+		var answers []string
 		for _, r := range runs {
 			from := "-"
 			if r.ForkedFrom != nil {
 				from = lineage(r.ForkedFrom)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.RunID, r.Graph, r.Status, r.StartedAt.Local().Format(time.DateTime), from)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.RunID, r.Graph, r.Status, r.StartedAt.Local().Format(time.DateTime), from, waitCell(r.Waiting, now))
+			for _, w := range r.Waiting {
+				if w.For == "signal" {
+					answers = append(answers, wruns.SignalCommand(r.RunID, w))
+				}
+			}
 		}
 		if err := tw.Flush(); err != nil {
 			return err
+		}
+		if len(answers) > 0 {
+			fmt.Fprintln(e.stdout, "to answer the human nodes that wait (where the data shows ..., put a value):")
+			for _, a := range answers {
+				fmt.Fprintln(e.stdout, "  "+a)
+			}
 		}
 		if page.Next != "" {
 			fmt.Fprintf(e.stdout, "more: -cursor %s (%d runs in all)\n", page.Next, page.Total)

@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	wruns "github.com/weft-dev/weft/internal/runs"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
 )
@@ -84,7 +85,10 @@ func (e *env) printStatus(st *projection.State, notes map[string]string) {
 	if st.Fork != nil {
 		row("lineage", lineage(st.Fork))
 	}
-	row("status", string(st.Status))
+	row("status", string(wruns.StatusOf(st)))
+	for _, w := range wruns.WaitsOf(st) {
+		row("waits on", waitLine(st.RunID, w, time.Now()))
+	}
 	if st.StartedAt != nil {
 		row("started", st.StartedAt.Local().Format(time.DateTime+".000"))
 	}
@@ -117,6 +121,8 @@ func (e *env) printStatus(st *projection.State, notes map[string]string) {
 		switch {
 		case n.Error != nil:
 			details = n.Error.Error()
+		case n.Status == projection.NodeWaiting && n.WaitingFor == projection.WaitingForTimer && n.Deadline != nil:
+			details = "waiting until " + deadline(*n.Deadline, time.Now())
 		case n.Status == projection.NodeWaiting && n.WaitingFor == "slot" && n.Slot != nil:
 			details = fmt.Sprintf("waiting for a slot of %s, key %q (max %d)", n.Slot.Limit, n.Slot.Key, n.Slot.Max)
 		case n.WaitingFor != "":
@@ -134,6 +140,43 @@ func (e *env) printStatus(st *projection.State, notes map[string]string) {
 	}
 	printJSONBlock(e.stdout, "state", st.Vars)
 	printJSONBlock(e.stdout, "artifacts", st.Artifacts)
+}
+
+// waitLine says what a run waits on: a wait node's time, or a human
+// node's signal, its deadline and the command that answers it.
+func waitLine(run string, w wruns.Waiting, now time.Time) string {
+	if w.For == projection.WaitingForTimer {
+		s := "node " + w.Node + ": a wait"
+		if w.Deadline != nil {
+			s += " until " + strings.TrimPrefix(deadline(*w.Deadline, now), "at ")
+		}
+		return s
+	}
+	s := "node " + w.Node + ": a signal"
+	if w.Deadline != nil {
+		s += " (deadline " + deadline(*w.Deadline, now) + ")"
+	}
+	return s + "; answer: " + wruns.SignalCommand(run, w)
+}
+
+// waitCell is the WAITING cell of a run in 'weft list'.
+func waitCell(ws []wruns.Waiting, now time.Time) string {
+	if len(ws) == 0 {
+		return "-"
+	}
+	parts := make([]string, len(ws))
+	for i, w := range ws {
+		what := "signal"
+		if w.For == projection.WaitingForTimer {
+			what = "wait"
+		}
+		parts[i] = w.Node + " (" + what
+		if w.Deadline != nil {
+			parts[i] += ", until " + w.Deadline.Local().Format(time.DateTime)
+		}
+		parts[i] += ")"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // nodeOrder lists the run's nodes in graph order, then any others.
