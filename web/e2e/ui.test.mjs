@@ -203,6 +203,8 @@ test('selecting an event shows the state after it, the diff, and the graph then'
 test('a signal sent from the page completes the waiting run, live', async () => {
   await go(`/runs/${runs.approval}`)
   await node('approve', 'waiting').waitFor()
+  const answer = await page.locator('.wait[data-wait="approve"] code.command').textContent()
+  assert.match(answer, new RegExp(`^weft signal ${runs.approval} approve -data '\\{"approved": \\.\\.\\.\\}'$`))
   await noReload()
   await page.getByRole('button', { name: 'Signal…' }).click()
   const dialog = page.locator('dialog.confirm')
@@ -210,7 +212,7 @@ test('a signal sent from the page completes the waiting run, live', async () => 
   await dialog.getByRole('button', { name: 'Send signal' }).click()
   await dialog.locator('.problem').waitFor()
   assert.match(await dialog.locator('.problem').textContent(), /not valid JSON/)
-  assert.equal(await page.locator('.run').getAttribute('data-status'), 'running')
+  assert.equal(await page.locator('.run').getAttribute('data-status'), 'waiting')
 
   await dialog.locator('textarea').fill('{"approved": true}')
   await dialog.getByRole('button', { name: 'Send signal' }).click()
