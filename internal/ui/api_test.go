@@ -22,9 +22,12 @@ type runList struct {
 }
 
 type runDetail struct {
-	Summary runs.Summary      `json:"summary"`
-	State   *projection.State `json:"state"`
-	Graph   *struct {
+	Summary runs.Summary `json:"summary"`
+	Waiting []struct {
+		Node, For, Data, Command string
+	} `json:"waiting"`
+	State *projection.State `json:"state"`
+	Graph *struct {
 		Nodes []struct {
 			ID, Type, Queue, Label string
 			Subgraph, Local        bool
@@ -131,7 +134,7 @@ func TestUIRunList(t *testing.T) {
 	}
 
 	for _, tt := range []struct{ query, field string }{
-		{"status=waiting", "status"},
+		{"status=asleep", "status"},
 		{"limit=0", "limit"},
 		{"limit=501", "limit"},
 		{"limit=x", "limit"},
@@ -323,6 +326,12 @@ func TestUISignal(t *testing.T) {
 	e.get("/api/runs/"+id).decode(t, &d)
 	if n := d.State.Nodes["approve"]; n == nil || n.Status != projection.NodeWaiting {
 		t.Fatalf("approve: %+v, want waiting", n)
+	}
+	// The run only waits: it is waiting, on approve, with the command
+	// that answers it (the keys its conditions read, to fill in).
+	if want := "weft signal " + id + ` approve -data '{"approved": ...}'`; d.Summary.Status != projection.RunWaiting ||
+		len(d.Waiting) != 1 || d.Waiting[0].Node != "approve" || d.Waiting[0].For != "signal" || d.Waiting[0].Command != want {
+		t.Fatalf("summary status %s, waiting %+v; want waiting on approve, answered by %s", d.Summary.Status, d.Waiting, want)
 	}
 
 	path := "/api/runs/" + id + "/signal"
