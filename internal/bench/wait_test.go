@@ -24,7 +24,8 @@ import (
 // its heap after GC before the runs, with every run waiting, and after
 // every wait ended and every run completed; once with the default cache
 // (10,000 runs: every waiting run cached) and once with a cache of 1,000
-// (the cache bounds the coordinator's memory, whatever N):
+// (the cache bounds the coordinator's memory, whatever N; WEFT_WAIT_CACHE
+// measures one cache size only):
 //
 //	WEFT_WAIT_BENCH=1 go test -run TestWaitFigures -v -timeout 30m ./internal/bench
 //
@@ -49,7 +50,15 @@ func TestWaitFigures(t *testing.T) {
 	}
 	defer e.close()
 	e.figure = "wait"
-	for _, cache := range []int{defaultCache, 1000} {
+	caches := []int{defaultCache, 1000}
+	if v := os.Getenv("WEFT_WAIT_CACHE"); v != "" {
+		c, err := strconv.Atoi(v)
+		if err != nil || c < 1 {
+			t.Fatalf("WEFT_WAIT_CACHE=%q: want a cache size", v)
+		}
+		caches = []int{c}
+	}
+	for _, cache := range caches {
 		t.Run(fmt.Sprintf("cache%d", cache), func(t *testing.T) { waitFigure(ctx, t, e, n, cache) })
 	}
 }
