@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -105,5 +106,32 @@ func TestWaitUntilBadTimeFailsTheRun(t *testing.T) {
 				t.Fatalf("message %q; want the node, the field and %q", s.Error.Message, tc.want)
 			}
 		})
+	}
+}
+
+// A run cancelled while it waits ends cancelled, its wait's timer gone
+// with it: the timer firing later changes nothing.
+func TestWaitCancelled(t *testing.T) {
+	sm := newSim(t, strings.Replace(waitGraph, `{until: "state.deadline"}`, `{duration: 1h}`, 1), "", "", echo)
+	work := sm.s.Clone()
+	d := engine.Decide(sm.g, work, sm.clock)
+	for _, e := range d.Events {
+		sm.append(e)
+	}
+	if len(d.Timers) != 1 || sm.s.Nodes["w"].Status != projection.NodeWaiting || len(sm.s.Timers) != 1 {
+		t.Fatalf("timers %v, w %+v", d.Timers, sm.s.Nodes["w"])
+	}
+	sm.append(sm.event("cancel", &events.RunCancelRequestedData{By: "tester", Reason: "no longer needed"}))
+	work = sm.s.Clone()
+	for _, e := range engine.Decide(sm.g, work, sm.clock).Events {
+		sm.append(e)
+	}
+	if sm.s.Status != projection.RunCancelled || len(sm.s.Timers) != 0 {
+		t.Fatalf("status %s, timers %v; want cancelled, none", sm.s.Status, sm.s.Timers)
+	}
+	fired := *d.Timers[0].Event
+	fired.Seq = 100
+	if err := sm.s.Apply(&fired); !errors.Is(err, projection.ErrStale) || sm.s.Status != projection.RunCancelled || sm.s.Nodes["w"].Status == projection.NodeSucceeded {
+		t.Fatalf("a late wait timer: %v; status %s, w %s", err, sm.s.Status, sm.s.Nodes["w"].Status)
 	}
 }
