@@ -294,6 +294,11 @@ func eventSummary(e *events.Event, r *timelineRow, at time.Time) string {
 	for _, rd := range carried(p) {
 		r.Routed = append(r.Routed, routedRow{Node: rd.Node, Iteration: rd.Iteration, Summary: routing(&rd)})
 	}
+	if d, ok := p.(*events.NodeWaitingData); ok && d.For == projection.WaitingForTimer && e.IsDecision() {
+		// A wait is measured from the decision's own time, as the fold
+		// measures it (the stream stamps the event a little later).
+		at = e.Time
+	}
 	return summary(p, at)
 }
 
