@@ -317,7 +317,7 @@ func (c *forkCheck) timers(st *State) {
 				c.add(id, "deadline", "no deadline timer %q pending: the deadline would never pass", DeadlineTimerID(ref))
 			}
 		}
-		if n.Status == NodeWaiting && n.WaitingFor == WaitingForTimer {
+		if n.Status == NodeWaiting && n.WaitingFor == WaitingForTimer && c.nodes[id].kind == kindWait {
 			if _, ok := st.Timers[WaitTimerID(ref)]; !ok || n.Deadline == nil {
 				c.add(id, "deadline", "no wait timer %q pending: the wait would never end", WaitTimerID(ref))
 			}
