@@ -41,7 +41,7 @@ func (a attrFlag) Set(v string) error {
 func listFlags(fs *flag.FlagSet) *listFlagSet {
 	lf := &listFlagSet{attrs: attrFlag{}}
 	lf.limit = fs.Int("limit", 50, "list at most this many runs (0: all)")
-	lf.status = fs.String("status", "", "only runs in these statuses, comma separated (running, cancelling, completed, failed, cancelled)")
+	lf.status = fs.String("status", "", "only runs in these statuses, comma separated (running, which includes waiting; waiting: on a human node or a wait node; cancelling, completed, failed, cancelled)")
 	lf.graph = fs.String("graph", "", "only runs of this graph")
 	lf.since = fs.String("since", "", "only runs started at or after this time (RFC 3339, or a duration before now: 24h)")
 	lf.until = fs.String("until", "", "only runs started before this time (RFC 3339, or a duration before now)")
@@ -64,7 +64,7 @@ func (lf *listFlagSet) options(now time.Time) ([]client.ListOption, error) {
 		for s := range strings.SplitSeq(*lf.status, ",") {
 			rs := projection.RunStatus(strings.TrimSpace(s))
 			if !slices.Contains(readmodel.Statuses, rs) {
-				return nil, fmt.Errorf("-status: unknown status %q (want running, cancelling, completed, failed or cancelled)", s)
+				return nil, fmt.Errorf("-status: unknown status %q (want running, waiting, cancelling, completed, failed or cancelled)", s)
 			}
 			opts = append(opts, client.WithStatus(rs))
 		}

@@ -130,7 +130,7 @@ func TestListFilters(t *testing.T) {
 func TestTerminateDeleteAndArchivedReads(t *testing.T) {
 	url, cl := engine(t)
 	run := startRun(t, cl, waits, nil)
-	waitListed(t, cl, run, projection.RunRunning)
+	waitListed(t, cl, run, projection.RunWaiting)
 
 	if r := weft(t, "delete", run, "-nats", url, "-yes"); r.code != 1 || !strings.Contains(r.stderr, "has not ended") {
 		t.Errorf("delete of a running run: exit %d, %s", r.code, r.stderr)
@@ -193,7 +193,7 @@ func TestAdminReindexAndRetention(t *testing.T) {
 	run := startRun(t, cl, tagged, map[string]any{"customer": "acme"}) // retention 0s
 	keep := startRun(t, cl, waits, nil)
 	waitListed(t, cl, run, projection.RunCompleted)
-	waitListed(t, cl, keep, projection.RunRunning)
+	waitListed(t, cl, keep, projection.RunWaiting)
 
 	r := weft(t, "admin", "reindex", "-nats", url)
 	wantContains(t, "admin reindex", r.stdout, "reindexed 2 runs")

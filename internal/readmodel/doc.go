@@ -16,6 +16,15 @@
 // later fold of the run, or Reindex, repairs a lost one. The read model is
 // a projection: Reindex rebuilds it from the log.
 //
+// Its statuses are the fold's and one more: a running run that does
+// nothing but wait, on a human node's signal or a wait node's time, is
+// projection.RunWaiting ("waiting.<run>"), and its summary lists what it
+// waits on (Waiting: node, deadline, and for a human node the data of a
+// signal that answers it, from which SignalCommand makes the 'weft
+// signal' command). The fold itself is unchanged (its status stays
+// running; StatusOf and WaitsOf derive the rest), so recorded histories
+// fold as before. A query for running runs selects the waiting ones too.
+//
 // Search attributes are declared by a graph (searchAttributes: [customer,
 // region]) and taken, for each run, from the top-level keys of its
 // invocation state, else of its input: strings as they are, numbers and

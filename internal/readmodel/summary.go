@@ -52,6 +52,11 @@ type Summary struct {
 	// what tells the coordinators that messages marked restored are
 	// (eventlog.HdrRestored is a header, which any writer could set).
 	Restored time.Time `json:"restored,omitzero"`
+	// Waiting lists what a running run waits on: its human nodes waiting
+	// for a signal and its wait nodes waiting for their time (see
+	// Waiting). A run with nothing else active has status
+	// projection.RunWaiting.
+	Waiting []Waiting `json:"waiting,omitempty"`
 }
 
 // Key is the summary's key in the bucket: "<status>.<run>".
@@ -61,7 +66,7 @@ func key(st projection.RunStatus, run string) string { return string(st) + "." +
 
 // Statuses are the statuses a run in the read model can have.
 var Statuses = []projection.RunStatus{
-	projection.RunRunning, projection.RunCancelling, projection.RunCompleted, projection.RunFailed, projection.RunCancelled,
+	projection.RunRunning, projection.RunWaiting, projection.RunCancelling, projection.RunCompleted, projection.RunFailed, projection.RunCancelled,
 }
 
 // graphSettings are what the read model reads from a run's graph.
@@ -74,8 +79,8 @@ type graphSettings struct {
 // retention of a run whose start and graph name none.
 func Summarize(s *projection.State, def time.Duration) Summary {
 	sum := Summary{
-		RunID: s.RunID, Graph: s.GraphName, GraphDigest: s.GraphDigest, Status: s.Status,
-		Terminated: s.Cancel != nil && s.Cancel.Terminate, ForkedFrom: s.Fork,
+		RunID: s.RunID, Graph: s.GraphName, GraphDigest: s.GraphDigest, Status: StatusOf(s),
+		Terminated: s.Cancel != nil && s.Cancel.Terminate, ForkedFrom: s.Fork, Waiting: WaitsOf(s),
 	}
 	if s.StartedAt != nil {
 		sum.StartedAt = s.StartedAt.UTC()

@@ -212,6 +212,8 @@ test('a signal sent from the page completes the waiting run, live', async () => 
   const waits = page.locator('.pending tr[data-pending="approve"]')
   await waits.waitFor()
   assert.match(await waits.textContent(), new RegExp(`deadline in .*weft signal ${runs.approval} approve -data`))
+  const answer = await page.locator('.wait[data-wait="approve"] code.command').textContent()
+  assert.match(answer, new RegExp(`^weft signal ${runs.approval} approve -data '\\{"approved": \\.\\.\\.\\}'$`))
   await noReload()
   await page.getByRole('button', { name: 'Signal…' }).click()
   const dialog = page.locator('dialog.confirm')
@@ -219,7 +221,7 @@ test('a signal sent from the page completes the waiting run, live', async () => 
   await dialog.getByRole('button', { name: 'Send signal' }).click()
   await dialog.locator('.problem').waitFor()
   assert.match(await dialog.locator('.problem').textContent(), /not valid JSON/)
-  assert.equal(await page.locator('.run').getAttribute('data-status'), 'running')
+  assert.equal(await page.locator('.run').getAttribute('data-status'), 'waiting')
 
   await dialog.locator('textarea').fill('{"approved": true}')
   await dialog.getByRole('button', { name: 'Send signal' }).click()

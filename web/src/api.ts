@@ -2,9 +2,22 @@
 // wrapper that turns every failure into an ApiError with a message fit for
 // the page, and the server-sent event streams.
 
-// The read model's statuses; a run whose human node waits is running (the
-// node is waiting).
-export type RunStatus = 'running' | 'cancelling' | 'completed' | 'failed' | 'cancelled' | string
+// The read model's statuses; a running run that does nothing but wait (on
+// a human node's signal or a wait node's time) is waiting, and a filter on
+// running selects it too.
+export type RunStatus = 'running' | 'waiting' | 'cancelling' | 'completed' | 'failed' | 'cancelled' | string
+
+// What a running run waits on: a human node's signal ("signal") or a wait
+// node's time ("timer"), until its deadline; data is, for a human node, the
+// data of a signal that answers it ("..." where a value is to be filled in).
+export interface Wait {
+  node: string
+  iteration: number
+  for: 'signal' | 'timer' | string
+  deadline?: string
+  data?: string
+  command?: string // the run page's: weft signal RUN NODE -data '…'
+}
 
 export interface ForkRef {
   runId: string
@@ -24,6 +37,7 @@ export interface Summary {
   attrs?: Record<string, string>
   terminated?: boolean
   forkedFrom?: ForkRef
+  waiting?: Wait[]
 }
 
 export interface Failure {
@@ -94,6 +108,7 @@ export interface GraphView {
 
 export interface RunDetail {
   summary: Summary
+  waiting?: Wait[]
   state: RunState
   graph: GraphView | null // null when the run's graph cannot be read
   graphError?: string
