@@ -281,7 +281,7 @@ func (s *store) confirm(ctx context.Context, m *nats.Msg, seq uint64) error {
 	if err != nil {
 		return fmt.Errorf("confirming duplicate of %s at sequence %d: %w", m.Header.Get(nats.MsgIdHdr), seq, err)
 	}
-	if got == nil || got.Subject != m.Subject || got.Header.Get(headerPrefix+"type") != m.Header.Get(headerPrefix+"type") || !bytes.Equal(got.Data, m.Data) {
+	if got == nil || got.Subject != m.Subject || got.Header.Get(headerPrefix+"type") != m.Header.Get(headerPrefix+"type") || !sameData(m.Subject, msgEnvelope(m), got.Header, m.Header, got.Data, m.Data) {
 		return fmt.Errorf("%w: id %q at sequence %d", ErrDuplicateMismatch, m.Header.Get(nats.MsgIdHdr), seq)
 	}
 	if got.Header.Get(hdrTime) != m.Header.Get(hdrTime) && m.Header.Get(hdrExpectLastSubjSeq) != "" {
