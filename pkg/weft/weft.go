@@ -101,6 +101,7 @@ type config struct {
 	logger        *slog.Logger
 	roles         bool
 	rolesDir      string
+	keys          events.Keys
 	errs          []error
 }
 
@@ -196,6 +197,15 @@ func WithRoles(dir string) Option {
 	return func(c *config) { c.roles, c.rolesDir = true, dir }
 }
 
+// WithEncryptKeys seals the data of every event the process writes
+// (inputs, invocation state, outputs, state updates, signal data…) with
+// AES-256-GCM under keys' current key, and opens sealed data under any of
+// its keys (events.UseKeys, process-wide: every engine, client and worker
+// of the process shares the ring). A events.KeyRing comes from a key file
+// or WEFT_ENCRYPT_KEYS (events.LoadKeys); a user's Keys may be backed by
+// a KMS.
+func WithEncryptKeys(keys events.Keys) Option { return func(c *config) { c.keys = keys } }
+
 // WithLogger sets the logger of the coordinator, the worker and the client
 // (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
@@ -248,6 +258,11 @@ func Start(ctx context.Context, opts ...Option) (_ *Engine, err error) {
 		return nil, errors.New("weft.Start: weft.WithNode given with weft.WithoutWorker: no worker would run the node types")
 	case cfg.roles && !cfg.embedded:
 		return nil, errors.New("weft.Start: weft.WithRoles needs weft.Embedded (over weft.WithNATS, the connection's own credentials decide what it may do)")
+	}
+	if cfg.keys != nil {
+		if err := events.UseKeys(cfg.keys); err != nil {
+			return nil, fmt.Errorf("weft.WithEncryptKeys: %w", err)
+		}
 	}
 	e := &Engine{cfg: cfg, nc: cfg.nc}
 	defer func() {
