@@ -45,6 +45,9 @@ func (c *Coordinator) handle(ctx context.Context, msg jetstream.Msg, redelivered
 		return
 	}
 	e := c.decode(msg, meta)
+	if c.keyMissing(msg, meta, e.Refused) {
+		return
+	}
 	ctx, span := c.startProcess(ctx, msg.Subject(), e, meta.NumDelivered)
 	defer span.End()
 	switch err := c.process(ctx, e, redelivered); {
@@ -104,11 +107,27 @@ func (c *Coordinator) passEcho(msg jetstream.Msg, meta *jetstream.MsgMetadata, r
 // concurrency check if it is on the run's decision subjects.
 func (c *Coordinator) decode(msg jetstream.Msg, meta *jetstream.MsgMetadata) *events.Event {
 	e := events.DecodeStored(msg.Subject(), msg.Headers(), msg.Data(), meta.Sequence.Stream, meta.Timestamp)
-	if e.Refused != nil {
+	if e.Refused != nil && !errors.Is(e.Refused, events.ErrKeyMissing) {
 		c.n.malformed.Add(1)
 		c.log.Warn("passing over a message the engine does not accept", logattr.RunID, e.RunID, logattr.Subject, msg.Subject(), logattr.Seq, meta.Sequence.Stream, logattr.Error, e.Refused)
 	}
 	return e
+}
+
+// keyMissing hands msg back when its data is sealed with a key this
+// coordinator does not hold, and reports whether it did. Such an event
+// is not malformed: passed over, the run would be decided without it
+// (its start, an outcome, a signal); it waits, unread and unchanged, for
+// a coordinator that holds the key (a deployment whose coordinators lack
+// a key the writers have is misconfigured; the error names the key id).
+func (c *Coordinator) keyMissing(msg jetstream.Msg, meta *jetstream.MsgMetadata, refused error) bool {
+	if !errors.Is(refused, events.ErrKeyMissing) {
+		return false
+	}
+	c.n.errors.Add(1)
+	c.log.Error("an event sealed with a key this coordinator does not hold; handing it back", logattr.Subject, msg.Subject(), logattr.Seq, meta.Sequence.Stream, logattr.Delivery, meta.NumDelivered, logattr.Error, refused)
+	_ = msg.NakWithDelay(backoff(meta.NumDelivered))
+	return true
 }
 
 // settleDone settles a message whose event was processed: acknowledged,
@@ -310,6 +329,11 @@ func (c *Coordinator) entry(ctx context.Context, e *events.Event, redelivered bo
 	c.n.reloads.Add(1)
 	ent := &runEntry{run: run, state: state, own: map[string]struct{}{}, prefix: state.LastSeq, lastDecision: lastDecision}
 	err := eventlog.Each(ctx, c.store, run, from, e.Seq, func(ev *events.Event) error {
+		if errors.Is(ev.Refused, events.ErrKeyMissing) {
+			// Data this coordinator cannot read is not junk: deciding
+			// without it would decide wrong (keyMissing).
+			return fmt.Errorf("event %d: %w", ev.Seq, ev.Refused)
+		}
 		if err := ent.state.Apply(ev); err != nil && !errors.Is(err, projection.ErrStale) && !errors.Is(err, projection.ErrRefused) {
 			c.n.rejected.Add(1)
 		}
