@@ -2,6 +2,7 @@ package weft_test
 
 import (
 	"bytes"
+	"errors"
 	"context"
 	"io/fs"
 	"os"
@@ -255,4 +256,73 @@ func rawStream(ctx context.Context, t *testing.T, eng *weft.Engine) []*jetstream
 		out = append(out, m)
 	}
 	return out
+}
+
+// TestMissingKeyWaitsAndResumes: a coordinator that does not hold the key
+// a run's history is sealed with neither passes those events over nor
+// decides without them: the run stays as it was, a client's read names
+// the key, and once the key is back the run goes on and completes.
+func TestMissingKeyWaitsAndResumes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	k1 := newRing(t, "k1")
+	t.Cleanup(func() { _ = events.UseKeys(nil) })
+	secretive := worker.NodeFunc(func(context.Context, *worker.Input) (*worker.Result, error) {
+		return &worker.Result{Output: map[string]any{"out": secretOutput}}, nil
+	})
+	eng, err := weft.Start(ctx, weft.Embedded(dir), weft.WithEncryptKeys(k1), weft.WithNode("secretive", secretive))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := graph.Parse([]byte(sealedGraph), "sealed.yaml", graph.WithTypes("secretive"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := eng.Client().Start(ctx, g, client.WithInput(map[string]any{"in": secretInput}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitNode(ctx, t, eng.Client(), id, "ask", projection.NodeWaiting)
+	eng.Stop()
+
+	// Started again with only k9: a cold coordinator must read the run
+	// from its log to decide anything about it.
+	k9 := newRing(t, "k9")
+	eng, err = weft.Start(ctx, weft.Embedded(dir), weft.WithEncryptKeys(k9), weft.WithNode("secretive", secretive))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Stop()
+	c := eng.Client()
+	if _, err := c.Get(ctx, id); !errors.Is(err, events.ErrKeyMissing) || !strings.Contains(err.Error(), `key "k1"`) {
+		t.Fatalf("reading the run without k1: %v, want ErrKeyMissing naming k1", err)
+	}
+	// The signal goes in under k9 (the client's checks need the run's
+	// history, so it is appended as it would be by a client that has it).
+	sig, err := events.New(id, "sig-1", time.Time{}, &events.SignalReceivedData{Node: "ask", Iteration: 1, Data: []byte(`{"answer":"` + secretSignal + `"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.Store().Append(ctx, id, events.AnySeq, sig); err != nil {
+		t.Fatal(err)
+	}
+	before := len(rawStream(ctx, t, eng))
+	// Sleep: the coordinator's deliveries of the signal come after
+	// back-offs of 100 ms, 200 ms, 400 ms…; 1.5 s lets several of them
+	// try, and none may decide anything.
+	time.Sleep(1500 * time.Millisecond)
+	if after := len(rawStream(ctx, t, eng)); after != before {
+		t.Fatalf("the stream grew from %d to %d messages while the coordinator could not read the run", before, after)
+	}
+
+	// The key is back (a rotated ring that keeps k1): the run completes.
+	useKeys(t, append(events.KeyRing{k9[0]}, k1...))
+	st, err := c.Wait(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Status != projection.RunCompleted || st.Nodes["ask"] == nil || !strings.Contains(string(st.Nodes["ask"].Output), secretSignal) {
+		t.Fatalf("run %s (%v), ask %+v", st.Status, st.Error, st.Nodes["ask"])
+	}
 }
