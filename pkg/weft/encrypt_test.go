@@ -2,8 +2,8 @@ package weft_test
 
 import (
 	"bytes"
-	"errors"
 	"context"
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
