@@ -129,9 +129,29 @@ func UseKeys(keys Keys) error {
 // Sealing reports whether this process seals the events it writes.
 func Sealing() bool { return active.Load() != nil }
 
-// newSealer is a sealer over keys, for tests that must not touch the
-// process's.
+// newSealer is a sealer over keys, beside the process's.
 func newSealer(keys Keys) *sealer { return &sealer{keys: keys} }
+
+// EncodeSealed is Encode with e's data sealed under keys' current key,
+// whatever the process's ring (UseKeys): for tools and tests that hold
+// keys of their own.
+func EncodeSealed(e *Event, keys Keys) (*nats.Msg, error) { return encodeFast(e, newSealer(keys)) }
+
+// DecodeSealed is Decode with sealed data opened under keys (nil: none),
+// whatever the process's ring.
+func DecodeSealed(subject string, hdr nats.Header, data []byte, keys Keys) (*Event, error) {
+	if err := checkServerHeaders(subject, hdr); err != nil {
+		return nil, err
+	}
+	var s *sealer
+	if keys != nil {
+		s = newSealer(keys)
+	}
+	if e, ok, err := decodeFast(subject, hdr, data, s); ok {
+		return e, err
+	}
+	return decodeSDK(subject, hdr, data, s)
+}
 
 func (s *sealer) cipher(k Key) (*dataKey, error) {
 	if v, ok := s.ciphers.Load(k.ID); ok {
