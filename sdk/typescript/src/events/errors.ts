@@ -27,6 +27,8 @@ export type ErrorCode =
   | 'InvalidInput'
   | 'InvalidGraph'
   | 'Timeout'
+  | 'KeyMissing'
+  | 'BadKey'
 
 /** isWeftError reports whether err is a WeftError with the code. */
 export function isWeftError(err: unknown, code?: ErrorCode): err is WeftError {

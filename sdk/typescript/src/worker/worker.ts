@@ -422,6 +422,13 @@ export class Worker {
         nak(m, unknownTypeDelay, this.log)
         return
       }
+      if (isWeftError(err, 'KeyMissing')) {
+        // Sealed with a key this worker does not hold: not malformed,
+        // left to a worker that holds it (the error names the key id).
+        this.log.error('work item sealed with a key this worker does not hold; leaving it to other workers', { subject: m.subject, queue: q.name, error: errorMessage(err) })
+        nak(m, unknownTypeDelay, this.log)
+        return
+      }
       this.counters.malformed++
       this.log.error('malformed work item; terminated', { subject: m.subject, error: errorMessage(err) })
       m.term()
