@@ -268,3 +268,55 @@ func FuzzDecodeSealed(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkSeal is the cost sealing adds to an event's encoding and
+// decoding: plain beside sealed, for the hop's work item and for a node
+// output of 1 KiB and of 64 KiB.
+func BenchmarkSeal(b *testing.B) {
+	k, err := eventlog.NewKey("k1")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ring := eventlog.KeyRing{k}
+	events := map[string]*eventlog.Event{"ready": benchEvent(b)}
+	for _, size := range []int{1 << 10, 64 << 10} {
+		out := []byte(`{"text":"` + strings.Repeat("x", size) + `"}`)
+		e, err := eventlog.New("06h0cqv455l1fp9hqo8n8mr9a8", fmt.Sprintf("out-%d", size), time.Now(), &eventlog.NodeInvokedData{
+			NodeRef: eventlog.NodeRef{Node: "a", Iteration: 1}, Attempt: 1, Output: out})
+		if err != nil {
+			b.Fatal(err)
+		}
+		e.Queue = "default"
+		events[fmt.Sprintf("invoked-%dKiB", size>>10)] = e
+	}
+	for _, name := range []string{"ready", "invoked-1KiB", "invoked-64KiB"} {
+		e := events[name]
+		for _, mode := range []string{"plain", "sealed"} {
+			var keys eventlog.Keys
+			if mode == "sealed" {
+				keys = ring
+			}
+			enc, dec := eventlog.Codec(keys)
+			b.Run(name+"/"+mode+"/encode", func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := enc(e); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			m, err := enc(e)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Run(name+"/"+mode+"/decode", func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := dec(m.Subject, m.Header, m.Data); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
