@@ -1,9 +1,11 @@
 package eventlog
 
 import (
+	"bytes"
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -44,7 +46,17 @@ import (
 // process does not hold is ErrKeyMissing, naming the key id; sealed data
 // that does not authenticate (truncated, tampered with, moved) is
 // ErrMalformedEvent. Either way the event is refused (DecodeStored), never
-// read as data.
+// read as data. The coordinator hands such an event back rather than
+// pass it over (deciding without it would decide wrong) and fails its run
+// once it has tried maxDeliveries times; a worker hands the work item
+// back to a worker that holds the key; a client's fold refuses the run.
+//
+// What stays plain: the envelope, and what the engine derives from the
+// plain data it holds, into buckets beside the log: the read model's
+// search attributes (declared by the graph: see internal/runs) and its
+// run summaries (status, times, error types). Snapshots of runs are
+// sealed like events (they are written as the data of an event-shaped
+// message only when they are; see internal/coordinator).
 
 // Codec names on the wire.
 const (
@@ -284,4 +296,81 @@ func plainOf(subject string, e *Event, h map[string][]string, data []byte, s *se
 // run and type.
 func msgEnvelope(m *nats.Msg) *Event {
 	return &Event{RunID: m.Header.Get(hdrRunID), Type: Type(m.Header.Get(hdrType))}
+}
+
+// Sealed values: what the engine keeps beside the log that holds events'
+// data (a run's snapshot), sealed like events when a key ring is in use.
+// A sealed value is
+//
+//	"WSV1" ‖ len(key id) (1 byte) ‖ key id ‖ nonce (12) ‖ ciphertext ‖ tag
+//
+// authenticated with "weft sealed value.v1" 0x00 purpose 0x00 name, so
+// that a value cannot be passed off as another (another run's snapshot).
+// Its nonce is random: nothing de-duplicates values.
+var valueMagic = []byte("WSV1")
+
+func valueAAD(purpose, name string) []byte {
+	return []byte("weft sealed value.v1\x00" + purpose + "\x00" + name)
+}
+
+// SealValue seals b, the value named name kept for purpose, under the
+// process's current key; without a key ring it returns b as it is.
+func SealValue(purpose, name string, b []byte) ([]byte, error) {
+	s := active.Load()
+	if s == nil {
+		return b, nil
+	}
+	k, err := s.keys.Current()
+	if err != nil {
+		return nil, fmt.Errorf("sealing %s %q: the current key: %w", purpose, name, err)
+	}
+	dk, err := s.cipher(k)
+	if err != nil {
+		return nil, fmt.Errorf("sealing %s %q: %w", purpose, name, err)
+	}
+	out := make([]byte, 0, len(valueMagic)+1+len(k.ID)+nonceSize+len(b)+dk.aead.Overhead())
+	out = append(out, valueMagic...)
+	out = append(out, byte(len(k.ID)))
+	out = append(out, k.ID...)
+	nonce := make([]byte, nonceSize)
+	if _, err := rand.Read(nonce); err != nil {
+		return nil, err
+	}
+	out = append(out, nonce...)
+	return dk.aead.Seal(out, nonce, b, valueAAD(purpose, name)), nil
+}
+
+// OpenValue returns the plain bytes of a value SealValue wrote (a plain
+// value as it is): ErrKeyMissing when the process does not hold its key,
+// ErrMalformedEvent when it does not authenticate.
+func OpenValue(purpose, name string, b []byte) ([]byte, error) {
+	if !bytes.HasPrefix(b, valueMagic) {
+		return b, nil
+	}
+	rest := b[len(valueMagic):]
+	if len(rest) < 1 || len(rest) < 1+int(rest[0]) {
+		return nil, fmt.Errorf("%w: %s %q: sealed value truncated", ErrMalformedEvent, purpose, name)
+	}
+	id := string(rest[1 : 1+int(rest[0])])
+	body := rest[1+int(rest[0]):]
+	s := active.Load()
+	if s == nil {
+		return nil, fmt.Errorf("%w: %s %q: sealed with key %q, and this process holds no key ring", ErrKeyMissing, purpose, name, id)
+	}
+	k, err := s.keys.Lookup(id)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s %q: sealed with key %q, which this process's key ring does not hold", ErrKeyMissing, purpose, name, id)
+	}
+	dk, err := s.cipher(k)
+	if err != nil {
+		return nil, err
+	}
+	if len(body) < nonceSize+dk.aead.Overhead() {
+		return nil, fmt.Errorf("%w: %s %q: sealed value truncated", ErrMalformedEvent, purpose, name)
+	}
+	plain, err := dk.aead.Open(nil, body[:nonceSize], body[nonceSize:], valueAAD(purpose, name))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s %q: sealed value does not authenticate under key %q", ErrMalformedEvent, purpose, name, id)
+	}
+	return plain, nil
 }

@@ -35,7 +35,7 @@ const (
 const sealedGraph = `name: sealed
 version: "1"
 nodes:
-  - {id: work, type: secretive}
+  - {id: work, type: secretive, checkpoint: after}
   - {id: ask, type: human, config: {timeout: 5m}}
 edges:
   - {from: START, to: work}
@@ -65,11 +65,13 @@ func newRing(t *testing.T, ids ...string) events.KeyRing {
 }
 
 // TestEncryptedRunEndToEnd runs a run under sealing on real JetStream: a
-// node reads its input and writes output and state, a human node takes a
-// signal, and the key is rotated while the run waits for it. The run
-// completes with every secret where it belongs in the fold; the raw
-// stream (every message's headers and body, as the NATS CLI would show
-// them to an admin) and JetStream's files on disk hold none of them.
+// node reads its input and writes output and state (and the run is
+// checkpointed after it), a human node takes a signal, and the key is
+// rotated while the run waits for it. The run completes with every secret
+// where it belongs in the fold; the raw stream (every message's headers
+// and body, as the NATS CLI would show them to an admin) and JetStream's
+// files on disk (the stream, the snapshots and the read model's buckets)
+// hold none of them.
 func TestEncryptedRunEndToEnd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
