@@ -119,7 +119,7 @@ func decodeFast(subject string, hdr nats.Header, data []byte, s *sealer) (e *Eve
 			return nil, false, nil
 		}
 	}
-	if v, has := hdr[hdrContentType]; has && (len(v) == 0 || v[0] != contentJSON && v[0] != ContentSealed) {
+	if v, has := hdr[hdrContentType]; has && (len(v) == 0 || v[0] != contentJSON && v[0] != ContentSealed && v[0] != ContentRef) {
 		return nil, false, nil
 	}
 	get := func(k string) string {

@@ -247,6 +247,14 @@ func (s *sealer) open(subject string, e *Event, id string, body []byte) ([]byte,
 // unseal turns a decoded envelope's data, of content type ct (sealed
 // under key id), into its plain JSON, recording the key in e.KeyID.
 func unseal(subject string, e *Event, ct, id string, s *sealer) error {
+	if ct == ContentRef {
+		// Kept beside the log (offload.go): the body and its own type.
+		body, bct, err := resolve(subject, e.RunID, e.Data)
+		if err != nil {
+			return err
+		}
+		e.Data, ct = body, bct
+	}
 	switch {
 	case ct == ContentSealed:
 		if id == "" {
