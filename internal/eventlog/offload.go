@@ -18,10 +18,12 @@ import (
 
 // Large payloads beside the log.
 //
-// An event whose body (its JSON, or its sealed form: offloading comes
-// after sealing, so what is kept beside the log is as sealed as the log)
-// is larger than the store's threshold (DefaultOffloadAt, 256 KiB) is
-// appended with its body in the JetStream Object Store bucket
+// With offloading on (WithOffloadAt; off by default, see below), an event
+// whose body (its JSON, or its sealed form: offloading comes after
+// sealing, so what is kept beside the log is as sealed as the log) is
+// larger than the store's threshold (DefaultOffloadAt, 256 KiB, is the
+// one to use) is appended with its body in the JetStream Object Store
+// bucket
 // PayloadsBucket, under the name "<run>.<sha256 of the body>", and a
 // reference in its place:
 //
@@ -39,6 +41,13 @@ import (
 // bucket, another run's object, an object that is missing or whose bytes
 // are not the digest is ErrMalformedEvent (the event is refused, never
 // read as data); one over MaxPayloadObject is ErrPayloadTooLarge.
+//
+// Why off by default, for now: reads that bound their memory by the bytes
+// of a batch of messages (Each, for long histories) count a reference's
+// bytes, not its object's; the shipped roles grant no role the payloads
+// bucket; retention does not call DeletePayloads yet; and the TypeScript
+// SDK does not resolve references (it hands such work items back). Any
+// reader resolves references whether or not its store offloads.
 
 // ContentRef is the datacontenttype of an event whose body is kept in the
 // payloads bucket.
@@ -63,9 +72,10 @@ type payloadRef struct {
 	ContentType string `json:"contentType"`
 }
 
-// WithOffloadAt sets the body size above which events' bodies are kept in
-// the payloads bucket (default DefaultOffloadAt); 0 or less never does.
-func WithOffloadAt(n int) Option { return func(c *config) { c.offloadAt = n; c.offloadSet = true } }
+// WithOffloadAt turns offloading on: bodies over n bytes are kept in the
+// payloads bucket (DefaultOffloadAt is the threshold to use); 0 or less
+// keeps every body in the log (the default).
+func WithOffloadAt(n int) Option { return func(c *config) { c.offloadAt = n } }
 
 // payloadStores are the JetStream contexts of the stores this process
 // opened, which Decode resolves references through.
@@ -89,10 +99,7 @@ func registerPayloads(js jetstream.JetStream) {
 // offload keeps m's body in the payloads bucket when it is over the
 // threshold, and puts the reference in its place.
 func (s *store) offload(ctx context.Context, runID string, m *nats.Msg) error {
-	at := DefaultOffloadAt
-	if s.cfg.offloadSet {
-		at = s.cfg.offloadAt
-	}
+	at := s.cfg.offloadAt
 	if at <= 0 || len(m.Data) <= at {
 		return nil
 	}

@@ -14,9 +14,8 @@ type config struct {
 	Settings
 	log *slog.Logger
 	// offloadAt is the body size above which events' bodies are kept in
-	// the payloads bucket (offload.go), when offloadSet.
-	offloadAt  int
-	offloadSet bool
+	// the payloads bucket (offload.go); 0: never.
+	offloadAt int
 }
 
 // Option configures Open.

@@ -52,3 +52,20 @@ func ParseKeyRing(where, text string) (KeyRing, error) { return eventlog.ParseKe
 // LoadKeys reads the key file at path, or else WEFT_ENCRYPT_KEYS; nil when
 // neither is given.
 func LoadKeys(path string) (KeyRing, error) { return eventlog.LoadKeys(path) }
+
+// Large payloads beside the log (internal/eventlog/offload.go).
+const (
+	// ContentRef is the datacontenttype of an event whose body is kept
+	// in the payloads bucket.
+	ContentRef = eventlog.ContentRef
+	// PayloadsBucket is the Object Store bucket of large payloads.
+	PayloadsBucket = eventlog.PayloadsBucket
+	// DefaultOffloadAt is the threshold to offload bodies at.
+	DefaultOffloadAt = eventlog.DefaultOffloadAt
+	// MaxPayloadObject is the largest body kept beside the log.
+	MaxPayloadObject = eventlog.MaxPayloadObject
+)
+
+// WithOffloadAt turns offloading on for a store Open opens: bodies over n
+// bytes are kept in the payloads bucket.
+func WithOffloadAt(n int) Option { return eventlog.WithOffloadAt(n) }

@@ -37,7 +37,7 @@ func TestLargeOutputBesideTheLog(t *testing.T) {
 	large := worker.NodeFunc(func(context.Context, *worker.Input) (*worker.Result, error) {
 		return &worker.Result{Output: map[string]any{"blob": big}}, nil
 	})
-	eng, err := weft.Start(ctx, weft.Embedded(t.TempDir()), weft.WithEncryptKeys(newRing(t, "k1")), weft.WithNode("large", large))
+	eng, err := weft.Start(ctx, weft.Embedded(t.TempDir()), weft.WithEncryptKeys(newRing(t, "k1")), weft.WithLargePayloads(0), weft.WithNode("large", large))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -102,6 +102,7 @@ type config struct {
 	roles         bool
 	rolesDir      string
 	keys          events.Keys
+	offloadAt     int
 	errs          []error
 }
 
@@ -205,6 +206,21 @@ func WithRoles(dir string) Option {
 // or WEFT_ENCRYPT_KEYS (events.LoadKeys); a user's Keys may be backed by
 // a KMS.
 func WithEncryptKeys(keys events.Keys) Option { return func(c *config) { c.keys = keys } }
+
+// WithLargePayloads keeps the bodies of events over threshold bytes
+// (0: events.DefaultOffloadAt, 256 KiB) in the Object Store bucket
+// weft-payloads beside the log, the events carrying references that every
+// reader resolves: a node may then output more than a NATS message holds
+// (up to events.MaxPayloadObject). Off by default (internal/eventlog,
+// offload.go, says why).
+func WithLargePayloads(threshold int) Option {
+	return func(c *config) {
+		if threshold <= 0 {
+			threshold = events.DefaultOffloadAt
+		}
+		c.offloadAt = threshold
+	}
+}
 
 // WithLogger sets the logger of the coordinator, the worker and the client
 // (default slog.Default()).
@@ -398,7 +414,11 @@ func (e *Engine) openStore(ctx context.Context, role natsconn.Role, queue string
 	if err != nil {
 		return nil, err
 	}
-	st, err := events.Open(ctx, js)
+	var opts []events.Option
+	if e.cfg.offloadAt > 0 {
+		opts = append(opts, events.WithOffloadAt(e.cfg.offloadAt))
+	}
+	st, err := events.Open(ctx, js, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("weft.Start: opening the event store: %w", err)
 	}
