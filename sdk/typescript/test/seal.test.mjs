@@ -66,3 +66,10 @@ test('key rings refuse bad keys without printing them', () => {
     assert.throws(() => parseKeyRing('f', text), (err) => isWeftError(err, 'BadKey') && !err.message.includes('AAAA'))
   }
 })
+
+test('a body kept beside the log is not read as data, nor as malformed', () => {
+  const e = newEvent({ runId: '06h1c2dq3sbkce9j5fmrq0k7tg', id: 'big-1', type: EventType.SignalReceived, data: '{"node":"ask"}' })
+  const w = encode(e)
+  w.headers = w.headers.map(([k, v]) => (k === 'content-type' ? [k, 'application/vnd.weft.ref.v1'] : [k, v]))
+  assert.throws(() => decode(w.subject, headers(w), Buffer.from('{"bucket":"weft-payloads"}')), (err) => isWeftError(err, 'Unresolvable'))
+})

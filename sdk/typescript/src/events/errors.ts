@@ -28,6 +28,7 @@ export type ErrorCode =
   | 'InvalidGraph'
   | 'Timeout'
   | 'KeyMissing'
+  | 'Unresolvable'
   | 'BadKey'
 
 /** isWeftError reports whether err is a WeftError with the code. */

@@ -19,6 +19,8 @@ export const ExtKeyID = 'weftkey'
 export const EnvEncryptKeys = 'WEFT_ENCRYPT_KEYS'
 
 const contentVendor = 'application/vnd.weft.'
+/** ContentRef is the datacontenttype of an event whose body is kept in the payloads bucket beside the log. */
+export const ContentRef = 'application/vnd.weft.ref.v1'
 const nonceSize = 12
 const tagSize = 16
 
@@ -132,6 +134,11 @@ function malformed(msg: string): WeftError {
  */
 export function unseal(subject: string, runId: string, type: string, contentType: string | undefined, keyId: string, body: Uint8Array): Buffer {
   const ct = contentType ?? ''
+  if (ct === ContentRef) {
+    // This SDK does not read the payloads bucket yet: not malformed, only
+    // not readable here (a Go reader resolves it).
+    throw new WeftError('Unresolvable', `payload kept beside the log: ${subject}: the body is in the Object Store bucket named by its reference (${ContentRef}), which this SDK does not read yet`)
+  }
   if (ct === ContentSealed) {
     if (keyId === '') throw malformed(`${subject}: sealed data without the "${ExtKeyID}" extension naming its key`)
     if (active === undefined) {

@@ -422,10 +422,11 @@ export class Worker {
         nak(m, unknownTypeDelay, this.log)
         return
       }
-      if (isWeftError(err, 'KeyMissing')) {
-        // Sealed with a key this worker does not hold: not malformed,
-        // left to a worker that holds it (the error names the key id).
-        this.log.error('work item sealed with a key this worker does not hold; leaving it to other workers', { subject: m.subject, queue: q.name, error: errorMessage(err) })
+      if (isWeftError(err, 'KeyMissing') || isWeftError(err, 'Unresolvable')) {
+        // Sealed with a key this worker does not hold, or kept beside the
+        // log where this SDK does not read: not malformed, left to a
+        // worker that can read it (the error names the key id).
+        this.log.error('work item this worker cannot read; leaving it to other workers', { subject: m.subject, queue: q.name, error: errorMessage(err) })
         nak(m, unknownTypeDelay, this.log)
         return
       }
