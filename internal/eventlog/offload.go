@@ -165,7 +165,12 @@ func resolve(subject, run string, body []byte) ([]byte, string, error) {
 		return nil, "", fmt.Errorf("%w: %s: a payload reference to a reference", ErrMalformedEvent, subject)
 	}
 	payloadStores.Lock()
-	stores := append([]jetstream.JetStream(nil), payloadStores.js...)
+	var stores []jetstream.JetStream
+	for _, js := range payloadStores.js {
+		if !js.Conn().IsClosed() {
+			stores = append(stores, js)
+		}
+	}
 	payloadStores.Unlock()
 	if len(stores) == 0 {
 		return nil, "", fmt.Errorf("%w: %s: payload object %s of bucket %s: this process opened no store to read it from", ErrMalformedEvent, subject, ref.Object, ref.Bucket)

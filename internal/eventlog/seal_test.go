@@ -320,3 +320,26 @@ func BenchmarkSeal(b *testing.B) {
 		}
 	}
 }
+
+// FuzzPayloadRef: whatever a reference's body, decoding an event that
+// carries one gives an error or the event (here always an error: this
+// process opened no store holding the object), and never panics.
+func FuzzPayloadRef(f *testing.F) {
+	e, err := eventlog.New("run1", "id1", time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC), &eventlog.RunCancelledData{Reason: "x"})
+	if err != nil {
+		f.Fatal(err)
+	}
+	m, err := eventlog.Encode(e)
+	if err != nil {
+		f.Fatal(err)
+	}
+	m.Header.Set("content-type", eventlog.ContentRef)
+	f.Add([]byte(`{"bucket":"weft-payloads","object":"run1.` + strings.Repeat("a", 64) + `","size":10,"sha256":"` + strings.Repeat("a", 64) + `","contentType":"application/json"}`))
+	f.Add([]byte(`{"bucket":"other"}`))
+	f.Add([]byte(`{"bucket":"weft-payloads","object":"run2.x","size":-1}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if _, err := eventlog.DecodeSealed(m.Subject, m.Header, body, nil); err == nil {
+			t.Fatal("a reference resolved with no store")
+		}
+	})
+}
