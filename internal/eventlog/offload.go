@@ -14,6 +14,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/weft-dev/weft/internal/setup"
 )
 
 // Large payloads beside the log.
@@ -131,13 +133,10 @@ func (s *store) offload(ctx context.Context, runID string, m *nats.Msg) error {
 func (s *store) payloads(ctx context.Context) (jetstream.ObjectStore, error) {
 	obs, err := s.js.ObjectStore(ctx, PayloadsBucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		obs, err = s.js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{
+		obs, err = setup.CreateObjectStore(ctx, s.js, jetstream.ObjectStoreConfig{
 			Bucket: PayloadsBucket, Description: "Weft: event bodies over the offload threshold, beside the events stream",
 			Storage: s.cfg.Storage, Replicas: s.cfg.Replicas,
 		})
-		if errors.Is(err, jetstream.ErrBucketExists) {
-			obs, err = s.js.ObjectStore(ctx, PayloadsBucket)
-		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("the payloads bucket %s: %w", PayloadsBucket, err)
