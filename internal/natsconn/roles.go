@@ -283,10 +283,12 @@ func (d Deployment) user(ns string, r Role, q string) User {
 				eventlog.KindFilter(eventlog.RunCancelRequested),
 				// The runs the engine starts on its own (a schedule's
 				// fire, an event trigger's message: internal/schedule,
-				// internal/trigger) are started on the client's subject,
-				// under ids only coordinators can derive; the decoder
-				// refuses a start there that names a parent.
-				eventlog.ClientStarts,
+				// internal/trigger) are started as child runs are, with
+				// a decision of the run on its d.started, above, under
+				// ids only coordinators can derive; a start naming a
+				// schedule or trigger anywhere else is refused by the
+				// decoder. No client's start (c.started) outside a
+				// namespace.
 			},
 			reads,
 			[]string{
@@ -358,6 +360,7 @@ func (d Deployment) user(ns string, r Role, q string) User {
 			// parent is refused before it is written), a signal or a
 			// cancel request.
 			u.PublishAllow = append(u.PublishAllow,
+				eventlog.ClientStarts,
 				eventlog.SignalSubjects,
 				eventlog.AllTickets,
 				api+"STREAM.INFO."+s+eventlog.AdmitStartsSuffix,

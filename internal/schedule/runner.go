@@ -433,16 +433,20 @@ func (r *Runner) stillRunning(ctx context.Context, runs []string) ([]string, err
 }
 
 // start starts the run of id; a run already under id is this start made
-// before (no other writer can derive the id), and counts as started.
+// before (no other writer can derive the id), and counts as started. The
+// start is the engine's: a decision of the run, on its decision subject,
+// which only the coordinator role may write (a client's start naming a
+// schedule is refused: events.TriggerClaimError).
 func (r *Runner) start(ctx context.Context, d *Definition, id string, ref *events.TriggerRef) (string, error) {
-	ev, err := events.New(id, id, time.Time{}, &events.RunStartedData{
+	ev, err := events.New(id, id, r.now(), &events.RunStartedData{
 		GraphName: d.GraphName, GraphDigest: d.GraphDigest, Graph: d.Graph,
 		Input: d.Input, StartedBy: ref.Kind + ":" + ref.Name, Trigger: ref,
 	})
 	if err != nil {
 		return "", err
 	}
-	if _, err := r.store.Append(ctx, id, 0, ev); err != nil && !errors.Is(err, events.ErrRunExists) {
+	eventlog.MarkDecision(ev)
+	if _, err := eventlog.Append(ctx, r.store, id, 0, ev); err != nil && !errors.Is(err, events.ErrRunExists) {
 		return "", fmt.Errorf("starting run %s of schedule %s: %w", id, d.Name, err)
 	}
 	return id, nil

@@ -449,7 +449,10 @@ func (c *consumer) start(ctx context.Context, m jetstream.Msg) error {
 	if err != nil {
 		return errBad{err}
 	}
-	_, err = c.r.store.Append(ctx, id, 0, ev)
+	// The engine's start, on the run's decision subject, which only the
+	// coordinator role may write (events.TriggerClaimError).
+	eventlog.MarkDecision(ev)
+	_, err = eventlog.Append(ctx, c.r.store, id, 0, ev)
 	switch {
 	case err == nil:
 		c.started.Add(1)
@@ -504,3 +507,4 @@ func (c *consumer) flush(ctx context.Context) {
 		sleep(ctx, 10*time.Millisecond)
 	}
 }
+
