@@ -95,12 +95,14 @@ var cmdList = &command{
 	name:    "list",
 	summary: "list runs, newest first (filters: -status, -graph, -since, -until, -attr)",
 	help: `Lists runs from the read model of runs (the KV bucket weft-runs, which the
-coordinators keep), newest first, with their status, graph, start time and lineage (a forked
+coordinators keep), newest first, with their status, graph, start time, origin
+(the schedule, trigger or webhook that started it) and lineage (a forked
 run's parent run and position: "forked from RUN@N");
 it never reads the events stream. Filters combine: -status (comma
 separated), -graph, -since and -until (start time: RFC 3339 or a duration
 before now, such as 24h), -attr NAME=VALUE (a search attribute the graph
-declares; repeat for more). -limit pages: the next page's cursor is printed
+declares; repeat for more), -schedule, -trigger and -webhook (the runs
+they started). -limit pages: the next page's cursor is printed
 after the runs, for -cursor. -count prints how many runs the filters select.
 'weft admin reindex' rebuilds the read model from the log.`,
 	run: func(e *env, c *command, args []string) error {
@@ -144,13 +146,16 @@ after the runs, for -cursor. -count prints how many runs the filters select.
 			return e.writeJSON(runs)
 		}
 		tw := table(e.stdout)
-		fmt.Fprintln(tw, "RUN\tGRAPH\tSTATUS\tSTARTED\tLINEAGE")
+		fmt.Fprintln(tw, "RUN\tGRAPH\tSTATUS\tSTARTED\tORIGIN\tLINEAGE")
 		for _, r := range runs {
-			from := "-"
+			from, origin := "-", "-"
 			if r.ForkedFrom != nil {
 				from = lineage(r.ForkedFrom)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.RunID, r.Graph, r.Status, r.StartedAt.Local().Format(time.DateTime), from)
+			if r.Origin != "" {
+				origin = r.Origin
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.RunID, r.Graph, r.Status, r.StartedAt.Local().Format(time.DateTime), origin, from)
 		}
 		if err := tw.Flush(); err != nil {
 			return err

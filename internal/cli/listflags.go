@@ -22,6 +22,7 @@ type listFlagSet struct {
 	attrs         attrFlag
 	schedule      *string
 	trigger       *string
+	webhook       *string
 }
 
 // attrFlag is a repeatable NAME=VALUE flag.
@@ -48,7 +49,8 @@ func listFlags(fs *flag.FlagSet) *listFlagSet {
 	lf.count = fs.Bool("count", false, "print how many runs the filters select")
 	fs.Var(lf.attrs, "attr", "only runs with this search attribute, NAME=VALUE (repeatable)")
 	lf.schedule = fs.String("schedule", "", "only runs this schedule started")
-	lf.trigger = fs.String("trigger", "", "only runs this event trigger or webhook started")
+	lf.trigger = fs.String("trigger", "", "only runs this event trigger (or a webhook through it) started")
+	lf.webhook = fs.String("webhook", "", "only runs this webhook of 'weft serve' started")
 	return lf
 }
 
@@ -87,6 +89,9 @@ func (lf *listFlagSet) options(now time.Time) ([]client.ListOption, error) {
 	}
 	if *lf.trigger != "" {
 		opts = append(opts, client.WithTrigger(*lf.trigger))
+	}
+	if *lf.webhook != "" {
+		opts = append(opts, client.WithWebhook(*lf.webhook))
 	}
 	return opts, nil
 }
