@@ -34,7 +34,7 @@ const (
 )
 
 // Roles lists the roles, workers last.
-var Roles = []Role{RoleClient, RoleCoordinator, RoleUI, RoleAdmin, RoleTrigger, RoleWorker}
+var Roles = []Role{RoleClient, RoleCoordinator, RoleUI, RoleAdmin, RoleTrigger, RoleServe, RoleWorker}
 
 // Names of the KV buckets Weft keeps next to its stream (pkg/worker's
 // WorkersBucket, internal/coordinator's SnapshotsBucket); repeated here,
@@ -78,6 +78,9 @@ type Deployment struct {
 	// TriggerStreams are the users' streams event triggers may read
 	// (roles_starts.go).
 	TriggerStreams []string `json:"triggerStreams,omitempty"`
+	// WebhookSubjects are the subjects 'weft serve' publishes its
+	// webhooks' deliveries on (roles_serve.go).
+	WebhookSubjects []string `json:"webhookSubjects,omitempty"`
 }
 
 func (d Deployment) withDefaults() Deployment {
@@ -101,6 +104,7 @@ func (d Deployment) Validate() error {
 		errs = append(errs, fmt.Errorf("stream %q: not a valid stream name", d.Stream))
 	}
 	errs = append(errs, d.triggerStreamErrors()...)
+	errs = append(errs, d.webhookSubjectErrors()...)
 	if !eventlog.ValidToken(d.Durable) {
 		errs = append(errs, fmt.Errorf("durable %q: not a valid consumer name", d.Durable))
 	}
@@ -406,6 +410,8 @@ func (d Deployment) user(ns string, r Role, q string) User {
 	case RoleTrigger:
 		u = triggerUser(u, api, reads, runsRead, inbox)
 		u.PublishAllow = append(u.PublishAllow, triggerStreamsManage(api, d.TriggerStreams)...)
+	case RoleServe:
+		u = serveUser(u, admission, reads, inbox, d.WebhookSubjects)
 	case RoleAdmin:
 		u.PublishAllow = []string{">"}
 		u.SubscribeAllow = []string{">"}
