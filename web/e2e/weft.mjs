@@ -113,6 +113,17 @@ export class Weft {
     return id
   }
 
+  // cli runs a weft command against weft dev's NATS and returns its
+  // output.
+  async cli(...args) {
+    try {
+      const { stdout } = await exec(this.bin, [...args, '-nats', this.nats], { cwd: root, maxBuffer: 1 << 24 })
+      return stdout
+    } catch (e) {
+      throw new Error(`weft ${args.join(' ')}: ${e.stderr || e.message}`)
+    }
+  }
+
   kill(p, signal) {
     if (!alive(p)) return
     try {
