@@ -157,7 +157,8 @@ var cmdList = &command{
 	name:    "list",
 	summary: "list runs, newest first (filters: -status, -graph, -since, -until, -attr)",
 	help: `Lists runs from the read model of runs (the KV bucket weft-runs, which the
-coordinators keep), newest first by start time (ties by run id), with their status, graph, start time and lineage (a forked
+coordinators keep), newest first by start time (ties by run id), with their status, graph,
+start time, origin (the schedule, trigger or webhook that started it) and lineage (a forked
 run's parent run and position: "forked from RUN@N"), and what a running run waits on: a run
 that does nothing but wait, on a human node's signal or a wait node's time, is "waiting",
 with the node and its deadline, and each human node's 'weft signal' command is printed
@@ -165,7 +166,8 @@ after the table; -status running includes the waiting runs;
 it never reads the events stream. Filters combine: -status (comma
 separated), -graph, -since and -until (start time: RFC 3339 or a duration
 before now, such as 24h), -attr NAME=VALUE (a search attribute the graph
-declares; repeat for more), -q QUERY (below). -limit pages: the next
+declares; repeat for more), -schedule, -trigger and -webhook (the runs
+they started), -q QUERY (below). -limit pages: the next
 page's cursor is printed after the runs, for -cursor. -count prints how many
 runs the filters select. 'weft admin reindex' rebuilds the read model from
 the log.
@@ -219,15 +221,18 @@ the log.
 			return e.writeJSON(runs)
 		}
 		tw := table(e.stdout)
-		fmt.Fprintln(tw, "RUN\tGRAPH\tSTATUS\tSTARTED\tLINEAGE\tWAITING ON")
+		fmt.Fprintln(tw, "RUN\tGRAPH\tSTATUS\tSTARTED\tORIGIN\tLINEAGE\tWAITING ON")
 		now := time.Now()
 		var answers []string
 		for _, r := range runs {
-			from := "-"
+			from, origin := "-", "-"
 			if r.ForkedFrom != nil {
 				from = lineage(r.ForkedFrom)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.RunID, r.Graph, wruns.ShownStatus(r.Status, r.Terminated), r.StartedAt.Local().Format(time.DateTime), from, waitCell(r.Waiting, now))
+			if r.Origin != "" {
+				origin = r.Origin
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.RunID, r.Graph, wruns.ShownStatus(r.Status, r.Terminated), r.StartedAt.Local().Format(time.DateTime), origin, from, waitCell(r.Waiting, now))
 			for _, w := range r.Waiting {
 				if w.For == "signal" {
 					answers = append(answers, wruns.SignalCommand(r.RunID, w))

@@ -23,6 +23,7 @@ type listFlagSet struct {
 	schedule      *string
 	trigger       *string
 	query         *string
+	webhook       *string
 }
 
 // attrFlag is a repeatable NAME=VALUE flag.
@@ -49,7 +50,8 @@ func listFlags(fs *flag.FlagSet) *listFlagSet {
 	lf.count = fs.Bool("count", false, "print how many runs the filters select")
 	fs.Var(lf.attrs, "attr", "only runs with this search attribute, NAME=VALUE (repeatable)")
 	lf.schedule = fs.String("schedule", "", "only runs this schedule started")
-	lf.trigger = fs.String("trigger", "", "only runs this event trigger or webhook started")
+	lf.trigger = fs.String("trigger", "", "only runs this event trigger (or a webhook through it) started")
+	lf.webhook = fs.String("webhook", "", "only runs this webhook of 'weft serve' started")
 	lf.query = fs.String("q", "", `only runs this query is true for: status = "failed" AND graph = "billing" AND started > "2026-11-01" ('weft help list' has the language)`)
 	return lf
 }
@@ -97,6 +99,9 @@ func (lf *listFlagSet) options(now time.Time) ([]client.ListOption, error) {
 			return nil, fmt.Errorf("-q: %w", err)
 		}
 		opts = append(opts, client.WithQuery(*lf.query))
+	}
+	if *lf.webhook != "" {
+		opts = append(opts, client.WithWebhook(*lf.webhook))
 	}
 	return opts, nil
 }

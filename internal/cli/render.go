@@ -97,6 +97,9 @@ func (e *env) printStatus(st *projection.State, notes map[string]string, pending
 	if st.Fork != nil {
 		row("lineage", lineage(st.Fork))
 	}
+	if st.Trigger != nil {
+		row("origin", origin(st.Trigger))
+	}
 	row("status", shownStatus(st))
 	for _, w := range readmodel.WaitsOf(st) {
 		row("waits on", waitLine(st.RunID, w, time.Now()))
@@ -675,6 +678,20 @@ func lineage(f *events.ForkRef) string {
 	s := fmt.Sprintf("forked from %s@%d", f.RunID, f.Position)
 	if f.Reason != "" {
 		s += " (" + f.Reason + ")"
+	}
+	return s
+}
+
+// origin says what started a run the engine started: "schedule nightly,
+// fire of 2026-05-01T02:00:00Z", "webhook github (trigger gh), message
+// m-17".
+func origin(t *events.TriggerRef) string {
+	s := t.Origin()
+	if !t.FireTime.IsZero() {
+		s += ", fire of " + t.FireTime.UTC().Format(time.RFC3339)
+	}
+	if t.Key != "" && t.Kind != events.TriggerSchedule {
+		s += ", message " + truncate(t.Key, 60)
 	}
 	return s
 }

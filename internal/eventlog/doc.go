@@ -23,7 +23,8 @@
 //     string Weft builds ("weft.r.<slot>.<run>.<writer>.<kind>" and
 //     "weft.t.…" for timers); placement.go: which writer an event type
 //     belongs to (ErrMisplaced; ParentClaimError, a client's start that
-//     names a parent). Tokens and ids: ValidToken, ValidQueue,
+//     names a parent; TriggerClaimError, one that names a schedule or
+//     trigger). Tokens and ids: ValidToken, ValidQueue,
 //     DecisionID, RandomID, NewRunID, NewNonce (ids.go).
 //   - admission.go: admission in a namespace: the request subjects
 //     AdmitStart, AdmitSignal, the tickets' subjects and streams
@@ -64,7 +65,10 @@
 // decision of the child run, on its ".d.started" (ChildStartedSubject),
 // written by its parent's coordinator: the only start that may name a
 // parent; one that does on a client's subject is refused
-// (ParentClaimError), and Store.Append will not write one.
+// (ParentClaimError), and Store.Append will not write one. The runs of
+// schedules and event triggers are started the same way, on their own
+// ".d.started", naming the schedule or trigger; a client's start that
+// names one is refused (TriggerClaimError).
 // "weft.r.*.<run>.>" is a run's history and the stream sequence its total
 // order. The writer class is
 // what NATS permissions grant per role and what Decode checks an event's

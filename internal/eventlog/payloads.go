@@ -174,6 +174,22 @@ type TriggerRef struct {
 	// Key is what the run id was derived from: a message id, the value
 	// of an -id expression, an Idempotency-Key, "manual:<request>".
 	Key string `json:"key,omitempty"`
+	// Webhook is, for Kind TriggerWebhook, the webhook of 'weft serve'
+	// whose deliveries the trigger Name maps to runs (the trigger's
+	// definition says so: 'weft trigger create -webhook').
+	Webhook string `json:"webhook,omitempty"`
+}
+
+// Origin says in a few words where the run came from: "schedule
+// nightly", "trigger orders", "webhook github (trigger gh-push)".
+func (t *TriggerRef) Origin() string {
+	if t == nil {
+		return ""
+	}
+	if t.Kind == TriggerWebhook && t.Webhook != "" {
+		return "webhook " + t.Webhook + " (trigger " + t.Name + ")"
+	}
+	return t.Kind + " " + t.Name
 }
 
 // Priorities of runs.

@@ -53,7 +53,7 @@ import (
 //
 // What stays plain: the envelope, and what the engine derives from the
 // plain data it holds, into buckets beside the log: the read model's
-// search attributes (declared by the graph: see internal/runs) and its
+// search attributes (declared by the graph: see internal/readmodel) and its
 // run summaries (status, times, error types). Snapshots of runs are
 // sealed like events (they are written as the data of an event-shaped
 // message only when they are; see internal/coordinator).

@@ -30,6 +30,8 @@ const (
 	Schedule  = "schedule"
 	Trigger   = "trigger"
 	Partition = "partition"
+	// Due is when something was due (a schedule's overdue fire).
+	Due = "due"
 	// Coordinator is a coordinator's id, as it announces itself in the
 	// leases bucket: which coordinator decided.
 	Coordinator = "coordinator"

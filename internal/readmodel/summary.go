@@ -37,6 +37,9 @@ type Summary struct {
 	EndedAt     time.Time            `json:"endedAt,omitzero"`
 	// Parent is the run that started this one as a child, if any.
 	Parent string `json:"parent,omitempty"`
+	// Origin is the schedule, trigger or webhook that started the run,
+	// if one did ("schedule nightly", "webhook github (trigger gh)").
+	Origin string `json:"origin,omitempty"`
 	// Attrs are the run's search attributes.
 	Attrs map[string]string `json:"attrs,omitempty"`
 	// Retention is how long the run is kept once ended; ExpiresAt, set
@@ -94,15 +97,20 @@ func Summarize(s *projection.State, def time.Duration) Summary {
 	if t := s.Trigger; t != nil && (t.Kind == events.TriggerSchedule || t.Kind == events.TriggerEvent || t.Kind == events.TriggerWebhook) {
 		// The engine's own attribute: a schedule's runs are
 		// "schedule=<name>", a trigger's "trigger=<name>" (a webhook is
-		// a trigger), over any the graph declares under that name.
+		// a trigger, and its runs are also "webhook=<webhook>"), over
+		// any the graph declares under that name.
 		k := t.Kind
-		if k == events.TriggerWebhook {
-			k = events.TriggerEvent
-		}
 		if sum.Attrs == nil {
 			sum.Attrs = map[string]string{}
 		}
+		if k == events.TriggerWebhook {
+			k = events.TriggerEvent
+			if t.Webhook != "" {
+				sum.Attrs[events.TriggerWebhook] = t.Webhook
+			}
+		}
 		sum.Attrs[k] = t.Name
+		sum.Origin = t.Origin()
 	}
 	ret := def
 	for _, r := range []string{s.Retention, g.Retention} {

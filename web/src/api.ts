@@ -195,6 +195,31 @@ export interface WorkersView {
   note?: string
 }
 
+export interface ScheduleFire {
+  nominal: string
+  outcome: string
+  runId?: string
+  status?: RunStatus
+  reason?: string
+  at: string
+}
+
+export interface Schedule {
+  name: string
+  graph: string
+  spec: string
+  overlap: string
+  note?: string
+  paused: boolean
+  pauseNote?: string
+  next: string[]
+  fires: ScheduleFire[]
+  skipped?: Record<string, number>
+  running: string[]
+  createdAt: string
+  updatedAt?: string
+}
+
 export interface Config {
   readOnly: boolean
   traceUrl: string
@@ -261,6 +286,9 @@ const run = (id: string) => `/api/runs/${encodeURIComponent(id)}`
 // Go encodes an empty list as null; the screens get [] instead.
 const list = <T>(v: T[] | null | undefined): T[] => v ?? []
 
+const sched = (name: string) => `/api/schedules/${encodeURIComponent(name)}`
+const schedule = (s: Schedule): Schedule => ({ ...s, next: list(s.next), fires: list(s.fires), running: list(s.running) })
+
 export const api = {
   config: () => call<Config>('GET', '/api/config'),
   runs: (p: { status?: string[]; graph?: string; since?: string; until?: string; q?: string; cursor?: string; limit?: number }) =>
@@ -284,6 +312,11 @@ export const api = {
   signal: (id: string, node: string, data: unknown) => call<{ id: string }>('POST', `${run(id)}/signal`, { node, data }),
   cancel: (id: string, reason: string) => call<object>('POST', `${run(id)}/cancel`, { reason }),
   fork: (id: string, at: number) => call<{ runId: string }>('POST', `${run(id)}/fork`, { at }),
+  schedules: () =>
+    call<{ schedules: Schedule[] }>('GET', '/api/schedules').then((l) => list(l.schedules).map(schedule)),
+  pauseSchedule: (name: string, note: string) => call<Schedule>('POST', `${sched(name)}/pause`, { note }).then(schedule),
+  unpauseSchedule: (name: string) => call<Schedule>('POST', `${sched(name)}/unpause`, {}).then(schedule),
+  triggerSchedule: (name: string) => call<{ runId: string }>('POST', `${sched(name)}/trigger`, {}),
   workers: () =>
     call<WorkersView>('GET', '/api/workers').then((w) => ({
       ...w,

@@ -238,16 +238,25 @@ export function decodeWithPayload(subject: string, hdr: HeaderReader | undefined
   }
   if (e.type === EventType.RunStarted) {
     checkGraphDigest(subject, e.data, payload)
-    // Only a run's coordinator starts its child runs, on the child's
-    // decision subject: a start naming a parent anywhere else is someone
-    // passing a run off as another run's child (Go's ParentClaimError).
+    // Only the engine starts child runs and the runs of schedules and
+    // triggers, on the run's decision subject: a start naming a parent
+    // (Go's ParentClaimError) or a schedule or trigger (TriggerClaimError)
+    // anywhere else is someone passing a run off as the engine's.
     const parent = (payload as { parent?: { runId?: unknown } } | null)?.parent
     const named = parent !== undefined && parent !== null
+    const trigger = (payload as { trigger?: { kind?: unknown; name?: unknown } } | null)?.trigger
+    const triggered = trigger !== undefined && trigger !== null
     if (named && p.cls !== Class.Coordinator) {
       throw new WeftError('Misplaced', `event type not accepted on its subject: ${subject}: a run-started naming parent run ${String(parent.runId ?? '')} is not the coordinator's; only a run's coordinator starts its child runs`)
     }
-    if (!named && p.cls === Class.Coordinator) {
-      throw new WeftError('Misplaced', `event type not accepted on its subject: ${subject}: a run-started on a decision subject starts a child run and must name its parent`)
+    if (triggered && p.cls !== Class.Coordinator) {
+      throw new WeftError('Misplaced', `event type not accepted on its subject: ${subject}: a run-started naming ${String(trigger.kind ?? '')} ${JSON.stringify(String(trigger.name ?? ''))} is not the coordinator's; only the engine starts the runs of schedules and triggers`)
+    }
+    if (!named && !triggered && p.cls === Class.Coordinator) {
+      throw new WeftError('Misplaced', `event type not accepted on its subject: ${subject}: a run-started on a decision subject is the engine's: it must name its parent run or the schedule or trigger that started it`)
+    }
+    if (named && triggered) {
+      throw new WeftError('Misplaced', `event type not accepted on its subject: ${subject}: a run-started names both a parent run and a ${String(trigger.kind ?? '')}`)
     }
   }
   return { event: e, payload }
