@@ -551,3 +551,44 @@ edges:
 	}
 	wantContains(t, "validate", r.stdout, `edge 2 (approve -> END): field "when": reads output.aproved, but node "approve" provides no field "aproved"`, `(did you mean "approved"?)`, "has(output.aproved)")
 }
+
+// weft update prints the verdict: refused with why (exit 1, recorded),
+// accepted with the node's output and the state after it; the same -id
+// again prints the same verdict, and with other data is refused.
+func TestUpdateCommand(t *testing.T) {
+	url, c := engine(t)
+	file := writeFile(t, "approve.yaml", `
+name: approve
+nodes:
+  - id: approve
+    type: human
+    outputSchema: {type: object, required: [approved], properties: {approved: {type: boolean}}}
+edges:
+  - {from: START, to: approve}
+  - {from: approve, to: END}
+`)
+	if r := weft(t, "run", file, "-nats", url, "-id", "upd-1"); r.code != 0 {
+		t.Fatal(r.stderr)
+	}
+	waitWaiting(t, c, "upd-1", "approve")
+	r := weft(t, "update", "upd-1", "approve", "-nats", url, "-data", `{"approved":"yes"}`, "-id", "a")
+	if r.code != 1 {
+		t.Fatalf("update with a string: exit %d, want 1 (%s)", r.code, r.stderr)
+	}
+	wantContains(t, "update with a string", r.stderr, "update a refused by run upd-1", "/approved: got string, want boolean")
+	r = weft(t, "update", "upd-1", "approve", "-nats", url, "-data", `{"approved":true}`, "-id", "b")
+	if r.code != 0 {
+		t.Fatalf("fitting update: exit %d: %s", r.code, r.stderr)
+	}
+	wantContains(t, "fitting update", r.stdout, "update b accepted by node approve of run upd-1", `output: {"approved":true}`)
+	r = weft(t, "update", "upd-1", "approve", "-nats", url, "-data", `{"approved":true}`, "-id", "b", "-o", "json")
+	if r.code != 0 {
+		t.Fatalf("update again: exit %d: %s", r.code, r.stderr)
+	}
+	wantContains(t, "update again", r.stdout, `"accepted": true`)
+	r = weft(t, "update", "upd-1", "approve", "-nats", url, "-data", `{"approved":false}`, "-id", "b")
+	if r.code != 1 {
+		t.Fatalf("update id reused: exit %d, want 1", r.code)
+	}
+	wantContains(t, "update id reused", r.stderr, "update id reused with other data")
+}

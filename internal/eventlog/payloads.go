@@ -429,11 +429,20 @@ type TimerFiredData struct {
 // the node's next wait when the node does not wait now. Either way the
 // fold refuses a signal for a node that is not a human node, and data the
 // node does not accept (its outputSchema and config.checks).
+//
+// Update, when set, makes the signal an update (client.Update): input
+// whose sender waits for the verdict. Its event id is derived from the
+// run and the update id, so an update is written once; the fold takes it
+// only for the activation that waits now (Iteration set; an update is
+// never buffered) of a human node that declares what it accepts (an
+// outputSchema or config.checks), and an update id it has seen before,
+// taken in or refused, is stale: the first verdict stands.
 type SignalReceivedData struct {
 	Node      string          `json:"node"`
 	Iteration int             `json:"iteration,omitempty"`
 	Data      json.RawMessage `json:"data,omitempty"`
 	By        string          `json:"by,omitempty"`
+	Update    string          `json:"update,omitempty"`
 }
 
 // ChildRunStartedData links a parent run's node to the child run it started.

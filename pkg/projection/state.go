@@ -111,7 +111,9 @@ type State struct {
 	// so that a signal sent twice is applied once. It is bounded: every id
 	// in it either ended a signal wait (at most one per activation of a
 	// human node, and activations are capped by the graph's iteration
-	// caps) or is buffered (bounded by MaxBufferedSignalsPerRun).
+	// caps) or is buffered (bounded by MaxBufferedSignalsPerRun), or is an
+	// update's, taken in or refused (bounded by the run's history budget:
+	// each is an event of the run).
 	SignalIDs map[string]bool `json:"signalIds,omitempty"`
 
 	Output json.RawMessage `json:"output,omitempty"`
