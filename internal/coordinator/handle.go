@@ -389,6 +389,7 @@ func (c *Coordinator) decide(ctx context.Context, ent *runEntry) error {
 		return c.failInvalidGraph(ctx, ent, err)
 	}
 	fo, flowErr := c.flowOptions(ctx)
+	fo.HistoryBudget = engine.HistoryBudget{Events: c.opts.maxEvents, Bytes: c.opts.maxBytes}
 	d := engine.DecideWith(g, s, c.opts.now(), fo)
 	if err := flowErr(); err != nil {
 		return err // s is thrown away: the event comes again
@@ -434,6 +435,9 @@ func (c *Coordinator) decide(ctx context.Context, ent *runEntry) error {
 // children.go), the children of an ended run asked to cancel, and the
 // queues of its work items made.
 func (c *Coordinator) prepareDecisions(ctx context.Context, run string, d engine.Decision) ([]engine.WaitingChild, error) {
+	if err := c.startContinuation(ctx, run, d.Continue); err != nil { // continue.go
+		return nil, err
+	}
 	preempted, err := c.startChildren(ctx, run, d.Children)
 	if err != nil {
 		return nil, err

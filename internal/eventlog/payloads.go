@@ -85,6 +85,11 @@ const (
 	// child run's subjects first, and a run the engine did not start is
 	// never taken for the child.
 	FailureChildRunPreempted = "ChildRunPreempted"
+	// FailureContinueAsNew fails a run whose continuation could not be
+	// started: the state it would carry is over the graph's limit
+	// (continueAsNew.maxStateBytes), or the continuation's id holds
+	// another writer's events.
+	FailureContinueAsNew = "ContinueAsNewFailed"
 )
 
 // RateRef names a rate limit's key and the units an attempt takes of it
@@ -149,6 +154,21 @@ type RunStartedData struct {
 	// Trigger is set when the engine started the run on its own: a
 	// schedule's fire, an event trigger's message or a webhook call.
 	Trigger *TriggerRef `json:"trigger,omitempty"`
+	// Chain is set on a continuation (continue-as-new): the chain it
+	// belongs to and the run it continues. Only the engine starts a
+	// continuation (on the run's decision subject, as a child run's).
+	Chain *ChainRef `json:"chain,omitempty"`
+}
+
+// ChainRef places a run in a chain of continue-as-new runs.
+type ChainRef struct {
+	// ID is the chain's id: the id of its first run.
+	ID string `json:"id"`
+	// Link is the run's place in the chain: the first run is 1, its
+	// continuation 2, and so on.
+	Link int `json:"link"`
+	// Previous is the run this one continues.
+	Previous string `json:"previous"`
 }
 
 // Kinds of TriggerRef.
@@ -194,6 +214,10 @@ type ForkRef struct {
 // unless the graph says otherwise).
 type RunCompletedData struct {
 	Output json.RawMessage `json:"output,omitempty"`
+	// ContinuedAs is set when the run continued as new: the id of its
+	// continuation, started (by the coordinator, before this event) with
+	// the run's state.
+	ContinuedAs string `json:"continuedAs,omitempty"`
 }
 
 // RunFailedData ends a run with a failure.

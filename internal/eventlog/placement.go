@@ -69,8 +69,10 @@ func checkStart(subject string, p Place, d *RunStartedData) error {
 	switch {
 	case p.Class != ClassCoordinator && d.Parent != nil:
 		return &ParentClaimError{Subject: subject, Parent: *d.Parent}
-	case p.Class == ClassCoordinator && d.Parent == nil:
-		return fmt.Errorf("%w: %s: a run-started on a decision subject starts a child run and must name its parent", ErrMisplaced, subject)
+	case p.Class != ClassCoordinator && d.Chain != nil:
+		return fmt.Errorf("%w: %s: a client's run-started names a chain (continuation of run %s): only the engine continues a run as new", ErrMisplaced, subject, d.Chain.Previous)
+	case p.Class == ClassCoordinator && d.Parent == nil && d.Chain == nil:
+		return fmt.Errorf("%w: %s: a run-started on a decision subject starts a child run or a continuation and must name its parent or its chain", ErrMisplaced, subject)
 	}
 	return nil
 }
@@ -98,8 +100,10 @@ func startPlaced(e *Event) error {
 	switch {
 	case !e.decision && d.Parent != nil:
 		return &ParentClaimError{Subject: StartedSubject(e.RunID), Parent: *d.Parent}
-	case e.decision && d.Parent == nil:
-		return fmt.Errorf("%w: a child run's start (a decision) must name its parent", ErrMisplaced)
+	case !e.decision && d.Chain != nil:
+		return fmt.Errorf("%w: a client's start names a chain: only the engine continues a run as new", ErrMisplaced)
+	case e.decision && d.Parent == nil && d.Chain == nil:
+		return fmt.Errorf("%w: a child run's or a continuation's start (a decision) must name its parent or its chain", ErrMisplaced)
 	}
 	return nil
 }

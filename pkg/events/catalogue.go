@@ -76,6 +76,7 @@ type (
 	NodeRef    = eventlog.NodeRef
 	Failure    = eventlog.Failure
 	ParentRef  = eventlog.ParentRef
+	ChainRef   = eventlog.ChainRef
 	ForkRef    = eventlog.ForkRef
 	TriggerRef = eventlog.TriggerRef
 	FilterNote = eventlog.FilterNote
@@ -112,6 +113,9 @@ const (
 	// child run's id held another writer's events.
 	FailureInvalidForkState  = eventlog.FailureInvalidForkState
 	FailureChildRunPreempted = eventlog.FailureChildRunPreempted
+	// FailureContinueAsNew fails a run whose continuation could not be
+	// started (its state over the limit, its id pre-empted).
+	FailureContinueAsNew = eventlog.FailureContinueAsNew
 )
 
 // The kinds of TriggerRef: what started a run no person started.

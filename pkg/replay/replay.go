@@ -229,7 +229,7 @@ func decide(g *graph.Graph, s *projection.State, now time.Time) (out []unit, err
 			err = fmt.Errorf("the engine failed on the graph: %v", p)
 		}
 	}()
-	d := engine.Decide(g, s.Clone(), now)
+	d := engine.DecideWith(g, s.Clone(), now, engine.Options{HistoryBudget: engine.DefaultHistoryBudget})
 	for _, e := range d.Events {
 		us, err := unitsOf(e)
 		if err != nil {
