@@ -167,4 +167,3 @@ func IsContinuationStart(e *events.Event, prev, next string) bool {
 	c := p.(*events.RunStartedData).Chain
 	return c != nil && c.Previous == prev
 }
-
