@@ -150,6 +150,9 @@ after the runs, for -cursor. -count prints how many runs the filters select.
 			if r.ForkedFrom != nil {
 				from = lineage(r.ForkedFrom)
 			}
+			if r.Chain != "" {
+				from = chainLineage(r.Chain, r.Link, r.Previous, r.ContinuedAs)
+			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.RunID, r.Graph, r.Status, r.StartedAt.Local().Format(time.DateTime), from)
 		}
 		if err := tw.Flush(); err != nil {

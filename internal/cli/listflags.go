@@ -22,6 +22,7 @@ type listFlagSet struct {
 	attrs         attrFlag
 	schedule      *string
 	trigger       *string
+	chain         *string
 }
 
 // attrFlag is a repeatable NAME=VALUE flag.
@@ -49,6 +50,7 @@ func listFlags(fs *flag.FlagSet) *listFlagSet {
 	fs.Var(lf.attrs, "attr", "only runs with this search attribute, NAME=VALUE (repeatable)")
 	lf.schedule = fs.String("schedule", "", "only runs this schedule started")
 	lf.trigger = fs.String("trigger", "", "only runs this event trigger or webhook started")
+	lf.chain = fs.String("chain", "", "only the links of this chain of continuations (continue-as-new): its first run's id")
 	return lf
 }
 
@@ -87,6 +89,9 @@ func (lf *listFlagSet) options(now time.Time) ([]client.ListOption, error) {
 	}
 	if *lf.trigger != "" {
 		opts = append(opts, client.WithTrigger(*lf.trigger))
+	}
+	if *lf.chain != "" {
+		opts = append(opts, client.WithChain(*lf.chain))
 	}
 	return opts, nil
 }
