@@ -229,13 +229,20 @@ export function decodeWithPayload(subject: string, hdr: HeaderReader | undefined
     // Only a run's coordinator starts its child runs, on the child's
     // decision subject: a start naming a parent anywhere else is someone
     // passing a run off as another run's child (Go's ParentClaimError).
+    // A continuation (continue-as-new) is started there too, naming its
+    // chain; a client's start naming a chain is refused the same way.
     const parent = (payload as { parent?: { runId?: unknown } } | null)?.parent
+    const chain = (payload as { chain?: { previous?: unknown } } | null)?.chain
     const named = parent !== undefined && parent !== null
+    const chained = chain !== undefined && chain !== null
     if (named && p.cls !== Class.Coordinator) {
       throw new WeftError('Misplaced', `event type not accepted on its subject: ${subject}: a run-started naming parent run ${String(parent.runId ?? '')} is not the coordinator's; only a run's coordinator starts its child runs`)
     }
-    if (!named && p.cls === Class.Coordinator) {
-      throw new WeftError('Misplaced', `event type not accepted on its subject: ${subject}: a run-started on a decision subject starts a child run and must name its parent`)
+    if (chained && p.cls !== Class.Coordinator) {
+      throw new WeftError('Misplaced', `event type not accepted on its subject: ${subject}: a client's run-started names a chain (continuation of run ${String(chain.previous ?? '')}): only the engine continues a run as new`)
+    }
+    if (!named && !chained && p.cls === Class.Coordinator) {
+      throw new WeftError('Misplaced', `event type not accepted on its subject: ${subject}: a run-started on a decision subject starts a child run or a continuation and must name its parent or its chain`)
     }
   }
   return { event: e, payload }
