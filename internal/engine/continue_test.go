@@ -134,3 +134,45 @@ edges:
 		t.Fatalf("continuation %+v", p)
 	}
 }
+
+// A graph may continue as a newer one of its graphs: the continuation's
+// start carries that graph, and the chain goes on.
+func TestContinueAsNewerGraph(t *testing.T) {
+	src := strings.Replace(entityLoop, "name: entity\n", `name: entity
+continueAsNew: {graph: entity-v2}
+graphs:
+  entity-v2:
+    name: entity-v2
+    version: "2"
+    nodes: [{id: step, type: echo}]
+    edges: [{from: START, to: step}, {from: step, to: END}]
+`, 1)
+	sm := newSim(t, src, `{"i":0}`, "", count)
+	start := sm.runWith(engine.Options{})
+	next, _ := sm.g.Subgraph("entity-v2")
+	if start == nil {
+		t.Fatalf("no continuation; log: %s", sm.types())
+	}
+	p := mustPayload(t, start).(*events.RunStartedData)
+	if p.GraphName != "entity-v2" || p.GraphDigest != next.Digest() || string(p.Graph) != string(next.Canonical()) {
+		t.Fatalf("continuation runs %s %s, want entity-v2 %s", p.GraphName, p.GraphDigest, next.Digest())
+	}
+}
+
+// Only a top-level run continues as new: a child run that asks to fails,
+// saying so (its parent waits for it to end, not for a chain).
+func TestChildRunDoesNotContinue(t *testing.T) {
+	g := `
+name: entity
+nodes: [{id: step, type: echo}]
+edges: [{from: START, to: step}, {from: step, to: CONTINUE}]
+`
+	sm := newSim(t, g, "", "", echo)
+	sm.s.Parent = &events.ParentRef{RunID: "parent", Ref: events.NodeRef{Node: "sub", Iteration: 1}}
+	if start := sm.runWith(engine.Options{}); start != nil {
+		t.Fatal("a child run continued as new")
+	}
+	if s := sm.s; s.Status != projection.RunFailed || s.Error.Type != events.FailureContinueAsNew || !strings.Contains(s.Error.Message, "only a top-level run continues as new") {
+		t.Fatalf("status %s error %+v", s.Status, s.Error)
+	}
+}
