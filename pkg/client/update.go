@@ -130,17 +130,33 @@ func (c *Client) Update(ctx context.Context, runID, node string, data any, opts 
 		return nil, fmt.Errorf("%s: %w", what, appendErr)
 	}
 	// Written (or written before, by a retry or another sender): the
-	// verdict is the fold's on the event the log holds under the id.
-	if history, err = c.History(ctx, runID); err != nil {
-		return nil, fmt.Errorf("%s: reading the verdict: %w", what, err)
-	}
-	res, err := c.updateVerdict(history, id, o.id, node, raw)
-	if res == nil && err == nil {
-		err = fmt.Errorf("the update is not in the run's log after it was written (%v)", appendErr)
+	// verdict is the fold's on the event the log holds under the id. A
+	// read served by a replica may lag the write a moment: read again.
+	var res *UpdateResult
+	for try := 0; ; try++ {
+		if history, err = c.History(ctx, runID); err != nil {
+			return nil, fmt.Errorf("%s: reading the verdict: %w", what, err)
+		}
+		if res, err = c.updateVerdict(history, id, o.id, node, raw); res != nil || err != nil {
+			break
+		}
+		if try == verdictReads-1 {
+			err = fmt.Errorf("the update is not in the run's log after it was written (%v): ask again with update id %s", appendErr, o.id)
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%s: reading the verdict: %w", what, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 	c.log.DebugContext(ctx, "update sent", logattr.RunID, runID, logattr.NodeID, node)
 	return res, wrapVerdict(what, res, err)
 }
+
+// verdictReads is how often Update reads the run's log for an update it
+// wrote before it gives up (100 ms apart).
+const verdictReads = 20
 
 // wrapVerdict is Update's error for a verdict: ErrUpdateRefused, with
 // why, for a refused update.
