@@ -40,6 +40,13 @@
 //     The coordinator appends it first, and never takes a run another
 //     writer put under that id for the child: PreemptedNotice fails the
 //     node instead (ChildRunPreempted, not retryable).
+//   - An edge to CONTINUE ends the run at rest, as END does, by continuing
+//     it as new: it completes naming its continuation, whose start (a
+//     decision of the continuation, Decision.Continue, under an id derived
+//     from the ending run: ContinuationRunID) carries the state as input and
+//     the chain. A graph with continueAsNew.onHistoryBudget drains from
+//     DrainFraction of the history budget on and continues the same way
+//     (continue.go).
 //   - Cancelling a run, or its failure, cancels the child runs its
 //     subgraph nodes wait for.
 //   - A forked run whose start state the fold refused
