@@ -174,6 +174,13 @@ func (c *Coordinator) ownEcho(msg jetstream.Msg, meta *jetstream.MsgMetadata) bo
 	delete(ent.own, id)
 	c.echoes.Delete(id)
 	ent.prefix = meta.Sequence.Stream
+	if ent.state.ContinuedAs != "" && len(ent.own) == 0 {
+		// A run that continued as new has nothing left to decide (its
+		// end was settled before its echo came): its entry goes, so
+		// that the links of a long chain do not fill the cache. A late
+		// event of it folds it from the log again.
+		c.cache.del(run)
+	}
 	return true
 }
 
