@@ -578,3 +578,92 @@ edges:
 	}
 	wantContains(t, "validate", r.stdout, `edge 2 (approve -> END): field "when": reads output.aproved, but node "approve" provides no field "aproved"`, `(did you mean "approved"?)`, "has(output.aproved)")
 }
+
+// weft update prints the verdict: refused with why (exit 1, recorded),
+// accepted with the node's output and the state after it; the same -id
+// again prints the same verdict, and with other data is refused.
+func TestUpdateCommand(t *testing.T) {
+	url, c := engine(t)
+	file := writeFile(t, "approve.yaml", `
+name: approve
+nodes:
+  - id: approve
+    type: human
+    outputSchema: {type: object, required: [approved], properties: {approved: {type: boolean}}}
+edges:
+  - {from: START, to: approve}
+  - {from: approve, to: END}
+`)
+	if r := weft(t, "run", file, "-nats", url, "-id", "upd-1"); r.code != 0 {
+		t.Fatal(r.stderr)
+	}
+	waitWaiting(t, c, "upd-1", "approve")
+	r := weft(t, "update", "upd-1", "approve", "-nats", url, "-data", `{"approved":"yes"}`, "-id", "a")
+	if r.code != 1 {
+		t.Fatalf("update with a string: exit %d, want 1 (%s)", r.code, r.stderr)
+	}
+	wantContains(t, "update with a string", r.stderr, "update a refused by run upd-1", "/approved: got string, want boolean")
+	r = weft(t, "update", "upd-1", "approve", "-nats", url, "-data", `{"approved":true}`, "-id", "b")
+	if r.code != 0 {
+		t.Fatalf("fitting update: exit %d: %s", r.code, r.stderr)
+	}
+	wantContains(t, "fitting update", r.stdout, "update b accepted by node approve of run upd-1", `output: {"approved":true}`)
+	r = weft(t, "update", "upd-1", "approve", "-nats", url, "-data", `{"approved":true}`, "-id", "b", "-o", "json")
+	if r.code != 0 {
+		t.Fatalf("update again: exit %d: %s", r.code, r.stderr)
+	}
+	wantContains(t, "update again", r.stdout, `"accepted": true`)
+	r = weft(t, "update", "upd-1", "approve", "-nats", url, "-data", `{"approved":false}`, "-id", "b")
+	if r.code != 1 {
+		t.Fatalf("update id reused: exit %d, want 1", r.code)
+	}
+	wantContains(t, "update id reused", r.stderr, "update id reused with other data")
+}
+
+// A chain of continuations shows its lineage: weft status names a link's
+// place, predecessor and continuation, and weft list -chain finds every
+// link.
+func TestChainLineage(t *testing.T) {
+	url, c := engine(t)
+	file := writeFile(t, "entity.yaml", `
+name: entity
+nodes:
+  - {id: step, type: transform, config: {set: {i: "state.i + 1"}}}
+edges:
+  - {from: START, to: step}
+  - {from: step, to: step, when: "state.i % 2 != 0"}
+  - {from: step, to: CONTINUE, when: "state.i % 2 == 0 && state.i < 6"}
+  - {from: step, to: END, when: "state.i >= 6"}
+`)
+	if r := weft(t, "run", file, "-nats", url, "-id", "ent-1", "-input", `{"i":0}`); r.code != 0 {
+		t.Fatal(r.stderr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var links []string
+	for run := "ent-1"; run != ""; {
+		st, err := c.Wait(ctx, run)
+		if err != nil || st.Status != projection.RunCompleted {
+			t.Fatalf("link %s: %v %v", run, st, err)
+		}
+		links = append(links, run)
+		run = st.ContinuedAs
+	}
+	if len(links) != 3 {
+		t.Fatalf("links %v, want 3", links)
+	}
+	r := weft(t, "status", links[1], "-nats", url)
+	wantContains(t, "status of link 2", r.stdout, "link 2 of chain ent-1, continues ent-1, continued as "+links[2], "weft list -chain ent-1")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r = weft(t, "list", "-nats", url, "-chain", "ent-1")
+		if strings.Count(r.stdout, "of chain ent-1") == 3 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond) // the read model follows the log
+	}
+	wantContains(t, "list -chain", r.stdout, links[0], links[1], links[2], "link 1 of chain ent-1, continued as "+links[1])
+	if strings.Count(r.stdout, "of chain ent-1") != 3 {
+		t.Fatalf("list -chain ent-1:\n%s", r.stdout)
+	}
+}

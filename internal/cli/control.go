@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -88,6 +89,91 @@ help cancel': -dry-run, -yes, -rate).`,
 			do: func(ctx context.Context, run string) (string, error) { return "", send(ctx, run) },
 		})
 	},
+}
+
+var cmdUpdate = &command{
+	name:    "update",
+	args:    "RUN NODE",
+	summary: "send input to a waiting human node and wait for the verdict (-data JSON)",
+	help: `Sends -data (JSON, inline or @FILE, @- for standard input) to NODE, a
+human node that waits now, and prints the verdict: accepted, with the
+node's output and the run's state after it, or refused, with why (exit 1).
+The update is recorded in the run's log either way; a refused one moves
+nothing.
+
+NODE must declare what it accepts (its outputSchema and config.checks), and
+the data must fit it. An update is applied once: -id names it (letters,
+digits, '_' and '-'; default: generated and printed), and sending the same
+-id again prints the verdict recorded the first time; the same -id with
+other data is refused. -wait DURATION waits up to that long for NODE to
+wait first.`,
+	run: func(e *env, c *command, args []string) error {
+		fs, out := e.flagSet(c)
+		cfg := natsFlags(fs)
+		data := fs.String("data", "", "the update's data: JSON, or @FILE")
+		id := fs.String("id", "", "the update's id, so that sending it again returns the same verdict (default: generated)")
+		wait := fs.Duration("wait", 0, "wait up to this long for the node to wait for input (default: not at all)")
+		pos, err := e.parse(c, fs, args, 2, 2)
+		if err != nil {
+			return err
+		}
+		raw, err := e.jsonArg(c, "data", *data)
+		if err != nil {
+			return err
+		}
+		cl, closeConn, err := e.connect(c, cfg, false)
+		if err != nil {
+			return err
+		}
+		defer closeConn()
+		var payload any
+		if raw != nil {
+			payload = raw
+		}
+		var opts []client.UpdateOption
+		if *id != "" {
+			opts = append(opts, client.WithUpdateID(*id))
+		}
+		if *wait > 0 {
+			if err := awaitSignalWait(e.ctx, cl, pos[0], pos[1], *wait); err != nil {
+				return runError(pos[0], err)
+			}
+		}
+		res, err := cl.Update(e.ctx, pos[0], pos[1], payload, opts...)
+		if res == nil {
+			return runError(pos[0], err)
+		}
+		if *out == "json" {
+			if werr := e.writeJSON(map[string]any{"runId": pos[0], "node": pos[1], "update": res.ID, "accepted": res.Accepted,
+				"reason": res.Reason, "output": res.Output, "state": res.State.Vars, "seq": res.Seq}); werr != nil {
+				return werr
+			}
+			return err
+		}
+		if err != nil {
+			return fmt.Errorf("update %s refused by run %s (recorded at sequence %d): %s", res.ID, pos[0], res.Seq, res.Reason)
+		}
+		fmt.Fprintf(e.stdout, "update %s accepted by node %s of run %s (sequence %d)\noutput: %s\nstate:  %s\n",
+			res.ID, pos[1], pos[0], res.Seq, orNone(res.Output), orNone(varsJSON(res.State)))
+		return nil
+	},
+}
+
+// varsJSON is a state's shared state as JSON.
+func varsJSON(s *projection.State) []byte {
+	if s == nil || len(s.Vars) == 0 {
+		return nil
+	}
+	b, _ := json.Marshal(s.Vars)
+	return b
+}
+
+// orNone is JSON text, or "(none)".
+func orNone(raw []byte) string {
+	if len(raw) == 0 {
+		return "(none)"
+	}
+	return string(raw)
 }
 
 var cmdCancel = &command{

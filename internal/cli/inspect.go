@@ -229,6 +229,9 @@ the log.
 			if r.ForkedFrom != nil {
 				from = lineage(r.ForkedFrom)
 			}
+			if r.Chain != "" {
+				from = chainLineage(r.Chain, r.Link, r.Previous, r.ContinuedAs)
+			}
 			if r.Origin != "" {
 				origin = r.Origin
 			}

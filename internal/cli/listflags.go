@@ -24,6 +24,7 @@ type listFlagSet struct {
 	trigger       *string
 	query         *string
 	webhook       *string
+	chain         *string
 }
 
 // attrFlag is a repeatable NAME=VALUE flag.
@@ -53,6 +54,7 @@ func listFlags(fs *flag.FlagSet) *listFlagSet {
 	lf.trigger = fs.String("trigger", "", "only runs this event trigger (or a webhook through it) started")
 	lf.webhook = fs.String("webhook", "", "only runs this webhook of 'weft serve' started")
 	lf.query = fs.String("q", "", `only runs this query is true for: status = "failed" AND graph = "billing" AND started > "2026-11-01" ('weft help list' has the language)`)
+	lf.chain = fs.String("chain", "", "only the links of this chain of continuations (continue-as-new): its first run's id")
 	return lf
 }
 
@@ -102,6 +104,9 @@ func (lf *listFlagSet) options(now time.Time) ([]client.ListOption, error) {
 	}
 	if *lf.webhook != "" {
 		opts = append(opts, client.WithWebhook(*lf.webhook))
+	}
+	if *lf.chain != "" {
+		opts = append(opts, client.WithChain(*lf.chain))
 	}
 	return opts, nil
 }

@@ -81,6 +81,18 @@ func printJSONBlock(w io.Writer, name string, v map[string]json.RawMessage) {
 	fmt.Fprintf(w, "%s:\n%s\n", name, b)
 }
 
+// chainLineage says where a run stands in its chain of continuations.
+func chainLineage(chain string, link int, previous, next string) string {
+	s := fmt.Sprintf("link %d of chain %s", link, chain)
+	if previous != "" {
+		s += ", continues " + previous
+	}
+	if next != "" {
+		s += ", continued as " + next
+	}
+	return s
+}
+
 // printStatus prints a run's state for people: the run, its nodes, its
 // shared state. notes holds extra details by node id; pending, the run's
 // unfinished activations as of now (nil for a state in the past): their
@@ -99,6 +111,13 @@ func (e *env) printStatus(st *projection.State, notes map[string]string, pending
 	}
 	if st.Trigger != nil {
 		row("origin", origin(st.Trigger))
+	}
+	if st.Chain != nil || st.ContinuedAs != "" {
+		prev := ""
+		if st.Chain != nil {
+			prev = st.Chain.Previous
+		}
+		row("chain", chainLineage(st.ChainID(), st.ChainLink(), prev, st.ContinuedAs)+" (weft list -chain "+st.ChainID()+")")
 	}
 	row("status", shownStatus(st))
 	for _, w := range readmodel.WaitsOf(st) {
@@ -552,8 +571,14 @@ func summary(p events.Payload, at time.Time) string {
 		if d.Fork != nil {
 			s += ", " + lineage(d.Fork)
 		}
+		if d.Chain != nil {
+			s += fmt.Sprintf(", link %d of chain %s, continues %s", d.Chain.Link, d.Chain.ID, d.Chain.Previous)
+		}
 		return s
 	case *events.RunCompletedData:
+		if d.ContinuedAs != "" {
+			return "continued as new: " + d.ContinuedAs
+		}
 		if len(d.Output) > 0 {
 			return "output " + truncate(string(d.Output), 80)
 		}

@@ -345,6 +345,7 @@ func TestProtocolIDs(t *testing.T) {
 		"run.cancel_requested":             eventlog.DecisionID(exRun, events.RunCancelRequested),
 		"run.cancel_requested (terminate)": eventlog.DecisionID(exRun, events.RunCancelRequested, "terminate"),
 		"signal.received (with an id)":     eventlog.DecisionID(exRun, events.SignalReceived, "approve-42"),
+		"signal.received (an update)":      eventlog.UpdateEventID(exRun, "req-7"),
 	}
 	// The kit's own formulas, written from the document, agree.
 	kit := map[string]string{
@@ -358,7 +359,7 @@ func TestProtocolIDs(t *testing.T) {
 		"idempotency key (map item)": idempotencyKey(exRun, "charge/1/2", attempt),
 	}
 	vars := strings.NewReplacer("<run>", exRun, "<key>", ref.Key(), "<node>", "charge", "<iteration>", "1", "<item>", "2",
-		"<attempt>", a, "<delivery>", d, "<n>", "1", "<signal id>", "approve-42")
+		"<attempt>", a, "<delivery>", d, "<n>", "1", "<signal id>", "approve-42", "<update id>", "req-7")
 	seen := map[string]bool{}
 	for _, r := range docTables(t)["ids"] {
 		name := r["id of"]

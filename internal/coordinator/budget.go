@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/weft-dev/weft/internal/decider"
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/telemetry"
@@ -30,9 +31,15 @@ import (
 // its iteration cap) and far below what a coordinator cannot load: reads
 // stream in batches of a few MB (pkg/events), so a larger budget costs
 // time and memory, not a wedged shard.
+//
+// A run whose graph sets continueAsNew.onHistoryBudget is not failed at
+// the budget's end if it can help it: from engine.DrainFraction of the
+// budget on, it starts nothing new, and at rest it continues as new
+// (internal/decider, continue.go); only a run that cannot come to rest
+// before the end fails.
 const (
-	DefaultMaxHistoryEvents       = 100_000
-	DefaultMaxHistoryBytes  int64 = 64 << 20
+	DefaultMaxHistoryEvents = decider.DefaultHistoryEvents
+	DefaultMaxHistoryBytes  = decider.DefaultHistoryBytes
 )
 
 // FailureHistoryBudget is the failure type of a run failed for a history

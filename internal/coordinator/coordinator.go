@@ -245,12 +245,15 @@ type Stats struct {
 	// ChildrenPreempted counts subgraph nodes failed because their child
 	// run's id held another writer's events (children.go).
 	ChildrenPreempted int64
+	// Continued counts continuations started here (continue-as-new:
+	// continue.go); a start found written before is not counted.
+	Continued int64
 }
 
 type counters struct {
 	processed, malformed, orphans, rejected, stale, decisions, conflicts, reloads, reorders, errors, failedRuns, handedBack atomic.Int64
 	snapshotsDiscarded, overBudget                                                                                          atomic.Int64
-	localRuns, localDetached, preempted                                                                                     atomic.Int64
+	localRuns, localDetached, preempted, continued                                                                          atomic.Int64
 }
 
 // Option configures a Coordinator.
@@ -405,7 +408,7 @@ func (c *Coordinator) Stats() Stats {
 		Reloads: c.n.reloads.Load(), Reorders: c.n.reorders.Load(), Errors: c.n.errors.Load(), FailedRuns: c.n.failedRuns.Load(),
 		HandedBack: c.n.handedBack.Load(), SnapshotsDiscarded: c.n.snapshotsDiscarded.Load(), OverBudget: c.n.overBudget.Load(),
 		LocalRuns: c.n.localRuns.Load(), LocalDetached: c.n.localDetached.Load(),
-		ChildrenPreempted: c.n.preempted.Load(),
+		ChildrenPreempted: c.n.preempted.Load(), Continued: c.n.continued.Load(),
 	}
 }
 

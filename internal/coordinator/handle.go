@@ -196,6 +196,13 @@ func (c *Coordinator) ownEcho(msg jetstream.Msg, meta *jetstream.MsgMetadata) bo
 	delete(ent.own, id)
 	c.echoes.Delete(id)
 	ent.prefix = meta.Sequence.Stream
+	if ent.state.ContinuedAs != "" && len(ent.own) == 0 {
+		// A run that continued as new has nothing left to decide (its
+		// end was settled before its echo came): its entry goes, so
+		// that the links of a long chain do not fill the cache. A late
+		// event of it folds it from the log again.
+		c.cache.del(run)
+	}
 	return true
 }
 
@@ -423,6 +430,7 @@ func (c *Coordinator) decide(ctx context.Context, ent *runEntry) error {
 		return c.failInvalidGraph(ctx, ent, err)
 	}
 	fo, flowErr := c.flowOptions(ctx)
+	fo.HistoryBudget = decider.HistoryBudget{Events: c.opts.maxEvents, Bytes: c.opts.maxBytes}
 	d := decider.DecideWith(g, s, c.opts.now(), fo)
 	if err := flowErr(); err != nil {
 		return err // s is thrown away: the event comes again
@@ -468,6 +476,9 @@ func (c *Coordinator) decide(ctx context.Context, ent *runEntry) error {
 // children.go), the children of an ended run asked to cancel, and the
 // queues of its work items made.
 func (c *Coordinator) prepareDecisions(ctx context.Context, run string, d decider.Decision) ([]decider.WaitingChild, error) {
+	if err := c.startContinuation(ctx, run, d.Continue); err != nil { // continue.go
+		return nil, err
+	}
 	preempted, err := c.startChildren(ctx, run, d.Children)
 	if err != nil {
 		return nil, err

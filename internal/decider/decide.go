@@ -40,6 +40,13 @@
 //     The coordinator appends it first, and never takes a run another
 //     writer put under that id for the child: PreemptedNotice fails the
 //     node instead (ChildRunPreempted, not retryable).
+//   - An edge to CONTINUE ends the run at rest, as END does, by continuing
+//     it as new: it completes naming its continuation, whose start (a
+//     decision of the continuation, Decision.Continue, under an id derived
+//     from the ending run: ContinuationRunID) carries the state as input and
+//     the chain. A graph with continueAsNew.onHistoryBudget drains from
+//     DrainFraction of the history budget on and continues the same way
+//     (continue.go).
 //   - Cancelling a run, or its failure, cancels the child runs its
 //     subgraph nodes wait for.
 //   - A forked run whose start state the fold refused
@@ -79,6 +86,10 @@ type Decision struct {
 	Children []*events.Event
 	// CancelChildren lists child runs to cancel.
 	CancelChildren []string
+	// Continue is the start of the run's continuation, when the run
+	// continues as new (continue.go): appended before Events, on a run
+	// that must have no events.
+	Continue *events.Event
 }
 
 // Timer is a durable delayed event.
@@ -90,7 +101,7 @@ type Timer struct {
 
 // Empty reports whether there is nothing to do.
 func (d *Decision) Empty() bool {
-	return len(d.Events) == 0 && len(d.Timers) == 0 && len(d.Children) == 0 && len(d.CancelChildren) == 0
+	return len(d.Events) == 0 && len(d.Timers) == 0 && len(d.Children) == 0 && len(d.CancelChildren) == 0 && d.Continue == nil
 }
 
 // maxSteps bounds one Decide call; a graph needs far fewer steps than this
@@ -110,6 +121,10 @@ type decider struct {
 	// admitFn is Options.Admit (flow.go).
 	admitFn   func(AdmitRequest) Admission
 	reserveFn func(ReserveRequest) Reservation
+	// budget is Options.HistoryBudget; drain is set once the run drains
+	// (continue.go).
+	budget HistoryBudget
+	drain  bool
 }
 
 // Decide returns what must happen next for the run in state s of graph g,
@@ -135,6 +150,7 @@ func (d *decider) run() {
 		d.cancel()
 		return
 	}
+	d.drain = d.draining()
 	for step := 0; step < maxSteps; step++ {
 		if s.Status.Ended() {
 			return
@@ -166,7 +182,7 @@ func (d *decider) step() bool {
 				return true
 			}
 		}
-		if d.join(n) {
+		if !d.drain && d.join(n) {
 			return true
 		}
 		if d.s.Status.Ended() {
@@ -174,7 +190,7 @@ func (d *decider) step() bool {
 		}
 	}
 	// Entry: START's edges are routed once, when the run starts.
-	if d.s.Stats.Events > 0 && !d.startRouted() {
+	if d.s.Stats.Events > 0 && !d.startRouted() && !d.drain {
 		d.routeStart()
 		return true
 	}
@@ -297,6 +313,10 @@ func (d *decider) finishIfQuiet() {
 		if ns.Status.Active() {
 			return
 		}
+	}
+	if s.ContinueFrom != nil || d.drain {
+		d.continueAsNew() // continue.go
+		return
 	}
 	// Nothing is active and no timer is pending, so no signal can come:
 	// a join still holding signals (say, an all-join inside a loop whose

@@ -26,6 +26,10 @@ type Options struct {
 	// waits until then. Asking again for an attempt must give the same
 	// time. Nil: every turn is now.
 	Reserve func(ReserveRequest) Reservation
+	// HistoryBudget is the coordinator's history budget: a run whose
+	// graph continues as new on it drains from DrainFraction of it on
+	// (continue.go). Zero: no run drains.
+	HistoryBudget HistoryBudget
 }
 
 // ReserveRequest asks for an attempt's turn of a rate limit: Rate.Units
@@ -77,7 +81,7 @@ const MaxKeyLen = 256
 
 // DecideWith is Decide with options.
 func DecideWith(g *graph.Graph, s *projection.State, now time.Time, o Options) Decision {
-	d := &decider{g: g, ev: graphrt.Of(g), s: s, now: now.UTC(), admitFn: o.Admit, reserveFn: o.Reserve}
+	d := &decider{g: g, ev: graphrt.Of(g), s: s, now: now.UTC(), admitFn: o.Admit, reserveFn: o.Reserve, budget: o.HistoryBudget}
 	d.run()
 	d.flushRoutes()
 	return d.out

@@ -43,3 +43,10 @@ func NewNonce() string {
 	_, _ = rand.Read(b[:])
 	return B32.EncodeToString(b[:])
 }
+
+// UpdateEventID is the event id of update updateID of run runID (a
+// signal with SignalReceivedData.Update set): "<run>:signal:u:<update>".
+// A signal id is a token, with no ':', so no signal's id is an update's.
+func UpdateEventID(runID, updateID string) string {
+	return DecisionID(runID, SignalReceived, "u", updateID)
+}

@@ -89,6 +89,11 @@ const (
 	// time (a value that is not a timestamp or an RFC 3339 string, or an
 	// evaluation error); the message names the node and the value.
 	FailureInvalidWait = "InvalidWaitTime"
+	// FailureContinueAsNew fails a run whose continuation could not be
+	// started: the state it would carry is over the graph's limit
+	// (continueAsNew.maxStateBytes), or the continuation's id holds
+	// another writer's events.
+	FailureContinueAsNew = "ContinueAsNewFailed"
 )
 
 // RateRef names a rate limit's key and the units an attempt takes of it
@@ -153,6 +158,21 @@ type RunStartedData struct {
 	// Trigger is set when the engine started the run on its own: a
 	// schedule's fire, an event trigger's message or a webhook call.
 	Trigger *TriggerRef `json:"trigger,omitempty"`
+	// Chain is set on a continuation (continue-as-new): the chain it
+	// belongs to and the run it continues. Only the engine starts a
+	// continuation (on the run's decision subject, as a child run's).
+	Chain *ChainRef `json:"chain,omitempty"`
+}
+
+// ChainRef places a run in a chain of continue-as-new runs.
+type ChainRef struct {
+	// ID is the chain's id: the id of its first run.
+	ID string `json:"id"`
+	// Link is the run's place in the chain: the first run is 1, its
+	// continuation 2, and so on.
+	Link int `json:"link"`
+	// Previous is the run this one continues.
+	Previous string `json:"previous"`
 }
 
 // Kinds of TriggerRef.
@@ -214,6 +234,10 @@ type ForkRef struct {
 // unless the graph says otherwise).
 type RunCompletedData struct {
 	Output json.RawMessage `json:"output,omitempty"`
+	// ContinuedAs is set when the run continued as new: the id of its
+	// continuation, started (by the coordinator, before this event) with
+	// the run's state.
+	ContinuedAs string `json:"continuedAs,omitempty"`
 }
 
 // RunFailedData ends a run with a failure.
@@ -449,11 +473,20 @@ type TimerFiredData struct {
 // the node's next wait when the node does not wait now. Either way the
 // fold refuses a signal for a node that is not a human node, and data the
 // node does not accept (its outputSchema and config.checks).
+//
+// Update, when set, makes the signal an update (client.Update): input
+// whose sender waits for the verdict. Its event id is derived from the
+// run and the update id, so an update is written once; the fold takes it
+// only for the activation that waits now (Iteration set; an update is
+// never buffered) of a human node that declares what it accepts (an
+// outputSchema or config.checks), and an update id it has seen before,
+// taken in or refused, is stale: the first verdict stands.
 type SignalReceivedData struct {
 	Node      string          `json:"node"`
 	Iteration int             `json:"iteration,omitempty"`
 	Data      json.RawMessage `json:"data,omitempty"`
 	By        string          `json:"by,omitempty"`
+	Update    string          `json:"update,omitempty"`
 }
 
 // ChildRunStartedData links a parent run's node to the child run it started.

@@ -82,8 +82,10 @@ func checkStarter(subject string, decision bool, d *RunStartedData) error {
 		return &ParentClaimError{Subject: subject, Parent: *d.Parent}
 	case !decision && d.Trigger != nil:
 		return &TriggerClaimError{Subject: subject, Trigger: *d.Trigger}
-	case decision && d.Parent == nil && d.Trigger == nil:
-		return fmt.Errorf("%w: %s: a run-started on a decision subject is the engine's: it must name its parent run or the schedule or trigger that started it", ErrMisplaced, subject)
+	case !decision && d.Chain != nil:
+		return fmt.Errorf("%w: %s: a client's run-started names a chain (continuation of run %s): only the engine continues a run as new", ErrMisplaced, subject, d.Chain.Previous)
+	case decision && d.Parent == nil && d.Trigger == nil && d.Chain == nil:
+		return fmt.Errorf("%w: %s: a run-started on a decision subject is the engine's: it must name its parent run, its chain (a continuation), or the schedule or trigger that started it", ErrMisplaced, subject)
 	case decision && d.Parent != nil && d.Trigger != nil:
 		return fmt.Errorf("%w: %s: a run-started names both a parent run and a %s", ErrMisplaced, subject, d.Trigger.Kind)
 	}

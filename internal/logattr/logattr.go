@@ -39,9 +39,11 @@ const (
 	// Parent is the run a run was forked from (or a child's parent);
 	// Child a child run of a run; Position an event's place in its run
 	// (1, 2, …).
-	Parent   = "parent"
-	Child    = "child"
-	Position = "position"
+	Parent = "parent"
+	Child  = "child"
+	// Continuation is a run's continuation (continue-as-new).
+	Continuation = "continuation"
+	Position     = "position"
 
 	// Decision is the type of an event a coordinator decided; Cause and
 	// CauseSeq name the event it decided on and its stream sequence.

@@ -27,6 +27,10 @@ const (
 	MaxAttrValue = 256
 )
 
+// AttrChain is the engine's search attribute of a run of a chain of
+// continuations: the chain's id (Summary.Chain).
+const AttrChain = "chain"
+
 // Summary is a run's entry in the read model.
 type Summary struct {
 	RunID       string               `json:"runId"`
@@ -50,6 +54,15 @@ type Summary struct {
 	Terminated bool `json:"terminated,omitempty"`
 	// ForkedFrom is the run and point a forked run was forked from.
 	ForkedFrom *events.ForkRef `json:"forkedFrom,omitempty"`
+	// Chain, Link and Previous place a run of a chain of continuations
+	// (continue-as-new): the chain's id (its first run's), the run's
+	// place in it, and the run it continues; ContinuedAs is its
+	// continuation. A run that neither continues nor was continued has
+	// none. The chain's id is also the engine's search attribute "chain".
+	Chain       string `json:"chain,omitempty"`
+	Link        int    `json:"link,omitempty"`
+	Previous    string `json:"previous,omitempty"`
+	ContinuedAs string `json:"continuedAs,omitempty"`
 	// Restored is when the run was last put back from an archive
 	// (Restore). Written by the admin before the run's messages, it is
 	// what tells the coordinators that messages marked restored are
@@ -111,6 +124,16 @@ func Summarize(s *projection.State, def time.Duration) Summary {
 		}
 		sum.Attrs[k] = t.Name
 		sum.Origin = t.Origin()
+	}
+	if s.Chain != nil || s.ContinuedAs != "" {
+		sum.Chain, sum.Link, sum.ContinuedAs = s.ChainID(), s.ChainLink(), s.ContinuedAs
+		if s.Chain != nil {
+			sum.Previous = s.Chain.Previous
+		}
+		if sum.Attrs == nil {
+			sum.Attrs = map[string]string{}
+		}
+		sum.Attrs[AttrChain] = sum.Chain
 	}
 	ret := def
 	for _, r := range []string{s.Retention, g.Retention} {

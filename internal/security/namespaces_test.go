@@ -149,7 +149,7 @@ edges:
 const approval = `
 name: approval
 nodes:
-  - {id: ask, type: human}
+  - {id: ask, type: human, outputSchema: {type: object}}
 edges:
   - {from: START, to: ask}
   - {from: ask, to: END}
@@ -243,6 +243,9 @@ func TestNamespaces(t *testing.T) {
 		if err := a.Signal(ctx, waitingB, "ask", map[string]any{"approved": true}); !errors.Is(err, events.ErrRunNotFound) {
 			t.Errorf("a signals b's run: %v", err)
 		}
+		if _, err := a.Update(ctx, waitingB, "ask", map[string]any{"approved": true}); !errors.Is(err, events.ErrRunNotFound) {
+			t.Errorf("a updates b's run: %v", err)
+		}
 		if err := a.Cancel(ctx, waitingB, "attack"); !errors.Is(err, events.ErrRunNotFound) {
 			t.Errorf("a cancels b's run: %v", err)
 		}
@@ -283,8 +286,11 @@ func TestNamespaces(t *testing.T) {
 		if h, err := b.History(ctx, waitingB); err != nil || len(h) != len(bHistory) {
 			t.Fatalf("b's run changed under a's attacks: %d events, had %d (%v)", len(h), len(bHistory), err)
 		}
-		if err := b.Signal(ctx, waitingB, "ask", map[string]any{"approved": true}); err != nil {
-			t.Fatalf("b signals its run: %v", err)
+		// An update is a signal: the client role's rights in its
+		// namespace (its admission request) carry it, and its verdict
+		// comes back.
+		if res, err := b.Update(ctx, waitingB, "ask", map[string]any{"approved": true}); err != nil || !res.Accepted {
+			t.Fatalf("b updates its run: %+v %v", res, err)
 		}
 		if st, err := b.Wait(ctx, waitingB); err != nil || st.Status != projection.RunCompleted {
 			t.Fatalf("b's signalled run: %v %v", st, err)

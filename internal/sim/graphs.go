@@ -42,7 +42,8 @@ var quickRetry = graph.RetryPolicy{MaxAttempts: 4, InitialInterval: graph.Durati
 // graphs builds the graphs the simulator runs: a chain, a fan-out into an
 // all-join, retries with a fallback, a loop with an iteration cap, a map,
 // a human node fed by signals with a deadline, a human node in a loop
-// whose person answers each wait, and durable waits.
+// whose person answers each wait, durable waits, and a loop that
+// continues as new every two steps (three links a chain).
 //
 // Size: a table of the simulator's graphs.
 func graphs() ([]*simGraph, error) {
@@ -80,6 +81,15 @@ func graphs() ([]*simGraph, error) {
 			Edge(graph.Start, "init").Edge("init", "step").
 			Edge("step", "step", graph.If("state.total < 4")).
 			Edge("step", graph.End, graph.If("state.total >= 4"))},
+		// Continue-as-new: every two steps the run continues as a new
+		// run carrying its state, until the total reaches 6 (three
+		// links); each continuation must start exactly once.
+		{name: "continue", b: reducers(graph.New("continue")).
+			Node("step", nodeType, work(behaviour{Fail: 0.2}, graph.Retry(quickRetry))...).
+			Edge(graph.Start, "step").
+			Edge("step", "step", graph.If("int(state.total) % 2 != 0")).
+			Edge("step", graph.Continue, graph.If("int(state.total) % 2 == 0 && state.total < 6")).
+			Edge("step", graph.End, graph.If("state.total >= 6"))},
 		{name: "map", input: `{"items":[1,2,3,4]}`, b: reducers(graph.New("map")).
 			Node("each", nodeType, work(behaviour{Fail: 0.2}, graph.Retry(quickRetry), graph.Map("state.items", 2))...).
 			Node("after", nodeType, work(behaviour{})...).

@@ -26,6 +26,7 @@ const (
 	SpanLifetime = "run lifetime" // "run lifetime <graph>": run-started to the run's end
 	SpanWait     = "wait"         // "wait <queue>": a work item in its queue
 	SpanSignal   = "signal"       // "signal <node>": a client's signal
+	SpanUpdate   = "update"       // "update <node>": a client's update
 	SpanCancel   = "cancel"       // a client's cancel request
 )
 

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/weft-dev/weft/internal/readmodel"
 	"github.com/weft-dev/weft/internal/ui"
@@ -546,5 +547,48 @@ func TestUIRefusesForeignStore(t *testing.T) {
 	_, err := ui.New(ui.Config{Store: struct{ events.Store }{e.eng.Store()}, Client: e.cl})
 	if err == nil || !strings.Contains(err.Error(), "Unwrap") {
 		t.Fatalf("ui.New with a foreign store: %v, want an error naming Unwrap", err)
+	}
+}
+
+// The runs list finds a chain's links (?chain=), each with its place,
+// predecessor and continuation.
+func TestUIChain(t *testing.T) {
+	e := newEnv(t, ui.Config{})
+	first := e.start(`
+name: entity
+nodes:
+  - {id: step, type: transform, config: {set: {i: "state.i + 1"}}}
+edges:
+  - {from: START, to: step}
+  - {from: step, to: CONTINUE, when: "state.i < 3"}
+  - {from: step, to: END, when: "state.i >= 3"}
+`, map[string]any{"i": 0})
+	links := []string{}
+	for run := first; run != ""; {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		st, err := e.cl.Wait(ctx, run)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		links = append(links, run)
+		run = st.ContinuedAs
+	}
+	if len(links) != 3 {
+		t.Fatalf("links %v, want 3", links)
+	}
+	e.waitIndexed(links[2], "completed")
+	var chain struct {
+		Runs []readmodel.Summary `json:"runs"`
+	}
+	e.get("/api/runs?chain="+first).decode(t, &chain)
+	if len(chain.Runs) != 3 {
+		t.Fatalf("chain=%s: %d runs, want 3", first, len(chain.Runs))
+	}
+	for _, s := range chain.Runs {
+		i := slices.Index(links, s.RunID)
+		if i < 0 || s.Chain != first || s.Link != i+1 || (i > 0 && s.Previous != links[i-1]) || (i < 2 && s.ContinuedAs != links[i+1]) {
+			t.Errorf("summary %+v: want link %d of chain %s", s, i+1, first)
+		}
 	}
 }

@@ -70,6 +70,14 @@ func graphViewOf(g *graph.Graph) *graphView {
 		v.Nodes = append(v.Nodes, graphNode{ID: n.ID, Type: n.Type, Queue: n.Queue, Label: label, Subgraph: n.Type == graph.TypeSubgraph, Local: local})
 	}
 	v.Nodes = append(v.Nodes, graphNode{ID: graph.End, Type: typeEnd, Label: graph.End})
+	continues := false
+	for _, e := range def.Edges {
+		continues = continues || e.To == graph.Continue
+	}
+	if continues {
+		// Continue-as-new: the run ends there and its continuation starts.
+		v.Nodes = append(v.Nodes, graphNode{ID: graph.Continue, Type: typeEnd, Label: graph.Continue})
+	}
 	for i, e := range def.Edges {
 		v.Edges = append(v.Edges, graphEdge{From: e.From, To: e.To, Label: edgeLabel(e), Back: ev.IsBackEdge(i)})
 	}

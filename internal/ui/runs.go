@@ -55,6 +55,9 @@ func (s *server) listRuns(w http.ResponseWriter, r *http.Request) {
 	if g := q.Get("graph"); g != "" {
 		filters = append(filters, client.WithGraph(g))
 	}
+	if c := q.Get("chain"); c != "" {
+		filters = append(filters, client.WithChain(c))
+	}
 	since, err := timeParam(q, "since")
 	if err != nil {
 		s.fail(w, r, err)

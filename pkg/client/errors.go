@@ -19,6 +19,14 @@ var (
 	// signal now, or does not accept the signal's data (its outputSchema
 	// and config.checks). The error says which, naming the field.
 	ErrSignalRefused = errors.New("signal refused")
+	// ErrUpdateRefused means an update was refused by the run it was
+	// sent to (and recorded in its log as refused): the node does not
+	// wait for input now, declares none, or does not accept the data.
+	// UpdateResult.Reason and the error say which.
+	ErrUpdateRefused = errors.New("update refused")
+	// ErrUpdateIDReused means an update's id was used before, in the same
+	// run, for other data or another node: nothing was written.
+	ErrUpdateIDReused = errors.New("update id reused with other data")
 	// ErrNoSuchPosition means a position outside a run's events was asked
 	// for (StateAt, Fork, Reset); the error states the valid range.
 	ErrNoSuchPosition = errors.New("no event at that position")

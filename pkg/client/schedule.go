@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/readmodel"
 	"github.com/weft-dev/weft/internal/schedule"
 	"github.com/weft-dev/weft/pkg/graph"
 )
@@ -62,6 +63,11 @@ type ScheduleOptions struct {
 
 // WithSchedule lists the runs of a schedule.
 func WithSchedule(name string) ListOption { return WithAttr("schedule", name) }
+
+// WithChain lists the links of a chain of continuations (continue-as-new):
+// the runs whose chain id is chain, the id of its first run. A chain's
+// first run is listed once it has continued.
+func WithChain(chain string) ListOption { return WithAttr(readmodel.AttrChain, chain) }
 
 // WithTrigger lists the runs of an event trigger (a webhook's trigger
 // included).

@@ -76,6 +76,7 @@ type (
 	NodeRef    = eventlog.NodeRef
 	Failure    = eventlog.Failure
 	ParentRef  = eventlog.ParentRef
+	ChainRef   = eventlog.ChainRef
 	ForkRef    = eventlog.ForkRef
 	TriggerRef = eventlog.TriggerRef
 	FilterNote = eventlog.FilterNote
@@ -114,6 +115,9 @@ const (
 	FailureChildRunPreempted = eventlog.FailureChildRunPreempted
 	// FailureInvalidWait fails a run whose wait node's until gave no time.
 	FailureInvalidWait = eventlog.FailureInvalidWait
+	// FailureContinueAsNew fails a run whose continuation could not be
+	// started (its state over the limit, its id pre-empted).
+	FailureContinueAsNew = eventlog.FailureContinueAsNew
 )
 
 // The kinds of TriggerRef: what started a run no person started.

@@ -422,7 +422,7 @@ func (g *Graph) index() {
 	g.out = map[string][]int{}
 	g.in = map[string][]int{}
 	for i, e := range def.Edges {
-		if !g.known(e.From) || !g.known(e.To) || e.From == End || e.To == Start {
+		if !g.known(e.From) || !g.known(e.To) || e.From == End || e.From == Continue || e.To == Start {
 			continue
 		}
 		g.out[e.From] = append(g.out[e.From], i)
@@ -467,7 +467,7 @@ func (g *Graph) markBackEdges() {
 }
 
 func (g *Graph) known(id string) bool {
-	if id == Start || id == End {
+	if id == Start || id == End || id == Continue {
 		return true
 	}
 	_, ok := g.nodes[id]

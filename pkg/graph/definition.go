@@ -9,10 +9,12 @@ import (
 
 // The virtual nodes every graph starts from and ends at. They are never
 // executed; edges from START mark the entry points and edges to END mark
-// where the run may finish.
+// where the run may finish. An edge to CONTINUE ends the run too, and
+// starts its continuation (continue-as-new: see ContinueSpec).
 const (
-	Start = "START"
-	End   = "END"
+	Start    = "START"
+	End      = "END"
+	Continue = "CONTINUE"
 )
 
 // DefaultQueue is the task queue a node is put on when it names none.
@@ -57,6 +59,50 @@ type Definition struct {
 	// its input) that the read model of runs records, for 'weft list
 	// -attr'. At most MaxSearchAttributes.
 	SearchAttributes []string `json:"searchAttributes,omitempty"`
+	// ContinueAsNew says how the run continues as new: when an edge to
+	// CONTINUE is taken, or (OnHistoryBudget) when its history nears its
+	// budget.
+	ContinueAsNew *ContinueSpec `json:"continueAsNew,omitempty"`
+}
+
+// ContinueSpec configures continue-as-new. A run continues as new when an
+// edge to CONTINUE was taken (a condition over state, or a node's action)
+// and the run has come to rest, as END needs: it completes, its
+// completion naming its continuation, and the continuation starts from
+// START with the run's shared state as its input and the same invocation
+// state. Every link of the chain shares the chain id (its first run's id);
+// each names the run it continues. What must survive a link is what is in
+// the state: pending joins, buffered signals and node outputs are not
+// carried.
+type ContinueSpec struct {
+	// Graph names a graph of Graphs the continuation runs (a newer
+	// version shipped with this one); empty: this graph.
+	Graph string `json:"graph,omitempty"`
+	// OnHistoryBudget makes the end of the history budget (the
+	// coordinator's, 100,000 events or 64 MiB by default) continue the run
+	// as new instead of failing it: from 90% of the budget on, the run
+	// starts no new activation, and once at rest it continues as new. A
+	// run that cannot come to rest (a node waiting for a signal) before
+	// the budget's end fails as without it.
+	OnHistoryBudget bool `json:"onHistoryBudget,omitempty"`
+	// MaxStateBytes bounds the state a continuation carries (its JSON);
+	// zero: DefaultMaxContinueStateBytes. A continuation over it fails
+	// the run, naming the node and edge that asked for it.
+	MaxStateBytes int `json:"maxStateBytes,omitempty"`
+}
+
+// DefaultMaxContinueStateBytes is the most state a continuation carries
+// when ContinueSpec.MaxStateBytes is not set: well under the default NATS
+// max_payload (1 MiB), which the continuation's start (its graph and the
+// state) must fit in.
+const DefaultMaxContinueStateBytes = 512 << 10
+
+// MaxStateBytesOf is the state limit of spec (nil: the default).
+func (c *ContinueSpec) MaxStateBytesOf() int {
+	if c == nil || c.MaxStateBytes <= 0 {
+		return DefaultMaxContinueStateBytes
+	}
+	return c.MaxStateBytes
 }
 
 // MaxSearchAttributes is the most search attributes a graph may declare.

@@ -49,6 +49,7 @@ func validate(g *Graph, scope []*Definition, o *options, p *problems) {
 	validateSearchAttributes(def.SearchAttributes, p)
 	validateReducers(def.State.Reducers, p)
 	validateGraphNames(def.Graphs, p)
+	validateContinue(def, scope, p)
 	if len(def.Nodes) == 0 {
 		p.top("nodes", "graph has no nodes")
 	}
@@ -84,6 +85,30 @@ func validateGraphValues(def *Definition, p *problems) {
 			p.top("retention", "must not be negative, got %s", def.Retention)
 		}
 	}
+}
+
+// validateContinue checks continueAsNew: its graph must be one the
+// graph's graphs (or an enclosing graph's) hold.
+func validateContinue(def *Definition, scope []*Definition, p *problems) {
+	c := def.ContinueAsNew
+	if c == nil {
+		return
+	}
+	if c.MaxStateBytes < 0 {
+		p.top("continueAsNew.maxStateBytes", "must not be negative, got %d", c.MaxStateBytes)
+	}
+	if c.Graph == "" {
+		return
+	}
+	if _, ok := def.Graphs[c.Graph]; ok {
+		return
+	}
+	for _, d := range scope {
+		if _, ok := d.Graphs[c.Graph]; ok {
+			return
+		}
+	}
+	p.top("continueAsNew.graph", "no graph %q in graphs (the continuation's graph is shipped with this one)", c.Graph)
 }
 
 func validateSearchAttributes(attrs []string, p *problems) {
@@ -175,7 +200,7 @@ func validateNodeID(n *Node, i int, first map[string]int, bad badFunc) {
 	switch j, dup := first[id]; {
 	case id == "":
 		bad("id", "missing node id")
-	case id == Start || id == End:
+	case id == Start || id == End || id == Continue:
 		bad("id", "%s is reserved and cannot be a node id", id)
 	case !idPattern.MatchString(id):
 		bad("id", "node id %s", idRule)
@@ -566,8 +591,8 @@ func validateEdges(g *Graph, o *options, p *problems) bool {
 	if len(def.Nodes) > 0 && len(g.out[Start]) == 0 {
 		p.top("edges", "no edge leaves START")
 	}
-	if len(def.Nodes) > 0 && len(g.in[End]) == 0 {
-		p.top("edges", "no edge enters END")
+	if len(def.Nodes) > 0 && len(g.in[End]) == 0 && len(g.in[Continue]) == 0 {
+		p.top("edges", "no edge enters END (or CONTINUE)")
 	}
 	return endsOK
 }
@@ -580,8 +605,8 @@ func validateEnds(g *Graph, e *Edge, bad badFunc) bool {
 	case e.From == "":
 		bad("from", "missing source node")
 		ok = false
-	case e.From == End:
-		bad("from", "no edge can leave END")
+	case e.From == End || e.From == Continue:
+		bad("from", "no edge can leave %s", e.From)
 		ok = false
 	case !g.known(e.From):
 		bad("from", "unknown node %q", e.From)
@@ -611,13 +636,17 @@ func validateReach(g *Graph, p *problems) {
 		}
 		return next
 	})
-	toEnd := walk(End, func(id string) []string {
+	prevOf := func(id string) []string {
 		var prev []string
 		for _, i := range g.in[id] {
 			prev = append(prev, g.def.Edges[i].From)
 		}
 		return prev
-	})
+	}
+	toEnd := walk(End, prevOf)
+	for id := range walk(Continue, prevOf) {
+		toEnd[id] = true // a run may finish by continuing as new
+	}
 	reported := map[string]bool{}
 	for _, n := range g.def.Nodes {
 		if n.ID == "" || reported[n.ID] {

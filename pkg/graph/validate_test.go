@@ -227,6 +227,12 @@ graphs:
 			[]string{`field "nodes": want a list of nodes, got a number`}},
 		{"node not an object", `{name: t, nodes: [3], edges: []}`, nil,
 			[]string{`field "nodes[0]": want a node object, got a number`}},
+		{"continue-as-new", `name: t
+continueAsNew: {graph: v9, maxStateBytes: -1}
+nodes: [{id: CONTINUE, type: echo}, {id: a, type: echo}]
+edges: [{from: START, to: a}, {from: a, to: CONTINUE}, {from: CONTINUE, to: a}]`, nil,
+			[]string{`field "continueAsNew.maxStateBytes": must not be negative`, `field "continueAsNew.graph": no graph "v9" in graphs`,
+				`CONTINUE is reserved and cannot be a node id`, `no edge can leave CONTINUE`}},
 		{"invalid YAML", "name: t\nnodes: [\n", nil, []string{`x.yaml: invalid YAML: line`}},
 		{"top level not an object", "- a\n- b\n", nil, []string{`x.yaml: want a graph object, got a list`}},
 		{"empty document", "  \n", nil, []string{`x.yaml: empty document`}},
@@ -247,6 +253,27 @@ graphs:
 				}
 			}
 		})
+	}
+}
+
+// A graph may end only by continuing as new (an entity that lives for
+// ever), and continue as a newer graph of its graphs.
+func TestContinueValidates(t *testing.T) {
+	g, err := Parse([]byte(`name: entity
+continueAsNew: {graph: entity-v2, onHistoryBudget: true}
+graphs:
+  entity-v2:
+    name: entity-v2
+    version: "2"
+    nodes: [{id: a, type: echo}]
+    edges: [{from: START, to: a}, {from: a, to: CONTINUE}]
+nodes: [{id: a, type: echo}]
+edges: [{from: START, to: a}, {from: a, to: CONTINUE}]`), "x.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next, ok := g.Subgraph("entity-v2"); !ok || next.Definition().Version != "2" || g.Definition().ContinueAsNew.MaxStateBytesOf() != DefaultMaxContinueStateBytes {
+		t.Fatalf("continuation graph %v %v", next, ok)
 	}
 }
 

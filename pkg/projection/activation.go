@@ -198,6 +198,12 @@ func (s *State) routed(d *events.NodeRoutedData) {
 			s.EndReached = s.EndReached || sig.Taken
 			continue
 		}
+		if sig.To == "CONTINUE" {
+			if sig.Taken && s.ContinueFrom == nil {
+				s.ContinueFrom = &ContinueFrom{Node: d.Node, Edge: sig.Edge}
+			}
+			continue
+		}
 		if sig.Back && !sig.Taken {
 			continue
 		}

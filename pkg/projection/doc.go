@@ -86,7 +86,14 @@
 //   - A SignalReceived applies once per event id (State.SignalIDs); the
 //     same id again is stale. Signals for a node that is not waiting are
 //     buffered up to MaxBufferedSignals per node and
-//     MaxBufferedSignalsPerRun per run; more are refused.
+//     MaxBufferedSignalsPerRun per run; more are refused. An update (a
+//     signal with an update id, AcceptsUpdate) is never buffered: one for
+//     an activation that does not wait, or for a human node that declares
+//     no input, is refused; its id is kept taken in or refused, so the same
+//     update id again is stale (the first verdict stands).
+//   - A routing that takes an edge to CONTINUE records where
+//     (State.ContinueFrom); a run-completed naming a continuation sets
+//     State.ContinuedAs, and a continuation's run-started its State.Chain.
 //   - Anything after the run ended is stale.
 //
 // A stale event changes nothing but Stats.Stale (and LastSeq, Stats.Events

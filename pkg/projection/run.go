@@ -23,6 +23,7 @@ func (s *State) applyRunStarted(e *events.Event, d *events.RunStartedData, at ti
 	s.Parent, s.Input, s.Invocation, s.Retention = d.Parent, d.Input, d.Invocation, d.Retention
 	s.Nonce, s.StartSeq = d.Nonce, e.Seq
 	s.Trigger = d.Trigger
+	s.Chain = d.Chain
 	s.Priority, s.FairnessKey = d.Priority, d.FairnessKey
 	s.Status, s.StartedAt = RunRunning, &at
 	if err := s.configure(d.Graph); err != nil {
@@ -70,6 +71,7 @@ func (s *State) configure(graph json.RawMessage) error {
 
 func (s *State) applyRunCompleted(d *events.RunCompletedData, at time.Time) error {
 	s.Output = d.Output
+	s.ContinuedAs = d.ContinuedAs
 	s.end(RunCompleted, at)
 	return nil
 }

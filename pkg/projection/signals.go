@@ -26,9 +26,18 @@ const (
 // Stats.Refused, and the node keeps waiting.
 func (s *State) applySignalReceived(e *events.Event, d *events.SignalReceivedData, at time.Time) error {
 	if e.ID != "" && s.SignalIDs[e.ID] {
+		if d.Update != "" {
+			return stale("update %s was answered before", d.Update)
+		}
 		return stale("signal %s was applied before", e.ID)
 	}
-	if err := s.AcceptsSignal(d.Node, d.Iteration, d.Data); err != nil {
+	if d.Update != "" {
+		if err := s.AcceptsUpdate(d.Node, d.Iteration, d.Data); err != nil {
+			// Its verdict is kept: the same update id again is stale.
+			s.noteSignal(e.ID)
+			return err
+		}
+	} else if err := s.AcceptsSignal(d.Node, d.Iteration, d.Data); err != nil {
 		return err
 	}
 	n := s.Nodes[d.Node]
@@ -75,6 +84,35 @@ func (s *State) AcceptsSignal(node string, iteration int, data json.RawMessage) 
 		return nil
 	}
 	return s.canBuffer(node)
+}
+
+// AcceptsUpdate says why an update (a signal whose sender waits for the
+// verdict: events.SignalReceivedData.Update) for activation iteration of
+// node with data would be refused by the fold now, or nil when it would be
+// taken in. Over AcceptsSignal's reasons, an update is refused when it
+// names no activation (it is never buffered for a later wait) and when the
+// node declares nothing it accepts (no outputSchema, no config.checks):
+// an update's verdict must mean something. The error wraps ErrRefused.
+func (s *State) AcceptsUpdate(node string, iteration int, data json.RawMessage) error {
+	def, err := s.nodeDef(node)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrRefused, err)
+	}
+	if def.Type == graph.TypeHuman && !def.Accepts() {
+		return fmt.Errorf("%w: node %q declares no input (no outputSchema, no config.checks), so an update to it cannot be validated: declare what it accepts, or send a signal", ErrRefused, node)
+	}
+	if iteration <= 0 && def.Type == graph.TypeHuman {
+		n := s.Nodes[node]
+		return fmt.Errorf("%w: node %q is not waiting for input (%s), and an update is only for a node that waits", ErrRefused, node, s.signalNotWaiting(node, max(1, iterationOf(n))))
+	}
+	return s.AcceptsSignal(node, iteration, data)
+}
+
+func iterationOf(n *NodeState) int {
+	if n == nil {
+		return 0
+	}
+	return n.Iteration
 }
 
 // signalNotWaiting says where a human node is, for a signal that came

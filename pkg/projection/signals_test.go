@@ -59,3 +59,45 @@ func TestSignalsRefusedByTheFold(t *testing.T) {
 	r.refused(&events.SignalReceivedData{Node: "approve", Iteration: 1, Data: json.RawMessage(`{"approved":true}`)},
 		`its activation 1 succeeded`)
 }
+
+// Updates are signals whose sender waits for the verdict: the fold takes
+// one only for the activation that waits now, of a human node that
+// declares what it accepts, and its first verdict stands: the same update
+// id again is stale, whether it was taken in or refused.
+func TestUpdatesByTheFold(t *testing.T) {
+	r := newRun(t)
+	update := func(id string, d events.SignalReceivedData) error {
+		t.Helper()
+		d.Update = id
+		e := r.event(&d)
+		e.ID = "run1:u:" + id
+		return r.s.Apply(e)
+	}
+	if err := update("u1", events.SignalReceivedData{Node: "h", Data: json.RawMessage(`{}`)}); !errors.Is(err, projection.ErrRefused) || !strings.Contains(err.Error(), `node "h" declares no input`) {
+		t.Fatalf("update to a node that declares no input: %v", err)
+	}
+	if err := update("u2", events.SignalReceivedData{Node: "approve", Data: json.RawMessage(`{"approved":false}`)}); !errors.Is(err, projection.ErrRefused) || !strings.Contains(err.Error(), `node "approve" is not waiting for input (the run has not reached it)`) {
+		t.Fatalf("update to a node not waiting: %v", err)
+	}
+	r.ok(&events.NodeWaitingData{NodeRef: ref("approve", 1), For: "signal"})
+	// Not buffered: an update names the activation it answers.
+	if err := update("u3", events.SignalReceivedData{Node: "approve", Data: json.RawMessage(`{"approved":false}`)}); !errors.Is(err, projection.ErrRefused) {
+		t.Fatalf("update without an activation: %v", err)
+	}
+	if err := update("u4", events.SignalReceivedData{Node: "approve", Iteration: 1, Data: json.RawMessage(`{"approved":"no"}`)}); !errors.Is(err, projection.ErrRefused) {
+		t.Fatalf("update that does not fit: %v", err)
+	}
+	// Refused before: the same id with data that fits is stale now.
+	if err := update("u4", events.SignalReceivedData{Node: "approve", Iteration: 1, Data: json.RawMessage(`{"approved":false}`)}); !errors.Is(err, projection.ErrStale) {
+		t.Fatalf("refused update id again: %v, want stale", err)
+	}
+	if n := r.s.Nodes["approve"]; n.Status != projection.NodeWaiting || r.s.Stats.Refused != 4 {
+		t.Fatalf("after refused updates: approve %s, refused %d", n.Status, r.s.Stats.Refused)
+	}
+	if err := update("u5", events.SignalReceivedData{Node: "approve", Iteration: 1, Data: json.RawMessage(`{"approved":false}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if n := r.s.Nodes["approve"]; n.Status != projection.NodeSucceeded || string(n.Output) != `{"approved":false}` {
+		t.Fatalf("after the update: approve %s output %s", n.Status, n.Output)
+	}
+}

@@ -88,6 +88,13 @@ type State struct {
 	// Trigger is the schedule, event trigger or webhook that started the
 	// run, if one did.
 	Trigger *events.TriggerRef `json:"trigger,omitempty"`
+	// Chain is set on a continuation (continue-as-new): its chain and the
+	// run it continues. A chain's first run has none (its chain id is its
+	// own id: ChainID).
+	Chain *events.ChainRef `json:"chain,omitempty"`
+	// ContinuedAs is the run's continuation, once it completed by
+	// continuing as new.
+	ContinuedAs string `json:"continuedAs,omitempty"`
 
 	// Vars is the shared state, key by key.
 	Vars map[string]json.RawMessage `json:"state,omitempty"`
@@ -101,6 +108,10 @@ type State struct {
 	EntryRouted bool `json:"entryRouted,omitempty"`
 	// EndReached is set once an edge to END was taken.
 	EndReached bool `json:"endReached,omitempty"`
+	// ContinueFrom is set once an edge to CONTINUE was taken: the node
+	// activation that took it and the edge (its index), so that a
+	// continuation that cannot be made names where it was asked for.
+	ContinueFrom *ContinueFrom `json:"continueFrom,omitempty"`
 	// Timers are pending durable timers by id.
 	Timers map[string]Timer `json:"timers,omitempty"`
 	// Signals buffers signals that arrived for nodes not yet waiting
@@ -111,7 +122,9 @@ type State struct {
 	// so that a signal sent twice is applied once. It is bounded: every id
 	// in it either ended a signal wait (at most one per activation of a
 	// human node, and activations are capped by the graph's iteration
-	// caps) or is buffered (bounded by MaxBufferedSignalsPerRun).
+	// caps) or is buffered (bounded by MaxBufferedSignalsPerRun), or is an
+	// update's, taken in or refused (bounded by the run's history budget:
+	// each is an event of the run).
 	SignalIDs map[string]bool `json:"signalIds,omitempty"`
 
 	Output json.RawMessage `json:"output,omitempty"`
@@ -301,6 +314,30 @@ func (s *State) Marshal() []byte {
 		panic("projection: state does not encode: " + err.Error())
 	}
 	return b
+}
+
+// ContinueFrom is where a run was asked to continue as new: the edge to
+// CONTINUE (its 0-based index in the graph) taken by a node's activation.
+type ContinueFrom struct {
+	Node string `json:"node"`
+	Edge int    `json:"edge"`
+}
+
+// ChainID is the id of the run's chain of continuations: its first run's
+// id (the run's own when it continues none).
+func (s *State) ChainID() string {
+	if s.Chain != nil {
+		return s.Chain.ID
+	}
+	return s.RunID
+}
+
+// ChainLink is the run's place in its chain, from 1.
+func (s *State) ChainLink() int {
+	if s.Chain != nil {
+		return s.Chain.Link
+	}
+	return 1
 }
 
 // Clone returns a deep copy of the state.

@@ -245,7 +245,7 @@ func decide(g *graph.Graph, s *projection.State, now time.Time) (out []unit, err
 			err = fmt.Errorf("the engine failed on the graph: %v", p)
 		}
 	}()
-	d := decider.Decide(g, s.Clone(), now)
+	d := decider.DecideWith(g, s.Clone(), now, decider.Options{HistoryBudget: decider.DefaultHistoryBudget})
 	for _, e := range d.Events {
 		us, err := unitsOf(e)
 		if err != nil {

@@ -38,6 +38,13 @@ export interface Summary {
   terminated?: boolean
   forkedFrom?: ForkRef
   waiting?: Wait[]
+  // A link of a chain of continuations (continue-as-new): the chain's id
+  // (its first run's), the link's place, the run it continues and its
+  // continuation.
+  chain?: string
+  link?: number
+  previous?: string
+  continuedAs?: string
 }
 
 export interface Failure {
@@ -291,7 +298,7 @@ const schedule = (s: Schedule): Schedule => ({ ...s, next: list(s.next), fires: 
 
 export const api = {
   config: () => call<Config>('GET', '/api/config'),
-  runs: (p: { status?: string[]; graph?: string; since?: string; until?: string; q?: string; cursor?: string; limit?: number }) =>
+  runs: (p: { status?: string[]; graph?: string; chain?: string; since?: string; until?: string; q?: string; cursor?: string; limit?: number }) =>
     call<RunList>('GET', `/api/runs${query(p)}`).then((l) => ({ ...l, runs: list(l.runs), counts: l.counts ?? {} })),
   run: (id: string) =>
     call<RunDetail>('GET', run(id)).then((d) => ({

@@ -246,6 +246,28 @@ export function RunScreen({ id, route }: { id: string; route: Route }) {
             </dd>
           </>
         )}
+        {summary.chain && (
+          <>
+            <dt>chain</dt>
+            <dd class="mono">
+              <a href={href(['runs'], { chain: summary.chain })} title="every link of the chain">
+                link {summary.link} of {summary.chain}
+              </a>
+              {summary.previous && (
+                <>
+                  {' '}
+                  continues <a href={href(['runs', summary.previous])}>{summary.previous}</a>
+                </>
+              )}
+              {summary.continuedAs && (
+                <>
+                  {' '}
+                  continued as <a href={href(['runs', summary.continuedAs])}>{summary.continuedAs}</a>
+                </>
+              )}
+            </dd>
+          </>
+        )}
         {summary.forkedFrom && (
           <>
             <dt>forked from</dt>

@@ -40,6 +40,7 @@ export function RunsScreen({ route }: { route: Route }) {
       .runs({
         status,
         graph: p.get('graph') ?? undefined,
+        chain: p.get('chain') ?? undefined,
         since: p.get('since') ?? undefined,
         until: p.get('until') ?? undefined,
         q: p.get('q') ?? undefined,
@@ -178,6 +179,11 @@ export function RunsScreen({ route }: { route: Route }) {
                     {r.parent && (
                       <a href={href(['runs', r.parent])} title="parent run">
                         ↑ {r.parent}
+                      </a>
+                    )}
+                    {r.chain && (
+                      <a href={href(['runs'], { chain: r.chain })} title="chain of continuations">
+                        ↻ {r.chain}#{r.link}
                       </a>
                     )}
                     {r.forkedFrom && (

@@ -238,11 +238,13 @@ export function decodeWithPayload(subject: string, hdr: HeaderReader | undefined
   }
   if (e.type === EventType.RunStarted) {
     checkGraphDigest(subject, e.data, payload)
-    // Only the engine starts child runs and the runs of schedules and
-    // triggers, on the run's decision subject: a start naming a parent
-    // (Go's ParentClaimError) or a schedule or trigger (TriggerClaimError)
-    // anywhere else is someone passing a run off as the engine's.
+    // Only the engine starts child runs, continuations (continue-as-new)
+    // and the runs of schedules and triggers, on the run's decision
+    // subject: a start naming a parent (Go's ParentClaimError), a chain,
+    // or a schedule or trigger (TriggerClaimError) anywhere else is
+    // someone passing a run off as the engine's.
     const parent = (payload as { parent?: { runId?: unknown } } | null)?.parent
+    const chain = (payload as { chain?: { previous?: unknown } } | null)?.chain
     const named = parent !== undefined && parent !== null
     const trigger = (payload as { trigger?: { kind?: unknown; name?: unknown } } | null)?.trigger
     const triggered = trigger !== undefined && trigger !== null
@@ -252,8 +254,12 @@ export function decodeWithPayload(subject: string, hdr: HeaderReader | undefined
     if (triggered && p.cls !== Class.Coordinator) {
       throw new WeftError('Misplaced', `event type not accepted on its subject: ${subject}: a run-started naming ${String(trigger.kind ?? '')} ${JSON.stringify(String(trigger.name ?? ''))} is not the coordinator's; only the engine starts the runs of schedules and triggers`)
     }
-    if (!named && !triggered && p.cls === Class.Coordinator) {
-      throw new WeftError('Misplaced', `event type not accepted on its subject: ${subject}: a run-started on a decision subject is the engine's: it must name its parent run or the schedule or trigger that started it`)
+    const chained = chain !== undefined && chain !== null
+    if (chained && p.cls !== Class.Coordinator) {
+      throw new WeftError('Misplaced', `event type not accepted on its subject: ${subject}: a client's run-started names a chain (continuation of run ${String(chain.previous ?? '')}): only the engine continues a run as new`)
+    }
+    if (!named && !triggered && !chained && p.cls === Class.Coordinator) {
+      throw new WeftError('Misplaced', `event type not accepted on its subject: ${subject}: a run-started on a decision subject is the engine's: it must name its parent run, its chain (a continuation), or the schedule or trigger that started it`)
     }
     if (named && triggered) {
       throw new WeftError('Misplaced', `event type not accepted on its subject: ${subject}: a run-started names both a parent run and a ${String(trigger.kind ?? '')}`)
