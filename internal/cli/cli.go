@@ -58,7 +58,7 @@ var commands []*command
 
 func init() {
 	commands = []*command{
-		cmdRun, cmdStatus, cmdList, cmdEvents, cmdState, cmdDiff,
+		cmdRun, cmdStatus, cmdDescribe, cmdList, cmdEvents, cmdState, cmdDiff,
 		cmdFork, cmdReset, cmdReplay,
 		cmdSignal, cmdCancel, cmdTerminate, cmdDelete, cmdQueues, cmdValidate, cmdSchedule, cmdTrigger, cmdServe, cmdDemo, cmdDev, cmdUI, cmdAdmin, cmdRoles, cmdConformance,
 	}

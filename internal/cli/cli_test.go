@@ -16,7 +16,7 @@ import (
 	"github.com/weft-dev/weft/internal/cli"
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
@@ -47,7 +47,14 @@ func weft(t *testing.T, args ...string) result {
 // returns the server's URL and a client over the store.
 func engine(t *testing.T) (string, *client.Client) {
 	t.Helper()
-	srv, store := natstest.Store(t)
+	url, cl, _ := engineStore(t)
+	return url, cl
+}
+
+// engineStore is engine, with the events store, for a test's own workers.
+func engineStore(t *testing.T) (string, *client.Client, events.Store) {
+	t.Helper()
+	srv, store := testkit.Store(t)
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	w, err := worker.New(store, worker.WithName("test-worker"), worker.WithLogger(log))
 	if err != nil {
@@ -69,7 +76,7 @@ func engine(t *testing.T) (string, *client.Client) {
 	// the engine is set up first, so that no update races its consumers'
 	// creation inside the embedded server.
 	waitConsumers(t, store, coordinator.ConsumerName("coordinator", 0), workqueue.QueueConsumer("default"))
-	return srv.ClientURL(), client.New(store)
+	return srv.ClientURL(), client.New(store), store
 }
 
 func waitConsumers(t *testing.T, store events.Store, names ...string) {
@@ -84,6 +91,7 @@ func waitConsumers(t *testing.T, store events.Store, names ...string) {
 			if ctx.Err() != nil {
 				t.Fatalf("consumer %s was not created", name)
 			}
+			// Polls: a consumer's creation sends no event to this test.
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
@@ -103,6 +111,16 @@ func wantContains(t *testing.T, what, got string, wants ...string) {
 	for _, w := range wants {
 		if !strings.Contains(got, w) {
 			t.Errorf("%s does not contain %q:\n%s", what, w, got)
+		}
+	}
+}
+
+// wantMatch checks that got has a match of each regular expression.
+func wantMatch(t *testing.T, what, got string, res ...string) {
+	t.Helper()
+	for _, re := range res {
+		if !regexp.MustCompile(re).MatchString(got) {
+			t.Errorf("%s does not match %s:\n%s", what, re, got)
 		}
 	}
 }
@@ -157,7 +175,14 @@ func TestRunAndInspect(t *testing.T) {
 	wantContains(t, "state -o json", r.stdout, `"status": "completed"`)
 
 	r = weft(t, "diff", run, itoa(first), itoa(last), "-nats", url)
-	wantContains(t, "diff", r.stdout, "/state/greeting", `"Hello, Ada!"`, "/status", `"running"`, `"completed"`)
+	wantContains(t, "diff", r.stdout, "/state/greeting", `"Hello, Ada!"`, "/status", `"running"`, `"completed"`, "/nodes/greet/status")
+	for _, bk := range []string{"/lastSeq", "/updatedAt", "/stats/", "/endReached"} {
+		if strings.Contains(r.stdout, bk) {
+			t.Errorf("diff shows bookkeeping %s without -all:\n%s", bk, r.stdout)
+		}
+	}
+	r = weft(t, "diff", run, itoa(first), itoa(last), "-all", "-nats", url)
+	wantContains(t, "diff -all", r.stdout, "/lastSeq", "/updatedAt", "/stats/events", "/endReached")
 
 	waitListed(t, cl, run, projection.RunCompleted)
 	r = weft(t, "list", "-nats", url)
@@ -399,7 +424,7 @@ func TestDemo(t *testing.T) {
 func TestDev(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stdout, stderr natstest.Buffer
+	var stdout, stderr testkit.Buffer
 	done := make(chan int)
 	go func() {
 		done <- cli.Main(ctx, []string{"dev", "-port", "-1", "-data", t.TempDir(), "-ui", "off"}, nil, &stdout, &stderr)
@@ -407,6 +432,7 @@ func TestDev(t *testing.T) {
 
 	urlRE := regexp.MustCompile(`at (nats://127\.0\.0\.1:\d+)`)
 	var url string
+	// Polls: weft dev prints its address when ready, to a buffer that notifies nobody.
 	for deadline := time.Now().Add(30 * time.Second); url == ""; time.Sleep(20 * time.Millisecond) {
 		if m := urlRE.FindStringSubmatch(stdout.String()); m != nil {
 			url = m[1]
@@ -455,6 +481,7 @@ edges:
 		if time.Now().After(deadline) {
 			t.Fatalf("status never says the work waits for a worker:\n%s%s", r.stdout, r.stderr)
 		}
+		// Polls: weft status is a read, which notifies nobody.
 		time.Sleep(200 * time.Millisecond)
 	}
 	wantContains(t, "status", r.stdout, "running", "ready")

@@ -11,8 +11,8 @@ import (
 
 var cmdSignal = &command{
 	name:    "signal",
-	args:    "RUN NODE",
-	summary: "send a signal to a node of a run (-data JSON), e.g. a human node",
+	args:    "RUN... NODE | -q QUERY NODE",
+	summary: "send a signal to a node of a run (-data JSON), e.g. a human node; several runs, or -q QUERY",
 	help: `Appends a signal for NODE to the run's log: the input a human node waits
 for. -data is any JSON value, inline or @FILE (@- for standard input). The
 run must exist, not have ended, and have the node.
@@ -28,15 +28,24 @@ A signal is refused (exit 1, with why) when NODE is not a human node,
 does not wait for a signal now, or does not accept the data: its
 outputSchema and config.checks (the message names the field or check).
 -wait DURATION waits up to that long for NODE to wait first (a script
-that starts a run and answers it at once).`,
+that starts a run and answers it at once).
+
+Several run ids before NODE, or -q QUERY (the language of 'weft help
+list'), signal NODE of each run: a batch, reported run by run (see 'weft
+help cancel': -dry-run, -yes, -rate).`,
 	run: func(e *env, c *command, args []string) error {
 		fs, out := e.flagSet(c)
 		cfg := natsFlags(fs)
 		data := fs.String("data", "", "the signal's data: JSON, or @FILE")
 		id := fs.String("id", "", "the signal's id, so that sending it again is harmless (default: derived)")
 		wait := fs.Duration("wait", 0, "wait up to this long for the node to wait for a signal (default: not at all)")
-		pos, err := e.parse(c, fs, args, 2, 2)
+		bf := addBatchFlags(fs)
+		pos, err := e.parse(c, fs, args, 1, -1)
 		if err != nil {
+			return err
+		}
+		node, ids := pos[len(pos)-1], pos[:len(pos)-1]
+		if err := batchPositional(c, bf, ids); err != nil {
 			return err
 		}
 		raw, err := e.jsonArg(c, "data", *data)
@@ -56,41 +65,62 @@ that starts a run and answers it at once).`,
 		if *id != "" {
 			opts = append(opts, client.WithSignalID(*id))
 		}
-		if *wait > 0 {
-			if err := awaitSignalWait(e.ctx, cl, pos[0], pos[1], *wait); err != nil {
-				return runError(pos[0], err)
+		send := func(ctx context.Context, run string) error {
+			if *wait > 0 {
+				if err := awaitSignalWait(ctx, cl, run, node, *wait); err != nil {
+					return err
+				}
 			}
+			return cl.Signal(ctx, run, node, payload, opts...)
 		}
-		if err := cl.Signal(e.ctx, pos[0], pos[1], payload, opts...); err != nil {
-			return runError(pos[0], err)
+		if len(ids) == 1 && !*bf.dryRun {
+			if err := send(e.ctx, ids[0]); err != nil {
+				return runError(ids[0], err)
+			}
+			if *out == "json" {
+				return e.writeJSON(map[string]string{"runId": ids[0], "node": node, "signal": "sent"})
+			}
+			fmt.Fprintf(e.stdout, "signal sent to node %s of run %s\n", node, ids[0])
+			return nil
 		}
-		if *out == "json" {
-			return e.writeJSON(map[string]string{"runId": pos[0], "node": pos[1], "signal": "sent"})
-		}
-		fmt.Fprintf(e.stdout, "signal sent to node %s of run %s\n", pos[1], pos[0])
-		return nil
+		return e.runBatch(c, *out, bf, cl, ids, batchOp{
+			verb: "signal", done: "signal sent to node " + node, skip: endedSkip,
+			do: func(ctx context.Context, run string) (string, error) { return "", send(ctx, run) },
+		})
 	},
 }
 
 var cmdCancel = &command{
 	name:    "cancel",
-	args:    "RUN",
-	summary: "ask for a run to be cancelled (-reason TEXT)",
+	args:    "RUN... | -q QUERY",
+	summary: "ask for runs to be cancelled (-reason TEXT; several runs, or -q QUERY)",
 	help: `Appends a cancel request to the run's log. The coordinator ends the run as
 cancelled and workers stop its nodes in flight; 'weft status' shows when it
-has.`,
+has.
+
+Several run ids, or -q QUERY (every run the query selects: the language of
+'weft help list'), make a batch: each run is reported as it is done
+(cancel requested, skipped because it ended, or failed and why), at most
+-rate runs a second. A batch of a query asks first (-yes does not);
+-dry-run lists the runs and what would be done, and does nothing:
+  weft cancel -q 'status = "running" AND graph = "billing"' -dry-run`,
 	run: requestRun("cancel", (*client.Client).Cancel),
 }
 
 // requestRun is the run function of cancel and terminate: it appends the
-// request send makes, with its -reason, and says it did.
+// request send makes, with its -reason, to one run, several, or a
+// query's, and says it did.
 func requestRun(verb string, send func(cl *client.Client, ctx context.Context, run, reason string) error) func(*env, *command, []string) error {
 	return func(e *env, c *command, args []string) error {
 		fs, out := e.flagSet(c)
 		cfg := natsFlags(fs)
 		reason := fs.String("reason", "", "why, recorded in the log")
-		pos, err := e.parse(c, fs, args, 1, 1)
+		bf := addBatchFlags(fs)
+		pos, err := e.parse(c, fs, args, 0, -1)
 		if err != nil {
+			return err
+		}
+		if err := batchPositional(c, bf, pos); err != nil {
 			return err
 		}
 		cl, closeConn, err := e.connect(c, cfg, false)
@@ -98,14 +128,20 @@ func requestRun(verb string, send func(cl *client.Client, ctx context.Context, r
 			return err
 		}
 		defer closeConn()
-		if err := send(cl, e.ctx, pos[0], *reason); err != nil {
-			return runError(pos[0], err)
+		if len(pos) == 1 && !*bf.dryRun {
+			if err := send(cl, e.ctx, pos[0], *reason); err != nil {
+				return runError(pos[0], err)
+			}
+			if *out == "json" {
+				return e.writeJSON(map[string]string{"runId": pos[0], verb: "requested"})
+			}
+			fmt.Fprintf(e.stdout, "%s requested for run %s\n", verb, pos[0])
+			return nil
 		}
-		if *out == "json" {
-			return e.writeJSON(map[string]string{"runId": pos[0], verb: "requested"})
-		}
-		fmt.Fprintf(e.stdout, "%s requested for run %s\n", verb, pos[0])
-		return nil
+		return e.runBatch(c, *out, bf, cl, pos, batchOp{
+			verb: verb, done: verb + " requested", skip: endedSkip,
+			do: func(ctx context.Context, run string) (string, error) { return "", send(cl, ctx, run, *reason) },
+		})
 	}
 }
 

@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
-	wruns "github.com/weft-dev/weft/internal/runs"
+	wruns "github.com/weft-dev/weft/internal/readmodel"
 	"github.com/weft-dev/weft/internal/telemetry"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -18,21 +20,40 @@ import (
 var cmdStatus = &command{
 	name:    "status",
 	args:    "RUN",
-	summary: "show a run's status, nodes and state",
+	summary: "show a run's status, nodes and state, and where it waits",
 	help: `Folds the run's log and prints its status, each node's status, attempt,
-worker and time, and the shared state. A running run that does nothing but wait
-is "waiting": what it waits on is listed (a wait node's time; a human node's
-deadline and the 'weft signal' command that answers it). -o json prints the
-whole folded state.`,
-	run: func(e *env, c *command, args []string) error {
+worker and time (for a node under way, how long so far), and the shared
+state. Under "pending", each node that has not finished says where it is:
+how long it has run, its attempt and worker, its last heartbeat and what
+the heartbeat reported, when it times out, when its next attempt is due
+and why the last failed; a node waiting for a person, its deadline and
+the exact 'weft signal' command that answers it; a wait node, when its
+wait ends. A running run that does nothing but wait (on a person or a
+time) is "waiting". -o json prints the whole
+folded state ('weft describe -o json' adds the pending nodes).`,
+	run: statusRun(false),
+}
+
+var cmdDescribe = &command{
+	name:    "describe",
+	args:    "RUN",
+	summary: "show where a run is: 'weft status', with -o json giving the pending nodes too",
+	help: `Prints what 'weft status' prints. With -o json: {"state": the folded
+state, "pending": [the nodes that have not finished, with what each waits
+for: since, attempt, worker, heartbeatAt, heartbeatDetails, timeoutAt,
+heartbeatTimeoutAt, retryAt, lastError, deadline, child, answer]} (package
+client, Pending).`,
+	run: statusRun(true),
+}
+
+// statusRun is the run function of status and describe; describe's JSON
+// has the pending nodes besides the state.
+func statusRun(describe bool) func(*env, *command, []string) error {
+	return func(e *env, c *command, args []string) error {
 		fs, out := e.flagSet(c)
 		cfg := natsFlags(fs)
 		stall := stallFlag(fs)
-		pos, err := e.parse(c, fs, args, 1, 1)
-		if err != nil {
-			return err
-		}
-		cl, closeConn, err := e.connect(c, cfg, false)
+		pos, cl, closeConn, err := e.parseOneAndConnect(c, fs, cfg, args)
 		if err != nil {
 			return err
 		}
@@ -46,15 +67,53 @@ whole folded state.`,
 			e.warnNoCoordinator(cl)
 			e.warnStalled(st, *stall)
 		}
+		pending := client.PendingOf(st, history)
 		if *out == "json" {
+			if describe {
+				if pending == nil {
+					pending = []client.Pending{}
+				}
+				return e.writeJSON(map[string]any{"state": st, "pending": pending})
+			}
 			return e.writeJSON(st)
 		}
-		e.printStatus(st, unserved(e.ctx, cl, st))
+		// The command that answers a waiting node reaches this server
+		// the way this one did.
+		conn := connFlags(fs)
+		for i := range pending {
+			if pending[i].Answer != "" {
+				pending[i].Answer += conn
+			}
+		}
+		e.printStatus(st, unserved(e.ctx, cl, st), pending, time.Now())
 		if id := telemetry.TraceID(history[0]); id != "" {
 			fmt.Fprintf(e.stdout, "\ntrace %s\n", id)
 		}
 		return nil
-	},
+	}
+}
+
+// connFlags are the connection flags given on the command line (not the
+// password), as they would be given again: " -nats URL -stream S".
+func connFlags(fs *flag.FlagSet) string {
+	var b strings.Builder
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "nats", "creds", "user", "nkey", "tls-ca", "tls-cert", "tls-key", "stream", "namespace", "roles-dir":
+			b.WriteString(" -" + f.Name + " " + shellQuote(f.Value.String()))
+		}
+	})
+	return b.String()
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:@,=+", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // unserved finds the ready nodes of a run that no live worker serves: their
@@ -98,7 +157,7 @@ var cmdList = &command{
 	name:    "list",
 	summary: "list runs, newest first (filters: -status, -graph, -since, -until, -attr)",
 	help: `Lists runs from the read model of runs (the KV bucket weft-runs, which the
-coordinators keep), newest first, with their status, graph, start time and lineage (a forked
+coordinators keep), newest first by start time (ties by run id), with their status, graph, start time and lineage (a forked
 run's parent run and position: "forked from RUN@N"), and what a running run waits on: a run
 that does nothing but wait, on a human node's signal or a wait node's time, is "waiting",
 with the node and its deadline, and each human node's 'weft signal' command is printed
@@ -106,9 +165,12 @@ after the table; -status running includes the waiting runs;
 it never reads the events stream. Filters combine: -status (comma
 separated), -graph, -since and -until (start time: RFC 3339 or a duration
 before now, such as 24h), -attr NAME=VALUE (a search attribute the graph
-declares; repeat for more). -limit pages: the next page's cursor is printed
-after the runs, for -cursor. -count prints how many runs the filters select.
-'weft admin reindex' rebuilds the read model from the log.`,
+declares; repeat for more), -q QUERY (below). -limit pages: the next
+page's cursor is printed after the runs, for -cursor. -count prints how many
+runs the filters select. 'weft admin reindex' rebuilds the read model from
+the log.
+
+` + wruns.FilterHelp,
 	run: func(e *env, c *command, args []string) error {
 		fs, out := e.flagSet(c)
 		cfg := natsFlags(fs)
@@ -126,22 +188,29 @@ after the runs, for -cursor. -count prints how many runs the filters select.
 			return err
 		}
 		defer closeConn()
-		page, err := cl.ListPage(e.ctx, opts...)
-		if err != nil {
+		noModel := func(err error) error {
 			if errors.Is(err, wruns.ErrNoReadModel) {
 				// No coordinator has kept it: say whether one is alive.
 				e.warnNoCoordinator(cl)
 			}
 			return err
 		}
-		runs := page.Runs
 		if *lf.count {
-			if *out == "json" {
-				return e.writeJSON(map[string]int{"total": page.Total})
+			n, err := cl.Count(e.ctx, opts...)
+			if err != nil {
+				return noModel(err)
 			}
-			fmt.Fprintln(e.stdout, page.Total)
+			if *out == "json" {
+				return e.writeJSON(map[string]int{"total": n})
+			}
+			fmt.Fprintln(e.stdout, n)
 			return nil
 		}
+		page, err := cl.ListPage(e.ctx, opts...)
+		if err != nil {
+			return noModel(err)
+		}
+		runs := page.Runs
 		e.warnList(cl, runs, *stall)
 		if *out == "json" {
 			if runs == nil {
@@ -158,7 +227,7 @@ after the runs, for -cursor. -count prints how many runs the filters select.
 			if r.ForkedFrom != nil {
 				from = lineage(r.ForkedFrom)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.RunID, r.Graph, r.Status, r.StartedAt.Local().Format(time.DateTime), from, waitCell(r.Waiting, now))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.RunID, r.Graph, wruns.ShownStatus(r.Status, r.Terminated), r.StartedAt.Local().Format(time.DateTime), from, waitCell(r.Waiting, now))
 			for _, w := range r.Waiting {
 				if w.For == "signal" {
 					answers = append(answers, wruns.SignalCommand(r.RunID, w))
@@ -263,7 +332,7 @@ events'). -o json prints the whole folded state.`,
 		case *at > 0:
 			fmt.Fprintf(e.stdout, "state after event %d (seq %d)\n", *at, st.LastSeq)
 		}
-		e.printStatus(st, nil)
+		e.printStatus(st, nil, nil, time.Time{})
 		return nil
 	},
 }
@@ -274,12 +343,17 @@ var cmdDiff = &command{
 	summary: "show what changed in a run's state between two events",
 	help: `Replays the run's log to the events at positions FROM and TO (see POS in
 'weft events'; -seq: stream sequences) and lists every value that differs,
-by JSON path. Long values are cut to 60 characters; -full prints them whole.`,
+by JSON path: the run's state, its nodes' fields (a node that appears is
+listed field by field) and its status. The fold's bookkeeping (/lastSeq,
+/updatedAt, /stats/..., /endReached, timers, a node's delivery and routing
+counters) is left out; -all shows it. Long values are cut to 60
+characters; -full prints them whole.`,
 	run: func(e *env, c *command, args []string) error {
 		fs, out := e.flagSet(c)
 		cfg := natsFlags(fs)
 		bySeq := fs.Bool("seq", false, "FROM and TO are stream sequences, not positions in the run")
 		full := fs.Bool("full", false, "print values whole, not cut to 60 characters")
+		all := fs.Bool("all", false, "show the fold's bookkeeping too (/lastSeq, /updatedAt, /stats/..., timers...)")
 		pos, err := e.parse(c, fs, args, 3, 3)
 		if err != nil {
 			return err
@@ -323,7 +397,7 @@ by JSON path. Long values are cut to 60 characters; -full prints them whole.`,
 			}
 			states[i] = projection.Fold(evs[:p])
 		}
-		changes := projection.Diff(states[0], states[1])
+		changes := projection.StateDiff(states[0], states[1], *all)
 		if *out == "json" {
 			if changes == nil {
 				changes = []projection.Change{}
@@ -335,7 +409,11 @@ by JSON path. Long values are cut to 60 characters; -full prints them whole.`,
 			unit = "seq"
 		}
 		if len(changes) == 0 {
-			fmt.Fprintf(e.stdout, "no changes between %s %d and %s %d\n", unit, pts[0], unit, pts[1])
+			fmt.Fprintf(e.stdout, "no changes between %s %d and %s %d", unit, pts[0], unit, pts[1])
+			if !*all {
+				fmt.Fprint(e.stdout, " (but the fold's bookkeeping: -all shows it)")
+			}
+			fmt.Fprintln(e.stdout)
 			return nil
 		}
 		show := func(b json.RawMessage) string {

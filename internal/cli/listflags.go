@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/weft-dev/weft/internal/runs"
+	"github.com/weft-dev/weft/internal/readmodel"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/projection"
 )
@@ -22,6 +22,7 @@ type listFlagSet struct {
 	attrs         attrFlag
 	schedule      *string
 	trigger       *string
+	query         *string
 }
 
 // attrFlag is a repeatable NAME=VALUE flag.
@@ -49,6 +50,7 @@ func listFlags(fs *flag.FlagSet) *listFlagSet {
 	fs.Var(lf.attrs, "attr", "only runs with this search attribute, NAME=VALUE (repeatable)")
 	lf.schedule = fs.String("schedule", "", "only runs this schedule started")
 	lf.trigger = fs.String("trigger", "", "only runs this event trigger or webhook started")
+	lf.query = fs.String("q", "", `only runs this query is true for: status = "failed" AND graph = "billing" AND started > "2026-11-01" ('weft help list' has the language)`)
 	return lf
 }
 
@@ -61,7 +63,7 @@ func (lf *listFlagSet) options(now time.Time) ([]client.ListOption, error) {
 	if *lf.status != "" {
 		for s := range strings.SplitSeq(*lf.status, ",") {
 			rs := projection.RunStatus(strings.TrimSpace(s))
-			if !slices.Contains(runs.Statuses, rs) {
+			if !slices.Contains(readmodel.Statuses, rs) {
 				return nil, fmt.Errorf("-status: unknown status %q (want running, waiting, cancelling, completed, failed or cancelled)", s)
 			}
 			opts = append(opts, client.WithStatus(rs))
@@ -87,6 +89,14 @@ func (lf *listFlagSet) options(now time.Time) ([]client.ListOption, error) {
 	}
 	if *lf.trigger != "" {
 		opts = append(opts, client.WithTrigger(*lf.trigger))
+	}
+	if *lf.query != "" {
+		// Compiled here, so that a bad query is a usage error that says
+		// where, before any connection.
+		if _, err := readmodel.ParseFilter(*lf.query); err != nil {
+			return nil, fmt.Errorf("-q: %w", err)
+		}
+		opts = append(opts, client.WithQuery(*lf.query))
 	}
 	return opts, nil
 }

@@ -12,7 +12,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	wruns "github.com/weft-dev/weft/internal/runs"
+	"github.com/weft-dev/weft/internal/readmodel"
+	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
 )
@@ -39,7 +40,7 @@ func outcomeLine(st *projection.State) string {
 		}
 		return line
 	case projection.RunCancelled:
-		line := fmt.Sprintf("run %s cancelled%s", st.RunID, took)
+		line := fmt.Sprintf("run %s %s%s", st.RunID, shownStatus(st), took)
 		if st.Cancel != nil {
 			line += " by " + st.Cancel.By
 			if st.Cancel.Reason != "" {
@@ -48,7 +49,15 @@ func outcomeLine(st *projection.State) string {
 		}
 		return line
 	}
-	return fmt.Sprintf("run %s %s%s", st.RunID, st.Status, took)
+	return fmt.Sprintf("run %s %s%s", st.RunID, shownStatus(st), took)
+}
+
+// shownStatus is a run's status as people read it: a run that 'weft
+// terminate' ends is "terminating", then "terminated", not "cancelling"
+// and "cancelled" (the log and the read model keep the statuses, with
+// the run marked terminated: -o json shows both).
+func shownStatus(st *projection.State) string {
+	return readmodel.ShownStatus(readmodel.StatusOf(st), st.Cancel != nil && st.Cancel.Terminate)
 }
 
 func failedNode(st *projection.State) string {
@@ -73,8 +82,11 @@ func printJSONBlock(w io.Writer, name string, v map[string]json.RawMessage) {
 }
 
 // printStatus prints a run's state for people: the run, its nodes, its
-// shared state. notes holds extra details by node id.
-func (e *env) printStatus(st *projection.State, notes map[string]string) {
+// shared state. notes holds extra details by node id; pending, the run's
+// unfinished activations as of now (nil for a state in the past): their
+// TIME is how long they have been at it, and a section says what each
+// waits for and until when.
+func (e *env) printStatus(st *projection.State, notes map[string]string, pending []client.Pending, now time.Time) {
 	tw := table(e.stdout)
 	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
 	row("run", st.RunID)
@@ -85,10 +97,7 @@ func (e *env) printStatus(st *projection.State, notes map[string]string) {
 	if st.Fork != nil {
 		row("lineage", lineage(st.Fork))
 	}
-	row("status", string(wruns.StatusOf(st)))
-	for _, w := range wruns.WaitsOf(st) {
-		row("waits on", waitLine(st.RunID, w, time.Now()))
-	}
+	row("status", shownStatus(st))
 	if st.StartedAt != nil {
 		row("started", st.StartedAt.Local().Format(time.DateTime+".000"))
 	}
@@ -99,7 +108,11 @@ func (e *env) printStatus(st *projection.State, notes map[string]string) {
 		row("error", st.Error.Error())
 	}
 	if st.Cancel != nil {
-		row("cancel", strings.TrimSuffix("requested by "+st.Cancel.By+": "+st.Cancel.Reason, ": "))
+		what := "cancel"
+		if st.Cancel.Terminate {
+			what = "terminate"
+		}
+		row(what, strings.TrimSuffix("requested by "+st.Cancel.By+": "+st.Cancel.Reason, ": "))
 	}
 	row("events", fmt.Sprintf("%d up to seq %d (%d executions, %d failures, %d retries)", st.Stats.Events, st.LastSeq, st.Stats.Executions, st.Stats.Failures, st.Stats.Retries))
 	_ = tw.Flush()
@@ -114,8 +127,11 @@ func (e *env) printStatus(st *projection.State, notes map[string]string) {
 			continue
 		}
 		took := ""
-		if n.StartedAt != nil && n.EndedAt != nil {
+		if n.StartedAt != nil && n.EndedAt != nil && !n.Status.Active() {
 			took = duration(n.EndedAt.Sub(*n.StartedAt))
+		}
+		if i := slices.IndexFunc(pending, func(p client.Pending) bool { return p.Node == id && p.Item == nil }); i >= 0 && pending[i].Since != nil {
+			took = duration(now.Sub(*pending[i].Since)) + " so far"
 		}
 		details := ""
 		switch {
@@ -135,6 +151,15 @@ func (e *env) printStatus(st *projection.State, notes map[string]string) {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", id, orDash(string(n.Status)), n.Iteration, num(n.Attempt), n.Worker, took, truncate(details, 80))
 	}
 	_ = tw.Flush()
+	if len(pending) > 0 {
+		fmt.Fprintln(e.stdout, "\npending:")
+		for _, p := range pending {
+			fmt.Fprintf(e.stdout, "  %s\n", pendingLine(p, now))
+			if p.Answer != "" {
+				fmt.Fprintf(e.stdout, "    answer: %s\n", p.Answer)
+			}
+		}
+	}
 	if len(st.Vars) > 0 || len(st.Artifacts) > 0 {
 		fmt.Fprintln(e.stdout)
 	}
@@ -142,25 +167,8 @@ func (e *env) printStatus(st *projection.State, notes map[string]string) {
 	printJSONBlock(e.stdout, "artifacts", st.Artifacts)
 }
 
-// waitLine says what a run waits on: a wait node's time, or a human
-// node's signal, its deadline and the command that answers it.
-func waitLine(run string, w wruns.Waiting, now time.Time) string {
-	if w.For == projection.WaitingForTimer {
-		s := "node " + w.Node + ": a wait"
-		if w.Deadline != nil {
-			s += " until " + strings.TrimPrefix(deadline(*w.Deadline, now), "at ")
-		}
-		return s
-	}
-	s := "node " + w.Node + ": a signal"
-	if w.Deadline != nil {
-		s += " (deadline " + deadline(*w.Deadline, now) + ")"
-	}
-	return s + "; answer: " + wruns.SignalCommand(run, w)
-}
-
 // waitCell is the WAITING cell of a run in 'weft list'.
-func waitCell(ws []wruns.Waiting, now time.Time) string {
+func waitCell(ws []readmodel.Waiting, now time.Time) string {
 	if len(ws) == 0 {
 		return "-"
 	}
@@ -177,6 +185,85 @@ func waitCell(ws []wruns.Waiting, now time.Time) string {
 		parts[i] += ")"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// pendingLine says where a pending activation is: "charge/1 attempt 2 on
+// worker w1: running for 1m3s; last heartbeat 4s ago {"page":3}; times out
+// in 26s (15:04:05)".
+func pendingLine(p client.Pending, now time.Time) string {
+	name := p.Node
+	if p.Item != nil {
+		name += "[" + strconv.Itoa(*p.Item) + "]"
+	}
+	if p.Iteration > 1 {
+		name += " (iteration " + strconv.Itoa(p.Iteration) + ")"
+	}
+	if p.Attempt > 0 {
+		name += " attempt " + strconv.Itoa(p.Attempt)
+	}
+	if p.Worker != "" && p.Status == projection.NodeRunning {
+		name += " on worker " + p.Worker
+	}
+	what := string(p.Status)
+	switch p.Status {
+	case projection.NodeReady:
+		what = "ready, no worker took it yet"
+	case projection.NodeWaiting:
+		what = "waiting for " + p.WaitingFor
+		switch p.WaitingFor {
+		case "signal":
+			what = "waiting for a signal (a person)"
+		case projection.WaitingForTimer:
+			what = "waiting for its time (a wait node, on a durable timer)"
+		}
+		if p.Child != "" {
+			what += " run " + p.Child
+		}
+	case projection.NodeRetrying:
+		what = "failed, retry scheduled"
+	case projection.NodeRetryDue:
+		what = "retry due"
+	}
+	parts := []string{what}
+	if p.Since != nil {
+		parts[0] += " for " + duration(now.Sub(*p.Since))
+	}
+	if p.Status == projection.NodeRunning {
+		if p.HeartbeatAt != nil {
+			hb := "last heartbeat " + ago(*p.HeartbeatAt, now)
+			if len(p.HeartbeatDetails) > 0 && string(p.HeartbeatDetails) != "null" {
+				hb += " " + truncate(string(p.HeartbeatDetails), 60)
+			}
+			parts = append(parts, hb)
+		} else {
+			parts = append(parts, "no heartbeat yet")
+		}
+	}
+	if p.TimeoutAt != nil {
+		parts = append(parts, "times out "+deadline(*p.TimeoutAt, now))
+	}
+	if p.HeartbeatTimeoutAt != nil {
+		parts = append(parts, "fails without a heartbeat "+deadline(*p.HeartbeatTimeoutAt, now))
+	}
+	if p.RetryAt != nil {
+		parts = append(parts, "next attempt "+deadline(*p.RetryAt, now))
+	}
+	if p.LastError != nil {
+		parts = append(parts, "after "+truncate(p.LastError.Error(), 80))
+	}
+	if p.Deadline != nil && p.WaitingFor == projection.WaitingForTimer {
+		parts = append(parts, "ends "+deadline(*p.Deadline, now))
+	} else if p.Deadline != nil {
+		parts = append(parts, "deadline "+deadline(*p.Deadline, now))
+	} else if p.WaitingFor == "signal" {
+		parts = append(parts, "no deadline")
+	}
+	return name + ": " + strings.Join(parts, "; ")
+}
+
+// ago says how long before now t was: "4s ago (15:04:01)".
+func ago(t, now time.Time) string {
+	return duration(now.Sub(t)) + " ago (" + t.Local().Format(time.DateTime) + ")"
 }
 
 // nodeOrder lists the run's nodes in graph order, then any others.
@@ -460,9 +547,17 @@ func summary(p events.Payload, at time.Time) string {
 		}
 		return s
 	case *events.RunCancelRequestedData:
-		return strings.TrimSuffix("by "+d.By+": "+d.Reason, ": ")
+		s := strings.TrimSuffix("by "+d.By+": "+d.Reason, ": ")
+		if d.Terminate {
+			s = "terminate " + s
+		}
+		return s
 	case *events.RunCancelledData:
-		return strings.TrimSuffix("by "+d.By+": "+d.Reason, ": ")
+		s := strings.TrimSuffix("by "+d.By+": "+d.Reason, ": ")
+		if d.Terminated {
+			s = "terminated " + s
+		}
+		return s
 	case *events.NodeReadyData:
 		return fmt.Sprintf("type %s, queue %s", d.Type, d.Queue)
 	case *events.NodeInvokingData:

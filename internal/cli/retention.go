@@ -3,15 +3,17 @@ package cli
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/natsconn"
-	"github.com/weft-dev/weft/internal/runs"
+	"github.com/weft-dev/weft/internal/readmodel"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
+	"github.com/weft-dev/weft/pkg/projection"
 )
 
 // Commands of the log's lifecycle: terminate and delete a run, rebuild the
@@ -19,36 +21,43 @@ import (
 
 var cmdTerminate = &command{
 	name:    "terminate",
-	args:    "RUN",
-	summary: "end a run at once, without waiting for anything (-reason TEXT)",
+	args:    "RUN... | -q QUERY",
+	summary: "end runs at once, without waiting for anything (-reason TEXT; several runs, or -q QUERY)",
 	help: `Appends a terminate request to the run's log: the coordinator ends the run
-at once as cancelled, marked terminated, in the log and in the read model.
-Nodes in flight are stopped and their late outcomes passed over. The run
-must exist and not have ended.`,
+at once, marked terminated ('weft status' and 'weft list' say terminated),
+in the log and in the read model. Nodes in flight are stopped and their
+late outcomes passed over. The run must exist and not have ended.
+
+Several run ids, or -q QUERY, make a batch (see 'weft help cancel':
+-dry-run, -yes, -rate).`,
 	run: requestRun("terminate", (*client.Client).Terminate),
 }
 
 var cmdDelete = &command{
 	name:    "delete",
-	args:    "RUN",
-	summary: "remove an ended run's log and read-model entry (-yes: no question)",
+	args:    "RUN... | -q QUERY",
+	summary: "remove ended runs' logs and read-model entries (-yes: no question; several runs, or -q QUERY)",
 	help: `Removes a run that ended: its events, timers, snapshot and read-model entry
-(purges by the run's own subjects). A run that has not ended is refused.
-It asks for confirmation unless -yes is given. With -archive the run is
-archived first (an Object Store bucket name, obj:NAME, or dir:PATH), and an
-archive that fails removes nothing. Purging the events stream needs the
-admin's credentials.`,
+(purges by the run's own subjects). A run that has not ended is refused,
+before any question. It asks for confirmation unless -yes is given. With
+-archive the run is archived first (an Object Store bucket name, obj:NAME,
+or dir:PATH), and an archive that fails removes nothing. Purging the
+events stream needs the admin's credentials.
+
+Several run ids, or -q QUERY, make a batch: runs that have not ended are
+skipped, the others removed one by one and reported (see 'weft help
+cancel': -dry-run, -yes, -rate):
+  weft delete -q 'status = "failed" AND ended < now - duration("720h")' -dry-run`,
 	run: func(e *env, c *command, args []string) error {
 		fs, out := e.flagSet(c)
 		cfg := natsFlags(fs)
-		yes := fs.Bool("yes", false, "do not ask for confirmation")
 		archive := fs.String("archive", "none", "archive the run first: none, an Object Store bucket, obj:NAME or dir:PATH")
-		pos, err := e.parse(c, fs, args, 1, 1)
+		bf := addBatchFlags(fs)
+		pos, err := e.parse(c, fs, args, 0, -1)
 		if err != nil {
 			return err
 		}
-		run := pos[0]
-		if err := checkRunIDs(c, run); err != nil {
+		if err := batchPositional(c, bf, pos); err != nil {
 			return err
 		}
 		store, closeConn, err := e.adminStore(c, cfg)
@@ -56,30 +65,65 @@ admin's credentials.`,
 			return err
 		}
 		defer closeConn()
-		arch, err := runs.ParseArchive(e.ctx, eventlog.JetStream(store), store.StreamName(), *archive, false)
+		arch, err := readmodel.ParseArchive(e.ctx, eventlog.JetStream(store), store.StreamName(), *archive, false)
 		if err != nil {
 			return err
 		}
-		if !*yes {
-			fmt.Fprintf(e.stderr, "Remove run %s and its whole history? [y/N] ", run)
-			line, _ := bufio.NewReader(e.stdin).ReadString('\n')
-			if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
-				return fmt.Errorf("run %s not deleted: not confirmed (-yes skips the question)", run)
+		cl := client.New(store)
+		remove := func(ctx context.Context, run string) (*readmodel.Removed, error) {
+			r, err := readmodel.Remove(ctx, store, run, arch)
+			if errors.Is(err, readmodel.ErrNotEnded) {
+				return nil, fmt.Errorf("%w: has not ended: cancel or terminate it first", errSkipped)
 			}
+			return r, err
 		}
-		r, err := runs.Remove(e.ctx, store, run, arch)
-		if err != nil {
-			return runError(run, err)
+		if len(pos) == 1 && !*bf.dryRun {
+			run := pos[0]
+			// Refused before the question: a run that has not ended.
+			if ts, _ := e.batchTargets(cl, bf, pos); len(ts) == 1 && ts[0].status != "" && !ts[0].status.Ended() {
+				return fmt.Errorf("run %s not deleted: it has not ended (%s): cancel or terminate it first", run, ts[0].shown)
+			}
+			if !*bf.yes {
+				fmt.Fprintf(e.stderr, "Remove run %s and its whole history? [y/N] ", run)
+				line, _ := bufio.NewReader(e.stdin).ReadString('\n')
+				if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
+					return fmt.Errorf("run %s not deleted: not confirmed (-yes skips the question)", run)
+				}
+			}
+			r, err := remove(e.ctx, run)
+			if err != nil {
+				return runError(run, err)
+			}
+			if *out == "json" {
+				return e.writeJSON(r)
+			}
+			fmt.Fprintf(e.stdout, "run %s deleted (%d events)", run, r.Events)
+			if r.Archived != "" {
+				fmt.Fprintf(e.stdout, ", archived to %s", r.Archived)
+			}
+			fmt.Fprintln(e.stdout)
+			return nil
 		}
-		if *out == "json" {
-			return e.writeJSON(r)
-		}
-		fmt.Fprintf(e.stdout, "run %s deleted (%d events)", run, r.Events)
-		if r.Archived != "" {
-			fmt.Fprintf(e.stdout, ", archived to %s", r.Archived)
-		}
-		fmt.Fprintln(e.stdout)
-		return nil
+		return e.runBatch(c, *out, bf, cl, pos, batchOp{
+			verb: "delete", done: "deleted", ask: true,
+			skip: func(st projection.RunStatus) string {
+				if !st.Ended() {
+					return "has not ended (" + string(st) + ")"
+				}
+				return ""
+			},
+			do: func(ctx context.Context, run string) (string, error) {
+				r, err := remove(ctx, run)
+				if err != nil {
+					return "", err
+				}
+				d := fmt.Sprintf("(%d events)", r.Events)
+				if r.Archived != "" {
+					d += ", archived to " + r.Archived
+				}
+				return d, nil
+			},
+		})
 	},
 }
 
@@ -137,11 +181,11 @@ func (e *env) adminStore(c *command, cfg *natsconn.Config) (events.Store, func()
 func adminReindex(e *env, c *command, args []string) error {
 	fs, out := e.flagSet(c)
 	cfg := natsFlags(fs)
-	retention := fs.String("retention", runs.DefaultRetention.String(), "the coordinators' default retention")
+	retention := fs.String("retention", readmodel.DefaultRetention.String(), "the coordinators' default retention")
 	if _, err := e.parse(c, fs, args, 0, 0); err != nil {
 		return err
 	}
-	def, err := runs.ParseRetention(*retention)
+	def, err := readmodel.ParseRetention(*retention)
 	if err != nil {
 		return &usageError{cmd: c, msg: "-" + err.Error()}
 	}
@@ -150,7 +194,7 @@ func adminReindex(e *env, c *command, args []string) error {
 		return err
 	}
 	defer closeConn()
-	res, err := runs.Reindex(e.ctx, store, def, nil)
+	res, err := readmodel.Reindex(e.ctx, store, def, nil)
 	if err != nil {
 		return err
 	}
@@ -164,7 +208,7 @@ func adminReindex(e *env, c *command, args []string) error {
 func adminRetention(e *env, c *command, args []string) error {
 	fs, out := e.flagSet(c)
 	cfg := natsFlags(fs)
-	archive := fs.String("archive", runs.ArchiveBucket, "archive runs before removing them: an Object Store bucket, obj:NAME, dir:PATH, or none")
+	archive := fs.String("archive", readmodel.ArchiveBucket, "archive runs before removing them: an Object Store bucket, obj:NAME, dir:PATH, or none")
 	create := fs.Bool("create-archive", false, "create the archive bucket if it is missing")
 	every := fs.Duration("every", 0, "sweep again at this interval until interrupted (0: once)")
 	limit := fs.Int("limit", 0, "remove at most this many runs per sweep (0: all)")
@@ -182,12 +226,12 @@ func adminRetention(e *env, c *command, args []string) error {
 		return err
 	}
 	defer closeConn()
-	arch, err := runs.ParseArchive(e.ctx, eventlog.JetStream(store), store.StreamName(), *archive, *create)
+	arch, err := readmodel.ParseArchive(e.ctx, eventlog.JetStream(store), store.StreamName(), *archive, *create)
 	if err != nil {
 		return err
 	}
 	for {
-		res, err := runs.Sweep(e.ctx, store, arch, time.Now(), *limit, nil)
+		res, err := readmodel.Sweep(e.ctx, store, arch, time.Now(), *limit, nil)
 		if err != nil {
 			return err
 		}
@@ -217,13 +261,13 @@ func adminRetention(e *env, c *command, args []string) error {
 func adminRestore(e *env, c *command, args []string) error {
 	fs, out := e.flagSet(c)
 	cfg := natsFlags(fs)
-	archive := fs.String("archive", runs.ArchiveBucket, "the archive: an Object Store bucket, obj:NAME or dir:PATH")
-	retention := fs.String("retention", runs.DefaultRetention.String(), "the coordinators' default retention")
+	archive := fs.String("archive", readmodel.ArchiveBucket, "the archive: an Object Store bucket, obj:NAME or dir:PATH")
+	retention := fs.String("retention", readmodel.DefaultRetention.String(), "the coordinators' default retention")
 	pos, err := e.parse(c, fs, args, 1, -1)
 	if err != nil {
 		return err
 	}
-	def, err := runs.ParseRetention(*retention)
+	def, err := readmodel.ParseRetention(*retention)
 	if err != nil {
 		return &usageError{cmd: c, msg: "-" + err.Error()}
 	}
@@ -238,14 +282,14 @@ func adminRestore(e *env, c *command, args []string) error {
 		return err
 	}
 	defer closeConn()
-	arch, err := runs.ParseArchive(e.ctx, eventlog.JetStream(store), store.StreamName(), *archive, false)
+	arch, err := readmodel.ParseArchive(e.ctx, eventlog.JetStream(store), store.StreamName(), *archive, false)
 	if err != nil {
 		return err
 	}
-	var done []*runs.Restored
+	var done []*readmodel.Restored
 	failed := 0
 	for _, run := range pos {
-		r, err := runs.Restore(e.ctx, store, arch, run, def)
+		r, err := readmodel.Restore(e.ctx, store, arch, run, def)
 		if err != nil {
 			failed++
 			fmt.Fprintf(e.stderr, "weft admin restore: %v\n", err)

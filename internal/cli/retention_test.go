@@ -26,6 +26,7 @@ func waitListed(t *testing.T, cl *client.Client, run string, status projection.R
 		if ctx.Err() != nil {
 			t.Fatalf("run %s not listed as %s in time: %+v, %v", run, status, s, err)
 		}
+		// Polls: the read model's list notifies nobody.
 		time.Sleep(10 * time.Millisecond)
 	}
 }
@@ -145,6 +146,13 @@ func TestTerminateDeleteAndArchivedReads(t *testing.T) {
 	if !sum.Terminated || st.Cancel == nil || !st.Cancel.Terminate || st.Cancel.Reason != "stuck" {
 		t.Errorf("terminated run: summary %+v, cancel %+v; want both terminated", sum, st.Cancel)
 	}
+	// Terminated reads as terminated wherever a person reads the status.
+	r := weft(t, "status", run, "-nats", url)
+	wantMatch(t, "status of a terminated run", r.stdout, `(?m)^status +terminated$`, `(?m)^terminate +requested by .*: stuck$`)
+	r = weft(t, "list", "-nats", url)
+	wantMatch(t, "list with a terminated run", r.stdout, `(?m)^`+run+` +waits +terminated `)
+	r = weft(t, "events", run, "-nats", url)
+	wantContains(t, "events of a terminated run", r.stdout, "terminate by", "terminated by")
 	if r := weft(t, "delete", run, "-nats", url); r.code != 1 || !strings.Contains(r.stderr, "not confirmed") {
 		t.Errorf("delete without confirmation: exit %d, %s", r.code, r.stderr)
 	}
@@ -165,7 +173,7 @@ func TestTerminateDeleteAndArchivedReads(t *testing.T) {
 		t.Errorf("list -count after delete: %q, want 0", r.stdout)
 	}
 	t.Setenv("WEFT_ARCHIVE", "dir:"+dir)
-	r := weft(t, "events", run, "-nats", url)
+	r = weft(t, "events", run, "-nats", url)
 	wantContains(t, "events of an archived run", r.stdout, "run.started", "run.cancelled")
 	r = weft(t, "state", run, "-nats", url, "-o", "json")
 	wantContains(t, "state of an archived run", r.stdout, `"status": "cancelled"`, `"terminate": true`)

@@ -119,9 +119,9 @@ func endedError(st *projection.State) error {
 	case projection.RunFailed:
 		return fmt.Errorf("run %s failed: %v", st.RunID, st.Error)
 	case projection.RunCancelled:
-		return fmt.Errorf("run %s was cancelled", st.RunID)
+		return fmt.Errorf("run %s was %s", st.RunID, shownStatus(st))
 	}
-	return fmt.Errorf("run %s is %s", st.RunID, st.Status)
+	return fmt.Errorf("run %s is %s", st.RunID, shownStatus(st))
 }
 
 // typesFlag adds the -types flag: node types of the user's own workers.

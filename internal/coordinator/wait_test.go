@@ -10,8 +10,8 @@ import (
 
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/natstest"
-	"github.com/weft-dev/weft/internal/runs"
+	"github.com/weft-dev/weft/internal/readmodel"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -117,7 +117,7 @@ func checkWaitedOnce(t testing.TB, st events.Store, runs []string, until time.Ti
 // A wait node holds no worker: with no worker running at all, runs wait
 // and finish on the coordinator's durable timer alone.
 func TestWaitNodeNeedsNoWorker(t *testing.T) {
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	runCoordinator(t, ctx, st, coordinator.WithLogger(quiet()))
@@ -134,7 +134,7 @@ func TestWaitNodeNeedsNoWorker(t *testing.T) {
 // coordinator started last finds the runs and ends each wait once.
 func TestWaitSurvivesCoordinatorKills(t *testing.T) {
 	binaries(t) // built before the clock starts: a build takes seconds
-	srv, st := natstest.Store(t)
+	srv, st := testkit.Store(t)
 	ctx := context.Background()
 	if _, err := eventlog.JetStream(st).CreateConsumer(ctx, st.StreamName(), partitionConsumer(coordinator.ConsumerName("coordinator", 0), 2*time.Second)); err != nil {
 		t.Fatal(err)
@@ -168,16 +168,16 @@ func TestWaitSurvivesCoordinatorKills(t *testing.T) {
 // A run that only waits is indexed as waiting, with what it waits on and
 // until when, and as completed once its wait ended.
 func TestWaitingRunIsIndexedAsWaiting(t *testing.T) {
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	runCoordinator(t, ctx, st, coordinator.WithLogger(quiet()))
 	until := time.Now().Add(3 * time.Second).UTC()
 	run := startUntil(t, st, mustGraph(t, waitThenLocal), 1, until)[0]
-	get := func(want projection.RunStatus) *runs.Summary {
+	get := func(want projection.RunStatus) *readmodel.Summary {
 		t.Helper()
 		for end := time.Now().Add(20 * time.Second); ; {
-			m, err := runs.Open(ctx, eventlog.JetStream(st))
+			m, err := readmodel.Open(ctx, eventlog.JetStream(st))
 			if err == nil {
 				if s, err := m.Get(ctx, run); err == nil && s.Status == want {
 					return s

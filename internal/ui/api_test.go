@@ -1,6 +1,7 @@
 package ui_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -9,20 +10,22 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/weft-dev/weft/internal/runs"
+	"github.com/weft-dev/weft/internal/readmodel"
 	"github.com/weft-dev/weft/internal/ui"
+	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
+	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/projection"
 )
 
 type runList struct {
-	Runs   []runs.Summary `json:"runs"`
-	Next   string         `json:"next"`
-	Counts map[string]int `json:"counts"`
+	Runs   []readmodel.Summary `json:"runs"`
+	Next   string              `json:"next"`
+	Counts map[string]int      `json:"counts"`
 }
 
 type runDetail struct {
-	Summary runs.Summary `json:"summary"`
+	Summary readmodel.Summary `json:"summary"`
 	Waiting []struct {
 		Node, For, Data, Command string
 	} `json:"waiting"`
@@ -37,10 +40,11 @@ type runDetail struct {
 			Back            bool
 		} `json:"edges"`
 	} `json:"graph"`
-	TraceID  string   `json:"traceId"`
-	TraceURL string   `json:"traceUrl"`
-	Children []string `json:"children"`
-	Events   int      `json:"events"`
+	TraceID  string           `json:"traceId"`
+	TraceURL string           `json:"traceUrl"`
+	Children []string         `json:"children"`
+	Events   int              `json:"events"`
+	Pending  []client.Pending `json:"pending"`
 }
 
 type event struct {
@@ -66,19 +70,31 @@ type eventList struct {
 type stateAt struct {
 	Position int               `json:"position"`
 	State    *projection.State `json:"state"`
-	Diff     []struct {
-		Path   string          `json:"path"`
-		Op     string          `json:"op"`
-		Before json.RawMessage `json:"before"`
-		After  json.RawMessage `json:"after"`
-	} `json:"diff"`
+	Diff     []diffEntry       `json:"diff"`
 }
 
-// TestUIRunList: the run list is newest first, filtered by status and
+type diffEntry struct {
+	Path   string          `json:"path"`
+	Op     string          `json:"op"`
+	Before json.RawMessage `json:"before"`
+	After  json.RawMessage `json:"after"`
+}
+
+// TestUIRunList: the run list is newest first by start time, filtered by status and
 // graph, searched by id prefix, paged, and counted per status.
 func TestUIRunList(t *testing.T) {
 	e := newEnv(t, ui.Config{})
-	first := e.run(fanJoinYAML, nil)
+	// The first run's id sorts after generated ids: the list still shows
+	// it last, by its start time.
+	g, err := graph.Parse([]byte(fanJoinYAML), "test.yaml", graph.AllowAnyType())
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := e.cl.Start(context.Background(), g, client.WithRunID("zz-first"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.wait(first)
 	second := e.run(brokenYAML, nil)
 	third := e.run(fanJoinYAML, nil)
 	for id, st := range map[string]string{first: "completed", second: "failed", third: "completed"} {
@@ -90,7 +106,7 @@ func TestUIRunList(t *testing.T) {
 	if got := ids(all.Runs); !slices.Equal(got, []string{third, second, first}) {
 		t.Errorf("runs %v, want newest first %v", got, []string{third, second, first})
 	}
-	if all.Counts["completed"] != 2 || all.Counts["failed"] != 1 || all.Counts["running"] != 0 || len(all.Counts) != len(runs.Statuses) {
+	if all.Counts["completed"] != 2 || all.Counts["failed"] != 1 || all.Counts["running"] != 0 || len(all.Counts) != len(readmodel.Statuses) {
 		t.Errorf("counts %v, want completed 2, failed 1, and every status", all.Counts)
 	}
 
@@ -146,7 +162,7 @@ func TestUIRunList(t *testing.T) {
 	}
 }
 
-func ids(ss []runs.Summary) []string {
+func ids(ss []readmodel.Summary) []string {
 	var out []string
 	for _, s := range ss {
 		out = append(out, s.RunID)
@@ -254,6 +270,19 @@ func TestUIRunFanOutJoin(t *testing.T) {
 	if !found {
 		t.Errorf("diff at %d lacks state.left added as 1: %+v", pos, at.Diff)
 	}
+	// What changed is the run's state and nodes, not the fold's
+	// bookkeeping, unless all=1 asks for it.
+	var withAll stateAt
+	e.get("/api/runs/"+id+"/state?all=1&at="+strconv.Itoa(pos)).decode(t, &withAll)
+	has := func(d []diffEntry, path string) bool {
+		return slices.ContainsFunc(d, func(c diffEntry) bool { return c.Path == path })
+	}
+	for _, p := range []string{"lastSeq", "updatedAt", "stats.events"} {
+		if has(at.Diff, p) || !has(withAll.Diff, p) {
+			t.Errorf("%s: in the diff %v, in all=1's %v; want only in all=1's", p, has(at.Diff, p), has(withAll.Diff, p))
+		}
+	}
+	wantError(t, "all=maybe", e.get("/api/runs/"+id+"/state?at=1&all=maybe"), http.StatusBadRequest, "all")
 	var before stateAt
 	e.get("/api/runs/"+id+"/state?at="+strconv.Itoa(pos-1)).decode(t, &before)
 	if _, ok := before.State.Vars["left"]; ok {
@@ -333,6 +362,11 @@ func TestUISignal(t *testing.T) {
 		len(d.Waiting) != 1 || d.Waiting[0].Node != "approve" || d.Waiting[0].For != "signal" || d.Waiting[0].Command != want {
 		t.Fatalf("summary status %s, waiting %+v; want waiting on approve, answered by %s", d.Summary.Status, d.Waiting, want)
 	}
+	// The run page says where the run waits, and how to answer it.
+	if len(d.Pending) != 1 || d.Pending[0].Node != "approve" || d.Pending[0].WaitingFor != "signal" ||
+		!strings.HasPrefix(d.Pending[0].Answer, "weft signal "+id+" approve -data ") {
+		t.Errorf("pending = %+v, want approve waiting for a signal, with its answer", d.Pending)
+	}
 
 	path := "/api/runs/" + id + "/signal"
 	r := e.do(http.MethodPost, path, `{"node":"approve","data":{"approved":true}}`, nil)
@@ -355,8 +389,8 @@ func TestUISignal(t *testing.T) {
 	r.decode(t, &sent)
 	e.wait(id)
 	e.get("/api/runs/"+id).decode(t, &d)
-	if d.State.Status != projection.RunCompleted || string(d.State.Vars["published"]) != "true" {
-		t.Errorf("after the signal: %s, published %s", d.State.Status, d.State.Vars["published"])
+	if d.State.Status != projection.RunCompleted || string(d.State.Vars["published"]) != "true" || d.Pending == nil || len(d.Pending) != 0 {
+		t.Errorf("after the signal: %s, published %s, pending %v (want [])", d.State.Status, d.State.Vars["published"], d.Pending)
 	}
 	var evs eventList
 	e.get("/api/runs/"+id+"/events").decode(t, &evs)

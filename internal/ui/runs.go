@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/runs"
+	"github.com/weft-dev/weft/internal/readmodel"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -26,9 +26,9 @@ const (
 )
 
 type runList struct {
-	Runs   []runs.Summary `json:"runs"`
-	Next   string         `json:"next"`
-	Counts map[string]int `json:"counts"`
+	Runs   []readmodel.Summary `json:"runs"`
+	Next   string              `json:"next"`
+	Counts map[string]int      `json:"counts"`
 }
 
 // listRuns answers GET /api/runs from the read model of runs.
@@ -44,7 +44,7 @@ func (s *server) listRuns(w http.ResponseWriter, r *http.Request) {
 			if st == "" {
 				continue
 			}
-			if !slices.Contains(runs.Statuses, projection.RunStatus(st)) {
+			if !slices.Contains(readmodel.Statuses, projection.RunStatus(st)) {
 				s.fail(w, r, badParam("status", "unknown status %q (want one of %s)", st, statusList()))
 				return
 			}
@@ -82,16 +82,16 @@ func (s *server) listRuns(w http.ResponseWriter, r *http.Request) {
 		opts = append(opts, client.WithStatus(statuses...))
 	}
 	cursor := q.Get("cursor")
-	if cursor != "" && !eventlog.ValidToken(cursor) {
+	if _, err := readmodel.ParseCursor(cursor); cursor != "" && err != nil {
 		s.fail(w, r, badParam("cursor", "%q is not a cursor this server gave", cursor))
 		return
 	}
-	out := runList{Runs: []runs.Summary{}, Counts: map[string]int{}}
+	out := runList{Runs: []readmodel.Summary{}, Counts: map[string]int{}}
 	if prefix := q.Get("q"); prefix != "" {
 		// A whole run id is one get. The read model has no index by id
 		// prefix: for a prefix, read the selection and keep the matches
 		// (a page of them).
-		var sum *runs.Summary
+		var sum *readmodel.Summary
 		err := errors.New("not a run id")
 		if eventlog.ValidToken(prefix) {
 			sum, err = s.cl.Summary(ctx, prefix)
@@ -103,12 +103,12 @@ func (s *server) listRuns(w http.ResponseWriter, r *http.Request) {
 			if matches(sum, statuses, since, until, q.Get("graph")) {
 				out.Runs = append(out.Runs, *sum)
 			}
-		case !errors.Is(err, runs.ErrNotFound) && !errors.Is(err, runs.ErrNoReadModel):
+		case !errors.Is(err, readmodel.ErrNotFound) && !errors.Is(err, readmodel.ErrNoReadModel):
 			s.fail(w, r, err)
 			return
 		default:
 			page, err := s.cl.ListPage(ctx, opts...)
-			if err != nil && !errors.Is(err, runs.ErrNoReadModel) {
+			if err != nil && !errors.Is(err, readmodel.ErrNoReadModel) {
 				s.fail(w, r, err)
 				return
 			}
@@ -125,34 +125,30 @@ func (s *server) listRuns(w http.ResponseWriter, r *http.Request) {
 		}
 		page, err := s.cl.ListPage(ctx, opts...)
 		switch {
-		case errors.Is(err, runs.ErrNoReadModel):
+		case errors.Is(err, readmodel.ErrNoReadModel):
 			// No coordinator ever ran here: no runs yet.
 		case err != nil:
 			s.fail(w, r, err)
 			return
 		default:
-			out.Runs, out.Next = page.Runs, page.Next
+			out.Runs, out.Next = append(out.Runs, page.Runs...), page.Next // [] for none, not null
 		}
 	}
 	// Counts per status, under the same filters but the status.
-	for _, st := range runs.Statuses {
-		page, err := s.cl.ListPage(ctx, append(slices.Clone(filters), client.WithStatus(st), client.WithLimit(1))...)
-		if errors.Is(err, runs.ErrNoReadModel) {
-			out.Counts[string(st)] = 0
-			continue
-		}
-		if err != nil {
+	for _, st := range readmodel.Statuses {
+		n, err := s.cl.Count(ctx, append(slices.Clone(filters), client.WithStatus(st))...)
+		if err != nil && !errors.Is(err, readmodel.ErrNoReadModel) {
 			s.fail(w, r, err)
 			return
 		}
-		out.Counts[string(st)] = page.Total
+		out.Counts[string(st)] = n
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
 func statusList() string {
-	names := make([]string, len(runs.Statuses))
-	for i, st := range runs.Statuses {
+	names := make([]string, len(readmodel.Statuses))
+	for i, st := range readmodel.Statuses {
 		names[i] = string(st)
 	}
 	return strings.Join(names, ", ")
@@ -208,7 +204,7 @@ func (s *server) runLog(ctx context.Context, w http.ResponseWriter, r *http.Requ
 }
 
 type runView struct {
-	Summary runs.Summary `json:"summary"`
+	Summary readmodel.Summary `json:"summary"`
 	// Waiting is what the run waits on (Summary.Waiting), each human
 	// node's with the command that answers it.
 	Waiting    []waitView        `json:"waiting,omitempty"`
@@ -219,11 +215,14 @@ type runView struct {
 	TraceURL   string            `json:"traceUrl"`
 	Children   []string          `json:"children"`
 	Events     int               `json:"events"`
+	// Pending are the nodes that have not finished, and where each is
+	// (client.Pending): where the run is stuck.
+	Pending []client.Pending `json:"pending"`
 }
 
 // waitView is one wait of a run, for the run's page.
 type waitView struct {
-	runs.Waiting
+	readmodel.Waiting
 	// Command answers a human node's wait: weft signal RUN NODE -data DATA.
 	Command string `json:"command,omitempty"`
 }
@@ -237,22 +236,25 @@ func (s *server) getRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	hist, st := log.events, log.final
-	v := runView{State: st, Events: len(hist), Children: []string{}}
+	v := runView{State: st, Events: len(hist), Children: []string{}, Pending: client.PendingOf(st, hist)}
+	if v.Pending == nil {
+		v.Pending = []client.Pending{}
+	}
 	if sum, err := s.cl.Summary(ctx, id); err == nil {
 		v.Summary = *sum
 		// The log is fresher than the read model on what the run does
 		// now: its status (waiting or running) and its waits.
 		if !sum.Status.Ended() {
-			v.Summary.Status, v.Summary.Waiting = runs.StatusOf(st), runs.WaitsOf(st)
+			v.Summary.Status, v.Summary.Waiting = readmodel.StatusOf(st), readmodel.WaitsOf(st)
 		}
 	} else {
 		// Not indexed (yet, or the read model is gone): the fold says
 		// as much.
-		v.Summary = runs.Summarize(st, runs.DefaultRetention)
+		v.Summary = readmodel.Summarize(st, readmodel.DefaultRetention)
 	}
 	for i, w := range v.Summary.Waiting {
 		if w.For == "signal" {
-			v.Waiting = append(v.Waiting, waitView{Waiting: v.Summary.Waiting[i], Command: runs.SignalCommand(id, w)})
+			v.Waiting = append(v.Waiting, waitView{Waiting: v.Summary.Waiting[i], Command: readmodel.SignalCommand(id, w)})
 		} else {
 			v.Waiting = append(v.Waiting, waitView{Waiting: v.Summary.Waiting[i]})
 		}
@@ -439,15 +441,21 @@ func (s *server) runState(w http.ResponseWriter, r *http.Request) {
 			Message: "at: run " + id + " has no event at position " + strconv.Itoa(at) + " (its events are 1 to " + strconv.Itoa(n) + ")"})
 		return
 	}
+	all := r.URL.Query().Get("all")
+	if all != "" && all != "1" && all != "true" {
+		s.fail(w, r, badParam("all", "want 1 or true, got %q", all))
+		return
+	}
 	before, after := log.stateAfter(at-1), log.stateAfter(at)
-	writeJSON(w, http.StatusOK, stateView{Position: at, State: after, Diff: diffStates(before, after)})
+	writeJSON(w, http.StatusOK, stateView{Position: at, State: after, Diff: diffStates(before, after, all != "")})
 }
 
 // diffStates lists what changed from a to b, with dotted paths
-// ("state.count", "nodes.fetch.status").
-func diffStates(a, b *projection.State) []change {
+// ("state.count", "nodes.fetch.status"): without the fold's bookkeeping
+// unless all (projection.StateDiff).
+func diffStates(a, b *projection.State, all bool) []change {
 	out := []change{}
-	for _, c := range projection.Diff(a, b) {
+	for _, c := range projection.StateDiff(a, b, all) {
 		ch := change{Path: strings.ReplaceAll(strings.TrimPrefix(c.Path, "/"), "/", "."), Before: c.Before, After: c.After}
 		switch {
 		case c.Before == nil:
@@ -463,9 +471,9 @@ func diffStates(a, b *projection.State) []change {
 }
 
 // matches says whether a run's summary is selected by a listing's filters.
-func matches(sum *runs.Summary, statuses []projection.RunStatus, since, until time.Time, graph string) bool {
+func matches(sum *readmodel.Summary, statuses []projection.RunStatus, since, until time.Time, graph string) bool {
 	switch {
-	case !runs.StatusIn(sum.Status, statuses),
+	case !readmodel.StatusIn(sum.Status, statuses),
 		graph != "" && sum.Graph != graph,
 		!since.IsZero() && sum.StartedAt.Before(since),
 		!until.IsZero() && !sum.StartedAt.Before(until):
@@ -475,7 +483,7 @@ func matches(sum *runs.Summary, statuses []projection.RunStatus, since, until ti
 }
 
 // pageRuns is a page's runs; none for no page.
-func pageRuns(p *runs.Page) []runs.Summary {
+func pageRuns(p *readmodel.Page) []readmodel.Summary {
 	if p == nil {
 		return nil
 	}

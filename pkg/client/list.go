@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/runs"
+	"github.com/weft-dev/weft/internal/readmodel"
 	"github.com/weft-dev/weft/pkg/projection"
 )
 
@@ -20,18 +20,34 @@ import (
 // set when 'weft terminate' ended it; ForkedFrom, the run and point it was
 // forked from; Restored, when it was last put back from an archive. Its
 // JSON form is what the UI and 'weft -o json list' show.
-type RunSummary = runs.Summary
+type RunSummary = readmodel.Summary
 
 // RunPage is one page of ListPage, newest run first: Runs, Next (the
 // cursor of the next page, for WithCursor; empty on the last) and Total
 // (the runs the options select, over all pages).
-type RunPage = runs.Page
+type RunPage = readmodel.Page
 
 // ListOption configures List.
 type ListOption func(*listOptions)
 
 // listOptions is the read model's query that List's options fill in.
-type listOptions struct{ runs.Query }
+type listOptions struct {
+	readmodel.Query
+	query *string // WithQuery's, compiled by compile()
+}
+
+// compile is the read model's query the options ask for.
+func (o *listOptions) compile() (readmodel.Query, error) {
+	q := o.Query
+	if o.query != nil {
+		f, err := readmodel.ParseFilter(*o.query)
+		if err != nil {
+			return q, err
+		}
+		q.Filter = f
+	}
+	return q, q.Validate()
+}
 
 // WithLimit returns at most n runs, the newest (default: all).
 func WithLimit(n int) ListOption { return func(q *listOptions) { q.Limit = n } }
@@ -61,6 +77,22 @@ func WithAttr(name, value string) ListOption {
 	}
 }
 
+// WithQuery keeps only the runs a query is true for: a CEL expression
+// over a run's summary (id, status, terminated, graph, digest, started,
+// ended, attrs, parent, forkedFrom, schedule, trigger, now), which also
+// takes AND, OR, NOT and = (runs.FilterHelp has the whole language):
+//
+//	status = "failed" AND graph = "billing" AND started > "2026-11-01"
+//
+// A query that does not compile makes List return a *QueryError that
+// says where.
+func WithQuery(query string) ListOption {
+	return func(q *listOptions) { q.query = &query }
+}
+
+// QueryError is a query that does not compile: its line, column and why.
+type QueryError = readmodel.FilterError
+
 // WithCursor continues a listing after the page whose Next it is.
 func WithCursor(cursor string) ListOption { return func(q *listOptions) { q.Cursor = cursor } }
 
@@ -68,7 +100,7 @@ func WithCursor(cursor string) ListOption { return func(q *listOptions) { q.Curs
 // carries the run's graph and start.
 func WithDetails() ListOption { return func(*listOptions) {} }
 
-// List lists runs, newest first, from the read model of runs (the KV
+// List lists runs, newest first (by start time, ties by run id), from the read model of runs (the KV
 // bucket "weft-runs", kept by the coordinators): it never reads the events
 // stream, so its cost does not grow with the runs' histories. A run shows
 // up once its coordinator has handled its run-started, and its status
@@ -90,8 +122,8 @@ func (c *Client) ListPage(ctx context.Context, opts ...ListOption) (*RunPage, er
 	for _, opt := range opts {
 		opt(&o)
 	}
-	q := o.Query
-	if err := q.Validate(); err != nil {
+	q, err := o.compile()
+	if err != nil {
 		return nil, err
 	}
 	m, err := c.readModel(ctx)
@@ -99,6 +131,24 @@ func (c *Client) ListPage(ctx context.Context, opts ...ListOption) (*RunPage, er
 		return nil, err
 	}
 	return m.List(ctx, q)
+}
+
+// Count counts the runs the options select (a limit or cursor aside). On
+// statuses alone it reads only the read model's keys.
+func (c *Client) Count(ctx context.Context, opts ...ListOption) (int, error) {
+	var o listOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	q, err := o.compile()
+	if err != nil {
+		return 0, err
+	}
+	m, err := c.readModel(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return m.Count(ctx, q)
 }
 
 // Summary returns a run's entry in the read model; a run it has no entry
@@ -112,7 +162,7 @@ func (c *Client) Summary(ctx context.Context, run string) (*RunSummary, error) {
 }
 
 // readModel opens the read model once.
-func (c *Client) readModel(ctx context.Context) (*runs.Model, error) {
+func (c *Client) readModel(ctx context.Context) (*readmodel.Model, error) {
 	if err := c.inNamespace(ctx); err != nil {
 		return nil, err
 	}
@@ -121,7 +171,7 @@ func (c *Client) readModel(ctx context.Context) (*runs.Model, error) {
 	if c.runs != nil {
 		return c.runs, nil
 	}
-	m, err := runs.Open(ctx, eventlog.JetStream(c.store))
+	m, err := readmodel.Open(ctx, eventlog.JetStream(c.store))
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +187,7 @@ func (c *Client) archive(ctx context.Context) Archive {
 	if c.arch != nil || c.archChecked {
 		return c.arch
 	}
-	a, err := runs.OpenObjectStore(ctx, eventlog.JetStream(c.store), runs.ArchiveBucket, c.store.StreamName(), false)
+	a, err := readmodel.OpenObjectStore(ctx, eventlog.JetStream(c.store), readmodel.ArchiveBucket, c.store.StreamName(), false)
 	if err != nil {
 		if !errors.Is(err, context.Canceled) {
 			c.archChecked = true

@@ -193,6 +193,11 @@ test('selecting an event shows the state after it, the diff, and the graph then'
   await go(`/runs/${runs.fanout}?at=${gathered.position}`)
   await panel.locator('.diff').waitFor()
   assert.match(await panel.locator('.diff').textContent(), /state\.gathered/)
+  // The fold's bookkeeping only when asked for.
+  assert.doesNotMatch(await panel.locator('.diff').textContent(), /lastSeq|updatedAt|stats\./)
+  await panel.locator('input[name="bookkeeping"]').check()
+  await panel.locator('.diff', { hasText: 'lastSeq' }).waitFor()
+  await panel.locator('input[name="bookkeeping"]').uncheck()
   after = await panel.locator('.state-after pre').textContent()
   assert.match(after, /"gathered": true/)
   await node('gather', 'succeeded').waitFor()
@@ -203,8 +208,12 @@ test('selecting an event shows the state after it, the diff, and the graph then'
 test('a signal sent from the page completes the waiting run, live', async () => {
   await go(`/runs/${runs.approval}`)
   await node('approve', 'waiting').waitFor()
-  const answer = await page.locator('.wait[data-wait="approve"] code.command').textContent()
-  assert.match(answer, new RegExp(`^weft signal ${runs.approval} approve -data '\\{"approved": \\.\\.\\.\\}'$`))
+  // Where it waits: the node, its deadline, the command that answers it.
+  const waits = page.locator('.pending tr[data-pending="approve"]')
+  await waits.waitFor()
+  assert.match(await waits.textContent(), new RegExp(`deadline in .*weft signal ${runs.approval} approve -data`))
+  assert.equal(await page.locator('.run').getAttribute('data-status'), 'waiting')
+  assert.match(await page.locator('.waits .wait[data-wait="approve"]').textContent(), /approve: a signal/)
   await noReload()
   await page.getByRole('button', { name: 'Signal…' }).click()
   const dialog = page.locator('dialog.confirm')
@@ -322,6 +331,16 @@ test('fork from the selected event, and cancel: confirmed, their results in the 
   await page.locator('.timeline .row .type', { hasText: 'run.cancel_requested' }).waitFor()
   await page.locator('.run[data-status="cancelled"]').waitFor()
   await stillSameDocument()
+})
+
+test('a terminated run reads as terminated, in the list and on its page', async () => {
+  const id = await weft.run('examples/approval.yaml')
+  await weft.cli('terminate', id, '-reason', 'stuck')
+  await go('/runs')
+  await page.locator(`tr[data-run="${id}"] .status-terminated`).waitFor()
+  await go(`/runs/${id}`)
+  await page.locator('.run .title .status-terminated').waitFor()
+  assert.equal(await page.locator('.run .title .status').textContent(), 'terminated')
 })
 
 test('read-only: the UI offers no action', async () => {

@@ -113,6 +113,12 @@ export class Weft {
     return id
   }
 
+  // cli runs a weft command against this server and returns its output.
+  async cli(...args) {
+    const { stdout } = await exec(this.bin, [...args, '-nats', this.nats], { cwd: root, maxBuffer: 1 << 24 })
+    return stdout
+  }
+
   kill(p, signal) {
     if (!alive(p)) return
     try {

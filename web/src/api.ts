@@ -80,6 +80,7 @@ export interface RunState {
   nodes?: Record<string, NodeState>
   output?: unknown
   error?: Failure
+  cancel?: { by: string; reason?: string; at: string; terminate?: boolean }
   startedAt?: string
   endedAt?: string
   lastSeq?: number
@@ -115,6 +116,28 @@ export interface RunDetail {
   traceUrl?: string
   children?: string[]
   events: number
+  pending?: Pending[] // the nodes that have not finished, and where each is
+}
+
+// Pending is a node (or map item) that has not finished: client.Pending.
+export interface Pending {
+  node: string
+  iteration: number
+  item?: number
+  status: string
+  waitingFor?: string
+  attempt?: number
+  worker?: string
+  since?: string
+  heartbeatAt?: string
+  heartbeatDetails?: unknown
+  timeoutAt?: string
+  heartbeatTimeoutAt?: string
+  retryAt?: string
+  lastError?: Failure
+  deadline?: string
+  child?: string
+  answer?: string
 }
 
 export interface WeftEvent {
@@ -246,6 +269,7 @@ export const api = {
     call<RunDetail>('GET', run(id)).then((d) => ({
       ...d,
       children: list(d.children),
+      pending: list(d.pending),
       graph: d.graph && { nodes: list(d.graph.nodes), edges: list(d.graph.edges) },
     })),
   events: (id: string, from: number, limit: number) =>
@@ -253,8 +277,10 @@ export const api = {
       ...p,
       events: list(p.events),
     })),
-  stateAt: (id: string, at: number) =>
-    call<StateAt>('GET', `${run(id)}/state${query({ at })}`).then((s) => ({ ...s, diff: list(s.diff) })),
+  // stateAt is the state after event at, and what it changed: without the
+  // fold's bookkeeping unless all.
+  stateAt: (id: string, at: number, all = false) =>
+    call<StateAt>('GET', `${run(id)}/state${query({ at, all: all ? '1' : undefined })}`).then((s) => ({ ...s, diff: list(s.diff) })),
   signal: (id: string, node: string, data: unknown) => call<{ id: string }>('POST', `${run(id)}/signal`, { node, data }),
   cancel: (id: string, reason: string) => call<object>('POST', `${run(id)}/cancel`, { reason }),
   fork: (id: string, at: number) => call<{ runId: string }>('POST', `${run(id)}/fork`, { at }),

@@ -10,6 +10,15 @@ export function Status({ status }: { status: string }) {
   return <span class={`status status-${s}`}>{s.replace('_', ' ')}</span>
 }
 
+// shownStatus is a run's status as people read it: a run 'weft terminate'
+// ends is terminating, then terminated, not cancelling and cancelled (the
+// API keeps the log's statuses, with the run marked terminated).
+export function shownStatus(status: string, terminated?: boolean): string {
+  if (terminated && status === 'cancelled') return 'terminated'
+  if (terminated && status === 'cancelling') return 'terminating'
+  return status
+}
+
 // Problem shows an error as a message on the page, with the field to blame.
 export function Problem({ error, title }: { error: unknown; title?: string }) {
   const e = error instanceof ApiError ? error : null
@@ -53,6 +62,27 @@ export function duration(from?: string, to?: string): string {
   const m = Math.floor(ms / 60_000)
   if (m < 60) return `${m} min ${Math.round((ms % 60_000) / 1000)} s`
   return `${Math.floor(m / 60)} h ${m % 60} min`
+}
+
+// relative says when at is from now, for people: "in 4 min 2 s", "12 s
+// ago"; the absolute time is its title (see Ago).
+export function relative(at: string, now: number): string {
+  const t = new Date(at).getTime()
+  if (!isFinite(t)) return at
+  const d = duration(new Date(Math.min(t, now)).toISOString(), new Date(Math.max(t, now)).toISOString()) || '0 ms'
+  return t >= now ? `in ${d}` : `${d} ago`
+}
+
+// Ago shows a time relative to now, the absolute time on hover.
+export function Ago({ at, now }: { at?: string; now: number }) {
+  if (!at) return <span class="muted">—</span>
+  const d = new Date(at)
+  if (isNaN(d.getTime())) return <span>{at}</span>
+  return (
+    <time dateTime={at} title={fmtTime(d)}>
+      {relative(at, now)}
+    </time>
+  )
 }
 
 // shortType turns dev.weft.node.invoked.v1 into node.invoked.

@@ -5,7 +5,14 @@ import type { DiffEntry, GraphNode, NodeState, RunState, StateAt, WeftEvent } fr
 import { href } from '../router'
 import { duration, Json, Loading, Problem, shortType, Status, Time } from '../ui'
 
-export function EventPanel(props: { event?: WeftEvent; at: StateAt | null; error: unknown; total: number }) {
+export function EventPanel(props: {
+  event?: WeftEvent
+  at: StateAt | null
+  error: unknown
+  total: number
+  bookkeeping: boolean
+  onBookkeeping: (on: boolean) => void
+}) {
   const { event, at } = props
   return (
     <section class="panel event-panel" aria-label="selected event">
@@ -43,7 +50,18 @@ export function EventPanel(props: { event?: WeftEvent; at: StateAt | null; error
       {props.error !== null && <Problem error={props.error} title="Cannot rebuild the state at this event" />}
       <div class="columns wide-first">
         <div>
-          <h3>What changed</h3>
+          <h3>
+            What changed{' '}
+            <label class="muted small" title="the fold's own counters and positions: lastSeq, updatedAt, stats, timers, routing">
+              <input
+                type="checkbox"
+                name="bookkeeping"
+                checked={props.bookkeeping}
+                onChange={(e) => props.onBookkeeping((e.target as HTMLInputElement).checked)}
+              />{' '}
+              bookkeeping
+            </label>
+          </h3>
           {at === null && props.error === null ? <Loading what="the diff" /> : <Diff diff={at?.diff ?? []} />}
         </div>
         <div class="state-after">

@@ -6,9 +6,10 @@ import { useEffect, useRef, useState } from 'preact/hooks'
 import { api, ApiError, live, type RunDetail, type StateAt, type WeftEvent } from '../api'
 import { useConfig } from '../config'
 import { href, navigate, withParams, type Route } from '../router'
-import { duration, Loading, Problem, Status, Time } from '../ui'
+import { duration, Loading, Problem, shownStatus, Status, Time } from '../ui'
 import { Actions } from './actions'
 import { GraphPicture } from './graph'
+import { PendingPanel } from './pending'
 import { EventPanel, FailureView, NodeDetail } from './inspect'
 import { Timeline, type Log } from './timeline'
 
@@ -131,6 +132,8 @@ export function RunScreen({ id, route }: { id: string; route: Route }) {
   const atParam = parseAt(route.params.get('at'), loaded ? total : 0)
   const at = atParam instanceof Error ? null : atParam
   const nodeId = route.params.get('node')
+  // ?bookkeeping=1: "What changed" shows the fold's bookkeeping too.
+  const bookkeeping = route.params.get('bookkeeping') === '1'
 
   // The state after the selected event.
   const [stateAt, setStateAt] = useState<StateAt | null>(null)
@@ -144,7 +147,7 @@ export function RunScreen({ id, route }: { id: string; route: Route }) {
     let gone = false
     const t = window.setTimeout(
       () =>
-        api.stateAt(id, at).then(
+        api.stateAt(id, at, bookkeeping).then(
           (s) => !gone && setStateAt(s),
           (e) => !gone && setStateErr(e),
         ),
@@ -154,7 +157,7 @@ export function RunScreen({ id, route }: { id: string; route: Route }) {
       gone = true
       clearTimeout(t)
     }
-  }, [id, at])
+  }, [id, at, bookkeeping])
 
   const select = (position: number, byKey: boolean) => navigate(withParams(route, { at: position }), byKey)
   const timelineFocus = useRef<HTMLDivElement>(null)
@@ -193,7 +196,7 @@ export function RunScreen({ id, route }: { id: string; route: Route }) {
     <section class="run" data-run={summary.runId} data-status={runStatus}>
       <div class="title">
         <h1 class="mono">{summary.runId}</h1>
-        <Status status={runStatus} />
+        <Status status={runStatus === 'waiting' ? 'waiting' : shownStatus(live_.status, live_.cancel?.terminate)} />
         <span class={`live ${liveState}`}>
           {liveState === 'live' ? '● live' : liveState === 'ended' ? 'ended' : liveState === 'down' ? '○ reconnecting…' : '…'}
         </span>
@@ -224,12 +227,7 @@ export function RunScreen({ id, route }: { id: string; route: Route }) {
                       <Time at={w.deadline} />
                     </>
                   )}
-                  {w.command && (
-                    <>
-                      {'; answer with '}
-                      <code class="command">{w.command}</code> or the Signal… button
-                    </>
-                  )}
+                  {w.for === 'signal' && ' (answer it: see pending, or the Signal… button)'}
                 </div>
               ))}
             </dd>
@@ -281,6 +279,7 @@ export function RunScreen({ id, route }: { id: string; route: Route }) {
         )}
       </dl>
       {live_.error && <FailureView f={live_.error} />}
+      <PendingPanel pending={detail.pending ?? []} onSelect={(n) => navigate(withParams(route, { node: n }))} />
       {!config.readOnly && (
         <Actions
           runId={summary.runId}
@@ -361,6 +360,8 @@ export function RunScreen({ id, route }: { id: string; route: Route }) {
           at={stateAt?.position === at ? stateAt : null}
           error={stateErr}
           total={total}
+          bookkeeping={bookkeeping}
+          onBookkeeping={(on) => navigate(withParams(route, { bookkeeping: on ? '1' : null }), true)}
         />
       )}
       {at === null && (live_.output !== undefined || live_.state) && (

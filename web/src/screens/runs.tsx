@@ -4,7 +4,7 @@
 import { useEffect, useRef, useState } from 'preact/hooks'
 import { api, live, type RunList } from '../api'
 import { href, navigate, withParams, type Route } from '../router'
-import { duration, Loading, Problem, Status, Time } from '../ui'
+import { duration, shownStatus, Loading, Problem, Status, Time } from '../ui'
 
 // The read model's statuses (a running run that only waits, on a person or
 // a time, is waiting; running counts and selects it too).
@@ -168,8 +168,7 @@ export function RunsScreen({ route }: { route: Route }) {
                   </td>
                   <td>{r.graph}</td>
                   <td>
-                    <Status status={r.status} />
-                    {r.terminated && <span class="muted"> terminated</span>}
+                    <Status status={shownStatus(r.status, r.terminated)} />
                   </td>
                   <td>
                     <Time at={r.startedAt} />
