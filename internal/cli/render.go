@@ -138,7 +138,7 @@ func (e *env) printStatus(st *projection.State, notes map[string]string, pending
 		case n.Error != nil:
 			details = n.Error.Error()
 		case n.Status == projection.NodeWaiting && n.WaitingFor == projection.WaitingForTimer && n.Deadline != nil:
-			details = "waiting until " + deadline(*n.Deadline, time.Now())
+			details = "a wait, ends " + deadline(*n.Deadline, now)
 		case n.Status == projection.NodeWaiting && n.WaitingFor == "slot" && n.Slot != nil:
 			details = fmt.Sprintf("waiting for a slot of %s, key %q (max %d)", n.Slot.Limit, n.Slot.Key, n.Slot.Max)
 		case n.WaitingFor != "":
