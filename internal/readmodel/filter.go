@@ -19,8 +19,11 @@ const FilterHelp = `A query is a CEL expression over one run's summary that is t
 runs to keep. Its names:
 
   id          the run id (string)
-  status      running, cancelling, completed, failed, cancelled, and for a
-              run 'weft terminate' ended, terminating or terminated (string)
+  status      running, waiting (a running run that only waits, on a person
+              or a time: status = "running" does not match it, status in
+              ["running", "waiting"] does), cancelling, completed, failed,
+              cancelled, and for a run 'weft terminate' ended, terminating
+              or terminated (string)
   terminated  whether 'weft terminate' ended the run (bool)
   graph       the graph's name; digest, its digest (string)
   started     when the run started; ended, when it ended (timestamp; a run
