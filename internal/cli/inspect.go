@@ -23,7 +23,9 @@ var cmdStatus = &command{
 	summary: "show a run's status, nodes and state, and where it waits",
 	help: `Folds the run's log and prints its status, each node's status, attempt,
 worker and time (for a node under way, how long so far), and the shared
-state. Under "pending", each node that has not finished says where it is:
+state. A running run that does nothing but wait is "waiting": what it
+waits on is listed (a wait node's time; a human node's deadline and the
+'weft signal' command that answers it). Under "pending", each node that has not finished says where it is:
 how long it has run, its attempt and worker, its last heartbeat and what
 the heartbeat reported, when it times out, when its next attempt is due
 and why the last failed; a node waiting for a person, its deadline and

@@ -98,6 +98,9 @@ func (e *env) printStatus(st *projection.State, notes map[string]string, pending
 		row("lineage", lineage(st.Fork))
 	}
 	row("status", shownStatus(st))
+	for _, w := range readmodel.WaitsOf(st) {
+		row("waits on", waitLine(st.RunID, w, time.Now()))
+	}
 	if st.StartedAt != nil {
 		row("started", st.StartedAt.Local().Format(time.DateTime+".000"))
 	}
@@ -165,26 +168,6 @@ func (e *env) printStatus(st *projection.State, notes map[string]string, pending
 	}
 	printJSONBlock(e.stdout, "state", st.Vars)
 	printJSONBlock(e.stdout, "artifacts", st.Artifacts)
-}
-
-// waitCell is the WAITING cell of a run in 'weft list'.
-func waitCell(ws []readmodel.Waiting, now time.Time) string {
-	if len(ws) == 0 {
-		return "-"
-	}
-	parts := make([]string, len(ws))
-	for i, w := range ws {
-		what := "signal"
-		if w.For == projection.WaitingForTimer {
-			what = "wait"
-		}
-		parts[i] = w.Node + " (" + what
-		if w.Deadline != nil {
-			parts[i] += ", until " + w.Deadline.Local().Format(time.DateTime)
-		}
-		parts[i] += ")"
-	}
-	return strings.Join(parts, ", ")
 }
 
 // pendingLine says where a pending activation is: "charge/1 attempt 2 on
@@ -264,6 +247,43 @@ func pendingLine(p client.Pending, now time.Time) string {
 // ago says how long before now t was: "4s ago (15:04:01)".
 func ago(t, now time.Time) string {
 	return duration(now.Sub(t)) + " ago (" + t.Local().Format(time.DateTime) + ")"
+}
+
+// waitLine says what a run waits on: a wait node's time, or a human
+// node's signal, its deadline and the command that answers it.
+func waitLine(run string, w readmodel.Waiting, now time.Time) string {
+	if w.For == projection.WaitingForTimer {
+		s := "node " + w.Node + ": a wait"
+		if w.Deadline != nil {
+			s += ", ends " + deadline(*w.Deadline, now)
+		}
+		return s
+	}
+	s := "node " + w.Node + ": a signal"
+	if w.Deadline != nil {
+		s += " (deadline " + deadline(*w.Deadline, now) + ")"
+	}
+	return s + "; answer: " + readmodel.SignalCommand(run, w)
+}
+
+// waitCell is the WAITING cell of a run in 'weft list'.
+func waitCell(ws []readmodel.Waiting, now time.Time) string {
+	if len(ws) == 0 {
+		return "-"
+	}
+	parts := make([]string, len(ws))
+	for i, w := range ws {
+		what := "signal"
+		if w.For == projection.WaitingForTimer {
+			what = "wait"
+		}
+		parts[i] = w.Node + " (" + what
+		if w.Deadline != nil {
+			parts[i] += ", until " + w.Deadline.Local().Format(time.DateTime)
+		}
+		parts[i] += ")"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // nodeOrder lists the run's nodes in graph order, then any others.

@@ -43,6 +43,16 @@
 //     LeaderLast, LeaderFirst, LastOn, HasEnd, Replicas, PublishAtomic);
 //     EnsureTimers;
 //     IdempotencyKey.
+//   - seal.go, keys.go: encryption at rest. UseKeys makes the process seal
+//     every event's data with AES-256-GCM under a key ring (Keys, KeyRing,
+//     ParseKeyRing, LoadKeys from -encrypt-keys or WEFT_ENCRYPT_KEYS),
+//     the envelope left plain; encode seals and Decode opens, so every
+//     reader and writer gets it (ErrKeyMissing, naming the key id, for
+//     data whose key the process lacks); SealValue and OpenValue for what
+//     is kept beside the log (snapshots).
+//   - offload.go: large bodies beside the log, in the Object Store bucket
+//     PayloadsBucket, the event carrying a reference that Decode resolves
+//     (WithOffloadAt turns it on; DeletePayloads).
 //   - errors.go: the sentinels callers check.
 //
 // On the wire: CloudEvents 1.0 in binary content mode (attributes as

@@ -171,3 +171,10 @@ const (
 	Caller  = "caller"
 	Webhook = "webhook"
 )
+
+// Keys of sealed events (internal/eventlog/seal.go): the id of a key,
+// never the key, and how many keys a ring holds.
+const (
+	KeyID = "key_id"
+	Keys  = "keys"
+)

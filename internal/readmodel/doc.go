@@ -28,7 +28,12 @@
 // Search attributes are declared by a graph (searchAttributes: [customer,
 // region]) and taken, for each run, from the top-level keys of its
 // invocation state, else of its input: strings as they are, numbers and
-// booleans as their JSON text, anything else not at all.
+// booleans as their JSON text, anything else not at all. On a sealed log
+// (internal/eventlog, seal.go) they are still taken from the plain
+// invocation state and input, which the coordinator holds once it has
+// opened the run-started, and kept in the read model as they are: the
+// read model is not sealed, so a graph declares as search attributes only
+// values its operators may read (an id, a region; not a customer's data).
 //
 // # Retention
 //

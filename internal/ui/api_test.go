@@ -356,16 +356,16 @@ func TestUISignal(t *testing.T) {
 	if n := d.State.Nodes["approve"]; n == nil || n.Status != projection.NodeWaiting {
 		t.Fatalf("approve: %+v, want waiting", n)
 	}
+	// The run page says where the run waits, and how to answer it.
+	if len(d.Pending) != 1 || d.Pending[0].Node != "approve" || d.Pending[0].WaitingFor != "signal" ||
+		!strings.HasPrefix(d.Pending[0].Answer, "weft signal "+id+" approve -data ") {
+		t.Errorf("pending = %+v, want approve waiting for a signal, with its answer", d.Pending)
+	}
 	// The run only waits: it is waiting, on approve, with the command
 	// that answers it (the keys its conditions read, to fill in).
 	if want := "weft signal " + id + ` approve -data '{"approved":...}'`; d.Summary.Status != projection.RunWaiting ||
 		len(d.Waiting) != 1 || d.Waiting[0].Node != "approve" || d.Waiting[0].For != "signal" || d.Waiting[0].Command != want {
 		t.Fatalf("summary status %s, waiting %+v; want waiting on approve, answered by %s", d.Summary.Status, d.Waiting, want)
-	}
-	// The run page says where the run waits, and how to answer it.
-	if len(d.Pending) != 1 || d.Pending[0].Node != "approve" || d.Pending[0].WaitingFor != "signal" ||
-		!strings.HasPrefix(d.Pending[0].Answer, "weft signal "+id+" approve -data ") {
-		t.Errorf("pending = %+v, want approve waiting for a signal, with its answer", d.Pending)
 	}
 
 	path := "/api/runs/" + id + "/signal"

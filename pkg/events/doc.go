@@ -28,6 +28,10 @@
 //     ErrMisplaced (and ParentClaimError, which wraps it),
 //     ErrDuplicateMismatch, ErrPayloadTooLarge, ErrInvalidID,
 //     ErrUnsafeSetting.
+//   - Encryption at rest (seal.go): UseKeys, Keys, Key, KeyRing, NewKey,
+//     ParseKeyRing, LoadKeys, ContentSealed, ExtKeyID, ErrKeyMissing,
+//     ErrBadKey; large bodies beside the log: WithOffloadAt, ContentRef,
+//     PayloadsBucket.
 //
 // Every fact about a run is an Event: a CloudEvents 1.0 event whose type is
 // one of the versioned types in the "dev.weft." family (see Type), whose data

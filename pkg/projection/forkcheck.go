@@ -385,7 +385,7 @@ func (c *forkCheck) retryTimer(id, field string, t Timer, n *NodeState) {
 }
 
 // waitTimer checks a wait node's timer: of a node waiting for its time,
-// at its deadline, under its own id.
+// at that time, under its own id.
 func (c *forkCheck) waitTimer(id, field string, t Timer, n *NodeState) {
 	switch {
 	case t.Ref.Item != nil:

@@ -196,7 +196,7 @@ export function RunScreen({ id, route }: { id: string; route: Route }) {
     <section class="run" data-run={summary.runId} data-status={runStatus}>
       <div class="title">
         <h1 class="mono">{summary.runId}</h1>
-        <Status status={runStatus === 'waiting' ? 'waiting' : shownStatus(live_.status, live_.cancel?.terminate)} />
+        <Status status={shownStatus(runStatus, live_.cancel?.terminate)} />
         <span class={`live ${liveState}`}>
           {liveState === 'live' ? '● live' : liveState === 'ended' ? 'ended' : liveState === 'down' ? '○ reconnecting…' : '…'}
         </span>
@@ -227,7 +227,12 @@ export function RunScreen({ id, route }: { id: string; route: Route }) {
                       <Time at={w.deadline} />
                     </>
                   )}
-                  {w.for === 'signal' && ' (answer it: see pending, or the Signal… button)'}
+                  {w.command && (
+                    <>
+                      {'; answer with '}
+                      <code class="command">{w.command}</code> or the Signal… button
+                    </>
+                  )}
                 </div>
               ))}
             </dd>
