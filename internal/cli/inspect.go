@@ -29,7 +29,9 @@ waits on is listed (a wait node's time; a human node's deadline and the
 how long it has run, its attempt and worker, its last heartbeat and what
 the heartbeat reported, when it times out, when its next attempt is due
 and why the last failed; a node waiting for a person, its deadline and
-the exact 'weft signal' command that answers it. -o json prints the whole
+the exact 'weft signal' command that answers it; a wait node, when its
+wait ends. A running run that does nothing but wait (on a person or a
+time) is "waiting". -o json prints the whole
 folded state ('weft describe -o json' adds the pending nodes).`,
 	run: statusRun(false),
 }

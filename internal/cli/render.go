@@ -163,7 +163,7 @@ func (e *env) printStatus(st *projection.State, notes map[string]string, pending
 		case n.Error != nil:
 			details = n.Error.Error()
 		case n.Status == projection.NodeWaiting && n.WaitingFor == projection.WaitingForTimer && n.Deadline != nil:
-			details = "waiting until " + deadline(*n.Deadline, time.Now())
+			details = "a wait, ends " + deadline(*n.Deadline, now)
 		case n.Status == projection.NodeWaiting && n.WaitingFor == "slot" && n.Slot != nil:
 			details = fmt.Sprintf("waiting for a slot of %s, key %q (max %d)", n.Slot.Limit, n.Slot.Key, n.Slot.Max)
 		case n.WaitingFor != "":
@@ -215,8 +215,11 @@ func pendingLine(p client.Pending, now time.Time) string {
 		what = "ready, no worker took it yet"
 	case projection.NodeWaiting:
 		what = "waiting for " + p.WaitingFor
-		if p.WaitingFor == "signal" {
+		switch p.WaitingFor {
+		case "signal":
 			what = "waiting for a signal (a person)"
+		case projection.WaitingForTimer:
+			what = "waiting for its time (a wait node, on a durable timer)"
 		}
 		if p.Child != "" {
 			what += " run " + p.Child
@@ -253,7 +256,9 @@ func pendingLine(p client.Pending, now time.Time) string {
 	if p.LastError != nil {
 		parts = append(parts, "after "+truncate(p.LastError.Error(), 80))
 	}
-	if p.Deadline != nil {
+	if p.Deadline != nil && p.WaitingFor == projection.WaitingForTimer {
+		parts = append(parts, "ends "+deadline(*p.Deadline, now))
+	} else if p.Deadline != nil {
 		parts = append(parts, "deadline "+deadline(*p.Deadline, now))
 	} else if p.WaitingFor == "signal" {
 		parts = append(parts, "no deadline")
@@ -272,7 +277,7 @@ func waitLine(run string, w readmodel.Waiting, now time.Time) string {
 	if w.For == projection.WaitingForTimer {
 		s := "node " + w.Node + ": a wait"
 		if w.Deadline != nil {
-			s += " until " + strings.TrimPrefix(deadline(*w.Deadline, now), "at ")
+			s += ", ends " + deadline(*w.Deadline, now)
 		}
 		return s
 	}

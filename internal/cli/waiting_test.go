@@ -25,7 +25,7 @@ edges: [{from: START, to: nap}, {from: nap, to: END}]
 	waitListed(t, cl, human, projection.RunWaiting)
 	waitListed(t, cl, timer, projection.RunWaiting)
 
-	answer := "weft signal " + human + ` approve -data '{"approved": ...}'`
+	answer := "weft signal " + human + ` approve -data '{"approved":...}'`
 	r := weft(t, "list", "-nats", url)
 	wantContains(t, "list", r.stdout, "WAITING ON", human, "waiting", "approve (signal, until", timer, "waiting", "nap (wait, until "+at.Local().Format(time.DateTime)+")",
 		"to answer the human nodes that wait", answer)
@@ -35,9 +35,11 @@ edges: [{from: START, to: nap}, {from: nap, to: END}]
 	wantContains(t, "list -status running", r.stdout, human, timer)
 
 	r = weft(t, "status", human, "-nats", url)
-	wantContains(t, "status of the human run", r.stdout, "status", "waiting", "waits on", "node approve: a signal (deadline in 2", "answer: "+answer)
+	wantContains(t, "status of the human run", r.stdout, "status", "waiting", "waits on", "node approve: a signal (deadline in 2", "answer: "+answer,
+		"pending:", "approve: waiting for a signal (a person)")
 	r = weft(t, "status", timer, "-nats", url)
-	wantContains(t, "status of the wait run", r.stdout, "status", "waiting", "waits on", "node nap: a wait until", at.Local().Format(time.DateTime), "waiting until in")
+	wantContains(t, "status of the wait run", r.stdout, "status", "waiting", "waits on", "node nap: a wait, ends in", at.Local().Format(time.DateTime),
+		"a wait, ends in", "pending:", "nap: waiting for its time (a wait node, on a durable timer)", "ends in")
 
 	// Answered, the human run goes on (and ends): no longer waiting.
 	if r = weft(t, "signal", human, "approve", "-data", `{"approved": true}`, "-nats", url); r.code != 0 {

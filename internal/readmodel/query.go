@@ -145,7 +145,7 @@ func (m *Model) Count(ctx context.Context, q Query) (int, error) {
 		}
 		return p.Total, nil
 	}
-	statuses := q.Statuses
+	statuses := withWaiting(q.Statuses)
 	if len(statuses) == 0 {
 		statuses = []projection.RunStatus{"*"}
 	}

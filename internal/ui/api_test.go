@@ -364,7 +364,7 @@ func TestUISignal(t *testing.T) {
 	}
 	// The run only waits: it is waiting, on approve, with the command
 	// that answers it (the keys its conditions read, to fill in).
-	if want := "weft signal " + id + ` approve -data '{"approved": ...}'`; d.Summary.Status != projection.RunWaiting ||
+	if want := "weft signal " + id + ` approve -data '{"approved":...}'`; d.Summary.Status != projection.RunWaiting ||
 		len(d.Waiting) != 1 || d.Waiting[0].Node != "approve" || d.Waiting[0].For != "signal" || d.Waiting[0].Command != want {
 		t.Fatalf("summary status %s, waiting %+v; want waiting on approve, answered by %s", d.Summary.Status, d.Waiting, want)
 	}

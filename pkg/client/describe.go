@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/pkg/events"
+	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/projection"
 )
 
@@ -74,7 +75,7 @@ func PendingOf(st *projection.State, history []*events.Event) []Pending {
 		return nil
 	}
 	seen := scanAttempts(history)
-	defs := nodeDefs(st.Graph)
+	var def *graph.Definition // decoded when a node waits for a signal
 	var out []Pending
 	for _, id := range nodeOrder(st) {
 		n := st.Nodes[id]
@@ -95,7 +96,11 @@ func PendingOf(st *projection.State, history []*events.Event) []Pending {
 				p.Attempt++ // the attempt that waits (NodeState.WaitingFor)
 			}
 			if n.WaitingFor == "signal" {
-				p.Answer = answerCommand(st.RunID, id, defs[id].OutputSchema)
+				if def == nil {
+					def = &graph.Definition{}
+					_ = json.Unmarshal(st.Graph, def) // the fold read it already
+				}
+				p.Answer = answerCommand(st.RunID, id, def)
 			}
 		case projection.NodeRetrying, projection.NodeRetryDue:
 			p.Since, p.LastError = n.EndedAt, n.Error
@@ -195,24 +200,6 @@ func attemptDetails(p *Pending, st *projection.State, ref events.NodeRef, seen m
 
 func sameItem(a, b *int) bool { return a == nil && b == nil || a != nil && b != nil && *a == *b }
 
-// nodeDef is what PendingOf reads of a graph's node.
-type nodeDef struct {
-	ID           string          `json:"id"`
-	OutputSchema json.RawMessage `json:"outputSchema"`
-}
-
-func nodeDefs(raw json.RawMessage) map[string]nodeDef {
-	var g struct {
-		Nodes []nodeDef `json:"nodes"`
-	}
-	_ = json.Unmarshal(raw, &g) // the fold read it already
-	out := make(map[string]nodeDef, len(g.Nodes))
-	for _, n := range g.Nodes {
-		out[n.ID] = n
-	}
-	return out
-}
-
 // nodeOrder lists the run's nodes in graph order, then any others by id.
 func nodeOrder(st *projection.State) []string {
 	ids, _ := nodeIDs(st.Graph) // the fold read the graph already
@@ -226,61 +213,12 @@ func nodeOrder(st *projection.State) []string {
 	return append(ids, extra...)
 }
 
-// answerCommand is the weft command that sends node of run its signal.
-// Its data is an example of what the node's outputSchema asks for (the
-// required properties, else all, with a value of each one's type), else
-// an empty object.
-func answerCommand(run, node string, schema json.RawMessage) string {
-	data := "{}"
-	var s struct {
-		Required   []string `json:"required"`
-		Properties map[string]struct {
-			Type any   `json:"type"`
-			Enum []any `json:"enum"`
-		} `json:"properties"`
-	}
-	if len(schema) > 0 && json.Unmarshal(schema, &s) == nil && len(s.Properties) > 0 {
-		names := s.Required
-		if len(names) == 0 {
-			for k := range s.Properties {
-				names = append(names, k)
-			}
-		}
-		slices.Sort(names)
-		obj := map[string]any{}
-		for _, k := range names {
-			p := s.Properties[k]
-			if len(p.Enum) > 0 {
-				obj[k] = p.Enum[0]
-				continue
-			}
-			typ, _ := p.Type.(string)
-			if l, ok := p.Type.([]any); ok && len(l) > 0 {
-				typ, _ = l[0].(string)
-			}
-			obj[k] = exampleOf(typ)
-		}
-		if b, err := json.Marshal(obj); err == nil {
-			data = string(b)
-		}
-	}
+// answerCommand is the weft command that sends node of run its signal,
+// its data shaped as graph.SignalExample shapes it (the read model's
+// waits show the same: readmodel.SignalCommand).
+func answerCommand(run, node string, def *graph.Definition) string {
+	data := graph.SignalExample(def, node)
 	// Run and node ids are subject tokens: no quoting needed; the data is
 	// single-quoted for a POSIX shell.
 	return "weft signal " + run + " " + node + " -data '" + strings.ReplaceAll(data, "'", `'\''`) + "'"
-}
-
-func exampleOf(typ string) any {
-	switch typ {
-	case "boolean":
-		return true
-	case "integer", "number":
-		return 0
-	case "array":
-		return []any{}
-	case "object":
-		return map[string]any{}
-	case "null":
-		return nil
-	}
-	return ""
 }

@@ -12,7 +12,10 @@ import (
 
 // RunSummary is one line of List: a run's entry in the read model of
 // runs, as its coordinator last wrote it. Its fields: RunID; Graph and
-// GraphDigest, the run's graph; Status (a projection.RunStatus);
+// GraphDigest, the run's graph; Status (a projection.RunStatus:
+// projection.RunWaiting for a running run that does nothing but wait, on
+// a person or a time); Waiting, what a running run waits on (node,
+// deadline, and for a human node the data of a signal that answers it);
 // StartedAt and EndedAt; Parent, the run that started it as a child;
 // Attrs, its search attributes (the graph's searchAttributes, read from
 // the run's invocation state, else its input); Retention and ExpiresAt,
@@ -52,7 +55,8 @@ func (o *listOptions) compile() (readmodel.Query, error) {
 // WithLimit returns at most n runs, the newest (default: all).
 func WithLimit(n int) ListOption { return func(q *listOptions) { q.Limit = n } }
 
-// WithStatus keeps only runs in one of the given statuses.
+// WithStatus keeps only runs in one of the given statuses; running keeps
+// the waiting runs too (projection.RunWaiting).
 func WithStatus(statuses ...projection.RunStatus) ListOption {
 	return func(q *listOptions) { q.Statuses = append(q.Statuses, statuses...) }
 }

@@ -11,13 +11,13 @@ import (
 
 // SignalExample is the data of a signal that answers the human node id of
 // def, as a command shows it ('weft signal RUN NODE -data DATA'). From the
-// node's outputSchema (an object's required properties, else all of
-// them), each with a value of its type (its const, default or first enum
-// value when it has one; true, 0, "", {} or []). Without a schema, the
-// keys of output that the node's outgoing conditions read, each with ...
-// for the value, which the person fills in (as written it is not JSON, so
-// a command pasted unchanged is refused, never sent). {} when neither
-// says anything.
+// node's outputSchema: an object of its required properties (else all of
+// them), keys sorted, each with a value of its type (its const, default or
+// first enum value when it has one; true, 0, "", {}, [] or null; ... when
+// the schema says no type). Without a schema, the keys of output that the
+// node's outgoing conditions read, each with ... for the value, which the
+// person fills in (as written it is not JSON, so a command pasted
+// unchanged is refused, never sent). {} when neither says anything.
 func SignalExample(def *Definition, id string) string {
 	if def == nil {
 		return "{}"
@@ -46,9 +46,9 @@ func SignalExample(def *Definition, id string) string {
 	}
 	parts := make([]string, len(keys))
 	for k, key := range keys {
-		parts[k] = jsonText(key) + ": ..."
+		parts[k] = jsonText(key) + ":..."
 	}
-	return "{" + strings.Join(parts, ", ") + "}"
+	return "{" + strings.Join(parts, ",") + "}"
 }
 
 // schemaExample is an example value of an object schema's properties.
@@ -60,21 +60,19 @@ func schemaExample(raw json.RawMessage) (string, bool) {
 	if len(raw) == 0 || json.Unmarshal(raw, &s) != nil || len(s.Properties) == 0 && len(s.Required) == 0 {
 		return "", false
 	}
-	keys := s.Required
+	keys := slices.Clone(s.Required)
 	if len(keys) == 0 {
-		keys = slices.Sorted(func(yield func(string) bool) {
-			for k := range s.Properties {
-				if !yield(k) {
-					return
-				}
-			}
-		})
+		for k := range s.Properties {
+			keys = append(keys, k)
+		}
 	}
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
 	parts := make([]string, len(keys))
 	for k, key := range keys {
-		parts[k] = jsonText(key) + ": " + valueExample(s.Properties[key])
+		parts[k] = jsonText(key) + ":" + valueExample(s.Properties[key])
 	}
-	return "{" + strings.Join(parts, ", ") + "}", true
+	return "{" + strings.Join(parts, ",") + "}", true
 }
 
 // valueExample is an example value of a property's schema.

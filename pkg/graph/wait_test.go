@@ -113,8 +113,8 @@ edges:
 		t.Fatal(err)
 	}
 	for node, want := range map[string]string{
-		"typed": `{"approved": true, "note": "", "level": "low"}`,
-		"open":  `{"approved": ..., "reviewer": ...}`,
+		"typed": `{"approved":true,"level":"low","note":""}`,
+		"open":  `{"approved":...,"reviewer":...}`,
 		"none":  `{}`,
 		"nope":  `{}`,
 	} {

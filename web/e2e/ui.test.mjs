@@ -213,7 +213,7 @@ test('a signal sent from the page completes the waiting run, live', async () => 
   await waits.waitFor()
   assert.match(await waits.textContent(), new RegExp(`deadline in .*weft signal ${runs.approval} approve -data`))
   const answer = await page.locator('.wait[data-wait="approve"] code.command').textContent()
-  assert.match(answer, new RegExp(`^weft signal ${runs.approval} approve -data '\\{"approved": \\.\\.\\.\\}'$`))
+  assert.match(answer, new RegExp(`^weft signal ${runs.approval} approve -data '\\{"approved":\\.\\.\\.\\}'$`))
   await noReload()
   await page.getByRole('button', { name: 'Signal…' }).click()
   const dialog = page.locator('dialog.confirm')
