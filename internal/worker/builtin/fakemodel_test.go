@@ -20,6 +20,10 @@ import (
 type fakeModel struct {
 	anthropic bool
 	script    []fakeTurn
+	// byTurn picks the answer by the conversation, not by the request
+	// count: turn n answers a request that holds n assistant messages,
+	// so that a loop resumed after a crash gets the answer it would have.
+	byTurn bool
 
 	mu      sync.Mutex
 	reqs    []map[string]any
@@ -86,7 +90,17 @@ func (f *fakeModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	n := len(f.reqs)
 	f.reqs = append(f.reqs, req)
 	f.headers = append(f.headers, r.Header.Clone())
-	turn := f.script[min(n, len(f.script)-1)]
+	i := n
+	if f.byTurn {
+		i = 0
+		msgs, _ := req["messages"].([]any)
+		for _, m := range msgs {
+			if mm, _ := m.(map[string]any); mm["role"] == "assistant" {
+				i++
+			}
+		}
+	}
+	turn := f.script[min(i, len(f.script)-1)]
 	blockAt, block := f.blockAt, f.block
 	f.mu.Unlock()
 	if blockAt != nil && blockAt(n) {
