@@ -458,4 +458,3 @@ func TestAgentKeyNeverRecorded(t *testing.T) {
 		t.Errorf("%d steps, want 2 recorded before the failure", len(j.steps))
 	}
 }
-
