@@ -216,4 +216,3 @@ func waitRun(t *testing.T, st events.Store, run string, typ events.Type) []*even
 		}
 	}
 }
-
