@@ -407,6 +407,34 @@ func StepSubject(runID, queue, nodeKey string) string {
 	return runBase(runID) + classWorker + "." + queue + "." + stepKind + "." + StepToken(nodeKey)
 }
 
+// Streamed tokens. The text of a model call is published, as it arrives,
+// with core NATS on a subject of its run and node outside the events
+// stream (so nothing of it is stored: the step event holds the final
+// message):
+//
+//	weft.tok.<slot>.<run>.<queue>.<step>   <step> is StepToken of the node's key
+//
+// A worker of <queue> may publish on its queue's token subjects only;
+// clients and the UI subscribe (TokenFilter).
+const (
+	tokenPrefix = "weft.tok."
+	// AllTokens matches every run's token subjects.
+	AllTokens = tokenPrefix + ">"
+)
+
+// TokenSubject is the subject the streamed tokens of one node activation,
+// run by a worker of queue, are published on.
+func TokenSubject(runID, queue, nodeKey string) string {
+	return tokenPrefix + Slot(runID) + "." + runID + "." + queue + "." + StepToken(nodeKey)
+}
+
+// TokenFilter matches the streamed tokens of every node of a run.
+func TokenFilter(runID string) string { return tokenPrefix + Slot(runID) + "." + runID + ".>" }
+
+// TokenWrites matches the token subjects a worker of queue may publish
+// on: its queue's, in any run.
+func TokenWrites(queue string) string { return tokenPrefix + "*.*." + queue + ".*" }
+
 // FiredTarget is the subject a fired timer of a run is appended on: the
 // run's timer notice.
 func FiredTarget(runID string) string {

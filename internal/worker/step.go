@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/telemetry"
 	"github.com/weft-dev/weft/pkg/events"
@@ -87,4 +89,25 @@ func LastStep(ctx context.Context) (json.RawMessage, error) {
 		return nil, fmt.Errorf("worker: the last message on %s is not a step of node %s", subject, r.Key())
 	}
 	return d.Data, nil
+}
+
+// HeaderStep is the header of a streamed-token message that says which
+// step of the node the text belongs to.
+const HeaderStep = "Weft-Step"
+
+// PublishTokens publishes text a running node streams (a model's tokens,
+// as they arrive), as part of its step n, with core NATS on the node
+// activation's token subject (eventlog.TokenSubject): not stored, best
+// effort, for clients that follow the run. It returns ErrNoWorkItem
+// outside a node.
+func PublishTokens(ctx context.Context, n int, text string) error {
+	p, ok := ctx.Value(progressKey{}).(*progress)
+	if !ok {
+		return ErrNoWorkItem
+	}
+	r := p.it.ready
+	m := nats.NewMsg(eventlog.TokenSubject(p.it.run, r.Queue, r.Key()))
+	m.Header.Set(HeaderStep, strconv.Itoa(n))
+	m.Data = []byte(text)
+	return p.w.js.Conn().PublishMsg(m)
 }

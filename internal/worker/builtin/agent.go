@@ -147,6 +147,12 @@ type Journal interface {
 	Record(ctx context.Context, in *worker.Input, step *AgentStep) error
 }
 
+// PublishTokens is the Tokens of the agents Register adds: the worker
+// publishes them on the node's token subject (worker.PublishTokens).
+func PublishTokens(ctx context.Context, _ *worker.Input, step int, text string) {
+	_ = worker.PublishTokens(ctx, step, text) // best effort: the step event holds the message
+}
+
 // Agent runs agent nodes.
 type Agent struct {
 	// Endpoints, Secrets, Client, MaxBody and Limits are as LLM's.
@@ -161,8 +167,9 @@ type Agent struct {
 	// Journal records the steps (default: the run's log).
 	Journal Journal
 	// Tokens, when set, is given the text of streamed model calls as it
-	// arrives (the worker publishes it on the node's token subject).
-	Tokens func(ctx context.Context, in *worker.Input, text string)
+	// arrives, with the number of the step it will be recorded as (the
+	// worker publishes it on the node's token subject: PublishTokens).
+	Tokens func(ctx context.Context, in *worker.Input, step int, text string)
 }
 
 // Execute implements worker.Node.
@@ -251,7 +258,8 @@ func (a *Agent) Execute(ctx context.Context, in *worker.Input) (*worker.Result, 
 			IdempotencyKey: in.IdempotencyKey + "/step/" + strconv.Itoa(st.Step+1),
 		}
 		if cfg.Stream && a.Tokens != nil {
-			req.OnToken = func(s string) { a.Tokens(ctx, in, s) }
+			step := st.Step + 1
+			req.OnToken = func(s string) { a.Tokens(ctx, in, step, s) }
 		}
 		cctx, cancel := context.WithTimeout(ctx, timeout)
 		resp, err := model.chat(cctx, req)

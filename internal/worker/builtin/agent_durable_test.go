@@ -14,6 +14,7 @@ import (
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/internal/worker"
+	"github.com/weft-dev/weft/internal/worker/builtin"
 	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/events"
 )
@@ -25,7 +26,8 @@ import (
 // again, reads the node's last step from the run's log, and goes on from
 // there: the two model calls and the two tool runs recorded before the
 // kill are not made again; only the call that was cut off is. Every step
-// is a node-step event of the run.
+// is a node-step event of the run, and the streamed text of the final
+// answer reaches a core NATS subscriber of the run's token subjects.
 func TestAgentWorkerKilledMidLoop(t *testing.T) {
 	_, st := natstest.Store(t)
 	ctx := context.Background()
@@ -43,7 +45,12 @@ func TestAgentWorkerKilledMidLoop(t *testing.T) {
 	tool := &countingTool{}
 
 	run := events.NewRunID()
-	cfg, _ := json.Marshal(agentConfig(nil))
+	cfg, _ := json.Marshal(agentConfig(map[string]any{"stream": true}))
+	nc := eventlog.JetStream(st).Conn()
+	tokens, err := nc.SubscribeSync(eventlog.TokenFilter(run))
+	if err != nil {
+		t.Fatal(err)
+	}
 	g, _ := json.Marshal(map[string]any{"name": "t", "nodes": []any{map[string]any{"id": "n1", "type": "agent"}}})
 	start, err := events.New(run, run, time.Time{}, &events.RunStartedData{GraphName: "t", Graph: g, Invocation: json.RawMessage(`{}`)})
 	if err != nil {
@@ -71,6 +78,7 @@ func TestAgentWorkerKilledMidLoop(t *testing.T) {
 			t.Fatal(err)
 		}
 		a := newAgent(url, false, tool, nil) // the default journal: the run's log
+		a.Tokens = builtin.PublishTokens
 		w.Handle("agent", a)
 		w.Handle("lookup", tool)
 		wctx, cancel := context.WithCancel(ctx)
@@ -170,6 +178,24 @@ func TestAgentWorkerKilledMidLoop(t *testing.T) {
 	}
 	if kinds != "model tool model tool model " {
 		t.Errorf("steps = %s", kinds)
+	}
+	// The final answer's tokens, streamed as step 5, on the node's subject.
+	var streamed string
+	for {
+		m, err := tokens.NextMsg(2 * time.Second)
+		if err != nil {
+			break
+		}
+		if m.Subject != eventlog.TokenSubject(run, worker.DefaultQueue, ref.Key()) || m.Header.Get(worker.HeaderStep) != "5" {
+			t.Errorf("token on %s, step %s", m.Subject, m.Header.Get(worker.HeaderStep))
+		}
+		streamed += string(m.Data)
+		if streamed == "Both found." {
+			break
+		}
+	}
+	if streamed != "Both found." {
+		t.Errorf("streamed %q", streamed)
 	}
 	// The step's subject is the activation's own.
 	if e := evs[len(evs)-2]; e.Type == events.NodeStep && e.Subject() != eventlog.StepSubject(run, worker.DefaultQueue, ref.Key()) {

@@ -138,7 +138,7 @@ func TestAgentLoop(t *testing.T) {
 			j := &memJournal{}
 			a := newAgent(url, tc.anthropic, tool, j)
 			var streamed strings.Builder
-			a.Tokens = func(_ context.Context, _ *worker.Input, s string) { streamed.WriteString(s) }
+			a.Tokens = func(_ context.Context, _ *worker.Input, _ int, s string) { streamed.WriteString(s) }
 			res, err := a.Execute(context.Background(), agentInput(agentConfig(map[string]any{"stream": tc.stream})))
 			if err != nil {
 				t.Fatal(err)
@@ -316,7 +316,7 @@ func TestAgentStreamCut(t *testing.T) {
 			_, url := newFakeModel(t, anthropic, fakeTurn{text: "half an ans", cut: true})
 			j := &memJournal{}
 			a := newAgent(url, anthropic, &countingTool{}, j)
-			a.Tokens = func(context.Context, *worker.Input, string) {}
+			a.Tokens = func(context.Context, *worker.Input, int, string) {}
 			_, err := a.Execute(context.Background(), agentInput(agentConfig(map[string]any{"stream": true})))
 			we := failure(t, err, builtin.FailureLLMResponse, true)
 			if !strings.Contains(we.Message, "the stream ended before the model finished") {

@@ -35,6 +35,6 @@ func Register(w *worker.Worker, opts ...Option) {
 	w.Handle(TypeLLM, &LLM{Endpoints: s.endpoints, Secrets: s.secrets, MaxBody: s.maxBody, Limits: s.limits})
 	w.Handle(TypeAgent, &Agent{
 		Endpoints: s.endpoints, Secrets: s.secrets, MaxBody: s.maxBody, Limits: s.limits,
-		Tools: w.Handler,
+		Tools: w.Handler, Tokens: PublishTokens,
 	})
 }
