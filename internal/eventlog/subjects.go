@@ -422,6 +422,13 @@ const (
 	AllTokens = tokenPrefix + ">"
 )
 
+// Headers of a streamed-token message: which step of the node the text
+// belongs to, and the node's ref key (the subject holds its hash only).
+const (
+	HeaderTokenStep = "Weft-Step"
+	HeaderTokenNode = "Weft-Node"
+)
+
 // TokenSubject is the subject the streamed tokens of one node activation,
 // run by a worker of queue, are published on.
 func TokenSubject(runID, queue, nodeKey string) string {

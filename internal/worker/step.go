@@ -91,9 +91,12 @@ func LastStep(ctx context.Context) (json.RawMessage, error) {
 	return d.Data, nil
 }
 
-// HeaderStep is the header of a streamed-token message that says which
-// step of the node the text belongs to.
-const HeaderStep = "Weft-Step"
+// Headers of a streamed-token message (eventlog's): which step of the node
+// the text belongs to, and the node's ref key.
+const (
+	HeaderStep = eventlog.HeaderTokenStep
+	HeaderNode = eventlog.HeaderTokenNode
+)
 
 // PublishTokens publishes text a running node streams (a model's tokens,
 // as they arrive), as part of its step n, with core NATS on the node
@@ -108,6 +111,7 @@ func PublishTokens(ctx context.Context, n int, text string) error {
 	r := p.it.ready
 	m := nats.NewMsg(eventlog.TokenSubject(p.it.run, r.Queue, r.Key()))
 	m.Header.Set(HeaderStep, strconv.Itoa(n))
+	m.Header.Set(HeaderNode, r.Key())
 	m.Data = []byte(text)
 	return p.w.js.Conn().PublishMsg(m)
 }
