@@ -53,6 +53,8 @@ type (
 		System      string       `json:"system"`
 		Prompt      string       `json:"prompt"`
 		Timeout     execDuration `json:"timeout"`
+		// Guardrails are checked by the executor (package builtin).
+		Guardrails json.RawMessage `json:"guardrails"`
 	}
 	// agentConfig is package builtin's AgentConfig, as far as a graph
 	// can be checked without the worker (its endpoints, its node types).

@@ -10,7 +10,8 @@ import (
 	"github.com/weft-dev/weft/internal/worker"
 )
 
-// Guardrails (AgentOS's guardrailPolicy): declarative checks of the text
+// Guardrails (AgentOS's guardrailPolicy): declarative checks, on llm and
+// agent nodes, of the text
 // an agent sends its model first (its rendered prompt: "input") and of its
 // final answer ("output"). Each check is a CEL condition that must hold,
 // a deny-list of regular expressions, or a length limit, and names its

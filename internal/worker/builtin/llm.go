@@ -44,6 +44,9 @@ type LLMConfig struct {
 	Prompt string `json:"prompt"`
 	// Timeout bounds one request (default 60s).
 	Timeout Duration `json:"timeout,omitempty"`
+	// Guardrails check the rendered prompt and the answer, as an
+	// agent's do.
+	Guardrails *GuardrailPolicy `json:"guardrails,omitempty"`
 }
 
 // LLMEndpoint is a model API the operator configured on the worker, under
@@ -141,6 +144,11 @@ func (l *LLM) Execute(ctx context.Context, in *worker.Input) (*worker.Result, er
 	if strings.TrimSpace(cfg.Prompt) == "" {
 		return nil, configError(in, "prompt: required")
 	}
+	if cfg.Guardrails != nil {
+		if bad := cfg.Guardrails.compile(); len(bad) > 0 {
+			return nil, configError(in, strings.Join(bad, "; "))
+		}
+	}
 	ms := l.models()
 	target, err := ms.resolve(in, cfg.Endpoint)
 	if err != nil {
@@ -150,6 +158,11 @@ func (l *LLM) Execute(ctx context.Context, in *worker.Input) (*worker.Result, er
 	prompt, err := render(ctx, in, "prompt", cfg.Prompt, data, l.Limits)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Guardrails != nil {
+		if prompt, err = cfg.Guardrails.check(ctx, in, "input", prompt); err != nil {
+			return nil, err
+		}
 	}
 	messages := []Message{{Role: "user", Content: prompt}}
 	if cfg.System != "" {
@@ -176,11 +189,18 @@ func (l *LLM) Execute(ctx context.Context, in *worker.Input) (*worker.Result, er
 	if model == "" {
 		model = cfg.Model
 	}
-	return &worker.Result{Output: map[string]any{
-		"content": resp.Message.Content,
-		"model":   model,
-		"usage":   resp.Usage,
-	}}, nil
+	content := resp.Message.Content
+	out := map[string]any{"model": model, "usage": resp.Usage}
+	if cfg.Guardrails != nil {
+		if content, err = cfg.Guardrails.check(ctx, in, "output", content); err != nil {
+			return nil, err
+		}
+		if len(cfg.Guardrails.warnings) > 0 {
+			out["guardrails"] = cfg.Guardrails.warnings
+		}
+	}
+	out["content"] = content
+	return &worker.Result{Output: out}, nil
 }
 
 // providerError is the message of an OpenAI- or Anthropic-style error

@@ -261,3 +261,28 @@ func TestLLMIgnoresSDKEnvironment(t *testing.T) {
 		t.Errorf("the environment's key was sent: %v", h)
 	}
 }
+
+// TestLLMGuardrails: guardrails apply to llm nodes too: a prompt that
+// fails a check is never sent; an answer is redacted.
+func TestLLMGuardrails(t *testing.T) {
+	fake, url := newFakeModel(t, false, fakeTurn{text: "call 555-1234"})
+	llm := &builtin.LLM{Endpoints: map[string]builtin.LLMEndpoint{"p": {URL: url}}}
+	in := input("llm", map[string]any{"model": "m", "prompt": "{{.state.q}}", "guardrails": map[string]any{
+		"input":  []any{map[string]any{"name": "short", "maxLength": 10}},
+		"output": []any{map[string]any{"deny": []any{`\d{3}-\d{4}`}, "action": "redact"}},
+	}})
+	in.State["q"] = "a question far too long"
+	_, err := llm.Execute(context.Background(), in)
+	we := failure(t, err, builtin.FailureGuardrail, false)
+	if !strings.Contains(we.Message, `llm node "n1": guardrails.input short: the input 23 bytes, more than maxLength 10`) || fake.requests() != 0 {
+		t.Errorf("failure %q after %d requests", we.Message, fake.requests())
+	}
+	in.State["q"] = "phone?"
+	res, err := llm.Execute(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := res.Output.(map[string]any); out["content"] != "call [redacted]" || out["guardrails"] == nil {
+		t.Errorf("output = %v", out)
+	}
+}
