@@ -11,9 +11,8 @@ import (
 )
 
 // Guardrails (AgentOS's guardrailPolicy): declarative checks, on llm and
-// agent nodes, of the text
-// an agent sends its model first (its rendered prompt: "input") and of its
-// final answer ("output"). Each check is a CEL condition that must hold,
+// agent nodes, of the text the node sends its model first (its rendered
+// prompt: "input") and of its (final) answer ("output"). Each check is a CEL condition that must hold,
 // a deny-list of regular expressions, or a length limit, and names its
 // action: "block" (the default: the node fails, not retryable, with a
 // GuardrailBlocked failure that names the node, the stage and the check),
