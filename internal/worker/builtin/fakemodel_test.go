@@ -51,7 +51,7 @@ type fakeTurn struct {
 
 type fakeCall struct{ id, name, args string }
 
-func newFakeModel(t *testing.T, anthropic bool, script ...fakeTurn) (*fakeModel, string) {
+func newFakeModel(t testing.TB, anthropic bool, script ...fakeTurn) (*fakeModel, string) {
 	t.Helper()
 	f := &fakeModel{anthropic: anthropic, script: script}
 	srv := httptest.NewServer(f)
