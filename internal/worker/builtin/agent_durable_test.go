@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -241,4 +243,148 @@ func waitRun(t *testing.T, st events.Store, run string, typ events.Type) []*even
 			t.Fatalf("node failed: %s", e.Data)
 		}
 	}
+}
+
+// TestAgentWorkerKilledAtEveryStep stops a real worker (its drain timing
+// out, its work item handed back: what a dead worker's item gets) while
+// each step of a scripted conversation is under way — each of the three
+// model calls and each of the two tool runs — and lets a second worker
+// finish the node. Whatever the step, the model calls and tool runs
+// recorded before the kill are not made again; only the one cut off is.
+func TestAgentWorkerKilledAtEveryStep(t *testing.T) {
+	_, st := natstest.Store(t)
+	ctx := context.Background()
+	if _, err := workqueue.EnsureQueue(ctx, eventlog.JetStream(st), st.StreamName(), worker.DefaultQueue, workqueue.QueueOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, kill := range []struct {
+		kind string
+		n    int // which model call or tool run, 0-based
+	}{{"model", 0}, {"tool", 0}, {"model", 1}, {"tool", 1}, {"model", 2}} {
+		t.Run(kill.kind+" "+strconv.Itoa(kill.n), func(t *testing.T) {
+			fake, url := newFakeModel(t, false,
+				fakeTurn{calls: []fakeCall{{"a", "lookup", `{"q":"one"}`}}},
+				fakeTurn{calls: []fakeCall{{"b", "lookup", `{"q":"two"}`}}},
+				fakeTurn{text: "Both found."},
+			)
+			fake.byTurn = true
+			fake.block = make(chan struct{}) // never closed: the call hangs until its worker gives it up
+			tool := &countingTool{}
+			underWay := func() bool { return fake.requests() == kill.n+1 }
+			if kill.kind == "model" {
+				fake.blockAt = func(n int) bool { return n == kill.n }
+			} else {
+				tool.hangAt = func(n int) bool { return n == kill.n }
+				underWay = func() bool {
+					tool.mu.Lock()
+					defer tool.mu.Unlock()
+					return tool.count == kill.n+1
+				}
+			}
+			run := startAgentRun(t, st, agentConfig(nil))
+			stop1 := startAgentWorker(t, st, newAgent(url, false, tool, nil), tool, "w1")
+			waitFor(t, "the step to be under way", underWay)
+			if err := stop1(); !errors.Is(err, worker.ErrDrainTimeout) {
+				t.Fatalf("first worker: %v, want its drain to time out", err)
+			}
+			startAgentWorker(t, st, newAgent(url, false, tool, nil), tool, "w2")
+			evs := waitRun(t, st, run, events.NodeInvoked)
+			perTurn := map[int]int{}
+			for i := range fake.requests() {
+				msgs, _ := fake.request(i)["messages"].([]any)
+				n := 0
+				for _, m := range msgs {
+					if m.(map[string]any)["role"] == "assistant" {
+						n++
+					}
+				}
+				perTurn[n]++
+			}
+			for turn := range 3 {
+				want := 1
+				if kill.kind == "model" && kill.n == turn {
+					want = 2
+				}
+				if perTurn[turn] != want {
+					t.Errorf("model calls by turn = %v, want turn %d called %d times", perTurn, turn, want)
+				}
+			}
+			wantTools := 2
+			if kill.kind == "tool" {
+				wantTools = 3
+			}
+			if tool.total() != wantTools {
+				t.Errorf("tool runs = %v, want %d in all", tool.runs, wantTools)
+			}
+			steps := 0
+			for _, e := range evs {
+				if e.Type == events.NodeStep {
+					steps++
+				}
+			}
+			if steps != 5 {
+				t.Errorf("%d step events, want 5", steps)
+			}
+		})
+	}
+}
+
+// startAgentRun appends a run's start and the work item of its agent node
+// n1, and returns the run id.
+func startAgentRun(t *testing.T, st events.Store, config map[string]any) string {
+	t.Helper()
+	ctx := context.Background()
+	run := events.NewRunID()
+	cfg, _ := json.Marshal(config)
+	g, _ := json.Marshal(map[string]any{"name": "t", "nodes": []any{map[string]any{"id": "n1", "type": "agent"}}})
+	start, err := events.New(run, run, time.Time{}, &events.RunStartedData{GraphName: "t", Graph: g, Invocation: json.RawMessage(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eventlog.Append(ctx, st, run, 0, start); err != nil {
+		t.Fatal(err)
+	}
+	ref := events.NodeRef{Node: "n1", Iteration: 1}
+	ready, err := events.New(run, eventlog.DecisionID(run, events.NodeReady, ref.Key(), "1"), time.Time{}, &events.NodeReadyData{
+		NodeRef: ref, Attempt: 1, Type: "agent", Queue: worker.DefaultQueue, Config: cfg,
+		Input: json.RawMessage(`{"topic":"weft"}`), IdempotencyKey: eventlog.IdempotencyKey(run, ref, 1),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eventlog.Append(ctx, st, run, events.AnySeq, ready); err != nil {
+		t.Fatal(err)
+	}
+	return run
+}
+
+// startAgentWorker runs a worker with the agent and its tool until the
+// test ends or stop is called; stop returns Run's error.
+func startAgentWorker(t *testing.T, st events.Store, a *builtin.Agent, tool worker.Node, name string) (stop func() error) {
+	t.Helper()
+	w, err := worker.New(st, worker.WithName(name), worker.WithDrainTimeout(200*time.Millisecond),
+		worker.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Handle("agent", a)
+	w.Handle("lookup", tool)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	var once sync.Once
+	var runErr error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case runErr = <-done:
+			case <-time.After(20 * time.Second):
+				t.Error("worker did not stop")
+			}
+		})
+		return runErr
+	}
+	t.Cleanup(func() { _ = stop() })
+	return stop
 }

@@ -58,17 +58,29 @@ type countingTool struct {
 	mu   sync.Mutex
 	runs map[string]int
 	fail error
+	// hangAt, when set, makes run n (0-based, over all keys) wait for
+	// its context to end: a tool under way when its worker dies.
+	hangAt func(n int) bool
+	count  int
 }
 
-func (c *countingTool) Execute(_ context.Context, in *worker.Input) (*worker.Result, error) {
+func (c *countingTool) Execute(ctx context.Context, in *worker.Input) (*worker.Result, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.runs == nil {
 		c.runs = map[string]int{}
 	}
 	c.runs[in.IdempotencyKey]++
-	if c.fail != nil {
-		return nil, c.fail
+	n := c.count
+	c.count++
+	hang := c.hangAt != nil && c.hangAt(n)
+	fail := c.fail
+	c.mu.Unlock()
+	if hang {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	if fail != nil {
+		return nil, fail
 	}
 	return &worker.Result{Output: map[string]any{"got": in.State}}, nil
 }
