@@ -470,3 +470,37 @@ func TestAgentKeyNeverRecorded(t *testing.T) {
 		t.Errorf("%d steps, want 2 recorded before the failure", len(j.steps))
 	}
 }
+
+// TestAgentRetryResumes: a 429 in the middle of the loop fails the
+// attempt as retryable, with the provider's Retry-After in its details;
+// the retry (the node run again, on the same journal) goes on from the
+// recorded steps: the model call before the 429 is not made again.
+func TestAgentRetryResumes(t *testing.T) {
+	fake, url := newFakeModel(t, false,
+		fakeTurn{calls: []fakeCall{{"a", "lookup", `{"q":"one"}`}}},
+		fakeTurn{status: 429, retryAfter: "2", body: `{"error":{"message":"rate limited"}}`},
+		fakeTurn{text: "done"},
+	)
+	tool := &countingTool{}
+	j := &memJournal{}
+	in := agentInput(agentConfig(nil))
+	_, err := newAgent(url, false, tool, j).Execute(context.Background(), in)
+	we := failure(t, err, builtin.FailureLLMStatus, true)
+	if d, _ := we.Details.(map[string]any); d["retryAfter"] != "2" || d["status"] != 429 {
+		t.Errorf("details = %v", we.Details)
+	}
+	in.Attempt = 2
+	res, err := newAgent(url, false, tool, j).Execute(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := res.Output.(map[string]any)["content"]; c != "done" {
+		t.Errorf("content = %v", c)
+	}
+	if n := fake.requests(); n != 3 {
+		t.Errorf("%d model calls, want 3 (the first not again)", n)
+	}
+	if tool.total() != 1 {
+		t.Errorf("tool runs = %v", tool.runs)
+	}
+}
