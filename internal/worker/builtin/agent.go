@@ -201,6 +201,11 @@ func (a *Agent) Execute(ctx context.Context, in *worker.Input) (*worker.Result, 
 	if err != nil {
 		return nil, &worker.Error{Type: FailureAgentCheckpoint, Message: where + ": reading its recorded steps", Retryable: true, Cause: err}
 	}
+	if st != nil && (len(st.Messages) == 0 || st.Step < 1 || st.Turns < 0) {
+		// A step this executor did not write (or an older, other shape):
+		// going on from it would be guessing.
+		return nil, worker.NonRetryable(FailureAgentCheckpoint, fmt.Sprintf("%s: its last recorded step (%d, %q) holds no conversation to go on from", where, st.Step, st.Kind))
+	}
 	if st == nil {
 		st, err = a.start(ctx, in, &cfg)
 		if err != nil {

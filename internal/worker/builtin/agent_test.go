@@ -504,3 +504,15 @@ func TestAgentRetryResumes(t *testing.T) {
 		t.Errorf("tool runs = %v", tool.runs)
 	}
 }
+
+// TestAgentBadCheckpoint: a last step that holds no conversation (not one
+// this executor wrote) fails the node, located, instead of guessing.
+func TestAgentBadCheckpoint(t *testing.T) {
+	fake, url := newFakeModel(t, false, fakeTurn{text: "x"})
+	j := &memJournal{steps: []json.RawMessage{json.RawMessage(`{"step": 3, "kind": "model"}`)}}
+	_, err := newAgent(url, false, &countingTool{}, j).Execute(context.Background(), agentInput(agentConfig(nil)))
+	we := failure(t, err, builtin.FailureAgentCheckpoint, false)
+	if !strings.Contains(we.Message, `agent node "n1": its last recorded step (3, "model") holds no conversation`) || fake.requests() != 0 {
+		t.Errorf("failure %q after %d model calls", we.Message, fake.requests())
+	}
+}
