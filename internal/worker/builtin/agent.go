@@ -15,6 +15,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/weft-dev/weft/internal/worker"
+	"github.com/weft-dev/weft/pkg/events"
 )
 
 // The agent executor: a durable model loop with tools.
@@ -217,6 +218,11 @@ func (a *Agent) Execute(ctx context.Context, in *worker.Input) (*worker.Result, 
 		st.Kind, st.Tool = kind, tool
 		if err := journal.Record(ctx, in, st); err != nil {
 			st.Step--
+			if errors.Is(err, events.ErrPayloadTooLarge) {
+				// Retrying would pay for the same calls again and fail
+				// the same way.
+				return worker.NonRetryable(events.FailurePayloadTooLarge, fmt.Sprintf("%s: step %d (%s): the conversation no longer fits in one event (%v); lower maxTurns or maxMessageBytes", where, st.Step+1, kind, err))
+			}
 			return &worker.Error{Type: FailureAgentCheckpoint, Message: fmt.Sprintf("%s: recording step %d (%s)", where, st.Step+1, kind), Retryable: true, Cause: err}
 		}
 		return nil

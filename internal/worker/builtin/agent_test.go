@@ -22,6 +22,8 @@ type memJournal struct {
 	// that died before the append would: the step is not recorded.
 	crashAt int
 	records int
+	// failWith, when set, is every Record's error.
+	failWith error
 }
 
 var errKilled = errors.New("worker killed")
@@ -43,6 +45,9 @@ func (j *memJournal) Record(_ context.Context, _ *worker.Input, s *builtin.Agent
 	j.records++
 	if j.records == j.crashAt {
 		return errKilled
+	}
+	if j.failWith != nil {
+		return j.failWith
 	}
 	b, err := json.Marshal(s)
 	if err != nil {
@@ -514,5 +519,18 @@ func TestAgentBadCheckpoint(t *testing.T) {
 	we := failure(t, err, builtin.FailureAgentCheckpoint, false)
 	if !strings.Contains(we.Message, `agent node "n1": its last recorded step (3, "model") holds no conversation`) || fake.requests() != 0 {
 		t.Errorf("failure %q after %d model calls", we.Message, fake.requests())
+	}
+}
+
+// TestAgentConversationTooLarge: a step that does not fit in an event
+// fails the node, not retryable (a retry would pay for the same calls and
+// fail the same way), and says what to lower.
+func TestAgentConversationTooLarge(t *testing.T) {
+	_, url := newFakeModel(t, false, fakeTurn{text: "x"})
+	j := &memJournal{failWith: fmt.Errorf("appending: %w", events.ErrPayloadTooLarge)}
+	_, err := newAgent(url, false, &countingTool{}, j).Execute(context.Background(), agentInput(agentConfig(nil)))
+	we := failure(t, err, events.FailurePayloadTooLarge, false)
+	if !strings.Contains(we.Message, `agent node "n1": step 1 (model): the conversation no longer fits in one event`) {
+		t.Errorf("failure %q", we.Message)
 	}
 }
