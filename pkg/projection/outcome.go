@@ -242,6 +242,8 @@ func (s *State) fenceQueue(e *events.Event, p events.Payload) error {
 		ref = d.NodeRef
 	case *events.HeartbeatData:
 		ref = d.NodeRef
+	case *events.NodeStepData:
+		ref = d.NodeRef
 	default:
 		return nil
 	}
