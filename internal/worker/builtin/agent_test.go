@@ -136,8 +136,8 @@ func agentInput(cfg map[string]any) *worker.Input {
 	return in
 }
 
-// TestAgentLoop: model call, tool call, tool result, model call, final
-// answer, for both providers, as JSON and as streams: the tool's result
+// TestAgentLoop: model call, two tool calls at once, their results, model
+// call, final answer, for both providers, as JSON and as streams: a tool's result
 // goes back to the model under its call's id, each model call and each
 // tool run has its step's idempotency key, and the streamed text reaches
 // the token sink.
@@ -148,7 +148,7 @@ func TestAgentLoop(t *testing.T) {
 	}{{"openai", false, false}, {"openai stream", false, true}, {"anthropic", true, false}, {"anthropic stream", true, true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			fake, url := newFakeModel(t, tc.anthropic,
-				fakeTurn{text: "Let me look.", calls: []fakeCall{{"call_1", "lookup", `{"q":"weft"}`}}},
+				fakeTurn{text: "Let me look.", calls: []fakeCall{{"call_1", "lookup", `{"q":"weft"}`}, {"call_2", "lookup", `{"q":"nats"}`}}},
 				fakeTurn{text: "Weft is a workflow engine."},
 			)
 			tool := &countingTool{}
@@ -161,7 +161,7 @@ func TestAgentLoop(t *testing.T) {
 				t.Fatal(err)
 			}
 			out := res.Output.(map[string]any)
-			if out["content"] != "Weft is a workflow engine." || out["turns"] != 2 || out["steps"] != 3 {
+			if out["content"] != "Weft is a workflow engine." || out["turns"] != 2 || out["steps"] != 4 {
 				t.Errorf("output = %v", out)
 			}
 			if u := out["usage"].(builtin.Usage); u.TotalTokens != 30 {
@@ -171,17 +171,20 @@ func TestAgentLoop(t *testing.T) {
 				t.Fatalf("%d model calls, want 2", n)
 			}
 			second, _ := json.Marshal(fake.request(1)["messages"])
-			if !strings.Contains(string(second), "call_1") || !strings.Contains(string(second), `{\"got\":{\"q\":\"weft\"}}`) {
+			if !strings.Contains(string(second), "call_2") || !strings.Contains(string(second), `{\"got\":{\"q\":\"weft\"}}`) || !strings.Contains(string(second), `{\"got\":{\"q\":\"nats\"}}`) {
 				t.Errorf("the second call does not give the tool's result back: %s", second)
+			}
+			if msgs, _ := fake.request(1)["messages"].([]any); tc.anthropic && len(msgs) != 3 {
+				t.Errorf("anthropic: %d messages, want 3 (the two tool results in one user message)", len(msgs))
 			}
 			if k := fake.headers[0].Get("Idempotency-Key"); k != "key-123/step/1" {
 				t.Errorf("first call's key = %q", k)
 			}
-			if tool.runs["key-123/step/2"] != 1 || tool.total() != 1 {
-				t.Errorf("tool runs = %v, want one under key-123/step/2", tool.runs)
+			if tool.runs["key-123/step/2"] != 1 || tool.runs["key-123/step/3"] != 1 || tool.total() != 2 {
+				t.Errorf("tool runs = %v, want one under key-123/step/2 and one under /step/3", tool.runs)
 			}
-			if len(j.steps) != 3 {
-				t.Errorf("%d steps recorded, want 3 (model, tool, model)", len(j.steps))
+			if len(j.steps) != 4 {
+				t.Errorf("%d steps recorded, want 4 (model, tool, tool, model)", len(j.steps))
 			}
 			if tc.stream && streamed.String() != "Let me look.Weft is a workflow engine." {
 				t.Errorf("streamed %q", streamed.String())
