@@ -234,6 +234,22 @@ type (
 	Guardrail       = rt.Guardrail
 )
 
+// Agent defaults: model calls, answer size, a tool's run time; and the
+// max_tokens sent to an Anthropic endpoint when a node sets none.
+const (
+	DefaultAgentMaxTurns        = rt.DefaultAgentMaxTurns
+	DefaultAgentMaxMessageBytes = rt.DefaultAgentMaxMessageBytes
+	DefaultToolTimeout          = rt.DefaultToolTimeout
+	DefaultAnthropicMaxTokens   = rt.DefaultAnthropicMaxTokens
+)
+
+// Guardrail actions.
+const (
+	GuardrailBlock  = rt.GuardrailBlock
+	GuardrailRedact = rt.GuardrailRedact
+	GuardrailWarn   = rt.GuardrailWarn
+)
+
 // Failure types of the agent executor and of guardrails.
 const (
 	FailureAgentTurns      = rt.FailureAgentTurns
