@@ -282,6 +282,17 @@ func (a *Agent) Execute(ctx context.Context, in *worker.Input) (*worker.Result, 
 			return nil, worker.NonRetryable(FailureAgentOversized, fmt.Sprintf("%s: turn %d: the model's answer is %d bytes, more than maxMessageBytes %d", where, st.Turns+1, n, cfg.MaxMessageBytes))
 		}
 		st.Turns++
+		// Results are matched to calls by id: a call without one, or with
+		// one the answer used already (some OpenAI-compatible servers
+		// give none), gets its own.
+		seen := map[string]bool{}
+		for i := range resp.Message.ToolCalls {
+			tc := &resp.Message.ToolCalls[i]
+			if tc.ID == "" || seen[tc.ID] {
+				tc.ID = fmt.Sprintf("weft_call_%d_%d", st.Turns, i+1)
+			}
+			seen[tc.ID] = true
+		}
 		st.Usage.PromptTokens += resp.Usage.PromptTokens
 		st.Usage.CompletionTokens += resp.Usage.CompletionTokens
 		st.Usage.TotalTokens += resp.Usage.TotalTokens

@@ -537,3 +537,25 @@ func TestAgentConversationTooLarge(t *testing.T) {
 		t.Errorf("failure %q", we.Message)
 	}
 }
+
+// TestAgentToolCallIDs: calls without ids, or with one id twice, each get
+// their own result.
+func TestAgentToolCallIDs(t *testing.T) {
+	fake, url := newFakeModel(t, false,
+		fakeTurn{calls: []fakeCall{{"", "lookup", `{"q":"a"}`}, {"", "lookup", `{"q":"b"}`}, {"x", "lookup", `{"q":"c"}`}, {"x", "lookup", `{"q":"d"}`}}},
+		fakeTurn{text: "ok"},
+	)
+	tool := &countingTool{}
+	if _, err := newAgent(url, false, tool, &memJournal{}).Execute(context.Background(), agentInput(agentConfig(nil))); err != nil {
+		t.Fatal(err)
+	}
+	if tool.total() != 4 {
+		t.Errorf("tool runs = %v, want 4", tool.runs)
+	}
+	second, _ := json.Marshal(fake.request(1)["messages"])
+	for _, id := range []string{"weft_call_1_1", "weft_call_1_2", `"x"`, "weft_call_1_4"} {
+		if !strings.Contains(string(second), id) {
+			t.Errorf("no call %s in %s", id, second)
+		}
+	}
+}
