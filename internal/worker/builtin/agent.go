@@ -250,6 +250,12 @@ func (a *Agent) Execute(ctx context.Context, in *worker.Input) (*worker.Result, 
 				if err := ctx.Err(); err != nil {
 					return nil, err // cut short: not a result to record
 				}
+				if n := len(res.Content); n > cfg.MaxMessageBytes {
+					// The model gets the head of an oversized result and
+					// is told so; the conversation stays bounded.
+					res.Content = strings.ToValidUTF8(res.Content[:cfg.MaxMessageBytes], "") +
+						fmt.Sprintf("\n[truncated: the result is %d bytes, more than maxMessageBytes %d]", n, cfg.MaxMessageBytes)
+				}
 				st.Messages = append(st.Messages, res)
 				if err := record("tool", tc.Name); err != nil {
 					return nil, err

@@ -559,3 +559,19 @@ func TestAgentToolCallIDs(t *testing.T) {
 		}
 	}
 }
+
+// TestAgentOversizedToolResult: a tool result over maxMessageBytes is cut,
+// and the model is told so.
+func TestAgentOversizedToolResult(t *testing.T) {
+	fake, url := newFakeModel(t, false, fakeTurn{calls: []fakeCall{{"a", "lookup", `{"q":"x"}`}}}, fakeTurn{text: "ok"})
+	big := worker.NodeFunc(func(context.Context, *worker.Input) (*worker.Result, error) {
+		return &worker.Result{Output: strings.Repeat("z", 1000)}, nil
+	})
+	if _, err := newAgent(url, false, big, &memJournal{}).Execute(context.Background(), agentInput(agentConfig(map[string]any{"maxMessageBytes": 100}))); err != nil {
+		t.Fatal(err)
+	}
+	second, _ := json.Marshal(fake.request(1)["messages"])
+	if !strings.Contains(string(second), "[truncated: the result is 1002 bytes, more than maxMessageBytes 100]") || strings.Contains(string(second), strings.Repeat("z", 101)) {
+		t.Errorf("the oversized result is not cut: %s", second)
+	}
+}
