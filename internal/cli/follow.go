@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/weft-dev/weft/pkg/client"
@@ -18,17 +19,53 @@ import (
 // followTimeline prints a run's events as they are stored, until the run
 // ends: rows of fixed-width columns (a table cannot be aligned before its
 // last row is known), or one JSON row a line.
-func (e *env) followTimeline(cl *client.Client, run string, asJSON bool) error {
+//
+// With tokens, the text the run's nodes stream (an agent's model tokens,
+// which are not events) is printed as it comes too, between the rows: a
+// line "~ NODE step N: " and the text, or with JSON one object
+// {"token": {"node", "step", "text"}} a piece.
+func (e *env) followTimeline(cl *client.Client, run string, asJSON, tokens bool) error {
 	var tl timeliner
 	if !asJSON {
 		fmt.Fprintf(e.stdout, followFormat, "POS", "SEQ", "TIME", "EVENT", "NODE", "ITER", "ATTEMPT", "DETAILS")
 	}
 	enc := json.NewEncoder(e.stdout)
+	var mu sync.Mutex // rows and tokens come from two goroutines
+	streaming := ""   // the node and step whose text is being printed
+	if tokens {
+		ctx, cancel := context.WithCancel(e.ctx)
+		defer cancel()
+		go func() {
+			_ = cl.FollowTokens(ctx, run, func(t client.Token) bool {
+				mu.Lock()
+				defer mu.Unlock()
+				if asJSON {
+					_ = enc.Encode(map[string]any{"token": map[string]any{"node": t.Node, "step": t.Step, "text": t.Text}})
+					return true
+				}
+				if at := t.Node + " step " + strconv.Itoa(t.Step); at != streaming {
+					if streaming != "" {
+						fmt.Fprintln(e.stdout)
+					}
+					streaming = at
+					fmt.Fprintf(e.stdout, "~ %s: ", at)
+				}
+				fmt.Fprint(e.stdout, t.Text)
+				return true
+			})
+		}()
+	}
 	return cl.Follow(e.ctx, run, func(ev client.RunEvent, _ *projection.State) bool {
+		mu.Lock()
+		defer mu.Unlock()
 		r := tl.row(ev.Event)
 		if asJSON {
 			_ = enc.Encode(r)
 			return true
+		}
+		if streaming != "" {
+			fmt.Fprintln(e.stdout)
+			streaming = ""
 		}
 		printFollowRow(e.stdout, r)
 		return true

@@ -271,11 +271,13 @@ the run started, the event type, the node, its iteration and attempt, and
 what the event says (the worker, the error, the edges taken...). Routings a
 node-ready, -waiting or -skipped event carries get rows of their own above it.
 With -follow it keeps printing events as they are stored until the run ends
-(-o json: one JSON object a line).`,
+(-o json: one JSON object a line); -tokens adds the text agents stream
+from their models as it arrives (not stored: the step events hold it).`,
 	run: func(e *env, c *command, args []string) error {
 		fs, out := e.flagSet(c)
 		cfg := natsFlags(fs)
 		follow := fs.Bool("follow", false, "keep printing the run's events as they come, until the run ends")
+		tokens := fs.Bool("tokens", false, "with -follow: print the text nodes stream (agents' model tokens) as it comes, between the events")
 		pos, err := e.parse(c, fs, args, 1, 1)
 		if err != nil {
 			return err
@@ -286,7 +288,7 @@ With -follow it keeps printing events as they are stored until the run ends
 		}
 		defer closeConn()
 		if *follow {
-			return runError(pos[0], e.followTimeline(cl, pos[0], *out == "json"))
+			return runError(pos[0], e.followTimeline(cl, pos[0], *out == "json", *tokens))
 		}
 		evs, err := cl.History(e.ctx, pos[0])
 		if err != nil {

@@ -544,6 +544,8 @@ func refOf(p events.Payload) (events.NodeRef, bool) {
 		return d.NodeRef, true
 	case *events.HeartbeatData:
 		return d.NodeRef, true
+	case *events.NodeStepData:
+		return d.NodeRef, true
 	case *events.RetryScheduledData:
 		return d.NodeRef, true
 	case *events.TimerFiredData:
@@ -670,6 +672,8 @@ func summary(p events.Payload, at time.Time) string {
 		return strings.TrimSuffix("by "+d.By+": "+d.Reason, ": ")
 	case *events.HeartbeatData:
 		return ""
+	case *events.NodeStepData:
+		return strings.TrimSuffix(fmt.Sprintf("step %d %s", d.Step, d.Kind), " ")
 	case *events.RetryScheduledData:
 		return fmt.Sprintf("attempt %d %s, after %v", d.Attempt, deadline(d.At, at), &d.LastFailure)
 	case *events.TimerFiredData:

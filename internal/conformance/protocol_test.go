@@ -39,6 +39,8 @@ const protocolDoc = "../../docs/worker-protocol.md"
 const (
 	exRun   = "06h1c2dq3sbkce9j5fmrq0k7tg"
 	exQueue = "default"
+	// exStepKey is the ref key of the step subject's example.
+	exStepKey = "n1/1"
 )
 
 // docTables reads the marked tables of the document: name → rows, each
@@ -134,6 +136,7 @@ func TestProtocolSubjects(t *testing.T) {
 		"nodefailed":     w(events.NodeFailed),
 		"nodecancelled":  w(events.NodeCanceled),
 		"heartbeat":      w(events.Heartbeat),
+		"step":           func(run, q string) string { return eventlog.StepSubject(run, q, exStepKey) },
 		"queue":          func(_, q string) string { return eventlog.QueueFilter(q) },
 		"worker-writes":  func(_, q string) string { return eventlog.WorkerFilter(q) },
 		"all-cancelreqs": func(string, string) string { return eventlog.KindFilter(events.RunCancelRequested) },
@@ -158,7 +161,7 @@ func TestProtocolSubjects(t *testing.T) {
 		if r["example"] != want {
 			t.Errorf("subjects: %s: the document's example is %s, the code's %s", name, r["example"], want)
 		}
-		pattern := strings.NewReplacer("<slot>", eventlog.Slot(exRun), "<run>", exRun, "<queue>", exQueue).Replace(r["pattern"])
+		pattern := strings.NewReplacer("<slot>", eventlog.Slot(exRun), "<run>", exRun, "<queue>", exQueue, "<step>", eventlog.StepToken(exStepKey)).Replace(r["pattern"])
 		if pattern != want {
 			t.Errorf("subjects: %s: the document's pattern %s gives %s, the code's %s", name, r["pattern"], pattern, want)
 		}
@@ -339,6 +342,7 @@ func TestProtocolIDs(t *testing.T) {
 		"node.failed":                      eventlog.DecisionID(exRun, events.NodeFailed, ref.Key(), a, d),
 		"node.cancelled":                   eventlog.DecisionID(exRun, events.NodeCanceled, ref.Key(), a, d),
 		"node.heartbeat":                   eventlog.DecisionID(exRun, events.Heartbeat, ref.Key(), a, d, "1"),
+		"node.step":                        eventlog.DecisionID(exRun, events.NodeStep, ref.Key(), a, d, "1"),
 		"idempotency key":                  eventlog.IdempotencyKey(exRun, ref, attempt),
 		"idempotency key (map item)":       eventlog.IdempotencyKey(exRun, mapRef, attempt),
 		"run.started":                      exRun,

@@ -147,6 +147,19 @@ func (e *Event) subjectOf() (string, error) {
 			queue = p.(*NodeReadyData).Queue
 		}
 	}
+	if e.Type == NodeStep {
+		if e.decision {
+			return "", fmt.Errorf("%w: %s is not a decision", ErrMisplaced, e.Type)
+		}
+		p, err := e.Payload()
+		if err != nil {
+			return "", err
+		}
+		if !ValidQueue(queue) {
+			return "", fmt.Errorf("%w: a %s event needs the queue of its work item, got %q", ErrInvalidID, e.Type, queue)
+		}
+		return StepSubject(e.RunID, queue, p.(*NodeStepData).Key()), nil
+	}
 	return subjectFor(e.RunID, e.Type, e.decision, queue)
 }
 
@@ -456,6 +469,9 @@ func placed(subject string, e *Event) (*Event, error) {
 	pl, err := e.Payload()
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", subject, err)
+	}
+	if s, ok := pl.(*NodeStepData); ok != (p.Node != "") || (ok && p.Node != StepToken(s.Key())) {
+		return nil, fmt.Errorf("%w: %s: a step is accepted on its node's step subject only", ErrMisplaced, subject)
 	}
 	if r, ok := pl.(*NodeReadyData); ok && r.Queue != p.Queue {
 		return nil, fmt.Errorf("%w: %s: a work item of queue %q", ErrMisplaced, subject, r.Queue)

@@ -47,6 +47,7 @@ func samples() map[eventlog.Type]eventlog.Payload {
 		eventlog.NodeRouted:       &eventlog.NodeRoutedData{NodeRef: ref, Signals: []eventlog.Signal{{Edge: 1, To: "b", Taken: true, Data: json.RawMessage(`{"k":1}`)}, {Edge: 2, To: "a", Back: true}}},
 		eventlog.NodeCanceled:     &eventlog.NodeCancelledData{NodeRef: ref, Attempt: 1, By: "filter:quota", Reason: "over quota"},
 		eventlog.Heartbeat:        &eventlog.HeartbeatData{NodeRef: ref, Attempt: 1, Details: json.RawMessage(`{"pct":40}`)},
+		eventlog.NodeStep:         &eventlog.NodeStepData{NodeRef: ref, Attempt: 1, Step: 2, Kind: "model", Data: json.RawMessage(`{"messages":[]}`)},
 		eventlog.RetryScheduled:   &eventlog.RetryScheduledData{NodeRef: ref, Attempt: 3, At: at, TimerID: "retry-fetch-2-3", LastFailure: fail},
 		eventlog.TimerFired:       &eventlog.TimerFiredData{TimerID: "retry-fetch-2-3", Purpose: "retry", Ref: ref, Attempt: 3},
 		eventlog.SignalReceived:   &eventlog.SignalReceivedData{Node: "approve", Data: json.RawMessage(`{"ok":true}`), By: "bob"},

@@ -426,6 +426,22 @@ type HeartbeatData struct {
 	Details json.RawMessage `json:"details,omitempty"`
 }
 
+// NodeStepData is one step of a running node, recorded before the node
+// goes on (an agent's model answer or tool result): what the node needs
+// to resume there when it runs again. Data is the node's own (the agent
+// executor's AgentStep); the fold checks it against the live attempt and
+// changes nothing. It stands on the
+// node activation's step subject (StepSubject).
+type NodeStepData struct {
+	NodeRef
+	Attempt int `json:"attempt"`
+	// Step counts the activation's steps (1-based); Kind says what the
+	// step was ("model", "tool").
+	Step int             `json:"step"`
+	Kind string          `json:"kind,omitempty"`
+	Data json.RawMessage `json:"data,omitempty"`
+}
+
 // Signal is one edge signal sent by routing: taken or not, with the forking
 // data of the action that took it.
 type Signal struct {
@@ -518,6 +534,7 @@ func (NodeSkippedData) EventType() Type        { return NodeSkipped }
 func (NodeWaitingData) EventType() Type        { return NodeWaiting }
 func (NodeCancelledData) EventType() Type      { return NodeCanceled }
 func (HeartbeatData) EventType() Type          { return Heartbeat }
+func (NodeStepData) EventType() Type           { return NodeStep }
 func (NodeRoutedData) EventType() Type         { return NodeRouted }
 func (RetryScheduledData) EventType() Type     { return RetryScheduled }
 func (TimerFiredData) EventType() Type         { return TimerFired }
@@ -556,6 +573,8 @@ func NewPayload(t Type) (Payload, bool) {
 		return &NodeCancelledData{}, true
 	case Heartbeat:
 		return &HeartbeatData{}, true
+	case NodeStep:
+		return &NodeStepData{}, true
 	case NodeRouted:
 		return &NodeRoutedData{}, true
 	case RetryScheduled:
@@ -580,6 +599,7 @@ func (d NodeSkippedData) nodeAttempt() (string, int)      { return d.Node, 0 }
 func (d NodeWaitingData) nodeAttempt() (string, int)      { return d.Node, 0 }
 func (d NodeCancelledData) nodeAttempt() (string, int)    { return d.Node, d.Attempt }
 func (d HeartbeatData) nodeAttempt() (string, int)        { return d.Node, d.Attempt }
+func (d NodeStepData) nodeAttempt() (string, int)         { return d.Node, d.Attempt }
 func (d NodeRoutedData) nodeAttempt() (string, int)       { return d.Node, 0 }
 func (d RetryScheduledData) nodeAttempt() (string, int)   { return d.Node, d.Attempt }
 func (d TimerFiredData) nodeAttempt() (string, int)       { return d.Ref.Node, d.Attempt }

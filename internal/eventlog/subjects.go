@@ -1,6 +1,8 @@
 package eventlog
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"hash/fnv"
 	"regexp"
@@ -15,6 +17,13 @@ import (
 //		                                      coordinator (a decision of the child run)
 //		weft.r.<slot>.<run>.w.<queue>.<kind>  written by workers of <queue>: invoking,
 //		                                      invoked, nodefailed, nodecancelled, heartbeat
+//		weft.r.<slot>.<run>.w.<queue>.step.<node>
+//		                                      a step of a running node (an agent's model
+//		                                      answer or tool result), on a subject of its
+//		                                      own per node activation (<node> is
+//		                                      StepToken of the node's key), so that the
+//		                                      worker that runs the node again reads its
+//		                                      last step with one direct get
 //		weft.r.<slot>.<run>.w._local.<kind>   outcomes of local nodes (LocalQueue), which
 //		                                      the coordinator runs itself: written by the
 //		                                      coordinator only
@@ -206,6 +215,7 @@ var table = map[string]struct{ kind, class string }{
 	"dev.weft.node.routed.v1":          {"routed", classCoordinator},       // NodeRouted
 	"dev.weft.node.cancelled.v1":       {"nodecancelled", classWorker},     // NodeCanceled
 	"dev.weft.node.heartbeat.v1":       {"heartbeat", classWorker},         // Heartbeat
+	"dev.weft.node.step.v1":            {"step", classWorker},              // NodeStep
 	"dev.weft.retry.scheduled.v1":      {"retry", classCoordinator},        // RetryScheduled
 	"dev.weft.timer.fired.v1":          {"timer", classNotice},             // TimerFired
 	"dev.weft.signal.received.v1":      {"signal", classClient},            // SignalReceived
@@ -250,6 +260,9 @@ func KindFilter[T ~string](t T) string {
 	}
 	switch class {
 	case classWorker:
+		if k == stepKind {
+			return runPrefix + "*.*.w.*." + k + ".*"
+		}
 		return runPrefix + "*.*.w.*." + k
 	case classCoordinator:
 		if string(t) == typeNodeReady {
@@ -301,6 +314,8 @@ func FiredRun(subject string) (string, bool) {
 // kind.
 type Place struct {
 	Run, Class, Queue, Kind string
+	// Node is the node token of a step subject (StepSubject), else empty.
+	Node string
 }
 
 // Parse splits an event subject; ok is false for anything that is not a
@@ -318,6 +333,8 @@ func Parse(subject string) (Place, bool) {
 	switch {
 	case p.Class == classWorker && len(tok) == 5:
 		p.Queue, p.Kind = tok[3], tok[4]
+	case p.Class == classWorker && len(tok) == 6 && tok[4] == stepKind && tok[5] != "":
+		p.Queue, p.Kind, p.Node = tok[3], tok[4], tok[5]
 	case p.Class == classCoordinator && len(tok) == 5 && tok[3] == kind(typeNodeReady):
 		p.Kind, p.Queue = tok[3], tok[4]
 	case len(tok) == 4 && (p.Class == classClient || p.Class == classCoordinator || p.Class == classNotice):
@@ -372,6 +389,58 @@ func Subject(runID, class, kindToken, queue string) string {
 	}
 	return base + class + "." + kindToken
 }
+
+// stepKind is the kind token of NodeStep.
+const stepKind = "step"
+
+// StepToken is the subject token of a node activation's steps: the first
+// 16 hex digits of the SHA-256 of its key (NodeRef.Key), since a key may
+// hold characters a token may not.
+func StepToken(nodeKey string) string {
+	h := sha256.Sum256([]byte(nodeKey))
+	return hex.EncodeToString(h[:8])
+}
+
+// StepSubject is the subject of the steps of one node activation, run by
+// workers of queue: weft.r.<slot>.<run>.w.<queue>.step.<StepToken(key)>.
+func StepSubject(runID, queue, nodeKey string) string {
+	return runBase(runID) + classWorker + "." + queue + "." + stepKind + "." + StepToken(nodeKey)
+}
+
+// Streamed tokens. The text of a model call is published, as it arrives,
+// with core NATS on a subject of its run and node outside the events
+// stream (so nothing of it is stored: the step event holds the final
+// message):
+//
+//	weft.tok.<slot>.<run>.<queue>.<step>   <step> is StepToken of the node's key
+//
+// A worker of <queue> may publish on its queue's token subjects only;
+// clients and the UI subscribe (TokenFilter).
+const (
+	tokenPrefix = "weft.tok."
+	// AllTokens matches every run's token subjects.
+	AllTokens = tokenPrefix + ">"
+)
+
+// Headers of a streamed-token message: which step of the node the text
+// belongs to, and the node's ref key (the subject holds its hash only).
+const (
+	HeaderTokenStep = "Weft-Step"
+	HeaderTokenNode = "Weft-Node"
+)
+
+// TokenSubject is the subject the streamed tokens of one node activation,
+// run by a worker of queue, are published on.
+func TokenSubject(runID, queue, nodeKey string) string {
+	return tokenPrefix + Slot(runID) + "." + runID + "." + queue + "." + StepToken(nodeKey)
+}
+
+// TokenFilter matches the streamed tokens of every node of a run.
+func TokenFilter(runID string) string { return tokenPrefix + Slot(runID) + "." + runID + ".>" }
+
+// TokenWrites matches the token subjects a worker of queue may publish
+// on: its queue's, in any run.
+func TokenWrites(queue string) string { return tokenPrefix + "*.*." + queue + ".*" }
 
 // FiredTarget is the subject a fired timer of a run is appended on: the
 // run's timer notice.

@@ -21,6 +21,7 @@ const (
 	NodeRouted   Type = "dev.weft.node.routed.v1"
 	NodeCanceled Type = "dev.weft.node.cancelled.v1"
 	Heartbeat    Type = "dev.weft.node.heartbeat.v1"
+	NodeStep     Type = "dev.weft.node.step.v1"
 
 	RetryScheduled   Type = "dev.weft.retry.scheduled.v1"
 	TimerFired       Type = "dev.weft.timer.fired.v1"
@@ -46,7 +47,7 @@ const (
 var catalogue = []Type{
 	RunStarted, RunCompleted, RunFailed, RunCancelRequested, RunCancelled,
 	NodeReady, NodeInvoking, NodeInvoked, NodeFailed, NodeSkipped, NodeWaiting,
-	NodeRouted, NodeCanceled, Heartbeat,
+	NodeRouted, NodeCanceled, Heartbeat, NodeStep,
 	RetryScheduled, TimerFired, SignalReceived, ChildRunStarted, ChildRunFinished,
 }
 

@@ -216,6 +216,8 @@ func (d Deployment) user(ns string, r Role, q string) User {
 	// events stream: a consumer's deliver subject and filters are in the
 	// request body, which permissions do not see.
 	follow := []string{runSubjects}
+	// Following a model's streamed tokens (core NATS, outside the stream).
+	tokens := []string{eventlog.AllTokens}
 	// The worker announcements, read: the keys from the stream's subject
 	// index, then gets (pkg/worker's LiveWorkers). No consumer: see
 	// runsRead.
@@ -264,14 +266,14 @@ func (d Deployment) user(ns string, r Role, q string) User {
 			writes = []string{eventlog.AdmitAll}
 		}
 		u.PublishAllow = slices.Concat(writes, reads, workersRead, runsRead, startsRead(api))
-		u.SubscribeAllow = append([]string{inbox}, follow...)
+		u.SubscribeAllow = slices.Concat([]string{inbox}, follow, tokens)
 	case RoleUI:
 		// The workers page counts the work waiting on each task queue:
 		// the queues' consumers listed (their configurations and
 		// counts, no messages).
 		queuesRead := []string{api + "CONSUMER.LIST." + s, api + "CONSUMER.INFO." + s + ".*"}
 		u.PublishAllow = slices.Concat(reads, workersRead, runsRead, runsWatch, queuesRead, startsRead(api))
-		u.SubscribeAllow = append([]string{inbox}, follow...)
+		u.SubscribeAllow = slices.Concat([]string{inbox}, follow, tokens)
 	case RoleCoordinator:
 		u.PublishAllow = slices.Concat(
 			[]string{
@@ -378,6 +380,7 @@ func (d Deployment) user(ns string, r Role, q string) User {
 		cons := QueueConsumerName(q)
 		u.PublishAllow = []string{
 			eventlog.WorkerFilter(q), // its outcomes: weft.r.*.*.w.<queue>.>
+			eventlog.TokenWrites(q),  // streamed tokens: weft.tok.*.*.<queue>.*, core NATS, not stored
 		}
 		// Reads, each a direct get of the last message on a subject
 		// named in the request subject (eventlog.LastOn), so scoped: runs'

@@ -80,12 +80,13 @@ func TestDeploymentValidate(t *testing.T) {
 	}
 }
 
-// TestWorkerPermissions: a worker publishes only its queue's outcomes and
-// touches only its queue's consumer.
+// TestWorkerPermissions: a worker publishes only its queue's outcomes
+// (and its queue's streamed tokens, outside the stream) and touches only
+// its queue's consumer.
 func TestWorkerPermissions(t *testing.T) {
 	u := natsconn.Deployment{Queues: []string{"a", "b"}}.User(natsconn.RoleWorker, "a")
 	for _, p := range u.PublishAllow {
-		if strings.HasPrefix(p, "weft.") && p != "weft.r.*.*.w.a.>" {
+		if strings.HasPrefix(p, "weft.") && p != "weft.r.*.*.w.a.>" && p != "weft.tok.*.*.a.*" {
 			t.Errorf("worker of a may publish %s", p)
 		}
 		if strings.Contains(p, "work-b") || strings.Contains(p, "PURGE") || strings.Contains(p, "DELETE") || strings.Contains(p, "STREAM.CREATE") {

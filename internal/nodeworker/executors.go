@@ -33,9 +33,10 @@ type ExecutorConfig struct {
 	flagErrs []error // from -llm-endpoint, reported by Validate
 }
 
-// LLMEndpoint is one -llm-endpoint: name=NAME,url=URL[,key=SECRET].
+// LLMEndpoint is one -llm-endpoint:
+// name=NAME,url=URL[,key=SECRET][,provider=openai|anthropic].
 type LLMEndpoint struct {
-	Name, URL, KeySecret string
+	Name, URL, KeySecret, Provider string
 }
 
 // executorEnv maps the executor flags to their environment variables.
@@ -114,8 +115,10 @@ func parseEndpoint(s string) (LLMEndpoint, error) {
 			e.URL = v
 		case k == "key":
 			e.KeySecret = v
+		case k == "provider":
+			e.Provider = v
 		default:
-			return e, fmt.Errorf("-llm-endpoint: unknown field %q (want name, url, key)", k)
+			return e, fmt.Errorf("-llm-endpoint: unknown field %q (want name, url, key, provider)", k)
 		}
 	}
 	return e, nil
@@ -127,7 +130,7 @@ func (c *ExecutorConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.Int64Var(&c.HTTPMaxBody, "http-max-body", builtin.DefaultMaxBody, "largest http and llm response body in bytes; larger fails the node (env WEFT_HTTP_MAX_BODY)")
 	fs.IntVar(&c.HTTPMaxRedirects, "http-max-redirects", builtin.DefaultMaxRedirects, "redirects the http executor follows, each checked again; -1: none (env WEFT_HTTP_MAX_REDIRECTS)")
 	fs.StringVar(&c.SecretsDir, "secrets-dir", "", "directory with one file per secret, for ${secret:NAME} references and llm keys; WEFT_SECRET_<NAME> variables are read too (env WEFT_SECRETS_DIR)")
-	fs.Var(endpointFlag{&c.LLMEndpoints, &c.flagErrs}, "llm-endpoint", "an llm endpoint graphs pick by name: name=NAME,url=BASE_URL[,key=SECRET], the key being a secret's name; repeat for more (env WEFT_LLM_ENDPOINTS, separated by ';')")
+	fs.Var(endpointFlag{&c.LLMEndpoints, &c.flagErrs}, "llm-endpoint", "an llm endpoint graphs pick by name: name=NAME,url=BASE_URL[,key=SECRET][,provider=openai|anthropic], the key being a secret's name; repeat for more (env WEFT_LLM_ENDPOINTS, separated by ';')")
 	fs.IntVar(&c.TemplateMaxOutput, "template-max-output", builtin.DefaultTemplateMaxOutput, "largest output of a prompt template in bytes (env WEFT_TEMPLATE_MAX_OUTPUT)")
 	fs.IntVar(&c.TemplateMaxIterations, "template-max-iterations", builtin.DefaultTemplateMaxIterations, "range iterations a prompt template may run (env WEFT_TEMPLATE_MAX_ITERATIONS)")
 }
@@ -158,6 +161,9 @@ func (c *ExecutorConfig) Validate() error {
 			errs = append(errs, fmt.Errorf("-llm-endpoint: %q given twice", e.Name))
 		}
 		seen[e.Name] = true
+		if e.Provider != "" && e.Provider != builtin.ProviderOpenAI && e.Provider != builtin.ProviderAnthropic {
+			errs = append(errs, fmt.Errorf("-llm-endpoint %s: provider: want %s or %s, got %q", e.Name, builtin.ProviderOpenAI, builtin.ProviderAnthropic, e.Provider))
+		}
 		if !strings.HasPrefix(e.URL, "http://") && !strings.HasPrefix(e.URL, "https://") {
 			errs = append(errs, fmt.Errorf("-llm-endpoint %s: url: want an absolute http(s) URL", e.Name))
 		} else if strings.Contains(strings.SplitN(strings.SplitN(e.URL, "://", 2)[1], "/", 2)[0], "@") {
@@ -185,7 +191,7 @@ func (c *ExecutorConfig) options() []builtin.Option {
 		builtin.WithTemplateLimits(builtin.TemplateLimits{MaxOutput: c.TemplateMaxOutput, MaxIterations: c.TemplateMaxIterations}),
 	}
 	for _, e := range c.LLMEndpoints {
-		opts = append(opts, builtin.WithLLMEndpoint(e.Name, builtin.LLMEndpoint{URL: e.URL, KeySecret: e.KeySecret}))
+		opts = append(opts, builtin.WithLLMEndpoint(e.Name, builtin.LLMEndpoint{URL: e.URL, KeySecret: e.KeySecret, Provider: e.Provider}))
 	}
 	return opts
 }

@@ -22,6 +22,7 @@ func TestExecutorFlags(t *testing.T) {
 		{name: "bad allow-list", args: []string{"-http-allow", "10.0.0.0/33,a b"}, want: []string{`allow "10.0.0.0/33"`, `allow "a b"`}},
 		{name: "endpoint", args: []string{"-llm-endpoint", "name=x.y,url=ftp://h", "-llm-endpoint", "url=https://h"}, want: []string{`name "x.y"`, "-llm-endpoint x.y: url", `name ""`}},
 		{name: "endpoint field", args: []string{"-llm-endpoint", "name=a,url=https://h,token=T"}, want: []string{`unknown field "token"`}},
+		{name: "endpoint provider", args: []string{"-llm-endpoint", "name=a,url=https://h,provider=gemini"}, want: []string{`-llm-endpoint a: provider: want openai or anthropic, got "gemini"`}},
 		{name: "endpoint env", env: map[string]string{"WEFT_LLM_ENDPOINTS": "name=a,url=https://u:pw-123@h/v1;name=a,url=https://h"}, want: []string{"no credentials in the URL", `"a" given twice`}},
 		{name: "limits", args: []string{"-http-max-body", "0", "-http-max-redirects", "-2", "-secrets-dir", "/nonexistent", "-template-max-output", "0"}, want: []string{"-http-max-body", "-http-max-redirects", "-secrets-dir", "-template-max-output"}},
 	}

@@ -135,6 +135,13 @@ func (w *Worker) handler(nodeType string) Node {
 	return w.handlers[nodeType]
 }
 
+// Handler returns the executor registered for a node type, for executors
+// that run other node types as their steps (an agent's tools).
+func (w *Worker) Handler(nodeType string) (Node, bool) {
+	n := w.handler(nodeType)
+	return n, n != nil
+}
+
 // Name is the worker's name, as written in the events.
 func (w *Worker) Name() string { return w.opts.name }
 

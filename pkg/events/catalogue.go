@@ -23,6 +23,7 @@ const (
 	NodeRouted         = eventlog.NodeRouted
 	NodeCanceled       = eventlog.NodeCanceled
 	Heartbeat          = eventlog.Heartbeat
+	NodeStep           = eventlog.NodeStep
 	RetryScheduled     = eventlog.RetryScheduled
 	TimerFired         = eventlog.TimerFired
 	SignalReceived     = eventlog.SignalReceived
@@ -66,6 +67,7 @@ type (
 	NodeWaitingData        = eventlog.NodeWaitingData
 	NodeCancelledData      = eventlog.NodeCancelledData
 	HeartbeatData          = eventlog.HeartbeatData
+	NodeStepData           = eventlog.NodeStepData
 	NodeRoutedData         = eventlog.NodeRoutedData
 	RetryScheduledData     = eventlog.RetryScheduledData
 	TimerFiredData         = eventlog.TimerFiredData

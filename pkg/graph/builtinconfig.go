@@ -53,6 +53,34 @@ type (
 		System      string       `json:"system"`
 		Prompt      string       `json:"prompt"`
 		Timeout     execDuration `json:"timeout"`
+		// Guardrails are checked by the executor (package builtin).
+		Guardrails json.RawMessage `json:"guardrails"`
+	}
+	// agentConfig is package builtin's AgentConfig, as far as a graph
+	// can be checked without the worker (its endpoints, its node types).
+	agentConfig struct {
+		Endpoint        string            `json:"endpoint"`
+		Model           string            `json:"model"`
+		System          string            `json:"system"`
+		Prompt          string            `json:"prompt"`
+		Tools           []agentToolConfig `json:"tools"`
+		MaxTurns        int               `json:"maxTurns"`
+		MaxTokens       int               `json:"maxTokens"`
+		MaxOutputTokens int               `json:"maxOutputTokens"`
+		Temperature     *float64          `json:"temperature"`
+		MaxMessageBytes int               `json:"maxMessageBytes"`
+		Timeout         execDuration      `json:"timeout"`
+		Stream          bool              `json:"stream"`
+		Guardrails      json.RawMessage   `json:"guardrails"`
+	}
+	agentToolConfig struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description"`
+		Parameters  json.RawMessage `json:"parameters"`
+		Type        string          `json:"type"`
+		Config      json.RawMessage `json:"config"`
+		Timeout     execDuration    `json:"timeout"`
+		MaxAttempts int             `json:"maxAttempts"`
 	}
 	humanConfig struct {
 		Timeout Duration      `json:"timeout"`
@@ -81,6 +109,7 @@ var configChecks = map[string]configCheck{
 	"http":       {func() any { return &httpConfig{} }, checkHTTP},
 	"transform":  {func() any { return &transformConfig{} }, checkTransform},
 	"llm":        {func() any { return &llmConfig{} }, checkLLM},
+	"agent":      {func() any { return &agentConfig{} }, checkAgent},
 	TypeHuman:    {func() any { return &humanConfig{} }, nil},
 	TypeSubgraph: {func() any { return &subgraphConfig{} }, nil}, // config.graph: validateSubgraphRef
 	TypeWait:     {func() any { return &waitConfig{} }, checkWait},
@@ -105,7 +134,7 @@ func validateExecutorConfig(n *Node, o *options, bad badFunc) {
 			return
 		}
 	}
-	if n.Type == "llm" {
+	if n.Type == "llm" || n.Type == "agent" {
 		removedLLMFields(m, bad)
 	}
 	failed := map[string]bool{}
@@ -202,6 +231,51 @@ func checkLLM(c any, failed map[string]bool, _ *options, bad badFunc) {
 	}
 	if cfg.MaxTokens < 0 {
 		bad("config.max_tokens", "must not be negative, got %d", cfg.MaxTokens)
+	}
+}
+
+func checkAgent(c any, failed map[string]bool, _ *options, bad badFunc) {
+	cfg := c.(*agentConfig)
+	if cfg.Model == "" && !failed["model"] {
+		bad("config.model", "missing model")
+	}
+	if strings.TrimSpace(cfg.Prompt) == "" && !failed["prompt"] {
+		bad("config.prompt", `missing prompt (a Go template over .state, .local and .invocation, e.g. "Research {{.state.topic}}")`)
+	} else if _, err := nodeconfig.ParseTemplate("prompt", cfg.Prompt); err != nil {
+		bad("config.prompt", "template: %v", err)
+	}
+	if cfg.System != "" {
+		if _, err := nodeconfig.ParseTemplate("system", cfg.System); err != nil {
+			bad("config.system", "template: %v", err)
+		}
+	}
+	if cfg.MaxTurns < 0 {
+		bad("config.maxTurns", "want at least 1 (0: the default, 8), got %d", cfg.MaxTurns)
+	}
+	if cfg.MaxTokens < 0 {
+		bad("config.maxTokens", "want 0 (no bound) or more, got %d", cfg.MaxTokens)
+	}
+	seen := map[string]bool{}
+	for i, t := range cfg.Tools {
+		at := fmt.Sprintf("config.tools[%d]", i)
+		switch {
+		case t.Name == "":
+			bad(at+".name", "missing name")
+		case seen[t.Name]:
+			bad(at+".name", "tool %q given twice", t.Name)
+		}
+		seen[t.Name] = true
+		switch t.Type {
+		case "":
+			bad(at+".type", "missing type (the node type that runs the tool)")
+		case "agent", TypeHuman, TypeSubgraph:
+			bad(at+".type", "%s: a node of this type cannot be a tool", t.Type)
+		}
+		if len(t.Parameters) > 0 && !isNull(t.Parameters) {
+			if _, ok := asObject(t.Parameters); !ok {
+				bad(at+".parameters", "want a JSON Schema object, got %s", kindOf(t.Parameters))
+			}
+		}
 	}
 }
 

@@ -29,7 +29,7 @@ type options struct {
 
 // builtinTypes are the executors of the stock worker plus the types the
 // coordinator runs itself.
-var builtinTypes = []string{"echo", "noop", "sleep", "fail", "http", "transform", "llm", TypeRouter, TypeHuman, TypeSubgraph, TypeWait}
+var builtinTypes = []string{"echo", "noop", "sleep", "fail", "http", "transform", "llm", "agent", TypeRouter, TypeHuman, TypeSubgraph, TypeWait}
 
 // WithTypes adds executor types to the known set, for workers that register
 // their own executors.

@@ -25,7 +25,7 @@
 // reserved. A node id holds at most MaxNodeIDLen (62) characters, so that
 // the timer ids derived from it stay within a subject token's 128, and a
 // queue name at most MaxQueueLen (128). A node's type names its executor ("echo", "noop", "sleep",
-// "fail", "http", "transform", "llm", or one added with WithTypes) or one of
+// "fail", "http", "transform", "llm", "agent", or one added with WithTypes) or one of
 // the types the coordinator runs itself: router, human, subgraph and wait.
 // Unknown fields are errors, and every problem is reported at once, each
 // with the file, node, edge and field it is in (see Error).

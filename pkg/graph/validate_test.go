@@ -354,6 +354,7 @@ func TestTypeOptions(t *testing.T) {
 		"transform": "type: transform, config: {output: 'state'}",
 		"llm":       "type: llm, config: {model: m, prompt: hi}",
 		TypeWait:    "type: wait, config: {duration: 1h}",
+		"agent":     "type: agent, config: {model: m, prompt: hi}",
 	}
 	for _, typ := range builtinTypes {
 		src := strings.Replace(base, "type: echo", "type: "+typ, 1)

@@ -210,6 +210,9 @@ func TestOutcomeFencing(t *testing.T) {
 		{"retry due, next attempt not readied", retryDue, invoked(2, 1), projection.ErrStale},
 		{"heartbeat of the live attempt", running, &events.HeartbeatData{NodeRef: a, Attempt: 1}, nil},
 		{"heartbeat of a retrying attempt", retrying, &events.HeartbeatData{NodeRef: a, Attempt: 1}, projection.ErrStale},
+		{"step of the live attempt", running, &events.NodeStepData{NodeRef: a, Attempt: 1, Step: 1, Kind: "model"}, nil},
+		{"step of a retrying attempt", retrying, &events.NodeStepData{NodeRef: a, Attempt: 1, Step: 2}, projection.ErrStale},
+		{"step of another attempt", running, &events.NodeStepData{NodeRef: a, Attempt: 2, Step: 1}, projection.ErrStale},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRun(t)

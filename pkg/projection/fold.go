@@ -164,6 +164,8 @@ func (s *State) dispatch(e *events.Event, p events.Payload, at time.Time) error 
 		return s.applyNodeRouted(d)
 	case *events.HeartbeatData:
 		return s.applyHeartbeat(d, at)
+	case *events.NodeStepData:
+		return s.applyNodeStep(d)
 	case *events.RetryScheduledData:
 		return s.applyRetryScheduled(d)
 	case *events.TimerFiredData:

@@ -150,6 +150,16 @@ func (s *State) applyHeartbeat(d *events.HeartbeatData, at time.Time) error {
 	return nil
 }
 
+// applyNodeStep checks a node step (an agent's recorded model answer or
+// tool result) against the live attempt and changes nothing: the step is
+// the node's own record, read back by the worker that runs the node
+// again, and seen in the run's timeline; the run's state is the node's
+// outcome's to change.
+func (s *State) applyNodeStep(d *events.NodeStepData) error {
+	_, _, err := s.live(d.NodeRef, d.Attempt, 0)
+	return err
+}
+
 // finish records the outcome of an activation, or of one item of a map
 // activation; the map node itself finishes when its last item does.
 func (s *State) finish(id string, n *NodeState, itemIdx *int, status NodeStatus, out json.RawMessage, f *events.Failure, at time.Time) {
@@ -231,6 +241,8 @@ func (s *State) fenceQueue(e *events.Event, p events.Payload) error {
 	case *events.NodeCancelledData:
 		ref = d.NodeRef
 	case *events.HeartbeatData:
+		ref = d.NodeRef
+	case *events.NodeStepData:
 		ref = d.NodeRef
 	default:
 		return nil

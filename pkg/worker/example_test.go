@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log"
@@ -195,4 +196,28 @@ func ExampleHeartbeat() {
 		return &worker.Result{Output: map[string]int{"pages": pages}}, nil
 	}
 	_ = reindex
+}
+
+// A node that works in steps records each one before it goes on, and
+// resumes from the last one when it runs again (after its worker died, or
+// on a retry): work whose step is recorded is not done twice.
+func ExampleRecordStep() {
+	pages := worker.NodeFunc(func(ctx context.Context, in *worker.Input) (*worker.Result, error) {
+		done := 0
+		if raw, err := worker.LastStep(ctx); err != nil {
+			return nil, err
+		} else if raw != nil {
+			if err := json.Unmarshal(raw, &done); err != nil {
+				return nil, err
+			}
+		}
+		for page := done + 1; page <= 3; page++ {
+			// ... the page's work, guarded by in.IdempotencyKey + "/" + page ...
+			if err := worker.RecordStep(ctx, page, "page", page); err != nil {
+				return nil, err
+			}
+		}
+		return &worker.Result{Output: map[string]any{"pages": 3}}, nil
+	})
+	_ = pages // w.Handle("pages", pages)
 }

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"time"
 
@@ -335,6 +336,30 @@ var ErrNoWorkItem = rt.ErrNoWorkItem
 // details too large for an event).
 func Heartbeat(ctx context.Context, details any) error {
 	return rt.Heartbeat(ctx, details)
+}
+
+// RecordStep appends step number n of the running node to its run's log
+// (a node-step event on the activation's own step subject), with kind
+// (what the step was) and data (any JSON value: what the node needs to go
+// on from there); go on only once it returns nil. When the node runs again
+// (redelivered after its worker died, or retried), LastStep gives the
+// data back, so that it resumes there instead of doing the work again.
+// It returns ErrNoWorkItem outside a node.
+func RecordStep(ctx context.Context, n int, kind string, data any) error {
+	return rt.RecordStep(ctx, n, kind, data)
+}
+
+// LastStep returns the data of the running node activation's last
+// recorded step (any attempt's), or nil when it has none.
+func LastStep(ctx context.Context) (json.RawMessage, error) {
+	return rt.LastStep(ctx)
+}
+
+// PublishTokens publishes text a running node streams, as part of its
+// step n, with core NATS on the node's token subject: not stored, best
+// effort, for clients that follow the run (client.FollowTokens).
+func PublishTokens(ctx context.Context, n int, text string) error {
+	return rt.PublishTokens(ctx, n, text)
 }
 
 // FailureRunNotFound is the failure of a work item whose run's start is

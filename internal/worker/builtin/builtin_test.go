@@ -53,7 +53,7 @@ func TestRegister(t *testing.T) {
 		t.Fatal(err)
 	}
 	builtin.Register(w)
-	want := []string{"echo", "fail", "http", "llm", "noop", "sleep", "transform"}
+	want := []string{"agent", "echo", "fail", "http", "llm", "noop", "sleep", "transform"}
 	if got := w.Types(); !reflect.DeepEqual(got, want) {
 		t.Errorf("types = %v, want %v", got, want)
 	}

@@ -101,3 +101,26 @@ func mustPolicy(f *testing.F, entries ...string) *builtin.AddressPolicy {
 	}
 	return p
 }
+
+// FuzzAgentResume: whatever the last recorded step holds (a step is read
+// back from the run's log, written by any worker of the queue), the agent
+// goes on or fails with a *worker.Error; it never panics.
+func FuzzAgentResume(f *testing.F) {
+	f.Add([]byte(`{"step":1,"kind":"model","turns":1,"messages":[{"role":"user","content":"hi"},{"role":"assistant","toolCalls":[{"id":"a","name":"lookup","arguments":"{\"q\":\"x\"}"}]}]}`))
+	f.Add([]byte(`{"step":2,"kind":"tool","messages":[{"role":"tool","toolCallId":"zz"}]}`))
+	f.Add([]byte(`{"step":1,"messages":[{"role":"assistant"}],"turns":-1}`))
+	f.Add([]byte(`{"step":9,"messages":[{"role":"system"}],"turns":99,"usage":{"total_tokens":-5}}`))
+	f.Add([]byte(`null`))
+	_, url := newFakeModel(f, false, fakeTurn{text: "done"})
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		if !json.Valid(raw) {
+			return
+		}
+		j := &memJournal{steps: []json.RawMessage{raw}}
+		_, err := newAgent(url, false, &countingTool{}, j).Execute(context.Background(), agentInput(agentConfig(map[string]any{"maxTurns": 3})))
+		var we *worker.Error
+		if err != nil && !errors.As(err, &we) {
+			t.Fatalf("error %v (%T) is not a *worker.Error", err, err)
+		}
+	})
+}

@@ -20,6 +20,9 @@ func TestGraphRefusesWhatExecutorsRefuse(t *testing.T) {
 		{"llm", `{"model": "m", "prompt": "p", "baseURL": "https://evil.example/v1"}`, "config.baseURL"},
 		{"llm", `{"model": "m", "prompt": "p", "apiKeyEnv": "AWS_SECRET_ACCESS_KEY"}`, "config.apiKeyEnv"},
 		{"llm", `{"model": "m", "prompt": "p", "endpoint": "openai"}`, ""},
+		{"agent", `{"model": "m", "prompt": "p", "baseURL": "https://evil.example/v1"}`, "config.baseURL"},
+		{"agent", `{"model": "m", "prompt": "p", "apiKey": "sk-1"}`, "config.apiKey"},
+		{"agent", `{"model": "m", "prompt": "p", "endpoint": "claude", "maxTurns": 4, "tools": [{"name": "fetch", "type": "http", "parameters": {"type": "object"}}]}`, ""},
 		{"http", `{"url": "https://ada:hunter2@api.example.com/"}`, "config.url"},
 		{"http", `{"url": "https://api.example.com/", "headers": {"Authorization": "Bearer abc"}}`, "config.headers.Authorization"},
 		{"http", `{"url": "https://api.example.com/", "headers": {"Cookie": "s=1"}}`, "config.headers.Cookie"},
@@ -30,7 +33,7 @@ func TestGraphRefusesWhatExecutorsRefuse(t *testing.T) {
 		doc := `{"name": "g", "nodes": [` + string(node) + `], "edges": [{"from": "START", "to": "n"}, {"from": "n", "to": "END"}]}`
 		_, err := graph.Parse([]byte(doc), "g.json")
 		var exec []string
-		if tt.typ == "llm" {
+		if tt.typ == "llm" || tt.typ == "agent" {
 			exec = builtin.CheckLLMConfig(json.RawMessage(tt.config))
 		} else {
 			exec = builtin.CheckHTTPConfig(json.RawMessage(tt.config))
@@ -50,5 +53,26 @@ func TestGraphRefusesWhatExecutorsRefuse(t *testing.T) {
 		if len(exec) != 1 {
 			t.Errorf("%s: executor check %q, want one problem", tt.config, exec)
 		}
+	}
+}
+
+// TestGraphChecksAgentConfig: an agent node's configuration is checked
+// when the graph loads, each problem at its field.
+func TestGraphChecksAgentConfig(t *testing.T) {
+	config := `{"model": "", "prompt": "{{.state", "maxTurns": -1, "maxTokenz": 5,
+		"tools": [{"name": "a", "type": "http"}, {"name": "a", "type": "agent"}, {"type": "echo", "parameters": [1]}]}`
+	doc := `{"name": "g", "nodes": [{"id": "n", "type": "agent", "config": ` + config + `}], "edges": [{"from": "START", "to": "n"}, {"from": "n", "to": "END"}]}`
+	_, err := graph.Parse([]byte(doc), "g.json")
+	for _, want := range []string{"config.model", "config.prompt", "config.maxTurns", "config.maxTokenz", `config.tools[1].name": tool "a" given twice`, `config.tools[1].type": agent: a node of this type cannot be a tool`, "config.tools[2].name", "config.tools[2].parameters"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("graph error %v does not name %s", err, want)
+		}
+	}
+}
+
+// TestAgentExample: the example agent graph loads.
+func TestAgentExample(t *testing.T) {
+	if _, err := graph.LoadFile("../../../examples/agent.yaml"); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -1,21 +1,14 @@
 package builtin
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
-	"maps"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/weft-dev/weft/internal/worker"
-	"github.com/weft-dev/weft/pkg/events"
 )
 
 // LLM defaults.
@@ -51,15 +44,24 @@ type LLMConfig struct {
 	Prompt string `json:"prompt"`
 	// Timeout bounds one request (default 60s).
 	Timeout Duration `json:"timeout,omitempty"`
+	// Guardrails check the rendered prompt and the answer, as an
+	// agent's do.
+	Guardrails *GuardrailPolicy `json:"guardrails,omitempty"`
 }
 
-// LLMEndpoint is an OpenAI-compatible API the operator configured on the
-// worker, under a name graphs pick it by.
+// LLMEndpoint is a model API the operator configured on the worker, under
+// a name graphs pick it by: OpenAI-compatible chat completions (the
+// default) or Anthropic's messages API, each called through its provider's
+// SDK.
 type LLMEndpoint struct {
-	// URL is the API's base URL; requests go to URL/chat/completions.
+	// URL is the API's base URL: requests go to URL/chat/completions
+	// (openai) or URL/v1/messages (anthropic, whose base URL has no /v1).
 	URL string
+	// Provider is ProviderOpenAI (empty) or ProviderAnthropic.
+	Provider string
 	// KeySecret names the worker secret (see Secrets) that holds the API
-	// key, sent as a bearer token; empty: no Authorization header.
+	// key, sent as a bearer token (openai) or x-api-key (anthropic);
+	// empty: no key.
 	KeySecret string
 	// Key is the API key itself, for programs that embed the worker and
 	// hold it already; KeySecret wins when both are set.
@@ -94,10 +96,11 @@ func checkLLMConfig(raw json.RawMessage) []string {
 	return bad
 }
 
-// LLM calls an OpenAI-compatible chat-completions endpoint with a prompt
-// templated from the node's state, local data and invocation state, and
-// outputs {"content", "model", "usage"}. The attempt's idempotency key is
-// sent as the Idempotency-Key header.
+// LLM calls a model endpoint (OpenAI-compatible chat completions, or
+// Anthropic's messages API) with a prompt templated from the node's state,
+// local data and invocation state, and outputs {"content", "model",
+// "usage"}. The attempt's idempotency key is sent as the Idempotency-Key
+// header.
 //
 // The endpoint is one of Endpoints, chosen by name: operators configure
 // them, and they are trusted (not subject to the http executor's address
@@ -113,8 +116,8 @@ type LLM struct {
 	Endpoints map[string]LLMEndpoint
 	// Secrets resolves the endpoints' KeySecret.
 	Secrets Secrets
-	// Client sends the requests (default: a client that follows no
-	// redirects).
+	// Client's transport sends the requests (default
+	// http.DefaultTransport); redirects are never followed.
 	Client *http.Client
 	// MaxBody caps the response body (default 1 MiB).
 	MaxBody int64
@@ -122,27 +125,8 @@ type LLM struct {
 	Limits TemplateLimits
 }
 
-var noRedirects = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-
-// endpoint picks the node's endpoint.
-func (l *LLM) endpoint(in *worker.Input, name string) (string, LLMEndpoint, error) {
-	if name == "" {
-		switch {
-		case len(l.Endpoints) == 1:
-			for n, e := range l.Endpoints {
-				return n, e, nil
-			}
-		case len(l.Endpoints) == 0:
-			return "", LLMEndpoint{}, configError(in, "no llm endpoint is configured on this worker (nodeworker -llm-endpoint name=NAME,url=URL,key=SECRET)")
-		}
-		name = DefaultLLMEndpoint
-	}
-	e, ok := l.Endpoints[name]
-	if !ok {
-		known := slices.Sorted(maps.Keys(l.Endpoints))
-		return "", LLMEndpoint{}, configError(in, fmt.Sprintf("endpoint: %q is not configured on this worker (it has: %s)", name, strings.Join(known, ", ")))
-	}
-	return name, e, nil
+func (l *LLM) models() *models {
+	return &models{Endpoints: l.Endpoints, Secrets: l.Secrets, Client: l.Client, MaxBody: l.MaxBody}
 }
 
 // Execute implements worker.Node.
@@ -160,140 +144,67 @@ func (l *LLM) Execute(ctx context.Context, in *worker.Input) (*worker.Result, er
 	if strings.TrimSpace(cfg.Prompt) == "" {
 		return nil, configError(in, "prompt: required")
 	}
-	name, ep, err := l.endpoint(in, cfg.Endpoint)
+	if cfg.Guardrails != nil {
+		if bad := cfg.Guardrails.compile(); len(bad) > 0 {
+			return nil, configError(in, strings.Join(bad, "; "))
+		}
+	}
+	ms := l.models()
+	target, err := ms.resolve(in, cfg.Endpoint)
 	if err != nil {
 		return nil, err
-	}
-	u, err := url.Parse(strings.TrimRight(ep.URL, "/") + "/chat/completions")
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, configError(in, fmt.Sprintf("endpoint %q: the worker's URL is not an absolute http(s) URL", name))
 	}
 	data := map[string]any{"state": in.State, "local": in.Local, "invocation": in.Invocation}
 	prompt, err := render(ctx, in, "prompt", cfg.Prompt, data, l.Limits)
 	if err != nil {
 		return nil, err
 	}
-	messages := []chatMessage{{Role: "user", Content: prompt}}
+	if cfg.Guardrails != nil {
+		if prompt, err = cfg.Guardrails.check(ctx, in, "input", prompt); err != nil {
+			return nil, err
+		}
+	}
+	messages := []Message{{Role: "user", Content: prompt}}
 	if cfg.System != "" {
 		system, err := render(ctx, in, "system", cfg.System, data, l.Limits)
 		if err != nil {
 			return nil, err
 		}
-		messages = append([]chatMessage{{Role: "system", Content: system}}, messages...)
+		messages = append([]Message{{Role: "system", Content: system}}, messages...)
 	}
-	key := ep.Key
-	if ep.KeySecret != "" {
-		v, ok := "", false
-		if l.Secrets != nil {
-			v, ok = l.Secrets(ep.KeySecret)
-		}
-		if !ok {
-			return nil, configError(in, fmt.Sprintf("endpoint %q: its key, secret %s, is not configured on this worker (set %s%s, or a file %s in its -secrets-dir)", name, ep.KeySecret, SecretEnvPrefix, ep.KeySecret, ep.KeySecret))
-		}
-		key = v
-	}
-	body, _ := json.Marshal(chatRequest{Model: cfg.Model, Messages: messages, Temperature: cfg.Temperature, MaxTokens: cfg.MaxTokens})
-
 	timeout := time.Duration(cfg.Timeout)
 	if timeout == 0 {
 		timeout = DefaultLLMTimeout
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
+	resp, err := ms.client(target).chat(ctx, chatRequest{
+		Model: cfg.Model, Messages: messages, Temperature: cfg.Temperature, MaxTokens: cfg.MaxTokens,
+		IdempotencyKey: in.IdempotencyKey,
+	})
 	if err != nil {
-		return nil, configError(in, err.Error())
+		return nil, err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", in.IdempotencyKey)
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	client := l.Client
-	if client == nil {
-		client = noRedirects
-	}
-	where := fmt.Sprintf("llm node %q: endpoint %q: POST %s", in.NodeID, name, redact(u))
-	var secrets []string
-	if key != "" {
-		secrets = []string{key}
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
-			return nil, &worker.Error{Type: events.FailureTimeout, Message: fmt.Sprintf("%s: no response within %s", where, timeout), Retryable: true}
-		}
-		return nil, &worker.Error{Type: FailureHTTPNetwork, Message: where, Retryable: true, Cause: errors.New(scrub(err.Error(), secrets))}
-	}
-	defer resp.Body.Close()
-	limit := l.MaxBody
-	if limit <= 0 {
-		limit = DefaultMaxBody
-	}
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
-	if err != nil {
-		return nil, &worker.Error{Type: FailureHTTPNetwork, Message: where + ": reading the response", Retryable: true, Cause: err}
-	}
-	if int64(len(raw)) > limit {
-		return nil, worker.NonRetryable(FailureResponseTooLarge, fmt.Sprintf("%s: the response body is larger than the worker's %d-byte limit", where, limit))
-	}
-	raw = []byte(scrub(string(raw), secrets))
-	if s := resp.StatusCode; s < 200 || s > 299 {
-		details := map[string]any{"status": s, "error": providerError(raw)}
-		if ra := resp.Header.Get("Retry-After"); ra != "" {
-			details["retryAfter"] = ra
-		}
-		return nil, &worker.Error{
-			Type:      FailureLLMStatus,
-			Message:   fmt.Sprintf("%s: status %d %s: %s", where, s, http.StatusText(s), providerError(raw)),
-			Retryable: s >= 500 || s == http.StatusRequestTimeout || s == http.StatusTooManyRequests,
-			Details:   details,
-		}
-	}
-	var out chatResponse
-	if err := json.Unmarshal(raw, &out); err != nil || len(out.Choices) == 0 {
-		msg := "no choices"
-		if err != nil {
-			msg = err.Error()
-		}
-		return nil, &worker.Error{Type: FailureLLMResponse, Message: fmt.Sprintf("%s: unexpected response: %s", where, msg), Retryable: true}
-	}
-	model := out.Model
+	model := resp.Model
 	if model == "" {
 		model = cfg.Model
 	}
-	return &worker.Result{Output: map[string]any{
-		"content": out.Choices[0].Message.Content,
-		"model":   model,
-		"usage":   out.Usage,
-	}}, nil
+	content := resp.Message.Content
+	out := map[string]any{"model": model, "usage": resp.Usage}
+	if cfg.Guardrails != nil {
+		if content, err = cfg.Guardrails.check(ctx, in, "output", content); err != nil {
+			return nil, err
+		}
+		if len(cfg.Guardrails.warnings) > 0 {
+			out["guardrails"] = cfg.Guardrails.warnings
+		}
+	}
+	out["content"] = content
+	return &worker.Result{Output: out}, nil
 }
 
-type chatMessage struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
-}
-
-type chatRequest struct {
-	Model       string        `json:"model"`
-	Messages    []chatMessage `json:"messages"`
-	Temperature *float64      `json:"temperature,omitempty"`
-	MaxTokens   int           `json:"max_tokens,omitempty"`
-}
-
-type chatResponse struct {
-	Model   string `json:"model"`
-	Choices []struct {
-		Message chatMessage `json:"message"`
-	} `json:"choices"`
-	Usage *struct {
-		PromptTokens     int `json:"prompt_tokens"`
-		CompletionTokens int `json:"completion_tokens"`
-		TotalTokens      int `json:"total_tokens"`
-	} `json:"usage,omitempty"`
-}
-
-// providerError is the message of an OpenAI-style error body, or the body.
+// providerError is the message of an OpenAI- or Anthropic-style error
+// body ({"error": {"message": …}}), or the body.
 func providerError(raw []byte) string {
 	var e struct {
 		Error struct {

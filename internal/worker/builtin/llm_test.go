@@ -191,3 +191,98 @@ func TestLLMKeyNeverInError(t *testing.T) {
 		t.Errorf("failure shows the key: %s %s", we.Error(), b)
 	}
 }
+
+// TestLLMAnthropic: an endpoint of provider anthropic is called through
+// Anthropic's SDK: the messages API, the key as its bearer token, the system
+// prompt apart, and the answer in llm's one output shape.
+func TestLLMAnthropic(t *testing.T) {
+	fake, url := newFakeModel(t, true, fakeTurn{text: "Bonjour Ada", in: 7, out: 2})
+	llm := &builtin.LLM{Endpoints: map[string]builtin.LLMEndpoint{"claude": {URL: url, Provider: builtin.ProviderAnthropic, Key: "sk-ant-test"}}}
+	cfg := builtin.LLMConfig{Model: "claude-test", System: "Be brief.", Prompt: "Greet {{.state.name}}.", MaxTokens: 50}
+	in := input("llm", cfg)
+	in.State["name"] = "Ada"
+	res, err := llm.Execute(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := json.Marshal(res.Output)
+	if want := `{"content":"Bonjour Ada","model":"fake-1","usage":{"prompt_tokens":7,"completion_tokens":2,"total_tokens":9}}`; string(out) != want {
+		t.Errorf("output = %s, want %s", out, want)
+	}
+	req := fake.request(0)
+	msgs, _ := json.Marshal(req["messages"])
+	sys, _ := json.Marshal(req["system"])
+	if want := `[{"content":[{"text":"Greet Ada.","type":"text"}],"role":"user"}]`; string(msgs) != want {
+		t.Errorf("messages = %s, want %s", msgs, want)
+	}
+	if want := `[{"text":"Be brief.","type":"text"}]`; string(sys) != want {
+		t.Errorf("system = %s, want %s", sys, want)
+	}
+	if req["model"] != "claude-test" || req["max_tokens"] != 50.0 {
+		t.Errorf("request = %v", req)
+	}
+	h := fake.headers[0]
+	if h.Get("Authorization") != "Bearer sk-ant-test" || h.Get("Idempotency-Key") != "key-123" {
+		t.Errorf("headers = %v", h)
+	}
+}
+
+// TestLLMAnthropicFailure: a 429 from the messages API is retryable and
+// carries its Retry-After; the SDK does not retry it itself.
+func TestLLMAnthropicFailure(t *testing.T) {
+	// The worker's environment is not the endpoint's configuration.
+	t.Setenv("ANTHROPIC_API_KEY", "sk-from-env")
+	fake, url := newFakeModel(t, true, fakeTurn{status: 429, retryAfter: "3", body: `{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}`})
+	llm := &builtin.LLM{Endpoints: map[string]builtin.LLMEndpoint{"claude": {URL: url, Provider: builtin.ProviderAnthropic}}}
+	_, err := llm.Execute(context.Background(), input("llm", builtin.LLMConfig{Model: "m", Prompt: "p"}))
+	we := failure(t, err, builtin.FailureLLMStatus, true)
+	if !strings.Contains(we.Message, "slow down") || we.Details.(map[string]any)["retryAfter"] != "3" {
+		t.Errorf("failure = %s %v", we.Message, we.Details)
+	}
+	if n := fake.requests(); n != 1 {
+		t.Errorf("%d requests, want 1 (the coordinator retries, not the SDK)", n)
+	}
+	if h := fake.headers[0]; h.Get("Authorization") != "" || h.Get("X-Api-Key") != "" {
+		t.Errorf("a key the endpoint does not have was sent: %v", h)
+	}
+}
+
+// TestLLMIgnoresSDKEnvironment: OPENAI_* variables of the worker's
+// process are not sent to an endpoint configured without them.
+func TestLLMIgnoresSDKEnvironment(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "sk-from-env")
+	t.Setenv("OPENAI_BASE_URL", "http://127.0.0.1:1/v1")
+	fake, url := newFakeModel(t, false, fakeTurn{text: "ok"})
+	llm := &builtin.LLM{Endpoints: map[string]builtin.LLMEndpoint{"p": {URL: url}}}
+	if _, err := llm.Execute(context.Background(), input("llm", builtin.LLMConfig{Model: "m", Prompt: "p"})); err != nil {
+		t.Fatal(err)
+	}
+	if h := fake.headers[0]; h.Get("Authorization") != "" {
+		t.Errorf("the environment's key was sent: %v", h)
+	}
+}
+
+// TestLLMGuardrails: guardrails apply to llm nodes too: a prompt that
+// fails a check is never sent; an answer is redacted.
+func TestLLMGuardrails(t *testing.T) {
+	fake, url := newFakeModel(t, false, fakeTurn{text: "call 555-1234"})
+	llm := &builtin.LLM{Endpoints: map[string]builtin.LLMEndpoint{"p": {URL: url}}}
+	in := input("llm", map[string]any{"model": "m", "prompt": "{{.state.q}}", "guardrails": map[string]any{
+		"input":  []any{map[string]any{"name": "short", "maxLength": 10}},
+		"output": []any{map[string]any{"deny": []any{`\d{3}-\d{4}`}, "action": "redact"}},
+	}})
+	in.State["q"] = "a question far too long"
+	_, err := llm.Execute(context.Background(), in)
+	we := failure(t, err, builtin.FailureGuardrail, false)
+	if !strings.Contains(we.Message, `llm node "n1": guardrails.input short: the input 23 bytes, more than maxLength 10`) || fake.requests() != 0 {
+		t.Errorf("failure %q after %d requests", we.Message, fake.requests())
+	}
+	in.State["q"] = "phone?"
+	res, err := llm.Execute(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := res.Output.(map[string]any); out["content"] != "call [redacted]" || out["guardrails"] == nil {
+		t.Errorf("output = %v", out)
+	}
+}

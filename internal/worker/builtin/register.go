@@ -1,5 +1,5 @@
 // Package builtin is the built-in node executors (echo, noop, sleep,
-// fail, http, transform, llm): engine code, which the coordinator runs
+// fail, http, transform, llm, agent): engine code, which the coordinator runs
 // locally (transform) and the worker daemon registers on its worker.
 // pkg/worker/builtin is its face for users' own workers and documents the
 // executors' configuration and limits.
@@ -16,6 +16,7 @@ const (
 	TypeHTTP      = "http"
 	TypeTransform = "transform"
 	TypeLLM       = "llm"
+	TypeAgent     = "agent"
 )
 
 // Register registers every built-in executor with w under its type,
@@ -32,4 +33,8 @@ func Register(w *worker.Worker, opts ...Option) {
 	w.Handle(TypeHTTP, &HTTP{Policy: s.policy, Secrets: s.secrets, MaxBody: s.maxBody, MaxRedirects: s.maxRedirects})
 	w.Handle(TypeTransform, Transform{})
 	w.Handle(TypeLLM, &LLM{Endpoints: s.endpoints, Secrets: s.secrets, MaxBody: s.maxBody, Limits: s.limits})
+	w.Handle(TypeAgent, &Agent{
+		Endpoints: s.endpoints, Secrets: s.secrets, MaxBody: s.maxBody, Limits: s.limits,
+		Tools: w.Handler, Tokens: PublishTokens,
+	})
 }

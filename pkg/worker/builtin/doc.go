@@ -1,5 +1,5 @@
 // Package builtin holds the node executors that come with Weft's worker
-// daemon: echo, noop, sleep, fail, http, transform and llm. Register adds them
+// daemon: echo, noop, sleep, fail, http, transform, llm and agent. Register adds them
 // all to a worker, configured by options; each is also an exported type, for
 // reuse under another name or with other settings. It is a face
 // (executors.go) over internal/worker/builtin, where the executors live as
@@ -44,7 +44,36 @@
 //     a graph picks one with "endpoint". The old "baseURL" and "apiKeyEnv"
 //     fields are refused, saying what to use instead. Operator-configured
 //     endpoints are trusted: they are not subject to the address policy.
-//     Redirects are not followed.
+//     Redirects are not followed. An endpoint is OpenAI-compatible chat
+//     completions or, with provider=anthropic, Anthropic's messages API;
+//     both are called through their providers' SDKs, which read nothing
+//     from the worker's environment (no OPENAI_* or ANTHROPIC_* variable)
+//     and retry nothing themselves (the coordinator retries, durably).
+//   - agent: a model loop (llm's endpoints) with tools. A tool is a node
+//     type this worker runs (its registered executors: http under the
+//     address policy, or a program's own), with its parameters' JSON
+//     Schema, timeout and attempts; it runs with the call's arguments as
+//     its state and "<attempt's key>/step/<n>" as its idempotency key.
+//     Every model answer and tool result is a node-step event before the
+//     loop goes on, so a node that runs again resumes at its last step,
+//     without calling the model again for the answers it has. See
+//     internal/worker/builtin's agent.go for the why.
+//
+// # Agents
+//
+// An agent's loop ends with the model's final answer (output: content,
+// turns, steps, usage, messages and, when a guardrail warned,
+// guardrails), or fails: maxTurns model calls without a final answer
+// (AgentTurnBudget), maxTokens spent (AgentTokenBudget), an answer over
+// maxMessageBytes (AgentMessageTooLarge), a guardrail that blocks
+// (GuardrailBlocked), all non-retryable and naming the node and the limit.
+// A tool the model invents, arguments that are not JSON or fail the
+// schema, and a failing tool are given back to the model as error results
+// (recorded like any result). With "stream": true the model's text is
+// published as it arrives on the node's token subject (core NATS,
+// weft.tok.<slot>.<run>.<queue>.<step>), not stored. API keys are never in
+// a step, a failure or a log line: the endpoint's key is scrubbed from
+// whatever the provider echoes.
 //
 // # Limits
 //
@@ -57,6 +86,10 @@
 //	http redirects             5        WithMaxRedirects (-http-max-redirects)              TooManyRedirects
 //	http request time          10s      config "timeout"; the node's timeout                Timeout (retryable)
 //	llm request time           60s      config "timeout"; the node's timeout                Timeout (retryable)
+//	agent model calls          8        config "maxTurns"                                   AgentTurnBudget
+//	agent tokens               none     config "maxTokens"                                  AgentTokenBudget
+//	agent answer size          64 KiB   config "maxMessageBytes"                            AgentMessageTooLarge
+//	agent tool run time        30s      config "tools[i].timeout"                           (an error result)
 //	template source            64 KiB   TemplateLimits.MaxSource                            TemplateLimit
 //	template output            1 MiB    TemplateLimits.MaxOutput (-template-max-output)     TemplateLimit
 //	template range iterations  100000   TemplateLimits.MaxIterations (-template-max-iterations) TemplateLimit

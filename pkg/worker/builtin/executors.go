@@ -1,6 +1,8 @@
 package builtin
 
 import (
+	"context"
+
 	"github.com/weft-dev/weft/internal/worker"
 	rt "github.com/weft-dev/weft/internal/worker/builtin"
 )
@@ -74,11 +76,11 @@ const FailureLLMResponse = rt.FailureLLMResponse
 // LLMConfig configures llm.
 type LLMConfig = rt.LLMConfig
 
-// LLMEndpoint is an OpenAI-compatible API the operator configured on the
-// worker, under a name graphs pick it by.
+// LLMEndpoint is a model API the operator configured on the worker, under
+// a name graphs pick it by.
 type LLMEndpoint = rt.LLMEndpoint
 
-// LLM calls an OpenAI-compatible chat-completions endpoint with a prompt
+// LLM calls a model endpoint (OpenAI-compatible or Anthropic) with a prompt
 // templated from the node's state, local data and invocation state, and
 // outputs {"content", "model", "usage"}. The attempt's idempotency key is
 // sent as the Idempotency-Key header.
@@ -184,6 +186,84 @@ const TypeHTTP = rt.TypeHTTP
 const TypeTransform = rt.TypeTransform
 
 const TypeLLM = rt.TypeLLM
+
+const TypeAgent = rt.TypeAgent
+
+// Providers of an LLMEndpoint: OpenAI-compatible chat completions (the
+// default) and Anthropic's messages API, each called through its
+// provider's Go SDK.
+const (
+	ProviderOpenAI    = rt.ProviderOpenAI
+	ProviderAnthropic = rt.ProviderAnthropic
+)
+
+// AgentConfig configures agent: endpoint, model, system and prompt
+// templates, tools, maxTurns, maxTokens, maxOutputTokens, temperature,
+// maxMessageBytes, timeout, stream, guardrails.
+type AgentConfig = rt.AgentConfig
+
+// AgentTool is a tool an agent's model may call: a node type the worker
+// runs, its configuration and its parameters' JSON Schema.
+type AgentTool = rt.AgentTool
+
+// AgentStep is what an agent records after each model answer and tool
+// result (the data of a node-step event): the conversation so far and the
+// budgets spent.
+type AgentStep = rt.AgentStep
+
+// Message and ToolCall are a conversation in the provider-neutral shape
+// agents record; Usage counts a call's tokens.
+type (
+	Message  = rt.Message
+	ToolCall = rt.ToolCall
+	Usage    = rt.Usage
+)
+
+// Journal records an agent's steps and gives back the last one; the
+// default is the run's log (worker.RecordStep, worker.LastStep).
+type Journal = rt.Journal
+
+// Agent is a durable model loop with tools (see the package doc).
+type Agent = rt.Agent
+
+// GuardrailPolicy and Guardrail are declarative checks of an agent's
+// prompt and final answer: CEL, deny-lists, length limits; block, redact
+// or warn.
+type (
+	GuardrailPolicy = rt.GuardrailPolicy
+	Guardrail       = rt.Guardrail
+)
+
+// Agent defaults: model calls, answer size, a tool's run time; and the
+// max_tokens sent to an Anthropic endpoint when a node sets none.
+const (
+	DefaultAgentMaxTurns        = rt.DefaultAgentMaxTurns
+	DefaultAgentMaxMessageBytes = rt.DefaultAgentMaxMessageBytes
+	DefaultToolTimeout          = rt.DefaultToolTimeout
+	DefaultAnthropicMaxTokens   = rt.DefaultAnthropicMaxTokens
+)
+
+// Guardrail actions.
+const (
+	GuardrailBlock  = rt.GuardrailBlock
+	GuardrailRedact = rt.GuardrailRedact
+	GuardrailWarn   = rt.GuardrailWarn
+)
+
+// Failure types of the agent executor and of guardrails.
+const (
+	FailureAgentTurns      = rt.FailureAgentTurns
+	FailureAgentTokens     = rt.FailureAgentTokens
+	FailureAgentOversized  = rt.FailureAgentOversized
+	FailureAgentCheckpoint = rt.FailureAgentCheckpoint
+	FailureGuardrail       = rt.FailureGuardrail
+)
+
+// PublishTokens is the token sink of the agents Register adds: it
+// publishes streamed text on the node's token subject.
+func PublishTokens(ctx context.Context, in *worker.Input, step int, text string) {
+	rt.PublishTokens(ctx, in, step, text)
+}
 
 // Register registers every built-in executor with w under its type,
 // configured by opts.
