@@ -84,8 +84,8 @@ chaos-ts:
 ## restarted: one run per fire time (internal/reliability). Not in
 ## `make test`: on a loaded 2-core machine (load 15 to 25) the restarted
 ## coordinator's schedule runner falls silent after a few timeouts and the
-## schedule stops firing (three runs of four on branch schedui, and on main;
-## cause not found: see internal/schedule runner.go, sweep);
+## schedule stops firing (four runs of six failed so, two of four with the
+## sweep, and on main; cause not found: see internal/schedule runner.go);
 ## internal/schedule's tests (two runners, catch-up, overlap, a broken
 ## chain of fires) run there.
 schedkill:
