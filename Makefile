@@ -82,9 +82,12 @@ chaos-ts:
 ## schedkill: a schedule firing every second on a 3-node NATS cluster
 ## while both coordinators are SIGKILLed and a NATS node is killed and
 ## restarted: one run per fire time (internal/reliability). Not in
-## `make test`: on a loaded 2-core machine its cluster's JetStream API
-## answered too slowly to read the schedule (twice in three full runs);
-## internal/schedule's tests (two runners, catch-up, overlap) run there.
+## `make test`: on a loaded 2-core machine (load 15 to 25) the restarted
+## coordinator's schedule runner falls silent after a few timeouts and the
+## schedule stops firing (four runs of six failed so, two of four with the
+## sweep, and on main; cause not found: see internal/schedule runner.go);
+## internal/schedule's tests (two runners, catch-up, overlap, a broken
+## chain of fires) run there.
 schedkill:
 	$(GO) test $(RACE) -v -run '^TestScheduleFiresOnceThroughKills$$' -count=1 -timeout 15m ./internal/reliability/
 

@@ -28,9 +28,9 @@
 // next fire. No process keeps time in memory: a fire missed while no
 // coordinator ran waits in the stream (and any runner re-arms every
 // schedule when it starts), and is caught up when one comes back. The
-// chain of one-shots can break on a loaded cluster (seen in the kill
-// drill; likely a fire whose proposal was lost, which leaves nats-server
-// holding the schedule "in flight", silent): every runner sweeps the schedules' states every few seconds
+// chain of one-shots breaks when a pending fire is lost (purged, or a
+// fire whose proposal was lost, which leaves nats-server holding the
+// schedule "in flight", silent): every runner sweeps the schedules' states every few seconds
 // and reconciles one whose next fire is overdue (runner.go, sweep), the
 // same Reconcile a fire calls, so the safety net starts nothing twice.
 //

@@ -99,18 +99,19 @@ func (r *Runner) Run(ctx context.Context) error {
 }
 
 // Overdue fires. A schedule fires through a chain of one-shot message
-// schedules, each armed when the one before was handled. The chain can
-// break: on a machine with a load of 20, TestScheduleFiresOnceThroughKills
-// saw a schedule stop firing for minutes with both coordinators alive
-// (three runs of three, on main too). The likely cause, from nats-server's
-// scheduler (2.15): it marks a schedule in flight when it produces the
-// fire, and produces no other until a new message arrives on the
-// schedule's subject, so a fire whose proposal is lost on a loaded
-// cluster leaves the schedule armed and silent. The sweep is the safety
-// net, not the clock: every sweepEvery it looks at each schedule's state,
-// and one whose next fire time is more than overdueAfter past is
-// reconciled (which starts what is due, exactly once, by compare-and-set
-// and keyed ids, and arms the next fire).
+// schedules, each armed when the one before was handled, and nothing
+// re-arms a schedule whose pending fire is gone: a fire purged, or lost
+// (nats-server 2.15 marks a schedule in flight when it produces the fire,
+// and produces no other until a new message arrives on the schedule's
+// subject, so a fire whose proposal is lost leaves it armed and silent).
+// The sweep is the safety net, not the clock: every sweepEvery it looks
+// at each schedule's state, and one whose next fire time is more than
+// overdueAfter past is reconciled (which starts what is due, exactly
+// once, by compare-and-set and keyed ids, and arms the next fire):
+// TestBrokenChainIsSwept. It does not cure the stall of
+// TestScheduleFiresOnceThroughKills on a loaded machine, where the
+// restarted coordinator's runner fell silent altogether (no fire, no
+// sweep logged for minutes after a few timeouts); that cause is not found.
 const (
 	sweepEvery   = 5 * time.Second
 	overdueAfter = 5 * time.Second
@@ -130,12 +131,13 @@ func (r *Runner) reconcileOverdue(ctx context.Context) {
 	ss := &Store{kv: r.kv, js: r.js}
 	defs, err := ss.List(ctx)
 	if err != nil {
-		r.log.Debug("sweeping schedules", logattr.Error, err)
+		r.log.Warn("sweeping schedules", logattr.Error, err)
 		return
 	}
 	for _, d := range defs {
 		st, _, err := ss.State(ctx, d.Name)
 		if err != nil {
+			r.log.Warn("sweeping schedules", logattr.Schedule, d.Name, logattr.Error, err)
 			continue
 		}
 		tm, err := d.Timing()
