@@ -76,7 +76,8 @@ type delivery struct {
 // that to the partition's holder before acknowledgements come back, so a
 // burst of any size waits in the stream, and a coordinator holding every
 // partition holds at most the total (or partitions ×
-// minPartitionAckPending). A partition's iterator pulls 64 at a time.
+// minPartitionAckPending). A partition's iterator pulls up to that many
+// at a time (partitionPull).
 const (
 	partitionAckPendingTotal = 4096
 	minPartitionAckPending   = 256
