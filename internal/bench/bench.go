@@ -154,6 +154,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write CPU profiles (FIGURE.cpu.pprof for the engine, FIGURE-floor.cpu.pprof for the floor) to this directory")
 	fs.StringVar(&cfg.MemProfile, "memprofile", "", "write heap profiles (FIGURE.mem.pprof, after the engine phase) to this directory")
 	encrypt := fs.Bool("encrypt", false, "seal events' data under a random key (encryption at rest): run the figures with and without it to compare")
+	burst := fs.Int("runs", 0, "runs of the throughput figures' burst (default 2000, 200 with -quick): -only throughput -runs 10000 is the 10,000-run burst")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -171,9 +172,15 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
+	if *burst < 0 {
+		return fmt.Errorf("%w: -runs: want a positive number of runs, got %d", ErrUsage, *burst)
+	}
 	cfg.Sizes = FullSizes()
 	if cfg.Quick {
 		cfg.Sizes = QuickSizes()
+	}
+	if *burst > 0 {
+		cfg.Sizes.TputRuns = *burst
 	}
 	results, err := Measure(ctx, cfg, stderr)
 	if len(results) > 0 {

@@ -55,11 +55,11 @@ func TestFigures(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]bool{
-		"hop latency p50": true, "throughput": true, "fan-out time to completion": true,
+		"hop latency p50": true, "burst wall clock": true, "throughput": true, "fan-out time to completion": true,
 		"replay (read+decode+fold)": true, "coordinator memory per waiting run (cache 10000)": true,
 		"scale-out 2 worker(s)": true, "coordinators 2: decided events/s": true,
 		"coordinators 2: CPU per 1,000 decided events": true, "failover p50": true, "failover max": true,
-		"hop latency p50 (durable)": true, "local step p50": true, "throughput (durable)": true,
+		"hop latency p50 (durable)": true, "local step p50": true, "throughput (durable)": true, "burst wall clock (durable)": true,
 		"typescript / go hop latency p50": true, "typescript / node floor hop latency p50": true, "typescript / go throughput": true,
 		"runs started/s from a trigger burst": true, "schedule fire → run start p50": true,
 	}

@@ -15,13 +15,19 @@ import (
 	"github.com/weft-dev/weft/pkg/graph"
 )
 
-// runThroughput measures figure 2: many concurrent runs of a noop chain,
-// one coordinator and one worker (both in this process, each on its own
-// connection). The run-started events are in the log before either starts,
-// so all runs are in flight at once. The figure is the sustained rate of
-// node outcomes: invoked events between the 10th and 90th percentile of
-// their stored times (ramp up and down left out); the wall-clock rate is in
-// the notes.
+// runThroughput measures figure 2: a burst of concurrent runs of a noop
+// chain, one coordinator and one worker (both in this process, each on its
+// own connection). The run-started events are in the log before either
+// starts, so all runs are in flight at once.
+//
+// The headline row, "burst wall clock", is what a user who starts the
+// batch waits for: nodes over the time from the coordinator's start to the
+// last run's completed event, beside the floor's own wall clock (its roles'
+// start to its last completed message) measured in the same run. The
+// "throughput" row is the sustained rate of node outcomes: invoked events
+// between the 10th and 90th percentile of their stored times (ramp up and
+// down left out). The notes count what a burst must not cause: runs the
+// coordinator re-read from the log and events it handed back.
 //
 // The floor is the same number of runs and nodes through flow: the
 // messages the engine writes and reads per node, at the same concurrency
@@ -43,17 +49,29 @@ func runThroughput(ctx context.Context, e *env) ([]Result, error) {
 	if eng.partial != "" {
 		fl, ftput, err := e.floorFlow(ctx, flow{runs: runs, steps: nodes, width: 1, workerConc: conc, shards: 32, body: 460}, total, timeout)
 		if err != nil || fl == nil {
-			return []Result{row("throughput", eng.tput, "nodes/s", 0, ratioAtLeast(0.6), eng.partial)}, err
+			return []Result{
+				row("burst wall clock", eng.tput, "nodes/s", 0, ratioAtLeast(0.6), eng.partial),
+				row("throughput", eng.tput, "nodes/s", 0, ratioAtLeast(0.6), eng.partial),
+			}, err
 		}
-		return []Result{row("throughput", eng.tput, "nodes/s", ftput, ratioAtLeast(0.6), eng.partial+"; value: invoked nodes / elapsed")}, nil
+		return []Result{
+			row("burst wall clock", eng.tput, "nodes/s", float64(total)/fl.elapsed().Seconds(), ratioAtLeast(0.6), eng.partial+"; value: invoked nodes / elapsed"),
+			row("throughput", eng.tput, "nodes/s", ftput, ratioAtLeast(0.6), eng.partial+"; value: invoked nodes / elapsed"),
+		}, nil
 	}
 	fl, ftput, err := e.floorFlow(ctx, flow{runs: runs, steps: nodes, width: 1, workerConc: conc, shards: 32, body: floorBody(eng.avgSize)}, total, timeout)
 	if err != nil {
 		return nil, err
 	}
-	notes := fmt.Sprintf("%d runs × %d noop nodes, worker concurrency %d; wall clock %.0f nodes/s (floor %.0f); engine log per node: %s; coordinator re-read %d runs from the log; %s",
-		runs, nodes, conc, float64(total)/eng.elapsed.Seconds(), float64(total)/fl.elapsed().Seconds(), eng.mixPerNode(total), eng.stats.Reloads, eng.phases)
-	return []Result{row("throughput", eng.tput, "nodes/s", ftput, ratioAtLeast(0.6), notes)}, nil
+	wall, fwall := float64(total)/eng.elapsed.Seconds(), float64(total)/fl.elapsed().Seconds()
+	burst := fmt.Sprintf("%d runs × %d noop nodes, worker concurrency %d: %.2f s from the coordinator's start to the last run completed (floor %.2f s); sustained %.0f nodes/s (floor %.0f); %s",
+		runs, nodes, conc, eng.elapsed.Seconds(), fl.elapsed().Seconds(), eng.tput, ftput, eng.intake())
+	notes := fmt.Sprintf("%d runs × %d noop nodes, worker concurrency %d; wall clock %.0f nodes/s (floor %.0f); engine log per node: %s; %s; %s",
+		runs, nodes, conc, wall, fwall, eng.mixPerNode(total), eng.intake(), eng.phases)
+	return []Result{
+		row("burst wall clock", wall, "nodes/s", fwall, ratioAtLeast(0.6), burst),
+		row("throughput", eng.tput, "nodes/s", ftput, ratioAtLeast(0.6), notes),
+	}, nil
 }
 
 // engineRun is a finished engine workload.
@@ -67,6 +85,14 @@ type engineRun struct {
 	stats   coordinator.Stats
 	partial string // set when the runs did not all complete in time
 	phases  string // where a node's time goes
+}
+
+// intake says what the coordinator's intake cost: runs re-read from the
+// log, events handed back (both 0 for a burst the server paces), stale
+// decisions refused and transient errors.
+func (r *engineRun) intake() string {
+	return fmt.Sprintf("coordinator re-read %d runs from the log, handed back %d events, %d conflicts, %d errors",
+		r.stats.Reloads, r.stats.HandedBack, r.stats.Conflicts, r.stats.Errors)
 }
 
 func (r *engineRun) mixPerNode(nodes int) string {
@@ -128,8 +154,8 @@ func (e *env) engineFlowWith(ctx context.Context, prefix string, g *graph.Graph,
 		// Report what was done when time ran out, as a failing figure.
 		invoked, _ := collect(ctx, e.js, stream, []string{eventlog.KindFilter(events.NodeInvoked)}, nodes, 10*time.Second)
 		r.tput = float64(len(invoked)) / time.Since(t0).Seconds()
-		r.partial = fmt.Sprintf("DID NOT FINISH in %s: %d of %d runs completed, %d of %d nodes (%v); coordinator: %d events handled, %d runs re-read from the log, %d errors",
-			timeout, len(ends), runs, len(invoked), nodes, err, r.stats.Processed, r.stats.Reloads, r.stats.Errors)
+		r.partial = fmt.Sprintf("DID NOT FINISH in %s: %d of %d runs completed, %d of %d nodes (%v); coordinator: %d events handled, %d runs re-read from the log, %d events handed back, %d errors",
+			timeout, len(ends), runs, len(invoked), nodes, err, r.stats.Processed, r.stats.Reloads, r.stats.HandedBack, r.stats.Errors)
 		return r, nil
 	}
 	r.elapsed = last(ends).Sub(t0)

@@ -39,6 +39,12 @@ type runEntry struct {
 	armed map[string]time.Time
 	// dropped is set once the run ended and its schedules were purged.
 	dropped bool
+	// unscheduled is set while no timer of the run can exist: the entry
+	// was made from the run's start (not read from the log) and armed
+	// none since. Timers are scheduled only here (syncTimers), after the
+	// entry saw their cause, so an ended run whose entry is unscheduled
+	// has no schedule to purge.
+	unscheduled bool
 	// released holds the concurrency slots given back for the run, by
 	// holder id (flow.go): it spares the bucket a read, nothing more.
 	released map[string]struct{}

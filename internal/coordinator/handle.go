@@ -335,7 +335,7 @@ func (c *Coordinator) readEntry(ctx context.Context, e *events.Event, redelivere
 		return ent, false, nil
 	}
 	if e.Type == events.RunStarted && e.Refused == nil && !redelivered {
-		ent := &runEntry{run: run, state: &projection.State{}, own: map[string]struct{}{}}
+		ent := &runEntry{run: run, state: &projection.State{}, own: map[string]struct{}{}, unscheduled: true}
 		c.cache.put(ent)
 		return ent, true, nil
 	}

@@ -23,25 +23,37 @@ import (
 //     acknowledgement every third of the ack wait (the shortest of the
 //     partition consumers'), so the server does not deliver it again
 //     while it waits its turn;
-//   - the events held are bounded (maxHeld): past that, a new event is
-//     handed back for a short delay rather than held, which is what an
-//     overloaded coordinator does instead of buffering without limit;
+//   - the events held are bounded by the server: each partition
+//     consumer delivers at most its max_ack_pending unacknowledged
+//     events (partitionAckPending when the coordinator created it), and
+//     what the coordinator may hold is the sum of those of the
+//     partitions it consumes (bound). So a burst waits in the stream,
+//     not here, and no event is handed back for want of room; past the
+//     bound (a consumer with no limit, or an event delivered again after
+//     its ack wait while held), a new event is handed back for a short
+//     delay rather than held, which is what an overloaded coordinator
+//     does instead of buffering without limit;
 //   - an event whose partition this coordinator no longer holds when its
 //     turn comes, or that is still waiting when the coordinator stops, is
 //     handed back at once, for the partition's next holder (who would
 //     otherwise get it only after the ack wait).
 type inflight struct {
-	c       *Coordinator
-	ctx     context.Context
-	slots   chan struct{} // one per run being handled
-	maxHeld int
+	c     *Coordinator
+	ctx   context.Context
+	slots chan struct{} // one per run being handled
+	// fixed, when set (WithMaxHeld, tests), bounds the events held in
+	// place of the partitions' own bounds.
+	fixed int
 
 	ackWait atomic.Int64 // the shortest of the consumers', in nanoseconds
 
 	mu   sync.Mutex
 	runs map[string]*runQueue // runs with events held
 	held int
-	wg   sync.WaitGroup
+	// bounds holds the max_ack_pending of each partition consumed (see
+	// bound).
+	bounds map[int]int
+	wg     sync.WaitGroup
 }
 
 // runQueue is one run's held events, the first of which may be being
@@ -58,30 +70,71 @@ type delivery struct {
 	redelivered bool
 }
 
-// The events held are bounded by heldPerSlot per concurrently handled run
-// plus heldPerPartition per partition, twice what a partition's iterator
-// pulls at once (64): a burst never reaches the bound, and events handed
-// back come again as redeliveries, each reading its run afresh.
+// partitionAckPending is the max_ack_pending of the partition consumers
+// a coordinator creates: partitionAckPendingTotal over the partitions, at
+// least minPartitionAckPending each. The server delivers no more than
+// that to the partition's holder before acknowledgements come back, so a
+// burst of any size waits in the stream, and a coordinator holding every
+// partition holds at most the total (or partitions ×
+// minPartitionAckPending). A partition's iterator pulls up to that many
+// at a time (partitionPull).
 const (
-	heldPerSlot      = 64
-	heldPerPartition = 128
+	partitionAckPendingTotal = 4096
+	minPartitionAckPending   = 256
 )
+
+func partitionAckPending(partitions int) int {
+	return max(partitionAckPendingTotal/max(partitions, 1), minPartitionAckPending)
+}
+
+// unboundedPartition is what a partition whose consumer sets no
+// max_ack_pending (-1, made by hand) counts for in the bound: the
+// coordinator then holds at most that many of its events, and hands the
+// rest back.
+const unboundedPartition = 20000
 
 // shardFullDelay is when an event handed back (the coordinator holds as
 // many as it may, or lost the event's partition) comes again.
 const shardFullDelay = 50 * time.Millisecond
 
 func newInflight(ctx context.Context, c *Coordinator, concurrency int) *inflight {
-	maxHeld := concurrency*heldPerSlot + c.opts.partitions*heldPerPartition
-	if c.opts.maxHeld > 0 {
-		maxHeld = c.opts.maxHeld
-	}
 	return &inflight{
 		c: c, ctx: ctx,
-		slots:   make(chan struct{}, concurrency),
-		maxHeld: maxHeld,
-		runs:    map[string]*runQueue{},
+		slots:  make(chan struct{}, concurrency),
+		fixed:  c.opts.maxHeld,
+		runs:   map[string]*runQueue{},
+		bounds: map[int]int{},
 	}
+}
+
+// setBound records the max_ack_pending of partition p's consumer while p
+// is consumed here (n > 0), or forgets it (n == 0).
+func (f *inflight) setBound(p, n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if n == 0 {
+		delete(f.bounds, p)
+		return
+	}
+	if n < 0 {
+		n = unboundedPartition
+	}
+	f.bounds[p] = n
+}
+
+// bound is how many events the coordinator may hold: what the server may
+// have delivered to it unacknowledged, plus one per slot, as a handler
+// acknowledges its event before it stops counting it (drain), and the
+// server may deliver the next one in between. Called with mu held.
+func (f *inflight) bound() int {
+	if f.fixed > 0 {
+		return f.fixed
+	}
+	n := cap(f.slots)
+	for _, b := range f.bounds {
+		n += b
+	}
+	return n
 }
 
 // push holds an event for its run's handler; false says the coordinator
@@ -89,7 +142,7 @@ func newInflight(ctx context.Context, c *Coordinator, concurrency int) *inflight
 func (f *inflight) push(run string, d delivery) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.held >= f.maxHeld {
+	if f.held >= f.bound() {
 		return false
 	}
 	f.held++

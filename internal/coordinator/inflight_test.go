@@ -166,3 +166,26 @@ func TestStoppedCoordinatorHandsHeldEventsBack(t *testing.T) {
 		t.Fatalf("run %s: %s, want cancelled", run, s.Status)
 	}
 }
+
+// A burst of runs far beyond what the partition's consumer lets the
+// coordinator hold waits in the stream, paced by the server: no event is
+// handed back and no run is read again from the log.
+func TestBurstIsPacedByTheServer(t *testing.T) {
+	_, st := testkit.Store(t)
+	g := mustGraph(t, chain)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	cfg := partitionConsumer(coordinator.ConsumerName("coordinator", 0), 10*time.Second)
+	cfg.MaxAckPending = 16
+	if _, err := eventlog.JetStream(st).CreateConsumer(ctx, st.StreamName(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	runs := start(t, st, g, 100)
+	c := runCoordinator(t, ctx, st, coordinator.WithLogger(quiet()))
+	runWorker(t, ctx, st, "w1")
+	waitEnded(t, st, runs, time.Minute)
+	if s := c.Stats(); s.HandedBack != 0 || s.Reloads != 0 {
+		t.Errorf("a burst of 100 runs through 16 acks pending: %d events handed back, %d runs read from the log; want none", s.HandedBack, s.Reloads)
+	}
+	checkExactlyOnce(t, st, runs, 5)
+}

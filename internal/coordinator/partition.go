@@ -404,7 +404,7 @@ func (c *Coordinator) partitionConfig(p int, startAt uint64) jetstream.ConsumerC
 		Description:   fmt.Sprintf("Weft coordinator partition %d of %d", p, c.opts.partitions),
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       c.opts.ackWait,
-		MaxAckPending: 20000,
+		MaxAckPending: partitionAckPending(c.opts.partitions),
 		MaxDeliver:    -1,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		Metadata:      map[string]string{"weft.partition": strconv.Itoa(p), partitionsMeta: strconv.Itoa(c.opts.partitions)},

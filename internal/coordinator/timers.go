@@ -46,6 +46,11 @@ func (c *Coordinator) syncTimers(ctx context.Context, ent *runEntry) error {
 		// Once per entry: the decision that ended the run, or the first
 		// event this coordinator gets of a run that ended (a restart, a
 		// purge that failed and left its event to come again).
+		if !ent.dropped && ent.unscheduled {
+			// No timer was ever armed for it: nothing to purge, and
+			// the timers stream spared two purges per run.
+			ent.dropped = true
+		}
 		if !ent.dropped {
 			if err := c.store.CancelSchedules(ctx, s.RunID); err != nil {
 				return fmt.Errorf("dropping the timers of ended run %s: %w", s.RunID, err)
@@ -63,6 +68,7 @@ func (c *Coordinator) syncTimers(ctx context.Context, ent *runEntry) error {
 			return err
 		}
 		telemetry.Inject(ctx, ev)
+		ent.unscheduled = false // before: a failed schedule may be in
 		if err := c.store.Schedule(ctx, ev, t.ID, t.At); err != nil {
 			return fmt.Errorf("arming timer %s: %w", t.ID, err)
 		}

@@ -145,8 +145,10 @@ const (
 	// signals, the buckets of workers, snapshots, leases and runs, and
 	// the archive.
 	EngineStreams = 9
-	// CoordinatorAckPending is the acks pending of a coordinator
-	// partition's consumer (internal/coordinator).
+	// CoordinatorAckPending is the acks pending a coordinator
+	// partition's consumer may take (internal/coordinator): partition
+	// consumers made now take at most 4,096, those made by earlier
+	// versions 20,000, which a namespace still admits.
 	CoordinatorAckPending = 20000
 	// minStorage is the least storage a namespace can run in.
 	minStorage Size = 1 << 20

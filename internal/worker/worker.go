@@ -277,6 +277,12 @@ func (w *Worker) pull(ctx, base context.Context, q *queue, slots chan struct{}) 
 			// Buffer no more than the worker can run: items wait in the
 			// buffer with their AckWait running.
 			jetstream.PullMaxMessages(q.limit(w.opts.concurrency)),
+			// A pull request the server no longer holds while the
+			// iterator counts it pending is noticed after two missed
+			// heartbeats: at the default expiry (30 s, heartbeats 15 s)
+			// a burst saw the queue stall that long.
+			jetstream.PullExpiry(pullExpiry),
+			jetstream.PullHeartbeat(pullExpiry/5),
 			jetstream.WithMessagesErrOnMissingHeartbeat(false),
 		)
 		if err == nil {
@@ -300,6 +306,9 @@ func (w *Worker) pull(ctx, base context.Context, q *queue, slots chan struct{}) 
 		}
 	}
 }
+
+// pullExpiry is how long a queue's pull request lasts.
+const pullExpiry = 5 * time.Second
 
 func sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
