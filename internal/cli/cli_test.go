@@ -491,9 +491,13 @@ func TestConnectionFromTheEnvironment(t *testing.T) {
 		t.Fatalf("list with WEFT_NATS_URL: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	t.Setenv("WEFT_REPLICAS", "three")
-	r := weft(t, "list")
+	r := weft(t, "run", helloFile)
 	if r.code != 2 || !strings.Contains(r.stderr, `WEFT_REPLICAS="three"`) {
 		t.Fatalf("bad WEFT_REPLICAS: exit %d\n%s", r.code, r.stderr)
+	}
+	// A command that creates no stream has no use for it.
+	if r := weft(t, "list"); r.code != 0 {
+		t.Errorf("list with WEFT_REPLICAS=three: exit %d\n%s", r.code, r.stderr)
 	}
 }
 
@@ -574,4 +578,29 @@ edges:
 		t.Fatalf("exit %d, want 1\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	wantContains(t, "validate", r.stdout, `edge 2 (approve -> END): field "when": reads output.aproved, but node "approve" provides no field "aproved"`, `(did you mean "approved"?)`, "has(output.aproved)")
+}
+
+// TestHelpListsOnlyTheFlagsACommandUses: the events stream's creation
+// settings are flags of the commands that create or change the stream,
+// not of those that only read or append.
+func TestHelpListsOnlyTheFlagsACommandUses(t *testing.T) {
+	stream := []string{"-storage", "-replicas", "-duplicates", "-max-age"}
+	for _, cmd := range []string{"status", "list", "events", "diff", "cancel", "signal", "delete", "describe"} {
+		r := weft(t, "help", cmd)
+		for _, f := range stream {
+			if strings.Contains(r.stdout, "  "+f+" ") {
+				t.Errorf("weft help %s lists %s", cmd, f)
+			}
+		}
+		wantContains(t, "weft help "+cmd, r.stdout, "-nats", "-creds", "-stream")
+	}
+	for _, cmd := range [][]string{{"help", "run"}, {"help", "admin", "apply"}} {
+		r := weft(t, cmd...)
+		wantContains(t, strings.Join(cmd, " "), r.stdout, "-replicas", "-storage")
+	}
+	// The environment still reaches a command that reads.
+	t.Setenv("WEFT_STORAGE", "memory")
+	if r := weft(t, "status", "-h"); r.code != 0 {
+		t.Errorf("status -h with WEFT_STORAGE set: exit %d %s", r.code, r.stderr)
+	}
 }

@@ -248,11 +248,7 @@ With -follow it keeps printing events as they are stored until the run ends
 		fs, out := e.flagSet(c)
 		cfg := natsFlags(fs)
 		follow := fs.Bool("follow", false, "keep printing the run's events as they come, until the run ends")
-		pos, err := e.parse(c, fs, args, 1, 1)
-		if err != nil {
-			return err
-		}
-		cl, closeConn, err := e.connect(c, cfg, false)
+		pos, cl, closeConn, err := e.parseOneAndConnect(c, fs, cfg, args)
 		if err != nil {
 			return err
 		}
@@ -285,11 +281,7 @@ events'). -o json prints the whole folded state.`,
 		cfg := natsFlags(fs)
 		at := fs.Uint64("at", 0, "the position in the run to replay up to (0: all)")
 		bySeq := fs.Bool("seq", false, "-at is a stream sequence, not a position in the run")
-		pos, err := e.parse(c, fs, args, 1, 1)
-		if err != nil {
-			return err
-		}
-		cl, closeConn, err := e.connect(c, cfg, false)
+		pos, cl, closeConn, err := e.parseOneAndConnect(c, fs, cfg, args)
 		if err != nil {
 			return err
 		}

@@ -31,7 +31,7 @@ Node types other than the built-in ones are load errors unless -types names
 them (the types your own workers serve).`,
 	run: func(e *env, c *command, args []string) error {
 		fs, out := e.flagSet(c)
-		cfg := natsFlags(fs)
+		cfg := natsStreamFlags(fs)
 		input := fs.String("input", "", "the run's input: a JSON object, or @FILE")
 		invocation := fs.String("invocation", "", "the run's invocation state: a JSON object, or @FILE")
 		id := fs.String("id", "", "the run id (default a new, time-ordered id)")
