@@ -209,7 +209,16 @@ edges:
 		t.Fatalf("run of a failing graph: exit %d, want 1\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	wantContains(t, "stdout", r.stdout, "failed", "kaboom", "(node explode)")
-	wantContains(t, "stderr", r.stderr, "weft: run ", " failed: ")
+	// Said once: the outcome on stdout, nothing more on stderr.
+	if strings.Contains(r.stderr, "kaboom") {
+		t.Errorf("the failure is said twice; stderr:\n%s", r.stderr)
+	}
+	// With -o json, stdout is the state: stderr says why it exits 1.
+	r = weft(t, "run", file, "-nats", url, "-wait", "-o", "json")
+	if r.code != 1 {
+		t.Fatalf("run -o json of a failing graph: exit %d, want 1", r.code)
+	}
+	wantContains(t, "stderr of -o json", r.stderr, "weft: run ", " failed: ")
 }
 
 func TestSignalAndCancel(t *testing.T) {
@@ -315,7 +324,10 @@ func TestUsage(t *testing.T) {
 		{"unknown command", []string{"frobnicate"}, 2, "", `unknown command "frobnicate"`},
 		{"run without a file", []string{"run"}, 2, "", "want GRAPHFILE, got 0 argument(s)"},
 		{"status with two runs", []string{"status", "a", "b"}, 2, "", "usage: weft status RUN [flags]"},
-		{"unknown flag", []string{"list", "-bogus"}, 2, "", "flag provided but not defined: -bogus"},
+		{"unknown flag", []string{"list", "-bogus"}, 2, "", "flag provided but not defined: -bogus\n"},
+		{"mistyped flag", []string{"list", "-stauts", "failed"}, 2, "", "flag provided but not defined: -stauts (did you mean -status?)"},
+		{"mistyped command", []string{"stauts", "r"}, 2, "", `unknown command "stauts" (did you mean status?)`},
+		{"mistyped short command", []string{"lsit"}, 2, "", `unknown command "lsit" (did you mean list?)`},
 		{"bad output format", []string{"-o", "yaml", "list"}, 2, "", `-o: want text or json, got "yaml"`},
 		{"bad diff position", []string{"diff", "r", "one", "2"}, 2, "", `FROM: want a position in the run`},
 		{"bad diff sequence", []string{"diff", "r", "0", "2", "-seq"}, 2, "", `FROM: want a stream sequence`},
