@@ -465,6 +465,8 @@ func TestDev(t *testing.T) {
 		t.Fatal("dev did not stop")
 	}
 	wantContains(t, "dev", stdout.String(), "weft dev: stopped")
+	// Without -roles anyone may connect: said loudly.
+	wantContains(t, "dev's stderr", stderr.String(), "weft dev: WARNING: the NATS server at "+url+" takes anonymous connections", "delete the stream", "weft dev -roles")
 }
 
 func TestStatusShowsWorkNoWorkerServes(t *testing.T) {
