@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -135,6 +136,14 @@ func TestUIRunList(t *testing.T) {
 	} else if r.decode(t, &none); len(none.Runs) != 0 {
 		t.Errorf("q=no/such: %v", ids(none.Runs))
 	}
+
+	// The query language of 'weft list -q'; a bad query says where.
+	var queried runList
+	e.get(`/api/runs?query=`+url.QueryEscape(`graph = "fanjoin" AND id != "`+third+`"`)).decode(t, &queried)
+	if got := ids(queried.Runs); !slices.Equal(got, []string{first}) || queried.Counts["completed"] != 1 || queried.Counts["failed"] != 0 {
+		t.Errorf("query: %v counts %v, want [%s], completed 1", got, queried.Counts, first)
+	}
+	wantError(t, "bad query", e.get(`/api/runs?query=`+url.QueryEscape(`graph = "x" AND grph = 1`)), http.StatusBadRequest, "query")
 
 	var page1, page2 runList
 	e.get("/api/runs?limit=2").decode(t, &page1)

@@ -55,6 +55,17 @@ func (s *server) listRuns(w http.ResponseWriter, r *http.Request) {
 	if g := q.Get("graph"); g != "" {
 		filters = append(filters, client.WithGraph(g))
 	}
+	var filter *runs.Filter
+	if expr := q.Get("query"); expr != "" {
+		// The query language of 'weft list -q' (runs.FilterHelp); a
+		// query that does not compile is answered with where.
+		var err error
+		if filter, err = runs.ParseFilter(expr); err != nil {
+			s.fail(w, r, badParam("query", "%s", err.Error()))
+			return
+		}
+		filters = append(filters, client.WithQuery(expr))
+	}
 	since, err := timeParam(q, "since")
 	if err != nil {
 		s.fail(w, r, err)
@@ -100,7 +111,7 @@ func (s *server) listRuns(w http.ResponseWriter, r *http.Request) {
 		case !eventlog.ValidToken(prefix):
 			// No run id has it as a prefix either.
 		case err == nil:
-			if matches(sum, statuses, since, until, q.Get("graph")) {
+			if matches(sum, statuses, since, until, q.Get("graph")) && (filter == nil || filter.Match(sum, time.Now())) {
 				out.Runs = append(out.Runs, *sum)
 			}
 		case !errors.Is(err, runs.ErrNotFound) && !errors.Is(err, runs.ErrNoReadModel):

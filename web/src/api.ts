@@ -248,7 +248,16 @@ const list = <T>(v: T[] | null | undefined): T[] => v ?? []
 
 export const api = {
   config: () => call<Config>('GET', '/api/config'),
-  runs: (p: { status?: string[]; graph?: string; since?: string; until?: string; q?: string; cursor?: string; limit?: number }) =>
+  runs: (p: {
+    status?: string[]
+    graph?: string
+    since?: string
+    until?: string
+    q?: string
+    query?: string
+    cursor?: string
+    limit?: number
+  }) =>
     call<RunList>('GET', `/api/runs${query(p)}`).then((l) => ({ ...l, runs: list(l.runs), counts: l.counts ?? {} })),
   run: (id: string) =>
     call<RunDetail>('GET', run(id)).then((d) => ({

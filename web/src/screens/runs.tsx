@@ -42,6 +42,7 @@ export function RunsScreen({ route }: { route: Route }) {
         since: p.get('since') ?? undefined,
         until: p.get('until') ?? undefined,
         q: p.get('q') ?? undefined,
+        query: p.get('query') ?? undefined,
         cursor: p.get('cursor') ?? undefined,
         limit: p.get('limit') ? Number(p.get('limit')) : undefined,
       })
@@ -86,6 +87,7 @@ export function RunsScreen({ route }: { route: Route }) {
     navigate(
       withParams(route, {
         q: String(f.get('q') ?? '').trim(),
+        query: String(f.get('query') ?? '').trim(),
         graph: String(f.get('graph') ?? '').trim(),
         since: fromLocalInput(String(f.get('since') ?? '')),
         until: fromLocalInput(String(f.get('until') ?? '')),
@@ -121,6 +123,14 @@ export function RunsScreen({ route }: { route: Route }) {
       <form class="filters" onSubmit={submit} key={key}>
         <input name="q" placeholder="run id or prefix" defaultValue={p.get('q') ?? ''} aria-label="search by run id" />
         <input name="graph" placeholder="graph" defaultValue={p.get('graph') ?? ''} aria-label="graph" />
+        <input
+          name="query"
+          class="query mono"
+          placeholder='query: status = "failed" AND started > "2026-11-01"'
+          title='the language of weft list -q: id, status, graph, started, ended, attrs.NAME, parent, forkedFrom, schedule, trigger, now; AND OR NOT = or CEL'
+          defaultValue={p.get('query') ?? ''}
+          aria-label="query"
+        />
         <label>
           since <input type="datetime-local" step="1" name="since" defaultValue={toLocalInput(p.get('since'))} />
         </label>
