@@ -1,12 +1,15 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -162,8 +165,9 @@ separated), -graph, -since and -until (start time: RFC 3339 or a duration
 before now, such as 24h), -attr NAME=VALUE (a search attribute the graph
 declares; repeat for more), -q QUERY (below). -limit pages: the next
 page's cursor is printed after the runs, for -cursor. -count prints how many
-runs the filters select. 'weft admin reindex' rebuilds the read model from
-the log.
+runs the filters select; -count -by status (or graph) counts them by status
+(terminated runs as such) or by graph. 'weft admin reindex' rebuilds the
+read model from the log.
 
 ` + wruns.FilterHelp,
 	run: func(e *env, c *command, args []string) error {
@@ -189,6 +193,16 @@ the log.
 				e.warnNoCoordinator(cl)
 			}
 			return err
+		}
+		if *lf.by != "" && (*lf.by != "status" && *lf.by != "graph" || !*lf.count) {
+			return &usageError{cmd: c, msg: fmt.Sprintf("-by: want status or graph, with -count; got %q", *lf.by)}
+		}
+		if *lf.count && *lf.by != "" {
+			all, err := cl.List(e.ctx, opts...)
+			if err != nil {
+				return noModel(err)
+			}
+			return e.printCounts(all, *lf.by, *out)
 		}
 		if *lf.count {
 			n, err := cl.Count(e.ctx, opts...)
@@ -403,4 +417,34 @@ characters; -full prints them whole.`,
 		}
 		return tw.Flush()
 	},
+}
+
+// printCounts prints how many runs there are of each status or graph,
+// most first (ties by name).
+func (e *env) printCounts(all []client.RunSummary, by, out string) error {
+	counts := map[string]int{}
+	for _, r := range all {
+		k := r.Graph
+		if by == "status" {
+			k = wruns.ShownStatus(r.Status, r.Terminated)
+		}
+		counts[k]++
+	}
+	if out == "json" {
+		return e.writeJSON(map[string]any{"total": len(all), "by": by, "counts": counts})
+	}
+	keys := slices.Collect(maps.Keys(counts))
+	slices.SortFunc(keys, func(a, b string) int {
+		if c := cmp.Compare(counts[b], counts[a]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	tw := table(e.stdout)
+	fmt.Fprintf(tw, "%s\tRUNS\n", strings.ToUpper(by))
+	for _, k := range keys {
+		fmt.Fprintf(tw, "%s\t%d\n", orDash(k), counts[k])
+	}
+	fmt.Fprintf(tw, "total\t%d\n", len(all))
+	return tw.Flush()
 }
