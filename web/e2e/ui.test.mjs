@@ -343,6 +343,20 @@ test('a terminated run reads as terminated, in the list and on its page', async 
   assert.equal(await page.locator('.run .title .status').textContent(), 'terminated')
 })
 
+test('dark mode follows the system; a disabled action says why', async () => {
+  await page.emulateMedia({ colorScheme: 'dark' })
+  await go('/runs')
+  await page.locator('tbody tr').first().waitFor()
+  assert.equal(await page.evaluate(() => getComputedStyle(document.documentElement).backgroundColor), 'rgb(22, 24, 29)')
+  await page.screenshot({ path: join(shots, 'runs-dark.png'), fullPage: true })
+  await page.emulateMedia({ colorScheme: 'light' })
+  assert.equal(await page.evaluate(() => getComputedStyle(document.documentElement).backgroundColor), 'rgb(247, 247, 245)')
+  await go(`/runs/${runs.fanout}`)
+  const fork = page.getByRole('button', { name: 'Fork: select an event first' })
+  await fork.waitFor()
+  assert.equal(await fork.isDisabled(), true)
+})
+
 test('read-only: the UI offers no action', async () => {
   const url = await weft.ui('-read-only')
   await page.goto(`${url}/runs/${runs.fanout}`)

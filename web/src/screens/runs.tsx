@@ -190,7 +190,7 @@ export function RunsScreen({ route }: { route: Route }) {
                     )}
                     {r.forkedFrom && (
                       <a href={href(['runs', r.forkedFrom.runId], { at: r.forkedFrom.position })} title="forked from">
-                        ⑂ {r.forkedFrom.runId}#{r.forkedFrom.position}
+                        ↳ {r.forkedFrom.runId}#{r.forkedFrom.position}
                       </a>
                     )}
                   </td>
