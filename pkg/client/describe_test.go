@@ -30,7 +30,7 @@ func TestPendingOf(t *testing.T) {
 			"approve": {Status: projection.NodeWaiting, WaitingFor: "signal", Iteration: 1, StartedAt: at(0), Deadline: at(24 * time.Hour)},
 		},
 		Timers: map[string]projection.Timer{
-			"retry-charge-1-3": {Purpose: "retry", Ref: events.NodeRef{Node: "charge", Iteration: 1}, Attempt: 3, At: t0.Add(time.Minute)},
+			"retry-charge-1-3":    {Purpose: "retry", Ref: events.NodeRef{Node: "charge", Iteration: 1}, Attempt: 3, At: t0.Add(time.Minute)},
 			"timeout-pages-1-1-1": {Purpose: projection.PurposeTimeout, Ref: events.NodeRef{Node: "pages", Iteration: 1, Item: &one}, Attempt: 1, At: t0.Add(time.Hour)},
 		}}
 	got := client.PendingOf(st, nil)
