@@ -13,8 +13,8 @@ import (
 
 	"github.com/weft-dev/weft/internal/admission"
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/internal/provision"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
@@ -22,7 +22,7 @@ import (
 // with the given limits, and runs an admission server on it.
 func namespace(t *testing.T, ns provision.Namespace) (events.Store, *admission.Server) {
 	t.Helper()
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := provision.Run(ctx, st, provision.Options{Namespace: &ns}); err != nil {
@@ -51,6 +51,7 @@ func namespace(t *testing.T, ns provision.Namespace) (events.Store, *admission.S
 		if !errors.Is(err, admission.ErrUnavailable) || time.Now().After(deadline) {
 			break
 		}
+		// Polls: the admission responder's readiness has no event a client can wait for.
 		time.Sleep(10 * time.Millisecond)
 	}
 	return st, srv

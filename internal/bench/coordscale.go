@@ -97,6 +97,10 @@ type coordMeasure struct {
 
 // coordscaleWith starts k coordinator processes and a worker on a fresh
 // stream, waits until the partitions are balanced, runs fn, and measures.
+//
+// Size: a benchmark script, read top to bottom (set up, load, measure,
+// report rows); split, its steps would hide the order the figures depend
+// on.
 func (e *env) coordscaleWith(ctx context.Context, bin string, k int, fn func(ctx context.Context, stream string) error) (*coordMeasure, error) {
 	stream := e.name("WEFT_COORD")
 	defer e.dropStream(stream)

@@ -32,6 +32,10 @@ const failoverPartition = 0
 // that long after its last renewal, which is up to a fifth of it (the
 // renewal tick) before the kill, so a failover takes about the lease
 // duration, and the target is that it takes less than two.
+//
+// Size: a benchmark script, read top to bottom (set up, load, kill,
+// measure, report rows); split, its steps would hide the order the figures
+// depend on.
 func runFailover(ctx context.Context, e *env) ([]Result, error) {
 	bin, err := e.binary(ctx, "cmd/coordinator")
 	if err != nil {

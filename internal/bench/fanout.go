@@ -20,6 +20,9 @@ import (
 // run, one step of width N (N ready, N invoking, N invoked, the routed
 // and completed ends), measured from the moment its roles start to the
 // stored completed message.
+//
+// Size: a benchmark script, read top to bottom (set up, measure, report
+// rows).
 func runFanout(ctx context.Context, e *env) ([]Result, error) {
 	n := e.sizes.FanItems
 	g, err := graph.New("fanout").

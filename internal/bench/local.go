@@ -26,6 +26,9 @@ import (
 // a body of the engine's average event size: the step's p50 over the
 // publish's p50 is the ratio (two appends a step make 2 the least it can
 // be).
+//
+// Size: a benchmark script, read top to bottom (set up, measure, report
+// rows).
 func runLocal(ctx context.Context, e *env) ([]Result, error) {
 	n := e.sizes.HopNodes
 	g, err := chainGraph("local", "transform", n, map[string]any{"set": map[string]string{"x": "state.x + 1"}})

@@ -62,6 +62,8 @@ func runMemory(ctx context.Context, e *env) ([]Result, error) {
 	return rows, nil
 }
 
+// Size: a benchmark script, read top to bottom (set up, load, measure,
+// report rows).
 func (e *env) memoryWith(ctx context.Context, g *graph.Graph, n, cache int) (Result, error) {
 	stream := e.name("WEFT_MEM")
 	defer e.dropStream(stream)

@@ -45,6 +45,9 @@ type childStats struct {
 // "mem" line on stdin is answered with a childStats line on stdout, after
 // collecting garbage ("stats": without); "quit" or the end of stdin stops
 // it.
+//
+// Size: one child process's whole life (start, wait for ready, stop,
+// collect), in the order it happens.
 func runChild(ctx context.Context, kind string, args []string, stdin io.Reader, stdout io.Writer) error {
 	if kind != "coordinator" {
 		return fmt.Errorf("%w: unknown child kind %q", ErrUsage, kind)

@@ -40,6 +40,9 @@ const replayTemplateNodes = 100
 //
 // The floor is the same ordered consumer reading the same messages and
 // doing nothing with them.
+//
+// Size: a benchmark script, read top to bottom; most of its length is the
+// rows' notes.
 func runReplay(ctx context.Context, e *env) ([]Result, error) {
 	tmpl, err := e.replayTemplate(ctx)
 	if err != nil {

@@ -21,7 +21,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/runs"
+	"github.com/weft-dev/weft/internal/readmodel"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -34,13 +34,17 @@ import (
 // the read model of runs, written straight to the stream (see
 // writeEndedRuns). The figures: the server's RSS, its live heap after a
 // GC, and the stream's subject count with the runs and after retention
-// removed them (runs.Sweep, archiving each to a directory first), against
+// removed them (readmodel.Sweep, archiving each to a directory first), against
 // the empty server's; 'weft list -status failed' (the read model's List,
 // a page of 50) p50 with the N runs in the read model; the archive rate
-// (archive, purge, per run), the restore rate (runs.Restore: a removed
+// (archive, purge, per run), the restore rate (readmodel.Restore: a removed
 // run put back into the stream, live again) and the archived-read rate
-// (runs.Read of a removed run, folded) in runs per second, to a directory
+// (readmodel.Read of a removed run, folded) in runs per second, to a directory
 // and to the Object Store bucket.
+//
+// Size: a benchmark script, read top to bottom (write, measure, sweep,
+// restore, report rows); its steps share a dozen figures, and half its
+// length is the rows' notes.
 func runRetention(ctx context.Context, e *env) ([]Result, error) {
 	n := e.sizes.MemRuns
 	if e.cfg.Quick {
@@ -70,11 +74,11 @@ func runRetention(ctx context.Context, e *env) ([]Result, error) {
 	if err := eventlog.EnsureTimers(ctx, store); err != nil {
 		return nil, err
 	}
-	model, err := runs.Ensure(ctx, js, "WEFT", e.quiet)
+	model, err := readmodel.Ensure(ctx, js, "WEFT", e.quiet)
 	if err != nil {
 		return nil, err
 	}
-	arch, err := runs.OpenObjectStore(ctx, js, runs.ArchiveBucket, "WEFT", true)
+	arch, err := readmodel.OpenObjectStore(ctx, js, readmodel.ArchiveBucket, "WEFT", true)
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +123,7 @@ func runRetention(ctx context.Context, e *env) ([]Result, error) {
 	var failed int
 	for range 21 {
 		t := time.Now()
-		p, err := model.List(ctx, runs.Query{Statuses: []projection.RunStatus{projection.RunFailed}, Limit: 50})
+		p, err := model.List(ctx, readmodel.Query{Statuses: []projection.RunStatus{projection.RunFailed}, Limit: 50})
 		if err != nil {
 			return nil, err
 		}
@@ -135,7 +139,7 @@ func runRetention(ctx context.Context, e *env) ([]Result, error) {
 	// Retention: every run's time has come; each is archived (to a
 	// directory: the server's memory is measured, not the archive's),
 	// then purged.
-	dirArch, err := runs.OpenDir(mustMkdir(e.tmp, "archive"))
+	dirArch, err := readmodel.OpenDir(mustMkdir(e.tmp, "archive"))
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +166,7 @@ func runRetention(ctx context.Context, e *env) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	modelSubjects, err := subjectCount(ctx, js, "KV_"+runs.Bucket)
+	modelSubjects, err := subjectCount(ctx, js, "KV_"+readmodel.Bucket)
 	if err != nil {
 		return nil, err
 	}
@@ -216,9 +220,9 @@ func runRetention(ctx context.Context, e *env) ([]Result, error) {
 	}
 	notes := fmt.Sprintf("%d ended runs (4 events on 4 subjects each, 1 in 10 failed, written straight to the stream with their read-model entries) in a nats-server process of its own, %s storage, its environment %s; held by %s; empty server %.1f MiB",
 		n, e.cfg.Storage, serverEnvNote(), held, mib(emptyRSS))
-	sweepNotes := "runs.Sweep, 16 runs at a time: read the log, gzip it to the archive, purge the run's events, timers, snapshot and read-model entry by subject"
-	restoreNotes := "runs.Restore, 8 at a time: the archived run's messages republished in order, each checked to follow the one before (original stored times in Weft-Restored), its snapshot dropped, its read-model entry written"
-	readNotes := "runs.Read of a removed run (live log first, then the archive) and a fold, 8 at a time"
+	sweepNotes := "readmodel.Sweep, 16 runs at a time: read the log, gzip it to the archive, purge the run's events, timers, snapshot and read-model entry by subject"
+	restoreNotes := "readmodel.Restore, 8 at a time: the archived run's messages republished in order, each checked to follow the one before (original stored times in Weft-Restored), its snapshot dropped, its read-model entry written"
+	readNotes := "readmodel.Read of a removed run (live log first, then the archive) and a fold, 8 at a time"
 	var rows []Result
 	if burstRSS > 0 {
 		rows = append(rows, row(fmt.Sprintf("retention: RSS of the server that wrote %d runs, before its restart", n), mib(burstRSS), "MiB", mib(emptyRSS), nil,
@@ -229,7 +233,7 @@ func runRetention(ctx context.Context, e *env) ([]Result, error) {
 		row(fmt.Sprintf("retention: server RSS right after removing %d runs", n), mib(sweptRSS), "MiB", mib(emptyRSS), nil,
 			fmt.Sprintf("VmRSS when the sweep returned; %.1f MiB at its highest during the sweep (the heap grows to the GC goal, twice the live heap with the runs and the blocks the purges load); the Go runtime returns freed heap to the OS over the next GC cycles", mib(peakRSS))),
 		row(fmt.Sprintf("retention: server RSS after removing %d runs", n), mib(after.rss), "MiB", mib(emptyRSS), ratioAtMost(1.5),
-			fmt.Sprintf("floor: the empty server's RSS; VmRSS read each second while the server collects its garbage (a GC through its profiling endpoint each second, standing in for the forced GC an idle Go server runs every two minutes; the scavenger returns a chunk only after it stayed free a GC cycle), until within 20%% of the floor, at most %s (the stream forgets the runs' de-duplication ids 2 minutes after they were written): %d GCs, %s; %s; what stays is the runtime's metadata for the largest heap, spans kept by a few live objects and the binary's code pages (internal/runs doc, Memory of the server)", wait, after.gcs, after.took.Round(time.Second), after.mem)),
+			fmt.Sprintf("floor: the empty server's RSS; VmRSS read each second while the server collects its garbage (a GC through its profiling endpoint each second, standing in for the forced GC an idle Go server runs every two minutes; the scavenger returns a chunk only after it stayed free a GC cycle), until within 20%% of the floor, at most %s (the stream forgets the runs' de-duplication ids 2 minutes after they were written): %d GCs, %s; %s; what stays is the runtime's metadata for the largest heap, spans kept by a few live objects and the binary's code pages (internal/readmodel doc, Memory of the server)", wait, after.gcs, after.took.Round(time.Second), after.mem)),
 		row(fmt.Sprintf("retention: server heap with %d ended runs", n), mib(loadedMem.HeapAlloc), "MiB", mib(emptyMem.HeapAlloc), nil,
 			"the server's live heap after a GC (HeapAlloc, from its --profile endpoint); floor: the empty server's"),
 		row(fmt.Sprintf("retention: server heap after removing %d runs", n), mib(after.mem.HeapAlloc), "MiB", mib(emptyMem.HeapAlloc), nil,
@@ -272,7 +276,7 @@ func (e *env) restartAfterWrites() bool {
 // heap its write burst once needed. Writing 100,000 runs in a minute puts
 // 400,000 message ids in the window at once, and the Go runtime keeps the
 // span and GC metadata of the largest heap it reached for the life of the
-// process (internal/runs doc, Memory of the server); a restart is how
+// process (internal/readmodel doc, Memory of the server); a restart is how
 // the figure sees the runs as retention finds them.
 func restartPastWindow(ctx context.Context, e *env, srv *serverProc, js jetstream.JetStream) (uint64, error) {
 	written := time.Now()
@@ -402,11 +406,11 @@ func mustMkdir(parent, name string) string {
 	return dir
 }
 
-// sweepAll removes every ended run through runs.Sweep to arch and returns
+// sweepAll removes every ended run through readmodel.Sweep to arch and returns
 // the rate in runs/s and the ids removed; want is how many there are.
-func sweepAll(ctx context.Context, e *env, store events.Store, arch runs.Archive, want int) (float64, []string, error) {
+func sweepAll(ctx context.Context, e *env, store events.Store, arch readmodel.Archive, want int) (float64, []string, error) {
 	t0 := time.Now()
-	res, err := runs.Sweep(ctx, store, arch, time.Now().Add(time.Minute), 0, e.quiet)
+	res, err := readmodel.Sweep(ctx, store, arch, time.Now().Add(time.Minute), 0, e.quiet)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -425,14 +429,14 @@ func sweepAll(ctx context.Context, e *env, store events.Store, arch runs.Archive
 	return float64(want) / took.Seconds(), ids, nil
 }
 
-// restoreRates restores up to 2000 removed runs from arch (runs.Restore)
-// and reads as many back from it (runs.Read of runs removed again), 8 at
+// restoreRates restores up to 2000 removed runs from arch (readmodel.Restore)
+// and reads as many back from it (readmodel.Read of runs removed again), 8 at
 // a time, and returns both rates in runs/s.
-func restoreRates(ctx context.Context, e *env, store events.Store, arch runs.Archive, ids []string) (restore, read float64, err error) {
+func restoreRates(ctx context.Context, e *env, store events.Store, arch readmodel.Archive, ids []string) (restore, read float64, err error) {
 	sample := ids[:min(len(ids), 2000)]
 	t0 := time.Now()
 	if err := eachRun(sample, func(id string) error {
-		r, err := runs.Restore(ctx, store, arch, id, runs.DefaultRetention)
+		r, err := readmodel.Restore(ctx, store, arch, id, readmodel.DefaultRetention)
 		if err == nil && !r.Status.Ended() {
 			err = fmt.Errorf("restored run %s has not ended", id)
 		}
@@ -444,14 +448,14 @@ func restoreRates(ctx context.Context, e *env, store events.Store, arch runs.Arc
 	e.logf("restored %d runs from %s: %.0f runs/s", len(sample), arch, restore)
 	// Removed again, they are read back from the archive.
 	if err := eachRun(sample, func(id string) error {
-		_, err := runs.Remove(ctx, store, id, nil) // the archive has it
+		_, err := readmodel.Remove(ctx, store, id, nil) // the archive has it
 		return err
 	}); err != nil {
 		return 0, 0, err
 	}
 	t0 = time.Now()
 	if err := eachRun(sample, func(id string) error {
-		evs, err := runs.Read(ctx, store, arch, id)
+		evs, err := readmodel.Read(ctx, store, arch, id)
 		if err == nil && !projection.Fold(evs).Status.Ended() {
 			err = fmt.Errorf("archived run %s has not ended", id)
 		}
@@ -499,12 +503,12 @@ func writeEndedRuns(ctx context.Context, js jetstream.JetStream, g *graph.Graph,
 		}
 		s := projection.Fold(evs)
 		s.EndedAt = &at // the fold of unstored events has no stored time
-		sum := runs.Summarize(s, 0)
+		sum := readmodel.Summarize(s, 0)
 		b, err := json.Marshal(sum)
 		if err != nil {
 			return err
 		}
-		msgs = append(msgs, &nats.Msg{Subject: "$KV." + runs.Bucket + "." + sum.Key(), Data: b})
+		msgs = append(msgs, &nats.Msg{Subject: "$KV." + readmodel.Bucket + "." + sum.Key(), Data: b})
 	}
 	return publishAll(ctx, js, msgs)
 }

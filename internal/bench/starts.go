@@ -29,6 +29,9 @@ import (
 //     every-second schedule; the floor is the delay of a bare JetStream
 //     "@at" message schedule (its target message's stored time against
 //     its "@at" time), which is what the engine's fires ride on.
+//
+// Size: a benchmark script, read top to bottom (set up, measure, report
+// rows).
 func runStarts(ctx context.Context, e *env) ([]Result, error) {
 	n, fires := e.sizes.StartsBurst, e.sizes.StartsFires
 	stream := e.name("WEFT_STARTS")

@@ -179,6 +179,8 @@ func (e *env) floorFlow(ctx context.Context, f flow, invokedWant int, timeout ti
 // log: median ready → invoking (the work item's wait in its queue and the
 // worker's start), invoking → invoked (the worker's execution and append)
 // and invoked → the next node's ready (the coordinator's share).
+//
+// Size: one pass over the timeline's events, one case per phase boundary.
 func (e *env) phases(ctx context.Context, stream string, nodes int) (string, error) {
 	// The whole log, filtered here: a consumer with wildcard filters on
 	// sparse subjects costs the server a scan per batch.

@@ -39,6 +39,9 @@ import (
 // With -cpuprofile, node writes the TypeScript worker's CPU profiles
 // (--cpu-prof, *.cpuprofile for Chrome's or VS Code's profiler) to the
 // same directory.
+//
+// Size: a benchmark script, read top to bottom (build the SDK, start both
+// fleets, measure, report rows).
 func runTypeScript(ctx context.Context, e *env) ([]Result, error) {
 	goBin, err := e.binary(ctx, "cmd/nodeworker")
 	if err != nil {

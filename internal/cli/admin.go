@@ -16,6 +16,7 @@ import (
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/natsconn"
+	"github.com/weft-dev/weft/internal/setup"
 	"github.com/weft-dev/weft/internal/workqueue"
 )
 
@@ -482,7 +483,7 @@ func (a *applier) applyStream(ctx context.Context, change func(*jetstream.Stream
 	if a.dryRun || len(a.changes) == n {
 		return nil
 	}
-	if _, err := a.js.UpdateStream(ctx, upd); err != nil {
+	if _, err := setup.UpdateStream(ctx, a.js, upd); err != nil {
 		return fmt.Errorf("updating %s: %w", res, err)
 	}
 	return nil
@@ -516,7 +517,7 @@ func (a *applier) applyBuckets(ctx context.Context, replicas int) error {
 		}
 		kc := bs.Config()
 		kc.Replicas = replicas
-		if _, err := a.js.UpdateKeyValue(ctx, kc); err != nil {
+		if _, err := setup.UpdateKV(ctx, a.js, kc); err != nil {
 			return fmt.Errorf("updating KV bucket %s: %w", name, err)
 		}
 	}
@@ -562,7 +563,7 @@ func (a *applier) applyQueues(ctx context.Context, queue string, ackWait time.Du
 			continue
 		}
 		cc.AckWait = ackWait
-		if _, err := a.js.UpdateConsumer(ctx, a.stream, cc); err != nil {
+		if _, err := setup.UpdateConsumer(ctx, a.js, a.stream, cc); err != nil {
 			return fmt.Errorf("updating consumer %s: %w", name, err)
 		}
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/weft-dev/weft/internal/cli"
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/events"
 )
@@ -49,7 +49,7 @@ func TestAdminSettings(t *testing.T) {
 }
 
 func TestAdminApply(t *testing.T) {
-	srv, st := natstest.Store(t)
+	srv, st := testkit.Store(t)
 	url, ctx := srv.ClientURL(), context.Background()
 	js := eventlog.JetStream(st)
 	for _, q := range []string{"default", "gpu"} {
@@ -113,8 +113,8 @@ func TestAdminApply(t *testing.T) {
 
 // A stream a daemon refuses: settings shows why, apply fixes it.
 func TestAdminApplyRepairsAStream(t *testing.T) {
-	srv := natstest.Server(t)
-	_, js := natstest.Connect(t, srv)
+	srv := testkit.Server(t)
+	_, js := testkit.Connect(t, srv)
 	ctx := context.Background()
 	sc := eventlog.OpenStreamConfig()
 	sc.AllowDirect, sc.AllowAtomicPublish = false, false

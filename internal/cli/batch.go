@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/weft-dev/weft/internal/runs"
+	"github.com/weft-dev/weft/internal/readmodel"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/projection"
 )
@@ -94,7 +94,7 @@ func batchPositional(c *command, bf *batchFlags, ids []string) error {
 		return &usageError{cmd: c, msg: fmt.Sprintf("-rate: want 0 or more, got %v", *bf.rate)}
 	}
 	if *bf.query != "" {
-		if _, err := runs.ParseFilter(*bf.query); err != nil {
+		if _, err := readmodel.ParseFilter(*bf.query); err != nil {
 			return &usageError{cmd: c, msg: "-q: " + err.Error()}
 		}
 	}
@@ -111,7 +111,7 @@ func (e *env) batchTargets(cl *client.Client, bf *batchFlags, ids []string) ([]b
 		}
 		out := make([]batchTarget, len(sums))
 		for i, s := range sums {
-			out[i] = batchTarget{run: s.RunID, status: s.Status, shown: runs.ShownStatus(s.Status, s.Terminated)}
+			out[i] = batchTarget{run: s.RunID, status: s.Status, shown: readmodel.ShownStatus(s.Status, s.Terminated)}
 		}
 		return out, nil
 	}
@@ -119,7 +119,7 @@ func (e *env) batchTargets(cl *client.Client, bf *batchFlags, ids []string) ([]b
 	for i, id := range ids {
 		out[i] = batchTarget{run: id}
 		if s, err := cl.Summary(e.ctx, id); err == nil {
-			out[i].status, out[i].shown = s.Status, runs.ShownStatus(s.Status, s.Terminated)
+			out[i].status, out[i].shown = s.Status, readmodel.ShownStatus(s.Status, s.Terminated)
 		} else if st, err := cl.Get(e.ctx, id); err == nil {
 			out[i].status, out[i].shown = st.Status, shownStatus(st)
 		}
@@ -194,7 +194,7 @@ func (e *env) runBatch(c *command, out string, bf *batchFlags, cl *client.Client
 			switch {
 			case e.ctx.Err() != nil && err != nil:
 				row.Result, row.Detail = "not done", "interrupted"
-			case errors.Is(err, errSkipped), errors.Is(err, client.ErrRunEnded), errors.Is(err, runs.ErrNotEnded):
+			case errors.Is(err, errSkipped), errors.Is(err, client.ErrRunEnded), errors.Is(err, readmodel.ErrNotEnded):
 				row.Result, row.Detail = "skipped", strings.TrimPrefix(err.Error(), errSkipped.Error()+": ")
 			case err != nil:
 				row.Result, row.Detail = "failed", runError(t.run, err).Error()

@@ -16,7 +16,7 @@ import (
 	"github.com/weft-dev/weft/internal/cli"
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
@@ -54,7 +54,7 @@ func engine(t *testing.T) (string, *client.Client) {
 // engineStore is engine, with the events store, for a test's own workers.
 func engineStore(t *testing.T) (string, *client.Client, events.Store) {
 	t.Helper()
-	srv, store := natstest.Store(t)
+	srv, store := testkit.Store(t)
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	w, err := worker.New(store, worker.WithName("test-worker"), worker.WithLogger(log))
 	if err != nil {
@@ -91,6 +91,7 @@ func waitConsumers(t *testing.T, store events.Store, names ...string) {
 			if ctx.Err() != nil {
 				t.Fatalf("consumer %s was not created", name)
 			}
+			// Polls: a consumer's creation sends no event to this test.
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
@@ -435,7 +436,7 @@ func TestDemo(t *testing.T) {
 func TestDev(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stdout, stderr natstest.Buffer
+	var stdout, stderr testkit.Buffer
 	done := make(chan int)
 	go func() {
 		done <- cli.Main(ctx, []string{"dev", "-port", "-1", "-data", t.TempDir(), "-ui", "off"}, nil, &stdout, &stderr)
@@ -443,6 +444,7 @@ func TestDev(t *testing.T) {
 
 	urlRE := regexp.MustCompile(`at (nats://127\.0\.0\.1:\d+)`)
 	var url string
+	// Polls: weft dev prints its address when ready, to a buffer that notifies nobody.
 	for deadline := time.Now().Add(30 * time.Second); url == ""; time.Sleep(20 * time.Millisecond) {
 		if m := urlRE.FindStringSubmatch(stdout.String()); m != nil {
 			url = m[1]
@@ -493,6 +495,7 @@ edges:
 		if time.Now().After(deadline) {
 			t.Fatalf("status never says the work waits for a worker:\n%s%s", r.stdout, r.stderr)
 		}
+		// Polls: weft status is a read, which notifies nobody.
 		time.Sleep(200 * time.Millisecond)
 	}
 	wantContains(t, "status", r.stdout, "running", "ready")

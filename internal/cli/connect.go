@@ -13,7 +13,7 @@ import (
 
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/natsconn"
-	"github.com/weft-dev/weft/internal/runs"
+	"github.com/weft-dev/weft/internal/readmodel"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
 )
@@ -76,7 +76,7 @@ func (e *env) connectStoreAs(c *command, cfg *natsconn.Config, create bool, role
 	if v := os.Getenv("WEFT_ARCHIVE"); v != "" {
 		// Runs removed from the log are read from this archive (package
 		// runs); by default, from the Object Store bucket weft-archive.
-		a, err := runs.ParseArchive(e.ctx, eventlog.JetStream(store), store.StreamName(), v, false)
+		a, err := readmodel.ParseArchive(e.ctx, eventlog.JetStream(store), store.StreamName(), v, false)
 		if err != nil {
 			nc.Close()
 			return nil, nil, nil, fmt.Errorf("WEFT_ARCHIVE: %w", err)

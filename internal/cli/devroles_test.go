@@ -11,8 +11,7 @@ import (
 
 	"github.com/weft-dev/weft/internal/cli"
 	"github.com/weft-dev/weft/internal/natsconn"
-	"github.com/weft-dev/weft/internal/natstest"
-	"github.com/weft-dev/weft/internal/proctest"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/pkg/worker"
 )
 
@@ -24,7 +23,7 @@ func TestDevRoles(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	data := t.TempDir()
-	var stdout, stderr natstest.Buffer
+	var stdout, stderr testkit.Buffer
 	done := make(chan int)
 	go func() {
 		done <- cli.Main(ctx, []string{"dev", "-roles", "-port", "-1", "-data", data, "-ui", "127.0.0.1:0"}, nil, &stdout, &stderr)
@@ -32,6 +31,7 @@ func TestDevRoles(t *testing.T) {
 	urlRE := regexp.MustCompile(`at (nats://127\.0\.0\.1:\d+)`)
 	envRE := regexp.MustCompile(`as the client: set -a; \. (\S+); set \+a`)
 	var url, clientEnv string
+	// Polls: weft dev prints its address and env file when ready, to a buffer that notifies nobody.
 	for deadline := time.Now().Add(60 * time.Second); clientEnv == ""; time.Sleep(20 * time.Millisecond) {
 		if m := urlRE.FindStringSubmatch(stdout.String()); m != nil {
 			url = m[1]
@@ -109,7 +109,7 @@ func TestDevRoles(t *testing.T) {
 	}
 
 	wuser := natsconn.UserName(natsconn.RoleWorker, worker.DefaultQueue)
-	proctest.RefusedPublish(t, url, natsconn.Config{User: wuser, Password: password[wuser]}, "weft.r.00.forged.d.completed")
+	testkit.RefusedPublish(t, url, natsconn.Config{User: wuser, Password: password[wuser]}, "weft.r.00.forged.d.completed")
 
 	cancel()
 	select {

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/cli"
-	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/testkit"
 )
 
 // The documents whose commands TestDocs runs, from the repository's root.
@@ -59,7 +59,7 @@ func startDev(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir() // before the cleanup below, so removed after dev stopped
 	ctx, cancel := context.WithCancel(context.Background())
-	var stdout, stderr natstest.Buffer
+	var stdout, stderr testkit.Buffer
 	done := make(chan int)
 	go func() {
 		done <- cli.Main(ctx, []string{"dev", "-port", "-1", "-data", dir, "-queues", "default,cpu", "-ui", "127.0.0.1:0"}, nil, &stdout, &stderr)
@@ -323,7 +323,7 @@ func weftDoc(t *testing.T, args []string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var stdout, stderr natstest.Buffer
+	var stdout, stderr testkit.Buffer
 	code := cli.Main(ctx, args, strings.NewReader(""), &stdout, &stderr)
 	return result{stdout.String(), stderr.String(), code}
 }

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	wruns "github.com/weft-dev/weft/internal/runs"
+	wruns "github.com/weft-dev/weft/internal/readmodel"
 	"github.com/weft-dev/weft/internal/telemetry"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/projection"

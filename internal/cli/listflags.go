@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/weft-dev/weft/internal/runs"
+	"github.com/weft-dev/weft/internal/readmodel"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/projection"
 )
@@ -65,7 +65,7 @@ func (lf *listFlagSet) options(now time.Time) ([]client.ListOption, error) {
 	if *lf.status != "" {
 		for s := range strings.SplitSeq(*lf.status, ",") {
 			rs := projection.RunStatus(strings.TrimSpace(s))
-			if !slices.Contains(runs.Statuses, rs) {
+			if !slices.Contains(readmodel.Statuses, rs) {
 				return nil, fmt.Errorf("-status: unknown status %q (want running, cancelling, completed, failed or cancelled)", s)
 			}
 			opts = append(opts, client.WithStatus(rs))
@@ -95,7 +95,7 @@ func (lf *listFlagSet) options(now time.Time) ([]client.ListOption, error) {
 	if *lf.query != "" {
 		// Compiled here, so that a bad query is a usage error that says
 		// where, before any connection.
-		if _, err := runs.ParseFilter(*lf.query); err != nil {
+		if _, err := readmodel.ParseFilter(*lf.query); err != nil {
 			return nil, fmt.Errorf("-q: %w", err)
 		}
 		opts = append(opts, client.WithQuery(*lf.query))

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/internal/tsbuild"
 )
 
@@ -82,7 +82,7 @@ func TestMixedFleet(t *testing.T) {
 
 	url := startDev(t)
 	t.Setenv("WEFT_NATS_URL", url)
-	var out natstest.Buffer
+	var out testkit.Buffer
 	cmd := exec.Command(node, worker[1:]...)
 	cmd.Env = append(os.Environ(), "WEFT_NATS_URL="+url)
 	cmd.Stdout, cmd.Stderr = &out, &out

@@ -14,7 +14,7 @@ import (
 	"go.opentelemetry.io/otel"
 
 	"github.com/weft-dev/weft/internal/cli"
-	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/testkit"
 )
 
 // TestRunAndStatusPrintTheTraceID: with tracing on (OTEL_* pointing at a
@@ -69,7 +69,7 @@ func TestDevServesMetricsAndHealth(t *testing.T) {
 	t.Cleanup(func() { otel.SetMeterProvider(orig) })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	out := &natstest.Buffer{}
+	out := &testkit.Buffer{}
 	done := make(chan error, 1)
 	go func() {
 		done <- cli.Run(ctx, []string{"dev", "-port", "-1", "-data", t.TempDir(), "-http", "127.0.0.1:0", "-ui", "off"}, strings.NewReader(""), out, io.Discard)

@@ -44,6 +44,7 @@ edges: [{from: START, to: work}, {from: work, to: END}]
 		if time.Now().After(deadline) {
 			t.Fatalf("weft queues never showed 1/1 held and 2 waiting:\n%s%s", r.stdout, r.stderr)
 		}
+		// Polls: weft queues is a read of the limits, which notifies nobody.
 		time.Sleep(50 * time.Millisecond)
 	}
 	waiting := 0
@@ -64,6 +65,7 @@ edges: [{from: START, to: work}, {from: work, to: END}]
 		if time.Now().After(deadline) {
 			t.Fatalf("limits still in use after the runs:\n%s%s", r.stdout, r.stderr)
 		}
+		// Polls: weft queues is a read of the limits, which notifies nobody.
 		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -12,7 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/weft-dev/weft/internal/runs"
+	"github.com/weft-dev/weft/internal/readmodel"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -57,7 +57,7 @@ func outcomeLine(st *projection.State) string {
 // and "cancelled" (the log and the read model keep the statuses, with
 // the run marked terminated: -o json shows both).
 func shownStatus(st *projection.State) string {
-	return runs.ShownStatus(st.Status, st.Cancel != nil && st.Cancel.Terminate)
+	return readmodel.ShownStatus(st.Status, st.Cancel != nil && st.Cancel.Terminate)
 }
 
 func failedNode(st *projection.State) string {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/natsconn"
-	"github.com/weft-dev/weft/internal/runs"
+	"github.com/weft-dev/weft/internal/readmodel"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -65,14 +65,14 @@ cancel': -dry-run, -yes, -rate):
 			return err
 		}
 		defer closeConn()
-		arch, err := runs.ParseArchive(e.ctx, eventlog.JetStream(store), store.StreamName(), *archive, false)
+		arch, err := readmodel.ParseArchive(e.ctx, eventlog.JetStream(store), store.StreamName(), *archive, false)
 		if err != nil {
 			return err
 		}
 		cl := client.New(store)
-		remove := func(ctx context.Context, run string) (*runs.Removed, error) {
-			r, err := runs.Remove(ctx, store, run, arch)
-			if errors.Is(err, runs.ErrNotEnded) {
+		remove := func(ctx context.Context, run string) (*readmodel.Removed, error) {
+			r, err := readmodel.Remove(ctx, store, run, arch)
+			if errors.Is(err, readmodel.ErrNotEnded) {
 				return nil, fmt.Errorf("%w: has not ended: cancel or terminate it first", errSkipped)
 			}
 			return r, err
@@ -181,11 +181,11 @@ func (e *env) adminStore(c *command, cfg *natsconn.Config) (events.Store, func()
 func adminReindex(e *env, c *command, args []string) error {
 	fs, out := e.flagSet(c)
 	cfg := natsFlags(fs)
-	retention := fs.String("retention", runs.DefaultRetention.String(), "the coordinators' default retention")
+	retention := fs.String("retention", readmodel.DefaultRetention.String(), "the coordinators' default retention")
 	if _, err := e.parse(c, fs, args, 0, 0); err != nil {
 		return err
 	}
-	def, err := runs.ParseRetention(*retention)
+	def, err := readmodel.ParseRetention(*retention)
 	if err != nil {
 		return &usageError{cmd: c, msg: "-" + err.Error()}
 	}
@@ -194,7 +194,7 @@ func adminReindex(e *env, c *command, args []string) error {
 		return err
 	}
 	defer closeConn()
-	res, err := runs.Reindex(e.ctx, store, def, nil)
+	res, err := readmodel.Reindex(e.ctx, store, def, nil)
 	if err != nil {
 		return err
 	}
@@ -208,7 +208,7 @@ func adminReindex(e *env, c *command, args []string) error {
 func adminRetention(e *env, c *command, args []string) error {
 	fs, out := e.flagSet(c)
 	cfg := natsFlags(fs)
-	archive := fs.String("archive", runs.ArchiveBucket, "archive runs before removing them: an Object Store bucket, obj:NAME, dir:PATH, or none")
+	archive := fs.String("archive", readmodel.ArchiveBucket, "archive runs before removing them: an Object Store bucket, obj:NAME, dir:PATH, or none")
 	create := fs.Bool("create-archive", false, "create the archive bucket if it is missing")
 	every := fs.Duration("every", 0, "sweep again at this interval until interrupted (0: once)")
 	limit := fs.Int("limit", 0, "remove at most this many runs per sweep (0: all)")
@@ -226,12 +226,12 @@ func adminRetention(e *env, c *command, args []string) error {
 		return err
 	}
 	defer closeConn()
-	arch, err := runs.ParseArchive(e.ctx, eventlog.JetStream(store), store.StreamName(), *archive, *create)
+	arch, err := readmodel.ParseArchive(e.ctx, eventlog.JetStream(store), store.StreamName(), *archive, *create)
 	if err != nil {
 		return err
 	}
 	for {
-		res, err := runs.Sweep(e.ctx, store, arch, time.Now(), *limit, nil)
+		res, err := readmodel.Sweep(e.ctx, store, arch, time.Now(), *limit, nil)
 		if err != nil {
 			return err
 		}
@@ -261,13 +261,13 @@ func adminRetention(e *env, c *command, args []string) error {
 func adminRestore(e *env, c *command, args []string) error {
 	fs, out := e.flagSet(c)
 	cfg := natsFlags(fs)
-	archive := fs.String("archive", runs.ArchiveBucket, "the archive: an Object Store bucket, obj:NAME or dir:PATH")
-	retention := fs.String("retention", runs.DefaultRetention.String(), "the coordinators' default retention")
+	archive := fs.String("archive", readmodel.ArchiveBucket, "the archive: an Object Store bucket, obj:NAME or dir:PATH")
+	retention := fs.String("retention", readmodel.DefaultRetention.String(), "the coordinators' default retention")
 	pos, err := e.parse(c, fs, args, 1, -1)
 	if err != nil {
 		return err
 	}
-	def, err := runs.ParseRetention(*retention)
+	def, err := readmodel.ParseRetention(*retention)
 	if err != nil {
 		return &usageError{cmd: c, msg: "-" + err.Error()}
 	}
@@ -282,14 +282,14 @@ func adminRestore(e *env, c *command, args []string) error {
 		return err
 	}
 	defer closeConn()
-	arch, err := runs.ParseArchive(e.ctx, eventlog.JetStream(store), store.StreamName(), *archive, false)
+	arch, err := readmodel.ParseArchive(e.ctx, eventlog.JetStream(store), store.StreamName(), *archive, false)
 	if err != nil {
 		return err
 	}
-	var done []*runs.Restored
+	var done []*readmodel.Restored
 	failed := 0
 	for _, run := range pos {
-		r, err := runs.Restore(e.ctx, store, arch, run, def)
+		r, err := readmodel.Restore(e.ctx, store, arch, run, def)
 		if err != nil {
 			failed++
 			fmt.Fprintf(e.stderr, "weft admin restore: %v\n", err)

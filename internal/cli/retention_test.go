@@ -26,6 +26,7 @@ func waitListed(t *testing.T, cl *client.Client, run string, status projection.R
 		if ctx.Err() != nil {
 			t.Fatalf("run %s not listed as %s in time: %+v, %v", run, status, s, err)
 		}
+		// Polls: the read model's list notifies nobody.
 		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -15,8 +15,8 @@ import (
 
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/internal/schedule"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/internal/trigger"
 	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/client"
@@ -28,7 +28,7 @@ import (
 // coordinator, as the daemons run it.
 func scheduleEngine(t *testing.T) (string, *client.Client) {
 	t.Helper()
-	srv, store := natstest.Store(t)
+	srv, store := testkit.Store(t)
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	w, err := worker.New(store, worker.WithName("test-worker"), worker.WithLogger(log))
 	if err != nil {
@@ -50,6 +50,7 @@ func scheduleEngine(t *testing.T) (string, *client.Client) {
 		if time.Now().After(deadline) {
 			t.Fatal("the schedules bucket was not created")
 		}
+		// Polls: the bucket's creation sends no event to this test.
 		time.Sleep(10 * time.Millisecond)
 	}
 	return srv.ClientURL(), client.New(store)
@@ -142,6 +143,7 @@ func TestScheduleCommands(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("list -schedule nightly: %s, want %d runs", r.stdout, len(want))
 		}
+		// Polls: the read model's list notifies nobody.
 		time.Sleep(100 * time.Millisecond)
 	}
 	r = weft(t, "schedule", "describe", "nightly", nats)
@@ -231,6 +233,7 @@ func TestTriggerCommands(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("list -trigger greet: %s", r.stdout)
 		}
+		// Polls: the read model's list notifies nobody.
 		time.Sleep(100 * time.Millisecond)
 	}
 	deadline = time.Now().Add(10 * time.Second)
@@ -239,6 +242,7 @@ func TestTriggerCommands(t *testing.T) {
 		if strings.Contains(r.stdout, "bad messages  2") || time.Now().After(deadline) {
 			break
 		}
+		// Polls: a trigger's counters are a KV value re-read here.
 		time.Sleep(100 * time.Millisecond)
 	}
 	wantContains(t, "describe", r.stdout, "orders.created (stream ORDERS)", "input.ok", "runs started  2", "duplicates    1", "filtered out  1", "bad messages  2", "ORDERS#5", "-filter", "ORDERS#4", `no key "who"`)

@@ -17,7 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/cli"
-	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/projection"
 )
@@ -63,7 +63,7 @@ func TestHTTPDocs(t *testing.T) {
 	token, secret := "tok-0123456789abcdef", "whsec-0123456789abcdef"
 	t.Setenv("WEFT_GATEWAY_TOKENS", "alice="+token)
 	t.Setenv("WEFT_WEBHOOK_SECRET_ORDERS", secret)
-	port := natstest.FreePort(t)
+	port := testkit.FreePort(t)
 	sctx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -80,6 +80,7 @@ func TestHTTPDocs(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("weft serve did not listen")
 		}
+		// Polls: the server's port opens without an event to wait for.
 		time.Sleep(20 * time.Millisecond)
 	}
 	blocks := curlBlocks(t)
@@ -161,8 +162,10 @@ func TestHTTPDocs(t *testing.T) {
 		if ctx.Err() != nil {
 			t.Fatalf("webhook runs: %+v", runs)
 		}
+		// Polls: the read model's list notifies nobody.
 		time.Sleep(100 * time.Millisecond)
 	}
+	// Gives a replayed webhook the time to (wrongly) start a second run: an absence cannot be waited for.
 	time.Sleep(500 * time.Millisecond)
 	if runs, _ := cl.List(ctx, client.WithTrigger("orders")); len(runs) != 1 {
 		t.Fatalf("webhook runs: %+v, want 1", runs)

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/coordinator"
-	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/graph"
 )
@@ -24,7 +24,7 @@ const (
 // a coordinator ran and stopped, they say none is alive; with one running
 // and the run waiting for a person, they say nothing.
 func TestWarnsWhenNothingDecides(t *testing.T) {
-	srv, store := natstest.Store(t)
+	srv, store := testkit.Store(t)
 	url := srv.ClientURL()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -153,6 +153,8 @@ func caseAnnounce(ctx context.Context, k *kit) error {
 	return nil
 }
 
+// Size: one conformance case, a script of steps and checks against the
+// worker under test, read top to bottom.
 func caseEcho(ctx context.Context, k *kit) error {
 	input := map[string]any{"x": 1, "s": "é <&>"}
 	given := map[string]any{"a": []any{1, 2}, "nested": map[string]any{"k": nil}}
@@ -564,6 +566,8 @@ func caseCancel(ctx context.Context, k *kit) error {
 	return nil
 }
 
+// Size: one conformance case, a script of steps and checks against the
+// worker under test, read top to bottom.
 func caseSigkill(ctx context.Context, k *kit) error {
 	first := k.current()
 	run, err := k.startRun(ctx, chain("conf-sigkill", node("a", "conf.effect", map[string]any{"ms": 3000}, nil)), nil)
@@ -674,6 +678,8 @@ func (k *kit) squat(ctx context.Context, subject, id string) error {
 	return nil
 }
 
+// Size: one conformance case, a script of steps and checks against the
+// worker under test, read top to bottom.
 func caseDuplicateItem(ctx context.Context, k *kit) error {
 	run, err := k.startRun(ctx, chain("conf-dup", node("a", "conf.effect", map[string]any{"ms": 1500}, nil)), nil)
 	if err != nil {

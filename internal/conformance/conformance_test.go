@@ -11,19 +11,19 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/conformance"
-	"github.com/weft-dev/weft/internal/proctest"
+	"github.com/weft-dev/weft/internal/testkit"
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	proctest.Cleanup()
+	testkit.Cleanup()
 	os.Exit(code)
 }
 
 // goWorker builds the Go SDK's conformance worker, once per test binary.
 func goWorker(t *testing.T) string {
 	t.Helper()
-	return filepath.Join(proctest.Build(t, "github.com/weft-dev/weft/internal/conformance/goworker"), "goworker")
+	return filepath.Join(testkit.Build(t, "github.com/weft-dev/weft/internal/conformance/goworker"), "goworker")
 }
 
 // lineWriter logs each line written to it.

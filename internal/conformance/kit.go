@@ -141,6 +141,9 @@ type kit struct {
 
 // start sets the engine up: the server under the roles, the admin's
 // provisioning and the queue's consumer, the coordinator, the client.
+//
+// Size: the kit's set-up in the order it must happen (server, stream,
+// consumers, the worker process, its readiness).
 func start(ctx context.Context, o Options) (_ *kit, err error) {
 	k := &kit{o: o, dir: o.Dir, terminated: newSeqSet()}
 	if k.dir == "" {

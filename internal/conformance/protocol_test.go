@@ -18,7 +18,7 @@ import (
 
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/natsconn"
-	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
@@ -274,8 +274,8 @@ func TestProtocolHeaders(t *testing.T) {
 	}
 
 	// What a client's start puts on the wire, heard as it is published.
-	srv, st := natstest.Store(t)
-	nc, _ := natstest.Connect(t, srv)
+	srv, st := testkit.Store(t)
+	nc, _ := testkit.Connect(t, srv)
 	heard := make(chan *nats.Msg, 1)
 	sub, err := nc.ChanSubscribe(eventlog.KindFilter(events.RunStarted), heard)
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/coordinator"
-	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -23,7 +23,7 @@ import (
 // with a run-failed that says why, instead of growing its history until
 // it cannot be loaded.
 func TestSignalFloodFailsRunOverBudget(t *testing.T) {
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	const budget = 300

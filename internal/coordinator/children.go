@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/weft-dev/weft/internal/engine"
+	"github.com/weft-dev/weft/internal/decider"
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/telemetry"
@@ -44,8 +44,8 @@ import (
 
 // startChildren appends the starts of the child runs a decision starts,
 // and returns the ones it could not start as this run's (see above).
-func (c *Coordinator) startChildren(ctx context.Context, run string, starts []*events.Event) ([]engine.WaitingChild, error) {
-	var preempted []engine.WaitingChild
+func (c *Coordinator) startChildren(ctx context.Context, run string, starts []*events.Event) ([]decider.WaitingChild, error) {
+	var preempted []decider.WaitingChild
 	for _, start := range starts {
 		p, err := start.Payload()
 		if err != nil {
@@ -65,7 +65,7 @@ func (c *Coordinator) startChildren(ctx context.Context, run string, starts []*e
 			return nil, err
 		}
 		if !own {
-			preempted = append(preempted, engine.WaitingChild{Ref: ref, RunID: start.RunID})
+			preempted = append(preempted, decider.WaitingChild{Ref: ref, RunID: start.RunID})
 		}
 	}
 	return preempted, nil
@@ -79,7 +79,7 @@ func (c *Coordinator) ownChild(ctx context.Context, parent string, ref events.No
 	if err != nil {
 		return false, fmt.Errorf("reading the start of child run %s: %w", child, err)
 	}
-	return engine.IsChildStart(start, parent, ref, child), nil
+	return decider.IsChildStart(start, parent, ref, child), nil
 }
 
 // decidedStart returns the start on a run's decision subject (a child
@@ -110,9 +110,9 @@ func (c *Coordinator) decidedStart(ctx context.Context, run string) (*events.Eve
 // one engine.PreemptedNotice each, a notice outside the run's concurrency
 // check (as a child's end is), which the run's fold takes as the child's
 // failed end.
-func (c *Coordinator) tellPreempted(ctx context.Context, run string, preempted []engine.WaitingChild, claimed bool) error {
+func (c *Coordinator) tellPreempted(ctx context.Context, run string, preempted []decider.WaitingChild, claimed bool) error {
 	for _, p := range preempted {
-		notice := engine.PreemptedNotice(run, p.Ref, p.RunID, claimed, c.opts.now())
+		notice := decider.PreemptedNotice(run, p.Ref, p.RunID, claimed, c.opts.now())
 		if notice == nil {
 			continue
 		}
@@ -139,8 +139,8 @@ func (c *Coordinator) checkChildren(ctx context.Context, ent *runEntry) error {
 	if ent.state.Status.Ended() {
 		return nil
 	}
-	var preempted []engine.WaitingChild
-	for _, w := range engine.WaitingChildren(ent.state) {
+	var preempted []decider.WaitingChild
+	for _, w := range decider.WaitingChildren(ent.state) {
 		own, err := c.ownChild(ctx, ent.run, w.Ref, w.RunID)
 		if err != nil {
 			return err
@@ -169,8 +169,8 @@ func (c *Coordinator) claimedChild(ctx context.Context, child string, claim *eve
 	if err != nil {
 		return err
 	}
-	if ok && engine.ChildRunID(p.RunID, nonce, p.Ref) == child {
-		if err := c.tellPreempted(ctx, p.RunID, []engine.WaitingChild{{Ref: p.Ref, RunID: child}}, true); err != nil {
+	if ok && decider.ChildRunID(p.RunID, nonce, p.Ref) == child {
+		if err := c.tellPreempted(ctx, p.RunID, []decider.WaitingChild{{Ref: p.Ref, RunID: child}}, true); err != nil {
 			return err
 		}
 	}

@@ -10,9 +10,9 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/weft-dev/weft/internal/coordinator"
-	"github.com/weft-dev/weft/internal/engine"
+	"github.com/weft-dev/weft/internal/decider"
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
@@ -104,6 +104,7 @@ func pollRun(t *testing.T, st events.Store, run, what string, cond func(*project
 			}
 			t.Fatalf("run %s: %s: not in 20s", run, what)
 		}
+		// Polls: the run's status is the read of its log, which notifies nobody.
 		time.Sleep(20 * time.Millisecond)
 	}
 }
@@ -136,8 +137,8 @@ func claimMsg(t *testing.T, run string, parent events.ParentRef, g *graph.Graph)
 // taking the forged child's result.
 func TestForgedChildIsNotAdopted(t *testing.T) {
 	t.Parallel()
-	srv, st := natstest.Store(t)
-	_, js := natstest.Connect(t, srv)
+	srv, st := testkit.Store(t)
+	_, js := testkit.Connect(t, srv)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	c := runCoordinator(t, ctx, st)
@@ -155,8 +156,8 @@ func TestForgedChildIsNotAdopted(t *testing.T) {
 		})
 		// The attacker reads the victim's start, as any client may, and
 		// derives the child's id as the engine does.
-		child := engine.ChildRunID(run, s.Nonce, childRef)
-		if s.Nonce == "" || child == engine.ChildRunID(run, "", childRef) {
+		child := decider.ChildRunID(run, s.Nonce, childRef)
+		if s.Nonce == "" || child == decider.ChildRunID(run, "", childRef) {
 			t.Fatalf("run %s has no nonce: its child id is the guessable %s", run, child)
 		}
 		switch attack {
@@ -217,8 +218,8 @@ func TestForgedChildIsNotAdopted(t *testing.T) {
 // coordinator's, and the run completes with the child's real result.
 func TestHonestChildAfterAClaim(t *testing.T) {
 	t.Parallel()
-	srv, st := natstest.Store(t)
-	_, js := natstest.Connect(t, srv)
+	srv, st := testkit.Store(t)
+	_, js := testkit.Connect(t, srv)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	runCoordinator(t, ctx, st)
@@ -266,8 +267,8 @@ func TestHonestChildAfterAClaim(t *testing.T) {
 // than waiting forever.
 func TestWaitingChildCheckedWhenFoldedAfresh(t *testing.T) {
 	t.Parallel()
-	srv, st := natstest.Store(t)
-	_, js := natstest.Connect(t, srv)
+	srv, st := testkit.Store(t)
+	_, js := testkit.Connect(t, srv)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	g := mustGraph(t, directGraph)
@@ -285,7 +286,7 @@ func TestWaitingChildCheckedWhenFoldedAfresh(t *testing.T) {
 	s := &projection.State{}
 	start.Seq = seq
 	_ = s.Apply(start)
-	d := engine.Decide(g, s, time.Now())
+	d := decider.Decide(g, s, time.Now())
 	if len(d.Children) != 1 {
 		t.Fatalf("decision %+v", d)
 	}
@@ -314,8 +315,8 @@ func TestWaitingChildCheckedWhenFoldedAfresh(t *testing.T) {
 // waiting forever.
 func TestClaimedChildTellsItsParent(t *testing.T) {
 	t.Parallel()
-	srv, st := natstest.Store(t)
-	_, js := natstest.Connect(t, srv)
+	srv, st := testkit.Store(t)
+	_, js := testkit.Connect(t, srv)
 	ctx := context.Background()
 	g := mustGraph(t, directGraph)
 	parent := events.NewRunID()
@@ -332,7 +333,7 @@ func TestClaimedChildTellsItsParent(t *testing.T) {
 	s := &projection.State{}
 	start.Seq = seq
 	_ = s.Apply(start)
-	d := engine.Decide(g, s, time.Now())
+	d := decider.Decide(g, s, time.Now())
 	child := d.Children[0].RunID
 	if child != parent+"-child-1" {
 		t.Fatalf("a parent without a nonce: child id %s", child)

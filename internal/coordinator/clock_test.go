@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/coordinator"
-	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
 )
@@ -18,7 +18,7 @@ var clockAt = time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)
 // stands at clockAt, beside a worker, and returns the run's events.
 func runOnClock(t *testing.T, src string) []*events.Event {
 	t.Helper()
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	runCoordinator(t, ctx, st, coordinator.WithClock(func() time.Time { return clockAt }), coordinator.WithLogger(quiet()))

@@ -17,8 +17,7 @@ import (
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/embedded"
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/natstest"
-	"github.com/weft-dev/weft/internal/proctest"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -70,7 +69,7 @@ func payloadsOf[P events.Payload](evs []*events.Event) []P {
 // filter-cancelled node is routed like a skipped one, outputAs promotes the
 // output into the artifacts, and the schemas reach the worker.
 func TestNodeContractInRuns(t *testing.T) {
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	runCoordinator(t, ctx, st)
@@ -154,7 +153,7 @@ func (fallbackNode) Fallback(ctx context.Context, in *worker.Input, err error) (
 // An input schema violation fails the run with a ValidationError naming the
 // field, and is not retried.
 func TestSchemaViolationFailsRun(t *testing.T) {
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	runCoordinator(t, ctx, st)
@@ -180,7 +179,7 @@ edges:
 // Work of a type no live worker serves waits as "ready" and runs once a
 // worker for it comes.
 func TestUnservedTypeWaits(t *testing.T) {
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	runCoordinator(t, ctx, st)
@@ -215,7 +214,7 @@ edges:
 // A checkpointed node leaves a snapshot of its run; snapshot plus tail is
 // the full fold.
 func TestCheckpointSnapshots(t *testing.T) {
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	runCoordinator(t, ctx, st)
@@ -266,7 +265,7 @@ edges:
 // is a durable JetStream message schedule.
 func TestRetrySurvivesRestartOfEverything(t *testing.T) {
 	dir := t.TempDir()
-	port := proctest.FreePort(t)
+	port := testkit.FreePort(t)
 	type world struct {
 		stop func()
 		st   events.Store

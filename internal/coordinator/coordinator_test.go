@@ -18,8 +18,7 @@ import (
 
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/natstest"
-	"github.com/weft-dev/weft/internal/proctest"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/worker"
@@ -104,12 +103,12 @@ func runCoordinator(t testing.TB, ctx context.Context, st events.Store, opts ...
 }
 
 var (
-	waitEnded        = natstest.WaitEnded
-	checkExactlyOnce = natstest.CheckExactlyOnce
+	waitEnded        = testkit.WaitEnded
+	checkExactlyOnce = testkit.CheckExactlyOnce
 )
 
 func TestRunsComplete(t *testing.T) {
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	c := runCoordinator(t, ctx, st)
@@ -123,7 +122,7 @@ func TestRunsComplete(t *testing.T) {
 }
 
 func TestTwoCoordinatorsNeverDecideTwice(t *testing.T) {
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	runCoordinator(t, ctx, st)
@@ -136,7 +135,7 @@ func TestTwoCoordinatorsNeverDecideTwice(t *testing.T) {
 
 func TestTwoCoordinatorsWithSeparateConsumers(t *testing.T) {
 	// Each sees every event: both decide every step; the log takes one.
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	a := runCoordinator(t, ctx, st, coordinator.WithDurable("coord-a"))
@@ -150,8 +149,8 @@ func TestTwoCoordinatorsWithSeparateConsumers(t *testing.T) {
 }
 
 func TestMalformedEventsArePassedOver(t *testing.T) {
-	srv, st := natstest.Store(t)
-	nc, _ := natstest.Connect(t, srv)
+	srv, st := testkit.Store(t)
+	nc, _ := testkit.Connect(t, srv)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	c := runCoordinator(t, ctx, st)
@@ -191,12 +190,12 @@ func TestMalformedEventsArePassedOver(t *testing.T) {
 
 func binaries(t *testing.T) string {
 	t.Helper()
-	return proctest.Build(t, "github.com/weft-dev/weft/cmd/coordinator", "github.com/weft-dev/weft/cmd/nodeworker")
+	return testkit.Build(t, "github.com/weft-dev/weft/cmd/coordinator", "github.com/weft-dev/weft/cmd/nodeworker")
 }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	proctest.Cleanup()
+	testkit.Cleanup()
 	os.Exit(code)
 }
 
@@ -233,7 +232,7 @@ func (s *syncWriter) Write(b []byte) (int, error) {
 }
 
 func TestCoordinatorKilledMidRunResumes(t *testing.T) {
-	srv, st := natstest.Store(t)
+	srv, st := testkit.Store(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	runWorker(t, ctx, st, "w1")
@@ -276,7 +275,7 @@ func TestCoordinatorKilledMidRunResumes(t *testing.T) {
 }
 
 func TestTwoCoordinatorProcesses(t *testing.T) {
-	srv, st := natstest.Store(t)
+	srv, st := testkit.Store(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	spawn(t, srv, "coordinator")

@@ -16,7 +16,7 @@ import (
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/embedded"
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
@@ -25,7 +25,7 @@ import (
 )
 
 // Regression tests of issue 9's bug classes against real JetStream, with
-// faults injected at the store seam (natstest.FaultStore) or hostile
+// faults injected at the store seam (testkit.FaultStore) or hostile
 // messages published on a run's subjects.
 
 const flakyGraph = `
@@ -85,11 +85,11 @@ const wantFlaky = "ready 1, failed 1, retry 2, timer 2, ready 2, failed 2, retry
 // the timer was scheduled before its decision with a fixed id, and one
 // failed schedule left the node retrying forever.
 func TestRetryTimerSurvivesFailedSchedules(t *testing.T) {
-	_, base := natstest.Store(t)
-	st := natstest.NewFaultStore(base)
+	_, base := testkit.Store(t)
+	st := testkit.NewFaultStore(base)
 	var mu sync.Mutex
 	failures := map[string]int{}
-	st.Set(func(f *natstest.FaultStore) {
+	st.Set(func(f *testkit.FaultStore) {
 		f.BeforeSchedule = func(_ *events.Event, id string) error {
 			mu.Lock()
 			defer mu.Unlock()
@@ -126,11 +126,11 @@ func TestRetryTimerSurvivesFailedSchedules(t *testing.T) {
 // lost (as when the coordinator dies right after the append): the timer
 // is armed from the state when the event is handled again.
 func TestRetryTimerArmedAfterLostAck(t *testing.T) {
-	_, base := natstest.Store(t)
-	st := natstest.NewFaultStore(base)
+	_, base := testkit.Store(t)
+	st := testkit.NewFaultStore(base)
 	var mu sync.Mutex
 	lost := map[string]bool{}
-	st.Set(func(f *natstest.FaultStore) {
+	st.Set(func(f *testkit.FaultStore) {
 		f.AfterAppend = func(run string, evs []*events.Event) error {
 			mu.Lock()
 			defer mu.Unlock()
@@ -167,7 +167,7 @@ func TestRetryTimerArmedAfterLostAck(t *testing.T) {
 // the concurrency check was computed from decodable events only, and every
 // later decision conflicted forever.
 func TestJunkOnDecisionSubjectsDoesNotStall(t *testing.T) {
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	c := runCoordinator(t, ctx, st, coordinator.WithLogger(quiet()))
@@ -200,7 +200,7 @@ func TestJunkOnDecisionSubjectsDoesNotStall(t *testing.T) {
 // answers the real events as duplicates; the store confirms them against
 // the stored messages, writes them under fresh ids, and the run ends.
 func TestSquattedIDsDoNotStall(t *testing.T) {
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	runCoordinator(t, ctx, st, coordinator.WithLogger(quiet()))
@@ -228,7 +228,7 @@ func TestSquattedIDsDoNotStall(t *testing.T) {
 // message size) fails the run with an error that says why, instead of
 // being retried every 500 ms forever.
 func TestUnwritableDecisionFailsRun(t *testing.T) {
-	_, st := natstest.StoreOn(t, natstest.ServerWith(t, embedded.Config{MaxPayload: 256 << 10}))
+	_, st := testkit.StoreOn(t, testkit.ServerWith(t, embedded.Config{MaxPayload: 256 << 10}))
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	c := runCoordinator(t, ctx, st, coordinator.WithLogger(quiet()))
@@ -258,7 +258,7 @@ edges:
 // A human node's deadline timer is dropped when the run ends: no schedule
 // is left behind and no timer fires into the ended run.
 func TestTimersDroppedWhenRunEnds(t *testing.T) {
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	runCoordinator(t, ctx, st, coordinator.WithLogger(quiet()))
@@ -293,6 +293,7 @@ edges:
 		if time.Now().After(deadline) {
 			t.Fatal("the deadline's schedule outlived the run")
 		}
+		// Polls: a schedule's removal from the timers stream sends no event.
 		time.Sleep(20 * time.Millisecond)
 	}
 }
@@ -338,7 +339,7 @@ func pendingSchedules(t testing.TB, st events.Store, run string) uint64 {
 // with a message that contains want.
 func runHanging(t *testing.T, typ, limits, want string, before func(context.Context) error) []*events.Event {
 	t.Helper()
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	runCoordinator(t, ctx, st, coordinator.WithLogger(quiet()))

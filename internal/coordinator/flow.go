@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/weft-dev/weft/internal/engine"
+	"github.com/weft-dev/weft/internal/decider"
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/flow"
 	"github.com/weft-dev/weft/internal/logattr"
@@ -41,46 +41,46 @@ func (c *Coordinator) openFlow(ctx context.Context) {
 // and a function that gives the first error reaching the bucket: a
 // decision made while the bucket could not answer is thrown away, and the
 // event handled again.
-func (c *Coordinator) flowOptions(ctx context.Context) (engine.Options, func() error) {
+func (c *Coordinator) flowOptions(ctx context.Context) (decider.Options, func() error) {
 	if c.flow == nil {
-		return engine.Options{}, func() error { return nil }
+		return decider.Options{}, func() error { return nil }
 	}
 	var first error
-	reserve := func(r engine.ReserveRequest) engine.Reservation {
+	reserve := func(r decider.ReserveRequest) decider.Reservation {
 		if first != nil {
-			return engine.Reservation{At: time.Unix(1<<40, 0)} // not now: the decision is thrown away
+			return decider.Reservation{At: time.Unix(1<<40, 0)} // not now: the decision is thrown away
 		}
 		h := flow.Holder{Run: r.Run, Node: r.Ref.Node, Iteration: r.Ref.Iteration, Attempt: r.Attempt}
 		at, err := c.flow.Reserve(ctx, flow.RateSpec{Limit: r.Rate.Limit, Key: r.Rate.Key, Rate: r.Limit, Per: r.Per}, h, r.Rate.Units, r.Now)
 		switch {
 		case flow.Final(err):
 			details, _ := json.Marshal(map[string]any{"limit": r.Rate.Limit, "key": r.Rate.Key})
-			return engine.Reservation{Failure: &events.Failure{Type: events.FailureFlowLimit,
+			return decider.Reservation{Failure: &events.Failure{Type: events.FailureFlowLimit,
 				Message: fmt.Sprintf("node %q: %v", r.Ref.Node, err), Details: details}}
 		case err != nil:
 			first = err
-			return engine.Reservation{At: time.Unix(1<<40, 0)}
+			return decider.Reservation{At: time.Unix(1<<40, 0)}
 		}
-		return engine.Reservation{At: at}
+		return decider.Reservation{At: at}
 	}
-	admit := func(r engine.AdmitRequest) engine.Admission {
+	admit := func(r decider.AdmitRequest) decider.Admission {
 		if first != nil {
-			return engine.Admission{}
+			return decider.Admission{}
 		}
 		h := flow.Holder{Run: r.Run, Node: r.Ref.Node, Iteration: r.Ref.Iteration, Attempt: r.Attempt, Priority: r.Priority, Fairness: r.Fairness}
 		g, err := c.flow.Acquire(ctx, slotOf(r.Slot), h)
 		switch {
 		case flow.Final(err):
 			details, _ := json.Marshal(map[string]any{"limit": r.Slot.Limit, "key": r.Slot.Key, "max": r.Slot.Max})
-			return engine.Admission{Failure: &events.Failure{Type: events.FailureFlowLimit,
+			return decider.Admission{Failure: &events.Failure{Type: events.FailureFlowLimit,
 				Message: fmt.Sprintf("node %q: %v", r.Ref.Node, err), Details: details}}
 		case err != nil:
 			first = err
-			return engine.Admission{}
+			return decider.Admission{}
 		}
-		return engine.Admission{Granted: g.Granted}
+		return decider.Admission{Granted: g.Granted}
 	}
-	return engine.Options{Admit: admit, Reserve: reserve}, func() error { return first }
+	return decider.Options{Admit: admit, Reserve: reserve}, func() error { return first }
 }
 
 func slotOf(s events.SlotRef) flow.Slot { return flow.Slot{Limit: s.Limit, Key: s.Key, Max: s.Max} }

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/coordinator"
-	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -29,7 +29,7 @@ func TestFlowFigures(t *testing.T) {
 }
 
 func flowEnv(t *testing.T) events.Store {
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	runCoordinator(t, ctx, st, coordinator.WithLogger(quiet()))

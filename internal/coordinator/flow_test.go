@@ -13,7 +13,7 @@ import (
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/flow"
-	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/internal/worker"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
@@ -143,6 +143,7 @@ func waitNoSlots(t *testing.T, st events.Store) {
 		if time.Now().After(deadline) {
 			t.Fatalf("slots left in the bucket (%v): %+v", err, es)
 		}
+		// Polls: a slot's release is a KV delete, which this test does not watch.
 		time.Sleep(50 * time.Millisecond)
 	}
 }
@@ -164,7 +165,7 @@ func checkLimit(t *testing.T, st events.Store, runs []string, keys ...string) {
 // Ten runs of one key with max 2: never more than two hold a slot, every
 // run completes, no slot is left; another key is not held up by the first.
 func TestConcurrencyLimitByKey(t *testing.T) {
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	runCoordinator(t, ctx, st, coordinator.WithLogger(quiet()))
@@ -180,7 +181,7 @@ func TestConcurrencyLimitByKey(t *testing.T) {
 // The same across two coordinators that own different partitions: the
 // slots are one compare-and-set state for both.
 func TestConcurrencyLimitAcrossPartitions(t *testing.T) {
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	runWorker(t, ctx, st, "w1")
@@ -205,7 +206,7 @@ func TestConcurrencyLimitAcrossPartitions(t *testing.T) {
 // Attempts that time out, and runs cancelled while they hold or wait for
 // a slot, give their slots back: every run ends and no slot is left.
 func TestConcurrencySlotsReleased(t *testing.T) {
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	runCoordinator(t, ctx, st, coordinator.WithLogger(quiet()))
@@ -257,6 +258,7 @@ func waitForSlots(t *testing.T, st events.Store, runs []string, n int) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d runs wait for a slot, want %d", k, n)
 		}
+		// Polls: the waiters are a KV value's contents, not events.
 		time.Sleep(50 * time.Millisecond)
 	}
 }
@@ -265,7 +267,7 @@ func waitForSlots(t *testing.T, st events.Store, runs []string, n int) {
 // then one every 100ms, so the 30th starts no sooner than 2s after the
 // first; the waits are in the log; every run completes.
 func TestRateLimitByKey(t *testing.T) {
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	runCoordinator(t, ctx, st, coordinator.WithLogger(quiet()))
@@ -348,7 +350,7 @@ func readyTimes(t *testing.T, st events.Store, runs []string) ([]time.Time, int)
 // the first attempt of a run says RateLimited with 1.5s; every other run
 // of the key, readied after that, starts no sooner than 1.5s after it.
 func TestRateLimitedBacksOffTheKey(t *testing.T) {
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	runCoordinator(t, ctx, st, coordinator.WithLogger(quiet()))
@@ -400,6 +402,7 @@ func waitFailedOnce(t *testing.T, st events.Store, run string) {
 				return
 			}
 		}
+		// Polls: the failure is read from the log, which this loop re-reads.
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatal("the node never failed")

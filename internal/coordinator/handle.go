@@ -8,7 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/weft-dev/weft/internal/engine"
+	"github.com/weft-dev/weft/internal/decider"
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/telemetry"
@@ -59,7 +59,7 @@ func (c *Coordinator) handle(ctx context.Context, msg jetstream.Msg, redelivered
 }
 
 // settleRestored settles a message put back from an archive
-// (runs.Restore): history of a run that ended, nothing to decide; but
+// (readmodel.Restore): history of a run that ended, nothing to decide; but
 // only if the read model says the admin restored the run, since any
 // writer can set a header. It reports whether it settled msg.
 func (c *Coordinator) settleRestored(ctx context.Context, msg jetstream.Msg, meta *jetstream.MsgMetadata) bool {
@@ -389,7 +389,7 @@ func (c *Coordinator) decide(ctx context.Context, ent *runEntry) error {
 		return c.failInvalidGraph(ctx, ent, err)
 	}
 	fo, flowErr := c.flowOptions(ctx)
-	d := engine.DecideWith(g, s, c.opts.now(), fo)
+	d := decider.DecideWith(g, s, c.opts.now(), fo)
 	if err := flowErr(); err != nil {
 		return err // s is thrown away: the event comes again
 	}
@@ -433,7 +433,7 @@ func (c *Coordinator) decide(ctx context.Context, ent *runEntry) error {
 // appended: its child runs started (it returns those that were pre-empted:
 // children.go), the children of an ended run asked to cancel, and the
 // queues of its work items made.
-func (c *Coordinator) prepareDecisions(ctx context.Context, run string, d engine.Decision) ([]engine.WaitingChild, error) {
+func (c *Coordinator) prepareDecisions(ctx context.Context, run string, d decider.Decision) ([]decider.WaitingChild, error) {
 	preempted, err := c.startChildren(ctx, run, d.Children)
 	if err != nil {
 		return nil, err
@@ -471,7 +471,7 @@ func (c *Coordinator) notifyParent(ctx context.Context, ent *runEntry) error {
 	if ent.notified {
 		return nil
 	}
-	notice := engine.ParentNotice(ent.state)
+	notice := decider.ParentNotice(ent.state)
 	if notice == nil {
 		return nil
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
 )
@@ -19,8 +19,8 @@ import (
 // meanwhile, and its event, held all that time, is not delivered again
 // (it gets in-progress acknowledgements), nor are the others' events.
 func TestSlowRunHoldsUpOnlyItself(t *testing.T) {
-	_, st := natstest.Store(t)
-	fs := natstest.NewFaultStore(st)
+	_, st := testkit.Store(t)
+	fs := testkit.NewFaultStore(st)
 	g := mustGraph(t, chain)
 	slow := events.NewRunID()
 	release := make(chan struct{})
@@ -28,7 +28,7 @@ func TestSlowRunHoldsUpOnlyItself(t *testing.T) {
 	unblock := func() { once.Do(func() { close(release) }) }
 	blocked := make(chan struct{})
 	var blockedOnce sync.Once
-	fs.Set(func(f *natstest.FaultStore) {
+	fs.Set(func(f *testkit.FaultStore) {
 		f.BeforeAppend = func(run string, evs []*events.Event) error {
 			if run == slow {
 				blockedOnce.Do(func() { close(blocked) })
@@ -96,15 +96,15 @@ func TestSlowRunHoldsUpOnlyItself(t *testing.T) {
 // request of the run waits its turn behind it; the coordinator stops, and
 // another, with an ack wait far longer than the test, cancels the run.
 func TestStoppedCoordinatorHandsHeldEventsBack(t *testing.T) {
-	_, st := natstest.Store(t)
-	fs := natstest.NewFaultStore(st)
+	_, st := testkit.Store(t)
+	fs := testkit.NewFaultStore(st)
 	g := mustGraph(t, chain)
 	run := events.NewRunID()
 	release := make(chan struct{})
 	blocked := make(chan struct{})
 	var blockedOnce, releaseOnce sync.Once
 	unblock := func() { releaseOnce.Do(func() { close(release) }) }
-	fs.Set(func(f *natstest.FaultStore) {
+	fs.Set(func(f *testkit.FaultStore) {
 		f.BeforeAppend = func(r string, evs []*events.Event) error {
 			if r == run {
 				blockedOnce.Do(func() { close(blocked) })

@@ -13,7 +13,7 @@ import (
 
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
 	"github.com/weft-dev/weft/pkg/worker"
@@ -65,17 +65,17 @@ func checkNoDuplicates(t *testing.T, st events.Store, runs []string) {
 	t.Helper()
 	for _, run := range runs {
 		evs := readRun(t, st, run)
-		if d := natstest.DuplicateDecisions(evs); len(d) > 0 {
+		if d := testkit.DuplicateDecisions(evs); len(d) > 0 {
 			t.Fatalf("run %s: decisions written twice: %v", run, d)
 		}
-		if d := natstest.DuplicateFacts(evs); len(d) > 0 {
+		if d := testkit.DuplicateFacts(evs); len(d) > 0 {
 			t.Fatalf("run %s: facts written twice: %v", run, d)
 		}
 	}
 }
 
 func TestLocalNodesRunWithoutWorkers(t *testing.T) {
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	c := runCoordinator(t, ctx, st, coordinator.WithLogger(quiet()))
@@ -145,7 +145,7 @@ func (f *flaky) Execute(ctx context.Context, in *worker.Input) (*worker.Result, 
 }
 
 func TestLocalNodeRetriesByPolicy(t *testing.T) {
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	f := &flaky{okAt: 3}
@@ -195,7 +195,7 @@ edges:
 }
 
 func TestForcedToQueueTransformsRunOnWorkers(t *testing.T) {
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	runCoordinator(t, ctx, st, coordinator.WithLogger(quiet()))
@@ -248,7 +248,7 @@ func (b *blocker) Execute(ctx context.Context, in *worker.Input) (*worker.Result
 }
 
 func TestLocalNodeRunsAgainAfterCoordinatorStops(t *testing.T) {
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	b := &blocker{started: make(chan struct{})}
 	opts := []coordinator.Option{coordinator.WithLogger(quiet()), coordinator.WithLocalNode("block", b), coordinator.WithLeaseTTL(time.Second)}
 	g := anyTypeGraph(t, `
@@ -300,10 +300,10 @@ edges:
 }
 
 func TestLocalOutcomeLostAppendRunsAgain(t *testing.T) {
-	_, inner := natstest.Store(t)
-	st := natstest.NewFaultStore(inner)
+	_, inner := testkit.Store(t)
+	st := testkit.NewFaultStore(inner)
 	var failed atomic.Int64
-	st.Set(func(f *natstest.FaultStore) {
+	st.Set(func(f *testkit.FaultStore) {
 		f.BeforeAppend = func(run string, evs []*events.Event) error {
 			// The first outcome of node b is not written: as if the
 			// coordinator died between ready and outcome.
@@ -404,7 +404,7 @@ func (g *gate) Execute(ctx context.Context, in *worker.Input) (*worker.Result, e
 // A slow local node is detached from its shard: another run on the same
 // (only) shard completes while it runs, and it completes once it returns.
 func TestSlowLocalNodeDoesNotStallOtherRuns(t *testing.T) {
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	gt := &gate{started: make(chan struct{}), release: make(chan struct{})}
@@ -438,7 +438,7 @@ edges: [{from: START, to: g}, {from: g, to: END}]
 // A local node's timeout bounds each attempt; a timed-out attempt is
 // retried by the policy like any node's.
 func TestLocalNodeTimeout(t *testing.T) {
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	gt := &gate{started: make(chan struct{}), release: make(chan struct{})}
@@ -461,7 +461,7 @@ edges: [{from: START, to: g}, {from: g, to: END}]
 // The items of a mapped local node run in the coordinator, each recorded
 // as its own attempt.
 func TestLocalMapItems(t *testing.T) {
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	runCoordinator(t, ctx, st, coordinator.WithLogger(quiet()))
@@ -488,7 +488,7 @@ edges: [{from: START, to: sq}, {from: sq, to: END}]
 // apart: each node runs once to its outcome, each decision is written
 // once, and every run completes.
 func TestConcurrentLocalChains(t *testing.T) {
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	c := runCoordinator(t, ctx, st, coordinator.WithLogger(quiet()), coordinator.WithShards(4))

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/coordinator"
-	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
 	"github.com/weft-dev/weft/pkg/worker"
@@ -42,7 +42,7 @@ edges:
 // acknowledged nothing starts it again. With the budget spent before
 // every node, several long local loops all end, each step once.
 func TestLocalNodeRunsWhenBudgetSpentBeforeItStarts(t *testing.T) {
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	c := runCoordinator(t, ctx, st, coordinator.WithLogger(quiet()), coordinator.WithShards(2), coordinator.WithLocalInlineBudget(time.Nanosecond))
@@ -88,7 +88,7 @@ func (s *stopper) Execute(ctx context.Context, in *worker.Input) (*worker.Result
 // coordinator stopped. The echo goes back unacknowledged, and the next
 // coordinator runs the node and ends the run.
 func TestLocalNodeReadyAtStopRunsOnNextCoordinator(t *testing.T) {
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	ctx1, stop1 := context.WithCancel(context.Background())
 	s := &stopper{stop: stop1}
 	// A budget no node outruns: a, b and c run in the three inline rounds
@@ -150,7 +150,7 @@ func TestLongLocalLoopsOnFullShard(t *testing.T) {
 		{"budget spent", time.Nanosecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, st := natstest.Store(t)
+			_, st := testkit.Store(t)
 			ctx, cancel := context.WithCancel(context.Background())
 			t.Cleanup(cancel)
 			c := runCoordinator(t, ctx, st, coordinator.WithLogger(quiet()), coordinator.WithShards(2),

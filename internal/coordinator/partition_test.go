@@ -9,7 +9,7 @@ import (
 
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
@@ -66,7 +66,7 @@ func waitSpread(t *testing.T, partitions int, cs ...*held) {
 // Partitions spread over the coordinators that run, move when one stops
 // or starts, and runs complete throughout, each decision written once.
 func TestPartitionsRebalance(t *testing.T) {
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	runWorker(t, ctx, st, "w1")

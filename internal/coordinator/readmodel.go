@@ -9,7 +9,7 @@ import (
 
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/logattr"
-	"github.com/weft-dev/weft/internal/runs"
+	"github.com/weft-dev/weft/internal/readmodel"
 )
 
 // The read model of runs (package runs) is kept by the coordinator that
@@ -29,17 +29,17 @@ func WithRetention(d time.Duration) Option { return func(o *options) { o.retenti
 // readModel is the lazily opened read-model bucket.
 type readModel struct {
 	mu sync.Mutex
-	m  *runs.Model
+	m  *readmodel.Model
 }
 
-func (c *Coordinator) readModel(ctx context.Context) (*runs.Model, error) {
+func (c *Coordinator) readModel(ctx context.Context) (*readmodel.Model, error) {
 	r := &c.runsModel
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.m != nil {
 		return r.m, nil
 	}
-	m, err := runs.Ensure(ctx, c.js, c.store.StreamName(), c.log)
+	m, err := readmodel.Ensure(ctx, c.js, c.store.StreamName(), c.log)
 	if err != nil {
 		return nil, err
 	}
@@ -57,7 +57,7 @@ func (c *Coordinator) index(ctx context.Context, ent *runEntry, first bool) erro
 	}
 	m, err := c.readModel(ctx)
 	if err == nil {
-		err = m.Put(ctx, runs.Summarize(s, c.opts.retention), !first)
+		err = m.Put(ctx, readmodel.Summarize(s, c.opts.retention), !first)
 	}
 	if err != nil {
 		if s.Status.Ended() {
@@ -71,7 +71,7 @@ func (c *Coordinator) index(ctx context.Context, ent *runEntry, first bool) erro
 }
 
 // restoredRun reports whether the run of a subject was restored from an
-// archive: its read-model entry, written by runs.Restore before the run's
+// archive: its read-model entry, written by readmodel.Restore before the run's
 // messages, says so.
 func (c *Coordinator) restoredRun(ctx context.Context, subject string) (bool, error) {
 	run, ok := eventlog.RunOf(subject)
@@ -83,7 +83,7 @@ func (c *Coordinator) restoredRun(ctx context.Context, subject string) (bool, er
 		return false, err
 	}
 	sum, err := m.Get(ctx, run)
-	if errors.Is(err, runs.ErrNotFound) {
+	if errors.Is(err, readmodel.ErrNotFound) {
 		return false, nil
 	}
 	if err != nil {

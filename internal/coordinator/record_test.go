@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
 )
@@ -128,7 +128,7 @@ func TestRecordHistories(t *testing.T) {
 	if !*record {
 		t.Skip("records golden histories only with -record")
 	}
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	runCoordinator(t, ctx, st)

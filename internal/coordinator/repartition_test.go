@@ -11,7 +11,7 @@ import (
 
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
@@ -33,7 +33,7 @@ func runOnce(t *testing.T, st events.Store, opts ...coordinator.Option) (stop fu
 // refuses to start, saying why, and one told to repartition while another
 // coordinator runs refuses too.
 func TestPartitionCountMismatchRefused(t *testing.T) {
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	stop := runOnce(t, st, coordinator.WithPartitions(4))
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -68,7 +68,7 @@ func TestPartitionCountMismatchRefused(t *testing.T) {
 // shrinking from 4 partitions to 2 leaves no slot unconsumed, and growing
 // to 6 afterwards too.
 func TestRepartitionKeepsRunsGoing(t *testing.T) {
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	runWorker(t, ctx, st, "w1")
@@ -116,7 +116,7 @@ func TestRepartitionKeepsRunsGoing(t *testing.T) {
 // next with the new count: a consumer left from the old count is replaced,
 // so no slot is left unconsumed, and every run completes once.
 func TestInterruptedRepartitionFinishes(t *testing.T) {
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	runWorker(t, ctx, st, "w1")

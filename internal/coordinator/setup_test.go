@@ -13,7 +13,7 @@ import (
 
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/testkit"
 )
 
 func partitionConsumer(name string, ackWait time.Duration) jetstream.ConsumerConfig {
@@ -24,7 +24,7 @@ func partitionConsumer(name string, ackWait time.Duration) jetstream.ConsumerCon
 }
 
 func TestEnsureConsumerUsesAnExistingOneAsItIs(t *testing.T) {
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	ctx := context.Background()
 	js, stream := eventlog.JetStream(st), st.StreamName()
 	if _, err := coordinator.EnsureConsumer(ctx, js, stream, partitionConsumer("coord-0", time.Minute), nil); err != nil {
@@ -47,7 +47,7 @@ func TestEnsureConsumerUsesAnExistingOneAsItIs(t *testing.T) {
 }
 
 func TestEnsureConsumerRefusesOneWithoutAcks(t *testing.T) {
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	ctx := context.Background()
 	js, stream := eventlog.JetStream(st), st.StreamName()
 	cfg := partitionConsumer("noack", time.Minute)

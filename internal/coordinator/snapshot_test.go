@@ -13,7 +13,7 @@ import (
 
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -39,7 +39,7 @@ edges:
 // cache is empty, so it loads the run through its snapshot) and sends the
 // signal.
 func TestSnapshotNotAttestedIsDiscarded(t *testing.T) {
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	runCustomWorker(t, ctx, st, nil)
@@ -139,7 +139,7 @@ func TestSnapshotNotAttestedIsDiscarded(t *testing.T) {
 
 // The attested snapshot is used: a new coordinator folds only the tail.
 func TestAttestedSnapshotIsUsed(t *testing.T) {
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	runCustomWorker(t, ctx, st, nil)
@@ -244,6 +244,7 @@ func waitSnapshotAfter(t *testing.T, st events.Store, run string, seq uint64) *p
 		if time.Now().After(deadline) {
 			t.Fatalf("run %s: no snapshot stored", run)
 		}
+		// Polls: a snapshot is stored by the coordinator in its own time, with no event.
 		time.Sleep(10 * time.Millisecond)
 	}
 }
@@ -252,7 +253,7 @@ func waitSnapshotAfter(t *testing.T, st events.Store, run string, seq uint64) *p
 // is a true fold of the log at its sequence: it is used, and the tail from
 // it gives the log's result.
 func TestStaleSnapshotGivesTheLogsResult(t *testing.T) {
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	runCustomWorker(t, ctx, st, nil)

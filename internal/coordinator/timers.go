@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/weft-dev/weft/internal/engine"
+	"github.com/weft-dev/weft/internal/decider"
 	"github.com/weft-dev/weft/internal/telemetry"
 	"github.com/weft-dev/weft/pkg/projection"
 )
@@ -58,7 +58,7 @@ func (c *Coordinator) syncTimers(ctx context.Context, ent *runEntry) error {
 		if at, ok := ent.armed[t.ID]; ok && at.Equal(t.At) {
 			continue
 		}
-		ev, err := engine.TimerEvent(s.RunID, t.ID, t.Timer)
+		ev, err := decider.TimerEvent(s.RunID, t.ID, t.Timer)
 		if err != nil {
 			return err
 		}

@@ -11,7 +11,7 @@ import (
 	"github.com/weft-dev/weft/internal/coordinatord"
 	"github.com/weft-dev/weft/internal/embedded"
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
@@ -33,9 +33,9 @@ edges:
 // server's restart and the loss of its consumer, and decides runs before
 // and after each.
 func TestRunRidesOutAnOutage(t *testing.T) {
-	port, dir := natstest.FreePort(t), t.TempDir()
+	port, dir := testkit.FreePort(t), t.TempDir()
 	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
-	logs := natstest.NewLogWatch()
+	logs := testkit.NewLogWatch()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
@@ -43,14 +43,14 @@ func TestRunRidesOutAnOutage(t *testing.T) {
 	}()
 	logs.Wait(t, `"msg":"waiting for NATS"`, 30*time.Second)
 
-	srv := natstest.ServerAt(t, port, dir)
+	srv := testkit.ServerAt(t, port, dir)
 	logs.Wait(t, `"msg":"coordinating"`, 30*time.Second)
-	st := natstest.OpenStoreRetry(t, srv)
+	st := testkit.OpenStoreRetry(t, srv)
 	decides(t, st)
 
 	embedded.Stop(srv)
-	srv = natstest.ServerAt(t, port, dir)
-	st = natstest.OpenStoreRetry(t, srv)
+	srv = testkit.ServerAt(t, port, dir)
+	st = testkit.OpenStoreRetry(t, srv)
 	decides(t, st)
 
 	// Its consumers deleted under it: they are set up again.
@@ -99,6 +99,7 @@ func decides(t *testing.T, st events.Store) {
 		if ctx.Err() != nil {
 			t.Fatalf("no decision for run %s: %v", run, err)
 		}
+		// Polls: the decision is read from the log, which notifies nobody.
 		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/testkit"
 	"testing"
 	"time"
 
@@ -16,13 +16,13 @@ import (
 // saying so, rather than retrying for ever; with -repartition it takes the
 // new count and decides.
 func TestRunRefusesAnotherPartitionCount(t *testing.T) {
-	port, dir := natstest.FreePort(t), t.TempDir()
-	srv := natstest.ServerAt(t, port, dir)
+	port, dir := testkit.FreePort(t), t.TempDir()
+	srv := testkit.ServerAt(t, port, dir)
 	url := srv.ClientURL()
-	st := natstest.OpenStoreRetry(t, srv)
+	st := testkit.OpenStoreRetry(t, srv)
 
-	run := func(ctx context.Context, args ...string) (chan error, *natstest.LogWatch) {
-		logs := natstest.NewLogWatch()
+	run := func(ctx context.Context, args ...string) (chan error, *testkit.LogWatch) {
+		logs := testkit.NewLogWatch()
 		done := make(chan error, 1)
 		go func() {
 			done <- coordinatord.Run(ctx, append([]string{"-nats", url, "-lease-ttl", "1s"}, args...), &bytes.Buffer{}, logs)

@@ -7,7 +7,7 @@ const (
 	// a snapshot read from anywhere else can be checked against the log.
 	HdrCheckpoint = "Weft-Checkpoint"
 	// HdrRestored marks a message put back into its run's log from an
-	// archive (runs.Restore): its value is the message's original stored
+	// archive (readmodel.Restore): its value is the message's original stored
 	// time (RFC 3339), which events.DecodeStored reads as Event.Stored.
 	// Engines pass such messages over: they are history, not news.
 	HdrRestored = "Weft-Restored"

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/testkit"
 )
 
 // A run's history of about 100 MB (over the server's default max_pending
@@ -17,7 +17,7 @@ import (
 // and the run could no longer be read) is read whole by Read, and walked
 // by Each in bounded memory, on an embedded server with file storage.
 func TestLargeHistoryStreams(t *testing.T) {
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	ctx := context.Background()
 	run := eventlog.NewRunID()
 	if _, err := eventlog.Append(ctx, st, run, 0, started(t, run)); err != nil {

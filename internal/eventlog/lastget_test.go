@@ -10,11 +10,11 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/testkit"
 )
 
 func TestLastOn(t *testing.T) {
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	ctx := context.Background()
 	run := eventlog.NewRunID()
 	if m, err := eventlog.LastOn(ctx, st, eventlog.StartedSubject(run)); err != nil || m != nil {
@@ -51,7 +51,7 @@ func invokedOf(t *testing.T, run, node string) *eventlog.Event {
 // answers as a duplicate is confirmed by the last message on its own
 // subject (what the worker's role may read), not by its sequence.
 func TestWorkerDuplicateConfirmedBySubject(t *testing.T) {
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
@@ -141,7 +141,7 @@ func TestWorkerDuplicateConfirmedBySubject(t *testing.T) {
 }
 
 func TestHasEnd(t *testing.T) {
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	ctx := context.Background()
 	run := eventlog.NewRunID()
 	if ended, err := eventlog.HasEnd(ctx, st, run); err != nil || ended {

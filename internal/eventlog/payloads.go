@@ -473,6 +473,8 @@ func (ChildRunStartedData) EventType() Type    { return ChildRunStarted }
 func (ChildRunFinishedData) EventType() Type   { return ChildRunFinished }
 
 // NewPayload returns a pointer to a zero payload of type t, for decoding.
+//
+// Size: the catalogue, one case per event type.
 func NewPayload(t Type) (Payload, bool) {
 	switch t {
 	case RunStarted:

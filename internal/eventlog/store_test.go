@@ -17,7 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/testkit"
 )
 
 func mustEvent(t *testing.T, run, id string, p eventlog.Payload) *eventlog.Event {
@@ -67,7 +67,7 @@ func appendLongRun(t *testing.T, st eventlog.Store) (run string, first, last uin
 }
 
 func TestStoreLargeBatchAndLongRead(t *testing.T) {
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	ctx := context.Background()
 	run, seq, last := appendLongRun(t, st)
 	if last != seq+2500 {
@@ -94,7 +94,7 @@ func TestStoreLargeBatchAndLongRead(t *testing.T) {
 // batch of one; a read from further on does not know the count and asks
 // for a full batch first.
 func TestReadAsksForWhatIsPending(t *testing.T) {
-	srv, st := natstest.Store(t)
+	srv, st := testkit.Store(t)
 	ctx := context.Background()
 	run, _, _ := appendLongRun(t, st)
 	// Another run after it: the messages a larger batch would look through.
@@ -103,7 +103,7 @@ func TestReadAsksForWhatIsPending(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	nc, _ := natstest.Connect(t, srv)
+	nc, _ := testkit.Connect(t, srv)
 	var mu sync.Mutex
 	var batches []int
 	var seqs []uint64
@@ -163,7 +163,7 @@ func TestReadAsksForWhatIsPending(t *testing.T) {
 }
 
 func TestStorePayloadTooLarge(t *testing.T) {
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	run := eventlog.NewRunID()
 	big := strings.Repeat("x", st.MaxEventSize())
 	e := mustEvent(t, run, "big", &eventlog.NodeInvokedData{NodeRef: eventlog.NodeRef{Node: "n", Iteration: 1}, Attempt: 1, Output: json.RawMessage(`"` + big + `"`)})
@@ -174,7 +174,7 @@ func TestStorePayloadTooLarge(t *testing.T) {
 }
 
 func TestStoreSchedule(t *testing.T) {
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	if err := eventlog.EnsureTimers(context.Background(), st); err != nil {
 		t.Fatal(err)
 	}
@@ -198,6 +198,7 @@ func TestStoreSchedule(t *testing.T) {
 	for time.Now().Before(deadline) {
 		m, err := ts.GetLastMsgForSubject(ctx, eventlog.FiredSubject(run))
 		if err != nil {
+			// Polls: the scheduled message lands when the server's scheduler fires it, with no notice.
 			time.Sleep(100 * time.Millisecond)
 			continue
 		}
@@ -223,8 +224,8 @@ func TestStoreSchedule(t *testing.T) {
 }
 
 func TestOpenLeavesAGoodStreamAlone(t *testing.T) {
-	srv, st := natstest.Store(t)
-	_, js := natstest.Connect(t, srv)
+	srv, st := testkit.Store(t)
+	_, js := testkit.Connect(t, srv)
 	s, err := js.Stream(context.Background(), st.StreamName())
 	if err != nil {
 		t.Fatal(err)
@@ -245,7 +246,7 @@ func TestOpenLeavesAGoodStreamAlone(t *testing.T) {
 // a second one, even for the same parent, is ErrRunExists unless it is
 // the very same start.
 func TestAppendRefusesParentClaim(t *testing.T) {
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	ctx := context.Background()
 	child := eventlog.NewRunID()
 	parent := &eventlog.ParentRef{RunID: "victim1", Ref: eventlog.NodeRef{Node: "child", Iteration: 1}}

@@ -11,22 +11,22 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/testkit"
 )
 
 // bufLogger logs to l.
-func bufLogger(l *natstest.Buffer) *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
+func bufLogger(l *testkit.Buffer) *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
 
 func TestOpenUsesAnExistingStreamAsItIs(t *testing.T) {
 	ctx := context.Background()
-	srv := natstest.Server(t)
-	_, js := natstest.Connect(t, srv)
+	srv := testkit.Server(t)
+	_, js := testkit.Connect(t, srv)
 	cfg := eventlog.DefaultSettings()
 	cfg.Duplicates, cfg.MaxAge = 5*time.Minute, time.Hour
 	if _, err := js.CreateStream(ctx, eventlog.StreamConfig(cfg)); err != nil {
 		t.Fatal(err)
 	}
-	var logs natstest.Buffer
+	var logs testkit.Buffer
 	for range 2 { // the second open says nothing new
 		st, err := eventlog.Open(ctx, js, eventlog.WithReplicas(3), eventlog.WithDuplicates(2*time.Minute),
 			eventlog.WithStorage(jetstream.MemoryStorage), eventlog.WithLogger(bufLogger(&logs)))
@@ -63,9 +63,9 @@ func TestOpenUsesAnExistingStreamAsItIs(t *testing.T) {
 
 func TestOpenCreatesAMissingStreamWithItsOptions(t *testing.T) {
 	ctx := context.Background()
-	srv := natstest.Server(t)
-	_, js := natstest.Connect(t, srv)
-	var logs natstest.Buffer
+	srv := testkit.Server(t)
+	_, js := testkit.Connect(t, srv)
+	var logs testkit.Buffer
 	if _, err := eventlog.Open(ctx, js, eventlog.WithDuplicates(3*time.Minute), eventlog.WithMaxAge(48*time.Hour), eventlog.WithLogger(bufLogger(&logs))); err != nil {
 		t.Fatal(err)
 	}
@@ -98,8 +98,8 @@ func TestOpenRefusesAnUnsafeStream(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
-			srv := natstest.Server(t)
-			_, js := natstest.Connect(t, srv)
+			srv := testkit.Server(t)
+			_, js := testkit.Connect(t, srv)
 			sc := eventlog.StreamConfig(eventlog.DefaultSettings())
 			tt.change(&sc)
 			if _, err := js.CreateStream(ctx, sc); err != nil {
@@ -132,8 +132,8 @@ func TestOpenRefusesAnUnsafeStream(t *testing.T) {
 
 func TestOpenAcceptsWiderSubjects(t *testing.T) {
 	ctx := context.Background()
-	srv := natstest.Server(t)
-	_, js := natstest.Connect(t, srv)
+	srv := testkit.Server(t)
+	_, js := testkit.Connect(t, srv)
 	sc := eventlog.StreamConfig(eventlog.DefaultSettings())
 	sc.Subjects = []string{"weft.r.>", "weft.x.>"}
 	if _, err := js.CreateStream(ctx, sc); err != nil {

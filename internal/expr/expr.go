@@ -86,6 +86,8 @@ type Program struct {
 // Compile parses and type-checks src, requiring it to give kind (checked
 // at evaluation when the type is only known then). A cost limit of zero
 // means DefaultCostLimit. The error says where in the expression it is.
+//
+// Size: one case per wanted kind; the rest is the compile's three steps.
 func Compile(src string, kind Kind, costLimit uint64) (*Program, error) {
 	e, err := env()
 	if err != nil {
@@ -227,6 +229,8 @@ func Value(v any) any {
 }
 
 // Plain converts a CEL value to a plain JSON value; numbers become float64.
+//
+// Size: one case per CEL value type, each a line or a loop.
 func Plain(v ref.Val) (any, error) {
 	switch v := v.(type) {
 	case types.Null:

@@ -10,13 +10,13 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/flow"
-	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/testkit"
 )
 
 func open(t *testing.T, now func() time.Time) *flow.Limiter {
 	t.Helper()
-	srv := natstest.Server(t)
-	_, js := natstest.Connect(t, srv)
+	srv := testkit.Server(t)
+	_, js := testkit.Connect(t, srv)
 	l, err := flow.Open(t.Context(), js, 1, now)
 	if err != nil {
 		t.Fatal(err)
@@ -90,11 +90,13 @@ func TestAcquireRace(t *testing.T) {
 				if g.Granted {
 					break
 				}
+				// Polls: a refused grant is retried, as a caller without a notification would.
 				time.Sleep(5 * time.Millisecond)
 			}
 			n := holding.Add(1)
 			for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
 			}
+			// Holds the slot a while so that holders overlap: the work the limit paces.
 			time.Sleep(10 * time.Millisecond)
 			holding.Add(-1)
 			if _, err := l.Release(ctx, s, h); err != nil {

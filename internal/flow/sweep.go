@@ -3,6 +3,7 @@ package flow
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // Liveness says whether an attempt still holds (holding) or waits for
@@ -30,52 +31,61 @@ func (l *Limiter) Sweep(ctx context.Context, mine func(run string) bool, live Li
 	reclaimed := 0
 	var errs []error
 	for _, e := range es {
-		if len(e.Holders) == 0 && len(e.Waiters) == 0 {
-			// Idle since the last change: deleted, at its revision.
-			if err := l.kv.Put(ctx, e.key, nil, e.rev); err != nil && !errors.Is(err, ErrConflict) {
-				errs = append(errs, err)
-			}
-			continue
-		}
-		s := Slot{Limit: e.Limit, Key: e.Key, Max: e.Max}
-		check := func(h Holder, holding bool) {
-			if !mine(h.Run) || now.Sub(h.Since) < Grace {
-				return
-			}
-			ok, err := live(ctx, s, h, holding)
-			if err != nil {
-				errs = append(errs, err)
-				return
-			}
-			if ok {
-				return
-			}
-			if _, err := l.Release(ctx, s, h); err != nil {
-				errs = append(errs, err)
-				return
-			}
-			reclaimed++
-		}
-		for _, h := range e.Holders {
-			check(h, true)
-		}
-		for _, h := range e.Waiters {
-			check(h, false)
-		}
-		// Wake the waiters that fit, as read now.
-		cur, _, err := l.get(ctx, e.key)
+		n, err := l.sweepEntry(ctx, e, now, mine, live, wake)
+		reclaimed += n
 		if err != nil {
 			errs = append(errs, err)
-			continue
 		}
-		if cur == nil {
-			continue
+	}
+	return reclaimed, errors.Join(errs...)
+}
+
+// sweepEntry sweeps one limit key's entry: deleted when idle; else its
+// dead holders and waiters released, then the waiters that fit woken.
+func (l *Limiter) sweepEntry(ctx context.Context, e revEntry, now time.Time, mine func(run string) bool, live Liveness, wake Waker) (int, error) {
+	if len(e.Holders) == 0 && len(e.Waiters) == 0 {
+		// Idle since the last change: deleted, at its revision.
+		if err := l.kv.Put(ctx, e.key, nil, e.rev); err != nil && !errors.Is(err, ErrConflict) {
+			return 0, err
 		}
-		for _, h := range cur.next(cur.free()) {
-			if mine(h.Run) {
-				if err := wake(ctx, s, h); err != nil {
-					errs = append(errs, err)
-				}
+		return 0, nil
+	}
+	reclaimed := 0
+	var errs []error
+	s := Slot{Limit: e.Limit, Key: e.Key, Max: e.Max}
+	check := func(h Holder, holding bool) {
+		if !mine(h.Run) || now.Sub(h.Since) < Grace {
+			return
+		}
+		ok, err := live(ctx, s, h, holding)
+		if err != nil {
+			errs = append(errs, err)
+			return
+		}
+		if ok {
+			return
+		}
+		if _, err := l.Release(ctx, s, h); err != nil {
+			errs = append(errs, err)
+			return
+		}
+		reclaimed++
+	}
+	for _, h := range e.Holders {
+		check(h, true)
+	}
+	for _, h := range e.Waiters {
+		check(h, false)
+	}
+	// Wake the waiters that fit, as read now.
+	cur, _, err := l.get(ctx, e.key)
+	if err != nil || cur == nil {
+		return reclaimed, errors.Join(append(errs, err)...)
+	}
+	for _, h := range cur.next(cur.free()) {
+		if mine(h.Run) {
+			if err := wake(ctx, s, h); err != nil {
+				errs = append(errs, err)
 			}
 		}
 	}

@@ -1,5 +1,5 @@
 // Package graphrt is the engine's side of a compiled graph: the evaluation
-// methods of a *graph.Graph that the coordinator's decider (internal/engine),
+// methods of a *graph.Graph that the coordinator's decider (internal/decider),
 // the coordinator and the UI call, and that graph authors and validators do
 // not. Package graph stays what a user reads and writes (definitions,
 // loading, the Builder, validation); how a compiled graph is walked and its

@@ -132,6 +132,9 @@ func (c *Config) RegisterStreamFlags(fs *flag.FlagSet) {
 }
 
 // Validate reports every problem with the configuration at once.
+//
+// Size: a flat list of independent flag checks, each a line or three; all
+// errors are collected.
 func (c *Config) Validate() error {
 	var errs []error
 	if c.Storage != "file" && c.Storage != "memory" {

@@ -45,7 +45,7 @@ const (
 	leasesBucket    = "weft-coordinators"
 	// internal/flow: concurrency slots and their waiters.
 	flowBucket = "weft-flow"
-	// internal/runs: the read model of runs, and the archive of removed runs
+	// internal/readmodel: the read model of runs, and the archive of removed runs
 	// (an Object Store bucket).
 	runsBucket    = "weft-runs"
 	archiveBucket = "weft-archive"
@@ -187,6 +187,8 @@ func (d Deployment) User(r Role, q string) User { return d.user("", r, q) }
 // UserIn returns the user of role r (and queue q) in namespace ns.
 func (d Deployment) UserIn(ns string, r Role, q string) User { return d.user(ns, r, q) }
 
+// Size: the permission table of every role, one block per role: read whole,
+// it is the least-privilege contract (SECURITY.md).
 func (d Deployment) user(ns string, r Role, q string) User {
 	d = d.withDefaults()
 	u := User{Name: NamespaceUser(ns, r, q), Role: r, Queue: q, Namespace: ns}
@@ -221,7 +223,7 @@ func (d Deployment) user(ns string, r Role, q string) User {
 		// is): the leases bucket's stream information, nothing more.
 		api + "STREAM.INFO.KV_" + leasesBucket,
 	}
-	// The read model of runs (internal/runs), read: stream info with
+	// The read model of runs (internal/readmodel), read: stream info with
 	// subject filters (the keys of one status), gets, and batched direct
 	// gets (the summaries of some statuses); and the archive of removed
 	// runs, read (an object's meta and its chunks, by direct gets). No

@@ -109,6 +109,7 @@ func TestKilledWorkerDoesNotApplyEffectTwice(t *testing.T) {
 	if err := json.Unmarshal(invoked[0].Output, &out); err != nil || out.Body.Charge != 1 {
 		t.Errorf("output = %s, want the first charge's result", invoked[0].Output)
 	}
+	// Gives a duplicate outcome the time to be (wrongly) appended: the absence of an event cannot be waited for.
 	time.Sleep(300 * time.Millisecond)
 	evs, err := st.Read(context.Background(), run, 0, 0)
 	if err != nil {

@@ -13,8 +13,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/internal/nodeworker"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/worker"
@@ -74,7 +74,7 @@ func TestRunUsageErrors(t *testing.T) {
 func TestRunServes(t *testing.T) {
 	srv, st := setup(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	var stderr natstest.Buffer
+	var stderr testkit.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- nodeworker.Run(ctx, []string{"-nats", srv.ClientURL(), "-name", "inproc", "-log-level", "debug"}, &bytes.Buffer{}, &stderr)
@@ -102,8 +102,8 @@ func TestRunServes(t *testing.T) {
 
 func setup(t *testing.T) (*server.Server, events.Store) {
 	t.Helper()
-	srv := natstest.Server(t)
-	_, js := natstest.Connect(t, srv)
+	srv := testkit.Server(t)
+	_, js := testkit.Connect(t, srv)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	st, err := events.Open(ctx, js)
@@ -182,6 +182,7 @@ func waitUntil(t *testing.T, what string, d time.Duration, cond func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %s waiting for %s", d, what)
 		}
+		// Polls: cond reads state that changes without an event to wait for.
 		time.Sleep(20 * time.Millisecond)
 	}
 }

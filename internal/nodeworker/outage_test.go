@@ -12,17 +12,17 @@ import (
 
 	"github.com/weft-dev/weft/internal/embedded"
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/internal/nodeworker"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
 // The daemon started before its server waits for it, and rides out the
 // server's restart: it serves work before and after.
 func TestRunRidesOutAnOutage(t *testing.T) {
-	port, dir := natstest.FreePort(t), t.TempDir()
+	port, dir := testkit.FreePort(t), t.TempDir()
 	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
-	logs := natstest.NewLogWatch()
+	logs := testkit.NewLogWatch()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
@@ -30,14 +30,14 @@ func TestRunRidesOutAnOutage(t *testing.T) {
 	}()
 	logs.Wait(t, `"msg":"waiting for NATS"`, 30*time.Second)
 
-	srv := natstest.ServerAt(t, port, dir)
+	srv := testkit.ServerAt(t, port, dir)
 	logs.Wait(t, `"msg":"worker running"`, 30*time.Second)
-	st := natstest.OpenStoreRetry(t, srv)
+	st := testkit.OpenStoreRetry(t, srv)
 	serves(t, st)
 
 	embedded.Stop(srv)
-	srv = natstest.ServerAt(t, port, dir)
-	st = natstest.OpenStoreRetry(t, srv)
+	srv = testkit.ServerAt(t, port, dir)
+	st = testkit.OpenStoreRetry(t, srv)
 	serves(t, st)
 
 	cancel()
@@ -52,8 +52,8 @@ func TestRunRidesOutAnOutage(t *testing.T) {
 
 // A stream Weft cannot run with stops the daemon at once, naming the fix.
 func TestRunRefusesAnUnsafeStream(t *testing.T) {
-	srv := natstest.Server(t)
-	_, js := natstest.Connect(t, srv)
+	srv := testkit.Server(t)
+	_, js := testkit.Connect(t, srv)
 	sc := eventlog.OpenStreamConfig()
 	sc.AllowAtomicPublish = false
 	if _, err := js.CreateStream(context.Background(), sc); err != nil {

@@ -10,12 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/testkit"
 
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/proctest"
 	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/worker"
@@ -24,17 +23,17 @@ import (
 // binary builds cmd/nodeworker once per test run.
 func binary(t *testing.T) string {
 	t.Helper()
-	return filepath.Join(proctest.Build(t, "github.com/weft-dev/weft/cmd/nodeworker"), "nodeworker")
+	return filepath.Join(testkit.Build(t, "github.com/weft-dev/weft/cmd/nodeworker"), "nodeworker")
 }
 
-func cleanupBinary() { proctest.Cleanup() }
+func cleanupBinary() { testkit.Cleanup() }
 
 func exit(code int) { os.Exit(code) }
 
 // proc is a worker daemon process.
 type proc struct {
 	cmd    *exec.Cmd
-	stderr *natstest.Buffer
+	stderr *testkit.Buffer
 	done   chan struct{}
 	err    error
 }
@@ -42,7 +41,7 @@ type proc struct {
 func startProc(t *testing.T, srv *server.Server, name string, args ...string) *proc {
 	t.Helper()
 	args = append([]string{"-nats", srv.ClientURL(), "-name", name, "-log-level", "debug"}, args...)
-	p := &proc{cmd: exec.Command(binary(t), args...), stderr: &natstest.Buffer{}, done: make(chan struct{})}
+	p := &proc{cmd: exec.Command(binary(t), args...), stderr: &testkit.Buffer{}, done: make(chan struct{})}
 	p.cmd.Stderr = p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -212,8 +211,8 @@ func TestProcessExitCodes(t *testing.T) {
 // A server that cannot be reached is waited for, not an exit; SIGTERM
 // still stops the process cleanly.
 func TestProcessWaitsForItsServer(t *testing.T) {
-	logs := natstest.NewLogWatch()
-	cmd := exec.Command(binary(t), "-nats", fmt.Sprintf("nats://127.0.0.1:%d", natstest.FreePort(t)))
+	logs := testkit.NewLogWatch()
+	cmd := exec.Command(binary(t), "-nats", fmt.Sprintf("nats://127.0.0.1:%d", testkit.FreePort(t)))
 	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -24,7 +24,7 @@ import (
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/flow"
-	"github.com/weft-dev/weft/internal/runs"
+	"github.com/weft-dev/weft/internal/readmodel"
 	"github.com/weft-dev/weft/internal/schedule"
 	"github.com/weft-dev/weft/internal/setup"
 	"github.com/weft-dev/weft/internal/workqueue"
@@ -88,7 +88,7 @@ func Run(ctx context.Context, store events.Store, o Options) ([]string, error) {
 		workqueue.WorkersKVConfig(o.Replicas),
 		coordinator.SnapshotsKVConfig(o.Replicas),
 		coordinator.LeasesKVConfig(o.LeaseTTL, o.Replicas),
-		runs.KVConfig(o.Replicas),
+		readmodel.KVConfig(o.Replicas),
 		flow.KVConfig(o.Replicas),
 	}
 	buckets = append(buckets, schedule.KVConfigs(o.Replicas)...)
@@ -127,7 +127,7 @@ func limitNamespace(ctx context.Context, store events.Store, ns Namespace) error
 	}
 	cfg.Metadata[eventlog.MetaAdmission] = "on"
 	cfg.Metadata[eventlog.MetaNamespace] = ns.Name
-	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+	if _, err := setup.UpdateStream(ctx, js, cfg); err != nil {
 		return fmt.Errorf("limiting stream %s of namespace %s: %w", cfg.Name, ns.Name, err)
 	}
 	for _, t := range []struct {
@@ -141,7 +141,7 @@ func limitNamespace(ctx context.Context, store events.Store, ns Namespace) error
 			return fmt.Errorf("namespace %s: an admission limit of %d per second: want at least 1", ns.Name, t.limit)
 		}
 		tc := eventlog.TicketStreamConfig(cfg.Name+t.suffix, t.subject, t.limit, cfg.Storage, cfg.Replicas)
-		if _, err := js.CreateOrUpdateStream(ctx, tc); err != nil {
+		if _, err := setup.EnsureStream(ctx, js, tc); err != nil {
 			return fmt.Errorf("setting up the tickets stream %s of namespace %s: %w", tc.Name, ns.Name, err)
 		}
 	}

@@ -12,7 +12,7 @@ package reliability
 //
 //   - every run ends, within a bound, and completes with the result the
 //     graph computes (state.total, state.result and the map's output);
-//   - no coordinator decision is in the log twice (natstest.DuplicateDecisions);
+//   - no coordinator decision is in the log twice (testkit.DuplicateDecisions);
 //   - the ledger, written by the ledger node with KV Create under each
 //     attempt's idempotency key, holds exactly the effects the log accounts
 //     for: the key of every attempt the log shows as succeeded, the key of
@@ -63,9 +63,8 @@ import (
 
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/natsconn"
-	"github.com/weft-dev/weft/internal/natstest"
-	"github.com/weft-dev/weft/internal/proctest"
 	"github.com/weft-dev/weft/internal/reliability/ledger"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/internal/tsbuild"
 	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/client"
@@ -137,7 +136,7 @@ func chaosSettings(t *testing.T) chaosConfig {
 // chaosBinaries builds every program the chaos test runs.
 func chaosBinaries(t *testing.T) string {
 	t.Helper()
-	return proctest.Build(t, "github.com/nats-io/nats-server/v2",
+	return testkit.Build(t, "github.com/nats-io/nats-server/v2",
 		"github.com/weft-dev/weft/cmd/coordinator", "github.com/weft-dev/weft/cmd/nodeworker",
 		"github.com/weft-dev/weft/internal/reliability/ledgerworker")
 }
@@ -294,6 +293,7 @@ func (s *supervisor) revive(ctx context.Context) {
 			return
 		case d := <-s.exited:
 			go func() {
+				// A restarted daemon's back-off, as a supervisor would wait before restarting.
 				time.Sleep(time.Second)
 				if !s.stopping.Load() {
 					_ = s.start(d)
@@ -341,6 +341,7 @@ func healthy(url string, d time.Duration) bool {
 				return true
 			}
 		}
+		// Polls: the health endpoint answers only when asked.
 		time.Sleep(200 * time.Millisecond)
 	}
 	return false
@@ -364,13 +365,13 @@ var ledgerUser = natsconn.User{
 // startChaosCluster starts three nats-server processes forming one
 // JetStream cluster under the roles, each with a monitoring port for
 // /healthz.
-func startChaosCluster(t *testing.T, s *supervisor, roles *proctest.Roles) ([]*daemon, string) {
+func startChaosCluster(t *testing.T, s *supervisor, roles *testkit.Roles) ([]*daemon, string) {
 	t.Helper()
 	var client, route, mon []int
 	for range 3 {
-		client = append(client, proctest.FreePort(t))
-		route = append(route, proctest.FreePort(t))
-		mon = append(mon, proctest.FreePort(t))
+		client = append(client, testkit.FreePort(t))
+		route = append(route, testkit.FreePort(t))
+		mon = append(mon, testkit.FreePort(t))
 	}
 	var routes, urls []string
 	for i := range 3 {
@@ -414,6 +415,7 @@ func retry(d time.Duration, f func(ctx context.Context) error) error {
 		if err == nil || time.Now().After(deadline) {
 			return err
 		}
+		// Backs off between retries while the cluster recovers: recovery has no event a client can wait for.
 		time.Sleep(250 * time.Millisecond)
 	}
 }
@@ -486,7 +488,7 @@ func runChaos(t *testing.T, fleet chaosFleet) {
 	t.Cleanup(func() { stopRevive(); sup.stopAll() })
 	go sup.revive(reviveCtx)
 
-	roles := proctest.NewRoles(t, deployment, ledgerUser)
+	roles := testkit.NewRoles(t, deployment, ledgerUser)
 	servers, url := startChaosCluster(t, sup, roles)
 	c := &cluster{urls: strings.Split(url, ","), roles: roles}
 
@@ -645,6 +647,7 @@ func runChaos(t *testing.T, fleet chaosFleet) {
 			restarts.Add(1)
 			go func() {
 				defer restarts.Done()
+				// The fault's duration: the daemon stays killed or paused this long.
 				time.Sleep(pause)
 				if kind == "pause" {
 					sup.cont(d)
@@ -681,12 +684,14 @@ func runChaos(t *testing.T, fleet chaosFleet) {
 		if err != nil {
 			t.Fatalf("starting run %d: %v", i, err)
 		}
+		// Paces the starts: the load's arrival rate, not a wait for an event.
 		time.Sleep(interval)
 	}
 	startedAll := time.Since(began)
 
 	// Kills go on for at least minChaos, and until every run was started.
 	if rest := cfg.minChaos - time.Since(began); rest > 0 {
+		// Chaos lasts at least minChaos: a duration, not a wait for an event.
 		time.Sleep(rest)
 	}
 	stop()
@@ -723,6 +728,7 @@ func runChaos(t *testing.T, fleet chaosFleet) {
 			return nil
 		})
 		if len(ended) < len(runs) {
+			// Polls: the runs' ends are re-read from the log, which notifies nobody.
 			time.Sleep(time.Second)
 		}
 	}
@@ -800,7 +806,7 @@ func runChaos(t *testing.T, fleet chaosFleet) {
 	for _, e := range exits {
 		t.Errorf("daemon %s", e)
 	}
-	proctest.CheckNoViolations(t, cfg.logs)
+	testkit.CheckNoViolations(t, cfg.logs)
 	rep.fail()
 }
 
@@ -866,11 +872,11 @@ func (r *chaosReport) fail() {
 // no decision twice.
 func (r *chaosReport) checkRun(run *chaosRun, evs []*events.Event, endedInIndex bool) {
 	s := projection.Fold(evs)
-	if dups := natstest.DuplicateDecisions(evs); len(dups) > 0 {
+	if dups := testkit.DuplicateDecisions(evs); len(dups) > 0 {
 		r.dupDecisions += len(dups)
 		r.decisions = append(r.decisions, fmt.Sprintf("run %s: %s\n%s", run.id, strings.Join(dups, "; "), timeline(evs)))
 	}
-	if dups := natstest.DuplicateFacts(evs); len(dups) > 0 {
+	if dups := testkit.DuplicateFacts(evs); len(dups) > 0 {
 		r.dupFacts += len(dups)
 		r.facts = append(r.facts, fmt.Sprintf("run %s: %s", run.id, strings.Join(dups, "; ")))
 	}

@@ -5,11 +5,11 @@
 //
 // The three-node cluster drills run under Weft's roles (deploy/SECURITY.md):
 // the servers include the authorization 'weft roles' generates
-// (proctest.NewRoles), the admin sets the stream and the buckets up
+// (testkit.NewRoles), the admin sets the stream and the buckets up
 // (package provision, what 'weft roles -setup' does), every coordinator and
 // worker connects with its role's credentials, the test starts and reads
 // runs as the client, and each drill ends by checking that no server or
-// process log reports a refused permission (proctest.CheckNoViolations).
+// process log reports a refused permission (testkit.CheckNoViolations).
 // Only the test's own view of what it checks (leases, consumers, the chaos
 // ledger) is read as the admin.
 package reliability
@@ -30,10 +30,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/natsconn"
-	"github.com/weft-dev/weft/internal/natstest"
-	"github.com/weft-dev/weft/internal/proctest"
 	"github.com/weft-dev/weft/internal/provision"
 	"github.com/weft-dev/weft/internal/reliability/ledger"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/worker"
@@ -43,13 +42,13 @@ import (
 // coordinator and the worker.
 func binaries(t *testing.T) string {
 	t.Helper()
-	return proctest.Build(t, "github.com/nats-io/nats-server/v2",
+	return testkit.Build(t, "github.com/nats-io/nats-server/v2",
 		"github.com/weft-dev/weft/cmd/coordinator", "github.com/weft-dev/weft/cmd/nodeworker")
 }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	proctest.Cleanup()
+	testkit.Cleanup()
 	os.Exit(code)
 }
 
@@ -111,17 +110,17 @@ type cluster struct {
 	urls    []string
 	servers []*process
 	args    [][]string
-	roles   *proctest.Roles
+	roles   *testkit.Roles
 	logs    []string // every process's log, the servers' included
 }
 
 func startCluster(t *testing.T) *cluster {
 	t.Helper()
-	c := &cluster{roles: proctest.NewRoles(t, deployment)}
+	c := &cluster{roles: testkit.NewRoles(t, deployment)}
 	var client, route []int
 	for range 3 {
-		client = append(client, proctest.FreePort(t))
-		route = append(route, proctest.FreePort(t))
+		client = append(client, testkit.FreePort(t))
+		route = append(route, testkit.FreePort(t))
 	}
 	var routes []string
 	for _, p := range route {
@@ -184,7 +183,7 @@ func (c *cluster) coordinators(t *testing.T, n int, ttl time.Duration) *coordina
 // or a process was refused.
 func (c *cluster) checkNoViolations(t *testing.T) {
 	t.Helper()
-	proctest.CheckNoViolations(t, c.logs...)
+	testkit.CheckNoViolations(t, c.logs...)
 }
 
 // connect connects to the cluster as user, waiting for it to come up.
@@ -274,6 +273,7 @@ func startRuns(t *testing.T, st events.Store, n int) []string {
 			if err == nil || try > 20 {
 				break
 			}
+			// Backs off while the cluster elects a leader: an election has no event a client can wait for.
 			time.Sleep(200 * time.Millisecond)
 		}
 		if err != nil {
@@ -288,8 +288,8 @@ func startRuns(t *testing.T, st events.Store, n int) []string {
 // decision of each kind per node: nothing lost, nothing applied twice.
 func checkRuns(t *testing.T, st events.Store, runs []string, nodes int, timeout time.Duration) {
 	t.Helper()
-	natstest.WaitEnded(t, st, runs, timeout)
-	natstest.CheckExactlyOnce(t, st, runs, nodes)
+	testkit.WaitEnded(t, st, runs, timeout)
+	testkit.CheckExactlyOnce(t, st, runs, nodes)
 }
 
 // TestClusterNodeKilledDuringRuns runs a three-node NATS cluster with an R3
@@ -306,9 +306,11 @@ func TestClusterNodeKilledDuringRuns(t *testing.T) {
 	waitHolders(t, admin, 30*time.Second, "partitions spread over the three coordinators", cs.spread)
 
 	runs := startRuns(t, st, 30)
+	// Lets the runs get under way, so that the kill lands mid-run: there is no one event that says so.
 	time.Sleep(700 * time.Millisecond)
 	c.servers[1].kill(t)
 	more := startRuns(t, st, 10)
+	// Keeps the node down across a few decisions: the fault's duration, not a wait for an event.
 	time.Sleep(2 * time.Second)
 	c.servers[1] = c.start(t, "nats-2-again", "nats-server", "", c.args[1]...)
 
@@ -330,6 +332,7 @@ func TestWorkersAndCoordinatorKilledOnCluster(t *testing.T) {
 	held := waitHolders(t, admin, 30*time.Second, "partitions spread over the three coordinators", cs.spread)
 
 	runs := startRuns(t, st, 30)
+	// Lets the worker take work, so that the kill lands mid-node: there is no one event that says so.
 	time.Sleep(500 * time.Millisecond)
 	w1.kill(t)
 	victim := cs.byPID(held[0])

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
 )
@@ -25,7 +25,7 @@ import (
 // the dead one's partitions over when its leases expire, and the new one
 // takes its share back from them. Once every run is started and the kills
 // stop, every run completes, each with one decision of each kind
-// (natstest.DuplicateDecisions: one node-ready per node attempt, one
+// (testkit.DuplicateDecisions: one node-ready per node attempt, one
 // routing per activation, one ending) and one invocation per delivery.
 //
 // WEFT_OWNERKILL_RUNS sets the number of runs (default 100, well under a
@@ -102,6 +102,7 @@ func TestPartitionOwnersKilledRepeatedly(t *testing.T) {
 			return cs.heldByLive(h) && h[p] != held[p]
 		})
 		failovers = append(failovers, time.Since(killed))
+		// A random pause between kills: the fault schedule, not a wait for an event.
 		time.Sleep(time.Duration(500+rng.IntN(1000)) * time.Millisecond)
 	}
 	<-started
@@ -117,7 +118,7 @@ func TestPartitionOwnersKilledRepeatedly(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, d := range natstest.DuplicateDecisions(evs) {
+		for _, d := range testkit.DuplicateDecisions(evs) {
 			dups++
 			t.Errorf("run %s: decision %s", run, d)
 		}
@@ -150,6 +151,7 @@ func startOne(st events.Store, g *graph.Graph, i int) (string, error) {
 		if try > 20 {
 			return "", fmt.Errorf("run %d: %w", i, err)
 		}
+		// Backs off between retries while a partition fails over: the takeover has no event a client can wait for.
 		time.Sleep(200 * time.Millisecond)
 	}
 }

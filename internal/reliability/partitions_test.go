@@ -117,6 +117,7 @@ func waitHolders(t *testing.T, st events.Store, timeout time.Duration, what stri
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: not within %s (leases by partition: %v, last error: %v)", what, timeout, last, lastErr)
 		}
+		// Polls: the leases are KV values this loop re-reads.
 		time.Sleep(20 * time.Millisecond)
 	}
 }

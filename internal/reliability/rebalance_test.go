@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/pkg/graph"
 )
 
@@ -20,7 +20,7 @@ import (
 // decision written once.
 func TestPartitionsRebalanceAcrossProcesses(t *testing.T) {
 	const ttl = 4 * time.Second // the lease renewal and acquisition tick is ttl/5
-	srv, st := natstest.Store(t)
+	srv, st := testkit.Store(t)
 	cs := &coordinators{url: srv.ClientURL(), replicas: 1, ttl: ttl}
 	start(t, "worker-1", "nodeworker", nil, "-nats", srv.ClientURL(), "-concurrency", "32", "-name", "w1")
 	g, err := graph.Parse([]byte(chain), "chain.yaml")
@@ -63,7 +63,7 @@ func TestPartitionsRebalanceAcrossProcesses(t *testing.T) {
 		mu.Lock()
 		now := append([]string(nil), runs...)
 		mu.Unlock()
-		natstest.WaitEnded(t, st, now, 60*time.Second)
+		testkit.WaitEnded(t, st, now, 60*time.Second)
 		t.Logf("%s: %d runs ended", phase, len(now))
 	}
 

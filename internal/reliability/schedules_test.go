@@ -54,6 +54,7 @@ func TestScheduleFiresOnceThroughKills(t *testing.T) {
 			if ctx.Err() != nil {
 				t.Fatalf("fewer than %d fires: %+v", n, fires())
 			}
+			// Polls: a fire is a schedule's state in KV, re-read here.
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
@@ -63,16 +64,19 @@ func TestScheduleFiresOnceThroughKills(t *testing.T) {
 	first := cs.procs[0]
 	first.kill(t)
 	cs.remove(first)
+	// Keeps one coordinator down across a fire time: the fault's duration.
 	time.Sleep(1500 * time.Millisecond)
 	second := cs.procs[0]
 	second.kill(t)
 	cs.remove(second)
 	before := len(fires())
+	// Keeps every coordinator down across three fire times: the fault's duration.
 	time.Sleep(3 * time.Second)
 	cs.add(t)
 	waitFires(before + 4)
 	// A NATS node SIGKILLed during fires, and restarted.
 	c.servers[2].kill(t)
+	// Keeps the NATS node down across fires: the fault's duration.
 	time.Sleep(2 * time.Second)
 	c.servers[2] = c.start(t, "nats-3-again", "nats-server", "", c.args[2]...)
 	n := len(fires())

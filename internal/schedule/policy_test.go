@@ -98,6 +98,7 @@ func TestOverlapPolicies(t *testing.T) {
 			if time.Now().After(deadline) {
 				t.Fatalf("the buffered fire of %s never started: %+v", buffered, st.Fires)
 			}
+			// Polls: a schedule's fires are a KV value re-read here.
 			time.Sleep(50 * time.Millisecond)
 		}
 	})
@@ -115,6 +116,7 @@ func TestCatchUp(t *testing.T) {
 	stop()
 	e.stopAll()
 	before, _, _ := e.ss.State(e.ctx, "cu")
+	// Keeps every runner down across several fire times: the outage's duration.
 	time.Sleep(6 * time.Second)
 	e.runner()
 	st := e.waitFires("cu", len(before.Fires)+6, 10*time.Second)

@@ -250,7 +250,7 @@ func (r *Runner) disarm(ctx context.Context, name string) error {
 // consume handles the fires until ctx ends.
 func (r *Runner) consume(ctx context.Context) {
 	for ctx.Err() == nil {
-		cons, err := r.js.CreateOrUpdateConsumer(ctx, eventlog.Must(r.store).TimerStream(), jetstream.ConsumerConfig{
+		cons, err := setup.EnsureConsumer(ctx, r.js, eventlog.Must(r.store).TimerStream(), jetstream.ConsumerConfig{
 			Durable:       ConsumerName(r.durable),
 			Description:   "Weft coordinators: schedules' fires",
 			FilterSubject: eventlog.ScheduleFires,
@@ -321,80 +321,16 @@ func (r *Runner) Reconcile(ctx context.Context, name string) error {
 		if err != nil {
 			return err
 		}
-		tm, err := d.Timing()
-		if err != nil {
-			return err
-		}
 		now := r.now()
-		running, err := r.stillRunning(ctx, st.Running)
-		if err != nil {
+		if err := r.fireDue(ctx, d, st, key, now); err != nil {
 			return err
 		}
-		// A buffered fire goes first, once the runs it waited for ended.
-		if st.Buffer != nil && len(running) == 0 && !d.Paused {
-			t := *st.Buffer
-			id, err := r.start(ctx, d, FireRunID(key, name, t), &events.TriggerRef{Kind: events.TriggerSchedule, Name: name, FireTime: t})
-			if err != nil {
-				return err
-			}
-			st.Buffer = nil
-			st.record(Fire{Nominal: t, At: now, Outcome: Started, RunID: id, Reason: "buffered"})
-			running = append(running, id)
-		}
-		for _, t := range tm.Between(from(d, st), now, MaxBackfill) {
-			due := t.Add(jitterOf(key, t, time.Duration(d.Jitter)))
-			if due.After(now) {
-				break
-			}
-			st.Last = t
-			f := Fire{Nominal: t, At: now}
-			switch {
-			case d.Paused:
-				f.Outcome, f.Reason = SkippedPaused, d.PauseNote
-			case now.Sub(due) > d.CatchUp():
-				f.Outcome, f.Reason = SkippedCatchup, fmt.Sprintf("%s late, the catch-up window is %s", now.Sub(due).Round(time.Millisecond), d.CatchUp())
-			case len(running) > 0 && d.Policy() == OverlapSkip:
-				f.Outcome, f.Reason = SkippedOverlap, "running: "+strings.Join(running, ", ")
-			case len(running) > 0 && d.Policy() == OverlapBufferOne:
-				if st.Buffer == nil {
-					tt := t
-					st.Buffer, f.Outcome = &tt, Buffered
-				} else {
-					f.Outcome, f.Reason = SkippedOverlap, "a fire is buffered already"
-				}
-			default:
-				if d.Policy() == OverlapCancelOther {
-					for _, run := range running {
-						if err := r.cancel(ctx, name, run, t); err != nil {
-							return err
-						}
-					}
-					running = nil
-				}
-				id, err := r.start(ctx, d, FireRunID(key, name, t), &events.TriggerRef{Kind: events.TriggerSchedule, Name: name, FireTime: t})
-				if err != nil {
-					return err
-				}
-				f.Outcome, f.RunID = Started, id
-				running = append(running, id)
-			}
-			st.record(f)
-		}
-		st.Running = running
 		if err := r.putState(ctx, name, st, rev); errors.Is(err, jetstream.ErrKeyExists) {
 			continue // another coordinator moved it: again, from its state
 		} else if err != nil {
 			return err
 		}
-		for _, f := range st.Fires {
-			if f.At.Equal(now) {
-				if f.Outcome == Started {
-					r.started.Add(1)
-				} else if strings.HasPrefix(f.Outcome, "skipped") {
-					r.skipped.Add(1)
-				}
-			}
-		}
+		r.count(st, now)
 		if st.Buffer != nil {
 			// Look again shortly: the buffered fire starts when the
 			// running runs have ended.
@@ -403,6 +339,107 @@ func (r *Runner) Reconcile(ctx context.Context, name string) error {
 			}
 		}
 		return r.arm(ctx, name)
+	}
+}
+
+// fireDue records in st what became of each of d's fire times due by now,
+// the buffered one first, and the schedule's runs still running.
+func (r *Runner) fireDue(ctx context.Context, d *Definition, st *State, key []byte, now time.Time) error {
+	tm, err := d.Timing()
+	if err != nil {
+		return err
+	}
+	running, err := r.stillRunning(ctx, st.Running)
+	if err != nil {
+		return err
+	}
+	if err := r.startBuffered(ctx, d, st, key, now, &running); err != nil {
+		return err
+	}
+	for _, t := range tm.Between(from(d, st), now, MaxBackfill) {
+		due := t.Add(jitterOf(key, t, time.Duration(d.Jitter)))
+		if due.After(now) {
+			break
+		}
+		st.Last = t
+		f, err := r.fire(ctx, d, st, key, t, due, now, &running)
+		if err != nil {
+			return err
+		}
+		st.record(f)
+	}
+	st.Running = running
+	return nil
+}
+
+// startBuffered starts the buffered fire, if there is one and the runs it
+// waited for ended.
+func (r *Runner) startBuffered(ctx context.Context, d *Definition, st *State, key []byte, now time.Time, running *[]string) error {
+	if st.Buffer == nil || len(*running) > 0 || d.Paused {
+		return nil
+	}
+	t := *st.Buffer
+	id, err := r.start(ctx, d, FireRunID(key, d.Name, t), &events.TriggerRef{Kind: events.TriggerSchedule, Name: d.Name, FireTime: t})
+	if err != nil {
+		return err
+	}
+	st.Buffer = nil
+	st.record(Fire{Nominal: t, At: now, Outcome: Started, RunID: id, Reason: "buffered"})
+	*running = append(*running, id)
+	return nil
+}
+
+// fire decides what becomes of fire time t, due at due (its jitter added),
+// seen at now: skipped (paused, too late for the catch-up window, or by
+// the overlap policy), buffered, or started (the runs it overlaps
+// cancelled first under cancel-other). running is the schedule's running
+// runs, updated.
+func (r *Runner) fire(ctx context.Context, d *Definition, st *State, key []byte, t, due, now time.Time, running *[]string) (Fire, error) {
+	f := Fire{Nominal: t, At: now}
+	switch {
+	case d.Paused:
+		f.Outcome, f.Reason = SkippedPaused, d.PauseNote
+	case now.Sub(due) > d.CatchUp():
+		f.Outcome, f.Reason = SkippedCatchup, fmt.Sprintf("%s late, the catch-up window is %s", now.Sub(due).Round(time.Millisecond), d.CatchUp())
+	case len(*running) > 0 && d.Policy() == OverlapSkip:
+		f.Outcome, f.Reason = SkippedOverlap, "running: "+strings.Join(*running, ", ")
+	case len(*running) > 0 && d.Policy() == OverlapBufferOne:
+		if st.Buffer == nil {
+			tt := t
+			st.Buffer, f.Outcome = &tt, Buffered
+		} else {
+			f.Outcome, f.Reason = SkippedOverlap, "a fire is buffered already"
+		}
+	default:
+		if d.Policy() == OverlapCancelOther {
+			for _, run := range *running {
+				if err := r.cancel(ctx, d.Name, run, t); err != nil {
+					return f, err
+				}
+			}
+			*running = nil
+		}
+		id, err := r.start(ctx, d, FireRunID(key, d.Name, t), &events.TriggerRef{Kind: events.TriggerSchedule, Name: d.Name, FireTime: t})
+		if err != nil {
+			return f, err
+		}
+		f.Outcome, f.RunID = Started, id
+		*running = append(*running, id)
+	}
+	return f, nil
+}
+
+// count adds the fires recorded at now to the runner's counters.
+func (r *Runner) count(st *State, now time.Time) {
+	for _, f := range st.Fires {
+		if !f.At.Equal(now) {
+			continue
+		}
+		if f.Outcome == Started {
+			r.started.Add(1)
+		} else if strings.HasPrefix(f.Outcome, "skipped") {
+			r.skipped.Add(1)
+		}
 	}
 }
 

@@ -11,8 +11,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/internal/schedule"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
 )
@@ -40,7 +40,7 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	g, err := graph.Parse([]byte(testGraph), "nightly.yaml", graph.AllowAnyType())
@@ -65,6 +65,7 @@ func (e *env) waitBuckets() {
 		if time.Now().After(deadline) {
 			e.t.Fatal(err)
 		}
+		// Polls: cond reads KV state that changes without an event to wait for.
 		time.Sleep(20 * time.Millisecond)
 	}
 }
@@ -115,6 +116,7 @@ func (e *env) waitFires(name string, n int, within time.Duration) *schedule.Stat
 		if time.Now().After(deadline) {
 			e.t.Fatalf("schedule %s: %d fires after %s, want %d: %+v", name, len(st.Fires), within, n, st)
 		}
+		// Polls: a schedule's fires are a KV value re-read here.
 		time.Sleep(50 * time.Millisecond)
 	}
 }
@@ -188,6 +190,7 @@ func TestEveryFiresOncePerTime(t *testing.T) {
 			t.Fatalf("fires %s apart, want 1s: %+v", d, st.Fires)
 		}
 	}
+	// Gives a duplicate fire the time to (wrongly) appear: an absence cannot be waited for.
 	time.Sleep(300 * time.Millisecond)
 	st, _, _ = e.ss.State(e.ctx, "tick")
 	if got := e.starts(); got != len(st.Fires) {

@@ -15,7 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/runs"
+	"github.com/weft-dev/weft/internal/readmodel"
 )
 
 // The buckets. Definitions, state, requests and their results are in
@@ -340,7 +340,7 @@ func ListKeys(ctx context.Context, js jetstream.JetStream, prefix string) ([]str
 	subject := "$KV." + Bucket + "."
 	seen := map[string]bool{}
 	var keys []string
-	err := runs.EachDirect(ctx, js.Conn(), "KV_"+Bucket, subject+prefix+">", func(m *nats.Msg) error {
+	err := readmodel.EachDirect(ctx, js.Conn(), "KV_"+Bucket, subject+prefix+">", func(m *nats.Msg) error {
 		// A direct get answers on the inbox; the message's own subject
 		// is in its Nats-Subject header.
 		k := strings.TrimPrefix(m.Header.Get("Nats-Subject"), subject)

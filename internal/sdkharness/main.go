@@ -59,6 +59,7 @@ func main() {
 	}
 }
 
+// Size: the harness's set-up and run in the order they must happen.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("sdkharness", flag.ContinueOnError)
 	roles := fs.Bool("roles", false, "run under Weft's roles")

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/proctest"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
@@ -81,7 +81,7 @@ func TestGraphBombRefused(t *testing.T) {
 	if got, err := cl.Wait(ctx, next); err != nil || got.Status != projection.RunCompleted {
 		t.Fatalf("the next run: %+v %v", got, err)
 	}
-	proctest.CheckNoViolations(t, dir)
+	testkit.CheckNoViolations(t, dir)
 }
 
 // chainA is a run of the default queue only.

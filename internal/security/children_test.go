@@ -12,9 +12,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/weft-dev/weft/internal/engine"
+	"github.com/weft-dev/weft/internal/decider"
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/proctest"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
@@ -78,6 +78,7 @@ func waitRun(t *testing.T, ctx context.Context, cl *client.Client, run, what str
 		if time.Now().After(deadline) {
 			t.Fatalf("run %s: %s: not in 30s (%v, %+v)", run, what, err, st)
 		}
+		// Polls: the run's status is a read of its log, which notifies nobody.
 		time.Sleep(25 * time.Millisecond)
 	}
 }
@@ -151,8 +152,8 @@ func TestForgedChildRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 		vs := waitRun(t, ctx, cl, run, "hold waits", waiting("hold"))
-		child := engine.ChildRunID(run, vs.Nonce, childNode)
-		if child == engine.ChildRunID(run, "", childNode) {
+		child := decider.ChildRunID(run, vs.Nonce, childNode)
+		if child == decider.ChildRunID(run, "", childNode) {
 			t.Fatalf("the victim's child id %s has no part from its nonce", child)
 		}
 		parent := &events.ParentRef{RunID: run, Ref: childNode}
@@ -250,7 +251,7 @@ func TestForgedChildRefused(t *testing.T) {
 			t.Errorf("the coordinator's log does not say %q", want)
 		}
 	}
-	proctest.CheckNoViolations(t, dir)
+	testkit.CheckNoViolations(t, dir)
 }
 
 // TestHonestChildUnderRoles: the coordinator's role writes the child's
@@ -297,7 +298,7 @@ func TestHonestChildUnderRoles(t *testing.T) {
 	if ps.Status != projection.RunCompleted || string(ps.Vars["paid"]) != "true" {
 		t.Fatalf("run %s %+v, paid %s", ps.Status, ps.Error, ps.Vars["paid"])
 	}
-	proctest.CheckNoViolations(t, dir)
+	testkit.CheckNoViolations(t, dir)
 }
 
 // TestForgedForkRefused: a fork's start state is the client's, so it is
@@ -391,5 +392,5 @@ func TestForgedForkRefused(t *testing.T) {
 	if _, err := cl.Fork(ctx, run, 2); err != nil {
 		t.Fatalf("an honest fork: %v", err)
 	}
-	proctest.CheckNoViolations(t, dir)
+	testkit.CheckNoViolations(t, dir)
 }

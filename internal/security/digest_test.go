@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/proctest"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
@@ -113,7 +113,7 @@ func TestGraphDigestPoisonRefused(t *testing.T) {
 	if _, err := eventlog.Encode(mustEvent(t, whoGraph(t, "gx", "attacker"), whoGraph(t, "gy", "victim"))); err == nil {
 		t.Error("the encoder wrote a start under another graph's digest")
 	}
-	proctest.CheckNoViolations(t, dir)
+	testkit.CheckNoViolations(t, dir)
 }
 
 func mustEvent(t *testing.T, body, digestOf *graph.Graph) *events.Event {

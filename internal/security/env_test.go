@@ -16,7 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/natsconn"
-	"github.com/weft-dev/weft/internal/proctest"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
@@ -27,7 +27,7 @@ func TestMain(m *testing.M) {
 		os.Exit(flooder())
 	}
 	code := m.Run()
-	proctest.Cleanup()
+	testkit.Cleanup()
 	os.Exit(code)
 }
 
@@ -35,7 +35,7 @@ func TestMain(m *testing.M) {
 // and the CLI, once per test binary.
 func binaries(t *testing.T) string {
 	t.Helper()
-	return proctest.Build(t, "github.com/nats-io/nats-server/v2",
+	return testkit.Build(t, "github.com/nats-io/nats-server/v2",
 		"github.com/weft-dev/weft/cmd/coordinator", "github.com/weft-dev/weft/cmd/nodeworker",
 		"github.com/weft-dev/weft/cmd/weft")
 }
@@ -49,12 +49,12 @@ const (
 // server is one nats-server process with the generated roles.
 type server struct {
 	url   string
-	roles *proctest.Roles
+	roles *testkit.Roles
 	creds map[string]natsconn.Config // user name → its connection settings
 	log   string
 }
 
-// startServer generates the roles (proctest.NewRoles: the generator
+// startServer generates the roles (testkit.NewRoles: the generator
 // 'weft roles' runs) and starts nats-server with them on a loopback port.
 func startServer(t *testing.T) *server {
 	t.Helper()
@@ -65,11 +65,11 @@ func startServer(t *testing.T) *server {
 func startServerWith(t *testing.T, d natsconn.Deployment) *server {
 	t.Helper()
 	dir := t.TempDir()
-	s := &server{roles: proctest.NewRoles(t, d), creds: map[string]natsconn.Config{}}
+	s := &server{roles: testkit.NewRoles(t, d), creds: map[string]natsconn.Config{}}
 	for _, u := range d.Users() {
 		s.creds[u.Name] = s.roles.Config(t, u.Name)
 	}
-	port := proctest.FreePort(t)
+	port := testkit.FreePort(t)
 	conf := filepath.Join(dir, "server.conf")
 	body := fmt.Sprintf("listen: 127.0.0.1:%d\nmax_payload: 8MB\njetstream { store_dir: %q }\n", port, filepath.Join(dir, "js")) + s.roles.Include(t, dir)
 	if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
@@ -89,6 +89,7 @@ func startServerWith(t *testing.T, d natsconn.Deployment) *server {
 			b, _ := os.ReadFile(s.log)
 			t.Fatalf("nats-server did not start: %v\n%s", err, b)
 		}
+		// Polls: the server's port opens without an event to wait for.
 		time.Sleep(50 * time.Millisecond)
 	}
 	return s

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weft-dev/weft/internal/proctest"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -243,5 +243,5 @@ func TestExecutorAttacks(t *testing.T) {
 			}
 		}
 	}
-	proctest.CheckNoViolations(t, dir)
+	testkit.CheckNoViolations(t, dir)
 }

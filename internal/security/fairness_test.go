@@ -78,10 +78,12 @@ func TestNamespaceFairness(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Lets the warm-up runs drain before measuring idle latency: a quiet period, not an event.
 	time.Sleep(time.Second)
 	var idle []time.Duration
 	for range 9 {
 		idle = append(idle, run())
+		// Spaces the idle canaries apart: the probe's rate, not a wait for an event.
 		time.Sleep(50 * time.Millisecond)
 	}
 
@@ -92,10 +94,12 @@ func TestNamespaceFairness(t *testing.T) {
 	for _, mode := range []string{floodClient, floodRaw} {
 		wait := s.startFlooder(t, mode, user(nsA, natsconn.RoleClient, ""), flood)
 		floodEnd := time.Now().Add(flood)
+		// Lets the flood build up before the first canary: a duration, not an event.
 		time.Sleep(500 * time.Millisecond)
 		var loaded []time.Duration
 		for time.Now().Before(floodEnd) {
 			loaded = append(loaded, run())
+			// Spaces the loaded canaries apart: the probe's rate, not a wait for an event.
 			time.Sleep(100 * time.Millisecond)
 		}
 		admitted, refused := wait()
@@ -129,6 +133,7 @@ func TestNamespaceFairness(t *testing.T) {
 		if slowest := slices.Max(loaded); slowest > 5*time.Second {
 			t.Errorf("a canary of b took %s under a's %s flood", slowest, mode)
 		}
+		// Lets the previous flood's backlog drain before the next mode: a quiet period, not an event.
 		time.Sleep(time.Second)
 	}
 }

@@ -146,6 +146,7 @@ func TestGapScheduleForgesDecision(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("the schedule was taken and never fired onto the decision subject")
 		}
+		// Polls: the subject's last sequence is a read, which notifies nobody.
 		time.Sleep(100 * time.Millisecond)
 	}
 	st := openStore(t, admin)
@@ -229,6 +230,7 @@ func TestGapWriterChosenTTL(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("the message outlived its TTL")
 		}
+		// Polls: a message's expiry by TTL sends no event.
 		time.Sleep(200 * time.Millisecond)
 	}
 	t.Logf("a client's event on %s vanished after its writer-chosen TTL; the engine had passed it over", subject)

@@ -7,8 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weft-dev/weft/internal/natstest"
-	"github.com/weft-dev/weft/internal/proctest"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -54,6 +53,7 @@ edges:
 		}
 		runs = append(runs, run)
 	}
+	// Lets the worker take work, so that the kill lands mid-node: there is no one event that says so.
 	time.Sleep(300 * time.Millisecond)
 	_ = w1.Process.Signal(syscall.SIGKILL)
 	_ = coord.Process.Signal(syscall.SIGKILL)
@@ -63,9 +63,9 @@ edges:
 	startProcess(t, "nodeworker", filepath.Join(dir, "worker-2.log"), s.roleEnv(userWorker), "-nats", s.url, "-queues", queueA, "-name", "w2")
 
 	admin := openStore(t, s.connect(t, userAdmin))
-	natstest.WaitEnded(t, admin, runs, 90*time.Second)
-	natstest.CheckExactlyOnce(t, admin, runs, 3)
-	proctest.CheckNoViolations(t, dir)
+	testkit.WaitEnded(t, admin, runs, 90*time.Second)
+	testkit.CheckExactlyOnce(t, admin, runs, 3)
+	testkit.CheckNoViolations(t, dir)
 }
 
 // TestDaemonsWaitForSetup: under the roles only the admin creates the
@@ -78,6 +78,7 @@ func TestDaemonsWaitForSetup(t *testing.T) {
 	startProcess(t, "coordinator", filepath.Join(dir, "coordinator.log"), s.roleEnv(userCoord), "-nats", s.url)
 	startProcess(t, "nodeworker", filepath.Join(dir, "worker.log"), s.roleEnv(userWorker), "-nats", s.url, "-queues", queueA)
 	startProcess(t, "nodeworker", filepath.Join(dir, "worker-gpu.log"), s.roleEnv(userWorkerB()), "-nats", s.url, "-queues", queueB)
+	// Lets the daemons start and fail to connect before the setup: a duration, not an event.
 	time.Sleep(3 * time.Second)
 	s.setup(t)
 	cl := client.New(openStore(t, s.connect(t, userClient)))

@@ -20,7 +20,7 @@ import (
 
 	"github.com/weft-dev/weft/internal/admission"
 	"github.com/weft-dev/weft/internal/natsconn"
-	"github.com/weft-dev/weft/internal/proctest"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
@@ -67,7 +67,7 @@ func startTenants(t *testing.T, q natsconn.Quota) *tenants {
 	for _, c := range creds {
 		s.creds[c.User.Name] = natsconn.Config{User: c.User.Name, Password: c.Password, Namespace: c.User.Namespace}
 	}
-	port := proctest.FreePort(t)
+	port := testkit.FreePort(t)
 	conf := filepath.Join(dir, "server.conf")
 	body := fmt.Sprintf("listen: 127.0.0.1:%d\nmax_payload: 8MB\njetstream { store_dir: %q }\ninclude ./roles/auth.conf\n", port, filepath.Join(dir, "js"))
 	if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
@@ -87,6 +87,7 @@ func startTenants(t *testing.T, q natsconn.Quota) *tenants {
 			b, _ := os.ReadFile(s.log)
 			t.Fatalf("nats-server did not start: %v\n%s", err, b)
 		}
+		// Polls: the server's port opens without an event to wait for.
 		time.Sleep(50 * time.Millisecond)
 	}
 	out, err := s.weft(t, nil, "roles", "-setup", "-out", roles)
@@ -533,7 +534,7 @@ func TestNamespaces(t *testing.T) {
 		}
 	})
 
-	proctest.CheckNoViolations(t, filepath.Join(dir, "coordinator.log"), filepath.Join(dir, "nodeworker.log"))
+	testkit.CheckNoViolations(t, filepath.Join(dir, "coordinator.log"), filepath.Join(dir, "nodeworker.log"))
 }
 
 func waitFor(t *testing.T, ctx context.Context, ok func() bool, what string) {
@@ -542,6 +543,7 @@ func waitFor(t *testing.T, ctx context.Context, ok func() bool, what string) {
 		if ctx.Err() != nil {
 			t.Fatalf("%s: never", what)
 		}
+		// Polls: ok reads state that changes without an event to wait for.
 		time.Sleep(20 * time.Millisecond)
 	}
 }

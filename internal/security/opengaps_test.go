@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/proctest"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
@@ -151,7 +151,7 @@ func TestGapWorkerForgesOutcomes(t *testing.T) {
 	}
 	// Not another queue's.
 	attacker.refusedPublish(t, admin, forged(sub(run, "w."+queueB+".invoked"), events.NodeInvoked))
-	proctest.CheckNoViolations(t, dir)
+	testkit.CheckNoViolations(t, dir)
 }
 
 // TestGapWorkerOverwritesAnnouncements (gap 9): every worker may write
@@ -182,6 +182,7 @@ func TestGapWorkerOverwritesAnnouncements(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("the gpu worker never announced itself")
 		}
+		// Polls: the worker's announcement is a KV value re-read here.
 		time.Sleep(100 * time.Millisecond)
 	}
 	w := s.connect(t, userWorker)
@@ -205,7 +206,7 @@ func TestGapWorkerOverwritesAnnouncements(t *testing.T) {
 	if err != nil || st.Status != projection.RunCompleted || st.Node("b").Worker != "wgpu" {
 		t.Fatalf("run: %v %+v", err, st)
 	}
-	proctest.CheckNoViolations(t, dir)
+	testkit.CheckNoViolations(t, dir)
 }
 
 // TestGapNoMessageRate (gap 11): NATS has no per-account message rate,
@@ -337,5 +338,5 @@ func TestGapSecondStartFailsWork(t *testing.T) {
 		t.Fatalf("run %s %+v, node a %+v: want node a failed once with RunStartMismatch", st.Status, st.Error, a)
 	}
 	t.Logf("run %s: node a failed: %s", run, a.Error.Message)
-	proctest.CheckNoViolations(t, dir)
+	testkit.CheckNoViolations(t, dir)
 }

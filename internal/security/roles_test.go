@@ -16,7 +16,7 @@ import (
 
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/natsconn"
-	"github.com/weft-dev/weft/internal/proctest"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
@@ -101,6 +101,7 @@ func TestRolesWork(t *testing.T) {
 			t.Fatalf("the completed run was never listed: %+v", runs)
 		}
 		if !listed {
+			// Polls: the read model's list notifies nobody.
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
@@ -150,6 +151,7 @@ edges:
 		if time.Now().After(deadline) {
 			t.Fatalf("the human node never waited: %+v %v", st, err)
 		}
+		// Polls: the run's status is a read of its log, which notifies nobody.
 		time.Sleep(50 * time.Millisecond)
 	}
 	// The UI follows the waiting run live (a core subscription on its
@@ -224,7 +226,7 @@ edges:
 	}
 
 	// The roles have every right their daemons use: none was refused one.
-	proctest.CheckNoViolations(t, dir)
+	testkit.CheckNoViolations(t, dir)
 }
 
 // TestRolesRefused tries, for each role, what the role must not do.

@@ -77,6 +77,7 @@ func TestGapScheduleAttributionClaimed(t *testing.T) {
 		if ctx.Err() != nil {
 			t.Fatalf("the claimed run %s is not listed under schedule nightly (gap 13 closed? update SECURITY.md)", claim)
 		}
+		// Polls: the read model's list notifies nobody.
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Logf("open: the client's run %s, its start naming schedule nightly, ran and is listed among the schedule's runs", claim)
@@ -102,6 +103,7 @@ func TestGapScheduleAttributionClaimed(t *testing.T) {
 			if ctx.Err() != nil {
 				t.Fatalf("schedule nightly did not fire: %+v", d.State)
 			}
+			// Polls: a schedule's fires are a KV value re-read here.
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
@@ -133,6 +135,7 @@ func TestGapScheduleAttributionClaimed(t *testing.T) {
 		if ctx.Err() != nil {
 			t.Fatalf("the fired run %s is not listed under schedule nightly", fire.RunID)
 		}
+		// Polls: the read model's list notifies nobody.
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Logf("limit: the fire at %s ran as %s (keyed id, completed), not as the client's %s", fire.Nominal.Format(time.RFC3339), fire.RunID, claim)

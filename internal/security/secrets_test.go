@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weft-dev/weft/internal/proctest"
+	"github.com/weft-dev/weft/internal/testkit"
 )
 
 // TestNoSecretsInOutput starts each daemon and the CLI with a password in
@@ -22,7 +22,7 @@ import (
 func TestNoSecretsInOutput(t *testing.T) {
 	s := startServer(t)
 	s.setup(t)
-	dead := fmt.Sprintf("nats://127.0.0.1:%d", proctest.FreePort(t))
+	dead := fmt.Sprintf("nats://127.0.0.1:%d", testkit.FreePort(t))
 	hostport := strings.TrimPrefix(s.url, "nats://")
 	const wrong = "Wr0ngPassw0rdNotTheRealOne"
 

@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/weft-dev/weft/internal/coordinator"
-	"github.com/weft-dev/weft/internal/proctest"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
@@ -75,6 +75,7 @@ edges:
 		if genuine == nil && time.Now().After(deadline) {
 			t.Fatalf("no snapshot of the waiting run: %+v %v", st, err)
 		}
+		// Polls: a snapshot is stored by the coordinator in its own time, with no event.
 		time.Sleep(20 * time.Millisecond)
 	}
 
@@ -138,7 +139,7 @@ edges:
 	if !bytes.Contains(logged, []byte("discarding a snapshot the log does not attest")) || !bytes.Contains(logged, []byte(run)) {
 		t.Errorf("the coordinator did not log the discarded snapshot:\n%s", logged)
 	}
-	proctest.CheckNoViolations(t, dir)
+	testkit.CheckNoViolations(t, dir)
 }
 
 func mustDecode(t *testing.T, b []byte) *coordinator.SnapshotRecord {

@@ -62,6 +62,7 @@ func TestSchedulesUnderTheRoles(t *testing.T) {
 		if ctx.Err() != nil {
 			t.Fatalf("the coordinator did not fire the schedule: %+v", d.State)
 		}
+		// Polls: a schedule's fires are a KV value re-read here.
 		time.Sleep(100 * time.Millisecond)
 	}
 	admin := s.connect(t, userAdmin)
@@ -171,6 +172,7 @@ func TestTriggersUnderTheRoles(t *testing.T) {
 		if ctx.Err() != nil {
 			t.Fatalf("the coordinator did not consume the trigger's stream: %+v", d.State)
 		}
+		// Polls: a trigger's state is a KV value re-read here.
 		time.Sleep(100 * time.Millisecond)
 	}
 	if d.State.Started != 2 || d.State.Duplicates != 1 || d.State.Bad != 1 {

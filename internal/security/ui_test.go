@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weft-dev/weft/internal/proctest"
-	"github.com/weft-dev/weft/internal/runs"
+	"github.com/weft-dev/weft/internal/readmodel"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/internal/ui"
 	"github.com/weft-dev/weft/pkg/projection"
 )
@@ -90,10 +90,11 @@ func TestUIDoor(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	port := proctest.FreePort(t)
+	port := testkit.FreePort(t)
 	logPath := filepath.Join(dir, "ui.log")
 	startProcess(t, "weft", logPath, s.roleEnv(userUI), "ui", "-nats", s.url, "-addr", fmt.Sprintf("127.0.0.1:%d", port), "-read-only", "-password-file", passwd)
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	// Polls: the UI's log file is written without notice.
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		if b, _ := os.ReadFile(logPath); strings.Contains(string(b), "UI: "+base) {
 			break
@@ -173,7 +174,7 @@ func TestUIDoor(t *testing.T) {
 	t.Run("live streams", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		kvStream, err := admin.js.Stream(ctx, "KV_"+runs.Bucket)
+		kvStream, err := admin.js.Stream(ctx, "KV_"+readmodel.Bucket)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -236,11 +237,11 @@ func TestUIDoor(t *testing.T) {
 			t.Errorf("%d live run lists: %d consumers of the read model's bucket, want 1", len(streams), n)
 		}
 		// One change to the read model reaches every stream.
-		kv, err := admin.js.KeyValue(ctx, runs.Bucket)
+		kv, err := admin.js.KeyValue(ctx, readmodel.Bucket)
 		if err != nil {
 			t.Fatal(err)
 		}
-		sum, _ := json.Marshal(runs.Summary{RunID: "doorrun", Graph: "door", Status: projection.RunRunning})
+		sum, _ := json.Marshal(readmodel.Summary{RunID: "doorrun", Graph: "door", Status: projection.RunRunning})
 		if _, err := kv.Put(ctx, "test.doorrun", sum); err != nil {
 			t.Fatal(err)
 		}
@@ -276,6 +277,7 @@ func TestUIDoor(t *testing.T) {
 			t.Errorf("after a change: %d consumers, want 1", n)
 		}
 		scancel()
+		// Polls: a consumer's deletion on the server sends no event to this test.
 		for deadline := time.Now().Add(30 * time.Second); consumers() != 0; time.Sleep(100 * time.Millisecond) {
 			if time.Now().After(deadline) {
 				t.Fatalf("the watch outlived the streams: %d consumers", consumers())
@@ -312,5 +314,5 @@ func TestUIDoor(t *testing.T) {
 		}
 	})
 
-	proctest.CheckNoViolations(t, dir)
+	testkit.CheckNoViolations(t, dir)
 }

@@ -1,5 +1,5 @@
 // Package semantics proves Weft's graph semantics on real JetStream. It
-// holds only tests: each starts an embedded NATS server (internal/natstest),
+// holds only tests: each starts an embedded NATS server (internal/testkit),
 // an in-process coordinator (internal/coordinator) and worker (pkg/worker
 // with the built-in executors and a few test-only node types), starts runs
 // by appending run-started events, and checks what the folded log says.

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/coordinator"
-	"github.com/weft-dev/weft/internal/engine"
+	"github.com/weft-dev/weft/internal/decider"
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -38,7 +38,7 @@ type harness struct {
 
 func newHarness(t *testing.T, coordOpts ...coordinator.Option) *harness {
 	t.Helper()
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	quiet := slog.New(slog.DiscardHandler)
@@ -214,7 +214,7 @@ func (h *harness) childID(parent string, ref events.NodeRef) string {
 	if !ok {
 		h.t.Fatalf("run %s was not started by the harness", parent)
 	}
-	return engine.ChildRunID(parent, nonce.(string), ref)
+	return decider.ChildRunID(parent, nonce.(string), ref)
 }
 
 // appendFact appends a fact from outside (a signal, a cancel request).
@@ -262,6 +262,7 @@ func (h *harness) waitFor(run, what string, timeout time.Duration, cond func(run
 		} else if time.Now().After(deadline) {
 			h.t.Fatalf("run %s: %s: %v", run, what, err)
 		}
+		// Polls: the run's projection is a read of the log, which notifies nobody.
 		time.Sleep(25 * time.Millisecond)
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/coordinator"
-	"github.com/weft-dev/weft/internal/engine"
+	"github.com/weft-dev/weft/internal/decider"
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
@@ -494,7 +494,7 @@ func TestSubgraph(t *testing.T) {
 		t.Fatalf("child-run-started %+v", started)
 	}
 	childID := started[0].ChildRunID
-	if childID != h.childID(parent, events.NodeRef{Node: "child", Iteration: 1}) || childID == engine.ChildRunID(parent, "", events.NodeRef{Node: "child", Iteration: 1}) {
+	if childID != h.childID(parent, events.NodeRef{Node: "child", Iteration: 1}) || childID == decider.ChildRunID(parent, "", events.NodeRef{Node: "child", Iteration: 1}) {
 		t.Errorf("child id %s", childID)
 	}
 	finished, _ := payloads[*events.ChildRunFinishedData](l)
@@ -597,6 +597,7 @@ edges:
 		if time.Now().After(deadline) {
 			t.Fatal("the deadline timer did not fire while no coordinator ran")
 		}
+		// Polls: the timer fires on the server, which tells nobody while no coordinator runs.
 		time.Sleep(50 * time.Millisecond)
 	}
 	h.startCoordinator()

@@ -72,3 +72,35 @@ func CreateObjectStore(ctx context.Context, js jetstream.JetStream, cfg jetstrea
 	}
 	return o, err
 }
+
+// EnsureConsumer creates the durable consumer cfg on stream, or updates
+// it to cfg: for the consumers whose configuration is their owner's alone
+// to change (a schedule runner's, a trigger's).
+func EnsureConsumer(ctx context.Context, js jetstream.JetStream, stream string, cfg jetstream.ConsumerConfig) (jetstream.Consumer, error) {
+	return js.CreateOrUpdateConsumer(ctx, stream, cfg)
+}
+
+// EnsureStream creates the stream cfg names, or updates it to cfg: for
+// the streams an administrator's command sets whole (a namespace's
+// admission tickets).
+func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
+	return js.CreateOrUpdateStream(ctx, cfg)
+}
+
+// UpdateStream changes an existing stream to cfg (an administrator's
+// limits, retention, de-duplication window).
+func UpdateStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
+	return js.UpdateStream(ctx, cfg)
+}
+
+// UpdateConsumer changes an existing consumer to cfg (a queue's filter
+// after an upgrade, an administrator's ack wait).
+func UpdateConsumer(ctx context.Context, js jetstream.JetStream, stream string, cfg jetstream.ConsumerConfig) (jetstream.Consumer, error) {
+	return js.UpdateConsumer(ctx, stream, cfg)
+}
+
+// UpdateKV changes an existing KV bucket to cfg (an administrator's
+// replicas).
+func UpdateKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	return js.UpdateKeyValue(ctx, cfg)
+}

@@ -11,8 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/internal/setup"
+	"github.com/weft-dev/weft/internal/testkit"
 )
 
 var errConfig = errors.New("bad configuration")
@@ -70,8 +70,8 @@ func TestRetryEndsWithItsContext(t *testing.T) {
 }
 
 func TestEnsureKV(t *testing.T) {
-	srv := natstest.Server(t)
-	_, js := natstest.Connect(t, srv)
+	srv := testkit.Server(t)
+	_, js := testkit.Connect(t, srv)
 	ctx := context.Background()
 	cfg := jetstream.KeyValueConfig{Bucket: "b", History: 1, TTL: time.Minute}
 	if _, err := setup.EnsureKV(ctx, js, cfg, nil); err != nil {

@@ -1,5 +1,5 @@
 // Package sim is Weft's deterministic simulator: the production decision
-// engine (internal/engine), fold (pkg/projection) and coordinator logic
+// engine (internal/decider), fold (pkg/projection) and coordinator logic
 // (internal/coordinator, driven through HandleEvent and CachedState), run
 // against an in-memory model of the JetStream log and of its consumers,
 // with simulated clients and workers, while one seeded math/rand/v2 source

@@ -43,6 +43,8 @@ var quickRetry = graph.RetryPolicy{MaxAttempts: 4, InitialInterval: graph.Durati
 // all-join, retries with a fallback, a loop with an iteration cap, a map,
 // a human node fed by signals with a deadline, and a human node in a loop
 // whose person answers each wait.
+//
+// Size: a table of the simulator's graphs.
 func graphs() ([]*simGraph, error) {
 	type spec struct {
 		name     string

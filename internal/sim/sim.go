@@ -378,6 +378,23 @@ func (s *Sim) pick(acts []action) action {
 
 // actions lists what may happen now.
 func (s *Sim) actions() []action {
+	acts := s.clientActions()
+	acts = append(acts, s.processActions()...)
+	if len(s.later) > 0 && !s.later[0].at.After(s.clock.now) {
+		acts = append(acts, action{"late duplicate", 4, s.lateDuplicate})
+	}
+	if len(acts) == 0 {
+		return nil
+	}
+	acts = append(acts, s.faultActions()...)
+	if t, ok := s.sweepDue(); ok && !t.After(s.clock.now) {
+		acts = append(acts, action{"sweep", 2, s.sweep})
+	}
+	return append(acts, action{"tick", 2, func() { s.advance(time.Duration(s.rng.IntN(300)) * time.Millisecond) }})
+}
+
+// clientActions are the starts, cancels and signals due now.
+func (s *Sim) clientActions() []action {
 	now := s.clock.now
 	var acts []action
 	for _, r := range s.runs {
@@ -391,6 +408,12 @@ func (s *Sim) actions() []action {
 			acts = append(acts, action{"signal " + r.id, 3, func() { s.signalRun(r) }})
 		}
 	}
+	return acts
+}
+
+// processActions are the coordinators' and workers' steps possible now.
+func (s *Sim) processActions() []action {
+	var acts []action
 	if s.coordCons.ready() {
 		for _, c := range s.coords {
 			if len(c.inbox) < 16 {
@@ -412,17 +435,17 @@ func (s *Sim) actions() []action {
 			acts = append(acts, action{"pull by " + w.name, 6, func() { s.pull(w) }})
 		}
 		for _, it := range w.items {
-			if !it.at.After(now) {
+			if !it.at.After(s.clock.now) {
 				acts = append(acts, action{"work by " + w.name, 8, func() { s.work(w, it) }})
 			}
 		}
 	}
-	if len(s.later) > 0 && !s.later[0].at.After(now) {
-		acts = append(acts, action{"late duplicate", 4, s.lateDuplicate})
-	}
-	if len(acts) == 0 {
-		return nil
-	}
+	return acts
+}
+
+// faultActions are the faults the configuration allows, drawn now.
+func (s *Sim) faultActions() []action {
+	var acts []action
 	if s.cfg.Faults[Junk] && s.rng.IntN(40) == 0 {
 		acts = append(acts, action{"junk", 1, s.junk})
 	}
@@ -432,10 +455,6 @@ func (s *Sim) actions() []action {
 	if s.cfg.Faults[CrashWorker] && s.rng.IntN(20) == 0 {
 		acts = append(acts, action{"crash worker", 1, s.crashWorker})
 	}
-	if t, ok := s.sweepDue(); ok && !t.After(now) {
-		acts = append(acts, action{"sweep", 2, s.sweep})
-	}
-	acts = append(acts, action{"tick", 2, func() { s.advance(time.Duration(s.rng.IntN(300)) * time.Millisecond) }})
 	return acts
 }
 
@@ -444,49 +463,12 @@ func (s *Sim) actions() []action {
 // moves past their bound, so the check fails naming them.
 func (s *Sim) idle() bool {
 	var next time.Time
-	consider := func(t time.Time) {
-		if !t.After(s.clock.now) {
-			return // due already, and waiting for a process that is busy
-		}
-		if next.IsZero() || t.Before(next) {
+	for _, t := range s.dueTimes() {
+		// A time not after now is due already, and waits for a process
+		// that is busy.
+		if t.After(s.clock.now) && (next.IsZero() || t.Before(next)) {
 			next = t
 		}
-	}
-	for _, r := range s.runs {
-		if !r.started {
-			consider(r.startAt)
-		}
-		if r.started && !r.cancelAt.IsZero() {
-			consider(r.cancelAt)
-		}
-		if r.started && len(r.signals) > 0 {
-			consider(r.signals[0].at)
-		}
-	}
-	if t, ok := s.coordCons.nextDue(); ok {
-		consider(t)
-	}
-	for _, q := range s.queueList {
-		if t, ok := s.queues[q].nextDue(); ok {
-			consider(t)
-		}
-	}
-	for _, w := range s.workers {
-		for _, it := range w.items {
-			consider(it.at)
-		}
-	}
-	if len(s.later) > 0 && s.val.ended() < len(s.runs) {
-		consider(s.later[0].at)
-	}
-	if t, ok := s.sweepDue(); ok {
-		consider(t)
-	}
-	if t := s.log.nextTimer(); t != nil {
-		// A timer left behind by an ended run (its purge failed) fires
-		// into it, changes nothing, and is purged again: the final check
-		// is that none is left once that happened.
-		consider(t.at)
 	}
 	if next.IsZero() {
 		if s.val.ended() == len(s.runs) {
@@ -501,6 +483,51 @@ func (s *Sim) idle() bool {
 	}
 	s.log.fireDue()
 	return true
+}
+
+// dueTimes lists the times at which something is due: a client's action,
+// a redelivery, a worker's work done, a late duplicate, a sweep, a timer.
+func (s *Sim) dueTimes() []time.Time {
+	var ts []time.Time
+	for _, r := range s.runs {
+		switch {
+		case !r.started:
+			ts = append(ts, r.startAt)
+		default:
+			if !r.cancelAt.IsZero() {
+				ts = append(ts, r.cancelAt)
+			}
+			if len(r.signals) > 0 {
+				ts = append(ts, r.signals[0].at)
+			}
+		}
+	}
+	if t, ok := s.coordCons.nextDue(); ok {
+		ts = append(ts, t)
+	}
+	for _, q := range s.queueList {
+		if t, ok := s.queues[q].nextDue(); ok {
+			ts = append(ts, t)
+		}
+	}
+	for _, w := range s.workers {
+		for _, it := range w.items {
+			ts = append(ts, it.at)
+		}
+	}
+	if len(s.later) > 0 && s.val.ended() < len(s.runs) {
+		ts = append(ts, s.later[0].at)
+	}
+	if t, ok := s.sweepDue(); ok {
+		ts = append(ts, t)
+	}
+	if t := s.log.nextTimer(); t != nil {
+		// A timer left behind by an ended run (its purge failed) fires
+		// into it, changes nothing, and is purged again: the final check
+		// is that none is left once that happened.
+		ts = append(ts, t.at)
+	}
+	return ts
 }
 
 // startRun appends a run's run-started event, as a client does; a failed

@@ -153,18 +153,35 @@ func targetOf(s *projection.State, ref events.NodeRef) target {
 	return target{exists: true, iter: n.Iteration, status: n.Status, attempt: n.Attempt, json: string(b)}
 }
 
+// run is the check of run id, begun if it is new, marked dirty.
+func (v *validator) run(id string) *runCheck {
+	rc := v.runs[id]
+	if rc == nil {
+		rc = &runCheck{id: id, state: &projection.State{}, ids: map[string]uint64{}, things: map[string]decided{}, taken: map[string][]takenOutcome{}}
+		v.runs[id] = rc
+		v.order = append(v.order, id)
+	}
+	v.dirty[id] = true
+	return rc
+}
+
+// signalNode is the node a signal or a node-waiting is about, or "".
+func signalNode(p events.Payload) string {
+	switch d := p.(type) {
+	case *events.SignalReceivedData:
+		return d.Node
+	case *events.NodeWaitingData:
+		return d.Node
+	}
+	return ""
+}
+
 // onAppend checks a message as it is written.
 func (v *validator) onAppend(m *message) {
 	if m.run == "" {
 		return
 	}
-	rc := v.runs[m.run]
-	if rc == nil {
-		rc = &runCheck{id: m.run, state: &projection.State{}, ids: map[string]uint64{}, things: map[string]decided{}, taken: map[string][]takenOutcome{}}
-		v.runs[m.run] = rc
-		v.order = append(v.order, m.run)
-	}
-	v.dirty[m.run] = true
+	rc := v.run(m.run)
 	e := m.ev
 	wasEnded := rc.state.Status.Ended()
 	var ref events.NodeRef
@@ -174,13 +191,7 @@ func (v *validator) onAppend(m *message) {
 		ref = refOf(p)
 	}
 	before := targetOf(rc.state, ref)
-	sigNode := ""
-	switch d := p.(type) {
-	case *events.SignalReceivedData:
-		sigNode = d.Node
-	case *events.NodeWaitingData:
-		sigNode = d.Node
-	}
+	sigNode := signalNode(p)
 	sigBefore := targetOf(rc.state, events.NodeRef{Node: sigNode})
 	bufBefore := len(rc.state.Signals[sigNode])
 	_ = rc.state.Apply(e)
@@ -319,26 +330,27 @@ func (v *validator) checkDecision(rc *runCheck, m *message, e *events.Event, p e
 		return
 	}
 	v.count("node-ready for the due attempt")
-	due := false
+	if !readyDue(d, before) {
+		v.fail(rc.id, "no node-ready for a superseded attempt", "node-ready %s attempt %d (seq %d) while the node was %q at iteration %d attempt %d",
+			d.Key(), d.Attempt, m.seq, before.status, before.iter, before.attempt)
+	}
+}
+
+// readyDue says whether node-ready d is for the attempt due when its
+// target was before.
+func readyDue(d *events.NodeReadyData, before target) bool {
+	retryDue := before.iter == d.Iteration && before.status == projection.NodeRetryDue && before.attempt == d.Attempt-1
 	switch {
 	case d.Slot != nil && before.status == projection.NodeWaiting:
 		// Admitted after it waited for its slot.
-		due = before.iter == d.Iteration && before.attempt == d.Attempt-1
-	case d.Item != nil:
+		return before.iter == d.Iteration && before.attempt == d.Attempt-1
+	case d.Item != nil && d.Attempt == 1:
 		// Items of a map activation that is waiting for them.
-		if d.Attempt == 1 {
-			due = before.exists && before.iter == d.Iteration && before.status == projection.NodeIdle
-		} else {
-			due = before.iter == d.Iteration && before.status == projection.NodeRetryDue && before.attempt == d.Attempt-1
-		}
-	case d.Attempt == 1:
-		due = !before.exists || before.iter < d.Iteration
+		return before.exists && before.iter == d.Iteration && before.status == projection.NodeIdle
+	case d.Attempt == 1 && d.Item == nil:
+		return !before.exists || before.iter < d.Iteration
 	default:
-		due = before.iter == d.Iteration && before.status == projection.NodeRetryDue && before.attempt == d.Attempt-1
-	}
-	if !due {
-		v.fail(rc.id, "no node-ready for a superseded attempt", "node-ready %s attempt %d (seq %d) while the node was %q at iteration %d attempt %d",
-			d.Key(), d.Attempt, m.seq, before.status, before.iter, before.attempt)
+		return retryDue
 	}
 }
 

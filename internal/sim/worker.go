@@ -91,78 +91,103 @@ func (s *Sim) pull(w *simWorker) {
 
 // work runs the next phase of an item.
 func (s *Sim) work(w *simWorker, it *workItem) {
-	ctx := context.Background()
-	r := it.ready
 	switch it.phase {
 	case phaseInvoking:
-		e, err := events.New(it.run, outcomeID(it, events.NodeInvoking), s.clock.now, &events.NodeInvokingData{
-			NodeRef: r.NodeRef, Attempt: r.Attempt, Delivery: it.d.count, Worker: w.name,
-		})
-		if err != nil {
-			panic(err)
-		}
-		e.Queue = r.Queue
-		if _, err := w.store.Append(ctx, it.run, events.AnySeq, e); err != nil {
+		s.invoking(w, it)
+	case phaseRunning:
+		s.execute(w, it)
+	case phaseOutcome:
+		s.appendOutcome(w, it)
+	case phaseAck:
+		s.ack(w, it)
+	}
+}
+
+// invoking appends the item's node-invoking, then stalls or heartbeats.
+func (s *Sim) invoking(w *simWorker, it *workItem) {
+	ctx := context.Background()
+	r := it.ready
+	e, err := events.New(it.run, outcomeID(it, events.NodeInvoking), s.clock.now, &events.NodeInvokingData{
+		NodeRef: r.NodeRef, Attempt: r.Attempt, Delivery: it.d.count, Worker: w.name,
+	})
+	if err != nil {
+		panic(err)
+	}
+	e.Queue = r.Queue
+	if _, err := w.store.Append(ctx, it.run, events.AnySeq, e); err != nil {
+		it.q.nak(it.d.msg.seq, time.Second)
+		w.drop(it)
+		return
+	}
+	it.phase = phaseRunning
+	if s.chance(StallWorker, 0.15) {
+		// No heartbeat: the item comes again to someone else.
+		it.at = s.clock.now.Add(workAckWait + time.Duration(1000+s.rng.IntN(20000))*time.Millisecond)
+		s.note("%s stalls on %s attempt %d of %s", w.name, r.Key(), r.Attempt, it.run)
+	} else {
+		it.at = s.clock.now.Add(time.Duration(50+s.rng.IntN(2000)) * time.Millisecond)
+		it.q.extend(it.d.msg.seq, it.at.Add(workAckWait)) // heartbeats
+	}
+}
+
+// execute draws the node's outcome by its behaviour and records the
+// effect.
+func (s *Sim) execute(w *simWorker, it *workItem) {
+	r := it.ready
+	b := behaviourOf(r.Config)
+	eff := effect{key: r.IdempotencyKey, run: it.run, ref: r.Key(), attempt: r.Attempt, delivery: it.d.count, worker: w.name, at: s.clock.now}
+	var p events.Payload
+	switch x := s.rng.Float64(); {
+	case x < b.Fatal:
+		p = &events.NodeFailedData{NodeRef: r.NodeRef, Attempt: r.Attempt, Delivery: it.d.count, Worker: w.name,
+			Error: events.Failure{Type: "Fatal", Message: "simulated fatal failure"}}
+	case x < b.Fatal+b.Fail:
+		p = &events.NodeFailedData{NodeRef: r.NodeRef, Attempt: r.Attempt, Delivery: it.d.count, Worker: w.name,
+			Error: events.Failure{Type: "Flaky", Message: "simulated failure", Retryable: true}}
+	default:
+		eff.ok = true
+		out, _ := json.Marshal(map[string]any{"node": r.Node, "attempt": r.Attempt})
+		p = &events.NodeInvokedData{NodeRef: r.NodeRef, Attempt: r.Attempt, Delivery: it.d.count, Worker: w.name, Output: out,
+			Updates: map[string]json.RawMessage{"log": json.RawMessage(strconv.Quote(r.Key())), "total": json.RawMessage("1")}}
+	}
+	e, err := events.New(it.run, outcomeID(it, p.EventType()), s.clock.now, p)
+	if err != nil {
+		panic(err)
+	}
+	e.Queue = r.Queue
+	eff.outcome = e.ID
+	s.effects = append(s.effects, eff)
+	it.outcome = e
+	it.phase = phaseOutcome
+}
+
+// appendOutcome appends the outcome, retried, then naked.
+func (s *Sim) appendOutcome(w *simWorker, it *workItem) {
+	ctx := context.Background()
+	r := it.ready
+	if _, err := w.store.Append(ctx, it.run, events.AnySeq, it.outcome); err != nil {
+		it.tries++
+		if it.tries >= 3 {
 			it.q.nak(it.d.msg.seq, time.Second)
 			w.drop(it)
 			return
 		}
-		it.phase = phaseRunning
-		if s.chance(StallWorker, 0.15) {
-			// No heartbeat: the item comes again to someone else.
-			it.at = s.clock.now.Add(workAckWait + time.Duration(1000+s.rng.IntN(20000))*time.Millisecond)
-			s.note("%s stalls on %s attempt %d of %s", w.name, r.Key(), r.Attempt, it.run)
-		} else {
-			it.at = s.clock.now.Add(time.Duration(50+s.rng.IntN(2000)) * time.Millisecond)
-			it.q.extend(it.d.msg.seq, it.at.Add(workAckWait)) // heartbeats
-		}
-	case phaseRunning:
-		b := behaviourOf(r.Config)
-		eff := effect{key: r.IdempotencyKey, run: it.run, ref: r.Key(), attempt: r.Attempt, delivery: it.d.count, worker: w.name, at: s.clock.now}
-		var p events.Payload
-		switch x := s.rng.Float64(); {
-		case x < b.Fatal:
-			p = &events.NodeFailedData{NodeRef: r.NodeRef, Attempt: r.Attempt, Delivery: it.d.count, Worker: w.name,
-				Error: events.Failure{Type: "Fatal", Message: "simulated fatal failure"}}
-		case x < b.Fatal+b.Fail:
-			p = &events.NodeFailedData{NodeRef: r.NodeRef, Attempt: r.Attempt, Delivery: it.d.count, Worker: w.name,
-				Error: events.Failure{Type: "Flaky", Message: "simulated failure", Retryable: true}}
-		default:
-			eff.ok = true
-			out, _ := json.Marshal(map[string]any{"node": r.Node, "attempt": r.Attempt})
-			p = &events.NodeInvokedData{NodeRef: r.NodeRef, Attempt: r.Attempt, Delivery: it.d.count, Worker: w.name, Output: out,
-				Updates: map[string]json.RawMessage{"log": json.RawMessage(strconv.Quote(r.Key())), "total": json.RawMessage("1")}}
-		}
-		e, err := events.New(it.run, outcomeID(it, p.EventType()), s.clock.now, p)
-		if err != nil {
-			panic(err)
-		}
-		e.Queue = r.Queue
-		eff.outcome = e.ID
-		s.effects = append(s.effects, eff)
-		it.outcome = e
-		it.phase = phaseOutcome
-	case phaseOutcome:
-		if _, err := w.store.Append(ctx, it.run, events.AnySeq, it.outcome); err != nil {
-			it.tries++
-			if it.tries >= 3 {
-				it.q.nak(it.d.msg.seq, time.Second)
-				w.drop(it)
-				return
-			}
-			it.at = s.clock.now.Add(200 * time.Millisecond)
-			return
-		}
-		s.note("%s: %s of %s attempt %d of %s", w.name, short(it.outcome.Type), r.Key(), r.Attempt, it.run)
-		it.phase = phaseAck
-	case phaseAck:
-		if s.chance(Redeliver, 0.1) {
-			s.note("%s: ack of %s attempt %d of %s lost", w.name, r.Key(), r.Attempt, it.run)
-		} else {
-			it.q.ack(it.d.msg.seq)
-		}
-		w.drop(it)
+		it.at = s.clock.now.Add(200 * time.Millisecond)
+		return
 	}
+	s.note("%s: %s of %s attempt %d of %s", w.name, short(it.outcome.Type), r.Key(), r.Attempt, it.run)
+	it.phase = phaseAck
+}
+
+// ack acks the item, unless the ack is lost.
+func (s *Sim) ack(w *simWorker, it *workItem) {
+	r := it.ready
+	if s.chance(Redeliver, 0.1) {
+		s.note("%s: ack of %s attempt %d of %s lost", w.name, r.Key(), r.Attempt, it.run)
+	} else {
+		it.q.ack(it.d.msg.seq)
+	}
+	w.drop(it)
 }
 
 func (w *simWorker) drop(it *workItem) {

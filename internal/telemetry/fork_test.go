@@ -7,8 +7,8 @@ import (
 
 	"go.opentelemetry.io/otel"
 
-	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/internal/telemetry"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/projection"
 )
@@ -18,7 +18,7 @@ import (
 // a tracing UI leads from one to the other.
 func TestForkLinksToItsParentsTrace(t *testing.T) {
 	rec := installTracing(t)
-	_, store := natstest.Store(t)
+	_, store := testkit.Store(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := runEngine(t, ctx, store)

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/embedded"
-	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/testkit"
 )
 
 // TestDaemonsServeMetricsAndHealth starts the coordinator and the worker
@@ -50,7 +50,7 @@ func TestDaemonsServeMetricsAndHealth(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { embedded.Stop(srv) })
-	_, store := natstest.StoreOn(t, srv)
+	_, store := testkit.StoreOn(t, srv)
 	for _, addr := range []string{caddr, waddr} {
 		waitReady(t, addr)
 	}

@@ -12,8 +12,8 @@ import (
 
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/logattr"
-	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/internal/telemetry"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/worker"
 	"github.com/weft-dev/weft/pkg/worker/builtin"
@@ -26,10 +26,10 @@ import (
 // run's trace id.
 func TestLogsExplainARun(t *testing.T) {
 	installTracing(t)
-	var out natstest.Buffer
+	var out testkit.Buffer
 	log := slog.New(telemetry.LogHandler(slog.NewJSONHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug})))
 
-	_, store := natstest.Store(t)
+	_, store := testkit.Store(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 2)

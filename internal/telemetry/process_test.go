@@ -10,9 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weft-dev/weft/internal/natstest"
-	"github.com/weft-dev/weft/internal/proctest"
 	"github.com/weft-dev/weft/internal/telemetry"
+	"github.com/weft-dev/weft/internal/testkit"
 )
 
 // TestRunTraceAcrossProcesses runs the test graph with the coordinator and
@@ -25,7 +24,7 @@ func TestRunTraceAcrossProcesses(t *testing.T) {
 	}
 	bin := buildDaemons(t)
 	col := startCollector(t)
-	srv, store := natstest.Store(t)
+	srv, store := testkit.Store(t)
 	rec := installTracing(t) // the client's spans, in this process
 
 	base := []string{
@@ -90,12 +89,12 @@ func TestRunTraceAcrossProcesses(t *testing.T) {
 // buildDaemons builds cmd/coordinator and cmd/nodeworker.
 func buildDaemons(t *testing.T) string {
 	t.Helper()
-	return proctest.Build(t, "github.com/weft-dev/weft/cmd/coordinator", "github.com/weft-dev/weft/cmd/nodeworker")
+	return testkit.Build(t, "github.com/weft-dev/weft/cmd/coordinator", "github.com/weft-dev/weft/cmd/nodeworker")
 }
 
 type daemon struct {
 	cmd  *exec.Cmd
-	out  *natstest.Buffer
+	out  *testkit.Buffer
 	done chan struct{}
 	once sync.Once
 }
@@ -110,7 +109,7 @@ func startDaemon(t *testing.T, path string, env []string) *daemon {
 			clean = append(clean, kv)
 		}
 	}
-	d := &daemon{cmd: exec.Command(path), out: &natstest.Buffer{}, done: make(chan struct{})}
+	d := &daemon{cmd: exec.Command(path), out: &testkit.Buffer{}, done: make(chan struct{})}
 	d.cmd.Env = append(clean, env...)
 	d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
 	if err := d.cmd.Start(); err != nil {
@@ -137,6 +136,6 @@ func (d *daemon) stop(t *testing.T) {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	proctest.Cleanup()
+	testkit.Cleanup()
 	os.Exit(code)
 }

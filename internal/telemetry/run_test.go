@@ -13,8 +13,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/weft-dev/weft/internal/coordinator"
-	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/internal/telemetry"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/worker"
 	"github.com/weft-dev/weft/pkg/worker/builtin"
@@ -32,7 +32,7 @@ func TestRunTraceInProcess(t *testing.T) {
 		_ = mp.Shutdown(context.Background())
 	})
 
-	_, store := natstest.Store(t)
+	_, store := testkit.Store(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := runEngine(t, ctx, store)
@@ -74,7 +74,7 @@ func TestRunTraceInProcess(t *testing.T) {
 // trace: its run-started is handled under the parent's decision.
 func TestChildRunInRunTrace(t *testing.T) {
 	rec := installTracing(t)
-	_, store := natstest.Store(t)
+	_, store := testkit.Store(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := runEngine(t, ctx, store)

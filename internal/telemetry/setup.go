@@ -87,18 +87,7 @@ func Setup(ctx context.Context, service string, opts ...Option) (shutdown func(c
 	}
 
 	var shutdowns []func(context.Context) error
-	shutdown = func(ctx context.Context) error {
-		if _, ok := ctx.Deadline(); !ok {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
-			defer cancel()
-		}
-		var errs []error
-		for _, f := range shutdowns {
-			errs = append(errs, f(ctx))
-		}
-		return errors.Join(errs...)
-	}
+	shutdown = shutdownAll(&shutdowns)
 	if traces {
 		exp, err := traceExporter(ctx)
 		if err != nil {
@@ -109,28 +98,53 @@ func Setup(ctx context.Context, service string, opts ...Option) (shutdown func(c
 		shutdowns = append(shutdowns, tp.Shutdown)
 	}
 	if metrics || o.prometheus != nil {
-		mopts := []sdkmetric.Option{sdkmetric.WithResource(res)}
-		if metrics {
-			exp, err := metricExporter(ctx)
-			if err != nil {
-				_ = shutdown(ctx)
-				return noop, err
-			}
-			mopts = append(mopts, sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp)))
+		mp, err := meterProvider(ctx, res, metrics, o.prometheus)
+		if err != nil {
+			_ = shutdown(ctx)
+			return noop, err
 		}
-		if o.prometheus != nil {
-			exp, err := otelprom.New(otelprom.WithRegisterer(o.prometheus))
-			if err != nil {
-				_ = shutdown(ctx)
-				return noop, fmt.Errorf("Prometheus exporter: %w", err)
-			}
-			mopts = append(mopts, sdkmetric.WithReader(exp))
-		}
-		mp := sdkmetric.NewMeterProvider(mopts...)
 		otel.SetMeterProvider(mp)
 		shutdowns = append(shutdowns, mp.Shutdown)
 	}
 	return shutdown, nil
+}
+
+// shutdownAll is a shutdown that calls each of *fs, within 5 seconds
+// unless its context has a deadline.
+func shutdownAll(fs *[]func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if _, ok := ctx.Deadline(); !ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+		}
+		var errs []error
+		for _, f := range *fs {
+			errs = append(errs, f(ctx))
+		}
+		return errors.Join(errs...)
+	}
+}
+
+// meterProvider is a MeterProvider reading into the OTLP metrics exporter
+// the environment configures (if otlp) and into registry (if not nil).
+func meterProvider(ctx context.Context, res *resource.Resource, otlp bool, registry *prometheus.Registry) (*sdkmetric.MeterProvider, error) {
+	mopts := []sdkmetric.Option{sdkmetric.WithResource(res)}
+	if otlp {
+		exp, err := metricExporter(ctx)
+		if err != nil {
+			return nil, err
+		}
+		mopts = append(mopts, sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp)))
+	}
+	if registry != nil {
+		exp, err := otelprom.New(otelprom.WithRegisterer(registry))
+		if err != nil {
+			return nil, fmt.Errorf("Prometheus exporter: %w", err)
+		}
+		mopts = append(mopts, sdkmetric.WithReader(exp))
+	}
+	return sdkmetric.NewMeterProvider(mopts...), nil
 }
 
 // Option configures Setup.

@@ -9,8 +9,8 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/internal/telemetry"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -36,7 +36,7 @@ func TestWholeRunOneTrace(t *testing.T) {
 	}
 	t.Cleanup(func() { otel.SetTracerProvider(origTracerProvider) })
 
-	_, store := natstest.Store(t)
+	_, store := testkit.Store(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := runEngine(t, ctx, store)

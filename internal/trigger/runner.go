@@ -215,7 +215,7 @@ func (c *consumer) run(ctx context.Context) {
 	})
 	defer func() { flushes.Wait(); stopFlush() }()
 	for ctx.Err() == nil {
-		cons, err := c.r.js.CreateOrUpdateConsumer(ctx, c.def.Stream, jetstream.ConsumerConfig{
+		cons, err := setup.EnsureConsumer(ctx, c.r.js, c.def.Stream, jetstream.ConsumerConfig{
 			Durable:       ConsumerName(c.def.Name),
 			Description:   "Weft trigger " + c.def.Name + ": starts a run per message",
 			FilterSubject: c.def.Subject,

@@ -13,9 +13,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/natstest"
 	"github.com/weft-dev/weft/internal/schedule"
 	"github.com/weft-dev/weft/internal/setup"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/internal/trigger"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
@@ -47,10 +47,10 @@ type env struct {
 // a wrapper).
 func newEnv(t *testing.T, dedup time.Duration) *env {
 	t.Helper()
-	srv, st := natstest.Store(t)
+	srv, st := testkit.Store(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
-	nc, js := natstest.Connect(t, srv)
+	nc, js := testkit.Connect(t, srv)
 	for _, c := range schedule.KVConfigs(1) {
 		if _, err := setup.EnsureKV(ctx, js, c, nil); err != nil {
 			t.Fatal(err)
@@ -112,6 +112,7 @@ func (e *env) waitState(name string, ok func(*trigger.State) bool, within time.D
 		if time.Now().After(deadline) {
 			e.t.Fatalf("trigger %s: state %+v", name, st)
 		}
+		// Polls: a trigger's state is a KV value re-read here.
 		time.Sleep(50 * time.Millisecond)
 	}
 }
@@ -148,6 +149,7 @@ func TestTriggerMapsMessages(t *testing.T) {
 	e.create(&trigger.Definition{Name: "orders", Subject: "orders.created", Filter: "input.amount > 10", Input: `{"order": input.id, "amount": input.amount, "via": local.subject}`, ID: "input.id"})
 	e.create(&trigger.Definition{Name: "raw", Subject: "orders.raw"}) // the stream is looked up; ids from Nats-Msg-Id
 	e.publish("orders.created", "", `{"id":"o1","amount":20}`)
+	// Republishes after the first message was taken: the duplicate must arrive as a later delivery, which no event marks.
 	time.Sleep(100 * time.Millisecond)
 	e.publish("orders.created", "", `{"id":"o1","amount":20}`) // republished: the same -id
 	e.publish("orders.created", "", `{"id":"o2","amount":5}`)  // filtered
@@ -199,9 +201,9 @@ func TestTriggerMapsMessages(t *testing.T) {
 // acknowledgement is lost, so the message comes again: one run.
 func TestTriggerRedelivered(t *testing.T) {
 	e := newEnv(t, time.Minute)
-	fs := natstest.NewFaultStore(e.st)
+	fs := testkit.NewFaultStore(e.st)
 	var lost atomic.Int32
-	fs.Set(func(f *natstest.FaultStore) {
+	fs.Set(func(f *testkit.FaultStore) {
 		f.AfterAppend = func(run string, evs []*events.Event) error {
 			if lost.Add(1) <= 3 {
 				return errors.New("injected: the acknowledgement was lost")

@@ -118,6 +118,28 @@ func Prepare(ctx context.Context, dir string, log io.Writer) error {
 	}
 	defer unlock()
 
+	if err := install(ctx, dir, cache, log); err != nil {
+		return err
+	}
+	sources, err := sourcesTime(dir)
+	if err != nil {
+		return fmt.Errorf("%s: %w", dir, err)
+	}
+	stamp := filepath.Join(cache, stampFile)
+	if built, err := mtime(stamp); err == nil && !built.Before(sources) {
+		if _, err := os.Stat(filepath.Join(dir, "dist")); err == nil {
+			return nil
+		}
+	}
+	if err := npm(ctx, dir, log, "run", "build"); err != nil {
+		return err
+	}
+	return os.WriteFile(stamp, []byte(time.Now().UTC().Format(time.RFC3339Nano)+"\n"), 0o644)
+}
+
+// install runs `npm ci` in dir when node_modules is missing or older than
+// package.json or package-lock.json.
+func install(ctx context.Context, dir, cache string, log io.Writer) error {
 	manifest, err := newest(filepath.Join(dir, "package.json"), filepath.Join(dir, "package-lock.json"))
 	if err != nil {
 		return fmt.Errorf("%s: %w", dir, err)
@@ -138,20 +160,7 @@ func Prepare(ctx context.Context, dir string, log io.Writer) error {
 			return err
 		}
 	}
-	sources, err := sourcesTime(dir)
-	if err != nil {
-		return fmt.Errorf("%s: %w", dir, err)
-	}
-	stamp := filepath.Join(cache, stampFile)
-	if built, err := mtime(stamp); err == nil && !built.Before(sources) {
-		if _, err := os.Stat(filepath.Join(dir, "dist")); err == nil {
-			return nil
-		}
-	}
-	if err := npm(ctx, dir, log, "run", "build"); err != nil {
-		return err
-	}
-	return os.WriteFile(stamp, []byte(time.Now().UTC().Format(time.RFC3339Nano)+"\n"), 0o644)
+	return nil
 }
 
 // hasDependencies reports whether a lockfile (version 2 or 3) lists any

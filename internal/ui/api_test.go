@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/weft-dev/weft/internal/runs"
+	"github.com/weft-dev/weft/internal/readmodel"
 	"github.com/weft-dev/weft/internal/ui"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
@@ -20,13 +20,13 @@ import (
 )
 
 type runList struct {
-	Runs   []runs.Summary `json:"runs"`
-	Next   string         `json:"next"`
-	Counts map[string]int `json:"counts"`
+	Runs   []readmodel.Summary `json:"runs"`
+	Next   string              `json:"next"`
+	Counts map[string]int      `json:"counts"`
 }
 
 type runDetail struct {
-	Summary runs.Summary      `json:"summary"`
+	Summary readmodel.Summary `json:"summary"`
 	State   *projection.State `json:"state"`
 	Graph   *struct {
 		Nodes []struct {
@@ -104,7 +104,7 @@ func TestUIRunList(t *testing.T) {
 	if got := ids(all.Runs); !slices.Equal(got, []string{third, second, first}) {
 		t.Errorf("runs %v, want newest first %v", got, []string{third, second, first})
 	}
-	if all.Counts["completed"] != 2 || all.Counts["failed"] != 1 || all.Counts["running"] != 0 || len(all.Counts) != len(runs.Statuses) {
+	if all.Counts["completed"] != 2 || all.Counts["failed"] != 1 || all.Counts["running"] != 0 || len(all.Counts) != len(readmodel.Statuses) {
 		t.Errorf("counts %v, want completed 2, failed 1, and every status", all.Counts)
 	}
 
@@ -168,7 +168,7 @@ func TestUIRunList(t *testing.T) {
 	}
 }
 
-func ids(ss []runs.Summary) []string {
+func ids(ss []readmodel.Summary) []string {
 	var out []string
 	for _, s := range ss {
 		out = append(out, s.RunID)

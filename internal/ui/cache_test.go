@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -20,8 +20,8 @@ import (
 // gives at every position the state the fold of the events up to it
 // gives, and the cache follows a run's new events.
 func TestUILogCache(t *testing.T) {
-	srv := natstest.Server(t)
-	nc, _ := natstest.Connect(t, srv)
+	srv := testkit.Server(t)
+	nc, _ := testkit.Connect(t, srv)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))

@@ -2,7 +2,7 @@
 // binary from dist (built from web/ by 'make ui'), and the JSON API they
 // call, described in API.md. The browser never talks to NATS: every answer
 // is read from the log through pkg/client, from the read model of runs
-// (internal/runs) and from the workers' announcements, and live pages are fed by
+// (internal/readmodel) and from the workers' announcements, and live pages are fed by
 // server-sent events from one KV watch of the read model (the run list) and
 // from client.Follow over one run's subjects (a run's events: a core
 // subscription as a wake-up and reads, no consumer).

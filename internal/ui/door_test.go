@@ -17,8 +17,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/natstest"
-	"github.com/weft-dev/weft/internal/runs"
+	"github.com/weft-dev/weft/internal/readmodel"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/internal/ui"
 	"github.com/weft-dev/weft/pkg/projection"
 )
@@ -51,7 +51,7 @@ func (c *clock) advance(d time.Duration) {
 type door struct {
 	t   *testing.T
 	url string
-	log *natstest.Buffer
+	log *testkit.Buffer
 	clk *clock
 	js  jetstream.JetStream
 	// stream is the events stream's name.
@@ -60,7 +60,7 @@ type door struct {
 
 func newDoor(t *testing.T, cfg ui.Config) *door {
 	t.Helper()
-	d := &door{t: t, log: &natstest.Buffer{}, clk: newClock()}
+	d := &door{t: t, log: &testkit.Buffer{}, clk: newClock()}
 	cfg.Log = slog.New(slog.NewTextHandler(d.log, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	cfg.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
 	ui.SetClock(&cfg, d.clk.now)
@@ -442,7 +442,7 @@ func TestUICrossOrigin(t *testing.T) {
 // with a 429 that says which; a closed stream frees its place.
 func TestUILiveLimits(t *testing.T) {
 	d := newDoor(t, ui.Config{Limits: ui.Limits{LivePerClient: 2, Live: 3}})
-	if _, err := runs.Ensure(context.Background(), d.js, d.stream, slog.Default()); err != nil {
+	if _, err := readmodel.Ensure(context.Background(), d.js, d.stream, slog.Default()); err != nil {
 		t.Fatal(err)
 	}
 	e := &env{t: t, url: d.url}
@@ -476,6 +476,7 @@ func TestUILiveLimits(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the closed stream's place was not freed: %d %s", rr.status, rr.body)
 		}
+		// Polls: the door's freed place is its map's state, not an event.
 		time.Sleep(20 * time.Millisecond)
 	}
 }
@@ -488,10 +489,10 @@ func TestUILiveSharesOneWatch(t *testing.T) {
 	js := eventlog.JetStream(store)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := runs.Ensure(ctx, js, store.StreamName(), slog.Default()); err != nil {
+	if _, err := readmodel.Ensure(ctx, js, store.StreamName(), slog.Default()); err != nil {
 		t.Fatal(err)
 	}
-	kvStream, err := js.Stream(ctx, "KV_"+runs.Bucket)
+	kvStream, err := js.Stream(ctx, "KV_"+readmodel.Bucket)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -512,11 +513,11 @@ func TestUILiveSharesOneWatch(t *testing.T) {
 	if n := consumers(); n != 1 {
 		t.Errorf("20 live run lists: %d consumers of the bucket, want 1", n)
 	}
-	kv, err := js.KeyValue(ctx, runs.Bucket)
+	kv, err := js.KeyValue(ctx, readmodel.Bucket)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum, _ := json.Marshal(runs.Summary{RunID: "r1", Graph: "g", Status: projection.RunRunning})
+	sum, _ := json.Marshal(readmodel.Summary{RunID: "r1", Graph: "g", Status: projection.RunRunning})
 	if _, err := kv.Put(ctx, "test.r1", sum); err != nil {
 		t.Fatal(err)
 	}
@@ -534,6 +535,7 @@ func TestUILiveSharesOneWatch(t *testing.T) {
 		for range s.events {
 		}
 	}
+	// Polls: a consumer's deletion on the server sends no event to this test.
 	for deadline := time.Now().Add(20 * time.Second); consumers() != 0; time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the watch outlived its streams: %d consumers", consumers())

@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/logattr"
-	"github.com/weft-dev/weft/internal/runs"
+	"github.com/weft-dev/weft/internal/readmodel"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
@@ -78,7 +78,7 @@ func classify(err error) *apiError {
 	switch {
 	case errors.As(err, &mbe):
 		return &apiError{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("body larger than %d bytes", mbe.Limit), Field: "body"}
-	case errors.Is(err, events.ErrRunNotFound), errors.Is(err, runs.ErrNotFound):
+	case errors.Is(err, events.ErrRunNotFound), errors.Is(err, readmodel.ErrNotFound):
 		return &apiError{Status: http.StatusNotFound, Message: msg}
 	case errors.Is(err, client.ErrNoSuchPosition):
 		return &apiError{Status: http.StatusNotFound, Message: msg, Field: "at"}

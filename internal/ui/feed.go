@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/logattr"
-	"github.com/weft-dev/weft/internal/runs"
+	"github.com/weft-dev/weft/internal/readmodel"
 )
 
 // feedBuffer is how many changes a live run list may fall behind before
@@ -72,7 +72,7 @@ func (f *runsFeed) subscribe(ctx context.Context) (*feedSub, error) {
 func (f *runsFeed) startLocked(ctx context.Context) error {
 	lctx, cancel := context.WithTimeout(ctx, readTimeout)
 	defer cancel()
-	kv, err := f.js.KeyValue(lctx, runs.Bucket)
+	kv, err := f.js.KeyValue(lctx, readmodel.Bucket)
 	if err != nil {
 		return err
 	}
@@ -105,7 +105,7 @@ func (f *runsFeed) run(ctx context.Context, w *feedWatch, watch jetstream.KeyWat
 			if e == nil || e.Operation() != jetstream.KeyValuePut {
 				continue
 			}
-			var sum runs.Summary
+			var sum readmodel.Summary
 			if err := json.Unmarshal(e.Value(), &sum); err != nil {
 				f.log.Warn("ui: an unreadable entry in the read model", logattr.Key, e.Key(), logattr.Error, err)
 				continue

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/internal/ui"
 )
 
@@ -16,7 +16,7 @@ import (
 // JSON and a status other than 500, and never hangs (live streams are
 // left out: they are meant to stay open).
 func FuzzUIRequests(f *testing.F) {
-	_, store := natstest.Store(f)
+	_, store := testkit.Store(f)
 	h, err := ui.New(ui.Config{Store: store})
 	if err != nil {
 		f.Fatal(err)

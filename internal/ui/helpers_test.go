@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/internal/ui"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/graph"
@@ -85,8 +85,8 @@ type env struct {
 // (Store and Client are set).
 func newEnv(t *testing.T, cfg ui.Config) *env {
 	t.Helper()
-	srv := natstest.Server(t)
-	nc, _ := natstest.Connect(t, srv)
+	srv := testkit.Server(t)
+	nc, _ := testkit.Connect(t, srv)
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -13,7 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/weft-dev/weft/internal/runs"
+	"github.com/weft-dev/weft/internal/readmodel"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -118,7 +118,7 @@ func (s *server) liveRuns(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	sub, err := s.feed.subscribe(ctx)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		s.fail(w, r, &apiError{Status: http.StatusServiceUnavailable, Message: fmt.Sprintf("no read model of runs (KV bucket %s): no coordinator has run against this server yet", runs.Bucket)})
+		s.fail(w, r, &apiError{Status: http.StatusServiceUnavailable, Message: fmt.Sprintf("no read model of runs (KV bucket %s): no coordinator has run against this server yet", readmodel.Bucket)})
 		return
 	}
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/weft-dev/weft/internal/runs"
+	"github.com/weft-dev/weft/internal/readmodel"
 	"github.com/weft-dev/weft/internal/ui"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -210,13 +210,13 @@ func TestUIArchivedRun(t *testing.T) {
 	id := e.run(fanJoinYAML, nil)
 	var live runDetail
 	e.get("/api/runs/"+id).decode(t, &live)
-	dir, err := runs.OpenDir(t.TempDir())
+	dir, err := readmodel.OpenDir(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := runs.Remove(ctx, e.eng.Store(), id, dir); err != nil {
+	if _, err := readmodel.Remove(ctx, e.eng.Store(), id, dir); err != nil {
 		t.Fatal(err)
 	}
 	h, err := ui.New(ui.Config{Store: e.eng.Store(), Client: client.New(e.eng.Store(), client.WithArchive(dir))})

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/runs"
+	"github.com/weft-dev/weft/internal/readmodel"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -26,9 +26,9 @@ const (
 )
 
 type runList struct {
-	Runs   []runs.Summary `json:"runs"`
-	Next   string         `json:"next"`
-	Counts map[string]int `json:"counts"`
+	Runs   []readmodel.Summary `json:"runs"`
+	Next   string              `json:"next"`
+	Counts map[string]int      `json:"counts"`
 }
 
 // listRuns answers GET /api/runs from the read model of runs.
@@ -44,7 +44,7 @@ func (s *server) listRuns(w http.ResponseWriter, r *http.Request) {
 			if st == "" {
 				continue
 			}
-			if !slices.Contains(runs.Statuses, projection.RunStatus(st)) {
+			if !slices.Contains(readmodel.Statuses, projection.RunStatus(st)) {
 				s.fail(w, r, badParam("status", "unknown status %q (want one of %s)", st, statusList()))
 				return
 			}
@@ -55,12 +55,12 @@ func (s *server) listRuns(w http.ResponseWriter, r *http.Request) {
 	if g := q.Get("graph"); g != "" {
 		filters = append(filters, client.WithGraph(g))
 	}
-	var filter *runs.Filter
+	var filter *readmodel.Filter
 	if expr := q.Get("query"); expr != "" {
 		// The query language of 'weft list -q' (runs.FilterHelp); a
 		// query that does not compile is answered with where.
 		var err error
-		if filter, err = runs.ParseFilter(expr); err != nil {
+		if filter, err = readmodel.ParseFilter(expr); err != nil {
 			s.fail(w, r, badParam("query", "%s", err.Error()))
 			return
 		}
@@ -93,16 +93,16 @@ func (s *server) listRuns(w http.ResponseWriter, r *http.Request) {
 		opts = append(opts, client.WithStatus(statuses...))
 	}
 	cursor := q.Get("cursor")
-	if _, err := runs.ParseCursor(cursor); cursor != "" && err != nil {
+	if _, err := readmodel.ParseCursor(cursor); cursor != "" && err != nil {
 		s.fail(w, r, badParam("cursor", "%q is not a cursor this server gave", cursor))
 		return
 	}
-	out := runList{Runs: []runs.Summary{}, Counts: map[string]int{}}
+	out := runList{Runs: []readmodel.Summary{}, Counts: map[string]int{}}
 	if prefix := q.Get("q"); prefix != "" {
 		// A whole run id is one get. The read model has no index by id
 		// prefix: for a prefix, read the selection and keep the matches
 		// (a page of them).
-		var sum *runs.Summary
+		var sum *readmodel.Summary
 		err := errors.New("not a run id")
 		if eventlog.ValidToken(prefix) {
 			sum, err = s.cl.Summary(ctx, prefix)
@@ -114,12 +114,12 @@ func (s *server) listRuns(w http.ResponseWriter, r *http.Request) {
 			if matches(sum, statuses, since, until, q.Get("graph")) && (filter == nil || filter.Match(sum, time.Now())) {
 				out.Runs = append(out.Runs, *sum)
 			}
-		case !errors.Is(err, runs.ErrNotFound) && !errors.Is(err, runs.ErrNoReadModel):
+		case !errors.Is(err, readmodel.ErrNotFound) && !errors.Is(err, readmodel.ErrNoReadModel):
 			s.fail(w, r, err)
 			return
 		default:
 			page, err := s.cl.ListPage(ctx, opts...)
-			if err != nil && !errors.Is(err, runs.ErrNoReadModel) {
+			if err != nil && !errors.Is(err, readmodel.ErrNoReadModel) {
 				s.fail(w, r, err)
 				return
 			}
@@ -136,19 +136,19 @@ func (s *server) listRuns(w http.ResponseWriter, r *http.Request) {
 		}
 		page, err := s.cl.ListPage(ctx, opts...)
 		switch {
-		case errors.Is(err, runs.ErrNoReadModel):
+		case errors.Is(err, readmodel.ErrNoReadModel):
 			// No coordinator ever ran here: no runs yet.
 		case err != nil:
 			s.fail(w, r, err)
 			return
 		default:
-			out.Runs, out.Next = page.Runs, page.Next
+			out.Runs, out.Next = append(out.Runs, page.Runs...), page.Next // [] for none, not null
 		}
 	}
 	// Counts per status, under the same filters but the status.
-	for _, st := range runs.Statuses {
+	for _, st := range readmodel.Statuses {
 		n, err := s.cl.Count(ctx, append(slices.Clone(filters), client.WithStatus(st))...)
-		if err != nil && !errors.Is(err, runs.ErrNoReadModel) {
+		if err != nil && !errors.Is(err, readmodel.ErrNoReadModel) {
 			s.fail(w, r, err)
 			return
 		}
@@ -158,8 +158,8 @@ func (s *server) listRuns(w http.ResponseWriter, r *http.Request) {
 }
 
 func statusList() string {
-	names := make([]string, len(runs.Statuses))
-	for i, st := range runs.Statuses {
+	names := make([]string, len(readmodel.Statuses))
+	for i, st := range readmodel.Statuses {
 		names[i] = string(st)
 	}
 	return strings.Join(names, ", ")
@@ -215,7 +215,7 @@ func (s *server) runLog(ctx context.Context, w http.ResponseWriter, r *http.Requ
 }
 
 type runView struct {
-	Summary    runs.Summary      `json:"summary"`
+	Summary    readmodel.Summary `json:"summary"`
 	State      *projection.State `json:"state"`
 	Graph      *graphView        `json:"graph"`
 	GraphError string            `json:"graphError,omitempty"`
@@ -246,7 +246,7 @@ func (s *server) getRun(w http.ResponseWriter, r *http.Request) {
 	} else {
 		// Not indexed (yet, or the read model is gone): the fold says
 		// as much.
-		v.Summary = runs.Summarize(st, runs.DefaultRetention)
+		v.Summary = readmodel.Summarize(st, readmodel.DefaultRetention)
 	}
 	g, err := viewGraph(st)
 	if err != nil {
@@ -460,7 +460,7 @@ func diffStates(a, b *projection.State, all bool) []change {
 }
 
 // matches says whether a run's summary is selected by a listing's filters.
-func matches(sum *runs.Summary, statuses []projection.RunStatus, since, until time.Time, graph string) bool {
+func matches(sum *readmodel.Summary, statuses []projection.RunStatus, since, until time.Time, graph string) bool {
 	switch {
 	case len(statuses) > 0 && !slices.Contains(statuses, sum.Status),
 		graph != "" && sum.Graph != graph,
@@ -472,7 +472,7 @@ func matches(sum *runs.Summary, statuses []projection.RunStatus, since, until ti
 }
 
 // pageRuns is a page's runs; none for no page.
-func pageRuns(p *runs.Page) []runs.Summary {
+func pageRuns(p *readmodel.Page) []readmodel.Summary {
 	if p == nil {
 		return nil
 	}

@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/natstest"
-	"github.com/weft-dev/weft/internal/runs"
+	"github.com/weft-dev/weft/internal/readmodel"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/internal/ui"
 	"github.com/weft-dev/weft/pkg/events"
 )
@@ -27,7 +27,7 @@ import (
 // serve serves the UI over a store of a fresh server, without an engine.
 func serve(t *testing.T, cfg ui.Config) (string, events.Store) {
 	t.Helper()
-	_, store := natstest.Store(t)
+	_, store := testkit.Store(t)
 	cfg.Store = store
 	h, err := ui.New(cfg)
 	if err != nil {
@@ -129,8 +129,8 @@ func TestUISecurityHeaders(t *testing.T) {
 // TestUINATSDown: when the server's connection to NATS is gone, the API
 // says so with 503; the page's files and config are still served.
 func TestUINATSDown(t *testing.T) {
-	srv := natstest.Server(t)
-	nc, js := natstest.Connect(t, srv)
+	srv := testkit.Server(t)
+	nc, js := testkit.Connect(t, srv)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	store, err := events.Open(ctx, js)
@@ -238,7 +238,7 @@ func TestUICheckAddr(t *testing.T) {
 // TestUIStart: Start refuses a non-loopback address without credentials,
 // says when the port is taken, and serves until closed.
 func TestUIStart(t *testing.T) {
-	_, store := natstest.Store(t)
+	_, store := testkit.Store(t)
 	ctx := context.Background()
 	if _, err := ui.Start(ctx, "0.0.0.0:0", ui.Config{Store: store}); !errors.Is(err, ui.ErrExposed) {
 		t.Errorf("Start on 0.0.0.0 without credentials: %v", err)
@@ -256,7 +256,7 @@ func TestUIStart(t *testing.T) {
 		t.Errorf("Start on a taken port: %v, want it to say the address is in use", err)
 	}
 	// A live stream does not hold Close up.
-	if _, err := runs.Ensure(ctx, eventlog.JetStream(store), store.StreamName(), slog.Default()); err != nil {
+	if _, err := readmodel.Ensure(ctx, eventlog.JetStream(store), store.StreamName(), slog.Default()); err != nil {
 		t.Fatal(err)
 	}
 	resp, err := http.Get(s.URL() + "/api/live/runs")
@@ -280,7 +280,7 @@ func TestUIStart(t *testing.T) {
 // streams are not.
 func TestUIGzip(t *testing.T) {
 	url, store := serve(t, ui.Config{})
-	if _, err := runs.Ensure(context.Background(), eventlog.JetStream(store), store.StreamName(), slog.Default()); err != nil {
+	if _, err := readmodel.Ensure(context.Background(), eventlog.JetStream(store), store.StreamName(), slog.Default()); err != nil {
 		t.Fatal(err)
 	}
 	r := fetch(t, http.MethodGet, url+"/api/runs", http.Header{"Accept-Encoding": {"gzip"}})

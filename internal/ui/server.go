@@ -109,6 +109,8 @@ type Config struct {
 
 // Validate reports every problem with the settings at once (New also
 // needs a Store).
+//
+// Size: a flat list of independent option checks; all errors are collected.
 func (c *Config) Validate() error {
 	var errs []error
 	switch {

@@ -61,7 +61,7 @@ func (it *item) step(ctx context.Context, step string, args ...any) {
 func (w *Worker) process(base context.Context, q *queue, m jetstream.Msg) {
 	w.stats.received.Add(1)
 	if m.Headers().Get(eventlog.HdrRestored) != "" {
-		// A work item put back from an archive (runs.Restore): a record
+		// A work item put back from an archive (readmodel.Restore): a record
 		// of work done long ago, not work. Only the coordinator's and the
 		// admin's roles may write work items.
 		if err := m.Ack(); err != nil {

@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/internal/worker"
 	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/events"
@@ -26,7 +26,7 @@ func testStore(t *testing.T, queues ...string) events.Store { return testStoreB(
 
 func testStoreB(t testing.TB, queues ...string) events.Store {
 	t.Helper()
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	if len(queues) == 0 {
 		queues = []string{worker.DefaultQueue}
 	}
@@ -212,6 +212,7 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
+		// Polls: cond reads state that changes without an event to wait for.
 		time.Sleep(10 * time.Millisecond)
 	}
 }

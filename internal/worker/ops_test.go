@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/internal/worker"
 	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/events"
@@ -87,11 +87,11 @@ func TestWorkerAnnounces(t *testing.T) {
 // node hangs) loses its item: JetStream delivers it again after the ack wait
 // and another worker records the outcome.
 func TestStoppedHeartbeatRedelivers(t *testing.T) {
-	srv, st := natstest.Store(t)
+	srv, st := testkit.Store(t)
 	if _, err := workqueue.EnsureQueue(context.Background(), eventlog.JetStream(st), st.StreamName(), worker.DefaultQueue, workqueue.QueueOptions{AckWait: time.Second}); err != nil {
 		t.Fatal(err)
 	}
-	nc1, js1 := natstest.Connect(t, srv)
+	nc1, js1 := testkit.Connect(t, srv)
 	st1, err := events.Open(context.Background(), js1)
 	if err != nil {
 		t.Fatal(err)

@@ -112,6 +112,7 @@ func defaultName() string {
 	return host + "-" + strconv.Itoa(os.Getpid())
 }
 
+// Size: a flat list of independent option checks; all errors are collected.
 func (o *options) validate() error {
 	var errs []error
 	if len(o.queues) == 0 {

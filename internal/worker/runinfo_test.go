@@ -9,14 +9,14 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
 // TestHasEnded checks the ended-run check on a real server: no ending,
 // then a run-failed, counted on its terminal subject (eventlog.HasEnd).
 func TestHasEnded(t *testing.T) {
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	r := newRunReader(st)
 	ctx := context.Background()
 	run := events.NewRunID()
@@ -42,7 +42,7 @@ func TestHasEnded(t *testing.T) {
 // TestReadStart reads a run's start by its subject, and reports a run
 // with none as errStartNotFound.
 func TestReadStart(t *testing.T) {
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	r := newRunReader(st)
 	ctx := context.Background()
 	run := events.NewRunID()
@@ -71,8 +71,8 @@ func TestReadStart(t *testing.T) {
 // the child's client subject, which any client may write, is passed over
 // (it neither stops the worker nor is read for the config).
 func TestReadChildStart(t *testing.T) {
-	srv, st := natstest.Store(t)
-	_, js := natstest.Connect(t, srv)
+	srv, st := testkit.Store(t)
+	_, js := testkit.Connect(t, srv)
 	r := newRunReader(st)
 	ctx := context.Background()
 	child := events.NewRunID()
@@ -116,8 +116,8 @@ func TestReadChildStart(t *testing.T) {
 // config nor kept under that digest: the work item fails, non-retryable
 // (InvalidGraph), naming the mismatch.
 func TestStartDigestMismatch(t *testing.T) {
-	srv, st := natstest.Store(t)
-	_, js := natstest.Connect(t, srv)
+	srv, st := testkit.Store(t)
+	_, js := testkit.Connect(t, srv)
 	r := newRunReader(st)
 	ctx := context.Background()
 	run := events.NewRunID()
@@ -153,8 +153,8 @@ func TestStartDigestMismatch(t *testing.T) {
 // is resolved from it; one that names none (an older coordinator) takes
 // the last, as before.
 func TestSecondStartNotRead(t *testing.T) {
-	srv, st := natstest.Store(t)
-	_, js := natstest.Connect(t, srv)
+	srv, st := testkit.Store(t)
+	_, js := testkit.Connect(t, srv)
 	ctx := context.Background()
 	run := events.NewRunID()
 	start := func(who string) *events.Event {

@@ -153,7 +153,7 @@ func checkQueue(ctx context.Context, js jetstream.JetStream, stream, queue strin
 		return c, nil
 	}
 	cfg.FilterSubject, cfg.FilterSubjects = f, nil
-	c, err := js.UpdateConsumer(ctx, stream, cfg)
+	c, err := setup.UpdateConsumer(ctx, js, stream, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("updating the filter of the consumer of queue %q: %w", queue, err)
 	}

@@ -12,12 +12,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/internal/workqueue"
 )
 
 func TestEnsureQueue(t *testing.T) {
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	ctx := context.Background()
 	js, stream := eventlog.JetStream(st), st.StreamName()
 
@@ -49,7 +49,7 @@ func TestEnsureQueue(t *testing.T) {
 	}
 
 	// A worker's other settings are not applied: they are logged, once.
-	var logs natstest.Buffer
+	var logs testkit.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	for range 2 {
 		c, err = workqueue.EnsureQueue(ctx, js, stream, "q1", workqueue.QueueOptions{AckWait: 5 * time.Second, MaxAckPending: 10, Logger: log})
@@ -76,7 +76,7 @@ func TestEnsureQueue(t *testing.T) {
 }
 
 func TestEnsureQueueCreatesWithItsOptions(t *testing.T) {
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	c, err := workqueue.EnsureQueue(context.Background(), eventlog.JetStream(st), st.StreamName(), "q2", workqueue.QueueOptions{AckWait: 7 * time.Second, MaxDeliver: 5})
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +87,7 @@ func TestEnsureQueueCreatesWithItsOptions(t *testing.T) {
 }
 
 func TestEnsureQueueRefusesAConsumerWithoutAcks(t *testing.T) {
-	_, st := natstest.Store(t)
+	_, st := testkit.Store(t)
 	ctx := context.Background()
 	cfg := workqueue.QueueConfig("q3", workqueue.QueueOptions{})
 	cfg.AckPolicy, cfg.OptStartSeq = jetstream.AckNonePolicy, 1

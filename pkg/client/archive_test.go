@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/weft-dev/weft/internal/runs"
+	"github.com/weft-dev/weft/internal/readmodel"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -30,7 +30,7 @@ func TestDirArchive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := runs.Remove(ctx, store, run, a); err != nil {
+	if _, err := readmodel.Remove(ctx, store, run, a); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Summary(ctx, run); !errors.Is(err, client.ErrNotInReadModel) {

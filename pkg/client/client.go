@@ -13,7 +13,7 @@ import (
 
 	"github.com/weft-dev/weft/internal/admission"
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/runs"
+	"github.com/weft-dev/weft/internal/readmodel"
 	"github.com/weft-dev/weft/internal/telemetry"
 	"github.com/weft-dev/weft/pkg/events"
 )
@@ -27,7 +27,7 @@ type Client struct {
 
 	mu     sync.Mutex
 	stream jetstream.Stream
-	runs   *runs.Model
+	runs   *readmodel.Model
 	// arch is where removed runs are read from (list.go); archChecked
 	// says the default was looked for and is missing.
 	arch        Archive
@@ -77,7 +77,7 @@ type Archive interface {
 
 // DirArchive returns the Archive in directory dir (a coordinator's
 // -archive dir:PATH), which must exist.
-func DirArchive(dir string) (Archive, error) { return runs.OpenDir(dir) }
+func DirArchive(dir string) (Archive, error) { return readmodel.OpenDir(dir) }
 
 // WithTracerProvider sets the OpenTelemetry TracerProvider of the client's
 // spans, those of starting, forking, signalling and cancelling runs

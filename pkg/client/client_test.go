@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
@@ -227,7 +227,7 @@ func TestSignalAndCancel(t *testing.T) {
 }
 
 func TestErrors(t *testing.T) {
-	_, store := natstest.Store(t)
+	_, store := testkit.Store(t)
 	c := client.New(store)
 	ctx := timeout(t)
 	g := mustGraph(t, helloYAML)
@@ -278,7 +278,7 @@ func TestErrors(t *testing.T) {
 }
 
 func TestWaitHonoursContext(t *testing.T) {
-	_, store := natstest.Store(t) // no coordinator: the run never ends
+	_, store := testkit.Store(t) // no coordinator: the run never ends
 	c := client.New(store)
 	run, err := c.Start(timeout(t), mustGraph(t, helloYAML))
 	if err != nil {
@@ -371,6 +371,7 @@ func TestSignalIsIdempotent(t *testing.T) {
 			if n := signalCount(t, c, run); n != 1 {
 				t.Fatalf("%d signal events after sending one signal twice, want 1", n)
 			}
+			// Gives a duplicate signal the time to (wrongly) move the run: an absence cannot be waited for.
 			time.Sleep(200 * time.Millisecond)
 			st, err := c.Get(ctx, run)
 			if err != nil {

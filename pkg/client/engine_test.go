@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/coordinator"
-	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -27,7 +27,7 @@ func quiet(t *testing.T) *slog.Logger {
 // the server.
 func engine(t *testing.T, queues ...string) (*client.Client, events.Store) {
 	t.Helper()
-	_, store := natstest.Store(t)
+	_, store := testkit.Store(t)
 	log := quiet(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	if len(queues) == 0 {
@@ -72,6 +72,7 @@ func waitListed(t *testing.T, ctx context.Context, c *client.Client, run string,
 		if time.Now().After(deadline) {
 			t.Fatalf("run %s not listed as %s in time: %+v, %v", run, status, s, err)
 		}
+		// Polls: the read model's list notifies nobody.
 		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -4,7 +4,7 @@ import (
 	"errors"
 
 	"github.com/weft-dev/weft/internal/admission"
-	"github.com/weft-dev/weft/internal/runs"
+	"github.com/weft-dev/weft/internal/readmodel"
 )
 
 var (
@@ -28,11 +28,11 @@ var (
 	// ErrNoReadModel means the read model of runs (the KV bucket
 	// "weft-runs") does not exist: no coordinator has run yet, or it was
 	// removed ('weft admin reindex' makes it again).
-	ErrNoReadModel = runs.ErrNoReadModel
+	ErrNoReadModel = readmodel.ErrNoReadModel
 	// ErrNotInReadModel means the read model has no entry for a run.
-	ErrNotInReadModel = runs.ErrNotFound
+	ErrNotInReadModel = readmodel.ErrNotFound
 	// ErrNotArchived means an Archive has no such run.
-	ErrNotArchived = runs.ErrNotArchived
+	ErrNotArchived = readmodel.ErrNotArchived
 	// ErrAdmission means a start, fork, signal or cancel request was
 	// over its namespace's admission limit (runs started, or signals and
 	// cancel requests sent, per second): the error names the limit.

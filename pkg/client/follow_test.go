@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/natstest"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -71,7 +71,7 @@ func (f *followed) check(t *testing.T, c *client.Client, run string) {
 // appended: nothing is lost, repeated or reordered, whether the follow
 // starts before the events, mid-run or after the end.
 func TestFollowWhileAppending(t *testing.T) {
-	_, store := natstest.Store(t)
+	_, store := testkit.Store(t)
 	c := client.New(store, client.WithLogger(quiet(t)))
 	const writers, each = 4, 60
 
@@ -164,7 +164,7 @@ func TestFollowWhileAppending(t *testing.T) {
 // TestFollowStops: fn returning false ends Follow; a run with no events
 // is ErrRunNotFound; ctx ending is ctx's error.
 func TestFollowStops(t *testing.T) {
-	_, store := natstest.Store(t)
+	_, store := testkit.Store(t)
 	c := client.New(store, client.WithLogger(quiet(t)))
 	ctx := timeout(t)
 	run, err := c.Start(ctx, mustGraph(t, humanYAML))
@@ -188,7 +188,7 @@ func TestFollowStops(t *testing.T) {
 // TestWaitWakes: Wait returns at once for a run that ended, and wakes for
 // one that ends while it waits.
 func TestWaitWakes(t *testing.T) {
-	_, store := natstest.Store(t)
+	_, store := testkit.Store(t)
 	c := client.New(store, client.WithLogger(quiet(t)))
 	ctx := timeout(t)
 	run, err := c.Start(ctx, mustGraph(t, humanYAML))
@@ -232,7 +232,7 @@ func TestWaitWakes(t *testing.T) {
 // subscription, never a consumer, so the client's role needs no right to
 // create one (deploy/SECURITY.md).
 func TestWaitAndFollowCreateNoConsumer(t *testing.T) {
-	_, store := natstest.Store(t)
+	_, store := testkit.Store(t)
 	c := client.New(store, client.WithLogger(quiet(t)))
 	ctx := timeout(t)
 	run, err := c.Start(ctx, mustGraph(t, humanYAML))
@@ -316,7 +316,7 @@ func (s *lateStore) show(seq uint64) {
 // TestFollowFindsEventsStoredLate: an event heard of before a read could
 // see it is looked for again, although nothing more is published.
 func TestFollowFindsEventsStoredLate(t *testing.T) {
-	_, store := natstest.Store(t)
+	_, store := testkit.Store(t)
 	late := &lateStore{Store: store, hid: make(chan struct{}, 1)}
 	c := client.New(late, client.WithLogger(quiet(t)))
 	ctx := timeout(t)
@@ -360,7 +360,7 @@ func TestFollowFindsEventsStoredLate(t *testing.T) {
 // (core NATS delivers at most once) is found by the re-read that follows
 // a quiet second.
 func TestFollowRereadsWhenNothingIsHeard(t *testing.T) {
-	_, store := natstest.Store(t)
+	_, store := testkit.Store(t)
 	late := &lateStore{Store: store, hid: make(chan struct{}, 1)}
 	c := client.New(late, client.WithLogger(quiet(t)))
 	ctx := timeout(t)

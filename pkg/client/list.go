@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/runs"
+	"github.com/weft-dev/weft/internal/readmodel"
 	"github.com/weft-dev/weft/pkg/projection"
 )
 
@@ -20,27 +20,27 @@ import (
 // set when 'weft terminate' ended it; ForkedFrom, the run and point it was
 // forked from; Restored, when it was last put back from an archive. Its
 // JSON form is what the UI and 'weft -o json list' show.
-type RunSummary = runs.Summary
+type RunSummary = readmodel.Summary
 
 // RunPage is one page of ListPage, newest run first: Runs, Next (the
 // cursor of the next page, for WithCursor; empty on the last) and Total
 // (the runs the options select, over all pages).
-type RunPage = runs.Page
+type RunPage = readmodel.Page
 
 // ListOption configures List.
 type ListOption func(*listOptions)
 
 // listOptions is the read model's query that List's options fill in.
 type listOptions struct {
-	runs.Query
+	readmodel.Query
 	query *string // WithQuery's, compiled by compile()
 }
 
 // compile is the read model's query the options ask for.
-func (o *listOptions) compile() (runs.Query, error) {
+func (o *listOptions) compile() (readmodel.Query, error) {
 	q := o.Query
 	if o.query != nil {
-		f, err := runs.ParseFilter(*o.query)
+		f, err := readmodel.ParseFilter(*o.query)
 		if err != nil {
 			return q, err
 		}
@@ -91,7 +91,7 @@ func WithQuery(query string) ListOption {
 }
 
 // QueryError is a query that does not compile: its line, column and why.
-type QueryError = runs.FilterError
+type QueryError = readmodel.FilterError
 
 // WithCursor continues a listing after the page whose Next it is.
 func WithCursor(cursor string) ListOption { return func(q *listOptions) { q.Cursor = cursor } }
@@ -162,7 +162,7 @@ func (c *Client) Summary(ctx context.Context, run string) (*RunSummary, error) {
 }
 
 // readModel opens the read model once.
-func (c *Client) readModel(ctx context.Context) (*runs.Model, error) {
+func (c *Client) readModel(ctx context.Context) (*readmodel.Model, error) {
 	if err := c.inNamespace(ctx); err != nil {
 		return nil, err
 	}
@@ -171,7 +171,7 @@ func (c *Client) readModel(ctx context.Context) (*runs.Model, error) {
 	if c.runs != nil {
 		return c.runs, nil
 	}
-	m, err := runs.Open(ctx, eventlog.JetStream(c.store))
+	m, err := readmodel.Open(ctx, eventlog.JetStream(c.store))
 	if err != nil {
 		return nil, err
 	}
@@ -187,7 +187,7 @@ func (c *Client) archive(ctx context.Context) Archive {
 	if c.arch != nil || c.archChecked {
 		return c.arch
 	}
-	a, err := runs.OpenObjectStore(ctx, eventlog.JetStream(c.store), runs.ArchiveBucket, c.store.StreamName(), false)
+	a, err := readmodel.OpenObjectStore(ctx, eventlog.JetStream(c.store), readmodel.ArchiveBucket, c.store.StreamName(), false)
 	if err != nil {
 		if !errors.Is(err, context.Canceled) {
 			c.archChecked = true

@@ -7,7 +7,7 @@ import (
 	"fmt"
 
 	"github.com/weft-dev/weft/internal/eventlog"
-	"github.com/weft-dev/weft/internal/runs"
+	"github.com/weft-dev/weft/internal/readmodel"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
 	"github.com/weft-dev/weft/pkg/worker"
@@ -24,7 +24,7 @@ func (c *Client) History(ctx context.Context, runID string) ([]*events.Event, er
 	evs, err := c.store.Read(ctx, runID, 0, 0)
 	if errors.Is(err, events.ErrRunNotFound) {
 		if a := c.archive(ctx); a != nil {
-			evs, err = runs.Read(ctx, c.store, a, runID)
+			evs, err = readmodel.Read(ctx, c.store, a, runID)
 		}
 	}
 	if err != nil {

@@ -340,24 +340,31 @@ func validateRate(g *Graph, n *Node, o *options, bad badFunc) {
 	case n.Concurrency != nil:
 		bad("rate", "a node with a concurrency limit cannot have a rate limit too, yet")
 	}
-	if strings.TrimSpace(r.Key) != "" {
-		if x, msg := compileExpr(r.Key, strExpr, o); msg != "" {
-			bad("rate.key", "%s", msg)
-		} else if x.fn != nil {
-			bad("rate.key", "a key must be a CEL expression, not a Go condition")
-		} else {
-			g.rateKey[n.ID] = x
-		}
+	if x := compileCEL(r.Key, strExpr, "rate.key", "a key", o, bad); x != nil {
+		g.rateKey[n.ID] = x
 	}
-	if strings.TrimSpace(r.Units) != "" {
-		if x, msg := compileExpr(r.Units, intExpr, o); msg != "" {
-			bad("rate.units", "%s", msg)
-		} else if x.fn != nil {
-			bad("rate.units", "units must be a CEL expression, not a Go condition")
-		} else {
-			g.rateUnit[n.ID] = x
-		}
+	if x := compileCEL(r.Units, intExpr, "rate.units", "units", o, bad); x != nil {
+		g.rateUnit[n.ID] = x
 	}
+}
+
+// compileCEL compiles src, if it is not blank, as a CEL expression of kind
+// k (a Go condition refused), reporting a problem at field; what names it
+// in the refusal.
+func compileCEL(src string, k exprKind, field, what string, o *options, bad badFunc) *expr {
+	if strings.TrimSpace(src) == "" {
+		return nil
+	}
+	x, msg := compileExpr(src, k, o)
+	switch {
+	case msg != "":
+		bad(field, "%s", msg)
+	case x.fn != nil:
+		bad(field, "%s must be a CEL expression, not a Go condition", what)
+	default:
+		return x
+	}
+	return nil
 }
 
 // validateNodeExprs compiles the node's when and map.over into g.
@@ -503,7 +510,7 @@ func validateSubgraphRef(def *Definition, n *Node, scope []*Definition, bad badF
 // validateEdges checks the edges and compiles their conditions. It reports
 // whether every edge's ends are known, which reachability needs.
 //
-// (Its complexity is one check per edge field, in the field's order.)
+// Size: one check per edge field, in the field's order.
 func validateEdges(g *Graph, o *options, p *problems) bool {
 	def := g.def
 	g.cond = make([]*expr, len(def.Edges))

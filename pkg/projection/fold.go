@@ -132,6 +132,8 @@ func (s *State) apply(e *events.Event) error {
 // dispatch hands an event to the applier of its type: the catalogue, one
 // case per event type, each a one-line call to the applier named after
 // the event (its length and complexity are the catalogue's, not logic).
+//
+// Size: the catalogue, one case per event type.
 func (s *State) dispatch(e *events.Event, p events.Payload, at time.Time) error {
 	switch d := p.(type) {
 	case *events.RunStartedData:

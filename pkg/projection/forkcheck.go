@@ -201,22 +201,37 @@ func (c *forkCheck) node(id string, n *NodeState) {
 	if n.Delivery < 0 || n.Executions < 0 {
 		c.add(id, "delivery", "delivery %d, executions %d: counts are never negative", n.Delivery, n.Executions)
 	}
-	if want, ok := waitsFor[n.WaitingFor]; n.WaitingFor != "" && (!ok || want != fn.kind) {
-		c.add(id, "waitingFor", "%q: a %s node never waits for that", n.WaitingFor, kindName(fn.kind))
-	}
-	if n.Status == NodeWaiting {
-		switch n.WaitingFor {
-		case "child":
-			c.add(id, "waitingFor", "waits for child run %q: a child run reports to the run that started it, not to a fork (fork from before the node was activated)", n.Child)
-		case "router":
-			c.add(id, "waitingFor", "a router waits only between its two decisions (fork from before or after them)")
-		case "":
-			c.add(id, "waitingFor", "waiting, for nothing")
-		}
-	}
+	c.waiting(id, n, fn)
 	if n.Child != "" && fn.kind != kindSubgraph {
 		c.add(id, "child", "%q: only a subgraph node starts a child run", n.Child)
 	}
+	c.items(id, n, fn)
+	for j, e := range n.Owed {
+		c.edge(id, "owed["+strconv.Itoa(j)+"]", e, id)
+	}
+}
+
+// waiting checks what a node waits for: something its kind waits for, and
+// something a fork can wait for.
+func (c *forkCheck) waiting(id string, n *NodeState, fn forkNode) {
+	if want, ok := waitsFor[n.WaitingFor]; n.WaitingFor != "" && (!ok || want != fn.kind) {
+		c.add(id, "waitingFor", "%q: a %s node never waits for that", n.WaitingFor, kindName(fn.kind))
+	}
+	if n.Status != NodeWaiting {
+		return
+	}
+	switch n.WaitingFor {
+	case "child":
+		c.add(id, "waitingFor", "waits for child run %q: a child run reports to the run that started it, not to a fork (fork from before the node was activated)", n.Child)
+	case "router":
+		c.add(id, "waitingFor", "a router waits only between its two decisions (fork from before or after them)")
+	case "":
+		c.add(id, "waitingFor", "waiting, for nothing")
+	}
+}
+
+// items checks a map node's items.
+func (c *forkCheck) items(id string, n *NodeState, fn forkNode) {
 	if len(n.Items) > 0 && fn.kind != kindMap {
 		c.add(id, "items", "%d item(s): only a map node has items", len(n.Items))
 	}
@@ -230,9 +245,6 @@ func (c *forkCheck) node(id string, n *NodeState) {
 		if it.Delivery < 0 {
 			c.add(id, f+"delivery", "%d: never negative", it.Delivery)
 		}
-	}
-	for j, e := range n.Owed {
-		c.edge(id, "owed["+strconv.Itoa(j)+"]", e, id)
 	}
 }
 
@@ -331,38 +343,50 @@ func (c *forkCheck) timer(st *State, id string, t Timer) {
 	}
 	switch t.Purpose {
 	case "retry":
-		status, attempt := n.Status, n.Attempt
-		if t.Ref.Item != nil {
-			i := *t.Ref.Item
-			if i < 0 || i >= len(n.Items) || n.Items[i] == nil {
-				c.add(t.Ref.Node, field, "a retry of item %d, which the node does not have", i)
-				return
-			}
-			status, attempt = n.Items[i].Status, n.Items[i].Attempt
-		}
-		switch {
-		case status != NodeRetrying:
-			c.add(t.Ref.Node, field, "a retry timer of an attempt that is %s, not retrying", orIdle(status))
-		case t.Attempt != attempt+1:
-			c.add(t.Ref.Node, field, "retries as attempt %d; attempt %d failed", t.Attempt, attempt)
-		case id != RetryTimerID(t.Ref, t.Attempt):
-			c.add(t.Ref.Node, field, "the retry's timer is %q", RetryTimerID(t.Ref, t.Attempt))
-		}
+		c.retryTimer(id, field, t, n)
 	case "deadline":
-		switch {
-		case t.Ref.Item != nil:
-			c.add(t.Ref.Node, field, "a deadline of a map item")
-		case n.Status != NodeWaiting || n.WaitingFor != "signal":
-			c.add(t.Ref.Node, field, "a deadline of a node that is %s, not waiting for a signal", orIdle(n.Status))
-		case n.Deadline == nil || !n.Deadline.Equal(t.At):
-			c.add(t.Ref.Node, field, "a deadline at %s; the node's is %v", t.At.Format("2006-01-02T15:04:05.999Z07:00"), n.Deadline)
-		case id != DeadlineTimerID(t.Ref):
-			c.add(t.Ref.Node, field, "the deadline's timer is %q", DeadlineTimerID(t.Ref))
-		}
+		c.deadlineTimer(id, field, t, n)
 	case PurposeTimeout, PurposeHeartbeat:
 		c.add(t.Ref.Node, field, "a %s timer: a fork arms timeouts anew when a worker takes the work", t.Purpose)
 	default:
 		c.add(t.Ref.Node, field, "%q is not a timer purpose (retry, deadline)", t.Purpose)
+	}
+}
+
+// retryTimer checks a retry timer: of an attempt that is retrying, as the
+// attempt after it, under its own id.
+func (c *forkCheck) retryTimer(id, field string, t Timer, n *NodeState) {
+	status, attempt := n.Status, n.Attempt
+	if t.Ref.Item != nil {
+		i := *t.Ref.Item
+		if i < 0 || i >= len(n.Items) || n.Items[i] == nil {
+			c.add(t.Ref.Node, field, "a retry of item %d, which the node does not have", i)
+			return
+		}
+		status, attempt = n.Items[i].Status, n.Items[i].Attempt
+	}
+	switch {
+	case status != NodeRetrying:
+		c.add(t.Ref.Node, field, "a retry timer of an attempt that is %s, not retrying", orIdle(status))
+	case t.Attempt != attempt+1:
+		c.add(t.Ref.Node, field, "retries as attempt %d; attempt %d failed", t.Attempt, attempt)
+	case id != RetryTimerID(t.Ref, t.Attempt):
+		c.add(t.Ref.Node, field, "the retry's timer is %q", RetryTimerID(t.Ref, t.Attempt))
+	}
+}
+
+// deadlineTimer checks a human node's deadline timer: of a node waiting
+// for a signal, at its deadline, under its own id.
+func (c *forkCheck) deadlineTimer(id, field string, t Timer, n *NodeState) {
+	switch {
+	case t.Ref.Item != nil:
+		c.add(t.Ref.Node, field, "a deadline of a map item")
+	case n.Status != NodeWaiting || n.WaitingFor != "signal":
+		c.add(t.Ref.Node, field, "a deadline of a node that is %s, not waiting for a signal", orIdle(n.Status))
+	case n.Deadline == nil || !n.Deadline.Equal(t.At):
+		c.add(t.Ref.Node, field, "a deadline at %s; the node's is %v", t.At.Format("2006-01-02T15:04:05.999Z07:00"), n.Deadline)
+	case id != DeadlineTimerID(t.Ref):
+		c.add(t.Ref.Node, field, "the deadline's timer is %q", DeadlineTimerID(t.Ref))
 	}
 }
 

@@ -48,7 +48,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/weft-dev/weft/internal/engine"
+	"github.com/weft-dev/weft/internal/decider"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -128,89 +128,105 @@ type unit struct {
 // Run replays history (one run's events in log order) against g and
 // returns what it found. It never writes anything.
 func Run(g *graph.Graph, history []*events.Event) Result {
-	var r Result
-	s := &projection.State{}
-	var expect []unit // what g decided at the last point asked
+	rp := &replayer{g: g, s: &projection.State{}}
 	for i, e := range history {
-		r.Events++
-		if r.RunID == "" {
-			r.RunID = e.RunID
+		rp.r.Events++
+		if rp.r.RunID == "" {
+			rp.r.RunID = e.RunID
 		}
-		if e.IsDecision() && e.Refused == nil && s.Status != projection.RunPending && !s.Status.Ended() {
-			// A decision the fold passes over (stale: a coordinator's
-			// duplicate after a takeover) changed nothing: not compared.
-			before := s.Clone()
-			if s.Apply(e) != nil {
-				continue
+		if e.IsDecision() && e.Refused == nil && rp.s.Status != projection.RunPending && !rp.s.Status.Ended() {
+			if rp.r.Diff = rp.decision(i, e); rp.r.Diff != nil {
+				return rp.r
 			}
-			s, before = before, s
-			units, err := unitsOf(e)
-			if err != nil {
-				r.Diff = &Divergence{Position: i + 1, Seq: e.Seq, Message: fmt.Sprintf("event %d (%s) is unreadable: %v", i+1, e.Type, err)}
-				return r
-			}
-			fresh := false
-			var now []unit
-			for _, u := range units {
-				r.Decisions++
-				got, ok, same := match(expect, u)
-				if !same {
-					if !fresh {
-						// Ask again from the state before this event; keep
-						// the old answer too (see the package doc).
-						var err error
-						now, err = decide(g, s, e.Time)
-						if err != nil {
-							r.Diff = &Divergence{Position: i + 1, Seq: e.Seq, Recorded: u.desc, Message: fmt.Sprintf("event %d: %v", i+1, err)}
-							return r
-						}
-						expect, fresh = append(now, expect...), true
-						got, ok, _ = match(expect, u)
-					}
-				}
-				if !ok {
-					r.Diff = &Divergence{Position: i + 1, Seq: e.Seq, Recorded: u.desc, Decided: descs(now),
-						Message: fmt.Sprintf("event %d: the run recorded %s; the graph does not decide it", i+1, u.desc)}
-					return r
-				}
-				if !bytes.Equal(got.data, u.data) && !same {
-					changes := projection.DiffJSON(u.data, got.data)
-					r.Diff = &Divergence{Position: i + 1, Seq: e.Seq, Recorded: u.desc, Decided: []string{got.desc}, Changes: changes,
-						Message: fmt.Sprintf("event %d: the run recorded %s with other data than the graph decides", i+1, u.desc)}
-					return r
-				}
-				expect = remove(expect, u.key)
-			}
-			s = before // the state after e
 			continue
 		}
-		_ = s.Apply(e)
+		_ = rp.s.Apply(e)
 	}
+	rp.r.Diff = rp.next(len(history))
+	return rp.r
+}
+
+// replayer is one replay's state: the fold so far and what g decided at
+// the last point it was asked.
+type replayer struct {
+	g      *graph.Graph
+	r      Result
+	s      *projection.State
+	expect []unit
+}
+
+// decision compares decision e, the i-th event (0-based), with what g
+// decides, and folds it.
+func (rp *replayer) decision(i int, e *events.Event) *Divergence {
+	// A decision the fold passes over (stale: a coordinator's duplicate
+	// after a takeover) changed nothing: not compared.
+	before := rp.s.Clone()
+	if rp.s.Apply(e) != nil {
+		return nil
+	}
+	after := rp.s
+	rp.s = before
+	defer func() { rp.s = after }()
+	units, err := unitsOf(e)
+	if err != nil {
+		return &Divergence{Position: i + 1, Seq: e.Seq, Message: fmt.Sprintf("event %d (%s) is unreadable: %v", i+1, e.Type, err)}
+	}
+	fresh := false
+	var now []unit
+	for _, u := range units {
+		rp.r.Decisions++
+		got, ok, same := match(rp.expect, u)
+		if !same && !fresh {
+			// Ask again from the state before this event; keep the old
+			// answer too (see the package doc).
+			now, err = decide(rp.g, rp.s, e.Time)
+			if err != nil {
+				return &Divergence{Position: i + 1, Seq: e.Seq, Recorded: u.desc, Message: fmt.Sprintf("event %d: %v", i+1, err)}
+			}
+			rp.expect, fresh = append(now, rp.expect...), true
+			got, ok, _ = match(rp.expect, u)
+		}
+		if !ok {
+			return &Divergence{Position: i + 1, Seq: e.Seq, Recorded: u.desc, Decided: descs(now),
+				Message: fmt.Sprintf("event %d: the run recorded %s; the graph does not decide it", i+1, u.desc)}
+		}
+		if !bytes.Equal(got.data, u.data) && !same {
+			return &Divergence{Position: i + 1, Seq: e.Seq, Recorded: u.desc, Decided: []string{got.desc}, Changes: projection.DiffJSON(u.data, got.data),
+				Message: fmt.Sprintf("event %d: the run recorded %s with other data than the graph decides", i+1, u.desc)}
+		}
+		rp.expect = remove(rp.expect, u.key)
+	}
+	return nil
+}
+
+// next compares, for a run that goes on after its n events, what its own
+// graph decides next with what g decides.
+func (rp *replayer) next(n int) *Divergence {
+	s := rp.s
 	if s.Status == projection.RunPending || s.Status.Ended() {
-		return r
+		return nil
 	}
-	// The run goes on: what comes next must not change either.
 	old, err := graph.Parse(s.Graph, "run "+s.RunID, graph.AllowAnyType())
 	if err != nil {
-		return r
+		return nil
 	}
 	now := time.Now()
 	if s.UpdatedAt != nil {
 		now = *s.UpdatedAt
 	}
 	want, err1 := decide(old, s, now)
-	got, err2 := decide(g, s, now)
-	if err1 != nil || err2 != nil {
-		if err2 != nil {
-			r.Diff = &Divergence{Position: len(history) + 1, Message: fmt.Sprintf("at the end of the log: %v", err2)}
-		}
-		return r
+	got, err2 := decide(rp.g, s, now)
+	if err2 != nil {
+		return &Divergence{Position: n + 1, Message: fmt.Sprintf("at the end of the log: %v", err2)}
+	}
+	if err1 != nil {
+		return nil
 	}
 	if !sameUnits(want, got) {
-		r.Diff = &Divergence{Position: len(history) + 1, Recorded: strings.Join(descs(want), "; "), Decided: descs(got),
-			Message: fmt.Sprintf("after the last event (%d): the run's graph decides %s next; the graph decides otherwise", len(history), orNothing(descs(want)))}
+		return &Divergence{Position: n + 1, Recorded: strings.Join(descs(want), "; "), Decided: descs(got),
+			Message: fmt.Sprintf("after the last event (%d): the run's graph decides %s next; the graph decides otherwise", n, orNothing(descs(want)))}
 	}
-	return r
+	return nil
 }
 
 func orNothing(s []string) string {
@@ -229,7 +245,7 @@ func decide(g *graph.Graph, s *projection.State, now time.Time) (out []unit, err
 			err = fmt.Errorf("the engine failed on the graph: %v", p)
 		}
 	}()
-	d := engine.Decide(g, s.Clone(), now)
+	d := decider.Decide(g, s.Clone(), now)
 	for _, e := range d.Events {
 		us, err := unitsOf(e)
 		if err != nil {

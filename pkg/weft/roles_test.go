@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/weft-dev/weft/internal/natsconn"
-	"github.com/weft-dev/weft/internal/proctest"
+	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/projection"
 	"github.com/weft-dev/weft/pkg/weft"
@@ -89,7 +89,7 @@ edges:
 		t.Error("a connection without credentials was admitted")
 	}
 	wuser := natsconn.UserName(natsconn.RoleWorker, worker.DefaultQueue)
-	proctest.RefusedPublish(t, eng.URL(), natsconn.Config{User: wuser, Password: password[wuser]}, "weft.r.00.forged.d.completed")
+	testkit.RefusedPublish(t, eng.URL(), natsconn.Config{User: wuser, Password: password[wuser]}, "weft.r.00.forged.d.completed")
 
 	// Started again with the same directory, the engine keeps the
 	// credentials.

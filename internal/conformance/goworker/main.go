@@ -85,6 +85,8 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 }
 
 // register adds the conformance node types, wrong as broken says.
+//
+// Size: a table: one registration per conformance node type.
 func register(w *worker.Worker, effects, broken string) {
 	w.Handle("conf.echo", worker.NodeFunc(func(_ context.Context, in *worker.Input) (*worker.Result, error) {
 		var cfg struct {

@@ -67,6 +67,9 @@ func invoking(t *testing.T, run, id, node string) *eventlog.Event {
 	return e
 }
 
+// appendAndRead holds the store to its append rules (one start; decisions
+// checked against the last decision, facts not; a chain whole; runs
+// apart), then reads the run back.
 func appendAndRead(t *testing.T, st eventlog.Store) {
 	ctx := context.Background()
 	run := eventlog.NewRunID()
@@ -111,7 +114,13 @@ func appendAndRead(t *testing.T, st eventlog.Store) {
 	if _, err := eventlog.Append(ctx, st, run, last, ready(t, run, "d")); err != nil {
 		t.Fatalf("append after another run's event: %v", err)
 	}
+	readBack(t, st, run)
+}
 
+// readBack reads appendAndRead's run back: its events in order, the
+// decisions flagged, a tail read, the last sequence; and a missing run.
+func readBack(t *testing.T, st eventlog.Store, run string) {
+	ctx := context.Background()
 	evs, err := st.Read(ctx, run, 0, 0)
 	if err != nil {
 		t.Fatal(err)

@@ -46,6 +46,8 @@ var errUsage = errors.New("usage")
 
 func main() { daemon.Main("ledgerworker", errUsage, run) }
 
+// Size: the chaos worker's whole life (flags, connect, register, serve), in
+// order.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var cfg natsconn.Config
 	fs := flag.NewFlagSet("ledgerworker", flag.ContinueOnError)

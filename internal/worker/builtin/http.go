@@ -188,17 +188,7 @@ func (h *HTTP) do(req *http.Request, in *worker.Input, cfg *HTTPConfig, secrets 
 
 	resp, err := h.httpClient().Do(req)
 	if err != nil {
-		var denied *DeniedError
-		var redir *redirectError
-		switch {
-		case errors.As(err, &denied):
-			return nil, worker.NonRetryable(FailureAddressDenied, fmt.Sprintf("%s: %v", where, denied))
-		case errors.As(err, &redir):
-			return nil, worker.NonRetryable(FailureTooManyRedirects, fmt.Sprintf("%s: %v", where, redir))
-		case errors.Is(err, context.DeadlineExceeded):
-			return nil, &worker.Error{Type: events.FailureTimeout, Message: fmt.Sprintf("%s: no response within %s", where, timeout), Retryable: true}
-		}
-		return nil, &worker.Error{Type: FailureHTTPNetwork, Message: where, Retryable: true, Cause: err}
+		return nil, requestError(err, where, timeout)
 	}
 	defer resp.Body.Close()
 
@@ -227,20 +217,43 @@ func (h *HTTP) do(req *http.Request, in *worker.Input, cfg *HTTPConfig, secrets 
 		"body":    decodeBody(resp.Header.Get("Content-Type"), body),
 	}
 	if !expected(cfg.ExpectStatus, resp.StatusCode) {
-		s := resp.StatusCode
-		if s == http.StatusTooManyRequests {
-			// The whole key of the node's rate limit backs off (internal/flow).
-			msg := fmt.Sprintf("%s: status 429 Too Many Requests", where)
-			return nil, worker.RateLimited(msg, retryAfter(resp.Header.Get("Retry-After"), time.Now()))
-		}
-		return nil, &worker.Error{
-			Type:      FailureHTTPStatus,
-			Message:   fmt.Sprintf("%s: unexpected status %d %s", where, s, http.StatusText(s)),
-			Retryable: s >= 500 || s == http.StatusRequestTimeout || s == http.StatusTooManyRequests,
-			Details:   out,
-		}
+		return nil, statusError(resp, where, out)
 	}
 	return &worker.Result{Output: out}, nil
+}
+
+// requestError is the failure of a request that got no response: refused
+// by the address policy or the redirect limit, timed out, or the network's.
+func requestError(err error, where string, timeout time.Duration) error {
+	var denied *DeniedError
+	var redir *redirectError
+	switch {
+	case errors.As(err, &denied):
+		return worker.NonRetryable(FailureAddressDenied, fmt.Sprintf("%s: %v", where, denied))
+	case errors.As(err, &redir):
+		return worker.NonRetryable(FailureTooManyRedirects, fmt.Sprintf("%s: %v", where, redir))
+	case errors.Is(err, context.DeadlineExceeded):
+		return &worker.Error{Type: events.FailureTimeout, Message: fmt.Sprintf("%s: no response within %s", where, timeout), Retryable: true}
+	}
+	return &worker.Error{Type: FailureHTTPNetwork, Message: where, Retryable: true, Cause: err}
+}
+
+// statusError is the failure of a response whose status the node did not
+// expect (out its output, as details): a 429 backs the rate limit's whole
+// key off; 5xx, 408 are retryable.
+func statusError(resp *http.Response, where string, out map[string]any) error {
+	s := resp.StatusCode
+	if s == http.StatusTooManyRequests {
+		// The whole key of the node's rate limit backs off (internal/flow).
+		msg := fmt.Sprintf("%s: status 429 Too Many Requests", where)
+		return worker.RateLimited(msg, retryAfter(resp.Header.Get("Retry-After"), time.Now()))
+	}
+	return &worker.Error{
+		Type:      FailureHTTPStatus,
+		Message:   fmt.Sprintf("%s: unexpected status %d %s", where, s, http.StatusText(s)),
+		Retryable: s >= 500 || s == http.StatusRequestTimeout || s == http.StatusTooManyRequests,
+		Details:   out,
+	}
 }
 
 // retryAfter reads a Retry-After header: seconds, or an HTTP date; a

@@ -1,0 +1,199 @@
+package readmodel
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/pkg/events"
+	"github.com/weft-dev/weft/pkg/graph"
+	"github.com/weft-dev/weft/pkg/projection"
+)
+
+// Bucket is the KV bucket of the read model.
+const Bucket = "weft-runs"
+
+// DefaultRetention is how long an ended run is kept when neither the run
+// nor its graph says otherwise, and the coordinator is not told.
+const DefaultRetention = 7 * 24 * time.Hour
+
+// Limits of search attributes.
+const (
+	// MaxSearchAttributes is the most attributes a graph may declare.
+	MaxSearchAttributes = graph.MaxSearchAttributes
+	// MaxAttrValue is the longest value kept; longer values are cut.
+	MaxAttrValue = 256
+)
+
+// Summary is a run's entry in the read model.
+type Summary struct {
+	RunID       string               `json:"runId"`
+	Graph       string               `json:"graph,omitempty"`
+	GraphDigest string               `json:"graphDigest,omitempty"`
+	Status      projection.RunStatus `json:"status"`
+	StartedAt   time.Time            `json:"startedAt,omitzero"`
+	EndedAt     time.Time            `json:"endedAt,omitzero"`
+	// Parent is the run that started this one as a child, if any.
+	Parent string `json:"parent,omitempty"`
+	// Attrs are the run's search attributes.
+	Attrs map[string]string `json:"attrs,omitempty"`
+	// Retention is how long the run is kept once ended; ExpiresAt, set
+	// once it ended, is when it may be removed.
+	Retention string    `json:"retention,omitempty"`
+	ExpiresAt time.Time `json:"expiresAt,omitzero"`
+	// Terminated marks a run ended by 'weft terminate'.
+	Terminated bool `json:"terminated,omitempty"`
+	// ForkedFrom is the run and point a forked run was forked from.
+	ForkedFrom *events.ForkRef `json:"forkedFrom,omitempty"`
+	// Restored is when the run was last put back from an archive
+	// (Restore). Written by the admin before the run's messages, it is
+	// what tells the coordinators that messages marked restored are
+	// (eventlog.HdrRestored is a header, which any writer could set).
+	Restored time.Time `json:"restored,omitzero"`
+}
+
+// Key is the summary's key in the bucket: "<status>.<run>".
+func (s Summary) Key() string { return key(s.Status, s.RunID) }
+
+func key(st projection.RunStatus, run string) string { return string(st) + "." + run }
+
+// Statuses are the statuses a run in the read model can have.
+var Statuses = []projection.RunStatus{
+	projection.RunRunning, projection.RunCancelling, projection.RunCompleted, projection.RunFailed, projection.RunCancelled,
+}
+
+// graphSettings are what the read model reads from a run's graph.
+type graphSettings struct {
+	Retention        string   `json:"retention"`
+	SearchAttributes []string `json:"searchAttributes"`
+}
+
+// Summarize returns the read-model entry of a folded run. def is the
+// retention of a run whose start and graph name none.
+func Summarize(s *projection.State, def time.Duration) Summary {
+	sum := Summary{
+		RunID: s.RunID, Graph: s.GraphName, GraphDigest: s.GraphDigest, Status: s.Status,
+		Terminated: s.Cancel != nil && s.Cancel.Terminate, ForkedFrom: s.Fork,
+	}
+	if s.StartedAt != nil {
+		sum.StartedAt = s.StartedAt.UTC()
+	}
+	if s.Parent != nil {
+		sum.Parent = s.Parent.RunID
+	}
+	var g graphSettings
+	_ = json.Unmarshal(s.Graph, &g) // the fold parsed it already
+	sum.Attrs = searchAttrs(g.SearchAttributes, s.Invocation, s.Input)
+	if t := s.Trigger; t != nil && (t.Kind == events.TriggerSchedule || t.Kind == events.TriggerEvent || t.Kind == events.TriggerWebhook) {
+		// The engine's own attribute: a schedule's runs are
+		// "schedule=<name>", a trigger's "trigger=<name>" (a webhook is
+		// a trigger), over any the graph declares under that name.
+		k := t.Kind
+		if k == events.TriggerWebhook {
+			k = events.TriggerEvent
+		}
+		if sum.Attrs == nil {
+			sum.Attrs = map[string]string{}
+		}
+		sum.Attrs[k] = t.Name
+	}
+	ret := def
+	for _, r := range []string{s.Retention, g.Retention} {
+		if d, err := ParseRetention(r); r != "" && err == nil {
+			ret = d
+			break
+		}
+	}
+	sum.Retention = ret.String()
+	if s.Status.Ended() && s.EndedAt != nil {
+		sum.EndedAt = s.EndedAt.UTC()
+		sum.ExpiresAt = sum.EndedAt.Add(ret)
+	}
+	return sum
+}
+
+// ParseRetention reads a retention setting: a Go duration ("720h"),
+// zero or more.
+func ParseRetention(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, fmt.Errorf("retention %q: want a duration such as 720h", v)
+	}
+	if d < 0 {
+		return 0, fmt.Errorf("retention %q: must not be negative", v)
+	}
+	return d, nil
+}
+
+// searchAttrs takes the named attributes from the first of the objects
+// that has each.
+func searchAttrs(names []string, objs ...json.RawMessage) map[string]string {
+	if len(names) == 0 {
+		return nil
+	}
+	maps := make([]map[string]json.RawMessage, 0, len(objs))
+	for _, o := range objs {
+		var m map[string]json.RawMessage
+		if len(o) > 0 && json.Unmarshal(o, &m) == nil {
+			maps = append(maps, m)
+		}
+	}
+	out := map[string]string{}
+	for _, n := range names[:min(len(names), MaxSearchAttributes)] {
+		for _, m := range maps {
+			if v, ok := attrValue(m[n]); ok {
+				out[n] = v
+				break
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+func attrValue(raw json.RawMessage) (string, bool) {
+	var v any
+	if len(raw) == 0 || json.Unmarshal(raw, &v) != nil {
+		return "", false
+	}
+	var s string
+	switch x := v.(type) {
+	case string:
+		s = x
+	case float64:
+		s = strconv.FormatFloat(x, 'f', -1, 64)
+	case bool:
+		s = strconv.FormatBool(x)
+	default:
+		return "", false
+	}
+	if len(s) > MaxAttrValue {
+		s = s[:MaxAttrValue]
+	}
+	return s, true
+}
+
+// validRun reports whether run can be a key token.
+func validRun(run string) bool { return eventlog.ValidToken(run) }
+
+// SubjectsPerRun is the most subjects a run leaves in the events stream,
+// for a graph whose nodes use the given number of task queues. Subjects
+// are per run and per kind of event, never per node, attempt, iteration
+// or timer (pending timers live in the timers stream, one subject each,
+// purged when the run ends), so the bound does not grow with a run's
+// retries, loops or timers:
+//
+//	client:      started, signal, cancelreq                          3
+//	worker:      w.<queue>.{invoking,invoked,nodefailed,
+//	             nodecancelled,heartbeat}                            5 per queue
+//	decisions:   completed, failed, cancelled, skipped, waiting,
+//	             routed, retry, childstarted, invoked, nodefailed    10
+//	             ready.<queue>                                       1 per queue
+//	notices:     timer, childfinished                                2
+//
+// that is 15 + 6 per queue: 21 for a graph on one queue.
+func SubjectsPerRun(queues int) int { return 15 + 6*queues }
