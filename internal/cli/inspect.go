@@ -158,7 +158,9 @@ var cmdList = &command{
 	name:    "list",
 	summary: "list runs, newest first (filters: -status, -graph, -since, -until, -attr)",
 	help: `Lists runs from the read model of runs (the KV bucket weft-runs, which the
-coordinators keep), newest first by start time (ties by run id), with their status, graph, start time and lineage (a forked
+coordinators keep), newest first by start time (ties by run id), with their status, graph,
+start (how long ago; with -absolute, the local time), how long they took
+(so far) and lineage (a forked
 run's parent run and position: "forked from RUN@N");
 it never reads the events stream. Filters combine: -status (comma
 separated), -graph, -since and -until (start time: RFC 3339 or a duration
@@ -175,6 +177,7 @@ read model from the log.
 		cfg := natsFlags(fs)
 		lf := listFlags(fs)
 		stall := stallFlag(fs)
+		absolute := fs.Bool("absolute", false, "show start times as local dates and times, not how long ago")
 		if _, err := e.parse(c, fs, args, 0, 0); err != nil {
 			return err
 		}
@@ -228,13 +231,25 @@ read model from the log.
 			return e.writeJSON(runs)
 		}
 		tw := table(e.stdout)
-		fmt.Fprintln(tw, "RUN\tGRAPH\tSTATUS\tSTARTED\tLINEAGE")
+		fmt.Fprintln(tw, "RUN\tGRAPH\tSTATUS\tSTARTED\tTOOK\tLINEAGE")
+		now := time.Now()
 		for _, r := range runs {
 			from := "-"
 			if r.ForkedFrom != nil {
 				from = lineage(r.ForkedFrom)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.RunID, r.Graph, wruns.ShownStatus(r.Status, r.Terminated), r.StartedAt.Local().Format(time.DateTime), from)
+			started := duration(now.Sub(r.StartedAt).Round(time.Second)) + " ago"
+			if *absolute {
+				started = r.StartedAt.Local().Format(time.DateTime)
+			}
+			took := "-"
+			switch {
+			case !r.EndedAt.IsZero():
+				took = duration(r.EndedAt.Sub(r.StartedAt))
+			case !r.StartedAt.IsZero():
+				took = duration(now.Sub(r.StartedAt).Round(time.Second)) + " so far"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.RunID, r.Graph, wruns.ShownStatus(r.Status, r.Terminated), started, took, from)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
