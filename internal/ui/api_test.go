@@ -548,3 +548,37 @@ func TestUIRefusesForeignStore(t *testing.T) {
 		t.Fatalf("ui.New with a foreign store: %v, want an error naming Unwrap", err)
 	}
 }
+
+// TestUIEventsNameMapItems: a map item's events say which item, as the
+// CLI's pages[2] does, for the timeline to label them.
+func TestUIEventsNameMapItems(t *testing.T) {
+	e := newEnv(t, ui.Config{})
+	id := e.run(`
+name: mapped
+nodes:
+  - id: pages
+    type: transform
+    map: {over: state.docs}
+    config: {output: "local.item"}
+edges:
+  - {from: START, to: pages}
+  - {from: pages, to: END}
+`, map[string]any{"docs": []string{"a", "b", "c"}})
+	var evs struct {
+		Events []struct {
+			Kind string `json:"kind"`
+			Node string `json:"node"`
+			Item *int   `json:"item"`
+		} `json:"events"`
+	}
+	e.get("/api/runs/"+id+"/events").decode(t, &evs)
+	items := map[int]bool{}
+	for _, ev := range evs.Events {
+		if ev.Node == "pages" && ev.Item != nil {
+			items[*ev.Item] = true
+		}
+	}
+	if len(items) != 3 || !items[0] || !items[1] || !items[2] {
+		t.Errorf("items named by the events: %v, want 0, 1 and 2\n%+v", items, evs.Events)
+	}
+}

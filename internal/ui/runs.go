@@ -296,19 +296,21 @@ type eventList struct {
 
 // eventView is one event of a run as the timeline shows it.
 type eventView struct {
-	Position  int             `json:"position"`
-	Seq       uint64          `json:"seq"`
-	ID        string          `json:"id"`
-	Type      string          `json:"type"`
-	Kind      string          `json:"kind"`
-	Time      time.Time       `json:"time"`
-	Node      string          `json:"node"`
-	Attempt   int             `json:"attempt"`
-	Iteration int             `json:"iteration"`
-	Subject   string          `json:"subject"`
-	Summary   string          `json:"summary"`
-	Data      json.RawMessage `json:"data"`
-	Refused   string          `json:"refused,omitempty"`
+	Position  int       `json:"position"`
+	Seq       uint64    `json:"seq"`
+	ID        string    `json:"id"`
+	Type      string    `json:"type"`
+	Kind      string    `json:"kind"`
+	Time      time.Time `json:"time"`
+	Node      string    `json:"node"`
+	Attempt   int       `json:"attempt"`
+	Iteration int       `json:"iteration"`
+	// Item is the map item the event concerns, if it does.
+	Item    *int            `json:"item,omitempty"`
+	Subject string          `json:"subject"`
+	Summary string          `json:"summary"`
+	Data    json.RawMessage `json:"data"`
+	Refused string          `json:"refused,omitempty"`
 }
 
 // viewEvent describes event e at position pos; folded is what Apply said
@@ -329,9 +331,10 @@ func (s *server) viewEvent(pos int, e *events.Event, folded error) eventView {
 	var ref struct {
 		Node      string `json:"node"`
 		Iteration int    `json:"iteration"`
+		Item      *int   `json:"item"`
 	}
 	if v.Data != nil && json.Unmarshal(v.Data, &ref) == nil {
-		v.Iteration = ref.Iteration
+		v.Iteration, v.Item = ref.Iteration, ref.Item
 		if v.Node == "" {
 			v.Node = ref.Node
 		}

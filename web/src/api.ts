@@ -135,6 +135,7 @@ export interface WeftEvent {
   node?: string // "" for run events
   attempt?: number
   iteration?: number
+  item?: number // the map item it concerns
   subject?: string
   summary?: string
   data?: unknown
