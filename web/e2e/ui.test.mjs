@@ -363,6 +363,26 @@ test('read-only: the UI offers no action', async () => {
   await node('gather', 'succeeded').waitFor()
   await page.locator('header .badge', { hasText: 'read-only' }).waitFor()
   assert.equal(await page.locator('.actions, dialog').count(), 0)
+  await page.goto(`${url}/runs`)
+  await page.locator('tbody tr').first().waitFor()
+  assert.equal(await page.locator('.batch, input[name="select"]').count(), 0)
+})
+
+test('runs selected in the list are cancelled together, each reported', async () => {
+  const a = await weft.run('examples/approval.yaml')
+  const b = await weft.run('examples/approval.yaml')
+  await go('/runs')
+  const cancelSelected = page.getByRole('button', { name: 'Cancel selected: select runs first' })
+  await cancelSelected.waitFor()
+  assert.equal(await cancelSelected.isDisabled(), true)
+  for (const id of [a, b, runs.fanout]) await page.locator(`tr[data-run="${id}"] input[name="select"]`).check()
+  await page.getByRole('button', { name: 'Cancel 3 selected…' }).click()
+  const dialog = page.locator('dialog.confirm')
+  await dialog.locator('input[name="reason"]').fill('batch from the UI')
+  await dialog.getByRole('button', { name: 'Cancel the runs' }).click()
+  await dialog.waitFor({ state: 'detached' })
+  await page.locator('.notice', { hasText: 'Cancellation requested for 2 run(s). 1 skipped, already ended' }).waitFor()
+  for (const id of [a, b]) await page.locator(`tr[data-run="${id}"][data-status="cancelled"]`).waitFor()
 })
 
 test('bad input gets a clear message, never a blank page', async () => {
