@@ -2,6 +2,7 @@ package admission_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"sync"
@@ -245,18 +246,43 @@ func streamMsgs(t *testing.T, st events.Store) (uint64, error) {
 }
 
 // TestTriggerClaimRefused: a client's start that claims to be a
-// schedule's fire is refused, and not written.
+// schedule's fire is refused, and not written: pkg/events will not encode
+// one (events.TriggerClaimError), and the coordinator refuses the raw
+// request (ErrInvalid).
 func TestTriggerClaimRefused(t *testing.T) {
 	st, _ := namespace(t, quota("claims"))
 	ctx := context.Background()
 	run := events.NewRunID()
-	e, err := events.New(run, run, time.Time{}, &events.RunStartedData{GraphName: "g", Graph: []byte(`{"name":"g"}`),
-		Trigger: &events.TriggerRef{Kind: events.TriggerSchedule, Name: "nightly", FireTime: time.Now()}})
+	claim := &events.RunStartedData{GraphName: "g", Graph: []byte(`{"name":"g"}`),
+		Trigger: &events.TriggerRef{Kind: events.TriggerSchedule, Name: "nightly", FireTime: time.Now()}}
+	e, err := events.New(run, run, time.Time{}, claim)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := admission.Request(ctx, eventlog.JetStream(st).Conn(), e); !errors.Is(err, admission.ErrInvalid) || !strings.Contains(err.Error(), "nightly") {
-		t.Fatalf("a start claiming a schedule: %v, want ErrInvalid", err)
+	nc := eventlog.JetStream(st).Conn()
+	var tc *events.TriggerClaimError
+	if _, err := admission.Request(ctx, nc, e); !errors.As(err, &tc) {
+		t.Fatalf("a start claiming a schedule: %v, want a TriggerClaimError", err)
+	}
+	// The raw request: a plain start's message, its data the claim's.
+	plain, err := events.New(run, run, time.Time{}, &events.RunStartedData{GraphName: "g", Graph: []byte(`{"name":"g"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := eventlog.Encode(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := nats.NewMsg(eventlog.AdmitStart)
+	req.Header = m.Header
+	req.Header.Set(admission.HdrSubject, m.Subject)
+	req.Data, _ = json.Marshal(claim)
+	resp, err := nc.RequestMsg(req, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Header.Get(admission.HdrError) == "" || !strings.Contains(string(resp.Data), "nightly") {
+		t.Fatalf("the raw claim: answered %v %q, want a refusal naming nightly", resp.Header, resp.Data)
 	}
 	if _, err := st.LastSeq(ctx, run); !errors.Is(err, events.ErrRunNotFound) {
 		t.Fatalf("the claimed start was written: %v", err)

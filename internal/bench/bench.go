@@ -13,6 +13,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/weft-dev/weft/pkg/events"
 )
 
 // ErrUsage is wrapped by errors about the command line; main exits with
@@ -151,6 +153,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.Storage, "storage", "file", "storage of every stream, engine and floor: file or memory")
 	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write CPU profiles (FIGURE.cpu.pprof for the engine, FIGURE-floor.cpu.pprof for the floor) to this directory")
 	fs.StringVar(&cfg.MemProfile, "memprofile", "", "write heap profiles (FIGURE.mem.pprof, after the engine phase) to this directory")
+	encrypt := fs.Bool("encrypt", false, "seal events' data under a random key (encryption at rest): run the figures with and without it to compare")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -162,6 +165,11 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	if *encrypt {
+		if err := useBenchKey(); err != nil {
+			return err
+		}
 	}
 	cfg.Sizes = FullSizes()
 	if cfg.Quick {
@@ -177,6 +185,20 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	return err
+}
+
+// useBenchKey seals this process's events (and, through
+// WEFT_ENCRYPT_KEYS, its children's) under a random key of its own.
+func useBenchKey() error {
+	k, err := events.NewKey("bench")
+	if err != nil {
+		return err
+	}
+	ring := events.KeyRing{k}
+	if err := events.UseKeys(ring); err != nil {
+		return err
+	}
+	return os.Setenv(events.EnvEncryptKeys, strings.Join(strings.Split(strings.TrimSpace(ring.Text()), "\n")[1:], ","))
 }
 
 // Measure runs the configured figures and returns their rows. A figure

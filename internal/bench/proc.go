@@ -24,6 +24,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/coordinator"
+	"github.com/weft-dev/weft/pkg/events"
 )
 
 // childEnv, when set, makes Run act as a child process of the harness
@@ -60,6 +61,14 @@ func runChild(ctx context.Context, kind string, args []string, stdin io.Reader, 
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to this file")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	// The parent's key ring, when it seals (-encrypt).
+	if ring, err := events.LoadKeys(""); err != nil {
+		return err
+	} else if ring != nil {
+		if err := events.UseKeys(ring); err != nil {
+			return err
+		}
 	}
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)

@@ -21,7 +21,7 @@ func TestBatchOperations(t *testing.T) {
 	d := startRun(t, cl, waits, nil)
 	done := startRun(t, cl, tagged, nil)
 	for _, r := range []string{a, b, c, d} {
-		waitListed(t, cl, r, projection.RunRunning)
+		waitListed(t, cl, r, projection.RunWaiting) // on their human node
 	}
 	waitListed(t, cl, done, projection.RunCompleted)
 
@@ -35,9 +35,9 @@ func TestBatchOperations(t *testing.T) {
 	waitListed(t, cl, b, projection.RunCancelled)
 
 	// A query: a dry run does nothing; without -yes, nothing is done.
-	q := `graph = "waits" AND status = "running"`
+	q := `graph = "waits" AND status = "waiting"`
 	r = weft(t, "terminate", "-q", q, "-dry-run", "-nats", url)
-	wantMatch(t, "terminate -q -dry-run", r.stdout, `(?m)^run `+c+` \(running\): would terminate$`, `(?m)^run `+d+` \(running\): would terminate$`,
+	wantMatch(t, "terminate -q -dry-run", r.stdout, `(?m)^run `+c+` \(waiting\): would terminate$`, `(?m)^run `+d+` \(waiting\): would terminate$`,
 		`dry run: 2 run\(s\) match, 2 would be terminated; nothing done`)
 	if strings.Contains(r.stdout, a) {
 		t.Errorf("dry run lists a cancelled run:\n%s", r.stdout)
@@ -46,7 +46,7 @@ func TestBatchOperations(t *testing.T) {
 	if r.code != 1 || !strings.Contains(r.stderr, "Terminate 2 run(s)? [y/N]") || !strings.Contains(r.stderr, "not confirmed") {
 		t.Errorf("terminate -q without -yes: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	if s := waitListed(t, cl, c, projection.RunRunning); s.Terminated {
+	if s := waitListed(t, cl, c, projection.RunWaiting); s.Terminated {
 		t.Errorf("unconfirmed batch terminated %s", c)
 	}
 
@@ -94,7 +94,7 @@ func TestBatchOperations(t *testing.T) {
 	// Delete: a query's ended runs; a running run is refused before any
 	// question.
 	running := startRun(t, cl, waits, nil)
-	waitListed(t, cl, running, projection.RunRunning)
+	waitListed(t, cl, running, projection.RunWaiting)
 	if r := weft(t, "delete", running, "-nats", url); r.code != 1 || strings.Contains(r.stderr, "[y/N]") || !strings.Contains(r.stderr, "has not ended") {
 		t.Errorf("delete of a running run: exit %d, %q; want a refusal and no question", r.code, r.stderr)
 	}

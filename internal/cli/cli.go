@@ -60,7 +60,7 @@ func init() {
 	commands = []*command{
 		cmdRun, cmdStatus, cmdDescribe, cmdList, cmdEvents, cmdState, cmdDiff,
 		cmdFork, cmdReset, cmdReplay,
-		cmdSignal, cmdCancel, cmdTerminate, cmdDelete, cmdQueues, cmdWorkers, cmdValidate, cmdSchedule, cmdTrigger, cmdServe, cmdDemo, cmdDev, cmdUI, cmdAdmin, cmdRoles, cmdConformance,
+		cmdSignal, cmdCancel, cmdTerminate, cmdDelete, cmdQueues, cmdWorkers, cmdValidate, cmdSchedule, cmdTrigger, cmdServe, cmdDemo, cmdDev, cmdUI, cmdAdmin, cmdRoles, cmdKeys, cmdConformance,
 	}
 }
 

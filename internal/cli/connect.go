@@ -112,13 +112,18 @@ func openStore(ctx context.Context, cfg *natsconn.Config, nc *nats.Conn, create 
 	}
 }
 
-// dialAs connects a command to its namespace: one namespace (a command
+// dialAs connects a command to its namespace, with the key ring of
+// -encrypt-keys or WEFT_ENCRYPT_KEYS in use: one namespace (a command
 // serves one), with the credentials given or role's from -roles-dir,
 // checked against the account the server puts the connection in. cfg
 // becomes the namespace's configuration.
 func (e *env) dialAs(c *command, cfg *natsconn.Config, role natsconn.Role) (*nats.Conn, error) {
 	targets, err := cfg.Targets(role, "")
 	if err != nil {
+		return nil, &usageError{cmd: c, msg: err.Error()}
+	}
+	// The key ring events' data is sealed with, if any: the process's.
+	if err := cfg.UseKeys(nil); err != nil {
 		return nil, &usageError{cmd: c, msg: err.Error()}
 	}
 	if len(targets) > 1 {

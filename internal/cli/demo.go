@@ -78,6 +78,7 @@ complete.`,
 		timeout := fs.Duration("timeout", time.Minute, "how long to wait for the run")
 		verbose := fs.Bool("v", false, "log the coordinator's and the worker's work")
 		roles := fs.Bool("roles", false, "run under Weft's roles (deploy/SECURITY.md): each part connects as its own role")
+		encryptKeys := fs.String("encrypt-keys", "", "key ring file: seal events' data with AES-256-GCM (env "+events.EnvEncryptKeys+": the ring itself)")
 		pos, err := e.parse(c, fs, args, 0, 1)
 		if err != nil {
 			return err
@@ -100,6 +101,9 @@ complete.`,
 
 		cfg := engineConfig{dataDir: *dataDir, port: -1, queues: graphQueues(g.Definition()),
 			concurrency: worker.DefaultConcurrency, log: logger(e.stderr, *verbose), roles: *roles}
+		if cfg.keys, err = events.LoadKeys(*encryptKeys); err != nil {
+			return &usageError{cmd: c, msg: "-encrypt-keys: " + err.Error()}
+		}
 		if cfg.dataDir == "" {
 			if cfg.dataDir, err = os.MkdirTemp("", "weft-demo-"); err != nil {
 				return err
@@ -211,10 +215,16 @@ commands as the client with its file in the environment (set -a; .
 		httpAddr := fs.String("http", "", "serve /metrics, /healthz and /readyz on this address, e.g. "+telemetry.DefaultHTTPAddr+" (default off)")
 		uiAddr := fs.String("ui", ui.DefaultAddr, `serve the web UI on this address ("" or off: not at all)`)
 		roles := fs.Bool("roles", false, "run under Weft's roles, credentials in <data>/roles (see above)")
+		encryptKeys := fs.String("encrypt-keys", "", "key ring file: seal events' data with AES-256-GCM (env "+events.EnvEncryptKeys+": the ring itself)")
 		if _, err := e.parse(c, fs, args, 0, 0); err != nil {
 			return err
 		}
 		cfg := engineConfig{dataDir: *dataDir, port: *port, concurrency: *concurrency, log: logger(e.stderr, *verbose), roles: *roles}
+		keys, err := events.LoadKeys(*encryptKeys)
+		if err != nil {
+			return &usageError{cmd: c, msg: "-encrypt-keys: " + err.Error()}
+		}
+		cfg.keys = keys
 		if cfg.roles {
 			cfg.rolesDir = filepath.Join(cfg.dataDir, "roles")
 		}

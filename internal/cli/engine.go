@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/nodeworker"
+	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/weft"
 	"github.com/weft-dev/weft/pkg/worker"
@@ -26,6 +27,8 @@ type engineConfig struct {
 	// credentials kept in rolesDir ("": in memory).
 	roles    bool
 	rolesDir string
+	// keys, if not nil, seal events' data (-encrypt-keys).
+	keys events.KeyRing
 }
 
 // localEngine is the whole of Weft in one process (pkg/weft): an embedded
@@ -56,6 +59,9 @@ func startEngine(ctx context.Context, cfg engineConfig) (*localEngine, error) {
 	}
 	if cfg.roles {
 		opts = append(opts, weft.WithRoles(cfg.rolesDir))
+	}
+	if cfg.keys != nil {
+		opts = append(opts, weft.WithEncryptKeys(cfg.keys))
 	}
 	eng, err := weft.Start(ctx, opts...)
 	if err != nil {

@@ -26,7 +26,9 @@ var cmdStatus = &command{
 	summary: "show a run's status, nodes and state, and where it waits",
 	help: `Folds the run's log and prints its status, each node's status, attempt,
 worker and time (for a node under way, how long so far), and the shared
-state. Under "pending", each node that has not finished says where it is:
+state. A running run that does nothing but wait is "waiting": what it
+waits on is listed (a wait node's time; a human node's deadline and the
+'weft signal' command that answers it). Under "pending", each node that has not finished says where it is:
 how long it has run, its attempt and worker, its last heartbeat and what
 the heartbeat reported, when it times out, when its next attempt is due
 and why the last failed; a node waiting for a person, its deadline and
@@ -159,13 +161,17 @@ var cmdList = &command{
 	summary: "list runs, newest first (filters: -status, -graph, -since, -until, -attr)",
 	help: `Lists runs from the read model of runs (the KV bucket weft-runs, which the
 coordinators keep), newest first by start time (ties by run id), with their status, graph,
-start (how long ago; with -absolute, the local time), how long they took
-(so far) and lineage (a forked
-run's parent run and position: "forked from RUN@N");
+start (how long ago; with -absolute, the local time), how long it took
+(so far), origin (the schedule, trigger or webhook that started it) and lineage (a forked
+run's parent run and position: "forked from RUN@N"), and what a running run waits on: a run
+that does nothing but wait, on a human node's signal or a wait node's time, is "waiting",
+with the node and its deadline, and each human node's 'weft signal' command is printed
+after the table; -status running includes the waiting runs;
 it never reads the events stream. Filters combine: -status (comma
 separated), -graph, -since and -until (start time: RFC 3339 or a duration
 before now, such as 24h), -attr NAME=VALUE (a search attribute the graph
-declares; repeat for more), -q QUERY (below). -limit pages: the next
+declares; repeat for more), -schedule, -trigger and -webhook (the runs
+they started), -q QUERY (below). -limit pages: the next
 page's cursor is printed after the runs, for -cursor. -count prints how many
 runs the filters select; -count -by status (or graph) counts them by status
 (terminated runs as such) or by graph. 'weft admin reindex' rebuilds the
@@ -231,12 +237,16 @@ read model from the log.
 			return e.writeJSON(runs)
 		}
 		tw := table(e.stdout)
-		fmt.Fprintln(tw, "RUN\tGRAPH\tSTATUS\tSTARTED\tTOOK\tLINEAGE")
+		fmt.Fprintln(tw, "RUN\tGRAPH\tSTATUS\tSTARTED\tTOOK\tORIGIN\tLINEAGE\tWAITING ON")
 		now := time.Now()
+		var answers []string
 		for _, r := range runs {
-			from := "-"
+			from, origin := "-", "-"
 			if r.ForkedFrom != nil {
 				from = lineage(r.ForkedFrom)
+			}
+			if r.Origin != "" {
+				origin = r.Origin
 			}
 			started := duration(now.Sub(r.StartedAt).Round(time.Second)) + " ago"
 			if *absolute {
@@ -249,10 +259,21 @@ read model from the log.
 			case !r.StartedAt.IsZero():
 				took = duration(now.Sub(r.StartedAt).Round(time.Second)) + " so far"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.RunID, r.Graph, wruns.ShownStatus(r.Status, r.Terminated), started, took, from)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.RunID, r.Graph, wruns.ShownStatus(r.Status, r.Terminated), started, took, origin, from, waitCell(r.Waiting, now))
+			for _, w := range r.Waiting {
+				if w.For == "signal" {
+					answers = append(answers, wruns.SignalCommand(r.RunID, w))
+				}
+			}
 		}
 		if err := tw.Flush(); err != nil {
 			return err
+		}
+		if len(answers) > 0 {
+			fmt.Fprintln(e.stdout, "to answer the human nodes that wait (where the data shows ..., put a value):")
+			for _, a := range answers {
+				fmt.Fprintln(e.stdout, "  "+a)
+			}
 		}
 		if page.Next != "" {
 			fmt.Fprintf(e.stdout, "more: -cursor %s (%d runs in all)\n", page.Next, page.Total)

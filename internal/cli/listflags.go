@@ -24,6 +24,7 @@ type listFlagSet struct {
 	trigger       *string
 	query         *string
 	by            *string
+	webhook       *string
 }
 
 // attrFlag is a repeatable NAME=VALUE flag.
@@ -42,7 +43,7 @@ func (a attrFlag) Set(v string) error {
 func listFlags(fs *flag.FlagSet) *listFlagSet {
 	lf := &listFlagSet{attrs: attrFlag{}}
 	lf.limit = fs.Int("limit", 50, "list at most this many runs (0: all)")
-	lf.status = fs.String("status", "", "only runs in these statuses, comma separated (running, cancelling, completed, failed, cancelled)")
+	lf.status = fs.String("status", "", "only runs in these statuses, comma separated (running, which includes waiting; waiting: on a human node or a wait node; cancelling, completed, failed, cancelled)")
 	lf.graph = fs.String("graph", "", "only runs of this graph")
 	lf.since = fs.String("since", "", "only runs started at or after this time (RFC 3339, or a duration before now: 24h)")
 	lf.until = fs.String("until", "", "only runs started before this time (RFC 3339, or a duration before now)")
@@ -51,7 +52,8 @@ func listFlags(fs *flag.FlagSet) *listFlagSet {
 	lf.by = fs.String("by", "", "with -count, count by status or graph")
 	fs.Var(lf.attrs, "attr", "only runs with this search attribute, NAME=VALUE (repeatable)")
 	lf.schedule = fs.String("schedule", "", "only runs this schedule started")
-	lf.trigger = fs.String("trigger", "", "only runs this event trigger or webhook started")
+	lf.trigger = fs.String("trigger", "", "only runs this event trigger (or a webhook through it) started")
+	lf.webhook = fs.String("webhook", "", "only runs this webhook of 'weft serve' started")
 	lf.query = fs.String("q", "", `only runs this query is true for: status = "failed" AND graph = "billing" AND started > "2026-11-01" ('weft help list' has the language)`)
 	return lf
 }
@@ -66,7 +68,7 @@ func (lf *listFlagSet) options(now time.Time) ([]client.ListOption, error) {
 		for s := range strings.SplitSeq(*lf.status, ",") {
 			rs := projection.RunStatus(strings.TrimSpace(s))
 			if !slices.Contains(readmodel.Statuses, rs) {
-				return nil, fmt.Errorf("-status: unknown status %q (want running, cancelling, completed, failed or cancelled)", s)
+				return nil, fmt.Errorf("-status: unknown status %q (want running, waiting, cancelling, completed, failed or cancelled)", s)
 			}
 			opts = append(opts, client.WithStatus(rs))
 		}
@@ -99,6 +101,9 @@ func (lf *listFlagSet) options(now time.Time) ([]client.ListOption, error) {
 			return nil, fmt.Errorf("-q: %w", err)
 		}
 		opts = append(opts, client.WithQuery(*lf.query))
+	}
+	if *lf.webhook != "" {
+		opts = append(opts, client.WithWebhook(*lf.webhook))
 	}
 	return opts, nil
 }

@@ -57,7 +57,7 @@ func outcomeLine(st *projection.State) string {
 // and "cancelled" (the log and the read model keep the statuses, with
 // the run marked terminated: -o json shows both).
 func shownStatus(st *projection.State) string {
-	return readmodel.ShownStatus(st.Status, st.Cancel != nil && st.Cancel.Terminate)
+	return readmodel.ShownStatus(readmodel.StatusOf(st), st.Cancel != nil && st.Cancel.Terminate)
 }
 
 func failedNode(st *projection.State) string {
@@ -97,7 +97,13 @@ func (e *env) printStatus(st *projection.State, notes map[string]string, pending
 	if st.Fork != nil {
 		row("lineage", lineage(st.Fork))
 	}
+	if st.Trigger != nil {
+		row("origin", origin(st.Trigger))
+	}
 	row("status", shownStatus(st))
+	for _, w := range readmodel.WaitsOf(st) {
+		row("waits on", waitLine(st.RunID, w, time.Now()))
+	}
 	if st.StartedAt != nil {
 		row("started", st.StartedAt.Local().Format(time.DateTime+".000"))
 	}
@@ -137,6 +143,8 @@ func (e *env) printStatus(st *projection.State, notes map[string]string, pending
 		switch {
 		case n.Error != nil:
 			details = n.Error.Error()
+		case n.Status == projection.NodeWaiting && n.WaitingFor == projection.WaitingForTimer && n.Deadline != nil:
+			details = "waiting until " + deadline(*n.Deadline, time.Now())
 		case n.Status == projection.NodeWaiting && n.WaitingFor == "slot" && n.Slot != nil:
 			details = fmt.Sprintf("waiting for a slot of %s, key %q (max %d)", n.Slot.Limit, n.Slot.Key, n.Slot.Max)
 		case n.WaitingFor != "":
@@ -237,6 +245,43 @@ func pendingLine(p client.Pending, now time.Time) string {
 // ago says how long before now t was: "4s ago (15:04:01)".
 func ago(t, now time.Time) string {
 	return duration(now.Sub(t)) + " ago (" + t.Local().Format(time.DateTime) + ")"
+}
+
+// waitLine says what a run waits on: a wait node's time, or a human
+// node's signal, its deadline and the command that answers it.
+func waitLine(run string, w readmodel.Waiting, now time.Time) string {
+	if w.For == projection.WaitingForTimer {
+		s := "node " + w.Node + ": a wait"
+		if w.Deadline != nil {
+			s += " until " + strings.TrimPrefix(deadline(*w.Deadline, now), "at ")
+		}
+		return s
+	}
+	s := "node " + w.Node + ": a signal"
+	if w.Deadline != nil {
+		s += " (deadline " + deadline(*w.Deadline, now) + ")"
+	}
+	return s + "; answer: " + readmodel.SignalCommand(run, w)
+}
+
+// waitCell is the WAITING cell of a run in 'weft list'.
+func waitCell(ws []readmodel.Waiting, now time.Time) string {
+	if len(ws) == 0 {
+		return "-"
+	}
+	parts := make([]string, len(ws))
+	for i, w := range ws {
+		what := "signal"
+		if w.For == projection.WaitingForTimer {
+			what = "wait"
+		}
+		parts[i] = w.Node + " (" + what
+		if w.Deadline != nil {
+			parts[i] += ", until " + w.Deadline.Local().Format(time.DateTime)
+		}
+		parts[i] += ")"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // nodeOrder lists the run's nodes in graph order, then any others.
@@ -353,6 +398,11 @@ func eventSummary(e *events.Event, r *timelineRow, at time.Time) string {
 	}
 	for _, rd := range carried(p) {
 		r.Routed = append(r.Routed, routedRow{Node: rd.Node, Iteration: rd.Iteration, Summary: routing(&rd)})
+	}
+	if d, ok := p.(*events.NodeWaitingData); ok && d.For == projection.WaitingForTimer && e.IsDecision() {
+		// A wait is measured from the decision's own time, as the fold
+		// measures it (the stream stamps the event a little later).
+		at = e.Time
 	}
 	return summary(p, at)
 }
@@ -573,6 +623,12 @@ func summary(p events.Payload, at time.Time) string {
 	case *events.NodeSkippedData:
 		return d.Reason
 	case *events.NodeWaitingData:
+		if d.For == projection.WaitingForTimer && d.Deadline != nil {
+			if !d.Deadline.After(at) {
+				return "wait until " + d.Deadline.Local().Format(time.DateTime) + ": already reached, ended at once"
+			}
+			return "wait " + duration(d.Deadline.Sub(at)) + ", until " + d.Deadline.Local().Format(time.DateTime) + ", on a durable timer"
+		}
 		s := "for " + d.For
 		if d.Deadline != nil {
 			s += ", deadline " + deadline(*d.Deadline, at)
@@ -622,6 +678,20 @@ func lineage(f *events.ForkRef) string {
 	s := fmt.Sprintf("forked from %s@%d", f.RunID, f.Position)
 	if f.Reason != "" {
 		s += " (" + f.Reason + ")"
+	}
+	return s
+}
+
+// origin says what started a run the engine started: "schedule nightly,
+// fire of 2026-05-01T02:00:00Z", "webhook github (trigger gh), message
+// m-17".
+func origin(t *events.TriggerRef) string {
+	s := t.Origin()
+	if !t.FireTime.IsZero() {
+		s += ", fire of " + t.FireTime.UTC().Format(time.RFC3339)
+	}
+	if t.Key != "" && t.Kind != events.TriggerSchedule {
+		s += ", message " + truncate(t.Key, 60)
 	}
 	return s
 }

@@ -28,7 +28,7 @@ Exits 1 when any run differs.`,
 		graphFile := fs.String("graph", "", "the changed graph file (required)")
 		types := typesFlag(fs)
 		all := fs.Bool("all", false, "check every run of the graph's name (see -status)")
-		status := fs.String("status", "", "with -all, only runs in these statuses, comma separated (running, cancelling, completed, failed, cancelled)")
+		status := fs.String("status", "", "with -all, only runs in these statuses, comma separated (running, which includes waiting; waiting; cancelling, completed, failed, cancelled)")
 		runs, err := e.parse(c, fs, args, 0, -1)
 		if err != nil {
 			return err
@@ -47,9 +47,9 @@ Exits 1 when any run differs.`,
 			for s := range strings.SplitSeq(*status, ",") {
 				rs := projection.RunStatus(strings.TrimSpace(s))
 				switch rs {
-				case projection.RunRunning, projection.RunCancelling, projection.RunCompleted, projection.RunFailed, projection.RunCancelled:
+				case projection.RunRunning, projection.RunWaiting, projection.RunCancelling, projection.RunCompleted, projection.RunFailed, projection.RunCancelled:
 				default:
-					return &usageError{cmd: c, msg: fmt.Sprintf("-status: unknown status %q (want running, cancelling, completed, failed or cancelled)", s)}
+					return &usageError{cmd: c, msg: fmt.Sprintf("-status: unknown status %q (want running, waiting, cancelling, completed, failed or cancelled)", s)}
 				}
 				statuses = append(statuses, rs)
 			}

@@ -116,7 +116,7 @@ func TestListFilters(t *testing.T) {
 	}
 	// Times for people: how long ago and how long; -absolute the dates.
 	r := weft(t, "list", "-nats", url)
-	wantMatch(t, "list", r.stdout, `(?m)^RUN +GRAPH +STATUS +STARTED +TOOK +LINEAGE$`, `(?m)^`+f+` +taggedfail +failed +\d\S* ago +\d\S*s +-$`)
+	wantMatch(t, "list", r.stdout, `(?m)^RUN +GRAPH +STATUS +STARTED +TOOK +ORIGIN +LINEAGE +WAITING ON$`, `(?m)^`+f+` +taggedfail +failed +\d\S* ago +\d\S*s +- +- +-$`)
 	r = weft(t, "list", "-nats", url, "-absolute")
 	wantMatch(t, "list -absolute", r.stdout, `(?m)^`+f+` +taggedfail +failed +\d{4}-\d\d-\d\d \d\d:\d\d:\d\d +`)
 	r = weft(t, "list", "-nats", url, "-limit", "2")
@@ -135,7 +135,7 @@ func TestListFilters(t *testing.T) {
 func TestTerminateDeleteAndArchivedReads(t *testing.T) {
 	url, cl := engine(t)
 	run := startRun(t, cl, waits, nil)
-	waitListed(t, cl, run, projection.RunRunning)
+	waitListed(t, cl, run, projection.RunWaiting)
 
 	if r := weft(t, "delete", run, "-nats", url, "-yes"); r.code != 1 || !strings.Contains(r.stderr, "has not ended") {
 		t.Errorf("delete of a running run: exit %d, %s", r.code, r.stderr)
@@ -198,7 +198,7 @@ func TestAdminReindexAndRetention(t *testing.T) {
 	run := startRun(t, cl, tagged, map[string]any{"customer": "acme"}) // retention 0s
 	keep := startRun(t, cl, waits, nil)
 	waitListed(t, cl, run, projection.RunCompleted)
-	waitListed(t, cl, keep, projection.RunRunning)
+	waitListed(t, cl, keep, projection.RunWaiting)
 
 	r := weft(t, "admin", "reindex", "-nats", url)
 	wantContains(t, "admin reindex", r.stdout, "reindexed 2 runs")

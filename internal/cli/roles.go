@@ -27,7 +27,9 @@ with WEFT_NATS_USER and WEFT_NATS_PASSWORD for the processes of that role
 
 Users: weft-client (start, signal, cancel and read runs), weft-coordinator,
 weft-worker-<queue> for each of -queues (outcomes of its queue's work only),
-weft-ui (read only) and weft-admin (everything, purging and deleting the
+weft-ui (read only), weft-trigger (schedules and triggers), weft-serve
+('weft serve': starts runs and signals, and publishes its webhooks on
+-webhook-subjects) and weft-admin (everything, purging and deleting the
 stream included). deploy/SECURITY.md says what each may do and which rights
 are still broader than their role. Passwords are random and never printed.
 Existing files are kept unless -force (which changes every password).
@@ -63,6 +65,7 @@ admission (-starts-per-second, -signals-per-second: internal/admission).`,
 		partitions := fs.Int("partitions", 64, "coordinator partitions the coordinator role may consume (at most 64)")
 		force := fs.Bool("force", false, "replace existing files (and every password)")
 		triggerStreams := fs.String("trigger-streams", "", "your streams event triggers may read, comma separated (the coordinator consumes them)")
+		webhookSubjects := fs.String("webhook-subjects", "", "the subjects 'weft serve' publishes its webhooks on, comma separated (weft-serve may publish there)")
 		leaseTTL := fs.Duration("lease-ttl", provision.DefaultLeaseTTL, "with -setup: the leases bucket's TTL, which the coordinators adopt as their lease duration")
 		namespaces := fs.String("namespaces", "", "namespaces, comma separated: one NATS account each, with every role's users and the quota below")
 		nsFile := fs.String("namespaces-file", "", "a YAML or JSON file of namespaces, each with its quota (see deploy/SECURITY.md); the quota flags are the defaults")
@@ -104,6 +107,11 @@ admission (-starts-per-second, -signals-per-second: internal/admission).`,
 		for ts := range strings.SplitSeq(*triggerStreams, ",") {
 			if ts = strings.TrimSpace(ts); ts != "" {
 				d.TriggerStreams = append(d.TriggerStreams, ts)
+			}
+		}
+		for ws := range strings.SplitSeq(*webhookSubjects, ",") {
+			if ws = strings.TrimSpace(ws); ws != "" {
+				d.WebhookSubjects = append(d.WebhookSubjects, ws)
 			}
 		}
 		for q := range strings.SplitSeq(*queues, ",") {

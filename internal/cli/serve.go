@@ -28,7 +28,9 @@ makes a request safe to send again. -webhook NAME=SUBJECT (repeatable)
 publishes each verified body of webhook NAME on SUBJECT, where an event
 trigger ('weft trigger create') maps it to a run; its secret is
 WEFT_WEBHOOK_SECRET_NAME (upper case, '-' as '_'). Timestamps more than
--tolerance from now are refused. See docs/http.md.`,
+-tolerance from now are refused. Under 'weft roles', run it as weft-serve
+(its .env file), with -webhook-subjects naming the webhooks' subjects there.
+See docs/http.md.`,
 	run: func(e *env, c *command, args []string) error {
 		fs, _ := e.flagSet(c)
 		cfg := natsFlags(fs)

@@ -19,6 +19,7 @@ import (
 	"github.com/weft-dev/weft/internal/cli"
 	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/pkg/client"
+	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
 )
 
@@ -57,7 +58,7 @@ func TestHTTPDocs(t *testing.T) {
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "ORDERS", Subjects: []string{"orders.>"}}); err != nil {
 		t.Fatal(err)
 	}
-	if r := weft(t, "trigger", "create", "orders", "-nats="+url, "-graph", helloFile, "-subject", "orders.webhook", "-input", `{"name": input.order}`); r.code != 0 {
+	if r := weft(t, "trigger", "create", "orders", "-nats="+url, "-graph", helloFile, "-subject", "orders.webhook", "-webhook", "orders", "-input", `{"name": input.order}`); r.code != 0 {
 		t.Fatalf("trigger create: %+v", r)
 	}
 	token, secret := "tok-0123456789abcdef", "whsec-0123456789abcdef"
@@ -165,9 +166,26 @@ func TestHTTPDocs(t *testing.T) {
 		// Polls: the read model's list notifies nobody.
 		time.Sleep(100 * time.Millisecond)
 	}
-	// Gives a replayed webhook the time to (wrongly) start a second run: an absence cannot be waited for.
-	time.Sleep(500 * time.Millisecond)
-	if runs, _ := cl.List(ctx, client.WithTrigger("orders")); len(runs) != 1 {
+	time.Sleep(500 * time.Millisecond) // a second run, were there one, would be listed by now
+	runs, _ := cl.List(ctx, client.WithTrigger("orders"))
+	if len(runs) != 1 {
 		t.Fatalf("webhook runs: %+v, want 1", runs)
 	}
+	// The run says it came from the webhook (through its trigger): in
+	// the read model, 'weft list -webhook', and 'weft status'.
+	hook := runs[0]
+	if hook.Origin != "webhook orders (trigger orders)" || hook.Attrs["webhook"] != "orders" {
+		t.Fatalf("the webhook's run %s: origin %q, attrs %v", hook.RunID, hook.Origin, hook.Attrs)
+	}
+	st, err = cl.Get(ctx, hook.RunID)
+	if err != nil || st.Trigger == nil || st.Trigger.Kind != events.TriggerWebhook || st.Trigger.Webhook != "orders" || st.Trigger.Name != "orders" {
+		t.Fatalf("the webhook's run %s: %v, trigger %+v", hook.RunID, err, st.Trigger)
+	}
+	list := weft(t, "list", "-nats="+url, "-webhook", "orders")
+	wantContains(t, "list -webhook orders", list.stdout, "ORIGIN", hook.RunID, "webhook orders (trigger orders)")
+	if strings.Contains(list.stdout, run) {
+		t.Errorf("list -webhook orders lists the run started over HTTP, %s:\n%s", run, list.stdout)
+	}
+	wantContains(t, "status of the webhook's run", weft(t, "status", hook.RunID, "-nats="+url).stdout, "origin", "webhook orders (trigger orders), message msgid:wh-orders-")
+	wantContains(t, "trigger describe", weft(t, "trigger", "describe", "orders", "-nats="+url).stdout, "webhook", "orders")
 }

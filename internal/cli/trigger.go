@@ -20,7 +20,7 @@ JetStream stream you own, consumed durably, so nothing is lost while the
 coordinators are down.
 
   weft trigger create NAME -subject SUBJ [-stream STREAM] -graph FILE
-        [-filter CEL] [-input CEL] [-id CEL]
+        [-filter CEL] [-input CEL] [-id CEL] [-webhook NAME]
   weft trigger list
   weft trigger describe NAME      counts, pending messages, the latest bad messages
   weft trigger pause NAME [-note TEXT]   its messages wait in the stream
@@ -33,7 +33,10 @@ bool; -input the run's input object (default: the body); -id the message's
 identity (default: its Nats-Msg-Id, else its stream sequence). A message
 that comes again with the same identity starts no second run. A message
 the expressions cannot handle is counted and shown by describe, and the
-trigger goes on. A trigger's runs are listed by 'weft list -trigger NAME'.`,
+trigger goes on. A trigger's runs are listed by 'weft list -trigger NAME'.
+-webhook NAME says the subject is fed by webhook NAME of 'weft serve'
+(-webhook NAME=SUBJ there): the runs are then labelled as that webhook's
+('weft list -webhook NAME', origin "webhook NAME (trigger TRIGGER)").`,
 	run: func(e *env, c *command, args []string) error {
 		if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 			if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
@@ -72,6 +75,7 @@ func triggerCreate(e *env, c *command, args []string) error {
 	filter := fs.String("filter", "", "CEL: only messages for which this is true")
 	input := fs.String("input", "", "CEL: the run's input object (default: the message body)")
 	id := fs.String("id", "", "CEL: the message's identity (default: its Nats-Msg-Id)")
+	webhook := fs.String("webhook", "", "the webhook of 'weft serve' that publishes on -subject: its runs are labelled as that webhook's")
 	pos, err := e.parse(c, fs, args, 1, 1)
 	if err != nil {
 		return err
@@ -101,7 +105,7 @@ func triggerCreate(e *env, c *command, args []string) error {
 		return err
 	}
 	defer closeConn()
-	d, err := cl.CreateTrigger(e.ctx, pos[0], *subject, g, client.TriggerOptions{Stream: *stream, Filter: *filter, Input: *input, ID: *id})
+	d, err := cl.CreateTrigger(e.ctx, pos[0], *subject, g, client.TriggerOptions{Stream: *stream, Filter: *filter, Input: *input, ID: *id, Webhook: *webhook})
 	if err != nil {
 		return err
 	}
@@ -161,7 +165,7 @@ func triggerDescribe(e *env, c *command, args []string) error {
 	fmt.Fprintf(tw, "trigger\t%s\n", d.Name)
 	fmt.Fprintf(tw, "subject\t%s (stream %s)\n", d.Subject, d.Stream)
 	fmt.Fprintf(tw, "graph\t%s (%s)\n", d.GraphName, d.GraphDigest)
-	for _, x := range [][2]string{{"filter", d.Filter}, {"input", d.Input}, {"id", d.ID}} {
+	for _, x := range [][2]string{{"webhook", d.Webhook}, {"filter", d.Filter}, {"input", d.Input}, {"id", d.ID}} {
 		if x[1] != "" {
 			fmt.Fprintf(tw, "%s\t%s\n", x[0], x[1])
 		}

@@ -43,8 +43,8 @@ func (e *env) warnNoCoordinator(cl *client.Client) {
 
 // stalled says why a run that has not ended looks stuck: no event for
 // longer than after, while none of its nodes waits for something that
-// may take long (a signal, a child run, map items) and no timer of it is
-// due later. "" when it does not.
+// may take long (a signal, a child run, map items, a wait node's time to
+// come) and no timer of it is due later. "" when it does not.
 func stalled(st *projection.State, now time.Time, after time.Duration) string {
 	if st.Status.Ended() || st.Status == projection.RunPending || st.UpdatedAt == nil {
 		return ""
@@ -52,8 +52,8 @@ func stalled(st *projection.State, now time.Time, after time.Duration) string {
 	last := *st.UpdatedAt
 	var running []string
 	for id, n := range st.Nodes {
-		if n.Status == projection.NodeWaiting {
-			return ""
+		if n.Status == projection.NodeWaiting && (n.WaitingFor != projection.WaitingForTimer || n.Deadline == nil || n.Deadline.After(now)) {
+			return "" // a wait node whose time passed is not waiting any more
 		}
 		if n.HeartbeatAt != nil && n.HeartbeatAt.After(last) {
 			last = *n.HeartbeatAt

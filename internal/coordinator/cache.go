@@ -26,8 +26,9 @@ type runEntry struct {
 	// own holds the ids of decisions this coordinator applied in memory
 	// and has not yet seen come back through the consumer.
 	own map[string]struct{}
-	// indexed is the status last put in the read model (readmodel.go).
-	indexed projection.RunStatus
+	// indexed is the runs.IndexKey of the summary last put in the read
+	// model (readmodel.go).
+	indexed string
 	// notified is set once an ended child run told its parent.
 	notified bool
 	// claim is set when the run's start is a client's that claims a

@@ -90,7 +90,9 @@ func backoff(n uint64) time.Duration {
 // meanwhile is left as it is.
 func (c *Coordinator) fail(ctx context.Context, e *events.Event, cause error) error {
 	c.cache.del(e.RunID)
-	ent, _, err := c.entry(ctx, e, true)
+	// Lenient: what this coordinator cannot read is what it fails the
+	// run for (keyMissing); the run's status and last decision it can.
+	ent, _, err := c.readEntry(ctx, e, true, true)
 	if err != nil {
 		return err
 	}

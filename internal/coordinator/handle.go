@@ -45,6 +45,9 @@ func (c *Coordinator) handle(ctx context.Context, msg jetstream.Msg, redelivered
 		return
 	}
 	e := c.decode(msg, meta)
+	if c.keyMissing(ctx, msg, meta, e) {
+		return
+	}
 	ctx, span := c.startProcess(ctx, msg.Subject(), e, meta.NumDelivered)
 	defer span.End()
 	switch err := c.process(ctx, e, redelivered); {
@@ -104,11 +107,30 @@ func (c *Coordinator) passEcho(msg jetstream.Msg, meta *jetstream.MsgMetadata, r
 // concurrency check if it is on the run's decision subjects.
 func (c *Coordinator) decode(msg jetstream.Msg, meta *jetstream.MsgMetadata) *events.Event {
 	e := events.DecodeStored(msg.Subject(), msg.Headers(), msg.Data(), meta.Sequence.Stream, meta.Timestamp)
-	if e.Refused != nil {
+	if e.Refused != nil && !errors.Is(e.Refused, events.ErrKeyMissing) {
 		c.n.malformed.Add(1)
 		c.log.Warn("passing over a message the engine does not accept", logattr.RunID, e.RunID, logattr.Subject, msg.Subject(), logattr.Seq, meta.Sequence.Stream, logattr.Error, e.Refused)
 	}
 	return e
+}
+
+// keyMissing settles msg when its data is sealed with a key this
+// coordinator does not hold, and reports whether it did. Such an event
+// is not malformed, and not to be passed over: the run would be decided
+// without it (its start, an outcome, a signal). It is handed back, unread
+// and unchanged, for a coordinator that holds the key (a deployment whose
+// coordinators lack a key its writers use is misconfigured: the error
+// names the key id), with the back-off of any event that cannot be
+// decided; after maxDeliveries the run fails with that error (undecided),
+// so that no run waits for ever on a key that never comes (or on an
+// event a writer sealed under a key id of its own making).
+func (c *Coordinator) keyMissing(ctx context.Context, msg jetstream.Msg, meta *jetstream.MsgMetadata, e *events.Event) bool {
+	if !errors.Is(e.Refused, events.ErrKeyMissing) {
+		return false
+	}
+	c.log.ErrorContext(ctx, "an event sealed with a key this coordinator does not hold", logattr.Subject, msg.Subject(), logattr.Seq, meta.Sequence.Stream, logattr.Delivery, meta.NumDelivered, logattr.Error, e.Refused)
+	c.undecided(ctx, msg, meta, e, e.Refused)
+	return true
 }
 
 // settleDone settles a message whose event was processed: acknowledged,
@@ -294,6 +316,13 @@ func (c *Coordinator) settle(ctx context.Context, ent *runEntry, handling string
 // run's first event. A read must reach the event being handled: a replica
 // that is behind is not asked for the state to decide from.
 func (c *Coordinator) entry(ctx context.Context, e *events.Event, redelivered bool) (*runEntry, bool, error) {
+	return c.readEntry(ctx, e, redelivered, false)
+}
+
+// readEntry is entry; lenient passes over the events sealed with a key
+// this coordinator does not hold (as fail does, to end a run it cannot
+// read), where entry stops at them.
+func (c *Coordinator) readEntry(ctx context.Context, e *events.Event, redelivered, lenient bool) (*runEntry, bool, error) {
 	run := e.RunID
 	if ent := c.cache.get(run); ent != nil {
 		return ent, false, nil
@@ -310,6 +339,11 @@ func (c *Coordinator) entry(ctx context.Context, e *events.Event, redelivered bo
 	c.n.reloads.Add(1)
 	ent := &runEntry{run: run, state: state, own: map[string]struct{}{}, prefix: state.LastSeq, lastDecision: lastDecision}
 	err := eventlog.Each(ctx, c.store, run, from, e.Seq, func(ev *events.Event) error {
+		if !lenient && errors.Is(ev.Refused, events.ErrKeyMissing) {
+			// Data this coordinator cannot read is not junk: deciding
+			// without it would decide wrong (keyMissing).
+			return fmt.Errorf("event %d: %w", ev.Seq, ev.Refused)
+		}
 		if err := ent.state.Apply(ev); err != nil && !errors.Is(err, projection.ErrStale) && !errors.Is(err, projection.ErrRefused) {
 			c.n.rejected.Add(1)
 		}

@@ -35,7 +35,7 @@ import (
 // subgraph are the coordinator's own types and cannot be registered.
 func WithLocalNode(typ string, node worker.Node) Option {
 	return func(o *options) {
-		if typ == graph.TypeRouter || typ == graph.TypeHuman || typ == graph.TypeSubgraph || typ == "" {
+		if typ == graph.TypeRouter || typ == graph.TypeHuman || typ == graph.TypeSubgraph || typ == graph.TypeWait || typ == "" {
 			return
 		}
 		if o.local == nil {

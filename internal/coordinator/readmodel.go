@@ -13,9 +13,10 @@ import (
 )
 
 // The read model of runs (package runs) is kept by the coordinator that
-// owns each run: after an event is decided, a run whose status differs
-// from the one this entry last indexed has its folded summary put in the
-// bucket runs.Bucket. A run folded afresh (a restart, a takeover, a
+// owns each run: after an event is decided, a run whose status (or what it
+// waits on, runs.IndexKey: running and waiting runs) differs from the one
+// this entry last indexed has its folded summary put in the bucket
+// runs.Bucket. A run folded afresh (a restart, a takeover, a
 // redelivery) is indexed again, which repairs a put that was lost. A put
 // that fails does not hold up a running run (its next status change, or
 // 'weft admin reindex', repairs it); for an ended run, whose last chance
@@ -52,7 +53,8 @@ func (c *Coordinator) readModel(ctx context.Context) (*readmodel.Model, error) {
 // the run has no older entry to remove.
 func (c *Coordinator) index(ctx context.Context, ent *runEntry, first bool) error {
 	s := ent.state
-	if c.js == nil || s.Status == ent.indexed || s.RunID == "" {
+	key := readmodel.IndexKey(s)
+	if c.js == nil || key == ent.indexed || s.RunID == "" {
 		return nil
 	}
 	m, err := c.readModel(ctx)
@@ -66,7 +68,7 @@ func (c *Coordinator) index(ctx context.Context, ent *runEntry, first bool) erro
 		c.log.WarnContext(ctx, "indexing a run in the read model", logattr.RunID, s.RunID, logattr.Error, err)
 		return nil
 	}
-	ent.indexed = s.Status
+	ent.indexed = key
 	return nil
 }
 

@@ -113,6 +113,20 @@ edges:
 		`{"node":"approve","iteration":1,"data":{"approved":true,"amount":10}}`,
 		`{"node":"approve","iteration":1,"data":{"approved":true,"amount":20}}`,
 	}},
+	{name: "wait", graph: `
+name: waits
+nodes:
+  - {id: draft, type: echo}
+  - {id: nap, type: wait, config: {duration: 1s}}
+  - {id: due, type: wait, config: {until: "state.due"}}
+  - {id: publish, type: echo}
+edges:
+  - {from: START, to: draft}
+  - {from: draft, to: nap}
+  - {from: nap, to: due}
+  - {from: due, to: publish}
+  - {from: publish, to: END}
+`, input: `{"due":"2020-01-01T00:00:00Z"}`},
 	{name: "failed", graph: `
 name: failing
 nodes:

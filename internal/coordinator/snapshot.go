@@ -173,6 +173,10 @@ func (r *SnapshotRecord) checkpointValue() string {
 	return strconv.FormatUint(r.Seq, 10) + " " + r.Digest()
 }
 
+// snapshotPurpose names snapshots among sealed values
+// (eventlog.SealValue): a snapshot opens only as the snapshot of its run.
+const snapshotPurpose = "snapshot"
+
 // maxSnapshotSize bounds a snapshot value the coordinator decodes (the
 // bucket's values are at most a message in any case).
 const maxSnapshotSize = 64 << 20
@@ -184,6 +188,10 @@ const maxSnapshotSize = 64 << 20
 func DecodeSnapshot(run string, b []byte) (*SnapshotRecord, error) {
 	if len(b) > maxSnapshotSize {
 		return nil, fmt.Errorf("%w: run %s: %d bytes, the limit is %d", ErrBadSnapshot, run, len(b), maxSnapshotSize)
+	}
+	b, err := eventlog.OpenValue(snapshotPurpose, run, b)
+	if err != nil {
+		return nil, fmt.Errorf("%w: run %s: %w", ErrBadSnapshot, run, err)
 	}
 	var r SnapshotRecord
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -314,6 +322,10 @@ func (pc *pendingCheckpoint) store(ctx context.Context, c *Coordinator, last uin
 	}
 	pc.rec.Attested = last
 	b, err := json.Marshal(pc.rec)
+	if err == nil {
+		// A snapshot holds the run's data: sealed like its events.
+		b, err = eventlog.SealValue(snapshotPurpose, pc.rec.Run, b)
+	}
 	if err == nil {
 		_, err = pc.kv.Put(ctx, pc.rec.Run, b)
 	}

@@ -55,7 +55,8 @@ type Env struct {
 // Boot sets a daemon up: the JSON logger on stderr with trace ids, the
 // telemetry the OTEL_* variables configure (Prometheus too with HTTP), the
 // HTTP server, and for each target a NATS connection that waits for a
-// server that is not up yet like a lost one and the events store (its
+// server that is not up yet like a lost one, the key ring events' data is
+// sealed with (-encrypt-keys, WEFT_ENCRYPT_KEYS), and the events store (its
 // set-up retried as natsconn.Config.OpenStore does). Then it runs body
 // once per target, at once, until they return; the first to fail stops the
 // others, and its error (naming the namespace) is Boot's. A stop (ctx
@@ -78,6 +79,13 @@ func Boot(ctx context.Context, stderr io.Writer, sp Spec, body func(ctx context.
 		}
 	}()
 	telemetry.Announce(ctx, sp.Component)
+	// The key ring is the process's, like its credentials: every
+	// target's configuration names the same one.
+	if len(sp.Targets) > 0 {
+		if err := sp.Targets[0].UseKeys(log); err != nil {
+			return fmt.Errorf("%w: %v", sp.Usage, err)
+		}
+	}
 
 	if sp.HTTP != "" {
 		addr, _ := telemetry.HTTPAddr(sp.HTTP)

@@ -251,6 +251,8 @@ func (d *decider) activate(n *graph.Node, consumed, owed []int, local json.RawMe
 		d.startHuman(n, a)
 	case n.Type == graph.TypeSubgraph:
 		d.startChild(n, ref, consumed, owed, local)
+	case n.Type == graph.TypeWait:
+		d.startWait(n, a, env)
 	default:
 		d.ready(n, ref, 1, local, consumed, owed)
 	}
@@ -332,6 +334,25 @@ func (d *decider) startHuman(n *graph.Node, a *activation) {
 	if p.Deadline != nil {
 		id := projection.DeadlineTimerID(a.ref)
 		d.timer(id, *p.Deadline, &events.TimerFiredData{TimerID: id, Purpose: "deadline", Ref: a.ref})
+	}
+}
+
+// startWait starts a wait node: it waits until the time its config gives
+// (a duration from now, or its until over the state), on a durable timer
+// and no worker. A time already reached ends the wait in the same event
+// (the fold sees its deadline is not after the decision). An until that
+// gives no time fails the run, naming the node and the value.
+func (d *decider) startWait(n *graph.Node, a *activation, env graphrt.Env) {
+	at, err := d.ev.WaitUntil(n.ID, env, d.now)
+	if err != nil {
+		d.failRun(events.Failure{Type: events.FailureInvalidWait, Message: strings.TrimPrefix(err.Error(), graph.ErrEvaluation.Error()+": ")}, n.ID)
+		return
+	}
+	at = at.UTC()
+	d.wait(a, &events.NodeWaitingData{For: projection.WaitingForTimer, Deadline: &at})
+	if at.After(d.now) {
+		id := projection.WaitTimerID(a.ref)
+		d.timer(id, at, &events.TimerFiredData{TimerID: id, Purpose: projection.PurposeWait, Ref: a.ref})
 	}
 }
 

@@ -40,7 +40,7 @@ func policy(n *graph.Node) graph.RetryPolicy {
 	if n.Type == graph.TypeHuman || n.Effect == graph.EffectHuman {
 		p.MaxAttempts = 1 // a person is never asked twice
 	}
-	if n.Type == graph.TypeSubgraph || n.Type == graph.TypeRouter {
+	if n.Type == graph.TypeSubgraph || n.Type == graph.TypeRouter || n.Type == graph.TypeWait {
 		p.MaxAttempts = 1 // run by the coordinator: a retry would go to a worker
 	}
 	return p

@@ -43,9 +43,11 @@ const (
 var knownCE = map[string]bool{
 	hdrSpecVersion: true, hdrID: true, hdrSource: true, hdrType: true, hdrTime: true, hdrSubject: true,
 	hdrRunID: true, hdrNodeID: true, hdrAttempt: true, hdrTraceParent: true, hdrTraceState: true,
+	hdrKeyID: true,
 }
 
-func encodeFast(e *Event) (*nats.Msg, error) {
+// encodeFast encodes e, its data sealed by s unless s is nil (seal.go).
+func encodeFast(e *Event, s *sealer) (*nats.Msg, error) {
 	switch {
 	case e.ID == "":
 		return nil, fmt.Errorf("%w: id: REQUIRED", ErrMalformedEvent)
@@ -91,13 +93,23 @@ func encodeFast(e *Event) (*nats.Msg, error) {
 	var data []byte
 	if len(e.Data) > 0 {
 		data = e.Data
+		if s != nil {
+			id, sealed, err := s.seal(e)
+			if err != nil {
+				return nil, err
+			}
+			h[hdrContentType] = []string{ContentSealed}
+			h[hdrKeyID] = []string{id}
+			data = sealed
+		}
 	}
 	return &nats.Msg{Subject: subject, Header: h, Data: data}, nil
 }
 
 // decodeFast decodes a message whose headers are all of the kinds Weft
-// writes; ok is false when the SDK's decoder must look at it.
-func decodeFast(subject string, hdr nats.Header, data []byte) (e *Event, ok bool, err error) {
+// writes, opening sealed data with s; ok is false when the SDK's decoder
+// must look at it.
+func decodeFast(subject string, hdr nats.Header, data []byte, s *sealer) (e *Event, ok bool, err error) {
 	for k, vs := range hdr {
 		lk := strings.ToLower(k)
 		if lk != k && (strings.HasPrefix(lk, headerPrefix) || lk == hdrContentType) {
@@ -107,7 +119,7 @@ func decodeFast(subject string, hdr nats.Header, data []byte) (e *Event, ok bool
 			return nil, false, nil
 		}
 	}
-	if v, has := hdr[hdrContentType]; has && (len(v) == 0 || v[0] != contentJSON) {
+	if v, has := hdr[hdrContentType]; has && (len(v) == 0 || v[0] != contentJSON && v[0] != ContentSealed && v[0] != ContentRef) {
 		return nil, false, nil
 	}
 	get := func(k string) string {
@@ -153,6 +165,9 @@ func decodeFast(subject string, hdr nats.Header, data []byte) (e *Event, ok bool
 	}
 	if len(e.Data) == 0 {
 		e.Data = nil
+	}
+	if err := unseal(subject, e, get(hdrContentType), get(hdrKeyID), s); err != nil {
+		return nil, true, err
 	}
 	e, err = placed(subject, e)
 	return e, true, err

@@ -23,7 +23,8 @@
 //     string Weft builds ("weft.r.<slot>.<run>.<writer>.<kind>" and
 //     "weft.t.…" for timers); placement.go: which writer an event type
 //     belongs to (ErrMisplaced; ParentClaimError, a client's start that
-//     names a parent). Tokens and ids: ValidToken, ValidQueue,
+//     names a parent; TriggerClaimError, one that names a schedule or
+//     trigger). Tokens and ids: ValidToken, ValidQueue,
 //     DecisionID, RandomID, NewRunID, NewNonce (ids.go).
 //   - admission.go: admission in a namespace: the request subjects
 //     AdmitStart, AdmitSignal, the tickets' subjects and streams
@@ -43,6 +44,16 @@
 //     LeaderLast, LeaderFirst, LastOn, HasEnd, Replicas, PublishAtomic);
 //     EnsureTimers;
 //     IdempotencyKey.
+//   - seal.go, keys.go: encryption at rest. UseKeys makes the process seal
+//     every event's data with AES-256-GCM under a key ring (Keys, KeyRing,
+//     ParseKeyRing, LoadKeys from -encrypt-keys or WEFT_ENCRYPT_KEYS),
+//     the envelope left plain; encode seals and Decode opens, so every
+//     reader and writer gets it (ErrKeyMissing, naming the key id, for
+//     data whose key the process lacks); SealValue and OpenValue for what
+//     is kept beside the log (snapshots).
+//   - offload.go: large bodies beside the log, in the Object Store bucket
+//     PayloadsBucket, the event carrying a reference that Decode resolves
+//     (WithOffloadAt turns it on; DeletePayloads).
 //   - errors.go: the sentinels callers check.
 //
 // On the wire: CloudEvents 1.0 in binary content mode (attributes as
@@ -54,7 +65,10 @@
 // decision of the child run, on its ".d.started" (ChildStartedSubject),
 // written by its parent's coordinator: the only start that may name a
 // parent; one that does on a client's subject is refused
-// (ParentClaimError), and Store.Append will not write one.
+// (ParentClaimError), and Store.Append will not write one. The runs of
+// schedules and event triggers are started the same way, on their own
+// ".d.started", naming the schedule or trigger; a client's start that
+// names one is refused (TriggerClaimError).
 // "weft.r.*.<run>.>" is a run's history and the stream sequence its total
 // order. The writer class is
 // what NATS permissions grant per role and what Decode checks an event's

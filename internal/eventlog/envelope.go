@@ -33,8 +33,12 @@ type Event struct {
 	// extension.
 	TraceParent string
 	TraceState  string
-	// Data is the payload's JSON.
+	// Data is the payload's JSON: plain, also when it is sealed in the
+	// log (seal.go).
 	Data json.RawMessage
+	// KeyID, on an event read from the log, names the key its data was
+	// sealed with; empty when it was written plain.
+	KeyID string
 
 	// Queue is the task queue of a work item (node-ready) or of the work
 	// item a worker's outcome answers; it is part of their subjects.
@@ -231,7 +235,8 @@ var ceSpecs = spec.WithPrefix(headerPrefix)
 // mode on its subject, with the id as Nats-Msg-Id. It writes the "ce-*"
 // headers directly (codec.go); encodeSDK, the same through the CloudEvents
 // SDK's binding, is what tests hold it to.
-func encode(e *Event) (*nats.Msg, error) { return encodeFast(e) }
+// With a key ring in use (UseKeys), the data is sealed (seal.go).
+func encode(e *Event) (*nats.Msg, error) { return encodeFast(e, active.Load()) }
 
 // encodeSDK is encode through the CloudEvents SDK's binding.
 func encodeSDK(e *Event) (*nats.Msg, error) {
@@ -392,16 +397,17 @@ func Decode(subject string, hdr nats.Header, data []byte) (*Event, error) {
 	if err := checkServerHeaders(subject, hdr); err != nil {
 		return nil, err
 	}
-	if e, ok, err := decodeFast(subject, hdr, data); ok {
+	s := active.Load()
+	if e, ok, err := decodeFast(subject, hdr, data, s); ok {
 		return e, err
 	}
-	return decodeSDK(subject, hdr, data)
+	return decodeSDK(subject, hdr, data, s)
 }
 
 // decodeSDK is Decode through the CloudEvents SDK's binding: the path for
 // messages with attributes the fast decoder does not know, and what tests
 // hold the fast decoder to.
-func decodeSDK(subject string, hdr nats.Header, data []byte) (*Event, error) {
+func decodeSDK(subject string, hdr nats.Header, data []byte, s *sealer) (*Event, error) {
 	m := &natsMessage{hdr: hdr, data: data}
 	if m.ReadEncoding() != binding.EncodingBinary {
 		return nil, fmt.Errorf("%w: %s: not a CloudEvent in binary mode (no %s header)", ErrMalformedEvent, subject, ceSpecs.PrefixedSpecVersionName())
@@ -416,6 +422,13 @@ func decodeSDK(subject string, hdr nats.Header, data []byte) (*Event, error) {
 	e, err := fromCloudEvent(ce)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", subject, err)
+	}
+	keyID, err := stringExt(ce.Extensions(), ExtKeyID)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", subject, err)
+	}
+	if err := unseal(subject, e, ce.DataContentType(), keyID, s); err != nil {
+		return nil, err
 	}
 	return placed(subject, e)
 }

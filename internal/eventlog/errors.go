@@ -59,6 +59,26 @@ func (e *ParentClaimError) Error() string {
 // Unwrap returns ErrMisplaced.
 func (e *ParentClaimError) Unwrap() error { return ErrMisplaced }
 
+// TriggerClaimError is the refusal of a run-started that names a
+// schedule, event trigger or webhook (RunStartedData.Trigger) and is not
+// the coordinator's: written on a client's subject (or appended through
+// Store.Append). The runs of schedules and triggers are started by the
+// coordinators, on the run's decision subject, which NATS permissions keep
+// every other role out of; a start anywhere else that claims one is a run
+// passed off as that schedule's or trigger's ('weft list -schedule'), and
+// is never believed. It wraps ErrMisplaced.
+type TriggerClaimError struct {
+	Subject string
+	Trigger TriggerRef
+}
+
+func (e *TriggerClaimError) Error() string {
+	return fmt.Sprintf("%s: %s: a run-started naming %s %q is not the coordinator's; only the engine starts the runs of schedules and triggers", ErrMisplaced, e.Subject, e.Trigger.Kind, e.Trigger.Name)
+}
+
+// Unwrap returns ErrMisplaced.
+func (e *TriggerClaimError) Unwrap() error { return ErrMisplaced }
+
 // GraphDigestError is the refusal of a run-started whose graphDigest is
 // not the digest of the graph it carries ("sha256:" and the hex SHA-256 of
 // the graph's bytes, as pkg/graph computes it over the canonical JSON).

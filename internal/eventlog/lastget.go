@@ -1,7 +1,6 @@
 package eventlog
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -90,7 +89,7 @@ func (s *store) confirmOnSubject(ctx context.Context, m *nats.Msg, seq uint64) e
 		}
 		switch {
 		case got != nil && got.Sequence == seq:
-			if got.Header.Get(headerPrefix+"type") != m.Header.Get(headerPrefix+"type") || got.Header.Get(nats.MsgIdHdr) != id || !bytes.Equal(got.Data, m.Data) {
+			if got.Header.Get(headerPrefix+"type") != m.Header.Get(headerPrefix+"type") || got.Header.Get(nats.MsgIdHdr) != id || !sameData(m.Subject, msgEnvelope(m), got.Header, m.Header, got.Data, m.Data) {
 				return fmt.Errorf("%w: id %q at sequence %d", ErrDuplicateMismatch, id, seq)
 			}
 			return nil

@@ -13,6 +13,9 @@ import (
 type config struct {
 	Settings
 	log *slog.Logger
+	// offloadAt is the body size above which events' bodies are kept in
+	// the payloads bucket (offload.go); 0: never.
+	offloadAt int
 }
 
 // Option configures Open.
@@ -65,6 +68,7 @@ func Open(ctx context.Context, js jetstream.JetStream, opts ...Option) (Store, e
 	// is made like the live events stream.
 	live := s.CachedInfo().Config
 	cfg.Storage, cfg.Replicas, cfg.Duplicates, cfg.MaxAge = live.Storage, max(live.Replicas, 1), live.Duplicates, live.MaxAge
+	registerPayloads(js) // Decode reads large payloads through it (offload.go)
 	return &store{nc: js.Conn(), js: js, cfg: cfg, stream: s}, nil
 }
 

@@ -85,6 +85,10 @@ const (
 	// child run's subjects first, and a run the engine did not start is
 	// never taken for the child.
 	FailureChildRunPreempted = "ChildRunPreempted"
+	// FailureInvalidWait fails a run whose wait node's until gave no
+	// time (a value that is not a timestamp or an RFC 3339 string, or an
+	// evaluation error); the message names the node and the value.
+	FailureInvalidWait = "InvalidWaitTime"
 )
 
 // RateRef names a rate limit's key and the units an attempt takes of it
@@ -170,6 +174,22 @@ type TriggerRef struct {
 	// Key is what the run id was derived from: a message id, the value
 	// of an -id expression, an Idempotency-Key, "manual:<request>".
 	Key string `json:"key,omitempty"`
+	// Webhook is, for Kind TriggerWebhook, the webhook of 'weft serve'
+	// whose deliveries the trigger Name maps to runs (the trigger's
+	// definition says so: 'weft trigger create -webhook').
+	Webhook string `json:"webhook,omitempty"`
+}
+
+// Origin says in a few words where the run came from: "schedule
+// nightly", "trigger orders", "webhook github (trigger gh-push)".
+func (t *TriggerRef) Origin() string {
+	if t == nil {
+		return ""
+	}
+	if t.Kind == TriggerWebhook && t.Webhook != "" {
+		return "webhook " + t.Webhook + " (trigger " + t.Name + ")"
+	}
+	return t.Kind + " " + t.Name
 }
 
 // Priorities of runs.
@@ -346,7 +366,7 @@ type NodeWaitingData struct {
 	Owed     []int `json:"owed,omitempty"`
 	// Routed: see NodeReadyData.Routed.
 	Routed   []NodeRoutedData `json:"routed,omitempty"`
-	For      string           `json:"for"` // "signal", "child", "map", "router", "slot" or "rate"
+	For      string           `json:"for"` // "signal", "child", "map", "router", "slot", "rate" or "timer" (a wait node, until Deadline)
 	Deadline *time.Time       `json:"deadline,omitempty"`
 	Local    json.RawMessage  `json:"local,omitempty"`
 	// Items is, for a map node, the list it maps over, fixed when the node
@@ -415,7 +435,7 @@ type RetryScheduledData struct {
 // TimerFiredData is a durable timer firing (a JetStream message schedule).
 type TimerFiredData struct {
 	TimerID string  `json:"timerId"`
-	Purpose string  `json:"purpose"` // "retry", "deadline", "timeout"
+	Purpose string  `json:"purpose"` // "retry", "deadline", "timeout", "heartbeat", "rate", "wait"
 	Ref     NodeRef `json:"ref"`
 	Attempt int     `json:"attempt,omitempty"`
 }

@@ -57,28 +57,43 @@ func checkPlace(t Type, p Place) error {
 }
 
 // checkStart refuses a run-started that claims what its subject does not
-// allow: a child run is started by its parent's coordinator, on the child's
-// decision subject (ChildStartedSubject), and only there. A
-// client's run-started that names a parent is someone passing a run of its
-// own off as another run's child (ParentClaimError); a start on the
-// decision subject that names none is not a child's.
+// allow. The engine's own starts stand on the run's decision subject
+// (ChildStartedSubject), which only the coordinator may write, and only
+// there: a child run, started by its parent's coordinator (it names the
+// parent), and a run a schedule's fire or an event trigger's message
+// started (it names that schedule or trigger, RunStartedData.Trigger). A
+// client's run-started that names a parent is someone passing a run of
+// its own off as another run's child (ParentClaimError); one that names a
+// schedule or trigger, someone passing it off as that schedule's or
+// trigger's (TriggerClaimError). A start on the decision subject names
+// exactly one of the two.
 func checkStart(subject string, p Place, d *RunStartedData) error {
 	if err := checkGraphDigest(subject, d); err != nil {
 		return err
 	}
+	return checkStarter(subject, p.Class == ClassCoordinator, d)
+}
+
+// checkStarter is checkStart's claim check: decision is whether the start
+// stands on (or is to be written on) the decision subject.
+func checkStarter(subject string, decision bool, d *RunStartedData) error {
 	switch {
-	case p.Class != ClassCoordinator && d.Parent != nil:
+	case !decision && d.Parent != nil:
 		return &ParentClaimError{Subject: subject, Parent: *d.Parent}
-	case p.Class == ClassCoordinator && d.Parent == nil:
-		return fmt.Errorf("%w: %s: a run-started on a decision subject starts a child run and must name its parent", ErrMisplaced, subject)
+	case !decision && d.Trigger != nil:
+		return &TriggerClaimError{Subject: subject, Trigger: *d.Trigger}
+	case decision && d.Parent == nil && d.Trigger == nil:
+		return fmt.Errorf("%w: %s: a run-started on a decision subject is the engine's: it must name its parent run or the schedule or trigger that started it", ErrMisplaced, subject)
+	case decision && d.Parent != nil && d.Trigger != nil:
+		return fmt.Errorf("%w: %s: a run-started names both a parent run and a %s", ErrMisplaced, subject, d.Trigger.Kind)
 	}
 	return nil
 }
 
 // startPlaced refuses to encode a run-started where checkStart would
-// refuse to read it: a decision (a child run's start) that names no
-// parent, or a client's that names one (a ParentClaimError: only the
-// engine starts child runs).
+// refuse to read it: a decision (the engine's start) that names neither a
+// parent nor a schedule or trigger, or a client's that names one (only
+// the engine starts child runs and the runs of schedules and triggers).
 func startPlaced(e *Event) error {
 	if e.Type != RunStarted {
 		return nil
@@ -95,13 +110,7 @@ func startPlaced(e *Event) error {
 	if err := checkGraphDigest(subject, d); err != nil {
 		return err
 	}
-	switch {
-	case !e.decision && d.Parent != nil:
-		return &ParentClaimError{Subject: StartedSubject(e.RunID), Parent: *d.Parent}
-	case e.decision && d.Parent == nil:
-		return fmt.Errorf("%w: a child run's start (a decision) must name its parent", ErrMisplaced)
-	}
-	return nil
+	return checkStarter(subject, e.decision, d)
 }
 
 // GraphDigest is the digest of a graph's canonical JSON as a run-started

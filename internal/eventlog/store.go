@@ -116,13 +116,17 @@ const (
 	hdrScheduleTarget        = "Nats-Schedule-Target"
 )
 
-// encode encodes an event and checks it fits in one message.
-func (s *store) encode(e *Event) (*nats.Msg, error) {
+// encode encodes an event, with its body kept beside the log when it is
+// large (offload.go), and checks it fits in one message.
+func (s *store) encode(ctx context.Context, e *Event) (*nats.Msg, error) {
 	if !ValidToken(e.RunID) {
 		return nil, fmt.Errorf("%w: run id %q", ErrInvalidID, e.RunID)
 	}
 	m, err := encode(e)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.offload(ctx, e.RunID, m); err != nil {
 		return nil, err
 	}
 	size := len(m.Data) + len(m.Subject)
@@ -167,7 +171,7 @@ func (s *store) append(ctx context.Context, runID string, expectLast uint64, evs
 		if e.RunID != runID {
 			return 0, fmt.Errorf("%w: appending an event of run %q to run %q", ErrMalformedEvent, e.RunID, runID)
 		}
-		m, err := s.encode(e)
+		m, err := s.encode(ctx, e)
 		if err != nil {
 			return 0, err
 		}
@@ -281,7 +285,7 @@ func (s *store) confirm(ctx context.Context, m *nats.Msg, seq uint64) error {
 	if err != nil {
 		return fmt.Errorf("confirming duplicate of %s at sequence %d: %w", m.Header.Get(nats.MsgIdHdr), seq, err)
 	}
-	if got == nil || got.Subject != m.Subject || got.Header.Get(headerPrefix+"type") != m.Header.Get(headerPrefix+"type") || !bytes.Equal(got.Data, m.Data) {
+	if got == nil || got.Subject != m.Subject || got.Header.Get(headerPrefix+"type") != m.Header.Get(headerPrefix+"type") || !sameData(m.Subject, msgEnvelope(m), got.Header, m.Header, got.Data, m.Data) {
 		return fmt.Errorf("%w: id %q at sequence %d", ErrDuplicateMismatch, m.Header.Get(nats.MsgIdHdr), seq)
 	}
 	if got.Header.Get(hdrTime) != m.Header.Get(hdrTime) && m.Header.Get(hdrExpectLastSubjSeq) != "" {
@@ -704,7 +708,7 @@ func (s *store) LastSeq(ctx context.Context, runID string) (uint64, error) {
 func (s *store) Schedule(ctx context.Context, ev *Event, timerID string, at time.Time) error {
 	ctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
 	defer cancel()
-	m, err := s.encode(ev)
+	m, err := s.encode(ctx, ev)
 	if err != nil {
 		return err
 	}

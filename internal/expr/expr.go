@@ -55,6 +55,7 @@ const (
 	List        // map lists
 	String      // keys (flow control)
 	Int         // units (flow control)
+	Time        // instants (a wait node's until): a timestamp or an RFC 3339 string
 )
 
 var env = sync.OnceValues(func() (*cel.Env, error) {
@@ -81,6 +82,9 @@ type Program struct {
 	kind  Kind
 	prog  cel.Program
 	paths []Path
+	// constant is set when the expression reads no variable: its value
+	// is known when it is compiled.
+	constant bool
 }
 
 // Compile parses and type-checks src, requiring it to give kind (checked
@@ -112,6 +116,8 @@ func Compile(src string, kind Kind, costLimit uint64) (*Program, error) {
 		return nil, fmt.Errorf("CEL %q: want a string, expression gives %s", src, t)
 	case kind == Int && t.Kind() != types.IntKind && t.Kind() != types.UintKind && t.Kind() != types.DoubleKind:
 		return nil, fmt.Errorf("CEL %q: want an int, expression gives %s", src, t)
+	case kind == Time && t.Kind() != types.TimestampKind && t.Kind() != types.StringKind:
+		return nil, fmt.Errorf("CEL %q: want a timestamp or an RFC 3339 string, expression gives %s", src, t)
 	}
 	if costLimit == 0 {
 		costLimit = DefaultCostLimit
@@ -120,8 +126,13 @@ func Compile(src string, kind Kind, costLimit uint64) (*Program, error) {
 	if err != nil {
 		return nil, fmt.Errorf("CEL %q: %w", src, err)
 	}
-	return &Program{src: src, kind: kind, prog: prog, paths: pathsOf(ast.NativeRep().Expr())}, nil
+	root := ast.NativeRep().Expr()
+	return &Program{src: src, kind: kind, prog: prog, paths: pathsOf(root), constant: !readsVariable(root)}, nil
 }
+
+// Constant reports whether the expression reads none of the variables,
+// so that evaluating it once, with no variables, gives its only value.
+func (p *Program) Constant() bool { return p.constant }
 
 // Source is the expression's text.
 func (p *Program) Source() string { return p.src }
@@ -170,6 +181,14 @@ func (p *Program) Eval(ctx context.Context, vars Vars) (any, error) {
 			return nil, fmt.Errorf("CEL %q: want a string, got %s", p.src, v.Type().TypeName())
 		}
 		return string(s), nil
+	case Time:
+		switch t := v.(type) {
+		case types.String:
+			return string(t), nil
+		case types.Timestamp:
+			return t.Time.UTC().Format(time.RFC3339Nano), nil
+		}
+		return nil, fmt.Errorf("CEL %q: want a timestamp or an RFC 3339 string, got %s", p.src, v.Type().TypeName())
 	}
 	out, err := Plain(v)
 	if err != nil {

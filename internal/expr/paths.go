@@ -60,6 +60,17 @@ func pathsOf(root celast.Expr) []Path {
 	})
 }
 
+// readsVariable reports whether an expression names one of the variables.
+func readsVariable(root celast.Expr) bool {
+	found := false
+	celast.PreOrderVisit(root, celast.NewExprVisitor(func(e celast.Expr) {
+		if e.Kind() == celast.IdentKind && slices.Contains(variables, e.AsIdent()) {
+			found = true
+		}
+	}))
+	return found
+}
+
 // pathAt reads e as a path from a variable, if it is one.
 func pathAt(e celast.Expr) (Path, bool) {
 	var keys []string

@@ -19,6 +19,8 @@
 // package imports nothing of Weft's, so that package graph can import it.
 package graphrt
 
+import "time"
+
 // Env is what expressions see. Its values are plain JSON-decoded Go values:
 // map[string]any, []any, float64, string, bool and nil.
 type Env struct {
@@ -82,6 +84,12 @@ type Evaluator interface {
 	// rate limit, "" when it has none, and the units an attempt takes, 1
 	// when it names none).
 	RateKey(node string, env Env) (key string, units int, err error)
+	// WaitUntil is when a wait node activated at now stops waiting: now
+	// plus its config.duration, or its config.until evaluated (a
+	// timestamp or an RFC 3339 string; anything else is an error naming
+	// the node and the value). The time may be before now: the wait then
+	// ends at once.
+	WaitUntil(node string, env Env, now time.Time) (time.Time, error)
 }
 
 // DefaultLocalTypes are the node types a stock coordinator runs itself

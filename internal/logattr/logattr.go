@@ -30,6 +30,8 @@ const (
 	Schedule  = "schedule"
 	Trigger   = "trigger"
 	Partition = "partition"
+	// Due is when something was due (a schedule's overdue fire).
+	Due = "due"
 	// Coordinator is a coordinator's id, as it announces itself in the
 	// leases bucket: which coordinator decided.
 	Coordinator = "coordinator"
@@ -170,4 +172,11 @@ const (
 const (
 	Caller  = "caller"
 	Webhook = "webhook"
+)
+
+// Keys of sealed events (internal/eventlog/seal.go): the id of a key,
+// never the key, and how many keys a ring holds.
+const (
+	KeyID = "key_id"
+	Keys  = "keys"
 )

@@ -95,7 +95,7 @@ func TestQuotaRefused(t *testing.T) {
 func TestNamespacedUsers(t *testing.T) {
 	d := namespaced("a", "b")
 	users := d.Users()
-	if len(users) != 2*6 { // client, coordinator, ui, admin, trigger, one worker
+	if len(users) != 2*7 { // client, coordinator, ui, admin, trigger, serve, one worker
 		t.Fatalf("%d users", len(users))
 	}
 	for _, u := range users {
@@ -138,7 +138,7 @@ func TestWriteNamespacedRoles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(files) != 2+2*6 {
+	if len(files) != 2+2*7 {
 		t.Fatalf("%d files", len(files))
 	}
 	main := filepath.Join(dir, "server.conf")
@@ -149,7 +149,7 @@ func TestWriteNamespacedRoles(t *testing.T) {
 	if err != nil {
 		t.Fatalf("nats-server refuses the configuration: %v", err)
 	}
-	if len(opts.Users) != 12 {
+	if len(opts.Users) != 14 {
 		t.Fatalf("%d users", len(opts.Users))
 	}
 	for _, u := range opts.Users {

@@ -38,6 +38,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/setup"
 	"github.com/weft-dev/weft/pkg/events"
 )
@@ -73,6 +74,10 @@ type Config struct {
 	// (WEFT_ROLES_DIR): a process serving several namespaces reads each
 	// one's credentials of its role there (Targets).
 	RolesDir string
+	// EncryptKeys is the key file the events' data is sealed with
+	// (-encrypt-keys); without it, the key ring may come from
+	// WEFT_ENCRYPT_KEYS itself (UseKeys).
+	EncryptKeys string
 }
 
 // EnvFlags maps the connection flags to their environment variables.
@@ -120,6 +125,7 @@ func (c *Config) RegisterConnFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Stream, "stream", "WEFT", "events stream name (env WEFT_STREAM)")
 	fs.StringVar(&c.Namespace, "namespace", "", "the namespace (a NATS account of its own) to serve; daemons take several, comma separated, with -roles-dir; default: the deployment's only one (env WEFT_NAMESPACE)")
 	fs.StringVar(&c.RolesDir, "roles-dir", "", "the directory 'weft roles' wrote the credentials to: the role's credentials in each -namespace are read there (env WEFT_ROLES_DIR)")
+	fs.StringVar(&c.EncryptKeys, "encrypt-keys", "", "key ring file ('weft keys new -out FILE'): events' data is sealed with AES-256-GCM under its first key and read under any of its keys (env WEFT_ENCRYPT_KEYS: the ring itself, '<id>:<base64 key>,…')")
 }
 
 // RegisterStreamFlags adds the settings of an events stream a command
@@ -129,6 +135,28 @@ func (c *Config) RegisterStreamFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Replicas, "replicas", 1, "events stream and KV bucket replicas, when created (env WEFT_REPLICAS)")
 	fs.DurationVar(&c.Duplicates, "duplicates", 2*time.Minute, "events stream de-duplication window, when created (env WEFT_DUPLICATES)")
 	fs.DurationVar(&c.MaxAge, "max-age", 0, "how long the events stream keeps events, when created; 0 forever (env WEFT_MAX_AGE)")
+}
+
+// UseKeys loads the key ring of -encrypt-keys or WEFT_ENCRYPT_KEYS and
+// makes the process seal and open events' data with it
+// (events.UseKeys); with neither, it changes nothing (a Go caller may
+// have set a ring of its own). log, if not nil, is told the key ids.
+func (c *Config) UseKeys(log *slog.Logger) error {
+	ring, err := events.LoadKeys(c.EncryptKeys)
+	if err != nil {
+		return fmt.Errorf("-encrypt-keys: %w", err)
+	}
+	if ring == nil {
+		return nil
+	}
+	if err := events.UseKeys(ring); err != nil {
+		return fmt.Errorf("-encrypt-keys: %w", err)
+	}
+	if log != nil {
+		cur, _ := ring.Current()
+		log.Info("sealing events' data", logattr.KeyID, cur.ID, logattr.Keys, len(ring))
+	}
+	return nil
 }
 
 // Validate reports every problem with the configuration at once.

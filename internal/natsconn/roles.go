@@ -34,7 +34,7 @@ const (
 )
 
 // Roles lists the roles, workers last.
-var Roles = []Role{RoleClient, RoleCoordinator, RoleUI, RoleAdmin, RoleTrigger, RoleWorker}
+var Roles = []Role{RoleClient, RoleCoordinator, RoleUI, RoleAdmin, RoleTrigger, RoleServe, RoleWorker}
 
 // Names of the KV buckets Weft keeps next to its stream (pkg/worker's
 // WorkersBucket, internal/coordinator's SnapshotsBucket); repeated here,
@@ -78,6 +78,9 @@ type Deployment struct {
 	// TriggerStreams are the users' streams event triggers may read
 	// (roles_starts.go).
 	TriggerStreams []string `json:"triggerStreams,omitempty"`
+	// WebhookSubjects are the subjects 'weft serve' publishes its
+	// webhooks' deliveries on (roles_serve.go).
+	WebhookSubjects []string `json:"webhookSubjects,omitempty"`
 }
 
 func (d Deployment) withDefaults() Deployment {
@@ -101,6 +104,7 @@ func (d Deployment) Validate() error {
 		errs = append(errs, fmt.Errorf("stream %q: not a valid stream name", d.Stream))
 	}
 	errs = append(errs, d.triggerStreamErrors()...)
+	errs = append(errs, d.webhookSubjectErrors()...)
 	if !eventlog.ValidToken(d.Durable) {
 		errs = append(errs, fmt.Errorf("durable %q: not a valid consumer name", d.Durable))
 	}
@@ -285,10 +289,12 @@ func (d Deployment) user(ns string, r Role, q string) User {
 				eventlog.KindFilter(eventlog.RunCancelRequested),
 				// The runs the engine starts on its own (a schedule's
 				// fire, an event trigger's message: internal/schedule,
-				// internal/trigger) are started on the client's subject,
-				// under ids only coordinators can derive; the decoder
-				// refuses a start there that names a parent.
-				eventlog.ClientStarts,
+				// internal/trigger) are started as child runs are, with
+				// a decision of the run on its d.started, above, under
+				// ids only coordinators can derive; a start naming a
+				// schedule or trigger anywhere else is refused by the
+				// decoder. No client's start (c.started) outside a
+				// namespace.
 			},
 			reads,
 			[]string{
@@ -360,6 +366,7 @@ func (d Deployment) user(ns string, r Role, q string) User {
 			// parent is refused before it is written), a signal or a
 			// cancel request.
 			u.PublishAllow = append(u.PublishAllow,
+				eventlog.ClientStarts,
 				eventlog.SignalSubjects,
 				eventlog.AllTickets,
 				api+"STREAM.INFO."+s+eventlog.AdmitStartsSuffix,
@@ -405,6 +412,8 @@ func (d Deployment) user(ns string, r Role, q string) User {
 	case RoleTrigger:
 		u = triggerUser(u, api, reads, runsRead, inbox)
 		u.PublishAllow = append(u.PublishAllow, triggerStreamsManage(api, d.TriggerStreams)...)
+	case RoleServe:
+		u = serveUser(u, admission, reads, inbox, d.WebhookSubjects)
 	case RoleAdmin:
 		u.PublishAllow = []string{">"}
 		u.SubscribeAllow = []string{">"}

@@ -25,7 +25,7 @@ func TestWriteRoles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(files) != 1+5+2 { // auth.conf, 5 roles (trigger included), 2 workers
+	if len(files) != 1+6+2 { // auth.conf, 6 roles (trigger and serve included), 2 workers
 		t.Fatalf("%d files", len(files))
 	}
 	conf, err := os.ReadFile(filepath.Join(dir, "auth.conf"))
@@ -55,7 +55,7 @@ func TestWriteRoles(t *testing.T) {
 	if err != nil {
 		t.Fatalf("nats-server refuses the configuration: %v", err)
 	}
-	if len(opts.Users) != 7 {
+	if len(opts.Users) != 8 {
 		t.Fatalf("%d users", len(opts.Users))
 	}
 	for _, u := range opts.Users {
@@ -204,5 +204,45 @@ func TestReadCredentials(t *testing.T) {
 	}
 	if _, err := natsconn.ReadCredentials(dir, d); err == nil || !strings.Contains(err.Error(), client) {
 		t.Errorf("a file of another user: %v", err)
+	}
+}
+
+// TestServePermissions: 'weft serve' starts runs and signals (in a
+// namespace, by asking admission), reads runs, and publishes on its
+// webhooks' subjects; it cancels nothing, decides nothing, reads no
+// bucket, creates no consumer and subscribes to its inbox only.
+func TestServePermissions(t *testing.T) {
+	d := natsconn.Deployment{Queues: []string{"a"}, WebhookSubjects: []string{"orders.webhook", "gh.>"}}
+	u := d.User(natsconn.RoleServe, "")
+	if u.Name != "weft-serve" {
+		t.Fatalf("user %s", u.Name)
+	}
+	for _, want := range []string{"weft.r.*.*.c.started", "weft.r.*.*.c.signal", "orders.webhook", "gh.>", "$JS.API.STREAM.INFO.WEFT"} {
+		if !slices.Contains(u.PublishAllow, want) {
+			t.Errorf("serve may not publish %s: %v", want, u.PublishAllow)
+		}
+	}
+	for _, p := range u.PublishAllow {
+		if strings.HasPrefix(p, "$JS.API.CONSUMER.") || strings.HasPrefix(p, "$KV.") || strings.Contains(p, "KV_") || strings.Contains(p, "cancelreq") || strings.Contains(p, ".d.") || p == "weft.r.*.*.c.*" || p == ">" {
+			t.Errorf("serve may call %s", p)
+		}
+	}
+	if !slices.Equal(u.SubscribeAllow, []string{"_INBOX_weft-serve.>"}) {
+		t.Errorf("serve subscribes to %v", u.SubscribeAllow)
+	}
+	ns := natsconn.Deployment{Queues: []string{"a"}, Namespaces: []natsconn.Namespace{{Name: "a"}}}.UserIn("a", natsconn.RoleServe, "")
+	for _, p := range ns.PublishAllow {
+		if strings.HasPrefix(p, "weft.r.") {
+			t.Errorf("serve of namespace a may publish %s (a namespace's starts are admitted)", p)
+		}
+	}
+	if !slices.Contains(ns.PublishAllow, "weft.admit.start") || !slices.Contains(ns.PublishAllow, "weft.admit.signal") {
+		t.Errorf("serve of namespace a may not ask admission: %v", ns.PublishAllow)
+	}
+	err := natsconn.Deployment{Queues: []string{"a"}, WebhookSubjects: []string{"weft.r.>", "$KV.x", "a..b", "_INBOX_weft-client.x", "ok.x", "ok.x"}}.Validate()
+	for _, want := range []string{`"weft.r.>": Weft's own`, `"$KV.x": Weft's own`, `"a..b": not a NATS subject`, `"_INBOX_weft-client.x": Weft's own`, `"ok.x": given twice`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v lacks %q", err, want)
+		}
 	}
 }

@@ -16,10 +16,24 @@
 // later fold of the run, or Reindex, repairs a lost one. The read model is
 // a projection: Reindex rebuilds it from the log.
 //
+// Its statuses are the fold's and one more: a running run that does
+// nothing but wait, on a human node's signal or a wait node's time, is
+// projection.RunWaiting ("waiting.<run>"), and its summary lists what it
+// waits on (Waiting: node, deadline, and for a human node the data of a
+// signal that answers it, from which SignalCommand makes the 'weft
+// signal' command). The fold itself is unchanged (its status stays
+// running; StatusOf and WaitsOf derive the rest), so recorded histories
+// fold as before. A query for running runs selects the waiting ones too.
+//
 // Search attributes are declared by a graph (searchAttributes: [customer,
 // region]) and taken, for each run, from the top-level keys of its
 // invocation state, else of its input: strings as they are, numbers and
-// booleans as their JSON text, anything else not at all.
+// booleans as their JSON text, anything else not at all. On a sealed log
+// (internal/eventlog, seal.go) they are still taken from the plain
+// invocation state and input, which the coordinator holds once it has
+// opened the run-started, and kept in the read model as they are: the
+// read model is not sealed, so a graph declares as search attributes only
+// values its operators may read (an id, a region; not a customer's data).
 //
 // # Retention
 //

@@ -19,8 +19,10 @@ const FilterHelp = `A query is a CEL expression over one run's summary that is t
 runs to keep. Its names:
 
   id          the run id (string)
-  status      running, cancelling, completed, failed, cancelled, and for a
-              run 'weft terminate' ended, terminating or terminated (string)
+  status      running, waiting (a running run that only waits: on a
+              human node's signal or a wait node's time), cancelling,
+              completed, failed, cancelled, and for a run 'weft terminate'
+              ended, terminating or terminated (string)
   terminated  whether 'weft terminate' ended the run (bool)
   graph       the graph's name; digest, its digest (string)
   started     when the run started; ended, when it ended (timestamp; a run
@@ -40,7 +42,7 @@ compares with a string holding an RFC 3339 time or a date ("2026-11-01",
 midnight UTC); a duration before now is now - duration("24h"). Examples:
 
   status = "failed" AND graph = "billing" AND started > "2026-11-01"
-  status in ["running", "cancelling"] && started < now - duration("1h")
+  status in ["running", "waiting"] && started < now - duration("1h")
   attrs.customer == "acme" || id.startsWith("order-")`
 
 // Filter is a compiled query over summaries (FilterHelp).

@@ -20,7 +20,10 @@ import (
 
 // Query selects runs from the read model. Zero fields select everything.
 type Query struct {
-	// Statuses keeps runs in one of them.
+	// Statuses keeps runs in one of them. Running includes waiting (a
+	// running run that only waits is still running): a query for running
+	// runs finds every run that neither ended nor is being cancelled,
+	// as it did before waiting was a status.
 	Statuses []projection.RunStatus
 	// Graph keeps runs of the graph of this name.
 	Graph string
@@ -74,7 +77,7 @@ func (q Query) Validate() error {
 	var errs []error
 	for _, s := range q.Statuses {
 		if !slices.Contains(Statuses, s) {
-			errs = append(errs, fmt.Errorf("status %q: want running, cancelling, completed, failed or cancelled", s))
+			errs = append(errs, fmt.Errorf("status %q: want running, waiting, cancelling, completed, failed or cancelled", s))
 		}
 	}
 	if q.Limit < 0 {
@@ -102,7 +105,7 @@ func (m *Model) List(ctx context.Context, q Query) (*Page, error) {
 	if err := q.Validate(); err != nil {
 		return nil, err
 	}
-	statuses := q.Statuses
+	statuses := withWaiting(q.Statuses)
 	if len(statuses) == 0 {
 		statuses = []projection.RunStatus{"*"}
 	}
@@ -205,6 +208,22 @@ func ParseCursor(s string) (Cursor, error) {
 	return c, nil
 }
 
+// StatusIn reports whether a run of status st is selected by statuses, as
+// Query.Statuses selects: running selects waiting too; no statuses select
+// every run.
+func StatusIn(st projection.RunStatus, statuses []projection.RunStatus) bool {
+	return len(statuses) == 0 || slices.Contains(withWaiting(statuses), st)
+}
+
+// withWaiting adds waiting to statuses that ask for running and not for
+// it (see Query.Statuses).
+func withWaiting(statuses []projection.RunStatus) []projection.RunStatus {
+	if slices.Contains(statuses, projection.RunRunning) && !slices.Contains(statuses, projection.RunWaiting) {
+		return append(slices.Clip(statuses), projection.RunWaiting)
+	}
+	return statuses
+}
+
 // cut applies the cursor and the limit to runs sorted newest first.
 func cut(runs []Summary, q Query) ([]Summary, string) {
 	if q.Cursor != "" {
@@ -244,7 +263,9 @@ func (m *Model) each(ctx context.Context, statuses []projection.RunStatus, fn fu
 	return nil
 }
 
-// statusRank orders statuses as a run goes through them.
+// statusRank orders statuses as a run goes through them. Running and
+// waiting share a rank: a run goes from one to the other and back, so a
+// run met under both while it moved is kept under the one read last.
 func statusRank(s projection.RunStatus) int {
 	switch {
 	case s.Ended():

@@ -87,7 +87,7 @@ func newFixture(t *testing.T, ctx context.Context) *fixture {
 	for _, r := range f.broken {
 		f.status[r] = projection.RunFailed
 	}
-	f.status[f.waiting] = projection.RunRunning
+	f.status[f.waiting] = projection.RunWaiting // it only waits, on a person
 	f.all = slices.Concat(f.orders, f.broken, []string{f.waiting})
 	waitIndexed(t, ctx, store, f.status)
 	return f
@@ -141,6 +141,11 @@ func TestReadModelFilters(t *testing.T) {
 	if !wsum.ExpiresAt.IsZero() || !wsum.EndedAt.IsZero() {
 		t.Errorf("a running run has an end or an expiry: %+v", wsum)
 	}
+	// It waits on its human node, with no deadline, and says how to answer.
+	if len(wsum.Waiting) != 1 || wsum.Waiting[0].Node != "ask" || wsum.Waiting[0].For != "signal" || wsum.Waiting[0].Deadline != nil ||
+		readmodel.SignalCommand(wsum.RunID, wsum.Waiting[0]) != "weft signal "+f.waiting+" ask -data '{}'" {
+		t.Errorf("waiting run's waits: %+v", wsum.Waiting)
+	}
 
 	for _, tc := range []struct {
 		name string
@@ -149,7 +154,9 @@ func TestReadModelFilters(t *testing.T) {
 	}{
 		{"all", nil, f.all},
 		{"failed", []client.ListOption{client.WithStatus(projection.RunFailed)}, f.broken},
-		{"running", []client.ListOption{client.WithStatus(projection.RunRunning)}, []string{f.waiting}},
+		{"running (waiting included)", []client.ListOption{client.WithStatus(projection.RunRunning)}, []string{f.waiting}},
+		{"waiting", []client.ListOption{client.WithStatus(projection.RunWaiting)}, []string{f.waiting}},
+		{"running or waiting", []client.ListOption{client.WithStatus(projection.RunRunning, projection.RunWaiting)}, []string{f.waiting}},
 		{"completed or failed", []client.ListOption{client.WithStatus(projection.RunCompleted, projection.RunFailed)}, slices.Concat(f.orders, f.broken)},
 		{"graph", []client.ListOption{client.WithGraph("orders")}, f.orders},
 		{"graph and status", []client.ListOption{client.WithGraph("orders"), client.WithStatus(projection.RunFailed)}, nil},
@@ -362,7 +369,7 @@ func TestRetentionArchivesAndRemoves(t *testing.T) {
 	if n := subjectsOf(t, ctx, f.store, f.store.StreamName(), eventlog.RunFilter(f.waiting)); n == 0 {
 		t.Error("the waiting run was removed")
 	}
-	if s, err := f.c.Summary(ctx, f.waiting); err != nil || s.Status != projection.RunRunning {
+	if s, err := f.c.Summary(ctx, f.waiting); err != nil || s.Status != projection.RunWaiting {
 		t.Errorf("waiting run's entry: %+v, %v", s, err)
 	}
 	// The run that has not ended cannot be removed, however asked.
@@ -454,8 +461,8 @@ func TestLostPutRepaired(t *testing.T) {
 	if err != nil || !s.Terminated || s.EndedAt.IsZero() {
 		t.Fatalf("repaired entry: %+v, %v; want terminated, ended", s, err)
 	}
-	// One entry per run: the running one went when the run ended.
-	p, err := m.List(ctx, readmodel.Query{Statuses: []projection.RunStatus{projection.RunRunning}})
+	// One entry per run: the waiting one went when the run ended.
+	p, err := m.List(ctx, readmodel.Query{Statuses: []projection.RunStatus{projection.RunRunning, projection.RunWaiting}})
 	if err != nil || p.Total != 0 {
 		t.Errorf("running runs after the end: %+v, %v", p, err)
 	}

@@ -37,6 +37,9 @@ type Summary struct {
 	EndedAt     time.Time            `json:"endedAt,omitzero"`
 	// Parent is the run that started this one as a child, if any.
 	Parent string `json:"parent,omitempty"`
+	// Origin is the schedule, trigger or webhook that started the run,
+	// if one did ("schedule nightly", "webhook github (trigger gh)").
+	Origin string `json:"origin,omitempty"`
 	// Attrs are the run's search attributes.
 	Attrs map[string]string `json:"attrs,omitempty"`
 	// Retention is how long the run is kept once ended; ExpiresAt, set
@@ -52,6 +55,11 @@ type Summary struct {
 	// what tells the coordinators that messages marked restored are
 	// (eventlog.HdrRestored is a header, which any writer could set).
 	Restored time.Time `json:"restored,omitzero"`
+	// Waiting lists what a running run waits on: its human nodes waiting
+	// for a signal and its wait nodes waiting for their time (see
+	// Waiting). A run with nothing else active has status
+	// projection.RunWaiting.
+	Waiting []Waiting `json:"waiting,omitempty"`
 }
 
 // Key is the summary's key in the bucket: "<status>.<run>".
@@ -61,7 +69,7 @@ func key(st projection.RunStatus, run string) string { return string(st) + "." +
 
 // Statuses are the statuses a run in the read model can have.
 var Statuses = []projection.RunStatus{
-	projection.RunRunning, projection.RunCancelling, projection.RunCompleted, projection.RunFailed, projection.RunCancelled,
+	projection.RunRunning, projection.RunWaiting, projection.RunCancelling, projection.RunCompleted, projection.RunFailed, projection.RunCancelled,
 }
 
 // graphSettings are what the read model reads from a run's graph.
@@ -74,8 +82,8 @@ type graphSettings struct {
 // retention of a run whose start and graph name none.
 func Summarize(s *projection.State, def time.Duration) Summary {
 	sum := Summary{
-		RunID: s.RunID, Graph: s.GraphName, GraphDigest: s.GraphDigest, Status: s.Status,
-		Terminated: s.Cancel != nil && s.Cancel.Terminate, ForkedFrom: s.Fork,
+		RunID: s.RunID, Graph: s.GraphName, GraphDigest: s.GraphDigest, Status: StatusOf(s),
+		Terminated: s.Cancel != nil && s.Cancel.Terminate, ForkedFrom: s.Fork, Waiting: WaitsOf(s),
 	}
 	if s.StartedAt != nil {
 		sum.StartedAt = s.StartedAt.UTC()
@@ -89,15 +97,20 @@ func Summarize(s *projection.State, def time.Duration) Summary {
 	if t := s.Trigger; t != nil && (t.Kind == events.TriggerSchedule || t.Kind == events.TriggerEvent || t.Kind == events.TriggerWebhook) {
 		// The engine's own attribute: a schedule's runs are
 		// "schedule=<name>", a trigger's "trigger=<name>" (a webhook is
-		// a trigger), over any the graph declares under that name.
+		// a trigger, and its runs are also "webhook=<webhook>"), over
+		// any the graph declares under that name.
 		k := t.Kind
-		if k == events.TriggerWebhook {
-			k = events.TriggerEvent
-		}
 		if sum.Attrs == nil {
 			sum.Attrs = map[string]string{}
 		}
+		if k == events.TriggerWebhook {
+			k = events.TriggerEvent
+			if t.Webhook != "" {
+				sum.Attrs[events.TriggerWebhook] = t.Webhook
+			}
+		}
 		sum.Attrs[k] = t.Name
+		sum.Origin = t.Origin()
 	}
 	ret := def
 	for _, r := range []string{s.Retention, g.Retention} {

@@ -27,7 +27,17 @@
 // cancel-other), then moves the state on by compare-and-set and arms the
 // next fire. No process keeps time in memory: a fire missed while no
 // coordinator ran waits in the stream (and any runner re-arms every
-// schedule when it starts), and is caught up when one comes back.
+// schedule when it starts), and is caught up when one comes back. The
+// chain of one-shots can break on a loaded cluster (seen in the kill
+// drill; likely a fire whose proposal was lost, which leaves nats-server
+// holding the schedule "in flight", silent): every runner sweeps the schedules' states every few seconds
+// and reconciles one whose next fire is overdue (runner.go, sweep), the
+// same Reconcile a fire calls, so the safety net starts nothing twice.
+//
+// The runs are the engine's: their run-started is a decision of the run,
+// on its decision subject, which only the coordinator role may write, and
+// names the schedule (events.TriggerRef); a start naming a schedule
+// anywhere else is refused by every reader (deploy/SECURITY.md, gap 13).
 //
 // # Exactly one run per fire time
 //

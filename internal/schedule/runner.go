@@ -87,13 +87,70 @@ func (r *Runner) Run(ctx context.Context) error {
 	if err != nil {
 		return nil //nolint:nilerr // ctx ended
 	}
-	done := make(chan struct{}, 2)
+	done := make(chan struct{}, 3)
 	go func() { r.watch(ctx, defPrefix+">", r.onDefinition); done <- struct{}{} }()
 	go func() { r.watch(ctx, actPrefix+">", r.onRequest); done <- struct{}{} }()
+	go func() { r.sweep(ctx); done <- struct{}{} }()
 	r.consume(ctx)
 	<-done
 	<-done
+	<-done
 	return nil
+}
+
+// Overdue fires. A schedule fires through a chain of one-shot message
+// schedules, each armed when the one before was handled. The chain can
+// break: on a machine with a load of 20, TestScheduleFiresOnceThroughKills
+// saw a schedule stop firing for minutes with both coordinators alive
+// (three runs of three, on main too). The likely cause, from nats-server's
+// scheduler (2.15): it marks a schedule in flight when it produces the
+// fire, and produces no other until a new message arrives on the
+// schedule's subject, so a fire whose proposal is lost on a loaded
+// cluster leaves the schedule armed and silent. The sweep is the safety
+// net, not the clock: every sweepEvery it looks at each schedule's state,
+// and one whose next fire time is more than overdueAfter past is
+// reconciled (which starts what is due, exactly once, by compare-and-set
+// and keyed ids, and arms the next fire).
+const (
+	sweepEvery   = 5 * time.Second
+	overdueAfter = 5 * time.Second
+)
+
+// sweep reconciles overdue schedules until ctx ends.
+func (r *Runner) sweep(ctx context.Context) {
+	for sleep(ctx, sweepEvery) {
+		r.reconcileOverdue(ctx)
+	}
+}
+
+// reconcileOverdue reconciles each schedule whose next fire is overdue.
+func (r *Runner) reconcileOverdue(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, sweepEvery*4)
+	defer cancel()
+	ss := &Store{kv: r.kv, js: r.js}
+	defs, err := ss.List(ctx)
+	if err != nil {
+		r.log.Debug("sweeping schedules", logattr.Error, err)
+		return
+	}
+	for _, d := range defs {
+		st, _, err := ss.State(ctx, d.Name)
+		if err != nil {
+			continue
+		}
+		tm, err := d.Timing()
+		if err != nil {
+			continue
+		}
+		next := tm.Next(from(d, st))
+		if next.IsZero() || r.now().Sub(next) < overdueAfter+time.Duration(d.Jitter) {
+			continue
+		}
+		r.log.Info("a schedule's fire is overdue: reconciling it", logattr.Schedule, d.Name, logattr.Due, next)
+		if err := r.Reconcile(ctx, d.Name); err != nil {
+			r.log.Warn("reconciling an overdue schedule", logattr.Schedule, d.Name, logattr.Error, err)
+		}
+	}
 }
 
 // watch calls fn for every key under filter, present and to come, until
@@ -470,16 +527,20 @@ func (r *Runner) stillRunning(ctx context.Context, runs []string) ([]string, err
 }
 
 // start starts the run of id; a run already under id is this start made
-// before (no other writer can derive the id), and counts as started.
+// before (no other writer can derive the id), and counts as started. The
+// start is the engine's: a decision of the run, on its decision subject,
+// which only the coordinator role may write (a client's start naming a
+// schedule is refused: events.TriggerClaimError).
 func (r *Runner) start(ctx context.Context, d *Definition, id string, ref *events.TriggerRef) (string, error) {
-	ev, err := events.New(id, id, time.Time{}, &events.RunStartedData{
+	ev, err := events.New(id, id, r.now(), &events.RunStartedData{
 		GraphName: d.GraphName, GraphDigest: d.GraphDigest, Graph: d.Graph,
 		Input: d.Input, StartedBy: ref.Kind + ":" + ref.Name, Trigger: ref,
 	})
 	if err != nil {
 		return "", err
 	}
-	if _, err := r.store.Append(ctx, id, 0, ev); err != nil && !errors.Is(err, events.ErrRunExists) {
+	eventlog.MarkDecision(ev)
+	if _, err := eventlog.Append(ctx, r.store, id, 0, ev); err != nil && !errors.Is(err, events.ErrRunExists) {
 		return "", fmt.Errorf("starting run %s of schedule %s: %w", id, d.Name, err)
 	}
 	return id, nil

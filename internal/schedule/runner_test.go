@@ -201,3 +201,39 @@ func TestEveryFiresOncePerTime(t *testing.T) {
 func jetstreamSubjects(filter string) jetstream.StreamInfoOpt {
 	return jetstream.WithSubjectFilter(filter)
 }
+
+// TestBrokenChainIsSwept: a schedule fires through a chain of one-shot
+// message schedules, each armed when the fire before it is handled. With
+// the pending fire purged from the timers stream (as a fire lost on a
+// loaded cluster leaves it), the chain is broken, and the runners' sweep
+// finds the schedule overdue and reconciles it: the missed fire times are
+// started, once each, and the schedule fires on.
+func TestBrokenChainIsSwept(t *testing.T) {
+	e := newEnv(t)
+	e.create(&schedule.Definition{Name: "tick", Every: schedule.Duration(time.Second), Overlap: schedule.OverlapAllowAll, CatchupWindow: schedule.Duration(time.Minute)})
+	st := e.waitFires("tick", 2, 10*time.Second)
+	ts, err := eventlog.JetStream(e.st).Stream(e.ctx, eventlog.Must(e.st).TimerStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{eventlog.ScheduleArmSubject("tick"), eventlog.ScheduleFireSubject("tick")} {
+		if err := ts.Purge(e.ctx, jetstream.WithPurgeSubject(s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	broken := len(st.Fires)
+	st = e.waitFires("tick", broken+4, 30*time.Second)
+	for i, f := range st.Fires {
+		if f.Outcome != schedule.Started {
+			t.Fatalf("fire %+v, want started", f)
+		}
+		if i > 0 && f.Nominal.Sub(st.Fires[i-1].Nominal) != time.Second {
+			t.Fatalf("fires %s and %s: a fire time lost or taken twice", st.Fires[i-1].Nominal, f.Nominal)
+		}
+	}
+	time.Sleep(300 * time.Millisecond) // the last fire's run, stored before its state
+	st, _, _ = e.ss.State(e.ctx, "tick")
+	if got := e.starts(); got != len(st.Fires) {
+		t.Fatalf("%d runs started for %d fires", got, len(st.Fires))
+	}
+}

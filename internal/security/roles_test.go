@@ -291,9 +291,11 @@ func TestRolesRefused(t *testing.T) {
 			{sub(run, "w."+events.LocalQueue+".invoked"), events.NodeInvoked},
 		},
 		userCoord: {
-			// It starts child runs on their decision subject; the
-			// client's c.started it keeps for the runs schedules and
-			// triggers start (deploy/SECURITY.md, gap 6).
+			// It starts child runs and the runs of schedules and
+			// triggers on their decision subject; outside a namespace
+			// it writes no client's start (deploy/SECURITY.md, gaps 6
+			// and 13).
+			{sub(run, "c.started"), events.RunStarted},
 			{sub(run, "w."+queueA+".invoked"), events.NodeInvoked},
 			{sub(run, "w."+queueA+".invoking"), events.NodeInvoking},
 			{sub(run, "c.signal"), events.SignalReceived},

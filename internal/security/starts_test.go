@@ -66,7 +66,8 @@ func TestSchedulesUnderTheRoles(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	admin := s.connect(t, userAdmin)
-	if seq := lastSeqOn(t, admin, eventlog.StartedSubject(run)); seq == 0 {
+	// The engine's start, on the run's decision subject (gap 13).
+	if seq := lastSeqOn(t, admin, eventlog.ChildStartedSubject(run)); seq == 0 {
 		t.Fatalf("the triggered run %s has no start", run)
 	}
 
@@ -105,7 +106,7 @@ func TestSchedulesUnderTheRoles(t *testing.T) {
 	}
 	// The trigger role: no state, no results, no run starts, no keys.
 	tr := s.connect(t, userTrigger)
-	for _, subj := range []string{"$KV.weft-schedules.st.tick", "$KV.weft-schedules.res.tick.x", eventlog.StartedSubject("mine"), eventlog.ScheduleFireSubject("tick")} {
+	for _, subj := range []string{"$KV.weft-schedules.st.tick", "$KV.weft-schedules.res.tick.x", eventlog.StartedSubject("mine"), eventlog.ChildStartedSubject("mine"), eventlog.ScheduleFireSubject("tick")} {
 		if err := tr.nc.Publish(subj, []byte("{}")); err != nil {
 			t.Fatal(err)
 		}
@@ -190,7 +191,7 @@ func TestTriggersUnderTheRoles(t *testing.T) {
 	}
 	// The trigger role cannot start runs itself, nor consume the stream.
 	tr := s.connect(t, userTrigger)
-	for _, subj := range []string{eventlog.StartedSubject("mine"), "$JS.API.CONSUMER.MSG.NEXT.ORDERS.weft-trigger-orders", "$JS.ACK.ORDERS.weft-trigger-orders.1.1.1.1.1"} {
+	for _, subj := range []string{eventlog.StartedSubject("mine"), eventlog.ChildStartedSubject("mine"), "$JS.API.CONSUMER.MSG.NEXT.ORDERS.weft-trigger-orders", "$JS.ACK.ORDERS.weft-trigger-orders.1.1.1.1.1"} {
 		if err := tr.nc.Publish(subj, []byte("{}")); err != nil {
 			t.Fatal(err)
 		}

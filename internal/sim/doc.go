@@ -43,7 +43,8 @@
 //     acks, so attempts run twice and outcomes come late.
 //   - graphs.go: the graphs runs are started from (chain, fan-out into an
 //     all-join, retries with a fallback, a capped loop, a map, a human
-//     node with a deadline fed by signals).
+//     node with a deadline fed by signals, durable waits for a duration,
+//     until a time and until a time long past).
 //   - sim.go: the generator: which process acts next, what the clients do,
 //     and the simulated clock, which only moves when the simulator says.
 //   - validator.go: the invariants, checked after every step.

@@ -41,8 +41,8 @@ var quickRetry = graph.RetryPolicy{MaxAttempts: 4, InitialInterval: graph.Durati
 
 // graphs builds the graphs the simulator runs: a chain, a fan-out into an
 // all-join, retries with a fallback, a loop with an iteration cap, a map,
-// a human node fed by signals with a deadline, and a human node in a loop
-// whose person answers each wait.
+// a human node fed by signals with a deadline, a human node in a loop
+// whose person answers each wait, and durable waits.
 //
 // Size: a table of the simulator's graphs.
 func graphs() ([]*simGraph, error) {
@@ -102,6 +102,17 @@ func graphs() ([]*simGraph, error) {
 			Edge(graph.Start, "draft").Edge("draft", "approve").
 			Edge("approve", "publish").Edge("approve", "escalate", graph.OnTimeout()).
 			Edge("publish", graph.End).Edge("escalate", graph.End)},
+		// Durable waits: one for a duration, one until a time in the
+		// input (after every run's start), one until a time long past
+		// (it ends at once): the coordinator's timers alone end them.
+		{name: "wait", input: `{"deadline":"2026-01-01T00:01:00Z"}`, b: reducers(graph.New("wait")).
+			Node("draft", nodeType, work(behaviour{})...).
+			Node("nap", graph.TypeWait, graph.Config(map[string]string{"duration": "20s"})).
+			Node("until", graph.TypeWait, graph.Config(map[string]string{"until": "state.deadline"})).
+			Node("past", graph.TypeWait, graph.Config(map[string]string{"until": "'2000-01-01T00:00:00Z'"})).
+			Node("after", nodeType, work(behaviour{Fail: 0.2}, graph.Retry(quickRetry))...).
+			Edge(graph.Start, "draft").Edge("draft", "nap").Edge("nap", "until").Edge("until", "past").
+			Edge("past", "after").Edge("after", graph.End)},
 		{name: "review", human: []string{"approve"}, reactive: true, b: reducers(graph.New("review")).
 			Node("draft", nodeType, work(behaviour{})...).
 			Node("approve", graph.TypeHuman, graph.Config(map[string]string{"timeout": "60s"}), graph.MaxIterations(4)).

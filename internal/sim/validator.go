@@ -30,6 +30,8 @@ import (
 //   - no two decisions decide the same thing (the same id written twice,
 //     or two different decisions for one activation, routing, retry or
 //     run end), and nothing is decided after the run ended;
+//   - a wait node's wait ends by its timer at or after its time, never
+//     before (and, as every activation, once);
 //   - at most one effect per logical attempt counts: among the effects of
 //     an activation whose outcome the fold took, one idempotency key;
 //   - when every run has ended and the system is quiet, no timer of an
@@ -194,7 +196,11 @@ func (v *validator) onAppend(m *message) {
 	sigNode := signalNode(p)
 	sigBefore := targetOf(rc.state, events.NodeRef{Node: sigNode})
 	bufBefore := len(rc.state.Signals[sigNode])
+	waitBefore := waitOf(rc.state, p)
 	_ = rc.state.Apply(e)
+	if waitBefore != nil {
+		v.checkWaitEnd(rc, m, p.(*events.TimerFiredData), *waitBefore)
+	}
 	if sigNode != "" && e.Refused == nil {
 		v.checkSignal(rc, m, e, p, sigNode, sigBefore, bufBefore)
 	}
@@ -216,6 +222,36 @@ func (v *validator) onAppend(m *message) {
 	}
 	if rc.state.Status.Ended() {
 		rc.ended = true
+	}
+}
+
+// waitOf is, for a wait timer's firing, the state of the wait node it
+// names before the firing is applied (nil for any other event).
+func waitOf(s *projection.State, p events.Payload) *projection.NodeState {
+	d, ok := p.(*events.TimerFiredData)
+	if !ok || d.Purpose != projection.PurposeWait {
+		return nil
+	}
+	if n := s.Nodes[d.Ref.Node]; n != nil {
+		c := *n
+		return &c
+	}
+	return nil
+}
+
+// checkWaitEnd checks that a wait node's wait, ended by its timer, ended
+// at or after its time (timers are late, never early), and once.
+func (v *validator) checkWaitEnd(rc *runCheck, m *message, d *events.TimerFiredData, before projection.NodeState) {
+	after := rc.state.Nodes[d.Ref.Node]
+	if after == nil || before.Status != projection.NodeWaiting || after.Status == projection.NodeWaiting {
+		return // not ended by this firing (a firing of a timer that is not pending changes nothing)
+	}
+	v.count("a wait ends once, by its timer, not before its time")
+	switch {
+	case after.Status != projection.NodeSucceeded:
+		v.fail(rc.id, "a wait ends once, by its timer, not before its time", "wait %s ended %s", d.Ref.Key(), after.Status)
+	case before.Deadline == nil || m.stored.Before(*before.Deadline):
+		v.fail(rc.id, "a wait ends once, by its timer, not before its time", "wait %s until %v ended at %s (seq %d)", d.Ref.Key(), before.Deadline, m.stored, m.seq)
 	}
 }
 

@@ -443,13 +443,16 @@ func (c *consumer) start(ctx context.Context, m jetstream.Msg) error {
 	}
 	ev, err := events.New(id, id, time.Time{}, &events.RunStartedData{
 		GraphName: c.def.GraphName, GraphDigest: c.def.GraphDigest, Graph: c.def.Graph, Input: mp.Input,
-		StartedBy: "trigger:" + c.def.Name,
-		Trigger:   &events.TriggerRef{Kind: events.TriggerEvent, Name: c.def.Name, Key: mp.Key},
+		StartedBy: startedBy(c.def),
+		Trigger:   triggerRef(c.def, mp.Key),
 	})
 	if err != nil {
 		return errBad{err}
 	}
-	_, err = c.r.store.Append(ctx, id, 0, ev)
+	// The engine's start, on the run's decision subject, which only the
+	// coordinator role may write (events.TriggerClaimError).
+	eventlog.MarkDecision(ev)
+	_, err = eventlog.Append(ctx, c.r.store, id, 0, ev)
 	switch {
 	case err == nil:
 		c.started.Add(1)
@@ -503,4 +506,23 @@ func (c *consumer) flush(ctx context.Context) {
 		}
 		sleep(ctx, 10*time.Millisecond)
 	}
+}
+
+// triggerRef is what a run of trigger d records of its origin: the
+// trigger, or, for a trigger its definition says a webhook feeds, that
+// webhook (through the trigger).
+func triggerRef(d *Definition, key string) *events.TriggerRef {
+	if d.Webhook != "" {
+		return &events.TriggerRef{Kind: events.TriggerWebhook, Name: d.Name, Webhook: d.Webhook, Key: key}
+	}
+	return &events.TriggerRef{Kind: events.TriggerEvent, Name: d.Name, Key: key}
+}
+
+// startedBy is a run's StartedBy: "trigger:<name>", or
+// "webhook:<webhook>" for a webhook's trigger.
+func startedBy(d *Definition) string {
+	if d.Webhook != "" {
+		return "webhook:" + d.Webhook
+	}
+	return "trigger:" + d.Name
 }

@@ -284,6 +284,7 @@ func TestBadTriggers(t *testing.T) {
 		{trigger.Definition{Name: "a", Subject: "weft.r.>", Stream: "ORDERS"}, "Weft's own"},
 		{trigger.Definition{Name: "a", Subject: "bad subject"}, "-subject"},
 		{trigger.Definition{Name: "a.b", Subject: "orders.x"}, "name"},
+		{trigger.Definition{Name: "a", Subject: "orders.x", Webhook: "git hub"}, "-webhook"},
 	} {
 		c.d.SetGraph(e.g)
 		err := e.ts.Create(e.ctx, &c.d)

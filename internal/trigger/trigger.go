@@ -62,9 +62,14 @@ type Definition struct {
 	Filter      string          `json:"filter,omitempty"`
 	Input       string          `json:"input,omitempty"`
 	ID          string          `json:"id,omitempty"`
-	Paused      bool            `json:"paused,omitempty"`
-	PauseNote   string          `json:"pauseNote,omitempty"`
-	CreatedAt   time.Time       `json:"createdAt"`
+	// Webhook, when set, is the webhook of 'weft serve' that publishes
+	// on Subject: the trigger's runs are labelled as that webhook's
+	// (events.TriggerWebhook), on the word of the trigger's definition
+	// (the trigger role's), never of a message's headers.
+	Webhook   string    `json:"webhook,omitempty"`
+	Paused    bool      `json:"paused,omitempty"`
+	PauseNote string    `json:"pauseNote,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
 }
 
 // SetGraph sets the graph the trigger's runs run.
@@ -120,6 +125,9 @@ func (d *Definition) Validate() error {
 	}
 	if len(d.Graph) == 0 || d.GraphName == "" {
 		errs = append(errs, errors.New("-graph: required"))
+	}
+	if d.Webhook != "" && !schedule.ValidName(d.Webhook) {
+		errs = append(errs, fmt.Errorf("-webhook %q: letters, digits, '-' and '_', at most 64, starting with a letter or digit", d.Webhook))
 	}
 	if _, err := d.compile(); err != nil {
 		errs = append(errs, err)

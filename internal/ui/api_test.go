@@ -27,8 +27,11 @@ type runList struct {
 
 type runDetail struct {
 	Summary readmodel.Summary `json:"summary"`
-	State   *projection.State `json:"state"`
-	Graph   *struct {
+	Waiting []struct {
+		Node, For, Data, Command string
+	} `json:"waiting"`
+	State *projection.State `json:"state"`
+	Graph *struct {
 		Nodes []struct {
 			ID, Type, Queue, Label string
 			Subgraph, Local        bool
@@ -156,7 +159,7 @@ func TestUIRunList(t *testing.T) {
 	}
 
 	for _, tt := range []struct{ query, field string }{
-		{"status=waiting", "status"},
+		{"status=asleep", "status"},
 		{"limit=0", "limit"},
 		{"limit=501", "limit"},
 		{"limit=x", "limit"},
@@ -366,6 +369,12 @@ func TestUISignal(t *testing.T) {
 	if len(d.Pending) != 1 || d.Pending[0].Node != "approve" || d.Pending[0].WaitingFor != "signal" ||
 		!strings.HasPrefix(d.Pending[0].Answer, "weft signal "+id+" approve -data ") {
 		t.Errorf("pending = %+v, want approve waiting for a signal, with its answer", d.Pending)
+	}
+	// The run only waits: it is waiting, on approve, with the command
+	// that answers it (the keys its conditions read, to fill in).
+	if want := "weft signal " + id + ` approve -data '{"approved": ...}'`; d.Summary.Status != projection.RunWaiting ||
+		len(d.Waiting) != 1 || d.Waiting[0].Node != "approve" || d.Waiting[0].For != "signal" || d.Waiting[0].Command != want {
+		t.Fatalf("summary status %s, waiting %+v; want waiting on approve, answered by %s", d.Summary.Status, d.Waiting, want)
 	}
 
 	path := "/api/runs/" + id + "/signal"

@@ -7,6 +7,11 @@
 // from client.Follow over one run's subjects (a run's events: a core
 // subscription as a wake-up and reads, no consumer).
 //
+// The schedules page's API (schedules.go) lists the schedules with their
+// next and latest fires, read with the ui role's rights, and pauses,
+// unpauses and triggers them, which needs the trigger role's: a server
+// connected as another role is refused by NATS and says so.
+//
 // New returns the handler; Start listens and serves it. Safety is the
 // server's own: it listens on loopback unless told otherwise and refuses to
 // listen elsewhere without credentials (CheckAddr); with a user and a

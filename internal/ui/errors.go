@@ -78,7 +78,7 @@ func classify(err error) *apiError {
 	switch {
 	case errors.As(err, &mbe):
 		return &apiError{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("body larger than %d bytes", mbe.Limit), Field: "body"}
-	case errors.Is(err, events.ErrRunNotFound), errors.Is(err, readmodel.ErrNotFound):
+	case errors.Is(err, events.ErrRunNotFound), errors.Is(err, readmodel.ErrNotFound), errors.Is(err, client.ErrScheduleNotFound):
 		return &apiError{Status: http.StatusNotFound, Message: msg}
 	case errors.Is(err, client.ErrNoSuchPosition):
 		return &apiError{Status: http.StatusNotFound, Message: msg, Field: "at"}

@@ -136,7 +136,7 @@ func TestUILiveRuns(t *testing.T) {
 			}
 		}
 	}
-	seen("running")
+	seen("waiting") // its one node waits on a person from the start
 	e.waitFor(id, "waiting", "approve")
 	if r := e.post("/api/runs/"+id+"/signal", `{"node":"approve","data":{"approved":false}}`); r.status != http.StatusOK {
 		t.Fatalf("signal: %d %s", r.status, r.body)

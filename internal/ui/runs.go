@@ -215,7 +215,10 @@ func (s *server) runLog(ctx context.Context, w http.ResponseWriter, r *http.Requ
 }
 
 type runView struct {
-	Summary    readmodel.Summary `json:"summary"`
+	Summary readmodel.Summary `json:"summary"`
+	// Waiting is what the run waits on (Summary.Waiting), each human
+	// node's with the command that answers it.
+	Waiting    []waitView        `json:"waiting,omitempty"`
 	State      *projection.State `json:"state"`
 	Graph      *graphView        `json:"graph"`
 	GraphError string            `json:"graphError,omitempty"`
@@ -226,6 +229,13 @@ type runView struct {
 	// Pending are the nodes that have not finished, and where each is
 	// (client.Pending): where the run is stuck.
 	Pending []client.Pending `json:"pending"`
+}
+
+// waitView is one wait of a run, for the run's page.
+type waitView struct {
+	readmodel.Waiting
+	// Command answers a human node's wait: weft signal RUN NODE -data DATA.
+	Command string `json:"command,omitempty"`
 }
 
 // getRun answers GET /api/runs/{id}: the run folded from its log.
@@ -243,10 +253,22 @@ func (s *server) getRun(w http.ResponseWriter, r *http.Request) {
 	}
 	if sum, err := s.cl.Summary(ctx, id); err == nil {
 		v.Summary = *sum
+		// The log is fresher than the read model on what the run does
+		// now: its status (waiting or running) and its waits.
+		if !sum.Status.Ended() {
+			v.Summary.Status, v.Summary.Waiting = readmodel.StatusOf(st), readmodel.WaitsOf(st)
+		}
 	} else {
 		// Not indexed (yet, or the read model is gone): the fold says
 		// as much.
 		v.Summary = readmodel.Summarize(st, readmodel.DefaultRetention)
+	}
+	for i, w := range v.Summary.Waiting {
+		if w.For == "signal" {
+			v.Waiting = append(v.Waiting, waitView{Waiting: v.Summary.Waiting[i], Command: readmodel.SignalCommand(id, w)})
+		} else {
+			v.Waiting = append(v.Waiting, waitView{Waiting: v.Summary.Waiting[i]})
+		}
 	}
 	g, err := viewGraph(st)
 	if err != nil {
@@ -465,7 +487,7 @@ func diffStates(a, b *projection.State, all bool) []change {
 // matches says whether a run's summary is selected by a listing's filters.
 func matches(sum *readmodel.Summary, statuses []projection.RunStatus, since, until time.Time, graph string) bool {
 	switch {
-	case len(statuses) > 0 && !slices.Contains(statuses, sum.Status),
+	case !readmodel.StatusIn(sum.Status, statuses),
 		graph != "" && sum.Graph != graph,
 		!since.IsZero() && sum.StartedAt.Before(since),
 		!until.IsZero() && !sum.StartedAt.Before(until):

@@ -227,6 +227,11 @@ func New(cfg Config) (http.Handler, error) {
 	api.HandleFunc("POST /api/runs/{id}/cancel", s.cancel)
 	api.HandleFunc("POST /api/runs/{id}/fork", s.fork)
 	api.HandleFunc("GET /api/workers", s.workers)
+	api.HandleFunc("GET /api/schedules", s.listSchedules)
+	api.HandleFunc("GET /api/schedules/{name}", s.getSchedule)
+	api.HandleFunc("POST /api/schedules/{name}/pause", s.pauseSchedule(true))
+	api.HandleFunc("POST /api/schedules/{name}/unpause", s.pauseSchedule(false))
+	api.HandleFunc("POST /api/schedules/{name}/trigger", s.triggerSchedule)
 	api.HandleFunc("GET /api/live/runs", s.liveRuns)
 	api.HandleFunc("GET /api/live/runs/{id}", s.liveRun)
 	api.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {

@@ -81,6 +81,16 @@ func (w *Worker) process(base context.Context, q *queue, m jetstream.Msg) {
 		}
 		return
 	}
+	if errors.Is(err, events.ErrKeyMissing) {
+		// Sealed with a key this worker does not hold: not malformed,
+		// left to a worker that holds it, as work of a type it does not
+		// serve (the error names the key id, never a key).
+		w.log.Error("work item sealed with a key this worker does not hold; leaving it to other workers", logattr.Subject, m.Subject(), logattr.Queue, q.name, logattr.Error, err)
+		if err := m.NakWithDelay(w.unknownDelay); err != nil {
+			w.log.Warn("handing back a sealed work item", logattr.Subject, m.Subject(), logattr.Error, err)
+		}
+		return
+	}
 	if err != nil {
 		w.stats.malformed.Add(1)
 		w.log.Error("malformed work item; terminated", logattr.Subject, m.Subject(), logattr.Error, err)

@@ -154,7 +154,7 @@ func TestListStatusesAndOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitListed(t, ctx, c, done, projection.RunCompleted)
-	waitListed(t, ctx, c, waiting, projection.RunRunning)
+	waitListed(t, ctx, c, waiting, projection.RunWaiting)
 	runs, err := c.List(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -162,8 +162,8 @@ func TestListStatusesAndOrder(t *testing.T) {
 	if len(runs) != 2 || runs[0].RunID != waiting || runs[1].RunID != done {
 		t.Fatalf("List = %+v, want %s then %s", runs, waiting, done)
 	}
-	if runs[0].Status != projection.RunRunning || runs[1].Status != projection.RunCompleted {
-		t.Fatalf("statuses = %s, %s; want running, completed", runs[0].Status, runs[1].Status)
+	if runs[0].Status != projection.RunWaiting || runs[1].Status != projection.RunCompleted {
+		t.Fatalf("statuses = %s, %s; want waiting, completed", runs[0].Status, runs[1].Status)
 	}
 	only, err := c.List(ctx, client.WithStatus(projection.RunCompleted))
 	if err != nil || len(only) != 1 || only[0].RunID != done {

@@ -79,7 +79,7 @@ func (c *Client) Signal(ctx context.Context, runID, node string, data any, opts 
 	if !eventlog.ValidToken(runID) {
 		return fmt.Errorf("signalling node %q of run %s: run id %q: %w", node, runID, runID, events.ErrInvalidID)
 	}
-	history, err := c.History(ctx, runID)
+	history, err := c.foldable(ctx, runID)
 	if err != nil {
 		return fmt.Errorf("signalling node %q of run %s: %w", node, runID, err)
 	}
@@ -195,7 +195,7 @@ func (c *Client) live(ctx context.Context, runID string) ([]*events.Event, error
 	if !eventlog.ValidToken(runID) {
 		return nil, fmt.Errorf("run id %q: %w", runID, events.ErrInvalidID)
 	}
-	history, err := c.History(ctx, runID)
+	history, err := c.foldable(ctx, runID)
 	if err != nil {
 		return nil, err
 	}

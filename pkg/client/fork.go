@@ -140,7 +140,7 @@ func (c *Client) Fork(ctx context.Context, runID string, pos int, opts ...ForkOp
 	if !eventlog.ValidToken(runID) {
 		return "", fmt.Errorf("forking run %s: run id %q: %w", runID, runID, events.ErrInvalidID)
 	}
-	evs, err := c.History(ctx, runID)
+	evs, err := c.foldable(ctx, runID)
 	if err != nil {
 		return "", fmt.Errorf("forking run %s: %w", runID, err)
 	}
@@ -357,7 +357,7 @@ func (c *Client) Reset(ctx context.Context, runID string, target ResetTarget, op
 	if !eventlog.ValidToken(runID) {
 		return "", fmt.Errorf("resetting run %s: run id %q: %w", runID, runID, events.ErrInvalidID)
 	}
-	evs, err := c.History(ctx, runID)
+	evs, err := c.foldable(ctx, runID)
 	if err != nil {
 		return "", fmt.Errorf("resetting run %s: %w", runID, err)
 	}

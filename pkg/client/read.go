@@ -33,9 +33,27 @@ func (c *Client) History(ctx context.Context, runID string) ([]*events.Event, er
 	return evs, nil
 }
 
+// foldable is History for a fold: an error, naming the event and the key
+// id, when an event's data is sealed with a key this process does not
+// hold (events.ErrKeyMissing). Folded without it, the state would be
+// wrong, not merely incomplete. History itself keeps such an event, with
+// Refused set, for the readers that show a run's events.
+func (c *Client) foldable(ctx context.Context, runID string) ([]*events.Event, error) {
+	evs, err := c.History(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range evs {
+		if errors.Is(e.Refused, events.ErrKeyMissing) {
+			return nil, fmt.Errorf("reading run %s: event at sequence %d (%s): %w", runID, e.Seq, e.Type, e.Refused)
+		}
+	}
+	return evs, nil
+}
+
 // Get returns a run's current state, folded from its whole log.
 func (c *Client) Get(ctx context.Context, runID string) (*projection.State, error) {
-	evs, err := c.History(ctx, runID)
+	evs, err := c.foldable(ctx, runID)
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +114,7 @@ func positioned(evs []*events.Event) []RunEvent {
 // state. A position past the run's last event gives an error wrapping
 // ErrNoSuchPosition that states the valid range.
 func (c *Client) StateAt(ctx context.Context, runID string, pos int) (*projection.State, error) {
-	evs, err := c.History(ctx, runID)
+	evs, err := c.foldable(ctx, runID)
 	if err != nil {
 		return nil, err
 	}
@@ -123,7 +141,7 @@ func checkPosition(runID string, pos, n int) error {
 func (c *Client) StateAtSeq(ctx context.Context, runID string, seq uint64) (*projection.State, error) {
 	// The whole log is read and folded up to seq: the store's upper bound
 	// is not applied by every server version to batched direct gets.
-	evs, err := c.History(ctx, runID)
+	evs, err := c.foldable(ctx, runID)
 	if err != nil {
 		return nil, err
 	}

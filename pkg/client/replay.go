@@ -17,7 +17,7 @@ import (
 func (c *Client) Replay(ctx context.Context, g *graph.Graph, runIDs ...string) ([]replay.Result, error) {
 	out := make([]replay.Result, 0, len(runIDs))
 	for _, id := range runIDs {
-		evs, err := c.History(ctx, id)
+		evs, err := c.foldable(ctx, id)
 		if err != nil {
 			return nil, fmt.Errorf("replaying run %s: %w", id, err)
 		}

@@ -63,8 +63,13 @@ type ScheduleOptions struct {
 // WithSchedule lists the runs of a schedule.
 func WithSchedule(name string) ListOption { return WithAttr("schedule", name) }
 
-// WithTrigger lists the runs of an event trigger or webhook.
+// WithTrigger lists the runs of an event trigger (a webhook's trigger
+// included).
 func WithTrigger(name string) ListOption { return WithAttr("trigger", name) }
+
+// WithWebhook lists the runs of a webhook of 'weft serve' (through the
+// trigger whose definition names it).
+func WithWebhook(name string) ListOption { return WithAttr("webhook", name) }
 
 func (c *Client) schedules(ctx context.Context) (*schedule.Store, error) {
 	return schedule.Open(ctx, eventlog.JetStream(c.store))

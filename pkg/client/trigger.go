@@ -35,6 +35,9 @@ type TriggerOptions struct {
 	Filter string
 	Input  string
 	ID     string
+	// Webhook names the webhook of 'weft serve' that publishes on the
+	// subject: the trigger's runs are then labelled as its.
+	Webhook string
 }
 
 func (c *Client) triggers(ctx context.Context) (*trigger.Store, error) {
@@ -48,7 +51,7 @@ func (c *Client) CreateTrigger(ctx context.Context, name, subject string, g *gra
 	if g == nil {
 		return nil, fmt.Errorf("creating trigger %s: -graph: required", name)
 	}
-	d := &Trigger{Name: name, Subject: subject, Stream: o.Stream, Filter: o.Filter, Input: o.Input, ID: o.ID, CreatedAt: time.Now().UTC()}
+	d := &Trigger{Name: name, Subject: subject, Stream: o.Stream, Filter: o.Filter, Input: o.Input, ID: o.ID, Webhook: o.Webhook, CreatedAt: time.Now().UTC()}
 	d.SetGraph(g)
 	ts, err := c.triggers(ctx)
 	if err != nil {

@@ -112,6 +112,8 @@ const (
 	// child run's id held another writer's events.
 	FailureInvalidForkState  = eventlog.FailureInvalidForkState
 	FailureChildRunPreempted = eventlog.FailureChildRunPreempted
+	// FailureInvalidWait fails a run whose wait node's until gave no time.
+	FailureInvalidWait = eventlog.FailureInvalidWait
 )
 
 // The kinds of TriggerRef: what started a run no person started.

@@ -25,9 +25,14 @@
 //     DefaultStream, LocalQueue; client.New and worker.New take a Store.
 //   - NewRunID, NewNonce, and the errors callers check: ErrRunNotFound,
 //     ErrRunExists, ErrConflict, ErrMalformedEvent, ErrUnknownType,
-//     ErrMisplaced (and ParentClaimError, which wraps it),
+//     ErrMisplaced (and ParentClaimError and TriggerClaimError, which wrap
+//     it),
 //     ErrDuplicateMismatch, ErrPayloadTooLarge, ErrInvalidID,
 //     ErrUnsafeSetting.
+//   - Encryption at rest (seal.go): UseKeys, Keys, Key, KeyRing, NewKey,
+//     ParseKeyRing, LoadKeys, ContentSealed, ExtKeyID, ErrKeyMissing,
+//     ErrBadKey; large bodies beside the log: WithOffloadAt, ContentRef,
+//     PayloadsBucket.
 //
 // Every fact about a run is an Event: a CloudEvents 1.0 event whose type is
 // one of the versioned types in the "dev.weft." family (see Type), whose data
@@ -54,7 +59,11 @@
 // a parent (RunStartedData.Parent). One that names a parent on a client's
 // subject is refused (a ParentClaimError: someone passing a run of its
 // own off as another run's child), Store.Append refuses to write one, and
-// one on the decision subject that names none is refused too. A run's
+// one on the decision subject that names none is refused too. The runs a
+// schedule's fire or an event trigger's message starts are the engine's
+// too, on the same decision subject, naming the schedule or trigger
+// (RunStartedData.Trigger); a start naming one on a client's subject is
+// refused (a TriggerClaimError). A run's
 // start carries a random nonce (RunStartedData.Nonce, NewNonce; pkg/client
 // sets one) from which its child runs' ids are derived, so that they
 // cannot be known without reading the start. "weft.r.*.<run>.>" is the

@@ -107,6 +107,11 @@ var (
 // ErrMisplaced; errors.As finds what it claimed).
 type ParentClaimError = eventlog.ParentClaimError
 
+// TriggerClaimError is the refusal of a client's run-started that names a
+// schedule, event trigger or webhook: only the engine starts their runs,
+// on the run's decision subject (it wraps ErrMisplaced).
+type TriggerClaimError = eventlog.TriggerClaimError
+
 // GraphDigestError is the refusal of a run-started whose graphDigest is
 // not the digest of the graph it carries (it wraps ErrMalformedEvent):
 // readers keep compiled graphs by digest, so the digest is checked

@@ -83,6 +83,7 @@ var configChecks = map[string]configCheck{
 	"llm":        {func() any { return &llmConfig{} }, checkLLM},
 	TypeHuman:    {func() any { return &humanConfig{} }, nil},
 	TypeSubgraph: {func() any { return &subgraphConfig{} }, nil}, // config.graph: validateSubgraphRef
+	TypeWait:     {func() any { return &waitConfig{} }, checkWait},
 }
 
 // validateExecutorConfig checks, at load, the config of a node of a

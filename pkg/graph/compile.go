@@ -29,7 +29,7 @@ type options struct {
 
 // builtinTypes are the executors of the stock worker plus the types the
 // coordinator runs itself.
-var builtinTypes = []string{"echo", "noop", "sleep", "fail", "http", "transform", "llm", TypeRouter, TypeHuman, TypeSubgraph}
+var builtinTypes = []string{"echo", "noop", "sleep", "fail", "http", "transform", "llm", TypeRouter, TypeHuman, TypeSubgraph, TypeWait}
 
 // WithTypes adds executor types to the known set, for workers that register
 // their own executors.
@@ -136,6 +136,7 @@ type Graph struct {
 	flowKey  map[string]*expr // node id → its concurrency key
 	rateKey  map[string]*expr // node id → its rate key
 	rateUnit map[string]*expr // node id → its rate units
+	waitFor  map[string]*expr // wait node id → its until
 	routes   map[string]*router
 	children map[string]*Graph
 	parent   *Graph
@@ -276,7 +277,7 @@ func normaliseNode(n *Node, p *problems) {
 
 func defaultEffect(typ string) Effect {
 	switch typ {
-	case "echo", "noop", "sleep", "fail", "transform", TypeRouter:
+	case "echo", "noop", "sleep", "fail", "transform", TypeRouter, TypeWait:
 		return EffectPure
 	case TypeHuman:
 		return EffectHuman

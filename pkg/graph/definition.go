@@ -27,6 +27,10 @@ const (
 	TypeRouter   = "router"   // chooses actions from the state; pure
 	TypeHuman    = "human"    // waits for a signal
 	TypeSubgraph = "subgraph" // starts a child run and waits for it
+	// TypeWait waits for a duration or until a time on a durable timer,
+	// holding no worker (the built-in sleep executor, by contrast, waits
+	// inside a worker).
+	TypeWait = "wait"
 )
 
 // Definition is a workflow graph as it is written in a YAML or JSON file and

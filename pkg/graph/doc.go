@@ -26,7 +26,7 @@
 // the timer ids derived from it stay within a subject token's 128, and a
 // queue name at most MaxQueueLen (128). A node's type names its executor ("echo", "noop", "sleep",
 // "fail", "http", "transform", "llm", or one added with WithTypes) or one of
-// the types the coordinator runs itself: router, human and subgraph.
+// the types the coordinator runs itself: router, human, subgraph and wait.
 // Unknown fields are errors, and every problem is reported at once, each
 // with the file, node, edge and field it is in (see Error).
 //
@@ -181,6 +181,32 @@
 // not wait, is refused (CheckSignal; the client says why, and the fold
 // keeps it in the log as refused): the node keeps waiting.
 //
+// # Waiting: wait and sleep
+//
+// A wait node (type wait) waits, and does nothing else, on a durable timer
+// of the coordinator (a JetStream message schedule): no worker runs it or
+// holds a slot for it, every process may restart while it waits, and it
+// ends once. Its config is {"duration": DURATION} (a Go duration, "72h")
+// or {"until": CEL}, an expression over state, output (the
+// predecessor's), invocation and local that gives a timestamp or an RFC
+// 3339 string ("state.deadline", "timestamp(invocation.due) +
+// duration('1h')"), evaluated when the node is activated. It writes no
+// state; its output is {"until": TIME}. A time that is already past (or
+// a duration of 0) ends the wait at once, recorded in the log as a wait
+// that was over when it began (output {"until": TIME, "past": true}). An
+// until that reads no variable is evaluated at load, so a constant that
+// is not a time is a load error; one that gives no time at run time (a
+// string that is not RFC 3339, a number, a missing key) fails the run
+// with an InvalidWaitTime error naming the node, the expression and the
+// value, never a run that waits for ever.
+//
+// The built-in sleep type is what it always was: an executor that waits
+// inside a worker's process for config.duration, holding one of the
+// worker's slots, and starting its wait again when its attempt is
+// redelivered (a worker died). Use it to simulate work; use wait for
+// anything a run waits on (a reply in three days, a poll every hour, a
+// deadline in the input). A graph that says sleep keeps meaning sleep.
+//
 // # Limits
 //
 // A graph comes from outside: its size, nesting, node counts, the nodes a
@@ -208,7 +234,7 @@
 //	               START and able to reach END
 //	a node         id (pattern, length, reserved, unique); type known;
 //	               queue a subject token; local only false, not on router,
-//	               human or subgraph; maxIterations, timeout, heartbeat ≥ 0;
+//	               human, subgraph or wait; maxIterations, timeout, heartbeat ≥ 0;
 //	               inputs and outputs non-empty; effect, checkpoint, join
 //	               (n-of within the node's forward edges); retry (attempts
 //	               ≥ 0, backoffCoefficient ≥ 1, jitter in 0..1, intervals
@@ -242,6 +268,9 @@
 //	           leaving the router) and default
 //	human      timeout: a duration string ≥ 0; outputSchema compiles;
 //	           checks[].expr compiles to a bool
+//	wait       duration (a duration string ≥ 0) or until (CEL giving a
+//	           timestamp or a string; a constant one parses as RFC 3339),
+//	           exactly one; no map
 //	subgraph   graph: names a graph in scope that does not contain the node
 //
 // A type registered with WithTypes is its executor's to check.

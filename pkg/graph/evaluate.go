@@ -2,6 +2,7 @@ package graph
 
 import (
 	"fmt"
+	"time"
 
 	wexpr "github.com/weft-dev/weft/internal/expr"
 	"github.com/weft-dev/weft/internal/graphrt"
@@ -37,6 +38,10 @@ func (e evaluator) RouterActions(node string, env graphrt.Env) ([]string, error)
 
 func (e evaluator) MapItems(node string, env graphrt.Env) ([]any, error) {
 	return e.g.mapItems(node, env)
+}
+
+func (e evaluator) WaitUntil(node string, env graphrt.Env, now time.Time) (time.Time, error) {
+	return e.g.waitUntil(node, env, now)
 }
 
 func (e evaluator) RateKey(node string, env graphrt.Env) (string, int, error) {

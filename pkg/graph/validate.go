@@ -58,6 +58,7 @@ func validate(g *Graph, scope []*Definition, o *options, p *problems) {
 	g.flowKey = map[string]*expr{}
 	g.rateKey = map[string]*expr{}
 	g.rateUnit = map[string]*expr{}
+	g.waitFor = map[string]*expr{}
 	g.routes = map[string]*router{}
 	first := map[string]int{}
 	for i := range def.Nodes {
@@ -153,8 +154,19 @@ func validateNode(g *Graph, i int, first map[string]int, scope []*Definition, o 
 		if r := validateRouter(g, n, o, bad); r != nil && id != "" {
 			g.routes[id] = r
 		}
+	case TypeWait:
+		compileWait(g, n, o)
+		if n.Map != nil {
+			bad("map", "a wait node has no items to run: wait before or after the map node")
+		}
 	}
 	validateExecutorConfig(n, o, bad)
+}
+
+// coordinatorType reports whether nodes of a type are the coordinator's
+// own: they take no worker, queue, slot or rate.
+func coordinatorType(t string) bool {
+	return t == TypeRouter || t == TypeHuman || t == TypeSubgraph || t == TypeWait
 }
 
 // validateNodeID checks the id and records its first use in first.
@@ -198,7 +210,7 @@ func validatePlacement(n *Node, bad badFunc) {
 		switch {
 		case *n.Local:
 			bad("local", "only local: false is a setting (it forces the node onto a worker queue); a node runs in the coordinator by its type, when the coordinator has a local executor for it")
-		case n.Type == TypeRouter || n.Type == TypeHuman || n.Type == TypeSubgraph:
+		case coordinatorType(n.Type):
 			bad("local", "a %s node is always run by the coordinator; it has no worker queue to be forced onto", n.Type)
 		}
 	}
@@ -296,7 +308,7 @@ func validateConcurrency(g *Graph, n *Node, o *options, bad badFunc) {
 		bad("concurrency.name", "is %d characters, the limit is %d", len(c.Name), MaxLimitNameLen)
 	}
 	switch {
-	case n.Type == TypeRouter || n.Type == TypeHuman || n.Type == TypeSubgraph:
+	case coordinatorType(n.Type):
 		bad("concurrency", "a %s node runs in the coordinator and takes no slot; limit the nodes that do the work", n.Type)
 	case n.Map != nil:
 		bad("concurrency", "a map node's items are limited by map.concurrency; a concurrency limit by key on map items is not supported yet")
@@ -333,7 +345,7 @@ func validateRate(g *Graph, n *Node, o *options, bad badFunc) {
 		bad("rate.name", "is %d characters, the limit is %d", len(r.Name), MaxLimitNameLen)
 	}
 	switch {
-	case n.Type == TypeRouter || n.Type == TypeHuman || n.Type == TypeSubgraph:
+	case coordinatorType(n.Type):
 		bad("rate", "a %s node runs in the coordinator; limit the nodes that do the work", n.Type)
 	case n.Map != nil:
 		bad("rate", "a rate limit on map items is not supported yet")

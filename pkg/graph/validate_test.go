@@ -326,6 +326,7 @@ func TestTypeOptions(t *testing.T) {
 		"http":      "type: http, config: {url: 'https://example.com/'}",
 		"transform": "type: transform, config: {output: 'state'}",
 		"llm":       "type: llm, config: {model: m, prompt: hi}",
+		TypeWait:    "type: wait, config: {duration: 1h}",
 	}
 	for _, typ := range builtinTypes {
 		src := strings.Replace(base, "type: echo", "type: "+typ, 1)

@@ -98,6 +98,8 @@ func (s *State) applyNodeWaiting(d *events.NodeWaitingData, at time.Time) error 
 			s.dropTimers(d.Node)
 			s.finish(d.Node, n, nil, NodeSucceeded, data, nil, at)
 		}
+	case WaitingForTimer:
+		s.waitForTimer(d, n, at)
 	}
 	return nil
 }

@@ -39,7 +39,8 @@
 // # Timers
 //
 // Pending durable timers are recorded from the events that ask for them (a
-// retry's RetryScheduled, a human node's deadline from its NodeWaiting), so
+// retry's RetryScheduled, a human node's deadline or a wait node's end
+// from its NodeWaiting: see wait.go), so
 // a state folded afresh after a restart knows them as well as the state
 // they were decided in (State.Timers, by timer id), and a coordinator
 // re-arms them from it. A timer

@@ -23,7 +23,7 @@ var ErrForkChild = errors.New("a node waits for a child run")
 //     again: its work item goes out anew, as the same attempt number, under
 //     the fork's run id;
 //   - the timeouts of those attempts dropped (they are armed again when a
-//     worker takes the new work item); retry and deadline timers kept, to
+//     worker takes the new work item); retry, deadline and wait timers kept, to
 //     be armed for the fork;
 //   - nodes that completed, failed, were skipped or wait for a signal left
 //     as they are: a completed node does not run again;
@@ -34,7 +34,8 @@ var ErrForkChild = errors.New("a node waits for a child run")
 //
 // In a run that was being cancelled, the activations the cancellation
 // ended (cancelled and not routed on) are taken up again: a node that
-// waited for a signal waits again (its deadline re-armed), a map node
+// waited for a signal waits again (its deadline re-armed), a wait node
+// waits again until the same time (its timer re-armed), a map node
 // waits for its items again, and a worker node runs again (a node that was
 // backing off before a retry runs its next attempt).
 func ForkState(parent *State) (*State, error) {
@@ -92,10 +93,13 @@ func (s *State) resume(id string, n *NodeState) {
 	ref := events.NodeRef{Node: id, Iteration: n.Iteration}
 	n.EndedAt = nil
 	switch n.WaitingFor {
-	case "signal", "map", "child":
+	case "signal", "map", "child", WaitingForTimer:
 		n.Status, n.Error = NodeWaiting, nil
 		if n.WaitingFor == "signal" && n.Deadline != nil {
 			s.addTimer(DeadlineTimerID(ref), Timer{Purpose: "deadline", Ref: ref, At: n.Deadline.UTC()})
+		}
+		if n.WaitingFor == WaitingForTimer && n.Deadline != nil {
+			s.addTimer(WaitTimerID(ref), Timer{Purpose: PurposeWait, Ref: ref, At: n.Deadline.UTC()})
 		}
 	default:
 		if n.Error != nil && n.Error.Type != events.FailureCancelled {

@@ -77,7 +77,7 @@ type forkGraph struct {
 
 // forkNode is one node of a forkGraph, with its caps (0: not known).
 type forkNode struct {
-	kind          string // "human", "router", "subgraph", "map" or "" (a worker's or local node)
+	kind          string // "human", "router", "subgraph", "wait", "map" or "" (a worker's or local node)
 	maxIterations int
 	maxAttempts   int
 }
@@ -88,6 +88,7 @@ const (
 	kindRouter   = "router"
 	kindSubgraph = "subgraph"
 	kindMap      = "map"
+	kindWait     = "wait"
 )
 
 // CheckForkState checks a fork's start state (what events.RunStartedData
@@ -110,12 +111,13 @@ const (
 //     signal, a map node for its items; never for a child run (it would
 //     report to the run that started it, not to the fork) nor as a router
 //     between its two decisions; items belong to map nodes only;
-//   - timers are retries and human deadlines only (timeouts and heartbeats
+//   - timers are retries, human deadlines and waits only (timeouts and heartbeats
 //     are armed anew when a worker takes the work), each of a node (or
 //     item) at its current activation that is backing off, or waiting for
-//     a signal until that deadline, under the id the engine gives it; and
-//     every node backing off has its retry timer, every deadline its
-//     timer, so nothing waits forever;
+//     a signal until that deadline (or, a wait node, for its timer),
+//     under the id the engine gives it; and every node backing off has
+//     its retry timer, every deadline and wait its timer, so nothing
+//     waits forever;
 //   - buffered signals are within MaxBufferedSignals and
 //     MaxBufferedSignalsPerRun.
 //
@@ -140,7 +142,7 @@ func CheckForkState(graphJSON json.RawMessage, st *State) error {
 		switch {
 		case len(n.Map) > 0 && string(n.Map) != "null":
 			fn.kind = kindMap
-		case n.Type != kindHuman && n.Type != kindRouter && n.Type != kindSubgraph:
+		case n.Type != kindHuman && n.Type != kindRouter && n.Type != kindSubgraph && n.Type != kindWait:
 			fn.kind = ""
 		}
 		c.nodes[n.ID] = fn
@@ -179,7 +181,7 @@ func (c *forkCheck) known(id, field string) (forkNode, bool) {
 var nodeStatuses = []NodeStatus{NodeIdle, NodeReady, NodeRunning, NodeWaiting, NodeRetrying, NodeRetryDue, NodeSucceeded, NodeFailed, NodeSkipped, NodeCancelled}
 
 // waitsFor is the kind of node that waits for each WaitingFor.
-var waitsFor = map[string]string{"signal": kindHuman, "map": kindMap, "child": kindSubgraph, "router": kindRouter}
+var waitsFor = map[string]string{"signal": kindHuman, "map": kindMap, "child": kindSubgraph, "router": kindRouter, WaitingForTimer: kindWait}
 
 func (c *forkCheck) node(id string, n *NodeState) {
 	fn, ok := c.known(id, "node")
@@ -327,6 +329,11 @@ func (c *forkCheck) timers(st *State) {
 				c.add(id, "deadline", "no deadline timer %q pending: the deadline would never pass", DeadlineTimerID(ref))
 			}
 		}
+		if n.Status == NodeWaiting && n.WaitingFor == WaitingForTimer && c.nodes[id].kind == kindWait {
+			if _, ok := st.Timers[WaitTimerID(ref)]; !ok || n.Deadline == nil {
+				c.add(id, "deadline", "no wait timer %q pending: the wait would never end", WaitTimerID(ref))
+			}
+		}
 	}
 }
 
@@ -346,10 +353,12 @@ func (c *forkCheck) timer(st *State, id string, t Timer) {
 		c.retryTimer(id, field, t, n)
 	case "deadline":
 		c.deadlineTimer(id, field, t, n)
+	case PurposeWait:
+		c.waitTimer(id, field, t, n)
 	case PurposeTimeout, PurposeHeartbeat:
 		c.add(t.Ref.Node, field, "a %s timer: a fork arms timeouts anew when a worker takes the work", t.Purpose)
 	default:
-		c.add(t.Ref.Node, field, "%q is not a timer purpose (retry, deadline)", t.Purpose)
+		c.add(t.Ref.Node, field, "%q is not a timer purpose (retry, deadline, wait)", t.Purpose)
 	}
 }
 
@@ -372,6 +381,21 @@ func (c *forkCheck) retryTimer(id, field string, t Timer, n *NodeState) {
 		c.add(t.Ref.Node, field, "retries as attempt %d; attempt %d failed", t.Attempt, attempt)
 	case id != RetryTimerID(t.Ref, t.Attempt):
 		c.add(t.Ref.Node, field, "the retry's timer is %q", RetryTimerID(t.Ref, t.Attempt))
+	}
+}
+
+// waitTimer checks a wait node's timer: of a node waiting for its time,
+// at that time, under its own id.
+func (c *forkCheck) waitTimer(id, field string, t Timer, n *NodeState) {
+	switch {
+	case t.Ref.Item != nil:
+		c.add(t.Ref.Node, field, "a wait of a map item")
+	case n.Status != NodeWaiting || n.WaitingFor != WaitingForTimer:
+		c.add(t.Ref.Node, field, "a wait timer of a node that is %s, not waiting for a timer", orIdle(n.Status))
+	case n.Deadline == nil || !n.Deadline.Equal(t.At):
+		c.add(t.Ref.Node, field, "a wait until %s; the node's is %v", t.At.Format("2006-01-02T15:04:05.999Z07:00"), n.Deadline)
+	case id != WaitTimerID(t.Ref):
+		c.add(t.Ref.Node, field, "the wait's timer is %q", WaitTimerID(t.Ref))
 	}
 }
 

@@ -63,14 +63,16 @@ func router(s *projection.State) bool {
 }
 
 // checkGraph is the graph of the fork states below: a worker node a with
-// three attempts, a human node h, a map node m, a subgraph s, a router r.
+// three attempts, a human node h, a map node m, a subgraph s, a router r,
+// a wait node w.
 var checkGraph = json.RawMessage(`{"name":"g","maxIterations":5,"nodes":[
 	{"id":"a","type":"echo","retry":{"maxAttempts":3}},
 	{"id":"h","type":"human"},
 	{"id":"m","type":"echo","map":{"over":"state.xs"},"retry":{"maxAttempts":2}},
 	{"id":"s","type":"subgraph","config":{"graph":"c"}},
-	{"id":"r","type":"router"}],
-	"edges":[{"from":"START","to":"a"},{"from":"a","to":"h"},{"from":"h","to":"m"},{"from":"m","to":"s"},{"from":"s","to":"r"},{"from":"r","to":"END"}]}`)
+	{"id":"r","type":"router"},
+	{"id":"w","type":"wait","config":{"duration":"1h"}}],
+	"edges":[{"from":"START","to":"a"},{"from":"a","to":"h"},{"from":"h","to":"m"},{"from":"m","to":"s"},{"from":"s","to":"r"},{"from":"r","to":"w"},{"from":"w","to":"END"}]}`)
 
 func TestCheckForkStateFindsEveryProblem(t *testing.T) {
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -120,6 +122,15 @@ func TestCheckForkStateFindsEveryProblem(t *testing.T) {
 		{"a retry of an item the node lacks", mustState(t, &projection.State{
 			Nodes:  map[string]*projection.NodeState{"m": {Status: projection.NodeWaiting, WaitingFor: "map", Iteration: 1}},
 			Timers: map[string]projection.Timer{"retry-m-1-0-2": {Purpose: "retry", Ref: events.NodeRef{Node: "m", Iteration: 1, Item: &item0}, Attempt: 2, At: at}}}), []string{"m/timers[retry-m-1-0-2]"}},
+		{"a worker node waiting for a timer", `{"nodes":{"a":{"status":"waiting","waitingFor":"timer","iteration":1}}}`, []string{"a/waitingFor"}},
+		{"a wait with no timer", mustState(t, &projection.State{
+			Nodes: map[string]*projection.NodeState{"w": {Status: projection.NodeWaiting, WaitingFor: projection.WaitingForTimer, Iteration: 1, Deadline: &later}}}), []string{"w/deadline"}},
+		{"a wait timer that is not the node's", mustState(t, &projection.State{
+			Nodes:  map[string]*projection.NodeState{"w": {Status: projection.NodeWaiting, WaitingFor: projection.WaitingForTimer, Iteration: 1, Deadline: &later}},
+			Timers: map[string]projection.Timer{"wait-w-1": {Purpose: projection.PurposeWait, Ref: ref("w", 1), At: at}}}), []string{"w/timers[wait-w-1]"}},
+		{"a wait timer of a node that does not wait", mustState(t, &projection.State{
+			Nodes:  map[string]*projection.NodeState{"w": {Status: projection.NodeSucceeded, Iteration: 1}},
+			Timers: map[string]projection.Timer{"wait-w-1": {Purpose: projection.PurposeWait, Ref: ref("w", 1), At: at}}}), []string{"w/timers[wait-w-1]"}},
 		{"too many buffered signals", bufferedSignals(101), []string{"/signals[h]"}},
 	}
 	for _, tt := range tests {

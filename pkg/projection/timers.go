@@ -59,6 +59,10 @@ func (s *State) applyTimerFired(d *events.TimerFiredData, at time.Time) error {
 		}
 	case PurposeTimeout, PurposeHeartbeat:
 		s.timeoutFired(d.TimerID, t, a, at)
+	case PurposeWait:
+		if n.Status == NodeWaiting && n.WaitingFor == WaitingForTimer && t.Ref.Iteration == n.Iteration {
+			s.finish(t.Ref.Node, n, nil, NodeSucceeded, waitOutput(t.At, false), nil, at)
+		}
 	}
 	return nil
 }

@@ -64,8 +64,8 @@ edges:
 	run(eng)
 
 	files, _ := filepath.Glob(filepath.Join(rolesDir, "*.env"))
-	if len(files) != 7 { // client, coordinator, ui, admin, trigger, two workers
-		t.Fatalf("env files %v, want 7", files)
+	if len(files) != 8 { // client, coordinator, ui, admin, trigger, serve, two workers
+		t.Fatalf("env files %v, want 8", files)
 	}
 	for _, f := range files {
 		info, err := os.Stat(f)

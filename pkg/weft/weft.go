@@ -101,6 +101,8 @@ type config struct {
 	logger        *slog.Logger
 	roles         bool
 	rolesDir      string
+	keys          events.Keys
+	offloadAt     int
 	errs          []error
 }
 
@@ -196,6 +198,30 @@ func WithRoles(dir string) Option {
 	return func(c *config) { c.roles, c.rolesDir = true, dir }
 }
 
+// WithEncryptKeys seals the data of every event the process writes
+// (inputs, invocation state, outputs, state updates, signal data…) with
+// AES-256-GCM under keys' current key, and opens sealed data under any of
+// its keys (events.UseKeys, process-wide: every engine, client and worker
+// of the process shares the ring). A events.KeyRing comes from a key file
+// or WEFT_ENCRYPT_KEYS (events.LoadKeys); a user's Keys may be backed by
+// a KMS.
+func WithEncryptKeys(keys events.Keys) Option { return func(c *config) { c.keys = keys } }
+
+// WithLargePayloads keeps the bodies of events over threshold bytes
+// (0: events.DefaultOffloadAt, 256 KiB) in the Object Store bucket
+// weft-payloads beside the log, the events carrying references that every
+// reader resolves: a node may then output more than a NATS message holds
+// (up to events.MaxPayloadObject). Off by default (internal/eventlog,
+// offload.go, says why).
+func WithLargePayloads(threshold int) Option {
+	return func(c *config) {
+		if threshold <= 0 {
+			threshold = events.DefaultOffloadAt
+		}
+		c.offloadAt = threshold
+	}
+}
+
 // WithLogger sets the logger of the coordinator, the worker and the client
 // (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
@@ -248,6 +274,11 @@ func Start(ctx context.Context, opts ...Option) (_ *Engine, err error) {
 		return nil, errors.New("weft.Start: weft.WithNode given with weft.WithoutWorker: no worker would run the node types")
 	case cfg.roles && !cfg.embedded:
 		return nil, errors.New("weft.Start: weft.WithRoles needs weft.Embedded (over weft.WithNATS, the connection's own credentials decide what it may do)")
+	}
+	if cfg.keys != nil {
+		if err := events.UseKeys(cfg.keys); err != nil {
+			return nil, fmt.Errorf("weft.WithEncryptKeys: %w", err)
+		}
 	}
 	e := &Engine{cfg: cfg, nc: cfg.nc}
 	defer func() {
@@ -383,7 +414,11 @@ func (e *Engine) openStore(ctx context.Context, role natsconn.Role, queue string
 	if err != nil {
 		return nil, err
 	}
-	st, err := events.Open(ctx, js)
+	var opts []events.Option
+	if e.cfg.offloadAt > 0 {
+		opts = append(opts, events.WithOffloadAt(e.cfg.offloadAt))
+	}
+	st, err := events.Open(ctx, js, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("weft.Start: opening the event store: %w", err)
 	}

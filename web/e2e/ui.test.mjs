@@ -214,6 +214,8 @@ test('a signal sent from the page completes the waiting run, live', async () => 
   const waits = page.locator('.pending tr[data-pending="approve"]')
   await waits.waitFor()
   assert.match(await waits.textContent(), new RegExp(`deadline in .*weft signal ${runs.approval} approve -data`))
+  const answer = await page.locator('.wait[data-wait="approve"] code.command').textContent()
+  assert.match(answer, new RegExp(`^weft signal ${runs.approval} approve -data '\\{"approved": \\.\\.\\.\\}'$`))
   await noReload()
   await page.getByRole('button', { name: 'Signal…' }).click()
   const dialog = page.locator('dialog.confirm')
@@ -221,7 +223,7 @@ test('a signal sent from the page completes the waiting run, live', async () => 
   await dialog.getByRole('button', { name: 'Send signal' }).click()
   await dialog.locator('.problem').waitFor()
   assert.match(await dialog.locator('.problem').textContent(), /not valid JSON/)
-  assert.equal(await page.locator('.run').getAttribute('data-status'), 'running')
+  assert.equal(await page.locator('.run').getAttribute('data-status'), 'waiting')
 
   await dialog.locator('textarea').fill('{"approved": true}')
   await dialog.getByRole('button', { name: 'Send signal' }).click()
@@ -357,11 +359,61 @@ test('dark mode follows the system; a disabled action says why', async () => {
   assert.equal(await fork.isDisabled(), true)
 })
 
+test('the schedules page: next and last fires, pause with a reason, unpause, trigger', async () => {
+  await weft.cli('schedule', 'create', 'tick', '-graph', 'examples/hello.yaml', '-every', '1h', '-input', '{"name": "tick"}', '-note', 'hourly hello')
+  const dialog = page.locator('dialog.confirm')
+  await go('/schedules')
+  const s = page.locator('[data-schedule="tick"]')
+  await s.waitFor()
+  assert.match(await s.locator('h2').textContent(), /every 1h0m0s · graph hello · overlap skip/)
+  await s.locator('[data-paused="false"]').waitFor()
+  assert.equal(await s.locator('.next time').count(), 5)
+  await s.locator('p', { hasText: 'No fires yet.' }).waitFor()
+  await noReload()
+
+  // Trigger: one run now, then among the fires, linked, with its status.
+  await s.getByRole('button', { name: 'Trigger now…' }).click()
+  await dialog.getByRole('button', { name: 'Trigger', exact: true }).click()
+  const notice = page.locator('.notice', { hasText: 'Schedule tick triggered: run ' })
+  await notice.waitFor()
+  const run = (await notice.textContent()).match(/run (\S+)\.$/)[1]
+  const row = s.locator(`tr[data-run="${run}"]`)
+  await row.waitFor()
+  assert.match(await row.textContent(), /triggered/)
+  await row.locator('.status-completed').waitFor({ timeout: 30_000 })
+
+  // Pause: a reason is required; then it is shown.
+  await s.getByRole('button', { name: 'Pause…' }).click()
+  await dialog.getByRole('button', { name: 'Pause', exact: true }).click()
+  await dialog.locator('.problem', { hasText: 'note' }).waitFor()
+  await dialog.locator('input[name="note"]').fill('maintenance until <b>monday</b>')
+  await dialog.getByRole('button', { name: 'Pause', exact: true }).click()
+  await dialog.waitFor({ state: 'detached' })
+  await s.locator('[data-paused="true"]').waitFor()
+  assert.match(await s.locator('.pause-note').textContent(), /Paused: maintenance until <b>monday<\/b>/)
+  assert.equal(await s.locator('.pause-note b').count(), 0)
+  await page.screenshot({ path: join(shots, 'schedules.png'), fullPage: true })
+
+  // Unpause.
+  await s.getByRole('button', { name: 'Unpause…' }).click()
+  await dialog.getByRole('button', { name: 'Unpause', exact: true }).click()
+  await s.locator('[data-paused="false"]').waitFor()
+  await stillSameDocument()
+
+  // The run links to its page, which says where it came from.
+  await row.locator('a').click()
+  await page.waitForURL(new RegExp(`/runs/${run}$`))
+  await page.locator(`.run[data-run="${run}"]`).waitFor()
+})
+
 test('read-only: the UI offers no action', async () => {
   const url = await weft.ui('-read-only')
   await page.goto(`${url}/runs/${runs.fanout}`)
   await node('gather', 'succeeded').waitFor()
   await page.locator('header .badge', { hasText: 'read-only' }).waitFor()
+  assert.equal(await page.locator('.actions, dialog').count(), 0)
+  await page.goto(`${url}/schedules`)
+  await page.locator('[data-schedule="tick"]').waitFor()
   assert.equal(await page.locator('.actions, dialog').count(), 0)
   await page.goto(`${url}/runs`)
   await page.locator('tbody tr').first().waitFor()

@@ -113,10 +113,15 @@ export class Weft {
     return id
   }
 
-  // cli runs a weft command against this server and returns its output.
+  // cli runs a weft command against weft dev's NATS and returns its
+  // output.
   async cli(...args) {
-    const { stdout } = await exec(this.bin, [...args, '-nats', this.nats], { cwd: root, maxBuffer: 1 << 24 })
-    return stdout
+    try {
+      const { stdout } = await exec(this.bin, [...args, '-nats', this.nats], { cwd: root, maxBuffer: 1 << 24 })
+      return stdout
+    } catch (e) {
+      throw new Error(`weft ${args.join(' ')}: ${e.stderr || e.message}`)
+    }
   }
 
   kill(p, signal) {

@@ -2,9 +2,22 @@
 // wrapper that turns every failure into an ApiError with a message fit for
 // the page, and the server-sent event streams.
 
-// The read model's statuses; a run whose human node waits is running (the
-// node is waiting).
-export type RunStatus = 'running' | 'cancelling' | 'completed' | 'failed' | 'cancelled' | string
+// The read model's statuses; a running run that does nothing but wait (on
+// a human node's signal or a wait node's time) is waiting, and a filter on
+// running selects it too.
+export type RunStatus = 'running' | 'waiting' | 'cancelling' | 'completed' | 'failed' | 'cancelled' | string
+
+// What a running run waits on: a human node's signal ("signal") or a wait
+// node's time ("timer"), until its deadline; data is, for a human node, the
+// data of a signal that answers it ("..." where a value is to be filled in).
+export interface Wait {
+  node: string
+  iteration: number
+  for: 'signal' | 'timer' | string
+  deadline?: string
+  data?: string
+  command?: string // the run page's: weft signal RUN NODE -data '…'
+}
 
 export interface ForkRef {
   runId: string
@@ -24,6 +37,7 @@ export interface Summary {
   attrs?: Record<string, string>
   terminated?: boolean
   forkedFrom?: ForkRef
+  waiting?: Wait[]
 }
 
 export interface Failure {
@@ -94,6 +108,7 @@ export interface GraphView {
 
 export interface RunDetail {
   summary: Summary
+  waiting?: Wait[]
   state: RunState
   graph: GraphView | null // null when the run's graph cannot be read
   graphError?: string
@@ -181,6 +196,31 @@ export interface WorkersView {
   note?: string
 }
 
+export interface ScheduleFire {
+  nominal: string
+  outcome: string
+  runId?: string
+  status?: RunStatus
+  reason?: string
+  at: string
+}
+
+export interface Schedule {
+  name: string
+  graph: string
+  spec: string
+  overlap: string
+  note?: string
+  paused: boolean
+  pauseNote?: string
+  next: string[]
+  fires: ScheduleFire[]
+  skipped?: Record<string, number>
+  running: string[]
+  createdAt: string
+  updatedAt?: string
+}
+
 export interface Config {
   readOnly: boolean
   traceUrl: string
@@ -247,6 +287,9 @@ const run = (id: string) => `/api/runs/${encodeURIComponent(id)}`
 // Go encodes an empty list as null; the screens get [] instead.
 const list = <T>(v: T[] | null | undefined): T[] => v ?? []
 
+const sched = (name: string) => `/api/schedules/${encodeURIComponent(name)}`
+const schedule = (s: Schedule): Schedule => ({ ...s, next: list(s.next), fires: list(s.fires), running: list(s.running) })
+
 export const api = {
   config: () => call<Config>('GET', '/api/config'),
   runs: (p: {
@@ -279,6 +322,11 @@ export const api = {
   signal: (id: string, node: string, data: unknown) => call<{ id: string }>('POST', `${run(id)}/signal`, { node, data }),
   cancel: (id: string, reason: string) => call<object>('POST', `${run(id)}/cancel`, { reason }),
   fork: (id: string, at: number) => call<{ runId: string }>('POST', `${run(id)}/fork`, { at }),
+  schedules: () =>
+    call<{ schedules: Schedule[] }>('GET', '/api/schedules').then((l) => list(l.schedules).map(schedule)),
+  pauseSchedule: (name: string, note: string) => call<Schedule>('POST', `${sched(name)}/pause`, { note }).then(schedule),
+  unpauseSchedule: (name: string) => call<Schedule>('POST', `${sched(name)}/unpause`, {}).then(schedule),
+  triggerSchedule: (name: string) => call<{ runId: string }>('POST', `${sched(name)}/trigger`, {}),
   workers: () =>
     call<WorkersView>('GET', '/api/workers').then((w) => ({
       ...w,

@@ -10,6 +10,7 @@ import { href, navigated, useRoute } from './router'
 import { RunsScreen } from './screens/runs'
 import { RunScreen } from './screens/run'
 import { WorkersScreen } from './screens/workers'
+import { SchedulesScreen } from './screens/schedules'
 import { Problem } from './ui'
 import './style.css'
 
@@ -42,10 +43,11 @@ function App() {
   if (first === 'runs' && second === undefined) screen = <RunsScreen route={route} />
   else if (first === 'runs' && route.path.length === 2) screen = <RunScreen id={second} route={route} />
   else if (first === 'workers' && route.path.length === 1) screen = <WorkersScreen />
+  else if (first === 'schedules' && route.path.length === 1) screen = <SchedulesScreen />
   else
     screen = (
       <Problem
-        error={new Error(`There is no page at ${location.pathname}. Try the list of runs or the workers.`)}
+        error={new Error(`There is no page at ${location.pathname}. Try the list of runs, the workers or the schedules.`)}
       />
     )
   return (
@@ -60,6 +62,9 @@ function App() {
           </a>
           <a href={href(['workers'])} class={first === 'workers' ? 'active' : ''}>
             Workers
+          </a>
+          <a href={href(['schedules'])} class={first === 'schedules' ? 'active' : ''}>
+            Schedules
           </a>
         </nav>
         <span class="spacer" />

@@ -13,7 +13,10 @@ type SleepConfig struct {
 }
 
 // Sleep waits for its configured duration, or until its context ends, and
-// outputs {"slept": "<duration>"}.
+// outputs {"slept": "<duration>"}. It waits inside the worker, holding one
+// of its slots, and a redelivered attempt sleeps again from the start: a
+// run that waits on time uses a wait node instead (graph.TypeWait), which
+// waits on the coordinator's durable timer and holds no worker.
 type Sleep struct{}
 
 // Execute implements worker.Node.

@@ -15,6 +15,7 @@ export { type Graph, GraphError, loadGraphFile, parseGraph } from './graph/graph
 export { connect, connectionOptions, type Connection, type ConnectOptions, DefaultURL } from './connect.js'
 export { Store, AnySeq, type RawMsg, decodeStored } from './store.js'
 export { type WeftEvent, type Wire, encode, decode, newEvent, formatTime, graphDigest } from './events/envelope.js'
+export { type Key, type KeyRing, ContentSealed, ContentRef, ExtKeyID, EnvEncryptKeys, useKeys, sealing, parseKeyRing, loadKeys } from './events/seal.js'
 export { WeftError, isWeftError, type ErrorCode } from './events/errors.js'
 export { decisionId, idempotencyKey, newNonce, newRunId, refKey, type NodeRef } from './events/ids.js'
 export { type Failure, FailureType } from './events/payloads.js'

@@ -5,6 +5,7 @@
 // NATS permissions can scope them), reads of a run's history, and the
 // count of a run's ends.
 
+import { loadKeys, useKeys } from './events/seal.js'
 import { createInbox, headers as natsHeaders, MsgHdrsImpl, type Msg, type MsgHdrs, type NatsConnection } from '@nats-io/nats-core'
 import type { Connection } from './connect.js'
 import { decode, encode, HdrMsgID, type HeaderReader, type WeftEvent, type Wire, wireSize } from './events/envelope.js'
@@ -47,6 +48,12 @@ export interface StoreOptions {
   /** signal ends the wait for a missing stream. */
   signal?: AbortSignal
   log?: Logger
+  /**
+   * encryptKeys is a key ring file: events' data is sealed with its first
+   * key and opened with any (docs/worker-protocol.md, "Sealed events").
+   * Without it, the ring in WEFT_ENCRYPT_KEYS, if set. Process-wide (useKeys).
+   */
+  encryptKeys?: string
 }
 
 /**
@@ -68,6 +75,8 @@ export class Store {
   /** open looks the events stream up, waiting (with back-off) while it is missing or NATS is away. */
   static async open(conn: Connection, o: StoreOptions = {}): Promise<Store> {
     const stream = o.stream ?? (process.env['WEFT_STREAM'] || DefaultStream)
+    const ring = loadKeys(o.encryptKeys)
+    if (ring !== undefined) useKeys(ring)
     if (!validToken(stream)) throw new WeftError('InvalidID', `invalid id: stream ${JSON.stringify(stream)}`)
     let wait = 100
     let logged = false

@@ -142,6 +142,22 @@ test('only a child run’s start, on its decision subject, may name a parent', (
   assert.match(newNonce(), /^[0-9a-v]{26}$/)
 })
 
+test('only the engine’s start, on the run’s decision subject, may name a schedule or trigger', () => {
+  const graph = '{"name":"g","nodes":[],"edges":[]}'
+  const body = (extra) => Buffer.from(JSON.stringify({ graphName: 'g', graphDigest: graphDigest(graph), graph: JSON.parse(graph), ...extra }))
+  const w = encode(newEvent({ runId: run, id: run, type: EventType.RunStarted, data: encodeRunStarted({ graphName: 'g', graphDigest: graphDigest(graph), graph }) }))
+  const trigger = { kind: 'schedule', name: 'nightly', fireTime: '2026-05-01T02:00:00Z' }
+  const parent = { runId: 'victim1', ref: { node: 'child', iteration: 1 } }
+  const hdr = new Map(w.headers)
+  const reader = { keys: () => [...hdr.keys()], get: (k) => hdr.get(k) ?? '' }
+  // A client's start naming a schedule: someone passing a run off as the schedule's (Go's TriggerClaimError).
+  assert.throws(() => decode(startedSubject(run), reader, body({ trigger })), (err) => err.code === 'Misplaced' && /nightly/.test(err.message))
+  // The engine's start of the schedule's run is read, as a decision.
+  assert.equal(decode(childStartedSubject(run), reader, body({ trigger })).decision, true)
+  // Naming both a parent and a trigger is no start at all.
+  assert.throws(() => decode(childStartedSubject(run), reader, body({ trigger, parent })), (err) => err.code === 'Misplaced')
+})
+
 test('a run’s start is read only under its own graph’s digest', () => {
   const graph = '{"name":"g","nodes":[{"id":"a","type":"x","config":{"who":"victim"}}],"edges":[]}'
   const evil = '{"name":"g","nodes":[{"id":"a","type":"x","config":{"who":"attacker"}}],"edges":[]}'

@@ -187,12 +187,16 @@ export function RunScreen({ id, route }: { id: string; route: Route }) {
   const selNode = nodeId ? graph?.nodes.find((n) => n.id === nodeId) : undefined
   const trace = traceLink(detail.traceUrl || config.traceUrl, detail.traceId)
   const parent = summary.parent ?? live_.parent?.runId
+  // A running run that only waits is shown as waiting (the server's summary
+  // says so, from the fold); the fold's own status is running.
+  const runStatus = live_.status === 'running' && summary.status === 'waiting' ? 'waiting' : live_.status
+  const waits = live_.status === 'running' || live_.status === 'cancelling' ? (detail.waiting ?? []) : []
 
   return (
-    <section class="run" data-run={summary.runId} data-status={live_.status}>
+    <section class="run" data-run={summary.runId} data-status={runStatus}>
       <div class="title">
         <h1 class="mono">{summary.runId}</h1>
-        <Status status={shownStatus(live_.status, live_.cancel?.terminate)} />
+        <Status status={shownStatus(runStatus, live_.cancel?.terminate)} />
         <span class={`live ${liveState}`}>
           {liveState === 'live' ? '● live' : liveState === 'ended' ? 'ended' : liveState === 'down' ? '○ reconnecting…' : '…'}
         </span>
@@ -210,6 +214,30 @@ export function RunScreen({ id, route }: { id: string; route: Route }) {
         <dd>{duration(summary.startedAt, summary.endedAt) || '—'}</dd>
         <dt>events</dt>
         <dd>{total}</dd>
+        {waits.length > 0 && (
+          <>
+            <dt>waiting on</dt>
+            <dd class="waits">
+              {waits.map((w) => (
+                <div key={w.node} class="wait" data-wait={w.node}>
+                  <span class="mono">{w.node}</span>: {w.for === 'signal' ? 'a signal' : 'a wait'}
+                  {w.deadline && (
+                    <>
+                      {w.for === 'signal' ? ', deadline ' : ' until '}
+                      <Time at={w.deadline} />
+                    </>
+                  )}
+                  {w.command && (
+                    <>
+                      {'; answer with '}
+                      <code class="command">{w.command}</code> or the Signal… button
+                    </>
+                  )}
+                </div>
+              ))}
+            </dd>
+          </>
+        )}
         {parent && (
           <>
             <dt>parent</dt>

@@ -29,8 +29,9 @@ async function cancelAll(ids: string[], reason: string): Promise<string> {
   return parts.join('. ') + '.'
 }
 
-// The read model's statuses (a run whose human node waits is running).
-const statuses = ['running', 'cancelling', 'completed', 'failed', 'cancelled']
+// The read model's statuses (a running run that only waits, on a person or
+// a time, is waiting; running counts and selects it too).
+const statuses = ['running', 'waiting', 'cancelling', 'completed', 'failed', 'cancelled']
 
 // toLocalInput turns an RFC 3339 time into a datetime-local input's value.
 function toLocalInput(rfc?: string | null): string {
@@ -238,6 +239,7 @@ export function RunsScreen({ route }: { route: Route }) {
                 <th>started</th>
                 <th>took</th>
                 <th>from</th>
+                <th>waiting on</th>
               </tr>
             </thead>
             <tbody>
@@ -276,6 +278,19 @@ export function RunsScreen({ route }: { route: Route }) {
                         ↳ {r.forkedFrom.runId}#{r.forkedFrom.position}
                       </a>
                     )}
+                  </td>
+                  <td class="waits">
+                    {(r.waiting ?? []).map((w) => (
+                      <span key={w.node} class="wait" data-wait={w.node}>
+                        <span class="mono">{w.node}</span> {w.for === 'signal' ? 'signal' : 'wait'}
+                        {w.deadline && (
+                          <>
+                            {' until '}
+                            <Time at={w.deadline} />
+                          </>
+                        )}
+                      </span>
+                    ))}
                   </td>
                 </tr>
               ))}

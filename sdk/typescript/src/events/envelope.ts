@@ -8,6 +8,7 @@
 import { createHash } from 'node:crypto'
 import { parse } from '../internal/gojson.js'
 import { WeftError } from './errors.js'
+import { ContentSealed, ExtKeyID, seal, unseal } from './seal.js'
 import { acceptedOn, Class, EventType, type EventType as EventTypeT, knownType, parseSubject, runBase, Source, subjectFor } from './subjects.js'
 
 /** Event is a Weft event: the CloudEvents attributes Weft uses, and the payload's JSON. */
@@ -51,6 +52,7 @@ const hAttempt = 'ce-attempt'
 const hTraceParent = 'ce-traceparent'
 const hTraceState = 'ce-tracestate'
 const hContentType = 'content-type'
+const hKeyID = 'ce-' + ExtKeyID
 export const HdrMsgID = 'Nats-Msg-Id'
 export const HdrRestored = 'Weft-Restored'
 
@@ -120,7 +122,16 @@ export function encode(e: WeftEvent): Wire {
     if (e.traceState !== '') h.push([hTraceState, e.traceState], ['tracestate', e.traceState])
   }
   h.push([HdrMsgID, e.id])
-  return { subject: e.subject ?? subjectFor(e.runId, e.type, e.queue), headers: h, data: Buffer.from(e.data, 'utf8') }
+  const plain = Buffer.from(e.data, 'utf8')
+  let data: Uint8Array = plain
+  // With a key ring in use, the body is sealed (seal.ts).
+  const sealed = plain.length > 0 ? seal(e.id, e.runId, e.type, plain) : undefined
+  if (sealed !== undefined) {
+    h[5] = [hContentType, ContentSealed]
+    h.push([hKeyID, sealed.keyId])
+    data = sealed.body
+  }
+  return { subject: e.subject ?? subjectFor(e.runId, e.type, e.queue), headers: h, data }
 }
 
 /** wireSize is the size the store checks against the server's limit. */
@@ -140,7 +151,7 @@ function malformed(msg: string): WeftError {
   return new WeftError('MalformedEvent', `malformed event: ${msg}`)
 }
 
-const knownCE = new Set([hSpec, hID, hSource, hType, hTime, hSubject, hRunID, hNodeID, hAttempt, hTraceParent, hTraceState])
+const knownCE = new Set([hSpec, hID, hSource, hType, hTime, hSubject, hRunID, hNodeID, hAttempt, hTraceParent, hTraceState, hKeyID])
 
 /**
  * decode reads an event from a NATS message's subject, headers and body,
@@ -177,9 +188,10 @@ export function decodeWithPayload(subject: string, hdr: HeaderReader | undefined
     if (knownCE.has(k)) continue
     if (!/^ce-[a-z0-9]{1,20}$/.test(k)) throw malformed(`${subject}: extension ${JSON.stringify(k)}: not a valid CloudEvents name`)
   }
-  if (contentType !== undefined && contentType !== 'application/json') {
+  if (contentType !== undefined && contentType !== 'application/json' && contentType !== ContentSealed && !contentType.startsWith('application/vnd.weft.')) {
     throw malformed(`${subject}: datacontenttype ${JSON.stringify(contentType)} (want application/json)`)
   }
+  const body = unseal(subject, get(hRunID), get(hType), contentType, get(hKeyID), data)
   const e: WeftEvent = {
     id: get(hID),
     type: get(hType) as EventTypeT,
@@ -190,7 +202,7 @@ export function decodeWithPayload(subject: string, hdr: HeaderReader | undefined
     attempt: 0,
     traceParent: get(hTraceParent),
     traceState: get(hTraceState),
-    data: Buffer.from(data).toString('utf8'),
+    data: body.toString('utf8'),
     queue: '',
   }
   if (e.id === '' || e.source === '' || (e.type as string) === '') throw malformed(`${subject}: id, source and type are required`)
@@ -226,16 +238,25 @@ export function decodeWithPayload(subject: string, hdr: HeaderReader | undefined
   }
   if (e.type === EventType.RunStarted) {
     checkGraphDigest(subject, e.data, payload)
-    // Only a run's coordinator starts its child runs, on the child's
-    // decision subject: a start naming a parent anywhere else is someone
-    // passing a run off as another run's child (Go's ParentClaimError).
+    // Only the engine starts child runs and the runs of schedules and
+    // triggers, on the run's decision subject: a start naming a parent
+    // (Go's ParentClaimError) or a schedule or trigger (TriggerClaimError)
+    // anywhere else is someone passing a run off as the engine's.
     const parent = (payload as { parent?: { runId?: unknown } } | null)?.parent
     const named = parent !== undefined && parent !== null
+    const trigger = (payload as { trigger?: { kind?: unknown; name?: unknown } } | null)?.trigger
+    const triggered = trigger !== undefined && trigger !== null
     if (named && p.cls !== Class.Coordinator) {
       throw new WeftError('Misplaced', `event type not accepted on its subject: ${subject}: a run-started naming parent run ${String(parent.runId ?? '')} is not the coordinator's; only a run's coordinator starts its child runs`)
     }
-    if (!named && p.cls === Class.Coordinator) {
-      throw new WeftError('Misplaced', `event type not accepted on its subject: ${subject}: a run-started on a decision subject starts a child run and must name its parent`)
+    if (triggered && p.cls !== Class.Coordinator) {
+      throw new WeftError('Misplaced', `event type not accepted on its subject: ${subject}: a run-started naming ${String(trigger.kind ?? '')} ${JSON.stringify(String(trigger.name ?? ''))} is not the coordinator's; only the engine starts the runs of schedules and triggers`)
+    }
+    if (!named && !triggered && p.cls === Class.Coordinator) {
+      throw new WeftError('Misplaced', `event type not accepted on its subject: ${subject}: a run-started on a decision subject is the engine's: it must name its parent run or the schedule or trigger that started it`)
+    }
+    if (named && triggered) {
+      throw new WeftError('Misplaced', `event type not accepted on its subject: ${subject}: a run-started names both a parent run and a ${String(trigger.kind ?? '')}`)
     }
   }
   return { event: e, payload }

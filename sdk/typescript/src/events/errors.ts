@@ -27,6 +27,9 @@ export type ErrorCode =
   | 'InvalidInput'
   | 'InvalidGraph'
   | 'Timeout'
+  | 'KeyMissing'
+  | 'Unresolvable'
+  | 'BadKey'
 
 /** isWeftError reports whether err is a WeftError with the code. */
 export function isWeftError(err: unknown, code?: ErrorCode): err is WeftError {

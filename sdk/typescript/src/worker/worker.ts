@@ -422,6 +422,14 @@ export class Worker {
         nak(m, unknownTypeDelay, this.log)
         return
       }
+      if (isWeftError(err, 'KeyMissing') || isWeftError(err, 'Unresolvable')) {
+        // Sealed with a key this worker does not hold, or kept beside the
+        // log where this SDK does not read: not malformed, left to a
+        // worker that can read it (the error names the key id).
+        this.log.error('work item this worker cannot read; leaving it to other workers', { subject: m.subject, queue: q.name, error: errorMessage(err) })
+        nak(m, unknownTypeDelay, this.log)
+        return
+      }
       this.counters.malformed++
       this.log.error('malformed work item; terminated', { subject: m.subject, error: errorMessage(err) })
       m.term()

@@ -1,0 +1,231 @@
+package eventlog
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/weft-dev/weft/internal/setup"
+)
+
+// Large payloads beside the log.
+//
+// With offloading on (WithOffloadAt; off by default, see below), an event
+// whose body (its JSON, or its sealed form: offloading comes after
+// sealing, so what is kept beside the log is as sealed as the log) is
+// larger than the store's threshold (DefaultOffloadAt, 256 KiB, is the
+// one to use) is appended with its body in the JetStream Object Store
+// bucket
+// PayloadsBucket, under the name "<run>.<sha256 of the body>", and a
+// reference in its place:
+//
+//	content-type: application/vnd.weft.ref.v1
+//	body: {"bucket":"weft-payloads","object":"<run>.<hex>","size":N,
+//	       "sha256":"<hex>","contentType":"<the body's own content type>"}
+//
+// (ce-weftkey stays as the body's: the reference is plain, the object is
+// sealed). Decode resolves a reference transparently through the stores
+// this process opened (Open registers each), checking the object's size
+// and digest, so every reader (the fold, workers, the UI, replay, fork,
+// archive) sees the event as if it had been written whole. The body is
+// content-addressed and deterministic, so a retried append writes the
+// same object and the same reference. A reference that names another
+// bucket, another run's object, an object that is missing or whose bytes
+// are not the digest is ErrMalformedEvent (the event is refused, never
+// read as data); one over MaxPayloadObject is ErrPayloadTooLarge.
+//
+// Why off by default, for now: reads that bound their memory by the bytes
+// of a batch of messages (Each, for long histories) count a reference's
+// bytes, not its object's; the shipped roles grant no role the payloads
+// bucket; retention does not call DeletePayloads yet; and the TypeScript
+// SDK does not resolve references (it hands such work items back). Any
+// reader resolves references whether or not its store offloads.
+
+// ContentRef is the datacontenttype of an event whose body is kept in the
+// payloads bucket.
+const ContentRef = "application/vnd.weft.ref.v1"
+
+// PayloadsBucket is the Object Store bucket of large payloads.
+const PayloadsBucket = "weft-payloads"
+
+// DefaultOffloadAt is the body size above which an event's body is kept
+// beside the log.
+const DefaultOffloadAt = 256 << 10
+
+// MaxPayloadObject is the largest body kept beside the log.
+const MaxPayloadObject = 64 << 20
+
+// payloadRef is the body of an event kept beside the log.
+type payloadRef struct {
+	Bucket      string `json:"bucket"`
+	Object      string `json:"object"`
+	Size        int64  `json:"size"`
+	SHA256      string `json:"sha256"`
+	ContentType string `json:"contentType"`
+}
+
+// WithOffloadAt turns offloading on: bodies over n bytes are kept in the
+// payloads bucket (DefaultOffloadAt is the threshold to use); 0 or less
+// keeps every body in the log (the default).
+func WithOffloadAt(n int) Option { return func(c *config) { c.offloadAt = n } }
+
+// payloadStores are the JetStream contexts of the stores this process
+// opened, which Decode resolves references through.
+var payloadStores struct {
+	sync.Mutex
+	js []jetstream.JetStream
+}
+
+func registerPayloads(js jetstream.JetStream) {
+	payloadStores.Lock()
+	defer payloadStores.Unlock()
+	live := payloadStores.js[:0]
+	for _, j := range payloadStores.js {
+		if j.Conn() != js.Conn() && !j.Conn().IsClosed() {
+			live = append(live, j)
+		}
+	}
+	payloadStores.js = append(live, js)
+}
+
+// offload keeps m's body in the payloads bucket when it is over the
+// threshold, and puts the reference in its place.
+func (s *store) offload(ctx context.Context, runID string, m *nats.Msg) error {
+	at := s.cfg.offloadAt
+	if at <= 0 || len(m.Data) <= at {
+		return nil
+	}
+	if len(m.Data) > MaxPayloadObject {
+		return fmt.Errorf("%w: %s event of run %q: a body of %d bytes, the limit beside the log is %d", ErrPayloadTooLarge, m.Header.Get(hdrType), runID, len(m.Data), MaxPayloadObject)
+	}
+	sum := sha256.Sum256(m.Data)
+	digest := hex.EncodeToString(sum[:])
+	ref := payloadRef{Bucket: PayloadsBucket, Object: runID + "." + digest, Size: int64(len(m.Data)), SHA256: digest, ContentType: m.Header.Get(hdrContentType)}
+	obs, err := s.payloads(ctx)
+	if err != nil {
+		return err
+	}
+	if info, err := obs.GetInfo(ctx, ref.Object); err == nil && info.Size == uint64(ref.Size) {
+		// Written by an earlier try of the same append (content-addressed).
+	} else if _, err := obs.PutBytes(ctx, ref.Object, m.Data); err != nil {
+		return fmt.Errorf("keeping the %d-byte body of a %s event of run %q beside the log: %w", len(m.Data), m.Header.Get(hdrType), runID, err)
+	}
+	b, err := json.Marshal(ref)
+	if err != nil {
+		return err
+	}
+	m.Header[hdrContentType] = []string{ContentRef}
+	m.Data = b
+	return nil
+}
+
+// payloads opens (creating it when it is missing) the payloads bucket.
+func (s *store) payloads(ctx context.Context) (jetstream.ObjectStore, error) {
+	obs, err := s.js.ObjectStore(ctx, PayloadsBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		obs, err = setup.CreateObjectStore(ctx, s.js, jetstream.ObjectStoreConfig{
+			Bucket: PayloadsBucket, Description: "Weft: event bodies over the offload threshold, beside the events stream",
+			Storage: s.cfg.Storage, Replicas: s.cfg.Replicas,
+		})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the payloads bucket %s: %w", PayloadsBucket, err)
+	}
+	return obs, nil
+}
+
+// resolve returns the body and content type a reference (the body of an
+// event of run on subject) stands for.
+func resolve(subject, run string, body []byte) ([]byte, string, error) {
+	var ref payloadRef
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&ref); err != nil {
+		return nil, "", fmt.Errorf("%w: %s: a payload reference that does not decode: %v", ErrMalformedEvent, subject, err)
+	}
+	switch {
+	case ref.Bucket != PayloadsBucket:
+		return nil, "", fmt.Errorf("%w: %s: a payload reference to bucket %q (want %s)", ErrMalformedEvent, subject, ref.Bucket, PayloadsBucket)
+	case ref.Object != run+"."+ref.SHA256 || len(ref.SHA256) != 64 || strings.ContainsAny(ref.SHA256, "./ "):
+		return nil, "", fmt.Errorf("%w: %s: a payload reference to object %q, not one of run %s", ErrMalformedEvent, subject, ref.Object, run)
+	case ref.Size <= 0 || ref.Size > MaxPayloadObject:
+		return nil, "", fmt.Errorf("%w: %s: a payload reference of %d bytes (the limit is %d)", ErrPayloadTooLarge, subject, ref.Size, MaxPayloadObject)
+	case ref.ContentType == ContentRef:
+		return nil, "", fmt.Errorf("%w: %s: a payload reference to a reference", ErrMalformedEvent, subject)
+	}
+	payloadStores.Lock()
+	var stores []jetstream.JetStream
+	for _, js := range payloadStores.js {
+		if !js.Conn().IsClosed() {
+			stores = append(stores, js)
+		}
+	}
+	payloadStores.Unlock()
+	if len(stores) == 0 {
+		return nil, "", fmt.Errorf("%w: %s: payload object %s of bucket %s: this process opened no store to read it from", ErrMalformedEvent, subject, ref.Object, ref.Bucket)
+	}
+	var lastErr error
+	for i := len(stores) - 1; i >= 0; i-- {
+		b, err := getObject(stores[i], ref)
+		if err == nil {
+			return b, ref.ContentType, nil
+		}
+		lastErr = err
+	}
+	return nil, "", fmt.Errorf("%w: %s: payload object %s of bucket %s: %v", ErrMalformedEvent, subject, ref.Object, ref.Bucket, lastErr)
+}
+
+func getObject(js jetstream.JetStream, ref payloadRef) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	obs, err := js.ObjectStore(ctx, ref.Bucket)
+	if err != nil {
+		return nil, err
+	}
+	b, err := obs.GetBytes(ctx, ref.Object)
+	if err != nil {
+		return nil, err
+	}
+	if sum := sha256.Sum256(b); int64(len(b)) != ref.Size || hex.EncodeToString(sum[:]) != ref.SHA256 {
+		return nil, fmt.Errorf("the object's %d bytes are not the reference's %d bytes of digest %s", len(b), ref.Size, ref.SHA256)
+	}
+	return b, nil
+}
+
+// DeletePayloads removes the payloads a run kept beside the log (its
+// objects in PayloadsBucket), as its events are removed.
+func DeletePayloads(ctx context.Context, js jetstream.JetStream, run string) error {
+	obs, err := js.ObjectStore(ctx, PayloadsBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	infos, err := obs.List(ctx)
+	if errors.Is(err, jetstream.ErrNoObjectsFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, info := range infos {
+		if strings.HasPrefix(info.Name, run+".") {
+			if err := obs.Delete(ctx, info.Name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
