@@ -354,7 +354,7 @@ type Change struct {
 
 func adminApply(e *env, c *command, args []string) error {
 	fs, out := e.flagSet(c)
-	cfg := natsFlags(fs)
+	cfg := natsStreamFlags(fs)
 	fs.Lookup("replicas").Usage = "set the stream's and the KV buckets' replicas (env WEFT_REPLICAS)"
 	fs.Lookup("duplicates").Usage = "set the stream's de-duplication window, at least 1m (env WEFT_DUPLICATES)"
 	fs.Lookup("max-age").Usage = "set how long the stream keeps events, 0 forever (env WEFT_MAX_AGE)"

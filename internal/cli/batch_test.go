@@ -74,6 +74,15 @@ func TestBatchOperations(t *testing.T) {
 	}
 	waitListed(t, cl, c, projection.RunCancelled)
 
+	// Counted by status (terminated as such) and by graph.
+	r = weft(t, "list", "-count", "-by", "status", "-nats", url)
+	wantMatch(t, "list -count -by status", r.stdout, `(?m)^STATUS +RUNS$`, `(?m)^cancelled +2$`, `(?m)^completed +2$`, `(?m)^terminated +1$`, `(?m)^total +5$`)
+	r = weft(t, "list", "-count", "-by", "graph", "-q", `status != "completed"`, "-nats", url)
+	wantMatch(t, "list -count -by graph -q", r.stdout, `(?m)^waits +3$`, `(?m)^total +3$`)
+	if r := weft(t, "list", "-by", "status", "-nats", url); r.code != 2 {
+		t.Errorf("-by without -count: exit %d, want 2", r.code)
+	}
+
 	// A run that ended is skipped, a run that does not exist fails the
 	// command, and the report says which.
 	r = weft(t, "cancel", a, "nosuchrun", "-nats", url)

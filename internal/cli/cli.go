@@ -60,7 +60,7 @@ func init() {
 	commands = []*command{
 		cmdRun, cmdStatus, cmdDescribe, cmdList, cmdEvents, cmdState, cmdDiff,
 		cmdFork, cmdReset, cmdReplay,
-		cmdSignal, cmdUpdate, cmdCancel, cmdTerminate, cmdDelete, cmdQueues, cmdValidate, cmdSchedule, cmdTrigger, cmdServe, cmdDemo, cmdDev, cmdUI, cmdAdmin, cmdRoles, cmdKeys, cmdConformance,
+		cmdSignal, cmdUpdate, cmdCancel, cmdTerminate, cmdDelete, cmdQueues, cmdWorkers, cmdValidate, cmdSchedule, cmdTrigger, cmdServe, cmdDemo, cmdDev, cmdUI, cmdAdmin, cmdRoles, cmdKeys, cmdConformance,
 	}
 }
 
@@ -114,13 +114,26 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	c := lookup(name)
 	if c == nil {
-		return &usageError{msg: fmt.Sprintf("unknown command %q", name)}
+		return &usageError{msg: fmt.Sprintf("unknown command %q%s", name, commandSuggestion(name))}
 	}
 	err := c.run(e, c, args)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
 	}
 	return err
+}
+
+// commandSuggestion is " (did you mean status?)" for a name close to a
+// command's, else "".
+func commandSuggestion(name string) string {
+	names := []string{"help"}
+	for _, c := range commands {
+		names = append(names, c.name)
+	}
+	if s := closest(name, names); s != "" {
+		return " (did you mean " + s + "?)"
+	}
+	return ""
 }
 
 // Main runs args like Run, prints the error, if any, on stderr, and
@@ -139,6 +152,9 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	_ = telemetry.Flush(context.WithoutCancel(ctx))
 	if err == nil {
 		return 0
+	}
+	if re := (*reportedError)(nil); errors.As(err, &re) {
+		return 1 // said on stdout already
 	}
 	var ue *usageError
 	if errors.As(err, &ue) {
@@ -167,6 +183,13 @@ func (e *usageError) Error() string {
 }
 
 func (e *usageError) Is(target error) bool { return target == ErrUsage }
+
+// reportedError is a failure the command's output already said (a run
+// -wait waited for that failed): Main exits 1 without saying it again.
+type reportedError struct{ err error }
+
+func (e *reportedError) Error() string { return e.err.Error() }
+func (e *reportedError) Unwrap() error { return e.err }
 
 // notFoundError says a run has no events.
 type notFoundError struct {

@@ -210,7 +210,16 @@ edges:
 		t.Fatalf("run of a failing graph: exit %d, want 1\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	wantContains(t, "stdout", r.stdout, "failed", "kaboom", "(node explode)")
-	wantContains(t, "stderr", r.stderr, "weft: run ", " failed: ")
+	// Said once: the outcome on stdout, nothing more on stderr.
+	if strings.Contains(r.stderr, "kaboom") {
+		t.Errorf("the failure is said twice; stderr:\n%s", r.stderr)
+	}
+	// With -o json, stdout is the state: stderr says why it exits 1.
+	r = weft(t, "run", file, "-nats", url, "-wait", "-o", "json")
+	if r.code != 1 {
+		t.Fatalf("run -o json of a failing graph: exit %d, want 1", r.code)
+	}
+	wantContains(t, "stderr of -o json", r.stderr, "weft: run ", " failed: ")
 }
 
 func TestSignalAndCancel(t *testing.T) {
@@ -316,7 +325,10 @@ func TestUsage(t *testing.T) {
 		{"unknown command", []string{"frobnicate"}, 2, "", `unknown command "frobnicate"`},
 		{"run without a file", []string{"run"}, 2, "", "want GRAPHFILE, got 0 argument(s)"},
 		{"status with two runs", []string{"status", "a", "b"}, 2, "", "usage: weft status RUN [flags]"},
-		{"unknown flag", []string{"list", "-bogus"}, 2, "", "flag provided but not defined: -bogus"},
+		{"unknown flag", []string{"list", "-bogus"}, 2, "", "flag provided but not defined: -bogus\n"},
+		{"mistyped flag", []string{"list", "-stauts", "failed"}, 2, "", "flag provided but not defined: -stauts (did you mean -status?)"},
+		{"mistyped command", []string{"stauts", "r"}, 2, "", `unknown command "stauts" (did you mean status?)`},
+		{"mistyped short command", []string{"lsit"}, 2, "", `unknown command "lsit" (did you mean list?)`},
 		{"bad output format", []string{"-o", "yaml", "list"}, 2, "", `-o: want text or json, got "yaml"`},
 		{"bad diff position", []string{"diff", "r", "one", "2"}, 2, "", `FROM: want a position in the run`},
 		{"bad diff sequence", []string{"diff", "r", "0", "2", "-seq"}, 2, "", `FROM: want a stream sequence`},
@@ -455,6 +467,8 @@ func TestDev(t *testing.T) {
 		t.Fatal("dev did not stop")
 	}
 	wantContains(t, "dev", stdout.String(), "weft dev: stopped")
+	// Without -roles anyone may connect: said loudly.
+	wantContains(t, "dev's stderr", stderr.String(), "weft dev: WARNING: the NATS server at "+url+" takes anonymous connections", "delete the stream", "weft dev -roles")
 }
 
 func TestStatusShowsWorkNoWorkerServes(t *testing.T) {
@@ -494,9 +508,13 @@ func TestConnectionFromTheEnvironment(t *testing.T) {
 		t.Fatalf("list with WEFT_NATS_URL: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	t.Setenv("WEFT_REPLICAS", "three")
-	r := weft(t, "list")
+	r := weft(t, "run", helloFile)
 	if r.code != 2 || !strings.Contains(r.stderr, `WEFT_REPLICAS="three"`) {
 		t.Fatalf("bad WEFT_REPLICAS: exit %d\n%s", r.code, r.stderr)
+	}
+	// A command that creates no stream has no use for it.
+	if r := weft(t, "list"); r.code != 0 {
+		t.Errorf("list with WEFT_REPLICAS=three: exit %d\n%s", r.code, r.stderr)
 	}
 }
 
@@ -665,5 +683,30 @@ edges:
 	wantContains(t, "list -chain", r.stdout, links[0], links[1], links[2], "link 1 of chain ent-1, continued as "+links[1])
 	if strings.Count(r.stdout, "of chain ent-1") != 3 {
 		t.Fatalf("list -chain ent-1:\n%s", r.stdout)
+	}
+}
+
+// TestHelpListsOnlyTheFlagsACommandUses: the events stream's creation
+// settings are flags of the commands that create or change the stream,
+// not of those that only read or append.
+func TestHelpListsOnlyTheFlagsACommandUses(t *testing.T) {
+	stream := []string{"-storage", "-replicas", "-duplicates", "-max-age"}
+	for _, cmd := range []string{"status", "list", "events", "diff", "cancel", "signal", "delete", "describe"} {
+		r := weft(t, "help", cmd)
+		for _, f := range stream {
+			if strings.Contains(r.stdout, "  "+f+" ") {
+				t.Errorf("weft help %s lists %s", cmd, f)
+			}
+		}
+		wantContains(t, "weft help "+cmd, r.stdout, "-nats", "-creds", "-stream")
+	}
+	for _, cmd := range [][]string{{"help", "run"}, {"help", "admin", "apply"}} {
+		r := weft(t, cmd...)
+		wantContains(t, strings.Join(cmd, " "), r.stdout, "-replicas", "-storage")
+	}
+	// The environment still reaches a command that reads.
+	t.Setenv("WEFT_STORAGE", "memory")
+	if r := weft(t, "status", "-h"); r.code != 0 {
+		t.Errorf("status -h with WEFT_STORAGE set: exit %d %s", r.code, r.stderr)
 	}
 }

@@ -18,8 +18,19 @@ import (
 	"github.com/weft-dev/weft/pkg/events"
 )
 
-// natsFlags registers the connection flags on fs.
+// natsFlags registers the connection flags on fs: where and as whom to
+// connect. A command that never creates the events stream takes no more,
+// so that its help lists no stream settings it would ignore.
 func natsFlags(fs *flag.FlagSet) *natsconn.Config {
+	cfg := &natsconn.Config{}
+	cfg.RegisterConnFlags(fs)
+	return cfg
+}
+
+// natsStreamFlags is natsFlags with the events stream's settings (-storage,
+// -replicas, -duplicates, -max-age), for the commands that create or
+// change the stream.
+func natsStreamFlags(fs *flag.FlagSet) *natsconn.Config {
 	cfg := &natsconn.Config{}
 	cfg.RegisterFlags(fs)
 	return cfg
@@ -138,8 +149,8 @@ func (e *env) dialAs(c *command, cfg *natsconn.Config, role natsconn.Role) (*nat
 }
 
 // parseOneAndConnect is the start of the commands that take one name (a
-// schedule, a trigger) and a connection: the flags and that one argument
-// parsed, then the client connected. The caller defers the close.
+// run, a schedule, a trigger) and a connection: the flags and that one
+// argument parsed, then the client connected. The caller defers the close.
 func (e *env) parseOneAndConnect(c *command, fs *flag.FlagSet, cfg *natsconn.Config, args []string) ([]string, *client.Client, func(), error) {
 	pos, err := e.parse(c, fs, args, 1, 1)
 	if err != nil {

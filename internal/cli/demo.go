@@ -293,6 +293,13 @@ commands as the client with its file in the environment (set -a; .
 		}
 		fmt.Fprintf(e.stdout, "weft dev: NATS with JetStream at %s, data in %s\n", le.URL(), cfg.dataDir)
 		fmt.Fprintf(e.stdout, "weft dev: coordinator and worker running (queues %s); interrupt to stop\n", strings.Join(cfg.queues, ", "))
+		if !cfg.roles {
+			// Found out, not assumed: what an anonymous connection may do.
+			probe := natsconn.Config{Stream: events.DefaultStream}
+			if w := probe.AnonymousAccess(e.ctx, le.URL()); w != "" {
+				fmt.Fprintf(e.stderr, "weft dev: WARNING: %s. Fine on 127.0.0.1 for development; 'weft dev -roles' runs under Weft's roles.\n", w)
+			}
+		}
 		if cfg.roles {
 			env := func(r natsconn.Role) string { return filepath.Join(cfg.rolesDir, natsconn.UserName(r, "")+".env") }
 			fmt.Fprintf(e.stdout, "weft dev: under Weft's roles; credentials in %s (mode 0600, one <user>.env per user)\n", cfg.rolesDir)

@@ -127,6 +127,9 @@ func TestDevRoles(t *testing.T) {
 			}
 		}
 	}
+	if strings.Contains(stderr.String(), "anonymous connections") {
+		t.Errorf("dev -roles warns about anonymous connections, which it refuses:\n%s", stderr.String())
+	}
 	if s := strings.ToLower(stderr.String()); strings.Contains(s, "permissions violation") {
 		t.Errorf("dev's own parts were refused a permission:\n%s", stderr.String())
 	}

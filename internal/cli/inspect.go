@@ -1,12 +1,15 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -160,7 +163,8 @@ var cmdList = &command{
 	summary: "list runs, newest first (filters: -status, -graph, -since, -until, -attr)",
 	help: `Lists runs from the read model of runs (the KV bucket weft-runs, which the
 coordinators keep), newest first by start time (ties by run id), with their status, graph,
-start time, origin (the schedule, trigger or webhook that started it) and lineage (a forked
+start (how long ago; with -absolute, the local time), how long it took
+(so far), origin (the schedule, trigger or webhook that started it) and lineage (a forked
 run's parent run and position: "forked from RUN@N"), and what a running run waits on: a run
 that does nothing but wait, on a human node's signal or a wait node's time, is "waiting",
 with the node and its deadline, and each human node's 'weft signal' command is printed
@@ -171,8 +175,9 @@ before now, such as 24h), -attr NAME=VALUE (a search attribute the graph
 declares; repeat for more), -schedule, -trigger and -webhook (the runs
 they started), -q QUERY (below). -limit pages: the next
 page's cursor is printed after the runs, for -cursor. -count prints how many
-runs the filters select. 'weft admin reindex' rebuilds the read model from
-the log.
+runs the filters select; -count -by status (or graph) counts them by status
+(terminated runs as such) or by graph. 'weft admin reindex' rebuilds the
+read model from the log.
 
 ` + wruns.FilterHelp,
 	run: func(e *env, c *command, args []string) error {
@@ -180,6 +185,7 @@ the log.
 		cfg := natsFlags(fs)
 		lf := listFlags(fs)
 		stall := stallFlag(fs)
+		absolute := fs.Bool("absolute", false, "show start times as local dates and times, not how long ago")
 		if _, err := e.parse(c, fs, args, 0, 0); err != nil {
 			return err
 		}
@@ -198,6 +204,16 @@ the log.
 				e.warnNoCoordinator(cl)
 			}
 			return err
+		}
+		if *lf.by != "" && (*lf.by != "status" && *lf.by != "graph" || !*lf.count) {
+			return &usageError{cmd: c, msg: fmt.Sprintf("-by: want status or graph, with -count; got %q", *lf.by)}
+		}
+		if *lf.count && *lf.by != "" {
+			all, err := cl.List(e.ctx, opts...)
+			if err != nil {
+				return noModel(err)
+			}
+			return e.printCounts(all, *lf.by, *out)
 		}
 		if *lf.count {
 			n, err := cl.Count(e.ctx, opts...)
@@ -223,7 +239,7 @@ the log.
 			return e.writeJSON(runs)
 		}
 		tw := table(e.stdout)
-		fmt.Fprintln(tw, "RUN\tGRAPH\tSTATUS\tSTARTED\tORIGIN\tLINEAGE\tWAITING ON")
+		fmt.Fprintln(tw, "RUN\tGRAPH\tSTATUS\tSTARTED\tTOOK\tORIGIN\tLINEAGE\tWAITING ON")
 		now := time.Now()
 		var answers []string
 		for _, r := range runs {
@@ -237,7 +253,18 @@ the log.
 			if r.Origin != "" {
 				origin = r.Origin
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.RunID, r.Graph, wruns.ShownStatus(r.Status, r.Terminated), r.StartedAt.Local().Format(time.DateTime), origin, from, waitCell(r.Waiting, now))
+			started := duration(now.Sub(r.StartedAt).Round(time.Second)) + " ago"
+			if *absolute {
+				started = r.StartedAt.Local().Format(time.DateTime)
+			}
+			took := "-"
+			switch {
+			case !r.EndedAt.IsZero():
+				took = duration(r.EndedAt.Sub(r.StartedAt))
+			case !r.StartedAt.IsZero():
+				took = duration(now.Sub(r.StartedAt).Round(time.Second)) + " so far"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.RunID, r.Graph, wruns.ShownStatus(r.Status, r.Terminated), started, took, origin, from, waitCell(r.Waiting, now))
 			for _, w := range r.Waiting {
 				if w.For == "signal" {
 					answers = append(answers, wruns.SignalCommand(r.RunID, w))
@@ -278,11 +305,7 @@ from their models as it arrives (not stored: the step events hold it).`,
 		cfg := natsFlags(fs)
 		follow := fs.Bool("follow", false, "keep printing the run's events as they come, until the run ends")
 		tokens := fs.Bool("tokens", false, "with -follow: print the text nodes stream (agents' model tokens) as it comes, between the events")
-		pos, err := e.parse(c, fs, args, 1, 1)
-		if err != nil {
-			return err
-		}
-		cl, closeConn, err := e.connect(c, cfg, false)
+		pos, cl, closeConn, err := e.parseOneAndConnect(c, fs, cfg, args)
 		if err != nil {
 			return err
 		}
@@ -315,11 +338,7 @@ events'). -o json prints the whole folded state.`,
 		cfg := natsFlags(fs)
 		at := fs.Uint64("at", 0, "the position in the run to replay up to (0: all)")
 		bySeq := fs.Bool("seq", false, "-at is a stream sequence, not a position in the run")
-		pos, err := e.parse(c, fs, args, 1, 1)
-		if err != nil {
-			return err
-		}
-		cl, closeConn, err := e.connect(c, cfg, false)
+		pos, cl, closeConn, err := e.parseOneAndConnect(c, fs, cfg, args)
 		if err != nil {
 			return err
 		}
@@ -441,4 +460,34 @@ characters; -full prints them whole.`,
 		}
 		return tw.Flush()
 	},
+}
+
+// printCounts prints how many runs there are of each status or graph,
+// most first (ties by name).
+func (e *env) printCounts(all []client.RunSummary, by, out string) error {
+	counts := map[string]int{}
+	for _, r := range all {
+		k := r.Graph
+		if by == "status" {
+			k = wruns.ShownStatus(r.Status, r.Terminated)
+		}
+		counts[k]++
+	}
+	if out == "json" {
+		return e.writeJSON(map[string]any{"total": len(all), "by": by, "counts": counts})
+	}
+	keys := slices.Collect(maps.Keys(counts))
+	slices.SortFunc(keys, func(a, b string) int {
+		if c := cmp.Compare(counts[b], counts[a]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	tw := table(e.stdout)
+	fmt.Fprintf(tw, "%s\tRUNS\n", strings.ToUpper(by))
+	for _, k := range keys {
+		fmt.Fprintf(tw, "%s\t%d\n", orDash(k), counts[k])
+	}
+	fmt.Fprintf(tw, "total\t%d\n", len(all))
+	return tw.Flush()
 }

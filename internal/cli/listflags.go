@@ -23,6 +23,7 @@ type listFlagSet struct {
 	schedule      *string
 	trigger       *string
 	query         *string
+	by            *string
 	webhook       *string
 	chain         *string
 }
@@ -49,6 +50,7 @@ func listFlags(fs *flag.FlagSet) *listFlagSet {
 	lf.until = fs.String("until", "", "only runs started before this time (RFC 3339, or a duration before now)")
 	lf.cursor = fs.String("cursor", "", "continue after the page this cursor ends")
 	lf.count = fs.Bool("count", false, "print how many runs the filters select")
+	lf.by = fs.String("by", "", "with -count, count by status or graph")
 	fs.Var(lf.attrs, "attr", "only runs with this search attribute, NAME=VALUE (repeatable)")
 	lf.schedule = fs.String("schedule", "", "only runs this schedule started")
 	lf.trigger = fs.String("trigger", "", "only runs this event trigger (or a webhook through it) started")

@@ -3,16 +3,26 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/flow"
+	"github.com/weft-dev/weft/pkg/client"
+	"github.com/weft-dev/weft/pkg/worker"
 )
 
 var cmdQueues = &command{
 	name:    "queues",
-	summary: "concurrency and rate limits in use: per limit and key, slots held, attempts waiting, next turn",
-	help: `Lists the concurrency limits in use (nodes' concurrency: {max, key}) from
+	summary: "task queues (workers, types, work in flight and waiting) and the concurrency and rate limits in use",
+	help: `Lists the task queues: on each, the live workers, the node types they
+serve there, and the work in flight (delivered to a worker, not yet
+acknowledged) and waiting (not yet delivered). The work counts come from
+the queues' consumers, which Weft's client role may not list: then they
+are "?", and a note says so ('weft workers' lists the workers one by one).
+
+Then the concurrency limits in use (nodes' concurrency: {max, key}) from
 the flow bucket (weft-flow), which the coordinators keep by compare-and-set:
 for each limit and key, the slots held of its max, the attempts waiting in
 line and the oldest waiter. A key with nothing held and nothing waiting is
@@ -26,11 +36,15 @@ rate, the attempts waiting for their turn, and when the next turn is.
 		if _, err := e.parse(c, fs, args, 0, 0); err != nil {
 			return err
 		}
-		st, _, closeConn, err := e.connectStore(c, cfg, false)
+		st, opts, closeConn, err := e.connectStore(c, cfg, false)
 		if err != nil {
 			return err
 		}
 		defer closeConn()
+		queues, note, err := client.New(st, opts...).Queues(e.ctx)
+		if err != nil {
+			return err
+		}
 		var es []flow.Entry
 		var rs []flow.RateState
 		l, err := flow.Lookup(e.ctx, eventlog.JetStream(st))
@@ -53,8 +67,12 @@ rate, the attempts waiting for their turn, and when the next turn is.
 			if rs == nil {
 				rs = []flow.RateState{}
 			}
-			return e.writeJSON(map[string]any{"limits": es, "rates": rs})
+			if queues == nil {
+				queues = []client.Queue{}
+			}
+			return e.writeJSON(map[string]any{"queues": queues, "queuesNote": note, "limits": es, "rates": rs})
 		}
+		e.printQueues(queues, note)
 		if len(rs) > 0 {
 			tw := table(e.stdout)
 			fmt.Fprintln(tw, "RATE LIMIT\tKEY\tRATE\tWAITING\tNEXT TURN")
@@ -94,5 +112,89 @@ rate, the attempts waiting for their turn, and when the next turn is.
 			}
 		}
 		return tw.Flush()
+	},
+}
+
+// printQueues prints the task queues, then a blank line.
+func (e *env) printQueues(queues []client.Queue, note string) {
+	if len(queues) == 0 {
+		fmt.Fprintln(e.stdout, "no task queue has a live worker or work")
+	} else {
+		count := func(n *uint64) string {
+			if n == nil {
+				return "?"
+			}
+			return strconv.FormatUint(*n, 10)
+		}
+		tw := table(e.stdout)
+		fmt.Fprintln(tw, "QUEUE\tWORKERS\tTYPES\tIN FLIGHT\tWAITING")
+		for _, q := range queues {
+			types := strings.Join(q.Types, ", ")
+			if len(q.Workers) == 0 {
+				types = "(no live worker)"
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", q.Name, len(q.Workers), orDash(types), count(q.InFlight), count(q.Waiting))
+		}
+		_ = tw.Flush()
+	}
+	if note != "" {
+		fmt.Fprintln(e.stdout, "note: "+note)
+	}
+	fmt.Fprintln(e.stdout)
+}
+
+var cmdWorkers = &command{
+	name:    "workers",
+	summary: "the live workers: queues, node types, when each started and was last seen; and whether a coordinator is alive",
+	help: `Lists the workers that announced themselves recently (the KV bucket the
+workers heartbeat into): each one's name, task queues, node types, when it
+started and when it was last seen; then whether a coordinator is alive.
+'weft queues' shows the work on each queue.`,
+	run: func(e *env, c *command, args []string) error {
+		fs, out := e.flagSet(c)
+		cfg := natsFlags(fs)
+		if _, err := e.parse(c, fs, args, 0, 0); err != nil {
+			return err
+		}
+		cl, closeConn, err := e.connect(c, cfg, false)
+		if err != nil {
+			return err
+		}
+		defer closeConn()
+		live, err := cl.LiveWorkers(e.ctx)
+		if err != nil {
+			return err
+		}
+		co, err := cl.Coordinators(e.ctx)
+		if err != nil {
+			return err
+		}
+		now := time.Now()
+		if *out == "json" {
+			if live == nil {
+				live = []worker.Announcement{}
+			}
+			return e.writeJSON(map[string]any{"workers": live, "coordinatorAlive": co.AliveAt(now), "coordinatorLastSeen": co.LastSeen})
+		}
+		if len(live) == 0 {
+			fmt.Fprintln(e.stdout, "no live worker")
+		} else {
+			tw := table(e.stdout)
+			fmt.Fprintln(tw, "WORKER\tQUEUES\tTYPES\tSTARTED\tLAST SEEN")
+			for _, a := range live {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s ago\t%s ago\n", a.Name, strings.Join(a.Queues, ", "), strings.Join(a.Types, ", "),
+					duration(now.Sub(a.Started).Round(time.Second)), duration(now.Sub(a.Heartbeat).Round(time.Second)))
+			}
+			_ = tw.Flush()
+		}
+		switch {
+		case co.LastSeen.IsZero():
+			fmt.Fprintln(e.stdout, "coordinators: none has ever run here")
+		case co.AliveAt(now):
+			fmt.Fprintf(e.stdout, "coordinators: alive (last seen %s ago)\n", duration(now.Sub(co.LastSeen).Round(time.Second)))
+		default:
+			fmt.Fprintf(e.stdout, "coordinators: none alive (last seen %s ago)\n", duration(now.Sub(co.LastSeen).Round(time.Second)))
+		}
+		return nil
 	},
 }

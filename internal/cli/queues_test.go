@@ -1,8 +1,10 @@
 package cli_test
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -66,4 +68,42 @@ edges: [{from: START, to: work}, {from: work, to: END}]
 		// Polls: weft queues is a read of the limits, which notifies nobody.
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// TestQueuesAndWorkers: 'weft queues' lists each task queue with its
+// workers, their types, and the work in flight and waiting (a queue no
+// worker serves shows its waiting work); 'weft workers' lists the workers
+// and says a coordinator is alive.
+func TestQueuesAndWorkers(t *testing.T) {
+	url, cl := engine(t)
+	stranded := `
+name: stranded
+nodes:
+  - {id: render, type: echo, queue: gpu}
+edges: [{from: START, to: render}, {from: render, to: END}]
+`
+	startRun(t, cl, stranded, nil)
+	startRun(t, cl, stranded, nil)
+	waitFor(t, func() bool {
+		r := weft(t, "queues", "-nats", url)
+		return regexp.MustCompile(`(?m)^gpu +0 +\(no live worker\) +0 +2$`).MatchString(r.stdout)
+	})
+	r := weft(t, "queues", "-nats", url)
+	wantMatch(t, "weft queues", r.stdout, `(?m)^QUEUE +WORKERS +TYPES +IN FLIGHT +WAITING$`, `(?m)^default +1 +.*echo.* +0 +0$`)
+	if strings.Index(r.stdout, "default") > strings.Index(r.stdout, "gpu") {
+		t.Errorf("the default queue is not first:\n%s", r.stdout)
+	}
+	r = weft(t, "queues", "-nats", url, "-o", "json")
+	var js struct {
+		Queues []struct {
+			Name              string
+			Waiting, InFlight *uint64
+			Types             []string
+		}
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &js); err != nil || len(js.Queues) != 2 || js.Queues[1].Waiting == nil || *js.Queues[1].Waiting != 2 {
+		t.Errorf("queues -o json: %v\n%s", err, r.stdout)
+	}
+	r = weft(t, "workers", "-nats", url)
+	wantMatch(t, "weft workers", r.stdout, `(?m)^WORKER +QUEUES +TYPES +STARTED +LAST SEEN$`, `(?m)^test-worker +default +.*echo.* ago +\S+ ago$`, `(?m)^coordinators: alive`)
 }

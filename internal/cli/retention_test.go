@@ -114,7 +114,12 @@ func TestListFilters(t *testing.T) {
 	if r := weft(t, "list", "-nats", url, "-count", "-status", "completed"); r.code != 0 || strings.TrimSpace(r.stdout) != "2" {
 		t.Errorf("list -count -status completed: exit %d, %q; want 2", r.code, r.stdout)
 	}
-	r := weft(t, "list", "-nats", url, "-limit", "2")
+	// Times for people: how long ago and how long; -absolute the dates.
+	r := weft(t, "list", "-nats", url)
+	wantMatch(t, "list", r.stdout, `(?m)^RUN +GRAPH +STATUS +STARTED +TOOK +ORIGIN +LINEAGE +WAITING ON$`, `(?m)^`+f+` +taggedfail +failed +\d\S* ago +\d\S*s +- +- +-$`)
+	r = weft(t, "list", "-nats", url, "-absolute")
+	wantMatch(t, "list -absolute", r.stdout, `(?m)^`+f+` +taggedfail +failed +\d{4}-\d\d-\d\d \d\d:\d\d:\d\d +`)
+	r = weft(t, "list", "-nats", url, "-limit", "2")
 	wantContains(t, "list -limit 2", r.stdout, "more: -cursor", "3 runs in all")
 	cursor := strings.Fields(r.stdout[strings.Index(r.stdout, "-cursor"):])[1]
 	if got := listed("-limit", "2", "-cursor", cursor); len(got) != 1 {

@@ -59,7 +59,7 @@ admission (-starts-per-second, -signals-per-second: internal/admission).`,
 		fs, out := e.flagSet(c)
 		dir := fs.String("out", "", "directory to write auth.conf and the <user>.env files to (required); with -setup, the directory of a namespaced deployment")
 		queues := fs.String("queues", "default", "task queues, comma separated: one worker user each")
-		cfg := natsFlags(fs)
+		cfg := natsStreamFlags(fs)
 		setup := fs.Bool("setup", false, "create the stream and the KV buckets (as the admin) instead of writing files")
 		durable := fs.String("durable", "coordinator", "the coordinators' consumers are <durable>-<partition>")
 		partitions := fs.Int("partitions", 64, "coordinator partitions the coordinator role may consume (at most 64)")

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/telemetry"
@@ -24,19 +23,20 @@ var cmdRun = &command{
 run of it and prints the run's id. -input seeds the run's shared state and
 -invocation sets its read-only runtime context; both are JSON objects, inline
 or @FILE (@- for standard input). With -wait it waits for the run's end and
-prints its status and state; a run that fails or is cancelled exits 1. On a
+prints its status and state; a run that fails or is cancelled exits 1. It
+waits until the run ends, or -timeout passes (default: no limit). On a
 terminal, -wait shows the run's progress meanwhile (nodes done of nodes
 known, and those running); piped, it prints only the outcome.
 Node types other than the built-in ones are load errors unless -types names
 them (the types your own workers serve).`,
 	run: func(e *env, c *command, args []string) error {
 		fs, out := e.flagSet(c)
-		cfg := natsFlags(fs)
+		cfg := natsStreamFlags(fs)
 		input := fs.String("input", "", "the run's input: a JSON object, or @FILE")
 		invocation := fs.String("invocation", "", "the run's invocation state: a JSON object, or @FILE")
 		id := fs.String("id", "", "the run id (default a new, time-ordered id)")
 		wait := fs.Bool("wait", false, "wait for the run to end and print its state")
-		timeout := fs.Duration("timeout", time.Minute, "with -wait, how long to wait")
+		timeout := fs.Duration("timeout", 0, "with -wait, how long to wait at most (default: until the run ends)")
 		types := typesFlag(fs)
 		pos, err := e.parse(c, fs, args, 1, 1)
 		if err != nil {
@@ -50,8 +50,8 @@ them (the types your own workers serve).`,
 		if err != nil {
 			return err
 		}
-		if *timeout <= 0 {
-			return &usageError{cmd: c, msg: fmt.Sprintf("-timeout: want a positive duration, got %s", *timeout)}
+		if *timeout < 0 {
+			return &usageError{cmd: c, msg: fmt.Sprintf("-timeout: want a positive duration, or 0 for none, got %s", *timeout)}
 		}
 		if *id != "" && !eventlog.ValidToken(*id) {
 			return &usageError{cmd: c, msg: fmt.Sprintf("-id: %q is not a valid run id (letters, digits, '-' and '_', at most 128, starting with a letter or digit)", *id)}
@@ -90,7 +90,10 @@ them (the types your own workers serve).`,
 		if *out != "json" {
 			fmt.Fprintln(e.stdout, run)
 		}
-		ctx, cancel := context.WithTimeout(e.ctx, *timeout)
+		ctx, cancel := context.WithCancel(e.ctx)
+		if *timeout > 0 {
+			ctx, cancel = context.WithTimeout(e.ctx, *timeout)
+		}
 		defer cancel()
 		st, err := e.waitRun(ctx, cl, run, *out != "json" && terminal(e.stdout))
 		if errors.Is(err, context.DeadlineExceeded) {
@@ -105,6 +108,10 @@ them (the types your own workers serve).`,
 			}
 		} else {
 			e.printOutcome(st)
+			if err := endedError(st); err != nil {
+				// The outcome line said it: once is enough.
+				return &reportedError{err: err}
+			}
 		}
 		return endedError(st)
 	},

@@ -139,5 +139,12 @@ func serve(ctx context.Context, log *slog.Logger, sp Spec, i int, body func(ctx 
 		}
 		return err
 	}
+	if i == 0 {
+		// Loudly, once: a server as shipped before authorization was on
+		// lets anyone delete the stream.
+		if w := t.AnonymousAccess(ctx, ""); w != "" {
+			log.Warn("UNSAFE: "+w, logattr.NATS, natsconn.ConnectedURL(nc))
+		}
+	}
 	return body(ctx, Env{Log: log, Index: i, Target: t, Conn: nc, Store: store})
 }

@@ -103,6 +103,16 @@ var EnvFlags = map[string]string{
 // RegisterFlags adds the connection flags to fs. After parsing, ApplyEnv
 // fills the ones the command line left unset from the environment.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	c.RegisterConnFlags(fs)
+	c.RegisterStreamFlags(fs)
+}
+
+// RegisterConnFlags adds the flags that say where and as whom to connect
+// (server, credentials, TLS, stream name, namespace), for a command that
+// never creates the stream; the stream's creation settings keep their
+// defaults.
+func (c *Config) RegisterConnFlags(fs *flag.FlagSet) {
+	c.Storage, c.Replicas, c.Duplicates = "file", 1, 2*time.Minute
 	fs.StringVar(&c.URL, "nats", "", "NATS server URL(s), comma separated (env WEFT_NATS_URL)")
 	fs.StringVar(&c.Creds, "creds", "", "NATS credentials file (env WEFT_NATS_CREDS)")
 	fs.StringVar(&c.User, "user", "", "NATS user (env WEFT_NATS_USER)")
@@ -113,13 +123,18 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "client certificate for TLS (env WEFT_NATS_TLS_CERT)")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "client key for TLS (env WEFT_NATS_TLS_KEY)")
 	fs.StringVar(&c.Stream, "stream", "WEFT", "events stream name (env WEFT_STREAM)")
+	fs.StringVar(&c.Namespace, "namespace", "", "the namespace (a NATS account of its own) to serve; daemons take several, comma separated, with -roles-dir; default: the deployment's only one (env WEFT_NAMESPACE)")
+	fs.StringVar(&c.RolesDir, "roles-dir", "", "the directory 'weft roles' wrote the credentials to: the role's credentials in each -namespace are read there (env WEFT_ROLES_DIR)")
+	fs.StringVar(&c.EncryptKeys, "encrypt-keys", "", "key ring file ('weft keys new -out FILE'): events' data is sealed with AES-256-GCM under its first key and read under any of its keys (env WEFT_ENCRYPT_KEYS: the ring itself, '<id>:<base64 key>,…')")
+}
+
+// RegisterStreamFlags adds the settings of an events stream a command
+// creates: storage, replicas, de-duplication window, maximum age.
+func (c *Config) RegisterStreamFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Storage, "storage", "file", "events stream storage: file or memory (env WEFT_STORAGE)")
 	fs.IntVar(&c.Replicas, "replicas", 1, "events stream and KV bucket replicas, when created (env WEFT_REPLICAS)")
 	fs.DurationVar(&c.Duplicates, "duplicates", 2*time.Minute, "events stream de-duplication window, when created (env WEFT_DUPLICATES)")
 	fs.DurationVar(&c.MaxAge, "max-age", 0, "how long the events stream keeps events, when created; 0 forever (env WEFT_MAX_AGE)")
-	fs.StringVar(&c.Namespace, "namespace", "", "the namespace (a NATS account of its own) to serve; daemons take several, comma separated, with -roles-dir; default: the deployment's only one (env WEFT_NAMESPACE)")
-	fs.StringVar(&c.RolesDir, "roles-dir", "", "the directory 'weft roles' wrote the credentials to: the role's credentials in each -namespace are read there (env WEFT_ROLES_DIR)")
-	fs.StringVar(&c.EncryptKeys, "encrypt-keys", "", "key ring file ('weft keys new -out FILE'): events' data is sealed with AES-256-GCM under its first key and read under any of its keys (env WEFT_ENCRYPT_KEYS: the ring itself, '<id>:<base64 key>,…')")
 }
 
 // UseKeys loads the key ring of -encrypt-keys or WEFT_ENCRYPT_KEYS and

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -139,6 +140,14 @@ func TestUIRunList(t *testing.T) {
 	} else if r.decode(t, &none); len(none.Runs) != 0 {
 		t.Errorf("q=no/such: %v", ids(none.Runs))
 	}
+
+	// The query language of 'weft list -q'; a bad query says where.
+	var queried runList
+	e.get(`/api/runs?query=`+url.QueryEscape(`graph = "fanjoin" AND id != "`+third+`"`)).decode(t, &queried)
+	if got := ids(queried.Runs); !slices.Equal(got, []string{first}) || queried.Counts["completed"] != 1 || queried.Counts["failed"] != 0 {
+		t.Errorf("query: %v counts %v, want [%s], completed 1", got, queried.Counts, first)
+	}
+	wantError(t, "bad query", e.get(`/api/runs?query=`+url.QueryEscape(`graph = "x" AND grph = 1`)), http.StatusBadRequest, "query")
 
 	var page1, page2 runList
 	e.get("/api/runs?limit=2").decode(t, &page1)
@@ -590,5 +599,39 @@ edges:
 		if i < 0 || s.Chain != first || s.Link != i+1 || (i > 0 && s.Previous != links[i-1]) || (i < 2 && s.ContinuedAs != links[i+1]) {
 			t.Errorf("summary %+v: want link %d of chain %s", s, i+1, first)
 		}
+	}
+}
+
+// TestUIEventsNameMapItems: a map item's events say which item, as the
+// CLI's pages[2] does, for the timeline to label them.
+func TestUIEventsNameMapItems(t *testing.T) {
+	e := newEnv(t, ui.Config{})
+	id := e.run(`
+name: mapped
+nodes:
+  - id: pages
+    type: transform
+    map: {over: state.docs}
+    config: {output: "local.item"}
+edges:
+  - {from: START, to: pages}
+  - {from: pages, to: END}
+`, map[string]any{"docs": []string{"a", "b", "c"}})
+	var evs struct {
+		Events []struct {
+			Kind string `json:"kind"`
+			Node string `json:"node"`
+			Item *int   `json:"item"`
+		} `json:"events"`
+	}
+	e.get("/api/runs/"+id+"/events").decode(t, &evs)
+	items := map[int]bool{}
+	for _, ev := range evs.Events {
+		if ev.Node == "pages" && ev.Item != nil {
+			items[*ev.Item] = true
+		}
+	}
+	if len(items) != 3 || !items[0] || !items[1] || !items[2] {
+		t.Errorf("items named by the events: %v, want 0, 1 and 2\n%+v", items, evs.Events)
 	}
 }

@@ -58,6 +58,17 @@ func (s *server) listRuns(w http.ResponseWriter, r *http.Request) {
 	if c := q.Get("chain"); c != "" {
 		filters = append(filters, client.WithChain(c))
 	}
+	var filter *readmodel.Filter
+	if expr := q.Get("query"); expr != "" {
+		// The query language of 'weft list -q' (runs.FilterHelp); a
+		// query that does not compile is answered with where.
+		var err error
+		if filter, err = readmodel.ParseFilter(expr); err != nil {
+			s.fail(w, r, badParam("query", "%s", err.Error()))
+			return
+		}
+		filters = append(filters, client.WithQuery(expr))
+	}
 	since, err := timeParam(q, "since")
 	if err != nil {
 		s.fail(w, r, err)
@@ -103,7 +114,7 @@ func (s *server) listRuns(w http.ResponseWriter, r *http.Request) {
 		case !eventlog.ValidToken(prefix):
 			// No run id has it as a prefix either.
 		case err == nil:
-			if matches(sum, statuses, since, until, q.Get("graph")) {
+			if matches(sum, statuses, since, until, q.Get("graph")) && (filter == nil || filter.Match(sum, time.Now())) {
 				out.Runs = append(out.Runs, *sum)
 			}
 		case !errors.Is(err, readmodel.ErrNotFound) && !errors.Is(err, readmodel.ErrNoReadModel):
@@ -310,19 +321,21 @@ type eventList struct {
 
 // eventView is one event of a run as the timeline shows it.
 type eventView struct {
-	Position  int             `json:"position"`
-	Seq       uint64          `json:"seq"`
-	ID        string          `json:"id"`
-	Type      string          `json:"type"`
-	Kind      string          `json:"kind"`
-	Time      time.Time       `json:"time"`
-	Node      string          `json:"node"`
-	Attempt   int             `json:"attempt"`
-	Iteration int             `json:"iteration"`
-	Subject   string          `json:"subject"`
-	Summary   string          `json:"summary"`
-	Data      json.RawMessage `json:"data"`
-	Refused   string          `json:"refused,omitempty"`
+	Position  int       `json:"position"`
+	Seq       uint64    `json:"seq"`
+	ID        string    `json:"id"`
+	Type      string    `json:"type"`
+	Kind      string    `json:"kind"`
+	Time      time.Time `json:"time"`
+	Node      string    `json:"node"`
+	Attempt   int       `json:"attempt"`
+	Iteration int       `json:"iteration"`
+	// Item is the map item the event concerns, if it does.
+	Item    *int            `json:"item,omitempty"`
+	Subject string          `json:"subject"`
+	Summary string          `json:"summary"`
+	Data    json.RawMessage `json:"data"`
+	Refused string          `json:"refused,omitempty"`
 }
 
 // viewEvent describes event e at position pos; folded is what Apply said
@@ -343,9 +356,10 @@ func (s *server) viewEvent(pos int, e *events.Event, folded error) eventView {
 	var ref struct {
 		Node      string `json:"node"`
 		Iteration int    `json:"iteration"`
+		Item      *int   `json:"item"`
 	}
 	if v.Data != nil && json.Unmarshal(v.Data, &ref) == nil {
-		v.Iteration = ref.Iteration
+		v.Iteration, v.Item = ref.Iteration, ref.Item
 		if v.Node == "" {
 			v.Node = ref.Node
 		}

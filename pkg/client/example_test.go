@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -125,5 +126,32 @@ func exampleEngine(ctx context.Context) (events.Store, func()) {
 		nc.Close()
 		embedded.Stop(srv)
 		_ = os.RemoveAll(dir)
+	}
+}
+
+// ExampleWithQuery selects runs with a query (the language of 'weft list
+// -q') and cancels each, as 'weft cancel -q' does: a batch in Go is a
+// listing and a loop, each run's outcome its own.
+func ExampleWithQuery() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var c *client.Client // client.New(store) over a running engine
+	if c == nil {
+		return // compiled, not run: it needs an engine
+	}
+	stale, err := c.List(ctx, client.WithQuery(`status = "running" AND graph = "billing" AND started < now - duration("24h")`))
+	if err != nil {
+		fmt.Println(err) // a *client.QueryError says where a query is wrong
+		return
+	}
+	for _, r := range stale {
+		switch err := c.Cancel(ctx, r.RunID, "stale"); {
+		case errors.Is(err, client.ErrRunEnded):
+			fmt.Println(r.RunID, "ended meanwhile")
+		case err != nil:
+			fmt.Println(r.RunID, "not cancelled:", err)
+		default:
+			fmt.Println(r.RunID, "cancel requested")
+		}
 	}
 }

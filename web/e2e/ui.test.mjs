@@ -160,7 +160,9 @@ test('a run links to its child runs, the child to its parent, the trace to the t
   await page.route(`**/api/runs/${runs.fanout}`, async (r) => {
     const res = await r.fetch()
     const json = { ...(await res.json()), traceId, traceUrl: `http://jaeger.example/trace/${traceId}` }
-    await r.fulfill({ response: res, json })
+    // The ended run's page refreshes once more: a request may still be
+    // in this handler when the route goes below.
+    await r.fulfill({ response: res, json }).catch(() => {})
   })
   await go(`/runs/${runs.fanout}`)
   const trace = page.locator('dt:has-text("trace") + dd a')
@@ -343,6 +345,20 @@ test('a terminated run reads as terminated, in the list and on its page', async 
   assert.equal(await page.locator('.run .title .status').textContent(), 'terminated')
 })
 
+test('dark mode follows the system; a disabled action says why', async () => {
+  await page.emulateMedia({ colorScheme: 'dark' })
+  await go('/runs')
+  await page.locator('tbody tr').first().waitFor()
+  assert.equal(await page.evaluate(() => getComputedStyle(document.documentElement).backgroundColor), 'rgb(22, 24, 29)')
+  await page.screenshot({ path: join(shots, 'runs-dark.png'), fullPage: true })
+  await page.emulateMedia({ colorScheme: 'light' })
+  assert.equal(await page.evaluate(() => getComputedStyle(document.documentElement).backgroundColor), 'rgb(247, 247, 245)')
+  await go(`/runs/${runs.fanout}`)
+  const fork = page.getByRole('button', { name: 'Fork: select an event first' })
+  await fork.waitFor()
+  assert.equal(await fork.isDisabled(), true)
+})
+
 test('the schedules page: next and last fires, pause with a reason, unpause, trigger', async () => {
   await weft.cli('schedule', 'create', 'tick', '-graph', 'examples/hello.yaml', '-every', '1h', '-input', '{"name": "tick"}', '-note', 'hourly hello')
   const dialog = page.locator('dialog.confirm')
@@ -399,6 +415,26 @@ test('read-only: the UI offers no action', async () => {
   await page.goto(`${url}/schedules`)
   await page.locator('[data-schedule="tick"]').waitFor()
   assert.equal(await page.locator('.actions, dialog').count(), 0)
+  await page.goto(`${url}/runs`)
+  await page.locator('tbody tr').first().waitFor()
+  assert.equal(await page.locator('.batch, input[name="select"]').count(), 0)
+})
+
+test('runs selected in the list are cancelled together, each reported', async () => {
+  const a = await weft.run('examples/approval.yaml')
+  const b = await weft.run('examples/approval.yaml')
+  await go('/runs')
+  const cancelSelected = page.getByRole('button', { name: 'Cancel selected: select runs first' })
+  await cancelSelected.waitFor()
+  assert.equal(await cancelSelected.isDisabled(), true)
+  for (const id of [a, b, runs.fanout]) await page.locator(`tr[data-run="${id}"] input[name="select"]`).check()
+  await page.getByRole('button', { name: 'Cancel 3 selected…' }).click()
+  const dialog = page.locator('dialog.confirm')
+  await dialog.locator('input[name="reason"]').fill('batch from the UI')
+  await dialog.getByRole('button', { name: 'Cancel the runs' }).click()
+  await dialog.waitFor({ state: 'detached' })
+  await page.locator('.notice', { hasText: 'Cancellation requested for 2 run(s). 1 skipped, already ended' }).waitFor()
+  for (const id of [a, b]) await page.locator(`tr[data-run="${id}"][data-status="cancelled"]`).waitFor()
 })
 
 test('bad input gets a clear message, never a blank page', async () => {

@@ -157,6 +157,7 @@ export interface WeftEvent {
   node?: string // "" for run events
   attempt?: number
   iteration?: number
+  item?: number // the map item it concerns
   subject?: string
   summary?: string
   data?: unknown
@@ -298,7 +299,17 @@ const schedule = (s: Schedule): Schedule => ({ ...s, next: list(s.next), fires: 
 
 export const api = {
   config: () => call<Config>('GET', '/api/config'),
-  runs: (p: { status?: string[]; graph?: string; chain?: string; since?: string; until?: string; q?: string; cursor?: string; limit?: number }) =>
+  runs: (p: {
+    status?: string[]
+    graph?: string
+    chain?: string
+    since?: string
+    until?: string
+    q?: string
+    query?: string
+    cursor?: string
+    limit?: number
+  }) =>
     call<RunList>('GET', `/api/runs${query(p)}`).then((l) => ({ ...l, runs: list(l.runs), counts: l.counts ?? {} })),
   run: (id: string) =>
     call<RunDetail>('GET', run(id)).then((d) => ({

@@ -48,7 +48,7 @@ export function Actions(props: { runId: string; state: RunState; at: number | nu
         disabled={props.at === null}
         title={props.at === null ? 'select an event in the timeline first' : `fork from event #${props.at}`}
       >
-        Fork from #{props.at ?? '…'}…
+        {props.at === null ? 'Fork: select an event first' : `Fork from #${props.at}…`}
       </button>
       {open === 'signal' && (
         <Confirm

@@ -136,7 +136,7 @@ export function GraphPicture(props: {
               <>
                 <text x={x + 10} y={y + 17} class="id">
                   {clip(b.label || b.id, 30)}
-                  {b.subgraph ? ' ⧉' : ''}
+                  {b.subgraph ? ' ↗' : ''}
                 </text>
                 <text x={x + 10} y={y + 33} class="meta">
                   {clip(b.type + (b.queue ? ` · ${b.queue}` : ''), 34)}

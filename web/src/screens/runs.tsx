@@ -2,9 +2,32 @@
 // run id, paged by the server's cursor, with counts per status; a live
 // stream of read-model changes refreshes the page.
 import { useEffect, useRef, useState } from 'preact/hooks'
-import { api, live, type RunList } from '../api'
+import { api, ApiError, live, type RunList } from '../api'
+import { useConfig } from '../config'
 import { href, navigate, withParams, type Route } from '../router'
-import { duration, shownStatus, Loading, Problem, Status, Time } from '../ui'
+import { Confirm, duration, shownStatus, Loading, Problem, Status, Time } from '../ui'
+
+// cancelAll asks for each run to be cancelled, one after another, and says
+// what happened to each: requested, skipped (it ended: the server's 409),
+// or failed and why.
+async function cancelAll(ids: string[], reason: string): Promise<string> {
+  const done: string[] = []
+  const skipped: string[] = []
+  const failed: string[] = []
+  for (const id of ids) {
+    try {
+      await api.cancel(id, reason)
+      done.push(id)
+    } catch (e) {
+      if (e instanceof ApiError && e.status === 409) skipped.push(id)
+      else failed.push(`${id} (${e instanceof Error ? e.message : String(e)})`)
+    }
+  }
+  const parts = [`Cancellation requested for ${done.length} run(s)`]
+  if (skipped.length) parts.push(`${skipped.length} skipped, already ended: ${skipped.join(', ')}`)
+  if (failed.length) parts.push(`${failed.length} failed: ${failed.join('; ')}`)
+  return parts.join('. ') + '.'
+}
 
 // The read model's statuses (a running run that only waits, on a person or
 // a time, is waiting; running counts and selects it too).
@@ -33,6 +56,20 @@ export function RunsScreen({ route }: { route: Route }) {
   const [error, setError] = useState<unknown>(null)
   const [liveUp, setLiveUp] = useState(false)
   const [tick, setTick] = useState(0)
+  const config = useConfig()
+  // The runs selected for a batch action, by id; a new listing clears it.
+  const [selected, setSelected] = useState<Set<string>>(new Set())
+  const [asking, setAsking] = useState(false)
+  const [reason, setReason] = useState('')
+  const [notice, setNotice] = useState<string | null>(null)
+  useEffect(() => setSelected(new Set()), [key])
+  const toggle = (id: string, on: boolean) =>
+    setSelected((old) => {
+      const next = new Set(old)
+      if (on) next.add(id)
+      else next.delete(id)
+      return next
+    })
 
   useEffect(() => {
     let stale = false
@@ -44,6 +81,7 @@ export function RunsScreen({ route }: { route: Route }) {
         since: p.get('since') ?? undefined,
         until: p.get('until') ?? undefined,
         q: p.get('q') ?? undefined,
+        query: p.get('query') ?? undefined,
         cursor: p.get('cursor') ?? undefined,
         limit: p.get('limit') ? Number(p.get('limit')) : undefined,
       })
@@ -88,6 +126,7 @@ export function RunsScreen({ route }: { route: Route }) {
     navigate(
       withParams(route, {
         q: String(f.get('q') ?? '').trim(),
+        query: String(f.get('query') ?? '').trim(),
         graph: String(f.get('graph') ?? '').trim(),
         since: fromLocalInput(String(f.get('since') ?? '')),
         until: fromLocalInput(String(f.get('until') ?? '')),
@@ -123,6 +162,14 @@ export function RunsScreen({ route }: { route: Route }) {
       <form class="filters" onSubmit={submit} key={key}>
         <input name="q" placeholder="run id or prefix" defaultValue={p.get('q') ?? ''} aria-label="search by run id" />
         <input name="graph" placeholder="graph" defaultValue={p.get('graph') ?? ''} aria-label="graph" />
+        <input
+          name="query"
+          class="query mono"
+          placeholder='query: status = "failed" AND started > "2026-11-01"'
+          title='the language of weft list -q: id, status, graph, started, ended, attrs.NAME, parent, forkedFrom, schedule, trigger, now; AND OR NOT = or CEL'
+          defaultValue={p.get('query') ?? ''}
+          aria-label="query"
+        />
         <label>
           since <input type="datetime-local" step="1" name="since" defaultValue={toLocalInput(p.get('since'))} />
         </label>
@@ -145,6 +192,40 @@ export function RunsScreen({ route }: { route: Route }) {
           </a>
         )}
       </form>
+      {!config.readOnly && list !== null && list.runs.length > 0 && (
+        <div class="batch">
+          <span class="muted">{selected.size} selected</span>{' '}
+          <button disabled={selected.size === 0} onClick={() => setAsking(true)} title={selected.size === 0 ? 'select runs in the list first' : ''}>
+            {selected.size === 0 ? 'Cancel selected: select runs first' : `Cancel ${selected.size} selected…`}
+          </button>
+        </div>
+      )}
+      {asking && (
+        <Confirm
+          title={`Cancel ${selected.size} run(s)?`}
+          confirm="Cancel the runs"
+          onClose={() => setAsking(false)}
+          onConfirm={async () => {
+            setNotice(await cancelAll([...selected], reason))
+            setSelected(new Set())
+            setTick((t) => t + 1)
+          }}
+        >
+          <p>Each run's running nodes are asked to stop; runs that ended are skipped. Each is reported.</p>
+          <label class="block">
+            reason
+            <input name="reason" value={reason} onInput={(e) => setReason((e.target as HTMLInputElement).value)} />
+          </label>
+        </Confirm>
+      )}
+      {notice && (
+        <div class="notice" role="status">
+          {notice}{' '}
+          <button class="link" onClick={() => setNotice(null)} aria-label="dismiss">
+            ✕
+          </button>
+        </div>
+      )}
       {error !== null && <Problem error={error} title="Cannot list runs" />}
       {list === null && error === null && <Loading what="runs" />}
       {list !== null && (
@@ -152,6 +233,7 @@ export function RunsScreen({ route }: { route: Route }) {
           <table class="list">
             <thead>
               <tr>
+                {!config.readOnly && <th aria-label="select" />}
                 <th>run</th>
                 <th>graph</th>
                 <th>status</th>
@@ -164,6 +246,17 @@ export function RunsScreen({ route }: { route: Route }) {
             <tbody>
               {list.runs.map((r) => (
                 <tr key={r.runId} data-run={r.runId} data-status={r.status}>
+                  {!config.readOnly && (
+                    <td>
+                      <input
+                        type="checkbox"
+                        name="select"
+                        aria-label={`select ${r.runId}`}
+                        checked={selected.has(r.runId)}
+                        onChange={(e) => toggle(r.runId, (e.target as HTMLInputElement).checked)}
+                      />
+                    </td>
+                  )}
                   <td class="mono">
                     <a href={href(['runs', r.runId])}>{r.runId}</a>
                   </td>
@@ -188,7 +281,7 @@ export function RunsScreen({ route }: { route: Route }) {
                     )}
                     {r.forkedFrom && (
                       <a href={href(['runs', r.forkedFrom.runId], { at: r.forkedFrom.position })} title="forked from">
-                        ⑂ {r.forkedFrom.runId}#{r.forkedFrom.position}
+                        ↳ {r.forkedFrom.runId}#{r.forkedFrom.position}
                       </a>
                     )}
                   </td>

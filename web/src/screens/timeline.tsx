@@ -113,23 +113,24 @@ export function Timeline(props: {
     if (props.node && e.node === props.node) cls.push('of-node')
     if (e.refused) cls.push('refused')
     if (/failed|cancel/.test(e.type)) cls.push('bad')
+    // A map item reads as the CLI writes it, pages[2]; the row is one
+    // line, so its whole text is its tooltip.
+    const node = `${e.node ?? ''}${e.item !== undefined && e.item !== null ? `[${e.item}]` : ''}${e.attempt && e.attempt > 1 ? ` (attempt ${e.attempt})` : ''}`
+    const sum = e.refused ? `refused: ${e.refused}` : (e.summary ?? '')
     rows.push(
       <div
         key={e.position}
         class={cls.join(' ')}
         style={{ top: `${i * ROW}px` }}
         data-position={e.position}
-        title={e.refused ? `refused: ${e.refused}` : e.id}
+        title={`#${e.position} ${shortType(e.type)} ${node}\n${sum}\n${e.id}`}
         onClick={() => props.onSelect(e.position, false)}
       >
         <span class="pos">#{e.position}</span>
         <span class="clock">{clock(e.time)}</span>
         <span class="type">{shortType(e.type)}</span>
-        <span class="node">
-          {e.node ?? ''}
-          {e.attempt && e.attempt > 1 ? ` (attempt ${e.attempt})` : ''}
-        </span>
-        <span class="sum">{e.refused ? `refused: ${e.refused}` : (e.summary ?? '')}</span>
+        <span class="node">{node}</span>
+        <span class="sum">{sum}</span>
       </div>,
     )
   }
