@@ -562,26 +562,13 @@ func refOf(p events.Payload) (events.NodeRef, bool) {
 
 // summary says in a few words what an event states; at is the event's
 // time, from which its deadlines are given.
+//
+// Size: the catalogue, one case per event type; the long cases are
+// functions of their own (startedSummary, invokedSummary, waitingSummary).
 func summary(p events.Payload, at time.Time) string {
 	switch d := p.(type) {
 	case *events.RunStartedData:
-		s := fmt.Sprintf("graph %s (%s)", d.GraphName, shortDigest(d.GraphDigest))
-		if d.StartedBy != "" {
-			s += " by " + d.StartedBy
-		}
-		if len(d.Input) > 0 {
-			s += ", input " + truncate(string(d.Input), 60)
-		}
-		if d.Parent != nil {
-			s += ", child of " + d.Parent.RunID
-		}
-		if d.Fork != nil {
-			s += ", " + lineage(d.Fork)
-		}
-		if d.Chain != nil {
-			s += fmt.Sprintf(", link %d of chain %s, continues %s", d.Chain.Link, d.Chain.ID, d.Chain.Previous)
-		}
-		return s
+		return startedSummary(d)
 	case *events.RunCompletedData:
 		if d.ContinuedAs != "" {
 			return "continued as new: " + d.ContinuedAs
@@ -617,32 +604,7 @@ func summary(p events.Payload, at time.Time) string {
 		}
 		return s
 	case *events.NodeInvokedData:
-		var parts []string
-		if d.Worker != "" {
-			parts = append(parts, "worker "+d.Worker)
-		}
-		if d.DurationMs > 0 {
-			parts = append(parts, duration(time.Duration(d.DurationMs)*time.Millisecond))
-		}
-		if len(d.Updates) > 0 {
-			keys := make([]string, 0, len(d.Updates))
-			for k := range d.Updates {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			parts = append(parts, "updates "+strings.Join(keys, ", "))
-		}
-		if len(d.Actions) > 0 {
-			names := make([]string, len(d.Actions))
-			for i, a := range d.Actions {
-				names[i] = a.Name
-			}
-			parts = append(parts, "actions "+strings.Join(names, ", "))
-		}
-		if d.Fallback {
-			parts = append(parts, "fallback")
-		}
-		return strings.Join(parts, "; ")
+		return invokedSummary(d)
 	case *events.NodeFailedData:
 		s := d.Error.Error()
 		if d.Error.Retryable {
@@ -655,17 +617,7 @@ func summary(p events.Payload, at time.Time) string {
 	case *events.NodeSkippedData:
 		return d.Reason
 	case *events.NodeWaitingData:
-		if d.For == projection.WaitingForTimer && d.Deadline != nil {
-			if !d.Deadline.After(at) {
-				return "wait until " + d.Deadline.Local().Format(time.DateTime) + ": already reached, ended at once"
-			}
-			return "wait " + duration(d.Deadline.Sub(at)) + ", until " + d.Deadline.Local().Format(time.DateTime) + ", on a durable timer"
-		}
-		s := "for " + d.For
-		if d.Deadline != nil {
-			s += ", deadline " + deadline(*d.Deadline, at)
-		}
-		return s
+		return waitingSummary(d, at)
 	case *events.NodeRoutedData:
 		return routing(d)
 	case *events.NodeCancelledData:
@@ -694,6 +646,74 @@ func summary(p events.Payload, at time.Time) string {
 		return s
 	}
 	return ""
+}
+
+// startedSummary is a run-started's line: graph, starter, input, lineage.
+func startedSummary(d *events.RunStartedData) string {
+	s := fmt.Sprintf("graph %s (%s)", d.GraphName, shortDigest(d.GraphDigest))
+	if d.StartedBy != "" {
+		s += " by " + d.StartedBy
+	}
+	if len(d.Input) > 0 {
+		s += ", input " + truncate(string(d.Input), 60)
+	}
+	if d.Parent != nil {
+		s += ", child of " + d.Parent.RunID
+	}
+	if d.Fork != nil {
+		s += ", " + lineage(d.Fork)
+	}
+	if d.Chain != nil {
+		s += fmt.Sprintf(", link %d of chain %s, continues %s", d.Chain.Link, d.Chain.ID, d.Chain.Previous)
+	}
+	return s
+}
+
+// invokedSummary is a node-invoked's line: worker, duration, the state
+// keys it updated, its actions, a fallback.
+func invokedSummary(d *events.NodeInvokedData) string {
+	var parts []string
+	if d.Worker != "" {
+		parts = append(parts, "worker "+d.Worker)
+	}
+	if d.DurationMs > 0 {
+		parts = append(parts, duration(time.Duration(d.DurationMs)*time.Millisecond))
+	}
+	if len(d.Updates) > 0 {
+		keys := make([]string, 0, len(d.Updates))
+		for k := range d.Updates {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		parts = append(parts, "updates "+strings.Join(keys, ", "))
+	}
+	if len(d.Actions) > 0 {
+		names := make([]string, len(d.Actions))
+		for i, a := range d.Actions {
+			names[i] = a.Name
+		}
+		parts = append(parts, "actions "+strings.Join(names, ", "))
+	}
+	if d.Fallback {
+		parts = append(parts, "fallback")
+	}
+	return strings.Join(parts, "; ")
+}
+
+// waitingSummary is a node-waiting's line, at the event's time at: what it
+// waits for and until when.
+func waitingSummary(d *events.NodeWaitingData, at time.Time) string {
+	if d.For == projection.WaitingForTimer && d.Deadline != nil {
+		if !d.Deadline.After(at) {
+			return "wait until " + d.Deadline.Local().Format(time.DateTime) + ": already reached, ended at once"
+		}
+		return "wait " + duration(d.Deadline.Sub(at)) + ", until " + d.Deadline.Local().Format(time.DateTime) + ", on a durable timer"
+	}
+	s := "for " + d.For
+	if d.Deadline != nil {
+		s += ", deadline " + deadline(*d.Deadline, at)
+	}
+	return s
 }
 
 // deadline says when t is, from the time at of the event that set it: "in
