@@ -35,8 +35,101 @@ type runList struct {
 func (s *server) listRuns(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := readCtx(r)
 	defer cancel()
-	q := r.URL.Query()
-	var opts []client.ListOption
+	rq, err := parseRunQuery(r.URL.Query())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := runList{Runs: []readmodel.Summary{}, Counts: map[string]int{}}
+	if rq.prefix != "" {
+		err = s.runsByPrefix(ctx, rq, &out)
+	} else {
+		err = s.runsPage(ctx, rq, &out)
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	// Counts per status, under the same filters but the status.
+	for _, st := range readmodel.Statuses {
+		n, err := s.cl.Count(ctx, append(slices.Clone(rq.filters), client.WithStatus(st))...)
+		if err != nil && !errors.Is(err, readmodel.ErrNoReadModel) {
+			s.fail(w, r, err)
+			return
+		}
+		out.Counts[string(st)] = n
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// runQuery is GET /api/runs's query, read and checked.
+type runQuery struct {
+	statuses     []projection.RunStatus
+	graph        string
+	filter       *readmodel.Filter // query=, compiled
+	since, until time.Time
+	limit        int
+	cursor       string
+	prefix       string // q=: a run id or its prefix
+	// filters are the list options of every filter but the status (the
+	// counts per status take them).
+	filters []client.ListOption
+}
+
+// options are the list options of the whole query, its page not included.
+func (rq *runQuery) options() []client.ListOption {
+	opts := slices.Clone(rq.filters)
+	if len(rq.statuses) > 0 {
+		opts = append(opts, client.WithStatus(rq.statuses...))
+	}
+	return opts
+}
+
+// parseRunQuery reads GET /api/runs's parameters; a bad one is a
+// badParam error that names it.
+func parseRunQuery(q url.Values) (*runQuery, error) {
+	rq := &runQuery{graph: q.Get("graph"), cursor: q.Get("cursor"), prefix: q.Get("q")}
+	var err error
+	if rq.statuses, err = statusParam(q); err != nil {
+		return nil, err
+	}
+	if rq.graph != "" {
+		rq.filters = append(rq.filters, client.WithGraph(rq.graph))
+	}
+	if c := q.Get("chain"); c != "" {
+		rq.filters = append(rq.filters, client.WithChain(c))
+	}
+	if expr := q.Get("query"); expr != "" {
+		// The query language of 'weft list -q' (readmodel.FilterHelp); a
+		// query that does not compile is answered with where.
+		if rq.filter, err = readmodel.ParseFilter(expr); err != nil {
+			return nil, badParam("query", "%s", err.Error())
+		}
+		rq.filters = append(rq.filters, client.WithQuery(expr))
+	}
+	if rq.since, err = timeParam(q, "since"); err != nil {
+		return nil, err
+	}
+	if rq.until, err = timeParam(q, "until"); err != nil {
+		return nil, err
+	}
+	if !rq.since.IsZero() || !rq.until.IsZero() {
+		if !rq.since.IsZero() && !rq.until.IsZero() && !rq.until.After(rq.since) {
+			return nil, badParam("until", "%s is not after since %s", rq.until.Format(time.RFC3339), rq.since.Format(time.RFC3339))
+		}
+		rq.filters = append(rq.filters, client.WithStartedBetween(rq.since, rq.until))
+	}
+	if rq.limit, err = intParam(q, "limit", defaultListLimit, 1, maxListLimit); err != nil {
+		return nil, err
+	}
+	if _, err := readmodel.ParseCursor(rq.cursor); rq.cursor != "" && err != nil {
+		return nil, badParam("cursor", "%q is not a cursor this server gave", rq.cursor)
+	}
+	return rq, nil
+}
+
+// statusParam reads the status parameters (repeated, or comma lists).
+func statusParam(q url.Values) ([]projection.RunStatus, error) {
 	var statuses []projection.RunStatus
 	for _, v := range q["status"] {
 		for st := range strings.SplitSeq(v, ",") {
@@ -45,119 +138,60 @@ func (s *server) listRuns(w http.ResponseWriter, r *http.Request) {
 				continue
 			}
 			if !slices.Contains(readmodel.Statuses, projection.RunStatus(st)) {
-				s.fail(w, r, badParam("status", "unknown status %q (want one of %s)", st, statusList()))
-				return
+				return nil, badParam("status", "unknown status %q (want one of %s)", st, statusList())
 			}
 			statuses = append(statuses, projection.RunStatus(st))
 		}
 	}
-	var filters []client.ListOption
-	if g := q.Get("graph"); g != "" {
-		filters = append(filters, client.WithGraph(g))
+	return statuses, nil
+}
+
+// runsByPrefix puts in out the runs rq.prefix names: a whole run id is
+// one get. The read model has no index by id prefix: for a prefix, it
+// reads the selection and keeps the matches (a page of them).
+func (s *server) runsByPrefix(ctx context.Context, rq *runQuery, out *runList) error {
+	if !eventlog.ValidToken(rq.prefix) {
+		return nil // no run id has it as a prefix either
 	}
-	if c := q.Get("chain"); c != "" {
-		filters = append(filters, client.WithChain(c))
-	}
-	var filter *readmodel.Filter
-	if expr := q.Get("query"); expr != "" {
-		// The query language of 'weft list -q' (runs.FilterHelp); a
-		// query that does not compile is answered with where.
-		var err error
-		if filter, err = readmodel.ParseFilter(expr); err != nil {
-			s.fail(w, r, badParam("query", "%s", err.Error()))
-			return
+	sum, err := s.cl.Summary(ctx, rq.prefix)
+	switch {
+	case err == nil:
+		if matches(sum, rq.statuses, rq.since, rq.until, rq.graph) && (rq.filter == nil || rq.filter.Match(sum, time.Now())) {
+			out.Runs = append(out.Runs, *sum)
 		}
-		filters = append(filters, client.WithQuery(expr))
+		return nil
+	case !errors.Is(err, readmodel.ErrNotFound) && !errors.Is(err, readmodel.ErrNoReadModel):
+		return err
 	}
-	since, err := timeParam(q, "since")
-	if err != nil {
-		s.fail(w, r, err)
-		return
+	page, err := s.cl.ListPage(ctx, rq.options()...)
+	if err != nil && !errors.Is(err, readmodel.ErrNoReadModel) {
+		return err
 	}
-	until, err := timeParam(q, "until")
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if !since.IsZero() || !until.IsZero() {
-		if !since.IsZero() && !until.IsZero() && !until.After(since) {
-			s.fail(w, r, badParam("until", "%s is not after since %s", until.Format(time.RFC3339), since.Format(time.RFC3339)))
-			return
-		}
-		filters = append(filters, client.WithStartedBetween(since, until))
-	}
-	limit, err := intParam(q, "limit", defaultListLimit, 1, maxListLimit)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	opts = append(opts, filters...)
-	if len(statuses) > 0 {
-		opts = append(opts, client.WithStatus(statuses...))
-	}
-	cursor := q.Get("cursor")
-	if _, err := readmodel.ParseCursor(cursor); cursor != "" && err != nil {
-		s.fail(w, r, badParam("cursor", "%q is not a cursor this server gave", cursor))
-		return
-	}
-	out := runList{Runs: []readmodel.Summary{}, Counts: map[string]int{}}
-	if prefix := q.Get("q"); prefix != "" {
-		// A whole run id is one get. The read model has no index by id
-		// prefix: for a prefix, read the selection and keep the matches
-		// (a page of them).
-		var sum *readmodel.Summary
-		err := errors.New("not a run id")
-		if eventlog.ValidToken(prefix) {
-			sum, err = s.cl.Summary(ctx, prefix)
-		}
-		switch {
-		case !eventlog.ValidToken(prefix):
-			// No run id has it as a prefix either.
-		case err == nil:
-			if matches(sum, statuses, since, until, q.Get("graph")) && (filter == nil || filter.Match(sum, time.Now())) {
-				out.Runs = append(out.Runs, *sum)
-			}
-		case !errors.Is(err, readmodel.ErrNotFound) && !errors.Is(err, readmodel.ErrNoReadModel):
-			s.fail(w, r, err)
-			return
-		default:
-			page, err := s.cl.ListPage(ctx, opts...)
-			if err != nil && !errors.Is(err, readmodel.ErrNoReadModel) {
-				s.fail(w, r, err)
-				return
-			}
-			for _, sum := range pageRuns(page) {
-				if strings.HasPrefix(sum.RunID, prefix) && len(out.Runs) < limit {
-					out.Runs = append(out.Runs, sum)
-				}
-			}
-		}
-	} else {
-		opts = append(opts, client.WithLimit(limit))
-		if cursor != "" {
-			opts = append(opts, client.WithCursor(cursor))
-		}
-		page, err := s.cl.ListPage(ctx, opts...)
-		switch {
-		case errors.Is(err, readmodel.ErrNoReadModel):
-			// No coordinator ever ran here: no runs yet.
-		case err != nil:
-			s.fail(w, r, err)
-			return
-		default:
-			out.Runs, out.Next = append(out.Runs, page.Runs...), page.Next // [] for none, not null
+	for _, sum := range pageRuns(page) {
+		if strings.HasPrefix(sum.RunID, rq.prefix) && len(out.Runs) < rq.limit {
+			out.Runs = append(out.Runs, sum)
 		}
 	}
-	// Counts per status, under the same filters but the status.
-	for _, st := range readmodel.Statuses {
-		n, err := s.cl.Count(ctx, append(slices.Clone(filters), client.WithStatus(st))...)
-		if err != nil && !errors.Is(err, readmodel.ErrNoReadModel) {
-			s.fail(w, r, err)
-			return
-		}
-		out.Counts[string(st)] = n
+	return nil
+}
+
+// runsPage puts in out a page of the runs rq selects, and the next
+// page's cursor.
+func (s *server) runsPage(ctx context.Context, rq *runQuery, out *runList) error {
+	opts := append(rq.options(), client.WithLimit(rq.limit))
+	if rq.cursor != "" {
+		opts = append(opts, client.WithCursor(rq.cursor))
 	}
-	writeJSON(w, http.StatusOK, out)
+	page, err := s.cl.ListPage(ctx, opts...)
+	switch {
+	case errors.Is(err, readmodel.ErrNoReadModel):
+		// No coordinator ever ran here: no runs yet.
+		return nil
+	case err != nil:
+		return err
+	}
+	out.Runs, out.Next = append(out.Runs, page.Runs...), page.Next // [] for none, not null
+	return nil
 }
 
 func statusList() string {
