@@ -107,16 +107,10 @@ func parseRunQuery(q url.Values) (*runQuery, error) {
 		}
 		rq.filters = append(rq.filters, client.WithQuery(expr))
 	}
-	if rq.since, err = timeParam(q, "since"); err != nil {
-		return nil, err
-	}
-	if rq.until, err = timeParam(q, "until"); err != nil {
+	if rq.since, rq.until, err = timeRange(q); err != nil {
 		return nil, err
 	}
 	if !rq.since.IsZero() || !rq.until.IsZero() {
-		if !rq.since.IsZero() && !rq.until.IsZero() && !rq.until.After(rq.since) {
-			return nil, badParam("until", "%s is not after since %s", rq.until.Format(time.RFC3339), rq.since.Format(time.RFC3339))
-		}
 		rq.filters = append(rq.filters, client.WithStartedBetween(rq.since, rq.until))
 	}
 	if rq.limit, err = intParam(q, "limit", defaultListLimit, 1, maxListLimit); err != nil {
@@ -126,6 +120,21 @@ func parseRunQuery(q url.Values) (*runQuery, error) {
 		return nil, badParam("cursor", "%q is not a cursor this server gave", rq.cursor)
 	}
 	return rq, nil
+}
+
+// timeRange reads since and until, each optional; until must be after
+// since.
+func timeRange(q url.Values) (since, until time.Time, err error) {
+	if since, err = timeParam(q, "since"); err != nil {
+		return since, until, err
+	}
+	if until, err = timeParam(q, "until"); err != nil {
+		return since, until, err
+	}
+	if !since.IsZero() && !until.IsZero() && !until.After(since) {
+		return since, until, badParam("until", "%s is not after since %s", until.Format(time.RFC3339), since.Format(time.RFC3339))
+	}
+	return since, until, nil
 }
 
 // statusParam reads the status parameters (repeated, or comma lists).
