@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/conformance"
+	"github.com/weft-dev/weft/pkg/events"
 )
 
 var cmdConformance = &command{
@@ -56,6 +57,16 @@ effects file, store).`,
 		}
 		if *verbose {
 			o.Log = e.stderr
+		}
+		// A key ring in WEFT_ENCRYPT_KEYS runs the kit sealed: the kit's
+		// engine seals and opens events with it, and the worker under test
+		// inherits the variable.
+		ring, err := events.LoadKeys("")
+		if err == nil && ring != nil {
+			err = events.UseKeys(ring)
+		}
+		if err != nil {
+			return &usageError{cmd: c, msg: err.Error()}
 		}
 		ctx, cancel := context.WithTimeout(e.ctx, *timeout)
 		defer cancel()

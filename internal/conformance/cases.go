@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -904,7 +905,13 @@ func caseSecondStart(ctx context.Context, k *kit) error {
 // publishItem publishes a work item as the admin, with its ce-type
 // replaced when typ is set; it returns its sequence.
 func (k *kit) publishItem(ctx context.Context, ev *events.Event, typ string) (uint64, error) {
-	m, err := encodeEvent(ev)
+	enc := encodeEvent
+	if typ != "" {
+		// Plain even in a sealed run of the kit: a sealed body is bound
+		// to its type, and this one's type is rewritten below.
+		enc = eventlog.EncodePlain
+	}
+	m, err := enc(ev)
 	if err != nil {
 		return 0, err
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/weft-dev/weft/internal/natsconn"
 	"github.com/weft-dev/weft/internal/workqueue"
+	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/worker"
 )
 
@@ -69,6 +70,11 @@ func (k *kit) startWorker(ctx context.Context) (*proc, error) {
 		"WEFT_WORKER_NAME="+p.name,
 		"WEFT_CONF_EFFECTS="+k.effects,
 	)
+	if v, ok := os.LookupEnv(events.EnvEncryptKeys); ok {
+		// A sealed run of the kit (weft conformance with a key ring):
+		// the worker holds the same ring.
+		p.cmd.Env = append(p.cmd.Env, events.EnvEncryptKeys+"="+v)
+	}
 	setGroup(p.cmd)
 	if err := p.cmd.Start(); err != nil {
 		out.Close()

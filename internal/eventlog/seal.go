@@ -149,6 +149,11 @@ func newSealer(keys Keys) *sealer { return &sealer{keys: keys} }
 // keys of their own.
 func EncodeSealed(e *Event, keys Keys) (*nats.Msg, error) { return encodeFast(e, newSealer(keys)) }
 
+// EncodePlain is Encode with e's data left plain, whatever the process's
+// ring: for tools that rewrite an encoded event's envelope (a sealed
+// body is bound to its run and type).
+func EncodePlain(e *Event) (*nats.Msg, error) { return encodeFast(e, nil) }
+
 // DecodeSealed is Decode with sealed data opened under keys (nil: none),
 // whatever the process's ring.
 func DecodeSealed(subject string, hdr nats.Header, data []byte, keys Keys) (*Event, error) {

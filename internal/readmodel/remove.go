@@ -72,6 +72,14 @@ func remove(ctx context.Context, p *purger, run string, archive Archive) (*Remov
 	if err := p.purge(ctx, run); err != nil {
 		return nil, err
 	}
+	if archive == nil {
+		// Its bodies kept beside the log go with it. An archived run
+		// keeps them: its archive holds the events as stored, references
+		// included, which a restore brings back.
+		if err := eventlog.DeletePayloads(ctx, eventlog.JetStream(store), run); err != nil {
+			return nil, fmt.Errorf("removing run %s: its payloads beside the log: %w", run, err)
+		}
+	}
 	return out, nil
 }
 

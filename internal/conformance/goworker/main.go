@@ -60,6 +60,10 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 		cfg.Stream = "WEFT"
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	// The key ring of a sealed run of the kit, if any (WEFT_ENCRYPT_KEYS).
+	if err := cfg.UseKeys(log); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
 	nc, err := cfg.Connect("", nats.RetryOnFailedConnect(true))
 	if err != nil {
 		return err
