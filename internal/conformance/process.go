@@ -47,7 +47,6 @@ func (k *kit) startWorker(ctx context.Context) (*proc, error) {
 	k.started++
 	n := k.started
 	k.workerMu.Unlock()
-	c := k.creds[natsconn.UserName(natsconn.RoleWorker, Queue)]
 	p := &proc{name: "conf-" + strconv.Itoa(n), log: filepath.Join(k.dir, fmt.Sprintf("worker-%d.log", n)), done: make(chan struct{})}
 	out, err := os.Create(p.log)
 	if err != nil {
@@ -60,21 +59,7 @@ func (k *kit) startWorker(ctx context.Context) (*proc, error) {
 	}
 	p.cmd = exec.Command(k.o.Worker[0], k.o.Worker[1:]...)
 	p.cmd.Stdout, p.cmd.Stderr = w, w
-	p.cmd.Env = append(withoutWeft(os.Environ()),
-		"WEFT_NATS_URL="+k.url,
-		"WEFT_NATS_USER="+c.User.Name,
-		"WEFT_NATS_PASSWORD="+c.Password,
-		"WEFT_NATS_INBOX_PREFIX="+natsconn.InboxPrefixFor(c.User.Name),
-		"WEFT_STREAM="+k.admin.StreamName(),
-		"WEFT_QUEUE="+Queue,
-		"WEFT_WORKER_NAME="+p.name,
-		"WEFT_CONF_EFFECTS="+k.effects,
-	)
-	if v, ok := os.LookupEnv(events.EnvEncryptKeys); ok {
-		// A sealed run of the kit (weft conformance with a key ring):
-		// the worker holds the same ring.
-		p.cmd.Env = append(p.cmd.Env, events.EnvEncryptKeys+"="+v)
-	}
+	p.cmd.Env = k.workerEnv(p.name)
 	setGroup(p.cmd)
 	if err := p.cmd.Start(); err != nil {
 		out.Close()
@@ -103,6 +88,29 @@ func (k *kit) startWorker(ctx context.Context) (*proc, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// workerEnv is the environment of the worker process name: this one's
+// without Weft's variables, and the kit's connection, role, stream, queue
+// and effects file (and key ring, in a sealed run of the kit).
+func (k *kit) workerEnv(name string) []string {
+	c := k.creds[natsconn.UserName(natsconn.RoleWorker, Queue)]
+	env := append(withoutWeft(os.Environ()),
+		"WEFT_NATS_URL="+k.url,
+		"WEFT_NATS_USER="+c.User.Name,
+		"WEFT_NATS_PASSWORD="+c.Password,
+		"WEFT_NATS_INBOX_PREFIX="+natsconn.InboxPrefixFor(c.User.Name),
+		"WEFT_STREAM="+k.admin.StreamName(),
+		"WEFT_QUEUE="+Queue,
+		"WEFT_WORKER_NAME="+name,
+		"WEFT_CONF_EFFECTS="+k.effects,
+	)
+	if v, ok := os.LookupEnv(events.EnvEncryptKeys); ok {
+		// A sealed run of the kit (weft conformance with a key ring):
+		// the worker holds the same ring.
+		env = append(env, events.EnvEncryptKeys+"="+v)
+	}
+	return env
 }
 
 // awaitAnnouncement waits until p's entry is in the announcements bucket.
