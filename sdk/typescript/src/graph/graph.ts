@@ -124,6 +124,14 @@ interface Definition {
   graphs?: Map<string, Definition>
   retention: string
   searchAttributes?: string[]
+  continueAsNew?: ContinueSpec
+}
+
+// Go's ContinueSpec: how a run continues as new (an edge to CONTINUE).
+interface ContinueSpec {
+  graph: string
+  onHistoryBudget: boolean
+  maxStateBytes: bigint
 }
 
 interface GNode {
@@ -313,6 +321,7 @@ function decodeDefinition(v: JValue, p: Problems, graphPrefix: string): Definiti
       maxIterations: (x, f) => (d.maxIterations = int(x, f, top) ?? 0n),
       retention: (x, f) => (d.retention = str(x, f, top) ?? ''),
       searchAttributes: (x, f) => (d.searchAttributes = strings(x, f, top)),
+      continueAsNew: (x, f) => (d.continueAsNew = decodeContinue(x, f, top)),
       nodes: (x, f) => {
         if (x.kind !== 'array') return top(f, `want a list of nodes, got ${kindOf(x)}`)
         d.nodes = x.items.map((item, i) => decodeNode(item, i, p, graphPrefix))
@@ -335,6 +344,26 @@ function decodeDefinition(v: JValue, p: Problems, graphPrefix: string): Definiti
     top,
   )
   return d
+}
+
+function decodeContinue(v: JValue, f: string, top: Report): ContinueSpec | undefined {
+  const m = members(v)
+  if (m === undefined) {
+    top(f, `want an object, got ${kindOf(v)}`)
+    return undefined
+  }
+  const c: ContinueSpec = { graph: '', onHistoryBudget: false, maxStateBytes: 0n }
+  fields(
+    m,
+    {
+      graph: (x, g) => (c.graph = str(x, g, top) ?? ''),
+      onHistoryBudget: (x, g) => (c.onHistoryBudget = bool(x, g, top) ?? false),
+      maxStateBytes: (x, g) => (c.maxStateBytes = int(x, g, top) ?? 0n),
+    },
+    f + '.',
+    top,
+  )
+  return c
 }
 
 function decodeNode(v: JValue, i: number, p: Problems, graphPrefix: string): GNode {
@@ -453,6 +482,7 @@ function defaultEffect(type: string): string {
     case 'fail':
     case 'transform':
     case 'router':
+    case 'wait':
       return 'pure'
     case 'human':
       return 'human'
@@ -516,7 +546,7 @@ function validate(d: Definition, p: Problems, prefix: string): void {
   for (const [i, n] of d.nodes.entries()) {
     const at = `${prefix}${n.id !== '' ? `node ${JSON.stringify(n.id)}` : `nodes[${i}]`}`
     if (n.id === '') p.add(at, 'missing id')
-    else if (n.id === 'START' || n.id === 'END') p.add(at, `${n.id} is reserved`)
+    else if (n.id === 'START' || n.id === 'END' || n.id === 'CONTINUE') p.add(at, `${n.id} is reserved`)
     else if (!validToken(n.id)) p.add(at, `id ${JSON.stringify(n.id)} ${idRule}`)
     else if (ids.has(n.id)) p.add(at, 'duplicate node id')
     ids.add(n.id)
@@ -529,8 +559,8 @@ function validate(d: Definition, p: Problems, prefix: string): void {
   }
   for (const [i, e] of d.edges.entries()) {
     const at = `${prefix}edge ${i} (${e.from} -> ${e.to})`
-    if (e.from === '' || (e.from !== 'START' && !ids.has(e.from))) p.add(at + ': from', e.from === '' ? 'missing' : e.from === 'END' ? 'no edge may leave END' : `unknown node ${JSON.stringify(e.from)}`)
-    if (e.to === '' || (e.to !== 'END' && !ids.has(e.to))) p.add(at + ': to', e.to === '' ? 'missing' : e.to === 'START' ? 'no edge may enter START' : `unknown node ${JSON.stringify(e.to)}`)
+    if (e.from === '' || (e.from !== 'START' && !ids.has(e.from))) p.add(at + ': from', e.from === '' ? 'missing' : e.from === 'END' || e.from === 'CONTINUE' ? `no edge may leave ${e.from}` : `unknown node ${JSON.stringify(e.from)}`)
+    if (e.to === '' || (e.to !== 'END' && e.to !== 'CONTINUE' && !ids.has(e.to))) p.add(at + ': to', e.to === '' ? 'missing' : e.to === 'START' ? 'no edge may enter START' : `unknown node ${JSON.stringify(e.to)}`)
   }
   for (const [name, sub] of d.graphs ?? []) {
     if (!validToken(name)) p.add(`${prefix}graphs`, `graph name ${JSON.stringify(name)} ${idRule}`)
@@ -610,6 +640,11 @@ function renderDefinition(d: Definition): string {
   }
   o.s('retention', d.retention)
   if (d.searchAttributes !== undefined && d.searchAttributes.length > 0) o.f('searchAttributes', listJSON(d.searchAttributes))
+  if (d.continueAsNew !== undefined) {
+    const c = new Obj().s('graph', d.continueAsNew.graph)
+    if (d.continueAsNew.onHistoryBudget) c.f('onHistoryBudget', 'true')
+    o.f('continueAsNew', c.i('maxStateBytes', d.continueAsNew.maxStateBytes).done())
+  }
   return o.done()
 }
 
