@@ -366,17 +366,8 @@ func adminApply(e *env, c *command, args []string) error {
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	if given["duplicates"] && cfg.Duplicates < eventlog.MinDuplicates {
-		return &usageError{cmd: c, msg: fmt.Sprintf("-duplicates: want at least %s, got %s", eventlog.MinDuplicates, cfg.Duplicates)}
-	}
-	if given["ack-wait"] && *ackWait < time.Second {
-		return &usageError{cmd: c, msg: fmt.Sprintf("-ack-wait: want at least 1s, got %s", *ackWait)}
-	}
-	if *queue != "" && !eventlog.ValidToken(*queue) {
-		return &usageError{cmd: c, msg: fmt.Sprintf("-queue: %q is not a valid queue name (letters, digits, '-' and '_')", *queue)}
-	}
-	if *queue != "" && !given["ack-wait"] {
-		return &usageError{cmd: c, msg: "-queue: goes with -ack-wait"}
+	if msg := applyUsage(given, cfg, *ackWait, *queue); msg != "" {
+		return &usageError{cmd: c, msg: msg}
 	}
 	js, closeConn, err := e.dial(c, cfg)
 	if err != nil {
@@ -387,7 +378,35 @@ func adminApply(e *env, c *command, args []string) error {
 	defer cancel()
 
 	a := &applier{js: js, stream: cfg.Stream, dryRun: *dryRun}
-	err = a.applyStream(ctx, func(sc *jetstream.StreamConfig) {
+	if err := a.apply(ctx, given, cfg, *queue, *ackWait); err != nil {
+		return err
+	}
+	if *out == "json" {
+		return e.writeJSON(map[string]any{"changes": nonNil(a.changes), "applied": !*dryRun})
+	}
+	return e.printChanges(a.changes, *dryRun)
+}
+
+// applyUsage says what is wrong with the flags 'weft admin apply' was
+// given (those set are in given); "" when nothing is.
+func applyUsage(given map[string]bool, cfg *natsconn.Config, ackWait time.Duration, queue string) string {
+	switch {
+	case given["duplicates"] && cfg.Duplicates < eventlog.MinDuplicates:
+		return fmt.Sprintf("-duplicates: want at least %s, got %s", eventlog.MinDuplicates, cfg.Duplicates)
+	case given["ack-wait"] && ackWait < time.Second:
+		return fmt.Sprintf("-ack-wait: want at least 1s, got %s", ackWait)
+	case queue != "" && !eventlog.ValidToken(queue):
+		return fmt.Sprintf("-queue: %q is not a valid queue name (letters, digits, '-' and '_')", queue)
+	case queue != "" && !given["ack-wait"]:
+		return "-queue: goes with -ack-wait"
+	}
+	return ""
+}
+
+// apply makes (or, dry, records) the changes the flags given ask for: the
+// stream's settings, the buckets' replicas, the task queues' ack wait.
+func (a *applier) apply(ctx context.Context, given map[string]bool, cfg *natsconn.Config, queue string, ackWait time.Duration) error {
+	err := a.applyStream(ctx, func(sc *jetstream.StreamConfig) {
 		if given["replicas"] {
 			sc.Replicas = cfg.Replicas
 		}
@@ -402,24 +421,23 @@ func adminApply(e *env, c *command, args []string) error {
 		err = a.applyBuckets(ctx, cfg.Replicas)
 	}
 	if err == nil && given["ack-wait"] {
-		err = a.applyQueues(ctx, *queue, *ackWait)
+		err = a.applyQueues(ctx, queue, ackWait)
 	}
-	if err != nil {
-		return err
-	}
-	if *out == "json" {
-		return e.writeJSON(map[string]any{"changes": nonNil(a.changes), "applied": !*dryRun})
-	}
-	if len(a.changes) == 0 {
+	return err
+}
+
+// printChanges prints the changes 'weft admin apply' made, or would make.
+func (e *env) printChanges(changes []Change, dryRun bool) error {
+	if len(changes) == 0 {
 		fmt.Fprintln(e.stdout, "nothing to change")
 		return nil
 	}
 	verb := "changed"
-	if *dryRun {
+	if dryRun {
 		verb = "would change"
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	for _, ch := range a.changes {
+	for _, ch := range changes {
 		fmt.Fprintf(tw, "%s %s\t%s\t%s → %s\n", verb, ch.Resource, ch.Setting, ch.From, ch.To)
 	}
 	return tw.Flush()

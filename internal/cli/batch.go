@@ -133,14 +133,7 @@ func (e *env) runBatch(c *command, out string, bf *batchFlags, cl *client.Client
 	if err != nil {
 		return err
 	}
-	var apply, skipped int
-	for _, t := range targets {
-		if t.status != "" && op.skip(t.status) != "" {
-			skipped++
-		} else {
-			apply++
-		}
-	}
+	apply, skipped := countApplies(op, targets)
 	if *bf.dryRun {
 		return e.printDryRun(out, op, targets, apply)
 	}
@@ -156,22 +149,51 @@ func (e *env) runBatch(c *command, out string, bf *batchFlags, cl *client.Client
 		return e.report(out, op, rows, "")
 	}
 	if (*bf.query != "" || op.ask) && !*bf.yes {
-		what := fmt.Sprintf("%d run(s)", apply)
-		if apply == 1 && len(targets) == 1 {
-			what = "run " + targets[0].run
-		}
-		if skipped > 0 {
-			what += fmt.Sprintf(" (%d more match, and are skipped)", skipped)
-		}
-		fmt.Fprintf(e.stderr, "%s %s? [y/N] ", capitalize(op.verb), what)
-		line, _ := bufio.NewReader(e.stdin).ReadString('\n')
-		if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
-			return fmt.Errorf("nothing done: not confirmed (-yes skips the question; -dry-run lists the runs)")
+		if err := e.confirm(op, targets, apply, skipped); err != nil {
+			return err
 		}
 	}
+	return e.report(out, op, e.actOnAll(out, op, *bf.rate, targets), "")
+}
+
+// countApplies counts the targets op applies to, and those it skips, as
+// far as their statuses tell.
+func countApplies(op batchOp, targets []batchTarget) (apply, skipped int) {
+	for _, t := range targets {
+		if t.status != "" && op.skip(t.status) != "" {
+			skipped++
+		} else {
+			apply++
+		}
+	}
+	return apply, skipped
+}
+
+// confirm asks whether to do op to the targets (apply of them; skipped
+// more match and are skipped), and is an error unless the answer is yes.
+func (e *env) confirm(op batchOp, targets []batchTarget, apply, skipped int) error {
+	what := fmt.Sprintf("%d run(s)", apply)
+	if apply == 1 && len(targets) == 1 {
+		what = "run " + targets[0].run
+	}
+	if skipped > 0 {
+		what += fmt.Sprintf(" (%d more match, and are skipped)", skipped)
+	}
+	fmt.Fprintf(e.stderr, "%s %s? [y/N] ", capitalize(op.verb), what)
+	line, _ := bufio.NewReader(e.stdin).ReadString('\n')
+	if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
+		return fmt.Errorf("nothing done: not confirmed (-yes skips the question; -dry-run lists the runs)")
+	}
+	return nil
+}
+
+// actOnAll does op to each target in turn, at most rate a second (0: no
+// limit), printing each row as it goes (but for json output), and
+// returns the rows; the targets not reached when e.ctx ends are not done.
+func (e *env) actOnAll(out string, op batchOp, rate float64, targets []batchTarget) []batchRow {
 	var tick <-chan time.Time
-	if *bf.rate > 0 {
-		t := time.NewTicker(time.Duration(float64(time.Second) / *bf.rate))
+	if rate > 0 {
+		t := time.NewTicker(time.Duration(float64(time.Second) / rate))
 		defer t.Stop()
 		tick = t.C
 	}
@@ -190,24 +212,29 @@ func (e *env) runBatch(c *command, out string, bf *batchFlags, cl *client.Client
 				case <-e.ctx.Done():
 				}
 			}
-			detail, err := op.do(e.ctx, t.run)
-			switch {
-			case e.ctx.Err() != nil && err != nil:
-				row.Result, row.Detail = "not done", "interrupted"
-			case errors.Is(err, errSkipped), errors.Is(err, client.ErrRunEnded), errors.Is(err, readmodel.ErrNotEnded):
-				row.Result, row.Detail = "skipped", strings.TrimPrefix(err.Error(), errSkipped.Error()+": ")
-			case err != nil:
-				row.Result, row.Detail = "failed", runError(t.run, err).Error()
-			default:
-				row.Result, row.Detail = "done", detail
-			}
+			row.Result, row.Detail = e.actOn(op, t.run)
 		}
 		if out != "json" {
 			fmt.Fprintln(e.stdout, rowLine(op, row))
 		}
 		rows = append(rows, row)
 	}
-	return e.report(out, op, rows, "")
+	return rows
+}
+
+// actOn does op to one run, and says how it went: done, skipped, failed
+// or not done (interrupted), and the detail.
+func (e *env) actOn(op batchOp, run string) (result, detail string) {
+	detail, err := op.do(e.ctx, run)
+	switch {
+	case e.ctx.Err() != nil && err != nil:
+		return "not done", "interrupted"
+	case errors.Is(err, errSkipped), errors.Is(err, client.ErrRunEnded), errors.Is(err, readmodel.ErrNotEnded):
+		return "skipped", strings.TrimPrefix(err.Error(), errSkipped.Error()+": ")
+	case err != nil:
+		return "failed", runError(run, err).Error()
+	}
+	return "done", detail
 }
 
 // rowLine is a batch's line about one run.

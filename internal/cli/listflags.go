@@ -66,27 +66,16 @@ func (lf *listFlagSet) options(now time.Time) ([]client.ListOption, error) {
 		return nil, fmt.Errorf("-limit: want 0 or more, got %d", *lf.limit)
 	}
 	opts := []client.ListOption{client.WithLimit(*lf.limit), client.WithCursor(*lf.cursor), client.WithGraph(*lf.graph)}
-	if *lf.status != "" {
-		for s := range strings.SplitSeq(*lf.status, ",") {
-			rs := projection.RunStatus(strings.TrimSpace(s))
-			if !slices.Contains(readmodel.Statuses, rs) {
-				return nil, fmt.Errorf("-status: unknown status %q (want running, waiting, cancelling, completed, failed or cancelled)", s)
-			}
-			opts = append(opts, client.WithStatus(rs))
-		}
-	}
-	since, err := timeArg("since", *lf.since, now)
+	statuses, err := statusOptions(*lf.status)
 	if err != nil {
 		return nil, err
 	}
-	until, err := timeArg("until", *lf.until, now)
+	opts = append(opts, statuses...)
+	started, err := lf.startedBetween(now)
 	if err != nil {
 		return nil, err
 	}
-	if !since.IsZero() && !until.IsZero() && !until.After(since) {
-		return nil, fmt.Errorf("-until %s is not after -since %s", *lf.until, *lf.since)
-	}
-	opts = append(opts, client.WithStartedBetween(since, until))
+	opts = append(opts, started)
 	for k, v := range lf.attrs {
 		opts = append(opts, client.WithAttr(k, v))
 	}
@@ -111,6 +100,38 @@ func (lf *listFlagSet) options(now time.Time) ([]client.ListOption, error) {
 		opts = append(opts, client.WithChain(*lf.chain))
 	}
 	return opts, nil
+}
+
+// statusOptions reads -status, a comma-separated list of run statuses.
+func statusOptions(status string) ([]client.ListOption, error) {
+	if status == "" {
+		return nil, nil
+	}
+	var opts []client.ListOption
+	for s := range strings.SplitSeq(status, ",") {
+		rs := projection.RunStatus(strings.TrimSpace(s))
+		if !slices.Contains(readmodel.Statuses, rs) {
+			return nil, fmt.Errorf("-status: unknown status %q (want running, waiting, cancelling, completed, failed or cancelled)", s)
+		}
+		opts = append(opts, client.WithStatus(rs))
+	}
+	return opts, nil
+}
+
+// startedBetween reads -since and -until, which must be in that order.
+func (lf *listFlagSet) startedBetween(now time.Time) (client.ListOption, error) {
+	since, err := timeArg("since", *lf.since, now)
+	if err != nil {
+		return nil, err
+	}
+	until, err := timeArg("until", *lf.until, now)
+	if err != nil {
+		return nil, err
+	}
+	if !since.IsZero() && !until.IsZero() && !until.After(since) {
+		return nil, fmt.Errorf("-until %s is not after -since %s", *lf.until, *lf.since)
+	}
+	return client.WithStartedBetween(since, until), nil
 }
 
 // timeArg reads a time flag: RFC 3339, or a duration before now.

@@ -99,6 +99,28 @@ func chainLineage(chain string, link int, previous, next string) string {
 // TIME is how long they have been at it, and a section says what each
 // waits for and until when.
 func (e *env) printStatus(st *projection.State, notes map[string]string, pending []client.Pending, now time.Time) {
+	e.printRun(st)
+	fmt.Fprintln(e.stdout)
+	e.printNodes(st, notes, pending, now)
+	if len(pending) > 0 {
+		fmt.Fprintln(e.stdout, "\npending:")
+		for _, p := range pending {
+			fmt.Fprintf(e.stdout, "  %s\n", pendingLine(p, now))
+			if p.Answer != "" {
+				fmt.Fprintf(e.stdout, "    answer: %s\n", p.Answer)
+			}
+		}
+	}
+	if len(st.Vars) > 0 || len(st.Artifacts) > 0 {
+		fmt.Fprintln(e.stdout)
+	}
+	printJSONBlock(e.stdout, "state", st.Vars)
+	printJSONBlock(e.stdout, "artifacts", st.Artifacts)
+}
+
+// printRun prints printStatus's first table: the run itself, a row for
+// each thing it says.
+func (e *env) printRun(st *projection.State) {
 	tw := table(e.stdout)
 	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
 	row("run", st.RunID)
@@ -141,9 +163,11 @@ func (e *env) printStatus(st *projection.State, notes map[string]string, pending
 	}
 	row("events", fmt.Sprintf("%d up to seq %d (%d executions, %d failures, %d retries)", st.Stats.Events, st.LastSeq, st.Stats.Executions, st.Stats.Failures, st.Stats.Retries))
 	_ = tw.Flush()
+}
 
-	fmt.Fprintln(e.stdout)
-	tw = table(e.stdout)
+// printNodes prints printStatus's table of the run's nodes, in graph order.
+func (e *env) printNodes(st *projection.State, notes map[string]string, pending []client.Pending, now time.Time) {
+	tw := table(e.stdout)
 	fmt.Fprintln(tw, "NODE\tSTATUS\tITER\tATTEMPT\tWORKER\tTIME\tDETAILS")
 	for _, id := range nodeOrder(st) {
 		n := st.Nodes[id]
@@ -158,44 +182,48 @@ func (e *env) printStatus(st *projection.State, notes map[string]string, pending
 		if i := slices.IndexFunc(pending, func(p client.Pending) bool { return p.Node == id && p.Item == nil }); i >= 0 && pending[i].Since != nil {
 			took = duration(now.Sub(*pending[i].Since)) + " so far"
 		}
-		details := ""
-		switch {
-		case n.Error != nil:
-			details = n.Error.Error()
-		case n.Status == projection.NodeWaiting && n.WaitingFor == projection.WaitingForTimer && n.Deadline != nil:
-			details = "a wait, ends " + deadline(*n.Deadline, now)
-		case n.Status == projection.NodeWaiting && n.WaitingFor == "slot" && n.Slot != nil:
-			details = fmt.Sprintf("waiting for a slot of %s, key %q (max %d)", n.Slot.Limit, n.Slot.Key, n.Slot.Max)
-		case n.WaitingFor != "":
-			details = "waiting for " + n.WaitingFor
-		case n.Fallback:
-			details = "fallback output"
-		case notes[id] != "":
-			details = notes[id]
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", id, orDash(string(n.Status)), n.Iteration, num(n.Attempt), n.Worker, took, truncate(details, 80))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", id, orDash(string(n.Status)), n.Iteration, num(n.Attempt), n.Worker, took, truncate(nodeDetails(n, notes[id], now), 80))
 	}
 	_ = tw.Flush()
-	if len(pending) > 0 {
-		fmt.Fprintln(e.stdout, "\npending:")
-		for _, p := range pending {
-			fmt.Fprintf(e.stdout, "  %s\n", pendingLine(p, now))
-			if p.Answer != "" {
-				fmt.Fprintf(e.stdout, "    answer: %s\n", p.Answer)
-			}
-		}
+}
+
+// nodeDetails is the DETAILS column of a node's row: its error, what it
+// waits for, or note.
+func nodeDetails(n *projection.NodeState, note string, now time.Time) string {
+	switch {
+	case n.Error != nil:
+		return n.Error.Error()
+	case n.Status == projection.NodeWaiting && n.WaitingFor == projection.WaitingForTimer && n.Deadline != nil:
+		return "a wait, ends " + deadline(*n.Deadline, now)
+	case n.Status == projection.NodeWaiting && n.WaitingFor == "slot" && n.Slot != nil:
+		return fmt.Sprintf("waiting for a slot of %s, key %q (max %d)", n.Slot.Limit, n.Slot.Key, n.Slot.Max)
+	case n.WaitingFor != "":
+		return "waiting for " + n.WaitingFor
+	case n.Fallback:
+		return "fallback output"
 	}
-	if len(st.Vars) > 0 || len(st.Artifacts) > 0 {
-		fmt.Fprintln(e.stdout)
-	}
-	printJSONBlock(e.stdout, "state", st.Vars)
-	printJSONBlock(e.stdout, "artifacts", st.Artifacts)
+	return note
 }
 
 // pendingLine says where a pending activation is: "charge/1 attempt 2 on
 // worker w1: running for 1m3s; last heartbeat 4s ago {"page":3}; times out
 // in 26s (15:04:05)".
 func pendingLine(p client.Pending, now time.Time) string {
+	what := pendingState(p)
+	if p.Since != nil {
+		what += " for " + duration(now.Sub(*p.Since))
+	}
+	parts := []string{what}
+	if p.Status == projection.NodeRunning {
+		parts = append(parts, heartbeatPart(p, now))
+	}
+	parts = append(parts, pendingTimes(p, now)...)
+	return pendingName(p) + ": " + strings.Join(parts, "; ")
+}
+
+// pendingName names a pending activation: "charge[2] (iteration 3)
+// attempt 2 on worker w1".
+func pendingName(p client.Pending) string {
 	name := p.Node
 	if p.Item != nil {
 		name += "[" + strconv.Itoa(*p.Item) + "]"
@@ -209,12 +237,16 @@ func pendingLine(p client.Pending, now time.Time) string {
 	if p.Worker != "" && p.Status == projection.NodeRunning {
 		name += " on worker " + p.Worker
 	}
-	what := string(p.Status)
+	return name
+}
+
+// pendingState says in words what a pending activation's status is.
+func pendingState(p client.Pending) string {
 	switch p.Status {
 	case projection.NodeReady:
-		what = "ready, no worker took it yet"
+		return "ready, no worker took it yet"
 	case projection.NodeWaiting:
-		what = "waiting for " + p.WaitingFor
+		what := "waiting for " + p.WaitingFor
 		switch p.WaitingFor {
 		case "signal":
 			what = "waiting for a signal (a person)"
@@ -224,26 +256,31 @@ func pendingLine(p client.Pending, now time.Time) string {
 		if p.Child != "" {
 			what += " run " + p.Child
 		}
+		return what
 	case projection.NodeRetrying:
-		what = "failed, retry scheduled"
+		return "failed, retry scheduled"
 	case projection.NodeRetryDue:
-		what = "retry due"
+		return "retry due"
 	}
-	parts := []string{what}
-	if p.Since != nil {
-		parts[0] += " for " + duration(now.Sub(*p.Since))
+	return string(p.Status)
+}
+
+// heartbeatPart says when a running attempt last heartbeat, with what.
+func heartbeatPart(p client.Pending, now time.Time) string {
+	if p.HeartbeatAt == nil {
+		return "no heartbeat yet"
 	}
-	if p.Status == projection.NodeRunning {
-		if p.HeartbeatAt != nil {
-			hb := "last heartbeat " + ago(*p.HeartbeatAt, now)
-			if len(p.HeartbeatDetails) > 0 && string(p.HeartbeatDetails) != "null" {
-				hb += " " + truncate(string(p.HeartbeatDetails), 60)
-			}
-			parts = append(parts, hb)
-		} else {
-			parts = append(parts, "no heartbeat yet")
-		}
+	hb := "last heartbeat " + ago(*p.HeartbeatAt, now)
+	if len(p.HeartbeatDetails) > 0 && string(p.HeartbeatDetails) != "null" {
+		hb += " " + truncate(string(p.HeartbeatDetails), 60)
 	}
+	return hb
+}
+
+// pendingTimes says what comes next for a pending activation, and when:
+// its timeouts, its retry, its deadline.
+func pendingTimes(p client.Pending, now time.Time) []string {
+	var parts []string
 	if p.TimeoutAt != nil {
 		parts = append(parts, "times out "+deadline(*p.TimeoutAt, now))
 	}
@@ -263,7 +300,7 @@ func pendingLine(p client.Pending, now time.Time) string {
 	} else if p.WaitingFor == "signal" {
 		parts = append(parts, "no deadline")
 	}
-	return name + ": " + strings.Join(parts, "; ")
+	return parts
 }
 
 // ago says how long before now t was: "4s ago (15:04:01)".
@@ -524,6 +561,8 @@ func shortType(t events.Type) string {
 }
 
 // refOf returns the node execution an event payload concerns.
+//
+// Size: the catalogue, one case per event type that concerns a node.
 func refOf(p events.Payload) (events.NodeRef, bool) {
 	switch d := p.(type) {
 	case *events.NodeReadyData:

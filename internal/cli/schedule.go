@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"strings"
@@ -72,16 +74,7 @@ schedule's runs are listed by 'weft list -schedule NAME'.`,
 func scheduleWrite(e *env, c *command, create bool, args []string) error {
 	fs, out := e.flagSet(c)
 	cfg := natsFlags(fs)
-	graphFile := fs.String("graph", "", "the graph file its runs run")
-	types := fs.String("types", "", "node types of your own workers the graph uses, comma separated")
-	cronSpec := fs.String("cron", "", "cron spec: 5 fields, 6 with seconds first, or @daily, @hourly…")
-	tz := fs.String("tz", "", "the time zone of -cron (IANA name, default UTC)")
-	every := fs.Duration("every", 0, "fire every D instead of on a cron spec")
-	input := fs.String("input", "", "each run's input: a JSON object, @FILE or @-")
-	overlap := fs.String("overlap", "", "while its runs run: skip (default), buffer-one, allow-all, cancel-other")
-	jitter := fs.Duration("jitter", 0, "delay each fire by up to D (the same delay on every coordinator)")
-	catchup := fs.Duration("catchup-window", 0, "how late a missed fire may still start (default 10m)")
-	note := fs.String("note", "", "a note kept with the schedule")
+	f := newScheduleFlags(fs)
 	pos, err := e.parse(c, fs, args, 1, 1)
 	if err != nil {
 		return err
@@ -89,7 +82,7 @@ func scheduleWrite(e *env, c *command, create bool, args []string) error {
 	name := pos[0]
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	in, err := e.objectArg(c, "input", *input)
+	in, err := e.objectArg(c, "input", *f.input)
 	if err != nil {
 		return err
 	}
@@ -98,73 +91,102 @@ func scheduleWrite(e *env, c *command, create bool, args []string) error {
 		return err
 	}
 	defer closeConn()
+	var d *client.Schedule
+	verb := "updated"
 	if create {
-		if *graphFile == "" {
-			return &usageError{cmd: c, msg: "-graph: required"}
-		}
-		g, err := loadGraph(*graphFile, *types)
-		if err != nil {
-			return graphError(*graphFile, err)
-		}
-		var inv any
-		if in != nil {
-			inv = in
-		}
-		d, err := cl.CreateSchedule(e.ctx, name, g, client.ScheduleOptions{
-			Cron: *cronSpec, TimeZone: *tz, Every: *every, Input: inv, Overlap: client.Overlap(*overlap),
-			Jitter: *jitter, CatchupWindow: *catchup, Note: *note,
-		})
-		if err != nil {
-			return err
-		}
-		if *out == "json" {
-			return e.writeJSON(d)
-		}
-		fmt.Fprintf(e.stdout, "schedule %s created\n", name)
-		return nil
+		verb = "created"
+		d, err = f.create(e.ctx, c, cl, name, in)
+	} else {
+		d, err = f.update(e.ctx, cl, name, set, in)
 	}
-	var u client.ScheduleUpdate
-	if set["graph"] {
-		g, err := loadGraph(*graphFile, *types)
-		if err != nil {
-			return graphError(*graphFile, err)
-		}
-		u.Graph = g
-	}
-	if set["cron"] {
-		u.Cron = cronSpec
-	}
-	if set["tz"] {
-		u.TimeZone = tz
-	}
-	if set["every"] {
-		u.Every = every
-	}
-	if in != nil {
-		u.Input = in
-	}
-	if set["overlap"] {
-		o := client.Overlap(*overlap)
-		u.Overlap = &o
-	}
-	if set["jitter"] {
-		u.Jitter = jitter
-	}
-	if set["catchup-window"] {
-		u.CatchupWindow = catchup
-	}
-	if set["note"] {
-		u.Note = note
-	}
-	d, err := cl.UpdateSchedule(e.ctx, name, u)
 	if err != nil {
 		return err
 	}
 	if *out == "json" {
 		return e.writeJSON(d)
 	}
-	fmt.Fprintf(e.stdout, "schedule %s updated\n", name)
+	fmt.Fprintf(e.stdout, "schedule %s %s\n", name, verb)
 	return nil
+}
+
+// scheduleFlags are the flags of schedule create and update.
+type scheduleFlags struct {
+	graphFile, types, cronSpec, tz, input, overlap, note *string
+	every, jitter, catchup                               *time.Duration
+}
+
+// newScheduleFlags defines the flags of schedule create and update on fs.
+func newScheduleFlags(fs *flag.FlagSet) *scheduleFlags {
+	f := &scheduleFlags{}
+	f.graphFile = fs.String("graph", "", "the graph file its runs run")
+	f.types = fs.String("types", "", "node types of your own workers the graph uses, comma separated")
+	f.cronSpec = fs.String("cron", "", "cron spec: 5 fields, 6 with seconds first, or @daily, @hourly…")
+	f.tz = fs.String("tz", "", "the time zone of -cron (IANA name, default UTC)")
+	f.every = fs.Duration("every", 0, "fire every D instead of on a cron spec")
+	f.input = fs.String("input", "", "each run's input: a JSON object, @FILE or @-")
+	f.overlap = fs.String("overlap", "", "while its runs run: skip (default), buffer-one, allow-all, cancel-other")
+	f.jitter = fs.Duration("jitter", 0, "delay each fire by up to D (the same delay on every coordinator)")
+	f.catchup = fs.Duration("catchup-window", 0, "how late a missed fire may still start (default 10m)")
+	f.note = fs.String("note", "", "a note kept with the schedule")
+	return f
+}
+
+// create creates schedule name from the flags; in is -input, read.
+func (f *scheduleFlags) create(ctx context.Context, c *command, cl *client.Client, name string, in json.RawMessage) (*client.Schedule, error) {
+	if *f.graphFile == "" {
+		return nil, &usageError{cmd: c, msg: "-graph: required"}
+	}
+	g, err := loadGraph(*f.graphFile, *f.types)
+	if err != nil {
+		return nil, graphError(*f.graphFile, err)
+	}
+	var inv any
+	if in != nil {
+		inv = in
+	}
+	return cl.CreateSchedule(ctx, name, g, client.ScheduleOptions{
+		Cron: *f.cronSpec, TimeZone: *f.tz, Every: *f.every, Input: inv, Overlap: client.Overlap(*f.overlap),
+		Jitter: *f.jitter, CatchupWindow: *f.catchup, Note: *f.note,
+	})
+}
+
+// update changes schedule name as the flags set (the names in set) say;
+// in is -input, read.
+func (f *scheduleFlags) update(ctx context.Context, cl *client.Client, name string, set map[string]bool, in json.RawMessage) (*client.Schedule, error) {
+	var u client.ScheduleUpdate
+	if set["graph"] {
+		g, err := loadGraph(*f.graphFile, *f.types)
+		if err != nil {
+			return nil, graphError(*f.graphFile, err)
+		}
+		u.Graph = g
+	}
+	if set["cron"] {
+		u.Cron = f.cronSpec
+	}
+	if set["tz"] {
+		u.TimeZone = f.tz
+	}
+	if set["every"] {
+		u.Every = f.every
+	}
+	if in != nil {
+		u.Input = in
+	}
+	if set["overlap"] {
+		o := client.Overlap(*f.overlap)
+		u.Overlap = &o
+	}
+	if set["jitter"] {
+		u.Jitter = f.jitter
+	}
+	if set["catchup-window"] {
+		u.CatchupWindow = f.catchup
+	}
+	if set["note"] {
+		u.Note = f.note
+	}
+	return cl.UpdateSchedule(ctx, name, u)
 }
 
 func scheduleList(e *env, c *command, args []string) error {
@@ -226,6 +248,23 @@ func scheduleDescribe(e *env, c *command, args []string) error {
 	if *out == "json" {
 		return e.writeJSON(desc)
 	}
+	e.printSchedule(desc)
+	fmt.Fprintln(e.stdout)
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "FIRE TIME\tOUTCOME\tRUN\tSTATUS")
+	for _, r := range desc.Runs {
+		st := r.Status
+		if st == "" {
+			st = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Nominal.Format(time.RFC3339), r.Outcome, r.RunID, st)
+	}
+	return tw.Flush()
+}
+
+// printSchedule prints scheduleDescribe's first table: the schedule's
+// settings, its next fires and its state.
+func (e *env) printSchedule(desc *client.ScheduleDescription) {
 	d := desc.Schedule
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "schedule\t%s\n", d.Name)
@@ -261,17 +300,6 @@ func scheduleDescribe(e *env, c *command, args []string) error {
 		fmt.Fprintf(tw, "buffered fire\t%s\n", desc.State.Buffer.Format(time.RFC3339))
 	}
 	_ = tw.Flush()
-	fmt.Fprintln(e.stdout)
-	tw = tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "FIRE TIME\tOUTCOME\tRUN\tSTATUS")
-	for _, r := range desc.Runs {
-		st := r.Status
-		if st == "" {
-			st = "-"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Nominal.Format(time.RFC3339), r.Outcome, r.RunID, st)
-	}
-	return tw.Flush()
 }
 
 func schedulePause(e *env, c *command, pause bool, args []string) error {

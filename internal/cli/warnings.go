@@ -46,33 +46,19 @@ func (e *env) warnNoCoordinator(cl *client.Client) {
 // may take long (a signal, a child run, map items, a wait node's time to
 // come) and no timer of it is due later. "" when it does not.
 func stalled(st *projection.State, now time.Time, after time.Duration) string {
-	if st.Status.Ended() || st.Status == projection.RunPending || st.UpdatedAt == nil {
+	if st.Status.Ended() || st.Status == projection.RunPending || st.UpdatedAt == nil || mayWait(st, now) {
 		return ""
 	}
-	last := *st.UpdatedAt
-	var running []string
-	for id, n := range st.Nodes {
-		if n.Status == projection.NodeWaiting && (n.WaitingFor != projection.WaitingForTimer || n.Deadline == nil || n.Deadline.After(now)) {
-			return "" // a wait node whose time passed is not waiting any more
-		}
-		if n.HeartbeatAt != nil && n.HeartbeatAt.After(last) {
-			last = *n.HeartbeatAt
-		}
-		if n.Status == projection.NodeRunning {
-			if n.TimeoutMs > 0 && n.StartedAt != nil && now.Before(n.StartedAt.Add(time.Duration(n.TimeoutMs)*time.Millisecond)) {
-				return "" // within its own timeout
-			}
-			running = append(running, id)
-		}
-	}
-	for _, t := range st.Timers {
-		if t.At.After(now) {
-			return ""
-		}
-	}
+	last := lastActivity(st)
 	idle := now.Sub(last)
 	if idle <= after {
 		return ""
+	}
+	var running []string
+	for id, n := range st.Nodes {
+		if n.Status == projection.NodeRunning {
+			running = append(running, id)
+		}
 	}
 	if len(running) > 0 {
 		slices.Sort(running)
@@ -81,6 +67,38 @@ func stalled(st *projection.State, now time.Time, after time.Duration) string {
 	}
 	return fmt.Sprintf("run %s has not advanced for %s (no event since %s, longer than -stall %s): is a coordinator running, and a worker for its ready nodes?",
 		st.RunID, duration(idle), last.Local().Format(time.DateTime), after)
+}
+
+// mayWait says whether a run may rightly be quiet at now: a node of it
+// waits for something that may take long, a running node is within its
+// own timeout, or a timer of it is due later.
+func mayWait(st *projection.State, now time.Time) bool {
+	for _, n := range st.Nodes {
+		if n.Status == projection.NodeWaiting && (n.WaitingFor != projection.WaitingForTimer || n.Deadline == nil || n.Deadline.After(now)) {
+			return true // a wait node whose time passed is not waiting any more
+		}
+		if n.Status == projection.NodeRunning && n.TimeoutMs > 0 && n.StartedAt != nil && now.Before(n.StartedAt.Add(time.Duration(n.TimeoutMs)*time.Millisecond)) {
+			return true // within its own timeout
+		}
+	}
+	for _, t := range st.Timers {
+		if t.At.After(now) {
+			return true
+		}
+	}
+	return false
+}
+
+// lastActivity is when a run last showed life: its last event, or a later
+// heartbeat of one of its nodes.
+func lastActivity(st *projection.State) time.Time {
+	last := *st.UpdatedAt
+	for _, n := range st.Nodes {
+		if n.HeartbeatAt != nil && n.HeartbeatAt.After(last) {
+			last = *n.HeartbeatAt
+		}
+	}
+	return last
 }
 
 // warnStalled prints stalled's warning on stderr.

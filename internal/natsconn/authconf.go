@@ -166,14 +166,8 @@ func WriteRoles(dir string, d Deployment, cost int, force bool) ([]Written, erro
 		files = append(files, Written{Path: filepath.Join(dir, c.User.Name+".env"), User: c.User.Name, Role: c.User.Role})
 	}
 	if !force {
-		var exist []string
-		for _, f := range files {
-			if _, err := os.Stat(f.Path); err == nil {
-				exist = append(exist, f.Path)
-			}
-		}
-		if len(exist) > 0 {
-			return nil, fmt.Errorf("%w: %s (-force replaces them, and every role's password)", ErrExists, strings.Join(exist, ", "))
+		if err := refuseExisting(files); err != nil {
+			return nil, err
 		}
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -193,6 +187,21 @@ func WriteRoles(dir string, d Deployment, cost int, force bool) ([]Written, erro
 		return nil, err
 	}
 	return files, nil
+}
+
+// refuseExisting is ErrExists, naming them, when any of the files is
+// there already.
+func refuseExisting(files []Written) error {
+	var exist []string
+	for _, f := range files {
+		if _, err := os.Stat(f.Path); err == nil {
+			exist = append(exist, f.Path)
+		}
+	}
+	if len(exist) > 0 {
+		return fmt.Errorf("%w: %s (-force replaces them, and every role's password)", ErrExists, strings.Join(exist, ", "))
+	}
+	return nil
 }
 
 // writeFile writes through a temporary file and a rename, with the mode

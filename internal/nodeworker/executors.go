@@ -152,8 +152,20 @@ func (c *ExecutorConfig) Validate() error {
 			errs = append(errs, fmt.Errorf("-secrets-dir: %q is not a directory", c.SecretsDir))
 		}
 	}
+	errs = append(errs, checkEndpoints(c.LLMEndpoints)...)
+	if c.TemplateMaxOutput < 1 || c.TemplateMaxIterations < 1 {
+		errs = append(errs, errors.New("-template-max-output, -template-max-iterations: want at least 1"))
+	}
+	return errors.Join(errs...)
+}
+
+// checkEndpoints reports every problem with the -llm-endpoint flags: a
+// name that is not a token or given twice, an unknown provider, a URL that
+// is not http(s) or carries credentials.
+func checkEndpoints(eps []LLMEndpoint) []error {
+	var errs []error
 	seen := map[string]bool{}
-	for _, e := range c.LLMEndpoints {
+	for _, e := range eps {
 		switch {
 		case !eventlog.ValidToken(e.Name):
 			errs = append(errs, fmt.Errorf("-llm-endpoint: name %q: want letters, digits, '-' and '_'", e.Name))
@@ -170,10 +182,7 @@ func (c *ExecutorConfig) Validate() error {
 			errs = append(errs, fmt.Errorf("-llm-endpoint %s: url: no credentials in the URL; give the key as key=SECRET", e.Name))
 		}
 	}
-	if c.TemplateMaxOutput < 1 || c.TemplateMaxIterations < 1 {
-		errs = append(errs, errors.New("-template-max-output, -template-max-iterations: want at least 1"))
-	}
-	return errors.Join(errs...)
+	return errs
 }
 
 // options are the builtin options of the configuration (valid).

@@ -210,24 +210,11 @@ func lex(rs []rune) []token {
 		kind := byte('.')
 		switch {
 		case c == '"' || c == '\'':
-			kind = 's'
-			for j < len(rs) && rs[j] != c {
-				if rs[j] == '\\' {
-					j++
-				}
-				j++
-			}
-			j = min(j+1, len(rs))
+			kind, j = 's', stringEnd(rs, i)
 		case unicode.IsLetter(c) || c == '_':
-			kind = 'w'
-			for j < len(rs) && (unicode.IsLetter(rs[j]) || unicode.IsDigit(rs[j]) || rs[j] == '_') {
-				j++
-			}
+			kind, j = 'w', scanWhile(rs, j, isWordRune)
 		case unicode.IsSpace(c):
-			kind = ' '
-			for j < len(rs) && unicode.IsSpace(rs[j]) {
-				j++
-			}
+			kind, j = ' ', scanWhile(rs, j, unicode.IsSpace)
 		case strings.ContainsRune("=!<>&|", c):
 			kind = 'o'
 			if j < len(rs) && slices.Contains([]string{"==", "!=", "<=", ">=", "&&", "||"}, string(rs[i:j+1])) {
@@ -240,6 +227,30 @@ func lex(rs []rune) []token {
 	return toks
 }
 
+// stringEnd is the end of the string literal that begins at rs[i], past
+// its closing quote (or the end of rs, when it is not closed).
+func stringEnd(rs []rune, i int) int {
+	j := i + 1
+	for j < len(rs) && rs[j] != rs[i] {
+		if rs[j] == '\\' {
+			j++
+		}
+		j++
+	}
+	return min(j+1, len(rs))
+}
+
+// scanWhile is the index of the first rune from j on that is not in.
+func scanWhile(rs []rune, j int, in func(rune) bool) int {
+	for j < len(rs) && in(rs[j]) {
+		j++
+	}
+	return j
+}
+
+// isWordRune says whether r may go on a word.
+func isWordRune(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) || r == '_' }
+
 // timeNames are the timestamps a string may be compared with.
 var timeNames = map[string]bool{"started": true, "ended": true, "now": true}
 
@@ -247,70 +258,101 @@ var timeNames = map[string]bool{"started": true, "ended": true, "now": true}
 // lone = as ==, and a string compared with started, ended or now as the
 // timestamp it holds. A string there that holds no time is a FilterError.
 func normalize(src string) (rewrite, error) {
-	toks := lex([]rune(src))
-	// sig is the index of the significant token before (d -1) or after
-	// (d 1) i, or -1.
-	sig := func(i, d int) int {
-		for i += d; i >= 0 && i < len(toks); i += d {
-			if toks[i].kind != ' ' {
-				return i
-			}
-		}
-		return -1
-	}
-	isCmp := func(i int) bool {
-		return i >= 0 && toks[i].kind == 'o' && slices.Contains([]string{"==", "!=", "<", "<=", ">", ">=", "="}, toks[i].text)
-	}
-	isTime := func(i int) bool {
-		if i < 0 || toks[i].kind != 'w' || !timeNames[toks[i].text] {
-			return false
-		}
-		p := sig(i, -1)
-		return p < 0 || toks[p].text != "."
-	}
+	ts := tokens(lex([]rune(src)))
 	r := rewrite{in: src}
-	emit := func(s string, at int) {
-		for range []rune(s) {
-			r.from = append(r.from, at)
+	for i, t := range ts {
+		out, err := ts.spelled(src, i)
+		if err != nil {
+			return r, err
 		}
-		r.out += s
-	}
-	for i, t := range toks {
-		out := t.text
-		switch t.kind {
-		case 'w':
-			if p := sig(i, -1); p < 0 || toks[p].text != "." {
-				switch strings.ToUpper(t.text) {
-				case "AND":
-					out = "&&"
-				case "OR":
-					out = "||"
-				case "NOT":
-					out = "!"
-				}
-			}
-		case 'o':
-			if t.text == "=" {
-				out = "=="
-			}
-		case 's':
-			p, n := sig(i, -1), sig(i, 1)
-			closed := len(t.text) >= 2 && t.text[len(t.text)-1] == t.text[0]
-			if closed && (isCmp(p) && isTime(sig(p, -1)) || isCmp(n) && isTime(sig(n, 1))) {
-				v, err := strconv.Unquote(`"` + strings.ReplaceAll(t.text[1:len(t.text)-1], `"`, `\"`) + `"`)
-				if err != nil {
-					break // CEL says what is wrong with the literal
-				}
-				at, err := queryTime(v)
-				if err != nil {
-					return r, &FilterError{Query: src, Msg: err.Error(), Line: 0, Column: t.start}
-				}
-				out = `timestamp("` + at.UTC().Format(time.RFC3339Nano) + `")`
-			}
+		for range []rune(out) {
+			r.from = append(r.from, t.start)
 		}
-		emit(out, t.start)
+		r.out += out
 	}
 	return r, nil
+}
+
+// tokens are a query's tokens, as normalize reads them.
+type tokens []token
+
+// spelled is how normalize writes token i of src.
+func (ts tokens) spelled(src string, i int) (string, error) {
+	t := ts[i]
+	switch t.kind {
+	case 'w':
+		return ts.keyword(i), nil
+	case 'o':
+		if t.text == "=" {
+			return "==", nil
+		}
+	case 's':
+		return ts.timeLiteral(src, i)
+	}
+	return t.text, nil
+}
+
+// keyword spells word i: AND, OR and NOT (any case, and not a field after
+// a ".") as &&, || and !; any other as it is.
+func (ts tokens) keyword(i int) string {
+	if p := ts.sig(i, -1); p >= 0 && ts[p].text == "." {
+		return ts[i].text
+	}
+	switch strings.ToUpper(ts[i].text) {
+	case "AND":
+		return "&&"
+	case "OR":
+		return "||"
+	case "NOT":
+		return "!"
+	}
+	return ts[i].text
+}
+
+// timeLiteral spells string literal i of src: as the timestamp it holds
+// when it is compared with a time name (a FilterError when it holds no
+// time), else as it is.
+func (ts tokens) timeLiteral(src string, i int) (string, error) {
+	t := ts[i]
+	p, n := ts.sig(i, -1), ts.sig(i, 1)
+	closed := len(t.text) >= 2 && t.text[len(t.text)-1] == t.text[0]
+	if !closed || !(ts.isCmp(p) && ts.isTime(ts.sig(p, -1)) || ts.isCmp(n) && ts.isTime(ts.sig(n, 1))) {
+		return t.text, nil
+	}
+	v, err := strconv.Unquote(`"` + strings.ReplaceAll(t.text[1:len(t.text)-1], `"`, `\"`) + `"`)
+	if err != nil {
+		return t.text, nil // CEL says what is wrong with the literal
+	}
+	at, err := queryTime(v)
+	if err != nil {
+		return "", &FilterError{Query: src, Msg: err.Error(), Line: 0, Column: t.start}
+	}
+	return `timestamp("` + at.UTC().Format(time.RFC3339Nano) + `")`, nil
+}
+
+// sig is the index of the significant token before (d -1) or after (d 1)
+// i, or -1.
+func (ts tokens) sig(i, d int) int {
+	for i += d; i >= 0 && i < len(ts); i += d {
+		if ts[i].kind != ' ' {
+			return i
+		}
+	}
+	return -1
+}
+
+// isCmp says whether token i is a comparison.
+func (ts tokens) isCmp(i int) bool {
+	return i >= 0 && ts[i].kind == 'o' && slices.Contains([]string{"==", "!=", "<", "<=", ">", ">=", "="}, ts[i].text)
+}
+
+// isTime says whether token i is a time name, and not a field (after a ".").
+func (ts tokens) isTime(i int) bool {
+	if i < 0 || ts[i].kind != 'w' || !timeNames[ts[i].text] {
+		return false
+	}
+	p := ts.sig(i, -1)
+	return p < 0 || ts[p].text != "."
 }
 
 // origin maps a 1-based line and 0-based column of the rewritten query

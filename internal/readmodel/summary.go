@@ -108,46 +108,62 @@ func Summarize(s *projection.State, def time.Duration) Summary {
 	_ = json.Unmarshal(s.Graph, &g) // the fold parsed it already
 	sum.Attrs = searchAttrs(g.SearchAttributes, s.Invocation, s.Input)
 	if t := s.Trigger; t != nil && (t.Kind == events.TriggerSchedule || t.Kind == events.TriggerEvent || t.Kind == events.TriggerWebhook) {
-		// The engine's own attribute: a schedule's runs are
-		// "schedule=<name>", a trigger's "trigger=<name>" (a webhook is
-		// a trigger, and its runs are also "webhook=<webhook>"), over
-		// any the graph declares under that name.
-		k := t.Kind
-		if sum.Attrs == nil {
-			sum.Attrs = map[string]string{}
-		}
-		if k == events.TriggerWebhook {
-			k = events.TriggerEvent
-			if t.Webhook != "" {
-				sum.Attrs[events.TriggerWebhook] = t.Webhook
-			}
-		}
-		sum.Attrs[k] = t.Name
-		sum.Origin = t.Origin()
+		sum.addOrigin(t)
 	}
 	if s.Chain != nil || s.ContinuedAs != "" {
-		sum.Chain, sum.Link, sum.ContinuedAs = s.ChainID(), s.ChainLink(), s.ContinuedAs
-		if s.Chain != nil {
-			sum.Previous = s.Chain.Previous
-		}
-		if sum.Attrs == nil {
-			sum.Attrs = map[string]string{}
-		}
-		sum.Attrs[AttrChain] = sum.Chain
+		sum.addChain(s)
 	}
-	ret := def
-	for _, r := range []string{s.Retention, g.Retention} {
-		if d, err := ParseRetention(r); r != "" && err == nil {
-			ret = d
-			break
-		}
-	}
+	ret := retention(def, s.Retention, g.Retention)
 	sum.Retention = ret.String()
 	if s.Status.Ended() && s.EndedAt != nil {
 		sum.EndedAt = s.EndedAt.UTC()
 		sum.ExpiresAt = sum.EndedAt.Add(ret)
 	}
 	return sum
+}
+
+// addOrigin records the schedule or trigger that started the run: the
+// engine's own attribute, "schedule=<name>" for a schedule's runs,
+// "trigger=<name>" for a trigger's (a webhook is a trigger, and its runs
+// are also "webhook=<webhook>"), over any the graph declares under that
+// name.
+func (sum *Summary) addOrigin(t *events.TriggerRef) {
+	k := t.Kind
+	if sum.Attrs == nil {
+		sum.Attrs = map[string]string{}
+	}
+	if k == events.TriggerWebhook {
+		k = events.TriggerEvent
+		if t.Webhook != "" {
+			sum.Attrs[events.TriggerWebhook] = t.Webhook
+		}
+	}
+	sum.Attrs[k] = t.Name
+	sum.Origin = t.Origin()
+}
+
+// addChain records the chain of continuations the run is a link of, and
+// its AttrChain attribute.
+func (sum *Summary) addChain(s *projection.State) {
+	sum.Chain, sum.Link, sum.ContinuedAs = s.ChainID(), s.ChainLink(), s.ContinuedAs
+	if s.Chain != nil {
+		sum.Previous = s.Chain.Previous
+	}
+	if sum.Attrs == nil {
+		sum.Attrs = map[string]string{}
+	}
+	sum.Attrs[AttrChain] = sum.Chain
+}
+
+// retention is the first of the settings given (the run's start's, then
+// its graph's) that is a retention, else def.
+func retention(def time.Duration, settings ...string) time.Duration {
+	for _, r := range settings {
+		if d, err := ParseRetention(r); r != "" && err == nil {
+			return d
+		}
+	}
+	return def
 }
 
 // ParseRetention reads a retention setting: a Go duration ("720h"),

@@ -184,20 +184,11 @@ type consumer struct {
 	lastBad                            []BadMessage
 }
 
+// run consumes the trigger's messages, starting a run of each, until ctx
+// ends; it sets the consumer up again after a failure.
 func (c *consumer) run(ctx context.Context) {
 	log := c.r.log.With(logattr.Trigger, c.def.Name)
-	for ctx.Err() == nil {
-		key, err := schedule.EnsureKey(ctx, c.r.keys, "trigger", c.def.Name)
-		if err != nil {
-			log.Warn("reading the trigger's key", logattr.Error, err)
-			if !sleep(ctx, time.Second) {
-				return
-			}
-			continue
-		}
-		c.key = key
-		break
-	}
+	c.loadKey(ctx, log)
 	var flushes sync.WaitGroup
 	flushCtx, stopFlush := context.WithCancel(context.WithoutCancel(ctx))
 	flushes.Go(func() {
@@ -215,64 +206,89 @@ func (c *consumer) run(ctx context.Context) {
 	})
 	defer func() { flushes.Wait(); stopFlush() }()
 	for ctx.Err() == nil {
-		cons, err := setup.EnsureConsumer(ctx, c.r.js, c.def.Stream, jetstream.ConsumerConfig{
-			Durable:       ConsumerName(c.def.Name),
-			Description:   "Weft trigger " + c.def.Name + ": starts a run per message",
-			FilterSubject: c.def.Subject,
-			AckPolicy:     jetstream.AckExplicitPolicy,
-			AckWait:       30 * time.Second,
-			MaxAckPending: 4 * Concurrency,
-			MaxDeliver:    -1,
+		if !c.consume(ctx, log) {
+			return
+		}
+	}
+}
+
+// loadKey reads (or makes) the trigger's key, trying again each second
+// until it has it or ctx ends.
+func (c *consumer) loadKey(ctx context.Context, log *slog.Logger) {
+	for ctx.Err() == nil {
+		key, err := schedule.EnsureKey(ctx, c.r.keys, "trigger", c.def.Name)
+		if err == nil {
+			c.key = key
+			return
+		}
+		log.Warn("reading the trigger's key", logattr.Error, err)
+		if !sleep(ctx, time.Second) {
+			return
+		}
+	}
+}
+
+// consume sets the trigger's consumer up and hands its messages to
+// Concurrency handlers until its iterator closes; false when ctx ended
+// while it waited to try again after a failure.
+func (c *consumer) consume(ctx context.Context, log *slog.Logger) bool {
+	cons, err := setup.EnsureConsumer(ctx, c.r.js, c.def.Stream, jetstream.ConsumerConfig{
+		Durable:       ConsumerName(c.def.Name),
+		Description:   "Weft trigger " + c.def.Name + ": starts a run per message",
+		FilterSubject: c.def.Subject,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       30 * time.Second,
+		MaxAckPending: 4 * Concurrency,
+		MaxDeliver:    -1,
+	})
+	if err != nil {
+		log.Warn("setting up the trigger's consumer", logattr.Error, err)
+		return sleep(ctx, time.Second)
+	}
+	iter, err := cons.Messages(jetstream.PullMaxMessages(2 * Concurrency))
+	if err != nil {
+		return sleep(ctx, time.Second)
+	}
+	stop := context.AfterFunc(ctx, iter.Drain)
+	work := make([]chan jetstream.Msg, Concurrency)
+	var wg sync.WaitGroup
+	for i := range work {
+		work[i] = make(chan jetstream.Msg, 4)
+		wg.Go(func() {
+			for m := range work[i] {
+				c.handle(ctx, m, log)
+			}
 		})
+	}
+	distribute(ctx, iter, work)
+	for _, w := range work {
+		close(w)
+	}
+	wg.Wait()
+	stop()
+	return true
+}
+
+// distribute hands the iterator's messages out to the handlers' queues,
+// by their identity's hash, so that two copies of one message
+// (republished) are handled one after the other, and the second finds
+// the first's run. It returns when the iterator is closed, or ctx ends.
+func distribute(ctx context.Context, iter jetstream.MessagesContext, work []chan jetstream.Msg) {
+	for {
+		m, err := iter.Next()
 		if err != nil {
-			log.Warn("setting up the trigger's consumer", logattr.Error, err)
-			if !sleep(ctx, time.Second) {
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) || ctx.Err() != nil {
 				return
 			}
 			continue
 		}
-		iter, err := cons.Messages(jetstream.PullMaxMessages(2 * Concurrency))
-		if err != nil {
-			if !sleep(ctx, time.Second) {
-				return
-			}
-			continue
+		h := fnv.New32a()
+		if id := m.Headers().Get(nats.MsgIdHdr); id != "" {
+			_, _ = h.Write([]byte(id))
+		} else {
+			_, _ = h.Write(m.Data())
 		}
-		stop := context.AfterFunc(ctx, iter.Drain)
-		// Messages are handed out by their identity's hash, so that two
-		// copies of one message (republished) are handled one after the
-		// other, and the second finds the first's run.
-		work := make([]chan jetstream.Msg, Concurrency)
-		var wg sync.WaitGroup
-		for i := range work {
-			work[i] = make(chan jetstream.Msg, 4)
-			wg.Go(func() {
-				for m := range work[i] {
-					c.handle(ctx, m, log)
-				}
-			})
-		}
-		for {
-			m, err := iter.Next()
-			if err != nil {
-				if errors.Is(err, jetstream.ErrMsgIteratorClosed) || ctx.Err() != nil {
-					break
-				}
-				continue
-			}
-			h := fnv.New32a()
-			if id := m.Headers().Get(nats.MsgIdHdr); id != "" {
-				_, _ = h.Write([]byte(id))
-			} else {
-				_, _ = h.Write(m.Data())
-			}
-			work[h.Sum32()%Concurrency] <- m
-		}
-		for _, w := range work {
-			close(w)
-		}
-		wg.Wait()
-		stop()
+		work[h.Sum32()%Concurrency] <- m
 	}
 }
 
@@ -326,6 +342,8 @@ func Map(ctx context.Context, d *Definition, subject string, hdr nats.Header, da
 	return mapMsg(ctx, p, subject, hdr, data, fallbackKey)
 }
 
+// mapMsg applies a definition's compiled expressions to a message: its
+// filter, then its input and its key.
 func mapMsg(ctx context.Context, p programs, subject string, hdr nats.Header, data []byte, fallbackKey string) (*Mapped, error) {
 	var body any
 	if err := json.Unmarshal(data, &body); err != nil {
@@ -350,44 +368,60 @@ func mapMsg(ctx context.Context, p programs, subject string, hdr nats.Header, da
 			return &Mapped{Skip: true}, nil
 		}
 	}
-	out := &Mapped{}
+	input, err := p.mapInput(ctx, vars, body)
+	if err != nil {
+		return nil, err
+	}
+	key, err := p.mapKey(ctx, vars, msgID, fallbackKey)
+	if err != nil {
+		return nil, err
+	}
+	return &Mapped{Input: input, Key: key}, nil
+}
+
+// mapInput is a message's run input: -input's value, else the body,
+// which must be a JSON object.
+func (p programs) mapInput(ctx context.Context, vars expr.Vars, body any) (json.RawMessage, error) {
+	v := body
 	if p.input != nil {
-		v, err := p.input.Eval(ctx, vars)
-		if err != nil {
+		var err error
+		if v, err = p.input.Eval(ctx, vars); err != nil {
 			return nil, fmt.Errorf("-input: %w", err)
 		}
 		if _, ok := v.(map[string]any); !ok {
 			return nil, fmt.Errorf("-input %q: gives %s, want a JSON object", p.input.Source(), kindOf(v))
 		}
-		out.Input, _ = json.Marshal(v)
-	} else {
-		if _, ok := body.(map[string]any); !ok {
-			return nil, fmt.Errorf("the message body is %s, not a JSON object: give -input to map it", kindOf(body))
-		}
-		out.Input, _ = json.Marshal(body)
+	} else if _, ok := body.(map[string]any); !ok {
+		return nil, fmt.Errorf("the message body is %s, not a JSON object: give -input to map it", kindOf(body))
 	}
+	b, _ := json.Marshal(v)
+	return b, nil
+}
+
+// mapKey is a message's key, from which its run id comes: -id's value,
+// else the message's id, else fallbackKey.
+func (p programs) mapKey(ctx context.Context, vars expr.Vars, msgID, fallbackKey string) (string, error) {
 	switch {
 	case p.id != nil:
 		v, err := p.id.Eval(ctx, vars)
 		if err != nil {
-			return nil, fmt.Errorf("-id: %w", err)
+			return "", fmt.Errorf("-id: %w", err)
 		}
+		var key string
 		switch x := v.(type) {
 		case string:
-			out.Key = x
+			key = x
 		case float64:
-			out.Key = strconv.FormatFloat(x, 'f', -1, 64)
+			key = strconv.FormatFloat(x, 'f', -1, 64)
 		}
-		if out.Key == "" {
-			return nil, fmt.Errorf("-id %q: gives %s, want a non-empty string", p.id.Source(), kindOf(v))
+		if key == "" {
+			return "", fmt.Errorf("-id %q: gives %s, want a non-empty string", p.id.Source(), kindOf(v))
 		}
-		out.Key = "id:" + out.Key
+		return "id:" + key, nil
 	case msgID != "":
-		out.Key = "msgid:" + msgID
-	default:
-		out.Key = fallbackKey
+		return "msgid:" + msgID, nil
 	}
-	return out, nil
+	return fallbackKey, nil
 }
 
 func kindOf(v any) string {

@@ -165,28 +165,69 @@ func (s *server) liveRun(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	from, err := intParam(r.URL.Query(), "from", 0, 0, 1<<31-1)
+	from, err := liveFrom(r)
 	if err != nil {
 		s.fail(w, r, err)
 		return
-	}
-	// A browser's EventSource that reconnects says the last event it
-	// had: go on after it.
-	if last := r.Header.Get("Last-Event-ID"); last != "" {
-		n, err := strconv.Atoi(last)
-		if err != nil || n < 0 {
-			s.fail(w, r, badParam("Last-Event-ID", "want the position of an event, got %q", last))
-			return
-		}
-		from = max(from, n)
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	st := newStream(w)
 	stopPing := pinger(ctx, st, s.cfg.Ping, cancel)
 	defer stopPing()
+	writeErr, err := s.followLive(ctx, st, id, from)
+	switch {
+	case writeErr || ctx.Err() != nil:
+		return
+	case errors.Is(err, events.ErrRunNotFound) && !st.isStarted():
+		// Not in the live log: an archived run has ended, and its
+		// events are all there is.
+		l, aerr := s.logs.get(ctx, id)
+		if aerr != nil {
+			s.fail(w, r, aerr)
+			return
+		}
+		for i := from; i < len(l.events); i++ {
+			b, err := json.Marshal(s.viewEvent(i+1, l.events[i], l.folded[i]))
+			if err != nil || st.send("event", strconv.Itoa(i+1), b) != nil {
+				return
+			}
+		}
+	case err != nil && !st.isStarted():
+		s.fail(w, r, err)
+		return
+	case err != nil:
+		// The stream has begun: say why it ends.
+		b, _ := json.Marshal(apiError{Message: strings.TrimSpace(err.Error())})
+		_ = st.send("error", "", b)
+		return
+	}
+	_ = st.send("end", "", []byte("{}"))
+}
+
+// liveFrom is the position liveRun's stream goes on after: ?from=N, or
+// the position in Last-Event-ID when later (a browser's EventSource that
+// reconnects says the last event it had).
+func liveFrom(r *http.Request) (int, error) {
+	from, err := intParam(r.URL.Query(), "from", 0, 0, 1<<31-1)
+	if err != nil {
+		return 0, err
+	}
+	if last := r.Header.Get("Last-Event-ID"); last != "" {
+		n, err := strconv.Atoi(last)
+		if err != nil || n < 0 {
+			return 0, badParam("Last-Event-ID", "want the position of an event, got %q", last)
+		}
+		from = max(from, n)
+	}
+	return from, nil
+}
+
+// followLive sends st the events of run id in the live log after position
+// from, as they are stored, until the run ends or ctx does; writeErr says
+// the stream could not be written to, err why the following ended.
+func (s *server) followLive(ctx context.Context, st *stream, id string, from int) (writeErr bool, err error) {
 	var prev projection.State
-	writeErr := false
 	err = s.cl.Follow(ctx, id, func(re client.RunEvent, _ *projection.State) bool {
 		folded := prev.Apply(re.Event)
 		if re.Position < from {
@@ -215,31 +256,5 @@ func (s *server) liveRun(w http.ResponseWriter, r *http.Request) {
 		}
 		return true
 	})
-	switch {
-	case writeErr || ctx.Err() != nil:
-		return
-	case errors.Is(err, events.ErrRunNotFound) && !st.isStarted():
-		// Not in the live log: an archived run has ended, and its
-		// events are all there is.
-		l, aerr := s.logs.get(ctx, id)
-		if aerr != nil {
-			s.fail(w, r, aerr)
-			return
-		}
-		for i := from; i < len(l.events); i++ {
-			b, err := json.Marshal(s.viewEvent(i+1, l.events[i], l.folded[i]))
-			if err != nil || st.send("event", strconv.Itoa(i+1), b) != nil {
-				return
-			}
-		}
-	case err != nil && !st.isStarted():
-		s.fail(w, r, err)
-		return
-	case err != nil:
-		// The stream has begun: say why it ends.
-		b, _ := json.Marshal(apiError{Message: strings.TrimSpace(err.Error())})
-		_ = st.send("error", "", b)
-		return
-	}
-	_ = st.send("end", "", []byte("{}"))
+	return writeErr, err
 }

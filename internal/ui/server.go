@@ -182,6 +182,33 @@ func New(cfg Config) (http.Handler, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("ui: no events store")
 	}
+	js := eventlog.JetStream(cfg.Store)
+	if js == nil {
+		return nil, fmt.Errorf("ui: the store %T is not one events.Open made, nor a wrapper of one with an Unwrap() events.Store method", cfg.Store)
+	}
+	cfg.withDefaults()
+	s := &server{
+		cfg: cfg, cl: cfg.Client, js: js, log: cfg.Log, logs: newLogCache(cfg.Store, cfg.Client),
+		feed:    newRunsFeed(js, cfg.Log),
+		door:    newDoor(cfg.Limits, cfg.TrustedProxies, cfg.now),
+		xorigin: http.NewCrossOriginProtection(),
+	}
+	if cfg.User != "" {
+		s.creds = newCredentials(&cfg)
+	}
+	if err := s.loadFiles(cfg.Files); err != nil {
+		return nil, err
+	}
+	api := s.api()
+	mux := http.NewServeMux()
+	mux.Handle("/api/live/", s.limitLive(s.guardAPI(api)))
+	mux.Handle("/api/", compressed(s.guardAPI(api)))
+	mux.HandleFunc("/", s.static)
+	return s.secure(mux), nil
+}
+
+// withDefaults fills in what cfg leaves out.
+func (cfg *Config) withDefaults() {
 	if cfg.Client == nil {
 		cfg.Client = client.New(cfg.Store)
 	}
@@ -197,26 +224,14 @@ func New(cfg Config) (http.Handler, error) {
 	if cfg.Summarize == nil {
 		cfg.Summarize = func(*events.Event) string { return "" }
 	}
-	js := eventlog.JetStream(cfg.Store)
-	if js == nil {
-		return nil, fmt.Errorf("ui: the store %T is not one events.Open made, nor a wrapper of one with an Unwrap() events.Store method", cfg.Store)
-	}
 	if cfg.now == nil {
 		cfg.now = time.Now
 	}
 	cfg.Limits.withDefaults()
-	s := &server{
-		cfg: cfg, cl: cfg.Client, js: js, log: cfg.Log, logs: newLogCache(cfg.Store, cfg.Client),
-		feed:    newRunsFeed(js, cfg.Log),
-		door:    newDoor(cfg.Limits, cfg.TrustedProxies, cfg.now),
-		xorigin: http.NewCrossOriginProtection(),
-	}
-	if cfg.User != "" {
-		s.creds = newCredentials(&cfg)
-	}
-	if err := s.loadFiles(cfg.Files); err != nil {
-		return nil, err
-	}
+}
+
+// api routes the API of API.md.
+func (s *server) api() *http.ServeMux {
 	api := http.NewServeMux()
 	api.HandleFunc("GET /api/config", s.config)
 	api.HandleFunc("GET /api/runs", s.listRuns)
@@ -237,11 +252,7 @@ func New(cfg Config) (http.Handler, error) {
 	api.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no API at %s %s", r.Method, r.URL.Path), "")
 	})
-	mux := http.NewServeMux()
-	mux.Handle("/api/live/", s.limitLive(s.guardAPI(api)))
-	mux.Handle("/api/", compressed(s.guardAPI(api)))
-	mux.HandleFunc("/", s.static)
-	return s.secure(mux), nil
+	return api
 }
 
 // secure sets the security headers, refuses requests from other

@@ -53,6 +53,28 @@ func (s *server) workers(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	var out workersView
+	waiting, err := s.queueWaiting(ctx)
+	if err != nil {
+		out.Note = "the work waiting on each queue is unknown: the queues' consumers could not be read (" + err.Error() + "); Weft's client and ui roles may not list them"
+	}
+	out.Queues = queueViews(live, waiting)
+	co, err := s.cl.Coordinators(ctx)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out.Coordinators = coordinatorsView{Alive: co.AliveAt(time.Now()), Window: co.Window.String()}
+	if !co.LastSeen.IsZero() {
+		out.Coordinators.LastSeen = &co.LastSeen
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// queueViews is the task queues the live workers announce, and those
+// with work waiting (by queue), with their workers and node types: the
+// default queue first, then by name.
+func queueViews(live []worker.Announcement, waiting map[string]uint64) []queueView {
 	queues := map[string]*queueView{}
 	queue := func(name string) *queueView {
 		q := queues[name]
@@ -73,19 +95,15 @@ func (s *server) workers(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	var out workersView
-	waiting, err := s.queueWaiting(ctx)
-	if err != nil {
-		out.Note = "the work waiting on each queue is unknown: the queues' consumers could not be read (" + err.Error() + "); Weft's client and ui roles may not list them"
-	}
 	for name, n := range waiting {
 		queue(name).Waiting = &n
 	}
+	out := []queueView{}
 	for _, q := range queues {
 		slices.Sort(q.Types)
-		out.Queues = append(out.Queues, *q)
+		out = append(out, *q)
 	}
-	slices.SortFunc(out.Queues, func(a, b queueView) int {
+	slices.SortFunc(out, func(a, b queueView) int {
 		switch {
 		case a.Name == b.Name:
 			return 0
@@ -98,19 +116,7 @@ func (s *server) workers(w http.ResponseWriter, r *http.Request) {
 		}
 		return 1
 	})
-	if out.Queues == nil {
-		out.Queues = []queueView{}
-	}
-	co, err := s.cl.Coordinators(ctx)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	out.Coordinators = coordinatorsView{Alive: co.AliveAt(time.Now()), Window: co.Window.String()}
-	if !co.LastSeen.IsZero() {
-		out.Coordinators.LastSeen = &co.LastSeen
-	}
-	writeJSON(w, http.StatusOK, out)
+	return out
 }
 
 // consumersRetry is how long the server stops trying to list the queues'

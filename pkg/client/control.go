@@ -87,12 +87,8 @@ func (c *Client) Signal(ctx context.Context, runID, node string, data any, opts 
 	if st.Status.Ended() {
 		return fmt.Errorf("signalling node %q of run %s: %w (%s)", node, runID, ErrRunEnded, st.Status)
 	}
-	nodes, err := nodeIDs(st.Graph)
-	if err != nil {
-		return fmt.Errorf("signalling run %s: reading its graph: %w", runID, err)
-	}
-	if !slices.Contains(nodes, node) {
-		return fmt.Errorf("signalling run %s: %w: graph %q has no node %q (its nodes: %s)", runID, graph.ErrUnknownNode, st.GraphName, node, strings.Join(nodes, ", "))
+	if err := graphHasNode(st, runID, node, "signalling"); err != nil {
+		return err
 	}
 	id := eventlog.DecisionID(runID, events.SignalReceived, o.id)
 	if o.id == "" {
@@ -102,10 +98,7 @@ func (c *Client) Signal(ctx context.Context, runID, node string, data any, opts 
 		return nil // sent before, and taken in: a retry
 	}
 	// The signal answers the activation that waits now, and none other.
-	iteration := 0
-	if ns := st.Nodes[node]; ns != nil && ns.Status == projection.NodeWaiting && ns.WaitingFor == "signal" {
-		iteration = ns.Iteration
-	}
+	iteration := waitingIteration(st, node)
 	if err := st.AcceptsSignal(node, max(iteration, 1), raw); err != nil {
 		// The fold would refuse it: say so rather than grow the history.
 		return fmt.Errorf("signalling node %q of run %s: %w: %s", node, runID, ErrSignalRefused, strings.TrimPrefix(err.Error(), projection.ErrRefused.Error()+": "))
@@ -125,6 +118,28 @@ func (c *Client) Signal(ctx context.Context, runID, node string, data any, opts 
 	}
 	c.log.DebugContext(ctx, "signal sent", logattr.RunID, runID, logattr.NodeID, node)
 	return nil
+}
+
+// graphHasNode checks that the run's graph has node
+// (graph.ErrUnknownNode); doing names the call, for the error.
+func graphHasNode(st *projection.State, runID, node, doing string) error {
+	nodes, err := nodeIDs(st.Graph)
+	if err != nil {
+		return fmt.Errorf("%s run %s: reading its graph: %w", doing, runID, err)
+	}
+	if !slices.Contains(nodes, node) {
+		return fmt.Errorf("%s run %s: %w: graph %q has no node %q (its nodes: %s)", doing, runID, graph.ErrUnknownNode, st.GraphName, node, strings.Join(nodes, ", "))
+	}
+	return nil
+}
+
+// waitingIteration is the iteration of node's activation that waits for a
+// signal now, or 0 when none does: a signal or update answers that one.
+func waitingIteration(st *projection.State, node string) int {
+	if ns := st.Nodes[node]; ns != nil && ns.Status == projection.NodeWaiting && ns.WaitingFor == "signal" {
+		return ns.Iteration
+	}
+	return 0
 }
 
 // derivedSignalID is the event id of a signal sent without an id: see

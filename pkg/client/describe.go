@@ -76,36 +76,21 @@ func PendingOf(st *projection.State, history []*events.Event) []Pending {
 	}
 	seen := scanAttempts(history)
 	var def *graph.Definition // decoded when a node waits for a signal
+	answer := func(node string) string {
+		if def == nil {
+			def = &graph.Definition{}
+			_ = json.Unmarshal(st.Graph, def) // the fold read it already
+		}
+		return answerCommand(st.RunID, node, def)
+	}
 	var out []Pending
 	for _, id := range nodeOrder(st) {
 		n := st.Nodes[id]
 		if n == nil || !n.Status.Active() {
 			continue
 		}
-		p := Pending{Node: id, Iteration: n.Iteration, Status: n.Status, WaitingFor: n.WaitingFor, Attempt: n.Attempt, Worker: n.Worker, Child: n.Child}
-		ref := events.NodeRef{Node: id, Iteration: n.Iteration}
-		switch n.Status {
-		case projection.NodeReady:
-			p.Since, p.Worker = n.ReadyAt, ""
-		case projection.NodeRunning:
-			p.Since = n.StartedAt
-			p.HeartbeatAt = n.HeartbeatAt
-		case projection.NodeWaiting:
-			p.Since, p.Deadline = n.StartedAt, n.Deadline
-			if n.WaitingFor == "slot" || n.WaitingFor == "rate" {
-				p.Attempt++ // the attempt that waits (NodeState.WaitingFor)
-			}
-			if n.WaitingFor == "signal" {
-				if def == nil {
-					def = &graph.Definition{}
-					_ = json.Unmarshal(st.Graph, def) // the fold read it already
-				}
-				p.Answer = answerCommand(st.RunID, id, def)
-			}
-		case projection.NodeRetrying, projection.NodeRetryDue:
-			p.Since, p.LastError = n.EndedAt, n.Error
-		}
-		attemptDetails(&p, st, ref, seen)
+		p := nodePending(id, n, answer)
+		attemptDetails(&p, st, events.NodeRef{Node: id, Iteration: n.Iteration}, seen)
 		out = append(out, p)
 		for i, it := range n.Items {
 			if it == nil || !it.Status.Active() {
@@ -120,6 +105,31 @@ func PendingOf(st *projection.State, history []*events.Event) []Pending {
 		}
 	}
 	return out
+}
+
+// nodePending is what a node's active activation n says of itself, by its
+// status; answer gives the command that answers a node waiting for a
+// signal.
+func nodePending(id string, n *projection.NodeState, answer func(node string) string) Pending {
+	p := Pending{Node: id, Iteration: n.Iteration, Status: n.Status, WaitingFor: n.WaitingFor, Attempt: n.Attempt, Worker: n.Worker, Child: n.Child}
+	switch n.Status {
+	case projection.NodeReady:
+		p.Since, p.Worker = n.ReadyAt, ""
+	case projection.NodeRunning:
+		p.Since = n.StartedAt
+		p.HeartbeatAt = n.HeartbeatAt
+	case projection.NodeWaiting:
+		p.Since, p.Deadline = n.StartedAt, n.Deadline
+		if n.WaitingFor == "slot" || n.WaitingFor == "rate" {
+			p.Attempt++ // the attempt that waits (NodeState.WaitingFor)
+		}
+		if n.WaitingFor == "signal" {
+			p.Answer = answer(id)
+		}
+	case projection.NodeRetrying, projection.NodeRetryDue:
+		p.Since, p.LastError = n.EndedAt, n.Error
+	}
+	return p
 }
 
 // attemptSeen is what the history says of one attempt: its latest
@@ -180,6 +190,12 @@ func attemptDetails(p *Pending, st *projection.State, ref events.NodeRef, seen m
 			p.HeartbeatAt, p.HeartbeatDetails = &a.heartbeatAt, a.details
 		}
 	}
+	timerDetails(p, st, ref)
+}
+
+// timerDetails fills in when the pending timers of ref's activation fire:
+// p's attempt's timeout and heartbeat timeout, a retry, a deadline.
+func timerDetails(p *Pending, st *projection.State, ref events.NodeRef) {
 	for _, t := range st.Timers {
 		if t.Ref.Node != ref.Node || t.Ref.Iteration != ref.Iteration || !sameItem(t.Ref.Item, ref.Item) {
 			continue

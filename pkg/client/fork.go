@@ -158,37 +158,17 @@ func (c *Client) fork(ctx context.Context, runID string, evs []*events.Event, po
 	if at.Status == projection.RunPending {
 		return fail(errors.New("the run has not started at that position"))
 	}
-	st, err := projection.ForkState(at)
+	g, st, err := forkGraphState(runID, at, o)
 	if err != nil {
-		return fail(err)
-	}
-	g := o.graph
-	if g == nil {
-		g, err = graph.Parse(at.Graph, "run "+runID, graph.AllowAnyType())
-		if err != nil {
-			return fail(fmt.Errorf("the run's graph: %w", err))
-		}
-	} else if err := compatible(g, st); err != nil {
-		return fail(err)
-	}
-	if err := editState(st, o); err != nil {
-		return fail(err)
-	}
-	// What the coordinator will check before it believes the state (the
-	// fold refuses a fork state that does not fit its graph, and the run
-	// fails with the problems): said here, and nothing written.
-	if err := projection.CheckForkState(g.Canonical(), st); err != nil {
 		return fail(err)
 	}
 	invocation, err := editObject("invocation", at.Invocation, o.invocation, o.replaceInv, o.invSet)
 	if err != nil {
 		return fail(err)
 	}
-	newID := o.runID
-	if newID == "" {
-		newID = events.NewRunID()
-	} else if !eventlog.ValidToken(newID) {
-		return fail(fmt.Errorf("run id %q: %w (letters, digits, '-' and '_', at most 128)", newID, events.ErrInvalidID))
+	newID, err := runIDOf(o.runID)
+	if err != nil {
+		return fail(err)
 	}
 	data := &events.RunStartedData{
 		GraphName:   g.Definition().Name,
@@ -206,12 +186,8 @@ func (c *Client) fork(ctx context.Context, runID string, evs []*events.Event, po
 	}
 	// The fork is a run of its own, in a trace of its own (or the
 	// caller's), linked to the parent run's.
-	var links []trace.Link
-	if sc := telemetry.SpanContextOf(evs[0]); sc.IsValid() {
-		links = append(links, trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{telemetry.AttrForkOf.String(runID)}})
-	}
 	ctx = telemetry.WithProviders(ctx, c.providers)
-	ctx, span := telemetry.StartRun(ctx, newID, g.Definition().Name, ev.Subject(), links...)
+	ctx, span := telemetry.StartRun(ctx, newID, g.Definition().Name, ev.Subject(), forkLinks(evs[0], runID)...)
 	defer span.End()
 	telemetry.Inject(ctx, ev)
 	if _, err := c.store.LastSeq(ctx, newID); err == nil {
@@ -225,6 +201,45 @@ func (c *Client) fork(ctx context.Context, runID string, evs []*events.Event, po
 	}
 	c.log.DebugContext(ctx, "run forked", logattr.RunID, newID, logattr.Parent, runID, logattr.Position, pos)
 	return newID, nil
+}
+
+// forkGraphState is the graph and the start state of a fork of run runID
+// from its state at the fork's position: the run's graph or the one the
+// options give (which must fit the state), with the options' edits made,
+// checked as the coordinator will check it before it believes the state
+// (the fold refuses a fork state that does not fit its graph, and the run
+// fails with the problems): said here, and nothing written.
+func forkGraphState(runID string, at *projection.State, o *forkOptions) (*graph.Graph, *projection.State, error) {
+	st, err := projection.ForkState(at)
+	if err != nil {
+		return nil, nil, err
+	}
+	g := o.graph
+	if g == nil {
+		g, err = graph.Parse(at.Graph, "run "+runID, graph.AllowAnyType())
+		if err != nil {
+			return nil, nil, fmt.Errorf("the run's graph: %w", err)
+		}
+	} else if err := compatible(g, st); err != nil {
+		return nil, nil, err
+	}
+	if err := editState(st, o); err != nil {
+		return nil, nil, err
+	}
+	if err := projection.CheckForkState(g.Canonical(), st); err != nil {
+		return nil, nil, err
+	}
+	return g, st, nil
+}
+
+// forkLinks links a fork's trace to its parent run's, whose run-started is
+// first.
+func forkLinks(first *events.Event, runID string) []trace.Link {
+	sc := telemetry.SpanContextOf(first)
+	if !sc.IsValid() {
+		return nil
+	}
+	return []trace.Link{{SpanContext: sc, Attributes: []attribute.KeyValue{telemetry.AttrForkOf.String(runID)}}}
 }
 
 // editState applies a fork's state edits to its start state.

@@ -75,42 +75,16 @@ func (c *Client) Start(ctx context.Context, g *graph.Graph, opts ...StartOption)
 	for _, opt := range opts {
 		opt(&o)
 	}
-	runID := o.runID
-	if runID == "" {
-		runID = events.NewRunID()
-	} else if !eventlog.ValidToken(runID) {
-		return "", fmt.Errorf("starting a run: run id %q: %w (letters, digits, '-' and '_', at most 128)", runID, events.ErrInvalidID)
+	runID, err := runIDOf(o.runID)
+	if err != nil {
+		return "", fmt.Errorf("starting a run: %w", err)
 	}
-	if o.priority != 0 && (o.priority < events.MinPriority || o.priority > events.MaxPriority) {
-		return "", fmt.Errorf("starting a run of %s: priority %d: want %d to %d", g.Definition().Name, o.priority, events.MinPriority, events.MaxPriority)
-	}
-	var retention string
-	if o.retention != nil {
-		if *o.retention < 0 {
-			return "", fmt.Errorf("starting a run of %s: retention %s: must not be negative", g.Definition().Name, *o.retention)
-		}
-		retention = o.retention.String()
-	}
-	input, err := jsonObject("input", o.input)
+	data, err := o.runStarted(g)
 	if err != nil {
 		return "", fmt.Errorf("starting a run of %s: %w", g.Definition().Name, err)
 	}
-	invocation, err := jsonObject("invocation", o.invocation)
-	if err != nil {
-		return "", fmt.Errorf("starting a run of %s: %w", g.Definition().Name, err)
-	}
-	ev, err := events.New(runID, runID, time.Time{}, &events.RunStartedData{
-		GraphName:   g.Definition().Name,
-		GraphDigest: g.Digest(),
-		Graph:       g.Canonical(),
-		Input:       input,
-		Invocation:  invocation,
-		StartedBy:   c.identity,
-		Retention:   retention,
-		Nonce:       events.NewNonce(),
-		Priority:    o.priority,
-		FairnessKey: o.fairness,
-	})
+	data.StartedBy = c.identity
+	ev, err := events.New(runID, runID, time.Time{}, data)
 	if err != nil {
 		return "", err
 	}
@@ -137,6 +111,52 @@ func (c *Client) Start(ctx context.Context, g *graph.Graph, opts ...StartOption)
 	}
 	c.log.DebugContext(ctx, "run started", logattr.RunID, runID, logattr.Graph, g.Definition().Name)
 	return runID, nil
+}
+
+// runIDOf checks a run id given by the caller, or makes a new one when
+// none is.
+func runIDOf(id string) (string, error) {
+	if id == "" {
+		return events.NewRunID(), nil
+	}
+	if !eventlog.ValidToken(id) {
+		return "", fmt.Errorf("run id %q: %w (letters, digits, '-' and '_', at most 128)", id, events.ErrInvalidID)
+	}
+	return id, nil
+}
+
+// runStarted checks the options of a start of g and makes its run-started
+// event's data (but for who starts it).
+func (o *startOptions) runStarted(g *graph.Graph) (*events.RunStartedData, error) {
+	if o.priority != 0 && (o.priority < events.MinPriority || o.priority > events.MaxPriority) {
+		return nil, fmt.Errorf("priority %d: want %d to %d", o.priority, events.MinPriority, events.MaxPriority)
+	}
+	var retention string
+	if o.retention != nil {
+		if *o.retention < 0 {
+			return nil, fmt.Errorf("retention %s: must not be negative", *o.retention)
+		}
+		retention = o.retention.String()
+	}
+	input, err := jsonObject("input", o.input)
+	if err != nil {
+		return nil, err
+	}
+	invocation, err := jsonObject("invocation", o.invocation)
+	if err != nil {
+		return nil, err
+	}
+	return &events.RunStartedData{
+		GraphName:   g.Definition().Name,
+		GraphDigest: g.Digest(),
+		Graph:       g.Canonical(),
+		Input:       input,
+		Invocation:  invocation,
+		Retention:   retention,
+		Nonce:       events.NewNonce(),
+		Priority:    o.priority,
+		FairnessKey: o.fairness,
+	}, nil
 }
 
 // jsonObject encodes v as a compact JSON object; nil and null give nil.

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -14,7 +13,6 @@ import (
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/internal/telemetry"
 	"github.com/weft-dev/weft/pkg/events"
-	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/projection"
 )
 
@@ -103,19 +101,12 @@ func (c *Client) Update(ctx context.Context, runID, node string, data any, opts 
 	if st.Status.Ended() {
 		return nil, fmt.Errorf("%s: %w (%s)", what, ErrRunEnded, st.Status)
 	}
-	nodes, err := nodeIDs(st.Graph)
-	if err != nil {
-		return nil, fmt.Errorf("updating run %s: reading its graph: %w", runID, err)
-	}
-	if !slices.Contains(nodes, node) {
-		return nil, fmt.Errorf("updating run %s: %w: graph %q has no node %q (its nodes: %s)", runID, graph.ErrUnknownNode, st.GraphName, node, strings.Join(nodes, ", "))
+	if err := graphHasNode(st, runID, node, "updating"); err != nil {
+		return nil, err
 	}
 	// The update answers the activation that waits now; none waiting,
 	// it names none, and the fold refuses it (and says where the node is).
-	iteration := 0
-	if ns := st.Nodes[node]; ns != nil && ns.Status == projection.NodeWaiting && ns.WaitingFor == "signal" {
-		iteration = ns.Iteration
-	}
+	iteration := waitingIteration(st, node)
 	ev, err := events.New(runID, id, time.Time{}, &events.SignalReceivedData{Node: node, Iteration: iteration, Data: raw, By: c.identity, Update: o.id})
 	if err != nil {
 		return nil, err
@@ -129,29 +120,37 @@ func (c *Client) Update(ctx context.Context, runID, node string, data any, opts 
 		telemetry.Fail(span, appendErr)
 		return nil, fmt.Errorf("%s: %w", what, appendErr)
 	}
-	// Written (or written before, by a retry or another sender): the
-	// verdict is the fold's on the event the log holds under the id. A
-	// read served by a replica may lag the write a moment: read again.
-	var res *UpdateResult
+	res, verdict, err := c.readVerdict(ctx, runID, id, o.id, node, raw, appendErr)
+	if err != nil {
+		return nil, fmt.Errorf("%s: reading the verdict: %w", what, err)
+	}
+	c.log.DebugContext(ctx, "update sent", logattr.RunID, runID, logattr.NodeID, node)
+	return res, wrapVerdict(what, res, verdict)
+}
+
+// readVerdict reads the verdict on an update Update wrote (or found written
+// before, by a retry or another sender): the fold's on the event the log
+// holds under id. A read served by a replica may lag the write a moment,
+// so it reads again, up to verdictReads times; verdict is the refusal (or
+// the update not found), err a failure to read.
+func (c *Client) readVerdict(ctx context.Context, runID, id, updateID, node string, raw json.RawMessage, appendErr error) (res *UpdateResult, verdict, err error) {
 	for try := 0; ; try++ {
-		if history, err = c.History(ctx, runID); err != nil {
-			return nil, fmt.Errorf("%s: reading the verdict: %w", what, err)
+		history, err := c.History(ctx, runID)
+		if err != nil {
+			return nil, nil, err
 		}
-		if res, err = c.updateVerdict(history, id, o.id, node, raw); res != nil || err != nil {
-			break
+		if res, verdict = c.updateVerdict(history, id, updateID, node, raw); res != nil || verdict != nil {
+			return res, verdict, nil
 		}
 		if try == verdictReads-1 {
-			err = fmt.Errorf("the update is not in the run's log after it was written (%v): ask again with update id %s", appendErr, o.id)
-			break
+			return nil, fmt.Errorf("the update is not in the run's log after it was written (%v): ask again with update id %s", appendErr, updateID), nil
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("%s: reading the verdict: %w", what, ctx.Err())
+			return nil, nil, ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	c.log.DebugContext(ctx, "update sent", logattr.RunID, runID, logattr.NodeID, node)
-	return res, wrapVerdict(what, res, err)
 }
 
 // verdictReads is how often Update reads the run's log for an update it

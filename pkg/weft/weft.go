@@ -261,19 +261,8 @@ func Start(ctx context.Context, opts ...Option) (_ *Engine, err error) {
 	if cfg.logger == nil {
 		cfg.logger = slog.Default()
 	}
-	switch {
-	case len(cfg.errs) > 0:
-		return nil, errors.Join(cfg.errs...)
-	case cfg.nc == nil && !cfg.embedded:
-		return nil, errors.New("weft.Start: no NATS: pass weft.WithNATS(conn) or weft.Embedded(dir)")
-	case cfg.nc != nil && cfg.embedded:
-		return nil, errors.New("weft.Start: weft.WithNATS and weft.Embedded both given; choose one")
-	case cfg.port < -1 || cfg.port > 65535:
-		return nil, fmt.Errorf("weft.WithPort: want a port number or -1, got %d", cfg.port)
-	case cfg.noWorker && len(cfg.nodes) > 0:
-		return nil, errors.New("weft.Start: weft.WithNode given with weft.WithoutWorker: no worker would run the node types")
-	case cfg.roles && !cfg.embedded:
-		return nil, errors.New("weft.Start: weft.WithRoles needs weft.Embedded (over weft.WithNATS, the connection's own credentials decide what it may do)")
+	if err := cfg.check(); err != nil {
+		return nil, err
 	}
 	if cfg.keys != nil {
 		if err := events.UseKeys(cfg.keys); err != nil {
@@ -301,27 +290,57 @@ func Start(ctx context.Context, opts ...Option) (_ *Engine, err error) {
 		e.probe = eventlog.JetStream(e.store)
 	}
 	e.client = client.New(e.store, client.WithLogger(cfg.logger))
-	base := context.WithoutCancel(ctx)
-	var consumers []string
-	if !cfg.noCoordinator {
-		names, err := e.startCoordinator(ctx, base)
-		if err != nil {
-			return nil, err
-		}
-		consumers = append(consumers, names...)
-	}
-	if !cfg.noWorker {
-		names, err := e.startWorker(ctx, base)
-		if err != nil {
-			return nil, err
-		}
-		consumers = append(consumers, names...)
+	consumers, err := e.startDaemons(ctx)
+	if err != nil {
+		return nil, err
 	}
 	if err := waitForConsumers(ctx, e.probe, e.store.StreamName(), consumers); err != nil {
 		return nil, err
 	}
 	e.consumers = consumers
 	return e, nil
+}
+
+// check says what is wrong with the options Start was given: the first
+// problem found.
+func (cfg *config) check() error {
+	switch {
+	case len(cfg.errs) > 0:
+		return errors.Join(cfg.errs...)
+	case cfg.nc == nil && !cfg.embedded:
+		return errors.New("weft.Start: no NATS: pass weft.WithNATS(conn) or weft.Embedded(dir)")
+	case cfg.nc != nil && cfg.embedded:
+		return errors.New("weft.Start: weft.WithNATS and weft.Embedded both given; choose one")
+	case cfg.port < -1 || cfg.port > 65535:
+		return fmt.Errorf("weft.WithPort: want a port number or -1, got %d", cfg.port)
+	case cfg.noWorker && len(cfg.nodes) > 0:
+		return errors.New("weft.Start: weft.WithNode given with weft.WithoutWorker: no worker would run the node types")
+	case cfg.roles && !cfg.embedded:
+		return errors.New("weft.Start: weft.WithRoles needs weft.Embedded (over weft.WithNATS, the connection's own credentials decide what it may do)")
+	}
+	return nil
+}
+
+// startDaemons starts the engine's coordinator and worker (those the
+// options do not leave out) and returns the consumers they consume from.
+func (e *Engine) startDaemons(ctx context.Context) ([]string, error) {
+	base := context.WithoutCancel(ctx)
+	var consumers []string
+	if !e.cfg.noCoordinator {
+		names, err := e.startCoordinator(ctx, base)
+		if err != nil {
+			return nil, err
+		}
+		consumers = append(consumers, names...)
+	}
+	if !e.cfg.noWorker {
+		names, err := e.startWorker(ctx, base)
+		if err != nil {
+			return nil, err
+		}
+		consumers = append(consumers, names...)
+	}
+	return consumers, nil
 }
 
 func (e *Engine) connect() error {
