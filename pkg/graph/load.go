@@ -291,21 +291,18 @@ func decodeFields(m map[string]json.RawMessage, v reflect.Value, prefix string, 
 // field it may be a typo of.
 func reportUnknown(m map[string]json.RawMessage, fields []jsonField, prefix string, report func(field, msg string)) {
 	known := make(map[string]bool, len(fields))
-	for _, f := range fields {
+	names := make([]string, len(fields))
+	for i, f := range fields {
 		known[f.name] = true
+		names[i] = f.name
 	}
 	for _, k := range sortedKeys(m) {
 		if known[k] {
 			continue
 		}
 		msg := "unknown field"
-		best := 3 // suggest names at most two edits away
-		for _, f := range fields {
-			d := editDistance(strings.ToLower(f.name), strings.ToLower(k))
-			if d < best {
-				best = d
-				msg = fmt.Sprintf("unknown field (did you mean %q?)", f.name)
-			}
+		if near := nearest(k, names); near != "" {
+			msg = fmt.Sprintf("unknown field (did you mean %q?)", near)
 		}
 		report(prefix+k, msg)
 	}
@@ -429,25 +426,4 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(keys)
 	return keys
-}
-
-// editDistance is the Levenshtein distance, for suggesting field names.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
