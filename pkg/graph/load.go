@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	yaml3 "go.yaml.in/yaml/v3"
 	"sigs.k8s.io/yaml"
 )
 
@@ -58,6 +59,10 @@ func parse(data []byte, source string, f format, opts []Option) (*Graph, error) 
 	if js == nil || !checkDocument(js, p) {
 		return nil, p.err()
 	}
+	tree := yamlTree(data)
+	if tree != nil {
+		duplicateKeys(tree, "", p)
+	}
 	def := decodeDefinition(js, p)
 	if len(p.errs) > 0 {
 		// Validate what did decode too, so that every problem shows in
@@ -67,9 +72,30 @@ func parse(data []byte, source string, f format, opts []Option) (*Graph, error) 
 			_, err := compile(def, source, opts)
 			p.addUnlessEcho(err)
 		}
-		return nil, p.err()
+		return nil, located(p.errs, tree)
 	}
-	return compile(def, source, opts)
+	g, err := compile(def, source, opts)
+	if err != nil {
+		return nil, located(unjoin(err), tree)
+	}
+	return g, nil
+}
+
+// located gives the problems joined, each with its line and column when
+// the source's tree has them.
+func located(errs []error, tree *yaml3.Node) error {
+	if tree != nil {
+		locate(errs, tree)
+	}
+	return errors.Join(errs...)
+}
+
+// unjoin is the problems an error joins, or the error alone.
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }
 
 // toJSON checks the input's size and syntax and gives it as JSON, or nil
@@ -102,8 +128,7 @@ func toJSON(data []byte, f format, p *problems) []byte {
 	}
 	js, err := yamlToJSON(data)
 	if err != nil {
-		msg := strings.TrimPrefix(err.Error(), "error converting YAML to JSON: ")
-		p.top("", "invalid YAML: %s", strings.TrimPrefix(msg, "yaml: "))
+		yamlSyntaxError(data, err, p)
 		return nil
 	}
 	return js
@@ -115,7 +140,7 @@ func checkJSON(data []byte, p *problems) []byte {
 		var se *json.SyntaxError
 		if errors.As(err, &se) {
 			line, col := position(data, se.Offset)
-			p.top("", "line %d, column %d: invalid JSON: %s", line, col, strings.TrimPrefix(se.Error(), "json: "))
+			p.add(Error{Edge: -1, Line: line, Column: col, Msg: "invalid JSON: " + strings.TrimPrefix(se.Error(), "json: ")})
 		} else {
 			p.top("", "invalid JSON: %v", err)
 		}
