@@ -82,10 +82,12 @@ func parse(data []byte, source string, f format, opts []Option) (*Graph, error) 
 }
 
 // located gives the problems joined, each with its line and column when
-// the source's tree has them.
+// the source's tree has them, in the order of the file: located ones by
+// position, then the rest as found.
 func located(errs []error, tree *yaml3.Node) error {
 	if tree != nil {
 		locate(errs, tree)
+		slices.SortStableFunc(errs, byPosition)
 	}
 	return errors.Join(errs...)
 }

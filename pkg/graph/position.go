@@ -243,6 +243,29 @@ func locate(errs []error, root *yaml3.Node) {
 	}
 }
 
+// byPosition orders problems by line and column, those without one last.
+func byPosition(a, b error) int {
+	pa, pb := where(a), where(b)
+	switch {
+	case pa == pb:
+		return 0
+	case pa == [2]int{}:
+		return 1
+	case pb == [2]int{}:
+		return -1
+	case pa[0] != pb[0]:
+		return pa[0] - pb[0]
+	}
+	return pa[1] - pb[1]
+}
+
+func where(err error) [2]int {
+	if e, ok := err.(*Error); ok {
+		return [2]int{e.Line, e.Column}
+	}
+	return [2]int{}
+}
+
 // find is the node a problem is about: the deepest node on its path that
 // the tree has. A problem with a value points at the value; an unknown
 // field, or a field that holds an object or a list, at the key.
