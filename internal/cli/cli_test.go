@@ -408,7 +408,7 @@ edges:
 		typo+`: line 5, column 5: node "a": field "timout": unknown field (did you mean "timeout"?)`,
 		indent+": line 5, column 4: invalid YAML: did not find expected '-' indicator",
 		tab+": line 3, column 1: invalid YAML: found character that cannot start any token (YAML indents with spaces, not tabs)",
-		quote+": line 3, column 9: invalid YAML: found unexpected end of stream")
+		quote+`: line 3, column 9: invalid YAML: found unexpected end of stream (the " here is never closed)`)
 
 	r = weft(t, "validate", "-o", "json", broken)
 	var reports []struct {

@@ -49,37 +49,38 @@ func yamlSyntaxError(data []byte, err error, p *problems) {
 	}
 	lines := bytes.Split(data, []byte("\n"))
 	line = min(max(line, 1), len(lines))
-	line, col := syntaxColumn(lines, line, msg, data)
-	if bytes.IndexByte(lines[line-1], '\t') >= 0 && strings.Contains(msg, "cannot start any token") {
-		msg += " (YAML indents with spaces, not tabs)"
-	}
-	p.add(Error{Edge: -1, Line: line, Column: col, Msg: "invalid YAML: " + msg})
+	line, col, hint := syntaxColumn(lines, line, msg, data)
+	p.add(Error{Edge: -1, Line: line, Column: col, Msg: "invalid YAML: " + msg + hint})
 }
 
-// syntaxColumn finds the column on the given 1-based line that msg is
-// about; an unclosed quote moves the position to where the quote opens.
-func syntaxColumn(lines [][]byte, line int, msg string, data []byte) (int, int) {
+// syntaxColumn finds the position on the given 1-based line that msg is
+// about, with a hint to add to msg: an unclosed quote or bracket moves the
+// position to where it opens.
+func syntaxColumn(lines [][]byte, line int, msg string, data []byte) (int, int, string) {
 	text := lines[line-1]
 	switch {
 	case strings.HasPrefix(msg, "found unexpected end of stream"), strings.HasPrefix(msg, "found unexpected document indicator"):
 		if off := unclosedQuote(data); off >= 0 {
-			return position(data, int64(off)+1)
+			l, c := position(data, int64(off)+1)
+			return l, c, fmt.Sprintf(" (the %c here is never closed)", data[off])
 		}
 	case strings.HasPrefix(msg, "did not find expected ',' or"), msg == "did not find expected node content" && line == len(lines):
-		// A flow list or object left open: point at where it opens.
 		if off := unclosedFlow(data); off >= 0 {
-			return position(data, int64(off)+1)
+			l, c := position(data, int64(off)+1)
+			return l, c, fmt.Sprintf(" (the %c here is never closed)", data[off])
 		}
 	case strings.Contains(msg, "cannot start any token"):
-		if i := bytes.IndexAny(text, "\t@`"); i >= 0 {
-			return line, i + 1
+		if i := bytes.IndexAny(text, "\t@`"); i >= 0 && text[i] == '\t' {
+			return line, i + 1, " (YAML indents with spaces, not tabs)"
+		} else if i >= 0 {
+			return line, i + 1, ""
 		}
 	case strings.HasPrefix(msg, "mapping values are not allowed"):
 		if i := lastColon(text); i >= 0 {
-			return line, i + 1
+			return line, i + 1, ""
 		}
 	}
-	return line, firstNonBlank(text) + 1
+	return line, firstNonBlank(text) + 1, ""
 }
 
 // lastColon is the index of the last ':' in text that ends a key (followed
