@@ -36,6 +36,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/weft-dev/weft/internal/suggest"
 	"github.com/weft-dev/weft/internal/telemetry"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -130,7 +131,7 @@ func commandSuggestion(name string) string {
 	for _, c := range commands {
 		names = append(names, c.name)
 	}
-	if s := closest(name, names); s != "" {
+	if s := suggest.Closest(name, names); s != "" {
 		return " (did you mean " + s + "?)"
 	}
 	return ""

@@ -390,8 +390,25 @@ edges:
 	if r.code != 1 {
 		t.Errorf("validate: exit %d, want 1", r.code)
 	}
-	wantContains(t, "validate", r.stdout, helloFile+": ok (graph hello, 2 nodes", broken+`: node "fetch": field "timeout"`, `node "fetch2": field "retries": unknown field`)
+	wantContains(t, "validate", r.stdout, helloFile+": ok (graph hello, 2 nodes", broken+`: line 6, column 14: node "fetch": field "timeout"`, broken+`: line 9, column 5: node "fetch2": field "retries": unknown field`)
 	wantContains(t, "validate stderr", r.stderr, "1 of 2 graph files invalid")
+
+	// Each problem names the line and column to look at, and a near miss
+	// its likely meaning.
+	typo := writeFile(t, "typo.yaml", "name: typo\nnodes:\n  - id: a\n    type: ecko\n    timout: 1s\nedges: [{from: START, to: a}, {from: a, to: END}]\n")
+	indent := writeFile(t, "indent.yaml", "name: indent\nnodes:\n  - id: a\n    type: echo\n   bad: 1\n")
+	tab := writeFile(t, "tab.yaml", "name: tab\nnodes:\n\t- id: a\n")
+	quote := writeFile(t, "quote.yaml", "name: quote\nnodes:\n  - id: \"a\n    type: echo\n")
+	r = weft(t, "validate", typo, indent, tab, quote)
+	if r.code != 1 {
+		t.Errorf("validate of typos: exit %d, want 1", r.code)
+	}
+	wantContains(t, "validate of typos", r.stdout,
+		typo+`: line 4, column 11: node "a": field "type": unknown type "ecko" (did you mean echo?)`,
+		typo+`: line 5, column 5: node "a": field "timout": unknown field (did you mean "timeout"?)`,
+		indent+": line 5, column 4: invalid YAML: did not find expected '-' indicator",
+		tab+": line 3, column 1: invalid YAML: found character that cannot start any token (YAML indents with spaces, not tabs)",
+		quote+`: line 3, column 9: invalid YAML: found unexpected end of stream (the " here is never closed)`)
 
 	r = weft(t, "validate", "-o", "json", broken)
 	var reports []struct {
@@ -407,7 +424,7 @@ edges:
 	if r.code != 1 {
 		t.Errorf("run of a broken graph: exit %d, want 1", r.code)
 	}
-	wantContains(t, "run of a broken graph", r.stderr, "2 problems in "+broken, `node "fetch": field "timeout"`)
+	wantContains(t, "run of a broken graph", r.stderr, "2 problems in "+broken, `line 6, column 14: node "fetch": field "timeout"`)
 
 	custom := writeFile(t, "custom.yaml", "name: c\nnodes: [{id: a, type: wordcount}]\nedges: [{from: START, to: a}, {from: a, to: END}]\n")
 	r = weft(t, "validate", custom)

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/weft-dev/weft/internal/natsconn"
+	"github.com/weft-dev/weft/internal/suggest"
 )
 
 // flagSet returns the flag set of a command, with the -o flag every command
@@ -138,55 +139,8 @@ func flagSuggestion(fs *flag.FlagSet, err error) string {
 	}
 	var names []string
 	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
-	if s := closest(strings.TrimPrefix(name, "-"), names); s != "" {
+	if s := suggest.Closest(strings.TrimPrefix(name, "-"), names); s != "" {
 		return " (did you mean -" + s + "?)"
 	}
 	return ""
-}
-
-// closest is the candidate nearest to s (edit distance, transpositions
-// counting one), if it is near enough to be a typo: at most 1 edit for
-// short names, 2 for longer ones.
-func closest(s string, candidates []string) string {
-	best, bestD := "", 3
-	for _, c := range candidates {
-		if d := editDistance(s, c); d < bestD {
-			best, bestD = c, d
-		}
-	}
-	limit := 2
-	if len(s) <= 4 {
-		limit = 1
-	}
-	if bestD > limit {
-		return ""
-	}
-	return best
-}
-
-// editDistance is the optimal string alignment distance of a and b:
-// insertions, deletions, substitutions and adjacent transpositions.
-func editDistance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	d := make([][]int, len(ra)+1)
-	for i := range d {
-		d[i] = make([]int, len(rb)+1)
-		d[i][0] = i
-	}
-	for j := range d[0] {
-		d[0][j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
-			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
-			}
-		}
-	}
-	return d[len(ra)][len(rb)]
 }

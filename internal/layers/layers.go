@@ -96,6 +96,7 @@ var Of = map[string]Layer{
 	"internal/logattr":    Foundation,
 	"internal/nodeconfig": Foundation,
 	"internal/setup":      Foundation,
+	"internal/suggest":    Foundation, // "did you mean ...?" for the CLI and the graph
 	"internal/tsbuild":    Foundation, // builds the TypeScript SDK for the bench and the tests that run it
 	"pkg/events":          Foundation,
 	"pkg/graph":           Foundation,

@@ -32,13 +32,17 @@ type Error struct {
 	From   string // the edge's source, when Edge ≥ 0
 	To     string // the edge's target, when Edge ≥ 0
 	Field  string // the JSON field name ("timeout", "retry.jitter"); may be empty
+	Line   int    // the 1-based line in the source where the problem is; 0 if not known
+	Column int    // the 1-based column on Line; 0 if not known
 	Msg    string
 }
 
 // Error formats the problem as
 //
-//	examples/x.yaml: node "fetch": field "timeout": malformed duration "3 sec" (want e.g. "250ms", "30s", "1m")
+//	examples/x.yaml: line 7, column 14: node "fetch": field "timeout": malformed duration "3 sec" (want e.g. "250ms", "30s", "1m")
 //
+// The line and column are those of the source file, when it was parsed
+// from one.
 // Edges are numbered from 1 in definition order, as a reader counts them
 // in the file.
 func (e *Error) Error() string {
@@ -46,6 +50,9 @@ func (e *Error) Error() string {
 	if e.Source != "" {
 		b.WriteString(e.Source)
 		b.WriteString(": ")
+	}
+	if e.Line > 0 {
+		fmt.Fprintf(&b, "line %d, column %d: ", e.Line, e.Column)
 	}
 	if e.Graph != "" {
 		fmt.Fprintf(&b, "graph %q: ", e.Graph)

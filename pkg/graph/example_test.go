@@ -68,7 +68,7 @@ edges:
 		fmt.Printf("START -> %s when %s\n", g.Edge(i).To, g.Edge(i).Condition)
 	}
 	// Output:
-	// premium.yaml: node "standard": field "timeout": malformed duration "3 sec" (want e.g. "250ms", "30s", "1m")
+	// premium.yaml: line 5, column 41: node "standard": field "timeout": malformed duration "3 sec" (want e.g. "250ms", "30s", "1m")
 	// standard times out after 3s
 	// START -> premium when invocation.user_tier == "premium"
 	// START -> standard when invocation.user_tier != "premium"

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	yaml3 "go.yaml.in/yaml/v3"
 	"sigs.k8s.io/yaml"
 )
 
@@ -58,6 +59,10 @@ func parse(data []byte, source string, f format, opts []Option) (*Graph, error) 
 	if js == nil || !checkDocument(js, p) {
 		return nil, p.err()
 	}
+	tree := yamlTree(data)
+	if tree != nil {
+		duplicateKeys(tree, "", p)
+	}
 	def := decodeDefinition(js, p)
 	if len(p.errs) > 0 {
 		// Validate what did decode too, so that every problem shows in
@@ -67,9 +72,32 @@ func parse(data []byte, source string, f format, opts []Option) (*Graph, error) 
 			_, err := compile(def, source, opts)
 			p.addUnlessEcho(err)
 		}
-		return nil, p.err()
+		return nil, located(p.errs, tree)
 	}
-	return compile(def, source, opts)
+	g, err := compile(def, source, opts)
+	if err != nil {
+		return nil, located(unjoin(err), tree)
+	}
+	return g, nil
+}
+
+// located gives the problems joined, each with its line and column when
+// the source's tree has them, in the order of the file: located ones by
+// position, then the rest as found.
+func located(errs []error, tree *yaml3.Node) error {
+	if tree != nil {
+		locate(errs, tree)
+		slices.SortStableFunc(errs, byPosition)
+	}
+	return errors.Join(errs...)
+}
+
+// unjoin is the problems an error joins, or the error alone.
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }
 
 // toJSON checks the input's size and syntax and gives it as JSON, or nil
@@ -102,8 +130,7 @@ func toJSON(data []byte, f format, p *problems) []byte {
 	}
 	js, err := yamlToJSON(data)
 	if err != nil {
-		msg := strings.TrimPrefix(err.Error(), "error converting YAML to JSON: ")
-		p.top("", "invalid YAML: %s", strings.TrimPrefix(msg, "yaml: "))
+		yamlSyntaxError(data, err, p)
 		return nil
 	}
 	return js
@@ -115,7 +142,7 @@ func checkJSON(data []byte, p *problems) []byte {
 		var se *json.SyntaxError
 		if errors.As(err, &se) {
 			line, col := position(data, se.Offset)
-			p.top("", "line %d, column %d: invalid JSON: %s", line, col, strings.TrimPrefix(se.Error(), "json: "))
+			p.add(Error{Edge: -1, Line: line, Column: col, Msg: "invalid JSON: " + strings.TrimPrefix(se.Error(), "json: ")})
 		} else {
 			p.top("", "invalid JSON: %v", err)
 		}
@@ -291,21 +318,18 @@ func decodeFields(m map[string]json.RawMessage, v reflect.Value, prefix string, 
 // field it may be a typo of.
 func reportUnknown(m map[string]json.RawMessage, fields []jsonField, prefix string, report func(field, msg string)) {
 	known := make(map[string]bool, len(fields))
-	for _, f := range fields {
+	names := make([]string, len(fields))
+	for i, f := range fields {
 		known[f.name] = true
+		names[i] = f.name
 	}
 	for _, k := range sortedKeys(m) {
 		if known[k] {
 			continue
 		}
 		msg := "unknown field"
-		best := 3 // suggest names at most two edits away
-		for _, f := range fields {
-			d := editDistance(strings.ToLower(f.name), strings.ToLower(k))
-			if d < best {
-				best = d
-				msg = fmt.Sprintf("unknown field (did you mean %q?)", f.name)
-			}
+		if near := nearest(k, names); near != "" {
+			msg = fmt.Sprintf("unknown field (did you mean %q?)", near)
 		}
 		report(prefix+k, msg)
 	}
@@ -429,25 +453,4 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(keys)
 	return keys
-}
-
-// editDistance is the Levenshtein distance, for suggesting field names.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

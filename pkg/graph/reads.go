@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	wexpr "github.com/weft-dev/weft/internal/expr"
+	"github.com/weft-dev/weft/internal/suggest"
 )
 
 // CheckConditionReads reports the edge conditions of a compiled graph that
@@ -85,13 +86,5 @@ func schemaProperties(raw json.RawMessage) ([]string, bool) {
 	return sortedKeys(s.Properties), true
 }
 
-// nearest is the name of names at most two edits from s, if any.
-func nearest(s string, names []string) string {
-	best, bestD := "", 3
-	for _, n := range names {
-		if d := editDistance(strings.ToLower(n), strings.ToLower(s)); d < bestD {
-			best, bestD = n, d
-		}
-	}
-	return best
-}
+// nearest is the name of names that s is likely a typo of, if any.
+func nearest(s string, names []string) string { return suggest.ClosestFold(s, names) }

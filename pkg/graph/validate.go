@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/weft-dev/weft/internal/suggest"
 )
 
 // Node ids and graph names become NATS subject tokens and CloudEvents
@@ -219,7 +221,11 @@ func validateNodeType(n *Node, o *options, bad badFunc) {
 		bad("type", "missing type")
 	case !o.anyType && !o.types[n.Type]:
 		known := sortedKeys(o.types)
-		bad("type", "unknown type %q (known: %s; %s)", n.Type, strings.Join(known, ", "), o.typeHint)
+		hint := ""
+		if near := suggest.Closest(n.Type, known); near != "" {
+			hint = fmt.Sprintf(" (did you mean %s?)", near)
+		}
+		bad("type", "unknown type %q%s (known: %s; %s)", n.Type, hint, strings.Join(known, ", "), o.typeHint)
 	}
 }
 
