@@ -60,7 +60,10 @@ func parse(data []byte, source string, f format, opts []Option) (*Graph, error) 
 		return nil, p.err()
 	}
 	tree := yamlTree(data)
-	if tree != nil {
+	if tree != nil && (f == formatYAML || !json.Valid(data)) {
+		// A key given twice is an error in YAML; JSON read as JSON keeps
+		// encoding/json's reading (the last one wins), which the
+		// TypeScript SDK reproduces byte for byte.
 		duplicateKeys(tree, "", p)
 	}
 	def := decodeDefinition(js, p)
