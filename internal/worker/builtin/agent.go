@@ -423,6 +423,22 @@ func (a *Agent) checkConfig(in *worker.Input, cfg *AgentConfig) (map[string]*com
 	if cfg.MaxMessageBytes <= 0 {
 		cfg.MaxMessageBytes = DefaultAgentMaxMessageBytes
 	}
+	tools, toolsBad := a.compileTools(cfg)
+	bad = append(bad, toolsBad...)
+	if cfg.Guardrails != nil {
+		bad = append(bad, cfg.Guardrails.compile()...)
+	}
+	if len(bad) > 0 {
+		return nil, configError(in, strings.Join(bad, "; "))
+	}
+	return tools, nil
+}
+
+// compileTools compiles cfg's tools by name, each with its parameters'
+// schema (an object, when it gives none) and the node that runs it; it
+// returns them and what is wrong with them.
+func (a *Agent) compileTools(cfg *AgentConfig) (map[string]*compiledTool, []string) {
+	var bad []string
 	tools := map[string]*compiledTool{}
 	for i, t := range cfg.Tools {
 		at := fmt.Sprintf("tools[%d]", i)
@@ -456,13 +472,7 @@ func (a *Agent) checkConfig(in *worker.Input, cfg *AgentConfig) (map[string]*com
 		}
 		tools[t.Name] = ct
 	}
-	if cfg.Guardrails != nil {
-		bad = append(bad, cfg.Guardrails.compile()...)
-	}
-	if len(bad) > 0 {
-		return nil, configError(in, strings.Join(bad, "; "))
-	}
-	return tools, nil
+	return tools, bad
 }
 
 func (a *Agent) lookup(typ string) (worker.Node, bool) {
@@ -500,20 +510,9 @@ func (a *Agent) runTool(ctx context.Context, in *worker.Input, tools map[string]
 	if !ok {
 		return fail(fmt.Sprintf("error: there is no tool %q; the tools are: %s", tc.Name, strings.Join(slices.Sorted(maps.Keys(tools)), ", ")))
 	}
-	var args any
-	raw := strings.TrimSpace(tc.Arguments)
-	if raw == "" {
-		raw = "{}"
-	}
-	if err := json.Unmarshal([]byte(raw), &args); err != nil {
-		return fail(fmt.Sprintf("error: the arguments of tool %q are not valid JSON: %v", tc.Name, err))
-	}
-	if err := t.schema.Validate(args); err != nil {
-		return fail(fmt.Sprintf("error: the arguments of tool %q do not match its parameters: %v", tc.Name, err))
-	}
-	state, _ := args.(map[string]any)
-	if state == nil {
-		return fail(fmt.Sprintf("error: the arguments of tool %q are not a JSON object", tc.Name))
+	state, problem := toolArgs(t, tc)
+	if problem != "" {
+		return fail(problem)
 	}
 	timeout := time.Duration(t.Timeout)
 	if timeout == 0 {
@@ -554,6 +553,28 @@ func (a *Agent) runTool(ctx context.Context, in *worker.Input, tools map[string]
 		}
 	}
 	return fail(fmt.Sprintf("error: tool %q failed: %v", tc.Name, lastErr))
+}
+
+// toolArgs decodes a tool call's arguments (none: {}) and checks them
+// against the tool's parameters: the state the tool runs on, or, when
+// they are not a JSON object that fits, what the model is told.
+func toolArgs(t *compiledTool, tc ToolCall) (map[string]any, string) {
+	var args any
+	raw := strings.TrimSpace(tc.Arguments)
+	if raw == "" {
+		raw = "{}"
+	}
+	if err := json.Unmarshal([]byte(raw), &args); err != nil {
+		return nil, fmt.Sprintf("error: the arguments of tool %q are not valid JSON: %v", tc.Name, err)
+	}
+	if err := t.schema.Validate(args); err != nil {
+		return nil, fmt.Sprintf("error: the arguments of tool %q do not match its parameters: %v", tc.Name, err)
+	}
+	state, _ := args.(map[string]any)
+	if state == nil {
+		return nil, fmt.Sprintf("error: the arguments of tool %q are not a JSON object", tc.Name)
+	}
+	return state, ""
 }
 
 func messageSize(m Message) int {
