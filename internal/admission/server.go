@@ -203,17 +203,22 @@ func (s *Server) admit(ctx context.Context, k kind, m *nats.Msg) (uint64, error)
 		return 0, QuotaError(err, s.stream)
 	}
 	if k == kindStart {
-		// Counted until the stream's information is read again.
-		s.mu.Lock()
-		if s.info != nil {
-			grown := *s.info
-			grown.State.Msgs++
-			grown.State.Bytes += uint64(len(m.Data))
-			s.info = &grown
-		}
-		s.mu.Unlock()
+		s.countStart(len(m.Data))
 	}
 	return seq, nil
+}
+
+// countStart counts an admitted start of size bytes in the stream's
+// information, until that is read again.
+func (s *Server) countStart(size int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.info != nil {
+		grown := *s.info
+		grown.State.Msgs++
+		grown.State.Bytes += uint64(size)
+		s.info = &grown
+	}
 }
 
 // ticket takes a ticket of kind k for the event id.

@@ -131,18 +131,7 @@ func (c *Config) Validate() error {
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg := Config{NATS: natsconn.Config{Name: "weft-coordinator"}}
 	fs := flag.NewFlagSet("coordinator", flag.ContinueOnError)
-	cfg.NATS.RegisterFlags(fs)
-	fs.StringVar(&cfg.Durable, "durable", "coordinator", "durable consumer shared by all coordinators (env WEFT_COORDINATOR_DURABLE)")
-	fs.IntVar(&cfg.Shards, "shards", 32, "runs decided concurrently (env WEFT_COORDINATOR_SHARDS)")
-	fs.IntVar(&cfg.CacheSize, "cache", 10000, "run states kept in memory (env WEFT_COORDINATOR_CACHE)")
-	fs.IntVar(&cfg.Partitions, "partitions", 1, "partitions runs are split into, the same for every coordinator (env WEFT_COORDINATOR_PARTITIONS)")
-	fs.DurationVar(&cfg.Retention, "retention", readmodel.DefaultRetention, "how long an ended run is kept when neither it nor its graph says; 'weft admin retention' removes it then (env WEFT_COORDINATOR_RETENTION)")
-	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", 5*time.Second, "how long a partition outlives its holder's last renewal (env WEFT_COORDINATOR_LEASE_TTL)")
-	fs.BoolVar(&cfg.Repartition, "repartition", false, "replace partition consumers made for another -partitions; every other coordinator must be stopped (env WEFT_COORDINATOR_REPARTITION)")
-	fs.IntVar(&cfg.MaxHistoryEvents, "max-history-events", coordinator.DefaultMaxHistoryEvents, "a run whose history holds more events fails (env WEFT_COORDINATOR_MAX_HISTORY_EVENTS)")
-	fs.Int64Var(&cfg.MaxHistoryBytes, "max-history-bytes", coordinator.DefaultMaxHistoryBytes, "a run whose history holds more bytes of event data fails (env WEFT_COORDINATOR_MAX_HISTORY_BYTES)")
-	fs.StringVar(&cfg.LogLevel, "log-level", "info", "debug, info, warn or error (env WEFT_LOG_LEVEL)")
-	fs.StringVar(&cfg.HTTP, "http", "", "serve /metrics, /healthz and /readyz on this address, e.g. "+telemetry.DefaultHTTPAddr+" (\":9090\" is loopback; default off) (env WEFT_HTTP)")
+	cfg.registerFlags(fs)
 	if err := daemon.ParseFlags(fs, args, stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -193,6 +182,24 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		starts.Go(func() { _ = trigger.NewRunner(env.Store, trigger.WithLogger(env.Log)).Run(sctx) })
 		return serve(ctx, env.Log, &cfg, env.Store, pr)
 	})
+}
+
+// registerFlags registers the coordinator's flags on fs, each setting its
+// field of c, with the default it has when neither flag nor environment
+// variable sets it.
+func (c *Config) registerFlags(fs *flag.FlagSet) {
+	c.NATS.RegisterFlags(fs)
+	fs.StringVar(&c.Durable, "durable", "coordinator", "durable consumer shared by all coordinators (env WEFT_COORDINATOR_DURABLE)")
+	fs.IntVar(&c.Shards, "shards", 32, "runs decided concurrently (env WEFT_COORDINATOR_SHARDS)")
+	fs.IntVar(&c.CacheSize, "cache", 10000, "run states kept in memory (env WEFT_COORDINATOR_CACHE)")
+	fs.IntVar(&c.Partitions, "partitions", 1, "partitions runs are split into, the same for every coordinator (env WEFT_COORDINATOR_PARTITIONS)")
+	fs.DurationVar(&c.Retention, "retention", readmodel.DefaultRetention, "how long an ended run is kept when neither it nor its graph says; 'weft admin retention' removes it then (env WEFT_COORDINATOR_RETENTION)")
+	fs.DurationVar(&c.LeaseTTL, "lease-ttl", 5*time.Second, "how long a partition outlives its holder's last renewal (env WEFT_COORDINATOR_LEASE_TTL)")
+	fs.BoolVar(&c.Repartition, "repartition", false, "replace partition consumers made for another -partitions; every other coordinator must be stopped (env WEFT_COORDINATOR_REPARTITION)")
+	fs.IntVar(&c.MaxHistoryEvents, "max-history-events", coordinator.DefaultMaxHistoryEvents, "a run whose history holds more events fails (env WEFT_COORDINATOR_MAX_HISTORY_EVENTS)")
+	fs.Int64Var(&c.MaxHistoryBytes, "max-history-bytes", coordinator.DefaultMaxHistoryBytes, "a run whose history holds more bytes of event data fails (env WEFT_COORDINATOR_MAX_HISTORY_BYTES)")
+	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error (env WEFT_LOG_LEVEL)")
+	fs.StringVar(&c.HTTP, "http", "", "serve /metrics, /healthz and /readyz on this address, e.g. "+telemetry.DefaultHTTPAddr+" (\":9090\" is loopback; default off) (env WEFT_HTTP)")
 }
 
 // serve coordinates one namespace (or the deployment, without

@@ -176,36 +176,53 @@ func CheckSignal(n *Node, data json.RawMessage, state, invocation map[string]any
 	if len(raw) == 0 {
 		raw = []byte("null")
 	}
-	if a.schema != nil {
-		if isNull(raw) && len(a.required) > 0 {
-			return fmt.Errorf("%w: node %q: the signal has no data, and its outputSchema requires %s (send e.g. -data '{%q: ...}')",
-				ErrSignalNotAccepted, n.ID, quoteList(a.required), a.required[0])
-		}
-		inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-		if err != nil {
-			return fmt.Errorf("%w: node %q: the signal's data is not JSON: %v", ErrSignalNotAccepted, n.ID, err)
-		}
-		if err := a.schema.Validate(inst); err != nil {
-			return fmt.Errorf("%w: node %q: the signal's data does not fit its outputSchema: %s", ErrSignalNotAccepted, n.ID, schemaProblems(err))
-		}
+	if err := a.checkSchema(n.ID, raw); err != nil {
+		return err
 	}
+	return a.checkChecks(n.ID, raw, state, invocation)
+}
+
+// checkSchema checks a signal's data (raw, JSON) for node id against the
+// outputSchema, if there is one.
+func (a *acceptor) checkSchema(id string, raw []byte) error {
+	if a.schema == nil {
+		return nil
+	}
+	if isNull(raw) && len(a.required) > 0 {
+		return fmt.Errorf("%w: node %q: the signal has no data, and its outputSchema requires %s (send e.g. -data '{%q: ...}')",
+			ErrSignalNotAccepted, id, quoteList(a.required), a.required[0])
+	}
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return fmt.Errorf("%w: node %q: the signal's data is not JSON: %v", ErrSignalNotAccepted, id, err)
+	}
+	if err := a.schema.Validate(inst); err != nil {
+		return fmt.Errorf("%w: node %q: the signal's data does not fit its outputSchema: %s", ErrSignalNotAccepted, id, schemaProblems(err))
+	}
+	return nil
+}
+
+// checkChecks evaluates config.checks, in order, on a signal's data (raw,
+// JSON) for node id as output, with the run's state and invocation; the
+// first that fails or does not hold is the error.
+func (a *acceptor) checkChecks(id string, raw []byte, state, invocation map[string]any) error {
 	if len(a.checks) == 0 {
 		return nil
 	}
 	var out any
 	if err := json.Unmarshal(raw, &out); err != nil {
-		return fmt.Errorf("%w: node %q: the signal's data is not JSON: %v", ErrSignalNotAccepted, n.ID, err)
+		return fmt.Errorf("%w: node %q: the signal's data is not JSON: %v", ErrSignalNotAccepted, id, err)
 	}
 	vars := wexpr.Vars{State: state, Output: out, Invocation: invocation}
 	for i, p := range a.checks {
 		ok, err := p.EvalBool(context.Background(), vars)
 		switch {
 		case err != nil:
-			return fmt.Errorf("%w: node %q: config.checks[%d] (%s) cannot be evaluated on this data: %v", ErrSignalNotAccepted, n.ID, i, p.Source(), err)
+			return fmt.Errorf("%w: node %q: config.checks[%d] (%s) cannot be evaluated on this data: %v", ErrSignalNotAccepted, id, i, p.Source(), err)
 		case !ok && a.messages[i] != "":
-			return fmt.Errorf("%w: node %q: %s (config.checks[%d]: %s)", ErrSignalNotAccepted, n.ID, a.messages[i], i, p.Source())
+			return fmt.Errorf("%w: node %q: %s (config.checks[%d]: %s)", ErrSignalNotAccepted, id, a.messages[i], i, p.Source())
 		case !ok:
-			return fmt.Errorf("%w: node %q: config.checks[%d] does not hold: %s", ErrSignalNotAccepted, n.ID, i, p.Source())
+			return fmt.Errorf("%w: node %q: config.checks[%d] does not hold: %s", ErrSignalNotAccepted, id, i, p.Source())
 		}
 	}
 	return nil

@@ -255,8 +255,14 @@ func checkAgent(c any, failed map[string]bool, _ *options, bad badFunc) {
 	if cfg.MaxTokens < 0 {
 		bad("config.maxTokens", "want 0 (no bound) or more, got %d", cfg.MaxTokens)
 	}
+	checkAgentTools(cfg.Tools, bad)
+}
+
+// checkAgentTools checks an agent's config.tools: each named once, run by
+// a node type that can be a tool, its parameters a JSON Schema object.
+func checkAgentTools(tools []agentToolConfig, bad badFunc) {
 	seen := map[string]bool{}
-	for i, t := range cfg.Tools {
+	for i, t := range tools {
 		at := fmt.Sprintf("config.tools[%d]", i)
 		switch {
 		case t.Name == "":

@@ -77,31 +77,43 @@ func (s *State) applyNodeWaiting(d *events.NodeWaitingData, at time.Time) error 
 	n.Status, n.WaitingFor, n.Deadline, n.StartedAt = NodeWaiting, d.For, d.Deadline, &at
 	switch d.For {
 	case "map":
-		var items []json.RawMessage
-		_ = json.Unmarshal(d.Items, &items)
-		n.Items = make([]*ItemState, len(items))
-		for i := range n.Items {
-			n.Items[i] = &ItemState{Data: items[i]}
-		}
-		if len(items) == 0 {
-			s.finish(d.Node, n, nil, NodeSucceeded, json.RawMessage("[]"), nil, at)
-		}
+		s.waitForItems(d, n, at)
 	case "slot":
 		n.Slot = d.Slot
 	case "rate":
 		s.waitForRate(d, n)
 	case "signal":
-		if d.Deadline != nil {
-			s.addTimer(DeadlineTimerID(d.NodeRef), Timer{Purpose: "deadline", Ref: d.NodeRef, At: d.Deadline.UTC()})
-		}
-		if data, ok := s.takeSignal(d.Node); ok {
-			s.dropTimers(d.Node)
-			s.finish(d.Node, n, nil, NodeSucceeded, data, nil, at)
-		}
+		s.waitForSignal(d, n, at)
 	case WaitingForTimer:
 		s.waitForTimer(d, n, at)
 	}
 	return nil
+}
+
+// waitForItems applies a map node's wait for its items: one item state
+// each, and a map over no items succeeds at once with an empty list.
+func (s *State) waitForItems(d *events.NodeWaitingData, n *NodeState, at time.Time) {
+	var items []json.RawMessage
+	_ = json.Unmarshal(d.Items, &items)
+	n.Items = make([]*ItemState, len(items))
+	for i := range n.Items {
+		n.Items[i] = &ItemState{Data: items[i]}
+	}
+	if len(items) == 0 {
+		s.finish(d.Node, n, nil, NodeSucceeded, json.RawMessage("[]"), nil, at)
+	}
+}
+
+// waitForSignal applies a node's wait for a signal: its deadline timer,
+// if it has one, and a signal that came before the wait ends it at once.
+func (s *State) waitForSignal(d *events.NodeWaitingData, n *NodeState, at time.Time) {
+	if d.Deadline != nil {
+		s.addTimer(DeadlineTimerID(d.NodeRef), Timer{Purpose: "deadline", Ref: d.NodeRef, At: d.Deadline.UTC()})
+	}
+	if data, ok := s.takeSignal(d.Node); ok {
+		s.dropTimers(d.Node)
+		s.finish(d.Node, n, nil, NodeSucceeded, data, nil, at)
+	}
 }
 
 // retryWaitsForSlot applies a retry's wait for a concurrency slot: the

@@ -142,26 +142,7 @@ func diff(path string, a, b any, out *[]Change) {
 // diffFields is diff, but a map that appears or goes is listed by its
 // fields.
 func diffFields(path string, a, b any, out *[]Change) {
-	am, aok := a.(map[string]any)
-	bm, bok := b.(map[string]any)
-	switch {
-	case aok && b == nil && len(am) == 0, bok && a == nil && len(bm) == 0:
-		diff(path, a, b, out) // an empty record has no fields to list
-		return
-	case aok && b == nil:
-		bm, bok = map[string]any{}, true
-	case bok && a == nil:
-		am, aok = map[string]any{}, true
-	}
-	if aok && bok {
-		for k, av := range am {
-			diffFields(path+"/"+k, av, bm[k], out)
-		}
-		for k, bv := range bm {
-			if _, ok := am[k]; !ok {
-				diffFields(path+"/"+k, nil, bv, out)
-			}
-		}
+	if diffRecords(path, a, b, out) {
 		return
 	}
 	al, alok := a.([]any)
@@ -173,4 +154,33 @@ func diffFields(path string, a, b any, out *[]Change) {
 		return
 	}
 	diff(path, a, b, out)
+}
+
+// diffRecords is diffFields for records (maps): it lists a record that
+// appears or goes by its fields, an empty one whole, and reports false
+// when a or b is neither a record nor absent beside one.
+func diffRecords(path string, a, b any, out *[]Change) bool {
+	am, aok := a.(map[string]any)
+	bm, bok := b.(map[string]any)
+	switch {
+	case aok && b == nil && len(am) == 0, bok && a == nil && len(bm) == 0:
+		diff(path, a, b, out) // an empty record has no fields to list
+		return true
+	case aok && b == nil:
+		bm, bok = map[string]any{}, true
+	case bok && a == nil:
+		am, aok = map[string]any{}, true
+	}
+	if !aok || !bok {
+		return false
+	}
+	for k, av := range am {
+		diffFields(path+"/"+k, av, bm[k], out)
+	}
+	for k, bv := range bm {
+		if _, ok := am[k]; !ok {
+			diffFields(path+"/"+k, nil, bv, out)
+		}
+	}
+	return true
 }

@@ -305,33 +305,43 @@ func (c *forkCheck) timers(st *State) {
 		c.timer(st, id, st.Timers[id])
 	}
 	for _, id := range slices.Sorted(maps.Keys(st.Nodes)) {
-		n := st.Nodes[id]
-		if _, ok := c.nodes[id]; !ok {
-			continue
+		if _, ok := c.nodes[id]; ok {
+			c.nodeTimers(st, id, st.Nodes[id])
 		}
-		ref := events.NodeRef{Node: id, Iteration: n.Iteration}
-		if n.Status == NodeRetrying && len(n.Items) == 0 {
-			if _, ok := st.Timers[RetryTimerID(ref, n.Attempt+1)]; !ok {
-				c.add(id, "status", "retrying, with no retry timer %q pending: it would wait forever", RetryTimerID(ref, n.Attempt+1))
-			}
+	}
+}
+
+// nodeTimers checks that node id, if it waits on a timer (a retry of it
+// or of one of its items, a signal's deadline, a wait), has it pending.
+func (c *forkCheck) nodeTimers(st *State, id string, n *NodeState) {
+	ref := events.NodeRef{Node: id, Iteration: n.Iteration}
+	c.retryTimers(st, id, ref, n)
+	if n.Status == NodeWaiting && n.WaitingFor == "signal" && n.Deadline != nil {
+		if _, ok := st.Timers[DeadlineTimerID(ref)]; !ok {
+			c.add(id, "deadline", "no deadline timer %q pending: the deadline would never pass", DeadlineTimerID(ref))
 		}
-		for i, it := range n.Items {
-			if it != nil && it.Status == NodeRetrying {
-				r := ref
-				r.Item = &i
-				if _, ok := st.Timers[RetryTimerID(r, it.Attempt+1)]; !ok {
-					c.add(id, "items["+strconv.Itoa(i)+"].status", "retrying, with no retry timer %q pending: it would wait forever", RetryTimerID(r, it.Attempt+1))
-				}
-			}
+	}
+	if n.Status == NodeWaiting && n.WaitingFor == WaitingForTimer && c.nodes[id].kind == kindWait {
+		if _, ok := st.Timers[WaitTimerID(ref)]; !ok || n.Deadline == nil {
+			c.add(id, "deadline", "no wait timer %q pending: the wait would never end", WaitTimerID(ref))
 		}
-		if n.Status == NodeWaiting && n.WaitingFor == "signal" && n.Deadline != nil {
-			if _, ok := st.Timers[DeadlineTimerID(ref)]; !ok {
-				c.add(id, "deadline", "no deadline timer %q pending: the deadline would never pass", DeadlineTimerID(ref))
-			}
+	}
+}
+
+// retryTimers checks that node id, if it or one of its items is
+// retrying, has the timer for the next attempt pending.
+func (c *forkCheck) retryTimers(st *State, id string, ref events.NodeRef, n *NodeState) {
+	if n.Status == NodeRetrying && len(n.Items) == 0 {
+		if _, ok := st.Timers[RetryTimerID(ref, n.Attempt+1)]; !ok {
+			c.add(id, "status", "retrying, with no retry timer %q pending: it would wait forever", RetryTimerID(ref, n.Attempt+1))
 		}
-		if n.Status == NodeWaiting && n.WaitingFor == WaitingForTimer && c.nodes[id].kind == kindWait {
-			if _, ok := st.Timers[WaitTimerID(ref)]; !ok || n.Deadline == nil {
-				c.add(id, "deadline", "no wait timer %q pending: the wait would never end", WaitTimerID(ref))
+	}
+	for i, it := range n.Items {
+		if it != nil && it.Status == NodeRetrying {
+			r := ref
+			r.Item = &i
+			if _, ok := st.Timers[RetryTimerID(r, it.Attempt+1)]; !ok {
+				c.add(id, "items["+strconv.Itoa(i)+"].status", "retrying, with no retry timer %q pending: it would wait forever", RetryTimerID(r, it.Attempt+1))
 			}
 		}
 	}

@@ -175,14 +175,7 @@ type Agent struct {
 
 // Execute implements worker.Node.
 func (a *Agent) Execute(ctx context.Context, in *worker.Input) (*worker.Result, error) {
-	if bad := checkLLMConfig(in.Config); len(bad) > 0 {
-		return nil, configError(in, strings.Join(bad, "; "))
-	}
-	var cfg AgentConfig
-	if err := decodeConfig(in, &cfg); err != nil {
-		return nil, err
-	}
-	tools, err := a.checkConfig(in, &cfg)
+	cfg, tools, err := a.loadConfig(in)
 	if err != nil {
 		return nil, err
 	}
@@ -192,28 +185,95 @@ func (a *Agent) Execute(ctx context.Context, in *worker.Input) (*worker.Result, 
 		return nil, err
 	}
 	model := ms.client(target)
-	journal := a.Journal
-	if journal == nil {
-		journal = defaultJournal
-	}
+	journal := a.journal()
 	where := fmt.Sprintf("agent node %q", in.NodeID)
 
-	st, err := journal.Last(ctx, in)
+	st, err := a.resume(ctx, in, cfg, journal, where)
 	if err != nil {
-		return nil, &worker.Error{Type: FailureAgentCheckpoint, Message: where + ": reading its recorded steps", Retryable: true, Cause: err}
+		return nil, err
 	}
-	if st != nil && (len(st.Messages) == 0 || st.Step < 1 || st.Turns < 0) {
-		// A step this executor did not write (or an older, other shape):
-		// going on from it would be guessing.
-		return nil, worker.NonRetryable(FailureAgentCheckpoint, fmt.Sprintf("%s: its last recorded step (%d, %q) holds no conversation to go on from", where, st.Step, st.Kind))
-	}
-	if st == nil {
-		st, err = a.start(ctx, in, &cfg)
+	record := recorder(ctx, in, journal, st, where)
+	specs := toolSpecs(cfg.Tools)
+	timeout := modelTimeout(cfg.Timeout)
+	for {
+		last := st.Messages[len(st.Messages)-1]
+		if last.Role == "assistant" {
+			if len(last.ToolCalls) == 0 {
+				return a.finish(ctx, in, cfg, st)
+			}
+		}
+		if pending := pendingCalls(st.Messages); len(pending) > 0 {
+			if err := a.runPending(ctx, in, cfg, tools, pending, st, record); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if err := roomForTurn(cfg, st, where); err != nil {
+			return nil, err
+		}
+		resp, err := a.callModel(ctx, in, cfg, model, specs, timeout, st, where)
 		if err != nil {
 			return nil, err
 		}
+		addAnswer(st, resp)
+		if err := record("model", ""); err != nil {
+			return nil, err
+		}
+		if len(resp.Message.ToolCalls) == 0 && cfg.MaxTokens > 0 && st.Usage.TotalTokens > cfg.MaxTokens {
+			return nil, worker.NonRetryable(FailureAgentTokens, fmt.Sprintf("%s: config: maxTokens: %d tokens spent of %d by turn %d", where, st.Usage.TotalTokens, cfg.MaxTokens, st.Turns))
+		}
 	}
-	record := func(kind, tool string) error {
+}
+
+// loadConfig decodes and checks an agent node's configuration, its
+// defaults applied; it returns the tools by name too.
+func (a *Agent) loadConfig(in *worker.Input) (*AgentConfig, map[string]*compiledTool, error) {
+	if bad := checkLLMConfig(in.Config); len(bad) > 0 {
+		return nil, nil, configError(in, strings.Join(bad, "; "))
+	}
+	var cfg AgentConfig
+	if err := decodeConfig(in, &cfg); err != nil {
+		return nil, nil, err
+	}
+	tools, err := a.checkConfig(in, &cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &cfg, tools, nil
+}
+
+// journal is the journal the agent records its steps in: a.Journal, or
+// the run's log.
+func (a *Agent) journal() Journal {
+	if a.Journal == nil {
+		return defaultJournal
+	}
+	return a.Journal
+}
+
+// toolSpecs are the tools as the model is told of them.
+func toolSpecs(tools []AgentTool) []toolSpec {
+	var specs []toolSpec
+	for _, t := range tools {
+		specs = append(specs, toolSpec{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
+	}
+	return specs
+}
+
+// modelTimeout is how long a model call may take: d, or
+// DefaultLLMTimeout when d is 0.
+func modelTimeout(d Duration) time.Duration {
+	if d == 0 {
+		return DefaultLLMTimeout
+	}
+	return time.Duration(d)
+}
+
+// recorder is the function that records st, as it is after each step, as
+// step kind (of tool, for a tool's result) in journal; a step that does
+// not fit in one event is a non-retryable failure.
+func recorder(ctx context.Context, in *worker.Input, journal Journal, st *AgentStep, where string) func(kind, tool string) error {
+	return func(kind, tool string) error {
 		st.Step++
 		st.Kind, st.Tool = kind, tool
 		if err := journal.Record(ctx, in, st); err != nil {
@@ -227,90 +287,107 @@ func (a *Agent) Execute(ctx context.Context, in *worker.Input) (*worker.Result, 
 		}
 		return nil
 	}
-	var specs []toolSpec
-	for _, t := range cfg.Tools {
-		specs = append(specs, toolSpec{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
+}
+
+// roomForTurn says whether st leaves room for another model call: fewer
+// than maxTurns made, and fewer than maxTokens spent when it is set.
+func roomForTurn(cfg *AgentConfig, st *AgentStep, where string) error {
+	if st.Turns >= cfg.MaxTurns {
+		return worker.NonRetryable(FailureAgentTurns, fmt.Sprintf("%s: config: maxTurns: %d model calls made and the model has not given a final answer", where, cfg.MaxTurns))
 	}
-	timeout := time.Duration(cfg.Timeout)
-	if timeout == 0 {
-		timeout = DefaultLLMTimeout
+	if cfg.MaxTokens > 0 && st.Usage.TotalTokens >= cfg.MaxTokens {
+		return worker.NonRetryable(FailureAgentTokens, fmt.Sprintf("%s: config: maxTokens: %d tokens spent of %d before turn %d", where, st.Usage.TotalTokens, cfg.MaxTokens, st.Turns+1))
 	}
-	for {
-		last := st.Messages[len(st.Messages)-1]
-		if last.Role == "assistant" {
-			if len(last.ToolCalls) == 0 {
-				return a.finish(ctx, in, &cfg, st)
-			}
+	return nil
+}
+
+// resume is the conversation to go on from: the last step journal
+// recorded, or, when none is, the first step's (start). A recorded step
+// with no conversation in it is a non-retryable failure.
+func (a *Agent) resume(ctx context.Context, in *worker.Input, cfg *AgentConfig, journal Journal, where string) (*AgentStep, error) {
+	st, err := journal.Last(ctx, in)
+	if err != nil {
+		return nil, &worker.Error{Type: FailureAgentCheckpoint, Message: where + ": reading its recorded steps", Retryable: true, Cause: err}
+	}
+	if st != nil && (len(st.Messages) == 0 || st.Step < 1 || st.Turns < 0) {
+		// A step this executor did not write (or an older, other shape):
+		// going on from it would be guessing.
+		return nil, worker.NonRetryable(FailureAgentCheckpoint, fmt.Sprintf("%s: its last recorded step (%d, %q) holds no conversation to go on from", where, st.Step, st.Kind))
+	}
+	if st == nil {
+		return a.start(ctx, in, cfg)
+	}
+	return st, nil
+}
+
+// runPending runs the tool calls of the last answer that have no recorded
+// result, in the model's order, each result (its head, if oversized)
+// added to st and recorded as a step.
+func (a *Agent) runPending(ctx context.Context, in *worker.Input, cfg *AgentConfig, tools map[string]*compiledTool, pending []ToolCall, st *AgentStep, record func(kind, tool string) error) error {
+	for _, tc := range pending {
+		res := a.runTool(ctx, in, tools, tc, st.Step+1)
+		if err := ctx.Err(); err != nil {
+			return err // cut short: not a result to record
 		}
-		if pending := pendingCalls(st.Messages); len(pending) > 0 {
-			// The tool calls of the last answer that have no recorded
-			// result run now, in the model's order.
-			for _, tc := range pending {
-				res := a.runTool(ctx, in, tools, tc, st.Step+1)
-				if err := ctx.Err(); err != nil {
-					return nil, err // cut short: not a result to record
-				}
-				if n := len(res.Content); n > cfg.MaxMessageBytes {
-					// The model gets the head of an oversized result and
-					// is told so; the conversation stays bounded.
-					res.Content = strings.ToValidUTF8(res.Content[:cfg.MaxMessageBytes], "") +
-						fmt.Sprintf("\n[truncated: the result is %d bytes, more than maxMessageBytes %d]", n, cfg.MaxMessageBytes)
-				}
-				st.Messages = append(st.Messages, res)
-				if err := record("tool", tc.Name); err != nil {
-					return nil, err
-				}
-			}
-			continue
+		if n := len(res.Content); n > cfg.MaxMessageBytes {
+			// The model gets the head of an oversized result and
+			// is told so; the conversation stays bounded.
+			res.Content = strings.ToValidUTF8(res.Content[:cfg.MaxMessageBytes], "") +
+				fmt.Sprintf("\n[truncated: the result is %d bytes, more than maxMessageBytes %d]", n, cfg.MaxMessageBytes)
 		}
-		if st.Turns >= cfg.MaxTurns {
-			return nil, worker.NonRetryable(FailureAgentTurns, fmt.Sprintf("%s: config: maxTurns: %d model calls made and the model has not given a final answer", where, cfg.MaxTurns))
-		}
-		if cfg.MaxTokens > 0 && st.Usage.TotalTokens >= cfg.MaxTokens {
-			return nil, worker.NonRetryable(FailureAgentTokens, fmt.Sprintf("%s: config: maxTokens: %d tokens spent of %d before turn %d", where, st.Usage.TotalTokens, cfg.MaxTokens, st.Turns+1))
-		}
-		req := chatRequest{
-			Model: cfg.Model, Messages: st.Messages, Tools: specs,
-			Temperature: cfg.Temperature, MaxTokens: cfg.MaxOutputTokens,
-			IdempotencyKey: in.IdempotencyKey + "/step/" + strconv.Itoa(st.Step+1),
-		}
-		if cfg.Stream && a.Tokens != nil {
-			step := st.Step + 1
-			req.OnToken = func(s string) { a.Tokens(ctx, in, step, s) }
-		}
-		cctx, cancel := context.WithTimeout(ctx, timeout)
-		resp, err := model.chat(cctx, req)
-		cancel()
-		if err != nil {
-			return nil, err
-		}
-		if n := messageSize(resp.Message); n > cfg.MaxMessageBytes {
-			return nil, worker.NonRetryable(FailureAgentOversized, fmt.Sprintf("%s: turn %d: the model's answer is %d bytes, more than maxMessageBytes %d", where, st.Turns+1, n, cfg.MaxMessageBytes))
-		}
-		st.Turns++
-		// Results are matched to calls by id: a call without one, or with
-		// one the answer used already (some OpenAI-compatible servers
-		// give none), gets its own.
-		seen := map[string]bool{}
-		for i := range resp.Message.ToolCalls {
-			tc := &resp.Message.ToolCalls[i]
-			if tc.ID == "" || seen[tc.ID] {
-				tc.ID = fmt.Sprintf("weft_call_%d_%d", st.Turns, i+1)
-			}
-			seen[tc.ID] = true
-		}
-		st.Usage.PromptTokens += resp.Usage.PromptTokens
-		st.Usage.CompletionTokens += resp.Usage.CompletionTokens
-		st.Usage.TotalTokens += resp.Usage.TotalTokens
-		resp.Message.Role = "assistant"
-		st.Messages = append(st.Messages, resp.Message)
-		if err := record("model", ""); err != nil {
-			return nil, err
-		}
-		if len(resp.Message.ToolCalls) == 0 && cfg.MaxTokens > 0 && st.Usage.TotalTokens > cfg.MaxTokens {
-			return nil, worker.NonRetryable(FailureAgentTokens, fmt.Sprintf("%s: config: maxTokens: %d tokens spent of %d by turn %d", where, st.Usage.TotalTokens, cfg.MaxTokens, st.Turns))
+		st.Messages = append(st.Messages, res)
+		if err := record("tool", tc.Name); err != nil {
+			return err
 		}
 	}
+	return nil
+}
+
+// callModel makes the next turn's model call on the conversation st,
+// streamed to a.Tokens when cfg says so, within timeout; an answer over
+// maxMessageBytes is a non-retryable failure.
+func (a *Agent) callModel(ctx context.Context, in *worker.Input, cfg *AgentConfig, model chatModel, specs []toolSpec, timeout time.Duration, st *AgentStep, where string) (chatResponse, error) {
+	req := chatRequest{
+		Model: cfg.Model, Messages: st.Messages, Tools: specs,
+		Temperature: cfg.Temperature, MaxTokens: cfg.MaxOutputTokens,
+		IdempotencyKey: in.IdempotencyKey + "/step/" + strconv.Itoa(st.Step+1),
+	}
+	if cfg.Stream && a.Tokens != nil {
+		step := st.Step + 1
+		req.OnToken = func(s string) { a.Tokens(ctx, in, step, s) }
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	resp, err := model.chat(cctx, req)
+	cancel()
+	if err != nil {
+		return chatResponse{}, err
+	}
+	if n := messageSize(resp.Message); n > cfg.MaxMessageBytes {
+		return chatResponse{}, worker.NonRetryable(FailureAgentOversized, fmt.Sprintf("%s: turn %d: the model's answer is %d bytes, more than maxMessageBytes %d", where, st.Turns+1, n, cfg.MaxMessageBytes))
+	}
+	return resp, nil
+}
+
+// addAnswer adds the model's answer to st as a turn: its tool calls
+// given ids of their own where they need them, its usage counted.
+func addAnswer(st *AgentStep, resp chatResponse) {
+	st.Turns++
+	// Results are matched to calls by id: a call without one, or with
+	// one the answer used already (some OpenAI-compatible servers
+	// give none), gets its own.
+	seen := map[string]bool{}
+	for i := range resp.Message.ToolCalls {
+		tc := &resp.Message.ToolCalls[i]
+		if tc.ID == "" || seen[tc.ID] {
+			tc.ID = fmt.Sprintf("weft_call_%d_%d", st.Turns, i+1)
+		}
+		seen[tc.ID] = true
+	}
+	st.Usage.PromptTokens += resp.Usage.PromptTokens
+	st.Usage.CompletionTokens += resp.Usage.CompletionTokens
+	st.Usage.TotalTokens += resp.Usage.TotalTokens
+	resp.Message.Role = "assistant"
+	st.Messages = append(st.Messages, resp.Message)
 }
 
 // start renders the prompts and checks them against the input guardrails:
@@ -423,6 +500,22 @@ func (a *Agent) checkConfig(in *worker.Input, cfg *AgentConfig) (map[string]*com
 	if cfg.MaxMessageBytes <= 0 {
 		cfg.MaxMessageBytes = DefaultAgentMaxMessageBytes
 	}
+	tools, toolsBad := a.compileTools(cfg)
+	bad = append(bad, toolsBad...)
+	if cfg.Guardrails != nil {
+		bad = append(bad, cfg.Guardrails.compile()...)
+	}
+	if len(bad) > 0 {
+		return nil, configError(in, strings.Join(bad, "; "))
+	}
+	return tools, nil
+}
+
+// compileTools compiles cfg's tools by name, each with its parameters'
+// schema (an object, when it gives none) and the node that runs it; it
+// returns them and what is wrong with them.
+func (a *Agent) compileTools(cfg *AgentConfig) (map[string]*compiledTool, []string) {
+	var bad []string
 	tools := map[string]*compiledTool{}
 	for i, t := range cfg.Tools {
 		at := fmt.Sprintf("tools[%d]", i)
@@ -456,13 +549,7 @@ func (a *Agent) checkConfig(in *worker.Input, cfg *AgentConfig) (map[string]*com
 		}
 		tools[t.Name] = ct
 	}
-	if cfg.Guardrails != nil {
-		bad = append(bad, cfg.Guardrails.compile()...)
-	}
-	if len(bad) > 0 {
-		return nil, configError(in, strings.Join(bad, "; "))
-	}
-	return tools, nil
+	return tools, bad
 }
 
 func (a *Agent) lookup(typ string) (worker.Node, bool) {
@@ -500,20 +587,9 @@ func (a *Agent) runTool(ctx context.Context, in *worker.Input, tools map[string]
 	if !ok {
 		return fail(fmt.Sprintf("error: there is no tool %q; the tools are: %s", tc.Name, strings.Join(slices.Sorted(maps.Keys(tools)), ", ")))
 	}
-	var args any
-	raw := strings.TrimSpace(tc.Arguments)
-	if raw == "" {
-		raw = "{}"
-	}
-	if err := json.Unmarshal([]byte(raw), &args); err != nil {
-		return fail(fmt.Sprintf("error: the arguments of tool %q are not valid JSON: %v", tc.Name, err))
-	}
-	if err := t.schema.Validate(args); err != nil {
-		return fail(fmt.Sprintf("error: the arguments of tool %q do not match its parameters: %v", tc.Name, err))
-	}
-	state, _ := args.(map[string]any)
-	if state == nil {
-		return fail(fmt.Sprintf("error: the arguments of tool %q are not a JSON object", tc.Name))
+	state, problem := toolArgs(t, tc)
+	if problem != "" {
+		return fail(problem)
 	}
 	timeout := time.Duration(t.Timeout)
 	if timeout == 0 {
@@ -554,6 +630,28 @@ func (a *Agent) runTool(ctx context.Context, in *worker.Input, tools map[string]
 		}
 	}
 	return fail(fmt.Sprintf("error: tool %q failed: %v", tc.Name, lastErr))
+}
+
+// toolArgs decodes a tool call's arguments (none: {}) and checks them
+// against the tool's parameters: the state the tool runs on, or, when
+// they are not a JSON object that fits, what the model is told.
+func toolArgs(t *compiledTool, tc ToolCall) (map[string]any, string) {
+	var args any
+	raw := strings.TrimSpace(tc.Arguments)
+	if raw == "" {
+		raw = "{}"
+	}
+	if err := json.Unmarshal([]byte(raw), &args); err != nil {
+		return nil, fmt.Sprintf("error: the arguments of tool %q are not valid JSON: %v", tc.Name, err)
+	}
+	if err := t.schema.Validate(args); err != nil {
+		return nil, fmt.Sprintf("error: the arguments of tool %q do not match its parameters: %v", tc.Name, err)
+	}
+	state, _ := args.(map[string]any)
+	if state == nil {
+		return nil, fmt.Sprintf("error: the arguments of tool %q are not a JSON object", tc.Name)
+	}
+	return state, ""
 }
 
 func messageSize(m Message) int {

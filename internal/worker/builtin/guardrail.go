@@ -119,31 +119,11 @@ func (p *GuardrailPolicy) check(ctx context.Context, in *worker.Input, stage, te
 		list = p.Output
 	}
 	for _, g := range list {
-		why := ""
-		switch {
-		case g.prog != nil:
-			ok, err := g.prog.EvalBool(ctx, expr.Vars{State: in.State, Invocation: in.Invocation, Output: text, Local: map[string]any{"stage": stage}})
-			if err != nil {
-				return "", worker.NonRetryable(FailureGuardrail, fmt.Sprintf("%s node %q: guardrails.%s %s: CEL %q: %v", in.Type, in.NodeID, stage, g.Name, g.CEL, err))
-			}
-			if !ok {
-				why = fmt.Sprintf("CEL %q is false", g.CEL)
-			}
-		case len(g.deny) > 0:
-			for _, re := range g.deny {
-				if re.MatchString(text) {
-					why = fmt.Sprintf("matches deny pattern %q", re.String())
-					if g.Action == GuardrailRedact {
-						text = re.ReplaceAllString(text, "[redacted]")
-					}
-				}
-			}
-		case g.MaxLength > 0 && len(text) > g.MaxLength:
-			why = fmt.Sprintf("%d bytes, more than maxLength %d", len(text), g.MaxLength)
-			if g.Action == GuardrailRedact {
-				text = strings.ToValidUTF8(text[:g.MaxLength], "")
-			}
+		why, redacted, err := g.violation(ctx, in, stage, text)
+		if err != nil {
+			return "", err
 		}
+		text = redacted
 		if why == "" {
 			continue
 		}
@@ -156,4 +136,35 @@ func (p *GuardrailPolicy) check(ctx context.Context, in *worker.Input, stage, te
 		}
 	}
 	return text, nil
+}
+
+// violation applies guardrail g to text at stage: why it does not hold
+// ("" if it does), and the text, redacted if g redacts what it found. A
+// CEL check that cannot be evaluated is a non-retryable failure.
+func (g *Guardrail) violation(ctx context.Context, in *worker.Input, stage, text string) (why, redacted string, err error) {
+	switch {
+	case g.prog != nil:
+		ok, err := g.prog.EvalBool(ctx, expr.Vars{State: in.State, Invocation: in.Invocation, Output: text, Local: map[string]any{"stage": stage}})
+		if err != nil {
+			return "", "", worker.NonRetryable(FailureGuardrail, fmt.Sprintf("%s node %q: guardrails.%s %s: CEL %q: %v", in.Type, in.NodeID, stage, g.Name, g.CEL, err))
+		}
+		if !ok {
+			why = fmt.Sprintf("CEL %q is false", g.CEL)
+		}
+	case len(g.deny) > 0:
+		for _, re := range g.deny {
+			if re.MatchString(text) {
+				why = fmt.Sprintf("matches deny pattern %q", re.String())
+				if g.Action == GuardrailRedact {
+					text = re.ReplaceAllString(text, "[redacted]")
+				}
+			}
+		}
+	case g.MaxLength > 0 && len(text) > g.MaxLength:
+		why = fmt.Sprintf("%d bytes, more than maxLength %d", len(text), g.MaxLength)
+		if g.Action == GuardrailRedact {
+			text = strings.ToValidUTF8(text[:g.MaxLength], "")
+		}
+	}
+	return why, text, nil
 }

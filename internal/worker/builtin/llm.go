@@ -131,46 +131,18 @@ func (l *LLM) models() *models {
 
 // Execute implements worker.Node.
 func (l *LLM) Execute(ctx context.Context, in *worker.Input) (*worker.Result, error) {
-	if bad := checkLLMConfig(in.Config); len(bad) > 0 {
-		return nil, configError(in, strings.Join(bad, "; "))
-	}
-	var cfg LLMConfig
-	if err := decodeConfig(in, &cfg); err != nil {
+	cfg, err := decodeLLMConfig(in)
+	if err != nil {
 		return nil, err
-	}
-	if cfg.Model == "" {
-		return nil, configError(in, "model: required")
-	}
-	if strings.TrimSpace(cfg.Prompt) == "" {
-		return nil, configError(in, "prompt: required")
-	}
-	if cfg.Guardrails != nil {
-		if bad := cfg.Guardrails.compile(); len(bad) > 0 {
-			return nil, configError(in, strings.Join(bad, "; "))
-		}
 	}
 	ms := l.models()
 	target, err := ms.resolve(in, cfg.Endpoint)
 	if err != nil {
 		return nil, err
 	}
-	data := map[string]any{"state": in.State, "local": in.Local, "invocation": in.Invocation}
-	prompt, err := render(ctx, in, "prompt", cfg.Prompt, data, l.Limits)
+	messages, err := l.messages(ctx, in, cfg)
 	if err != nil {
 		return nil, err
-	}
-	if cfg.Guardrails != nil {
-		if prompt, err = cfg.Guardrails.check(ctx, in, "input", prompt); err != nil {
-			return nil, err
-		}
-	}
-	messages := []Message{{Role: "user", Content: prompt}}
-	if cfg.System != "" {
-		system, err := render(ctx, in, "system", cfg.System, data, l.Limits)
-		if err != nil {
-			return nil, err
-		}
-		messages = append([]Message{{Role: "system", Content: system}}, messages...)
 	}
 	timeout := time.Duration(cfg.Timeout)
 	if timeout == 0 {
@@ -201,6 +173,54 @@ func (l *LLM) Execute(ctx context.Context, in *worker.Input) (*worker.Result, er
 	}
 	out["content"] = content
 	return &worker.Result{Output: out}, nil
+}
+
+// decodeLLMConfig decodes and checks an llm node's configuration, its
+// guardrails compiled.
+func decodeLLMConfig(in *worker.Input) (*LLMConfig, error) {
+	if bad := checkLLMConfig(in.Config); len(bad) > 0 {
+		return nil, configError(in, strings.Join(bad, "; "))
+	}
+	var cfg LLMConfig
+	if err := decodeConfig(in, &cfg); err != nil {
+		return nil, err
+	}
+	if cfg.Model == "" {
+		return nil, configError(in, "model: required")
+	}
+	if strings.TrimSpace(cfg.Prompt) == "" {
+		return nil, configError(in, "prompt: required")
+	}
+	if cfg.Guardrails != nil {
+		if bad := cfg.Guardrails.compile(); len(bad) > 0 {
+			return nil, configError(in, strings.Join(bad, "; "))
+		}
+	}
+	return &cfg, nil
+}
+
+// messages renders the messages an llm node sends: its prompt, through
+// the input guardrails, after its system message if it has one.
+func (l *LLM) messages(ctx context.Context, in *worker.Input, cfg *LLMConfig) ([]Message, error) {
+	data := map[string]any{"state": in.State, "local": in.Local, "invocation": in.Invocation}
+	prompt, err := render(ctx, in, "prompt", cfg.Prompt, data, l.Limits)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Guardrails != nil {
+		if prompt, err = cfg.Guardrails.check(ctx, in, "input", prompt); err != nil {
+			return nil, err
+		}
+	}
+	messages := []Message{{Role: "user", Content: prompt}}
+	if cfg.System != "" {
+		system, err := render(ctx, in, "system", cfg.System, data, l.Limits)
+		if err != nil {
+			return nil, err
+		}
+		messages = append([]Message{{Role: "system", Content: system}}, messages...)
+	}
+	return messages, nil
 }
 
 // providerError is the message of an OpenAI- or Anthropic-style error

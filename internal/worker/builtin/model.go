@@ -450,7 +450,26 @@ func (m *anthropicModel) chat(ctx context.Context, req chatRequest) (chatRespons
 	if params.MaxTokens <= 0 {
 		params.MaxTokens = DefaultAnthropicMaxTokens
 	}
-	for _, msg := range req.Messages {
+	addAnthropicMessages(&params, req.Messages)
+	for _, tool := range req.Tools {
+		params.Tools = append(params.Tools, anthropicTool(tool))
+	}
+	var opts []aoption.RequestOption
+	if req.IdempotencyKey != "" {
+		opts = append(opts, aoption.WithHeader("Idempotency-Key", req.IdempotencyKey))
+	}
+	msg, err := m.send(ctx, params, opts, req.OnToken)
+	if err != nil {
+		return chatResponse{}, err
+	}
+	return m.response(msg)
+}
+
+// addAnthropicMessages puts messages into params as Anthropic's API wants
+// them: system messages apart, tool calls as tool_use blocks, and
+// consecutive tool results in one user message.
+func addAnthropicMessages(params *anthropic.MessageNewParams, messages []Message) {
+	for _, msg := range messages {
 		switch msg.Role {
 		case "system":
 			params.System = append(params.System, anthropic.TextBlockParam{Text: msg.Content})
@@ -480,63 +499,73 @@ func (m *anthropicModel) chat(ctx context.Context, req chatRequest) (chatRespons
 			params.Messages = append(params.Messages, anthropic.NewUserMessage(anthropic.NewTextBlock(msg.Content)))
 		}
 	}
-	for _, tool := range req.Tools {
-		schema := anthropic.ToolInputSchemaParam{ExtraFields: map[string]any{}}
-		for k, v := range tool.Parameters {
-			switch k {
-			case "type":
-			case "properties":
-				schema.Properties = v
-			case "required":
-				for _, r := range asList(v) {
-					if s, ok := r.(string); ok {
-						schema.Required = append(schema.Required, s)
-					}
+}
+
+// anthropicTool is tool as Anthropic's API wants it: its parameters
+// split into properties, required and the rest of the schema.
+func anthropicTool(tool toolSpec) anthropic.ToolUnionParam {
+	schema := anthropic.ToolInputSchemaParam{ExtraFields: map[string]any{}}
+	for k, v := range tool.Parameters {
+		switch k {
+		case "type":
+		case "properties":
+			schema.Properties = v
+		case "required":
+			for _, r := range asList(v) {
+				if s, ok := r.(string); ok {
+					schema.Required = append(schema.Required, s)
 				}
-			default:
-				schema.ExtraFields[k] = v
 			}
+		default:
+			schema.ExtraFields[k] = v
 		}
-		tp := anthropic.ToolParam{Name: tool.Name, InputSchema: schema}
-		if tool.Description != "" {
-			tp.Description = anthropic.String(tool.Description)
-		}
-		params.Tools = append(params.Tools, anthropic.ToolUnionParam{OfTool: &tp})
 	}
-	var opts []aoption.RequestOption
-	if req.IdempotencyKey != "" {
-		opts = append(opts, aoption.WithHeader("Idempotency-Key", req.IdempotencyKey))
+	tp := anthropic.ToolParam{Name: tool.Name, InputSchema: schema}
+	if tool.Description != "" {
+		tp.Description = anthropic.String(tool.Description)
 	}
+	return anthropic.ToolUnionParam{OfTool: &tp}
+}
+
+// send makes the call, streamed when onToken is set (each piece of text
+// given to it as it arrives), and returns the model's message.
+func (m *anthropicModel) send(ctx context.Context, params anthropic.MessageNewParams, opts []aoption.RequestOption, onToken func(string)) (anthropic.Message, error) {
 	var msg anthropic.Message
-	if req.OnToken != nil {
+	if onToken != nil {
 		s := m.c.Messages.NewStreaming(ctx, params, opts...)
 		defer s.Close()
 		stopped := false
 		for s.Next() {
 			ev := s.Current()
 			if err := msg.Accumulate(ev); err != nil {
-				return chatResponse{}, m.t.badResponse(err.Error())
+				return anthropic.Message{}, m.t.badResponse(err.Error())
 			}
 			if ev.Type == "content_block_delta" && ev.Delta.Text != "" {
-				req.OnToken(ev.Delta.Text)
+				onToken(ev.Delta.Text)
 			}
 			if ev.Type == "message_stop" {
 				stopped = true
 			}
 		}
 		if err := s.Err(); err != nil {
-			return chatResponse{}, m.err(err)
+			return anthropic.Message{}, m.err(err)
 		}
 		if !stopped {
-			return chatResponse{}, m.t.badResponse("the stream ended before the model finished")
+			return anthropic.Message{}, m.t.badResponse("the stream ended before the model finished")
 		}
 	} else {
 		resp, err := m.c.Messages.New(ctx, params, opts...)
 		if err != nil {
-			return chatResponse{}, m.err(err)
+			return anthropic.Message{}, m.err(err)
 		}
 		msg = *resp
 	}
+	return msg, nil
+}
+
+// response is the chatResponse of the model's message: its text, its
+// tool calls (arguments {} when it gave none), its stop reason and usage.
+func (m *anthropicModel) response(msg anthropic.Message) (chatResponse, error) {
 	out := chatResponse{
 		Message: Message{Role: "assistant"},
 		Model:   string(msg.Model),

@@ -69,29 +69,9 @@ func (Transform) Execute(ctx context.Context, in *worker.Input) (*worker.Result,
 	if len(cfg.Set) == 0 && cfg.Output == "" {
 		return nil, configError(in, `want "set" or "output"`)
 	}
-	keys := make([]string, 0, len(cfg.Set))
-	for k := range cfg.Set {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	progs := make(map[string]*expr.Program, len(keys)+1)
-	compile := func(name, src string) error {
-		p, err := program(src)
-		if err != nil {
-			return worker.NonRetryable(events.FailureValidation, fmt.Sprintf("transform node %q: %s: CEL %q: %v", in.NodeID, name, src, err))
-		}
-		progs[name] = p
-		return nil
-	}
-	for _, k := range keys {
-		if err := compile("set."+k, cfg.Set[k]); err != nil {
-			return nil, err
-		}
-	}
-	if cfg.Output != "" {
-		if err := compile("output", cfg.Output); err != nil {
-			return nil, err
-		}
+	keys, progs, err := compileTransform(in, &cfg)
+	if err != nil {
+		return nil, err
 	}
 
 	vars := expr.Vars{State: in.State, Local: in.Local, Invocation: in.Invocation}
@@ -125,4 +105,36 @@ func (Transform) Execute(ctx context.Context, in *worker.Input) (*worker.Result,
 		res.Output = v
 	}
 	return res, nil
+}
+
+// compileTransform compiles cfg's programs, set's in the order of its
+// sorted keys and then output, keyed "set.KEY" and "output"; it returns
+// the sorted keys too. A program that does not compile is a non-retryable
+// validation failure.
+func compileTransform(in *worker.Input, cfg *TransformConfig) ([]string, map[string]*expr.Program, error) {
+	keys := make([]string, 0, len(cfg.Set))
+	for k := range cfg.Set {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	progs := make(map[string]*expr.Program, len(keys)+1)
+	compile := func(name, src string) error {
+		p, err := program(src)
+		if err != nil {
+			return worker.NonRetryable(events.FailureValidation, fmt.Sprintf("transform node %q: %s: CEL %q: %v", in.NodeID, name, src, err))
+		}
+		progs[name] = p
+		return nil
+	}
+	for _, k := range keys {
+		if err := compile("set."+k, cfg.Set[k]); err != nil {
+			return nil, nil, err
+		}
+	}
+	if cfg.Output != "" {
+		if err := compile("output", cfg.Output); err != nil {
+			return nil, nil, err
+		}
+	}
+	return keys, progs, nil
 }
