@@ -169,16 +169,7 @@ func (d *decider) step() bool {
 	for _, n := range d.g.Nodes() {
 		ns := d.s.Nodes[n.ID]
 		if ns != nil {
-			if d.timedOut(n, ns) || d.afterOutcome(n, ns) {
-				return true
-			}
-			if ns.Status == projection.NodeWaiting && ns.WaitingFor == "map" && d.mapItems(n, ns) {
-				return true
-			}
-			if ns.Status == projection.NodeWaiting && ns.WaitingFor == "slot" && d.slotWait(n, ns) {
-				return true
-			}
-			if ns.Status == projection.NodeWaiting && ns.WaitingFor == "rate" && d.rateWait(n, ns) {
+			if d.timedOut(n, ns) || d.afterOutcome(n, ns) || d.waitOver(n, ns) {
 				return true
 			}
 		}
@@ -193,6 +184,23 @@ func (d *decider) step() bool {
 	if d.s.Stats.Events > 0 && !d.startRouted() && !d.drain {
 		d.routeStart()
 		return true
+	}
+	return false
+}
+
+// waitOver makes the decision a node that waits in the coordinator may be
+// due: map items to ready, a slot or a rate limit's turn come.
+func (d *decider) waitOver(n *graph.Node, ns *projection.NodeState) bool {
+	if ns.Status != projection.NodeWaiting {
+		return false
+	}
+	switch ns.WaitingFor {
+	case "map":
+		return d.mapItems(n, ns)
+	case "slot":
+		return d.slotWait(n, ns)
+	case "rate":
+		return d.rateWait(n, ns)
 	}
 	return false
 }

@@ -320,6 +320,10 @@ type Place struct {
 
 // Parse splits an event subject; ok is false for anything that is not a
 // run event subject of this layout.
+//
+// Size: one case per subject shape of the layout (the subjects table of
+// docs/worker-protocol.md), each a line; split, the layout would be in
+// pieces.
 func Parse(subject string) (Place, bool) {
 	rest, ok := strings.CutPrefix(subject, runPrefix)
 	if !ok {
