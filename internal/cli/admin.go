@@ -8,7 +8,6 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -293,7 +292,7 @@ func yesNo(b bool) string {
 
 func writeSettings(w io.Writer, set *Settings) {
 	s := set.Stream
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := table(w)
 	fmt.Fprintf(tw, "stream %s\n", s.Name)
 	fmt.Fprintf(tw, "  subjects\t%s\n", strings.Join(s.Subjects, ", "))
 	fmt.Fprintf(tw, "  storage\t%s\n", s.Storage)
@@ -312,7 +311,7 @@ func writeSettings(w io.Writer, set *Settings) {
 	if len(set.Consumers) == 0 {
 		fmt.Fprintln(w, "  (none)")
 	} else {
-		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		tw = table(w)
 		fmt.Fprintln(tw, "  NAME\tKIND\tACK WAIT\tMAX ACK PENDING\tMAX DELIVER\tREPLICAS\tPENDING\tACK PENDING")
 		for _, c := range set.Consumers {
 			r := "stream's"
@@ -325,7 +324,7 @@ func writeSettings(w io.Writer, set *Settings) {
 	}
 
 	fmt.Fprintln(w, "\nKV buckets")
-	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw = table(w)
 	fmt.Fprintln(tw, "  NAME\tREPLICAS\tTTL\tHISTORY\tVALUES")
 	for _, b := range set.Buckets {
 		if b.Missing {
@@ -436,7 +435,7 @@ func (e *env) printChanges(changes []Change, dryRun bool) error {
 	if dryRun {
 		verb = "would change"
 	}
-	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	tw := table(e.stdout)
 	for _, ch := range changes {
 		fmt.Fprintf(tw, "%s %s\t%s\t%s → %s\n", verb, ch.Resource, ch.Setting, ch.From, ch.To)
 	}

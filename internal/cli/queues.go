@@ -153,10 +153,7 @@ started and when it was last seen; then whether a coordinator is alive.
 	run: func(e *env, c *command, args []string) error {
 		fs, out := e.flagSet(c)
 		cfg := natsFlags(fs)
-		if _, err := e.parse(c, fs, args, 0, 0); err != nil {
-			return err
-		}
-		cl, closeConn, err := e.connect(c, cfg, false)
+		_, cl, closeConn, err := e.parseAndConnect(c, fs, cfg, args, 0, 0)
 		if err != nil {
 			return err
 		}

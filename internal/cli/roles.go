@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/weft-dev/weft/internal/natsconn"
@@ -163,7 +162,7 @@ admission (-starts-per-second, -signals-per-second: internal/admission).`,
 			}
 			return e.writeJSON(fl)
 		}
-		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+		tw := table(e.stdout)
 		fmt.Fprintln(tw, "USER\tROLE\tFILE")
 		for _, f := range files {
 			if f.User == "" {

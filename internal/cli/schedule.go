@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/weft-dev/weft/pkg/client"
@@ -192,10 +191,7 @@ func (f *scheduleFlags) update(ctx context.Context, cl *client.Client, name stri
 func scheduleList(e *env, c *command, args []string) error {
 	fs, out := e.flagSet(c)
 	cfg := natsFlags(fs)
-	if _, err := e.parse(c, fs, args, 0, 0); err != nil {
-		return err
-	}
-	cl, closeConn, err := e.connect(c, cfg, false)
+	_, cl, closeConn, err := e.parseAndConnect(c, fs, cfg, args, 0, 0)
 	if err != nil {
 		return err
 	}
@@ -210,7 +206,7 @@ func scheduleList(e *env, c *command, args []string) error {
 		}
 		return e.writeJSON(ds)
 	}
-	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	tw := table(e.stdout)
 	fmt.Fprintln(tw, "NAME\tGRAPH\tSPEC\tOVERLAP\tPAUSED\tNEXT")
 	for _, d := range ds {
 		next := "-"
@@ -250,7 +246,7 @@ func scheduleDescribe(e *env, c *command, args []string) error {
 	}
 	e.printSchedule(desc)
 	fmt.Fprintln(e.stdout)
-	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	tw := table(e.stdout)
 	fmt.Fprintln(tw, "FIRE TIME\tOUTCOME\tRUN\tSTATUS")
 	for _, r := range desc.Runs {
 		st := r.Status
@@ -266,7 +262,7 @@ func scheduleDescribe(e *env, c *command, args []string) error {
 // settings, its next fires and its state.
 func (e *env) printSchedule(desc *client.ScheduleDescription) {
 	d := desc.Schedule
-	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	tw := table(e.stdout)
 	fmt.Fprintf(tw, "schedule\t%s\n", d.Name)
 	fmt.Fprintf(tw, "graph\t%s (%s)\n", d.GraphName, d.GraphDigest)
 	fmt.Fprintf(tw, "spec\t%s\n", specOf(d))

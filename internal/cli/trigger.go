@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/weft-dev/weft/pkg/client"
@@ -119,10 +118,7 @@ func triggerCreate(e *env, c *command, args []string) error {
 func triggerList(e *env, c *command, args []string) error {
 	fs, out := e.flagSet(c)
 	cfg := natsFlags(fs)
-	if _, err := e.parse(c, fs, args, 0, 0); err != nil {
-		return err
-	}
-	cl, closeConn, err := e.connect(c, cfg, false)
+	_, cl, closeConn, err := e.parseAndConnect(c, fs, cfg, args, 0, 0)
 	if err != nil {
 		return err
 	}
@@ -137,7 +133,7 @@ func triggerList(e *env, c *command, args []string) error {
 		}
 		return e.writeJSON(ts)
 	}
-	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	tw := table(e.stdout)
 	fmt.Fprintln(tw, "NAME\tSUBJECT\tSTREAM\tGRAPH\tPAUSED")
 	for _, d := range ts {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", d.Name, d.Subject, d.Stream, d.GraphName, yesNo(d.Paused))
@@ -161,7 +157,7 @@ func triggerDescribe(e *env, c *command, args []string) error {
 		return e.writeJSON(desc)
 	}
 	d, st := desc.Trigger, desc.State
-	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	tw := table(e.stdout)
 	fmt.Fprintf(tw, "trigger\t%s\n", d.Name)
 	fmt.Fprintf(tw, "subject\t%s (stream %s)\n", d.Subject, d.Stream)
 	fmt.Fprintf(tw, "graph\t%s (%s)\n", d.GraphName, d.GraphDigest)
@@ -185,7 +181,7 @@ func triggerDescribe(e *env, c *command, args []string) error {
 	_ = tw.Flush()
 	if len(st.LastBad) > 0 {
 		fmt.Fprintln(e.stdout)
-		tw = tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+		tw = table(e.stdout)
 		fmt.Fprintln(tw, "BAD MESSAGE\tSUBJECT\tAT\tERROR")
 		for i := len(st.LastBad) - 1; i >= 0; i-- {
 			b := st.LastBad[i]

@@ -69,15 +69,23 @@ func startServerWith(t *testing.T, d natsconn.Deployment) *server {
 	for _, u := range d.Users() {
 		s.creds[u.Name] = s.roles.Config(t, u.Name)
 	}
+	s.url, s.log = startNATS(t, dir, s.roles.Include(t, dir))
+	return s
+}
+
+// startNATS starts a nats-server process on a free loopback port with its
+// store in dir and the configuration lines auth (the roles' include) and
+// waits until it listens; it returns its URL and log file.
+func startNATS(t *testing.T, dir, auth string) (url, log string) {
+	t.Helper()
 	port := testkit.FreePort(t)
 	conf := filepath.Join(dir, "server.conf")
-	body := fmt.Sprintf("listen: 127.0.0.1:%d\nmax_payload: 8MB\njetstream { store_dir: %q }\n", port, filepath.Join(dir, "js")) + s.roles.Include(t, dir)
+	body := fmt.Sprintf("listen: 127.0.0.1:%d\nmax_payload: 8MB\njetstream { store_dir: %q }\n", port, filepath.Join(dir, "js")) + auth
 	if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s.log = filepath.Join(dir, "nats.log")
-	startProcess(t, "nats-server", s.log, nil, "-c", conf)
-	s.url = fmt.Sprintf("nats://127.0.0.1:%d", port)
+	log = filepath.Join(dir, "nats.log")
+	startProcess(t, "nats-server", log, nil, "-c", conf)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
@@ -86,13 +94,13 @@ func startServerWith(t *testing.T, d natsconn.Deployment) *server {
 			break
 		}
 		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(s.log)
+			b, _ := os.ReadFile(log)
 			t.Fatalf("nats-server did not start: %v\n%s", err, b)
 		}
 		// Polls: the server's port opens without an event to wait for.
 		time.Sleep(50 * time.Millisecond)
 	}
-	return s
+	return fmt.Sprintf("nats://127.0.0.1:%d", port), log
 }
 
 // roleEnv is the environment a process of a user runs with.

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -67,29 +66,7 @@ func startTenants(t *testing.T, q natsconn.Quota) *tenants {
 	for _, c := range creds {
 		s.creds[c.User.Name] = natsconn.Config{User: c.User.Name, Password: c.Password, Namespace: c.User.Namespace}
 	}
-	port := testkit.FreePort(t)
-	conf := filepath.Join(dir, "server.conf")
-	body := fmt.Sprintf("listen: 127.0.0.1:%d\nmax_payload: 8MB\njetstream { store_dir: %q }\ninclude ./roles/auth.conf\n", port, filepath.Join(dir, "js"))
-	if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	s.log = filepath.Join(dir, "nats.log")
-	startProcess(t, "nats-server", s.log, nil, "-c", conf)
-	s.url = fmt.Sprintf("nats://127.0.0.1:%d", port)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err == nil {
-			c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(s.log)
-			t.Fatalf("nats-server did not start: %v\n%s", err, b)
-		}
-		// Polls: the server's port opens without an event to wait for.
-		time.Sleep(50 * time.Millisecond)
-	}
+	s.url, s.log = startNATS(t, dir, "include ./roles/auth.conf\n")
 	out, err := s.weft(t, nil, "roles", "-setup", "-out", roles)
 	if err != nil {
 		t.Fatalf("weft roles -setup -out: %v\n%s", err, out)
