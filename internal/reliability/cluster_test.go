@@ -211,26 +211,32 @@ func (c *cluster) connect(t *testing.T, user string) jetstream.JetStream {
 // admin's, which only the test's own checks (leases, consumers) use.
 func openStores(t *testing.T, c *cluster, ttl time.Duration) (client, admin events.Store) {
 	t.Helper()
-	admin = retryOpen(t, c.connect(t, userAdmin), events.WithReplicas(3))
+	admin = c.retryOpen(t, c.connect(t, userAdmin), events.WithReplicas(3))
 	if err := retry(60*time.Second, func(ctx context.Context) error {
 		_, err := provision.Run(ctx, admin, provision.Options{Replicas: 3, LeaseTTL: ttl})
 		return err
 	}); err != nil {
 		t.Fatalf("setting the deployment up: %v", err)
 	}
-	return retryOpen(t, c.connect(t, userClient), events.WithReplicas(3)), admin
+	return c.retryOpen(t, c.connect(t, userClient), events.WithReplicas(3)), admin
 }
 
 // retryOpen opens the events store, retrying while the cluster elects
-// its leaders.
-func retryOpen(t *testing.T, js jetstream.JetStream, opts ...events.Option) events.Store {
+// its leaders; if it never does, the servers' last log lines say why.
+func (c *cluster) retryOpen(t *testing.T, js jetstream.JetStream, opts ...events.Option) events.Store {
 	t.Helper()
 	var st events.Store
 	if err := retry(90*time.Second, func(ctx context.Context) (err error) {
 		st, err = events.Open(ctx, js, opts...)
 		return err
 	}); err != nil {
-		t.Fatalf("the cluster never took the events stream: %v", err)
+		var logs []string
+		for _, l := range c.logs {
+			if strings.HasPrefix(filepath.Base(l), "nats-") {
+				logs = append(logs, "--- "+filepath.Base(l)+":\n"+tail(l, 15))
+			}
+		}
+		t.Fatalf("the cluster never took the events stream: %v\n%s", err, strings.Join(logs, "\n"))
 	}
 	return st
 }

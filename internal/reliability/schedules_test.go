@@ -39,7 +39,7 @@ func TestScheduleFiresOnceThroughKills(t *testing.T) {
 	st, admin := openStores(t, c, leaseTTL)
 	cs := c.coordinators(t, 2, leaseTTL)
 	c.worker(t, "worker-1", "-name", "w1")
-	mgr := client.New(retryOpen(t, c.connect(t, natsconn.UserName(natsconn.RoleTrigger, "")), events.WithReplicas(3)))
+	mgr := client.New(c.retryOpen(t, c.connect(t, natsconn.UserName(natsconn.RoleTrigger, "")), events.WithReplicas(3)))
 	g, err := graph.Parse([]byte(chain), "chain.yaml")
 	if err != nil {
 		t.Fatal(err)
