@@ -450,6 +450,27 @@ func TestDemo(t *testing.T) {
 	wantContains(t, "demo", r.stdout, "embedded NATS at nats://127.0.0.1:", "SEQ", "run.started", "node.invoked", "run.completed", "completed in", `"greeting": "Hello, Ada!"`)
 }
 
+// TestDemoAgentFakeModel: 'weft demo examples/agent.yaml' runs the agent
+// against demo's built-in fake model, which it names as a fake: three
+// model calls and two tool runs, each a step in the log, and the fake's
+// answer as the node's output. An endpoint named "fake" configured in the
+// environment is refused, not shadowed by the fake.
+func TestDemoAgentFakeModel(t *testing.T) {
+	r := weft(t, "demo", "../../examples/agent.yaml", "-data", t.TempDir())
+	if r.code != 0 {
+		t.Fatalf("demo: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	wantContains(t, "demo", r.stdout, `FAKE MODEL: the llm endpoint "fake" is weft's built-in scripted fake at http://127.0.0.1:`,
+		"step 1 model", "step 2 tool", "step 3 model", "step 4 tool", "step 5 model", "run.completed",
+		`"content": "[fake model] I was asked \"Research Ada.\". The tools said: {\"found\":\"Ada Lovelace`, `"turns": 3`)
+
+	t.Setenv("WEFT_LLM_ENDPOINTS", "name=fake,url=https://api.example.com/v1,key=K")
+	r = weft(t, "demo", "../../examples/agent.yaml", "-data", t.TempDir())
+	if r.code != 1 || !strings.Contains(r.stderr, `WEFT_LLM_ENDPOINTS configures an endpoint named "fake"`) || strings.Contains(r.stdout, "FAKE MODEL") {
+		t.Errorf("demo with a configured endpoint named fake: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+}
+
 func TestDev(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -69,7 +69,14 @@ Weft's roles, each part connecting as its own role); runs the graph
 (default examples/hello.yaml); waits for the run's end; prints its timeline
 and final state; and shuts everything down in order: the worker, the
 coordinator, the connection, the server. Exits 1 if the run does not
-complete.`,
+complete.
+
+A graph whose agent or llm nodes name the endpoint "fake" (as
+examples/agent.yaml does) runs them against a scripted fake of an
+OpenAI-compatible model that demo starts on 127.0.0.1, and says so: it
+calls each of the node's tools once, then answers "[fake model] ...". No
+other endpoint is ever replaced by it, and an endpoint named "fake"
+configured in WEFT_LLM_ENDPOINTS is refused rather than shadowed.`,
 	run: func(e *env, c *command, args []string) error {
 		fs, out := e.flagSet(c)
 		dataDir := fs.String("data", "", "JetStream data directory, kept after the demo (default a temporary directory, removed)")
@@ -101,6 +108,11 @@ complete.`,
 
 		cfg := engineConfig{dataDir: *dataDir, port: -1, queues: graphQueues(g.Definition()),
 			concurrency: worker.DefaultConcurrency, log: logger(e.stderr, *verbose), roles: *roles}
+		if usesFakeModel(g.Definition()) {
+			if cfg.fakeModel, err = startFakeModel(e.ctx); err != nil {
+				return err
+			}
+		}
 		if cfg.keys, err = events.LoadKeys(*encryptKeys); err != nil {
 			return &usageError{cmd: c, msg: "-encrypt-keys: " + err.Error()}
 		}
@@ -128,6 +140,9 @@ complete.`,
 			}
 			fmt.Fprintf(e.stdout, "embedded NATS at %s, data in %s (%s)\n", le.URL(), cfg.dataDir, kept)
 			fmt.Fprintf(e.stdout, "graph %s from %s (%s), queues %s\n", g.Definition().Name, source, shortDigest(g.Digest()), strings.Join(cfg.queues, ", "))
+			if cfg.fakeModel != "" {
+				fmt.Fprintf(e.stdout, "FAKE MODEL: the llm endpoint %q is weft's built-in scripted fake at %s, not a real model\n", fakeEndpoint, cfg.fakeModel)
+			}
 		}
 
 		cl := client.New(le.Store(), client.WithLogger(cfg.log))
