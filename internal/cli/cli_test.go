@@ -509,6 +509,42 @@ func TestDev(t *testing.T) {
 	wantContains(t, "dev's stderr", stderr.String(), "weft dev: WARNING: the NATS server at "+url+" takes anonymous connections", "delete the stream", "weft dev -roles")
 }
 
+// TestDevFakeModel: 'weft dev -fake-model' announces the fake model and
+// serves it as the endpoint "fake": examples/agent.yaml runs against it.
+func TestDevFakeModel(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr testkit.Buffer
+	done := make(chan int)
+	go func() {
+		done <- cli.Main(ctx, []string{"dev", "-port", "-1", "-data", t.TempDir(), "-ui", "off", "-fake-model", "-fake-model-pace", "0s"}, nil, &stdout, &stderr)
+	}()
+	urlRE := regexp.MustCompile(`at (nats://127\.0\.0\.1:\d+)[\s\S]*FAKE MODEL: the llm endpoint "fake"`)
+	var url string
+	// Polls: weft dev prints its address when ready, to a buffer that notifies nobody.
+	for deadline := time.Now().Add(30 * time.Second); url == ""; time.Sleep(20 * time.Millisecond) {
+		if m := urlRE.FindStringSubmatch(stdout.String()); m != nil {
+			url = m[1]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("dev did not start with the fake model:\n%s\n%s", stdout.String(), stderr.String())
+		}
+	}
+	r := weft(t, "run", "../../examples/agent.yaml", "-nats", url, "-input", `{"name":"Dev"}`, "-wait")
+	if r.code != 0 || !strings.Contains(r.stdout, `[fake model] I was asked \"Research Dev.\"`) {
+		t.Errorf("agent run against dev -fake-model: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("dev did not stop")
+	}
+	if r := weft(t, "dev", "-fake-model-pace", "-1s"); r.code != 2 || !strings.Contains(r.stderr, "-fake-model-pace: want 0 or more") {
+		t.Errorf("a negative pace: exit %d\n%s", r.code, r.stderr)
+	}
+}
+
 func TestStatusShowsWorkNoWorkerServes(t *testing.T) {
 	url, _ := engine(t)
 	g := writeFile(t, "mystery.yaml", `

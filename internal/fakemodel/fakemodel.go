@@ -41,8 +41,10 @@ type Server struct {
 	// in arrival order) and its turn, before the answer is written; an
 	// error drops the request unanswered. Tests hold a request here.
 	Before func(ctx context.Context, n, turn int) error
-	// Delay is waited before each answer (a model's latency).
-	Delay time.Duration
+	// Delay is waited before each answer (a model's latency), and
+	// WordDelay between the words of a streamed answer (so that a watcher
+	// sees the text come).
+	Delay, WordDelay time.Duration
 
 	mu    sync.Mutex
 	turns []int // each request's turn, in arrival order
@@ -108,7 +110,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	n := len(s.turns)
 	s.turns = append(s.turns, a.turn)
-	before, delay := s.Before, s.Delay
+	before, delay, wordDelay := s.Before, s.Delay, s.WordDelay
 	s.mu.Unlock()
 	if before != nil {
 		if err := before(r.Context(), n, a.turn); err != nil {
@@ -123,7 +125,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if req.Stream {
-		writeStream(w, a)
+		writeStream(r.Context(), w, a, wordDelay)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -229,9 +231,9 @@ func completion(a answer) map[string]any {
 }
 
 // writeStream writes the answer as OpenAI's server-sent events: the text
-// word by word, the tool call in two halves of its arguments, the finish
-// reason, the usage.
-func writeStream(w http.ResponseWriter, a answer) {
+// word by word (wordDelay apart), the tool call in two halves of its
+// arguments, the finish reason, the usage.
+func writeStream(ctx context.Context, w http.ResponseWriter, a answer, wordDelay time.Duration) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	send := func(v any) {
 		b, _ := json.Marshal(v)
@@ -244,10 +246,18 @@ func writeStream(w http.ResponseWriter, a answer) {
 		return map[string]any{"id": "fake", "object": "chat.completion.chunk", "model": Model,
 			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}}
 	}
-	for _, word := range strings.SplitAfter(a.text, " ") {
-		if word != "" {
-			send(chunk(map[string]any{"content": word}, nil))
+	for i, word := range strings.SplitAfter(a.text, " ") {
+		if word == "" {
+			continue
 		}
+		if i > 0 && wordDelay > 0 {
+			select {
+			case <-time.After(wordDelay):
+			case <-ctx.Done():
+				return
+			}
+		}
+		send(chunk(map[string]any{"content": word}, nil))
 	}
 	_, finish := message(a)
 	if a.call != "" {
