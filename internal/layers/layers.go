@@ -71,6 +71,7 @@ var Of = map[string]Layer{
 
 	// The engine.
 	"internal/admission":          Engine,
+	"internal/batch":              Engine, // durable batch jobs: their bucket, progress and pacing
 	"internal/daemon":             Engine,
 	"internal/coordinator":        Engine,
 	"internal/coordinatord":       Engine,
