@@ -6,10 +6,11 @@ import { useEffect, useRef, useState } from 'preact/hooks'
 import { api, ApiError, live, type RunDetail, type StateAt, type WeftEvent } from '../api'
 import { useConfig } from '../config'
 import { href, navigate, withParams, type Route } from '../router'
-import { duration, Loading, Problem, shownStatus, Status, Time } from '../ui'
+import { duration, Json, Loading, Problem, shownStatus, Status, Time } from '../ui'
 import { Actions } from './actions'
 import { GraphPicture } from './graph'
 import { PendingPanel } from './pending'
+import { ResetFrom } from './reset'
 import { EventPanel, FailureView, NodeDetail } from './inspect'
 import { Timeline, type Log } from './timeline'
 
@@ -379,6 +380,17 @@ export function RunScreen({ id, route }: { id: string; route: Route }) {
           state={nodes[selNode.id]}
           events={upTo}
           onClose={() => navigate(withParams(route, { node: null }))}
+          actions={
+            !config.readOnly && (
+            <ResetFrom
+              runId={summary.runId}
+              node={selNode.id}
+              ran={!!nodes[selNode.id] && nodes[selNode.id].status !== 'idle'}
+              readOnly={config.readOnly}
+              onDone={setNotice}
+            />
+            )
+          }
         />
       )}
       {at !== null && (
@@ -394,11 +406,11 @@ export function RunScreen({ id, route }: { id: string; route: Route }) {
       {at === null && (live_.output !== undefined || live_.state) && (
         <section class="panel">
           <h2>State now</h2>
-          <pre class="json">{JSON.stringify(live_.state ?? {}, null, 2)}</pre>
+          <Json value={live_.state ?? {}} />
           {live_.output !== undefined && (
             <>
               <h3>Output</h3>
-              <pre class="json">{JSON.stringify(live_.output, null, 2)}</pre>
+              <Json value={live_.output} empty="null" />
             </>
           )}
         </section>

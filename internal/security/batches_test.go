@@ -1,0 +1,100 @@
+package security
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weft-dev/weft/internal/batch"
+	"github.com/weft-dev/weft/internal/ui"
+)
+
+// TestBatchJobsAreTheAdmins: batch jobs (internal/batch's bucket
+// weft-batches, made by 'weft roles -setup') are written by the admin
+// only: the client and ui roles' writes are refused by the server, and
+// they read jobs and progress ('weft batch list|describe', the UI). A UI
+// connected as the ui role, not read-only, says its batch actions are off
+// and why (GET /api/config), and refuses a batch (403) without writing.
+func TestBatchJobsAreTheAdmins(t *testing.T) {
+	s := startServer(t)
+	s.setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	admin := s.connect(t, userAdmin)
+	jobs, err := batch.Open(ctx, admin.js, 1, false) // made by the setup
+	if err != nil {
+		t.Fatalf("admin: %v", err)
+	}
+	j := &batch.Job{ID: "sec-1", Op: "cancel", Runs: []string{"r1"}, By: "admin", Created: time.Now().UTC()}
+	if _, err := jobs.Create(ctx, j); err != nil {
+		t.Fatalf("admin creating a job: %v", err)
+	}
+	if err := jobs.Record(ctx, j.ID, batch.Outcome{Run: "r1", Result: batch.Done, At: time.Now().UTC()}); err != nil {
+		t.Fatalf("admin recording an outcome: %v", err)
+	}
+
+	for _, user := range []string{userClient, userUI} {
+		c := s.connect(t, user)
+		for _, subject := range []string{"$KV.weft-batches.job.forged", "$KV.weft-batches.out.sec-1.r1"} {
+			if err := c.nc.Publish(subject, []byte(`{"result":"failed"}`)); err != nil {
+				t.Fatal(err)
+			}
+			c.violation(t, "Publish", subject)
+		}
+		read, err := batch.Open(ctx, c.js, 1, false)
+		if err != nil {
+			t.Fatalf("%s opening the batches: %v", user, err)
+		}
+		list, err := read.List(ctx)
+		if err != nil || len(list) != 1 || list[0].ID != "sec-1" {
+			t.Errorf("%s listing jobs: %v, %v", user, list, err)
+		}
+		outs, err := read.Outcomes(ctx, "sec-1")
+		if err != nil || outs["r1"].Result != batch.Done {
+			t.Errorf("%s reading outcomes: %v, %v (a forged write got through?)", user, outs, err)
+		}
+	}
+
+	// The UI as the ui role: batch actions off, and said why.
+	h, err := ui.New(ui.Config{Store: openStore(t, s.connect(t, userUI)), NoConsumerList: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/api/config")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		Rights struct {
+			Batch    bool   `json:"batch"`
+			BatchWhy string `json:"batchWhy"`
+		} `json:"rights"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&cfg)
+	resp.Body.Close()
+	if err != nil || cfg.Rights.Batch || !strings.Contains(cfg.Rights.BatchWhy, "may not run batch jobs") {
+		t.Errorf("the ui role's UI config: %+v, %v; want batch actions off, with why", cfg, err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/api/batches", strings.NewReader(`{"operation":"cancel","runs":["r1"]}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(ui.ActionHeader, "1")
+	req.Header.Set("Origin", srv.URL)
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a batch through the ui role's UI: %d, want 403", resp.StatusCode)
+	}
+	if list, err := jobs.List(ctx); err != nil || len(list) != 1 {
+		t.Errorf("jobs after the refused batch: %d, %v; want the one", len(list), err)
+	}
+}
