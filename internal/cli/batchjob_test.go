@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/batch"
+	"github.com/weft-dev/weft/internal/cli"
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/pkg/client"
@@ -241,4 +242,29 @@ func setupBatches(ctx context.Context, js jetstream.JetStream) (jetstream.KeyVal
 	}
 	kv, err := js.KeyValue(ctx, batch.Bucket)
 	return kv, false, err
+}
+
+// TestBatchJobProgressBar: on a terminal a batch job draws one bar,
+// redrawn in place, instead of a line per run; elsewhere, a line per run.
+func TestBatchJobProgressBar(t *testing.T) {
+	url, cl := engine(t)
+	a, b := startRun(t, cl, waits, nil), startRun(t, cl, waits, nil)
+	for _, r := range []string{a, b} {
+		waitListed(t, cl, r, projection.RunWaiting)
+	}
+	restore := cli.SetTerminal(true)
+	r := weft(t, "batch", "terminate", a, b, "-yes", "-id", "bar-1", "-nats", url)
+	restore()
+	if r.code != 0 {
+		t.Fatalf("batch terminate: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	wantContains(t, "on a terminal", r.stdout, "\r[###############               ] 1/2  1 done, 0 skipped, 0 failed",
+		"\r[##############################] 2/2  2 done, 0 skipped, 0 failed", "terminate: 2 done, 0 skipped, 0 failed")
+	if strings.Contains(r.stdout, "run "+a+": terminate requested") {
+		t.Errorf("a line per run on a terminal:\n%q", r.stdout)
+	}
+	r = weft(t, "batch", "terminate", a, "-yes", "-id", "bar-2", "-nats", url)
+	if strings.Contains(r.stdout, "\r[") || !strings.Contains(r.stdout, "run "+a+": skipped: ") {
+		t.Errorf("not a terminal: exit %d\n%q", r.code, r.stdout)
+	}
 }
