@@ -17,8 +17,9 @@ import (
 // weft-batches, made by 'weft roles -setup') are written by the admin
 // only: the client and ui roles' writes are refused by the server, and
 // they read jobs and progress ('weft batch list|describe', the UI). A UI
-// connected as the ui role, not read-only, says its batch actions are off
-// and why (GET /api/config), and refuses a batch (403) without writing.
+// connected as the ui role, not read-only, says its actions and batch
+// actions are off and why (GET /api/config), and refuses a batch (403)
+// without writing; one connected as the client may act, and not batch.
 func TestBatchJobsAreTheAdmins(t *testing.T) {
 	s := startServer(t)
 	s.setup(t)
@@ -60,33 +61,21 @@ func TestBatchJobsAreTheAdmins(t *testing.T) {
 		}
 	}
 
-	// The UI as the ui role: batch actions off, and said why.
-	h, err := ui.New(ui.Config{Store: openStore(t, s.connect(t, userUI)), NoConsumerList: true})
-	if err != nil {
-		t.Fatal(err)
+	// The UI as the ui role: actions and batch actions off, and said why;
+	// as the client: actions on, batch actions off.
+	srv := uiAs(t, s, userUI)
+	cfg := uiRights(t, srv.URL)
+	if cfg.Actions || !strings.Contains(cfg.ActionsWhy, "may not act on runs") || cfg.Batch || !strings.Contains(cfg.BatchWhy, "may not run batch jobs") {
+		t.Errorf("the ui role's UI rights: %+v; want actions and batch jobs off, with why", cfg)
 	}
-	srv := httptest.NewServer(h)
-	defer srv.Close()
-	resp, err := http.Get(srv.URL + "/api/config")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cfg struct {
-		Rights struct {
-			Batch    bool   `json:"batch"`
-			BatchWhy string `json:"batchWhy"`
-		} `json:"rights"`
-	}
-	err = json.NewDecoder(resp.Body).Decode(&cfg)
-	resp.Body.Close()
-	if err != nil || cfg.Rights.Batch || !strings.Contains(cfg.Rights.BatchWhy, "may not run batch jobs") {
-		t.Errorf("the ui role's UI config: %+v, %v; want batch actions off, with why", cfg, err)
+	if cfg := uiRights(t, uiAs(t, s, userClient).URL); !cfg.Actions || cfg.Batch {
+		t.Errorf("the client role's UI rights: %+v; want actions on, batch jobs off", cfg)
 	}
 	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/api/batches", strings.NewReader(`{"operation":"cancel","runs":["r1"]}`))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(ui.ActionHeader, "1")
 	req.Header.Set("Origin", srv.URL)
-	resp, err = http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,4 +86,40 @@ func TestBatchJobsAreTheAdmins(t *testing.T) {
 	if list, err := jobs.List(ctx); err != nil || len(list) != 1 {
 		t.Errorf("jobs after the refused batch: %d, %v; want the one", len(list), err)
 	}
+}
+
+// uiAs serves the UI over a store connected as user.
+func uiAs(t *testing.T, s *server, user string) *httptest.Server {
+	t.Helper()
+	h, err := ui.New(ui.Config{Store: openStore(t, s.connect(t, user)), NoConsumerList: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+type uiRightsView struct {
+	Actions    bool   `json:"actions"`
+	ActionsWhy string `json:"actionsWhy"`
+	Batch      bool   `json:"batch"`
+	BatchWhy   string `json:"batchWhy"`
+}
+
+// uiRights reads the rights a UI reports (GET /api/config).
+func uiRights(t *testing.T, url string) uiRightsView {
+	t.Helper()
+	resp, err := http.Get(url + "/api/config")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var cfg struct {
+		Rights uiRightsView `json:"rights"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&cfg); err != nil {
+		t.Fatal(err)
+	}
+	return cfg.Rights
 }

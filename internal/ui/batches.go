@@ -34,10 +34,14 @@ const maxBatchRuns = 1000
 // uiBatchOps are the operations the UI's batch actions offer.
 var uiBatchOps = []string{"cancel", "terminate", "delete"}
 
-// rights are what the server's NATS user may do beyond reading.
+// rights are what the server's NATS user may do beyond reading: a
+// client's actions on runs (start, signal, cancel, fork, reset), and batch
+// jobs.
 type rights struct {
-	Batch    bool   `json:"batch"`
-	BatchWhy string `json:"batchWhy,omitempty"`
+	Actions    bool   `json:"actions"`
+	ActionsWhy string `json:"actionsWhy,omitempty"`
+	Batch      bool   `json:"batch"`
+	BatchWhy   string `json:"batchWhy,omitempty"`
 }
 
 // rights finds out, once, whether the server may run batch jobs: its
@@ -48,31 +52,55 @@ type rights struct {
 func (s *server) rights() rights {
 	s.rightsOnce.Do(func() {
 		if s.cfg.ReadOnly {
-			s.rightsAre = rights{BatchWhy: "the UI is read-only"}
+			s.rightsAre = rights{ActionsWhy: "the UI is read-only", BatchWhy: "the UI is read-only"}
 			return
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
 		defer cancel()
+		s.rightsAre.Actions = true
+		if err := s.probeActions(ctx); err != nil {
+			s.log.Info("ui: actions off: this server's NATS user may not write runs' events", "error", err)
+			s.rightsAre = rights{ActionsWhy: "this UI's NATS user may not act on runs (it reads only: Weft's ui role)"}
+		}
 		jobs, err := batch.Open(ctx, s.js, 1, true)
 		if err == nil {
-			err = probeWrite(ctx, s.js)
+			err = probeWrite(ctx, s.js, "$KV."+batch.Bucket+".probe")
 		}
 		if err != nil {
 			s.log.Info("ui: batch actions off: this server's NATS user may not write batch jobs", "error", err)
-			s.rightsAre = rights{BatchWhy: "this UI's NATS user may not run batch jobs (the admin's role may)"}
+			s.rightsAre.BatchWhy = "this UI's NATS user may not run batch jobs (the admin's role may)"
 			return
 		}
-		s.jobs, s.rightsAre = jobs, rights{Batch: true}
+		s.jobs, s.rightsAre.Batch = jobs, true
 	})
 	return s.rightsAre
 }
 
-// probeWrite says whether the connection may publish into the batches
-// bucket (nil), without writing anything.
-func probeWrite(ctx context.Context, js jetstream.JetStream) error {
+// probeActions says whether the connection may append a client's events
+// (nil): a cancel request's subject of a run no one has, probed as
+// probeWrite does. Where the stream takes clients' events through the
+// engine's admission (a namespace), the client asks the coordinators
+// instead, and the answer to each action says.
+func (s *server) probeActions(ctx context.Context) error {
+	if st, err := s.js.Stream(ctx, s.cfg.Store.StreamName()); err == nil && eventlog.AdmissionOn(st.CachedInfo().Config) {
+		return nil
+	}
+	run := "probe-" + eventlog.RandomID()
+	ev, err := events.New(run, eventlog.RandomID(), time.Time{}, &events.RunCancelRequestedData{Reason: "probe"})
+	if err != nil {
+		return err
+	}
+	return probeWrite(ctx, s.js, ev.Subject())
+}
+
+// probeWrite says whether the connection may publish on subject of a
+// stream (nil), without writing anything: the publish expects a last
+// sequence no subject has, so JetStream refuses it, and a user that may
+// not publish there gets no answer at all.
+func probeWrite(ctx context.Context, js jetstream.JetStream, subject string) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	_, err := js.Publish(ctx, "$KV."+batch.Bucket+".probe", nil, jetstream.WithExpectLastSequencePerSubject(math.MaxInt64))
+	_, err := js.Publish(ctx, subject, nil, jetstream.WithExpectLastSequencePerSubject(math.MaxInt64))
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
 		return nil

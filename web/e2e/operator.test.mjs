@@ -185,11 +185,19 @@ test('batch actions on a selection run as one durable job, each run reported', a
   for (const id of [a, b]) await page.locator(`tr[data-run="${id}"]`).waitFor({ state: 'detached' })
 })
 
-test('batch actions this server may not take are disabled and labelled; bad batches are refused with the field', async () => {
+test('actions this server may not take are disabled and labelled; bad batches are refused with the field', async () => {
   // The server's rights as a UI on the ui role would report them.
   await page.route('**/api/config', async (r) => {
     const res = await r.fetch()
-    const json = { ...(await res.json()), rights: { batch: false, batchWhy: "this UI's NATS user may not run batch jobs (the admin's role may)" } }
+    const json = {
+      ...(await res.json()),
+      rights: {
+        actions: false,
+        actionsWhy: "this UI's NATS user may not act on runs (it reads only: Weft's ui role)",
+        batch: false,
+        batchWhy: "this UI's NATS user may not run batch jobs (the admin's role may)",
+      },
+    }
     await r.fulfill({ response: res, json })
   })
   await go('/runs')
@@ -198,6 +206,20 @@ test('batch actions this server may not take are disabled and labelled; bad batc
   await page.locator('tbody tr input[name="select"]').first().check()
   assert.equal(await del.isDisabled(), true)
   assert.equal(await del.textContent(), "Delete selected: this UI's NATS user may not run batch jobs (the admin's role may)")
+  // Starting and resetting need the client's rights: disabled, and why.
+  await go('/start')
+  const start = page.locator('button[type="submit"]')
+  await start.waitFor()
+  assert.equal(await start.isDisabled(), true)
+  assert.equal(await start.textContent(), "Start: this UI's NATS user may not act on runs (it reads only: Weft's ui role)")
+  await go(`/runs/${runs.hello}?node=greet`)
+  const reset = page.locator('button[data-reset="greet"]')
+  await reset.waitFor()
+  assert.equal(await reset.isDisabled(), true)
+  assert.match(await reset.textContent(), /may not act on runs/)
+  const acts = page.locator('.actions button', { hasText: 'Signal, cancel, fork: ' })
+  await acts.waitFor()
+  assert.equal(await acts.isDisabled(), true)
   await page.unroute('**/api/config')
 
   const post = (body) =>

@@ -234,7 +234,7 @@ export interface Config {
   version: string
   // What this server's NATS user may do beyond the client's: batch jobs
   // (the admin's role), and why not.
-  rights?: { batch: boolean; batchWhy?: string }
+  rights?: { actions: boolean; actionsWhy?: string; batch: boolean; batchWhy?: string }
 }
 
 // A durable batch job (internal/batch) and its progress.

@@ -7,9 +7,22 @@ import { api } from '../api'
 import { href, navigate } from '../router'
 import { Confirm } from '../ui'
 
-export function ResetFrom(props: { runId: string; node: string; ran: boolean; readOnly: boolean; onDone: (msg: string) => void }) {
+export function ResetFrom(props: {
+  runId: string
+  node: string
+  ran: boolean
+  readOnly: boolean
+  noRight?: string // why this UI may not act on runs, if it may not
+  onDone: (msg: string) => void
+}) {
   const [open, setOpen] = useState(false)
-  const why = props.readOnly ? 'the UI is read-only' : !props.ran ? 'this node has not run: there is nothing to reset to' : ''
+  const why = props.readOnly
+    ? 'the UI is read-only'
+    : props.noRight
+      ? props.noRight
+      : !props.ran
+        ? 'this node has not run: there is nothing to reset to'
+        : ''
   return (
     <>
       <button data-reset={props.node} disabled={why !== ''} title={why || `fork the run from just before ${props.node} last ran`} onClick={() => setOpen(true)}>

@@ -308,7 +308,14 @@ export function RunScreen({ id, route }: { id: string; route: Route }) {
       </dl>
       {live_.error && <FailureView f={live_.error} />}
       <PendingPanel pending={detail.pending ?? []} onSelect={(n) => navigate(withParams(route, { node: n }))} />
-      {!config.readOnly && (
+      {!config.readOnly && config.rights && !config.rights.actions && (
+        <div class="actions">
+          <button disabled title={config.rights.actionsWhy}>
+            Signal, cancel, fork: {config.rights.actionsWhy ?? 'this UI may not act on runs'}
+          </button>
+        </div>
+      )}
+      {!config.readOnly && config.rights?.actions !== false && (
         <Actions
           runId={summary.runId}
           state={live_}
@@ -387,6 +394,7 @@ export function RunScreen({ id, route }: { id: string; route: Route }) {
               node={selNode.id}
               ran={!!nodes[selNode.id] && nodes[selNode.id].status !== 'idle'}
               readOnly={config.readOnly}
+              noRight={config.rights && !config.rights.actions ? (config.rights.actionsWhy ?? 'this UI may not act on runs') : ''}
               onDone={setNotice}
             />
             )

@@ -49,7 +49,8 @@ export function StartScreen({ route }: { route: Route }) {
   const input = parseInput(inputText)
   const paste = from === '' || from === 'paste'
   const noGraph = paste ? pasted.trim() === '' : false
-  const why = config.readOnly ? 'the UI is read-only: it starts no runs' : input.error ? 'fix the input first' : noGraph ? 'paste a graph first' : ''
+  const noRight = config.rights && !config.rights.actions ? (config.rights.actionsWhy ?? 'this UI may not start runs') : ''
+  const why = config.readOnly ? 'the UI is read-only: it starts no runs' : noRight ? noRight : input.error ? 'fix the input first' : noGraph ? 'paste a graph first' : ''
   const submit = async (e: Event) => {
     e.preventDefault()
     if (why) return
