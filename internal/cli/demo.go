@@ -69,7 +69,14 @@ Weft's roles, each part connecting as its own role); runs the graph
 (default examples/hello.yaml); waits for the run's end; prints its timeline
 and final state; and shuts everything down in order: the worker, the
 coordinator, the connection, the server. Exits 1 if the run does not
-complete.`,
+complete.
+
+A graph whose agent or llm nodes name the endpoint "fake" (as
+examples/agent.yaml does) runs them against a scripted fake of an
+OpenAI-compatible model that demo starts on 127.0.0.1, and says so: it
+calls each of the node's tools once, then answers "[fake model] ...". No
+other endpoint is ever replaced by it, and an endpoint named "fake"
+configured in WEFT_LLM_ENDPOINTS is refused rather than shadowed.`,
 	run: func(e *env, c *command, args []string) error {
 		fs, out := e.flagSet(c)
 		dataDir := fs.String("data", "", "JetStream data directory, kept after the demo (default a temporary directory, removed)")
@@ -101,6 +108,11 @@ complete.`,
 
 		cfg := engineConfig{dataDir: *dataDir, port: -1, queues: graphQueues(g.Definition()),
 			concurrency: worker.DefaultConcurrency, log: logger(e.stderr, *verbose), roles: *roles}
+		if usesFakeModel(g.Definition()) {
+			if cfg.fakeModel, err = startFakeModel(e.ctx, 0); err != nil {
+				return err
+			}
+		}
 		if cfg.keys, err = events.LoadKeys(*encryptKeys); err != nil {
 			return &usageError{cmd: c, msg: "-encrypt-keys: " + err.Error()}
 		}
@@ -128,6 +140,9 @@ complete.`,
 			}
 			fmt.Fprintf(e.stdout, "embedded NATS at %s, data in %s (%s)\n", le.URL(), cfg.dataDir, kept)
 			fmt.Fprintf(e.stdout, "graph %s from %s (%s), queues %s\n", g.Definition().Name, source, shortDigest(g.Digest()), strings.Join(cfg.queues, ", "))
+			if cfg.fakeModel != "" {
+				fmt.Fprintln(e.stdout, fakeModelBanner(cfg.fakeModel))
+			}
 		}
 
 		cl := client.New(le.Store(), client.WithLogger(cfg.log))
@@ -204,7 +219,13 @@ coordinator and the workers (one per queue) connect as their roles. The
 credentials are kept in <data>/roles, one <user>.env file per user (mode
 0600), and reused at the next start with the same queues; run the other
 commands as the client with its file in the environment (set -a; .
-<data>/roles/weft-client.env; set +a). Passwords are never printed.`,
+<data>/roles/weft-client.env; set +a). Passwords are never printed.
+
+With -fake-model, the llm endpoint "fake" is the built-in scripted fake
+model (as 'weft demo' starts for a graph that names it; announced, never a
+stand-in for another endpoint), answering at -fake-model-pace, word by
+word when streamed, so that the web UI shows an agent's tokens as they
+come: weft dev -fake-model, then weft run examples/agent.yaml.`,
 	run: func(e *env, c *command, args []string) error {
 		fs, _ := e.flagSet(c)
 		dataDir := fs.String("data", "data/dev", "JetStream data directory")
@@ -216,10 +237,21 @@ commands as the client with its file in the environment (set -a; .
 		uiAddr := fs.String("ui", ui.DefaultAddr, `serve the web UI on this address ("" or off: not at all)`)
 		roles := fs.Bool("roles", false, "run under Weft's roles, credentials in <data>/roles (see above)")
 		encryptKeys := fs.String("encrypt-keys", "", "key ring file: seal events' data with AES-256-GCM (env "+events.EnvEncryptKeys+": the ring itself)")
+		fake := fs.Bool("fake-model", false, `serve the llm endpoint "fake" with the built-in scripted fake model (not a real model; see 'weft help demo')`)
+		pace := fs.Duration("fake-model-pace", 100*time.Millisecond, "with -fake-model: wait this long before each answer and between the words of a streamed one")
 		if _, err := e.parse(c, fs, args, 0, 0); err != nil {
 			return err
 		}
 		cfg := engineConfig{dataDir: *dataDir, port: *port, concurrency: *concurrency, log: logger(e.stderr, *verbose), roles: *roles}
+		if *pace < 0 {
+			return &usageError{cmd: c, msg: fmt.Sprintf("-fake-model-pace: want 0 or more, got %s", *pace)}
+		}
+		if *fake {
+			var err error
+			if cfg.fakeModel, err = startFakeModel(e.ctx, *pace); err != nil {
+				return err
+			}
+		}
 		keys, err := events.LoadKeys(*encryptKeys)
 		if err != nil {
 			return &usageError{cmd: c, msg: "-encrypt-keys: " + err.Error()}
@@ -293,6 +325,9 @@ commands as the client with its file in the environment (set -a; .
 		}
 		fmt.Fprintf(e.stdout, "weft dev: NATS with JetStream at %s, data in %s\n", le.URL(), cfg.dataDir)
 		fmt.Fprintf(e.stdout, "weft dev: coordinator and worker running (queues %s); interrupt to stop\n", strings.Join(cfg.queues, ", "))
+		if cfg.fakeModel != "" {
+			fmt.Fprintln(e.stdout, "weft dev: "+fakeModelBanner(cfg.fakeModel))
+		}
 		if !cfg.roles {
 			// Found out, not assumed: what an anonymous connection may do.
 			probe := natsconn.Config{Stream: events.DefaultStream}

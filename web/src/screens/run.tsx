@@ -11,6 +11,7 @@ import { Actions } from './actions'
 import { GraphPicture } from './graph'
 import { PendingPanel } from './pending'
 import { ResetFrom } from './reset'
+import { ConversationPanel } from './conversation'
 import { EventPanel, FailureView, NodeDetail } from './inspect'
 import { Timeline, type Log } from './timeline'
 
@@ -401,6 +402,7 @@ export function RunScreen({ id, route }: { id: string; route: Route }) {
           }
         />
       )}
+      {selNode?.type === 'agent' && <ConversationPanel id={id} node={selNode.id} events={events} />}
       {at !== null && (
         <EventPanel
           event={events[at - 1]}
