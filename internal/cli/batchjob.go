@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/weft-dev/weft/internal/batch"
 	"github.com/weft-dev/weft/internal/eventlog"
@@ -209,7 +210,12 @@ func (e *env) makeJob(s *jobConn, out string, bf *batchFlags, j *batch.Job, ids 
 		j.Runs = append(j.Runs, t.run)
 	}
 	j.Created = nowUTC()
-	_, err = s.jobs.Create(e.ctx, j)
+	ctx, cancel := context.WithTimeout(e.ctx, 10*time.Second)
+	defer cancel()
+	if _, err = s.jobs.Create(ctx, j); err != nil && !errors.Is(err, batch.ErrJobExists) {
+		// A user who may not write the bucket gets no answer at all.
+		err = fmt.Errorf("%w (batch jobs write the KV bucket %s, which under Weft's roles only the admin may: connect with the admin's credentials)", err, batch.Bucket)
+	}
 	return err == nil, err
 }
 

@@ -1,6 +1,7 @@
 package security
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/batch"
+	"github.com/weft-dev/weft/internal/cli"
 	"github.com/weft-dev/weft/internal/ui"
 )
 
@@ -83,8 +85,20 @@ func TestBatchJobsAreTheAdmins(t *testing.T) {
 	if resp.StatusCode != http.StatusForbidden {
 		t.Errorf("a batch through the ui role's UI: %d, want 403", resp.StatusCode)
 	}
-	if list, err := jobs.List(ctx); err != nil || len(list) != 1 {
-		t.Errorf("jobs after the refused batch: %d, %v; want the one", len(list), err)
+	// 'weft batch' with the client's credentials: refused, saying whose
+	// credentials it takes.
+	c := s.creds[userClient]
+	var stdout, stderr bytes.Buffer
+	cliCtx, cliCancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cliCancel()
+	code := cli.Main(cliCtx, []string{"batch", "cancel", "r1", "-yes", "-id", "as-client", "-nats", s.url, "-user", c.User, "-password", c.Password}, strings.NewReader(""), &stdout, &stderr)
+	if code != 1 || !strings.Contains(stderr.String(), "only the admin may") || strings.Contains(stdout.String()+stderr.String(), c.Password) {
+		t.Errorf("weft batch as the client: exit %d\n%s%s", code, stdout.String(), stderr.String())
+	}
+	lctx, lcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer lcancel()
+	if list, err := jobs.List(lctx); err != nil || len(list) != 1 {
+		t.Errorf("jobs after the refused batches: %d, %v; want the one", len(list), err)
 	}
 }
 
