@@ -103,6 +103,7 @@ type config struct {
 	rolesDir      string
 	keys          events.Keys
 	offloadAt     int
+	redelivery    []coordinator.Option
 	errs          []error
 }
 
@@ -219,6 +220,17 @@ func WithLargePayloads(threshold int) Option {
 			threshold = events.DefaultOffloadAt
 		}
 		c.offloadAt = threshold
+	}
+}
+
+// WithRedelivery sets how often the coordinator tries an event it cannot
+// decide, for a reason neither transient nor permanent (one sealed under
+// a key it does not hold), before the run fails naming the reason, and
+// the back-off between tries (doubling from first, at most most). Zero
+// keeps a default: 20 tries, from 100 ms to 10 s.
+func WithRedelivery(tries int, first, most time.Duration) Option {
+	return func(c *config) {
+		c.redelivery = []coordinator.Option{coordinator.WithRedelivery(tries, first, most)}
 	}
 }
 
@@ -487,7 +499,7 @@ func (e *Engine) provision(ctx context.Context) error {
 // startCoordinator starts the coordinator; under the roles it connects
 // within ctx, and runs on base.
 func (e *Engine) startCoordinator(ctx, base context.Context) ([]string, error) {
-	opts := []coordinator.Option{coordinator.WithLogger(e.cfg.logger), coordinator.WithConditions(e.cfg.conditions)}
+	opts := append([]coordinator.Option{coordinator.WithLogger(e.cfg.logger), coordinator.WithConditions(e.cfg.conditions)}, e.cfg.redelivery...)
 	if e.cfg.partitions > 0 {
 		opts = append(opts, coordinator.WithPartitions(e.cfg.partitions))
 	}
