@@ -9,7 +9,7 @@ FUZZTIME ?= 20s
 # without it, and say so.
 RACE     := $(shell [ "$$($(GO) env CGO_ENABLED)" = 1 ] && echo -race)
 
-.PHONY: schedkill demo test lint vet fmt-check build bench bench-quick fuzz chaos ownerkill clean sim sim-known ui e2e chromium conformance ts-test fairness chaos-ts
+.PHONY: schedkill demo test lint vet fmt-check build bench bench-quick fuzz chaos ownerkill clean sim sim-known ui e2e chromium conformance ts-test fairness chaos-ts large
 
 ## demo: run examples/hello.yaml on an embedded NATS, coordinator and worker
 demo: ui
@@ -78,6 +78,12 @@ chaos:
 ## every other process (the same variables; `make test` runs 40 runs)
 chaos-ts:
 	WEFT_CHAOS_RUNS=$${WEFT_CHAOS_RUNS:-1000} $(GO) test $(RACE) -v -run '^TestChaosTypeScript$$' -count=1 -timeout 60m ./internal/reliability/
+
+## large: a node that outputs 50 MB completes, sealed, under the roles,
+## its body kept beside the log (`make test` runs it with 20 MB;
+## WEFT_LARGE_MB overrides, up to 60)
+large:
+	WEFT_LARGE_MB=$${WEFT_LARGE_MB:-50} $(GO) test $(RACE) -v -run '^TestLargeOutputBesideTheLog$$' -count=1 -timeout 15m ./pkg/weft/
 
 ## schedkill: a schedule firing every second on a 3-node NATS cluster
 ## while both coordinators are SIGKILLed and a NATS node is killed and

@@ -21,14 +21,12 @@ import (
 
 // Large payloads beside the log.
 //
-// With offloading on (WithOffloadAt; off by default, see below), an event
-// whose body (its JSON, or its sealed form: offloading comes after
-// sealing, so what is kept beside the log is as sealed as the log) is
-// larger than the store's threshold (DefaultOffloadAt, 256 KiB, is the
-// one to use) is appended with its body in the JetStream Object Store
-// bucket
-// PayloadsBucket, under the name "<run>.<sha256 of the body>", and a
-// reference in its place:
+// An event whose body (its JSON, or its sealed form: offloading comes
+// after sealing, so what is kept beside the log is as sealed as the log)
+// is larger than the store's threshold (DefaultOffloadAt, 256 KiB, by
+// default; WithOffloadAt) is appended with its body in the JetStream
+// Object Store bucket PayloadsBucket, under the name
+// "<run>.<sha256 of the body>", and a reference in its place:
 //
 //	content-type: application/vnd.weft.ref.v1
 //	body: {"bucket":"weft-payloads","object":"<run>.<hex>","size":N,
@@ -38,19 +36,23 @@ import (
 // sealed). Decode resolves a reference transparently through the stores
 // this process opened (Open registers each), checking the object's size
 // and digest, so every reader (the fold, workers, the UI, replay, fork,
-// archive) sees the event as if it had been written whole. The body is
+// archive and restore, which keep references as stored) sees the event as
+// if it had been written whole. Objects are read with direct gets, never
+// a consumer (the roles grant readers none). The body is
 // content-addressed and deterministic, so a retried append writes the
 // same object and the same reference. A reference that names another
 // bucket, another run's object, an object that is missing or whose bytes
 // are not the digest is ErrMalformedEvent (the event is refused, never
-// read as data); one over MaxPayloadObject is ErrPayloadTooLarge.
+// read as data); one over MaxPayloadObject is ErrPayloadTooLarge, and so
+// is an append of a body over it.
 //
-// Why off by default, for now: reads that bound their memory by the bytes
-// of a batch of messages (Each, for long histories) count a reference's
-// bytes, not its object's; the shipped roles grant no role the payloads
-// bucket; retention does not call DeletePayloads yet; and the TypeScript
-// SDK does not resolve references (it hands such work items back). Any
-// reader resolves references whether or not its store offloads.
+// Reads that bound their memory by a batch (Each, for long histories)
+// cut a batch by the bytes it resolves, not the bytes of its references.
+// Removing a run ('weft admin retention', 'weft admin delete') removes
+// its objects (DeletePayloads) unless it is archived: the archive keeps
+// the references, and a restore reads them again. The admin's set-up
+// creates the bucket (EnsurePayloads); the roles grant each role the
+// reads and writes of it that it needs (internal/natsconn).
 
 // ContentRef is the datacontenttype of an event whose body is kept in the
 // payloads bucket.
@@ -75,10 +77,26 @@ type payloadRef struct {
 	ContentType string `json:"contentType"`
 }
 
-// WithOffloadAt turns offloading on: bodies over n bytes are kept in the
-// payloads bucket (DefaultOffloadAt is the threshold to use); 0 or less
-// keeps every body in the log (the default).
+// WithOffloadAt sets the threshold: bodies over n bytes are kept in the
+// payloads bucket (default DefaultOffloadAt); 0 or less keeps every body
+// in the log, and an event that does not fit in a message is refused
+// (ErrPayloadTooLarge).
 func WithOffloadAt(n int) Option { return func(c *config) { c.offloadAt = n } }
+
+// EnsurePayloads sets up the payloads bucket beside the events stream
+// (creating it, stored and replicated like the live events stream, when
+// it is missing): what the admin's set-up does (internal/provision), so
+// that roles that may not create buckets write large payloads.
+func EnsurePayloads(ctx context.Context, st Store) error {
+	s, ok := find[*store](st)
+	if !ok {
+		return errNotJetStream(st)
+	}
+	ctx, cancel := withDefaultTimeout(ctx, 30*time.Second)
+	defer cancel()
+	_, err := s.payloads(ctx)
+	return err
+}
 
 // payloadStores are the JetStream contexts of the stores this process
 // opened, which Decode resolves references through.

@@ -230,9 +230,9 @@ func waitNode(ctx context.Context, t *testing.T, c *client.Client, run, node str
 
 // rawStream reads every message of the events stream as stored, without
 // Weft's decoder.
-func rawStream(ctx context.Context, t *testing.T, eng *weft.Engine) []*jetstream.RawStreamMsg {
+func rawStream(ctx context.Context, t *testing.T, eng *weft.Engine, opts ...nats.Option) []*jetstream.RawStreamMsg {
 	t.Helper()
-	nc, err := nats.Connect(eng.URL())
+	nc, err := nats.Connect(eng.URL(), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -208,12 +208,12 @@ func WithRoles(dir string) Option {
 // a KMS.
 func WithEncryptKeys(keys events.Keys) Option { return func(c *config) { c.keys = keys } }
 
-// WithLargePayloads keeps the bodies of events over threshold bytes
-// (0: events.DefaultOffloadAt, 256 KiB) in the Object Store bucket
-// weft-payloads beside the log, the events carrying references that every
-// reader resolves: a node may then output more than a NATS message holds
-// (up to events.MaxPayloadObject). Off by default (internal/eventlog,
-// offload.go, says why).
+// WithLargePayloads sets the size over which an event's body is kept in
+// the Object Store bucket weft-payloads beside the log, the event
+// carrying a reference that every reader resolves (0:
+// events.DefaultOffloadAt, 256 KiB, the default): a node may output more
+// than a NATS message holds (up to events.MaxPayloadObject). Large
+// payloads are on by default; internal/eventlog's offload.go says how.
 func WithLargePayloads(threshold int) Option {
 	return func(c *config) {
 		if threshold <= 0 {
