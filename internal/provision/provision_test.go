@@ -26,7 +26,7 @@ func TestRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(names) != 7 { // and the schedules' two (internal/schedule), and flow control's
+		if len(names) != 8 { // and the schedules' two (internal/schedule), flow control's, and the payloads' Object Store
 			t.Fatalf("buckets %v", names)
 		}
 	}
@@ -35,6 +35,9 @@ func TestRun(t *testing.T) {
 		if _, err := js.KeyValue(ctx, b); err != nil {
 			t.Errorf("bucket %s: %v", b, err)
 		}
+	}
+	if _, err := js.ObjectStore(ctx, eventlog.PayloadsBucket); err != nil {
+		t.Errorf("bucket %s: %v", eventlog.PayloadsBucket, err)
 	}
 	kv, err := js.KeyValue(ctx, coordinator.LeasesBucket)
 	if err != nil {
