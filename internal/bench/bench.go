@@ -109,6 +109,7 @@ var figures = []figure{
 	{"local", runLocal},
 	{"typescript", runTypeScript},
 	{"starts", runStarts},
+	{"sealed", runSealed},
 }
 
 func figureNames() []string {
