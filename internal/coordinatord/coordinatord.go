@@ -110,18 +110,7 @@ func (c *Config) Validate() error {
 	if c.LeaseTTL < time.Second {
 		errs = append(errs, fmt.Errorf("-lease-ttl: want at least 1s, got %s", c.LeaseTTL))
 	}
-	if c.MaxHistoryEvents < 1 {
-		errs = append(errs, fmt.Errorf("-max-history-events: want at least 1, got %d", c.MaxHistoryEvents))
-	}
-	if c.MaxHistoryBytes < 1 {
-		errs = append(errs, fmt.Errorf("-max-history-bytes: want at least 1, got %d", c.MaxHistoryBytes))
-	}
-	if c.MaxDeliveries < 1 {
-		errs = append(errs, fmt.Errorf("-max-deliveries: want at least 1, got %d", c.MaxDeliveries))
-	}
-	if c.CacheSize < 1 {
-		errs = append(errs, fmt.Errorf("-cache: want at least 1, got %d", c.CacheSize))
-	}
+	errs = append(errs, c.countErrors()...)
 	if c.HTTP != "" {
 		if _, err := telemetry.HTTPAddr(c.HTTP); err != nil {
 			errs = append(errs, fmt.Errorf("-http: %w", err))
@@ -132,6 +121,25 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("-log-level: want debug, info, warn or error, got %q", c.LogLevel))
 	}
 	return errors.Join(errs...)
+}
+
+// countErrors checks the settings that count something: each at least 1.
+func (c *Config) countErrors() []error {
+	var errs []error
+	for _, n := range []struct {
+		flag string
+		v    int64
+	}{
+		{"-max-history-events", int64(c.MaxHistoryEvents)},
+		{"-max-history-bytes", c.MaxHistoryBytes},
+		{"-max-deliveries", int64(c.MaxDeliveries)},
+		{"-cache", int64(c.CacheSize)},
+	} {
+		if n.v < 1 {
+			errs = append(errs, fmt.Errorf("%s: want at least 1, got %d", n.flag, n.v))
+		}
+	}
+	return errs
 }
 
 // Run parses args, connects, and coordinates until ctx ends.
