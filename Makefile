@@ -9,7 +9,7 @@ FUZZTIME ?= 20s
 # without it, and say so.
 RACE     := $(shell [ "$$($(GO) env CGO_ENABLED)" = 1 ] && echo -race)
 
-.PHONY: agentkill schedkill demo test lint vet fmt-check build bench bench-quick fuzz chaos ownerkill clean sim sim-known ui e2e chromium conformance ts-test fairness chaos-ts
+.PHONY: agentkill schedkill demo test lint vet fmt-check build bench bench-quick fuzz chaos ownerkill clean sim sim-known ui e2e chromium conformance ts-test fairness chaos-ts large chaos-sealed
 
 ## demo: run examples/hello.yaml on an embedded NATS, coordinator and worker
 demo: ui
@@ -72,12 +72,24 @@ fuzz:
 chaos:
 	WEFT_CHAOS_RUNS=$${WEFT_CHAOS_RUNS:-1000} $(GO) test $(RACE) -v -run '^TestChaos$$' -count=1 -timeout 60m ./internal/reliability/
 
+## chaos-sealed: the chaos test at full size with every process under one
+## key ring (encryption at rest), the raw stream grepped for the runs'
+## secret at the end (the same variables; `make test` runs 40 runs)
+chaos-sealed:
+	WEFT_CHAOS_RUNS=$${WEFT_CHAOS_RUNS:-1000} $(GO) test $(RACE) -v -run '^TestChaosSealed$$' -count=1 -timeout 60m ./internal/reliability/
+
 ## chaos-ts: the chaos test with a mixed fleet at full size: 1,000 runs
 ## while TypeScript ledger workers (sdk/typescript, built first when
 ## needed) serve the ledger node beside a Go one and are SIGKILLed like
 ## every other process (the same variables; `make test` runs 40 runs)
 chaos-ts:
 	WEFT_CHAOS_RUNS=$${WEFT_CHAOS_RUNS:-1000} $(GO) test $(RACE) -v -run '^TestChaosTypeScript$$' -count=1 -timeout 60m ./internal/reliability/
+
+## large: a node that outputs 50 MB completes, sealed, under the roles,
+## its body kept beside the log (`make test` runs it with 20 MB;
+## WEFT_LARGE_MB overrides, up to 60)
+large:
+	WEFT_LARGE_MB=$${WEFT_LARGE_MB:-50} $(GO) test $(RACE) -v -run '^TestLargeOutputBesideTheLog$$' -count=1 -timeout 15m ./pkg/weft/
 
 ## schedkill: a schedule firing every second on a 3-node NATS cluster
 ## while both coordinators are SIGKILLed and a NATS node is killed and

@@ -113,6 +113,7 @@ var figures = []figure{
 	{"typescript", runTypeScript},
 	{"starts", runStarts},
 	{"agent", runAgent},
+	{"sealed", runSealed},
 }
 
 func figureNames() []string {

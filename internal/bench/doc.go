@@ -9,7 +9,10 @@
 // durable mode, on a server of their own that fsyncs every write
 // (durable.go), retention, local steps, and the TypeScript worker beside
 // the Go worker and a Node floor (typescript.go; it builds sdk/typescript
-// through package tsbuild and runs its programs with node). Every figure works on streams of its own, created for it and
+// through package tsbuild and runs its programs with node), the starts of
+// schedules and triggers, and encryption at rest and large payloads
+// (sealed.go: the hop sealed against plain, and a 50 MB payload written
+// and read back against the raw Object Store). Every figure works on streams of its own, created for it and
 // deleted after it, and every component (coordinator, worker, each floor
 // role) has a connection of its own, as separate processes would. Times
 // are the server's stored message times (message metadata) wherever an

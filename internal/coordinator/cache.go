@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"container/list"
+	"errors"
 	"sync"
 	"time"
 
@@ -34,6 +35,10 @@ type runEntry struct {
 	// claim is set when the run's start is a client's that claims a
 	// parent (children.go): the run does not exist for the engine.
 	claim *events.ParentClaimError
+	// sealedStart is set when the run's start is sealed under a key this
+	// coordinator lacks (read leniently, by fail): the run exists, and
+	// can be failed, though its state is out of reach.
+	sealedStart bool
 	// armed holds the timers this coordinator armed for the run, by id,
 	// at the time they were armed for.
 	armed map[string]time.Time
@@ -116,5 +121,17 @@ func (c *runCache) dropIf(drop func(run string) bool) {
 			c.order.Remove(el)
 			delete(c.items, run)
 		}
+	}
+}
+
+// noteStart notes what a run's start, read from the log, says beyond the
+// fold: a client's start that claims a parent (claim), one sealed under a
+// key this coordinator lacks (sealedStart).
+func (ent *runEntry) noteStart(ev *events.Event) {
+	if claim := (*events.ParentClaimError)(nil); ent.state.Status == projection.RunPending && errors.As(ev.Refused, &claim) {
+		ent.claim = claim
+	}
+	if ev.Type == events.RunStarted && errors.Is(ev.Refused, events.ErrKeyMissing) {
+		ent.sealedStart = true
 	}
 }

@@ -286,6 +286,9 @@ type options struct {
 	maxHeld      int           // the bound of the events held (inflight.go), if set; tests lower it
 	flowSweep    time.Duration // how often the flow bucket is swept (flow.go)
 	flow         *flow.Limiter // WithFlow
+	// maxDeliveries, backoffMin and backoffMax: WithRedelivery.
+	maxDeliveries          int
+	backoffMin, backoffMax time.Duration
 }
 
 // WithFlow sets the flow limiter the coordinator takes concurrency slots
@@ -382,7 +385,8 @@ type Coordinator struct {
 func New(store events.Store, opts ...Option) *Coordinator {
 	o := options{durable: "coordinator", shards: 32, cacheSize: 10000, now: time.Now, ackWait: 10 * time.Second,
 		partitions: 1, leaseTTL: defaultLeaseTTL, maxEvents: DefaultMaxHistoryEvents, maxBytes: DefaultMaxHistoryBytes, retention: readmodel.DefaultRetention,
-		local: defaultLocal(), localTimeout: DefaultLocalTimeout, localBudget: localInlineBudget, flowSweep: flow.SweepInterval}
+		local: defaultLocal(), localTimeout: DefaultLocalTimeout, localBudget: localInlineBudget, flowSweep: flow.SweepInterval,
+		maxDeliveries: DefaultMaxDeliveries, backoffMin: DefaultBackoffMin, backoffMax: DefaultBackoffMax}
 	for _, opt := range opts {
 		opt(&o)
 	}

@@ -30,22 +30,46 @@ import (
 //     once, with an error event that says which event was being handled
 //     and why (fail).
 //   - Anything else is retried like a transient error, but at most
-//     maxDeliveries times; then the run fails the same way.
+//     DefaultMaxDeliveries times (WithRedelivery); then the run fails the
+//     same way.
 
 // ErrBadSnapshot is a stored snapshot that does not decode, is not its
 // run's, or is not the one the log attests; it is discarded.
 var ErrBadSnapshot = errors.New("coordinator: snapshot not attested by the log")
 
-// maxDeliveries bounds the deliveries of one event whose handling fails
-// for a reason that is neither transient nor known to be permanent.
-const maxDeliveries = 20
+// DefaultMaxDeliveries bounds the deliveries of one event whose handling
+// fails for a reason that is neither transient nor known to be permanent
+// (an event sealed under a key this coordinator lacks among them): with
+// the default back-off, about two and a half minutes of tries.
+const DefaultMaxDeliveries = 20
 
-// Back-off of a failed event's redelivery: doubling from backoffMin, at
-// most backoffMax.
+// Back-off of a failed event's redelivery by default: doubling from
+// DefaultBackoffMin, at most DefaultBackoffMax.
 const (
-	backoffMin = 100 * time.Millisecond
-	backoffMax = 10 * time.Second
+	DefaultBackoffMin = 100 * time.Millisecond
+	DefaultBackoffMax = 10 * time.Second
 )
+
+// WithRedelivery sets how often an event whose handling fails (neither
+// transiently nor for good) is tried before its run fails, and the
+// back-off between tries: doubling from first, at most most. Zero or less
+// keeps a default (DefaultMaxDeliveries, DefaultBackoffMin,
+// DefaultBackoffMax). A deployment that would rather fail such runs
+// sooner (or tests of the end of the road) shortens them.
+func WithRedelivery(tries int, first, most time.Duration) Option {
+	return func(o *options) {
+		if tries > 0 {
+			o.maxDeliveries = tries
+		}
+		if first > 0 {
+			o.backoffMin = first
+		}
+		if most > 0 {
+			o.backoffMax = most
+		}
+		o.backoffMax = max(o.backoffMax, o.backoffMin)
+	}
+}
 
 // FailureDecision is the failure type of a run whose next decision could
 // not be written.
@@ -76,12 +100,12 @@ func transient(err error) bool {
 
 // backoff is the wait before the next delivery of an event that failed
 // on its delivery n (1-based).
-func backoff(n uint64) time.Duration {
-	d := backoffMin
-	for i := uint64(1); i < n && d < backoffMax; i++ {
+func (c *Coordinator) backoff(n uint64) time.Duration {
+	d, most := c.opts.backoffMin, c.opts.backoffMax
+	for i := uint64(1); i < n && d < most; i++ {
 		d *= 2
 	}
-	return min(d, backoffMax)
+	return min(d, most)
 }
 
 // fail ends a run that cannot be decided: it folds the run afresh (the
@@ -97,7 +121,10 @@ func (c *Coordinator) fail(ctx context.Context, e *events.Event, cause error) er
 		return err
 	}
 	defer c.cache.del(e.RunID)
-	if ent.state.Status.Ended() || ent.state.Status == projection.RunPending {
+	// A run whose start this coordinator cannot open is failed all the
+	// same (its readers with the key see it fail, naming the key): left
+	// pending, it would wait for ever.
+	if ent.state.Status.Ended() || ent.state.Status == projection.RunPending && !ent.sealedStart {
 		return nil
 	}
 	f := events.Failure{Type: FailureDecision, Message: fmt.Sprintf("deciding after event %d (%s) of run %s: %v", e.Seq, e.Type, e.RunID, cause)}

@@ -228,7 +228,9 @@ func TestSquattedIDsDoNotStall(t *testing.T) {
 // message size) fails the run with an error that says why, instead of
 // being retried every 500 ms forever.
 func TestUnwritableDecisionFailsRun(t *testing.T) {
-	_, st := testkit.StoreOn(t, testkit.ServerWith(t, embedded.Config{MaxPayload: 256 << 10}))
+	// Offloading off: the decision that cannot be written is one over the
+	// message size (with it on, one over the object limit).
+	_, st := testkit.StoreOn(t, testkit.ServerWith(t, embedded.Config{MaxPayload: 256 << 10}), events.WithOffloadAt(0))
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	c := runCoordinator(t, ctx, st, coordinator.WithLogger(quiet()))

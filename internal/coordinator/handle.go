@@ -73,7 +73,7 @@ func (c *Coordinator) settleRestored(ctx context.Context, msg jetstream.Msg, met
 	if err != nil {
 		c.n.errors.Add(1)
 		c.log.WarnContext(ctx, "checking whether a run was restored; the event will be handled again", logattr.Subject, msg.Subject(), logattr.Error, err)
-		_ = msg.NakWithDelay(backoff(meta.NumDelivered))
+		_ = msg.NakWithDelay(c.backoff(meta.NumDelivered))
 		return true
 	}
 	if restored {
@@ -121,7 +121,7 @@ func (c *Coordinator) decode(msg jetstream.Msg, meta *jetstream.MsgMetadata) *ev
 // and unchanged, for a coordinator that holds the key (a deployment whose
 // coordinators lack a key its writers use is misconfigured: the error
 // names the key id), with the back-off of any event that cannot be
-// decided; after maxDeliveries the run fails with that error (undecided),
+// decided; after WithRedelivery's tries the run fails with that error (undecided),
 // so that no run waits for ever on a key that never comes (or on an
 // event a writer sealed under a key id of its own making).
 func (c *Coordinator) keyMissing(ctx context.Context, msg jetstream.Msg, meta *jetstream.MsgMetadata, e *events.Event) bool {
@@ -159,11 +159,11 @@ func (c *Coordinator) settleDone(ctx context.Context, msg jetstream.Msg, e *even
 // fails when it never can be (and the message is acknowledged), else the
 // message is handed back after a back-off.
 func (c *Coordinator) undecided(ctx context.Context, msg jetstream.Msg, meta *jetstream.MsgMetadata, e *events.Event, err error) {
-	if permanent(err) || int(meta.NumDelivered) >= maxDeliveries && !transient(err) {
+	if permanent(err) || int(meta.NumDelivered) >= c.opts.maxDeliveries && !transient(err) {
 		if ferr := c.fail(ctx, e, err); ferr != nil {
 			c.n.errors.Add(1)
 			c.log.WarnContext(ctx, "failing a run that cannot be decided; the event will be handled again", logattr.RunID, e.RunID, logattr.Seq, e.Seq, logattr.Error, ferr)
-			_ = msg.NakWithDelay(backoff(meta.NumDelivered))
+			_ = msg.NakWithDelay(c.backoff(meta.NumDelivered))
 			return
 		}
 		_ = msg.Ack()
@@ -171,7 +171,7 @@ func (c *Coordinator) undecided(ctx context.Context, msg jetstream.Msg, meta *je
 	}
 	c.n.errors.Add(1)
 	c.log.WarnContext(ctx, "deciding failed; the event will be handled again", logattr.RunID, e.RunID, logattr.Seq, e.Seq, logattr.EventType, e.Type, logattr.Delivery, meta.NumDelivered, logattr.Error, err)
-	_ = msg.NakWithDelay(backoff(meta.NumDelivered))
+	_ = msg.NakWithDelay(c.backoff(meta.NumDelivered))
 }
 
 // ownEcho reports whether msg is a decision this coordinator appended and
@@ -354,9 +354,7 @@ func (c *Coordinator) readEntry(ctx context.Context, e *events.Event, redelivere
 		if err := ent.state.Apply(ev); err != nil && !errors.Is(err, projection.ErrStale) && !errors.Is(err, projection.ErrRefused) {
 			c.n.rejected.Add(1)
 		}
-		if claim := (*events.ParentClaimError)(nil); ent.state.Status == projection.RunPending && errors.As(ev.Refused, &claim) {
-			ent.claim = claim
-		}
+		ent.noteStart(ev)
 		ent.noteTrace(ev)
 		ent.noteLocal(ev)
 		ent.prefix = ev.Seq

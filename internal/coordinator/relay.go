@@ -79,7 +79,7 @@ func (c *Coordinator) relay(ctx context.Context, msg jetstream.Msg, log *slog.Lo
 		if meta, merr := msg.Metadata(); merr == nil {
 			n = meta.NumDelivered
 		}
-		_ = msg.NakWithDelay(backoff(n))
+		_ = msg.NakWithDelay(c.backoff(n))
 		return
 	}
 	_ = msg.Ack()

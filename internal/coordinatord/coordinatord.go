@@ -79,7 +79,11 @@ type Config struct {
 	// over it, the run fails (internal/coordinator, budget.go).
 	MaxHistoryEvents int
 	MaxHistoryBytes  int64
-	LogLevel         string
+	// MaxDeliveries is how often an event that cannot be decided (for a
+	// reason neither transient nor permanent: a key this coordinator
+	// lacks) is tried before its run fails.
+	MaxDeliveries int
+	LogLevel      string
 	// HTTP is where /metrics, /healthz and /readyz are served; "" serves
 	// nothing (the default).
 	HTTP string
@@ -106,15 +110,7 @@ func (c *Config) Validate() error {
 	if c.LeaseTTL < time.Second {
 		errs = append(errs, fmt.Errorf("-lease-ttl: want at least 1s, got %s", c.LeaseTTL))
 	}
-	if c.MaxHistoryEvents < 1 {
-		errs = append(errs, fmt.Errorf("-max-history-events: want at least 1, got %d", c.MaxHistoryEvents))
-	}
-	if c.MaxHistoryBytes < 1 {
-		errs = append(errs, fmt.Errorf("-max-history-bytes: want at least 1, got %d", c.MaxHistoryBytes))
-	}
-	if c.CacheSize < 1 {
-		errs = append(errs, fmt.Errorf("-cache: want at least 1, got %d", c.CacheSize))
-	}
+	errs = append(errs, c.countErrors()...)
 	if c.HTTP != "" {
 		if _, err := telemetry.HTTPAddr(c.HTTP); err != nil {
 			errs = append(errs, fmt.Errorf("-http: %w", err))
@@ -125,6 +121,25 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("-log-level: want debug, info, warn or error, got %q", c.LogLevel))
 	}
 	return errors.Join(errs...)
+}
+
+// countErrors checks the settings that count something: each at least 1.
+func (c *Config) countErrors() []error {
+	var errs []error
+	for _, n := range []struct {
+		flag string
+		v    int64
+	}{
+		{"-max-history-events", int64(c.MaxHistoryEvents)},
+		{"-max-history-bytes", c.MaxHistoryBytes},
+		{"-max-deliveries", int64(c.MaxDeliveries)},
+		{"-cache", int64(c.CacheSize)},
+	} {
+		if n.v < 1 {
+			errs = append(errs, fmt.Errorf("%s: want at least 1, got %d", n.flag, n.v))
+		}
+	}
+	return errs
 }
 
 // Run parses args, connects, and coordinates until ctx ends.
@@ -197,6 +212,7 @@ func (c *Config) registerFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.LeaseTTL, "lease-ttl", 5*time.Second, "how long a partition outlives its holder's last renewal (env WEFT_COORDINATOR_LEASE_TTL)")
 	fs.BoolVar(&c.Repartition, "repartition", false, "replace partition consumers made for another -partitions; every other coordinator must be stopped (env WEFT_COORDINATOR_REPARTITION)")
 	fs.IntVar(&c.MaxHistoryEvents, "max-history-events", coordinator.DefaultMaxHistoryEvents, "a run whose history holds more events fails (env WEFT_COORDINATOR_MAX_HISTORY_EVENTS)")
+	fs.IntVar(&c.MaxDeliveries, "max-deliveries", coordinator.DefaultMaxDeliveries, "tries of an event that cannot be decided (a key this coordinator lacks) before its run fails, backing off from 100ms to 10s (env WEFT_COORDINATOR_MAX_DELIVERIES)")
 	fs.Int64Var(&c.MaxHistoryBytes, "max-history-bytes", coordinator.DefaultMaxHistoryBytes, "a run whose history holds more bytes of event data fails (env WEFT_COORDINATOR_MAX_HISTORY_BYTES)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error (env WEFT_LOG_LEVEL)")
 	fs.StringVar(&c.HTTP, "http", "", "serve /metrics, /healthz and /readyz on this address, e.g. "+telemetry.DefaultHTTPAddr+" (\":9090\" is loopback; default off) (env WEFT_HTTP)")
@@ -258,6 +274,7 @@ func coordinate(ctx context.Context, log *slog.Logger, cfg *Config, store events
 			coordinator.WithRepartition(cfg.Repartition),
 			coordinator.WithHistoryBudget(cfg.MaxHistoryEvents, cfg.MaxHistoryBytes),
 			coordinator.WithRetention(cfg.Retention),
+			coordinator.WithRedelivery(cfg.MaxDeliveries, 0, 0),
 			coordinator.WithLogger(log))
 		pr.c.Store(c)
 		log.Info("coordinating", logattr.NATS, natsconn.ConnectedURL(eventlog.JetStream(store).Conn()), logattr.Stream, store.StreamName(), logattr.Durable, cfg.Durable)

@@ -16,8 +16,11 @@ import (
 // of 64 MB, where one batched read used to be cut off as a slow consumer
 // and the run could no longer be read) is read whole by Read, and walked
 // by Each in bounded memory, on an embedded server with file storage.
+//
+// Offloading off: the history's bodies are in the stream itself (with it
+// on, batches are cut by resolved bytes: TestEachBoundsResolvedBytes).
 func TestLargeHistoryStreams(t *testing.T) {
-	_, st := testkit.Store(t)
+	_, st := testkit.Store(t, eventlog.WithOffloadAt(0))
 	ctx := context.Background()
 	run := eventlog.NewRunID()
 	if _, err := eventlog.Append(ctx, st, run, 0, started(t, run)); err != nil {

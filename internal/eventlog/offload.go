@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -20,14 +21,12 @@ import (
 
 // Large payloads beside the log.
 //
-// With offloading on (WithOffloadAt; off by default, see below), an event
-// whose body (its JSON, or its sealed form: offloading comes after
-// sealing, so what is kept beside the log is as sealed as the log) is
-// larger than the store's threshold (DefaultOffloadAt, 256 KiB, is the
-// one to use) is appended with its body in the JetStream Object Store
-// bucket
-// PayloadsBucket, under the name "<run>.<sha256 of the body>", and a
-// reference in its place:
+// An event whose body (its JSON, or its sealed form: offloading comes
+// after sealing, so what is kept beside the log is as sealed as the log)
+// is larger than the store's threshold (DefaultOffloadAt, 256 KiB, by
+// default; WithOffloadAt) is appended with its body in the JetStream
+// Object Store bucket PayloadsBucket, under the name
+// "<run>.<sha256 of the body>", and a reference in its place:
 //
 //	content-type: application/vnd.weft.ref.v1
 //	body: {"bucket":"weft-payloads","object":"<run>.<hex>","size":N,
@@ -37,19 +36,23 @@ import (
 // sealed). Decode resolves a reference transparently through the stores
 // this process opened (Open registers each), checking the object's size
 // and digest, so every reader (the fold, workers, the UI, replay, fork,
-// archive) sees the event as if it had been written whole. The body is
+// archive and restore, which keep references as stored) sees the event as
+// if it had been written whole. Objects are read with direct gets, never
+// a consumer (the roles grant readers none). The body is
 // content-addressed and deterministic, so a retried append writes the
 // same object and the same reference. A reference that names another
 // bucket, another run's object, an object that is missing or whose bytes
 // are not the digest is ErrMalformedEvent (the event is refused, never
-// read as data); one over MaxPayloadObject is ErrPayloadTooLarge.
+// read as data); one over MaxPayloadObject is ErrPayloadTooLarge, and so
+// is an append of a body over it.
 //
-// Why off by default, for now: reads that bound their memory by the bytes
-// of a batch of messages (Each, for long histories) count a reference's
-// bytes, not its object's; the shipped roles grant no role the payloads
-// bucket; retention does not call DeletePayloads yet; and the TypeScript
-// SDK does not resolve references (it hands such work items back). Any
-// reader resolves references whether or not its store offloads.
+// Reads that bound their memory by a batch (Each, for long histories)
+// cut a batch by the bytes it resolves, not the bytes of its references.
+// Removing a run ('weft admin retention', 'weft admin delete') removes
+// its objects (DeletePayloads) unless it is archived: the archive keeps
+// the references, and a restore reads them again. The admin's set-up
+// creates the bucket (EnsurePayloads); the roles grant each role the
+// reads and writes of it that it needs (internal/natsconn).
 
 // ContentRef is the datacontenttype of an event whose body is kept in the
 // payloads bucket.
@@ -74,10 +77,26 @@ type payloadRef struct {
 	ContentType string `json:"contentType"`
 }
 
-// WithOffloadAt turns offloading on: bodies over n bytes are kept in the
-// payloads bucket (DefaultOffloadAt is the threshold to use); 0 or less
-// keeps every body in the log (the default).
+// WithOffloadAt sets the threshold: bodies over n bytes are kept in the
+// payloads bucket (default DefaultOffloadAt); 0 or less keeps every body
+// in the log, and an event that does not fit in a message is refused
+// (ErrPayloadTooLarge).
 func WithOffloadAt(n int) Option { return func(c *config) { c.offloadAt = n } }
+
+// EnsurePayloads sets up the payloads bucket beside the events stream
+// (creating it, stored and replicated like the live events stream, when
+// it is missing): what the admin's set-up does (internal/provision), so
+// that roles that may not create buckets write large payloads.
+func EnsurePayloads(ctx context.Context, st Store) error {
+	s, ok := find[*store](st)
+	if !ok {
+		return errNotJetStream(st)
+	}
+	ctx, cancel := withDefaultTimeout(ctx, 30*time.Second)
+	defer cancel()
+	_, err := s.payloads(ctx)
+	return err
+}
 
 // payloadStores are the JetStream contexts of the stores this process
 // opened, which Decode resolves references through.
@@ -182,17 +201,49 @@ func resolve(subject, run string, body []byte) ([]byte, string, error) {
 		}
 		lastErr = err
 	}
+	if errors.Is(lastErr, errObjectMissing) {
+		return nil, "", fmt.Errorf("%w: %s: payload object %s of bucket %s is missing (deleted, or never written): the event cannot be read", ErrMalformedEvent, subject, ref.Object, ref.Bucket)
+	}
 	return nil, "", fmt.Errorf("%w: %s: payload object %s of bucket %s: %v", ErrMalformedEvent, subject, ref.Object, ref.Bucket, lastErr)
 }
 
+// errObjectMissing is getObject's error for an object (or bucket) that
+// is not there.
+var errObjectMissing = errors.New("object missing")
+
+// getObject reads a reference's object with direct gets: its meta (the
+// last message on its meta subject), then its chunks by their subject,
+// in batches of bounded bytes. An Object Store get would create an
+// ordered consumer, which readers may not (deploy/SECURITY.md); the
+// digest is the reference's, checked over the whole body.
 func getObject(js jetstream.JetStream, ref payloadRef) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	obs, err := js.ObjectStore(ctx, ref.Bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, errObjectMissing
+	}
 	if err != nil {
 		return nil, err
 	}
-	b, err := obs.GetBytes(ctx, ref.Object)
+	info, err := obs.GetInfo(ctx, ref.Object)
+	if errors.Is(err, jetstream.ErrObjectNotFound) {
+		return nil, errObjectMissing
+	}
+	if err != nil {
+		return nil, err
+	}
+	if info.NUID == "" || info.Opts != nil && info.Opts.Link != nil || info.Size != uint64(ref.Size) {
+		return nil, fmt.Errorf("the object's meta says %d bytes (a link: %t), not the reference's %d", info.Size, info.Opts != nil && info.Opts.Link != nil, ref.Size)
+	}
+	b := make([]byte, 0, ref.Size)
+	err = eachChunk(ctx, js.Conn(), "OBJ_"+ref.Bucket, "$O."+ref.Bucket+".C."+info.NUID, func(chunk []byte) error {
+		if int64(len(b)+len(chunk)) > ref.Size {
+			return fmt.Errorf("the object's chunks hold more than the reference's %d bytes", ref.Size)
+		}
+		b = append(b, chunk...)
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -200,6 +251,58 @@ func getObject(js jetstream.JetStream, ref payloadRef) ([]byte, error) {
 		return nil, fmt.Errorf("the object's %d bytes are not the reference's %d bytes of digest %s", len(b), ref.Size, ref.SHA256)
 	}
 	return b, nil
+}
+
+// eachChunk calls fn with the body of every message of stream on
+// subject, in order, with batched direct gets of at most readBatchBytes
+// each (the server's max_pending is not reached however large the
+// object).
+func eachChunk(ctx context.Context, nc *nats.Conn, stream, subject string, fn func([]byte) error) error {
+	for from := uint64(1); ; {
+		last, pending, err := chunkBatch(ctx, nc, stream, subject, from, fn)
+		if err != nil || pending == 0 || last == 0 {
+			return err
+		}
+		from = last + 1
+	}
+}
+
+// chunkBatch is one batched direct get of eachChunk: the sequence of the
+// last message it got, and how many the server says are left.
+func chunkBatch(ctx context.Context, nc *nats.Conn, stream, subject string, from uint64, fn func([]byte) error) (last, pending uint64, err error) {
+	req, _ := json.Marshal(map[string]any{"seq": from, "next_by_subj": subject, "batch": maxBatch, "max_bytes": readBatchBytes})
+	inbox := nc.NewRespInbox()
+	ch := make(chan *nats.Msg, maxBatch+2)
+	sub, err := nc.ChanSubscribe(inbox, ch)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := nc.PublishRequest("$JS.API.DIRECT.GET."+stream, inbox, req); err != nil {
+		return 0, 0, err
+	}
+	for {
+		var m *nats.Msg
+		select {
+		case m = <-ch:
+		case <-ctx.Done():
+			return 0, 0, fmt.Errorf("reading %s: %w", subject, ctx.Err())
+		}
+		switch m.Header.Get("Status") {
+		case "":
+		case "404", "408":
+			return last, 0, nil
+		case "204": // end of the batch
+			pending, _ = strconv.ParseUint(m.Header.Get("Nats-Num-Pending"), 10, 64)
+			return last, pending, nil
+		default:
+			return 0, 0, fmt.Errorf("reading %s: status %s %s", subject, m.Header.Get("Status"), m.Header.Get("Description"))
+		}
+		last, _ = strconv.ParseUint(m.Header.Get("Nats-Sequence"), 10, 64)
+		if err := fn(m.Data); err != nil {
+			return 0, 0, err
+		}
+	}
 }
 
 // DeletePayloads removes the payloads a run kept beside the log (its

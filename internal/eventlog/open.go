@@ -14,7 +14,8 @@ type config struct {
 	Settings
 	log *slog.Logger
 	// offloadAt is the body size above which events' bodies are kept in
-	// the payloads bucket (offload.go); 0: never.
+	// the payloads bucket (offload.go; default DefaultOffloadAt); 0 or
+	// less: never.
 	offloadAt int
 }
 
@@ -53,7 +54,7 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
 // weft.r.>, a de-duplication window of at least a minute, limits
 // retention, purges), naming the setting and the command that fixes it.
 func Open(ctx context.Context, js jetstream.JetStream, opts ...Option) (Store, error) {
-	cfg := config{Settings: DefaultSettings()}
+	cfg := config{Settings: DefaultSettings(), offloadAt: DefaultOffloadAt}
 	for _, o := range opts {
 		o(&cfg)
 	}

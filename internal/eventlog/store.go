@@ -713,6 +713,11 @@ func (s *store) readBatch(ctx context.Context, filter string, from, upTo uint64,
 		return nil, 0, err
 	}
 	var out []*Event
+	// The bytes of the batch as read, large payloads resolved: past
+	// readBatchBytes, the rest of the batch is counted, not decoded, and
+	// read by the next batch (a history of references to 50 MB objects
+	// is not resolved 1000 at a time).
+	var resolved, skipped uint64
 	for {
 		var m *nats.Msg
 		select {
@@ -720,31 +725,48 @@ func (s *store) readBatch(ctx context.Context, filter string, from, upTo uint64,
 		case <-ctx.Done():
 			return nil, 0, fmt.Errorf("reading %s: %w", filter, ctx.Err())
 		}
-		switch m.Header.Get("Status") {
-		case "":
-		case "404":
-			return out, 0, nil
-		case "204": // end of batch
-			pending, _ := strconv.ParseUint(m.Header.Get("Nats-Num-Pending"), 10, 64)
-			return out, pending, nil
-		case "408":
-			return out, 0, nil
-		case "503":
-			// No replica answered (a leader election, a lost server): a
-			// passing condition, worth waiting for.
-			return nil, 0, fmt.Errorf("reading %s: %w", filter, nats.ErrNoResponders)
-		default:
-			return nil, 0, fmt.Errorf("reading %s: status %s %s", filter, m.Header.Get("Status"), m.Header.Get("Description"))
+		if end, pending, err := batchEnd(filter, m); end {
+			if err != nil {
+				return nil, 0, err
+			}
+			return out, pending + skipped, nil
 		}
 		seq, _ := strconv.ParseUint(m.Header.Get("Nats-Sequence"), 10, 64)
 		if upTo > 0 && seq > upTo {
 			// The server bounds only multi-last gets by up_to_seq; stop here.
-			return out, 0, nil
+			return out, skipped, nil
+		}
+		if resolved > readBatchBytes {
+			skipped++
+			continue
 		}
 		ts, _ := time.Parse(time.RFC3339Nano, m.Header.Get("Nats-Time-Stamp"))
 		// A message that is not a valid event keeps its place, refused
 		// (see DecodeStored): the history around it stays readable.
-		out = append(out, DecodeStored(m.Header.Get("Nats-Subject"), m.Header, m.Data, seq, ts))
+		e := DecodeStored(m.Header.Get("Nats-Subject"), m.Header, m.Data, seq, ts)
+		resolved += uint64(len(e.Data))
+		out = append(out, e)
+	}
+}
+
+// batchEnd reads a status message of a batched direct get: end is set
+// when m ends the batch (then pending is what the server says is left, or
+// err why the batch failed); a message without a status is an event.
+func batchEnd(filter string, m *nats.Msg) (end bool, pending uint64, err error) {
+	switch m.Header.Get("Status") {
+	case "":
+		return false, 0, nil
+	case "404", "408":
+		return true, 0, nil
+	case "204": // end of batch
+		pending, _ := strconv.ParseUint(m.Header.Get("Nats-Num-Pending"), 10, 64)
+		return true, pending, nil
+	case "503":
+		// No replica answered (a leader election, a lost server): a
+		// passing condition, worth waiting for.
+		return true, 0, fmt.Errorf("reading %s: %w", filter, nats.ErrNoResponders)
+	default:
+		return true, 0, fmt.Errorf("reading %s: status %s %s", filter, m.Header.Get("Status"), m.Header.Get("Description"))
 	}
 }
 

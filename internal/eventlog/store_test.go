@@ -162,8 +162,11 @@ func TestReadAsksForWhatIsPending(t *testing.T) {
 	_ = sub.Unsubscribe()
 }
 
+// TestStorePayloadTooLarge: with offloading off, an event that does not
+// fit in one message is refused, naming the node (with it on, the limit
+// is the object's: TestOffloadRefusals).
 func TestStorePayloadTooLarge(t *testing.T) {
-	_, st := testkit.Store(t)
+	_, st := testkit.Store(t, eventlog.WithOffloadAt(0))
 	run := eventlog.NewRunID()
 	big := strings.Repeat("x", st.MaxEventSize())
 	e := mustEvent(t, run, "big", &eventlog.NodeInvokedData{NodeRef: eventlog.NodeRef{Node: "n", Iteration: 1}, Attempt: 1, Output: json.RawMessage(`"` + big + `"`)})

@@ -53,6 +53,36 @@ const (
 	batchesBucket = "weft-batches"
 )
 
+// payloadsBucket is the Object Store bucket of the bodies kept beside the
+// log (eventlog.PayloadsBucket).
+const payloadsBucket = eventlog.PayloadsBucket
+
+// payloadsRead are the reads of large payloads (eventlog's offload.go):
+// the bucket's stream info, an object's meta (the last message on its meta
+// subject, a direct get named in the request subject) and its chunks (a
+// batched direct get by the chunks' subject). No consumer: an Object Store
+// get would create one. Objects are named "<run>.<sha256 of the body>":
+// a reader finds one only through an event's reference, and a sealed
+// run's objects are as sealed as its events.
+func payloadsRead(api string) []string {
+	return []string{
+		api + "STREAM.INFO.OBJ_" + payloadsBucket,
+		api + "DIRECT.GET.OBJ_" + payloadsBucket,
+		api + "DIRECT.GET.OBJ_" + payloadsBucket + ".>",
+	}
+}
+
+// payloadsWrite are the writes of large payloads: an object's chunks and
+// its meta (published to the bucket's stream, acknowledged on the
+// writer's inbox). NATS cannot scope them to the writer's runs (an
+// object's meta subject is its name in base64), so a writer could
+// overwrite another run's object: its reader then refuses it (the
+// reference's digest), a denial of service, never a forgery
+// (deploy/SECURITY.md).
+func payloadsWrite() []string {
+	return []string{"$O." + payloadsBucket + ".C.>", "$O." + payloadsBucket + ".M.>"}
+}
+
 // runSubjects matches every run's subjects, weft.r.<slot>.<run>.… (each
 // run's is eventlog.RunFilter), and nothing shorter: a subscription to
 // weft.r.> is refused.
@@ -276,14 +306,14 @@ func (d Deployment) user(ns string, r Role, q string) User {
 			// within the namespace's limits and append them.
 			writes = []string{eventlog.AdmitAll}
 		}
-		u.PublishAllow = slices.Concat(writes, reads, workersRead, runsRead, batchesRead, startsRead(api))
+		u.PublishAllow = slices.Concat(writes, reads, workersRead, runsRead, batchesRead, startsRead(api), payloadsRead(api), payloadsWrite())
 		u.SubscribeAllow = slices.Concat([]string{inbox}, follow, tokens)
 	case RoleUI:
 		// The workers page counts the work waiting on each task queue:
 		// the queues' consumers listed (their configurations and
 		// counts, no messages).
 		queuesRead := []string{api + "CONSUMER.LIST." + s, api + "CONSUMER.INFO." + s + ".*"}
-		u.PublishAllow = slices.Concat(reads, workersRead, runsRead, batchesRead, runsWatch, queuesRead, startsRead(api))
+		u.PublishAllow = slices.Concat(reads, workersRead, runsRead, batchesRead, runsWatch, queuesRead, startsRead(api), payloadsRead(api))
 		u.SubscribeAllow = slices.Concat([]string{inbox}, follow, tokens)
 	case RoleCoordinator:
 		u.PublishAllow = slices.Concat(
@@ -369,7 +399,10 @@ func (d Deployment) user(ns string, r Role, q string) User {
 			coordinatorGrants(api, s+eventlog.TimerStreamSuffix, d.timerConsumers()),
 			[]string{api + "CONSUMER.INFO." + s + eventlog.TimerStreamSuffix + ".*"},
 			startsCoordinator(api, s, d.Durable),
-			triggerStreamsCoordinator(api, d.TriggerStreams))
+			triggerStreamsCoordinator(api, d.TriggerStreams),
+			// Large payloads: it reads every run's, and writes those of
+			// its decisions (a run's output, a child's input).
+			payloadsRead(api), payloadsWrite())
 		u.SubscribeAllow = []string{inbox}
 		if admission {
 			// It answers the clients' requests (a queue group on
@@ -418,16 +451,19 @@ func (d Deployment) user(ns string, r Role, q string) User {
 			"$KV."+workersBucket+".>",
 			api+"STREAM.INFO.KV_"+workersBucket,
 		)
+		// Large payloads: it reads its work items' inputs and writes its
+		// outcomes' bodies.
+		u.PublishAllow = slices.Concat(u.PublishAllow, payloadsRead(api), payloadsWrite())
 		u.SubscribeAllow = []string{
 			inbox,
 			// Cancel requests, to stop a node of a cancelled run at once.
 			eventlog.KindFilter(events.RunCancelRequested),
 		}
 	case RoleTrigger:
-		u = triggerUser(u, api, reads, runsRead, inbox)
+		u = triggerUser(u, api, slices.Concat(reads, payloadsRead(api)), runsRead, inbox)
 		u.PublishAllow = append(u.PublishAllow, triggerStreamsManage(api, d.TriggerStreams)...)
 	case RoleServe:
-		u = serveUser(u, admission, reads, inbox, d.WebhookSubjects)
+		u = serveUser(u, admission, slices.Concat(reads, payloadsRead(api)), inbox, d.WebhookSubjects)
 	case RoleAdmin:
 		u.PublishAllow = []string{">"}
 		u.SubscribeAllow = []string{">"}

@@ -30,6 +30,12 @@ func serveUser(u User, admission bool, reads []string, inbox string, webhooks []
 	if admission {
 		writes = []string{eventlog.AdmitStart, eventlog.AdmitSignal}
 	}
+	// Large payloads: a webhook's body over the threshold is kept beside
+	// the log by whoever appends its start: serve itself without
+	// admission, the coordinator with it.
+	if !admission {
+		writes = slices.Concat(writes, payloadsWrite())
+	}
 	u.PublishAllow = slices.Concat(writes, reads, webhooks)
 	u.SubscribeAllow = []string{inbox}
 	return u

@@ -2,8 +2,9 @@
 // deployment under the roles (deploy/SECURITY.md): the timers stream
 // beside the events stream, and the KV buckets of the workers'
 // announcements, the snapshots, the coordinators' leases, the read
-// model of runs and the batch jobs (internal/batch), each with the
-// settings its users would create it with.
+// model of runs, the batch jobs (internal/batch) and the Object Store
+// bucket of large payloads, each with the settings its users would
+// create it with.
 // In a namespace (Options.Namespace) it also limits the events stream and
 // sets up admission: the tickets streams of the namespace's limits, and
 // the stream's metadata that turns admission on (internal/admission).
@@ -103,7 +104,10 @@ func Run(ctx context.Context, store events.Store, o Options) ([]string, error) {
 		}
 		names[i] = b.Bucket
 	}
-	return names, nil
+	if err := eventlog.EnsurePayloads(ctx, store); err != nil {
+		return nil, err
+	}
+	return append(names, eventlog.PayloadsBucket), nil
 }
 
 // limitNamespace limits the events stream of a namespace (discarding new

@@ -27,7 +27,7 @@ func TestRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(names) != 8 { // and the schedules' two (internal/schedule), flow control's, the batch jobs'
+		if len(names) != 9 { // and the schedules' two (internal/schedule), flow control's, the batch jobs', and the payloads' Object Store
 			t.Fatalf("buckets %v", names)
 		}
 	}
@@ -36,6 +36,9 @@ func TestRun(t *testing.T) {
 		if _, err := js.KeyValue(ctx, b); err != nil {
 			t.Errorf("bucket %s: %v", b, err)
 		}
+	}
+	if _, err := js.ObjectStore(ctx, eventlog.PayloadsBucket); err != nil {
+		t.Errorf("bucket %s: %v", eventlog.PayloadsBucket, err)
 	}
 	kv, err := js.KeyValue(ctx, coordinator.LeasesBucket)
 	if err != nil {

@@ -27,6 +27,11 @@ package reliability
 //     worker, and the ledger itself, an external system to the engine,
 //     through a user of its own (ledgerUser).
 //
+// TestChaosSealed runs the same with encryption at rest: every process
+// holds a key ring (WEFT_ENCRYPT_KEYS), every run's input carries a
+// secret, and at the end the raw events stream, read as the admin without
+// Weft's decoder, holds no byte of it and no plain data of any run.
+//
 // TestChaosTypeScript runs the same with a mixed fleet on the ledger queue:
 // TypeScript ledger workers (the same node on the TypeScript SDK) beside a
 // Go one, killed and paused like every other process, under the same
@@ -448,9 +453,76 @@ func (r *chaosRun) total() int {
 // dist/chaos/ledgerworker.js, run by node).
 type chaosFleet struct {
 	goLedger, tsLedger int
+	// sealed runs every process under one key ring (TestChaosSealed).
+	sealed bool
 }
 
 func TestChaos(t *testing.T) { runChaos(t, chaosFleet{goLedger: 2}) }
+
+// TestChaosSealed is TestChaos with every event's data sealed (issue 32):
+// the same verdict, and the raw stream's grep (chaosSecret).
+func TestChaosSealed(t *testing.T) { runChaos(t, chaosFleet{goLedger: 2, sealed: true}) }
+
+// chaosSecret is in every sealed chaos run's input; the raw stream may not
+// show it.
+const chaosSecret = "CHAOS-SECRET-93ad1"
+
+// sealChaos puts this process under a fresh key ring and returns the
+// environment that puts the daemons under it.
+func sealChaos(t *testing.T) string {
+	t.Helper()
+	k, err := events.NewKey("chaos-k1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring := events.KeyRing{k}
+	if err := events.UseKeys(ring); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = events.UseKeys(nil) }) // the ring is process-wide
+	return events.EnvEncryptKeys + "=" + strings.Join(strings.Split(strings.TrimSpace(ring.Text()), "\n")[1:], ",")
+}
+
+// grepSealed reads the events stream raw (as the admin, without Weft's
+// decoder) and fails the test if any message shows the secret or carries
+// data that is not sealed; it returns how many messages it read.
+func grepSealed(t *testing.T, js jetstream.JetStream, stream string) int {
+	t.Helper()
+	n := 0
+	err := retry(2*time.Minute, func(ctx context.Context) error {
+		n = 0
+		s, err := js.Stream(ctx, stream)
+		if err != nil {
+			return err
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			return err
+		}
+		for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
+			m, err := s.GetMsg(ctx, seq)
+			if errors.Is(err, jetstream.ErrMsgNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			n++
+			raw := m.Subject + fmt.Sprint(m.Header) + string(m.Data)
+			if strings.Contains(raw, chaosSecret) {
+				t.Errorf("the raw stream shows the secret in %s (seq %d)", m.Subject, seq)
+			}
+			if ct := m.Header.Get("content-type"); len(m.Data) > 0 && ct != events.ContentSealed && ct != eventlog.ContentRef {
+				t.Errorf("%s (seq %d, %s): data of content type %q, not sealed", m.Subject, seq, m.Header.Get("ce-type"), ct)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("reading the raw stream: %v", err)
+	}
+	return n
+}
 
 // TestChaosTypeScript is TestChaos with a mixed fleet on the ledger queue:
 // one Go ledger worker and two TypeScript ones (sdk/typescript's
@@ -482,6 +554,10 @@ func runChaos(t *testing.T, fleet chaosFleet) {
 	var node, tsScript string
 	if fleet.tsLedger > 0 {
 		node, tsScript = tsLedgerWorker(t)
+	}
+	var keyEnv []string
+	if fleet.sealed {
+		keyEnv = []string{sealChaos(t)}
 	}
 	sup := &supervisor{t: t, dir: chaosBinaries(t), logs: cfg.logs, began: time.Now(), exited: make(chan *daemon, 64)}
 	reviveCtx, stopRevive := context.WithCancel(context.Background())
@@ -526,17 +602,18 @@ func runChaos(t *testing.T, fleet chaosFleet) {
 	for i := 1; i <= 2; i++ {
 		// Four partitions over two coordinators: both decide, and a kill
 		// or a pause hands a holder's partitions to the other.
-		weft = append(weft, sup.add("coordinator", fmt.Sprintf("coordinator-%d", i), "coordinator", roles.Env(t, userCoordinator),
+		weft = append(weft, sup.add("coordinator", fmt.Sprintf("coordinator-%d", i), "coordinator", append(roles.Env(t, userCoordinator), keyEnv...),
 			func(int) []string { return append(slices.Clone(common), "-partitions", "4", "-lease-ttl", "2s") }))
 	}
 	for i := 1; i <= 2; i++ {
 		name := fmt.Sprintf("nodeworker-%d", i)
-		weft = append(weft, sup.add("worker", name, "nodeworker", roles.Env(t, userWorker), func(life int) []string {
+		weft = append(weft, sup.add("worker", name, "nodeworker", append(roles.Env(t, userWorker), keyEnv...), func(life int) []string {
 			return append(slices.Clone(common), "-concurrency", "16", "-ack-wait", ackWait.String(), "-name", fmt.Sprintf("%s-l%d", name, life))
 		}))
 	}
 	ledgerEnv := append(roles.Env(t, natsconn.UserName(natsconn.RoleWorker, ledger.Queue)),
 		"WEFT_LEDGER_NATS_USER="+ledgerUser.Name, "WEFT_LEDGER_NATS_PASSWORD="+roles.Config(t, ledgerUser.Name).Password)
+	ledgerEnv = append(ledgerEnv, keyEnv...)
 	for i := 1; i <= fleet.goLedger; i++ {
 		name := fmt.Sprintf("ledgerworker-%d", i)
 		weft = append(weft, sup.add("ledgerworker", name, "ledgerworker", ledgerEnv, func(life int) []string {
@@ -675,7 +752,11 @@ func runChaos(t *testing.T, fleet chaosFleet) {
 		r := &chaosRun{id: fmt.Sprintf("chaos-%05d-%s", i, events.NewRunID()), index: i, items: []int{i % 7, 1 + i%3, 20}}
 		runs[i] = r
 		err := retry(2*time.Minute, func(ctx context.Context) error {
-			_, err := cl.Start(ctx, g, client.WithRunID(r.id), client.WithInput(map[string]any{"items": r.items}))
+			input := map[string]any{"items": r.items}
+			if fleet.sealed {
+				input["secret"] = chaosSecret
+			}
+			_, err := cl.Start(ctx, g, client.WithRunID(r.id), client.WithInput(input))
 			if errors.Is(err, events.ErrRunExists) {
 				return nil
 			}
@@ -807,6 +888,9 @@ func runChaos(t *testing.T, fleet chaosFleet) {
 		t.Errorf("daemon %s", e)
 	}
 	testkit.CheckNoViolations(t, cfg.logs)
+	if fleet.sealed {
+		t.Logf("sealed: the raw stream's %d messages show no secret and no plain data", grepSealed(t, js, st.StreamName()))
+	}
 	rep.fail()
 }
 

@@ -143,13 +143,38 @@ func Open(ctx context.Context, js jetstream.JetStream) (*Store, error) {
 	return &Store{kv: kv, js: js}, nil
 }
 
+// Definitions sealed: a schedule's or trigger's definition holds the
+// input of the runs it starts (its template can hold customers' data), so
+// with a key ring in use (eventlog.UseKeys) it is kept sealed like the
+// events (eventlog.SealValue, bound to its key: a definition cannot be
+// passed off as another's). Reading a sealed definition without its key
+// is an error naming the key id (eventlog.ErrKeyMissing); a plain one,
+// written before keys were configured, reads as it is.
+const sealPurpose = "definition"
+
+// SealDefinition seals the definition b kept under key (plain without a
+// key ring).
+func SealDefinition(key string, b []byte) ([]byte, error) {
+	return eventlog.SealValue(sealPurpose, key, b)
+}
+
+// OpenDefinition opens what SealDefinition wrote under key (a plain
+// value as it is).
+func OpenDefinition(key string, b []byte) ([]byte, error) {
+	return eventlog.OpenValue(sealPurpose, key, b)
+}
+
 func getJSON[T any](ctx context.Context, kv jetstream.KeyValue, key string) (*T, uint64, error) {
 	e, err := kv.Get(ctx, key)
 	if err != nil {
 		return nil, 0, err
 	}
+	b, err := OpenDefinition(key, e.Value())
+	if err != nil {
+		return nil, 0, fmt.Errorf("key %s of %s: %w", key, kv.Bucket(), err)
+	}
 	v := new(T)
-	if err := json.Unmarshal(e.Value(), v); err != nil {
+	if err := json.Unmarshal(b, v); err != nil {
 		return nil, 0, fmt.Errorf("key %s of %s: %w", key, kv.Bucket(), err)
 	}
 	return v, e.Revision(), nil
@@ -181,7 +206,10 @@ func (s *Store) Create(ctx context.Context, d *Definition) error {
 	if err := d.Validate(); err != nil {
 		return err
 	}
-	b, _ := json.Marshal(d)
+	b, err := SealDefinition(defPrefix+d.Name, mustJSON(d))
+	if err != nil {
+		return err
+	}
 	if _, err := s.kv.Create(ctx, defPrefix+d.Name, b); err != nil {
 		if errors.Is(err, jetstream.ErrKeyExists) {
 			return fmt.Errorf("%w: %s", ErrExists, d.Name)
@@ -204,7 +232,10 @@ func (s *Store) Update(ctx context.Context, name string, fn func(*Definition) er
 		if err := d.Validate(); err != nil {
 			return nil, err
 		}
-		b, _ := json.Marshal(d)
+		b, err := SealDefinition(defPrefix+name, mustJSON(d))
+		if err != nil {
+			return nil, err
+		}
 		_, err = s.kv.Update(ctx, defPrefix+name, b, rev)
 		if err == nil {
 			return d, nil
@@ -354,4 +385,10 @@ func ListKeys(ctx context.Context, js jetstream.JetStream, prefix string) ([]str
 		return nil, fmt.Errorf("listing %s of KV bucket %s: %w", prefix, Bucket, err)
 	}
 	return keys, nil
+}
+
+// mustJSON is v's JSON, for values that always encode.
+func mustJSON(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
 }

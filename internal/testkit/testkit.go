@@ -63,19 +63,20 @@ func Connect(t testing.TB, s *server.Server) (*nats.Conn, jetstream.JetStream) {
 	return nc, js
 }
 
-// Store starts a server and opens the event store on it.
-func Store(t testing.TB) (*server.Server, events.Store) {
+// Store starts a server and opens the event store on it, with opts.
+func Store(t testing.TB, opts ...events.Option) (*server.Server, events.Store) {
 	t.Helper()
-	return StoreOn(t, Server(t))
+	return StoreOn(t, Server(t), opts...)
 }
 
-// StoreOn opens the event store on a server started for the test.
-func StoreOn(t testing.TB, s *server.Server) (*server.Server, events.Store) {
+// StoreOn opens the event store on a server started for the test, with
+// opts.
+func StoreOn(t testing.TB, s *server.Server, opts ...events.Option) (*server.Server, events.Store) {
 	t.Helper()
 	_, js := Connect(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	st, err := events.Open(ctx, js)
+	st, err := events.Open(ctx, js, opts...)
 	if err != nil {
 		t.Fatalf("opening store: %v", err)
 	}

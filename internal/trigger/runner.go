@@ -144,7 +144,11 @@ func (r *Runner) onDefinition(ctx context.Context, e jetstream.KeyValueEntry) {
 		return
 	}
 	var d Definition
-	if err := json.Unmarshal(e.Value(), &d); err != nil {
+	b, err := schedule.OpenDefinition(e.Key(), e.Value())
+	if err == nil {
+		err = json.Unmarshal(b, &d)
+	}
+	if err != nil {
 		r.log.Error("a trigger definition that does not decode", logattr.Trigger, name, logattr.Error, err)
 		return
 	}

@@ -228,6 +228,10 @@ func (s *Store) Create(ctx context.Context, d *Definition) error {
 		return fmt.Errorf("-subject %q: stream %s does not capture it (its subjects: %q)", d.Subject, d.Stream, st.CachedInfo().Config.Subjects)
 	}
 	b, _ := json.Marshal(d)
+	b, err = schedule.SealDefinition(defPrefix+d.Name, b)
+	if err != nil {
+		return err
+	}
 	if _, err := s.kv.Create(ctx, defPrefix+d.Name, b); err != nil {
 		if errors.Is(err, jetstream.ErrKeyExists) {
 			return fmt.Errorf("%w: %s", ErrExists, d.Name)
@@ -249,8 +253,12 @@ func (s *Store) Get(ctx context.Context, name string) (*Definition, uint64, erro
 	if err != nil {
 		return nil, 0, err
 	}
+	b, err := schedule.OpenDefinition(defPrefix+name, e.Value())
+	if err != nil {
+		return nil, 0, fmt.Errorf("trigger %s: %w", name, err)
+	}
 	var d Definition
-	if err := json.Unmarshal(e.Value(), &d); err != nil {
+	if err := json.Unmarshal(b, &d); err != nil {
 		return nil, 0, err
 	}
 	return &d, e.Revision(), nil
@@ -281,6 +289,9 @@ func (s *Store) SetPaused(ctx context.Context, name string, paused bool, note st
 		}
 		d.Paused, d.PauseNote = paused, note
 		b, _ := json.Marshal(d)
+		if b, err = schedule.SealDefinition(defPrefix+name, b); err != nil {
+			return err
+		}
 		if _, err := s.kv.Update(ctx, defPrefix+name, b, rev); err == nil {
 			return nil
 		} else if !errors.Is(err, jetstream.ErrKeyExists) {

@@ -26,7 +26,13 @@ func testStore(t *testing.T, queues ...string) events.Store { return testStoreB(
 
 func testStoreB(t testing.TB, queues ...string) events.Store {
 	t.Helper()
-	_, st := testkit.Store(t)
+	return testStoreWith(t, nil, queues...)
+}
+
+// testStoreWith is testStore with the store's options.
+func testStoreWith(t testing.TB, opts []events.Option, queues ...string) events.Store {
+	t.Helper()
+	_, st := testkit.Store(t, opts...)
 	if len(queues) == 0 {
 		queues = []string{worker.DefaultQueue}
 	}

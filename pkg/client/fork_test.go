@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -172,7 +173,7 @@ edges:
 		{"state not an object", 2, []client.ForkOption{client.ReplaceState([]int{1})}, client.ErrInvalidInput, "state must be a JSON object"},
 		{"graph without shout", len(evs), []client.ForkOption{client.WithForkGraph(other)}, client.ErrIncompatibleGraph, `node "shout"`},
 		{"run id taken", 2, []client.ForkOption{client.WithForkRunID(run)}, events.ErrRunExists, run},
-		{"state too large for one event", 2, []client.ForkOption{client.SetState("big", strings.Repeat("x", store.MaxEventSize()))}, events.ErrPayloadTooLarge, "the limit is"},
+		{"state too large to keep", 2, []client.ForkOption{client.SetState("big", strings.Repeat("x", events.MaxPayloadObject))}, events.ErrPayloadTooLarge, fmt.Sprint(events.MaxPayloadObject)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := c.Fork(ctx, run, tc.pos, tc.opts...)

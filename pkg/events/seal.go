@@ -60,12 +60,14 @@ const (
 	ContentRef = eventlog.ContentRef
 	// PayloadsBucket is the Object Store bucket of large payloads.
 	PayloadsBucket = eventlog.PayloadsBucket
-	// DefaultOffloadAt is the threshold to offload bodies at.
+	// DefaultOffloadAt is the threshold bodies are offloaded at by
+	// default (256 KiB).
 	DefaultOffloadAt = eventlog.DefaultOffloadAt
 	// MaxPayloadObject is the largest body kept beside the log.
 	MaxPayloadObject = eventlog.MaxPayloadObject
 )
 
-// WithOffloadAt turns offloading on for a store Open opens: bodies over n
-// bytes are kept in the payloads bucket.
+// WithOffloadAt sets the threshold of a store Open opens: bodies over n
+// bytes are kept in the payloads bucket (default DefaultOffloadAt, on by
+// default); 0 or less keeps every body in the log.
 func WithOffloadAt(n int) Option { return eventlog.WithOffloadAt(n) }

@@ -230,9 +230,9 @@ func waitNode(ctx context.Context, t *testing.T, c *client.Client, run, node str
 
 // rawStream reads every message of the events stream as stored, without
 // Weft's decoder.
-func rawStream(ctx context.Context, t *testing.T, eng *weft.Engine) []*jetstream.RawStreamMsg {
+func rawStream(ctx context.Context, t *testing.T, eng *weft.Engine, opts ...nats.Option) []*jetstream.RawStreamMsg {
 	t.Helper()
-	nc, err := nats.Connect(eng.URL())
+	nc, err := nats.Connect(eng.URL(), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,4 +327,93 @@ func TestMissingKeyWaitsAndResumes(t *testing.T) {
 	if st.Status != projection.RunCompleted || st.Nodes["ask"] == nil || !strings.Contains(string(st.Nodes["ask"].Output), secretSignal) {
 		t.Fatalf("run %s (%v), ask %+v", st.Status, st.Error, st.Nodes["ask"])
 	}
+}
+
+// TestMissingKeyFailsTheRun: the end of the road of a run whose history
+// is sealed under a key its coordinator never gets. The coordinator hands
+// the event back (tries and back-off shortened by WithRedelivery: by
+// default twenty tries take minutes), then fails the run with an error
+// naming the key id: one run-failed, nothing else decided, and the whole
+// history, read with the key, is intact.
+func TestMissingKeyFailsTheRun(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	k1 := newRing(t, "k1")
+	t.Cleanup(func() { _ = events.UseKeys(nil) })
+	secretive := worker.NodeFunc(func(context.Context, *worker.Input) (*worker.Result, error) {
+		return &worker.Result{Output: map[string]any{"out": secretOutput}}, nil
+	})
+	eng, err := weft.Start(ctx, weft.Embedded(dir), weft.WithEncryptKeys(k1), weft.WithNode("secretive", secretive))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := graph.Parse([]byte(sealedGraph), "sealed.yaml", graph.WithTypes("secretive"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := eng.Client().Start(ctx, g, client.WithInput(map[string]any{"in": secretInput}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitNode(ctx, t, eng.Client(), id, "ask", projection.NodeWaiting)
+	eng.Stop()
+
+	// Started again with only k9, and three tries 10 ms apart.
+	k9 := newRing(t, "k9")
+	eng, err = weft.Start(ctx, weft.Embedded(dir), weft.WithEncryptKeys(k9), weft.WithNode("secretive", secretive),
+		weft.WithRedelivery(3, 10*time.Millisecond, 50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Stop()
+	sig, err := events.New(id, "sig-1", time.Time{}, &events.SignalReceivedData{Node: "ask", Iteration: 1, Data: []byte(`{"answer":"` + secretSignal + `"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.Store().Append(ctx, id, events.AnySeq, sig); err != nil {
+		t.Fatal(err)
+	}
+	failed := func() int {
+		n := 0
+		for _, m := range rawStream(ctx, t, eng) {
+			if strings.Contains(m.Subject, "."+id+".") && m.Header.Get("ce-type") == string(events.RunFailed) {
+				n++
+			}
+		}
+		return n
+	}
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for failed() == 0 {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the run never failed: a coordinator without its key left it waiting")
+		case <-tick.C:
+		}
+	}
+
+	// Read with the key: the run failed, naming k1; every event reads.
+	useKeys(t, append(events.KeyRing{k9[0]}, k1...))
+	c := eng.Client()
+	st, err := c.Get(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Status != projection.RunFailed || st.Error == nil || !strings.Contains(st.Error.Message, `key "k1"`) {
+		t.Fatalf("run %s (%+v), want failed naming key \"k1\"", st.Status, st.Error)
+	}
+	evs, err := c.Events(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs {
+		if e.Refused != nil {
+			t.Fatalf("event %d (%s) refused: %v", e.Seq, e.Type, e.Refused)
+		}
+	}
+	if n := failed(); n != 1 {
+		t.Fatalf("%d run-failed events, want one", n)
+	}
+	t.Logf("run %s failed: %s", id, st.Error.Message)
 }

@@ -6,6 +6,10 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,23 +25,35 @@ import (
 )
 
 // TestLargeOutputBesideTheLog: a node that outputs 20 MB (more than the
-// server's 8 MiB message limit) completes, sealed: its node-invoked event
-// keeps its body in the payloads bucket, every message of the stream
-// stays small, the fold reads the output whole, and the bucket holds the
-// body sealed (no marker of the output in it).
+// server's 8 MiB message limit) completes, sealed, with the defaults (large
+// payloads on) under the roles (the worker writes the object, the
+// coordinator and the client read it): its node-invoked event keeps its
+// body in the payloads bucket, every message of the stream stays small,
+// the fold reads the output whole, and the bucket holds the body sealed
+// (no marker of the output in it). WEFT_LARGE_MB=50 runs it with 50 MB
+// ('make large').
 func TestLargeOutputBesideTheLog(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	mb := 20
+	if v := os.Getenv("WEFT_LARGE_MB"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 60 {
+			t.Fatalf("WEFT_LARGE_MB=%q: want 1 to 60", v)
+		}
+		mb = n
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	raw := make([]byte, 15<<20)
+	raw := make([]byte, mb<<20*3/4)
 	if _, err := rand.Read(raw); err != nil {
 		t.Fatal(err)
 	}
 	const marker = "LARGE-OUTPUT-MARKER-91f3"
-	big := marker + base64.StdEncoding.EncodeToString(raw) // 20 MiB of text
+	big := marker + base64.StdEncoding.EncodeToString(raw) // mb MiB of text
 	large := worker.NodeFunc(func(context.Context, *worker.Input) (*worker.Result, error) {
 		return &worker.Result{Output: map[string]any{"blob": big}}, nil
 	})
-	eng, err := weft.Start(ctx, weft.Embedded(t.TempDir()), weft.WithEncryptKeys(newRing(t, "k1")), weft.WithLargePayloads(0), weft.WithNode("large", large))
+	dir := t.TempDir()
+	eng, err := weft.Start(ctx, weft.Embedded(filepath.Join(dir, "js")), weft.WithRoles(filepath.Join(dir, "roles")), weft.WithEncryptKeys(newRing(t, "k1")), weft.WithNode("large", large))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +81,7 @@ func TestLargeOutputBesideTheLog(t *testing.T) {
 		t.Fatalf("the node's output did not come back whole")
 	}
 	var refs int
-	for _, m := range rawStream(ctx, t, eng) {
+	for _, m := range rawStream(ctx, t, eng, adminAuth(t, filepath.Join(dir, "roles"))) {
 		if len(m.Data) > eventlog.DefaultOffloadAt {
 			t.Errorf("%s (%s): a %d-byte body in the stream", m.Subject, m.Header.Get("ce-type"), len(m.Data))
 		}
@@ -76,7 +92,7 @@ func TestLargeOutputBesideTheLog(t *testing.T) {
 	if refs == 0 {
 		t.Fatal("no event refers to the payloads bucket")
 	}
-	nc, err := nats.Connect(eng.URL())
+	nc, err := nats.Connect(eng.URL(), adminAuth(t, filepath.Join(dir, "roles")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,4 +124,21 @@ func TestLargeOutputBesideTheLog(t *testing.T) {
 	if infos, err := obs.List(ctx); err == nil && len(infos) > 0 {
 		t.Errorf("%d objects left after DeletePayloads", len(infos))
 	}
+}
+
+// adminAuth is the admin's user and password, from the roles' directory
+// (weft-admin.env).
+func adminAuth(t *testing.T, rolesDir string) nats.Option {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(rolesDir, "weft-admin.env"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok {
+			vars[k] = v
+		}
+	}
+	return nats.UserInfo(vars["WEFT_NATS_USER"], vars["WEFT_NATS_PASSWORD"])
 }

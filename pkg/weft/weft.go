@@ -103,6 +103,7 @@ type config struct {
 	rolesDir      string
 	keys          events.Keys
 	offloadAt     int
+	redelivery    []coordinator.Option
 	errs          []error
 }
 
@@ -207,18 +208,29 @@ func WithRoles(dir string) Option {
 // a KMS.
 func WithEncryptKeys(keys events.Keys) Option { return func(c *config) { c.keys = keys } }
 
-// WithLargePayloads keeps the bodies of events over threshold bytes
-// (0: events.DefaultOffloadAt, 256 KiB) in the Object Store bucket
-// weft-payloads beside the log, the events carrying references that every
-// reader resolves: a node may then output more than a NATS message holds
-// (up to events.MaxPayloadObject). Off by default (internal/eventlog,
-// offload.go, says why).
+// WithLargePayloads sets the size over which an event's body is kept in
+// the Object Store bucket weft-payloads beside the log, the event
+// carrying a reference that every reader resolves (0:
+// events.DefaultOffloadAt, 256 KiB, the default): a node may output more
+// than a NATS message holds (up to events.MaxPayloadObject). Large
+// payloads are on by default; internal/eventlog's offload.go says how.
 func WithLargePayloads(threshold int) Option {
 	return func(c *config) {
 		if threshold <= 0 {
 			threshold = events.DefaultOffloadAt
 		}
 		c.offloadAt = threshold
+	}
+}
+
+// WithRedelivery sets how often the coordinator tries an event it cannot
+// decide, for a reason neither transient nor permanent (one sealed under
+// a key it does not hold), before the run fails naming the reason, and
+// the back-off between tries (doubling from first, at most most). Zero
+// keeps a default: 20 tries, from 100 ms to 10 s.
+func WithRedelivery(tries int, first, most time.Duration) Option {
+	return func(c *config) {
+		c.redelivery = []coordinator.Option{coordinator.WithRedelivery(tries, first, most)}
 	}
 }
 
@@ -487,7 +499,7 @@ func (e *Engine) provision(ctx context.Context) error {
 // startCoordinator starts the coordinator; under the roles it connects
 // within ctx, and runs on base.
 func (e *Engine) startCoordinator(ctx, base context.Context) ([]string, error) {
-	opts := []coordinator.Option{coordinator.WithLogger(e.cfg.logger), coordinator.WithConditions(e.cfg.conditions)}
+	opts := append([]coordinator.Option{coordinator.WithLogger(e.cfg.logger), coordinator.WithConditions(e.cfg.conditions)}, e.cfg.redelivery...)
 	if e.cfg.partitions > 0 {
 		opts = append(opts, coordinator.WithPartitions(e.cfg.partitions))
 	}

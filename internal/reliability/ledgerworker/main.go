@@ -72,6 +72,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
 	cfg.Name = "weft-ledgerworker " + *name
+	// A key ring (-encrypt-keys, WEFT_ENCRYPT_KEYS), as nodeworker takes it.
+	if err := cfg.UseKeys(log); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
 	nc, err := cfg.Connect("")
 	if err != nil {
 		return err
