@@ -250,6 +250,8 @@ func pendingState(p client.Pending) string {
 		switch p.WaitingFor {
 		case "signal":
 			what = "waiting for a signal (a person)"
+		case projection.WaitingForAwait:
+			what = "its attempt ended awaiting something; the coordinator decides the wait"
 		case projection.WaitingForTimer:
 			what = "waiting for its time (a wait node, on a durable timer)"
 		}
@@ -319,6 +321,9 @@ func waitLine(run string, w readmodel.Waiting, now time.Time) string {
 		return s
 	}
 	s := "node " + w.Node + ": a signal"
+	if w.Await != nil {
+		s = fmt.Sprintf("node %s: the approval of tool %q (call %s); reject with {\"approved\": false, \"reason\": \"...\"}", w.Node, w.Await.Tool, w.Await.Call)
+	}
 	if w.Deadline != nil {
 		s += " (deadline " + deadline(*w.Deadline, now) + ")"
 	}

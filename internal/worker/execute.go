@@ -219,12 +219,19 @@ func (w *Worker) execute(base context.Context, q *queue, it *item, node Node) {
 		defer stop()
 	}
 	start := time.Now()
-	res, nodeErr := w.call(withProgress(runCtx, w, it), node, it)
+	pctx := withProgress(runCtx, w, it)
+	res, nodeErr := w.call(pctx, node, it)
 	elapsed := time.Since(start)
 	it.tel.elapsed = elapsed
 	hb.stop()
 	it.step(base, "ran", "elapsed", elapsed, logattr.Error, nodeErr)
 
+	if errors.Is(nodeErr, ErrAwait) {
+		if nodeErr = w.awaits(pctx, it); nodeErr == nil {
+			w.ack(detached, it)
+			return
+		}
+	}
 	cause := context.Cause(runCtx)
 	var rc *runCancelled
 	switch {
@@ -288,6 +295,18 @@ func (w *Worker) execute(base context.Context, q *queue, it *item, node Node) {
 	w.ack(detached, it)
 }
 
+// awaits says whether the node that returned ErrAwait ends its attempt
+// awaiting (nil: it recorded its await step, the step is the attempt's
+// end, and the work item is acked with no outcome), or the failure it
+// made instead.
+func (w *Worker) awaits(ctx context.Context, it *item) error {
+	if p, ok := ctx.Value(progressKey{}).(*progress); ok && p.awaited.Load() {
+		it.log().Info("node awaits; its attempt ends with its step")
+		return nil
+	}
+	return NonRetryable(events.FailureValidation, fmt.Sprintf("node %q returned ErrAwait without recording a step that awaits (worker.RecordAwait)", it.ready.Node))
+}
+
 // call runs the node, turning a panic into a non-retryable failure.
 func (w *Worker) call(ctx context.Context, node Node, it *item) (res *Result, err error) {
 	defer func() {
@@ -325,6 +344,7 @@ func input(it *item) (*Input, error) {
 		IdempotencyKey: r.IdempotencyKey,
 		MaxAttempts:    r.MaxAttempts,
 		Effect:         r.Effect,
+		Resume:         r.Resume,
 	}
 	if in.IdempotencyKey == "" {
 		in.IdempotencyKey = eventlog.IdempotencyKey(it.run, r.NodeRef, r.Attempt)

@@ -148,6 +148,14 @@ func (c *Client) derivedSignalID(runID, node string, data json.RawMessage, st *p
 	sum := sha256.Sum256(data)
 	digest := hex.EncodeToString(sum[:8])
 	prefix := eventlog.DecisionID(runID, events.SignalReceived, "n", node) + ":"
+	if ns := st.Nodes[node]; ns != nil && ns.Await != nil {
+		// An agent's tool call awaiting approval: the answer is for the
+		// attempt that awaits, so that the same answer to the next call
+		// ({"approved": true} again) is a signal of its own; a retry of
+		// it is the same id while the call awaits, and the data naming
+		// the call ("call") keeps a late retry from answering another.
+		return prefix + strconv.Itoa(ns.Iteration) + "-a" + strconv.Itoa(ns.Attempt) + ":" + digest
+	}
 	// A repeat of the node's last signal, recent enough to be a retry of
 	// it: the same id again.
 	for i := len(history) - 1; i >= 0; i-- {

@@ -86,7 +86,12 @@ type (
 	RateRef    = eventlog.RateRef
 	Action     = eventlog.Action
 	Signal     = eventlog.Signal
+	StepAwait  = eventlog.StepAwait
 )
+
+// AwaitApproval is StepAwait.For of a tool call that waits for a
+// person's approval.
+const AwaitApproval = eventlog.AwaitApproval
 
 // The failure types the engine and the SDK write (Failure.Type); a node
 // may name its own.

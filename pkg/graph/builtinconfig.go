@@ -81,6 +81,10 @@ type (
 		Config      json.RawMessage `json:"config"`
 		Timeout     execDuration    `json:"timeout"`
 		MaxAttempts int             `json:"maxAttempts"`
+		// Approval "required": each call waits for a person's approval
+		// (a signal), up to ApprovalTimeout when it is set.
+		Approval        string   `json:"approval"`
+		ApprovalTimeout Duration `json:"approvalTimeout"`
 	}
 	humanConfig struct {
 		Timeout Duration      `json:"timeout"`
@@ -277,12 +281,37 @@ func checkAgentTools(tools []agentToolConfig, bad badFunc) {
 		case "agent", TypeHuman, TypeSubgraph:
 			bad(at+".type", "%s: a node of this type cannot be a tool", t.Type)
 		}
+		if t.Approval != "" && t.Approval != "required" {
+			bad(at+".approval", "%q: want \"required\" (each call waits for a person's approval), or nothing", t.Approval)
+		}
+		if t.ApprovalTimeout < 0 {
+			bad(at+".approvalTimeout", "want a positive duration (the deadline of a call's approval), or nothing")
+		}
 		if len(t.Parameters) > 0 && !isNull(t.Parameters) {
 			if _, ok := asObject(t.Parameters); !ok {
 				bad(at+".parameters", "want a JSON Schema object, got %s", kindOf(t.Parameters))
 			}
 		}
 	}
+}
+
+// awaitsApproval reports whether n is an agent node with a tool marked
+// `approval: required`: it may wait for a person as a human node does,
+// and so may have timeout edges.
+func awaitsApproval(n *Node) bool {
+	if n.Type != "agent" {
+		return false
+	}
+	var cfg struct {
+		Tools []agentToolConfig `json:"tools"`
+	}
+	_ = json.Unmarshal(n.Config, &cfg) // its errors are checkAgent's to report
+	for _, t := range cfg.Tools {
+		if t.Approval == "required" {
+			return true
+		}
+	}
+	return false
 }
 
 // llmEndpointHint says how a graph picks an llm endpoint instead.

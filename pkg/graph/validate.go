@@ -569,8 +569,8 @@ func validateEdges(g *Graph, o *options, p *problems) bool {
 			bad("action", "edges from START take the default action only, got %q", e.Action)
 		}
 		if e.Timeout {
-			if n, ok := g.Node(e.From); !ok || n.Type != TypeHuman {
-				bad("timeout", "timeout edges must leave a human node")
+			if n, ok := g.Node(e.From); !ok || n.Type != TypeHuman && !awaitsApproval(n) {
+				bad("timeout", "timeout edges must leave a human node (or an agent node with a tool whose approval is required)")
 			}
 		}
 		switch e.OnMissing {

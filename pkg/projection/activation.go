@@ -26,6 +26,7 @@ func (s *State) applyNodeReady(d *events.NodeReadyData, at time.Time) error {
 	}
 	n.Status, n.Attempt, n.ReadyAt = NodeReady, d.Attempt, &at
 	n.Delivery, n.HeartbeatAt, n.TimedOut = 0, nil, ""
+	n.Await, n.Resume = nil, nil                      // an await's wait ends with the next attempt's ready
 	n.WaitingFor, n.Slot, n.Rate = "", d.Slot, d.Rate // a slot's or rate's wait ends with its ready
 	n.LocalAttempt = d.Queue == events.LocalQueue
 	n.TimeoutMs, n.HeartbeatMs = d.TimeoutMs, d.HeartbeatMs
@@ -67,6 +68,11 @@ func (s *State) applyNodeWaiting(d *events.NodeWaitingData, at time.Time) error 
 	if d.For == "slot" || d.For == "rate" {
 		if n := s.Nodes[d.Node]; n != nil && n.Iteration == d.Iteration && d.Item == nil {
 			return s.retryWaitsForSlot(d, n)
+		}
+	}
+	if d.For == "signal" && d.Attempt > 0 {
+		if n := s.Nodes[d.Node]; n != nil && n.Iteration == d.Iteration && d.Item == nil {
+			return s.awaitSignal(d, n)
 		}
 	}
 	if err := s.newActivation(d.NodeRef); err != nil {
@@ -248,6 +254,7 @@ func (s *State) activate(ref events.NodeRef, consumed, owed []int, local json.Ra
 		n.Attempt, n.Delivery, n.Output, n.Error, n.Worker, n.Actions = 0, 0, nil, nil, "", nil
 		n.Owed = append(n.Owed, owed...)
 		n.Items, n.WaitingFor, n.Deadline, n.Child, n.Fallback = nil, "", nil, "", false
+		n.Await, n.Awaits, n.Resume = nil, 0, nil
 		n.StartedAt, n.EndedAt, n.ReadyAt, n.HeartbeatAt = nil, nil, nil, nil
 		n.Local = local
 		s.consume(ref.Node, consumed)

@@ -119,6 +119,12 @@ type AgentTool struct {
 	// runs of a tool whose failure is retryable (default 1).
 	Timeout     Duration `json:"timeout,omitempty"`
 	MaxAttempts int      `json:"maxAttempts,omitempty"`
+	// Approval "required" makes each call of the tool wait for a
+	// person's approval before it runs (approval.go), up to
+	// ApprovalTimeout (none when 0): the coordinator decides that wait,
+	// from the graph.
+	Approval        string   `json:"approval,omitempty"`
+	ApprovalTimeout Duration `json:"approvalTimeout,omitempty"`
 }
 
 // AgentStep is what the agent records after each step: the conversation
@@ -136,6 +142,10 @@ type AgentStep struct {
 	Messages []Message `json:"messages"`
 	// Warnings are the guardrails' warnings so far.
 	Warnings []string `json:"warnings,omitempty"`
+	// Awaiting is the id of the tool call whose approval the step (kind
+	// "await") awaits; Approved lists the calls a person approved.
+	Awaiting string   `json:"awaiting,omitempty"`
+	Approved []string `json:"approved,omitempty"`
 }
 
 // Journal records an agent's steps and gives back the last one. The
@@ -271,9 +281,15 @@ func modelTimeout(d Duration) time.Duration {
 
 // recorder is the function that records st, as it is after each step, as
 // step kind (of tool, for a tool's result) in journal; a step that does
-// not fit in one event is a non-retryable failure.
+// not fit in one event is a non-retryable failure. Kind "" records the
+// last step again, as it is (an await that a new delivery of the attempt
+// makes again: approval.go).
 func recorder(ctx context.Context, in *worker.Input, journal Journal, st *AgentStep, where string) func(kind, tool string) error {
 	return func(kind, tool string) error {
+		if kind == "" {
+			kind, tool = st.Kind, st.Tool
+			st.Step--
+		}
 		st.Step++
 		st.Kind, st.Tool = kind, tool
 		if err := journal.Record(ctx, in, st); err != nil {
@@ -325,6 +341,19 @@ func (a *Agent) resume(ctx context.Context, in *worker.Input, cfg *AgentConfig, 
 // added to st and recorded as a step.
 func (a *Agent) runPending(ctx context.Context, in *worker.Input, cfg *AgentConfig, tools map[string]*compiledTool, pending []ToolCall, st *AgentStep, record func(kind, tool string) error) error {
 	for _, tc := range pending {
+		if t := tools[tc.Name]; t != nil && t.Approval == ApprovalRequired && !slices.Contains(st.Approved, tc.ID) {
+			rejected, err := approval(in, tc, st, record)
+			if err != nil {
+				return err // worker.ErrAwait: the attempt ends, awaiting the approval
+			}
+			if rejected != nil {
+				st.Messages = append(st.Messages, *rejected)
+				if err := record("tool", tc.Name); err != nil {
+					return err
+				}
+				continue
+			}
+		}
 		res := a.runTool(ctx, in, tools, tc, st.Step+1)
 		if err := ctx.Err(); err != nil {
 			return err // cut short: not a result to record
@@ -542,6 +571,10 @@ func (a *Agent) compileTools(cfg *AgentConfig) (map[string]*compiledTool, []stri
 			bad = append(bad, at+".type: required")
 		case t.Type == TypeAgent:
 			bad = append(bad, at+".type: an agent cannot be a tool")
+		case t.Approval != "" && t.Approval != ApprovalRequired:
+			bad = append(bad, fmt.Sprintf("%s.approval: %q: want %q, or nothing", at, t.Approval, ApprovalRequired))
+		case t.ApprovalTimeout < 0:
+			bad = append(bad, at+".approvalTimeout: want 0 (no deadline) or more")
 		case !ok:
 			bad = append(bad, fmt.Sprintf("%s.type: %q is not a node type this worker runs", at, t.Type))
 		default:
