@@ -116,6 +116,9 @@ type SlotRef struct {
 type ParentRef struct {
 	RunID string  `json:"runId"`
 	Ref   NodeRef `json:"ref"`
+	// Attempt is set for a tool's child run: the attempt of the agent
+	// node's activation that awaits it (StepAwait, AwaitTool).
+	Attempt int `json:"attempt,omitempty"`
 }
 
 // RunStartedData starts a run. It carries everything replay needs: the graph
@@ -456,17 +459,23 @@ type NodeStepData struct {
 
 // StepAwait is what a node step that ends its attempt awaits.
 type StepAwait struct {
-	// For is AwaitApproval: a person approves or rejects the tool call.
+	// For is AwaitApproval (a person approves or rejects the tool call)
+	// or AwaitTool (the tool runs as a child run the coordinator starts).
 	For string `json:"for"`
 	// Tool is the tool's name in the node's config.tools, Call the
 	// model's id of the call.
 	Tool string `json:"tool"`
 	Call string `json:"call,omitempty"`
+	// Args are, for AwaitTool, the call's arguments: the child run's
+	// input.
+	Args json.RawMessage `json:"args,omitempty"`
 }
 
-// AwaitApproval is StepAwait.For of a tool call that waits for a person's
-// approval.
-const AwaitApproval = "approval"
+// What a node step may await (StepAwait.For).
+const (
+	AwaitApproval = "approval"
+	AwaitTool     = "tool"
+)
 
 // Signal is one edge signal sent by routing: taken or not, with the forking
 // data of the action that took it.
@@ -536,11 +545,15 @@ type ChildRunStartedData struct {
 	NodeRef
 	ChildRunID string `json:"childRunId"`
 	Graph      string `json:"graph"`
+	// Attempt is set for a tool's child run (ParentRef.Attempt).
+	Attempt int `json:"attempt,omitempty"`
 }
 
 // ChildRunFinishedData brings a child run's outcome back to the parent.
 type ChildRunFinishedData struct {
 	NodeRef
+	// Attempt is set for a tool's child run (ParentRef.Attempt).
+	Attempt    int             `json:"attempt,omitempty"`
 	ChildRunID string          `json:"childRunId"`
 	Status     string          `json:"status"` // completed, failed, cancelled
 	Output     json.RawMessage `json:"output,omitempty"`

@@ -89,9 +89,12 @@ type (
 	StepAwait  = eventlog.StepAwait
 )
 
-// AwaitApproval is StepAwait.For of a tool call that waits for a
-// person's approval.
-const AwaitApproval = eventlog.AwaitApproval
+// What a node step may await (StepAwait.For): a person's approval of a
+// tool call, or a tool run as a child run.
+const (
+	AwaitApproval = eventlog.AwaitApproval
+	AwaitTool     = eventlog.AwaitTool
+)
 
 // The failure types the engine and the SDK write (Failure.Type); a node
 // may name its own.

@@ -85,6 +85,10 @@ type (
 		// (a signal), up to ApprovalTimeout when it is set.
 		Approval        string   `json:"approval"`
 		ApprovalTimeout Duration `json:"approvalTimeout"`
+		// Queue: Type runs on that queue's workers, in a child run;
+		// Graph: the tool is a subgraph (validateToolGraphs), no Type.
+		Queue string `json:"queue"`
+		Graph string `json:"graph"`
 	}
 	humanConfig struct {
 		Timeout Duration      `json:"timeout"`
@@ -275,9 +279,12 @@ func checkAgentTools(tools []agentToolConfig, bad badFunc) {
 			bad(at+".name", "tool %q given twice", t.Name)
 		}
 		seen[t.Name] = true
+		checkToolPlace(t, at, bad)
 		switch t.Type {
 		case "":
-			bad(at+".type", "missing type (the node type that runs the tool)")
+			if t.Graph == "" {
+				bad(at+".type", "missing type (the node type that runs the tool), or graph (a subgraph that runs it)")
+			}
 		case "agent", TypeHuman, TypeSubgraph:
 			bad(at+".type", "%s: a node of this type cannot be a tool", t.Type)
 		}
@@ -292,6 +299,22 @@ func checkAgentTools(tools []agentToolConfig, bad badFunc) {
 				bad(at+".parameters", "want a JSON Schema object, got %s", kindOf(t.Parameters))
 			}
 		}
+	}
+}
+
+// checkToolPlace checks where an agent's tool runs: its queue, a queue
+// name; its graph, with no type and no queue (validateToolGraphs finds
+// the graph).
+func checkToolPlace(t agentToolConfig, at string, bad badFunc) {
+	switch {
+	case t.Queue != "" && t.Graph != "":
+		bad(at+".graph", "a tool runs on a queue (queue) or as a subgraph (graph), not both")
+	case t.Graph != "" && t.Type != "":
+		bad(at+".type", "a subgraph tool has no type: graph %q says what runs", t.Graph)
+	case t.Queue != "" && !tokenPattern.MatchString(t.Queue):
+		bad(at+".queue", "queue name %q must start with a letter or digit and hold only letters, digits, '_' and '-'", t.Queue)
+	case len(t.Queue) > MaxQueueLen:
+		bad(at+".queue", "queue name is %d characters, the limit is %d (it is a subject token)", len(t.Queue), MaxQueueLen)
 	}
 }
 

@@ -177,6 +177,8 @@ func validateNode(g *Graph, i int, first map[string]int, scope []*Definition, o 
 	switch n.Type {
 	case TypeSubgraph:
 		validateSubgraphRef(g.def, n, scope, bad)
+	case "agent":
+		validateToolGraphs(g.def, n, scope, bad)
 	case TypeRouter:
 		if r := validateRouter(g, n, o, bad); r != nil && id != "" {
 			g.routes[id] = r
@@ -548,6 +550,31 @@ func validateSubgraphRef(def *Definition, n *Node, scope []*Definition, bad badF
 		return
 	}
 	bad("config.graph", "unknown graph %q (not in graphs)", cfg.Graph)
+}
+
+// validateToolGraphs checks that each subgraph tool of an agent node
+// (config.tools[i].graph) names a graph in scope, as a subgraph node's
+// config.graph must.
+func validateToolGraphs(def *Definition, n *Node, scope []*Definition, bad badFunc) {
+	var cfg struct {
+		Tools []agentToolConfig `json:"tools"`
+	}
+	if len(n.Config) == 0 || json.Unmarshal(n.Config, &cfg) != nil {
+		return // validateExecutorConfig reports it
+	}
+	chain := append(slices.Clip(scope), def)
+	for i, t := range cfg.Tools {
+		if t.Graph == "" {
+			continue
+		}
+		found := false
+		for k := len(chain) - 1; k >= 0 && !found; k-- {
+			_, found = chain[k].Graphs[t.Graph]
+		}
+		if !found {
+			bad(fmt.Sprintf("config.tools[%d].graph", i), "unknown graph %q (not in graphs)", t.Graph)
+		}
+	}
 }
 
 // validateEdges checks the edges and compiles their conditions. It reports

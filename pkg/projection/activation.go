@@ -70,9 +70,9 @@ func (s *State) applyNodeWaiting(d *events.NodeWaitingData, at time.Time) error 
 			return s.retryWaitsForSlot(d, n)
 		}
 	}
-	if d.For == "signal" && d.Attempt > 0 {
+	if (d.For == "signal" || d.For == "child") && d.Attempt > 0 {
 		if n := s.Nodes[d.Node]; n != nil && n.Iteration == d.Iteration && d.Item == nil {
-			return s.awaitSignal(d, n)
+			return s.awaitWait(d, n)
 		}
 	}
 	if err := s.newActivation(d.NodeRef); err != nil {

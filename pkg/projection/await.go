@@ -36,24 +36,25 @@ func (s *State) awaitStep(d *events.NodeStepData, n *NodeState) error {
 	if d.Item != nil {
 		return stale("%s: a map item does not await", d.Key())
 	}
-	if d.Await.For != events.AwaitApproval {
+	if d.Await.For != events.AwaitApproval && d.Await.For != events.AwaitTool {
 		return stale("%s: step %d awaits %q, which is nothing a node can await", d.Key(), d.Step, d.Await.For)
 	}
 	s.dropAttemptTimers(d.NodeRef, d.Attempt) // its timeout and heartbeat: the attempt is over
 	a := *d.Await
-	n.Status, n.WaitingFor, n.Await, n.Resume = NodeWaiting, WaitingForAwait, &a, nil
+	n.Status, n.WaitingFor, n.Await, n.Resume, n.Child = NodeWaiting, WaitingForAwait, &a, nil, ""
 	n.Awaits++
 	return nil
 }
 
-// awaitSignal applies the coordinator's decision that an awaiting
-// activation waits for a signal (an approval), up to its deadline.
-func (s *State) awaitSignal(d *events.NodeWaitingData, n *NodeState) error {
+// awaitWait applies the coordinator's decision of how an awaiting
+// activation waits: for a signal (an approval), up to its deadline, or
+// for a child run (a tool's).
+func (s *State) awaitWait(d *events.NodeWaitingData, n *NodeState) error {
 	if n.Status != NodeWaiting || n.WaitingFor != WaitingForAwait || n.Await == nil || d.Attempt != n.Attempt {
-		return stale("%s: attempt %d waits for a signal, but the node is %s (%s) at attempt %d", d.Key(), d.Attempt, orIdle(n.Status), n.WaitingFor, n.Attempt)
+		return stale("%s: attempt %d waits for a %s, but the node is %s (%s) at attempt %d", d.Key(), d.Attempt, d.For, orIdle(n.Status), n.WaitingFor, n.Attempt)
 	}
-	n.WaitingFor, n.Deadline = "signal", d.Deadline
-	if d.Deadline != nil {
+	n.WaitingFor, n.Deadline = d.For, d.Deadline
+	if d.For == "signal" && d.Deadline != nil {
 		s.addTimer(AwaitDeadlineTimerID(d.NodeRef, d.Attempt), Timer{Purpose: "deadline", Ref: d.NodeRef, Attempt: d.Attempt, At: d.Deadline.UTC()})
 	}
 	return nil
@@ -67,6 +68,30 @@ func (s *State) resumeAwait(n *NodeState, data json.RawMessage) {
 	if n.Resume == nil {
 		n.Resume = json.RawMessage("null")
 	}
+}
+
+// ToolOutcome is what a tool's child run gives the attempt that awaited
+// it (NodeState.Resume): the child's end.
+type ToolOutcome struct {
+	ChildRunID string          `json:"childRunId"`
+	Status     string          `json:"status"`
+	Output     json.RawMessage `json:"output,omitempty"`
+	Error      *events.Failure `json:"error,omitempty"`
+}
+
+// toolFinished applies the end of the child run an awaiting activation's
+// tool call waits for.
+func (s *State) toolFinished(d *events.ChildRunFinishedData, n *NodeState) error {
+	switch {
+	case d.Attempt != n.Attempt:
+		return stale("%s: child run %s ended for attempt %d; the node awaits at attempt %d", d.Key(), d.ChildRunID, d.Attempt, n.Attempt)
+	case n.Status != NodeWaiting || n.WaitingFor != "child":
+		return stale("%s is %s (%s), not waiting for its tool's child run", d.Key(), orIdle(n.Status), n.WaitingFor)
+	case n.Child != "" && n.Child != d.ChildRunID:
+		return stale("child run %s: %s waits for %s", d.ChildRunID, d.Key(), n.Child)
+	}
+	s.resumeAwait(n, mustJSON(ToolOutcome{ChildRunID: d.ChildRunID, Status: d.Status, Output: d.Output, Error: d.Error}))
+	return nil
 }
 
 // Approval is the data of the signal that answers a tool's approval.

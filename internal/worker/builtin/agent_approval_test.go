@@ -64,7 +64,7 @@ type engine struct {
 func newEngine(t *testing.T) *engine {
 	_, st := testkit.Store(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	c := coordinator.New(st)
+	c := coordinator.New(st, coordinator.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = c.Run(ctx) }()

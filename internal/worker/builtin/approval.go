@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/weft-dev/weft/internal/worker"
+	"github.com/weft-dev/weft/pkg/events"
 )
 
 // Human approval of tools. A tool marked `approval: required` runs only
@@ -37,12 +38,12 @@ type approvalAnswer struct {
 // result to give the model when it was rejected; worker.ErrAwait once the
 // step that awaits the approval is recorded (or a recording's error).
 func approval(in *worker.Input, tc ToolCall, st *AgentStep, record func(kind, tool string) error) (*Message, error) {
-	if st.Awaiting == tc.ID && st.Kind == "await" && len(in.Resume) > 0 {
+	if st.Awaiting == tc.ID && st.Kind == "await" && st.AwaitFor != events.AwaitTool && len(in.Resume) > 0 {
 		var ans approvalAnswer
 		if err := json.Unmarshal(in.Resume, &ans); err != nil {
 			ans = approvalAnswer{Reason: "the answer to the approval was not {\"approved\": true|false}: " + err.Error()}
 		}
-		st.Awaiting = ""
+		st.Awaiting, st.AwaitFor = "", ""
 		if ans.Approved {
 			st.Approved = append(st.Approved, tc.ID)
 			return nil, record("approval", tc.Name)
@@ -58,7 +59,7 @@ func approval(in *worker.Input, tc ToolCall, st *AgentStep, record func(kind, to
 	if st.Awaiting == tc.ID && st.Kind == "await" {
 		kind = "" // this attempt's await, delivered again: recorded again as it is
 	}
-	st.Awaiting = tc.ID
+	st.Awaiting, st.AwaitFor = tc.ID, events.AwaitApproval
 	if err := record(kind, tc.Name); err != nil {
 		return nil, err
 	}

@@ -38,7 +38,11 @@ func (workerJournal) Last(ctx context.Context, _ *worker.Input) (*AgentStep, err
 func (workerJournal) Record(ctx context.Context, _ *worker.Input, s *AgentStep) error {
 	var err error
 	if s.Kind == "await" {
-		err = worker.RecordAwait(ctx, s.Step, s.Kind, s, &events.StepAwait{For: events.AwaitApproval, Tool: s.Tool, Call: s.Awaiting})
+		what := s.AwaitFor
+		if what == "" {
+			what = events.AwaitApproval
+		}
+		err = worker.RecordAwait(ctx, s.Step, s.Kind, s, &events.StepAwait{For: what, Tool: s.Tool, Call: s.Awaiting, Args: s.AwaitArgs})
 	} else {
 		err = worker.RecordStep(ctx, s.Step, s.Kind, s)
 	}
