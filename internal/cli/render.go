@@ -669,7 +669,11 @@ func summary(p events.Payload, at time.Time) string {
 	case *events.HeartbeatData:
 		return ""
 	case *events.NodeStepData:
-		return strings.TrimSuffix(fmt.Sprintf("step %d %s", d.Step, d.Kind), " ")
+		s := strings.TrimSuffix(fmt.Sprintf("step %d %s", d.Step, d.Kind), " ")
+		if a := d.Await; a != nil {
+			s += fmt.Sprintf(": attempt %d ends awaiting %s of tool %q (call %s)", d.Attempt, a.For, a.Tool, a.Call)
+		}
+		return s
 	case *events.RetryScheduledData:
 		return fmt.Sprintf("attempt %d %s, after %v", d.Attempt, deadline(d.At, at), &d.LastFailure)
 	case *events.TimerFiredData:
@@ -681,6 +685,9 @@ func summary(p events.Payload, at time.Time) string {
 		}
 		return s
 	case *events.ChildRunStartedData:
+		if d.Attempt > 0 {
+			return fmt.Sprintf("child run %s of graph %s, for the tool attempt %d awaits", d.ChildRunID, d.Graph, d.Attempt)
+		}
 		return fmt.Sprintf("child run %s of graph %s", d.ChildRunID, d.Graph)
 	case *events.ChildRunFinishedData:
 		s := fmt.Sprintf("child run %s %s", d.ChildRunID, d.Status)

@@ -65,15 +65,8 @@ func (s *State) readyStale(d *events.NodeReadyData) error {
 }
 
 func (s *State) applyNodeWaiting(d *events.NodeWaitingData, at time.Time) error {
-	if d.For == "slot" || d.For == "rate" {
-		if n := s.Nodes[d.Node]; n != nil && n.Iteration == d.Iteration && d.Item == nil {
-			return s.retryWaitsForSlot(d, n)
-		}
-	}
-	if (d.For == "signal" || d.For == "child") && d.Attempt > 0 {
-		if n := s.Nodes[d.Node]; n != nil && n.Iteration == d.Iteration && d.Item == nil {
-			return s.awaitWait(d, n)
-		}
+	if ok, err := s.waitWithin(d); ok {
+		return err
 	}
 	if err := s.newActivation(d.NodeRef); err != nil {
 		return err
@@ -94,6 +87,23 @@ func (s *State) applyNodeWaiting(d *events.NodeWaitingData, at time.Time) error 
 		s.waitForTimer(d, n, at)
 	}
 	return nil
+}
+
+// waitWithin applies a node-waiting that is a wait within the current
+// activation, not a new one: a retry's wait for a slot or a rate limit's
+// turn, an awaiting attempt's wait (await.go). ok is false for any other.
+func (s *State) waitWithin(d *events.NodeWaitingData) (ok bool, err error) {
+	n := s.Nodes[d.Node]
+	if n == nil || n.Iteration != d.Iteration || d.Item != nil {
+		return false, nil
+	}
+	switch {
+	case d.For == "slot" || d.For == "rate":
+		return true, s.retryWaitsForSlot(d, n)
+	case (d.For == "signal" || d.For == "child") && d.Attempt > 0:
+		return true, s.awaitWait(d, n)
+	}
+	return false, nil
 }
 
 // waitForItems applies a map node's wait for its items: one item state

@@ -135,7 +135,8 @@ func (e *engine) until(run, what string, cond func(*projection.State) bool) *pro
 		if time.Now().After(deadline) {
 			e.t.Fatalf("run %s: timed out waiting for %s (last: %v)", run, what, err)
 		}
-		time.Sleep(20 * time.Millisecond) // polling the fold: no event says "the state is now so"
+		// Polling the fold: no single event says "the state is now so".
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

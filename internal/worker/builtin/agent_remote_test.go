@@ -3,10 +3,13 @@ package builtin_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/weft-dev/weft/internal/decider"
+	"github.com/weft-dev/weft/internal/worker"
+	"github.com/weft-dev/weft/internal/worker/builtin"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -145,5 +148,56 @@ edges: [{from: START, to: research}, {from: research, to: END}]
 		} else if !strings.Contains(err.Error(), "line 6") {
 			t.Errorf("%s: %v, want it located at line 6", c.tool, err)
 		}
+	}
+}
+
+// TestAgentAwaitDeliveredAgain: an attempt whose step awaits a tool's
+// child run, delivered again (its worker died after the step, before the
+// ack), records the same await again and ends the same way, calling
+// neither the model nor the tool; the next attempt, with the child's end,
+// gives the model the tool's output, or its failure as an error result.
+func TestAgentAwaitDeliveredAgain(t *testing.T) {
+	for _, c := range []struct{ name, resume, want string }{
+		{"completed", `{"childRunId":"k1","status":"completed","output":{"hits":3}}`, `{"hits":3}`},
+		{"failed", `{"childRunId":"k1","status":"failed","error":{"type":"Boom","message":"down"}}`, `error: tool "lookup" failed (run k1): Boom: down`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fake, url := newFakeModel(t, false,
+				fakeTurn{calls: []fakeCall{{"c1", "lookup", `{"q":"one"}`}}},
+				fakeTurn{text: "Done."},
+			)
+			fake.byTurn = true
+			tool, j := &countingTool{}, &memJournal{}
+			a := newAgent(url, false, tool, j)
+			remote := map[string]any{"name": "lookup", "type": "lookup", "queue": "tools", "parameters": lookupTool["parameters"]}
+			cfg := agentConfig(map[string]any{"tools": []any{remote}})
+			for delivery := 1; delivery <= 2; delivery++ {
+				in := agentInput(cfg)
+				in.Delivery = delivery
+				if _, err := a.Execute(context.Background(), in); !errors.Is(err, worker.ErrAwait) {
+					t.Fatalf("delivery %d: %v, want ErrAwait", delivery, err)
+				}
+			}
+			var last builtin.AgentStep
+			_ = json.Unmarshal(j.steps[len(j.steps)-1], &last)
+			if len(j.steps) != 3 || last.Step != 2 || last.Kind != "await" || last.AwaitFor != events.AwaitTool || string(last.AwaitArgs) != `{"q":"one"}` {
+				t.Fatalf("%d steps, the last %+v; want model, await, the same await again", len(j.steps), last)
+			}
+			if fake.requests() != 1 || tool.total() != 0 {
+				t.Fatalf("%d model calls, %d local tool runs; want 1 and 0", fake.requests(), tool.total())
+			}
+			in := agentInput(cfg)
+			in.Attempt, in.Resume = 2, json.RawMessage(c.resume)
+			res, err := a.Execute(context.Background(), in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out := res.Output.(map[string]any); out["content"] != "Done." || fake.requests() != 2 {
+				t.Errorf("output %v after %d model calls", out, fake.requests())
+			}
+			if got := toolMessages(fake.request(1)); len(got) != 1 || got[0] != c.want {
+				t.Errorf("the model read %q, want %q", got, c.want)
+			}
+		})
 	}
 }
