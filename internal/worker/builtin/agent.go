@@ -391,6 +391,11 @@ func (a *Agent) callTool(ctx context.Context, in *worker.Input, tools map[string
 	if problem != "" {
 		return &Message{Role: "tool", ToolCallID: tc.ID, Name: tc.Name, Content: problem, IsError: true}, nil
 	}
+	if in.Item != nil && (t.remote() || t.Approval == ApprovalRequired) {
+		// A map item's attempt cannot end awaiting: its node's other
+		// items run on, and the fold keeps no wait per item.
+		return nil, worker.NonRetryable(events.FailureValidation, fmt.Sprintf("agent node %q item %d: tool %q runs as a child run or needs approval, which a map item's agent cannot await", in.NodeID, *in.Item, tc.Name))
+	}
 	if t.Approval == ApprovalRequired && !slices.Contains(st.Approved, tc.ID) {
 		rejected, err := approval(in, tc, st, record)
 		if err != nil || rejected != nil {

@@ -56,12 +56,12 @@ edges:
 
 // engine is a coordinator and the workers of a test, on one store.
 type engine struct {
-	t  *testing.T
+	t  testing.TB
 	st events.Store
 	cl *client.Client
 }
 
-func newEngine(t *testing.T) *engine {
+func newEngine(t testing.TB) *engine {
 	_, st := testkit.Store(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	c := coordinator.New(st, coordinator.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))

@@ -6,8 +6,12 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weft-dev/weft/internal/decider"
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/worker"
 	"github.com/weft-dev/weft/internal/worker/builtin"
 	"github.com/weft-dev/weft/pkg/events"
@@ -199,5 +203,101 @@ func TestAgentAwaitDeliveredAgain(t *testing.T) {
 				t.Errorf("the model read %q, want %q", got, c.want)
 			}
 		})
+	}
+}
+
+// BenchmarkAgentToolCall measures one run of an agent whose model calls
+// one tool, then answers (two model calls against the fake server), on a
+// real coordinator and workers over JetStream: the tool run in the
+// agent's own worker, or on another queue's worker as a child run (the
+// await step, the child run's decisions and node, the agent's next
+// attempt). The difference is what a tool of another queue costs.
+//
+//	go test -run '^$' -bench BenchmarkAgentToolCall -benchtime 30x ./internal/worker/builtin/
+func BenchmarkAgentToolCall(b *testing.B) {
+	for _, bc := range []struct{ name, queue string }{{"own worker", ""}, {"other queue", "tools"}} {
+		b.Run(bc.name, func(b *testing.B) {
+			e := newEngine(b)
+			fake, url := newFakeModel(b, false,
+				fakeTurn{calls: []fakeCall{{"c1", "lookup", `{"q":"one"}`}}},
+				fakeTurn{text: "Done."},
+			)
+			fake.byTurn = true
+			tool := &countingTool{}
+			e.worker("w1", newAgent(url, false, tool, nil), tool)
+			e.worker("w2", nil, tool, "tools")
+			queue := ""
+			if bc.queue != "" {
+				queue = "\n          queue: " + bc.queue
+			}
+			src := `
+name: bench
+nodes:
+  - id: research
+    type: agent
+    config:
+      endpoint: m
+      model: fake
+      prompt: "Research {{.state.topic}}."
+      tools:
+        - name: lookup
+          type: lookup` + queue + `
+edges: [{from: START, to: research}, {from: research, to: END}]
+`
+			g, err := graph.Parse([]byte(src), "bench.yaml", graph.WithTypes("lookup"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for range b.N {
+				run := e.start(g, `{"topic":"weft"}`)
+				waitCompleted(b, e.st, run)
+			}
+			b.StopTimer()
+			if tool.total() != b.N {
+				b.Fatalf("%d tool runs for %d runs", tool.total(), b.N)
+			}
+		})
+	}
+}
+
+// waitCompleted reads a run's events as they are stored until its end,
+// which must be a completion.
+func waitCompleted(tb testing.TB, st events.Store, run string) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cons, err := eventlog.JetStream(st).OrderedConsumer(ctx, st.StreamName(), jetstream.OrderedConsumerConfig{FilterSubjects: []string{eventlog.RunFilter(run)}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for {
+		wait, _ := ctx.Deadline()
+		msg, err := cons.Next(jetstream.FetchMaxWait(time.Until(wait)))
+		if err != nil {
+			tb.Fatalf("run %s: no end (%v)", run, err)
+		}
+		switch events.Type(msg.Headers().Get("ce-type")) {
+		case events.RunCompleted:
+			return
+		case events.RunFailed, events.RunCancelled:
+			tb.Fatalf("run %s did not complete", run)
+		}
+	}
+}
+
+// TestAgentMapItemCannotAwait: a map item's agent whose model calls a
+// tool that would await fails, saying why, rather than end an attempt
+// that nothing would resume.
+func TestAgentMapItemCannotAwait(t *testing.T) {
+	_, url := newFakeModel(t, false, fakeTurn{calls: []fakeCall{{"c1", "lookup", `{"q":"one"}`}}})
+	a := newAgent(url, false, &countingTool{}, &memJournal{})
+	remote := map[string]any{"name": "lookup", "type": "lookup", "queue": "tools", "parameters": lookupTool["parameters"]}
+	in := agentInput(agentConfig(map[string]any{"tools": []any{remote}}))
+	item := 3
+	in.Item = &item
+	_, err := a.Execute(context.Background(), in)
+	if f := failure(t, err, events.FailureValidation, false); !strings.Contains(f.Message, "a map item's agent cannot await") {
+		t.Errorf("message %q", f.Message)
 	}
 }
