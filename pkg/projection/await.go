@@ -85,7 +85,10 @@ func (s *State) toolFinished(d *events.ChildRunFinishedData, n *NodeState) error
 	switch {
 	case d.Attempt != n.Attempt:
 		return stale("%s: child run %s ended for attempt %d; the node awaits at attempt %d", d.Key(), d.ChildRunID, d.Attempt, n.Attempt)
-	case n.Status != NodeWaiting || n.WaitingFor != "child":
+	case n.Status != NodeWaiting || n.Await.For != events.AwaitTool || n.WaitingFor != "child" && n.WaitingFor != WaitingForAwait:
+		// Awaiting, before the wait is decided, counts: the child's start
+		// is appended before its parent's decisions, and a quick child
+		// may end before they are in the parent's log.
 		return stale("%s is %s (%s), not waiting for its tool's child run", d.Key(), orIdle(n.Status), n.WaitingFor)
 	case n.Child != "" && n.Child != d.ChildRunID:
 		return stale("child run %s: %s waits for %s", d.ChildRunID, d.Key(), n.Child)

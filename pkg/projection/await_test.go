@@ -2,6 +2,7 @@ package projection_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/weft-dev/weft/pkg/events"
@@ -52,5 +53,17 @@ func TestAwaitFence(t *testing.T) {
 	_ = json.Unmarshal(n.Resume, &out)
 	if n.Status != projection.NodeRetryDue || out.ChildRunID != "kid2" || out.Status != "completed" || string(out.Output) != `{"got":1}` || n.Awaits != 2 {
 		t.Fatalf("after the child's end: %s, resume %s, awaits %d", n.Status, n.Resume, n.Awaits)
+	}
+
+	// A quick child's end may be in the log before the parent's decision
+	// to wait for it (the child's start is appended first): it counts, and
+	// the decisions that follow it change nothing.
+	r.ok(&events.NodeReadyData{NodeRef: a, Attempt: 3, Queue: "default", Resume: n.Resume})
+	r.ok(&events.NodeInvokingData{NodeRef: a, Attempt: 3, Delivery: 1, Worker: "w2"})
+	r.ok(&events.NodeStepData{NodeRef: a, Attempt: 3, Step: 6, Kind: "await", Await: &events.StepAwait{For: events.AwaitTool, Tool: "lookup", Call: "c3"}})
+	r.ok(&events.ChildRunFinishedData{NodeRef: a, Attempt: 3, ChildRunID: "kid3", Status: "completed", Output: json.RawMessage(`{"got":3}`)})
+	r.stale(&events.NodeWaitingData{NodeRef: a, For: "child", Attempt: 3})
+	if n := r.s.Nodes["a"]; n.Status != projection.NodeRetryDue || !strings.Contains(string(n.Resume), `"kid3"`) {
+		t.Fatalf("after an early end: %s, resume %s", n.Status, n.Resume)
 	}
 }

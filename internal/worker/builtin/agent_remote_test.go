@@ -14,6 +14,7 @@ import (
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/worker"
 	"github.com/weft-dev/weft/internal/worker/builtin"
+	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -275,7 +276,22 @@ func waitCompleted(tb testing.TB, st events.Store, run string) {
 		wait, _ := ctx.Deadline()
 		msg, err := cons.Next(jetstream.FetchMaxWait(time.Until(wait)))
 		if err != nil {
-			tb.Fatalf("run %s: no end (%v)", run, err)
+			cl := client.New(st)
+			s, _ := cl.Get(context.Background(), run)
+			var kid any
+			var types []string
+			if n := s.Nodes["research"]; n != nil && n.Child != "" {
+				kid, _ = cl.Get(context.Background(), n.Child)
+				evs, _ := st.Read(context.Background(), n.Child, 0, 0)
+				for _, e := range evs {
+					types = append(types, string(e.Type))
+				}
+			}
+			evs, _ := st.Read(context.Background(), run, 0, 0)
+			for _, e := range evs {
+				types = append(types, "parent:"+string(e.Type)+":"+e.ID)
+			}
+			tb.Fatalf("run %s: no end (%v); state %s; child %s; events %v", run, err, mustJSONText(s), mustJSONText(kid), types)
 		}
 		switch events.Type(msg.Headers().Get("ce-type")) {
 		case events.RunCompleted:
@@ -300,4 +316,9 @@ func TestAgentMapItemCannotAwait(t *testing.T) {
 	if f := failure(t, err, events.FailureValidation, false); !strings.Contains(f.Message, "a map item's agent cannot await") {
 		t.Errorf("message %q", f.Message)
 	}
+}
+
+func mustJSONText(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
 }
