@@ -610,6 +610,7 @@ func (a *Agent) compileTools(cfg *AgentConfig) (map[string]*compiledTool, []stri
 		case t.Graph != "" && t.Type != "":
 			bad = append(bad, at+".type: a subgraph tool has no type (its graph says what runs)")
 		case t.Graph != "":
+			// a subgraph, in a child run
 		case t.Type == "":
 			bad = append(bad, at+".type: required")
 		case t.Type == TypeAgent:
