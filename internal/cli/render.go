@@ -250,6 +250,8 @@ func pendingState(p client.Pending) string {
 		switch p.WaitingFor {
 		case "signal":
 			what = "waiting for a signal (a person)"
+		case projection.WaitingForAwait:
+			what = "its attempt ended awaiting something; the coordinator decides the wait"
 		case projection.WaitingForTimer:
 			what = "waiting for its time (a wait node, on a durable timer)"
 		}
@@ -319,6 +321,9 @@ func waitLine(run string, w readmodel.Waiting, now time.Time) string {
 		return s
 	}
 	s := "node " + w.Node + ": a signal"
+	if w.Await != nil {
+		s = fmt.Sprintf("node %s: the approval of tool %q (call %s); reject with {\"approved\": false, \"reason\": \"...\"}", w.Node, w.Await.Tool, w.Await.Call)
+	}
 	if w.Deadline != nil {
 		s += " (deadline " + deadline(*w.Deadline, now) + ")"
 	}
@@ -664,7 +669,11 @@ func summary(p events.Payload, at time.Time) string {
 	case *events.HeartbeatData:
 		return ""
 	case *events.NodeStepData:
-		return strings.TrimSuffix(fmt.Sprintf("step %d %s", d.Step, d.Kind), " ")
+		s := strings.TrimSuffix(fmt.Sprintf("step %d %s", d.Step, d.Kind), " ")
+		if a := d.Await; a != nil {
+			s += fmt.Sprintf(": attempt %d ends awaiting %s of tool %q (call %s)", d.Attempt, a.For, a.Tool, a.Call)
+		}
+		return s
 	case *events.RetryScheduledData:
 		return fmt.Sprintf("attempt %d %s, after %v", d.Attempt, deadline(d.At, at), &d.LastFailure)
 	case *events.TimerFiredData:
@@ -676,6 +685,9 @@ func summary(p events.Payload, at time.Time) string {
 		}
 		return s
 	case *events.ChildRunStartedData:
+		if d.Attempt > 0 {
+			return fmt.Sprintf("child run %s of graph %s, for the tool attempt %d awaits", d.ChildRunID, d.Graph, d.Attempt)
+		}
 		return fmt.Sprintf("child run %s of graph %s", d.ChildRunID, d.Graph)
 	case *events.ChildRunFinishedData:
 		s := fmt.Sprintf("child run %s %s", d.ChildRunID, d.Status)

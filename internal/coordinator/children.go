@@ -51,7 +51,8 @@ func (c *Coordinator) startChildren(ctx context.Context, run string, starts []*e
 		if err != nil {
 			return nil, err
 		}
-		ref := p.(*events.RunStartedData).Parent.Ref
+		parent := p.(*events.RunStartedData).Parent
+		ref := parent.Ref
 		telemetry.Inject(ctx, start)
 		_, err = c.store.AppendDecisions(ctx, start.RunID, 0, start)
 		if err == nil {
@@ -65,7 +66,7 @@ func (c *Coordinator) startChildren(ctx context.Context, run string, starts []*e
 			return nil, err
 		}
 		if !own {
-			preempted = append(preempted, decider.WaitingChild{Ref: ref, RunID: start.RunID})
+			preempted = append(preempted, decider.WaitingChild{Ref: ref, RunID: start.RunID, Attempt: parent.Attempt})
 		}
 	}
 	return preempted, nil
@@ -112,7 +113,7 @@ func (c *Coordinator) decidedStart(ctx context.Context, run string) (*events.Eve
 // failed end.
 func (c *Coordinator) tellPreempted(ctx context.Context, run string, preempted []decider.WaitingChild, claimed bool) error {
 	for _, p := range preempted {
-		notice := decider.PreemptedNotice(run, p.Ref, p.RunID, claimed, c.opts.now())
+		notice := decider.PreemptedNoticeFor(run, p, claimed, c.opts.now())
 		if notice == nil {
 			continue
 		}
@@ -169,8 +170,12 @@ func (c *Coordinator) claimedChild(ctx context.Context, child string, claim *eve
 	if err != nil {
 		return err
 	}
-	if ok && decider.ChildRunID(p.RunID, nonce, p.Ref) == child {
-		if err := c.tellPreempted(ctx, p.RunID, []decider.WaitingChild{{Ref: p.Ref, RunID: child}}, true); err != nil {
+	derived := decider.ChildRunID(p.RunID, nonce, p.Ref)
+	if p.Attempt > 0 {
+		derived = decider.ToolChildRunID(p.RunID, nonce, p.Ref, p.Attempt)
+	}
+	if ok && derived == child {
+		if err := c.tellPreempted(ctx, p.RunID, []decider.WaitingChild{{Ref: p.Ref, RunID: child, Attempt: p.Attempt}}, true); err != nil {
 			return err
 		}
 	}

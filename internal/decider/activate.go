@@ -415,11 +415,13 @@ func (d *decider) ready(n *graph.Node, ref events.NodeRef, attempt int, local js
 	d.readyWith(n, ref, attempt, local, consumed, owed, d.input(n), nil)
 }
 
-// cleared is what an attempt has cleared of its node's limits: the slot
-// it holds, the rate limit whose turn came.
+// cleared is what an attempt has cleared before it is readied: the slot
+// it holds, the rate limit whose turn came, what the attempt before it
+// awaited (resume: await.go).
 type cleared struct {
-	slot *events.SlotRef
-	rate *events.RateRef
+	slot   *events.SlotRef
+	rate   *events.RateRef
+	resume json.RawMessage
 }
 
 // MaxWorkItemData is the most state a work item carries: its input (the
@@ -455,6 +457,10 @@ func (d *decider) readyWith(n *graph.Node, ref events.NodeRef, attempt int, loca
 	if !ok {
 		return
 	}
+	var resume json.RawMessage
+	if done != nil {
+		resume = done.resume
+	}
 	if d.tooLargeToReady(n, len(input)+len(local)) {
 		return
 	}
@@ -469,15 +475,27 @@ func (d *decider) readyWith(n *graph.Node, ref events.NodeRef, attempt int, loca
 		StartSeq:       d.s.StartSeq,
 		TimeoutMs:      n.Timeout.D().Milliseconds(),
 		HeartbeatMs:    n.Heartbeat.D().Milliseconds(),
-		MaxAttempts:    policy(n).MaxAttempts,
+		MaxAttempts:    d.maxAttempts(n, ref),
 		Effect:         string(n.Effect),
 		Outputs:        n.Outputs,
 		Consumed:       consumed,
 		Owed:           owed,
 		Slot:           slot,
 		Rate:           rate,
+		Resume:         resume,
 	}
 	d.emit(p, eventlog.DecisionID(d.s.RunID, events.NodeReady, ref.Key(), strconv.Itoa(attempt)))
+}
+
+// maxAttempts is the number of the last attempt activation ref may make
+// by n's retry policy: its MaxAttempts, plus the attempts of the
+// activation that ended awaiting (await.go), which were no failures.
+func (d *decider) maxAttempts(n *graph.Node, ref events.NodeRef) int {
+	m := policy(n).MaxAttempts
+	if ns := d.s.Nodes[n.ID]; ns != nil && ref.Item == nil && ns.Iteration == ref.Iteration {
+		m += ns.Awaits
+	}
+	return m
 }
 
 // flowClears is whether the node's rate and concurrency limits (flow.go)
@@ -613,7 +631,12 @@ func (d *decider) afterOutcome(n *graph.Node, ns *projection.NodeState) bool {
 			return d.onFailure(n, ns, nil)
 		}
 	case projection.NodeRetryDue:
-		d.ready(n, events.NodeRef{Node: n.ID, Iteration: ns.Iteration}, ns.Attempt+1, ns.Local, nil, nil)
+		ref := events.NodeRef{Node: n.ID, Iteration: ns.Iteration}
+		if ns.Resume != nil { // an await's wait is over (await.go)
+			d.readyWith(n, ref, ns.Attempt+1, ns.Local, nil, nil, d.input(n), &cleared{resume: ns.Resume})
+			return true
+		}
+		d.ready(n, ref, ns.Attempt+1, ns.Local, nil, nil)
 		return true
 	}
 	return false

@@ -47,6 +47,13 @@ func ChildRunID(parent, nonce string, ref events.NodeRef) string {
 	return id[:eventlog.MaxTokenLen-1-len(digest)] + "-" + digest
 }
 
+// ToolChildRunID is the id of the child run that runs the tool call
+// attempt of activation ref awaits (an agent's tool on another queue, or
+// a subgraph tool): as ChildRunID, for the activation and the attempt.
+func ToolChildRunID(parent, nonce string, ref events.NodeRef, attempt int) string {
+	return ChildRunID(parent, nonce, events.NodeRef{Node: ref.Node + "-t" + strconv.Itoa(attempt), Iteration: ref.Iteration})
+}
+
 // childNonce is the nonce of a child run: derived from its parent's, so
 // that the child's own child runs' ids are as hard to guess; none when the
 // parent has none.
@@ -105,10 +112,12 @@ func (d *decider) startChild(n *graph.Node, ref events.NodeRef, consumed, owed [
 	d.out.Children = append(d.out.Children, start)
 }
 
-// WaitingChild is a child run a node of a run waits for.
+// WaitingChild is a child run a node of a run waits for; Attempt is set
+// for a tool's child run (the attempt that awaits it).
 type WaitingChild struct {
-	Ref   events.NodeRef
-	RunID string
+	Ref     events.NodeRef
+	RunID   string
+	Attempt int
 }
 
 // WaitingChildren lists the child runs the nodes of run s wait for, in
@@ -122,11 +131,16 @@ func WaitingChildren(s *projection.State) []WaitingChild {
 			continue
 		}
 		ref := events.NodeRef{Node: id, Iteration: n.Iteration}
-		child := n.Child
-		if child == "" {
-			child = ChildRunID(s.RunID, s.Nonce, ref)
+		w := WaitingChild{Ref: ref, RunID: n.Child}
+		if n.Await != nil {
+			w.Attempt = n.Attempt
 		}
-		out = append(out, WaitingChild{Ref: ref, RunID: child})
+		if w.RunID == "" && w.Attempt > 0 {
+			w.RunID = ToolChildRunID(s.RunID, s.Nonce, ref, w.Attempt)
+		} else if w.RunID == "" {
+			w.RunID = ChildRunID(s.RunID, s.Nonce, ref)
+		}
+		out = append(out, w)
 	}
 	return out
 }
@@ -163,13 +177,20 @@ func IsChildStart(e *events.Event, parent string, ref events.NodeRef, child stri
 // own, so that it never stands in for the one written once the node
 // waits.
 func PreemptedNotice(parent string, ref events.NodeRef, child string, claimed bool, at time.Time) *events.Event {
-	p := &events.ChildRunFinishedData{NodeRef: ref, ChildRunID: child, Status: string(projection.RunFailed), Error: &events.Failure{
+	return PreemptedNoticeFor(parent, WaitingChild{Ref: ref, RunID: child}, claimed, at)
+}
+
+// PreemptedNoticeFor is PreemptedNotice for child w, which may be a
+// tool's (w.Attempt set).
+func PreemptedNoticeFor(parent string, w WaitingChild, claimed bool, at time.Time) *events.Event {
+	ref, child := w.Ref, w.RunID
+	p := &events.ChildRunFinishedData{NodeRef: ref, Attempt: w.Attempt, ChildRunID: child, Status: string(projection.RunFailed), Error: &events.Failure{
 		Type: events.FailureChildRunPreempted,
 		Message: fmt.Sprintf("child run %s has no start written by the coordinator: another writer wrote on its subjects first "+
 			"(a run-started of its own, or anything else, under the id the engine derives), or its start is on a client's subject "+
 			"(as a Weft before this one wrote it); a run the engine did not start is never taken for the node's child", child),
 	}}
-	id := eventlog.DecisionID(parent, events.ChildRunFinished, ref.Key())
+	id := childFinishedID(parent, ref, w.Attempt)
 	if claimed {
 		id += ":claimed"
 	}
@@ -186,13 +207,26 @@ func ParentNotice(s *projection.State) *events.Event {
 	if s.Parent == nil || !s.Status.Ended() {
 		return nil
 	}
-	p := &events.ChildRunFinishedData{NodeRef: s.Parent.Ref, ChildRunID: s.RunID, Status: string(s.Status), Output: s.Output, Error: s.Error}
+	p := &events.ChildRunFinishedData{NodeRef: s.Parent.Ref, Attempt: s.Parent.Attempt, ChildRunID: s.RunID, Status: string(s.Status), Output: s.Output, Error: s.Error}
 	if s.Status == projection.RunCancelled {
 		p.Error = &events.Failure{Type: events.FailureCancelled, Message: "child run " + s.RunID + " was cancelled"}
 	}
-	e, err := events.New(s.Parent.RunID, eventlog.DecisionID(s.Parent.RunID, events.ChildRunFinished, s.Parent.Ref.Key()), *s.EndedAt, p)
+	if out, f, ok := toolOutcome(s); ok {
+		p.Output, p.Error = out, f
+	}
+	e, err := events.New(s.Parent.RunID, childFinishedID(s.Parent.RunID, s.Parent.Ref, s.Parent.Attempt), *s.EndedAt, p)
 	if err != nil {
 		return nil
 	}
 	return e
+}
+
+// childFinishedID is the id of the end of the child run activation ref
+// of run parent waits for: one per activation, or, for a tool's child
+// run, one per attempt that awaits it.
+func childFinishedID(parent string, ref events.NodeRef, attempt int) string {
+	if attempt > 0 {
+		return eventlog.DecisionID(parent, events.ChildRunFinished, ref.Key(), strconv.Itoa(attempt))
+	}
+	return eventlog.DecisionID(parent, events.ChildRunFinished, ref.Key())
 }

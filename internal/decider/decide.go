@@ -201,6 +201,8 @@ func (d *decider) waitOver(n *graph.Node, ns *projection.NodeState) bool {
 		return d.slotWait(n, ns)
 	case "rate":
 		return d.rateWait(n, ns)
+	case projection.WaitingForAwait:
+		return d.awaitWait(n, ns)
 	}
 	return false
 }

@@ -79,7 +79,7 @@ func (d *decider) onFailure(n *graph.Node, ns *projection.NodeState, item *int) 
 		f = &events.Failure{Type: "Error", Message: "unknown failure"}
 	}
 	ref := events.NodeRef{Node: n.ID, Iteration: ns.Iteration, Item: item}
-	if p := policy(n); retryable(f, p) && attempt < p.MaxAttempts {
+	if p := policy(n); retryable(f, p) && attempt < d.maxAttempts(n, ref) {
 		d.scheduleRetry(n, p, ref, attempt, f)
 		return true
 	}

@@ -116,6 +116,9 @@ type SlotRef struct {
 type ParentRef struct {
 	RunID string  `json:"runId"`
 	Ref   NodeRef `json:"ref"`
+	// Attempt is set for a tool's child run: the attempt of the agent
+	// node's activation that awaits it (StepAwait, AwaitTool).
+	Attempt int `json:"attempt,omitempty"`
 }
 
 // RunStartedData starts a run. It carries everything replay needs: the graph
@@ -317,6 +320,11 @@ type NodeReadyData struct {
 	Slot *SlotRef `json:"slot,omitempty"`
 	// Rate is the rate limit the attempt took its units of.
 	Rate *RateRef `json:"rate,omitempty"`
+	// Resume is, for an attempt that follows one that ended awaiting
+	// something (a node step with Await), what came: the data of the
+	// signal that answered an approval ({"approved": true|false,
+	// "reason": "..."}). The node goes on from its last step with it.
+	Resume json.RawMessage `json:"resume,omitempty"`
 }
 
 // NodeInvokingData says a worker took the work and is running the node.
@@ -440,7 +448,34 @@ type NodeStepData struct {
 	Step int             `json:"step"`
 	Kind string          `json:"kind,omitempty"`
 	Data json.RawMessage `json:"data,omitempty"`
+	// Await, when set, ends the attempt: the node goes on only once what
+	// it awaits has come (the worker writes no outcome for the attempt).
+	// The fold makes the activation wait; the coordinator decides the
+	// wait (a person's approval: a signal, with the tool's deadline) and,
+	// once it is over, readies the next attempt with what came
+	// (NodeReadyData.Resume).
+	Await *StepAwait `json:"await,omitempty"`
 }
+
+// StepAwait is what a node step that ends its attempt awaits.
+type StepAwait struct {
+	// For is AwaitApproval (a person approves or rejects the tool call)
+	// or AwaitTool (the tool runs as a child run the coordinator starts).
+	For string `json:"for"`
+	// Tool is the tool's name in the node's config.tools, Call the
+	// model's id of the call.
+	Tool string `json:"tool"`
+	Call string `json:"call,omitempty"`
+	// Args are, for AwaitTool, the call's arguments: the child run's
+	// input.
+	Args json.RawMessage `json:"args,omitempty"`
+}
+
+// What a node step may await (StepAwait.For).
+const (
+	AwaitApproval = "approval"
+	AwaitTool     = "tool"
+)
 
 // Signal is one edge signal sent by routing: taken or not, with the forking
 // data of the action that took it.
@@ -510,11 +545,15 @@ type ChildRunStartedData struct {
 	NodeRef
 	ChildRunID string `json:"childRunId"`
 	Graph      string `json:"graph"`
+	// Attempt is set for a tool's child run (ParentRef.Attempt).
+	Attempt int `json:"attempt,omitempty"`
 }
 
 // ChildRunFinishedData brings a child run's outcome back to the parent.
 type ChildRunFinishedData struct {
 	NodeRef
+	// Attempt is set for a tool's child run (ParentRef.Attempt).
+	Attempt    int             `json:"attempt,omitempty"`
 	ChildRunID string          `json:"childRunId"`
 	Status     string          `json:"status"` // completed, failed, cancelled
 	Output     json.RawMessage `json:"output,omitempty"`

@@ -51,6 +51,13 @@ func WaitsOf(s *projection.State) []Waiting {
 		if w.For != "signal" {
 			continue
 		}
+		if w.Await != nil {
+			// An agent's tool call awaiting approval: approve, or reject
+			// with the reason the model is told.
+			call, _ := json.Marshal(w.Await.Call)
+			out[i].Data = `{"approved": true, "call": ` + string(call) + `}`
+			continue
+		}
 		if def == nil {
 			def = &graph.Definition{}
 			_ = json.Unmarshal(s.Graph, def) // the fold read it already

@@ -235,6 +235,11 @@ func (w *Worker) execute(base context.Context, q *queue, it *item, node Node) {
 		return
 	}
 	res, elapsed, cause, nodeErr := w.runTimed(base, nodeCtx, cancel, q, it, node)
+	if errors.Is(nodeErr, ErrAwait) {
+		// The attempt ended with its step that awaits: no outcome.
+		w.ack(detached, it)
+		return
+	}
 	nodeErr, record := w.interrupted(detached, it, cause, nodeErr)
 	if record && nodeErr == nil {
 		nodeErr, record = w.recordInvoked(detached, it, res, elapsed)
@@ -287,7 +292,11 @@ func (w *Worker) runTimed(base, nodeCtx context.Context, cancel context.CancelCa
 		defer stop()
 	}
 	start := time.Now()
-	res, err = w.call(withProgress(runCtx, w, it), node, it)
+	pctx := withProgress(runCtx, w, it)
+	res, err = w.call(pctx, node, it)
+	if errors.Is(err, ErrAwait) {
+		err = w.awaits(pctx, it)
+	}
 	elapsed = time.Since(start)
 	it.tel.elapsed = elapsed
 	hb.stop()
@@ -376,6 +385,18 @@ func (w *Worker) recordFailed(detached context.Context, it *item, nodeErr error,
 	w.ack(detached, it)
 }
 
+// awaits is ErrAwait for a node that returned it having recorded its
+// await step (worker.RecordAwait): the step is the attempt's end, and
+// the work item is acked with no outcome; else the failure it made
+// instead.
+func (w *Worker) awaits(ctx context.Context, it *item) error {
+	if p, ok := ctx.Value(progressKey{}).(*progress); ok && p.awaited.Load() {
+		it.log().Info("node awaits; its attempt ends with its step")
+		return ErrAwait
+	}
+	return NonRetryable(events.FailureValidation, fmt.Sprintf("node %q returned ErrAwait without recording a step that awaits (worker.RecordAwait)", it.ready.Node))
+}
+
 // call runs the node, turning a panic into a non-retryable failure.
 func (w *Worker) call(ctx context.Context, node Node, it *item) (res *Result, err error) {
 	defer func() {
@@ -413,6 +434,7 @@ func input(it *item) (*Input, error) {
 		IdempotencyKey: r.IdempotencyKey,
 		MaxAttempts:    r.MaxAttempts,
 		Effect:         r.Effect,
+		Resume:         r.Resume,
 	}
 	if in.IdempotencyKey == "" {
 		in.IdempotencyKey = eventlog.IdempotencyKey(it.run, r.NodeRef, r.Attempt)

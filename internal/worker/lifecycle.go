@@ -27,8 +27,8 @@ const skipNote = "shouldExecute"
 func (w *Worker) runNode(ctx context.Context, node Node, in *Input, it *item) (*Result, error) {
 	res, err := w.attempt(ctx, node, in, it)
 	if err != nil {
-		if givenUp(ctx) {
-			return nil, err
+		if givenUp(ctx) || errors.Is(err, ErrAwait) {
+			return nil, err // no failure: no hook, no fallback
 		}
 		err = timeoutAware(ctx, err, it)
 		if h, ok := node.(FailedHook); ok {

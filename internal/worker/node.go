@@ -40,6 +40,10 @@ type Input struct {
 	// Effect is the node's effect class from the graph ("pure", "read",
 	// "write", "external", "human"; empty when the graph set none).
 	Effect string
+	// Resume is, for an attempt that follows one that ended awaiting
+	// (RecordAwait, ErrAwait), what came: the data of the signal that
+	// answered a tool call's approval. Nil otherwise.
+	Resume json.RawMessage
 }
 
 // Result is a node's success: its output, the state updates it makes (merged

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/weft-dev/weft/internal/eventlog"
@@ -40,6 +41,10 @@ type progress struct {
 	last  time.Time // of the last Heartbeat event; zero: none yet
 	count int
 	now   func() time.Time
+
+	// awaited is set once the node recorded a step that awaits
+	// (RecordAwait): its ErrAwait then ends the attempt with no outcome.
+	awaited atomic.Bool
 }
 
 func withProgress(ctx context.Context, w *Worker, it *item) context.Context {

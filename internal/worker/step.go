@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -35,6 +36,29 @@ import (
 // and the error of the append; the node must not go on before it returns
 // nil.
 func RecordStep(ctx context.Context, n int, kind string, data any) error {
+	return recordStep(ctx, n, kind, data, nil)
+}
+
+// ErrAwait is what a node returns after RecordAwait: its attempt ends
+// with no outcome, awaiting what the step says; the coordinator decides
+// the wait, and the node's next attempt goes on from its last step with
+// what came (Input.Resume). A node that returns it without having
+// recorded such a step fails (not retryable).
+var ErrAwait = errors.New("worker: the node's attempt ends awaiting")
+
+// RecordAwait appends step number n of the running node, as RecordStep
+// does, marked as awaiting await (a tool call's approval): once it
+// returns nil, the node returns ErrAwait. The fold ends the attempt with
+// the step and makes the activation wait; a delivery of the attempt that
+// records it again changes nothing.
+func RecordAwait(ctx context.Context, n int, kind string, data any, await *events.StepAwait) error {
+	if await == nil {
+		return errors.New("worker: RecordAwait: nothing awaited")
+	}
+	return recordStep(ctx, n, kind, data, await)
+}
+
+func recordStep(ctx context.Context, n int, kind string, data any, await *events.StepAwait) error {
 	p, ok := ctx.Value(progressKey{}).(*progress)
 	if !ok {
 		return ErrNoWorkItem
@@ -45,7 +69,7 @@ func RecordStep(ctx context.Context, n int, kind string, data any) error {
 	}
 	r := p.it.ready
 	id := eventlog.DecisionID(p.it.run, events.NodeStep, r.Key(), strconv.Itoa(r.Attempt), strconv.Itoa(p.it.delivery), strconv.Itoa(n))
-	ev, err := events.New(p.it.run, id, time.Time{}, &events.NodeStepData{NodeRef: r.NodeRef, Attempt: r.Attempt, Step: n, Kind: kind, Data: raw})
+	ev, err := events.New(p.it.run, id, time.Time{}, &events.NodeStepData{NodeRef: r.NodeRef, Attempt: r.Attempt, Step: n, Kind: kind, Data: raw, Await: await})
 	if err != nil {
 		return err
 	}
@@ -54,6 +78,9 @@ func RecordStep(ctx context.Context, n int, kind string, data any) error {
 	telemetry.Inject(actx, ev)
 	if _, err := p.w.store.Append(actx, p.it.run, events.AnySeq, ev); err != nil {
 		return fmt.Errorf("worker: recording step %d: %w", n, err)
+	}
+	if await != nil {
+		p.awaited.Store(true)
 	}
 	// A step is progress: it extends the work item's ack deadline too.
 	_ = p.it.msg.InProgress()

@@ -148,6 +148,9 @@ func (c *Client) derivedSignalID(runID, node string, data json.RawMessage, st *p
 	sum := sha256.Sum256(data)
 	digest := hex.EncodeToString(sum[:8])
 	prefix := eventlog.DecisionID(runID, events.SignalReceived, "n", node) + ":"
+	if id, ok := approvalSignalID(prefix, digest, st.Nodes[node]); ok {
+		return id
+	}
 	// A repeat of the node's last signal, recent enough to be a retry of
 	// it: the same id again.
 	for i := len(history) - 1; i >= 0; i-- {
@@ -176,6 +179,19 @@ func (c *Client) derivedSignalID(runID, node string, data json.RawMessage, st *p
 		}
 	}
 	return prefix + strconv.Itoa(target) + ":" + digest
+}
+
+// approvalSignalID is the id of a signal without an id for node state ns
+// when it awaits a tool call's approval: the answer is for the attempt
+// that awaits, so that the same answer to the next call ({"approved":
+// true} again) is a signal of its own; a retry of it is the same id while
+// the call awaits, and the data naming the call ("call") keeps a late
+// retry from answering another. ok is false for any other node.
+func approvalSignalID(prefix, digest string, ns *projection.NodeState) (string, bool) {
+	if ns == nil || ns.Await == nil {
+		return "", false
+	}
+	return prefix + strconv.Itoa(ns.Iteration) + "-a" + strconv.Itoa(ns.Attempt) + ":" + digest, true
 }
 
 // Cancel asks for a run to be cancelled. The coordinator ends the run as

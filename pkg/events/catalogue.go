@@ -86,6 +86,14 @@ type (
 	RateRef    = eventlog.RateRef
 	Action     = eventlog.Action
 	Signal     = eventlog.Signal
+	StepAwait  = eventlog.StepAwait
+)
+
+// What a node step may await (StepAwait.For): a person's approval of a
+// tool call, or a tool run as a child run.
+const (
+	AwaitApproval = eventlog.AwaitApproval
+	AwaitTool     = eventlog.AwaitTool
 )
 
 // The failure types the engine and the SDK write (Failure.Type); a node

@@ -81,6 +81,14 @@ type (
 		Config      json.RawMessage `json:"config"`
 		Timeout     execDuration    `json:"timeout"`
 		MaxAttempts int             `json:"maxAttempts"`
+		// Approval "required": each call waits for a person's approval
+		// (a signal), up to ApprovalTimeout when it is set.
+		Approval        string   `json:"approval"`
+		ApprovalTimeout Duration `json:"approvalTimeout"`
+		// Queue: Type runs on that queue's workers, in a child run;
+		// Graph: the tool is a subgraph (validateToolGraphs), no Type.
+		Queue string `json:"queue"`
+		Graph string `json:"graph"`
 	}
 	humanConfig struct {
 		Timeout Duration      `json:"timeout"`
@@ -271,11 +279,20 @@ func checkAgentTools(tools []agentToolConfig, bad badFunc) {
 			bad(at+".name", "tool %q given twice", t.Name)
 		}
 		seen[t.Name] = true
+		checkToolPlace(t, at, bad)
 		switch t.Type {
 		case "":
-			bad(at+".type", "missing type (the node type that runs the tool)")
+			if t.Graph == "" {
+				bad(at+".type", "missing type (the node type that runs the tool), or graph (a subgraph that runs it)")
+			}
 		case "agent", TypeHuman, TypeSubgraph:
 			bad(at+".type", "%s: a node of this type cannot be a tool", t.Type)
+		}
+		if t.Approval != "" && t.Approval != "required" {
+			bad(at+".approval", "%q: want \"required\" (each call waits for a person's approval), or nothing", t.Approval)
+		}
+		if t.ApprovalTimeout < 0 {
+			bad(at+".approvalTimeout", "want a positive duration (the deadline of a call's approval), or nothing")
 		}
 		if len(t.Parameters) > 0 && !isNull(t.Parameters) {
 			if _, ok := asObject(t.Parameters); !ok {
@@ -283,6 +300,41 @@ func checkAgentTools(tools []agentToolConfig, bad badFunc) {
 			}
 		}
 	}
+}
+
+// checkToolPlace checks where an agent's tool runs: its queue, a queue
+// name; its graph, with no type and no queue (validateToolGraphs finds
+// the graph).
+func checkToolPlace(t agentToolConfig, at string, bad badFunc) {
+	switch {
+	case t.Queue != "" && t.Graph != "":
+		bad(at+".graph", "a tool runs on a queue (queue) or as a subgraph (graph), not both")
+	case t.Graph != "" && t.Type != "":
+		bad(at+".type", "a subgraph tool has no type: graph %q says what runs", t.Graph)
+	case t.Queue != "" && !tokenPattern.MatchString(t.Queue):
+		bad(at+".queue", "queue name %q must start with a letter or digit and hold only letters, digits, '_' and '-'", t.Queue)
+	case len(t.Queue) > MaxQueueLen:
+		bad(at+".queue", "queue name is %d characters, the limit is %d (it is a subject token)", len(t.Queue), MaxQueueLen)
+	}
+}
+
+// awaitsApproval reports whether n is an agent node with a tool marked
+// `approval: required`: it may wait for a person as a human node does,
+// and so may have timeout edges.
+func awaitsApproval(n *Node) bool {
+	if n.Type != "agent" {
+		return false
+	}
+	var cfg struct {
+		Tools []agentToolConfig `json:"tools"`
+	}
+	_ = json.Unmarshal(n.Config, &cfg) // its errors are checkAgent's to report
+	for _, t := range cfg.Tools {
+		if t.Approval == "required" {
+			return true
+		}
+	}
+	return false
 }
 
 // llmEndpointHint says how a graph picks an llm endpoint instead.

@@ -177,6 +177,8 @@ func validateNode(g *Graph, i int, first map[string]int, scope []*Definition, o 
 	switch n.Type {
 	case TypeSubgraph:
 		validateSubgraphRef(g.def, n, scope, bad)
+	case "agent":
+		validateToolGraphs(g.def, n, scope, bad)
 	case TypeRouter:
 		if r := validateRouter(g, n, o, bad); r != nil && id != "" {
 			g.routes[id] = r
@@ -550,6 +552,31 @@ func validateSubgraphRef(def *Definition, n *Node, scope []*Definition, bad badF
 	bad("config.graph", "unknown graph %q (not in graphs)", cfg.Graph)
 }
 
+// validateToolGraphs checks that each subgraph tool of an agent node
+// (config.tools[i].graph) names a graph in scope, as a subgraph node's
+// config.graph must.
+func validateToolGraphs(def *Definition, n *Node, scope []*Definition, bad badFunc) {
+	var cfg struct {
+		Tools []agentToolConfig `json:"tools"`
+	}
+	if len(n.Config) == 0 || json.Unmarshal(n.Config, &cfg) != nil {
+		return // validateExecutorConfig reports it
+	}
+	chain := append(slices.Clip(scope), def)
+	for i, t := range cfg.Tools {
+		if t.Graph == "" {
+			continue
+		}
+		found := false
+		for k := len(chain) - 1; k >= 0 && !found; k-- {
+			_, found = chain[k].Graphs[t.Graph]
+		}
+		if !found {
+			bad(fmt.Sprintf("config.tools[%d].graph", i), "unknown graph %q (not in graphs)", t.Graph)
+		}
+	}
+}
+
 // validateEdges checks the edges and compiles their conditions. It reports
 // whether every edge's ends are known, which reachability needs.
 //
@@ -569,8 +596,8 @@ func validateEdges(g *Graph, o *options, p *problems) bool {
 			bad("action", "edges from START take the default action only, got %q", e.Action)
 		}
 		if e.Timeout {
-			if n, ok := g.Node(e.From); !ok || n.Type != TypeHuman {
-				bad("timeout", "timeout edges must leave a human node")
+			if n, ok := g.Node(e.From); !ok || n.Type != TypeHuman && !awaitsApproval(n) {
+				bad("timeout", "timeout edges must leave a human node (or an agent node with a tool whose approval is required)")
 			}
 		}
 		switch e.OnMissing {

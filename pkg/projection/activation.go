@@ -26,6 +26,7 @@ func (s *State) applyNodeReady(d *events.NodeReadyData, at time.Time) error {
 	}
 	n.Status, n.Attempt, n.ReadyAt = NodeReady, d.Attempt, &at
 	n.Delivery, n.HeartbeatAt, n.TimedOut = 0, nil, ""
+	n.Await, n.Resume = nil, nil                      // an await's wait ends with the next attempt's ready
 	n.WaitingFor, n.Slot, n.Rate = "", d.Slot, d.Rate // a slot's or rate's wait ends with its ready
 	n.LocalAttempt = d.Queue == events.LocalQueue
 	n.TimeoutMs, n.HeartbeatMs = d.TimeoutMs, d.HeartbeatMs
@@ -64,10 +65,8 @@ func (s *State) readyStale(d *events.NodeReadyData) error {
 }
 
 func (s *State) applyNodeWaiting(d *events.NodeWaitingData, at time.Time) error {
-	if d.For == "slot" || d.For == "rate" {
-		if n := s.Nodes[d.Node]; n != nil && n.Iteration == d.Iteration && d.Item == nil {
-			return s.retryWaitsForSlot(d, n)
-		}
+	if ok, err := s.waitWithin(d); ok {
+		return err
 	}
 	if err := s.newActivation(d.NodeRef); err != nil {
 		return err
@@ -88,6 +87,23 @@ func (s *State) applyNodeWaiting(d *events.NodeWaitingData, at time.Time) error 
 		s.waitForTimer(d, n, at)
 	}
 	return nil
+}
+
+// waitWithin applies a node-waiting that is a wait within the current
+// activation, not a new one: a retry's wait for a slot or a rate limit's
+// turn, an awaiting attempt's wait (await.go). ok is false for any other.
+func (s *State) waitWithin(d *events.NodeWaitingData) (ok bool, err error) {
+	n := s.Nodes[d.Node]
+	if n == nil || n.Iteration != d.Iteration || d.Item != nil {
+		return false, nil
+	}
+	switch {
+	case d.For == "slot" || d.For == "rate":
+		return true, s.retryWaitsForSlot(d, n)
+	case (d.For == "signal" || d.For == "child") && d.Attempt > 0:
+		return true, s.awaitWait(d, n)
+	}
+	return false, nil
 }
 
 // waitForItems applies a map node's wait for its items: one item state
@@ -248,6 +264,7 @@ func (s *State) activate(ref events.NodeRef, consumed, owed []int, local json.Ra
 		n.Attempt, n.Delivery, n.Output, n.Error, n.Worker, n.Actions = 0, 0, nil, nil, "", nil
 		n.Owed = append(n.Owed, owed...)
 		n.Items, n.WaitingFor, n.Deadline, n.Child, n.Fallback = nil, "", nil, "", false
+		n.Await, n.Awaits, n.Resume = nil, 0, nil
 		n.StartedAt, n.EndedAt, n.ReadyAt, n.HeartbeatAt = nil, nil, nil, nil
 		n.Local = local
 		s.consume(ref.Node, consumed)

@@ -24,6 +24,11 @@ func (s *State) applyChildRunFinished(d *events.ChildRunFinishedData, at time.Ti
 	switch {
 	case n == nil || n.Iteration != d.Iteration:
 		return stale("%s: not the node's current activation", d.Key())
+	case n.Await != nil || d.Attempt > 0:
+		if n.Await == nil {
+			return stale("%s: child run %s is a tool's, and the node awaits none", d.Key(), d.ChildRunID)
+		}
+		return s.toolFinished(d, n)
 	case n.Status != NodeWaiting:
 		return stale("%s is %s, not waiting for its child run", d.Key(), orIdle(n.Status))
 	case n.Child != "" && n.Child != d.ChildRunID:

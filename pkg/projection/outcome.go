@@ -154,10 +154,14 @@ func (s *State) applyHeartbeat(d *events.HeartbeatData, at time.Time) error {
 // tool result) against the live attempt and changes nothing: the step is
 // the node's own record, read back by the worker that runs the node
 // again, and seen in the run's timeline; the run's state is the node's
-// outcome's to change.
+// outcome's to change. A step that awaits something ends the attempt and
+// makes the activation wait (await.go).
 func (s *State) applyNodeStep(d *events.NodeStepData) error {
-	_, _, err := s.live(d.NodeRef, d.Attempt, 0)
-	return err
+	n, _, err := s.live(d.NodeRef, d.Attempt, 0)
+	if err != nil || d.Await == nil {
+		return err
+	}
+	return s.awaitStep(d, n)
 }
 
 // finish records the outcome of an activation, or of one item of a map

@@ -44,6 +44,10 @@ func (s *State) applySignalReceived(e *events.Event, d *events.SignalReceivedDat
 	if n != nil && n.Status == NodeWaiting && n.WaitingFor == "signal" {
 		s.noteSignal(e.ID)
 		s.dropTimers(d.Node)
+		if n.Await != nil {
+			s.resumeAwait(n, d.Data)
+			return nil
+		}
 		s.finish(d.Node, n, nil, NodeSucceeded, d.Data, nil, at)
 		return nil
 	}
@@ -69,10 +73,13 @@ func (s *State) AcceptsSignal(node string, iteration int, data json.RawMessage) 
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrRefused, err)
 	}
+	n := s.Nodes[node]
+	if n != nil && n.Await != nil {
+		return s.acceptsApproval(node, n, iteration, data)
+	}
 	if def.Type != graph.TypeHuman {
 		return fmt.Errorf("%w: node %q is a %q node, and only human nodes wait for signals", ErrRefused, node, def.Type)
 	}
-	n := s.Nodes[node]
 	waiting := n != nil && n.Status == NodeWaiting && n.WaitingFor == "signal"
 	if iteration > 0 && (!waiting || n.Iteration != iteration) {
 		return fmt.Errorf("%w: node %q is not waiting for a signal (%s)", ErrRefused, node, s.signalNotWaiting(node, iteration))

@@ -245,6 +245,14 @@ type NodeState struct {
 	// Rate is the rate limit the current attempt took its units of, or
 	// waits for its turn of ("rate", until Deadline).
 	Rate *events.RateRef `json:"rate,omitempty"`
+	// Await is what the activation's last attempt ended awaiting (its
+	// node step's, await.go), while it waits for it; Awaits counts the
+	// attempts that ended so (they are not failures: the retry policy
+	// counts attempts without them); Resume is what came, for the next
+	// attempt's work item.
+	Await  *events.StepAwait `json:"await,omitempty"`
+	Awaits int               `json:"awaits,omitempty"`
+	Resume json.RawMessage   `json:"resume,omitempty"`
 
 	ReadyAt   *time.Time `json:"readyAt,omitempty"`
 	StartedAt *time.Time `json:"startedAt,omitempty"`

@@ -1,6 +1,7 @@
 package projection
 
 import (
+	"fmt"
 	"strconv"
 	"time"
 
@@ -55,6 +56,9 @@ func (s *State) applyTimerFired(d *events.TimerFiredData, at time.Time) error {
 	case "deadline":
 		if n.Status == NodeWaiting && n.WaitingFor == "signal" {
 			f := &events.Failure{Type: events.FailureTimeout, Message: "no signal before the deadline"}
+			if n.Await != nil {
+				f.Message = fmt.Sprintf("no approval of tool %q (call %s) before the deadline", n.Await.Tool, n.Await.Call)
+			}
 			s.finish(t.Ref.Node, n, nil, NodeFailed, nil, f, at)
 		}
 	case PurposeTimeout, PurposeHeartbeat:

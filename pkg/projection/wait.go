@@ -74,6 +74,9 @@ type Wait struct {
 	// Deadline is when the wait ends: a wait node's time, a human node's
 	// deadline (its timeout), or nil for a human node without one.
 	Deadline *time.Time `json:"deadline,omitempty"`
+	// Await is set for an agent node whose tool call awaits a person's
+	// approval (the signal {"approved": true|false, "reason": "..."}).
+	Await *events.StepAwait `json:"await,omitempty"`
 }
 
 // Waits lists the node activations of a running run that wait on a
@@ -89,7 +92,7 @@ func (s *State) Waits() []Wait {
 		if n.Status != NodeWaiting || (n.WaitingFor != "signal" && n.WaitingFor != WaitingForTimer) {
 			continue
 		}
-		w := Wait{Node: id, Iteration: n.Iteration, For: n.WaitingFor}
+		w := Wait{Node: id, Iteration: n.Iteration, For: n.WaitingFor, Await: n.Await}
 		if n.Deadline != nil {
 			d := n.Deadline.UTC()
 			w.Deadline = &d

@@ -349,6 +349,19 @@ func RecordStep(ctx context.Context, n int, kind string, data any) error {
 	return rt.RecordStep(ctx, n, kind, data)
 }
 
+// ErrAwait is what a node returns after RecordAwait: its attempt ends with
+// no outcome, awaiting what the step says (docs/worker-protocol.md,
+// Steps).
+var ErrAwait = rt.ErrAwait
+
+// RecordAwait appends step number n of the running node as RecordStep
+// does, marked as awaiting await (a tool call's approval); once it
+// returns nil the node returns ErrAwait, and its next attempt gets what
+// came as Input.Resume.
+func RecordAwait(ctx context.Context, n int, kind string, data any, await *events.StepAwait) error {
+	return rt.RecordAwait(ctx, n, kind, data, await)
+}
+
 // LastStep returns the data of the running node activation's last
 // recorded step (any attempt's), or nil when it has none.
 func LastStep(ctx context.Context) (json.RawMessage, error) {

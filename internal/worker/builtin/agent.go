@@ -48,7 +48,10 @@ import (
 // right is added (principle 8). Tools are node types of the same worker
 // (its registered executors: http under the worker's allow-list, echo, or
 // a program's own), run through the node contract's Execute with their
-// own configuration, timeout, attempts and idempotency key.
+// own configuration, timeout, attempts and idempotency key; or, for a
+// tool of another queue, a subgraph tool (remote.go) and a call that
+// needs a person's approval (approval.go), the step awaits, the attempt
+// ends, and the coordinator decides the wait and resumes the node.
 //
 // Bad input gets a located outcome. A tool the model invents, arguments
 // that are not JSON or fail the tool's JSON Schema, and a tool that fails
@@ -115,10 +118,23 @@ type AgentTool struct {
 	// The tool node's state is the call's arguments.
 	Type   string          `json:"type"`
 	Config json.RawMessage `json:"config,omitempty"`
+	// Queue, when set, is the queue whose workers run Type (any
+	// language's): the call runs as a child run of that one node, which
+	// the coordinator starts (remote.go). Graph, instead of Type, names a
+	// subgraph of the graph (in its graphs) that the call runs as a child
+	// run, its arguments the child's input, the child's output the result.
+	Queue string `json:"queue,omitempty"`
+	Graph string `json:"graph,omitempty"`
 	// Timeout bounds one run of the tool (default 30s); MaxAttempts the
 	// runs of a tool whose failure is retryable (default 1).
 	Timeout     Duration `json:"timeout,omitempty"`
 	MaxAttempts int      `json:"maxAttempts,omitempty"`
+	// Approval "required" makes each call of the tool wait for a
+	// person's approval before it runs (approval.go), up to
+	// ApprovalTimeout (none when 0): the coordinator decides that wait,
+	// from the graph.
+	Approval        string   `json:"approval,omitempty"`
+	ApprovalTimeout Duration `json:"approvalTimeout,omitempty"`
 }
 
 // AgentStep is what the agent records after each step: the conversation
@@ -136,6 +152,14 @@ type AgentStep struct {
 	Messages []Message `json:"messages"`
 	// Warnings are the guardrails' warnings so far.
 	Warnings []string `json:"warnings,omitempty"`
+	// Awaiting is the id of the tool call the step (kind "await")
+	// awaits, AwaitFor what for (events.AwaitApproval or
+	// events.AwaitTool), AwaitArgs the call's arguments (a tool's child
+	// run's input); Approved lists the calls a person approved.
+	Awaiting  string          `json:"awaiting,omitempty"`
+	AwaitFor  string          `json:"awaitFor,omitempty"`
+	AwaitArgs json.RawMessage `json:"awaitArgs,omitempty"`
+	Approved  []string        `json:"approved,omitempty"`
 }
 
 // Journal records an agent's steps and gives back the last one. The
@@ -271,9 +295,15 @@ func modelTimeout(d Duration) time.Duration {
 
 // recorder is the function that records st, as it is after each step, as
 // step kind (of tool, for a tool's result) in journal; a step that does
-// not fit in one event is a non-retryable failure.
+// not fit in one event is a non-retryable failure. Kind "" records the
+// last step again, as it is (an await that a new delivery of the attempt
+// makes again: approval.go).
 func recorder(ctx context.Context, in *worker.Input, journal Journal, st *AgentStep, where string) func(kind, tool string) error {
 	return func(kind, tool string) error {
+		if kind == "" {
+			kind, tool = st.Kind, st.Tool
+			st.Step--
+		}
 		st.Step++
 		st.Kind, st.Tool = kind, tool
 		if err := journal.Record(ctx, in, st); err != nil {
@@ -325,7 +355,10 @@ func (a *Agent) resume(ctx context.Context, in *worker.Input, cfg *AgentConfig, 
 // added to st and recorded as a step.
 func (a *Agent) runPending(ctx context.Context, in *worker.Input, cfg *AgentConfig, tools map[string]*compiledTool, pending []ToolCall, st *AgentStep, record func(kind, tool string) error) error {
 	for _, tc := range pending {
-		res := a.runTool(ctx, in, tools, tc, st.Step+1)
+		res, err := a.callTool(ctx, in, tools, tc, st, record)
+		if err != nil {
+			return err // worker.ErrAwait: the attempt ends, awaiting an approval or a tool's child run
+		}
 		if err := ctx.Err(); err != nil {
 			return err // cut short: not a result to record
 		}
@@ -335,12 +368,45 @@ func (a *Agent) runPending(ctx context.Context, in *worker.Input, cfg *AgentConf
 			res.Content = strings.ToValidUTF8(res.Content[:cfg.MaxMessageBytes], "") +
 				fmt.Sprintf("\n[truncated: the result is %d bytes, more than maxMessageBytes %d]", n, cfg.MaxMessageBytes)
 		}
-		st.Messages = append(st.Messages, res)
+		st.Messages = append(st.Messages, *res)
 		if err := record("tool", tc.Name); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// callTool is the result of tool call tc: arguments that do not fit the
+// tool are an error result at once; a call that needs a person's approval
+// awaits it first (approval.go), and a rejection is its result; a tool of
+// another queue or a subgraph awaits its child run (remote.go); any other
+// runs here. worker.ErrAwait (or a recording's error) ends the attempt.
+func (a *Agent) callTool(ctx context.Context, in *worker.Input, tools map[string]*compiledTool, tc ToolCall, st *AgentStep, record func(kind, tool string) error) (*Message, error) {
+	t := tools[tc.Name]
+	if t == nil {
+		res := a.runTool(ctx, in, tools, tc, st.Step+1) // says there is no such tool
+		return &res, nil
+	}
+	args, problem := toolArgs(t, tc)
+	if problem != "" {
+		return &Message{Role: "tool", ToolCallID: tc.ID, Name: tc.Name, Content: problem, IsError: true}, nil
+	}
+	if in.Item != nil && (t.remote() || t.Approval == ApprovalRequired) {
+		// A map item's attempt cannot end awaiting: its node's other
+		// items run on, and the fold keeps no wait per item.
+		return nil, worker.NonRetryable(events.FailureValidation, fmt.Sprintf("agent node %q item %d: tool %q runs as a child run or needs approval, which a map item's agent cannot await", in.NodeID, *in.Item, tc.Name))
+	}
+	if t.Approval == ApprovalRequired && !slices.Contains(st.Approved, tc.ID) {
+		rejected, err := approval(in, tc, st, record)
+		if err != nil || rejected != nil {
+			return rejected, err
+		}
+	}
+	if t.remote() {
+		return remoteTool(in, tc, args, st, record)
+	}
+	res := a.runTool(ctx, in, tools, tc, st.Step+1)
+	return &res, nil
 }
 
 // callModel makes the next turn's model call on the conversation st,
@@ -537,19 +603,40 @@ func (a *Agent) compileTools(cfg *AgentConfig) (map[string]*compiledTool, []stri
 			bad = append(bad, at+".parameters: "+err.Error())
 		}
 		ct.schema = s
+		bad = append(bad, checkApproval(t, at)...)
 		switch n, ok := a.lookup(t.Type); {
+		case t.Queue != "" && t.Graph != "":
+			bad = append(bad, at+".graph: a tool runs on a queue or as a subgraph, not both")
+		case t.Graph != "" && t.Type != "":
+			bad = append(bad, at+".type: a subgraph tool has no type (its graph says what runs)")
+		case t.Graph != "":
+			// a subgraph, in a child run
 		case t.Type == "":
 			bad = append(bad, at+".type: required")
 		case t.Type == TypeAgent:
 			bad = append(bad, at+".type: an agent cannot be a tool")
+		case t.Queue != "":
+			// run by the queue's workers, in a child run
 		case !ok:
-			bad = append(bad, fmt.Sprintf("%s.type: %q is not a node type this worker runs", at, t.Type))
+			bad = append(bad, fmt.Sprintf("%s.type: %q is not a node type this worker runs (a tool of another queue names it: queue)", at, t.Type))
 		default:
 			ct.node = n
 		}
 		tools[t.Name] = ct
 	}
 	return tools, bad
+}
+
+// checkApproval says what is wrong with tool t's approval fields, at at.
+func checkApproval(t AgentTool, at string) []string {
+	var bad []string
+	if t.Approval != "" && t.Approval != ApprovalRequired {
+		bad = append(bad, fmt.Sprintf("%s.approval: %q: want %q, or nothing", at, t.Approval, ApprovalRequired))
+	}
+	if t.ApprovalTimeout < 0 {
+		bad = append(bad, at+".approvalTimeout: want 0 (no deadline) or more")
+	}
+	return bad
 }
 
 func (a *Agent) lookup(typ string) (worker.Node, bool) {

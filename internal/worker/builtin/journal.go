@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/weft-dev/weft/internal/worker"
+	"github.com/weft-dev/weft/pkg/events"
 )
 
 // defaultJournal is the journal of an Agent that names none: the run's
@@ -35,7 +36,16 @@ func (workerJournal) Last(ctx context.Context, _ *worker.Input) (*AgentStep, err
 }
 
 func (workerJournal) Record(ctx context.Context, _ *worker.Input, s *AgentStep) error {
-	err := worker.RecordStep(ctx, s.Step, s.Kind, s)
+	var err error
+	if s.Kind == "await" {
+		what := s.AwaitFor
+		if what == "" {
+			what = events.AwaitApproval
+		}
+		err = worker.RecordAwait(ctx, s.Step, s.Kind, s, &events.StepAwait{For: what, Tool: s.Tool, Call: s.Awaiting, Args: s.AwaitArgs})
+	} else {
+		err = worker.RecordStep(ctx, s.Step, s.Kind, s)
+	}
 	if errors.Is(err, worker.ErrNoWorkItem) {
 		return nil // outside a worker (a direct call): nothing to record to
 	}

@@ -75,6 +75,13 @@
 // a step, a failure or a log line: the endpoint's key is scrubbed from
 // whatever the provider echoes.
 //
+// A tool marked "approval": "required" runs only once a person approved
+// the call: the agent records a step that awaits it and its attempt ends;
+// the node waits for a signal ({"approved": true|false, "reason": "..."})
+// as a human node does, up to the tool's "approvalTimeout", and its next
+// attempt goes on from the recorded steps. A rejection is the tool's
+// result for the model. See docs/agents.md.
+//
 // # Limits
 //
 // Exceeding a limit fails the node with a non-retryable failure that names
