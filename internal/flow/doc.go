@@ -96,10 +96,44 @@
 // HTTP 429 and its Retry-After) moves the key's time on, so every attempt
 // of the key waits it out.
 //
-// # In one process
+// # The fast path: one compare-and-set for many attempts
 //
-// A Limiter serialises its own changes of one key (a mutex per key), so
-// a coordinator's deciders do not lose compare-and-sets to each other;
+// A coordinator decides many runs at once, and each attempt under a limit
+// takes a slot and later gives it back: one compare-and-set each, on one
+// KV key when the attempts share a key. Done one at a time, a limit that
+// never binds cost three times the throughput (measured: 300 runs through
+// one key, +252%). So a Limiter writes the changes of one key in batches
+// (batch.go): while one write of the key is in flight, the changes its
+// deciders ask for (takes, gives back, places in line) wait; the next
+// write applies them all, in the order they came, to one entry, and makes
+// one compare-and-set; the caller of the first of them writes it, and
+// hands the next batch on. It also keeps the entry it last read or wrote,
+// with its revision, and makes the next compare-and-set at that revision
+// without reading the key first.
+//
+// Why this is as safe as one compare-and-set per attempt: every change
+// still lands in the bucket by a compare-and-set at the revision its
+// entry was read or written at, so the key's revisions still order every
+// coordinator's writes, and a batch whose revision is stale (another
+// coordinator, or a sweep, wrote meanwhile) fails as a whole and is done
+// again from a fresh read, every answer computed again. An answer (a
+// grant, a place, the waiters to wake) is given only once its entry is
+// known to be the key's current one: written at the revision it was read
+// at, or just read; the cached entry is never an answer on its own (a
+// batch that changes nothing is answered from a fresh read). A batch is
+// the changes applied one after the other, as if each had been its own
+// compare-and-set, so no grant sees more than max holders. Nothing about a
+// slot lives only in the process: a change is acknowledged to its caller
+// after its write, and a coordinator that crashes with changes waiting
+// loses changes that were never acknowledged (their decisions were not
+// written either, and are made again); a write whose reply is lost is
+// found in the bucket by the attempt asking again (a holder asking again
+// is granted, a release of what is not held changes nothing), or reclaimed
+// by the sweep. TestBatchedSlotsAcrossProcesses races three limiters on
+// one key, one losing a third of its writes' replies.
+//
+// A Limiter serialises its own changes of one rate key (a mutex per key),
+// so a coordinator's deciders do not lose compare-and-sets to each other;
 // that lock is an optimisation, and the bucket's revisions are what keep
 // coordinators apart.
 package flow

@@ -24,21 +24,22 @@ func (j jsKV) Get(ctx context.Context, key string) ([]byte, uint64, error) {
 	return e.Value(), e.Revision(), nil
 }
 
-func (j jsKV) Put(ctx context.Context, key string, value []byte, rev uint64) error {
+func (j jsKV) Put(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
 	var err error
+	var next uint64
 	switch {
 	case value == nil:
 		err = j.kv.Delete(ctx, key, jetstream.LastRevision(rev))
 	case rev == 0:
-		_, err = j.kv.Create(ctx, key, value)
+		next, err = j.kv.Create(ctx, key, value)
 	default:
-		_, err = j.kv.Update(ctx, key, value, rev)
+		next, err = j.kv.Update(ctx, key, value, rev)
 	}
 	var apiErr *jetstream.APIError
 	if errors.Is(err, jetstream.ErrKeyExists) || errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
-		return ErrConflict
+		return 0, ErrConflict
 	}
-	return err
+	return next, err
 }
 
 func (j jsKV) Keys(ctx context.Context, prefix string) ([]string, error) {
