@@ -43,6 +43,10 @@ type Sizes struct {
 	FailoverRate   int   // runs started per second during the failover figure
 	StartsBurst    int   // messages of the trigger burst (starts figure)
 	StartsFires    int   // schedule fires timed (starts figure)
+	FlowFairBig    int   // runs of the big key (flow figure: fairness)
+	FlowRuns       int   // runs with and without a limit that never binds
+	FlowRounds     int   // rounds of each, alternated
+	FlowRateWindow time.Duration
 }
 
 // FullSizes are the sizes the issue asks for.
@@ -55,6 +59,7 @@ func FullSizes() Sizes {
 		CoordRuns:    1000, CoordNodes: 10, CoordWorkers: 2, CoordProcs: []int{1, 2, 4},
 		FailoverKills: 20, FailoverRate: 40,
 		StartsBurst: 10000, StartsFires: 30,
+		FlowFairBig: 1900, FlowRuns: 1000, FlowRounds: 3, FlowRateWindow: time.Minute,
 	}
 }
 
@@ -68,6 +73,7 @@ func QuickSizes() Sizes {
 		CoordRuns:    200, CoordNodes: 10, CoordWorkers: 2, CoordProcs: []int{1, 2, 4},
 		FailoverKills: 3, FailoverRate: 40,
 		StartsBurst: 2000, StartsFires: 5,
+		FlowFairBig: 500, FlowRuns: 300, FlowRounds: 2, FlowRateWindow: 10 * time.Second,
 	}
 }
 
@@ -109,6 +115,7 @@ var figures = []figure{
 	{"local", runLocal},
 	{"typescript", runTypeScript},
 	{"starts", runStarts},
+	{"flow", runFlow},
 }
 
 func figureNames() []string {

@@ -33,6 +33,7 @@ func tinySizes() Sizes {
 		CoordRuns:    10, CoordNodes: 3, CoordWorkers: 1, CoordProcs: []int{1, 2},
 		FailoverKills: 1, FailoverRate: 20,
 		StartsBurst: 50, StartsFires: 2,
+		FlowFairBig: 20, FlowRuns: 10, FlowRounds: 1, FlowRateWindow: time.Second,
 	}
 }
 
@@ -62,6 +63,7 @@ func TestFigures(t *testing.T) {
 		"hop latency p50 (durable)": true, "local step p50": true, "throughput (durable)": true, "burst wall clock (durable)": true,
 		"typescript / go hop latency p50": true, "typescript / node floor hop latency p50": true, "typescript / go throughput": true,
 		"runs started/s from a trigger burst": true, "schedule fire → run start p50": true,
+		"flow: fairness, small key beside a big one": true, "flow: throughput under a limit that never binds": true, "flow: rate limit 100/s, achieved": true,
 	}
 	for _, r := range results {
 		delete(want, r.Name)
@@ -113,6 +115,15 @@ func TestRow(t *testing.T) {
 	r = row("y", 5000, "B/run", 0, valueAtMost(4096), "")
 	if r.Floor != nil || *r.Pass {
 		t.Fatalf("row = %+v", r)
+	}
+	for _, tc := range []struct {
+		value float64
+		pass  bool
+	}{{96, true}, {104.9, true}, {94, false}, {106, false}} {
+		r = row("rate", tc.value, "/s", 100, ratioWithin(0.05), "")
+		if *r.Pass != tc.pass || r.Target != "ratio within 1 ± 0.05" {
+			t.Errorf("row(%v) = %+v, want pass %v", tc.value, r, tc.pass)
+		}
 	}
 }
 
