@@ -21,6 +21,11 @@ package reliability
 //     of an attempt that should have been the last one followed by another
 //     (a duplicate effect). Re-executions of one attempt (redeliveries after
 //     a worker died) are counted: the key absorbs them;
+//   - flow control holds (chaosflow_test.go): the ledger nodes a and b
+//     share a concurrency limit of 2 per tenant (and c has a rate limit),
+//     and neither the log's running attempts nor the ledger's effects of
+//     one tenant ever overlap more than 2 deep; the flow bucket ends with
+//     no holder and no waiter (no slot leaked);
 //   - no daemon exits by itself (a transient outage is ridden out);
 //   - no permission was refused: everything runs under Weft's roles (see
 //     the package documentation), the ledgerworkers as the ledger queue's
@@ -540,7 +545,7 @@ func runChaos(t *testing.T, fleet chaosFleet) {
 	for i := 1; i <= fleet.goLedger; i++ {
 		name := fmt.Sprintf("ledgerworker-%d", i)
 		weft = append(weft, sup.add("ledgerworker", name, "ledgerworker", ledgerEnv, func(life int) []string {
-			return append(slices.Clone(common), "-concurrency", "16", "-ack-wait", ackWait.String(), "-name", fmt.Sprintf("%s-l%d", name, life))
+			return append(slices.Clone(common), "-concurrency", "16", "-ack-wait", ackWait.String(), "-hold", chaosHold.String(), "-name", fmt.Sprintf("%s-l%d", name, life))
 		}))
 	}
 	for i := 1; i <= fleet.tsLedger; i++ {
@@ -675,7 +680,8 @@ func runChaos(t *testing.T, fleet chaosFleet) {
 		r := &chaosRun{id: fmt.Sprintf("chaos-%05d-%s", i, events.NewRunID()), index: i, items: []int{i % 7, 1 + i%3, 20}}
 		runs[i] = r
 		err := retry(2*time.Minute, func(ctx context.Context) error {
-			_, err := cl.Start(ctx, g, client.WithRunID(r.id), client.WithInput(map[string]any{"items": r.items}))
+			_, err := cl.Start(ctx, g, client.WithRunID(r.id), client.WithInput(map[string]any{"items": r.items}),
+				client.WithInvocation(map[string]any{"tenant": chaosTenant(i)}))
 			if errors.Is(err, events.ErrRunExists) {
 				return nil
 			}
@@ -751,6 +757,7 @@ func runChaos(t *testing.T, fleet chaosFleet) {
 	entries, dupEntries := readLedger(t, js)
 	writes := readWrites(t, js)
 	rep.checkLedger(runs, logs, entries, dupEntries, writes)
+	flowSummary := rep.checkFlow(t, runs, logs, writes, js)
 
 	// Daemons that exited by themselves.
 	var exits []string
@@ -784,6 +791,7 @@ func runChaos(t *testing.T, fleet chaosFleet) {
 		byKind["worker"], byKind["ledgerworker"], tsKills, byKind["coordinator"], byKind["nats"], byKind["pause"], len(exits),
 		rep.dupDecisions, rep.dupFacts, rep.dupEffects, rep.absorbed, rep.lostEffects, rep.foreignKeys, len(entries), tsKeys,
 		cfg.seed, time.Since(began).Round(time.Second), startedAll.Round(time.Second), killsStopped.Round(time.Second), allEnded.Round(time.Second))
+	summary += "; " + flowSummary
 	fmt.Println(summary)
 	t.Log(summary)
 

@@ -48,7 +48,13 @@ func DuplicateDecisions(evs []*events.Event) []string {
 				note(&d.Routed[i])
 			}
 		case *events.NodeWaitingData:
-			seen["waiting "+d.Key()]++
+			if d.Attempt > 0 {
+				// A wait for a slot or a turn of a rate is an attempt's:
+				// each retry of the node waits again.
+				seen[fmt.Sprintf("waiting %s for %s attempt %d", d.Key(), d.For, d.Attempt)]++
+			} else {
+				seen["waiting "+d.Key()]++
+			}
 			for i := range d.Routed {
 				note(&d.Routed[i])
 			}
