@@ -178,19 +178,11 @@ func flowFairness(ctx context.Context, e *env) (Result, error) {
 
 // flowNonBinding is the non-binding limit's row (runFlow).
 func flowNonBinding(ctx context.Context, e *env) (Result, error) {
-	plain, err := graph.Parse([]byte(`
-name: bench-plain
-nodes: [{id: work, type: echo}]
-edges: [{from: START, to: work}, {from: work, to: END}]
-`), "bench-plain", graph.AllowAnyType())
+	plain, err := flowGraph("bench-plain", `[{id: work, type: echo}]`)
 	if err != nil {
 		return Result{}, err
 	}
-	limited, err := graph.Parse([]byte(`
-name: bench-limited
-nodes: [{id: work, type: echo, concurrency: {max: 1000, key: "invocation.tenant"}}]
-edges: [{from: START, to: work}, {from: work, to: END}]
-`), "bench-limited", graph.AllowAnyType())
+	limited, err := flowGraph("bench-limited", `[{id: work, type: echo, concurrency: {max: 1000, key: "invocation.tenant"}}]`)
 	if err != nil {
 		return Result{}, err
 	}
@@ -252,11 +244,7 @@ func rates(xs []float64) string {
 
 // flowRate is the rate limit's row (runFlow).
 func flowRate(ctx context.Context, e *env) (Result, error) {
-	g, err := graph.Parse([]byte(`
-name: bench-rated
-nodes: [{id: call, type: echo, rate: {limit: 100, per: 1s, key: "invocation.tenant"}}]
-edges: [{from: START, to: call}, {from: call, to: END}]
-`), "bench-rated", graph.AllowAnyType())
+	g, err := flowGraph("bench-rated", `[{id: work, type: echo, rate: {limit: 100, per: 1s, key: "invocation.tenant"}}]`)
 	if err != nil {
 		return Result{}, err
 	}
@@ -293,14 +281,32 @@ edges: [{from: START, to: call}, {from: call, to: END}]
 	if err != nil {
 		return Result{}, err
 	}
-	ts := make([]time.Time, len(readies))
-	for i, s := range readies {
+	steady, d, achieved, worst := steadyRate(readies, 100)
+	notes := fmt.Sprintf("rate: {limit: 100, per: 1s} on an echo node, one key; %d runs started at 120/s; the stored times of the node-ready events after the first 100 (the burst): %d over %s; most in any 1s window %d; floor: the configured 100/s",
+		12*ticks, steady, d.Round(time.Millisecond), worst)
+	return row("flow: rate limit 100/s, achieved", achieved, "/s", 100, ratioWithin(0.05), notes), nil
+}
+
+// flowGraph is START → the one node → END.
+func flowGraph(name, nodes string) (*graph.Graph, error) {
+	src := "name: " + name + "\nnodes: " + nodes + "\nedges: [{from: START, to: work}, {from: work, to: END}]\n"
+	return graph.Parse([]byte(src), name, graph.AllowAnyType())
+}
+
+// steadyRate is the rate of stamps after the first burst ones, in
+// stored-time order: how many, over what span, per second, and the most
+// in any one-second window.
+func steadyRate(stamps []stamp, burst int) (int, time.Duration, float64, int) {
+	ts := make([]time.Time, len(stamps))
+	for i, s := range stamps {
 		ts[i] = s.at
 	}
 	slices.SortFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
-	steady := ts[100:]
+	if len(ts) < burst+2 {
+		return 0, 0, 0, 0
+	}
+	steady := ts[burst:]
 	d := steady[len(steady)-1].Sub(steady[0])
-	achieved := float64(len(steady)-1) / d.Seconds()
 	worst := 0
 	for i := range steady {
 		j := i
@@ -309,7 +315,5 @@ edges: [{from: START, to: call}, {from: call, to: END}]
 		}
 		worst = max(worst, j-i)
 	}
-	notes := fmt.Sprintf("rate: {limit: 100, per: 1s} on an echo node, one key; %d runs started at 120/s; the stored times of the node-ready events after the first 100 (the burst): %d over %s; most in any 1s window %d; floor: the configured 100/s",
-		12*ticks, len(steady), d.Round(time.Millisecond), worst)
-	return row("flow: rate limit 100/s, achieved", achieved, "/s", 100, ratioWithin(0.05), notes), nil
+	return len(steady), d, float64(len(steady)-1) / d.Seconds(), worst
 }

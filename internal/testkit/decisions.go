@@ -11,7 +11,8 @@ import (
 // decision that is in the log more than once, as "what: n times". It counts
 // decisions, not outcomes (a worker's outcome id includes its delivery, so
 // a redelivered attempt legitimately reports again): one node-ready per node
-// attempt, one skip, wait and routing per activation, one retry per attempt,
+// attempt, one skip, wait and routing per activation (a wait for a slot or
+// a rate's turn: per attempt), one retry per attempt,
 // one child run per activation, one outcome the coordinator records per
 // attempt (routers, fallbacks), and one ending of the run of any kind. It
 // also reports a decision's event id that is in the log twice

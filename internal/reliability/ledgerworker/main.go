@@ -164,10 +164,19 @@ func (l *ledgerNode) Execute(ctx context.Context, in *worker.Input) (*worker.Res
 	if rule == ledger.FailBefore {
 		return nil, worker.Retryable("ChaosBefore", "failing before the effect, by rule")
 	}
+	// The effect takes -hold, from when it began to the ledger's write.
+	began := time.Now().UTC()
+	if l.hold > 0 {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(l.hold): // the effect's duration (-hold)
+		}
+	}
 	if err := l.write(ctx, key, ledger.Entry{
 		Run: in.RunID, Node: in.NodeID, Iteration: in.Iteration, Item: in.Item,
 		Attempt: in.Attempt, Delivery: in.Delivery, Worker: l.worker, Process: l.process,
-	}); err != nil {
+	}, began); err != nil {
 		return nil, err
 	}
 	if rule == ledger.FailAfter {
@@ -182,16 +191,9 @@ func (l *ledgerNode) Execute(ctx context.Context, in *worker.Input) (*worker.Res
 // write creates the key in the ledger, trying again while the cluster is
 // unavailable (a Create that timed out may have landed: the entry then says
 // it is this process's own), and records the attempt.
-func (l *ledgerNode) write(ctx context.Context, key string, e ledger.Entry) error {
+func (l *ledgerNode) write(ctx context.Context, key string, e ledger.Entry, began time.Time) error {
 	body, _ := json.Marshal(e)
-	rec := ledger.Write{Key: key, Entry: e, Began: time.Now().UTC()}
-	if l.hold > 0 {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(l.hold): // the effect's duration (-hold)
-		}
-	}
+	rec := ledger.Write{Key: key, Entry: e, Began: began}
 	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
 		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		_, err := l.kv.Create(cctx, key, body)
