@@ -49,6 +49,17 @@
 // queue's work by a run's priority: a run that needs its priority to
 // count goes through a concurrency limit.
 //
+// What the ranking does not reach (measured by 'make bench', the flow
+// fairness row): work waits in two more places, both first come first
+// served. The coordinator takes a partition's events in log order, so a
+// key whose runs start after 10,000 of another's is not ranked until the
+// coordinator has decided those starts (about a second per 1,000 on the
+// 2-core machine); and a queue's work items go to workers in the order
+// they were readied, so without a binding limit fairness keys do not
+// reorder a queue. A binding limit also bounds how much of a big key can
+// queue (MaxWaiters): past it, the big key's attempts fail rather than
+// wait.
+//
 // # Giving a slot back
 //
 // When the coordinator folds an event after which a holder's attempt is no
