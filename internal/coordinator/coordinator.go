@@ -433,8 +433,8 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	if !c.running.CompareAndSwap(false, true) {
 		return errors.New("coordinator: Run called twice")
 	}
+	defer c.releases.Wait() // slots given back off the handlers' path, after them and the local nodes
 	defer c.localWG.Wait()  // local nodes end with ctx, after the handlers
-	defer c.releases.Wait() // slots given back off the handlers' path, after them
 	ctx, cancel := context.WithCancel(ctx)
 	held := newInflight(ctx, c, c.opts.shards)
 	defer held.wait()
