@@ -42,7 +42,7 @@
 // granted per fairness key (less the least count among the keys still
 // there, so the counts stay small); within a fairness key, first come
 // first served. A key with 10 runs waiting is thus let in turn by turn
-// with a key that has 10,000, whatever order they came in. Priorities and
+// with a key that has 1,000, whatever order they came in. Priorities and
 // fairness act where work waits for a slot, in the same compare-and-set
 // state; NATS 2.12's consumer priority groups rank pull requests (which
 // client gets the next message), not messages, so they cannot order a
@@ -58,13 +58,19 @@
 // they were readied, so without a binding limit fairness keys do not
 // reorder a queue. A binding limit also bounds how much of a big key can
 // queue (MaxWaiters): past it, the big key's attempts fail rather than
-// wait.
+// wait. And each hand-over of a slot is a round through the log (give
+// back, wake, decide, ready, run, outcome), so a small key's turns come
+// at the pace of hand-overs: measured with 1,900 runs of a big key behind
+// a limit of 8 over a 20ms node, the small key's 10 runs took 42 times
+// their time alone (load 35 on 2 cores; 'make bench'), of which the
+// intake and the hand-overs are each about a third.
 //
 // # Giving a slot back
 //
 // When the coordinator folds an event after which a holder's attempt is no
 // longer live (its outcome, its cancellation, its timeout, the run's end),
-// it removes the holder (Release) and wakes the waiters that now fit, in
+// it removes the holder (Release, off the handler's path: the handler
+// goes on without waiting for it) and wakes the waiters that now fit, in
 // order: a wake is a timer.fired notice (purpose "slot") appended to the
 // waiting run (as the timers' relay appends a fired timer; it changes
 // nothing in the state), which the owner of the run's partition folds and
