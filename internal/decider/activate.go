@@ -416,10 +416,12 @@ func (d *decider) ready(n *graph.Node, ref events.NodeRef, attempt int, local js
 }
 
 // cleared is what an attempt has cleared of its node's limits: the slot
-// it holds, the rate limit whose turn came.
+// it waited for (held, when granted says the bucket granted it in this
+// decision: it is not asked again), the rate limit whose turn came.
 type cleared struct {
-	slot *events.SlotRef
-	rate *events.RateRef
+	slot    *events.SlotRef
+	granted bool
+	rate    *events.RateRef
 }
 
 // MaxWorkItemData is the most state a work item carries: its input (the
@@ -462,7 +464,7 @@ func (d *decider) readyWith(n *graph.Node, ref events.NodeRef, attempt int, loca
 			return
 		}
 	}
-	if n.Concurrency != nil && ref.Item == nil {
+	if n.Concurrency != nil && ref.Item == nil && (done == nil || !done.granted) {
 		if slot == nil {
 			var ok bool
 			if slot, ok = d.slotFor(n, local); !ok {

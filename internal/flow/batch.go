@@ -15,8 +15,8 @@ import (
 // them all, in the order they came, to one entry, with one
 // compare-and-set. Each change's answer (granted, its place, the waiters
 // to wake) is the one it gets in that entry, and is returned only once the
-// entry is known to be the key's current one: read from the bucket, or
-// written at the revision it was read at.
+// entry was written at the revision it was read at (so was the key's
+// current one).
 
 // keyState is this process's side of one concurrency key: the changes
 // waiting for the next write and the entry as this process last read or
@@ -25,11 +25,11 @@ type keyState struct {
 	mu      sync.Mutex
 	pending []*change
 	writing bool // a caller is writing a batch: the others wait for it
-	// cached is the entry at revision rev (nil: the key was absent), as
-	// last read or written here; known says it is there at all. It is
-	// the revision the next compare-and-set is made at, never an answer:
-	// a write at a revision that is no longer the key's fails, and the
-	// batch is done again from a fresh read.
+	// cached is the entry at revision rev, as last written here; known
+	// says it is there at all. It is the revision the next
+	// compare-and-set is made at, never an answer: a write at a revision
+	// that is no longer the key's fails, and the batch is done again from
+	// a fresh read.
 	cached *Entry
 	rev    uint64
 	known  bool
@@ -110,13 +110,15 @@ func (l *Limiter) writeBatch(ctx context.Context, key string, s Slot, ks *keySta
 
 // commit applies a batch to the key's entry and writes it with one
 // compare-and-set, at the cached revision when there is one; on a
-// conflict, from a fresh read, up to casRetries times. A batch that
-// changes nothing was answered from an entry read now, never from the
-// cache alone. It returns the error of the batch as a whole; each
-// change's own error is in the change.
+// conflict, from a fresh read, up to casRetries times. Every answer is
+// confirmed by that write, a batch that changes nothing writing its entry
+// unchanged: a read alone may be stale, since the bucket's gets are
+// direct gets, which any replica answers, one that is behind included
+// (seen in the chaos test: a grant read back as a wait). It returns the
+// error of the batch as a whole; each change's own error is in the change.
 func (l *Limiter) commit(ctx context.Context, key string, s Slot, ks *keyState, batch []*change) error {
 	for range casRetries {
-		e, rev, fresh, err := l.current(ctx, key, ks)
+		e, rev, err := l.current(ctx, key, ks)
 		if err != nil {
 			return err
 		}
@@ -124,51 +126,34 @@ func (l *Limiter) commit(ctx context.Context, key string, s Slot, ks *keyState, 
 		if created {
 			e = &Entry{Limit: s.Limit, Key: s.Key, Max: s.Max}
 		}
-		changed := false
 		for _, c := range batch {
-			var ch bool
-			ch, c.err = c.fn(e, created)
-			changed = changed || ch && c.err == nil
+			_, c.err = c.fn(e, created)
 		}
-		if !changed && !fresh {
-			ks.remember(nil, 0, false) // answered from the cache: read, and answer again
+		next, err := l.write(ctx, key, e, rev)
+		if errors.Is(err, ErrConflict) {
+			ks.remember(nil, 0, false)
 			continue
 		}
-		if changed {
-			next, err := l.put(ctx, key, e, rev)
-			if errors.Is(err, ErrConflict) {
-				ks.remember(nil, 0, false)
-				continue
-			}
-			if err != nil {
-				ks.remember(nil, 0, false)
-				return fmt.Errorf("writing flow key %s (limit %q key %q): %w", key, s.Limit, s.Key, err)
-			}
-			rev = next
+		if err != nil {
+			ks.remember(nil, 0, false)
+			return fmt.Errorf("writing flow key %s (limit %q key %q): %w", key, s.Limit, s.Key, err)
 		}
-		if created && rev == 0 {
-			e = nil // nothing was written: the key is still absent
-		}
-		ks.remember(e, rev, true)
+		ks.remember(e, next, true)
 		return nil
 	}
 	return fmt.Errorf("flow key %s (limit %q key %q): %w", key, s.Limit, s.Key, ErrContended)
 }
 
 // current is a copy of the key's entry and its revision: the cached one
-// when there is one, else read (fresh).
-func (l *Limiter) current(ctx context.Context, key string, ks *keyState) (*Entry, uint64, bool, error) {
+// when there is one, else read.
+func (l *Limiter) current(ctx context.Context, key string, ks *keyState) (*Entry, uint64, error) {
 	ks.mu.Lock()
 	cached, rev, known := ks.cached, ks.rev, ks.known
 	ks.mu.Unlock()
 	if known {
-		if cached == nil {
-			return nil, rev, false, nil
-		}
-		return cached.clone(), rev, false, nil
+		return cached.clone(), rev, nil
 	}
-	e, rev, err := l.get(ctx, key)
-	return e, rev, true, err
+	return l.get(ctx, key)
 }
 
 // remember sets the cached entry (see keyState).
@@ -179,6 +164,9 @@ func (ks *keyState) remember(e *Entry, rev uint64, known bool) {
 }
 
 func (e *Entry) clone() *Entry {
+	if e == nil {
+		return nil
+	}
 	c := *e
 	c.Holders = slices.Clone(e.Holders)
 	c.Waiters = slices.Clone(e.Waiters)

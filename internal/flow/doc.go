@@ -134,10 +134,12 @@
 // coordinator's writes, and a batch whose revision is stale (another
 // coordinator, or a sweep, wrote meanwhile) fails as a whole and is done
 // again from a fresh read, every answer computed again. An answer (a
-// grant, a place, the waiters to wake) is given only once its entry is
-// known to be the key's current one: written at the revision it was read
-// at, or just read; the cached entry is never an answer on its own (a
-// batch that changes nothing is answered from a fresh read). A batch is
+// grant, a place, the waiters to wake) is given only once its entry was
+// written at the revision it was read at, so was the key's current one: a
+// batch that changes nothing writes its entry unchanged. Neither the
+// cached entry nor a read is an answer on its own: the bucket's gets are
+// direct gets, which any replica answers, one that is behind included (the
+// chaos test, on three servers, read a grant back as a wait). A batch is
 // the changes applied one after the other, as if each had been its own
 // compare-and-set, so no grant sees more than max holders. Nothing about a
 // slot lives only in the process: a change is acknowledged to its caller

@@ -345,13 +345,12 @@ func (l *Limiter) get(ctx context.Context, key string) (*Entry, uint64, error) {
 	return &e, rev, nil
 }
 
-// put writes e at revision rev (0: the key must not exist). An entry
-// left empty is kept, so that the next attempt of the key does not create
-// it again (and count the limit's keys): the sweep deletes it once idle.
-func (l *Limiter) put(ctx context.Context, key string, e *Entry, rev uint64) (uint64, error) {
-	if len(e.Holders) == 0 && len(e.Waiters) == 0 && rev == 0 {
-		return 0, nil
-	}
+// write writes e at revision rev (0: the key must not exist) and
+// returns its new revision. An entry left empty is written too (the batch
+// is confirmed by it), and kept, so that the next attempt of the key does
+// not create it again (and count the limit's keys): the sweep deletes it
+// once idle.
+func (l *Limiter) write(ctx context.Context, key string, e *Entry, rev uint64) (uint64, error) {
 	b, err := json.Marshal(e)
 	if err != nil {
 		return 0, err
