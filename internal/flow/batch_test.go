@@ -133,3 +133,85 @@ func countHolders(t *testing.T, b []byte) int {
 	}
 	return len(e.Holders)
 }
+
+// staleKV answers Get for a frozen key with the value and revision it had
+// when frozen: a replica that stopped applying the bucket's writes (the
+// bucket's gets are direct gets, which any replica answers).
+type staleKV struct {
+	flow.KV
+	mu     sync.Mutex
+	frozen map[string]frozenValue
+}
+
+type frozenValue struct {
+	v   []byte
+	rev uint64
+}
+
+func (s *staleKV) freeze(ctx context.Context, t *testing.T, key string) {
+	v, rev, err := s.KV.Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.frozen[key] = frozenValue{v, rev}
+}
+
+func (s *staleKV) thaw() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	clear(s.frozen)
+}
+
+func (s *staleKV) Get(ctx context.Context, key string) ([]byte, uint64, error) {
+	s.mu.Lock()
+	f, ok := s.frozen[key]
+	s.mu.Unlock()
+	if ok {
+		return f.v, f.rev, nil
+	}
+	return s.KV.Get(ctx, key)
+}
+
+// A limiter that reads a stale entry never answers from it: r2, granted
+// since, is not told it waits by a limiter that reads the entry from
+// before the grant; it is told the key is contended until the read is
+// current, then that it holds the slot.
+func TestStaleReadIsNoAnswer(t *testing.T) {
+	ctx := t.Context()
+	srv := testkit.Server(t)
+	_, js := testkit.Connect(t, srv)
+	kv, _, err := setup.CreateKV(ctx, js, flow.KVConfig(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := &staleKV{KV: flow.BucketKV(kv), frozen: map[string]frozenValue{}}
+	a, b := flow.New(stale, nil), flow.New(stale, nil)
+	s := flow.Slot{Limit: "stale", Key: "k", Max: 1}
+	r1, r2 := holder("r1", 1), holder("r2", 1)
+	if g, err := a.Acquire(ctx, s, r1); err != nil || !g.Granted {
+		t.Fatalf("r1: %+v %v", g, err)
+	}
+	if g, err := a.Acquire(ctx, s, r2); err != nil || g.Granted {
+		t.Fatalf("r2: %+v %v, want waiting", g, err)
+	}
+	stale.freeze(ctx, t, flow.KVKey(s.Limit, s.Key)) // r1 holds, r2 waits
+	if _, err := a.Release(ctx, s, r1); err != nil {
+		t.Fatal(err)
+	}
+	if g, err := a.Acquire(ctx, s, r2); err != nil || !g.Granted {
+		t.Fatalf("r2 woken: %+v %v, want granted", g, err)
+	}
+	g, err := b.Acquire(ctx, s, r2)
+	if err == nil {
+		t.Fatalf("r2 asked again through a stale read: %+v, want an error (contended) until the read is current", g)
+	}
+	if !errors.Is(err, flow.ErrContended) {
+		t.Fatalf("r2 asked again through a stale read: %v, want ErrContended", err)
+	}
+	stale.thaw()
+	if g, err := b.Acquire(ctx, s, r2); err != nil || !g.Granted {
+		t.Fatalf("r2 asked again, read current: %+v %v, want granted", g, err)
+	}
+}
