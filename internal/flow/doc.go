@@ -149,7 +149,8 @@
 // found in the bucket by the attempt asking again (a holder asking again
 // is granted, a release of what is not held changes nothing), or reclaimed
 // by the sweep. TestBatchedSlotsAcrossProcesses races three limiters on
-// one key, one losing a third of its writes' replies.
+// one key, one losing a third of its writes' replies;
+// TestStaleReadIsNoAnswer reads through a replica that stopped.
 //
 // A Limiter serialises its own changes of one rate key (a mutex per key),
 // so a coordinator's deciders do not lose compare-and-sets to each other;

@@ -35,11 +35,25 @@ func (j jsKV) Put(ctx context.Context, key string, value []byte, rev uint64) (ui
 	default:
 		next, err = j.kv.Update(ctx, key, value, rev)
 	}
-	var apiErr *jetstream.APIError
-	if errors.Is(err, jetstream.ErrKeyExists) || errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+	if conflict(err) {
 		return 0, ErrConflict
 	}
 	return next, err
+}
+
+// conflict reports whether err is a compare-and-set that lost: the key
+// exists (Create), or its last revision is not the one given. A replicated
+// bucket (R3) says the latter with its own code (10164, "key revision
+// mismatch"), not the single server's 10071: missed, a lost race was an
+// error, and a slot given back in it stayed held until a sweep (the chaos
+// test, on three servers).
+func conflict(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return true
+	}
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
 }
 
 func (j jsKV) Keys(ctx context.Context, prefix string) ([]string, error) {
