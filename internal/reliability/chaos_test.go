@@ -435,9 +435,10 @@ type kill struct {
 
 // chaosRun is what the test knows of a run it started.
 type chaosRun struct {
-	id    string
-	index int
-	items []int
+	id     string
+	index  int
+	items  []int
+	tenant string // its invocation's, the key of the limit chaos-ledger
 }
 
 func (r *chaosRun) total() int {
@@ -677,11 +678,11 @@ func runChaos(t *testing.T, fleet chaosFleet) {
 	runs := make([]*chaosRun, cfg.runs)
 	interval := time.Duration(float64(time.Second) / cfg.rate)
 	for i := range runs {
-		r := &chaosRun{id: fmt.Sprintf("chaos-%05d-%s", i, events.NewRunID()), index: i, items: []int{i % 7, 1 + i%3, 20}}
+		r := &chaosRun{id: fmt.Sprintf("chaos-%05d-%s", i, events.NewRunID()), index: i, items: []int{i % 7, 1 + i%3, 20}, tenant: chaosTenant(i, cfg.runs)}
 		runs[i] = r
 		err := retry(2*time.Minute, func(ctx context.Context) error {
 			_, err := cl.Start(ctx, g, client.WithRunID(r.id), client.WithInput(map[string]any{"items": r.items}),
-				client.WithInvocation(map[string]any{"tenant": chaosTenant(i)}))
+				client.WithInvocation(map[string]any{"tenant": r.tenant}))
 			if errors.Is(err, events.ErrRunExists) {
 				return nil
 			}

@@ -18,7 +18,9 @@ import (
 
 // Flow control in the chaos test (testdata/chaos.yaml): the ledger nodes a
 // and b share the concurrency limit chaos-ledger, chaosSlots per tenant,
-// and the runs belong to chaosTenants tenants in turn. Three checks, once
+// and the runs belong to tenants in turn, one per chaosRunsPerTenant runs
+// (two at least, so that the limit binds throughout the short version and
+// the long one's ends stay within its bound). Three checks, once
 // every run ended:
 //
 //   - from the log: the spans in which an attempt of a or b ran (from the
@@ -34,12 +36,15 @@ import (
 //   - no slot is leaked: the flow bucket ends with no holder and no
 //     waiter, within a sweep's grace and two sweeps of the last run's end.
 const (
-	chaosSlots   = 2
-	chaosTenants = 2
-	chaosHold    = 30 * time.Millisecond
+	chaosSlots         = 2
+	chaosRunsPerTenant = 100
+	chaosHold          = 30 * time.Millisecond
 )
 
-func chaosTenant(i int) string { return fmt.Sprintf("tenant-%d", i%chaosTenants) }
+// chaosTenant is the tenant of run i of n.
+func chaosTenant(i, n int) string {
+	return fmt.Sprintf("tenant-%d", i%max(2, n/chaosRunsPerTenant))
+}
 
 // span is one attempt's (or effect's) time holding a slot of a tenant.
 type span struct {
@@ -124,7 +129,7 @@ func logSpans(runs []*chaosRun, logs map[string][]*events.Event) ([]span, int) {
 					delete(open, node)
 				}
 				if running && open[node] == nil {
-					open[node] = &span{tenant: chaosTenant(r.index), what: id, from: e.Time}
+					open[node] = &span{tenant: r.tenant, what: id, from: e.Time}
 				}
 			}
 		}
@@ -141,7 +146,7 @@ func logSpans(runs []*chaosRun, logs map[string][]*events.Event) ([]span, int) {
 func ledgerSpans(runs []*chaosRun, writes []ledger.Write) []span {
 	tenant := map[string]string{}
 	for _, r := range runs {
-		tenant[r.id] = chaosTenant(r.index)
+		tenant[r.id] = r.tenant
 	}
 	byKey := map[string]*span{}
 	var keys []string
