@@ -47,6 +47,7 @@ type Sizes struct {
 	FlowRuns       int   // runs with and without a limit that never binds
 	FlowRounds     int   // rounds of each, alternated
 	FlowRateWindow time.Duration
+	AgentRuns      int // agent runs, one after the other (agent figure)
 }
 
 // FullSizes are the sizes the issue asks for.
@@ -60,6 +61,7 @@ func FullSizes() Sizes {
 		FailoverKills: 20, FailoverRate: 40,
 		StartsBurst: 10000, StartsFires: 30,
 		FlowFairBig: 1900, FlowRuns: 1000, FlowRounds: 3, FlowRateWindow: time.Minute,
+		AgentRuns: 100,
 	}
 }
 
@@ -74,6 +76,7 @@ func QuickSizes() Sizes {
 		FailoverKills: 3, FailoverRate: 40,
 		StartsBurst: 2000, StartsFires: 5,
 		FlowFairBig: 500, FlowRuns: 300, FlowRounds: 2, FlowRateWindow: 10 * time.Second,
+		AgentRuns: 20,
 	}
 }
 
@@ -116,6 +119,7 @@ var figures = []figure{
 	{"typescript", runTypeScript},
 	{"starts", runStarts},
 	{"flow", runFlow},
+	{"agent", runAgent},
 }
 
 func figureNames() []string {
