@@ -227,3 +227,19 @@ func TestRetentionFigure(t *testing.T) {
 		t.Errorf("subjects after removal: %+v", r)
 	}
 }
+
+// The rate of the flow figure is the slope of the count over time: 100 a
+// second, the last one late by half a second, is still about 100 a second
+// (first to last would say 80).
+func TestSteadyRate(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	var stamps []stamp
+	for i := range 300 {
+		stamps = append(stamps, stamp{at: t0.Add(time.Duration(i) * 10 * time.Millisecond)})
+	}
+	stamps[299].at = stamps[299].at.Add(500 * time.Millisecond) // the last one, late
+	n, _, rate, worst := steadyRate(stamps, 100)
+	if n != 200 || rate < 97 || rate > 103 {
+		t.Fatalf("steadyRate = %d, %.2f/s (worst window %d); want 200 at about 100/s", n, rate, worst)
+	}
+}
