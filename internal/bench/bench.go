@@ -43,7 +43,11 @@ type Sizes struct {
 	FailoverRate   int   // runs started per second during the failover figure
 	StartsBurst    int   // messages of the trigger burst (starts figure)
 	StartsFires    int   // schedule fires timed (starts figure)
-	AgentRuns      int   // agent runs, one after the other (agent figure)
+	FlowFairBig    int   // runs of the big key (flow figure: fairness)
+	FlowRuns       int   // runs with and without a limit that never binds
+	FlowRounds     int   // rounds of each, alternated
+	FlowRateWindow time.Duration
+	AgentRuns      int // agent runs, one after the other (agent figure)
 }
 
 // FullSizes are the sizes the issue asks for.
@@ -56,6 +60,7 @@ func FullSizes() Sizes {
 		CoordRuns:    1000, CoordNodes: 10, CoordWorkers: 2, CoordProcs: []int{1, 2, 4},
 		FailoverKills: 20, FailoverRate: 40,
 		StartsBurst: 10000, StartsFires: 30,
+		FlowFairBig: 1900, FlowRuns: 1000, FlowRounds: 3, FlowRateWindow: time.Minute,
 		AgentRuns: 100,
 	}
 }
@@ -70,6 +75,7 @@ func QuickSizes() Sizes {
 		CoordRuns:    200, CoordNodes: 10, CoordWorkers: 2, CoordProcs: []int{1, 2, 4},
 		FailoverKills: 3, FailoverRate: 40,
 		StartsBurst: 2000, StartsFires: 5,
+		FlowFairBig: 500, FlowRuns: 300, FlowRounds: 2, FlowRateWindow: 10 * time.Second,
 		AgentRuns: 20,
 	}
 }
@@ -112,6 +118,7 @@ var figures = []figure{
 	{"local", runLocal},
 	{"typescript", runTypeScript},
 	{"starts", runStarts},
+	{"flow", runFlow},
 	{"agent", runAgent},
 	{"sealed", runSealed},
 }

@@ -33,6 +33,7 @@ func tinySizes() Sizes {
 		CoordRuns:    10, CoordNodes: 3, CoordWorkers: 1, CoordProcs: []int{1, 2},
 		FailoverKills: 1, FailoverRate: 20,
 		StartsBurst: 50, StartsFires: 2,
+		FlowFairBig: 20, FlowRuns: 10, FlowRounds: 1, FlowRateWindow: time.Second,
 		AgentRuns: 3,
 	}
 }
@@ -84,6 +85,7 @@ func TestFigures(t *testing.T) {
 		"hop latency p50 (durable)": true, "local step p50": true, "throughput (durable)": true, "burst wall clock (durable)": true,
 		"typescript / go hop latency p50": true, "typescript / node floor hop latency p50": true, "typescript / go throughput": true,
 		"runs started/s from a trigger burst": true, "schedule fire → run start p50": true,
+		"flow: fairness, small key beside a big one": true, "flow: throughput under a limit that never binds": true, "flow: rate limit 100/s, achieved": true,
 		"agent loop turn p50": true, "agent overhead per turn p50": true,
 	}
 	for _, r := range results {
@@ -136,6 +138,15 @@ func TestRow(t *testing.T) {
 	r = row("y", 5000, "B/run", 0, valueAtMost(4096), "")
 	if r.Floor != nil || *r.Pass {
 		t.Fatalf("row = %+v", r)
+	}
+	for _, tc := range []struct {
+		value float64
+		pass  bool
+	}{{96, true}, {104.9, true}, {94, false}, {106, false}} {
+		r = row("rate", tc.value, "/s", 100, ratioWithin(0.05), "")
+		if *r.Pass != tc.pass || r.Target != "ratio within 1 ± 0.05" {
+			t.Errorf("row(%v) = %+v, want pass %v", tc.value, r, tc.pass)
+		}
 	}
 }
 
@@ -214,5 +225,21 @@ func TestRetentionFigure(t *testing.T) {
 	}
 	if r := got["retention: stream subjects after removing 30 runs"]; r.Value != 0 || !*r.Pass {
 		t.Errorf("subjects after removal: %+v", r)
+	}
+}
+
+// The rate of the flow figure is the slope of the count over time: 100 a
+// second, the last one late by half a second, is still about 100 a second
+// (first to last would say 80).
+func TestSteadyRate(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	var stamps []stamp
+	for i := range 300 {
+		stamps = append(stamps, stamp{at: t0.Add(time.Duration(i) * 10 * time.Millisecond)})
+	}
+	stamps[299].at = stamps[299].at.Add(500 * time.Millisecond) // the last one, late
+	n, _, rate, worst := steadyRate(stamps, 100)
+	if n != 200 || rate < 97 || rate > 103 {
+		t.Fatalf("steadyRate = %d, %.2f/s (worst window %d); want 200 at about 100/s", n, rate, worst)
 	}
 }

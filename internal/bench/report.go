@@ -31,11 +31,15 @@ type target struct {
 	onRatio bool // on Ratio, else on Value
 	atMost  bool // ≤ limit, else ≥ limit
 	limit   float64
+	within  bool // |ratio − 1| ≤ limit
 }
 
 func ratioAtMost(x float64) *target  { return &target{onRatio: true, atMost: true, limit: x} }
 func ratioAtLeast(x float64) *target { return &target{onRatio: true, limit: x} }
 func valueAtMost(x float64) *target  { return &target{atMost: true, limit: x} }
+
+// ratioWithin passes a ratio within x of 1 (0.05: within 5%).
+func ratioWithin(x float64) *target { return &target{onRatio: true, within: true, limit: x} }
 
 // row builds a result; floor ≤ 0 means none.
 func row(name string, value float64, unit string, floor float64, t *target, notes string) Result {
@@ -60,6 +64,10 @@ func row(name string, value float64, unit string, floor float64, t *target, note
 		}
 		r.Target = fmt.Sprintf("%s %s %s", what, op, strconv.FormatFloat(t.limit, 'g', -1, 64))
 		pass := !math.IsNaN(got) && (t.atMost && got <= t.limit || !t.atMost && got >= t.limit)
+		if t.within {
+			r.Target = fmt.Sprintf("ratio within 1 ± %s", strconv.FormatFloat(t.limit, 'g', -1, 64))
+			pass = !math.IsNaN(got) && math.Abs(got-1) <= t.limit
+		}
 		r.Pass = &pass
 	}
 	return r

@@ -373,8 +373,12 @@ type Coordinator struct {
 	// full takes them without handing them back (see dispatch).
 	echoes, localPending sync.Map
 	// flow takes and gives back concurrency slots (flow.go); nil without
-	// JetStream.
-	flow *flow.Limiter
+	// JetStream. releaseLater says slots are given back off the handler's
+	// path (set by Run; the simulator, which drives the handlers itself,
+	// gives them back in line), and releases waits for those in flight.
+	flow         *flow.Limiter
+	releaseLater atomic.Bool
+	releases     sync.WaitGroup
 	// claims holds the claimed children whose parents were told
 	// (children.go), so that a claimed run's every event does not tell
 	// the parent again.
@@ -433,7 +437,8 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	if !c.running.CompareAndSwap(false, true) {
 		return errors.New("coordinator: Run called twice")
 	}
-	defer c.localWG.Wait() // local nodes end with ctx, after the handlers
+	defer c.releases.Wait() // slots given back off the handlers' path, after them and the local nodes
+	defer c.localWG.Wait()  // local nodes end with ctx, after the handlers
 	ctx, cancel := context.WithCancel(ctx)
 	held := newInflight(ctx, c, c.opts.shards)
 	defer held.wait()
@@ -468,6 +473,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 		return mismatch
 	}
 	c.openFlow(ctx)
+	c.releaseLater.Store(true)
 	var sweeper sync.WaitGroup
 	sweeper.Go(func() { c.sweepFlow(ctx) })
 	defer sweeper.Wait() // it ends with ctx, which has ended when Run returns from below

@@ -112,7 +112,8 @@ func slotLive(s *projection.State, h flow.Holder) bool {
 }
 
 // releaseSlots gives back the slots (and places in line) of the run's
-// attempts that ended, and wakes who they let in. What was given back is
+// attempts that ended, and wakes who they let in: off the handler's path
+// when the coordinator runs (giveBackLater). What was given back is
 // remembered in the entry only to spare the bucket a read; the bucket is
 // the truth, and releasing twice changes nothing.
 func (c *Coordinator) releaseSlots(ctx context.Context, ent *runEntry) error {
@@ -134,14 +135,10 @@ func (c *Coordinator) releaseSlots(ctx context.Context, ent *runEntry) error {
 		if _, done := ent.released[h.ID()]; done {
 			continue
 		}
-		wake, err := c.flow.Release(ctx, slotOf(*ns.Slot), h)
-		if err != nil {
-			return err
-		}
-		for _, w := range wake {
-			if err := c.wake(ctx, w); err != nil {
-				return err // handled again: released again, woken again
-			}
+		if c.releaseLater.Load() {
+			c.giveBackLater(ctx, slotOf(*ns.Slot), h)
+		} else if err := c.giveBack(ctx, slotOf(*ns.Slot), h); err != nil {
+			return err // handled again: released again, woken again
 		}
 		if ent.released == nil {
 			ent.released = map[string]struct{}{}
@@ -150,6 +147,41 @@ func (c *Coordinator) releaseSlots(ctx context.Context, ent *runEntry) error {
 	}
 	return nil
 }
+
+// giveBack releases h's slot of s and wakes the waiters it lets in.
+func (c *Coordinator) giveBack(ctx context.Context, s flow.Slot, h flow.Holder) error {
+	wake, err := c.flow.Release(ctx, s, h)
+	if err != nil {
+		return err
+	}
+	for _, w := range wake {
+		if err := c.wake(ctx, w); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// giveBackLater gives h's slot back off the handler's path: the handler
+// goes on to its next event while the release joins the key's next batch
+// (internal/flow, "The fast path"). Nothing waits on it for safety: until
+// it is written the slot is held one attempt longer than needed, and one
+// that is never written (the coordinator crashed, the bucket did not
+// answer) is reclaimed by a sweep, as a release lost between folding an
+// outcome and releasing always was. It finishes when the coordinator
+// stops (Run waits for it), within releaseTimeout.
+func (c *Coordinator) giveBackLater(ctx context.Context, s flow.Slot, h flow.Holder) {
+	c.releases.Go(func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		defer cancel()
+		if err := c.giveBack(ctx, s, h); err != nil {
+			c.log.Warn("giving a concurrency slot back (a sweep reclaims it)", logattr.RunID, h.Run, logattr.Error, err)
+		}
+	})
+}
+
+// releaseTimeout bounds one release given back off the handler's path.
+const releaseTimeout = 10 * time.Second
 
 // backoffRate holds a rate limit's whole key back when an attempt of a
 // node with the limit failed as RateLimited: no turn of the key comes

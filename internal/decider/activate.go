@@ -416,12 +416,14 @@ func (d *decider) ready(n *graph.Node, ref events.NodeRef, attempt int, local js
 }
 
 // cleared is what an attempt has cleared before it is readied: the slot
-// it holds, the rate limit whose turn came, what the attempt before it
-// awaited (resume: await.go).
+// it waited for (held, when granted says the bucket granted it in this
+// decision: it is not asked again), the rate limit whose turn came, what
+// the attempt before it awaited (resume: await.go).
 type cleared struct {
-	slot   *events.SlotRef
-	rate   *events.RateRef
-	resume json.RawMessage
+	slot    *events.SlotRef
+	granted bool
+	rate    *events.RateRef
+	resume  json.RawMessage
 }
 
 // MaxWorkItemData is the most state a work item carries: its input (the
@@ -513,8 +515,8 @@ func (d *decider) flowClears(n *graph.Node, ref events.NodeRef, attempt int, loc
 			return nil, nil, false
 		}
 	}
-	if n.Concurrency == nil || ref.Item != nil {
-		return slot, rate, true
+	if n.Concurrency == nil || ref.Item != nil || done != nil && done.granted {
+		return slot, rate, true // no limit, or the slot granted in this decision
 	}
 	if slot == nil {
 		if slot, ok = d.slotFor(n, local); !ok {

@@ -149,7 +149,8 @@ func (d *decider) slotWait(n *graph.Node, ns *projection.NodeState) bool {
 	if !granted {
 		return false
 	}
-	d.readyWith(n, ref, ns.Attempt+1, ns.Local, nil, nil, d.input(n), &cleared{slot: ns.Slot})
+	// Granted now: readyWith does not ask the bucket again.
+	d.readyWith(n, ref, ns.Attempt+1, ns.Local, nil, nil, d.input(n), &cleared{slot: ns.Slot, granted: true})
 	return true
 }
 

@@ -24,21 +24,36 @@ func (j jsKV) Get(ctx context.Context, key string) ([]byte, uint64, error) {
 	return e.Value(), e.Revision(), nil
 }
 
-func (j jsKV) Put(ctx context.Context, key string, value []byte, rev uint64) error {
+func (j jsKV) Put(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
 	var err error
+	var next uint64
 	switch {
 	case value == nil:
 		err = j.kv.Delete(ctx, key, jetstream.LastRevision(rev))
 	case rev == 0:
-		_, err = j.kv.Create(ctx, key, value)
+		next, err = j.kv.Create(ctx, key, value)
 	default:
-		_, err = j.kv.Update(ctx, key, value, rev)
+		next, err = j.kv.Update(ctx, key, value, rev)
 	}
+	if conflict(err) {
+		return 0, ErrConflict
+	}
+	return next, err
+}
+
+// conflict reports whether err is a compare-and-set that lost: the key
+// exists (Create), or its last revision is not the one given. A replicated
+// bucket (R3) says the latter with its own code (10164, "key revision
+// mismatch"), not the single server's 10071: missed, a lost race was an
+// error, and a slot given back in it stayed held until a sweep (the chaos
+// test, on three servers).
+func conflict(err error) bool {
 	var apiErr *jetstream.APIError
-	if errors.Is(err, jetstream.ErrKeyExists) || errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
-		return ErrConflict
+	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return true
 	}
-	return err
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
 }
 
 func (j jsKV) Keys(ctx context.Context, prefix string) ([]string, error) {

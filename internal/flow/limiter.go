@@ -193,10 +193,13 @@ func hash(s string) string {
 type Limiter struct {
 	kv  KV
 	now func() time.Time
-	// locks serialise this process's changes of one key (by KV key), so
-	// that its own deciders do not lose compare-and-sets to each other;
-	// the bucket's revision is what keeps processes apart.
+	// locks serialise this process's changes of one rate key (by KV
+	// key), so that its own deciders do not lose compare-and-sets to
+	// each other; the bucket's revision is what keeps processes apart.
 	locks sync.Map
+	// slots are this process's concurrency keys (by KV key, *keyState):
+	// the changes waiting to be written together (batch.go).
+	slots sync.Map
 }
 
 // lock takes this process's lock of a key and returns its unlock.
@@ -214,9 +217,10 @@ type KV interface {
 	// absent or deleted.
 	Get(ctx context.Context, key string) ([]byte, uint64, error)
 	// Put writes value at revision rev (0: the key must be absent), or
-	// deletes the key at rev when value is nil; a revision that is not
-	// the key's last is ErrConflict.
-	Put(ctx context.Context, key string, value []byte, rev uint64) error
+	// deletes the key at rev when value is nil, and returns the key's new
+	// revision (0 after a delete); a revision that is not the key's last
+	// is ErrConflict.
+	Put(ctx context.Context, key string, value []byte, rev uint64) (uint64, error)
 	// Keys lists the keys that start with prefix ("" for all).
 	Keys(ctx context.Context, prefix string) ([]string, error)
 }
@@ -326,36 +330,6 @@ func (l *Limiter) Release(ctx context.Context, s Slot, h Holder) ([]Holder, erro
 	return wake, err
 }
 
-// change reads s's entry, lets fn change it, and writes it back at the
-// revision read; fn reports whether it changed anything. An entry left
-// empty is deleted.
-func (l *Limiter) change(ctx context.Context, s Slot, fn func(e *Entry, created bool) (bool, error)) error {
-	key := KVKey(s.Limit, s.Key)
-	defer l.lock(key)()
-	for range casRetries {
-		e, rev, err := l.get(ctx, key)
-		if err != nil {
-			return err
-		}
-		created := e == nil
-		if created {
-			e = &Entry{Limit: s.Limit, Key: s.Key, Max: s.Max}
-		}
-		changed, err := fn(e, created)
-		if err != nil || !changed {
-			return err
-		}
-		err = l.put(ctx, key, e, rev)
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, ErrConflict) {
-			return fmt.Errorf("writing flow key %s (limit %q key %q): %w", key, s.Limit, s.Key, err)
-		}
-	}
-	return fmt.Errorf("flow key %s (limit %q key %q): %w", key, s.Limit, s.Key, ErrContended)
-}
-
 func (l *Limiter) get(ctx context.Context, key string) (*Entry, uint64, error) {
 	b, rev, err := l.kv.Get(ctx, key)
 	if err != nil {
@@ -371,16 +345,15 @@ func (l *Limiter) get(ctx context.Context, key string) (*Entry, uint64, error) {
 	return &e, rev, nil
 }
 
-// put writes e at revision rev (0: the key must not exist). An entry
-// left empty is kept, so that the next attempt of the key does not create
-// it again (and count the limit's keys): the sweep deletes it once idle.
-func (l *Limiter) put(ctx context.Context, key string, e *Entry, rev uint64) error {
-	if len(e.Holders) == 0 && len(e.Waiters) == 0 && rev == 0 {
-		return nil
-	}
+// write writes e at revision rev (0: the key must not exist) and
+// returns its new revision. An entry left empty is written too (the batch
+// is confirmed by it), and kept, so that the next attempt of the key does
+// not create it again (and count the limit's keys): the sweep deletes it
+// once idle.
+func (l *Limiter) write(ctx context.Context, key string, e *Entry, rev uint64) (uint64, error) {
 	b, err := json.Marshal(e)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	return l.kv.Put(ctx, key, b, rev)
 }

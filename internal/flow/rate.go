@@ -131,7 +131,7 @@ func (l *Limiter) changeRate(ctx context.Context, s RateSpec, fn func(e *rateEnt
 		if err != nil {
 			return err
 		}
-		err = l.kv.Put(ctx, key, v, rev)
+		_, err = l.kv.Put(ctx, key, v, rev)
 		if err == nil {
 			return nil
 		}
@@ -161,7 +161,7 @@ func (l *Limiter) dropIdleRates(ctx context.Context) error {
 			continue
 		}
 		if e.TAT <= now {
-			if err := l.kv.Put(ctx, k, nil, rev); err != nil && !errors.Is(err, ErrConflict) {
+			if _, err := l.kv.Put(ctx, k, nil, rev); err != nil && !errors.Is(err, ErrConflict) {
 				return err
 			}
 		}

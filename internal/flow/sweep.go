@@ -45,7 +45,8 @@ func (l *Limiter) Sweep(ctx context.Context, mine func(run string) bool, live Li
 func (l *Limiter) sweepEntry(ctx context.Context, e revEntry, now time.Time, mine func(run string) bool, live Liveness, wake Waker) (int, error) {
 	if len(e.Holders) == 0 && len(e.Waiters) == 0 {
 		// Idle since the last change: deleted, at its revision.
-		if err := l.kv.Put(ctx, e.key, nil, e.rev); err != nil && !errors.Is(err, ErrConflict) {
+		l.forget(e.key)
+		if _, err := l.kv.Put(ctx, e.key, nil, e.rev); err != nil && !errors.Is(err, ErrConflict) {
 			return 0, err
 		}
 		return 0, nil

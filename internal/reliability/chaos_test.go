@@ -21,6 +21,11 @@ package reliability
 //     of an attempt that should have been the last one followed by another
 //     (a duplicate effect). Re-executions of one attempt (redeliveries after
 //     a worker died) are counted: the key absorbs them;
+//   - flow control holds (chaosflow_test.go): the ledger nodes a and b
+//     share a concurrency limit of 2 per tenant (and c has a rate limit),
+//     and neither the log's running attempts nor the ledger's effects of
+//     one tenant ever overlap more than 2 deep; the flow bucket ends with
+//     no holder and no waiter (no slot leaked);
 //   - no daemon exits by itself (a transient outage is ridden out);
 //   - no permission was refused: everything runs under Weft's roles (see
 //     the package documentation), the ledgerworkers as the ledger queue's
@@ -435,9 +440,10 @@ type kill struct {
 
 // chaosRun is what the test knows of a run it started.
 type chaosRun struct {
-	id    string
-	index int
-	items []int
+	id     string
+	index  int
+	items  []int
+	tenant string // its invocation's, the key of the limit chaos-ledger
 }
 
 func (r *chaosRun) total() int {
@@ -617,7 +623,7 @@ func runChaos(t *testing.T, fleet chaosFleet) {
 	for i := 1; i <= fleet.goLedger; i++ {
 		name := fmt.Sprintf("ledgerworker-%d", i)
 		weft = append(weft, sup.add("ledgerworker", name, "ledgerworker", ledgerEnv, func(life int) []string {
-			return append(slices.Clone(common), "-concurrency", "16", "-ack-wait", ackWait.String(), "-name", fmt.Sprintf("%s-l%d", name, life))
+			return append(slices.Clone(common), "-concurrency", "16", "-ack-wait", ackWait.String(), "-hold", chaosHold.String(), "-name", fmt.Sprintf("%s-l%d", name, life))
 		}))
 	}
 	for i := 1; i <= fleet.tsLedger; i++ {
@@ -749,14 +755,15 @@ func runChaos(t *testing.T, fleet chaosFleet) {
 	runs := make([]*chaosRun, cfg.runs)
 	interval := time.Duration(float64(time.Second) / cfg.rate)
 	for i := range runs {
-		r := &chaosRun{id: fmt.Sprintf("chaos-%05d-%s", i, events.NewRunID()), index: i, items: []int{i % 7, 1 + i%3, 20}}
+		r := &chaosRun{id: fmt.Sprintf("chaos-%05d-%s", i, events.NewRunID()), index: i, items: []int{i % 7, 1 + i%3, 20}, tenant: chaosTenant(i, cfg.runs)}
 		runs[i] = r
 		err := retry(2*time.Minute, func(ctx context.Context) error {
 			input := map[string]any{"items": r.items}
 			if fleet.sealed {
 				input["secret"] = chaosSecret
 			}
-			_, err := cl.Start(ctx, g, client.WithRunID(r.id), client.WithInput(input))
+			_, err := cl.Start(ctx, g, client.WithRunID(r.id), client.WithInput(input),
+				client.WithInvocation(map[string]any{"tenant": r.tenant}))
 			if errors.Is(err, events.ErrRunExists) {
 				return nil
 			}
@@ -832,6 +839,7 @@ func runChaos(t *testing.T, fleet chaosFleet) {
 	entries, dupEntries := readLedger(t, js)
 	writes := readWrites(t, js)
 	rep.checkLedger(runs, logs, entries, dupEntries, writes)
+	flowSummary := rep.checkFlow(t, runs, logs, writes, js)
 
 	// Daemons that exited by themselves.
 	var exits []string
@@ -865,6 +873,7 @@ func runChaos(t *testing.T, fleet chaosFleet) {
 		byKind["worker"], byKind["ledgerworker"], tsKills, byKind["coordinator"], byKind["nats"], byKind["pause"], len(exits),
 		rep.dupDecisions, rep.dupFacts, rep.dupEffects, rep.absorbed, rep.lostEffects, rep.foreignKeys, len(entries), tsKeys,
 		cfg.seed, time.Since(began).Round(time.Second), startedAll.Round(time.Second), killsStopped.Round(time.Second), allEnded.Round(time.Second))
+	summary += "; " + flowSummary
 	fmt.Println(summary)
 	t.Log(summary)
 

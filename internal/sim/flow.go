@@ -39,19 +39,19 @@ func (m *memKV) Get(_ context.Context, key string) ([]byte, uint64, error) {
 	return slices.Clone(v.v), v.rev, nil
 }
 
-func (m *memKV) Put(_ context.Context, key string, value []byte, rev uint64) error {
+func (m *memKV) Put(_ context.Context, key string, value []byte, rev uint64) (uint64, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.vals[key].rev != rev {
-		return flow.ErrConflict
+		return 0, flow.ErrConflict
 	}
 	if value == nil {
 		delete(m.vals, key)
-		return nil
+		return 0, nil
 	}
 	m.rev++
 	m.vals[key] = memKVal{v: slices.Clone(value), rev: m.rev}
-	return nil
+	return m.rev, nil
 }
 
 func (m *memKV) Keys(_ context.Context, prefix string) ([]string, error) {

@@ -11,7 +11,8 @@ import (
 // decision that is in the log more than once, as "what: n times". It counts
 // decisions, not outcomes (a worker's outcome id includes its delivery, so
 // a redelivered attempt legitimately reports again): one node-ready per node
-// attempt, one skip, wait and routing per activation, one retry per attempt,
+// attempt, one skip, wait and routing per activation (a wait for a slot or
+// a rate's turn: per attempt), one retry per attempt,
 // one child run per activation, one outcome the coordinator records per
 // attempt (routers, fallbacks), and one ending of the run of any kind. It
 // also reports a decision's event id that is in the log twice
@@ -48,7 +49,13 @@ func DuplicateDecisions(evs []*events.Event) []string {
 				note(&d.Routed[i])
 			}
 		case *events.NodeWaitingData:
-			seen["waiting "+d.Key()]++
+			if d.Attempt > 0 {
+				// A wait for a slot or a turn of a rate is an attempt's:
+				// each retry of the node waits again.
+				seen[fmt.Sprintf("waiting %s for %s attempt %d", d.Key(), d.For, d.Attempt)]++
+			} else {
+				seen["waiting "+d.Key()]++
+			}
 			for i := range d.Routed {
 				note(&d.Routed[i])
 			}

@@ -3,7 +3,10 @@
 // node's attempt fails, and the records it writes.
 package ledger
 
-import "hash/fnv"
+import (
+	"hash/fnv"
+	"time"
+)
 
 // Outcome is what the rule makes an attempt do.
 type Outcome int
@@ -69,6 +72,13 @@ type Write struct {
 	Entry  Entry  `json:"entry"`
 	Result string `json:"result"`
 	Prior  *Entry `json:"prior,omitempty"`
+	// Began is when the delivery began the effect (the worker's clock,
+	// before its hold), and Created, for a write that created the key,
+	// when the server stored it (the ledger entry's time): the effect's
+	// span, for the test's check of concurrency limits. The Go ledger
+	// worker sets them; zero when unknown.
+	Began   time.Time `json:"began,omitzero"`
+	Created time.Time `json:"created,omitzero"`
 }
 
 // The defaults of the ledger worker and the test.

@@ -59,6 +59,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	ackWait := fs.Duration("ack-wait", 0, "queue ack wait (0: keep the queue's)")
 	bucket := fs.String("bucket", ledger.Bucket, "ledger KV bucket")
 	writes := fs.String("writes", ledger.WritesSubj, "subject every attempt to write is recorded on")
+	hold := fs.Duration("hold", 0, "how long an effect takes: the delivery waits this long between beginning it and writing the ledger")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
@@ -124,7 +125,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	process := strconv.Itoa(os.Getpid()) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	w.Handle(ledger.NodeType, &ledgerNode{kv: kv, js: js, writes: *writes, worker: w.Name(), process: process, log: log})
+	w.Handle(ledger.NodeType, &ledgerNode{kv: kv, js: js, writes: *writes, worker: w.Name(), process: process, log: log, hold: *hold})
 	return w.Run(ctx)
 }
 
@@ -135,6 +136,7 @@ type ledgerNode struct {
 	worker  string
 	process string
 	log     *slog.Logger
+	hold    time.Duration
 }
 
 type ledgerConfig struct {
@@ -166,10 +168,19 @@ func (l *ledgerNode) Execute(ctx context.Context, in *worker.Input) (*worker.Res
 	if rule == ledger.FailBefore {
 		return nil, worker.Retryable("ChaosBefore", "failing before the effect, by rule")
 	}
+	// The effect takes -hold, from when it began to the ledger's write.
+	began := time.Now().UTC()
+	if l.hold > 0 {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(l.hold): // the effect's duration (-hold)
+		}
+	}
 	if err := l.write(ctx, key, ledger.Entry{
 		Run: in.RunID, Node: in.NodeID, Iteration: in.Iteration, Item: in.Item,
 		Attempt: in.Attempt, Delivery: in.Delivery, Worker: l.worker, Process: l.process,
-	}); err != nil {
+	}, began); err != nil {
 		return nil, err
 	}
 	if rule == ledger.FailAfter {
@@ -184,15 +195,16 @@ func (l *ledgerNode) Execute(ctx context.Context, in *worker.Input) (*worker.Res
 // write creates the key in the ledger, trying again while the cluster is
 // unavailable (a Create that timed out may have landed: the entry then says
 // it is this process's own), and records the attempt.
-func (l *ledgerNode) write(ctx context.Context, key string, e ledger.Entry) error {
+func (l *ledgerNode) write(ctx context.Context, key string, e ledger.Entry, began time.Time) error {
 	body, _ := json.Marshal(e)
-	rec := ledger.Write{Key: key, Entry: e}
+	rec := ledger.Write{Key: key, Entry: e, Began: began}
 	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
 		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		_, err := l.kv.Create(cctx, key, body)
 		cancel()
 		if err == nil {
 			rec.Result = "created"
+			rec.Created = l.createdAt(ctx, key)
 			break
 		}
 		if errors.Is(err, jetstream.ErrKeyExists) {
@@ -240,4 +252,16 @@ func (l *ledgerNode) write(ctx context.Context, key string, e ledger.Entry) erro
 		l.log.Warn("recording a ledger write", logattr.Key, key, logattr.Error, err)
 	}
 	return nil
+}
+
+// createdAt is when the server stored the ledger key (zero when it cannot
+// be read now: the write's record then has no span).
+func (l *ledgerNode) createdAt(ctx context.Context, key string) time.Time {
+	gctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	e, err := l.kv.Get(gctx, key)
+	if err != nil {
+		return time.Time{}
+	}
+	return e.Created().UTC()
 }

@@ -1,0 +1,7 @@
+package flow
+
+import "github.com/nats-io/nats.go/jetstream"
+
+// BucketKV is the KV a Limiter opens over a JetStream bucket, for tests
+// that wrap it with faults.
+func BucketKV(kv jetstream.KeyValue) KV { return jsKV{kv} }
