@@ -64,3 +64,55 @@ edges: [{from: START, to: a}, {from: a, to: b}, {from: b, to: END}]
 		t.Fatalf("limit names %q %q", LimitName(g.Definition(), a), LimitName(g.Definition(), b))
 	}
 }
+
+func TestRunConcurrencyValidation(t *testing.T) {
+	tests := []struct {
+		name, limit string
+		want        string // "" when valid
+	}{
+		{"valid, keyed", `{max: 2, key: "invocation.tenant"}`, ""},
+		{"valid, global, cancel-newest", `{max: 1, strategy: cancel-newest}`, ""},
+		{"valid, cancel-oldest over input", `{max: 3, key: "input.customer", strategy: cancel-oldest}`, ""},
+		{"max zero", `{max: 0}`, `field "concurrency.max": must be at least 1, got 0`},
+		{"max negative", `{max: -1}`, `field "concurrency.max": must be at least 1, got -1`},
+		{"max too large", `{max: 1001}`, `field "concurrency.max": must be at most 1000, got 1001`},
+		{"key does not compile", `{max: 1, key: "invocation.("}`, `field "concurrency.key": CEL "invocation.("`},
+		{"key not a string", `{max: 1, key: "1 + 2"}`, `field "concurrency.key": CEL "1 + 2": want a string, expression gives int`},
+		{"unknown strategy", `{max: 1, strategy: drop}`, `field "concurrency.strategy": unknown strategy "drop" (want "queue", "cancel-newest" or "cancel-oldest")`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := "name: t\nconcurrency: " + tt.limit + "\nnodes:\n  - {id: a, type: echo}\nedges: [{from: START, to: a}, {from: a, to: END}]\n"
+			_, err := Parse([]byte(src), "x.yaml")
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tt.want != "" && err == nil:
+				t.Fatalf("no error, want %q", tt.want)
+			case tt.want != "" && !strings.Contains(err.Error(), tt.want):
+				t.Fatalf("error %q, want it to contain %q", err, tt.want)
+			case tt.want != "" && !strings.Contains(err.Error(), "x.yaml: line 2, column "):
+				t.Fatalf("error %q does not name the line of concurrency (line 2)", err)
+			}
+		})
+	}
+}
+
+func TestRunConcurrencyKey(t *testing.T) {
+	g, err := Parse([]byte(`name: t
+concurrency: {max: 1, key: "invocation.tenant + '/' + input.region"}
+nodes:
+  - {id: a, type: echo}
+edges: [{from: START, to: a}, {from: a, to: END}]
+`), "x.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := graphrt.Of(g).ConcurrencyKey(Start, graphrt.Env{State: map[string]any{"region": "eu"}, Invocation: map[string]any{"tenant": "acme"}})
+	if err != nil || k != "acme/eu" {
+		t.Fatalf("key %q %v, want acme/eu", k, err)
+	}
+	if RunLimitName(g.Definition()) != "t" || RunStrategy(g.Definition()) != RunQueue {
+		t.Fatalf("name %q strategy %q", RunLimitName(g.Definition()), RunStrategy(g.Definition()))
+	}
+}
