@@ -59,12 +59,13 @@ func waitOutput(until time.Time, past bool) json.RawMessage {
 
 // RunWaiting is the status the read model of runs (and 'weft list',
 // 'weft status', the UI) shows for a running run that does nothing but
-// wait (State.Waiting): on a person (a human node's signal) or on a time
-// (a wait node). The fold never sets it: a waiting run's State.Status is
+// wait (State.Waiting): on a person (a human node's signal), on a time
+// (a wait node), or for a slot of its graph's run limit. The fold never sets it: a waiting run's State.Status is
 // RunRunning, so that folds and recorded histories are what they were.
 const RunWaiting RunStatus = "waiting"
 
-// Wait is a node activation that waits on a person or a time.
+// Wait is a node activation that waits on a person or a time, or the
+// run's wait for its own slot (Node START, For "slot").
 type Wait struct {
 	Node      string `json:"node"`
 	Iteration int    `json:"iteration"`
@@ -86,7 +87,7 @@ func (s *State) Waits() []Wait {
 	var out []Wait
 	for _, id := range slices.Sorted(maps.Keys(s.Nodes)) {
 		n := s.Nodes[id]
-		if n.Status != NodeWaiting || (n.WaitingFor != "signal" && n.WaitingFor != WaitingForTimer) {
+		if n.Status != NodeWaiting || (n.WaitingFor != "signal" && n.WaitingFor != WaitingForTimer && !runSlotWait(id, n)) {
 			continue
 		}
 		w := Wait{Node: id, Iteration: n.Iteration, For: n.WaitingFor}
@@ -102,20 +103,30 @@ func (s *State) Waits() []Wait {
 // Waiting reports whether a running run does nothing but wait: at least
 // one node waits on a person or a time (Waits), and no other node is
 // active (ready, running, backing off before a retry, waiting for a
-// child run, its map items or a slot). Such a run is shown as
+// child run, its map items or a slot), or the run waits for a slot of
+// its graph's run limit before its first node. Such a run is shown as
 // RunWaiting.
 func (s *State) Waiting() bool {
 	if s.Status != RunRunning {
 		return false
 	}
 	waits := false
-	for _, n := range s.Nodes {
+	for id, n := range s.Nodes {
 		switch {
 		case n.Status == NodeWaiting && (n.WaitingFor == "signal" || n.WaitingFor == WaitingForTimer):
 			waits = true
+		case runSlotWait(id, n):
+			return true // nothing else has started
 		case n.Status.Active():
 			return false
 		}
 	}
 	return waits
+}
+
+// runSlotWait reports whether node id's state n is the run's wait for
+// its own slot (a graph's run limit): START waiting for "slot", before
+// any node started.
+func runSlotWait(id string, n *NodeState) bool {
+	return id == "START" && n.Status == NodeWaiting && n.WaitingFor == "slot"
 }
