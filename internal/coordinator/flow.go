@@ -68,6 +68,13 @@ func (c *Coordinator) flowOptions(ctx context.Context) (decider.Options, func() 
 			return decider.Admission{}
 		}
 		h := flow.Holder{Run: r.Run, Node: r.Ref.Node, Iteration: r.Ref.Iteration, Attempt: r.Attempt, Priority: r.Priority, Fairness: r.Fairness}
+		if r.Ref.Node == flow.RunNode {
+			a, err := c.admitRun(ctx, r, h) // runlimit.go
+			if err != nil {
+				first = err
+			}
+			return a
+		}
 		g, err := c.flow.Acquire(ctx, slotOf(r.Slot), h)
 		switch {
 		case flow.Final(err):
@@ -98,6 +105,9 @@ func slotHolder(run, node string, ns *projection.NodeState) flow.Holder {
 // slotLive reports whether, in state s, attempt h of its node still holds
 // or waits for its slot.
 func slotLive(s *projection.State, h flow.Holder) bool {
+	if h.Node == flow.RunNode {
+		return !s.Status.Ended() // a run holds its own slot until it ends
+	}
 	ns := s.Nodes[h.Node]
 	if s.Status.Ended() || ns == nil || ns.Iteration != h.Iteration {
 		return false
@@ -120,11 +130,14 @@ func (c *Coordinator) releaseSlots(ctx context.Context, ent *runEntry) error {
 		return nil
 	}
 	s := ent.state
+	if err := c.releaseRunSlot(ctx, ent); err != nil { // runlimit.go
+		return err
+	}
 	for id, ns := range s.Nodes {
 		if err := c.backoffRate(ctx, ent, id, ns); err != nil {
 			return err
 		}
-		if ns.Slot == nil {
+		if ns.Slot == nil || id == flow.RunNode {
 			continue
 		}
 		h := slotHolder(s.RunID, id, ns)
