@@ -69,12 +69,15 @@ const RunWaiting RunStatus = "waiting"
 type Wait struct {
 	Node      string `json:"node"`
 	Iteration int    `json:"iteration"`
-	// For is "signal" (a human node: the signal's data is its output) or
-	// WaitingForTimer (a wait node).
+	// For is "signal" (a human node: the signal's data is its output),
+	// WaitingForTimer (a wait node) or "slot" (the run waits for a slot
+	// of its graph's run limit, Node START).
 	For string `json:"for"`
 	// Deadline is when the wait ends: a wait node's time, a human node's
 	// deadline (its timeout), or nil for a human node without one.
 	Deadline *time.Time `json:"deadline,omitempty"`
+	// Slot is, for "slot", the run limit and key the run waits for.
+	Slot *events.SlotRef `json:"slot,omitempty"`
 }
 
 // Waits lists the node activations of a running run that wait on a
@@ -91,6 +94,9 @@ func (s *State) Waits() []Wait {
 			continue
 		}
 		w := Wait{Node: id, Iteration: n.Iteration, For: n.WaitingFor}
+		if runSlotWait(id, n) {
+			w.Slot = n.Slot
+		}
 		if n.Deadline != nil {
 			d := n.Deadline.UTC()
 			w.Deadline = &d
