@@ -207,6 +207,49 @@
 // anything a run waits on (a reply in three days, a poll every hour, a
 // deadline in the input). A graph that says sleep keeps meaning sleep.
 //
+// # Flow control: concurrency and rate limits
+//
+// A node's concurrency: {max, key, name} caps the attempts of the node
+// that run at once, per key (a CEL string over state, invocation and
+// local; none: one key), across every run and coordinator; its rate:
+// {limit, per, key, units, name} spaces their starts. The limit is named
+// "<graph>/<node>" unless name gives one, and nodes of any graph that
+// give the same name share it. An attempt over the limit waits, recorded
+// in the log as node.waiting for "slot" or "rate".
+//
+// A graph's concurrency (at its top level) caps its runs in progress at
+// once, per key:
+//
+//	name: report
+//	concurrency: {max: 2, key: "invocation.tenant", strategy: queue}
+//
+// max is 1 to MaxConcurrency; key is a CEL string over the run's input
+// (as state, or input) and invocation, evaluated once at the run's start
+// (none: one key for the graph); name names the limit (default: the
+// graph's name; graphs that give the same name share its slots, each run
+// with its own graph's max); strategy says what a run that finds its key
+// full does:
+//
+//	queue          (the default) it waits before its first node, in
+//	               order (priority, then fairness key, then arrival), in
+//	               the log as node.waiting of START for "slot"; 'weft
+//	               list' and 'weft status' show it as waiting
+//	cancel-newest  it is cancelled at once, by "flow", the reason naming
+//	               the limit, the key and the max
+//	cancel-oldest  the oldest run holding a slot of the key (that no
+//	               earlier run is evicting) is cancelled, the reason
+//	               naming the run that takes its place, and the new run
+//	               waits first in line for the slot it frees, so no more
+//	               than max runs of the key are ever in progress
+//
+// A run holds its slot from before its first node until it ends, however
+// it ends (completed, failed, cancelled, terminated, continued as new). A
+// continuation is never refused by cancel-newest: its start is written
+// before its predecessor ends, so it waits for the slot that run gives
+// back. A key that is not a string, or longer than 256 bytes, fails the
+// run (FlowLimit). internal/flow has the design: where slots live, and
+// why they hold across crashes and coordinators.
+//
 // # Limits
 //
 // A graph comes from outside: its size, nesting, node counts, the nodes a
@@ -228,6 +271,8 @@
 //	               unknown fields (with a suggestion) and values of the
 //	               wrong type, at every level
 //	the graph      name; maxIterations ≥ 0; retention a duration ≥ 0;
+//	               concurrency (max 1..1000, key a CEL string, strategy
+//	               queue, cancel-newest or cancel-oldest);
 //	               search attributes (at most 8, ids, no repeats); reducers;
 //	               nested graphs' names; at least one node; an edge leaving
 //	               START and one entering END; every node reachable from
