@@ -197,9 +197,35 @@ export interface Queue {
   types?: string[]
 }
 
+// One (limit, key) of a concurrency limit in use: a node's, or a graph's
+// run limit (runs: its holders and waiters are runs, node START).
+export interface Limit {
+  limit: string
+  key: string
+  max: number
+  held: number
+  waiting: number
+  runs?: boolean
+  oldestWaiter: string | null
+  holders: string[]
+  waiters: string[]
+}
+
+// A rate limit's key in use: per is in nanoseconds (a Go duration).
+export interface RateState {
+  limit: string
+  key: string
+  rate: number
+  per: number
+  waiting: number
+  nextTurn: string
+}
+
 export interface WorkersView {
   queues: Queue[]
   coordinators?: { alive: boolean; lastSeen?: string | null; window?: string }
+  limits: Limit[]
+  rates: RateState[]
   note?: string
 }
 
@@ -339,6 +365,8 @@ export const api = {
     call<WorkersView>('GET', '/api/workers').then((w) => ({
       ...w,
       queues: list(w.queues).map((q) => ({ ...q, workers: list(q.workers) })),
+      limits: list(w.limits).map((l) => ({ ...l, holders: list(l.holders), waiters: list(l.waiters) })),
+      rates: list(w.rates),
     })),
 }
 
