@@ -444,3 +444,35 @@ func TestRunSlotCoordinatorStoppedAfterTaking(t *testing.T) {
 	}
 	waitNoSlots(t, base)
 }
+
+// typeLimitedGraph limits every sleep node by its type, a limit shared
+// by name (type/sleep) with every graph that limits the type.
+const typeLimitedGraph = `
+name: %s
+limits: {types: {sleep: {concurrency: {max: 2}}}}
+nodes:
+  - {id: one, type: sleep, config: {duration: 100ms}, timeout: 30s}
+  - {id: two, type: sleep, config: {duration: 100ms}, timeout: 30s}
+edges:
+  - {from: START, to: one}
+  - {from: START, to: two}
+  - {from: one, to: END}
+  - {from: two, to: END}
+`
+
+// A limit by node type binds every node of the type in every graph that
+// declares it: two graphs, two sleep nodes each, never more than two
+// sleeping at once; every run completes and no slot is left.
+func TestTypeLimitAcrossGraphs(t *testing.T) {
+	_, st := testkit.Store(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	runCoordinator(t, ctx, st, coordinator.WithLogger(quiet()))
+	runWorker(t, ctx, st, "w1")
+	a := mustGraph(t, fmt.Sprintf(typeLimitedGraph, "alpha"))
+	b := mustGraph(t, fmt.Sprintf(typeLimitedGraph, "beta"))
+	runs := append(startFor(t, st, a, "x", 4), startFor(t, st, b, "x", 4)...)
+	waitEnded(t, st, runs, 90*time.Second)
+	checkExactlyOnce(t, st, runs, 2)
+	checkLimit(t, st, runs, "")
+}

@@ -116,3 +116,82 @@ edges: [{from: START, to: a}, {from: a, to: END}]
 		t.Fatalf("name %q strategy %q", RunLimitName(g.Definition()), RunStrategy(g.Definition()))
 	}
 }
+
+const typeLimited = `name: t
+limits:
+  types:
+    http: {concurrency: {max: 3, key: "invocation.tenant"}}
+  queues:
+    gpu: {rate: {limit: 10, per: 1s}}
+nodes:
+  - {id: a, type: http, config: {url: "http://example.com"}}
+  - {id: b, type: http, config: {url: "http://example.com"}, concurrency: {max: 1}}
+  - {id: c, type: echo, queue: gpu}
+  - {id: d, type: echo}
+edges: [{from: START, to: a}, {from: a, to: b}, {from: b, to: c}, {from: c, to: d}, {from: d, to: END}]
+`
+
+// A graph's limits by type and queue are given to the nodes they apply
+// to, named type/<t> and queue/<q>; a node's own limit replaces them.
+func TestLimitsByTypeAndQueue(t *testing.T) {
+	g, err := Parse([]byte(typeLimited), "x.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := g.Node("a")
+	b, _ := g.Node("b")
+	c, _ := g.Node("c")
+	d, _ := g.Node("d")
+	if a.Concurrency == nil || a.Concurrency.Max != 3 || LimitName(g.Definition(), a) != "type/http" {
+		t.Fatalf("a: %+v, want the http type's limit", a.Concurrency)
+	}
+	if k, err := graphrt.Of(g).ConcurrencyKey("a", graphrt.Env{Invocation: map[string]any{"tenant": "acme"}}); err != nil || k != "acme" {
+		t.Fatalf("a's key %q %v", k, err)
+	}
+	if LimitName(g.Definition(), b) != "t/b" || b.Concurrency.Max != 1 {
+		t.Fatalf("b: %+v, want its own limit", b.Concurrency)
+	}
+	if c.Rate == nil || c.Rate.Limit != 10 || RateName(g.Definition(), c) != "queue/gpu" || c.Concurrency != nil {
+		t.Fatalf("c: %+v %+v, want the gpu queue's rate", c.Rate, c.Concurrency)
+	}
+	if d.Concurrency != nil || d.Rate != nil {
+		t.Fatalf("d has a limit: %+v %+v", d.Concurrency, d.Rate)
+	}
+	// The canonical form records them on the nodes: compiling it again
+	// gives the same graph.
+	g2, err := Parse(g.Canonical(), "x.json")
+	if err != nil || g2.Digest() != g.Digest() {
+		t.Fatalf("recompiled: %v, digest %s want %s", err, g2.Digest(), g.Digest())
+	}
+}
+
+func TestLimitsByTypeAndQueueValidation(t *testing.T) {
+	tests := []struct {
+		name, limits, want string
+	}{
+		{"unknown type", `{types: {htpp: {concurrency: {max: 1}}}}`, `field "limits.types.htpp": no node of this graph has type "htpp" (they have: echo, http); did you mean "http"?`},
+		{"unknown queue", `{queues: {gpu: {concurrency: {max: 1}}}}`, `field "limits.queues.gpu": no node of this graph has queue "gpu" (they have: default)`},
+		{"max zero", `{types: {http: {concurrency: {max: 0}}}}`, `field "limits.types.http.concurrency.max": must be at least 1, got 0`},
+		{"key not a string", `{queues: {default: {concurrency: {max: 1, key: "1"}}}}`, `field "limits.queues.default.concurrency.key": CEL "1": want a string, expression gives int`},
+		{"rate per", `{types: {echo: {rate: {limit: 1, per: 0s}}}}`, `field "limits.types.echo.rate.per": must be at least 1ms`},
+		{"empty", `{types: {echo: {}}}`, `field "limits.types.echo": give a concurrency or a rate limit`},
+		{"both on a node", `{types: {echo: {concurrency: {max: 1}}}, queues: {default: {concurrency: {max: 2}}}}`, `node "e": field "type": node is under both limits.types.echo and limits.queues.default`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := "name: t\nlimits: " + tt.limits + "\nnodes:\n  - {id: h, type: http, config: {url: \"http://example.com\"}, concurrency: {max: 1}}\n  - {id: e, type: echo}\nedges: [{from: START, to: h}, {from: h, to: e}, {from: e, to: END}]\n"
+			_, err := Parse([]byte(src), "x.yaml")
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v, want it to contain %q", err, tt.want)
+			}
+			if !strings.Contains(err.Error(), "x.yaml: line ") {
+				t.Fatalf("error %q is not located", err)
+			}
+		})
+	}
+	// A map node's items cannot take a type's limit yet: said at the node.
+	src := "name: t\nlimits: {types: {echo: {concurrency: {max: 1}}}}\nnodes:\n  - {id: m, type: echo, map: {over: \"state.items\"}}\nedges: [{from: START, to: m}, {from: m, to: END}]\n"
+	if _, err := Parse([]byte(src), "x.yaml"); err == nil || !strings.Contains(err.Error(), `node "m": field "map": a map node's items cannot take the limit "type/echo" yet`) {
+		t.Fatalf("map node under a type limit: %v", err)
+	}
+}

@@ -68,6 +68,28 @@ type Definition struct {
 	// takes a slot before its first node, and gives it back when it ends,
 	// however it ends.
 	Concurrency *RunConcurrency `json:"concurrency,omitempty"`
+	// Limits puts a concurrency or rate limit on every node of a type, or
+	// on a queue, of this graph (not of its subgraphs, which declare
+	// their own): shared across graphs by name, "type/<type>" or
+	// "queue/<queue>" unless the limit names another.
+	Limits *Limits `json:"limits,omitempty"`
+}
+
+// Limits are the limits a graph puts on its nodes by type and by queue.
+// A node's own concurrency or rate replaces them; a node under both a
+// type's and a queue's limit is refused at load. At load each node they
+// apply to is given them as its own (the canonical form records them
+// there), so a node takes one limit, as it does without them.
+type Limits struct {
+	Types  map[string]NodeLimits `json:"types,omitempty"`
+	Queues map[string]NodeLimits `json:"queues,omitempty"`
+}
+
+// NodeLimits is a concurrency or a rate limit (one of the two, yet) for
+// every node of a type or on a queue.
+type NodeLimits struct {
+	Concurrency *ConcurrencyLimit `json:"concurrency,omitempty"`
+	Rate        *RateLimit        `json:"rate,omitempty"`
 }
 
 // RunConcurrency is a graph's limit on its runs in progress by key: at

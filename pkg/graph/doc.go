@@ -217,6 +217,26 @@
 // give the same name share it. An attempt over the limit waits, recorded
 // in the log as node.waiting for "slot" or "rate".
 //
+// A graph's limits put the same limits on every node of a type, or on a
+// queue, shared by name across graphs:
+//
+//	limits:
+//	  types:  {http: {rate: {limit: 500, per: 1m, key: "invocation.apiKey"}}}
+//	  queues: {gpu: {concurrency: {max: 1}}}
+//
+// Each entry is a concurrency or a rate limit (one of the two, yet),
+// named "type/<type>" or "queue/<queue>" unless it gives a name, checked
+// where it is written, and given at load to each node of this graph (not
+// of its subgraphs) of the type or on the queue as its own: the canonical
+// form records it on the node. A node's own concurrency or rate replaces
+// its type's and queue's; a node under both a type's and a queue's entry
+// is refused, as is an entry for a type or queue no node of the graph
+// has (a typo, with the nearest name suggested), and a map node under
+// one (its items cannot take a limit by key yet). Graphs that share a
+// limit and give it different maxima each admit their attempts against
+// their own max, as nodes sharing a named limit do: the limit's entry
+// records the max it was last asked with, so keep one max per name.
+//
 // A graph's concurrency (at its top level) caps its runs in progress at
 // once, per key:
 //
@@ -272,7 +292,9 @@
 //	               wrong type, at every level
 //	the graph      name; maxIterations ≥ 0; retention a duration ≥ 0;
 //	               concurrency (max 1..1000, key a CEL string, strategy
-//	               queue, cancel-newest or cancel-oldest);
+//	               queue, cancel-newest or cancel-oldest); limits by
+//	               type and queue (each a concurrency or a rate, for a
+//	               type or queue a node has);
 //	               search attributes (at most 8, ids, no repeats); reducers;
 //	               nested graphs' names; at least one node; an edge leaving
 //	               START and one entering END; every node reachable from

@@ -64,6 +64,7 @@ func validate(g *Graph, scope []*Definition, o *options, p *problems) {
 	g.waitFor = map[string]*expr{}
 	g.routes = map[string]*router{}
 	first := map[string]int{}
+	lowerLimits(g, o, p) // nodelimits.go
 	for i := range def.Nodes {
 		validateNode(g, i, first, scope, o, p)
 	}
