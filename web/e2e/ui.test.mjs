@@ -314,7 +314,14 @@ test('the workers page lists the queues, their workers, work no worker serves, a
   assert.match(await limit.textContent(), /limited \(runs\)-1\/11/)
   assert.equal(await limit.locator('td[title]').first().getAttribute('title'), `${first}/START/1/1`)
   await page.screenshot({ path: join(shots, 'workers.png'), fullPage: true })
+  // The waiting run says what it waits for, on its page and in the list.
+  await go(`/runs/${second}`)
+  await page.locator('.wait[data-wait="START"]', { hasText: 'a slot of limited, max 1' }).waitFor()
+  await go('/runs')
+  await page.locator(`tr[data-run="${second}"][data-status="waiting"] .wait[data-wait="START"]`, { hasText: 'a slot of limited' }).waitFor()
   for (const id of [second, first]) await weft.cli('cancel', id)
+  await go('/workers')
+  await page.locator('.limits').waitFor()
   await page.locator('.limits tr[data-limit="limited"]').waitFor({ state: 'detached' })
 })
 

@@ -13,8 +13,9 @@ export type RunStatus = 'running' | 'waiting' | 'cancelling' | 'completed' | 'fa
 export interface Wait {
   node: string
   iteration: number
-  for: 'signal' | 'timer' | string
+  for: 'signal' | 'timer' | 'slot' | string
   deadline?: string
+  slot?: { limit: string; key: string; max: number } // for 'slot': the run limit the run waits for (node START)
   data?: string
   command?: string // the run page's: weft signal RUN NODE -data '…'
 }
@@ -394,4 +395,11 @@ export function live(
   es.onopen = () => onState?.(true)
   es.onerror = () => onState?.(es.readyState === EventSource.OPEN)
   return () => es.close()
+}
+
+// waitWhat says what a wait is for: a signal, a wait node's time, or a
+// slot of the run's graph's run limit (named with its key and max).
+export function waitWhat(w: Wait): string {
+  if (w.slot) return `a slot of ${w.slot.limit}${w.slot.key ? ` (key ${w.slot.key})` : ''}, max ${w.slot.max}`
+  return w.for === 'signal' ? 'a signal' : 'a wait'
 }
