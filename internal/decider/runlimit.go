@@ -19,9 +19,9 @@ import (
 // cancel-newest it is cancelled at once, the reason naming the limit and
 // key; with cancel-oldest it waits while the oldest run holding the key
 // is cancelled (the coordinator's Admit asks for it). A continuation
-// (continue-as-new) is never refused: its start is appended before its
-// predecessor's completion, so it queues for the slot that run gives
-// back.
+// (continue-as-new) queues whatever the strategy: its start is appended
+// before its predecessor's completion, so it waits for the slot that run
+// gives back, neither refused nor evicting another run.
 
 // runAdmission is what the run's own slot lets the decider do.
 type runAdmission int
@@ -63,9 +63,10 @@ func (d *decider) admitRun() runAdmission {
 	}
 	ref := events.NodeRef{Node: graph.Start, Iteration: 1}
 	strategy := graph.RunStrategy(d.g.Definition())
-	if d.s.Chain != nil && strategy == graph.RunCancelNewest {
+	if d.s.Chain != nil {
 		// A continuation is the same piece of work as the run it
-		// continues: it waits for the slot that run gives back.
+		// continues: it waits for the slot that run gives back, neither
+		// refused nor evicting another run.
 		strategy = graph.RunQueue
 	}
 	a := d.admitFn(AdmitRequest{Priority: priorityOf(d.s.Priority), Fairness: d.s.FairnessKey, Run: d.s.RunID, Ref: ref, Attempt: 1, Slot: *slot, Strategy: strategy})

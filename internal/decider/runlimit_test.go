@@ -88,3 +88,17 @@ func TestRunSlotBadKeyFails(t *testing.T) {
 		t.Fatalf("run %s %+v, want failed for its run limit's key", sm.s.Status, sm.s.Error)
 	}
 }
+
+// A continuation queues for its slot whatever the strategy: it is never
+// refused (cancel-newest) nor evicts (cancel-oldest).
+func TestRunSlotContinuationQueues(t *testing.T) {
+	for _, strategy := range []string{"cancel-newest", "cancel-oldest"} {
+		sm := newSim(t, strings.Replace(runLimited, "%s", strategy, 1), `{"region":"eu"}`, `{"tenant":"acme"}`, nil)
+		sm.s.Chain = &events.ChainRef{ID: "run0", Link: 2, Previous: "run0"}
+		var asked []decider.AdmitRequest
+		evs := sm.decideWith(func(r decider.AdmitRequest) decider.Admission { asked = append(asked, r); return decider.Admission{} })
+		if len(asked) != 1 || asked[0].Strategy != "queue" || len(evs) != 1 || evs[0].Type != events.NodeWaiting {
+			t.Fatalf("%s: asked %+v, decided %s; want a queued wait", strategy, asked, sm.types())
+		}
+	}
+}

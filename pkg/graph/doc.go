@@ -264,9 +264,9 @@
 //
 // A run holds its slot from before its first node until it ends, however
 // it ends (completed, failed, cancelled, terminated, continued as new). A
-// continuation is never refused by cancel-newest: its start is written
-// before its predecessor ends, so it waits for the slot that run gives
-// back. A fork ('weft fork', 'weft reset') from before a run's entry asks
+// continuation queues whatever the strategy: its start is written before
+// its predecessor ends, so it waits for the slot that run gives back,
+// neither refused nor evicting another run. A fork ('weft fork', 'weft reset') from before a run's entry asks
 // for a slot of its own; one from after it takes none (the limit counts
 // runs from their start). A key that is not a string, or longer than 256
 // bytes, fails the run (FlowLimit). internal/flow has the design: where slots live, and
