@@ -67,7 +67,7 @@ func (c *Coordinator) flowOptions(ctx context.Context) (decider.Options, func() 
 		if first != nil {
 			return decider.Admission{}
 		}
-		h := flow.Holder{Run: r.Run, Node: r.Ref.Node, Iteration: r.Ref.Iteration, Attempt: r.Attempt, Priority: r.Priority, Fairness: r.Fairness}
+		h := flow.Holder{Run: r.Run, Node: holderNode(r.Ref), Iteration: r.Ref.Iteration, Attempt: r.Attempt, Priority: r.Priority, Fairness: r.Fairness}
 		if r.Ref.Node == flow.RunNode {
 			a, err := c.admitRun(ctx, r, h) // runlimit.go
 			if err != nil {
@@ -108,6 +108,9 @@ func slotLive(s *projection.State, h flow.Holder) bool {
 	if h.Node == flow.RunNode {
 		return !s.Status.Ended() // a run holds its own slot until it ends
 	}
+	if node, item, ok := itemOf(h.Node); ok {
+		return itemSlotLive(s, node, item, h) // mapslots.go
+	}
 	ns := s.Nodes[h.Node]
 	if s.Status.Ended() || ns == nil || ns.Iteration != h.Iteration {
 		return false
@@ -131,6 +134,9 @@ func (c *Coordinator) releaseSlots(ctx context.Context, ent *runEntry) error {
 	}
 	s := ent.state
 	if err := c.releaseRunSlot(ctx, ent); err != nil { // runlimit.go
+		return err
+	}
+	if err := c.releaseItemSlots(ctx, ent); err != nil { // mapslots.go
 		return err
 	}
 	for id, ns := range s.Nodes {
@@ -210,6 +216,10 @@ func (c *Coordinator) wake(ctx context.Context, h flow.Holder) error {
 	now := c.opts.now().UTC()
 	id := "slot-" + h.Node + "-" + strconv.Itoa(h.Iteration)
 	ref := events.NodeRef{Node: h.Node, Iteration: h.Iteration}
+	if node, item, ok := itemOf(h.Node); ok {
+		id = "slot-" + node + "-" + strconv.Itoa(h.Iteration) + "-" + strconv.Itoa(item)
+		ref = events.NodeRef{Node: node, Iteration: h.Iteration, Item: &item}
+	}
 	ev, err := events.New(h.Run, eventlog.DecisionID(h.Run, events.TimerFired, id, strconv.FormatInt(now.UnixNano(), 10)), now,
 		&events.TimerFiredData{TimerID: id, Purpose: "slot", Ref: ref, Attempt: h.Attempt})
 	if err != nil {

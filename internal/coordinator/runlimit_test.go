@@ -476,3 +476,156 @@ func TestTypeLimitAcrossGraphs(t *testing.T) {
 	checkExactlyOnce(t, st, runs, 2)
 	checkLimit(t, st, runs, "")
 }
+
+// mapLimitedGraph maps over items, each of a tenant: every item's
+// attempt takes a slot of the node's limit by the item's tenant.
+const mapLimitedGraph = `
+name: maplimited
+nodes:
+  - {id: each, type: sleep, config: {duration: 150ms}, timeout: 30s, retry: {maxAttempts: 1},
+     map: {over: "state.items"}, concurrency: {max: 2, key: "local.item.tenant"}}
+edges:
+  - {from: START, to: each}
+  - {from: each, to: END}
+`
+
+// A map node's items each take their node's limit: three runs of six
+// items over two tenants, never more than two items of a tenant at once
+// across the runs; every run completes and no slot is left.
+func TestMapItemsTakeTheirNodesLimit(t *testing.T) {
+	_, st := testkit.Store(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	runCoordinator(t, ctx, st, coordinator.WithLogger(quiet()))
+	runWorker(t, ctx, st, "w1")
+	g := mustGraph(t, mapLimitedGraph)
+	var runs []string
+	for range 3 {
+		run := events.NewRunID()
+		e, err := events.New(run, run, time.Time{}, &events.RunStartedData{
+			GraphName: g.Definition().Name, GraphDigest: g.Digest(), Graph: g.Canonical(),
+			Input: []byte(`{"items":[{"tenant":"a"},{"tenant":"b"},{"tenant":"a"},{"tenant":"a"},{"tenant":"b"},{"tenant":"a"}]}`),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Append(ctx, run, 0, e); err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, run)
+	}
+	for r, s := range waitEnded(t, st, runs, 90*time.Second) {
+		if s.Status != projection.RunCompleted {
+			t.Fatalf("run %s: %s %+v", r, s.Status, s.Error)
+		}
+	}
+	peak := itemPeak(t, st, runs)
+	if peak["a"] != 2 || peak["b"] != 2 {
+		t.Fatalf("items of a tenant at once: %v, want exactly the limit, 2, for a and b", peak)
+	}
+	waitNoSlots(t, st)
+}
+
+// itemPeak reads the runs' logs and returns, per key, the most map items
+// that held a slot at once in the stream's order (from an item's
+// node-ready to its outcome).
+func itemPeak(t *testing.T, st events.Store, runs []string) map[string]int {
+	t.Helper()
+	type mark struct {
+		seq   uint64
+		key   string
+		delta int
+	}
+	var marks []mark
+	for _, run := range runs {
+		evs, err := st.Read(context.Background(), run, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held := map[string]string{}
+		for _, e := range evs {
+			p, err := e.Payload()
+			if err != nil {
+				continue
+			}
+			switch d := p.(type) {
+			case *events.NodeReadyData:
+				if d.Item != nil {
+					if d.Slot == nil {
+						t.Fatalf("run %s: item %s readied without a slot", run, d.Key())
+					}
+					held[fmt.Sprint(d.Key(), d.Attempt)] = d.Slot.Key
+					marks = append(marks, mark{e.Seq, d.Slot.Key, +1})
+				}
+			case *events.NodeInvokedData:
+				if k, ok := held[fmt.Sprint(d.Key(), d.Attempt)]; ok {
+					marks = append(marks, mark{e.Seq, k, -1})
+				}
+			case *events.NodeFailedData:
+				if k, ok := held[fmt.Sprint(d.Key(), d.Attempt)]; ok {
+					marks = append(marks, mark{e.Seq, k, -1})
+				}
+			}
+		}
+	}
+	slices.SortFunc(marks, func(a, b mark) int {
+		if a.seq != b.seq {
+			return int(a.seq) - int(b.seq)
+		}
+		return a.delta - b.delta
+	})
+	cur, peak := map[string]int{}, map[string]int{}
+	for _, m := range marks {
+		cur[m.key] += m.delta
+		peak[m.key] = max(peak[m.key], cur[m.key])
+	}
+	return peak
+}
+
+// A run cancelled while its map items hold and wait for slots gives
+// both back at once (not after the sweep's grace): nothing is left in the
+// bucket.
+func TestMapItemSlotsReleasedOnCancel(t *testing.T) {
+	_, st := testkit.Store(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	runCoordinator(t, ctx, st, coordinator.WithLogger(quiet()))
+	runWorker(t, ctx, st, "w1")
+	g := mustGraph(t, strings.NewReplacer("150ms", "60s", "max: 2", "max: 1").Replace(mapLimitedGraph))
+	run := events.NewRunID()
+	e, err := events.New(run, run, time.Time{}, &events.RunStartedData{
+		GraphName: g.Definition().Name, GraphDigest: g.Digest(), Graph: g.Canonical(),
+		Input: []byte(`{"items":[{"tenant":"a"},{"tenant":"a"},{"tenant":"a"}]}`),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Append(ctx, run, 0, e); err != nil {
+		t.Fatal(err)
+	}
+	l, err := flow.Open(ctx, eventlog.JetStream(st), 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		es, _ := l.Entries(ctx)
+		if len(es) == 1 && len(es[0].Holders) == 1 && len(es[0].Waiters) == 1 {
+			break // one item holds, the next waits (the third is not asked yet)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("bucket %+v, want one item holding and one waiting", es)
+		}
+		// Polls: the bucket's changes are not watched here.
+		time.Sleep(50 * time.Millisecond)
+	}
+	c, err := events.New(run, run+"-cancel", time.Now(), &events.RunCancelRequestedData{By: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Append(ctx, run, events.AnySeq, c); err != nil {
+		t.Fatal(err)
+	}
+	waitEnded(t, st, []string{run}, 30*time.Second)
+	waitNoSlots(t, st)
+}

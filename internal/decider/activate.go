@@ -462,7 +462,7 @@ func (d *decider) readyWith(n *graph.Node, ref events.NodeRef, attempt int, loca
 			return
 		}
 	}
-	if n.Concurrency != nil && ref.Item == nil {
+	if n.Concurrency != nil && ref.Item == nil { // an item's: readyItem
 		if slot == nil {
 			var ok bool
 			if slot, ok = d.slotFor(n, local); !ok {
@@ -522,18 +522,20 @@ func (d *decider) mapItems(n *graph.Node, ns *projection.NodeState) bool {
 	// The input is encoded only when an item is readied: most calls (an
 	// item finished, another is running) ready nothing.
 	var input json.RawMessage
-	readyItem := func(i, attempt int) {
+	full := map[string]bool{} // keys of the node's limit found full
+	readyItem := func(i, attempt int) bool {
 		if input == nil {
 			input = d.input(n)
 		}
-		d.readyWith(n, itemRef(n, ns, i), attempt, itemLocal(ns.Items[i].Data, i), nil, nil, input, nil)
+		return d.readyItem(n, ns, i, attempt, input, full) // mapslots.go
 	}
 	active := 0
 	for i, it := range ns.Items {
 		switch it.Status {
 		case projection.NodeRetryDue:
-			readyItem(i, it.Attempt+1)
-			return true
+			if readyItem(i, it.Attempt+1) {
+				return true
+			}
 		case projection.NodeFailed:
 			return d.onFailure(n, ns, &i)
 		case projection.NodeReady, projection.NodeRunning, projection.NodeRetrying:
@@ -546,8 +548,7 @@ func (d *decider) mapItems(n *graph.Node, ns *projection.NodeState) bool {
 		if limit > 0 && active >= limit {
 			break
 		}
-		if it.Status == projection.NodeIdle {
-			readyItem(i, 1)
+		if it.Status == projection.NodeIdle && readyItem(i, 1) {
 			active++
 			did = true
 		}

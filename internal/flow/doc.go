@@ -54,6 +54,19 @@
 // otherwise. A run's slot is in the log from its start, so the sweep's
 // Grace does not matter for it.
 //
+// # Map items
+//
+// A map node's items take slots of their node's limit one by one, each
+// attempt a holder of its own, "<node>.<item>" (a node id has no '.'):
+// the coordinator asks for an item's slot as it would ready the item, and
+// an item that finds its key full is queued in the line without a record
+// in the log (the first of its key in a decision; the others cannot pass
+// it); the release that lets it in wakes its run. An item's held slot is
+// in its node-ready and given back once the item's attempt ended; the
+// places of items still queued when their run ends are given back then,
+// and the sweep reclaims any left (a queued item is live while its run
+// has not ended and the item has not been readied at that attempt).
+//
 // # Priorities and fairness
 //
 // A run carries a priority (1 to 5, default 3) and a fairness key (a

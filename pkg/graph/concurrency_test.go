@@ -189,9 +189,16 @@ func TestLimitsByTypeAndQueueValidation(t *testing.T) {
 			}
 		})
 	}
-	// A map node's items cannot take a type's limit yet: said at the node.
+	// A map node's items take a type's concurrency limit, each; not a
+	// rate limit yet: said at the node.
 	src := "name: t\nlimits: {types: {echo: {concurrency: {max: 1}}}}\nnodes:\n  - {id: m, type: echo, map: {over: \"state.items\"}}\nedges: [{from: START, to: m}, {from: m, to: END}]\n"
-	if _, err := Parse([]byte(src), "x.yaml"); err == nil || !strings.Contains(err.Error(), `node "m": field "map": a map node's items cannot take the limit "type/echo" yet`) {
-		t.Fatalf("map node under a type limit: %v", err)
+	if g, err := Parse([]byte(src), "x.yaml"); err != nil {
+		t.Fatalf("map node under a type's concurrency limit: %v", err)
+	} else if m, _ := g.Node("m"); m.Concurrency == nil || LimitName(g.Definition(), m) != "type/echo" {
+		t.Fatalf("map node's limit: %+v", m.Concurrency)
+	}
+	src = strings.Replace(src, "concurrency: {max: 1}", "rate: {limit: 1, per: 1s}", 1)
+	if _, err := Parse([]byte(src), "x.yaml"); err == nil || !strings.Contains(err.Error(), `node "m": field "map": a map node's items cannot take the rate limit "type/echo" yet`) {
+		t.Fatalf("map node under a type's rate limit: %v", err)
 	}
 }

@@ -215,7 +215,11 @@
 // {limit, per, key, units, name} spaces their starts. The limit is named
 // "<graph>/<node>" unless name gives one, and nodes of any graph that
 // give the same name share it. An attempt over the limit waits, recorded
-// in the log as node.waiting for "slot" or "rate".
+// in the log as node.waiting for "slot" or "rate". A map node's items
+// each take a slot of their node's concurrency limit (the key sees the
+// item as local), beside map.concurrency; an item over the limit is not
+// readied until a slot frees (it waits in the limit's line, not in the
+// log). Map items take no rate limit yet.
 //
 // A graph's limits put the same limits on every node of a type, or on a
 // queue, shared by name across graphs:
@@ -231,8 +235,8 @@
 // form records it on the node. A node's own concurrency or rate replaces
 // its type's and queue's; a node under both a type's and a queue's entry
 // is refused, as is an entry for a type or queue no node of the graph
-// has (a typo, with the nearest name suggested), and a map node under
-// one (its items cannot take a limit by key yet). Graphs that share a
+// has (a typo, with the nearest name suggested), and a map node under a
+// rate limit (its items take a concurrency limit each, not a rate yet). Graphs that share a
 // limit and give it different maxima each admit their attempts against
 // their own max, as nodes sharing a named limit do: the limit's entry
 // records the max it was last asked with, so keep one max per name.

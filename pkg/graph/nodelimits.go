@@ -95,10 +95,11 @@ func checkNodeLimits(g *Graph, kind, what string, entries map[string]NodeLimits,
 }
 
 // giveLimits gives node n the limits of an entry, named name unless the
-// entry names them; a map node's items cannot take one yet.
+// entry names them; a map node's items take a concurrency limit each, but
+// not a rate limit yet.
 func giveLimits(n *Node, e NodeLimits, name string, p *problems) {
-	if n.Map != nil {
-		p.node(n.ID, "map", "a map node's items cannot take the limit %q yet: give the node map.concurrency, or move it off the %s", name, strings.SplitN(name, "/", 2)[0])
+	if n.Map != nil && e.Rate != nil {
+		p.node(n.ID, "map", "a map node's items cannot take the rate limit %q yet: move the node off the %s", name, strings.SplitN(name, "/", 2)[0])
 		return
 	}
 	if c := e.Concurrency; c != nil {

@@ -340,11 +340,8 @@ func validateConcurrency(g *Graph, n *Node, o *options, bad badFunc) {
 	if len(c.Name) > MaxLimitNameLen {
 		bad("concurrency.name", "is %d characters, the limit is %d", len(c.Name), MaxLimitNameLen)
 	}
-	switch {
-	case coordinatorType(n.Type):
+	if coordinatorType(n.Type) {
 		bad("concurrency", "a %s node runs in the coordinator and takes no slot; limit the nodes that do the work", n.Type)
-	case n.Map != nil:
-		bad("concurrency", "a map node's items are limited by map.concurrency; a concurrency limit by key on map items is not supported yet")
 	}
 	if strings.TrimSpace(c.Key) == "" {
 		return
