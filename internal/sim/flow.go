@@ -138,6 +138,11 @@ func (v *validator) checkFlow() {
 			if ns.Slot != nil && ns.WaitingFor == "" && (ns.Status == "ready" || ns.Status == "running") {
 				live[*ns.Slot]++
 			}
+			for _, it := range ns.Items { // map items hold slots of their own
+				if it.Slot != nil && (it.Status == "ready" || it.Status == "running") {
+					live[*it.Slot]++
+				}
+			}
 		}
 	}
 	v.checkRunLimits()

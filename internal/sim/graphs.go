@@ -92,7 +92,7 @@ func graphs() ([]*simGraph, error) {
 			Edge("step", graph.Continue, graph.If("int(state.total) % 2 == 0 && state.total < 6")).
 			Edge("step", graph.End, graph.If("state.total >= 6"))},
 		{name: "map", input: `{"items":[1,2,3,4]}`, b: reducers(graph.New("map")).
-			Node("each", nodeType, work(behaviour{Fail: 0.2}, graph.Retry(quickRetry), graph.Map("state.items", 2))...).
+			Node("each", nodeType, work(behaviour{Fail: 0.2}, graph.Retry(quickRetry), graph.Map("state.items", 2), graph.Concurrency(3, "", "sim-items"))...).
 			Node("after", nodeType, work(behaviour{})...).
 			Edge(graph.Start, "each").Edge("each", "after").Edge("after", graph.End)},
 		// Two branches that share one slot (a limit named "sim-shared",
