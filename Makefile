@@ -9,7 +9,7 @@ FUZZTIME ?= 20s
 # without it, and say so.
 RACE     := $(shell [ "$$($(GO) env CGO_ENABLED)" = 1 ] && echo -race)
 
-.PHONY: schedkill demo test lint vet fmt-check build bench bench-quick fuzz chaos ownerkill clean sim sim-known ui e2e chromium conformance ts-test fairness chaos-ts
+.PHONY: agentkill schedkill demo test lint vet fmt-check build bench bench-quick fuzz chaos ownerkill clean sim sim-known ui e2e chromium conformance ts-test fairness chaos-ts
 
 ## demo: run examples/hello.yaml on an embedded NATS, coordinator and worker
 demo: ui
@@ -96,6 +96,12 @@ schedkill:
 ## and again (WEFT_OWNERKILL_RUNS overrides; `make test` runs 100)
 ownerkill:
 	WEFT_OWNERKILL_RUNS=$${WEFT_OWNERKILL_RUNS:-500} $(GO) test $(RACE) -v -run TestPartitionOwnersKilledRepeatedly -count=1 -timeout 30m ./internal/reliability/
+
+## agentkill: an agent node's worker SIGKILLed at every step of a scripted
+## conversation (each model call, each tool run, after each step) and its
+## coordinator mid-loop; `make test` runs one kill point of each kind
+agentkill:
+	WEFT_AGENTKILL_ALL=1 $(GO) test $(RACE) -v -run TestAgentKilledAtEveryStep -count=1 -timeout 10m ./internal/reliability/
 
 ## conformance: the worker conformance kit (docs/conformance.md) against
 ## every SDK in the repository, each as a separate process: the Go SDK's

@@ -43,6 +43,7 @@ type Sizes struct {
 	FailoverRate   int   // runs started per second during the failover figure
 	StartsBurst    int   // messages of the trigger burst (starts figure)
 	StartsFires    int   // schedule fires timed (starts figure)
+	AgentRuns      int   // agent runs, one after the other (agent figure)
 }
 
 // FullSizes are the sizes the issue asks for.
@@ -55,6 +56,7 @@ func FullSizes() Sizes {
 		CoordRuns:    1000, CoordNodes: 10, CoordWorkers: 2, CoordProcs: []int{1, 2, 4},
 		FailoverKills: 20, FailoverRate: 40,
 		StartsBurst: 10000, StartsFires: 30,
+		AgentRuns: 100,
 	}
 }
 
@@ -68,6 +70,7 @@ func QuickSizes() Sizes {
 		CoordRuns:    200, CoordNodes: 10, CoordWorkers: 2, CoordProcs: []int{1, 2, 4},
 		FailoverKills: 3, FailoverRate: 40,
 		StartsBurst: 2000, StartsFires: 5,
+		AgentRuns: 20,
 	}
 }
 
@@ -109,6 +112,7 @@ var figures = []figure{
 	{"local", runLocal},
 	{"typescript", runTypeScript},
 	{"starts", runStarts},
+	{"agent", runAgent},
 }
 
 func figureNames() []string {

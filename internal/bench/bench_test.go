@@ -33,6 +33,7 @@ func tinySizes() Sizes {
 		CoordRuns:    10, CoordNodes: 3, CoordWorkers: 1, CoordProcs: []int{1, 2},
 		FailoverKills: 1, FailoverRate: 20,
 		StartsBurst: 50, StartsFires: 2,
+		AgentRuns: 3,
 	}
 }
 
@@ -40,6 +41,27 @@ func tinySizes() Sizes {
 // right after the writes, rather than past the stream's 2-minute
 // de-duplication window: the tests check the restart, not the figure.
 func restartAtOnce(t *testing.T) { t.Setenv("WEFTBENCH_RETENTION_RESTART", "now") }
+
+// TestAgentFigure: the agent figure runs its agents to completion (three
+// steps each) against the fake model and reports a turn slower than the
+// model's own answer, by a positive overhead.
+func TestAgentFigure(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg := Config{Out: filepath.Join(t.TempDir(), "results.json"), Storage: "memory", Sizes: tinySizes(), Only: "agent"}
+	results, err := Measure(ctx, cfg, testWriter{t})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]Result{}
+	for _, r := range results {
+		got[r.Name] = r
+	}
+	turn, over := got["agent loop turn p50"], got["agent overhead per turn p50"]
+	if turn.Floor == nil || *turn.Floor <= 0 || turn.Value <= *turn.Floor || over.Value <= 0 {
+		t.Errorf("agent rows: %+v, %+v", turn, over)
+	}
+}
 
 func TestFigures(t *testing.T) {
 	if testing.Short() {
@@ -62,6 +84,7 @@ func TestFigures(t *testing.T) {
 		"hop latency p50 (durable)": true, "local step p50": true, "throughput (durable)": true, "burst wall clock (durable)": true,
 		"typescript / go hop latency p50": true, "typescript / node floor hop latency p50": true, "typescript / go throughput": true,
 		"runs started/s from a trigger burst": true, "schedule fire → run start p50": true,
+		"agent loop turn p50": true, "agent overhead per turn p50": true,
 	}
 	for _, r := range results {
 		delete(want, r.Name)

@@ -118,7 +118,7 @@ func (e *env) startCoordinator(ctx context.Context, stream string, opts ...coord
 }
 
 // startWorker runs a worker with the built-in executors until stopped.
-func (e *env) startWorker(ctx context.Context, stream string, concurrency int) (*component, error) {
+func (e *env) startWorker(ctx context.Context, stream string, concurrency int, opts ...builtin.Option) (*component, error) {
 	nc, js, err := e.connect("worker")
 	if err != nil {
 		return nil, err
@@ -133,7 +133,7 @@ func (e *env) startWorker(ctx context.Context, stream string, concurrency int) (
 		nc.Close()
 		return nil, err
 	}
-	builtin.Register(w)
+	builtin.Register(w, opts...)
 	ctx, cancel := context.WithCancel(ctx)
 	comp := &component{cancel: cancel, done: make(chan struct{}), nc: nc, worker: w}
 	go func() {

@@ -171,27 +171,23 @@ type BucketSettings struct {
 var buckets = []string{coordinator.LeasesBucket, coordinator.SnapshotsBucket, workqueue.WorkersBucket}
 
 func adminSettings(e *env, c *command, args []string) error {
-	fs, out := e.flagSet(c)
-	cfg := natsFlags(fs)
-	if _, err := e.parse(c, fs, args, 0, 0); err != nil {
-		return err
+	flags := func(fs *flag.FlagSet) action {
+		return action{do: func(e *env, x *call) error {
+			cfg, js := x.nats, x.js
+			ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
+			defer cancel()
+			set, err := readSettings(ctx, js, cfg.Stream)
+			if err != nil {
+				return err
+			}
+			if x.out == "json" {
+				return e.writeJSON(set)
+			}
+			writeSettings(e.stdout, set)
+			return nil
+		}}
 	}
-	js, closeConn, err := e.dial(c, cfg)
-	if err != nil {
-		return err
-	}
-	defer closeConn()
-	ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
-	defer cancel()
-	set, err := readSettings(ctx, js, cfg.Stream)
-	if err != nil {
-		return err
-	}
-	if *out == "json" {
-		return e.writeJSON(set)
-	}
-	writeSettings(e.stdout, set)
-	return nil
+	return e.skeleton(c.with(0, 0, connJetStream, flags), args)
 }
 
 func readSettings(ctx context.Context, js jetstream.JetStream, stream string) (*Settings, error) {
@@ -352,38 +348,37 @@ type Change struct {
 }
 
 func adminApply(e *env, c *command, args []string) error {
-	fs, out := e.flagSet(c)
-	cfg := natsStreamFlags(fs)
-	fs.Lookup("replicas").Usage = "set the stream's and the KV buckets' replicas (env WEFT_REPLICAS)"
-	fs.Lookup("duplicates").Usage = "set the stream's de-duplication window, at least 1m (env WEFT_DUPLICATES)"
-	fs.Lookup("max-age").Usage = "set how long the stream keeps events, 0 forever (env WEFT_MAX_AGE)"
-	ackWait := fs.Duration("ack-wait", 0, "the task queues' ack wait: how long a work item goes without a heartbeat before it is delivered again")
-	queue := fs.String("queue", "", "change only this task queue's consumer (with -ack-wait)")
-	dryRun := fs.Bool("dry-run", false, "print the changes without making them")
-	if _, err := e.parse(c, fs, args, 0, 0); err != nil {
-		return err
-	}
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	if msg := applyUsage(given, cfg, *ackWait, *queue); msg != "" {
-		return &usageError{cmd: c, msg: msg}
-	}
-	js, closeConn, err := e.dial(c, cfg)
-	if err != nil {
-		return err
-	}
-	defer closeConn()
-	ctx, cancel := context.WithTimeout(e.ctx, time.Minute)
-	defer cancel()
+	flags := func(fs *flag.FlagSet) action {
+		fs.Lookup("replicas").Usage = "set the stream's and the KV buckets' replicas (env WEFT_REPLICAS)"
+		fs.Lookup("duplicates").Usage = "set the stream's de-duplication window, at least 1m (env WEFT_DUPLICATES)"
+		fs.Lookup("max-age").Usage = "set how long the stream keeps events, 0 forever (env WEFT_MAX_AGE)"
+		ackWait := fs.Duration("ack-wait", 0, "the task queues' ack wait: how long a work item goes without a heartbeat before it is delivered again")
+		queue := fs.String("queue", "", "change only this task queue's consumer (with -ack-wait)")
+		dryRun := fs.Bool("dry-run", false, "print the changes without making them")
+		given := map[string]bool{}
+		check := func(e *env, x *call) error {
+			fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+			if msg := applyUsage(given, x.nats, *ackWait, *queue); msg != "" {
+				return &usageError{cmd: x.cmd, msg: msg}
+			}
+			return nil
+		}
+		return action{check: check, do: func(e *env, x *call) error {
+			cfg, js := x.nats, x.js
+			ctx, cancel := context.WithTimeout(e.ctx, time.Minute)
+			defer cancel()
 
-	a := &applier{js: js, stream: cfg.Stream, dryRun: *dryRun}
-	if err := a.apply(ctx, given, cfg, *queue, *ackWait); err != nil {
-		return err
+			a := &applier{js: js, stream: cfg.Stream, dryRun: *dryRun}
+			if err := a.apply(ctx, given, cfg, *queue, *ackWait); err != nil {
+				return err
+			}
+			if x.out == "json" {
+				return e.writeJSON(map[string]any{"changes": nonNil(a.changes), "applied": !*dryRun})
+			}
+			return e.printChanges(a.changes, *dryRun)
+		}}
 	}
-	if *out == "json" {
-		return e.writeJSON(map[string]any{"changes": nonNil(a.changes), "applied": !*dryRun})
-	}
-	return e.printChanges(a.changes, *dryRun)
+	return e.skeleton(c.with(0, 0, connStreamFlags, flags), args)
 }
 
 // applyUsage says what is wrong with the flags 'weft admin apply' was

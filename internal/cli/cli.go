@@ -9,9 +9,13 @@
 // runs against a changed graph (package replay).
 //
 // Run parses a command line and runs one subcommand; Main also prints the
-// error and maps it to an exit status, which is all cmd/weft does. Each
-// subcommand has its own flag.FlagSet; flags and arguments may come in any
-// order ("weft run g.yaml -wait" and "weft run -wait g.yaml" are the same).
+// error and maps it to an exit status, which is all cmd/weft does. Every
+// subcommand runs through one skeleton (skeleton.go): its own
+// flag.FlagSet, with -o; flags and arguments in any order ("weft run g.yaml
+// -wait" and "weft run -wait g.yaml" are the same) and counted; a check of
+// them before any connection; the connection; the work; the close. A
+// command is a table entry (a *command) saying its arguments, its
+// connection and its flags.
 // Commands that talk to NATS take the shared connection flags of package
 // natsconn (-nats, -creds, -tls-*, -stream, with WEFT_* environment
 // defaults). Output is for people by default (aligned columns); -o json
@@ -46,13 +50,20 @@ import (
 // status 2 on them.
 var ErrUsage = errors.New("usage")
 
-// command is one subcommand.
+// command is one subcommand, run through the skeleton (skeleton.go).
 type command struct {
 	name    string
 	args    string // the positional arguments, as usage shows them
 	summary string // one line, for the command list
 	help    string // a paragraph, for "weft help NAME"
-	run     func(e *env, c *command, args []string) error
+
+	min, max int                           // how many positional arguments it takes (max -1: any)
+	conn     connection                    // what it connects to
+	flags    func(fs *flag.FlagSet) action // adds its own flags; the action runs with them
+
+	// run, instead of the above, is a command made of subcommands: it
+	// picks one and runs it through the skeleton.
+	run func(e *env, c *command, args []string) error
 }
 
 var commands []*command
@@ -117,7 +128,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if c == nil {
 		return &usageError{msg: fmt.Sprintf("unknown command %q%s", name, commandSuggestion(name))}
 	}
-	err := c.run(e, c, args)
+	err := c.invoke(e, args)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
 	}
@@ -287,7 +298,7 @@ func (e *env) helpCommand(args []string) error {
 	case 2:
 		if c := lookup(args[0]); c == cmdAdmin || c == cmdUI && args[1] == "hash-password" {
 			e.help = e.stdout
-			if err := c.run(e, c, []string{args[1], "-h"}); !errors.Is(err, flag.ErrHelp) {
+			if err := c.invoke(e, []string{args[1], "-h"}); !errors.Is(err, flag.ErrHelp) {
 				return err
 			}
 			return nil
@@ -298,7 +309,7 @@ func (e *env) helpCommand(args []string) error {
 			return &usageError{msg: fmt.Sprintf("help: unknown command %q", args[0])}
 		}
 		e.help = e.stdout
-		if err := c.run(e, c, []string{"-h"}); !errors.Is(err, flag.ErrHelp) {
+		if err := c.invoke(e, []string{"-h"}); !errors.Is(err, flag.ErrHelp) {
 			return err
 		}
 		return nil

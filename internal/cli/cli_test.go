@@ -450,6 +450,27 @@ func TestDemo(t *testing.T) {
 	wantContains(t, "demo", r.stdout, "embedded NATS at nats://127.0.0.1:", "SEQ", "run.started", "node.invoked", "run.completed", "completed in", `"greeting": "Hello, Ada!"`)
 }
 
+// TestDemoAgentFakeModel: 'weft demo examples/agent.yaml' runs the agent
+// against demo's built-in fake model, which it names as a fake: three
+// model calls and two tool runs, each a step in the log, and the fake's
+// answer as the node's output. An endpoint named "fake" configured in the
+// environment is refused, not shadowed by the fake.
+func TestDemoAgentFakeModel(t *testing.T) {
+	r := weft(t, "demo", "../../examples/agent.yaml", "-data", t.TempDir())
+	if r.code != 0 {
+		t.Fatalf("demo: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	wantContains(t, "demo", r.stdout, `FAKE MODEL: the llm endpoint "fake" is weft's built-in scripted fake at http://127.0.0.1:`,
+		"step 1 model", "step 2 tool", "step 3 model", "step 4 tool", "step 5 model", "run.completed",
+		`"content": "[fake model] I was asked \"Research Ada.\". The tools said: {\"found\":\"Ada Lovelace`, `"turns": 3`)
+
+	t.Setenv("WEFT_LLM_ENDPOINTS", "name=fake,url=https://api.example.com/v1,key=K")
+	r = weft(t, "demo", "../../examples/agent.yaml", "-data", t.TempDir())
+	if r.code != 1 || !strings.Contains(r.stderr, `WEFT_LLM_ENDPOINTS configures an endpoint named "fake"`) || strings.Contains(r.stdout, "FAKE MODEL") {
+		t.Errorf("demo with a configured endpoint named fake: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+}
+
 func TestDev(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -486,6 +507,42 @@ func TestDev(t *testing.T) {
 	wantContains(t, "dev", stdout.String(), "weft dev: stopped")
 	// Without -roles anyone may connect: said loudly.
 	wantContains(t, "dev's stderr", stderr.String(), "weft dev: WARNING: the NATS server at "+url+" takes anonymous connections", "delete the stream", "weft dev -roles")
+}
+
+// TestDevFakeModel: 'weft dev -fake-model' announces the fake model and
+// serves it as the endpoint "fake": examples/agent.yaml runs against it.
+func TestDevFakeModel(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr testkit.Buffer
+	done := make(chan int)
+	go func() {
+		done <- cli.Main(ctx, []string{"dev", "-port", "-1", "-data", t.TempDir(), "-ui", "off", "-fake-model", "-fake-model-pace", "0s"}, nil, &stdout, &stderr)
+	}()
+	urlRE := regexp.MustCompile(`at (nats://127\.0\.0\.1:\d+)[\s\S]*FAKE MODEL: the llm endpoint "fake"`)
+	var url string
+	// Polls: weft dev prints its address when ready, to a buffer that notifies nobody.
+	for deadline := time.Now().Add(30 * time.Second); url == ""; time.Sleep(20 * time.Millisecond) {
+		if m := urlRE.FindStringSubmatch(stdout.String()); m != nil {
+			url = m[1]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("dev did not start with the fake model:\n%s\n%s", stdout.String(), stderr.String())
+		}
+	}
+	r := weft(t, "run", "../../examples/agent.yaml", "-nats", url, "-input", `{"name":"Dev"}`, "-wait")
+	if r.code != 0 || !strings.Contains(r.stdout, `[fake model] I was asked \"Research Dev.\"`) {
+		t.Errorf("agent run against dev -fake-model: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("dev did not stop")
+	}
+	if r := weft(t, "dev", "-fake-model-pace", "-1s"); r.code != 2 || !strings.Contains(r.stderr, "-fake-model-pace: want 0 or more") {
+		t.Errorf("a negative pace: exit %d\n%s", r.code, r.stderr)
+	}
 }
 
 func TestStatusShowsWorkNoWorkerServes(t *testing.T) {

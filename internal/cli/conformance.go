@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"regexp"
 	"time"
@@ -30,8 +31,7 @@ quote), run from the current directory without a shell. -short runs the
 quick subset, -run REGEXP the cases whose name matches, -v shows the
 engine's and the worker's logs, -keep keeps the kit's directory (logs,
 effects file, store).`,
-	run: func(e *env, c *command, args []string) error {
-		fs, _ := e.flagSet(c)
+	flags: func(fs *flag.FlagSet) action {
 		workerCmd := fs.String("worker", "", "the worker program and its arguments (required)")
 		short := fs.Bool("short", false, "run the quick subset of the cases")
 		match := fs.String("run", "", "run only the cases whose name matches this regular expression")
@@ -39,55 +39,55 @@ effects file, store).`,
 		keep := fs.Bool("keep", false, "keep the kit's directory (printed at the end)")
 		dir := fs.String("dir", "", "the kit's directory (default a temporary one)")
 		timeout := fs.Duration("timeout", 5*time.Minute, "bound on the whole suite")
-		if _, err := e.parse(c, fs, args, 0, 0); err != nil {
+		return action{do: func(e *env, x *call) error {
+			c := x.cmd
+			if *workerCmd == "" {
+				return &usageError{cmd: c, msg: "-worker: the worker's command is required"}
+			}
+			argv, err := conformance.SplitCommand(*workerCmd)
+			if err != nil {
+				return &usageError{cmd: c, msg: "-worker: " + err.Error()}
+			}
+			o := conformance.Options{Worker: argv, Short: *short, Out: e.stdout, Keep: *keep, Dir: *dir}
+			if *match != "" {
+				if o.Match, err = regexp.Compile(*match); err != nil {
+					return &usageError{cmd: c, msg: "-run: " + err.Error()}
+				}
+			}
+			if *verbose {
+				o.Log = e.stderr
+			}
+			// A key ring in WEFT_ENCRYPT_KEYS runs the kit sealed: the kit's
+			// engine seals and opens events with it, and the worker under test
+			// inherits the variable.
+			ring, err := events.LoadKeys("")
+			if err == nil && ring != nil {
+				err = events.UseKeys(ring)
+			}
+			if err != nil {
+				return &usageError{cmd: c, msg: err.Error()}
+			}
+			ctx, cancel := context.WithTimeout(e.ctx, *timeout)
+			defer cancel()
+			results, err := conformance.Run(ctx, o)
+			var pass, fail, skip int
+			for _, r := range results {
+				switch r.Status {
+				case conformance.Pass:
+					pass++
+				case conformance.Fail:
+					fail++
+				case conformance.Skip:
+					skip++
+				}
+			}
+			if len(results) > 0 {
+				fmt.Fprintf(e.stdout, "%d passed, %d failed, %d skipped\n", pass, fail, skip)
+			}
+			if errors.Is(err, conformance.ErrFailed) {
+				return errors.New("conformance: the worker failed a case")
+			}
 			return err
-		}
-		if *workerCmd == "" {
-			return &usageError{cmd: c, msg: "-worker: the worker's command is required"}
-		}
-		argv, err := conformance.SplitCommand(*workerCmd)
-		if err != nil {
-			return &usageError{cmd: c, msg: "-worker: " + err.Error()}
-		}
-		o := conformance.Options{Worker: argv, Short: *short, Out: e.stdout, Keep: *keep, Dir: *dir}
-		if *match != "" {
-			if o.Match, err = regexp.Compile(*match); err != nil {
-				return &usageError{cmd: c, msg: "-run: " + err.Error()}
-			}
-		}
-		if *verbose {
-			o.Log = e.stderr
-		}
-		// A key ring in WEFT_ENCRYPT_KEYS runs the kit sealed: the kit's
-		// engine seals and opens events with it, and the worker under test
-		// inherits the variable.
-		ring, err := events.LoadKeys("")
-		if err == nil && ring != nil {
-			err = events.UseKeys(ring)
-		}
-		if err != nil {
-			return &usageError{cmd: c, msg: err.Error()}
-		}
-		ctx, cancel := context.WithTimeout(e.ctx, *timeout)
-		defer cancel()
-		results, err := conformance.Run(ctx, o)
-		var pass, fail, skip int
-		for _, r := range results {
-			switch r.Status {
-			case conformance.Pass:
-				pass++
-			case conformance.Fail:
-				fail++
-			case conformance.Skip:
-				skip++
-			}
-		}
-		if len(results) > 0 {
-			fmt.Fprintf(e.stdout, "%d passed, %d failed, %d skipped\n", pass, fail, skip)
-		}
-		if errors.Is(err, conformance.ErrFailed) {
-			return errors.New("conformance: the worker failed a case")
-		}
-		return err
+		}}
 	},
 }

@@ -148,9 +148,12 @@ func (e *env) dialAs(c *command, cfg *natsconn.Config, role natsconn.Role) (*nat
 	return nc, nil
 }
 
-// parseAndConnect is the start of a command that takes min to max
-// positional arguments (max -1: any) and talks to the engine: its flags and
-// arguments read, then its connection made (closeConn closes it).
+// parseAndConnect is how commands started before the skeleton: flags and
+// min to max positional arguments parsed, then the client connected
+// (closeConn closes it). No command here uses it; it stays while
+// branches that added commands on it are merged: move such a command
+// onto the skeleton (skeleton.go), then delete this and
+// parseOneAndConnect.
 func (e *env) parseAndConnect(c *command, fs *flag.FlagSet, cfg *natsconn.Config, args []string, min, max int) ([]string, *client.Client, func(), error) {
 	pos, err := e.parse(c, fs, args, min, max)
 	if err != nil {
@@ -163,9 +166,8 @@ func (e *env) parseAndConnect(c *command, fs *flag.FlagSet, cfg *natsconn.Config
 	return pos, cl, closeConn, nil
 }
 
-// parseOneAndConnect is the start of the commands that take one name (a
-// run, a schedule, a trigger) and a connection: the flags and that one
-// argument parsed, then the client connected. The caller defers the close.
+// parseOneAndConnect is parseAndConnect for one positional argument (see
+// there: it is to go).
 func (e *env) parseOneAndConnect(c *command, fs *flag.FlagSet, cfg *natsconn.Config, args []string) ([]string, *client.Client, func(), error) {
 	return e.parseAndConnect(c, fs, cfg, args, 1, 1)
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"time"
 
@@ -34,60 +35,56 @@ that starts a run and answers it at once).
 Several run ids before NODE, or -q QUERY (the language of 'weft help
 list'), signal NODE of each run: a batch, reported run by run (see 'weft
 help cancel': -dry-run, -yes, -rate).`,
-	run: func(e *env, c *command, args []string) error {
-		fs, out := e.flagSet(c)
-		cfg := natsFlags(fs)
+	min: 1, max: -1, conn: connClient,
+	flags: func(fs *flag.FlagSet) action {
 		data := fs.String("data", "", "the signal's data: JSON, or @FILE")
 		id := fs.String("id", "", "the signal's id, so that sending it again is harmless (default: derived)")
 		wait := fs.Duration("wait", 0, "wait up to this long for the node to wait for a signal (default: not at all)")
 		bf := addBatchFlags(fs)
-		pos, err := e.parse(c, fs, args, 1, -1)
-		if err != nil {
+		var node string  // NODE
+		var ids []string // the runs before it
+		var raw json.RawMessage
+		check := func(e *env, x *call) (err error) {
+			node, ids = x.args[len(x.args)-1], x.args[:len(x.args)-1]
+			if err := batchPositional(x.cmd, bf, ids); err != nil {
+				return err
+			}
+			raw, err = e.jsonArg(x.cmd, "data", *data)
 			return err
 		}
-		node, ids := pos[len(pos)-1], pos[:len(pos)-1]
-		if err := batchPositional(c, bf, ids); err != nil {
-			return err
-		}
-		raw, err := e.jsonArg(c, "data", *data)
-		if err != nil {
-			return err
-		}
-		cl, closeConn, err := e.connect(c, cfg, false)
-		if err != nil {
-			return err
-		}
-		defer closeConn()
-		var payload any
-		if raw != nil {
-			payload = raw
-		}
-		var opts []client.SignalOption
-		if *id != "" {
-			opts = append(opts, client.WithSignalID(*id))
-		}
-		send := func(ctx context.Context, run string) error {
-			if *wait > 0 {
-				if err := awaitSignalWait(ctx, cl, run, node, *wait); err != nil {
-					return err
+		return action{check: check, do: func(e *env, x *call) error {
+			c, cl := x.cmd, x.cl
+			var payload any
+			if raw != nil {
+				payload = raw
+			}
+			var opts []client.SignalOption
+			if *id != "" {
+				opts = append(opts, client.WithSignalID(*id))
+			}
+			send := func(ctx context.Context, run string) error {
+				if *wait > 0 {
+					if err := awaitSignalWait(ctx, cl, run, node, *wait); err != nil {
+						return err
+					}
 				}
+				return cl.Signal(ctx, run, node, payload, opts...)
 			}
-			return cl.Signal(ctx, run, node, payload, opts...)
-		}
-		if len(ids) == 1 && !*bf.dryRun {
-			if err := send(e.ctx, ids[0]); err != nil {
-				return runError(ids[0], err)
+			if len(ids) == 1 && !*bf.dryRun {
+				if err := send(e.ctx, ids[0]); err != nil {
+					return runError(ids[0], err)
+				}
+				if x.out == "json" {
+					return e.writeJSON(map[string]string{"runId": ids[0], "node": node, "signal": "sent"})
+				}
+				fmt.Fprintf(e.stdout, "signal sent to node %s of run %s\n", node, ids[0])
+				return nil
 			}
-			if *out == "json" {
-				return e.writeJSON(map[string]string{"runId": ids[0], "node": node, "signal": "sent"})
-			}
-			fmt.Fprintf(e.stdout, "signal sent to node %s of run %s\n", node, ids[0])
-			return nil
-		}
-		return e.runBatch(c, *out, bf, cl, ids, batchOp{
-			verb: "signal", done: "signal sent to node " + node, skip: endedSkip,
-			do: func(ctx context.Context, run string) (string, error) { return "", send(ctx, run) },
-		})
+			return e.runBatch(c, x.out, bf, cl, ids, batchOp{
+				verb: "signal", done: "signal sent to node " + node, skip: endedSkip,
+				do: func(ctx context.Context, run string) (string, error) { return "", send(ctx, run) },
+			})
+		}}
 	},
 }
 
@@ -107,55 +104,49 @@ digits, '_' and '-'; default: generated and printed), and sending the same
 -id again prints the verdict recorded the first time; the same -id with
 other data is refused. -wait DURATION waits up to that long for NODE to
 wait first.`,
-	run: func(e *env, c *command, args []string) error {
-		fs, out := e.flagSet(c)
-		cfg := natsFlags(fs)
+	min: 2, max: 2, conn: connClient,
+	flags: func(fs *flag.FlagSet) action {
 		data := fs.String("data", "", "the update's data: JSON, or @FILE")
 		id := fs.String("id", "", "the update's id, so that sending it again returns the same verdict (default: generated)")
 		wait := fs.Duration("wait", 0, "wait up to this long for the node to wait for input (default: not at all)")
-		pos, err := e.parse(c, fs, args, 2, 2)
-		if err != nil {
+		var raw json.RawMessage
+		check := func(e *env, x *call) (err error) {
+			raw, err = e.jsonArg(x.cmd, "data", *data)
 			return err
 		}
-		raw, err := e.jsonArg(c, "data", *data)
-		if err != nil {
-			return err
-		}
-		cl, closeConn, err := e.connect(c, cfg, false)
-		if err != nil {
-			return err
-		}
-		defer closeConn()
-		var payload any
-		if raw != nil {
-			payload = raw
-		}
-		var opts []client.UpdateOption
-		if *id != "" {
-			opts = append(opts, client.WithUpdateID(*id))
-		}
-		if *wait > 0 {
-			if err := awaitSignalWait(e.ctx, cl, pos[0], pos[1], *wait); err != nil {
+		return action{check: check, do: func(e *env, x *call) error {
+			pos, cl := x.args, x.cl
+			var payload any
+			if raw != nil {
+				payload = raw
+			}
+			var opts []client.UpdateOption
+			if *id != "" {
+				opts = append(opts, client.WithUpdateID(*id))
+			}
+			if *wait > 0 {
+				if err := awaitSignalWait(e.ctx, cl, pos[0], pos[1], *wait); err != nil {
+					return runError(pos[0], err)
+				}
+			}
+			res, err := cl.Update(e.ctx, pos[0], pos[1], payload, opts...)
+			if res == nil {
 				return runError(pos[0], err)
 			}
-		}
-		res, err := cl.Update(e.ctx, pos[0], pos[1], payload, opts...)
-		if res == nil {
-			return runError(pos[0], err)
-		}
-		if *out == "json" {
-			if werr := e.writeJSON(map[string]any{"runId": pos[0], "node": pos[1], "update": res.ID, "accepted": res.Accepted,
-				"reason": res.Reason, "output": res.Output, "state": res.State.Vars, "seq": res.Seq}); werr != nil {
-				return werr
+			if x.out == "json" {
+				if werr := e.writeJSON(map[string]any{"runId": pos[0], "node": pos[1], "update": res.ID, "accepted": res.Accepted,
+					"reason": res.Reason, "output": res.Output, "state": res.State.Vars, "seq": res.Seq}); werr != nil {
+					return werr
+				}
+				return err
 			}
-			return err
-		}
-		if err != nil {
-			return fmt.Errorf("update %s refused by run %s (recorded at sequence %d): %s", res.ID, pos[0], res.Seq, res.Reason)
-		}
-		fmt.Fprintf(e.stdout, "update %s accepted by node %s of run %s (sequence %d)\noutput: %s\nstate:  %s\n",
-			res.ID, pos[1], pos[0], res.Seq, orNone(res.Output), orNone(varsJSON(res.State)))
-		return nil
+			if err != nil {
+				return fmt.Errorf("update %s refused by run %s (recorded at sequence %d): %s", res.ID, pos[0], res.Seq, res.Reason)
+			}
+			fmt.Fprintf(e.stdout, "update %s accepted by node %s of run %s (sequence %d)\noutput: %s\nstate:  %s\n",
+				res.ID, pos[1], pos[0], res.Seq, orNone(res.Output), orNone(varsJSON(res.State)))
+			return nil
+		}}
 	},
 }
 
@@ -190,44 +181,37 @@ Several run ids, or -q QUERY (every run the query selects: the language of
 -rate runs a second. A batch of a query asks first (-yes does not);
 -dry-run lists the runs and what would be done, and does nothing:
   weft cancel -q 'status = "running" AND graph = "billing"' -dry-run`,
-	run: requestRun("cancel", (*client.Client).Cancel),
+	max: -1, conn: connClient,
+	flags: requestFlags("cancel", (*client.Client).Cancel),
 }
 
-// requestRun is the run function of cancel and terminate: it appends the
+// requestFlags is the flags function of cancel and terminate: it appends the
 // request send makes, with its -reason, to one run, several, or a
 // query's, and says it did.
-func requestRun(verb string, send func(cl *client.Client, ctx context.Context, run, reason string) error) func(*env, *command, []string) error {
-	return func(e *env, c *command, args []string) error {
-		fs, out := e.flagSet(c)
-		cfg := natsFlags(fs)
+func requestFlags(verb string, send func(cl *client.Client, ctx context.Context, run, reason string) error) func(fs *flag.FlagSet) action {
+	return func(fs *flag.FlagSet) action {
 		reason := fs.String("reason", "", "why, recorded in the log")
 		bf := addBatchFlags(fs)
-		pos, err := e.parse(c, fs, args, 0, -1)
-		if err != nil {
-			return err
+		check := func(e *env, x *call) error {
+			return batchPositional(x.cmd, bf, x.args)
 		}
-		if err := batchPositional(c, bf, pos); err != nil {
-			return err
-		}
-		cl, closeConn, err := e.connect(c, cfg, false)
-		if err != nil {
-			return err
-		}
-		defer closeConn()
-		if len(pos) == 1 && !*bf.dryRun {
-			if err := send(cl, e.ctx, pos[0], *reason); err != nil {
-				return runError(pos[0], err)
+		return action{check: check, do: func(e *env, x *call) error {
+			c, pos, cl := x.cmd, x.args, x.cl
+			if len(pos) == 1 && !*bf.dryRun {
+				if err := send(cl, e.ctx, pos[0], *reason); err != nil {
+					return runError(pos[0], err)
+				}
+				if x.out == "json" {
+					return e.writeJSON(map[string]string{"runId": pos[0], verb: "requested"})
+				}
+				fmt.Fprintf(e.stdout, "%s requested for run %s\n", verb, pos[0])
+				return nil
 			}
-			if *out == "json" {
-				return e.writeJSON(map[string]string{"runId": pos[0], verb: "requested"})
-			}
-			fmt.Fprintf(e.stdout, "%s requested for run %s\n", verb, pos[0])
-			return nil
-		}
-		return e.runBatch(c, *out, bf, cl, pos, batchOp{
-			verb: verb, done: verb + " requested", skip: endedSkip,
-			do: func(ctx context.Context, run string) (string, error) { return "", send(cl, ctx, run, *reason) },
-		})
+			return e.runBatch(c, x.out, bf, cl, pos, batchOp{
+				verb: verb, done: verb + " requested", skip: endedSkip,
+				do: func(ctx context.Context, run string) (string, error) { return "", send(cl, ctx, run, *reason) },
+			})
+		}}
 	}
 }
 

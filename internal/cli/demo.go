@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -69,9 +70,16 @@ Weft's roles, each part connecting as its own role); runs the graph
 (default examples/hello.yaml); waits for the run's end; prints its timeline
 and final state; and shuts everything down in order: the worker, the
 coordinator, the connection, the server. Exits 1 if the run does not
-complete.`,
-	run: func(e *env, c *command, args []string) error {
-		fs, out := e.flagSet(c)
+complete.
+
+A graph whose agent or llm nodes name the endpoint "fake" (as
+examples/agent.yaml does) runs them against a scripted fake of an
+OpenAI-compatible model that demo starts on 127.0.0.1, and says so: it
+calls each of the node's tools once, then answers "[fake model] ...". No
+other endpoint is ever replaced by it, and an endpoint named "fake"
+configured in WEFT_LLM_ENDPOINTS is refused rather than shadowed.`,
+	max: 1,
+	flags: func(fs *flag.FlagSet) action {
 		dataDir := fs.String("data", "", "JetStream data directory, kept after the demo (default a temporary directory, removed)")
 		input := fs.String("input", demoInput, "the run's input: a JSON object, or @FILE")
 		invocation := fs.String("invocation", demoInvocation, "the run's invocation state: a JSON object, or @FILE")
@@ -79,91 +87,98 @@ complete.`,
 		verbose := fs.Bool("v", false, "log the coordinator's and the worker's work")
 		roles := fs.Bool("roles", false, "run under Weft's roles (deploy/SECURITY.md): each part connects as its own role")
 		encryptKeys := fs.String("encrypt-keys", "", "key ring file: seal events' data with AES-256-GCM (env "+events.EnvEncryptKeys+": the ring itself)")
-		pos, err := e.parse(c, fs, args, 0, 1)
-		if err != nil {
-			return err
-		}
-		in, err := e.objectArg(c, "input", *input)
-		if err != nil {
-			return err
-		}
-		inv, err := e.objectArg(c, "invocation", *invocation)
-		if err != nil {
-			return err
-		}
-		if *timeout <= 0 {
-			return &usageError{cmd: c, msg: fmt.Sprintf("-timeout: want a positive duration, got %s", *timeout)}
-		}
-		g, source, err := demoGraph(pos)
-		if err != nil {
-			return err
-		}
-
-		cfg := engineConfig{dataDir: *dataDir, port: -1, queues: graphQueues(g.Definition()),
-			concurrency: worker.DefaultConcurrency, log: logger(e.stderr, *verbose), roles: *roles}
-		if cfg.keys, err = events.LoadKeys(*encryptKeys); err != nil {
-			return &usageError{cmd: c, msg: "-encrypt-keys: " + err.Error()}
-		}
-		if cfg.dataDir == "" {
-			if cfg.dataDir, err = os.MkdirTemp("", "weft-demo-"); err != nil {
+		return action{do: func(e *env, x *call) error {
+			c, pos := x.cmd, x.args
+			in, err := e.objectArg(c, "input", *input)
+			if err != nil {
 				return err
 			}
-			cfg.removeDir = true
-		} else if err := os.MkdirAll(cfg.dataDir, 0o755); err != nil {
-			return err
-		}
-		le, err := startEngine(e.ctx, cfg)
-		if err != nil {
-			if cfg.removeDir {
-				_ = os.RemoveAll(cfg.dataDir)
+			inv, err := e.objectArg(c, "invocation", *invocation)
+			if err != nil {
+				return err
 			}
-			return err
-		}
-		defer le.Stop()
-		text := *out != "json"
-		if text {
-			kept := "removed at exit"
-			if !cfg.removeDir {
-				kept = "kept"
+			if *timeout <= 0 {
+				return &usageError{cmd: c, msg: fmt.Sprintf("-timeout: want a positive duration, got %s", *timeout)}
 			}
-			fmt.Fprintf(e.stdout, "embedded NATS at %s, data in %s (%s)\n", le.URL(), cfg.dataDir, kept)
-			fmt.Fprintf(e.stdout, "graph %s from %s (%s), queues %s\n", g.Definition().Name, source, shortDigest(g.Digest()), strings.Join(cfg.queues, ", "))
-		}
+			g, source, err := demoGraph(pos)
+			if err != nil {
+				return err
+			}
 
-		cl := client.New(le.Store(), client.WithLogger(cfg.log))
-		run, err := cl.Start(e.ctx, g, client.WithInput(in), client.WithInvocation(inv))
-		if err != nil {
-			return err
-		}
-		if text {
-			fmt.Fprintf(e.stdout, "run %s started with input %s and invocation %s\n\n", run, orDash(string(in)), orDash(string(inv)))
-		}
-		ctx, cancel := context.WithTimeout(e.ctx, *timeout)
-		defer cancel()
-		st, werr := cl.Wait(ctx, run)
-		evs, err := cl.History(e.ctx, run)
-		if err != nil {
-			return err
-		}
-		if werr != nil {
+			cfg := engineConfig{dataDir: *dataDir, port: -1, queues: graphQueues(g.Definition()),
+				concurrency: worker.DefaultConcurrency, log: logger(e.stderr, *verbose), roles: *roles}
+			if usesFakeModel(g.Definition()) {
+				if cfg.fakeModel, err = startFakeModel(e.ctx, 0); err != nil {
+					return err
+				}
+			}
+			if cfg.keys, err = events.LoadKeys(*encryptKeys); err != nil {
+				return &usageError{cmd: c, msg: "-encrypt-keys: " + err.Error()}
+			}
+			if cfg.dataDir == "" {
+				if cfg.dataDir, err = os.MkdirTemp("", "weft-demo-"); err != nil {
+					return err
+				}
+				cfg.removeDir = true
+			} else if err := os.MkdirAll(cfg.dataDir, 0o755); err != nil {
+				return err
+			}
+			le, err := startEngine(e.ctx, cfg)
+			if err != nil {
+				if cfg.removeDir {
+					_ = os.RemoveAll(cfg.dataDir)
+				}
+				return err
+			}
+			defer le.Stop()
+			text := x.out != "json"
 			if text {
-				e.printTimeline(evs)
+				kept := "removed at exit"
+				if !cfg.removeDir {
+					kept = "kept"
+				}
+				fmt.Fprintf(e.stdout, "embedded NATS at %s, data in %s (%s)\n", le.URL(), cfg.dataDir, kept)
+				fmt.Fprintf(e.stdout, "graph %s from %s (%s), queues %s\n", g.Definition().Name, source, shortDigest(g.Digest()), strings.Join(cfg.queues, ", "))
+				if cfg.fakeModel != "" {
+					fmt.Fprintln(e.stdout, fakeModelBanner(cfg.fakeModel))
+				}
 			}
-			if errors.Is(werr, context.DeadlineExceeded) {
-				return fmt.Errorf("run %s has not ended after %s", run, *timeout)
-			}
-			return werr
-		}
-		if !text {
-			if err := e.writeJSON(map[string]any{"runId": run, "status": st.Status, "events": timeline(evs), "state": st}); err != nil {
+
+			cl := client.New(le.Store(), client.WithLogger(cfg.log))
+			run, err := cl.Start(e.ctx, g, client.WithInput(in), client.WithInvocation(inv))
+			if err != nil {
 				return err
 			}
+			if text {
+				fmt.Fprintf(e.stdout, "run %s started with input %s and invocation %s\n\n", run, orDash(string(in)), orDash(string(inv)))
+			}
+			ctx, cancel := context.WithTimeout(e.ctx, *timeout)
+			defer cancel()
+			st, werr := cl.Wait(ctx, run)
+			evs, err := cl.History(e.ctx, run)
+			if err != nil {
+				return err
+			}
+			if werr != nil {
+				if text {
+					e.printTimeline(evs)
+				}
+				if errors.Is(werr, context.DeadlineExceeded) {
+					return fmt.Errorf("run %s has not ended after %s", run, *timeout)
+				}
+				return werr
+			}
+			if !text {
+				if err := e.writeJSON(map[string]any{"runId": run, "status": st.Status, "events": timeline(evs), "state": st}); err != nil {
+					return err
+				}
+				return endedError(st)
+			}
+			e.printTimeline(evs)
+			fmt.Fprintln(e.stdout)
+			e.printOutcome(st)
 			return endedError(st)
-		}
-		e.printTimeline(evs)
-		fmt.Fprintln(e.stdout)
-		e.printOutcome(st)
-		return endedError(st)
+		}}
 	},
 }
 
@@ -205,8 +220,7 @@ credentials are kept in <data>/roles, one <user>.env file per user (mode
 0600), and reused at the next start with the same queues; run the other
 commands as the client with its file in the environment (set -a; .
 <data>/roles/weft-client.env; set +a). Passwords are never printed.`,
-	run: func(e *env, c *command, args []string) error {
-		fs, _ := e.flagSet(c)
+	flags: func(fs *flag.FlagSet) action {
 		dataDir := fs.String("data", "data/dev", "JetStream data directory")
 		port := fs.Int("port", 4222, "port to listen on, on 127.0.0.1 (-1: any free port)")
 		queues := fs.String("queues", worker.DefaultQueue, "task queues the worker serves, comma separated (examples/pipeline.yaml also uses cpu)")
@@ -216,102 +230,102 @@ commands as the client with its file in the environment (set -a; .
 		uiAddr := fs.String("ui", ui.DefaultAddr, `serve the web UI on this address ("" or off: not at all)`)
 		roles := fs.Bool("roles", false, "run under Weft's roles, credentials in <data>/roles (see above)")
 		encryptKeys := fs.String("encrypt-keys", "", "key ring file: seal events' data with AES-256-GCM (env "+events.EnvEncryptKeys+": the ring itself)")
-		if _, err := e.parse(c, fs, args, 0, 0); err != nil {
-			return err
-		}
-		cfg := engineConfig{dataDir: *dataDir, port: *port, concurrency: *concurrency, log: logger(e.stderr, *verbose), roles: *roles}
-		keys, err := events.LoadKeys(*encryptKeys)
-		if err != nil {
-			return &usageError{cmd: c, msg: "-encrypt-keys: " + err.Error()}
-		}
-		cfg.keys = keys
-		if cfg.roles {
-			cfg.rolesDir = filepath.Join(cfg.dataDir, "roles")
-		}
-		for q := range strings.SplitSeq(*queues, ",") {
-			if q = strings.TrimSpace(q); q != "" {
-				cfg.queues = append(cfg.queues, q)
+		return action{do: func(e *env, x *call) error {
+			c := x.cmd
+			cfg := engineConfig{dataDir: *dataDir, port: *port, concurrency: *concurrency, log: logger(e.stderr, *verbose), roles: *roles}
+			keys, err := events.LoadKeys(*encryptKeys)
+			if err != nil {
+				return &usageError{cmd: c, msg: "-encrypt-keys: " + err.Error()}
 			}
-		}
-		switch {
-		case *port < -1 || *port > 65535:
-			return &usageError{cmd: c, msg: fmt.Sprintf("-port: want a port number or -1, got %d", *port)}
-		case *concurrency < 1:
-			return &usageError{cmd: c, msg: fmt.Sprintf("-concurrency: want at least 1, got %d", *concurrency)}
-		case len(cfg.queues) == 0:
-			return &usageError{cmd: c, msg: "-queues: at least one queue"}
-		}
-		uiCfg, err := devUI(c, *uiAddr, cfg.log)
-		if err != nil {
-			return err
-		}
-		addr := ""
-		if *httpAddr != "" {
-			if addr, err = telemetry.HTTPAddr(*httpAddr); err != nil {
-				return &usageError{cmd: c, msg: "-http: " + err.Error()}
+			cfg.keys = keys
+			if cfg.roles {
+				cfg.rolesDir = filepath.Join(cfg.dataDir, "roles")
 			}
-		}
-		if err := os.MkdirAll(cfg.dataDir, 0o755); err != nil {
-			return err
-		}
-		var reg *prometheus.Registry
-		if addr != "" {
-			var stop func()
-			if reg, stop, err = devMetrics(e.ctx); err != nil {
-				return err
+			for q := range strings.SplitSeq(*queues, ",") {
+				if q = strings.TrimSpace(q); q != "" {
+					cfg.queues = append(cfg.queues, q)
+				}
 			}
-			defer stop()
-		}
-		le, err := startEngine(e.ctx, cfg)
-		if err != nil {
-			return err
-		}
-		defer le.Stop()
-		if addr != "" {
-			srv, err := serveDev(e.ctx, addr, reg, le, cfg.log)
+			switch {
+			case *port < -1 || *port > 65535:
+				return &usageError{cmd: c, msg: fmt.Sprintf("-port: want a port number or -1, got %d", *port)}
+			case *concurrency < 1:
+				return &usageError{cmd: c, msg: fmt.Sprintf("-concurrency: want at least 1, got %d", *concurrency)}
+			case len(cfg.queues) == 0:
+				return &usageError{cmd: c, msg: "-queues: at least one queue"}
+			}
+			uiCfg, err := devUI(c, *uiAddr, cfg.log)
 			if err != nil {
 				return err
 			}
-			defer srv.Close()
-			fmt.Fprintf(e.stdout, "weft dev: metrics and health at http://%s (/metrics, /healthz, /readyz)\n", srv.Addr())
-		}
-		uiURL := ""
-		if uiCfg != nil {
-			// Under the roles, the UI reads as the client, which may not
-			// list consumers.
-			uiCfg.NoConsumerList = cfg.roles
-			srv, err := startUI(e.ctx, *uiAddr, *uiCfg, le.Store())
+			addr := ""
+			if *httpAddr != "" {
+				if addr, err = telemetry.HTTPAddr(*httpAddr); err != nil {
+					return &usageError{cmd: c, msg: "-http: " + err.Error()}
+				}
+			}
+			if err := os.MkdirAll(cfg.dataDir, 0o755); err != nil {
+				return err
+			}
+			var reg *prometheus.Registry
+			if addr != "" {
+				var stop func()
+				if reg, stop, err = devMetrics(e.ctx); err != nil {
+					return err
+				}
+				defer stop()
+			}
+			le, err := startEngine(e.ctx, cfg)
 			if err != nil {
-				return fmt.Errorf("-ui: %w", err)
+				return err
 			}
-			defer srv.Close()
-			uiURL = srv.URL()
-		}
-		hint := ""
-		if le.URL() != "nats://127.0.0.1:4222" {
-			hint = " -nats " + le.URL()
-		}
-		fmt.Fprintf(e.stdout, "weft dev: NATS with JetStream at %s, data in %s\n", le.URL(), cfg.dataDir)
-		fmt.Fprintf(e.stdout, "weft dev: coordinator and worker running (queues %s); interrupt to stop\n", strings.Join(cfg.queues, ", "))
-		if !cfg.roles {
-			// Found out, not assumed: what an anonymous connection may do.
-			probe := natsconn.Config{Stream: events.DefaultStream}
-			if w := probe.AnonymousAccess(e.ctx, le.URL()); w != "" {
-				fmt.Fprintf(e.stderr, "weft dev: WARNING: %s. Fine on 127.0.0.1 for development; 'weft dev -roles' runs under Weft's roles.\n", w)
+			defer le.Stop()
+			if addr != "" {
+				srv, err := serveDev(e.ctx, addr, reg, le, cfg.log)
+				if err != nil {
+					return err
+				}
+				defer srv.Close()
+				fmt.Fprintf(e.stdout, "weft dev: metrics and health at http://%s (/metrics, /healthz, /readyz)\n", srv.Addr())
 			}
-		}
-		if cfg.roles {
-			env := func(r natsconn.Role) string { return filepath.Join(cfg.rolesDir, natsconn.UserName(r, "")+".env") }
-			fmt.Fprintf(e.stdout, "weft dev: under Weft's roles; credentials in %s (mode 0600, one <user>.env per user)\n", cfg.rolesDir)
-			fmt.Fprintf(e.stdout, "weft dev: as the client: set -a; . %s; set +a   (the UI: %s, the admin: %s)\n", env(natsconn.RoleClient), env(natsconn.RoleUI), env(natsconn.RoleAdmin))
-		}
-		if uiURL != "" {
-			fmt.Fprintf(e.stdout, "UI: %s\n", uiURL)
-		}
-		fmt.Fprintf(e.stdout, "try: weft run examples/hello.yaml%s -input '{\"name\":\"Ada\"}' -wait\n", hint)
-		<-e.ctx.Done()
-		le.Stop()
-		fmt.Fprintln(e.stdout, "weft dev: stopped")
-		return nil
+			uiURL := ""
+			if uiCfg != nil {
+				// Under the roles, the UI reads as the client, which may not
+				// list consumers.
+				uiCfg.NoConsumerList = cfg.roles
+				srv, err := startUI(e.ctx, *uiAddr, *uiCfg, le.Store())
+				if err != nil {
+					return fmt.Errorf("-ui: %w", err)
+				}
+				defer srv.Close()
+				uiURL = srv.URL()
+			}
+			hint := ""
+			if le.URL() != "nats://127.0.0.1:4222" {
+				hint = " -nats " + le.URL()
+			}
+			fmt.Fprintf(e.stdout, "weft dev: NATS with JetStream at %s, data in %s\n", le.URL(), cfg.dataDir)
+			fmt.Fprintf(e.stdout, "weft dev: coordinator and worker running (queues %s); interrupt to stop\n", strings.Join(cfg.queues, ", "))
+			if !cfg.roles {
+				// Found out, not assumed: what an anonymous connection may do.
+				probe := natsconn.Config{Stream: events.DefaultStream}
+				if w := probe.AnonymousAccess(e.ctx, le.URL()); w != "" {
+					fmt.Fprintf(e.stderr, "weft dev: WARNING: %s. Fine on 127.0.0.1 for development; 'weft dev -roles' runs under Weft's roles.\n", w)
+				}
+			}
+			if cfg.roles {
+				env := func(r natsconn.Role) string { return filepath.Join(cfg.rolesDir, natsconn.UserName(r, "")+".env") }
+				fmt.Fprintf(e.stdout, "weft dev: under Weft's roles; credentials in %s (mode 0600, one <user>.env per user)\n", cfg.rolesDir)
+				fmt.Fprintf(e.stdout, "weft dev: as the client: set -a; . %s; set +a   (the UI: %s, the admin: %s)\n", env(natsconn.RoleClient), env(natsconn.RoleUI), env(natsconn.RoleAdmin))
+			}
+			if uiURL != "" {
+				fmt.Fprintf(e.stdout, "UI: %s\n", uiURL)
+			}
+			fmt.Fprintf(e.stdout, "try: weft run examples/hello.yaml%s -input '{\"name\":\"Ada\"}' -wait\n", hint)
+			<-e.ctx.Done()
+			le.Stop()
+			fmt.Fprintln(e.stdout, "weft dev: stopped")
+			return nil
+		}}
 	},
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/nodeworker"
+	"github.com/weft-dev/weft/internal/worker/builtin"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/weft"
@@ -29,6 +30,9 @@ type engineConfig struct {
 	rolesDir string
 	// keys, if not nil, seal events' data (-encrypt-keys).
 	keys events.KeyRing
+	// fakeModel, if not "", is the URL of the demo's fake model, given to
+	// the worker as the llm endpoint named fakeEndpoint.
+	fakeModel string
 }
 
 // localEngine is the whole of Weft in one process (pkg/weft): an embedded
@@ -46,6 +50,9 @@ func startEngine(ctx context.Context, cfg engineConfig) (*localEngine, error) {
 	execOpts, err := nodeworker.ExecutorOptionsFromEnv()
 	if err != nil {
 		return nil, err
+	}
+	if cfg.fakeModel != "" {
+		execOpts = append(execOpts, builtin.WithLLMEndpoint(fakeEndpoint, builtin.LLMEndpoint{URL: cfg.fakeModel}))
 	}
 	opts := []weft.Option{
 		weft.WithBuiltins(execOpts...),

@@ -25,32 +25,27 @@ its run-started carries the state, the graph and the parent run and position
 ('weft status' and 'weft list' show it). Prints the new run's id; -wait waits
 for its end as 'weft run -wait' does. Nothing is written when an argument is
 wrong.`,
-	run: func(e *env, c *command, args []string) error {
-		fs, out := e.flagSet(c)
-		cfg := natsFlags(fs)
+	min: 1, max: 1, conn: connClient,
+	flags: func(fs *flag.FlagSet) action {
 		at := fs.Int("at", 0, "fork after the event at this position of RUN (required)")
 		ff := forkFlags(fs)
-		pos, err := e.parse(c, fs, args, 1, 1)
-		if err != nil {
+		var opts []client.ForkOption
+		check := func(e *env, x *call) (err error) {
+			c := x.cmd
+			if *at <= 0 {
+				return &usageError{cmd: c, msg: fmt.Sprintf("-at: want the position of an event of the run (1 or more, see 'weft events'), got %d", *at)}
+			}
+			opts, err = ff.options(e, c)
 			return err
 		}
-		if *at <= 0 {
-			return &usageError{cmd: c, msg: fmt.Sprintf("-at: want the position of an event of the run (1 or more, see 'weft events'), got %d", *at)}
-		}
-		opts, err := ff.options(e, c)
-		if err != nil {
-			return err
-		}
-		cl, closeConn, err := e.connect(c, cfg, false)
-		if err != nil {
-			return err
-		}
-		defer closeConn()
-		run, err := cl.Fork(e.ctx, pos[0], *at, opts...)
-		if err != nil {
-			return runError(pos[0], err)
-		}
-		return e.started(cl, run, *out, ff)
+		return action{check: check, do: func(e *env, x *call) error {
+			pos, cl := x.args, x.cl
+			run, err := cl.Fork(e.ctx, pos[0], *at, opts...)
+			if err != nil {
+				return runError(pos[0], err)
+			}
+			return e.started(cl, run, x.out, ff)
+		}}
 	},
 }
 
@@ -64,36 +59,31 @@ RUN has not ended, cancels it with the reason "reset to ..., new run X",
 which its log records. Takes the same edits as 'weft fork' (-set, -state,
 -invocation-set, -invocation, -graph). Prints the new run's id. A node the
 graph lacks or that never ran is an error, and nothing is written.`,
-	run: func(e *env, c *command, args []string) error {
-		fs, out := e.flagSet(c)
-		cfg := natsFlags(fs)
+	min: 1, max: 1, conn: connClient,
+	flags: func(fs *flag.FlagSet) action {
 		to := fs.String("to", "", "fork from just before this node was last activated")
 		at := fs.Int("at", 0, "fork after the event at this position instead")
 		ff := forkFlags(fs)
-		pos, err := e.parse(c, fs, args, 1, 1)
-		if err != nil {
+		var opts []client.ForkOption
+		check := func(e *env, x *call) (err error) {
+			c := x.cmd
+			if (*to == "") == (*at == 0) {
+				return &usageError{cmd: c, msg: "want -to NODE or -at POS (one of them)"}
+			}
+			if *at < 0 {
+				return &usageError{cmd: c, msg: fmt.Sprintf("-at: want a position (1 or more), got %d", *at)}
+			}
+			opts, err = ff.options(e, c)
 			return err
 		}
-		if (*to == "") == (*at == 0) {
-			return &usageError{cmd: c, msg: "want -to NODE or -at POS (one of them)"}
-		}
-		if *at < 0 {
-			return &usageError{cmd: c, msg: fmt.Sprintf("-at: want a position (1 or more), got %d", *at)}
-		}
-		opts, err := ff.options(e, c)
-		if err != nil {
-			return err
-		}
-		cl, closeConn, err := e.connect(c, cfg, false)
-		if err != nil {
-			return err
-		}
-		defer closeConn()
-		run, err := cl.Reset(e.ctx, pos[0], client.ResetTarget{Node: *to, Position: *at}, opts...)
-		if err != nil {
-			return runError(pos[0], err)
-		}
-		return e.started(cl, run, *out, ff)
+		return action{check: check, do: func(e *env, x *call) error {
+			pos, cl := x.args, x.cl
+			run, err := cl.Reset(e.ctx, pos[0], client.ResetTarget{Node: *to, Position: *at}, opts...)
+			if err != nil {
+				return runError(pos[0], err)
+			}
+			return e.started(cl, run, x.out, ff)
+		}}
 	},
 }
 

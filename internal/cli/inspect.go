@@ -36,7 +36,8 @@ the exact 'weft signal' command that answers it; a wait node, when its
 wait ends. A running run that does nothing but wait (on a person or a
 time) is "waiting". -o json prints the whole
 folded state ('weft describe -o json' adds the pending nodes).`,
-	run: statusRun(false),
+	min: 1, max: 1, conn: connClient,
+	flags: statusFlags(false),
 }
 
 var cmdDescribe = &command{
@@ -48,53 +49,50 @@ state, "pending": [the nodes that have not finished, with what each waits
 for: since, attempt, worker, heartbeatAt, heartbeatDetails, timeoutAt,
 heartbeatTimeoutAt, retryAt, lastError, deadline, child, answer]} (package
 client, Pending).`,
-	run: statusRun(true),
+	min: 1, max: 1, conn: connClient,
+	flags: statusFlags(true),
 }
 
-// statusRun is the run function of status and describe; describe's JSON
-// has the pending nodes besides the state.
-func statusRun(describe bool) func(*env, *command, []string) error {
-	return func(e *env, c *command, args []string) error {
-		fs, out := e.flagSet(c)
-		cfg := natsFlags(fs)
+// statusFlags is the flags function of status and describe; describe's
+// JSON has the pending nodes besides the state.
+func statusFlags(describe bool) func(fs *flag.FlagSet) action {
+	return func(fs *flag.FlagSet) action {
 		stall := stallFlag(fs)
-		pos, cl, closeConn, err := e.parseOneAndConnect(c, fs, cfg, args)
-		if err != nil {
-			return err
-		}
-		defer closeConn()
-		history, err := cl.History(e.ctx, pos[0])
-		if err != nil {
-			return runError(pos[0], err)
-		}
-		st := projection.Fold(history)
-		if !st.Status.Ended() {
-			e.warnNoCoordinator(cl)
-			e.warnStalled(st, *stall)
-		}
-		pending := client.PendingOf(st, history)
-		if *out == "json" {
-			if describe {
-				if pending == nil {
-					pending = []client.Pending{}
+		return action{do: func(e *env, x *call) error {
+			pos, cl := x.args, x.cl
+			history, err := cl.History(e.ctx, pos[0])
+			if err != nil {
+				return runError(pos[0], err)
+			}
+			st := projection.Fold(history)
+			if !st.Status.Ended() {
+				e.warnNoCoordinator(cl)
+				e.warnStalled(st, *stall)
+			}
+			pending := client.PendingOf(st, history)
+			if x.out == "json" {
+				if describe {
+					if pending == nil {
+						pending = []client.Pending{}
+					}
+					return e.writeJSON(map[string]any{"state": st, "pending": pending})
 				}
-				return e.writeJSON(map[string]any{"state": st, "pending": pending})
+				return e.writeJSON(st)
 			}
-			return e.writeJSON(st)
-		}
-		// The command that answers a waiting node reaches this server
-		// the way this one did.
-		conn := connFlags(fs)
-		for i := range pending {
-			if pending[i].Answer != "" {
-				pending[i].Answer += conn
+			// The command that answers a waiting node reaches this server
+			// the way this one did.
+			conn := connFlags(fs)
+			for i := range pending {
+				if pending[i].Answer != "" {
+					pending[i].Answer += conn
+				}
 			}
-		}
-		e.printStatus(st, unserved(e.ctx, cl, st), pending, time.Now())
-		if id := telemetry.TraceID(history[0]); id != "" {
-			fmt.Fprintf(e.stdout, "\ntrace %s\n", id)
-		}
-		return nil
+			e.printStatus(st, unserved(e.ctx, cl, st), pending, time.Now())
+			if id := telemetry.TraceID(history[0]); id != "" {
+				fmt.Fprintf(e.stdout, "\ntrace %s\n", id)
+			}
+			return nil
+		}}
 	}
 }
 
@@ -180,110 +178,107 @@ runs the filters select; -count -by status (or graph) counts them by status
 read model from the log.
 
 ` + wruns.FilterHelp,
-	run: func(e *env, c *command, args []string) error {
-		fs, out := e.flagSet(c)
-		cfg := natsFlags(fs)
+	conn: connClient,
+	flags: func(fs *flag.FlagSet) action {
 		lf := listFlags(fs)
 		stall := stallFlag(fs)
 		absolute := fs.Bool("absolute", false, "show start times as local dates and times, not how long ago")
-		if _, err := e.parse(c, fs, args, 0, 0); err != nil {
-			return err
-		}
-		opts, err := lf.options(time.Now())
-		if err != nil {
-			return &usageError{cmd: c, msg: err.Error()}
-		}
-		cl, closeConn, err := e.connect(c, cfg, false)
-		if err != nil {
-			return err
-		}
-		defer closeConn()
-		noModel := func(err error) error {
-			if errors.Is(err, wruns.ErrNoReadModel) {
-				// No coordinator has kept it: say whether one is alive.
-				e.warnNoCoordinator(cl)
+		var opts []client.ListOption
+		check := func(e *env, x *call) (err error) {
+			if opts, err = lf.options(time.Now()); err != nil {
+				return &usageError{cmd: x.cmd, msg: err.Error()}
 			}
-			return err
-		}
-		if *lf.by != "" && (*lf.by != "status" && *lf.by != "graph" || !*lf.count) {
-			return &usageError{cmd: c, msg: fmt.Sprintf("-by: want status or graph, with -count; got %q", *lf.by)}
-		}
-		if *lf.count && *lf.by != "" {
-			all, err := cl.List(e.ctx, opts...)
-			if err != nil {
-				return noModel(err)
-			}
-			return e.printCounts(all, *lf.by, *out)
-		}
-		if *lf.count {
-			n, err := cl.Count(e.ctx, opts...)
-			if err != nil {
-				return noModel(err)
-			}
-			if *out == "json" {
-				return e.writeJSON(map[string]int{"total": n})
-			}
-			fmt.Fprintln(e.stdout, n)
 			return nil
 		}
-		page, err := cl.ListPage(e.ctx, opts...)
-		if err != nil {
-			return noModel(err)
-		}
-		runs := page.Runs
-		e.warnList(cl, runs, *stall)
-		if *out == "json" {
-			if runs == nil {
-				runs = []client.RunSummary{}
+		return action{check: check, do: func(e *env, x *call) error {
+			c, cl := x.cmd, x.cl
+			noModel := func(err error) error {
+				if errors.Is(err, wruns.ErrNoReadModel) {
+					// No coordinator has kept it: say whether one is alive.
+					e.warnNoCoordinator(cl)
+				}
+				return err
 			}
-			return e.writeJSON(runs)
-		}
-		tw := table(e.stdout)
-		fmt.Fprintln(tw, "RUN\tGRAPH\tSTATUS\tSTARTED\tTOOK\tORIGIN\tLINEAGE\tWAITING ON")
-		now := time.Now()
-		var answers []string
-		for _, r := range runs {
-			from, origin := "-", "-"
-			if r.ForkedFrom != nil {
-				from = lineage(r.ForkedFrom)
+			if *lf.by != "" && (*lf.by != "status" && *lf.by != "graph" || !*lf.count) {
+				return &usageError{cmd: c, msg: fmt.Sprintf("-by: want status or graph, with -count; got %q", *lf.by)}
 			}
-			if r.Chain != "" {
-				from = chainLineage(r.Chain, r.Link, r.Previous, r.ContinuedAs)
+			if *lf.count && *lf.by != "" {
+				all, err := cl.List(e.ctx, opts...)
+				if err != nil {
+					return noModel(err)
+				}
+				return e.printCounts(all, *lf.by, x.out)
 			}
-			if r.Origin != "" {
-				origin = r.Origin
+			if *lf.count {
+				n, err := cl.Count(e.ctx, opts...)
+				if err != nil {
+					return noModel(err)
+				}
+				if x.out == "json" {
+					return e.writeJSON(map[string]int{"total": n})
+				}
+				fmt.Fprintln(e.stdout, n)
+				return nil
 			}
-			started := duration(now.Sub(r.StartedAt).Round(time.Second)) + " ago"
-			if *absolute {
-				started = r.StartedAt.Local().Format(time.DateTime)
+			page, err := cl.ListPage(e.ctx, opts...)
+			if err != nil {
+				return noModel(err)
 			}
-			took := "-"
-			switch {
-			case !r.EndedAt.IsZero():
-				took = duration(r.EndedAt.Sub(r.StartedAt))
-			case !r.StartedAt.IsZero():
-				took = duration(now.Sub(r.StartedAt).Round(time.Second)) + " so far"
+			runs := page.Runs
+			e.warnList(cl, runs, *stall)
+			if x.out == "json" {
+				if runs == nil {
+					runs = []client.RunSummary{}
+				}
+				return e.writeJSON(runs)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.RunID, r.Graph, wruns.ShownStatus(r.Status, r.Terminated), started, took, origin, from, waitCell(r.Waiting, now))
-			for _, w := range r.Waiting {
-				if w.For == "signal" {
-					answers = append(answers, wruns.SignalCommand(r.RunID, w))
+			tw := table(e.stdout)
+			fmt.Fprintln(tw, "RUN\tGRAPH\tSTATUS\tSTARTED\tTOOK\tORIGIN\tLINEAGE\tWAITING ON")
+			now := time.Now()
+			var answers []string
+			for _, r := range runs {
+				from, origin := "-", "-"
+				if r.ForkedFrom != nil {
+					from = lineage(r.ForkedFrom)
+				}
+				if r.Chain != "" {
+					from = chainLineage(r.Chain, r.Link, r.Previous, r.ContinuedAs)
+				}
+				if r.Origin != "" {
+					origin = r.Origin
+				}
+				started := duration(now.Sub(r.StartedAt).Round(time.Second)) + " ago"
+				if *absolute {
+					started = r.StartedAt.Local().Format(time.DateTime)
+				}
+				took := "-"
+				switch {
+				case !r.EndedAt.IsZero():
+					took = duration(r.EndedAt.Sub(r.StartedAt))
+				case !r.StartedAt.IsZero():
+					took = duration(now.Sub(r.StartedAt).Round(time.Second)) + " so far"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.RunID, r.Graph, wruns.ShownStatus(r.Status, r.Terminated), started, took, origin, from, waitCell(r.Waiting, now))
+				for _, w := range r.Waiting {
+					if w.For == "signal" {
+						answers = append(answers, wruns.SignalCommand(r.RunID, w))
+					}
 				}
 			}
-		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
-		if len(answers) > 0 {
-			fmt.Fprintln(e.stdout, "to answer the human nodes that wait (where the data shows ..., put a value):")
-			for _, a := range answers {
-				fmt.Fprintln(e.stdout, "  "+a)
+			if err := tw.Flush(); err != nil {
+				return err
 			}
-		}
-		if page.Next != "" {
-			fmt.Fprintf(e.stdout, "more: -cursor %s (%d runs in all)\n", page.Next, page.Total)
-		}
-		return nil
+			if len(answers) > 0 {
+				fmt.Fprintln(e.stdout, "to answer the human nodes that wait (where the data shows ..., put a value):")
+				for _, a := range answers {
+					fmt.Fprintln(e.stdout, "  "+a)
+				}
+			}
+			if page.Next != "" {
+				fmt.Fprintf(e.stdout, "more: -cursor %s (%d runs in all)\n", page.Next, page.Total)
+			}
+			return nil
+		}}
 	},
 }
 
@@ -300,28 +295,25 @@ node-ready, -waiting or -skipped event carries get rows of their own above it.
 With -follow it keeps printing events as they are stored until the run ends
 (-o json: one JSON object a line); -tokens adds the text agents stream
 from their models as it arrives (not stored: the step events hold it).`,
-	run: func(e *env, c *command, args []string) error {
-		fs, out := e.flagSet(c)
-		cfg := natsFlags(fs)
+	min: 1, max: 1, conn: connClient,
+	flags: func(fs *flag.FlagSet) action {
 		follow := fs.Bool("follow", false, "keep printing the run's events as they come, until the run ends")
 		tokens := fs.Bool("tokens", false, "with -follow: print the text nodes stream (agents' model tokens) as it comes, between the events")
-		pos, cl, closeConn, err := e.parseOneAndConnect(c, fs, cfg, args)
-		if err != nil {
-			return err
-		}
-		defer closeConn()
-		if *follow {
-			return runError(pos[0], e.followTimeline(cl, pos[0], *out == "json", *tokens))
-		}
-		evs, err := cl.History(e.ctx, pos[0])
-		if err != nil {
-			return runError(pos[0], err)
-		}
-		if *out == "json" {
-			return e.writeJSON(timeline(evs))
-		}
-		e.printTimeline(evs)
-		return nil
+		return action{do: func(e *env, x *call) error {
+			pos, cl := x.args, x.cl
+			if *follow {
+				return runError(pos[0], e.followTimeline(cl, pos[0], x.out == "json", *tokens))
+			}
+			evs, err := cl.History(e.ctx, pos[0])
+			if err != nil {
+				return runError(pos[0], err)
+			}
+			if x.out == "json" {
+				return e.writeJSON(timeline(evs))
+			}
+			e.printTimeline(evs)
+			return nil
+		}}
 	},
 }
 
@@ -333,38 +325,36 @@ var cmdState = &command{
 see POS in 'weft events') and prints the state after it; without -at, the
 current state. With -seq, -at is a stream sequence instead (SEQ in 'weft
 events'). -o json prints the whole folded state.`,
-	run: func(e *env, c *command, args []string) error {
-		fs, out := e.flagSet(c)
-		cfg := natsFlags(fs)
+	min: 1, max: 1, conn: connClient,
+	flags: func(fs *flag.FlagSet) action {
 		at := fs.Uint64("at", 0, "the position in the run to replay up to (0: all)")
 		bySeq := fs.Bool("seq", false, "-at is a stream sequence, not a position in the run")
-		pos, cl, closeConn, err := e.parseOneAndConnect(c, fs, cfg, args)
-		if err != nil {
-			return err
-		}
-		defer closeConn()
-		var st *projection.State
-		if *bySeq {
-			st, err = cl.StateAtSeq(e.ctx, pos[0], *at)
-		} else if *at > math.MaxInt32 {
-			err = fmt.Errorf("position %d is out of range", *at)
-		} else {
-			st, err = cl.StateAt(e.ctx, pos[0], int(*at))
-		}
-		if err != nil {
-			return runError(pos[0], err)
-		}
-		if *out == "json" {
-			return e.writeJSON(st)
-		}
-		switch {
-		case *at > 0 && *bySeq:
-			fmt.Fprintf(e.stdout, "state at seq %d\n", *at)
-		case *at > 0:
-			fmt.Fprintf(e.stdout, "state after event %d (seq %d)\n", *at, st.LastSeq)
-		}
-		e.printStatus(st, nil, nil, time.Time{})
-		return nil
+		return action{do: func(e *env, x *call) error {
+			pos, cl := x.args, x.cl
+			var st *projection.State
+			var err error
+			if *bySeq {
+				st, err = cl.StateAtSeq(e.ctx, pos[0], *at)
+			} else if *at > math.MaxInt32 {
+				err = fmt.Errorf("position %d is out of range", *at)
+			} else {
+				st, err = cl.StateAt(e.ctx, pos[0], int(*at))
+			}
+			if err != nil {
+				return runError(pos[0], err)
+			}
+			if x.out == "json" {
+				return e.writeJSON(st)
+			}
+			switch {
+			case *at > 0 && *bySeq:
+				fmt.Fprintf(e.stdout, "state at seq %d\n", *at)
+			case *at > 0:
+				fmt.Fprintf(e.stdout, "state after event %d (seq %d)\n", *at, st.LastSeq)
+			}
+			e.printStatus(st, nil, nil, time.Time{})
+			return nil
+		}}
 	},
 }
 
@@ -379,86 +369,83 @@ listed field by field) and its status. The fold's bookkeeping (/lastSeq,
 /updatedAt, /stats/..., /endReached, timers, a node's delivery and routing
 counters) is left out; -all shows it. Long values are cut to 60
 characters; -full prints them whole.`,
-	run: func(e *env, c *command, args []string) error {
-		fs, out := e.flagSet(c)
-		cfg := natsFlags(fs)
+	min: 3, max: 3, conn: connClient,
+	flags: func(fs *flag.FlagSet) action {
 		bySeq := fs.Bool("seq", false, "FROM and TO are stream sequences, not positions in the run")
 		full := fs.Bool("full", false, "print values whole, not cut to 60 characters")
 		all := fs.Bool("all", false, "show the fold's bookkeeping too (/lastSeq, /updatedAt, /stats/..., timers...)")
-		pos, err := e.parse(c, fs, args, 3, 3)
-		if err != nil {
-			return err
-		}
-		what := "a position in the run"
-		if *bySeq {
-			what = "a stream sequence"
-		}
-		var pts [2]uint64
-		for i, s := range pos[1:] {
-			n, err := strconv.ParseUint(s, 10, 64)
-			if err != nil || n == 0 {
-				return &usageError{cmd: c, msg: fmt.Sprintf("%s: want %s (a positive number), got %q", []string{"FROM", "TO"}[i], what, s)}
-			}
-			pts[i] = n
-		}
-		if pts[0] > pts[1] {
-			return &usageError{cmd: c, msg: fmt.Sprintf("TO %d is before FROM %d: TO must be %d or later", pts[1], pts[0], pts[0])}
-		}
-		cl, closeConn, err := e.connect(c, cfg, false)
-		if err != nil {
-			return err
-		}
-		defer closeConn()
-		evs, err := cl.History(e.ctx, pos[0])
-		if err != nil {
-			return runError(pos[0], err)
-		}
-		var states [2]*projection.State
-		for i, p := range pts {
+		var pts [2]uint64 // FROM and TO
+		check := func(e *env, x *call) error {
+			c, pos := x.cmd, x.args
+			what := "a position in the run"
 			if *bySeq {
-				first, last := evs[0].Seq, evs[len(evs)-1].Seq
-				if p < first {
-					return fmt.Errorf("run %s has events at sequences %d to %d; %d is before its start", pos[0], first, last, p)
+				what = "a stream sequence"
+			}
+			for i, s := range pos[1:] {
+				n, err := strconv.ParseUint(s, 10, 64)
+				if err != nil || n == 0 {
+					return &usageError{cmd: c, msg: fmt.Sprintf("%s: want %s (a positive number), got %q", []string{"FROM", "TO"}[i], what, s)}
 				}
-				states[i] = projection.FoldTo(evs, p)
-				continue
+				pts[i] = n
 			}
-			if p > uint64(len(evs)) {
-				return fmt.Errorf("run %s has events at positions 1 to %d; %s %d is out of range", pos[0], len(evs), []string{"FROM", "TO"}[i], p)
+			if pts[0] > pts[1] {
+				return &usageError{cmd: c, msg: fmt.Sprintf("TO %d is before FROM %d: TO must be %d or later", pts[1], pts[0], pts[0])}
 			}
-			states[i] = projection.Fold(evs[:p])
-		}
-		changes := projection.StateDiff(states[0], states[1], *all)
-		if *out == "json" {
-			if changes == nil {
-				changes = []projection.Change{}
-			}
-			return e.writeJSON(changes)
-		}
-		unit := "event"
-		if *bySeq {
-			unit = "seq"
-		}
-		if len(changes) == 0 {
-			fmt.Fprintf(e.stdout, "no changes between %s %d and %s %d", unit, pts[0], unit, pts[1])
-			if !*all {
-				fmt.Fprint(e.stdout, " (but the fold's bookkeeping: -all shows it)")
-			}
-			fmt.Fprintln(e.stdout)
 			return nil
 		}
-		show := func(b json.RawMessage) string {
-			if *full {
-				return orDash(string(b))
+		return action{check: check, do: func(e *env, x *call) error {
+			pos, cl := x.args, x.cl
+			evs, err := cl.History(e.ctx, pos[0])
+			if err != nil {
+				return runError(pos[0], err)
 			}
-			return orDash(truncate(string(b), 60))
-		}
-		tw := table(e.stdout)
-		fmt.Fprintln(tw, "PATH\tBEFORE\tAFTER")
-		for _, ch := range changes {
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", ch.Path, show(ch.Before), show(ch.After))
-		}
-		return tw.Flush()
+			var states [2]*projection.State
+			for i, p := range pts {
+				if *bySeq {
+					first, last := evs[0].Seq, evs[len(evs)-1].Seq
+					if p < first {
+						return fmt.Errorf("run %s has events at sequences %d to %d; %d is before its start", pos[0], first, last, p)
+					}
+					states[i] = projection.FoldTo(evs, p)
+					continue
+				}
+				if p > uint64(len(evs)) {
+					return fmt.Errorf("run %s has events at positions 1 to %d; %s %d is out of range", pos[0], len(evs), []string{"FROM", "TO"}[i], p)
+				}
+				states[i] = projection.Fold(evs[:p])
+			}
+			changes := projection.StateDiff(states[0], states[1], *all)
+			if x.out == "json" {
+				if changes == nil {
+					changes = []projection.Change{}
+				}
+				return e.writeJSON(changes)
+			}
+			unit := "event"
+			if *bySeq {
+				unit = "seq"
+			}
+			if len(changes) == 0 {
+				fmt.Fprintf(e.stdout, "no changes between %s %d and %s %d", unit, pts[0], unit, pts[1])
+				if !*all {
+					fmt.Fprint(e.stdout, " (but the fold's bookkeeping: -all shows it)")
+				}
+				fmt.Fprintln(e.stdout)
+				return nil
+			}
+			show := func(b json.RawMessage) string {
+				if *full {
+					return orDash(string(b))
+				}
+				return orDash(truncate(string(b), 60))
+			}
+			tw := table(e.stdout)
+			fmt.Fprintln(tw, "PATH\tBEFORE\tAFTER")
+			for _, ch := range changes {
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", ch.Path, show(ch.Before), show(ch.After))
+			}
+			return tw.Flush()
+		}}
 	},
 }
 

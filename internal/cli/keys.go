@@ -38,41 +38,43 @@ never leaves the machines that run Weft, and nothing prints its keys.`,
 			}
 			return &usageError{cmd: c, msg: "want new or rotate"}
 		}
-		fs, _ := e.flagSet(c)
 		if args[0] == "new" {
-			out := fs.String("out", "", "the key file to write (must not exist)")
-			id := fs.String("id", "k1", "the key's id")
-			if _, err := e.parse(c, fs, args[1:], 0, 0); err != nil {
-				return err
-			}
-			if *out == "" {
-				return &usageError{cmd: c, msg: "keys new: -out FILE is required"}
-			}
-			k, err := events.NewKey(*id)
-			if err != nil {
-				return &usageError{cmd: c, msg: err.Error()}
-			}
-			ring := events.KeyRing{k}
-			f, err := os.OpenFile(*out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-			if err != nil {
-				return fmt.Errorf("keys new: %w", err)
-			}
-			if _, err := f.WriteString(ring.Text()); err != nil {
-				_ = f.Close()
-				return fmt.Errorf("keys new: writing %s: %w", *out, err)
-			}
-			if err := f.Close(); err != nil {
-				return fmt.Errorf("keys new: writing %s: %w", *out, err)
-			}
-			fmt.Fprintf(e.stdout, "wrote %s: current key %s\n", *out, k.ID)
-			return nil
+			return e.skeleton(c.with(0, 0, connNone, keysNewFlags), args[1:])
 		}
-		pos, err := e.parse(c, fs, args[1:], 1, 1)
-		if err != nil {
-			return err
-		}
-		return rotateKeys(e, pos[0])
+		return e.skeleton(c.with(1, 1, connNone, func(*flag.FlagSet) action {
+			return action{do: func(e *env, x *call) error { return rotateKeys(e, x.args[0]) }}
+		}), args[1:])
 	},
+}
+
+// keysNewFlags is the flags function of 'weft keys new'.
+func keysNewFlags(fs *flag.FlagSet) action {
+	out := fs.String("out", "", "the key file to write (must not exist)")
+	id := fs.String("id", "k1", "the key's id")
+	return action{do: func(e *env, x *call) error {
+		c := x.cmd
+		if *out == "" {
+			return &usageError{cmd: c, msg: "keys new: -out FILE is required"}
+		}
+		k, err := events.NewKey(*id)
+		if err != nil {
+			return &usageError{cmd: c, msg: err.Error()}
+		}
+		ring := events.KeyRing{k}
+		f, err := os.OpenFile(*out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			return fmt.Errorf("keys new: %w", err)
+		}
+		if _, err := f.WriteString(ring.Text()); err != nil {
+			_ = f.Close()
+			return fmt.Errorf("keys new: writing %s: %w", *out, err)
+		}
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("keys new: writing %s: %w", *out, err)
+		}
+		fmt.Fprintf(e.stdout, "wrote %s: current key %s\n", *out, k.ID)
+		return nil
+	}}
 }
 
 // rotateKeys puts a new key first in the key file, replacing the file

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"strconv"
 	"strings"
@@ -31,89 +32,83 @@ line and the oldest waiter. A key with nothing held and nothing waiting is
 not listed. Rate limits (rate: {limit, per, key}) are listed first: the
 rate, the attempts waiting for their turn, and when the next turn is.
 -v lists the holders and waiters (run, node, iteration, attempt).`,
-	run: func(e *env, c *command, args []string) error {
-		fs, out := e.flagSet(c)
-		cfg := natsFlags(fs)
+	conn: connStore,
+	flags: func(fs *flag.FlagSet) action {
 		verbose := fs.Bool("v", false, "list the holders and waiters")
-		if _, err := e.parse(c, fs, args, 0, 0); err != nil {
-			return err
-		}
-		st, opts, closeConn, err := e.connectStore(c, cfg, false)
-		if err != nil {
-			return err
-		}
-		defer closeConn()
-		queues, note, err := client.New(st, opts...).Queues(e.ctx)
-		if err != nil {
-			return err
-		}
-		var es []flow.Entry
-		var rs []flow.RateState
-		l, err := flow.Lookup(e.ctx, eventlog.JetStream(st))
-		switch {
-		case errors.Is(err, flow.ErrNoBucket):
-		case err != nil:
-			return err
-		default:
-			if es, err = l.Entries(e.ctx); err != nil {
+		return action{do: func(e *env, x *call) error {
+			st, opts := x.store, x.opts
+			queues, note, err := client.New(st, opts...).Queues(e.ctx)
+			if err != nil {
 				return err
 			}
-			if rs, err = l.Rates(e.ctx); err != nil {
+			var es []flow.Entry
+			var rs []flow.RateState
+			l, err := flow.Lookup(e.ctx, eventlog.JetStream(st))
+			switch {
+			case errors.Is(err, flow.ErrNoBucket):
+			case err != nil:
 				return err
+			default:
+				if es, err = l.Entries(e.ctx); err != nil {
+					return err
+				}
+				if rs, err = l.Rates(e.ctx); err != nil {
+					return err
+				}
 			}
-		}
-		if *out == "json" {
-			if es == nil {
-				es = []flow.Entry{}
+			if x.out == "json" {
+				if es == nil {
+					es = []flow.Entry{}
+				}
+				if rs == nil {
+					rs = []flow.RateState{}
+				}
+				if queues == nil {
+					queues = []client.Queue{}
+				}
+				return e.writeJSON(map[string]any{"queues": queues, "queuesNote": note, "limits": es, "rates": rs})
 			}
-			if rs == nil {
-				rs = []flow.RateState{}
+			e.printQueues(queues, note)
+			if len(rs) > 0 {
+				tw := table(e.stdout)
+				fmt.Fprintln(tw, "RATE LIMIT\tKEY\tRATE\tWAITING\tNEXT TURN")
+				for _, r := range rs {
+					next := "now"
+					if d := time.Until(r.NextTurn); d > 0 {
+						next = "in " + d.Round(time.Millisecond).String()
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%d/%s\t%d\t%s\n", r.Limit, orDash(r.Key), r.Rate, r.Per, r.Waiting, next)
+				}
+				_ = tw.Flush()
+				if len(es) > 0 {
+					fmt.Fprintln(e.stdout)
+				}
 			}
-			if queues == nil {
-				queues = []client.Queue{}
+			if len(es) == 0 {
+				if len(rs) == 0 {
+					fmt.Fprintln(e.stdout, "no concurrency limit is in use")
+				}
+				return nil
 			}
-			return e.writeJSON(map[string]any{"queues": queues, "queuesNote": note, "limits": es, "rates": rs})
-		}
-		e.printQueues(queues, note)
-		if len(rs) > 0 {
 			tw := table(e.stdout)
-			fmt.Fprintln(tw, "RATE LIMIT\tKEY\tRATE\tWAITING\tNEXT TURN")
-			for _, r := range rs {
-				next := "now"
-				if d := time.Until(r.NextTurn); d > 0 {
-					next = "in " + d.Round(time.Millisecond).String()
+			fmt.Fprintln(tw, "LIMIT\tKEY\tHELD\tWAITING\tOLDEST WAITER")
+			for _, en := range es {
+				oldest := "-"
+				if len(en.Waiters) > 0 {
+					oldest = en.Waiters[0].Since.Local().Format("15:04:05")
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%d/%s\t%d\t%s\n", r.Limit, orDash(r.Key), r.Rate, r.Per, r.Waiting, next)
-			}
-			_ = tw.Flush()
-			if len(es) > 0 {
-				fmt.Fprintln(e.stdout)
-			}
-		}
-		if len(es) == 0 {
-			if len(rs) == 0 {
-				fmt.Fprintln(e.stdout, "no concurrency limit is in use")
-			}
-			return nil
-		}
-		tw := table(e.stdout)
-		fmt.Fprintln(tw, "LIMIT\tKEY\tHELD\tWAITING\tOLDEST WAITER")
-		for _, en := range es {
-			oldest := "-"
-			if len(en.Waiters) > 0 {
-				oldest = en.Waiters[0].Since.Local().Format("15:04:05")
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%d\t%s\n", en.Limit, orDash(en.Key), len(en.Holders), en.Max, len(en.Waiters), oldest)
-			if *verbose {
-				for _, h := range en.Holders {
-					fmt.Fprintf(tw, "\t  holds\t%s\t\t\n", h.ID())
-				}
-				for _, h := range en.Waiters {
-					fmt.Fprintf(tw, "\t  waits\t%s\t\t\n", h.ID())
+				fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%d\t%s\n", en.Limit, orDash(en.Key), len(en.Holders), en.Max, len(en.Waiters), oldest)
+				if *verbose {
+					for _, h := range en.Holders {
+						fmt.Fprintf(tw, "\t  holds\t%s\t\t\n", h.ID())
+					}
+					for _, h := range en.Waiters {
+						fmt.Fprintf(tw, "\t  waits\t%s\t\t\n", h.ID())
+					}
 				}
 			}
-		}
-		return tw.Flush()
+			return tw.Flush()
+		}}
 	},
 }
 
@@ -152,48 +147,45 @@ var cmdWorkers = &command{
 workers heartbeat into): each one's name, task queues, node types, when it
 started and when it was last seen; then whether a coordinator is alive.
 'weft queues' shows the work on each queue.`,
-	run: func(e *env, c *command, args []string) error {
-		fs, out := e.flagSet(c)
-		cfg := natsFlags(fs)
-		_, cl, closeConn, err := e.parseAndConnect(c, fs, cfg, args, 0, 0)
-		if err != nil {
-			return err
-		}
-		defer closeConn()
-		live, err := cl.LiveWorkers(e.ctx)
-		if err != nil {
-			return err
-		}
-		co, err := cl.Coordinators(e.ctx)
-		if err != nil {
-			return err
-		}
-		now := time.Now()
-		if *out == "json" {
-			if live == nil {
-				live = []worker.Announcement{}
+	conn: connClient,
+	flags: func(fs *flag.FlagSet) action {
+		return action{do: func(e *env, x *call) error {
+			cl := x.cl
+			live, err := cl.LiveWorkers(e.ctx)
+			if err != nil {
+				return err
 			}
-			return e.writeJSON(map[string]any{"workers": live, "coordinatorAlive": co.AliveAt(now), "coordinatorLastSeen": co.LastSeen})
-		}
-		if len(live) == 0 {
-			fmt.Fprintln(e.stdout, "no live worker")
-		} else {
-			tw := table(e.stdout)
-			fmt.Fprintln(tw, "WORKER\tQUEUES\tTYPES\tSTARTED\tLAST SEEN")
-			for _, a := range live {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s ago\t%s ago\n", a.Name, strings.Join(a.Queues, ", "), strings.Join(a.Types, ", "),
-					duration(now.Sub(a.Started).Round(time.Second)), duration(now.Sub(a.Heartbeat).Round(time.Second)))
+			co, err := cl.Coordinators(e.ctx)
+			if err != nil {
+				return err
 			}
-			_ = tw.Flush()
-		}
-		switch {
-		case co.LastSeen.IsZero():
-			fmt.Fprintln(e.stdout, "coordinators: none has ever run here")
-		case co.AliveAt(now):
-			fmt.Fprintf(e.stdout, "coordinators: alive (last seen %s ago)\n", duration(now.Sub(co.LastSeen).Round(time.Second)))
-		default:
-			fmt.Fprintf(e.stdout, "coordinators: none alive (last seen %s ago)\n", duration(now.Sub(co.LastSeen).Round(time.Second)))
-		}
-		return nil
+			now := time.Now()
+			if x.out == "json" {
+				if live == nil {
+					live = []worker.Announcement{}
+				}
+				return e.writeJSON(map[string]any{"workers": live, "coordinatorAlive": co.AliveAt(now), "coordinatorLastSeen": co.LastSeen})
+			}
+			if len(live) == 0 {
+				fmt.Fprintln(e.stdout, "no live worker")
+			} else {
+				tw := table(e.stdout)
+				fmt.Fprintln(tw, "WORKER\tQUEUES\tTYPES\tSTARTED\tLAST SEEN")
+				for _, a := range live {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s ago\t%s ago\n", a.Name, strings.Join(a.Queues, ", "), strings.Join(a.Types, ", "),
+						duration(now.Sub(a.Started).Round(time.Second)), duration(now.Sub(a.Heartbeat).Round(time.Second)))
+				}
+				_ = tw.Flush()
+			}
+			switch {
+			case co.LastSeen.IsZero():
+				fmt.Fprintln(e.stdout, "coordinators: none has ever run here")
+			case co.AliveAt(now):
+				fmt.Fprintf(e.stdout, "coordinators: alive (last seen %s ago)\n", duration(now.Sub(co.LastSeen).Round(time.Second)))
+			default:
+				fmt.Fprintf(e.stdout, "coordinators: none alive (last seen %s ago)\n", duration(now.Sub(co.LastSeen).Round(time.Second)))
+			}
+			return nil
+		}}
 	},
 }

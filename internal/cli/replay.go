@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"flag"
 	"fmt"
 	"strings"
 
 	"github.com/weft-dev/weft/pkg/client"
+	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/projection"
 	"github.com/weft-dev/weft/pkg/replay"
 )
@@ -22,83 +24,80 @@ differ. For a run still going, it also compares what each graph decides
 next. Use it before deploying a changed graph: a run that differs would
 take another path, or get stuck, under the new graph. Nothing is written.
 Exits 1 when any run differs.`,
-	run: func(e *env, c *command, args []string) error {
-		fs, out := e.flagSet(c)
-		cfg := natsFlags(fs)
+	max: -1, conn: connClient,
+	flags: func(fs *flag.FlagSet) action {
 		graphFile := fs.String("graph", "", "the changed graph file (required)")
 		types := typesFlag(fs)
 		all := fs.Bool("all", false, "check every run of the graph's name (see -status)")
 		status := fs.String("status", "", "with -all, only runs in these statuses, comma separated (running, which includes waiting; waiting; cancelling, completed, failed, cancelled)")
-		runs, err := e.parse(c, fs, args, 0, -1)
-		if err != nil {
-			return err
-		}
-		if *graphFile == "" {
-			return &usageError{cmd: c, msg: "-graph: want the changed graph file"}
-		}
-		if *all == (len(runs) > 0) {
-			return &usageError{cmd: c, msg: "want RUN... or -all (one of them)"}
-		}
-		var statuses []projection.RunStatus
-		if *status != "" {
-			if !*all {
-				return &usageError{cmd: c, msg: "-status goes with -all"}
+		var statuses []projection.RunStatus // -status
+		var g *graph.Graph                  // -graph
+		check := func(e *env, x *call) (err error) {
+			c, runs := x.cmd, x.args
+			if *graphFile == "" {
+				return &usageError{cmd: c, msg: "-graph: want the changed graph file"}
 			}
-			for s := range strings.SplitSeq(*status, ",") {
-				rs := projection.RunStatus(strings.TrimSpace(s))
-				switch rs {
-				case projection.RunRunning, projection.RunWaiting, projection.RunCancelling, projection.RunCompleted, projection.RunFailed, projection.RunCancelled:
-				default:
-					return &usageError{cmd: c, msg: fmt.Sprintf("-status: unknown status %q (want running, waiting, cancelling, completed, failed or cancelled)", s)}
+			if *all == (len(runs) > 0) {
+				return &usageError{cmd: c, msg: "want RUN... or -all (one of them)"}
+			}
+			if *status != "" {
+				if !*all {
+					return &usageError{cmd: c, msg: "-status goes with -all"}
 				}
-				statuses = append(statuses, rs)
-			}
-		}
-		g, err := loadGraph(*graphFile, *types)
-		if err != nil {
-			return graphError(*graphFile, err)
-		}
-		cl, closeConn, err := e.connect(c, cfg, false)
-		if err != nil {
-			return err
-		}
-		defer closeConn()
-		if *all {
-			list, err := cl.List(e.ctx, client.WithDetails(), client.WithStatus(statuses...))
-			if err != nil {
-				return err
-			}
-			for _, r := range list {
-				if r.Graph == g.Definition().Name {
-					runs = append(runs, r.RunID)
+				for s := range strings.SplitSeq(*status, ",") {
+					rs := projection.RunStatus(strings.TrimSpace(s))
+					switch rs {
+					case projection.RunRunning, projection.RunWaiting, projection.RunCancelling, projection.RunCompleted, projection.RunFailed, projection.RunCancelled:
+					default:
+						return &usageError{cmd: c, msg: fmt.Sprintf("-status: unknown status %q (want running, waiting, cancelling, completed, failed or cancelled)", s)}
+					}
+					statuses = append(statuses, rs)
 				}
 			}
-		}
-		results := make([]replay.Result, 0, len(runs))
-		for _, run := range runs {
-			res, err := cl.Replay(e.ctx, g, run)
-			if err != nil {
-				return runError(run, err)
+			if g, err = loadGraph(*graphFile, *types); err != nil {
+				return graphError(*graphFile, err)
 			}
-			results = append(results, res...)
+			return nil
 		}
-		bad := 0
-		for i := range results {
-			if !results[i].OK() {
-				bad++
+		return action{check: check, do: func(e *env, x *call) error {
+			runs, cl := x.args, x.cl
+			if *all {
+				list, err := cl.List(e.ctx, client.WithDetails(), client.WithStatus(statuses...))
+				if err != nil {
+					return err
+				}
+				for _, r := range list {
+					if r.Graph == g.Definition().Name {
+						runs = append(runs, r.RunID)
+					}
+				}
 			}
-		}
-		if *out == "json" {
-			if err := e.writeJSON(results); err != nil {
-				return err
+			results := make([]replay.Result, 0, len(runs))
+			for _, run := range runs {
+				res, err := cl.Replay(e.ctx, g, run)
+				if err != nil {
+					return runError(run, err)
+				}
+				results = append(results, res...)
 			}
-		} else {
-			e.printReplay(g.Definition().Name, results)
-		}
-		if bad > 0 {
-			return fmt.Errorf("%d of %d runs decide differently on graph %s", bad, len(results), *graphFile)
-		}
-		return nil
+			bad := 0
+			for i := range results {
+				if !results[i].OK() {
+					bad++
+				}
+			}
+			if x.out == "json" {
+				if err := e.writeJSON(results); err != nil {
+					return err
+				}
+			} else {
+				e.printReplay(g.Definition().Name, results)
+			}
+			if bad > 0 {
+				return fmt.Errorf("%d of %d runs decide differently on graph %s", bad, len(results), *graphFile)
+			}
+			return nil
+		}}
 	},
 }
 

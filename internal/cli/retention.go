@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"strings"
 	"time"
@@ -30,7 +31,8 @@ late outcomes passed over. The run must exist and not have ended.
 
 Several run ids, or -q QUERY, make a batch (see 'weft help cancel':
 -dry-run, -yes, -rate).`,
-	run: requestRun("terminate", (*client.Client).Terminate),
+	max: -1, conn: connClient,
+	flags: requestFlags("terminate", (*client.Client).Terminate),
 }
 
 var cmdDelete = &command{
@@ -48,82 +50,79 @@ Several run ids, or -q QUERY, make a batch: runs that have not ended are
 skipped, the others removed one by one and reported (see 'weft help
 cancel': -dry-run, -yes, -rate):
   weft delete -q 'status = "failed" AND ended < now - duration("720h")' -dry-run`,
-	run: func(e *env, c *command, args []string) error {
-		fs, out := e.flagSet(c)
-		cfg := natsFlags(fs)
+	max: -1, conn: connAdminStore,
+	flags: func(fs *flag.FlagSet) action {
 		archive := fs.String("archive", "none", "archive the run first: none, an Object Store bucket, obj:NAME or dir:PATH")
 		bf := addBatchFlags(fs)
-		pos, err := e.parse(c, fs, args, 0, -1)
-		if err != nil {
-			return err
-		}
-		if err := batchPositional(c, bf, pos); err != nil {
-			return err
-		}
-		store, closeConn, err := e.adminStore(c, cfg)
-		if err != nil {
-			return err
-		}
-		defer closeConn()
-		arch, err := readmodel.ParseArchive(e.ctx, eventlog.JetStream(store), store.StreamName(), *archive, false)
-		if err != nil {
-			return err
-		}
-		cl := client.New(store)
-		remove := func(ctx context.Context, run string) (*readmodel.Removed, error) {
-			r, err := readmodel.Remove(ctx, store, run, arch)
-			if errors.Is(err, readmodel.ErrNotEnded) {
-				return nil, fmt.Errorf("%w: has not ended: cancel or terminate it first", errSkipped)
+		check := func(e *env, x *call) error {
+			c, pos := x.cmd, x.args
+			if err := batchPositional(c, bf, pos); err != nil {
+				return err
 			}
-			return r, err
-		}
-		if len(pos) == 1 && !*bf.dryRun {
-			run := pos[0]
-			// Refused before the question: a run that has not ended.
-			if ts, _ := e.batchTargets(cl, bf, pos); len(ts) == 1 && ts[0].status != "" && !ts[0].status.Ended() {
-				return fmt.Errorf("run %s not deleted: it has not ended (%s): cancel or terminate it first", run, ts[0].shown)
-			}
-			if !*bf.yes {
-				fmt.Fprintf(e.stderr, "Remove run %s and its whole history? [y/N] ", run)
-				line, _ := bufio.NewReader(e.stdin).ReadString('\n')
-				if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
-					return fmt.Errorf("run %s not deleted: not confirmed (-yes skips the question)", run)
-				}
-			}
-			r, err := remove(e.ctx, run)
-			if err != nil {
-				return runError(run, err)
-			}
-			if *out == "json" {
-				return e.writeJSON(r)
-			}
-			fmt.Fprintf(e.stdout, "run %s deleted (%d events)", run, r.Events)
-			if r.Archived != "" {
-				fmt.Fprintf(e.stdout, ", archived to %s", r.Archived)
-			}
-			fmt.Fprintln(e.stdout)
 			return nil
 		}
-		return e.runBatch(c, *out, bf, cl, pos, batchOp{
-			verb: "delete", done: "deleted", ask: true,
-			skip: func(st projection.RunStatus) string {
-				if !st.Ended() {
-					return "has not ended (" + string(st) + ")"
+		return action{check: check, do: func(e *env, x *call) error {
+			c, pos, store := x.cmd, x.args, x.store
+			arch, err := readmodel.ParseArchive(e.ctx, eventlog.JetStream(store), store.StreamName(), *archive, false)
+			if err != nil {
+				return err
+			}
+			cl := client.New(store)
+			remove := func(ctx context.Context, run string) (*readmodel.Removed, error) {
+				r, err := readmodel.Remove(ctx, store, run, arch)
+				if errors.Is(err, readmodel.ErrNotEnded) {
+					return nil, fmt.Errorf("%w: has not ended: cancel or terminate it first", errSkipped)
 				}
-				return ""
-			},
-			do: func(ctx context.Context, run string) (string, error) {
-				r, err := remove(ctx, run)
+				return r, err
+			}
+			if len(pos) == 1 && !*bf.dryRun {
+				run := pos[0]
+				// Refused before the question: a run that has not ended.
+				if ts, _ := e.batchTargets(cl, bf, pos); len(ts) == 1 && ts[0].status != "" && !ts[0].status.Ended() {
+					return fmt.Errorf("run %s not deleted: it has not ended (%s): cancel or terminate it first", run, ts[0].shown)
+				}
+				if !*bf.yes {
+					fmt.Fprintf(e.stderr, "Remove run %s and its whole history? [y/N] ", run)
+					line, _ := bufio.NewReader(e.stdin).ReadString('\n')
+					if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
+						return fmt.Errorf("run %s not deleted: not confirmed (-yes skips the question)", run)
+					}
+				}
+				r, err := remove(e.ctx, run)
 				if err != nil {
-					return "", err
+					return runError(run, err)
 				}
-				d := fmt.Sprintf("(%d events)", r.Events)
+				if x.out == "json" {
+					return e.writeJSON(r)
+				}
+				fmt.Fprintf(e.stdout, "run %s deleted (%d events)", run, r.Events)
 				if r.Archived != "" {
-					d += ", archived to " + r.Archived
+					fmt.Fprintf(e.stdout, ", archived to %s", r.Archived)
 				}
-				return d, nil
-			},
-		})
+				fmt.Fprintln(e.stdout)
+				return nil
+			}
+			return e.runBatch(c, x.out, bf, cl, pos, batchOp{
+				verb: "delete", done: "deleted", ask: true,
+				skip: func(st projection.RunStatus) string {
+					if !st.Ended() {
+						return "has not ended (" + string(st) + ")"
+					}
+					return ""
+				},
+				do: func(ctx context.Context, run string) (string, error) {
+					r, err := remove(ctx, run)
+					if err != nil {
+						return "", err
+					}
+					d := fmt.Sprintf("(%d events)", r.Events)
+					if r.Archived != "" {
+						d += ", archived to " + r.Archived
+					}
+					return d, nil
+				},
+			})
+		}}
 	},
 }
 
@@ -179,137 +178,138 @@ func (e *env) adminStore(c *command, cfg *natsconn.Config) (events.Store, func()
 }
 
 func adminReindex(e *env, c *command, args []string) error {
-	fs, out := e.flagSet(c)
-	cfg := natsFlags(fs)
-	retention := fs.String("retention", readmodel.DefaultRetention.String(), "the coordinators' default retention")
-	if _, err := e.parse(c, fs, args, 0, 0); err != nil {
-		return err
+	flags := func(fs *flag.FlagSet) action {
+		retention := fs.String("retention", readmodel.DefaultRetention.String(), "the coordinators' default retention")
+		var def time.Duration // -retention
+		check := func(e *env, x *call) (err error) {
+			c := x.cmd
+			def, err = readmodel.ParseRetention(*retention)
+			if err != nil {
+				return &usageError{cmd: c, msg: "-" + err.Error()}
+			}
+			return nil
+		}
+		return action{check: check, do: func(e *env, x *call) error {
+			store := x.store
+			res, err := readmodel.Reindex(e.ctx, store, def, nil)
+			if err != nil {
+				return err
+			}
+			if x.out == "json" {
+				return e.writeJSON(res)
+			}
+			fmt.Fprintf(e.stdout, "reindexed %d runs; dropped %d entries of runs not in the log\n", res.Indexed, res.Dropped)
+			return nil
+		}}
 	}
-	def, err := readmodel.ParseRetention(*retention)
-	if err != nil {
-		return &usageError{cmd: c, msg: "-" + err.Error()}
-	}
-	store, closeConn, err := e.adminStore(c, cfg)
-	if err != nil {
-		return err
-	}
-	defer closeConn()
-	res, err := readmodel.Reindex(e.ctx, store, def, nil)
-	if err != nil {
-		return err
-	}
-	if *out == "json" {
-		return e.writeJSON(res)
-	}
-	fmt.Fprintf(e.stdout, "reindexed %d runs; dropped %d entries of runs not in the log\n", res.Indexed, res.Dropped)
-	return nil
+	return e.skeleton(c.with(0, 0, connAdminStore, flags), args)
 }
 
 func adminRetention(e *env, c *command, args []string) error {
-	fs, out := e.flagSet(c)
-	cfg := natsFlags(fs)
-	archive := fs.String("archive", readmodel.ArchiveBucket, "archive runs before removing them: an Object Store bucket, obj:NAME, dir:PATH, or none")
-	create := fs.Bool("create-archive", false, "create the archive bucket if it is missing")
-	every := fs.Duration("every", 0, "sweep again at this interval until interrupted (0: once)")
-	limit := fs.Int("limit", 0, "remove at most this many runs per sweep (0: all)")
-	if _, err := e.parse(c, fs, args, 0, 0); err != nil {
-		return err
-	}
-	if *every < 0 {
-		return &usageError{cmd: c, msg: fmt.Sprintf("-every: must not be negative, got %s", *every)}
-	}
-	if *limit < 0 {
-		return &usageError{cmd: c, msg: fmt.Sprintf("-limit: want 0 or more, got %d", *limit)}
-	}
-	store, closeConn, err := e.adminStore(c, cfg)
-	if err != nil {
-		return err
-	}
-	defer closeConn()
-	arch, err := readmodel.ParseArchive(e.ctx, eventlog.JetStream(store), store.StreamName(), *archive, *create)
-	if err != nil {
-		return err
-	}
-	for {
-		res, err := readmodel.Sweep(e.ctx, store, arch, time.Now(), *limit, nil)
-		if err != nil {
-			return err
+	flags := func(fs *flag.FlagSet) action {
+		archive := fs.String("archive", readmodel.ArchiveBucket, "archive runs before removing them: an Object Store bucket, obj:NAME, dir:PATH, or none")
+		create := fs.Bool("create-archive", false, "create the archive bucket if it is missing")
+		every := fs.Duration("every", 0, "sweep again at this interval until interrupted (0: once)")
+		limit := fs.Int("limit", 0, "remove at most this many runs per sweep (0: all)")
+		check := func(e *env, x *call) error {
+			c := x.cmd
+			if *every < 0 {
+				return &usageError{cmd: c, msg: fmt.Sprintf("-every: must not be negative, got %s", *every)}
+			}
+			if *limit < 0 {
+				return &usageError{cmd: c, msg: fmt.Sprintf("-limit: want 0 or more, got %d", *limit)}
+			}
+			return nil
 		}
-		if *out == "json" {
-			if err := e.writeJSON(res); err != nil {
+		return action{check: check, do: func(e *env, x *call) error {
+			store := x.store
+			arch, err := readmodel.ParseArchive(e.ctx, eventlog.JetStream(store), store.StreamName(), *archive, *create)
+			if err != nil {
 				return err
 			}
-		} else {
-			fmt.Fprintf(e.stdout, "%s: %d runs past their retention, %d removed, %d failed\n",
-				time.Now().Format(time.DateTime), res.Expired, len(res.Removed), len(res.Failed))
-			for run, why := range res.Failed {
-				fmt.Fprintf(e.stdout, "  %s: %s\n", run, why)
+			for {
+				res, err := readmodel.Sweep(e.ctx, store, arch, time.Now(), *limit, nil)
+				if err != nil {
+					return err
+				}
+				if x.out == "json" {
+					if err := e.writeJSON(res); err != nil {
+						return err
+					}
+				} else {
+					fmt.Fprintf(e.stdout, "%s: %d runs past their retention, %d removed, %d failed\n",
+						time.Now().Format(time.DateTime), res.Expired, len(res.Removed), len(res.Failed))
+					for run, why := range res.Failed {
+						fmt.Fprintf(e.stdout, "  %s: %s\n", run, why)
+					}
+				}
+				if *every == 0 {
+					if len(res.Failed) > 0 {
+						return fmt.Errorf("%d runs were not removed", len(res.Failed))
+					}
+					return nil
+				}
+				if !sleepFor(e.ctx, *every) {
+					return nil
+				}
 			}
-		}
-		if *every == 0 {
-			if len(res.Failed) > 0 {
-				return fmt.Errorf("%d runs were not removed", len(res.Failed))
-			}
-			return nil
-		}
-		if !sleepFor(e.ctx, *every) {
-			return nil
-		}
+		}}
 	}
+	return e.skeleton(c.with(0, 0, connAdminStore, flags), args)
 }
 
 func adminRestore(e *env, c *command, args []string) error {
-	fs, out := e.flagSet(c)
-	cfg := natsFlags(fs)
-	archive := fs.String("archive", readmodel.ArchiveBucket, "the archive: an Object Store bucket, obj:NAME or dir:PATH")
-	retention := fs.String("retention", readmodel.DefaultRetention.String(), "the coordinators' default retention")
-	pos, err := e.parse(c, fs, args, 1, -1)
-	if err != nil {
-		return err
-	}
-	def, err := readmodel.ParseRetention(*retention)
-	if err != nil {
-		return &usageError{cmd: c, msg: "-" + err.Error()}
-	}
-	if *archive == "" || *archive == "none" {
-		return &usageError{cmd: c, msg: fmt.Sprintf("-archive: want the archive to restore from, got %q", *archive)}
-	}
-	if err := checkRunIDs(c, pos...); err != nil {
-		return err
-	}
-	store, closeConn, err := e.adminStore(c, cfg)
-	if err != nil {
-		return err
-	}
-	defer closeConn()
-	arch, err := readmodel.ParseArchive(e.ctx, eventlog.JetStream(store), store.StreamName(), *archive, false)
-	if err != nil {
-		return err
-	}
-	var done []*readmodel.Restored
-	failed := 0
-	for _, run := range pos {
-		r, err := readmodel.Restore(e.ctx, store, arch, run, def)
-		if err != nil {
-			failed++
-			fmt.Fprintf(e.stderr, "weft admin restore: %v\n", err)
-			continue
+	flags := func(fs *flag.FlagSet) action {
+		archive := fs.String("archive", readmodel.ArchiveBucket, "the archive: an Object Store bucket, obj:NAME or dir:PATH")
+		retention := fs.String("retention", readmodel.DefaultRetention.String(), "the coordinators' default retention")
+		var def time.Duration // -retention
+		check := func(e *env, x *call) (err error) {
+			c, pos := x.cmd, x.args
+			def, err = readmodel.ParseRetention(*retention)
+			if err != nil {
+				return &usageError{cmd: c, msg: "-" + err.Error()}
+			}
+			if *archive == "" || *archive == "none" {
+				return &usageError{cmd: c, msg: fmt.Sprintf("-archive: want the archive to restore from, got %q", *archive)}
+			}
+			if err := checkRunIDs(c, pos...); err != nil {
+				return err
+			}
+			return nil
 		}
-		done = append(done, r)
-		if *out != "json" {
-			fmt.Fprintf(e.stdout, "run %s restored from %s (%d events, %s), kept until %s\n",
-				run, r.From, r.Events, r.Status, r.ExpiresAt.Format(time.RFC3339))
-		}
+		return action{check: check, do: func(e *env, x *call) error {
+			pos, store := x.args, x.store
+			arch, err := readmodel.ParseArchive(e.ctx, eventlog.JetStream(store), store.StreamName(), *archive, false)
+			if err != nil {
+				return err
+			}
+			var done []*readmodel.Restored
+			failed := 0
+			for _, run := range pos {
+				r, err := readmodel.Restore(e.ctx, store, arch, run, def)
+				if err != nil {
+					failed++
+					fmt.Fprintf(e.stderr, "weft admin restore: %v\n", err)
+					continue
+				}
+				done = append(done, r)
+				if x.out != "json" {
+					fmt.Fprintf(e.stdout, "run %s restored from %s (%d events, %s), kept until %s\n",
+						run, r.From, r.Events, r.Status, r.ExpiresAt.Format(time.RFC3339))
+				}
+			}
+			if x.out == "json" {
+				if err := e.writeJSON(done); err != nil {
+					return err
+				}
+			}
+			if failed > 0 {
+				return fmt.Errorf("%d of %d runs were not restored", failed, len(pos))
+			}
+			return nil
+		}}
 	}
-	if *out == "json" {
-		if err := e.writeJSON(done); err != nil {
-			return err
-		}
-	}
-	if failed > 0 {
-		return fmt.Errorf("%d of %d runs were not restored", failed, len(pos))
-	}
-	return nil
+	return e.skeleton(c.with(1, -1, connAdminStore, flags), args)
 }
 
 func sleepFor(ctx context.Context, d time.Duration) bool {

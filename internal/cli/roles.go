@@ -54,8 +54,7 @@ up every namespace (or those of -namespace) as that namespace's admin, with
 the credentials and quotas in DIR: the events stream limited to
 -stream-max-bytes and -stream-max-msgs (discarding new messages), and
 admission (-starts-per-second, -signals-per-second: internal/admission).`,
-	run: func(e *env, c *command, args []string) error {
-		fs, out := e.flagSet(c)
+	flags: func(fs *flag.FlagSet) action {
 		dir := fs.String("out", "", "directory to write auth.conf and the <user>.env files to (required); with -setup, the directory of a namespaced deployment")
 		queues := fs.String("queues", "default", "task queues, comma separated: one worker user each")
 		cfg := natsStreamFlags(fs)
@@ -78,100 +77,100 @@ admission (-starts-per-second, -signals-per-second: internal/admission).`,
 		fs.Int64Var(&quota.StreamMaxMsgs, "stream-max-msgs", quota.StreamMaxMsgs, "each namespace's events stream, messages")
 		fs.IntVar(&quota.StartsPerSecond, "starts-per-second", quota.StartsPerSecond, "runs each namespace's clients may start (or fork) per second")
 		fs.IntVar(&quota.SignalsPerSecond, "signals-per-second", quota.SignalsPerSecond, "signals and cancel requests each namespace's clients may send per second")
-		if _, err := e.parse(c, fs, args, 0, 0); err != nil {
-			return err
-		}
-		var zero []string
-		fs.Visit(func(f *flag.Flag) {
-			switch f.Name {
-			case "max-storage", "max-memory", "max-streams", "max-consumers", "max-ack-pending", "stream-max-bytes", "stream-max-msgs", "starts-per-second", "signals-per-second":
-				if v := f.Value.String(); v == "0" || v == "0B" {
-					zero = append(zero, "-"+f.Name)
+		return action{do: func(e *env, x *call) error {
+			c := x.cmd
+			var zero []string
+			fs.Visit(func(f *flag.Flag) {
+				switch f.Name {
+				case "max-storage", "max-memory", "max-streams", "max-consumers", "max-ack-pending", "stream-max-bytes", "stream-max-msgs", "starts-per-second", "signals-per-second":
+					if v := f.Value.String(); v == "0" || v == "0B" {
+						zero = append(zero, "-"+f.Name)
+					}
+				}
+			})
+			if len(zero) > 0 {
+				return &usageError{cmd: c, msg: fmt.Sprintf("%s: a quota of zero (want at least 1; a namespace that may do nothing needs no credentials)", strings.Join(zero, ", "))}
+			}
+			if *setup {
+				if *dir != "" {
+					return e.setupNamespaces(c, cfg, *dir, *leaseTTL)
+				}
+				return e.setupDeployment(c, cfg, *leaseTTL)
+			}
+			if *dir == "" {
+				return &usageError{cmd: c, msg: "-out: a directory is required"}
+			}
+			d := natsconn.Deployment{Stream: cfg.Stream, Durable: *durable, Partitions: *partitions}
+			for ts := range strings.SplitSeq(*triggerStreams, ",") {
+				if ts = strings.TrimSpace(ts); ts != "" {
+					d.TriggerStreams = append(d.TriggerStreams, ts)
 				}
 			}
-		})
-		if len(zero) > 0 {
-			return &usageError{cmd: c, msg: fmt.Sprintf("%s: a quota of zero (want at least 1; a namespace that may do nothing needs no credentials)", strings.Join(zero, ", "))}
-		}
-		if *setup {
-			if *dir != "" {
-				return e.setupNamespaces(c, cfg, *dir, *leaseTTL)
+			for ws := range strings.SplitSeq(*webhookSubjects, ",") {
+				if ws = strings.TrimSpace(ws); ws != "" {
+					d.WebhookSubjects = append(d.WebhookSubjects, ws)
+				}
 			}
-			return e.setupDeployment(c, cfg, *leaseTTL)
-		}
-		if *dir == "" {
-			return &usageError{cmd: c, msg: "-out: a directory is required"}
-		}
-		d := natsconn.Deployment{Stream: cfg.Stream, Durable: *durable, Partitions: *partitions}
-		for ts := range strings.SplitSeq(*triggerStreams, ",") {
-			if ts = strings.TrimSpace(ts); ts != "" {
-				d.TriggerStreams = append(d.TriggerStreams, ts)
+			for q := range strings.SplitSeq(*queues, ",") {
+				if q = strings.TrimSpace(q); q != "" {
+					d.Queues = append(d.Queues, q)
+				}
 			}
-		}
-		for ws := range strings.SplitSeq(*webhookSubjects, ",") {
-			if ws = strings.TrimSpace(ws); ws != "" {
-				d.WebhookSubjects = append(d.WebhookSubjects, ws)
+			switch {
+			case *namespaces != "" && *nsFile != "":
+				return &usageError{cmd: c, msg: "-namespaces and -namespaces-file: give one"}
+			case *nsFile != "":
+				b, err := os.ReadFile(*nsFile)
+				if err != nil {
+					return &usageError{cmd: c, msg: fmt.Sprintf("-namespaces-file: %v", err)}
+				}
+				if d.Namespaces, err = natsconn.ParseNamespaces(b, quota); err != nil {
+					return &usageError{cmd: c, msg: fmt.Sprintf("-namespaces-file %s: %v", *nsFile, err)}
+				}
+			case *namespaces != "":
+				names := natsconn.SplitNamespaces(*namespaces)
+				if len(names) == 0 {
+					return &usageError{cmd: c, msg: fmt.Sprintf("-namespaces %q: no namespace named", *namespaces)}
+				}
+				for _, n := range names {
+					d.Namespaces = append(d.Namespaces, natsconn.Namespace{Name: n, Quota: quota})
+				}
 			}
-		}
-		for q := range strings.SplitSeq(*queues, ",") {
-			if q = strings.TrimSpace(q); q != "" {
-				d.Queues = append(d.Queues, q)
+			if err := d.Validate(); err != nil {
+				return &usageError{cmd: c, msg: err.Error()}
 			}
-		}
-		switch {
-		case *namespaces != "" && *nsFile != "":
-			return &usageError{cmd: c, msg: "-namespaces and -namespaces-file: give one"}
-		case *nsFile != "":
-			b, err := os.ReadFile(*nsFile)
+			files, err := natsconn.WriteRoles(*dir, d, 0, *force)
+			if errors.Is(err, natsconn.ErrExists) {
+				return err
+			}
 			if err != nil {
-				return &usageError{cmd: c, msg: fmt.Sprintf("-namespaces-file: %v", err)}
+				return fmt.Errorf("writing roles to %s: %w", *dir, err)
 			}
-			if d.Namespaces, err = natsconn.ParseNamespaces(b, quota); err != nil {
-				return &usageError{cmd: c, msg: fmt.Sprintf("-namespaces-file %s: %v", *nsFile, err)}
+			if x.out == "json" {
+				type file struct {
+					Path      string `json:"path"`
+					User      string `json:"user,omitempty"`
+					Role      string `json:"role,omitempty"`
+					Namespace string `json:"namespace,omitempty"`
+				}
+				var fl []file
+				for _, f := range files {
+					_, ns, _ := strings.Cut(f.User, "@")
+					fl = append(fl, file{Path: f.Path, User: f.User, Role: string(f.Role), Namespace: ns})
+				}
+				return e.writeJSON(fl)
 			}
-		case *namespaces != "":
-			names := natsconn.SplitNamespaces(*namespaces)
-			if len(names) == 0 {
-				return &usageError{cmd: c, msg: fmt.Sprintf("-namespaces %q: no namespace named", *namespaces)}
-			}
-			for _, n := range names {
-				d.Namespaces = append(d.Namespaces, natsconn.Namespace{Name: n, Quota: quota})
-			}
-		}
-		if err := d.Validate(); err != nil {
-			return &usageError{cmd: c, msg: err.Error()}
-		}
-		files, err := natsconn.WriteRoles(*dir, d, 0, *force)
-		if errors.Is(err, natsconn.ErrExists) {
-			return err
-		}
-		if err != nil {
-			return fmt.Errorf("writing roles to %s: %w", *dir, err)
-		}
-		if *out == "json" {
-			type file struct {
-				Path      string `json:"path"`
-				User      string `json:"user,omitempty"`
-				Role      string `json:"role,omitempty"`
-				Namespace string `json:"namespace,omitempty"`
-			}
-			var fl []file
+			tw := table(e.stdout)
+			fmt.Fprintln(tw, "USER\tROLE\tFILE")
 			for _, f := range files {
-				_, ns, _ := strings.Cut(f.User, "@")
-				fl = append(fl, file{Path: f.Path, User: f.User, Role: string(f.Role), Namespace: ns})
+				if f.User == "" {
+					fmt.Fprintf(tw, "(server)\t\t%s\n", f.Path)
+					continue
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", f.User, f.Role, f.Path)
 			}
-			return e.writeJSON(fl)
-		}
-		tw := table(e.stdout)
-		fmt.Fprintln(tw, "USER\tROLE\tFILE")
-		for _, f := range files {
-			if f.User == "" {
-				fmt.Fprintf(tw, "(server)\t\t%s\n", f.Path)
-				continue
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", f.User, f.Role, f.Path)
-		}
-		return tw.Flush()
+			return tw.Flush()
+		}}
 	},
 }
 

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -29,91 +30,87 @@ terminal, -wait shows the run's progress meanwhile (nodes done of nodes
 known, and those running); piped, it prints only the outcome.
 Node types other than the built-in ones are load errors unless -types names
 them (the types your own workers serve).`,
-	run: func(e *env, c *command, args []string) error {
-		fs, out := e.flagSet(c)
-		cfg := natsStreamFlags(fs)
+	min: 1, max: 1, conn: connCreate,
+	flags: func(fs *flag.FlagSet) action {
 		input := fs.String("input", "", "the run's input: a JSON object, or @FILE")
 		invocation := fs.String("invocation", "", "the run's invocation state: a JSON object, or @FILE")
 		id := fs.String("id", "", "the run id (default a new, time-ordered id)")
 		wait := fs.Bool("wait", false, "wait for the run to end and print its state")
 		timeout := fs.Duration("timeout", 0, "with -wait, how long to wait at most (default: until the run ends)")
 		types := typesFlag(fs)
-		pos, err := e.parse(c, fs, args, 1, 1)
-		if err != nil {
-			return err
-		}
-		in, err := e.objectArg(c, "input", *input)
-		if err != nil {
-			return err
-		}
-		inv, err := e.objectArg(c, "invocation", *invocation)
-		if err != nil {
-			return err
-		}
-		if *timeout < 0 {
-			return &usageError{cmd: c, msg: fmt.Sprintf("-timeout: want a positive duration, or 0 for none, got %s", *timeout)}
-		}
-		if *id != "" && !eventlog.ValidToken(*id) {
-			return &usageError{cmd: c, msg: fmt.Sprintf("-id: %q is not a valid run id (letters, digits, '-' and '_', at most 128, starting with a letter or digit)", *id)}
-		}
-		g, err := loadGraph(pos[0], *types)
-		if err != nil {
-			return graphError(pos[0], err)
-		}
-		cl, closeConn, err := e.connect(c, cfg, true)
-		if err != nil {
-			return err
-		}
-		defer closeConn()
-		opts := []client.StartOption{client.WithInput(in), client.WithInvocation(inv)}
-		if *id != "" {
-			opts = append(opts, client.WithRunID(*id))
-		}
-		sctx, span := commandSpan(e.ctx, c.name)
-		run, err := cl.Start(sctx, g, opts...)
-		span.End()
-		if err != nil {
-			return err
-		}
-		if span.SpanContext().IsValid() {
-			// Exported now, not at exit: a -wait may be cut short.
-			_ = telemetry.Flush(e.ctx)
-			fmt.Fprintf(e.stderr, "trace %s\n", span.SpanContext().TraceID())
-		}
-		if !*wait {
-			if *out == "json" {
-				return e.writeJSON(map[string]string{"runId": run})
-			}
-			fmt.Fprintln(e.stdout, run)
-			return nil
-		}
-		if *out != "json" {
-			fmt.Fprintln(e.stdout, run)
-		}
-		ctx, cancel := context.WithCancel(e.ctx)
-		if *timeout > 0 {
-			ctx, cancel = context.WithTimeout(e.ctx, *timeout)
-		}
-		defer cancel()
-		st, err := e.waitRun(ctx, cl, run, *out != "json" && terminal(e.stdout))
-		if errors.Is(err, context.DeadlineExceeded) {
-			return fmt.Errorf("run %s has not ended after %s; see 'weft status %s'", run, *timeout, run)
-		}
-		if err != nil {
-			return err
-		}
-		if *out == "json" {
-			if err := e.writeJSON(st); err != nil {
+		var in, inv json.RawMessage // -input, -invocation
+		var g *graph.Graph
+		check := func(e *env, x *call) (err error) {
+			c, pos := x.cmd, x.args
+			if in, err = e.objectArg(c, "input", *input); err != nil {
 				return err
 			}
-		} else {
-			e.printOutcome(st)
-			if err := endedError(st); err != nil {
-				// The outcome line said it: once is enough.
-				return &reportedError{err: err}
+			if inv, err = e.objectArg(c, "invocation", *invocation); err != nil {
+				return err
 			}
+			if *timeout < 0 {
+				return &usageError{cmd: c, msg: fmt.Sprintf("-timeout: want a positive duration, or 0 for none, got %s", *timeout)}
+			}
+			if *id != "" && !eventlog.ValidToken(*id) {
+				return &usageError{cmd: c, msg: fmt.Sprintf("-id: %q is not a valid run id (letters, digits, '-' and '_', at most 128, starting with a letter or digit)", *id)}
+			}
+			if g, err = loadGraph(pos[0], *types); err != nil {
+				return graphError(pos[0], err)
+			}
+			return nil
 		}
-		return endedError(st)
+		return action{check: check, do: func(e *env, x *call) error {
+			c, cl := x.cmd, x.cl
+			opts := []client.StartOption{client.WithInput(in), client.WithInvocation(inv)}
+			if *id != "" {
+				opts = append(opts, client.WithRunID(*id))
+			}
+			sctx, span := commandSpan(e.ctx, c.name)
+			run, err := cl.Start(sctx, g, opts...)
+			span.End()
+			if err != nil {
+				return err
+			}
+			if span.SpanContext().IsValid() {
+				// Exported now, not at exit: a -wait may be cut short.
+				_ = telemetry.Flush(e.ctx)
+				fmt.Fprintf(e.stderr, "trace %s\n", span.SpanContext().TraceID())
+			}
+			if !*wait {
+				if x.out == "json" {
+					return e.writeJSON(map[string]string{"runId": run})
+				}
+				fmt.Fprintln(e.stdout, run)
+				return nil
+			}
+			if x.out != "json" {
+				fmt.Fprintln(e.stdout, run)
+			}
+			ctx, cancel := context.WithCancel(e.ctx)
+			if *timeout > 0 {
+				ctx, cancel = context.WithTimeout(e.ctx, *timeout)
+			}
+			defer cancel()
+			st, err := e.waitRun(ctx, cl, run, x.out != "json" && terminal(e.stdout))
+			if errors.Is(err, context.DeadlineExceeded) {
+				return fmt.Errorf("run %s has not ended after %s; see 'weft status %s'", run, *timeout, run)
+			}
+			if err != nil {
+				return err
+			}
+			if x.out == "json" {
+				if err := e.writeJSON(st); err != nil {
+					return err
+				}
+			} else {
+				e.printOutcome(st)
+				if err := endedError(st); err != nil {
+					// The outcome line said it: once is enough.
+					return &reportedError{err: err}
+				}
+			}
+			return endedError(st)
+		}}
 	},
 }
 
@@ -192,60 +189,59 @@ built-in ones are errors unless -types names them. An edge condition that
 reads a field its source cannot provide (an output property its
 outputSchema does not list, any output on an edge from START) is a problem
 too, unless has(...) guards it. Exits 1 if any file is invalid.`,
-	run: func(e *env, c *command, args []string) error {
-		fs, out := e.flagSet(c)
+	min: 1, max: -1,
+	flags: func(fs *flag.FlagSet) action {
 		types := typesFlag(fs)
-		files, err := e.parse(c, fs, args, 1, -1)
-		if err != nil {
-			return err
-		}
-		type report struct {
-			File     string   `json:"file"`
-			Valid    bool     `json:"valid"`
-			Graph    string   `json:"graph,omitempty"`
-			Nodes    int      `json:"nodes,omitempty"`
-			Digest   string   `json:"digest,omitempty"`
-			Problems []string `json:"problems,omitempty"`
-		}
-		var reports []report
-		bad := 0
-		for _, f := range files {
-			g, err := loadGraph(f, *types)
-			if err == nil {
-				// Conditions that read a field nothing provides.
-				err = graph.CheckConditionReads(g)
+		return action{do: func(e *env, x *call) error {
+			files := x.args
+			type report struct {
+				File     string   `json:"file"`
+				Valid    bool     `json:"valid"`
+				Graph    string   `json:"graph,omitempty"`
+				Nodes    int      `json:"nodes,omitempty"`
+				Digest   string   `json:"digest,omitempty"`
+				Problems []string `json:"problems,omitempty"`
 			}
-			r := report{File: f, Valid: err == nil}
-			if err != nil {
-				bad++
-				r.Problems = problems(err)
-				if errors.Is(err, os.ErrNotExist) {
-					r.Problems = []string{f + ": no such file"}
+			var reports []report
+			bad := 0
+			for _, f := range files {
+				g, err := loadGraph(f, *types)
+				if err == nil {
+					// Conditions that read a field nothing provides.
+					err = graph.CheckConditionReads(g)
 				}
-			} else {
-				r.Graph, r.Nodes, r.Digest = g.Definition().Name, len(g.Nodes()), g.Digest()
+				r := report{File: f, Valid: err == nil}
+				if err != nil {
+					bad++
+					r.Problems = problems(err)
+					if errors.Is(err, os.ErrNotExist) {
+						r.Problems = []string{f + ": no such file"}
+					}
+				} else {
+					r.Graph, r.Nodes, r.Digest = g.Definition().Name, len(g.Nodes()), g.Digest()
+				}
+				reports = append(reports, r)
+				if x.out == "json" {
+					continue
+				}
+				if r.Valid {
+					fmt.Fprintf(e.stdout, "%s: ok (graph %s, %d nodes, %s)\n", f, r.Graph, r.Nodes, shortDigest(r.Digest))
+					continue
+				}
+				for _, p := range r.Problems {
+					fmt.Fprintln(e.stdout, p)
+				}
 			}
-			reports = append(reports, r)
-			if *out == "json" {
-				continue
+			if x.out == "json" {
+				if err := e.writeJSON(reports); err != nil {
+					return err
+				}
 			}
-			if r.Valid {
-				fmt.Fprintf(e.stdout, "%s: ok (graph %s, %d nodes, %s)\n", f, r.Graph, r.Nodes, shortDigest(r.Digest))
-				continue
+			if bad > 0 {
+				return fmt.Errorf("%d of %d graph files invalid", bad, len(files))
 			}
-			for _, p := range r.Problems {
-				fmt.Fprintln(e.stdout, p)
-			}
-		}
-		if *out == "json" {
-			if err := e.writeJSON(reports); err != nil {
-				return err
-			}
-		}
-		if bad > 0 {
-			return fmt.Errorf("%d of %d graph files invalid", bad, len(files))
-		}
-		return nil
+			return nil
+		}}
 	},
 }
 

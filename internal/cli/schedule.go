@@ -71,41 +71,36 @@ schedule's runs are listed by 'weft list -schedule NAME'.`,
 // scheduleWrite is create and update: the same flags; update changes
 // only those given.
 func scheduleWrite(e *env, c *command, create bool, args []string) error {
-	fs, out := e.flagSet(c)
-	cfg := natsFlags(fs)
-	f := newScheduleFlags(fs)
-	pos, err := e.parse(c, fs, args, 1, 1)
-	if err != nil {
-		return err
+	flags := func(fs *flag.FlagSet) action {
+		f := newScheduleFlags(fs)
+		set := map[string]bool{} // the flags given
+		var in json.RawMessage   // -input
+		check := func(e *env, x *call) (err error) {
+			fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+			in, err = e.objectArg(x.cmd, "input", *f.input)
+			return err
+		}
+		return action{check: check, do: func(e *env, x *call) (err error) {
+			c, name, cl := x.cmd, x.args[0], x.cl
+			var d *client.Schedule
+			verb := "updated"
+			if create {
+				verb = "created"
+				d, err = f.create(e.ctx, c, cl, name, in)
+			} else {
+				d, err = f.update(e.ctx, cl, name, set, in)
+			}
+			if err != nil {
+				return err
+			}
+			if x.out == "json" {
+				return e.writeJSON(d)
+			}
+			fmt.Fprintf(e.stdout, "schedule %s %s\n", name, verb)
+			return nil
+		}}
 	}
-	name := pos[0]
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	in, err := e.objectArg(c, "input", *f.input)
-	if err != nil {
-		return err
-	}
-	cl, closeConn, err := e.connect(c, cfg, false)
-	if err != nil {
-		return err
-	}
-	defer closeConn()
-	var d *client.Schedule
-	verb := "updated"
-	if create {
-		verb = "created"
-		d, err = f.create(e.ctx, c, cl, name, in)
-	} else {
-		d, err = f.update(e.ctx, cl, name, set, in)
-	}
-	if err != nil {
-		return err
-	}
-	if *out == "json" {
-		return e.writeJSON(d)
-	}
-	fmt.Fprintf(e.stdout, "schedule %s %s\n", name, verb)
-	return nil
+	return e.skeleton(c.with(1, 1, connClient, flags), args)
 }
 
 // scheduleFlags are the flags of schedule create and update.
@@ -189,33 +184,32 @@ func (f *scheduleFlags) update(ctx context.Context, cl *client.Client, name stri
 }
 
 func scheduleList(e *env, c *command, args []string) error {
-	fs, out := e.flagSet(c)
-	cfg := natsFlags(fs)
-	_, cl, closeConn, err := e.parseAndConnect(c, fs, cfg, args, 0, 0)
-	if err != nil {
-		return err
+	flags := func(fs *flag.FlagSet) action {
+		return action{do: func(e *env, x *call) error {
+			cl := x.cl
+			ds, err := cl.ListSchedules(e.ctx)
+			if err != nil {
+				return err
+			}
+			if x.out == "json" {
+				if ds == nil {
+					ds = []*client.Schedule{}
+				}
+				return e.writeJSON(ds)
+			}
+			tw := table(e.stdout)
+			fmt.Fprintln(tw, "NAME\tGRAPH\tSPEC\tOVERLAP\tPAUSED\tNEXT")
+			for _, d := range ds {
+				next := "-"
+				if tm, err := d.Timing(); err == nil && !d.Paused {
+					next = tm.Next(time.Now()).Format(time.RFC3339)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", d.Name, d.GraphName, specOf(d), d.Policy(), yesNo(d.Paused), next)
+			}
+			return tw.Flush()
+		}}
 	}
-	defer closeConn()
-	ds, err := cl.ListSchedules(e.ctx)
-	if err != nil {
-		return err
-	}
-	if *out == "json" {
-		if ds == nil {
-			ds = []*client.Schedule{}
-		}
-		return e.writeJSON(ds)
-	}
-	tw := table(e.stdout)
-	fmt.Fprintln(tw, "NAME\tGRAPH\tSPEC\tOVERLAP\tPAUSED\tNEXT")
-	for _, d := range ds {
-		next := "-"
-		if tm, err := d.Timing(); err == nil && !d.Paused {
-			next = tm.Next(time.Now()).Format(time.RFC3339)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", d.Name, d.GraphName, specOf(d), d.Policy(), yesNo(d.Paused), next)
-	}
-	return tw.Flush()
+	return e.skeleton(c.with(0, 0, connClient, flags), args)
 }
 
 func specOf(d *client.Schedule) string {
@@ -230,32 +224,31 @@ func specOf(d *client.Schedule) string {
 }
 
 func scheduleDescribe(e *env, c *command, args []string) error {
-	fs, out := e.flagSet(c)
-	cfg := natsFlags(fs)
-	pos, cl, closeConn, err := e.parseOneAndConnect(c, fs, cfg, args)
-	if err != nil {
-		return err
+	flags := func(fs *flag.FlagSet) action {
+		return action{do: func(e *env, x *call) error {
+			pos, cl := x.args, x.cl
+			desc, err := cl.DescribeSchedule(e.ctx, pos[0])
+			if err != nil {
+				return err
+			}
+			if x.out == "json" {
+				return e.writeJSON(desc)
+			}
+			e.printSchedule(desc)
+			fmt.Fprintln(e.stdout)
+			tw := table(e.stdout)
+			fmt.Fprintln(tw, "FIRE TIME\tOUTCOME\tRUN\tSTATUS")
+			for _, r := range desc.Runs {
+				st := r.Status
+				if st == "" {
+					st = "-"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Nominal.Format(time.RFC3339), r.Outcome, r.RunID, st)
+			}
+			return tw.Flush()
+		}}
 	}
-	defer closeConn()
-	desc, err := cl.DescribeSchedule(e.ctx, pos[0])
-	if err != nil {
-		return err
-	}
-	if *out == "json" {
-		return e.writeJSON(desc)
-	}
-	e.printSchedule(desc)
-	fmt.Fprintln(e.stdout)
-	tw := table(e.stdout)
-	fmt.Fprintln(tw, "FIRE TIME\tOUTCOME\tRUN\tSTATUS")
-	for _, r := range desc.Runs {
-		st := r.Status
-		if st == "" {
-			st = "-"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Nominal.Format(time.RFC3339), r.Outcome, r.RunID, st)
-	}
-	return tw.Flush()
+	return e.skeleton(c.with(1, 1, connClient, flags), args)
 }
 
 // printSchedule prints scheduleDescribe's first table: the schedule's
@@ -299,102 +292,97 @@ func (e *env) printSchedule(desc *client.ScheduleDescription) {
 }
 
 func schedulePause(e *env, c *command, pause bool, args []string) error {
-	fs, out := e.flagSet(c)
-	cfg := natsFlags(fs)
-	note := fs.String("note", "", "why (shown by describe)")
-	pos, cl, closeConn, err := e.parseOneAndConnect(c, fs, cfg, args)
-	if err != nil {
-		return err
+	flags := func(fs *flag.FlagSet) action {
+		note := fs.String("note", "", "why (shown by describe)")
+		return action{do: func(e *env, x *call) (err error) {
+			pos, cl := x.args, x.cl
+			verb := "paused"
+			if pause {
+				err = cl.PauseSchedule(e.ctx, pos[0], *note)
+			} else {
+				verb = "unpaused"
+				err = cl.UnpauseSchedule(e.ctx, pos[0], *note)
+			}
+			if err != nil {
+				return err
+			}
+			if x.out == "json" {
+				return e.writeJSON(map[string]any{"schedule": pos[0], "paused": pause})
+			}
+			fmt.Fprintf(e.stdout, "schedule %s %s\n", pos[0], verb)
+			return nil
+		}}
 	}
-	defer closeConn()
-	verb := "paused"
-	if pause {
-		err = cl.PauseSchedule(e.ctx, pos[0], *note)
-	} else {
-		verb = "unpaused"
-		err = cl.UnpauseSchedule(e.ctx, pos[0], *note)
-	}
-	if err != nil {
-		return err
-	}
-	if *out == "json" {
-		return e.writeJSON(map[string]any{"schedule": pos[0], "paused": pause})
-	}
-	fmt.Fprintf(e.stdout, "schedule %s %s\n", pos[0], verb)
-	return nil
+	return e.skeleton(c.with(1, 1, connClient, flags), args)
 }
 
 func scheduleTrigger(e *env, c *command, args []string) error {
-	fs, out := e.flagSet(c)
-	cfg := natsFlags(fs)
-	pos, cl, closeConn, err := e.parseOneAndConnect(c, fs, cfg, args)
-	if err != nil {
-		return err
+	flags := func(fs *flag.FlagSet) action {
+		return action{do: func(e *env, x *call) error {
+			pos, cl := x.args, x.cl
+			run, err := cl.TriggerSchedule(e.ctx, pos[0])
+			if err != nil {
+				return err
+			}
+			if x.out == "json" {
+				return e.writeJSON(map[string]string{"schedule": pos[0], "runId": run})
+			}
+			fmt.Fprintln(e.stdout, run)
+			return nil
+		}}
 	}
-	defer closeConn()
-	run, err := cl.TriggerSchedule(e.ctx, pos[0])
-	if err != nil {
-		return err
-	}
-	if *out == "json" {
-		return e.writeJSON(map[string]string{"schedule": pos[0], "runId": run})
-	}
-	fmt.Fprintln(e.stdout, run)
-	return nil
+	return e.skeleton(c.with(1, 1, connClient, flags), args)
 }
 
 func scheduleBackfill(e *env, c *command, args []string) error {
-	fs, out := e.flagSet(c)
-	cfg := natsFlags(fs)
-	fromS := fs.String("from", "", "first fire time (RFC 3339), inclusive")
-	toS := fs.String("to", "", "last fire time (RFC 3339), inclusive")
-	pos, err := e.parse(c, fs, args, 1, 1)
-	if err != nil {
-		return err
-	}
-	from, err := time.Parse(time.RFC3339, *fromS)
-	if err != nil {
-		return &usageError{cmd: c, msg: fmt.Sprintf("-from: want an RFC 3339 time, got %q", *fromS)}
-	}
-	to, err := time.Parse(time.RFC3339, *toS)
-	if err != nil {
-		return &usageError{cmd: c, msg: fmt.Sprintf("-to: want an RFC 3339 time, got %q", *toS)}
-	}
-	cl, closeConn, err := e.connect(c, cfg, false)
-	if err != nil {
-		return err
-	}
-	defer closeConn()
-	runs, err := cl.BackfillSchedule(e.ctx, pos[0], from, to)
-	if err != nil {
-		return err
-	}
-	if *out == "json" {
-		if runs == nil {
-			runs = []string{}
+	flags := func(fs *flag.FlagSet) action {
+		fromS := fs.String("from", "", "first fire time (RFC 3339), inclusive")
+		toS := fs.String("to", "", "last fire time (RFC 3339), inclusive")
+		var from, to time.Time
+		check := func(e *env, x *call) (err error) {
+			c := x.cmd
+			if from, err = time.Parse(time.RFC3339, *fromS); err != nil {
+				return &usageError{cmd: c, msg: fmt.Sprintf("-from: want an RFC 3339 time, got %q", *fromS)}
+			}
+			if to, err = time.Parse(time.RFC3339, *toS); err != nil {
+				return &usageError{cmd: c, msg: fmt.Sprintf("-to: want an RFC 3339 time, got %q", *toS)}
+			}
+			return nil
 		}
-		return e.writeJSON(map[string]any{"schedule": pos[0], "runs": runs})
+		return action{check: check, do: func(e *env, x *call) error {
+			pos, cl := x.args, x.cl
+			runs, err := cl.BackfillSchedule(e.ctx, pos[0], from, to)
+			if err != nil {
+				return err
+			}
+			if x.out == "json" {
+				if runs == nil {
+					runs = []string{}
+				}
+				return e.writeJSON(map[string]any{"schedule": pos[0], "runs": runs})
+			}
+			for _, r := range runs {
+				fmt.Fprintln(e.stdout, r)
+			}
+			return nil
+		}}
 	}
-	for _, r := range runs {
-		fmt.Fprintln(e.stdout, r)
-	}
-	return nil
+	return e.skeleton(c.with(1, 1, connClient, flags), args)
 }
 
 func scheduleDelete(e *env, c *command, args []string) error {
-	fs, out := e.flagSet(c)
-	cfg := natsFlags(fs)
-	pos, cl, closeConn, err := e.parseOneAndConnect(c, fs, cfg, args)
-	if err != nil {
-		return err
+	flags := func(fs *flag.FlagSet) action {
+		return action{do: func(e *env, x *call) error {
+			pos, cl := x.args, x.cl
+			if err := cl.DeleteSchedule(e.ctx, pos[0]); err != nil {
+				return err
+			}
+			if x.out == "json" {
+				return e.writeJSON(map[string]any{"schedule": pos[0], "deleted": true})
+			}
+			fmt.Fprintf(e.stdout, "schedule %s deleted\n", pos[0])
+			return nil
+		}}
 	}
-	defer closeConn()
-	if err := cl.DeleteSchedule(e.ctx, pos[0]); err != nil {
-		return err
-	}
-	if *out == "json" {
-		return e.writeJSON(map[string]any{"schedule": pos[0], "deleted": true})
-	}
-	fmt.Fprintf(e.stdout, "schedule %s deleted\n", pos[0])
-	return nil
+	return e.skeleton(c.with(1, 1, connClient, flags), args)
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -31,58 +32,57 @@ WEFT_WEBHOOK_SECRET_NAME (upper case, '-' as '_'). Timestamps more than
 -tolerance from now are refused. Under 'weft roles', run it as weft-serve
 (its .env file), with -webhook-subjects naming the webhooks' subjects there.
 See docs/http.md.`,
-	run: func(e *env, c *command, args []string) error {
-		fs, _ := e.flagSet(c)
-		cfg := natsFlags(fs)
+	conn: connStore,
+	flags: func(fs *flag.FlagSet) action {
 		addr := fs.String("addr", "127.0.0.1:8088", "listen address")
 		tolerance := fs.Duration("tolerance", gateway.DefaultTolerance, "how far a webhook's timestamp may be from now")
 		var hooks attrFlag = attrFlag{}
 		fs.Var(hooks, "webhook", "NAME=SUBJECT: a webhook and the subject its bodies go to (repeatable)")
-		if _, err := e.parse(c, fs, args, 0, 0); err != nil {
-			return err
-		}
-		gc := gateway.Config{Tokens: map[string]string{}, Webhooks: map[string]gateway.Webhook{}, Tolerance: *tolerance}
-		for pair := range strings.SplitSeq(os.Getenv("WEFT_GATEWAY_TOKENS"), ",") {
-			if pair = strings.TrimSpace(pair); pair == "" {
-				continue
+		var gc gateway.Config
+		check := func(e *env, x *call) error {
+			c := x.cmd
+			gc = gateway.Config{Tokens: map[string]string{}, Webhooks: map[string]gateway.Webhook{}, Tolerance: *tolerance}
+			for pair := range strings.SplitSeq(os.Getenv("WEFT_GATEWAY_TOKENS"), ",") {
+				if pair = strings.TrimSpace(pair); pair == "" {
+					continue
+				}
+				name, tok, ok := strings.Cut(pair, "=")
+				if !ok || name == "" || len(tok) < 16 {
+					return &usageError{cmd: c, msg: "WEFT_GATEWAY_TOKENS: want NAME=TOKEN pairs, tokens of at least 16 characters"}
+				}
+				gc.Tokens[tok] = name
 			}
-			name, tok, ok := strings.Cut(pair, "=")
-			if !ok || name == "" || len(tok) < 16 {
-				return &usageError{cmd: c, msg: "WEFT_GATEWAY_TOKENS: want NAME=TOKEN pairs, tokens of at least 16 characters"}
+			for name, subject := range hooks {
+				env := "WEFT_WEBHOOK_SECRET_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+				secret := os.Getenv(env)
+				if len(secret) < 16 {
+					return &usageError{cmd: c, msg: fmt.Sprintf("-webhook %s: %s: want a secret of at least 16 characters", name, env)}
+				}
+				gc.Webhooks[name] = gateway.Webhook{Secret: []byte(secret), Subject: subject}
 			}
-			gc.Tokens[tok] = name
-		}
-		for name, subject := range hooks {
-			env := "WEFT_WEBHOOK_SECRET_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
-			secret := os.Getenv(env)
-			if len(secret) < 16 {
-				return &usageError{cmd: c, msg: fmt.Sprintf("-webhook %s: %s: want a secret of at least 16 characters", name, env)}
+			if len(gc.Tokens) == 0 && len(gc.Webhooks) == 0 {
+				return &usageError{cmd: c, msg: "nothing to serve: set WEFT_GATEWAY_TOKENS, or give -webhook"}
 			}
-			gc.Webhooks[name] = gateway.Webhook{Secret: []byte(secret), Subject: subject}
+			return nil
 		}
-		if len(gc.Tokens) == 0 && len(gc.Webhooks) == 0 {
-			return &usageError{cmd: c, msg: "nothing to serve: set WEFT_GATEWAY_TOKENS, or give -webhook"}
-		}
-		store, opts, closeConn, err := e.connectStore(c, cfg, false)
-		if err != nil {
-			return err
-		}
-		defer closeConn()
-		ln, err := net.Listen("tcp", *addr)
-		if err != nil {
-			return err
-		}
-		srv := &http.Server{Handler: gateway.Handler(store, opts, gc), ReadHeaderTimeout: 10 * time.Second}
-		fmt.Fprintf(e.stderr, "weft serve: listening on http://%s\n", ln.Addr())
-		go func() {
-			<-e.ctx.Done()
-			ctx, cancel := context.WithTimeout(context.WithoutCancel(e.ctx), 5*time.Second)
-			defer cancel()
-			_ = srv.Shutdown(ctx)
-		}()
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			return err
-		}
-		return nil
+		return action{check: check, do: func(e *env, x *call) error {
+			store, opts := x.store, x.opts
+			ln, err := net.Listen("tcp", *addr)
+			if err != nil {
+				return err
+			}
+			srv := &http.Server{Handler: gateway.Handler(store, opts, gc), ReadHeaderTimeout: 10 * time.Second}
+			fmt.Fprintf(e.stderr, "weft serve: listening on http://%s\n", ln.Addr())
+			go func() {
+				<-e.ctx.Done()
+				ctx, cancel := context.WithTimeout(context.WithoutCancel(e.ctx), 5*time.Second)
+				defer cancel()
+				_ = srv.Shutdown(ctx)
+			}()
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		}}
 	},
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -59,21 +60,25 @@ line for it.`,
 		if len(args) > 0 && args[0] == "hash-password" {
 			return uiHashPassword(e, cmdUIHashPassword, args[1:])
 		}
-		fs, _ := e.flagSet(c)
-		ncfg := natsFlags(fs)
-		addr := fs.String("addr", ui.DefaultAddr, "address to listen on (env WEFT_UI_ADDR); not a loopback one only with credentials")
-		readOnly := fs.Bool("read-only", false, "refuse every action: signal, cancel, fork")
-		user := fs.String("ui-user", "", "user the UI asks for (HTTP basic auth; env WEFT_UI_USER)")
-		password := fs.String("ui-password", "", fmt.Sprintf("password the UI asks for, at least %d characters; prefer -password-file, or the environment, which ps does not show (env WEFT_UI_PASSWORD)", ui.MinPasswordLength))
-		passwordFile := fs.String("password-file", "", "file with the UI's user and bcrypt password hash, USER:HASH ('weft ui hash-password' writes it; env WEFT_UI_PASSWORD_FILE)")
-		traceURL := fs.String("trace-url", "", "link to a run's trace, with {traceId} in it (env WEFT_UI_TRACE_URL)")
-		proxies := fs.String("trusted-proxy", "", "addresses or networks of reverse proxies in front of the UI, comma separated: their X-Forwarded-For names the client (env WEFT_UI_TRUSTED_PROXIES)")
-		livePerClient := fs.Int("live-per-client", ui.DefaultLivePerClient, "live streams one client may have open (env WEFT_UI_LIVE_PER_CLIENT)")
-		liveMax := fs.Int("live-max", ui.DefaultLive, "live streams open at once, in all (env WEFT_UI_LIVE_MAX)")
-		verbose := fs.Bool("v", false, "log the server's debug lines too")
-		if _, err := e.parse(c, fs, args, 0, 0); err != nil {
-			return err
-		}
+		return e.skeleton(c.with(0, 0, connUI, uiFlags), args)
+	},
+}
+
+// uiFlags is the flags function of 'weft ui' (not hash-password).
+func uiFlags(fs *flag.FlagSet) action {
+	addr := fs.String("addr", ui.DefaultAddr, "address to listen on (env WEFT_UI_ADDR); not a loopback one only with credentials")
+	readOnly := fs.Bool("read-only", false, "refuse every action: signal, cancel, fork")
+	user := fs.String("ui-user", "", "user the UI asks for (HTTP basic auth; env WEFT_UI_USER)")
+	password := fs.String("ui-password", "", fmt.Sprintf("password the UI asks for, at least %d characters; prefer -password-file, or the environment, which ps does not show (env WEFT_UI_PASSWORD)", ui.MinPasswordLength))
+	passwordFile := fs.String("password-file", "", "file with the UI's user and bcrypt password hash, USER:HASH ('weft ui hash-password' writes it; env WEFT_UI_PASSWORD_FILE)")
+	traceURL := fs.String("trace-url", "", "link to a run's trace, with {traceId} in it (env WEFT_UI_TRACE_URL)")
+	proxies := fs.String("trusted-proxy", "", "addresses or networks of reverse proxies in front of the UI, comma separated: their X-Forwarded-For names the client (env WEFT_UI_TRUSTED_PROXIES)")
+	livePerClient := fs.Int("live-per-client", ui.DefaultLivePerClient, "live streams one client may have open (env WEFT_UI_LIVE_PER_CLIENT)")
+	liveMax := fs.Int("live-max", ui.DefaultLive, "live streams open at once, in all (env WEFT_UI_LIVE_MAX)")
+	verbose := fs.Bool("v", false, "log the server's debug lines too")
+	var cfg ui.Config
+	check := func(e *env, x *call) error {
+		c := x.cmd
 		if err := natsconn.ApplyEnv(fs, uiEnv); err != nil {
 			return &usageError{cmd: c, msg: err.Error()}
 		}
@@ -83,7 +88,7 @@ line for it.`,
 		if *verbose {
 			level = slog.LevelDebug
 		}
-		cfg := ui.Config{ReadOnly: *readOnly, User: *user, Password: *password, TraceURL: *traceURL,
+		cfg = ui.Config{ReadOnly: *readOnly, User: *user, Password: *password, TraceURL: *traceURL,
 			Limits: ui.Limits{LivePerClient: *livePerClient, Live: *liveMax},
 			Log:    slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level}))}
 		if *livePerClient < 1 || *liveMax < 1 {
@@ -102,11 +107,10 @@ line for it.`,
 		if err := ui.CheckAddr(*addr, cfg.User != ""); err != nil {
 			return &usageError{cmd: c, msg: "-addr: " + err.Error()}
 		}
-		store, opts, closeConn, err := e.connectStoreAs(c, ncfg, false, natsconn.RoleUI)
-		if err != nil {
-			return err
-		}
-		defer closeConn()
+		return nil
+	}
+	return action{check: check, do: func(e *env, x *call) error {
+		store, opts := x.store, x.opts
 		srv, err := startUI(e.ctx, *addr, cfg, store, opts...)
 		if err != nil {
 			return fmt.Errorf("-addr: %w", err)
@@ -119,7 +123,7 @@ line for it.`,
 		fmt.Fprintf(e.stdout, "UI: %s%s\n", srv.URL(), mode)
 		<-e.ctx.Done()
 		return nil
-	},
+	}}
 }
 
 var cmdUIHashPassword = &command{
@@ -134,25 +138,27 @@ bytes: bcrypt ignores the rest).`, ui.MinPasswordLength, ui.MaxPasswordLength),
 
 // uiHashPassword runs 'weft ui hash-password'.
 func uiHashPassword(e *env, c *command, args []string) error {
-	fs, _ := e.flagSet(c)
-	user := fs.String("user", "", "the UI's user (required)")
-	cost := fs.Int("cost", ui.DefaultHashCost, fmt.Sprintf("bcrypt cost, %d or more: each step doubles the time a login's check takes", ui.MinHashCost))
-	if _, err := e.parse(c, fs, args, 0, 0); err != nil {
-		return err
+	flags := func(fs *flag.FlagSet) action {
+		user := fs.String("user", "", "the UI's user (required)")
+		cost := fs.Int("cost", ui.DefaultHashCost, fmt.Sprintf("bcrypt cost, %d or more: each step doubles the time a login's check takes", ui.MinHashCost))
+		return action{do: func(e *env, x *call) error {
+			c := x.cmd
+			if *user == "" {
+				return &usageError{cmd: c, msg: "-user: the UI's user is required"}
+			}
+			password, err := readPassword(e)
+			if err != nil {
+				return err
+			}
+			line, err := ui.HashPassword(*user, password, *cost)
+			if err != nil {
+				return &usageError{cmd: c, msg: err.Error()}
+			}
+			fmt.Fprintln(e.stdout, line)
+			return nil
+		}}
 	}
-	if *user == "" {
-		return &usageError{cmd: c, msg: "-user: the UI's user is required"}
-	}
-	password, err := readPassword(e)
-	if err != nil {
-		return err
-	}
-	line, err := ui.HashPassword(*user, password, *cost)
-	if err != nil {
-		return &usageError{cmd: c, msg: err.Error()}
-	}
-	fmt.Fprintln(e.stdout, line)
-	return nil
+	return e.skeleton(c.with(0, 0, connNone, flags), args)
 }
 
 // readPassword reads a password: from a terminal twice, without echo,

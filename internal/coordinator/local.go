@@ -316,7 +316,7 @@ func (c *Coordinator) localMissing(ent *runEntry) bool {
 // (Its complexity is the rounds' bounds: steps, time budget, detaching;
 // the work is in localDue, startLocal, recordLocal and decide.)
 func (c *Coordinator) runLocal(ctx context.Context, ent *runEntry, handling string) error {
-	if len(c.opts.local) == 0 || len(ent.local) == 0 && !c.localMissing(ent) {
+	if !c.mayRunLocal(ent) {
 		return nil
 	}
 	g, err := c.graphFor(ent.state)
@@ -329,7 +329,7 @@ func (c *Coordinator) runLocal(ctx context.Context, ent *runEntry, handling stri
 		if err != nil || len(due) == 0 {
 			return err
 		}
-		var done []*localRun
+		var done []*localRun // stays on the stack: a round runs few nodes
 		for _, li := range due {
 			wait := time.Until(deadline)
 			if wait <= 0 && li.id != handling {
@@ -355,6 +355,13 @@ func (c *Coordinator) runLocal(ctx context.Context, ent *runEntry, handling stri
 		}
 	}
 	return nil
+}
+
+// mayRunLocal reports whether the run may have local nodes to run here:
+// this coordinator runs some node types, and the entry holds work items
+// of local nodes or its state has a ready local attempt it does not hold.
+func (c *Coordinator) mayRunLocal(ent *runEntry) bool {
+	return len(c.opts.local) > 0 && (len(ent.local) > 0 || c.localMissing(ent))
 }
 
 // recordLocal appends the outcomes of local nodes run here to their run

@@ -451,53 +451,18 @@ func (d *decider) readyWith(n *graph.Node, ref events.NodeRef, attempt int, loca
 	if d.s.Status.Ended() { // a sibling item's failure ended the run
 		return
 	}
-	var slot *events.SlotRef
-	var rate *events.RateRef
-	if done != nil {
-		slot, rate = done.slot, done.rate
+	slot, rate, ok := d.flowClears(n, ref, attempt, local, consumed, owed, done)
+	if !ok {
+		return
 	}
-	if n.Rate != nil && ref.Item == nil && rate == nil {
-		var ok bool
-		if rate, ok = d.takeTurn(n, ref, attempt, local, consumed, owed); !ok {
-			return
-		}
-	}
-	if n.Concurrency != nil && ref.Item == nil { // an item's: readyItem
-		if slot == nil {
-			var ok bool
-			if slot, ok = d.slotFor(n, local); !ok {
-				return
-			}
-		}
-		granted, ok := d.admit(ref, attempt, slot)
-		if !ok {
-			return
-		}
-		if !granted {
-			d.waitForSlot(ref, attempt, slot, local, consumed, owed)
-			return
-		}
-	}
-	queue := n.Queue
-	switch {
-	case d.ev.IsLocal(n.ID):
-		queue = events.LocalQueue // the coordinator runs it
-	case queue == "":
-		queue = graph.DefaultQueue
-	}
-	if size := len(input) + len(local); size > MaxWorkItemData {
-		d.failRun(events.Failure{
-			Type:    events.FailurePayloadTooLarge,
-			Message: fmt.Sprintf("node %q: its work item would carry %d bytes of state (input and local data), the limit is %d; declare the state keys it needs as its inputs, or keep large values out of the state", n.ID, size, MaxWorkItemData),
-			Details: mustJSON(map[string]any{"node": n.ID, "size": size, "limit": MaxWorkItemData}),
-		}, n.ID)
+	if d.tooLargeToReady(n, len(input)+len(local)) {
 		return
 	}
 	p := &events.NodeReadyData{
 		NodeRef:        ref,
 		Attempt:        attempt,
 		Type:           n.Type,
-		Queue:          queue,
+		Queue:          d.queueOf(n),
 		Input:          input,
 		Local:          local,
 		IdempotencyKey: eventlog.IdempotencyKey(d.s.RunID, ref, attempt),
@@ -513,6 +478,67 @@ func (d *decider) readyWith(n *graph.Node, ref events.NodeRef, attempt int, loca
 		Rate:           rate,
 	}
 	d.emit(p, eventlog.DecisionID(d.s.RunID, events.NodeReady, ref.Key(), strconv.Itoa(attempt)))
+}
+
+// flowClears is whether the node's rate and concurrency limits (flow.go)
+// let this attempt be readied now, and the turn and slot it holds: done's,
+// when it waited for them, else taken here. ok is false when the attempt
+// is not readied now: it waits for a turn or a slot, or the run failed
+// working out which.
+// A map item's slot is taken before (readyItem, mapslots.go) and comes in
+// done.
+func (d *decider) flowClears(n *graph.Node, ref events.NodeRef, attempt int, local json.RawMessage, consumed, owed []int, done *cleared) (slot *events.SlotRef, rate *events.RateRef, ok bool) {
+	if done != nil {
+		slot, rate = done.slot, done.rate
+	}
+	if n.Rate != nil && ref.Item == nil && rate == nil {
+		if rate, ok = d.takeTurn(n, ref, attempt, local, consumed, owed); !ok {
+			return nil, nil, false
+		}
+	}
+	if n.Concurrency == nil || ref.Item != nil {
+		return slot, rate, true
+	}
+	if slot == nil {
+		if slot, ok = d.slotFor(n, local); !ok {
+			return nil, nil, false
+		}
+	}
+	granted, ok := d.admit(ref, attempt, slot)
+	if !ok {
+		return nil, nil, false
+	}
+	if !granted {
+		d.waitForSlot(ref, attempt, slot, local, consumed, owed)
+		return nil, nil, false
+	}
+	return slot, rate, true
+}
+
+// queueOf is the queue a node's work items go to: the coordinator's own
+// for a node it runs, else the node's, else the default.
+func (d *decider) queueOf(n *graph.Node) string {
+	switch {
+	case d.ev.IsLocal(n.ID):
+		return events.LocalQueue // the coordinator runs it
+	case n.Queue == "":
+		return graph.DefaultQueue
+	}
+	return n.Queue
+}
+
+// tooLargeToReady fails the run when a work item of n would carry size
+// bytes of state, more than MaxWorkItemData, and reports whether it did.
+func (d *decider) tooLargeToReady(n *graph.Node, size int) bool {
+	if size <= MaxWorkItemData {
+		return false
+	}
+	d.failRun(events.Failure{
+		Type:    events.FailurePayloadTooLarge,
+		Message: fmt.Sprintf("node %q: its work item would carry %d bytes of state (input and local data), the limit is %d; declare the state keys it needs as its inputs, or keep large values out of the state", n.ID, size, MaxWorkItemData),
+		Details: mustJSON(map[string]any{"node": n.ID, "size": size, "limit": MaxWorkItemData}),
+	}, n.ID)
+	return true
 }
 
 // mapItems readies a map node's items, up to its concurrency cap, and

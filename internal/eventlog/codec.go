@@ -110,65 +110,87 @@ func encodeFast(e *Event, s *sealer) (*nats.Msg, error) {
 // writes, opening sealed data with s; ok is false when the SDK's decoder
 // must look at it.
 func decodeFast(subject string, hdr nats.Header, data []byte, s *sealer) (e *Event, ok bool, err error) {
-	for k, vs := range hdr {
-		lk := strings.ToLower(k)
-		if lk != k && (strings.HasPrefix(lk, headerPrefix) || lk == hdrContentType) {
-			return nil, false, nil
-		}
-		if strings.HasPrefix(k, headerPrefix) && (!knownCE[k] || len(vs) == 0 || vs[0] == "") {
-			return nil, false, nil
-		}
-	}
-	if v, has := hdr[hdrContentType]; has && (len(v) == 0 || v[0] != contentJSON && v[0] != ContentSealed && v[0] != ContentRef) {
+	if !fastHeaders(hdr) {
 		return nil, false, nil
 	}
-	get := func(k string) string {
-		if v := hdr[k]; len(v) > 0 {
-			return v[0]
-		}
-		return ""
-	}
-	switch get(hdrSpecVersion) {
+	switch header(hdr, hdrSpecVersion) {
 	case "":
 		return nil, true, fmt.Errorf("%w: %s: not a CloudEvent in binary mode (no %s header)", ErrMalformedEvent, subject, hdrSpecVersion)
 	case "1.0":
 	default:
 		return nil, false, nil
 	}
-	e = &Event{ID: get(hdrID), Source: get(hdrSource), Type: Type(get(hdrType)), RunID: get(hdrRunID),
-		NodeID: get(hdrNodeID), TraceParent: get(hdrTraceParent), TraceState: get(hdrTraceState), Data: data}
+	e = &Event{ID: header(hdr, hdrID), Source: header(hdr, hdrSource), Type: Type(header(hdr, hdrType)), RunID: header(hdr, hdrRunID),
+		NodeID: header(hdr, hdrNodeID), TraceParent: header(hdr, hdrTraceParent), TraceState: header(hdr, hdrTraceState), Data: data}
 	if e.ID == "" || e.Source == "" || e.Type == "" {
 		return nil, true, fmt.Errorf("%w: %s: id, source and type are required", ErrMalformedEvent, subject)
 	}
 	if u, perr := url.Parse(e.Source); perr != nil || u.String() != e.Source {
 		return nil, false, nil // let the SDK judge the URI
 	}
-	if v := get(hdrTime); v != "" {
-		t, terr := types.ParseTime(v)
-		if terr != nil {
-			return nil, true, fmt.Errorf("%w: %s: time %q: %v", ErrMalformedEvent, subject, v, terr)
-		}
-		e.Time = t.UTC()
-	}
-	if e.RunID == "" {
-		return nil, true, fmt.Errorf("%w: %s: missing extension %q", ErrMalformedEvent, subject, ExtRunID)
-	}
-	if v := get(hdrAttempt); v != "" {
-		n, aerr := strconv.ParseInt(v, 10, 32)
-		if aerr != nil {
-			return nil, false, nil // a form the SDK may still read as an integer
-		}
-		if n < 0 {
-			return nil, true, fmt.Errorf("%w: %s: extension %q: %v", ErrMalformedEvent, subject, ExtAttempt, v)
-		}
-		e.Attempt = int(n)
+	if ok, err := fastTimeAndAttempt(subject, hdr, e); !ok || err != nil {
+		return nil, ok, err
 	}
 	if len(e.Data) == 0 {
 		e.Data = nil
 	}
-	if err := unseal(subject, e, get(hdrContentType), get(hdrKeyID), s); err != nil {
+	if err := unseal(subject, e, header(hdr, hdrContentType), header(hdr, hdrKeyID), s); err != nil {
 		return nil, true, err
 	}
 	e, err = placed(subject, e)
 	return e, true, err
+}
+
+// fastHeaders reports whether every header is one decodeFast reads, with
+// a value, in the case Weft writes, and the content type one it knows.
+func fastHeaders(hdr nats.Header) bool {
+	for k, vs := range hdr {
+		lk := strings.ToLower(k)
+		if lk != k && (strings.HasPrefix(lk, headerPrefix) || lk == hdrContentType) {
+			return false
+		}
+		if strings.HasPrefix(k, headerPrefix) && (!knownCE[k] || len(vs) == 0 || vs[0] == "") {
+			return false
+		}
+	}
+	v, has := hdr[hdrContentType]
+	return !has || len(v) > 0 && (v[0] == contentJSON || v[0] == ContentSealed || v[0] == ContentRef)
+}
+
+// header is the first value of header k, or "".
+func header(hdr nats.Header, k string) string {
+	if v := hdr[k]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+// fastTimeAndAttempt sets e's time and attempt from their headers and
+// checks that e has a run id (after the time: a bad time is the error
+// said first); ok is false when the attempt is in a form only the SDK's
+// decoder may read.
+func fastTimeAndAttempt(subject string, hdr nats.Header, e *Event) (ok bool, err error) {
+	if v := header(hdr, hdrTime); v != "" {
+		t, terr := types.ParseTime(v)
+		if terr != nil {
+			return true, fmt.Errorf("%w: %s: time %q: %v", ErrMalformedEvent, subject, v, terr)
+		}
+		e.Time = t.UTC()
+	}
+	if e.RunID == "" {
+		return true, fmt.Errorf("%w: %s: missing extension %q", ErrMalformedEvent, subject, ExtRunID)
+	}
+	v := header(hdr, hdrAttempt)
+	if v == "" {
+		return true, nil
+	}
+	n, aerr := strconv.ParseInt(v, 10, 32)
+	if aerr != nil {
+		return false, nil // a form the SDK may still read as an integer
+	}
+	if n < 0 {
+		return true, fmt.Errorf("%w: %s: extension %q: %v", ErrMalformedEvent, subject, ExtAttempt, v)
+	}
+	e.Attempt = int(n)
+	return true, nil
 }

@@ -160,66 +160,97 @@ func CheckFacts(evs []*Event) error {
 	return nil
 }
 
+// append writes evs to runID's history, checked against expectLast on
+// the run's decisions (its whole history for a run-started): up to
+// chainMax events as a chain of single appends, more as atomic batches.
 func (s *store) append(ctx context.Context, runID string, expectLast uint64, evs []*Event) (uint64, error) {
 	if len(evs) == 0 {
 		return expectLast, nil
 	}
 	ctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
 	defer cancel()
-	msgs := make([]*nats.Msg, len(evs))
-	for i, e := range evs {
-		if e.RunID != runID {
-			return 0, fmt.Errorf("%w: appending an event of run %q to run %q", ErrMalformedEvent, e.RunID, runID)
-		}
-		m, err := s.encode(ctx, e)
-		if err != nil {
-			return 0, err
-		}
-		msgs[i] = m
+	msgs := make([]*nats.Msg, len(evs)) // here, not in encodeAll: a few stay on the stack
+	if err := s.encodeAll(ctx, runID, evs, msgs); err != nil {
+		return 0, err
 	}
 	filter := DecisionFilter(runID)
 	if evs[0].Type == RunStarted {
 		filter = RunFilter(runID)
 	}
-	expect := func(m *nats.Msg, seq uint64) {
-		if seq != AnySeq {
-			m.Header.Set(hdrExpectLastSubjSeq, strconv.FormatUint(seq, 10))
-			m.Header.Set(hdrExpectLastSubjSeqSubj, filter)
-		}
-	}
-	var last uint64
 	if len(msgs) <= chainMax {
-		// A chain of single appends, each checked against the one before.
-		for i, m := range msgs {
-			expect(m, expectLast)
-			seq, err := s.publishOne(ctx, m)
-			if errors.Is(err, ErrDuplicateMismatch) {
-				// Someone took the id first: write the event under a
-				// fresh one. The optimistic concurrency check (for
-				// decisions) or the fold's fencing (for outcomes) keeps
-				// it single; a squatted id never stalls a run.
-				id := m.Header.Get(nats.MsgIdHdr) + "~" + RandomID()
-				m.Header.Set(nats.MsgIdHdr, id)
-				m.Header.Set(headerPrefix+"id", id)
-				evs[i].ID = id // what the caller wrote, as it is in the log
-				seq, err = s.publishOne(ctx, m)
-			}
-			if err != nil {
-				if expectLast == 0 && errors.Is(err, ErrConflict) && evs[0].Type == RunStarted {
-					return s.sameStart(ctx, evs[0])
-				}
-				return 0, err
-			}
-			last = seq
-			if expectLast != AnySeq {
-				expectLast = seq
-			}
-		}
-		return last, nil
+		return s.appendChain(ctx, msgs, evs, expectLast, filter)
 	}
+	return s.appendBatches(ctx, msgs, expectLast, filter)
+}
+
+// encodeAll encodes the events of one append, all of run runID, into
+// msgs.
+func (s *store) encodeAll(ctx context.Context, runID string, evs []*Event, msgs []*nats.Msg) error {
+	for i, e := range evs {
+		if e.RunID != runID {
+			return fmt.Errorf("%w: appending an event of run %q to run %q", ErrMalformedEvent, e.RunID, runID)
+		}
+		m, err := s.encode(ctx, e)
+		if err != nil {
+			return err
+		}
+		msgs[i] = m
+	}
+	return nil
+}
+
+// expectLastOn makes m's append conditional on the last sequence of
+// filter's subjects being seq (none for AnySeq).
+func expectLastOn(m *nats.Msg, seq uint64, filter string) {
+	if seq != AnySeq {
+		m.Header.Set(hdrExpectLastSubjSeq, strconv.FormatUint(seq, 10))
+		m.Header.Set(hdrExpectLastSubjSeqSubj, filter)
+	}
+}
+
+// appendChain appends msgs (the encoded evs) one by one, each checked
+// against the one before.
+func (s *store) appendChain(ctx context.Context, msgs []*nats.Msg, evs []*Event, expectLast uint64, filter string) (uint64, error) {
+	var last uint64
+	for i, m := range msgs {
+		expectLastOn(m, expectLast, filter)
+		seq, err := s.publishOne(ctx, m)
+		if errors.Is(err, ErrDuplicateMismatch) {
+			seq, err = s.publishRenamed(ctx, m, evs[i])
+		}
+		if err != nil {
+			if expectLast == 0 && errors.Is(err, ErrConflict) && evs[0].Type == RunStarted {
+				return s.sameStart(ctx, evs[0])
+			}
+			return 0, err
+		}
+		last = seq
+		if expectLast != AnySeq {
+			expectLast = seq
+		}
+	}
+	return last, nil
+}
+
+// publishRenamed publishes m, the encoded e, again under a fresh id:
+// someone took its id first. The optimistic concurrency check (for
+// decisions) or the fold's fencing (for outcomes) keeps it single; a
+// squatted id never stalls a run.
+func (s *store) publishRenamed(ctx context.Context, m *nats.Msg, e *Event) (uint64, error) {
+	id := m.Header.Get(nats.MsgIdHdr) + "~" + RandomID()
+	m.Header.Set(nats.MsgIdHdr, id)
+	m.Header.Set(headerPrefix+"id", id)
+	e.ID = id // what the caller wrote, as it is in the log
+	return s.publishOne(ctx, m)
+}
+
+// appendBatches appends msgs as atomic batches of up to maxBatch, each
+// checked against the one before.
+func (s *store) appendBatches(ctx context.Context, msgs []*nats.Msg, expectLast uint64, filter string) (uint64, error) {
+	var last uint64
 	for start := 0; start < len(msgs); start += maxBatch {
 		chunk := msgs[start:min(start+maxBatch, len(msgs))]
-		expect(chunk[0], expectLast)
+		expectLastOn(chunk[0], expectLast, filter)
 		var err error
 		if last, err = s.publishBatch(ctx, chunk); err != nil {
 			return 0, err
@@ -507,67 +538,92 @@ func (s *store) walk(ctx context.Context, runID string, from, upTo, through uint
 	}
 	from = max(from, 1)
 	first := from
-	if through == 0 && upTo == 0 && s.cfg.Replicas > 1 {
-		last, err := s.LastSeq(ctx, runID)
-		if err != nil {
-			return err
-		}
-		through = last
+	filter := RunFilter(runID)
+	through, want, err := s.walkBounds(ctx, runID, filter, from, upTo, through)
+	if err != nil {
+		return err
 	}
 	seen := false
-	notFound := func() error {
-		if !seen && first <= 1 {
-			return fmt.Errorf("%w: %s", ErrRunNotFound, runID)
-		}
-		return nil
-	}
-	filter := RunFilter(runID)
-	want := maxBatch
-	if from == 1 {
-		n, err := s.count(ctx, filter)
-		if err != nil {
-			return err
-		}
-		want = clampBatch(n)
-	}
 	for try := 0; ; {
-		bctx, cancel := withDefaultTimeout(ctx, batchTimeout)
-		batch, pending, err := s.readBatch(bctx, filter, from, upTo, want)
-		cancel()
+		n, pending, err := s.walkBatch(ctx, filter, &from, upTo, want, fn)
 		if err != nil {
 			return err
 		}
-		for _, e := range batch {
-			if err := fn(e); err != nil {
-				return err
-			}
-			from, seen = e.Seq+1, true
-		}
-		if pending > 0 && len(batch) > 0 {
+		seen = seen || n > 0
+		if pending > 0 && n > 0 {
 			try, want = 0, clampBatch(pending)
 			continue
 		}
 		want = maxBatch
 		if through == 0 || from > through {
-			return notFound()
-		}
-		if try++; try >= freshTries {
-			next, err := s.walkLeader(ctx, runID, from, upTo, fn)
-			if err != nil {
-				return err
-			}
-			if next == from && !seen {
+			if !seen && first <= 1 {
 				return fmt.Errorf("%w: %s", ErrRunNotFound, runID)
 			}
-			if next <= through {
-				return fmt.Errorf("reading run %s: the stream leader has it up to %d, expected %d", runID, next-1, through)
-			}
 			return nil
+		}
+		if try++; try >= freshTries {
+			return s.walkRestOnLeader(ctx, runID, from, upTo, through, seen, fn)
 		}
 		if err := sleepCtx(ctx, time.Duration(try)*5*time.Millisecond); err != nil {
 			return err
 		}
 	}
+}
+
+// walkBounds is the sequence a walk must reach (through, or, when neither
+// through nor upTo is set and replicas may be behind, the run's last as
+// the leader has it) and the size of its first batch (a walk from the
+// start asks for as many as the run has: see count).
+func (s *store) walkBounds(ctx context.Context, runID, filter string, from, upTo, through uint64) (reach uint64, want int, err error) {
+	if through == 0 && upTo == 0 && s.cfg.Replicas > 1 {
+		if through, err = s.LastSeq(ctx, runID); err != nil {
+			return 0, 0, err
+		}
+	}
+	if from != 1 {
+		return through, maxBatch, nil
+	}
+	n, err := s.count(ctx, filter)
+	if err != nil {
+		return 0, 0, err
+	}
+	return through, clampBatch(n), nil
+}
+
+// walkBatch reads one batch of up to want events of filter from *from and
+// hands each to fn, moving *from past it; n is how many it handed, pending
+// how many the server says are left after them.
+func (s *store) walkBatch(ctx context.Context, filter string, from *uint64, upTo uint64, want int, fn func(*Event) error) (n int, pending uint64, err error) {
+	bctx, cancel := withDefaultTimeout(ctx, batchTimeout)
+	batch, pending, err := s.readBatch(bctx, filter, *from, upTo, want)
+	cancel()
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, e := range batch {
+		if err := fn(e); err != nil {
+			return 0, 0, err
+		}
+		*from = e.Seq + 1
+	}
+	return len(batch), pending, nil
+}
+
+// walkRestOnLeader ends a walk whose reads came back short of through
+// freshTries times: the rest is read from the stream leader, which must
+// have it.
+func (s *store) walkRestOnLeader(ctx context.Context, runID string, from, upTo, through uint64, seen bool, fn func(*Event) error) error {
+	next, err := s.walkLeader(ctx, runID, from, upTo, fn)
+	if err != nil {
+		return err
+	}
+	if next == from && !seen {
+		return fmt.Errorf("%w: %s", ErrRunNotFound, runID)
+	}
+	if next <= through {
+		return fmt.Errorf("reading run %s: the stream leader has it up to %d, expected %d", runID, next-1, through)
+	}
+	return nil
 }
 
 // walkLeader reads message by message from the stream leader: slow, and

@@ -75,6 +75,7 @@ var Of = map[string]Layer{
 	"internal/coordinator":        Engine,
 	"internal/coordinatord":       Engine,
 	"internal/embedded":           Engine,
+	"internal/fakemodel":          Engine, // the scripted model of weft demo and the process tests
 	"internal/decider":            Engine,
 	"internal/flow":               Engine,
 	"internal/natsconn":           Engine,

@@ -232,3 +232,17 @@ func ExecutorOptionsFromEnv() ([]builtin.Option, error) {
 	}
 	return c.options(), nil
 }
+
+// EnvLLMEndpointNames lists the names of the llm endpoints the
+// environment (WEFT_LLM_ENDPOINTS) configures, for 'weft demo' to refuse
+// a configured endpoint under its fake model's name.
+func EnvLLMEndpointNames() []string {
+	var eps []LLMEndpoint
+	var errs []error
+	_ = endpointFlag{&eps, &errs}.Set(os.Getenv(executorEnv["llm-endpoint"]))
+	names := make([]string, 0, len(eps))
+	for _, e := range eps {
+		names = append(names, e.Name)
+	}
+	return names
+}

@@ -128,6 +128,19 @@ func (v *validator) checkFlow() {
 			return
 		}
 	}
+	v.checkRunLimits()
+	for slot, n := range v.liveSlots() {
+		v.count("never more than max attempts run per key (log)")
+		if n > slot.Max {
+			v.fail("", "never more than max attempts run per key (log)", "limit %q key %q: %d attempts readied and not ended, max %d", slot.Limit, slot.Key, n, slot.Max)
+			return
+		}
+	}
+}
+
+// liveSlots counts, from the log, the attempts (and map items) of runs
+// that have not ended holding each slot: readied with it, outcome not in.
+func (v *validator) liveSlots() map[events.SlotRef]int {
 	live := map[events.SlotRef]int{}
 	for _, id := range v.order {
 		rc := v.runs[id]
@@ -145,14 +158,7 @@ func (v *validator) checkFlow() {
 			}
 		}
 	}
-	v.checkRunLimits()
-	for slot, n := range live {
-		v.count("never more than max attempts run per key (log)")
-		if n > slot.Max {
-			v.fail("", "never more than max attempts run per key (log)", "limit %q key %q: %d attempts readied and not ended, max %d", slot.Limit, slot.Key, n, slot.Max)
-			return
-		}
-	}
+	return live
 }
 
 // finalFlow checks that once every run ended no slot is held and no

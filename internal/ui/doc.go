@@ -7,6 +7,11 @@
 // from client.Follow over one run's subjects (a run's events: a core
 // subscription as a wake-up and reads, no consumer).
 //
+// An agent node's conversation (conversation.go) is read from its step
+// events; the text of its model call under way is streamed to the page
+// from the run's token subjects (core NATS, which the ui role may
+// subscribe to), through client.FollowTokensReady.
+//
 // The schedules page's API (schedules.go) lists the schedules with their
 // next and latest fires, read with the ui role's rights, and pauses,
 // unpauses and triggers them, which needs the trigger role's: a server

@@ -238,6 +238,7 @@ func (s *server) api() *http.ServeMux {
 	api.HandleFunc("GET /api/runs/{id}", s.getRun)
 	api.HandleFunc("GET /api/runs/{id}/events", s.runEvents)
 	api.HandleFunc("GET /api/runs/{id}/state", s.runState)
+	api.HandleFunc("GET /api/runs/{id}/conversation", s.conversation)
 	api.HandleFunc("POST /api/runs/{id}/signal", s.signal)
 	api.HandleFunc("POST /api/runs/{id}/cancel", s.cancel)
 	api.HandleFunc("POST /api/runs/{id}/fork", s.fork)
@@ -249,6 +250,7 @@ func (s *server) api() *http.ServeMux {
 	api.HandleFunc("POST /api/schedules/{name}/trigger", s.triggerSchedule)
 	api.HandleFunc("GET /api/live/runs", s.liveRuns)
 	api.HandleFunc("GET /api/live/runs/{id}", s.liveRun)
+	api.HandleFunc("GET /api/live/runs/{id}/tokens", s.liveTokens)
 	api.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no API at %s %s", r.Method, r.URL.Path), "")
 	})

@@ -60,16 +60,51 @@ func (it *item) step(ctx context.Context, step string, args ...any) {
 // outcome, ack. base is the context nodes run on.
 func (w *Worker) process(base context.Context, q *queue, m jetstream.Msg) {
 	w.stats.received.Add(1)
-	if m.Headers().Get(eventlog.HdrRestored) != "" {
-		// A work item put back from an archive (readmodel.Restore): a record
-		// of work done long ago, not work. Only the coordinator's and the
-		// admin's roles may write work items.
-		if err := m.Ack(); err != nil {
-			w.log.Warn("acknowledging a restored work item", logattr.Subject, m.Subject(), logattr.Error, err)
-		}
+	if w.restored(m) {
 		return
 	}
-	ev, ready, err := decodeWorkItem(m.Subject(), m.Headers(), m.Data()) // workitem.go
+	ev, ready, ok := w.decode(q, m)
+	if !ok {
+		return
+	}
+	it, queued := w.newItem(base, m, ev, ready)
+	node := w.handler(ready.Type)
+	if node == nil {
+		w.unserved(q, it)
+		return
+	}
+	if w.runEnded(base, it, queued) {
+		w.finish(context.WithoutCancel(base), it, w.cancelledEvent(it, runEndedCancel))
+		return
+	}
+	if !w.resolve(base, it) {
+		return
+	}
+	base, span := w.startNode(base, q, it, ev, m.Subject())
+	defer span.End()
+	w.execute(base, q, it, node)
+}
+
+// restored reports whether m is a work item put back from an archive
+// (readmodel.Restore): a record of work done long ago, not work. It is
+// acknowledged. Only the coordinator's and the admin's roles may write
+// work items.
+func (w *Worker) restored(m jetstream.Msg) bool {
+	if m.Headers().Get(eventlog.HdrRestored) == "" {
+		return false
+	}
+	if err := m.Ack(); err != nil {
+		w.log.Warn("acknowledging a restored work item", logattr.Subject, m.Subject(), logattr.Error, err)
+	}
+	return true
+}
+
+// decode decodes a work item (workitem.go); ok is false when it is not
+// this worker's to run: of a newer protocol version or sealed with a key
+// it does not hold (handed back, for other workers), or malformed
+// (terminated).
+func (w *Worker) decode(q *queue, m jetstream.Msg) (ev *events.Event, ready *events.NodeReadyData, ok bool) {
+	ev, ready, err := decodeWorkItem(m.Subject(), m.Headers(), m.Data())
 	if t, newer := newerWorkItem(m.Headers(), err); newer {
 		// A work item of a protocol version this worker does not speak:
 		// left to a worker that does, as work of a type it does not serve.
@@ -79,7 +114,7 @@ func (w *Worker) process(base context.Context, q *queue, m jetstream.Msg) {
 		if err := m.NakWithDelay(w.unknownDelay); err != nil {
 			w.log.Warn("handing back a work item of a newer version", logattr.Subject, m.Subject(), logattr.Error, err)
 		}
-		return
+		return nil, nil, false
 	}
 	if errors.Is(err, events.ErrKeyMissing) {
 		// Sealed with a key this worker does not hold: not malformed,
@@ -89,7 +124,7 @@ func (w *Worker) process(base context.Context, q *queue, m jetstream.Msg) {
 		if err := m.NakWithDelay(w.unknownDelay); err != nil {
 			w.log.Warn("handing back a sealed work item", logattr.Subject, m.Subject(), logattr.Error, err)
 		}
-		return
+		return nil, nil, false
 	}
 	if err != nil {
 		w.stats.malformed.Add(1)
@@ -97,52 +132,61 @@ func (w *Worker) process(base context.Context, q *queue, m jetstream.Msg) {
 		if err := m.Term(); err != nil {
 			w.log.Warn("terminating malformed work item", logattr.Subject, m.Subject(), logattr.Error, err)
 		}
-		return
+		return nil, nil, false
 	}
+	return ev, ready, true
+}
+
+// newItem is the item of a decoded work item, and how long it waited in
+// its queue (0 when its delivery is not known).
+func (w *Worker) newItem(base context.Context, m jetstream.Msg, ev *events.Event, ready *events.NodeReadyData) (it *item, queued time.Duration) {
 	delivery := 1
-	var queued time.Duration
 	if md, err := m.Metadata(); err == nil {
 		delivery = int(md.NumDelivered)
 		queued = time.Since(md.Timestamp)
 	}
-	it := &item{run: ev.RunID, ready: ready, delivery: delivery, msg: m, base: w.log.With(telemetry.LogAttrs(telemetry.SpanContextOf(ev))...)}
+	it = &item{run: ev.RunID, ready: ready, delivery: delivery, msg: m, base: w.log.With(telemetry.LogAttrs(telemetry.SpanContextOf(ev))...)}
 	if delivery > 1 {
 		w.stats.redelivered.Add(1)
 		telemetry.Redelivered(base, telemetry.ComponentWorker)
 		it.log().Info("work item delivered again")
 	}
+	return it, queued
+}
 
-	node := w.handler(ready.Type)
-	if node == nil {
-		if _, seen := w.unknown.LoadOrStore(ready.Type, true); !seen {
-			w.log.Warn("no handler for node type; leaving its work to other workers", logattr.NodeType, ready.Type, logattr.Queue, q.name)
-		}
-		if err := m.NakWithDelay(w.unknownDelay); err != nil {
-			it.log().Warn("handing back work of an unserved type", logattr.Error, err)
-		}
-		return
+// unserved hands back an item of a node type this worker has no handler
+// for, to the workers that do.
+func (w *Worker) unserved(q *queue, it *item) {
+	t := it.ready.Type
+	if _, seen := w.unknown.LoadOrStore(t, true); !seen {
+		w.log.Warn("no handler for node type; leaving its work to other workers", logattr.NodeType, t, logattr.Queue, q.name)
 	}
-	if w.runEnded(base, it, queued) {
-		w.finish(context.WithoutCancel(base), it, w.cancelledEvent(it, runEndedCancel))
-		return
+	if err := it.msg.NakWithDelay(w.unknownDelay); err != nil {
+		it.log().Warn("handing back work of an unserved type", logattr.Error, err)
 	}
-	full, err := w.runs.resolve(base, it.run, ready)
+}
+
+// resolve fills in the item's work item what it refers to (the node's
+// config and schemas, the run's invocation state: runinfo.go); ok is
+// false when they could not be read (the item is handed back). A node
+// the run's graph does not have is the attempt's failure, recorded when
+// it runs.
+func (w *Worker) resolve(ctx context.Context, it *item) (ok bool) {
+	full, err := w.runs.resolve(ctx, it.run, it.ready)
 	var nodeErr *Error
 	switch {
 	case errors.As(err, &nodeErr):
 		it.inErr = err // the attempt fails with it, in the log
 	case err != nil:
 		it.log().Warn("reading what the work item refers to; handing it back", logattr.Error, err)
-		if err := m.NakWithDelay(time.Second); err != nil {
+		if err := it.msg.NakWithDelay(time.Second); err != nil {
 			it.log().Warn("handing work back", logattr.Error, err)
 		}
-		return
+		return false
 	default:
 		it.ready = full
 	}
-	base, span := w.startNode(base, q, it, ev, m.Subject())
-	defer span.End()
-	w.execute(base, q, it, node)
+	return true
 }
 
 // runEndedCancel is the cancellation a worker records for work of a run
@@ -169,7 +213,6 @@ func (w *Worker) runEnded(ctx context.Context, it *item, queued time.Duration) b
 
 // execute runs a work item whose node this worker serves.
 func (w *Worker) execute(base context.Context, q *queue, it *item, node Node) {
-	ready := it.ready
 	// Appends and the ack outlive the node's context: an outcome is written
 	// even when the node ended because its context did.
 	detached := context.WithoutCancel(base)
@@ -183,7 +226,29 @@ func (w *Worker) execute(base context.Context, q *queue, it *item, node Node) {
 		w.finish(detached, it, w.cancelledEvent(it, cancelled))
 		return
 	}
+	filterCancel, ok := w.recordInvoking(nodeCtx, detached, it)
+	if !ok {
+		return
+	}
+	if filterCancel != nil {
+		w.finish(detached, it, w.cancelledEvent(it, filterCancel))
+		return
+	}
+	res, elapsed, cause, nodeErr := w.runTimed(base, nodeCtx, cancel, q, it, node)
+	nodeErr, record := w.interrupted(detached, it, cause, nodeErr)
+	if record && nodeErr == nil {
+		nodeErr, record = w.recordInvoked(detached, it, res, elapsed)
+	}
+	if record {
+		w.recordFailed(detached, it, nodeErr, elapsed)
+	}
+}
 
+// recordInvoking runs the invoking filters and appends NodeInvoking with
+// their notes; ok is false when it could not be appended (the item is
+// handed back). cancelled is the run's cancellation by a filter, if any.
+func (w *Worker) recordInvoking(nodeCtx, detached context.Context, it *item) (cancelled *runCancelled, ok bool) {
+	ready := it.ready
 	filters, filterCancel := w.prepareInput(nodeCtx, it)
 	invoking, err := events.New(it.run, eventlog.DecisionID(it.run, events.NodeInvoking, ready.Key(), strconv.Itoa(ready.Attempt), strconv.Itoa(it.delivery)), time.Time{}, &events.NodeInvokingData{
 		NodeRef:  ready.NodeRef,
@@ -200,13 +265,16 @@ func (w *Worker) execute(base context.Context, q *queue, it *item, node Node) {
 	if err != nil {
 		it.log().Error("recording node invoking; handing work back", logattr.Error, err)
 		w.nak(it.msg)
-		return
+		return nil, false
 	}
-	if filterCancel != nil {
-		w.finish(detached, it, w.cancelledEvent(it, filterCancel))
-		return
-	}
+	return filterCancel, true
+}
 
+// runTimed runs the node under its heartbeat and its timeout: its result,
+// how long it took, why its context ended (nil if it did not) and its
+// error.
+func (w *Worker) runTimed(base, nodeCtx context.Context, cancel context.CancelCauseFunc, q *queue, it *item, node Node) (res *Result, elapsed time.Duration, cause, err error) {
+	ready := it.ready
 	every := q.heartbeat
 	if hb := time.Duration(ready.HeartbeatMs) * time.Millisecond; hb > 0 && hb < every {
 		every = hb
@@ -219,51 +287,71 @@ func (w *Worker) execute(base context.Context, q *queue, it *item, node Node) {
 		defer stop()
 	}
 	start := time.Now()
-	res, nodeErr := w.call(withProgress(runCtx, w, it), node, it)
-	elapsed := time.Since(start)
+	res, err = w.call(withProgress(runCtx, w, it), node, it)
+	elapsed = time.Since(start)
 	it.tel.elapsed = elapsed
 	hb.stop()
-	it.step(base, "ran", "elapsed", elapsed, logattr.Error, nodeErr)
+	it.step(base, "ran", "elapsed", elapsed, logattr.Error, err)
+	return res, elapsed, context.Cause(runCtx), err
+}
 
-	cause := context.Cause(runCtx)
+// interrupted judges a node error by why the node's context ended
+// (cause): a node given up (the worker's drain, a lost heartbeat) is
+// handed back and one whose run was cancelled is recorded cancelled
+// (record is false: nothing more is to be recorded); a node that ran out
+// of its time is a timeout failure. Any other error stands.
+func (w *Worker) interrupted(detached context.Context, it *item, cause, nodeErr error) (_ error, record bool) {
+	if nodeErr == nil {
+		return nil, true
+	}
 	var rc *runCancelled
 	switch {
-	case nodeErr != nil && (errors.Is(cause, errDrainTimeout) || errors.Is(cause, errHeartbeatLost)):
+	case errors.Is(cause, errDrainTimeout) || errors.Is(cause, errHeartbeatLost):
 		// The node was given up, not failed: its item is, or will be,
 		// delivered again. Record nothing.
 		it.log().Warn("node given up; handing work back", logattr.Error, cause)
 		w.nak(it.msg)
-		return
-	case nodeErr != nil && errors.As(cause, &rc):
+		return nil, false
+	case errors.As(cause, &rc):
 		w.finish(detached, it, w.cancelledEvent(it, rc))
-		return
-	case nodeErr != nil && errors.Is(cause, context.DeadlineExceeded) && !isTimeout(nodeErr):
-		nodeErr = &Error{
+		return nil, false
+	case errors.Is(cause, context.DeadlineExceeded) && !isTimeout(nodeErr):
+		return &Error{
 			Type:      events.FailureTimeout,
-			Message:   fmt.Sprintf("node timed out after %s", time.Duration(ready.TimeoutMs)*time.Millisecond),
+			Message:   fmt.Sprintf("node timed out after %s", time.Duration(it.ready.TimeoutMs)*time.Millisecond),
 			Retryable: true,
 			Cause:     nodeErr,
-		}
+		}, true
 	}
-	if nodeErr == nil {
-		invoked, err := w.invokedEvent(it, res, elapsed)
-		if err == nil {
-			err = w.append(detached, it, invoked)
-			if err == nil {
-				w.stats.succeeded.Add(1)
-				w.ack(detached, it)
-				return
-			}
-			if !errors.Is(err, events.ErrPayloadTooLarge) {
-				it.log().Error("recording node invoked; handing work back", logattr.Error, err)
-				w.nak(it.msg)
-				return
-			}
-			nodeErr = NonRetryable(events.FailurePayloadTooLarge, fmt.Sprintf("node %q: its result does not fit in an event: %v", ready.Node, err))
-		} else {
-			nodeErr = err
-		}
+	return nodeErr, true
+}
+
+// recordInvoked appends NodeInvoked with the node's result and acks the
+// item; record is false when that is done, or when the append failed and
+// the item is handed back. A result that does not fit in an event, or
+// cannot be encoded, is the node's failure (nodeErr), to be recorded.
+func (w *Worker) recordInvoked(detached context.Context, it *item, res *Result, elapsed time.Duration) (nodeErr error, record bool) {
+	invoked, err := w.invokedEvent(it, res, elapsed)
+	if err != nil {
+		return err, true
 	}
+	err = w.append(detached, it, invoked)
+	if err == nil {
+		w.stats.succeeded.Add(1)
+		w.ack(detached, it)
+		return nil, false
+	}
+	if !errors.Is(err, events.ErrPayloadTooLarge) {
+		it.log().Error("recording node invoked; handing work back", logattr.Error, err)
+		w.nak(it.msg)
+		return nil, false
+	}
+	return NonRetryable(events.FailurePayloadTooLarge, fmt.Sprintf("node %q: its result does not fit in an event: %v", it.ready.Node, err)), true
+}
+
+// recordFailed appends NodeFailed with the node's failure and acks the
+// item; when the append fails, the item is handed back.
+func (w *Worker) recordFailed(detached context.Context, it *item, nodeErr error, elapsed time.Duration) {
 	f := failureOf(nodeErr)
 	failed, err := w.failedEvent(it, f, elapsed)
 	if err == nil {
@@ -273,7 +361,7 @@ func (w *Worker) execute(base context.Context, q *queue, it *item, node Node) {
 		// The failure itself (its details, its cause chain) is too large:
 		// record that, without them, rather than hand back an item that
 		// can never be answered.
-		f = events.Failure{Type: events.FailurePayloadTooLarge, Message: fmt.Sprintf("node %q: its failure does not fit in an event (%s: %s): %v", ready.Node, f.Type, clip(f.Message, 512), err)}
+		f = events.Failure{Type: events.FailurePayloadTooLarge, Message: fmt.Sprintf("node %q: its failure does not fit in an event (%s: %s): %v", it.ready.Node, f.Type, clip(f.Message, 512), err)}
 		if failed, err = w.failedEvent(it, f, elapsed); err == nil {
 			err = w.append(detached, it, failed)
 		}

@@ -61,33 +61,55 @@ func (w *Worker) runNode(ctx context.Context, node Node, in *Input, it *item) (*
 // attempt runs the node's own steps: validation, should-execute, hooks and
 // execution.
 func (w *Worker) attempt(ctx context.Context, node Node, in *Input, it *item) (*Result, error) {
-	r := it.ready
-	if err := w.schemas().check("input", r.InputSchema, in.State); err != nil {
+	skip, err := w.beforeExecute(ctx, node, in, it)
+	if err != nil {
 		return nil, err
+	}
+	if skip {
+		return &Result{}, nil
+	}
+	res, err := executeNode(ctx, node, in)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.afterExecute(ctx, node, in, it.ready, res); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// beforeExecute runs the steps before the node's execution: the input
+// schema, Validator, Skipper and BeforeHook. skip is true when the
+// Skipper said not to run (noted on it).
+func (w *Worker) beforeExecute(ctx context.Context, node Node, in *Input, it *item) (skip bool, err error) {
+	if err := w.schemas().check("input", it.ready.InputSchema, in.State); err != nil {
+		return false, err
 	}
 	if v, ok := node.(Validator); ok {
 		if err := v.Validate(in); err != nil {
-			return nil, validationError(err)
+			return false, validationError(err)
 		}
 	}
 	if s, ok := node.(Skipper); ok {
 		run, err := s.ShouldExecute(ctx, in)
 		if err != nil {
-			return nil, err
+			return false, err
 		}
 		if !run {
 			it.skipped = true
 			it.invoked = append(it.invoked, events.FilterNote{Filter: skipNote, Action: FilterSkipped})
-			return &Result{}, nil
+			return true, nil
 		}
 	}
 	if h, ok := node.(BeforeHook); ok {
-		if err := h.Before(ctx, in); err != nil {
-			return nil, err
-		}
+		return false, h.Before(ctx, in)
 	}
-	var res *Result
-	var err error
+	return false, nil
+}
+
+// executeNode runs the node itself, in phases when it has them; a nil
+// result is an empty one.
+func executeNode(ctx context.Context, node Node, in *Input) (res *Result, err error) {
 	if x, ok := node.(Executor); ok {
 		res, err = RunPhases(ctx, x, in)
 	} else {
@@ -99,18 +121,22 @@ func (w *Worker) attempt(ctx context.Context, node Node, in *Input, it *item) (*
 	if res == nil {
 		res = &Result{}
 	}
+	return res, nil
+}
+
+// afterExecute runs the steps after the node's execution: the declared
+// outputs, the output schema and AfterHook.
+func (w *Worker) afterExecute(ctx context.Context, node Node, in *Input, r *events.NodeReadyData, res *Result) error {
 	if err := checkOutputs(r.Outputs, res); err != nil {
-		return nil, err
+		return err
 	}
 	if err := w.schemas().check("output", r.OutputSchema, res.Output); err != nil {
-		return nil, err
+		return err
 	}
 	if h, ok := node.(AfterHook); ok {
-		if err := h.After(ctx, in, res); err != nil {
-			return nil, err
-		}
+		return h.After(ctx, in, res)
 	}
-	return res, nil
+	return nil
 }
 
 func (w *Worker) filterResult(ctx context.Context, in *Input, res *Result, it *item) (*Result, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -27,6 +28,13 @@ type Token struct {
 // subscribed is not seen, and a slow fn may miss some. fn is called from
 // one goroutine at a time.
 func (c *Client) FollowTokens(ctx context.Context, runID string, fn func(Token) bool) error {
+	return c.FollowTokensReady(ctx, runID, nil, fn)
+}
+
+// FollowTokensReady is FollowTokens that calls ready (when not nil) once
+// the subscription is in place at the server: every token published
+// after ready returned is seen (the web UI tells its browser so).
+func (c *Client) FollowTokensReady(ctx context.Context, runID string, ready func(), fn func(Token) bool) error {
 	if !eventlog.ValidToken(runID) {
 		return fmt.Errorf("following the tokens of run %s: run id %q: %w", runID, runID, events.ErrInvalidID)
 	}
@@ -40,6 +48,12 @@ func (c *Client) FollowTokens(ctx context.Context, runID string, fn func(Token) 
 		return fmt.Errorf("following the tokens of run %s: %w", runID, err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
+	if ready != nil {
+		if err := nc.FlushTimeout(10 * time.Second); err != nil && ctx.Err() == nil {
+			return fmt.Errorf("following the tokens of run %s: %w", runID, err)
+		}
+		ready()
+	}
 	for {
 		select {
 		case <-ctx.Done():

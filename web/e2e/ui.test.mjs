@@ -482,6 +482,36 @@ test('bad input gets a clear message, never a blank page', async () => {
   await page.unroute('**/api/**')
 })
 
+test('an agent node shows its conversation: messages, tool calls, results, and its tokens as they stream', async () => {
+  // weft dev runs with -fake-model: the scripted fake answers at its pace,
+  // the final answer word by word.
+  const id = await weft.run('examples/agent.yaml', { input: { name: 'Ada' } })
+  await go(`/runs/${id}?node=research`)
+  const conv = page.locator('[data-conversation="research"]')
+  await conv.waitFor()
+  // The final answer (step 5) is seen while it streams, before its step.
+  const streaming = conv.locator('[data-streaming="5"]')
+  await streaming.waitFor({ timeout: 60_000 })
+  const partial = (await streaming.locator('.msg-text').textContent()).replace(/▍$/, '')
+  assert.ok(partial.length > 0, 'streamed text shown')
+  await page.screenshot({ path: join(shots, 'agent-streaming.png'), fullPage: true })
+  const final = conv.locator('li.msg-assistant[data-step="5"]')
+  await final.waitFor({ timeout: 60_000 })
+  const answer = await final.locator('.msg-text').textContent()
+  assert.match(answer, /^\[fake model\] I was asked "Research Ada\."/)
+  assert.ok(answer.includes(partial), `the streamed text ${JSON.stringify(partial)} is part of the answer`)
+  assert.equal(await conv.locator('[data-streaming]').count(), 0, 'no streaming once the step is recorded')
+  // The tool calls, each answered by its result, in order.
+  assert.deepEqual(await conv.locator('li.msg').evaluateAll((els) => els.map((e) => `${e.dataset.role}@${e.dataset.step}`)), [
+    'system@0', 'user@0', 'assistant@1', 'tool@2', 'assistant@3', 'tool@4', 'assistant@5',
+  ])
+  assert.equal(await conv.locator('li[data-step="1"] .tool-call[data-tool="search"]').count(), 1)
+  assert.equal(await conv.locator('li[data-step="3"] .tool-call[data-tool="note"]').count(), 1)
+  assert.match(await conv.locator('li.msg-tool[data-step="2"]').textContent(), /tool result: search.*Ada Lovelace/)
+  await node('research', 'succeeded').waitFor()
+  await page.screenshot({ path: join(shots, 'agent-conversation.png'), fullPage: true })
+})
+
 test('no script error on any page', () => {
   assert.deepEqual(pageErrors, [])
 })

@@ -54,7 +54,9 @@ export class Weft {
     await exec('go', ['build', '-o', this.bin, './cmd/weft'], { cwd: root, maxBuffer: 1 << 24 })
     const natsPort = await freePort()
     this.nats = `nats://127.0.0.1:${natsPort}`
-    this.url = await this.serve('dev', ['-port', String(natsPort), '-data', join(this.dir, 'data')], '-ui')
+    // -fake-model: the agent test's model, slow enough to watch it stream.
+    const fake = ['-fake-model', '-fake-model-pace', '300ms']
+    this.url = await this.serve('dev', ['-port', String(natsPort), '-data', join(this.dir, 'data'), ...fake], '-ui')
     return this
   }
 

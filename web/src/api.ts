@@ -354,6 +354,14 @@ export const api = {
   // fold's bookkeeping unless all.
   stateAt: (id: string, at: number, all = false) =>
     call<StateAt>('GET', `${run(id)}/state${query({ at, all: all ? '1' : undefined })}`).then((s) => ({ ...s, diff: list(s.diff) })),
+  // conversation is an agent node's messages, tool calls and results, as
+  // its last step recorded them (API.md).
+  conversation: (id: string, node: string) =>
+    call<Conversation>('GET', `${run(id)}/conversation${query({ node })}`).then((c) => ({
+      ...c,
+      steps: list(c.steps),
+      messages: list(c.messages).map((m) => ({ ...m, toolCalls: list(m.toolCalls) })),
+    })),
   signal: (id: string, node: string, data: unknown) => call<{ id: string }>('POST', `${run(id)}/signal`, { node, data }),
   cancel: (id: string, reason: string) => call<object>('POST', `${run(id)}/cancel`, { reason }),
   fork: (id: string, at: number) => call<{ runId: string }>('POST', `${run(id)}/fork`, { at }),
@@ -369,6 +377,33 @@ export const api = {
       limits: list(w.limits).map((l) => ({ ...l, holders: list(l.holders), waiters: list(l.waiters) })),
       rates: list(w.rates),
     })),
+}
+
+// Conversation is GET /api/runs/{id}/conversation's answer.
+export interface Conversation {
+  node: string
+  iteration: number
+  key: string
+  live: boolean
+  turns: number
+  usage?: { prompt_tokens?: number; completion_tokens?: number; total_tokens?: number }
+  steps: { step: number; kind: string; tool?: string; attempt: number; position: number; time: string }[]
+  messages: {
+    role: string
+    content?: string
+    toolCalls: { id: string; name: string; arguments: string }[]
+    toolCallId?: string
+    name?: string
+    isError?: boolean
+    step: number
+  }[]
+}
+
+// Token is a piece of streamed text (GET /api/live/runs/{id}/tokens).
+export interface Token {
+  node: string
+  step: number
+  text: string
 }
 
 // live opens a server-sent event stream and calls on(kind, data) for each

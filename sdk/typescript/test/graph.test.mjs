@@ -202,5 +202,13 @@ test('a graph Go refuses is refused, saying where', async () => {
     assert.ok(goErr !== undefined, `${name}: Go accepts it`)
     assert.throws(() => parseGraph(text, { source: `${name}.yaml`, format: 'yaml' }), (e) => e instanceof GraphError && want.test(e.message), `${name}`)
   }
+  // A key given twice: refused at the same line and column as Go, naming where it was first.
+  const dup = 'name: d\nnodes:\n  - id: a\n    type: x\n    type: y\nedges: [{from: START, to: a}, {from: a, to: END}]\nname: e\n'
+  const goDup = (await go.ask({ op: 'graph', text: dup, source: 'dup.yaml' })).error
+  assert.ok(goDup !== undefined, 'Go accepts a key given twice')
+  for (const want of ['line 5, column 5', 'first given at line 4, column 5', 'line 7, column 1', 'first given at line 1, column 1']) {
+    assert.ok(goDup.includes(want), `Go's error ${goDup} lacks ${want}`)
+    assert.throws(() => parseGraph(dup, { source: 'dup.yaml' }), (e) => e instanceof GraphError && e.message.includes(want) && /duplicate key/.test(e.message), want)
+  }
   assert.throws(() => parseGraph('{"name": "x", "nodes": [}', { source: 'x.json' }), /x\.json: line 1, column 25: invalid JSON/)
 })

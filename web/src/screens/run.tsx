@@ -10,6 +10,7 @@ import { duration, Loading, Problem, shownStatus, Status, Time } from '../ui'
 import { Actions } from './actions'
 import { GraphPicture } from './graph'
 import { PendingPanel } from './pending'
+import { ConversationPanel } from './conversation'
 import { EventPanel, FailureView, NodeDetail } from './inspect'
 import { Timeline, type Log } from './timeline'
 
@@ -381,6 +382,7 @@ export function RunScreen({ id, route }: { id: string; route: Route }) {
           onClose={() => navigate(withParams(route, { node: null }))}
         />
       )}
+      {selNode?.type === 'agent' && <ConversationPanel id={id} node={selNode.id} events={events} />}
       {at !== null && (
         <EventPanel
           event={events[at - 1]}

@@ -15,7 +15,7 @@ import { extname } from 'node:path'
 import { formatDuration, parseDuration } from '../internal/duration.js'
 import { compareUTF8, formatFloat, type JValue, JSONSyntaxError, marshal, parse, quote, render } from '../internal/gojson.js'
 import { validToken } from '../events/subjects.js'
-import { yamlToJSON } from './yaml.js'
+import { duplicateKeys, yamlToJSON } from './yaml.js'
 
 /** GraphError lists every problem found in a graph, each naming where it is. */
 export class GraphError extends Error {
@@ -87,6 +87,12 @@ export function parseGraph(input: string | object, o: { source?: string; format?
         throw new GraphError(source, [`line ${line}, column ${col}: invalid JSON: ${err.message}`])
       }
       throw new GraphError(source, [`invalid YAML: ${(err as Error).message}`])
+    }
+    // A key given twice is an error in YAML, as in Go; JSON read as JSON
+    // keeps JSON.parse's reading (the last one wins), as Go's does.
+    if (format === 'yaml') {
+      const dups = duplicateKeys(text)
+      if (dups.length > 0) throw new GraphError(source, dups)
     }
   }
   const p = new Problems()

@@ -238,6 +238,48 @@ function jvalue(r: Resolved): JValue {
   }
 }
 
+/**
+ * duplicateKeys lists each mapping key of the first document that is given
+ * twice, as Go's loader does (pkg/graph duplicateKeys): YAML read into JSON
+ * keeps the last silently, so the first would be ignored without a word.
+ * Each is "line L, column C: field "a.b": duplicate key (first given at
+ * line L, column C)", keyed by the key's text as written, as go-yaml v3
+ * gives it.
+ */
+export function duplicateKeys(text: string): string[] {
+  const docs = parseAllDocuments(text, { schema: 'failsafe', version: '1.1', uniqueKeys: false, merge: false, strict: false, keepSourceTokens: false })
+  if (!Array.isArray(docs) || docs[0] === undefined || docs[0].errors.length > 0) return []
+  const doc = docs[0]
+  const found: string[] = []
+  const pos = (offset: number | undefined): [number, number] => {
+    const before = text.slice(0, offset ?? 0)
+    return [before.split('\n').length, (offset ?? 0) - before.lastIndexOf('\n')]
+  }
+  const walk = (n: Node | null | undefined, path: string, depth: number): void => {
+    if (n === null || n === undefined || depth > 10000) return
+    if (isSeq(n)) {
+      n.items.forEach((item, i) => walk(item as Node, `${path}[${i}]`, depth + 1))
+      return
+    }
+    if (!isMap(n)) return
+    const first = new Map<string, [number, number]>()
+    for (const pair of n.items) {
+      const k = pair.key as Node | null
+      const name = k !== null && isScalar(k) ? String(k.source ?? k.value ?? '') : ''
+      const field = path === '' ? name : `${path}.${name}`
+      if (k !== null && isScalar(k)) {
+        const at = pos(k.range?.[0])
+        const was = first.get(name)
+        if (was !== undefined) found.push(`line ${at[0]}, column ${at[1]}: field ${JSON.stringify(field)}: duplicate key (first given at line ${was[0]}, column ${was[1]})`)
+        else first.set(name, at)
+      }
+      walk(pair.value as Node | null, field, depth + 1)
+    }
+  }
+  walk(doc.contents as Node | null, '', 0)
+  return found
+}
+
 /** yamlToJSON reads the first document of YAML text as the JSON value Go's loader sees. */
 export function yamlToJSON(text: string): JValue {
   const docs = parseAllDocuments(text, { schema: 'failsafe', version: '1.1', uniqueKeys: false, merge: false, strict: false, prettyErrors: true })
