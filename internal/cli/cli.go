@@ -72,7 +72,7 @@ func init() {
 	commands = []*command{
 		cmdRun, cmdStatus, cmdDescribe, cmdList, cmdEvents, cmdState, cmdDiff,
 		cmdFork, cmdReset, cmdReplay,
-		cmdSignal, cmdUpdate, cmdCancel, cmdTerminate, cmdDelete, cmdQueues, cmdWorkers, cmdValidate, cmdSchedule, cmdTrigger, cmdServe, cmdDemo, cmdDev, cmdUI, cmdAdmin, cmdRoles, cmdKeys, cmdConformance,
+		cmdSignal, cmdUpdate, cmdCancel, cmdTerminate, cmdDelete, cmdBatch, cmdQueues, cmdWorkers, cmdValidate, cmdSchedule, cmdTrigger, cmdServe, cmdDemo, cmdDev, cmdUI, cmdAdmin, cmdRoles, cmdKeys, cmdConformance,
 	}
 }
 

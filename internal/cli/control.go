@@ -180,7 +180,10 @@ Several run ids, or -q QUERY (every run the query selects: the language of
 (cancel requested, skipped because it ended, or failed and why), at most
 -rate runs a second. A batch of a query asks first (-yes does not);
 -dry-run lists the runs and what would be done, and does nothing:
-  weft cancel -q 'status = "running" AND graph = "billing"' -dry-run`,
+  weft cancel -q 'status = "running" AND graph = "billing"' -dry-run
+For a batch that survives its process's crash and can be resumed, and
+whose progress others can read, 'weft batch cancel' (see 'weft help
+batch').`,
 	max: -1, conn: connClient,
 	flags: requestFlags("cancel", (*client.Client).Cancel),
 }

@@ -219,7 +219,13 @@ coordinator and the workers (one per queue) connect as their roles. The
 credentials are kept in <data>/roles, one <user>.env file per user (mode
 0600), and reused at the next start with the same queues; run the other
 commands as the client with its file in the environment (set -a; .
-<data>/roles/weft-client.env; set +a). Passwords are never printed.`,
+<data>/roles/weft-client.env; set +a). Passwords are never printed.
+
+With -fake-model, the llm endpoint "fake" is the built-in scripted fake
+model (as 'weft demo' starts for a graph that names it; announced, never a
+stand-in for another endpoint), answering at -fake-model-pace, word by
+word when streamed, so that the web UI shows an agent's tokens as they
+come: weft dev -fake-model, then weft run examples/agent.yaml.`,
 	flags: func(fs *flag.FlagSet) action {
 		dataDir := fs.String("data", "data/dev", "JetStream data directory")
 		port := fs.Int("port", 4222, "port to listen on, on 127.0.0.1 (-1: any free port)")
@@ -230,9 +236,22 @@ commands as the client with its file in the environment (set -a; .
 		uiAddr := fs.String("ui", ui.DefaultAddr, `serve the web UI on this address ("" or off: not at all)`)
 		roles := fs.Bool("roles", false, "run under Weft's roles, credentials in <data>/roles (see above)")
 		encryptKeys := fs.String("encrypt-keys", "", "key ring file: seal events' data with AES-256-GCM (env "+events.EnvEncryptKeys+": the ring itself)")
-		return action{do: func(e *env, x *call) error {
+		fake := fs.Bool("fake-model", false, `serve the llm endpoint "fake" with the built-in scripted fake model (not a real model; see 'weft help demo')`)
+		pace := fs.Duration("fake-model-pace", 100*time.Millisecond, "with -fake-model: wait this long before each answer and between the words of a streamed one")
+		return action{check: func(e *env, x *call) error {
+			if *pace < 0 {
+				return &usageError{cmd: x.cmd, msg: fmt.Sprintf("-fake-model-pace: want 0 or more, got %s", *pace)}
+			}
+			return nil
+		}, do: func(e *env, x *call) error {
 			c := x.cmd
 			cfg := engineConfig{dataDir: *dataDir, port: *port, concurrency: *concurrency, log: logger(e.stderr, *verbose), roles: *roles}
+			if *fake {
+				var err error
+				if cfg.fakeModel, err = startFakeModel(e.ctx, *pace); err != nil {
+					return err
+				}
+			}
 			keys, err := events.LoadKeys(*encryptKeys)
 			if err != nil {
 				return &usageError{cmd: c, msg: "-encrypt-keys: " + err.Error()}
@@ -306,6 +325,9 @@ commands as the client with its file in the environment (set -a; .
 			}
 			fmt.Fprintf(e.stdout, "weft dev: NATS with JetStream at %s, data in %s\n", le.URL(), cfg.dataDir)
 			fmt.Fprintf(e.stdout, "weft dev: coordinator and worker running (queues %s); interrupt to stop\n", strings.Join(cfg.queues, ", "))
+			if cfg.fakeModel != "" {
+				fmt.Fprintln(e.stdout, "weft dev: "+fakeModelBanner(cfg.fakeModel))
+			}
 			if !cfg.roles {
 				// Found out, not assumed: what an anonymous connection may do.
 				probe := natsconn.Config{Stream: events.DefaultStream}

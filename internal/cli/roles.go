@@ -177,6 +177,13 @@ admission (-starts-per-second, -signals-per-second: internal/admission).`,
 // setupDeployment creates what only the admin may create: the events
 // stream, and the timers stream and the KV buckets (package provision).
 func (e *env) setupDeployment(c *command, cfg *natsconn.Config, leaseTTL time.Duration) error {
+	if cfg.RolesDir != "" { // the admin's credentials from -roles-dir (docker-compose.yml's setup)
+		targets, err := cfg.Targets(natsconn.RoleAdmin, "")
+		if err != nil {
+			return &usageError{cmd: c, msg: err.Error()}
+		}
+		*cfg = targets[0]
+	}
 	return e.setupOne(c, cfg, leaseTTL, nil)
 }
 

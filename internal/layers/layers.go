@@ -60,6 +60,7 @@ var Of = map[string]Layer{
 	"internal/cli":                      Face,
 	"internal/ui":                       Face,
 	"internal/gateway":                  Face, // weft serve: the HTTP API, over pkg/client
+	"internal/batchops":                 Face, // what a batch job does to each run, over pkg/client (the CLI and the UI)
 	"internal/bench":                    Face, // weftbench drives the engine as users do
 	"internal/conformance/...":          Face, // the conformance kit and its Go worker: a tool and a user's worker
 	"internal/reliability/ledgerworker": Face, // a user's worker process, for the chaos test
@@ -71,6 +72,7 @@ var Of = map[string]Layer{
 
 	// The engine.
 	"internal/admission":          Engine,
+	"internal/batch":              Engine, // durable batch jobs: their bucket, progress and pacing
 	"internal/daemon":             Engine,
 	"internal/coordinator":        Engine,
 	"internal/coordinatord":       Engine,

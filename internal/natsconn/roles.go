@@ -49,6 +49,8 @@ const (
 	// (an Object Store bucket).
 	runsBucket    = "weft-runs"
 	archiveBucket = "weft-archive"
+	// internal/batch: batch jobs and their progress.
+	batchesBucket = "weft-batches"
 )
 
 // runSubjects matches every run's subjects, weft.r.<slot>.<run>.… (each
@@ -247,6 +249,15 @@ func (d Deployment) user(ns string, r Role, q string) User {
 		api + "DIRECT.GET.OBJ_" + archiveBucket + ".>",
 		api + "STREAM.MSG.GET.OBJ_" + archiveBucket,
 	}
+	// Batch jobs (internal/batch), read: 'weft batch list|describe' and
+	// the UI. Only the admin writes them (a batch deletes runs, or acts
+	// on thousands): no role here gets "$KV.weft-batches.>".
+	batchesRead := []string{
+		api + "STREAM.INFO.KV_" + batchesBucket,
+		api + "DIRECT.GET.KV_" + batchesBucket,
+		api + "DIRECT.GET.KV_" + batchesBucket + ".>",
+		api + "STREAM.MSG.GET.KV_" + batchesBucket,
+	}
 	// The UI's live list of runs (internal/ui, GET /api/live/runs) is a
 	// KV watcher of the read model: a consumer of that bucket's stream,
 	// the one consumer a reader still creates (deploy/SECURITY.md, gap 4;
@@ -265,14 +276,14 @@ func (d Deployment) user(ns string, r Role, q string) User {
 			// within the namespace's limits and append them.
 			writes = []string{eventlog.AdmitAll}
 		}
-		u.PublishAllow = slices.Concat(writes, reads, workersRead, runsRead, startsRead(api))
+		u.PublishAllow = slices.Concat(writes, reads, workersRead, runsRead, batchesRead, startsRead(api))
 		u.SubscribeAllow = slices.Concat([]string{inbox}, follow, tokens)
 	case RoleUI:
 		// The workers page counts the work waiting on each task queue:
 		// the queues' consumers listed (their configurations and
 		// counts, no messages).
 		queuesRead := []string{api + "CONSUMER.LIST." + s, api + "CONSUMER.INFO." + s + ".*"}
-		u.PublishAllow = slices.Concat(reads, workersRead, runsRead, runsWatch, queuesRead, startsRead(api))
+		u.PublishAllow = slices.Concat(reads, workersRead, runsRead, batchesRead, runsWatch, queuesRead, startsRead(api))
 		u.SubscribeAllow = slices.Concat([]string{inbox}, follow, tokens)
 	case RoleCoordinator:
 		u.PublishAllow = slices.Concat(

@@ -1,8 +1,9 @@
 // Package provision creates what only the admin may create in a Weft
 // deployment under the roles (deploy/SECURITY.md): the timers stream
 // beside the events stream, and the KV buckets of the workers'
-// announcements, the snapshots, the coordinators' leases and the read
-// model of runs, each with the settings its users would create it with.
+// announcements, the snapshots, the coordinators' leases, the read
+// model of runs and the batch jobs (internal/batch), each with the
+// settings its users would create it with.
 // In a namespace (Options.Namespace) it also limits the events stream and
 // sets up admission: the tickets streams of the namespace's limits, and
 // the stream's metadata that turns admission on (internal/admission).
@@ -21,6 +22,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/batch"
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/flow"
@@ -90,6 +92,7 @@ func Run(ctx context.Context, store events.Store, o Options) ([]string, error) {
 		coordinator.LeasesKVConfig(o.LeaseTTL, o.Replicas),
 		readmodel.KVConfig(o.Replicas),
 		flow.KVConfig(o.Replicas),
+		batch.KVConfig(o.Replicas),
 	}
 	buckets = append(buckets, schedule.KVConfigs(o.Replicas)...)
 	js := eventlog.JetStream(store)

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weft-dev/weft/internal/batch"
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/flow"
@@ -26,12 +27,12 @@ func TestRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(names) != 7 { // and the schedules' two (internal/schedule), and flow control's
+		if len(names) != 8 { // and the schedules' two (internal/schedule), flow control's, the batch jobs'
 			t.Fatalf("buckets %v", names)
 		}
 	}
 	js := eventlog.JetStream(st)
-	for _, b := range []string{workqueue.WorkersBucket, coordinator.SnapshotsBucket, coordinator.LeasesBucket, readmodel.Bucket, schedule.Bucket, schedule.KeysBucket, flow.Bucket} {
+	for _, b := range []string{workqueue.WorkersBucket, coordinator.SnapshotsBucket, coordinator.LeasesBucket, readmodel.Bucket, schedule.Bucket, schedule.KeysBucket, flow.Bucket, batch.Bucket} {
 		if _, err := js.KeyValue(ctx, b); err != nil {
 			t.Errorf("bucket %s: %v", b, err)
 		}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/batch"
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/logattr"
 	"github.com/weft-dev/weft/pkg/client"
@@ -167,6 +168,12 @@ type server struct {
 	// xorigin refuses state-changing requests from another origin.
 	xorigin *http.CrossOriginProtection
 
+	// Whether this server may run batch jobs (batches.go), found out
+	// once, and their store when it may.
+	rightsOnce sync.Once
+	rightsAre  rights
+	jobs       *batch.Store
+
 	// The last failure to list the queues' consumers, and when.
 	consumersMu  sync.Mutex
 	consumersErr error
@@ -242,6 +249,10 @@ func (s *server) api() *http.ServeMux {
 	api.HandleFunc("POST /api/runs/{id}/signal", s.signal)
 	api.HandleFunc("POST /api/runs/{id}/cancel", s.cancel)
 	api.HandleFunc("POST /api/runs/{id}/fork", s.fork)
+	api.HandleFunc("POST /api/runs/{id}/reset", s.reset)
+	api.HandleFunc("POST /api/runs", s.start)
+	api.HandleFunc("POST /api/batches", s.startBatch)
+	api.HandleFunc("GET /api/batches/{id}", s.getBatch)
 	api.HandleFunc("GET /api/workers", s.workers)
 	api.HandleFunc("GET /api/schedules", s.listSchedules)
 	api.HandleFunc("GET /api/schedules/{name}", s.getSchedule)
@@ -402,10 +413,13 @@ type configView struct {
 	ReadOnly bool   `json:"readOnly"`
 	TraceURL string `json:"traceUrl"`
 	Version  string `json:"version"`
+	// Rights are the actions beyond the client's this server may take
+	// (batch jobs), and why not.
+	Rights rights `json:"rights"`
 }
 
 func (s *server) config(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, configView{ReadOnly: s.cfg.ReadOnly, TraceURL: s.cfg.TraceURL, Version: s.cfg.Version})
+	writeJSON(w, http.StatusOK, configView{ReadOnly: s.cfg.ReadOnly, TraceURL: s.cfg.TraceURL, Version: s.cfg.Version, Rights: s.rights()})
 }
 
 // buildVersion is the main module's version as the build recorded it.

@@ -3,15 +3,15 @@
 // with markup in its state and a run of over 10,000 events; Debian's
 // Chromium, driven headless by playwright-core, checks what the screens
 // show, the scrubbing, a signal sent from the page, live updates, and bad
-// input. Screenshots land in e2e/screenshots/.
+// input. Screenshots land in docs/screenshots/ (the README shows them).
 import assert from 'node:assert/strict'
 import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { after, before, test } from 'node:test'
 import { chromium } from 'playwright-core'
-import { chromiumPath, Weft } from './weft.mjs'
+import { chromiumPath, root, Weft } from './weft.mjs'
 
-const shots = join(import.meta.dirname, 'screenshots')
+const shots = join(root, 'docs', 'screenshots')
 const weft = new Weft()
 let browser
 let page
@@ -441,7 +441,7 @@ test('runs selected in the list are cancelled together, each reported', async ()
   const a = await weft.run('examples/approval.yaml')
   const b = await weft.run('examples/approval.yaml')
   await go('/runs')
-  const cancelSelected = page.getByRole('button', { name: 'Cancel selected: select runs first' })
+  const cancelSelected = page.getByRole('button', { name: 'Cancel selected: select runs in the list first' })
   await cancelSelected.waitFor()
   assert.equal(await cancelSelected.isDisabled(), true)
   for (const id of [a, b, runs.fanout]) await page.locator(`tr[data-run="${id}"] input[name="select"]`).check()
@@ -450,7 +450,7 @@ test('runs selected in the list are cancelled together, each reported', async ()
   await dialog.locator('input[name="reason"]').fill('batch from the UI')
   await dialog.getByRole('button', { name: 'Cancel the runs' }).click()
   await dialog.waitFor({ state: 'detached' })
-  await page.locator('.notice', { hasText: 'Cancellation requested for 2 run(s). 1 skipped, already ended' }).waitFor()
+  await page.locator('.notice', { hasText: 'cancel done for 2 of 3 run(s). 1 skipped: ' + runs.fanout }).waitFor()
   for (const id of [a, b]) await page.locator(`tr[data-run="${id}"][data-status="cancelled"]`).waitFor()
 })
 

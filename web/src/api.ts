@@ -259,6 +259,17 @@ export interface Config {
   readOnly: boolean
   traceUrl: string
   version: string
+  // What this server's NATS user may do beyond the client's: batch jobs
+  // (the admin's role), and why not.
+  rights?: { actions: boolean; actionsWhy?: string; batch: boolean; batchWhy?: string }
+}
+
+// A durable batch job (internal/batch) and its progress.
+export interface BatchJob {
+  job: { id: string; operation: string; runs: string[]; by: string; created: string; finished?: string }
+  state: 'running' | 'finished' | 'interrupted'
+  tally: { Done: number; Skipped: number; Failed: number; Total: number }
+  outcomes: { run: string; result: 'done' | 'skipped' | 'failed'; detail?: string; at: string }[] | null
 }
 
 // ApiError is what every failed call throws: a message to show as is,
@@ -365,6 +376,12 @@ export const api = {
   signal: (id: string, node: string, data: unknown) => call<{ id: string }>('POST', `${run(id)}/signal`, { node, data }),
   cancel: (id: string, reason: string) => call<object>('POST', `${run(id)}/cancel`, { reason }),
   fork: (id: string, at: number) => call<{ runId: string }>('POST', `${run(id)}/fork`, { at }),
+  reset: (id: string, node: string) => call<{ runId: string }>('POST', `${run(id)}/reset`, { node }),
+  // start starts a run of a pasted graph (YAML or JSON) or of a run's graph.
+  start: (p: { graph?: string; fromRun?: string; input?: unknown }) => call<{ runId: string }>('POST', '/api/runs', p),
+  startBatch: (operation: string, runs: string[], reason: string) =>
+    call<{ id: string }>('POST', '/api/batches', { operation, runs, reason }),
+  batch: (id: string) => call<BatchJob>('GET', `/api/batches/${encodeURIComponent(id)}`),
   schedules: () =>
     call<{ schedules: Schedule[] }>('GET', '/api/schedules').then((l) => list(l.schedules).map(schedule)),
   pauseSchedule: (name: string, note: string) => call<Schedule>('POST', `${sched(name)}/pause`, { note }).then(schedule),

@@ -11,6 +11,7 @@ import { RunsScreen } from './screens/runs'
 import { RunScreen } from './screens/run'
 import { WorkersScreen } from './screens/workers'
 import { SchedulesScreen } from './screens/schedules'
+import { StartScreen } from './screens/start'
 import { Problem } from './ui'
 import './style.css'
 
@@ -44,6 +45,7 @@ function App() {
   else if (first === 'runs' && route.path.length === 2) screen = <RunScreen id={second} route={route} />
   else if (first === 'workers' && route.path.length === 1) screen = <WorkersScreen />
   else if (first === 'schedules' && route.path.length === 1) screen = <SchedulesScreen />
+  else if (first === 'start' && route.path.length === 1) screen = <StartScreen route={route} />
   else
     screen = (
       <Problem
@@ -65,6 +67,9 @@ function App() {
           </a>
           <a href={href(['schedules'])} class={first === 'schedules' ? 'active' : ''}>
             Schedules
+          </a>
+          <a href={href(['start'])} class={first === 'start' ? 'active' : ''}>
+            Start a run
           </a>
         </nav>
         <span class="spacer" />

@@ -4,6 +4,7 @@
 import type { ComponentChildren } from 'preact'
 import { useEffect, useRef, useState } from 'preact/hooks'
 import { ApiError } from './api'
+import { JsonView } from './json'
 
 export function Status({ status }: { status: string }) {
   const s = status || 'idle'
@@ -36,9 +37,10 @@ export function Loading({ what }: { what: string }) {
   return <div class="loading">Loading {what}…</div>
 }
 
+// Json shows a JSON value: a collapsible tree with a copy button (json.tsx).
 export function Json({ value, empty = '—' }: { value: unknown; empty?: string }) {
   if (value === undefined || value === null) return <span class="muted">{empty}</span>
-  return <pre class="json">{JSON.stringify(value, null, 2)}</pre>
+  return <JsonView value={value} />
 }
 
 export function Time({ at }: { at?: string }) {

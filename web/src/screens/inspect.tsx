@@ -1,6 +1,7 @@
 // What the run screen shows beside the graph: the selected event (its
 // data, what it changed, the state after it) and the selected node (input,
 // output, error, attempts, worker, duration, idempotency key, child runs).
+import type { ComponentChildren } from 'preact'
 import type { DiffEntry, GraphNode, NodeState, RunState, StateAt, WeftEvent } from '../api'
 import { href } from '../router'
 import { duration, Json, Loading, Problem, shortType, Status, Time } from '../ui'
@@ -140,6 +141,7 @@ export function NodeDetail(props: {
   state?: NodeState
   events: WeftEvent[] // up to the moment shown
   onClose: () => void
+  actions?: ComponentChildren // the node's actions (reset from it)
 }) {
   const { node, state } = props
   const { attempts, children } = attemptsOf(props.events, node.id)
@@ -154,6 +156,7 @@ export function NodeDetail(props: {
           ✕
         </button>
       </h2>
+      {props.actions && <div class="actions">{props.actions}</div>}
       <dl class="facts">
         <dt>type</dt>
         <dd>{node.type}</dd>

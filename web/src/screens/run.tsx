@@ -6,10 +6,11 @@ import { useEffect, useRef, useState } from 'preact/hooks'
 import { api, ApiError, live, type RunDetail, type StateAt, type WeftEvent, waitWhat } from '../api'
 import { useConfig } from '../config'
 import { href, navigate, withParams, type Route } from '../router'
-import { duration, Loading, Problem, shownStatus, Status, Time } from '../ui'
+import { duration, Json, Loading, Problem, shownStatus, Status, Time } from '../ui'
 import { Actions } from './actions'
 import { GraphPicture } from './graph'
 import { PendingPanel } from './pending'
+import { ResetFrom } from './reset'
 import { ConversationPanel } from './conversation'
 import { EventPanel, FailureView, NodeDetail } from './inspect'
 import { Timeline, type Log } from './timeline'
@@ -308,7 +309,14 @@ export function RunScreen({ id, route }: { id: string; route: Route }) {
       </dl>
       {live_.error && <FailureView f={live_.error} />}
       <PendingPanel pending={detail.pending ?? []} onSelect={(n) => navigate(withParams(route, { node: n }))} />
-      {!config.readOnly && (
+      {!config.readOnly && config.rights && !config.rights.actions && (
+        <div class="actions">
+          <button disabled title={config.rights.actionsWhy}>
+            Signal, cancel, fork: {config.rights.actionsWhy ?? 'this UI may not act on runs'}
+          </button>
+        </div>
+      )}
+      {!config.readOnly && config.rights?.actions !== false && (
         <Actions
           runId={summary.runId}
           state={live_}
@@ -380,6 +388,18 @@ export function RunScreen({ id, route }: { id: string; route: Route }) {
           state={nodes[selNode.id]}
           events={upTo}
           onClose={() => navigate(withParams(route, { node: null }))}
+          actions={
+            !config.readOnly && (
+            <ResetFrom
+              runId={summary.runId}
+              node={selNode.id}
+              ran={!!nodes[selNode.id] && nodes[selNode.id].status !== 'idle'}
+              readOnly={config.readOnly}
+              noRight={config.rights && !config.rights.actions ? (config.rights.actionsWhy ?? 'this UI may not act on runs') : ''}
+              onDone={setNotice}
+            />
+            )
+          }
         />
       )}
       {selNode?.type === 'agent' && <ConversationPanel id={id} node={selNode.id} events={events} />}
@@ -396,11 +416,11 @@ export function RunScreen({ id, route }: { id: string; route: Route }) {
       {at === null && (live_.output !== undefined || live_.state) && (
         <section class="panel">
           <h2>State now</h2>
-          <pre class="json">{JSON.stringify(live_.state ?? {}, null, 2)}</pre>
+          <Json value={live_.state ?? {}} />
           {live_.output !== undefined && (
             <>
               <h3>Output</h3>
-              <pre class="json">{JSON.stringify(live_.output, null, 2)}</pre>
+              <Json value={live_.output} empty="null" />
             </>
           )}
         </section>

@@ -2,31 +2,40 @@
 // run id, paged by the server's cursor, with counts per status; a live
 // stream of read-model changes refreshes the page.
 import { useEffect, useRef, useState } from 'preact/hooks'
-import { api, ApiError, live, type RunList, waitWhat } from '../api'
+import { api, live, type BatchJob, type RunList, waitWhat } from '../api'
 import { useConfig } from '../config'
 import { href, navigate, withParams, type Route } from '../router'
 import { Confirm, duration, shownStatus, Loading, Problem, Status, Time } from '../ui'
 
-// cancelAll asks for each run to be cancelled, one after another, and says
-// what happened to each: requested, skipped (it ended: the server's 409),
-// or failed and why.
-async function cancelAll(ids: string[], reason: string): Promise<string> {
-  const done: string[] = []
-  const skipped: string[] = []
-  const failed: string[] = []
-  for (const id of ids) {
-    try {
-      await api.cancel(id, reason)
-      done.push(id)
-    } catch (e) {
-      if (e instanceof ApiError && e.status === 409) skipped.push(id)
-      else failed.push(`${id} (${e instanceof Error ? e.message : String(e)})`)
-    }
+// runBatch does op to the runs as one durable batch job on the server
+// (internal/batch: resumable, its progress kept; 'weft batch describe ID'
+// reads it too), waits for it to finish, and says what happened to each
+// run: done, skipped and why, failed and why.
+async function runBatch(op: string, ids: string[], reason: string): Promise<string> {
+  const { id } = await api.startBatch(op, ids, reason)
+  let b: BatchJob
+  for (;;) {
+    b = await api.batch(id)
+    if (b.state !== 'running' || (b.outcomes ?? []).length === ids.length) break
+    await new Promise((ok) => setTimeout(ok, 300)) // the job's next outcomes
   }
-  const parts = [`Cancellation requested for ${done.length} run(s)`]
-  if (skipped.length) parts.push(`${skipped.length} skipped, already ended: ${skipped.join(', ')}`)
-  if (failed.length) parts.push(`${failed.length} failed: ${failed.join('; ')}`)
+  const outs = b.outcomes ?? []
+  const of = (r: string) => outs.filter((o) => o.result === r)
+  const parts = [`Batch job ${id}: ${op} done for ${of('done').length} of ${ids.length} run(s)`]
+  const skipped = of('skipped')
+  if (skipped.length) parts.push(`${skipped.length} skipped: ${skipped.map((o) => `${o.run} (${o.detail ?? ''})`).join(', ')}`)
+  const failed = of('failed')
+  if (failed.length) parts.push(`${failed.length} failed: ${failed.map((o) => `${o.run} (${o.detail ?? ''})`).join('; ')}`)
+  const left = ids.length - outs.length
+  if (left > 0) parts.push(`${left} not reached yet (the job goes on; 'weft batch describe ${id}')`)
   return parts.join('. ') + '.'
+}
+
+// The batch actions on a selection, and what each asks.
+const batchOps: Record<string, { title: string; confirm: string; says: string; reason: boolean }> = {
+  cancel: { title: 'Cancel', confirm: 'Cancel the runs', says: "Each run's running nodes are asked to stop; runs that ended are skipped.", reason: true },
+  terminate: { title: 'Terminate', confirm: 'Terminate the runs', says: 'Each run ends at once, as terminated; runs that ended are skipped.', reason: true },
+  delete: { title: 'Delete', confirm: 'Delete the runs', says: "Each ended run's whole history is removed; runs that have not ended are skipped.", reason: false },
 }
 
 // The read model's statuses (a running run that only waits, on a person or
@@ -59,7 +68,7 @@ export function RunsScreen({ route }: { route: Route }) {
   const config = useConfig()
   // The runs selected for a batch action, by id; a new listing clears it.
   const [selected, setSelected] = useState<Set<string>>(new Set())
-  const [asking, setAsking] = useState(false)
+  const [asking, setAsking] = useState<string | null>(null)
   const [reason, setReason] = useState('')
   const [notice, setNotice] = useState<string | null>(null)
   useEffect(() => setSelected(new Set()), [key])
@@ -195,27 +204,38 @@ export function RunsScreen({ route }: { route: Route }) {
       {!config.readOnly && list !== null && list.runs.length > 0 && (
         <div class="batch">
           <span class="muted">{selected.size} selected</span>{' '}
-          <button disabled={selected.size === 0} onClick={() => setAsking(true)} title={selected.size === 0 ? 'select runs in the list first' : ''}>
-            {selected.size === 0 ? 'Cancel selected: select runs first' : `Cancel ${selected.size} selected…`}
-          </button>
+          {Object.entries(batchOps).map(([op, o]) => {
+            const why = !config.rights?.batch
+              ? (config.rights?.batchWhy ?? 'batch jobs are not allowed here')
+              : selected.size === 0
+                ? 'select runs in the list first'
+                : ''
+            return (
+              <button key={op} data-batch={op} disabled={why !== ''} onClick={() => setAsking(op)} title={why}>
+                {why ? `${o.title} selected: ${why}` : `${o.title} ${selected.size} selected…`}
+              </button>
+            )
+          })}
         </div>
       )}
       {asking && (
         <Confirm
-          title={`Cancel ${selected.size} run(s)?`}
-          confirm="Cancel the runs"
-          onClose={() => setAsking(false)}
+          title={`${batchOps[asking].title} ${selected.size} run(s)?`}
+          confirm={batchOps[asking].confirm}
+          onClose={() => setAsking(null)}
           onConfirm={async () => {
-            setNotice(await cancelAll([...selected], reason))
+            setNotice(await runBatch(asking, [...selected], batchOps[asking].reason ? reason : ''))
             setSelected(new Set())
             setTick((t) => t + 1)
           }}
         >
-          <p>Each run's running nodes are asked to stop; runs that ended are skipped. Each is reported.</p>
-          <label class="block">
-            reason
-            <input name="reason" value={reason} onInput={(e) => setReason((e.target as HTMLInputElement).value)} />
-          </label>
+          <p>{batchOps[asking].says} One batch job does them all, and reports on each; it survives this page being closed.</p>
+          {batchOps[asking].reason && (
+            <label class="block">
+              reason
+              <input name="reason" value={reason} onInput={(e) => setReason((e.target as HTMLInputElement).value)} />
+            </label>
+          )}
         </Confirm>
       )}
       {notice && (
