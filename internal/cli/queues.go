@@ -23,7 +23,9 @@ acknowledged) and waiting (not yet delivered). The work counts come from
 the queues' consumers, which Weft's client role may not list: then they
 are "?", and a note says so ('weft workers' lists the workers one by one).
 
-Then the concurrency limits in use (nodes' concurrency: {max, key}) from
+Then the concurrency limits in use (nodes' concurrency: {max, key}, a
+graph's limits by type and queue, type/<type> and queue/<queue>, and a
+graph's run limit, whose holders and waiters are runs, node START) from
 the flow bucket (weft-flow), which the coordinators keep by compare-and-set:
 for each limit and key, the slots held of its max, the attempts waiting in
 line and the oldest waiter. A key with nothing held and nothing waiting is

@@ -313,6 +313,9 @@ func ago(t, now time.Time) string {
 // waitLine says what a run waits on: a wait node's time, or a human
 // node's signal, its deadline and the command that answers it.
 func waitLine(run string, w readmodel.Waiting, now time.Time) string {
+	if w.Slot != nil {
+		return "a slot of its run limit " + slotName(w.Slot) + " (before its first node)"
+	}
 	if w.For == projection.WaitingForTimer {
 		s := "node " + w.Node + ": a wait"
 		if w.Deadline != nil {
@@ -338,7 +341,10 @@ func waitCell(ws []readmodel.Waiting, now time.Time) string {
 	parts := make([]string, len(ws))
 	for i, w := range ws {
 		what := "signal"
-		if w.For == projection.WaitingForTimer {
+		switch {
+		case w.Slot != nil:
+			what = "slot of " + slotName(w.Slot)
+		case w.For == projection.WaitingForTimer:
 			what = "wait"
 		}
 		parts[i] = w.Node + " (" + what
@@ -847,4 +853,13 @@ func routing(d *events.NodeRoutedData) string {
 		s += " (not " + strings.Join(not, ", ") + ")"
 	}
 	return s
+}
+
+// slotName names a limit's slot: "limit" key "key" (max N).
+func slotName(s *events.SlotRef) string {
+	name := strconv.Quote(s.Limit)
+	if s.Key != "" {
+		name += " key " + strconv.Quote(s.Key)
+	}
+	return name + " (max " + strconv.Itoa(s.Max) + ")"
 }

@@ -47,3 +47,37 @@ edges: [{from: START, to: nap}, {from: nap, to: END}]
 	}
 	waitListed(t, cl, human, projection.RunCompleted)
 }
+
+// A run over its graph's run limit shows as waiting, for a slot of the
+// limit and key, in weft list and weft status (and in weft queues, as the
+// limit's waiter).
+func TestRunWaitingForItsSlotShows(t *testing.T) {
+	url, cl := engine(t)
+	file := writeFile(t, "limited.yaml", `
+name: onebyone
+concurrency: {max: 1, key: "invocation.tenant"}
+nodes:
+  - {id: nap, type: sleep, config: {duration: 60s}, timeout: 120s}
+edges: [{from: START, to: nap}, {from: nap, to: END}]
+`)
+	first := strings.TrimSpace(weft(t, "run", file, "-invocation", `{"tenant":"acme"}`, "-nats", url).stdout)
+	waitListed(t, cl, first, projection.RunRunning)
+	second := strings.TrimSpace(weft(t, "run", file, "-invocation", `{"tenant":"acme"}`, "-nats", url).stdout)
+	waitListed(t, cl, second, projection.RunWaiting)
+
+	r := weft(t, "list", "-status", "waiting", "-nats", url)
+	wantContains(t, "list", r.stdout, second, "waiting", `START (slot of "onebyone" key "acme" (max 1))`)
+	if strings.Contains(r.stdout, first) {
+		t.Errorf("the run holding the slot is listed as waiting:\n%s", r.stdout)
+	}
+	r = weft(t, "status", second, "-nats", url)
+	wantContains(t, "status", r.stdout, "waiting", `waits on`, `a slot of its run limit "onebyone" key "acme" (max 1) (before its first node)`)
+	r = weft(t, "queues", "-nats", url)
+	wantContains(t, "queues", r.stdout, "onebyone", "acme")
+
+	// Cancelled, the first gives its slot to the second, which starts.
+	weft(t, "cancel", first, "-nats", url)
+	waitListed(t, cl, second, projection.RunRunning)
+	weft(t, "cancel", second, "-nats", url)
+	waitListed(t, cl, second, projection.RunCancelled)
+}

@@ -67,7 +67,14 @@ func (c *Coordinator) flowOptions(ctx context.Context) (decider.Options, func() 
 		if first != nil {
 			return decider.Admission{}
 		}
-		h := flow.Holder{Run: r.Run, Node: r.Ref.Node, Iteration: r.Ref.Iteration, Attempt: r.Attempt, Priority: r.Priority, Fairness: r.Fairness}
+		h := flow.Holder{Run: r.Run, Node: holderNode(r.Ref), Iteration: r.Ref.Iteration, Attempt: r.Attempt, Priority: r.Priority, Fairness: r.Fairness}
+		if r.Ref.Node == flow.RunNode {
+			a, err := c.admitRun(ctx, r, h) // runlimit.go
+			if err != nil {
+				first = err
+			}
+			return a
+		}
 		g, err := c.flow.Acquire(ctx, slotOf(r.Slot), h)
 		switch {
 		case flow.Final(err):
@@ -98,6 +105,12 @@ func slotHolder(run, node string, ns *projection.NodeState) flow.Holder {
 // slotLive reports whether, in state s, attempt h of its node still holds
 // or waits for its slot.
 func slotLive(s *projection.State, h flow.Holder) bool {
+	if h.Node == flow.RunNode {
+		return !s.Status.Ended() // a run holds its own slot until it ends
+	}
+	if node, item, ok := itemOf(h.Node); ok {
+		return itemSlotLive(s, node, item, h) // mapslots.go
+	}
 	ns := s.Nodes[h.Node]
 	if s.Status.Ended() || ns == nil || ns.Iteration != h.Iteration {
 		return false
@@ -121,11 +134,17 @@ func (c *Coordinator) releaseSlots(ctx context.Context, ent *runEntry) error {
 		return nil
 	}
 	s := ent.state
+	if err := c.releaseRunSlot(ctx, ent); err != nil { // runlimit.go
+		return err
+	}
+	if err := c.releaseItemSlots(ctx, ent); err != nil { // mapslots.go
+		return err
+	}
 	for id, ns := range s.Nodes {
 		if err := c.backoffRate(ctx, ent, id, ns); err != nil {
 			return err
 		}
-		if ns.Slot == nil {
+		if ns.Slot == nil || id == flow.RunNode {
 			continue
 		}
 		h := slotHolder(s.RunID, id, ns)
@@ -229,6 +248,10 @@ func (c *Coordinator) wake(ctx context.Context, h flow.Holder) error {
 	now := c.opts.now().UTC()
 	id := "slot-" + h.Node + "-" + strconv.Itoa(h.Iteration)
 	ref := events.NodeRef{Node: h.Node, Iteration: h.Iteration}
+	if node, item, ok := itemOf(h.Node); ok {
+		id = "slot-" + node + "-" + strconv.Itoa(h.Iteration) + "-" + strconv.Itoa(item)
+		ref = events.NodeRef{Node: node, Iteration: h.Iteration, Item: &item}
+	}
 	ev, err := events.New(h.Run, eventlog.DecisionID(h.Run, events.TimerFired, id, strconv.FormatInt(now.UnixNano(), 10)), now,
 		&events.TimerFiredData{TimerID: id, Purpose: "slot", Ref: ref, Attempt: h.Attempt})
 	if err != nil {

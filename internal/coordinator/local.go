@@ -348,6 +348,11 @@ func (c *Coordinator) runLocal(ctx context.Context, ent *runEntry, handling stri
 		if err := c.decide(ctx, ent); err != nil {
 			return err
 		}
+		// What the outcomes ended (an attempt, the run) gives its slots
+		// back now: the decisions' echoes are not settled again.
+		if err := c.releaseSlots(ctx, ent); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -505,7 +505,8 @@ func (d *decider) maxAttempts(n *graph.Node, ref events.NodeRef) int {
 // when it waited for them, else taken here. ok is false when the attempt
 // is not readied now: it waits for a turn or a slot, or the run failed
 // working out which.
-// Items of a map node are not limited one by one.
+// A map item's slot is taken before (readyItem, mapslots.go) and comes in
+// done.
 func (d *decider) flowClears(n *graph.Node, ref events.NodeRef, attempt int, local json.RawMessage, consumed, owed []int, done *cleared) (slot *events.SlotRef, rate *events.RateRef, ok bool) {
 	if done != nil {
 		slot, rate = done.slot, done.rate
@@ -567,18 +568,20 @@ func (d *decider) mapItems(n *graph.Node, ns *projection.NodeState) bool {
 	// The input is encoded only when an item is readied: most calls (an
 	// item finished, another is running) ready nothing.
 	var input json.RawMessage
-	readyItem := func(i, attempt int) {
+	full := map[string]bool{} // keys of the node's limit found full
+	readyItem := func(i, attempt int) bool {
 		if input == nil {
 			input = d.input(n)
 		}
-		d.readyWith(n, itemRef(n, ns, i), attempt, itemLocal(ns.Items[i].Data, i), nil, nil, input, nil)
+		return d.readyItem(n, ns, i, attempt, input, full) // mapslots.go
 	}
 	active := 0
 	for i, it := range ns.Items {
 		switch it.Status {
 		case projection.NodeRetryDue:
-			readyItem(i, it.Attempt+1)
-			return true
+			if readyItem(i, it.Attempt+1) {
+				return true
+			}
 		case projection.NodeFailed:
 			return d.onFailure(n, ns, &i)
 		case projection.NodeReady, projection.NodeRunning, projection.NodeRetrying:
@@ -591,8 +594,7 @@ func (d *decider) mapItems(n *graph.Node, ns *projection.NodeState) bool {
 		if limit > 0 && active >= limit {
 			break
 		}
-		if it.Status == projection.NodeIdle {
-			readyItem(i, 1)
+		if it.Status == projection.NodeIdle && readyItem(i, 1) {
 			active++
 			did = true
 		}

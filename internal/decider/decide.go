@@ -182,6 +182,12 @@ func (d *decider) step() bool {
 	}
 	// Entry: START's edges are routed once, when the run starts.
 	if d.s.Stats.Events > 0 && !d.startRouted() && !d.drain {
+		switch d.admitRun() { // runlimit.go
+		case runWaits:
+			return false
+		case runEnded:
+			return true
+		}
 		d.routeStart()
 		return true
 	}

@@ -64,6 +64,10 @@ type AdmitRequest struct {
 	Ref      events.NodeRef
 	Attempt  int
 	Slot     events.SlotRef
+	// Strategy is, for a run's own slot (Ref.Node START), its graph's
+	// run limit strategy (graph.RunQueue, RunCancelNewest or
+	// RunCancelOldest); empty for a node's slot, which is queued.
+	Strategy string
 }
 
 // Admission answers an AdmitRequest.
@@ -74,6 +78,9 @@ type Admission struct {
 	// Failure, when set, is final for the attempt (a bound of the limit
 	// was passed): the run fails with it.
 	Failure *events.Failure
+	// Full says, for a run's own slot with the cancel-newest strategy,
+	// that the key is full: the run is cancelled (not queued).
+	Full bool
 }
 
 // MaxKeyLen is the longest concurrency key a node's expression may give.

@@ -408,7 +408,9 @@ type NodeWaitingData struct {
 	Input json.RawMessage `json:"input,omitempty"`
 	// Slot and Attempt are, for "slot", the concurrency slot the node
 	// waits for and the attempt that will take it: the node's first, or
-	// the retry that came due (the node's iteration began already).
+	// the retry that came due (the node's iteration began already). Node
+	// START (iteration 1, attempt 1) is the run waiting for a slot of its
+	// graph's run limit before its first node; routing START ends it.
 	Slot    *SlotRef `json:"slot,omitempty"`
 	Attempt int      `json:"attempt,omitempty"`
 	// Rate is, for "rate", the rate limit whose turn the attempt waits

@@ -33,6 +33,40 @@
 // node.waiting {for: "slot", slot: {limit, key}, attempt} in the run's
 // log: waiting is visible in the log, in 'weft status' and in the UI.
 //
+// # Run limits
+//
+// A graph's concurrency (graph.RunConcurrency) limits its runs in
+// progress by key with the same entries (runlimit.go): the holder is the
+// run's own, named by its run and the pseudo-node START (RunHolder). The
+// run's owner takes it while it decides the run before routing START,
+// the run's entry (decider's runlimit.go); the slot is a function of the
+// run's graph, input and invocation, so the same whoever asks and
+// whenever. A run over the limit waits (queue: a node.waiting of START
+// for "slot", woken as a node's attempt is), is refused in the same
+// compare-and-set without being queued (cancel-newest), or is queued
+// while the oldest holder that no earlier waiter evicts is recorded in
+// the entry as its victim (Entry.Evicts; cancel-oldest) and its run's
+// cancellation appended by the coordinator: the victim gives the slot
+// back when its cancellation ends it, so the entry never has more than
+// max holders. The run's slot is held while its run has not ended
+// (coordinator slotLive), given back when the coordinator folds the
+// run's end, whatever it is, and reclaimed by the sweep from an ended run
+// otherwise. A run's slot is in the log from its start, so the sweep's
+// Grace does not matter for it.
+//
+// # Map items
+//
+// A map node's items take slots of their node's limit one by one, each
+// attempt a holder of its own, "<node>.<item>" (a node id has no '.'):
+// the coordinator asks for an item's slot as it would ready the item, and
+// an item that finds its key full is queued in the line without a record
+// in the log (the first of its key in a decision; the others cannot pass
+// it); the release that lets it in wakes its run. An item's held slot is
+// in its node-ready and given back once the item's attempt ended; the
+// places of items still queued when their run ends are given back then,
+// and the sweep reclaims any left (a queued item is live while its run
+// has not ended and the item has not been readied at that attempt).
+//
 // # Priorities and fairness
 //
 // A run carries a priority (1 to 5, default 3) and a fairness key (a

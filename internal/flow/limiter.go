@@ -85,6 +85,10 @@ type Entry struct {
 	// Served counts the slots granted per fairness key, less the least
 	// count among the keys still holding or waiting: the keys' turns.
 	Served map[string]int `json:"served,omitempty"`
+	// Evicts is, for a run limit with the cancel-oldest strategy, the
+	// holder each waiter (by ID) has cancelled to take its slot
+	// (runlimit.go).
+	Evicts map[string]Holder `json:"evicts,omitempty"`
 }
 
 // grant moves h (a waiter at index i, or -1) to the holders and counts

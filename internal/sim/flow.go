@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/weft-dev/weft/internal/flow"
 	"github.com/weft-dev/weft/pkg/events"
+	"github.com/weft-dev/weft/pkg/graph"
 )
 
 // memKV is the simulator's model of the flow bucket (internal/flow): keys
@@ -126,6 +128,19 @@ func (v *validator) checkFlow() {
 			return
 		}
 	}
+	v.checkRunLimits()
+	for slot, n := range v.liveSlots() {
+		v.count("never more than max attempts run per key (log)")
+		if n > slot.Max {
+			v.fail("", "never more than max attempts run per key (log)", "limit %q key %q: %d attempts readied and not ended, max %d", slot.Limit, slot.Key, n, slot.Max)
+			return
+		}
+	}
+}
+
+// liveSlots counts, from the log, the attempts (and map items) of runs
+// that have not ended holding each slot: readied with it, outcome not in.
+func (v *validator) liveSlots() map[events.SlotRef]int {
 	live := map[events.SlotRef]int{}
 	for _, id := range v.order {
 		rc := v.runs[id]
@@ -136,15 +151,14 @@ func (v *validator) checkFlow() {
 			if ns.Slot != nil && ns.WaitingFor == "" && (ns.Status == "ready" || ns.Status == "running") {
 				live[*ns.Slot]++
 			}
+			for _, it := range ns.Items { // map items hold slots of their own
+				if it.Slot != nil && (it.Status == "ready" || it.Status == "running") {
+					live[*it.Slot]++
+				}
+			}
 		}
 	}
-	for slot, n := range live {
-		v.count("never more than max attempts run per key (log)")
-		if n > slot.Max {
-			v.fail("", "never more than max attempts run per key (log)", "limit %q key %q: %d attempts readied and not ended, max %d", slot.Limit, slot.Key, n, slot.Max)
-			return
-		}
-	}
+	return live
 }
 
 // finalFlow checks that once every run ended no slot is held and no
@@ -156,4 +170,36 @@ func (v *validator) finalFlow() *Violation {
 		return v.violation("", "no slot held by an ended attempt", fmt.Sprintf("the bucket holds %+v (%v)", es, err))
 	}
 	return nil
+}
+
+// checkRunLimits checks the graphs' run limits from the log: no more runs
+// of a limit in progress at once (entered, START routed, and not ended)
+// than its max. Only limits without a key are counted (the simulator's
+// graphs have no other); the bucket's check covers every key.
+func (v *validator) checkRunLimits() {
+	in := map[string]int{}
+	limits := map[string]int{}
+	for _, id := range v.order {
+		rc := v.runs[id]
+		if rc.state == nil || rc.state.Status.Ended() || !rc.state.EntryRouted {
+			continue
+		}
+		var def struct {
+			Name        string                `json:"name"`
+			Concurrency *graph.RunConcurrency `json:"concurrency"`
+		}
+		if json.Unmarshal(rc.state.Graph, &def) != nil || def.Concurrency == nil || def.Concurrency.Key != "" {
+			continue
+		}
+		name := graph.RunLimitName(&graph.Definition{Name: def.Name, Concurrency: def.Concurrency})
+		in[name]++
+		limits[name] = def.Concurrency.Max
+	}
+	for name, n := range in {
+		v.count("never more than max runs in progress per key (log)")
+		if n > limits[name] {
+			v.fail("", "never more than max runs in progress per key (log)", "run limit %q: %d runs entered and not ended, max %d", name, n, limits[name])
+			return
+		}
+	}
 }

@@ -42,8 +42,9 @@ var quickRetry = graph.RetryPolicy{MaxAttempts: 4, InitialInterval: graph.Durati
 // graphs builds the graphs the simulator runs: a chain, a fan-out into an
 // all-join, retries with a fallback, a loop with an iteration cap, a map,
 // a human node fed by signals with a deadline, a human node in a loop
-// whose person answers each wait, durable waits, and a loop that
-// continues as new every two steps (three links a chain).
+// whose person answers each wait, durable waits, a loop that continues
+// as new every two steps (three links a chain), two branches sharing a
+// node limit's slot, and a graph whose runs share a run limit.
 //
 // Size: a table of the simulator's graphs.
 func graphs() ([]*simGraph, error) {
@@ -91,7 +92,7 @@ func graphs() ([]*simGraph, error) {
 			Edge("step", graph.Continue, graph.If("int(state.total) % 2 == 0 && state.total < 6")).
 			Edge("step", graph.End, graph.If("state.total >= 6"))},
 		{name: "map", input: `{"items":[1,2,3,4]}`, b: reducers(graph.New("map")).
-			Node("each", nodeType, work(behaviour{Fail: 0.2}, graph.Retry(quickRetry), graph.Map("state.items", 2))...).
+			Node("each", nodeType, work(behaviour{Fail: 0.2}, graph.Retry(quickRetry), graph.Map("state.items", 2), graph.Concurrency(3, "", "sim-items"))...).
 			Node("after", nodeType, work(behaviour{})...).
 			Edge(graph.Start, "each").Edge("each", "after").Edge("after", graph.End)},
 		// Two branches that share one slot (a limit named "sim-shared",
@@ -104,6 +105,13 @@ func graphs() ([]*simGraph, error) {
 			Node("join", nodeType, append(work(behaviour{}), graph.WaitAll())...).
 			Edge(graph.Start, "split").Edge("split", "x").Edge("split", "y").
 			Edge("x", "join").Edge("y", "join").Edge("join", graph.End)},
+		// A run limit (max 2 runs in progress, one key, a limit named
+		// "sim-runs"): the runs beyond it wait before their first node
+		// and are let in as runs end.
+		{name: "runlimited", b: reducers(graph.New("runlimited")).RunConcurrency(2, "", "sim-runs", graph.RunQueue).
+			Node("first", nodeType, work(behaviour{Fail: 0.2}, graph.Retry(quickRetry))...).
+			Node("second", nodeType, work(behaviour{Fatal: 0.1})...).
+			Edge(graph.Start, "first").Edge("first", "second").Edge("second", graph.End)},
 		{name: "human", human: []string{"approve"}, b: reducers(graph.New("human")).
 			Node("draft", nodeType, work(behaviour{})...).
 			Node("approve", graph.TypeHuman, graph.Config(map[string]string{"timeout": "40s"})).

@@ -635,3 +635,54 @@ edges:
 		t.Errorf("items named by the events: %v, want 0, 1 and 2\n%+v", items, evs.Events)
 	}
 }
+
+// TestUIWorkersShowLimits: the workers page lists the concurrency limits
+// in use, as 'weft queues' does: a graph's run limit with its holder and
+// the run waiting in line, and a node's rate limit with its state.
+func TestUIWorkersShowLimits(t *testing.T) {
+	e := newEnv(t, ui.Config{})
+	const limited = `
+name: onebyone
+concurrency: {max: 1}
+nodes:
+  - {id: nap, type: sleep, config: {duration: 60s}, timeout: 120s, rate: {limit: 5, per: 1s}}
+edges: [{from: START, to: nap}, {from: nap, to: END}]
+`
+	first := e.start(limited, nil)
+	e.waitFor(first, "invoking", "nap")
+	second := e.start(limited, nil)
+	e.waitIndexed(second, "waiting")
+	var w struct {
+		Limits []struct {
+			Limit, Key       string
+			Max, Held        int
+			Waiting          int
+			Runs             bool
+			OldestWaiter     *time.Time
+			Holders, Waiters []string
+		}
+		Rates []struct {
+			Limit   string
+			Rate    int
+			Waiting int
+		}
+		Note string
+	}
+	e.get("/api/workers").decode(t, &w)
+	if len(w.Limits) != 1 {
+		t.Fatalf("limits %+v (note %q), want the run limit", w.Limits, w.Note)
+	}
+	l := w.Limits[0]
+	if l.Limit != "onebyone" || l.Max != 1 || l.Held != 1 || l.Waiting != 1 || !l.Runs || l.OldestWaiter == nil ||
+		len(l.Holders) != 1 || !strings.HasPrefix(l.Holders[0], first+"/START/") || len(l.Waiters) != 1 || !strings.HasPrefix(l.Waiters[0], second+"/START/") {
+		t.Errorf("run limit %+v, want %s holding and %s waiting", l, first, second)
+	}
+	if len(w.Rates) != 1 || w.Rates[0].Limit != "onebyone/nap" || w.Rates[0].Rate != 5 {
+		t.Errorf("rates %+v, want onebyone/nap at 5", w.Rates)
+	}
+	for _, id := range []string{first, second} {
+		if err := e.cl.Cancel(context.Background(), id, "done"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

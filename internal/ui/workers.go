@@ -5,8 +5,10 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
+	"github.com/weft-dev/weft/internal/flow"
 	"github.com/weft-dev/weft/internal/workqueue"
 	"github.com/weft-dev/weft/pkg/worker"
 )
@@ -18,7 +20,26 @@ const consumersTimeout = 3 * time.Second
 type workersView struct {
 	Queues       []queueView      `json:"queues"`
 	Coordinators coordinatorsView `json:"coordinators"`
-	Note         string           `json:"note,omitempty"`
+	// Limits and Rates are the concurrency and rate limits in use, from
+	// the flow bucket, as 'weft queues' lists them.
+	Limits []limitView      `json:"limits"`
+	Rates  []flow.RateState `json:"rates"`
+	Note   string           `json:"note,omitempty"`
+}
+
+// limitView is one (limit, key) of a concurrency limit in use: a node's,
+// or a graph's run limit (its holders and waiters are runs, node START).
+type limitView struct {
+	Limit   string `json:"limit"`
+	Key     string `json:"key"`
+	Max     int    `json:"max"`
+	Held    int    `json:"held"`
+	Waiting int    `json:"waiting"`
+	// Runs says the limit is a graph's run limit.
+	Runs         bool       `json:"runs,omitempty"`
+	OldestWaiter *time.Time `json:"oldestWaiter"`
+	Holders      []string   `json:"holders"`
+	Waiters      []string   `json:"waiters"`
 }
 
 type queueView struct {
@@ -59,6 +80,10 @@ func (s *server) workers(w http.ResponseWriter, r *http.Request) {
 		out.Note = "the work waiting on each queue is unknown: the queues' consumers could not be read (" + err.Error() + "); Weft's client and ui roles may not list them"
 	}
 	out.Queues = queueViews(live, waiting)
+	out.Limits, out.Rates, err = s.limits(ctx)
+	if err != nil {
+		out.Note = strings.TrimPrefix(out.Note+"; ", "; ") + "the limits in use are unknown: the flow bucket could not be read (" + err.Error() + ")"
+	}
 	co, err := s.cl.Coordinators(ctx)
 	if err != nil {
 		s.fail(w, r, err)
@@ -161,4 +186,42 @@ func (s *server) listQueueConsumers(ctx context.Context) (map[string]uint64, err
 		return nil, err
 	}
 	return out, nil
+}
+
+// limits reads the concurrency and rate limits in use from the flow
+// bucket (none before a coordinator made it).
+func (s *server) limits(ctx context.Context) ([]limitView, []flow.RateState, error) {
+	limits, rates := []limitView{}, []flow.RateState{}
+	l, err := flow.Lookup(ctx, s.js)
+	if errors.Is(err, flow.ErrNoBucket) {
+		return limits, rates, nil
+	}
+	if err != nil {
+		return limits, rates, err
+	}
+	es, err := l.Entries(ctx)
+	if err != nil {
+		return limits, rates, err
+	}
+	for _, e := range es {
+		v := limitView{Limit: e.Limit, Key: e.Key, Max: e.Max, Held: len(e.Holders), Waiting: len(e.Waiters), Holders: []string{}, Waiters: []string{}}
+		for _, h := range e.Holders {
+			v.Runs = v.Runs || h.Node == flow.RunNode
+			v.Holders = append(v.Holders, h.ID())
+		}
+		for _, h := range e.Waiters {
+			v.Runs = v.Runs || h.Node == flow.RunNode
+			v.Waiters = append(v.Waiters, h.ID())
+		}
+		if len(e.Waiters) > 0 {
+			since := e.Waiters[0].Since
+			v.OldestWaiter = &since
+		}
+		limits = append(limits, v)
+	}
+	rs, err := l.Rates(ctx)
+	if err != nil {
+		return limits, rates, err
+	}
+	return limits, append(rates, rs...), nil
 }

@@ -104,6 +104,16 @@ func Concurrency(max int, key, name string) NodeOption {
 	return func(n *Node) { n.Concurrency = &ConcurrencyLimit{Max: max, Key: key, Name: name} }
 }
 
+// RunConcurrency limits the graph's runs in progress at once, per key
+// (key: a CEL expression over input and invocation giving a string; ""
+// for one key), across every graph that names the same limit (name; ""
+// for the graph's name); strategy is RunQueue ("" too), RunCancelNewest
+// or RunCancelOldest.
+func (b *Builder) RunConcurrency(max int, key, name, strategy string) *Builder {
+	b.def.Concurrency = &RunConcurrency{Max: max, Key: key, Name: name, Strategy: strategy}
+	return b
+}
+
 // MaxIterations sets the graph's per-node activation cap.
 func (b *Builder) MaxIterations(n int) *Builder { b.def.MaxIterations = n; return b }
 

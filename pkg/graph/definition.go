@@ -63,6 +63,79 @@ type Definition struct {
 	// CONTINUE is taken, or (OnHistoryBudget) when its history nears its
 	// budget.
 	ContinueAsNew *ContinueSpec `json:"continueAsNew,omitempty"`
+	// Concurrency limits the graph's runs in progress at once, per key,
+	// across every coordinator (internal/flow has the design): a run
+	// takes a slot before its first node, and gives it back when it ends,
+	// however it ends.
+	Concurrency *RunConcurrency `json:"concurrency,omitempty"`
+	// Limits puts a concurrency or rate limit on every node of a type, or
+	// on a queue, of this graph (not of its subgraphs, which declare
+	// their own): shared across graphs by name, "type/<type>" or
+	// "queue/<queue>" unless the limit names another.
+	Limits *Limits `json:"limits,omitempty"`
+}
+
+// Limits are the limits a graph puts on its nodes by type and by queue.
+// A node's own concurrency or rate replaces them; a node under both a
+// type's and a queue's limit is refused at load. At load each node they
+// apply to is given them as its own (the canonical form records them
+// there), so a node takes one limit, as it does without them.
+type Limits struct {
+	Types  map[string]NodeLimits `json:"types,omitempty"`
+	Queues map[string]NodeLimits `json:"queues,omitempty"`
+}
+
+// NodeLimits is a concurrency or a rate limit (one of the two, yet) for
+// every node of a type or on a queue.
+type NodeLimits struct {
+	Concurrency *ConcurrencyLimit `json:"concurrency,omitempty"`
+	Rate        *RateLimit        `json:"rate,omitempty"`
+}
+
+// RunConcurrency is a graph's limit on its runs in progress by key: at
+// most Max runs of one key hold a slot at once. A run over the limit
+// waits before its first node (Strategy RunQueue), is cancelled at once
+// (RunCancelNewest), or has the oldest run holding a slot of its key
+// cancelled and takes the slot it frees (RunCancelOldest).
+type RunConcurrency struct {
+	// Max is how many runs of one key may be in progress at once (1 to
+	// MaxConcurrency).
+	Max int `json:"max"`
+	// Key is a CEL expression giving a string, over the run's input (as
+	// state, alias input) and invocation; for example invocation.tenant.
+	// Empty: one key for the whole limit.
+	Key string `json:"key,omitempty"`
+	// Name names the limit; graphs that give the same name share its
+	// slots. Empty: the graph's name.
+	Name string `json:"name,omitempty"`
+	// Strategy is what a run over the limit does: RunQueue (the
+	// default), RunCancelNewest or RunCancelOldest.
+	Strategy string `json:"strategy,omitempty"`
+}
+
+// The strategies of a run limit.
+const (
+	RunQueue        = "queue"
+	RunCancelNewest = "cancel-newest"
+	RunCancelOldest = "cancel-oldest"
+)
+
+// RunLimitName is the name of graph g's run limit: its own, else the
+// graph's name (which, having no '/', is never a node limit's default).
+func RunLimitName(g *Definition) string {
+	if g.Concurrency != nil && g.Concurrency.Name != "" {
+		return g.Concurrency.Name
+	}
+	return g.Name
+}
+
+// RunStrategy is the strategy of graph g's run limit, RunQueue when it
+// names none.
+func RunStrategy(g *Definition) string {
+	if g.Concurrency == nil || g.Concurrency.Strategy == "" {
+		return RunQueue
+	}
+	return g.Concurrency.Strategy
 }
 
 // ContinueSpec configures continue-as-new. A run continues as new when an

@@ -207,6 +207,75 @@
 // anything a run waits on (a reply in three days, a poll every hour, a
 // deadline in the input). A graph that says sleep keeps meaning sleep.
 //
+// # Flow control: concurrency and rate limits
+//
+// A node's concurrency: {max, key, name} caps the attempts of the node
+// that run at once, per key (a CEL string over state, invocation and
+// local; none: one key), across every run and coordinator; its rate:
+// {limit, per, key, units, name} spaces their starts. The limit is named
+// "<graph>/<node>" unless name gives one, and nodes of any graph that
+// give the same name share it. An attempt over the limit waits, recorded
+// in the log as node.waiting for "slot" or "rate". A map node's items
+// each take a slot of their node's concurrency limit (the key sees the
+// item as local), beside map.concurrency; an item over the limit is not
+// readied until a slot frees (it waits in the limit's line, not in the
+// log). Map items take no rate limit yet.
+//
+// A graph's limits put the same limits on every node of a type, or on a
+// queue, shared by name across graphs:
+//
+//	limits:
+//	  types:  {http: {rate: {limit: 500, per: 1m, key: "invocation.apiKey"}}}
+//	  queues: {gpu: {concurrency: {max: 1}}}
+//
+// Each entry is a concurrency or a rate limit (one of the two, yet),
+// named "type/<type>" or "queue/<queue>" unless it gives a name, checked
+// where it is written, and given at load to each node of this graph (not
+// of its subgraphs) of the type or on the queue as its own: the canonical
+// form records it on the node. A node's own concurrency or rate replaces
+// its type's and queue's; a node under both a type's and a queue's entry
+// is refused, as is an entry for a type or queue no node of the graph
+// has (a typo, with the nearest name suggested), and a map node under a
+// rate limit (its items take a concurrency limit each, not a rate yet). Graphs that share a
+// limit and give it different maxima each admit their attempts against
+// their own max, as nodes sharing a named limit do: the limit's entry
+// records the max it was last asked with, so keep one max per name.
+//
+// A graph's concurrency (at its top level) caps its runs in progress at
+// once, per key:
+//
+//	name: report
+//	concurrency: {max: 2, key: "invocation.tenant", strategy: queue}
+//
+// max is 1 to MaxConcurrency; key is a CEL string over the run's input
+// (as state, or input) and invocation, evaluated once at the run's start
+// (none: one key for the graph); name names the limit (default: the
+// graph's name; graphs that give the same name share its slots, each run
+// with its own graph's max); strategy says what a run that finds its key
+// full does:
+//
+//	queue          (the default) it waits before its first node, in
+//	               order (priority, then fairness key, then arrival), in
+//	               the log as node.waiting of START for "slot"; 'weft
+//	               list' and 'weft status' show it as waiting
+//	cancel-newest  it is cancelled at once, by "flow", the reason naming
+//	               the limit, the key and the max
+//	cancel-oldest  the oldest run holding a slot of the key (that no
+//	               earlier run is evicting) is cancelled, the reason
+//	               naming the run that takes its place, and the new run
+//	               waits first in line for the slot it frees, so no more
+//	               than max runs of the key are ever in progress
+//
+// A run holds its slot from before its first node until it ends, however
+// it ends (completed, failed, cancelled, terminated, continued as new). A
+// continuation queues whatever the strategy: its start is written before
+// its predecessor ends, so it waits for the slot that run gives back,
+// neither refused nor evicting another run. A fork ('weft fork', 'weft reset') from before a run's entry asks
+// for a slot of its own; one from after it takes none (the limit counts
+// runs from their start). A key that is not a string, or longer than 256
+// bytes, fails the run (FlowLimit). internal/flow has the design: where slots live, and
+// why they hold across crashes and coordinators.
+//
 // # Limits
 //
 // A graph comes from outside: its size, nesting, node counts, the nodes a
@@ -228,6 +297,10 @@
 //	               unknown fields (with a suggestion) and values of the
 //	               wrong type, at every level
 //	the graph      name; maxIterations ≥ 0; retention a duration ≥ 0;
+//	               concurrency (max 1..1000, key a CEL string, strategy
+//	               queue, cancel-newest or cancel-oldest); limits by
+//	               type and queue (each a concurrency or a rate, for a
+//	               type or queue a node has);
 //	               search attributes (at most 8, ids, no repeats); reducers;
 //	               nested graphs' names; at least one node; an edge leaving
 //	               START and one entering END; every node reachable from

@@ -64,9 +64,11 @@ func validate(g *Graph, scope []*Definition, o *options, p *problems) {
 	g.waitFor = map[string]*expr{}
 	g.routes = map[string]*router{}
 	first := map[string]int{}
+	lowerLimits(g, o, p) // nodelimits.go
 	for i := range def.Nodes {
 		validateNode(g, i, first, scope, o, p)
 	}
+	validateRunConcurrency(g, o, p)
 	endsOK := validateEdges(g, o, p)
 	if endsOK && len(def.Nodes) > 0 {
 		validateReach(g, p)
@@ -340,11 +342,8 @@ func validateConcurrency(g *Graph, n *Node, o *options, bad badFunc) {
 	if len(c.Name) > MaxLimitNameLen {
 		bad("concurrency.name", "is %d characters, the limit is %d", len(c.Name), MaxLimitNameLen)
 	}
-	switch {
-	case coordinatorType(n.Type):
+	if coordinatorType(n.Type) {
 		bad("concurrency", "a %s node runs in the coordinator and takes no slot; limit the nodes that do the work", n.Type)
-	case n.Map != nil:
-		bad("concurrency", "a map node's items are limited by map.concurrency; a concurrency limit by key on map items is not supported yet")
 	}
 	if strings.TrimSpace(c.Key) == "" {
 		return
@@ -355,6 +354,32 @@ func validateConcurrency(g *Graph, n *Node, o *options, bad badFunc) {
 		bad("concurrency.key", "a key must be a CEL expression, not a Go condition")
 	} else {
 		g.flowKey[n.ID] = x
+	}
+}
+
+// validateRunConcurrency checks the graph's run limit and compiles its
+// key into g (under START, the run's entry).
+func validateRunConcurrency(g *Graph, o *options, p *problems) {
+	c := g.def.Concurrency
+	if c == nil {
+		return
+	}
+	switch {
+	case c.Max < 1:
+		p.top("concurrency.max", "must be at least 1, got %d", c.Max)
+	case c.Max > MaxConcurrency:
+		p.top("concurrency.max", "must be at most %d, got %d", MaxConcurrency, c.Max)
+	}
+	if len(c.Name) > MaxLimitNameLen {
+		p.top("concurrency.name", "is %d characters, the limit is %d", len(c.Name), MaxLimitNameLen)
+	}
+	switch c.Strategy {
+	case "", RunQueue, RunCancelNewest, RunCancelOldest:
+	default:
+		p.top("concurrency.strategy", "unknown strategy %q (want %q, %q or %q)", c.Strategy, RunQueue, RunCancelNewest, RunCancelOldest)
+	}
+	if x := compileCEL(c.Key, strExpr, "concurrency.key", "a key", o, p.top); x != nil {
+		g.flowKey[Start] = x
 	}
 }
 

@@ -20,6 +20,7 @@ func (s *State) applyNodeReady(d *events.NodeReadyData, at time.Time) error {
 	if d.Item != nil {
 		it := item(n, *d.Item)
 		it.Status, it.Attempt, it.Delivery, it.HeartbeatAt, it.TimedOut = NodeReady, d.Attempt, 0, nil, ""
+		it.Slot = d.Slot
 		it.LocalAttempt = d.Queue == events.LocalQueue
 		n.TimeoutMs, n.HeartbeatMs = d.TimeoutMs, d.HeartbeatMs
 		return nil
@@ -218,6 +219,7 @@ func (s *State) routedStale(d *events.NodeRoutedData) error {
 func (s *State) routed(d *events.NodeRoutedData) {
 	if d.Node == "START" {
 		s.EntryRouted = true
+		s.entered()
 	} else if n := s.Nodes[d.Node]; n != nil && n.Iteration == d.Iteration {
 		n.Routed = d.Iteration
 	}
@@ -304,4 +306,14 @@ func absorb(n *NodeState, edge int) bool {
 		}
 	}
 	return false
+}
+
+// entered ends the run's wait for its own slot (a graph's run limit: a
+// node.waiting of START for "slot") once START is routed: the run holds
+// its slot and its first nodes start. START keeps its slot, which the run
+// holds until it ends.
+func (s *State) entered() {
+	if n := s.Nodes["START"]; n != nil && n.Status == NodeWaiting {
+		n.Status, n.WaitingFor = NodeSucceeded, ""
+	}
 }

@@ -28,7 +28,11 @@ var ErrForkChild = errors.New("a node waits for a child run")
 //   - nodes that completed, failed, were skipped or wait for a signal left
 //     as they are: a completed node does not run again;
 //   - the run's own fields (id, graph, status, end, cancellation, counts,
-//     times) cleared: the fork's run-started sets them.
+//     times) cleared: the fork's run-started sets them; so is the run's
+//     wait for its slot of its graph's run limit (START), which a fork
+//     from before the run's entry asks for again. A fork from after it
+//     does not take a run slot (the run limit counts runs from their
+//     start).
 //
 // A node waiting for a child run makes ForkState fail with ErrForkChild.
 //
@@ -40,6 +44,10 @@ var ErrForkChild = errors.New("a node waits for a child run")
 // backing off before a retry runs its next attempt).
 func ForkState(parent *State) (*State, error) {
 	s := parent.Clone()
+	// The run's wait for, or hold of, its own slot (a graph's run limit,
+	// recorded under START) is the parent's: a fork from before its
+	// entry asks for a slot of its own.
+	delete(s.Nodes, "START")
 	for _, id := range slices.Sorted(maps.Keys(s.Nodes)) {
 		n := s.Nodes[id]
 		if parent.Cancel != nil {

@@ -198,3 +198,36 @@ func FuzzForkStart(f *testing.F) {
 		}
 	})
 }
+
+// A run that waits for a slot of its graph's run limit (START waiting)
+// forks into a state without that wait: the fork asks for its own slot,
+// and its state passes CheckForkState.
+func TestForkStateDropsTheRunSlotWait(t *testing.T) {
+	t0 := time.Date(2026, 11, 23, 3, 0, 0, 0, time.UTC)
+	var evs []*events.Event
+	for i, p := range []events.Payload{
+		&events.RunStartedData{GraphName: "g", Graph: forkGraph},
+		&events.NodeWaitingData{NodeRef: events.NodeRef{Node: "START", Iteration: 1}, For: "slot", Attempt: 1, Slot: &events.SlotRef{Limit: "g", Max: 1}},
+	} {
+		e, err := events.New("parent", "e"+string(rune('a'+i)), t0.Add(time.Duration(i)*time.Second), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Seq = uint64(i + 1)
+		evs = append(evs, e)
+	}
+	parent := projection.Fold(evs)
+	if !parent.Waiting() || parent.Nodes["START"] == nil {
+		t.Fatalf("setup: the parent does not wait for its slot: %+v", parent.Nodes)
+	}
+	st, err := projection.ForkState(parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := st.Nodes["START"]; ok || st.EntryRouted {
+		t.Fatalf("fork state %+v keeps the parent's slot wait", st.Nodes)
+	}
+	if err := projection.CheckForkState(forkGraph, st); err != nil {
+		t.Fatalf("CheckForkState: %v", err)
+	}
+}

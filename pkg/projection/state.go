@@ -275,6 +275,9 @@ type ItemState struct {
 	TimedOut    string          `json:"timedOut,omitempty"`
 	// LocalAttempt: see NodeState.
 	LocalAttempt bool `json:"localAttempt,omitempty"`
+	// Slot is the concurrency slot the item's attempt holds, when its
+	// map node has a concurrency limit (from its node-ready).
+	Slot *events.SlotRef `json:"slot,omitempty"`
 }
 
 // Node returns the state of a node, creating it if absent.

@@ -59,17 +59,19 @@ func waitOutput(until time.Time, past bool) json.RawMessage {
 
 // RunWaiting is the status the read model of runs (and 'weft list',
 // 'weft status', the UI) shows for a running run that does nothing but
-// wait (State.Waiting): on a person (a human node's signal) or on a time
-// (a wait node). The fold never sets it: a waiting run's State.Status is
+// wait (State.Waiting): on a person (a human node's signal), on a time
+// (a wait node), or for a slot of its graph's run limit. The fold never sets it: a waiting run's State.Status is
 // RunRunning, so that folds and recorded histories are what they were.
 const RunWaiting RunStatus = "waiting"
 
-// Wait is a node activation that waits on a person or a time.
+// Wait is a node activation that waits on a person or a time, or the
+// run's wait for its own slot (Node START, For "slot").
 type Wait struct {
 	Node      string `json:"node"`
 	Iteration int    `json:"iteration"`
-	// For is "signal" (a human node: the signal's data is its output) or
-	// WaitingForTimer (a wait node).
+	// For is "signal" (a human node: the signal's data is its output),
+	// WaitingForTimer (a wait node) or "slot" (the run waits for a slot
+	// of its graph's run limit, Node START).
 	For string `json:"for"`
 	// Deadline is when the wait ends: a wait node's time, a human node's
 	// deadline (its timeout), or nil for a human node without one.
@@ -77,6 +79,8 @@ type Wait struct {
 	// Await is set for an agent node whose tool call awaits a person's
 	// approval (the signal {"approved": true|false, "reason": "..."}).
 	Await *events.StepAwait `json:"await,omitempty"`
+	// Slot is, for "slot", the run limit and key the run waits for.
+	Slot *events.SlotRef `json:"slot,omitempty"`
 }
 
 // Waits lists the node activations of a running run that wait on a
@@ -89,10 +93,13 @@ func (s *State) Waits() []Wait {
 	var out []Wait
 	for _, id := range slices.Sorted(maps.Keys(s.Nodes)) {
 		n := s.Nodes[id]
-		if n.Status != NodeWaiting || (n.WaitingFor != "signal" && n.WaitingFor != WaitingForTimer) {
+		if n.Status != NodeWaiting || (n.WaitingFor != "signal" && n.WaitingFor != WaitingForTimer && !runSlotWait(id, n)) {
 			continue
 		}
 		w := Wait{Node: id, Iteration: n.Iteration, For: n.WaitingFor, Await: n.Await}
+		if runSlotWait(id, n) {
+			w.Slot = n.Slot
+		}
 		if n.Deadline != nil {
 			d := n.Deadline.UTC()
 			w.Deadline = &d
@@ -105,20 +112,30 @@ func (s *State) Waits() []Wait {
 // Waiting reports whether a running run does nothing but wait: at least
 // one node waits on a person or a time (Waits), and no other node is
 // active (ready, running, backing off before a retry, waiting for a
-// child run, its map items or a slot). Such a run is shown as
+// child run, its map items or a slot), or the run waits for a slot of
+// its graph's run limit before its first node. Such a run is shown as
 // RunWaiting.
 func (s *State) Waiting() bool {
 	if s.Status != RunRunning {
 		return false
 	}
 	waits := false
-	for _, n := range s.Nodes {
+	for id, n := range s.Nodes {
 		switch {
 		case n.Status == NodeWaiting && (n.WaitingFor == "signal" || n.WaitingFor == WaitingForTimer):
 			waits = true
+		case runSlotWait(id, n):
+			return true // nothing else has started
 		case n.Status.Active():
 			return false
 		}
 	}
 	return waits
+}
+
+// runSlotWait reports whether node id's state n is the run's wait for
+// its own slot (a graph's run limit): START waiting for "slot", before
+// any node started.
+func runSlotWait(id string, n *NodeState) bool {
+	return id == "START" && n.Status == NodeWaiting && n.WaitingFor == "slot"
 }

@@ -295,7 +295,7 @@ test('a run of over 10,000 events stays responsive', async () => {
   assert.ok(scrollMs < 1000, `scrolling took ${scrollMs} ms`)
 })
 
-test('the workers page lists the queues, their workers, and work no worker serves', async () => {
+test('the workers page lists the queues, their workers, work no worker serves, and the limits in use', async () => {
   await go('/workers')
   const q = page.locator('[data-queue="default"]')
   await q.waitFor()
@@ -305,7 +305,24 @@ test('the workers page lists the queues, their workers, and work no worker serve
   const gpu = page.locator('[data-queue="gpu"].stranded')
   await gpu.waitFor()
   assert.match(await gpu.textContent(), /1 work item is waiting on this queue and no live worker serves it/)
+
+  // A graph's run limit in use: one run holds its slot, the next waits.
+  const first = await weft.run('web/e2e/graphs/limited.yaml')
+  const second = await weft.run('web/e2e/graphs/limited.yaml')
+  const limit = page.locator('.limits tr[data-limit="limited"][data-held="1"][data-waiting="1"]')
+  await limit.waitFor()
+  assert.match(await limit.textContent(), /limited \(runs\)-1\/11/)
+  assert.equal(await limit.locator('td[title]').first().getAttribute('title'), `${first}/START/1/1`)
   await page.screenshot({ path: join(shots, 'workers.png'), fullPage: true })
+  // The waiting run says what it waits for, on its page and in the list.
+  await go(`/runs/${second}`)
+  await page.locator('.wait[data-wait="START"]', { hasText: 'a slot of limited, max 1' }).waitFor()
+  await go('/runs')
+  await page.locator(`tr[data-run="${second}"][data-status="waiting"] .wait[data-wait="START"]`, { hasText: 'a slot of limited' }).waitFor()
+  for (const id of [second, first]) await weft.cli('cancel', id)
+  await go('/workers')
+  await page.locator('.limits').waitFor()
+  await page.locator('.limits tr[data-limit="limited"]').waitFor({ state: 'detached' })
 })
 
 test('fork from the selected event, and cancel: confirmed, their results in the timeline', async () => {

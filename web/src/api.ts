@@ -13,8 +13,9 @@ export type RunStatus = 'running' | 'waiting' | 'cancelling' | 'completed' | 'fa
 export interface Wait {
   node: string
   iteration: number
-  for: 'signal' | 'timer' | string
+  for: 'signal' | 'timer' | 'slot' | string
   deadline?: string
+  slot?: { limit: string; key: string; max: number } // for 'slot': the run limit the run waits for (node START)
   data?: string
   command?: string // the run page's: weft signal RUN NODE -data '…'
 }
@@ -197,9 +198,35 @@ export interface Queue {
   types?: string[]
 }
 
+// One (limit, key) of a concurrency limit in use: a node's, or a graph's
+// run limit (runs: its holders and waiters are runs, node START).
+export interface Limit {
+  limit: string
+  key: string
+  max: number
+  held: number
+  waiting: number
+  runs?: boolean
+  oldestWaiter: string | null
+  holders: string[]
+  waiters: string[]
+}
+
+// A rate limit's key in use: per is in nanoseconds (a Go duration).
+export interface RateState {
+  limit: string
+  key: string
+  rate: number
+  per: number
+  waiting: number
+  nextTurn: string
+}
+
 export interface WorkersView {
   queues: Queue[]
   coordinators?: { alive: boolean; lastSeen?: string | null; window?: string }
+  limits: Limit[]
+  rates: RateState[]
   note?: string
 }
 
@@ -364,6 +391,8 @@ export const api = {
     call<WorkersView>('GET', '/api/workers').then((w) => ({
       ...w,
       queues: list(w.queues).map((q) => ({ ...q, workers: list(q.workers) })),
+      limits: list(w.limits).map((l) => ({ ...l, holders: list(l.holders), waiters: list(l.waiters) })),
+      rates: list(w.rates),
     })),
 }
 
@@ -418,4 +447,11 @@ export function live(
   es.onopen = () => onState?.(true)
   es.onerror = () => onState?.(es.readyState === EventSource.OPEN)
   return () => es.close()
+}
+
+// waitWhat says what a wait is for: a signal, a wait node's time, or a
+// slot of the run's graph's run limit (named with its key and max).
+export function waitWhat(w: Wait): string {
+  if (w.slot) return `a slot of ${w.slot.limit}${w.slot.key ? ` (key ${w.slot.key})` : ''}, max ${w.slot.max}`
+  return w.for === 'signal' ? 'a signal' : 'a wait'
 }

@@ -3,7 +3,7 @@
 // detail, and the actions. The URL holds the selection: ?at=POSITION
 // (scrubbing) and ?node=ID.
 import { useEffect, useRef, useState } from 'preact/hooks'
-import { api, ApiError, live, type RunDetail, type StateAt, type WeftEvent } from '../api'
+import { api, ApiError, live, type RunDetail, type StateAt, type WeftEvent, waitWhat } from '../api'
 import { useConfig } from '../config'
 import { href, navigate, withParams, type Route } from '../router'
 import { duration, Json, Loading, Problem, shownStatus, Status, Time } from '../ui'
@@ -222,7 +222,7 @@ export function RunScreen({ id, route }: { id: string; route: Route }) {
             <dd class="waits">
               {waits.map((w) => (
                 <div key={w.node} class="wait" data-wait={w.node}>
-                  <span class="mono">{w.node}</span>: {w.for === 'signal' ? 'a signal' : 'a wait'}
+                  <span class="mono">{w.node}</span>: {waitWhat(w)}
                   {w.deadline && (
                     <>
                       {w.for === 'signal' ? ', deadline ' : ' until '}

@@ -2,7 +2,7 @@
 // run id, paged by the server's cursor, with counts per status; a live
 // stream of read-model changes refreshes the page.
 import { useEffect, useRef, useState } from 'preact/hooks'
-import { api, live, type BatchJob, type RunList } from '../api'
+import { api, live, type BatchJob, type RunList, waitWhat } from '../api'
 import { useConfig } from '../config'
 import { href, navigate, withParams, type Route } from '../router'
 import { Confirm, duration, shownStatus, Loading, Problem, Status, Time } from '../ui'
@@ -308,7 +308,7 @@ export function RunsScreen({ route }: { route: Route }) {
                   <td class="waits">
                     {(r.waiting ?? []).map((w) => (
                       <span key={w.node} class="wait" data-wait={w.node}>
-                        <span class="mono">{w.node}</span> {w.for === 'signal' ? 'signal' : 'wait'}
+                        <span class="mono">{w.node}</span> {w.slot ? waitWhat(w) : w.for === 'signal' ? 'signal' : 'wait'}
                         {w.deadline && (
                           <>
                             {' until '}

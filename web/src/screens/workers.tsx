@@ -1,8 +1,9 @@
 // Task queues, the live workers on each and the node types they serve, and
-// the work waiting on a queue no live worker serves. Refreshed every few
+// the work waiting on a queue no live worker serves; then the concurrency
+// and rate limits in use, as 'weft queues' lists them. Refreshed every few
 // seconds (workers come and go without events of their own).
 import { useEffect, useState } from 'preact/hooks'
-import { api, type WorkersView } from '../api'
+import { api, type Limit, type RateState, type WorkersView } from '../api'
 import { Loading, Problem, Time } from '../ui'
 
 const EVERY = 3000
@@ -110,7 +111,82 @@ export function WorkersScreen() {
           </span>
         </p>
       )}
+      {view !== null && <Limits limits={view.limits} rates={view.rates} />}
       {view?.note && <p class="muted">{view.note}</p>}
     </section>
   )
+}
+
+// Limits lists the concurrency limits in use (held of max, waiting, per
+// key; the holders and waiters on hover) and the rate limits' state.
+function Limits({ limits, rates }: { limits: Limit[]; rates: RateState[] }) {
+  return (
+    <div class="limits">
+      <h2>Limits</h2>
+      {limits.length === 0 && rates.length === 0 && <p class="empty">No concurrency or rate limit is in use.</p>}
+      {limits.length > 0 && (
+        <table class="list">
+          <thead>
+            <tr>
+              <th>concurrency limit</th>
+              <th>key</th>
+              <th>held</th>
+              <th>waiting</th>
+              <th>oldest waiter</th>
+            </tr>
+          </thead>
+          <tbody>
+            {limits.map((l) => (
+              <tr key={`${l.limit}\u0000${l.key}`} data-limit={l.limit} data-key={l.key} data-held={l.held} data-waiting={l.waiting}>
+                <td class="mono">
+                  {l.limit} {l.runs && <span class="muted">(runs)</span>}
+                </td>
+                <td class="mono">{l.key || '-'}</td>
+                <td title={l.holders.join('\n')}>
+                  {l.held}/{l.max}
+                </td>
+                <td title={l.waiters.join('\n')}>{l.waiting}</td>
+                <td>{l.oldestWaiter ? <Time at={l.oldestWaiter} /> : '-'}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+      {rates.length > 0 && (
+        <table class="list">
+          <thead>
+            <tr>
+              <th>rate limit</th>
+              <th>key</th>
+              <th>rate</th>
+              <th>waiting</th>
+              <th>next turn</th>
+            </tr>
+          </thead>
+          <tbody>
+            {rates.map((r) => (
+              <tr key={`${r.limit}\u0000${r.key}`} data-rate={r.limit} data-key={r.key}>
+                <td class="mono">{r.limit}</td>
+                <td class="mono">{r.key || '-'}</td>
+                <td>
+                  {r.rate} per {per(r.per)}
+                </td>
+                <td>{r.waiting}</td>
+                <td>{Date.parse(r.nextTurn) <= Date.now() ? 'now' : <Time at={r.nextTurn} />}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+    </div>
+  )
+}
+
+// per says a Go duration (nanoseconds) as people write it.
+function per(ns: number): string {
+  const ms = ns / 1e6
+  if (ms % 3_600_000 === 0) return `${ms / 3_600_000}h`
+  if (ms % 60_000 === 0) return `${ms / 60_000}m`
+  if (ms % 1000 === 0) return `${ms / 1000}s`
+  return `${ms}ms`
 }
