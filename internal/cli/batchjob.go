@@ -64,12 +64,12 @@ weft-batches bucket); list and describe need only the client's.`,
 		switch args[0] {
 		case "cancel", "terminate", "signal", "reset", "delete":
 			sub.args = "RUN... | -q QUERY"
-			return batchStart(e, sub, args[0], args[1:])
+			return e.skeleton(sub.with(0, -1, connSelf, batchStart(args[0])), args[1:])
 		case "resume", "describe":
 			sub.args = "ID"
-			return batchByID(e, sub, args[0], args[1:])
+			return e.skeleton(sub.with(1, 1, connSelf, batchByID(args[0])), args[1:])
 		case "list":
-			return batchList(e, sub, args[1:])
+			return e.skeleton(sub.with(0, 0, connSelf, batchList), args[1:])
 		}
 		return &usageError{cmd: c, msg: fmt.Sprintf("unknown batch command %q (want cancel, terminate, signal, reset, delete, resume, list or describe)", args[0])}
 	},
@@ -130,44 +130,43 @@ func (jf *jobFlags) args(op string, data []byte) map[string]string {
 
 // batchStart makes a batch job of op over -q's runs or the ids, or
 // resumes the job -id names, and runs it.
-func batchStart(e *env, c *command, op string, args []string) error {
-	fs, out := e.flagSet(c)
-	cfg := natsFlags(fs)
-	bf := addBatchFlags(fs)
-	jf := addJobFlags(fs)
-	ids, err := e.parse(c, fs, args, 0, -1)
-	if err != nil {
-		return err
-	}
-	if err := batchPositional(c, bf, ids); err != nil {
-		return err
-	}
-	if err := jf.check(c, op); err != nil {
-		return err
-	}
-	data, err := e.jsonArg(c, "data", *jf.data)
-	if err != nil {
-		return err
-	}
-	s, err := e.openJobs(c, cfg, !*bf.dryRun)
-	if err != nil {
-		return err
-	}
-	defer s.close()
-	if *jf.id != "" && !*bf.dryRun {
-		if found, err := e.resumeNamed(s, *out, op, *jf.id, *jf.force); found || err != nil {
+func batchStart(op string) func(fs *flag.FlagSet) action {
+	return func(fs *flag.FlagSet) action {
+		bf := addBatchFlags(fs)
+		jf := addJobFlags(fs)
+		var data []byte
+		check := func(e *env, x *call) (err error) {
+			if err := batchPositional(x.cmd, bf, x.args); err != nil {
+				return err
+			}
+			if err := jf.check(x.cmd, op); err != nil {
+				return err
+			}
+			data, err = e.jsonArg(x.cmd, "data", *jf.data)
 			return err
 		}
+		return action{check: check, do: func(e *env, x *call) error {
+			s, err := e.openJobs(x.cmd, x.nats, !*bf.dryRun)
+			if err != nil {
+				return err
+			}
+			defer s.close()
+			if *jf.id != "" && !*bf.dryRun {
+				if found, err := e.resumeNamed(s, x.out, op, *jf.id, *jf.force); found || err != nil {
+					return err
+				}
+			}
+			j := &batch.Job{ID: *jf.id, Op: op, Query: *bf.query, Args: jf.args(op, data), Rate: *bf.rate, By: s.cl.Identity()}
+			if j.ID == "" {
+				j.ID = "b-" + events.NewRunID()
+			}
+			made, err := e.makeJob(s, x.out, bf, j, x.args)
+			if err != nil || !made {
+				return err
+			}
+			return e.runJob(s, x.out, j.ID, *jf.force)
+		}}
 	}
-	j := &batch.Job{ID: *jf.id, Op: op, Query: *bf.query, Args: jf.args(op, data), Rate: *bf.rate, By: s.cl.Identity()}
-	if j.ID == "" {
-		j.ID = "b-" + events.NewRunID()
-	}
-	made, err := e.makeJob(s, *out, bf, j, ids)
-	if err != nil || !made {
-		return err
-	}
-	return e.runJob(s, *out, j.ID, *jf.force)
 }
 
 // resumeNamed resumes job id when it exists (found), refusing one of

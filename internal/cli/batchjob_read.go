@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"sort"
@@ -11,32 +12,38 @@ import (
 )
 
 // batchByID is 'weft batch resume ID' and 'weft batch describe ID'.
-func batchByID(e *env, c *command, verb string, args []string) error {
-	fs, out := e.flagSet(c)
-	cfg := natsFlags(fs)
-	force := new(bool)
-	if verb == "resume" {
-		force = fs.Bool("force", false, "take the job over even when another process seems to run it")
+func batchByID(verb string) func(fs *flag.FlagSet) action {
+	return func(fs *flag.FlagSet) action {
+		force := new(bool)
+		if verb == "resume" {
+			force = fs.Bool("force", false, "take the job over even when another process seems to run it")
+		}
+		check := func(e *env, x *call) error {
+			if err := batch.CheckID(x.args[0]); err != nil {
+				return &usageError{cmd: x.cmd, msg: err.Error()}
+			}
+			return nil
+		}
+		return action{check: check, do: func(e *env, x *call) error {
+			s, err := e.openJobs(x.cmd, x.nats, verb == "resume")
+			if err != nil {
+				return err
+			}
+			defer s.close()
+			if verb == "resume" {
+				return e.runJob(s, x.out, x.args[0], *force)
+			}
+			return e.describeJobCmd(s, x.out, x.args[0])
+		}}
 	}
-	pos, err := e.parse(c, fs, args, 1, 1)
-	if err != nil {
-		return err
-	}
-	if err := batch.CheckID(pos[0]); err != nil {
-		return &usageError{cmd: c, msg: err.Error()}
-	}
-	s, err := e.openJobs(c, cfg, verb == "resume")
-	if err != nil {
-		return err
-	}
-	defer s.close()
-	if verb == "resume" {
-		return e.runJob(s, *out, pos[0], *force)
-	}
+}
+
+// describeJobCmd is 'weft batch describe ID' once connected.
+func (e *env) describeJobCmd(s *jobConn, out, id string) error {
 	if s.jobs == nil {
-		return fmt.Errorf("batch job %s: %w (none was ever made here)", pos[0], batch.ErrUnknownJob)
+		return fmt.Errorf("batch job %s: %w (none was ever made here)", id, batch.ErrUnknownJob)
 	}
-	j, _, err := s.jobs.Job(e.ctx, pos[0])
+	j, _, err := s.jobs.Job(e.ctx, id)
 	if err != nil {
 		return err
 	}
@@ -44,7 +51,7 @@ func batchByID(e *env, c *command, verb string, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *out == "json" {
+	if out == "json" {
 		return e.writeJSON(map[string]any{"job": j, "state": j.State(time.Now()), "tally": batch.TallyOf(j, outs), "runs": jobRows(j, outs)})
 	}
 	describeJob(e.stdout, j, outs, time.Now())
@@ -118,17 +125,20 @@ func jobState(j *batch.Job, t batch.Tally, now time.Time) string {
 }
 
 // batchList is 'weft batch list': every job, newest first.
-func batchList(e *env, c *command, args []string) error {
-	fs, out := e.flagSet(c)
-	cfg := natsFlags(fs)
-	if _, err := e.parse(c, fs, args, 0, 0); err != nil {
-		return err
-	}
-	s, err := e.openJobs(c, cfg, false)
-	if err != nil {
-		return err
-	}
-	defer s.close()
+func batchList(fs *flag.FlagSet) action {
+	return action{do: func(e *env, x *call) error {
+		s, err := e.openJobs(x.cmd, x.nats, false)
+		if err != nil {
+			return err
+		}
+		defer s.close()
+		return e.listJobs(s, x.out)
+	}}
+}
+
+// listJobs prints every job of s, newest first.
+func (e *env) listJobs(s *jobConn, out string) error {
+	var err error
 	var jobs []*batch.Job
 	if s.jobs != nil {
 		if jobs, err = s.jobs.List(e.ctx); err != nil {
@@ -149,7 +159,7 @@ func batchList(e *env, c *command, args []string) error {
 		}
 		rows[i] = row{j, j.State(now), batch.TallyOf(j, outs)}
 	}
-	if *out == "json" {
+	if out == "json" {
 		return e.writeJSON(rows)
 	}
 	if len(rows) == 0 {

@@ -147,27 +147,3 @@ func (e *env) dialAs(c *command, cfg *natsconn.Config, role natsconn.Role) (*nat
 	}
 	return nc, nil
 }
-
-// parseAndConnect is how commands started before the skeleton: flags and
-// min to max positional arguments parsed, then the client connected
-// (closeConn closes it). No command here uses it; it stays while
-// branches that added commands on it are merged: move such a command
-// onto the skeleton (skeleton.go), then delete this and
-// parseOneAndConnect.
-func (e *env) parseAndConnect(c *command, fs *flag.FlagSet, cfg *natsconn.Config, args []string, min, max int) ([]string, *client.Client, func(), error) {
-	pos, err := e.parse(c, fs, args, min, max)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	cl, closeConn, err := e.connect(c, cfg, false)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	return pos, cl, closeConn, nil
-}
-
-// parseOneAndConnect is parseAndConnect for one positional argument (see
-// there: it is to go).
-func (e *env) parseOneAndConnect(c *command, fs *flag.FlagSet, cfg *natsconn.Config, args []string) ([]string, *client.Client, func(), error) {
-	return e.parseAndConnect(c, fs, cfg, args, 1, 1)
-}

@@ -63,6 +63,10 @@ const (
 	// connStreamFlags is connJetStream with the stream flags (-storage,
 	// -replicas, …) registered, for a command that sets them.
 	connStreamFlags
+	// connSelf registers the connection flags (x.nats) and connects to
+	// nothing: the command connects itself, as a role its flags choose
+	// (the batch jobs: the admin to write a job, the client to read).
+	connSelf
 )
 
 // action is what a command does with its parsed flags and arguments.
