@@ -91,12 +91,12 @@ async function get(nc: NatsConnection, subject: string, what: string, req?: obje
   try {
     m = await nc.request(subject, req === undefined ? new Uint8Array(0) : enc.encode(JSON.stringify(req)), { timeout: timeoutMs })
   } catch (err) {
-    throw new WeftError('Unresolvable', `payload kept beside the log: reading ${what}: ${(err as Error).message}`)
+    throw new WeftError('Unresolvable', `payload kept beside the log: ${what}: ${(err as Error).message}`)
   }
   const code = m.headers?.code ?? 0
   if (code === 404) return undefined
-  if (code === 503) throw new WeftError('Unresolvable', `payload kept beside the log: reading ${what}: no responders (is the ${PayloadsBucket} bucket there?)`)
-  if (code !== 0 && code !== 200) throw new WeftError('Unresolvable', `payload kept beside the log: reading ${what}: status ${code} ${m.headers?.description ?? ''}`)
+  if (code === 503) throw new WeftError('Unresolvable', `payload kept beside the log: ${what}: no responders (is the ${PayloadsBucket} bucket there?)`)
+  if (code !== 0 && code !== 200) throw new WeftError('Unresolvable', `payload kept beside the log: ${what}: status ${code} ${m.headers?.description ?? ''}`)
   return m
 }
 
@@ -105,7 +105,7 @@ async function readObject(nc: NatsConnection, subject: string, ref: PayloadRef):
   const where = `${subject}: payload object ${ref.object} of bucket ${ref.bucket}`
   const name = Buffer.from(ref.object, 'utf8').toString('base64url')
   const pad = '='.repeat((4 - (name.length % 4)) % 4) // Go's base64.URLEncoding pads
-  const meta = await get(nc, `$JS.API.DIRECT.GET.${objStream}.$O.${PayloadsBucket}.M.${name}${pad}`, `the meta of ${ref.object}`)
+  const meta = await get(nc, `$JS.API.DIRECT.GET.${objStream}.$O.${PayloadsBucket}.M.${name}${pad}`, `${subject}: reading the meta of ${ref.object}`)
   const missing = () => malformed(`${where} is missing (deleted, or never written): the event cannot be read`)
   if (meta === undefined) throw missing()
   let info: { nuid?: string; size?: number; deleted?: boolean; options?: { link?: unknown } }
@@ -122,7 +122,7 @@ async function readObject(nc: NatsConnection, subject: string, ref: PayloadRef):
   const parts: Buffer[] = []
   let n = 0
   for (let seq = 1; ; ) {
-    const m = await get(nc, `$JS.API.DIRECT.GET.${objStream}`, `the chunks of ${ref.object}`, { seq, next_by_subj: chunks })
+    const m = await get(nc, `$JS.API.DIRECT.GET.${objStream}`, `${subject}: reading the chunks of ${ref.object}`, { seq, next_by_subj: chunks })
     if (m === undefined) break
     n += m.data.length
     if (n > ref.size) throw malformed(`${where}: the object's chunks hold more than the reference's ${ref.size} bytes`)
