@@ -10,6 +10,7 @@ import { createInbox, headers as natsHeaders, MsgHdrsImpl, type Msg, type MsgHdr
 import type { Connection } from './connect.js'
 import { decode, encode, HdrMsgID, type HeaderReader, type WeftEvent, type Wire, wireSize } from './events/envelope.js'
 import { WeftError } from './events/errors.js'
+import { isRef, resolveRef } from './events/offload.js'
 import { randomId } from './events/ids.js'
 import { DefaultStream, EventType, isWorkerSubject, runBase, runFilter, terminalSubjects, validToken } from './events/subjects.js'
 import { type Logger, sleep } from './internal/util.js'
@@ -233,7 +234,17 @@ export class Store {
     const code = m.headers?.code ?? 0
     if (code === 404) return undefined
     if (code !== 0 && code !== 200) throw new Error(`reading the last message on ${subject}: status ${code} ${m.headers?.description ?? ''}`)
-    return directMsg(m)
+    return this.resolved(directMsg(m))
+  }
+
+  /**
+   * resolved is m with a body kept beside the log (its body a reference
+   * to the payloads bucket) read back in place of the reference.
+   */
+  async resolved(m: RawMsg): Promise<RawMsg> {
+    if (!isRef(m.headers)) return m
+    const r = await resolveRef(this.nc, m.subject, m.headers, m.data)
+    return { ...m, headers: r.headers, data: r.data }
   }
 
   /** leaderGet is a get served by the stream leader; undefined when there is no such message. */
@@ -291,7 +302,13 @@ export class Store {
     for (let tries = 0; ; ) {
       const { msgs, pending } = await this.readBatch(filter, from, 1000)
       for (const m of msgs) {
-        out.push(decodeStored(m))
+        let e: WeftEvent
+        try {
+          e = decodeStored(await this.resolved(m))
+        } catch (err) {
+          e = { ...decodeStored(m), refused: err as Error }
+        }
+        out.push(e)
         from = m.seq + 1
       }
       if (pending > 0 && msgs.length > 0) continue

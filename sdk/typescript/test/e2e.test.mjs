@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict'
 import { after, before, test } from 'node:test'
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base'
-import { Client, nonRetryable, retryable, slot, Worker } from '../dist/index.js'
+import { Client, connect, nonRetryable, PayloadsBucket, retryable, slot, Worker } from '../dist/index.js'
 import { Harness } from './harness.mjs'
 
 const queue = 'ts'
@@ -59,6 +59,7 @@ before(async () => {
     .handle('notResult', () => 42)
     .handle('forever', () => new Promise(() => {}))
     .handle('huge', () => ({ output: 'x'.repeat(9 << 20) }))
+    .handle('measure', (input) => ({ output: { length: input.state.big.length, head: input.state.big.slice(0, 3) } }))
     .handle('structured', (input) => {
       throw nonRetryable('Declined', 'card declined', { node: input.nodeId, code: 51 })
     })
@@ -160,6 +161,31 @@ test('a child run’s node, started by the coordinator on the child’s decision
   assert.equal(invoked.length, 1)
   assert.deepEqual(invoked[0].payload.output.config, { answer: 7 })
   assert.deepEqual(invoked[0].payload.output.invocation, { tier: 'gold' })
+})
+
+test('a run whose input is over 256 KiB runs on this worker: its work item, kept beside the log, is read back from the payloads bucket', async () => {
+  const big = 'abc' + 'x'.repeat((300 << 10) - 3)
+  const run = await client.start(graph('large-input', [{ id: 'm', type: 'measure', retry: once }]), { input: { big } })
+  const st = await client.wait(run, { timeout: 60_000 })
+  assert.equal(st.status, 'completed', JSON.stringify(st).slice(0, 2000))
+  assert.deepEqual(st.nodes.m.output, { length: big.length, head: 'abc' })
+  // The engine did keep a body of this run beside the log (an object
+  // named "<run>.<sha256>" in weft-payloads), and the client reads the
+  // log back whole, the reference resolved.
+  const conn = await connect(h.connectOptions(`weft-worker-${queue}`))
+  try {
+    const r = await conn.nc.request('$JS.API.STREAM.INFO.OBJ_' + PayloadsBucket, new TextEncoder().encode(JSON.stringify({ subjects_filter: `$O.${PayloadsBucket}.M.>` })), { timeout: 10_000 })
+    const info = JSON.parse(new TextDecoder().decode(r.data))
+    const names = Object.keys(info.state?.subjects ?? {}).map((s) => Buffer.from(s.split('.').at(-1), 'base64url').toString())
+    assert.ok(names.some((n) => n.startsWith(run + '.')), `an object of run ${run} among ${JSON.stringify(names)}`)
+  } finally {
+    await conn.nc.close()
+  }
+  const evs = await logOf(run)
+  assert.ok(evs.every((e) => e.refused === undefined), 'every event decodes, references resolved')
+  const ready = ofType(evs, 'node.ready')
+  assert.equal(ready.length, 1)
+  assert.ok(JSON.stringify(ready[0].payload).includes(big), 'the work item read back whole')
 })
 
 test('bad nodes get a located failure in the log, and the worker keeps serving', async () => {

@@ -156,10 +156,62 @@ graphs:
     nodes: [{id: s, type: transform, config: {set: {x: "1"}}}]
     edges: [{from: START, to: s}, {from: s, to: END}]
 `,
+  'run limit, limits by type and queue, node limits, agent tools': `
+name: limited
+concurrency: {max: 2, key: invocation.tenant, name: shared-runs, strategy: cancel-oldest}
+limits:
+  types:
+    http: {concurrency: {max: 3, key: "state.host"}}
+    llm: {rate: {limit: 60, per: 1m, Per: null, units: "int(state.tokens)", name: llm-tokens}}
+  queues:
+    gpu: {concurrency: {max: 1}}
+nodes:
+  - {id: fetch, type: http, config: {url: "https://example.com"}}
+  - {id: own, type: http, config: {url: "https://example.com/b"}, concurrency: {max: 5, name: mine}}
+  - {id: ask, type: llm, config: {model: m, prompt: hi}}
+  - {id: train, type: x, queue: gpu}
+  - {id: items, type: x, queue: gpu, map: {over: state.list, concurrency: 4}}
+  - {id: paced, type: x, rate: {limit: 10, per: 1s, key: invocation.tenant}}
+  - {id: slow, type: x, rate: {limit: 1, per: 1500ms}}
+  - id: agent
+    type: agent
+    config:
+      model: m
+      prompt: "do {{.state.topic}}"
+      tools:
+        - {name: search, type: http, queue: gpu, approval: required, approvalTimeout: 30m, parameters: {type: object}}
+        - {name: sub, graph: helper}
+  - {id: pick, type: router, queue: gpu}
+edges:
+  - {from: START, to: fetch}
+  - {from: fetch, to: own}
+  - {from: own, to: ask, when: "state.x > 1", onMissing: "false"}
+  - {from: own, to: ask, when: "state.y > 1", onMissing: fail}
+  - {from: ask, to: train}
+  - {from: train, to: items}
+  - {from: items, to: paced}
+  - {from: paced, to: slow}
+  - {from: slow, to: agent}
+  - {from: agent, to: pick}
+  - {from: agent, to: END, timeout: true}
+  - {from: pick, to: END}
+graphs:
+  helper:
+    concurrency: {max: 1}
+    limits: {types: {x: {rate: {limit: 5, per: 2s}}}, queues: {}}
+    nodes: [{id: h, type: x}]
+    edges: [{from: START, to: h}, {from: h, to: END}]
+`,
 }
 
 const jsonCases = {
   'JSON numbers and strings': `{"name":"nums","nodes":[${node(',"config":{"i":12345678901234567890,"f":1.0,"e":1E2,"neg":-0,"tiny":1e-400,"huge":1e400,"s":"\\u003c\\u2028é\\/","z":[],"o":{}},"fallback":null')}],"edges":[{"from":"START","to":"a"},{"from":"a","to":"END"}]}`,
+  // Go reads the entries of limits.types and limits.queues with
+  // encoding/json's rules: keys case-insensitive, unknown keys ignored, a
+  // key given twice read again into what the first gave, null a no-op
+  // (but a duration's: zero, so per is refused). YAML's keys come sorted
+  // (the YAML case above has Per: null before per: 1m).
+  'JSON limits read as encoding/json reads them': `{"name":"loose","limits":{"types":{"x":{"Concurrency":{"MAX":2,"key":"state.k","extra":1},"concurrency":{"name":"n1","max":null}},"y":null,"y":{"rate":{"limit":3,"PER":null,"per":"1s","Name":"r"}}},"queues":{}},"nodes":[${node('')},{"id":"b","type":"y"}],"edges":[{"from":"START","to":"a"},{"from":"a","to":"b"},{"from":"b","to":"END"}]}`,
   'JSON with duplicate keys and odd key order': `{"nodes":[${node(',"config":{"b":1,"a":2,"b":3,"é":1,"z":0,"😀":1,"ﬀ":2}')}],"name":"dups","edges":[{"to":"a","from":"START"},{"from":"a","to":"END","action":""}],"maxIterations":0}`,
 }
 
@@ -195,6 +247,21 @@ test('a graph Go refuses is refused, saying where', async () => {
     'bad id': ['name: i\nnodes: [{id: "a.b", type: x}]\nedges: [{from: START, to: "a.b"}, {from: "a.b", to: END}]\n', /node "a\.b": id/],
     'yes as a string field': ['name: y\nnodes: [{id: a, type: yes}]\nedges: [{from: START, to: a}, {from: a, to: END}]\n', /quote values such as yes/],
     'not YAML': ['name: [unclosed\n', /invalid YAML/],
+    'run limit over the max': ['name: r\nconcurrency: {max: 1001}\nnodes: [{id: a, type: x}]\nedges: [{from: START, to: a}, {from: a, to: END}]\n', /concurrency\.max: must be at most 1000/],
+    'run limit strategy': ['name: r\nconcurrency: {max: 1, strategy: drop}\nnodes: [{id: a, type: x}]\nedges: [{from: START, to: a}, {from: a, to: END}]\n', /concurrency\.strategy: unknown strategy "drop"/],
+    'run limit unknown field': ['name: r\nconcurrency: {max: 1, kee: x}\nnodes: [{id: a, type: x}]\nedges: [{from: START, to: a}, {from: a, to: END}]\n', /concurrency\.kee: unknown field \(did you mean "key"\?\)/],
+    'node concurrency zero': ['name: c\nnodes: [{id: a, type: x, concurrency: {max: 0}}]\nedges: [{from: START, to: a}, {from: a, to: END}]\n', /node "a": concurrency\.max: must be at least 1/],
+    'concurrency on a router': ['name: c\nnodes: [{id: a, type: router, concurrency: {max: 1}}]\nedges: [{from: START, to: a}, {from: a, to: END}]\n', /node "a": concurrency: a router node runs in the coordinator/],
+    'rate per under 1ms': ['name: r\nnodes: [{id: a, type: x, rate: {limit: 1, per: 10us}}]\nedges: [{from: START, to: a}, {from: a, to: END}]\n', /node "a": rate\.per: must be at least 1ms/],
+    'rate and concurrency': ['name: r\nnodes: [{id: a, type: x, concurrency: {max: 1}, rate: {limit: 1, per: 1s}}]\nedges: [{from: START, to: a}, {from: a, to: END}]\n', /node "a": rate: a node with a concurrency limit cannot have a rate limit too/],
+    'rate on map items': ['name: r\nnodes: [{id: a, type: x, map: {over: state.l}, rate: {limit: 1, per: 1s}}]\nedges: [{from: START, to: a}, {from: a, to: END}]\n', /node "a": rate: a rate limit on map items/],
+    'limit for a type no node has': ['name: l\nlimits: {types: {htp: {concurrency: {max: 1}}}}\nnodes: [{id: a, type: http}]\nedges: [{from: START, to: a}, {from: a, to: END}]\n', /limits\.types\.htp: no node of this graph has type "htp" \(they have: http\)/],
+    'limit entry with no limit': ['name: l\nlimits: {queues: {default: {}}}\nnodes: [{id: a, type: x}]\nedges: [{from: START, to: a}, {from: a, to: END}]\n', /limits\.queues\.default: give a concurrency or a rate limit/],
+    'node under a type and a queue limit': ['name: l\nlimits: {types: {x: {concurrency: {max: 1}}}, queues: {q: {concurrency: {max: 2}}}}\nnodes: [{id: a, type: x, queue: q}]\nedges: [{from: START, to: a}, {from: a, to: END}]\n', /node "a": type: node is under both limits\.types\.x and limits\.queues\.q/],
+    'map node under a rate by type': ['name: l\nlimits: {types: {x: {rate: {limit: 1, per: 1s}}}}\nnodes: [{id: a, type: x, map: {over: state.l}}]\nedges: [{from: START, to: a}, {from: a, to: END}]\n', /node "a": map: a map node's items cannot take the rate limit "type\/x" yet/],
+    'limit entry with a bad value': ['name: l\nlimits: {types: {x: {concurrency: {max: two}}}}\nnodes: [{id: a, type: x}]\nedges: [{from: START, to: a}, {from: a, to: END}]\n', /limits\.types\.x\.concurrency\.max: want an integer/],
+    'onMissing without a condition': ['name: m\nnodes: [{id: a, type: x}]\nedges: [{from: START, to: a}, {from: a, to: END, onMissing: "false"}]\n', /edge 1 \(a -> END\): onMissing: the edge has no condition/],
+    'onMissing unknown': ['name: m\nnodes: [{id: a, type: x}]\nedges: [{from: START, to: a}, {from: a, to: END, when: "true", onMissing: skip}]\n', /edge 1 \(a -> END\): onMissing: want "false" or "fail", got "skip"/],
     'not a graph': ['- a\n- b\n', /want a graph object/],
   }
   for (const [name, [text, want]] of Object.entries(bad)) {
@@ -202,6 +269,15 @@ test('a graph Go refuses is refused, saying where', async () => {
     assert.ok(goErr !== undefined, `${name}: Go accepts it`)
     assert.throws(() => parseGraph(text, { source: `${name}.yaml`, format: 'yaml' }), (e) => e instanceof GraphError && want.test(e.message), `${name}`)
   }
+  // In JSON, a limit entry's keys are read in the document's order: per
+  // given null after it is zero, and refused (YAML sorts them: accepted).
+  const perNull = '{"name":"l","limits":{"types":{"x":{"rate":{"limit":1,"per":"1s","Per":null}}}},"nodes":[{"id":"a","type":"x"}],"edges":[{"from":"START","to":"a"},{"from":"a","to":"END"}]}'
+  assert.match((await go.ask({ op: 'graph', text: perNull, source: 'pernull.json' })).error ?? '', /rate\.per": must be at least 1ms/)
+  assert.throws(() => parseGraph(perNull, { source: 'pernull.json' }), /limits\.types\.x\.rate\.per: must be at least 1ms/)
+  const perNullYAML = 'name: l\nlimits: {types: {x: {rate: {limit: 1, per: 1s, Per: null}}}}\nnodes: [{id: a, type: x}]\nedges: [{from: START, to: a}, {from: a, to: END}]\n'
+  const goYAML = await go.ask({ op: 'graph', text: perNullYAML, source: 'pernull.yaml' })
+  assert.equal(goYAML.error, undefined)
+  assert.equal(parseGraph(perNullYAML).digest, goYAML.digest)
   // A key given twice: refused at the same line and column as Go, naming where it was first.
   const dup = 'name: d\nnodes:\n  - id: a\n    type: x\n    type: y\nedges: [{from: START, to: a}, {from: a, to: END}]\nname: e\n'
   const goDup = (await go.ask({ op: 'graph', text: dup, source: 'dup.yaml' })).error

@@ -135,9 +135,10 @@ function malformed(msg: string): WeftError {
 export function unseal(subject: string, runId: string, type: string, contentType: string | undefined, keyId: string, body: Uint8Array): Buffer {
   const ct = contentType ?? ''
   if (ct === ContentRef) {
-    // This SDK does not read the payloads bucket yet: not malformed, only
-    // not readable here (a Go reader resolves it).
-    throw new WeftError('Unresolvable', `payload kept beside the log: ${subject}: the body is in the Object Store bucket named by its reference (${ContentRef}), which this SDK does not read yet`)
+    // A reference is resolved before decoding (resolveRef: the worker and
+    // Store do it); one that reaches here was not: not malformed, only
+    // not read yet.
+    throw new WeftError('Unresolvable', `payload kept beside the log: ${subject}: the body is in the Object Store bucket named by its reference (${ContentRef}): read it with resolveRef before decoding`)
   }
   if (ct === ContentSealed) {
     if (keyId === '') throw malformed(`${subject}: sealed data without the "${ExtKeyID}" extension naming its key`)

@@ -2,12 +2,14 @@
 // decoding (strict: an unknown field is an error that names where it is),
 // the same normalisation (queue, join, effect, checkpoint, retry policy,
 // edge actions and the iteration cap filled in, embedded JSON in canonical
-// form) and the same canonical JSON, whose SHA-256 is the graph's digest.
+// form, limits by type and queue given to their nodes) and the same
+// canonical JSON, whose SHA-256 is the graph's digest.
 // A run-started event records both; the coordinator compiles the graph
 // from it and validates it fully (a run of an invalid graph fails at once
 // with an error that says why). This module checks what names and links
-// the graph (ids, types, queues, edge ends, enumerations) before a run
-// starts; the coordinator checks the rest (conditions, reachability).
+// the graph (ids, types, queues, edge ends, enumerations) and the bounds
+// of its limits before a run starts; the coordinator checks the rest
+// (conditions and keys in CEL, executor configs, reachability).
 
 import { createHash } from 'node:crypto'
 import { readFileSync } from 'node:fs'
@@ -131,6 +133,44 @@ interface Definition {
   retention: string
   searchAttributes?: string[]
   continueAsNew?: ContinueSpec
+  concurrency?: RunConcurrency
+  limits?: Limits
+}
+
+// Go's RunConcurrency: the graph's limit on its runs in progress, by key.
+interface RunConcurrency {
+  max: bigint
+  key: string
+  name: string
+  strategy: string
+}
+
+// Go's Limits: limits by node type and by queue, given at load to the
+// nodes they apply to (the canonical form records them there too).
+interface Limits {
+  types?: Map<string, NodeLimits>
+  queues?: Map<string, NodeLimits>
+}
+
+interface NodeLimits {
+  concurrency?: ConcurrencyLimit
+  rate?: RateLimit
+}
+
+// Go's ConcurrencyLimit: a node's concurrency limit by key.
+interface ConcurrencyLimit {
+  max: bigint
+  key: string
+  name: string
+}
+
+// Go's RateLimit: a node's rate limit by key (units per per).
+interface RateLimit {
+  limit: bigint
+  per: bigint
+  key: string
+  units: string
+  name: string
 }
 
 // Go's ContinueSpec: how a run continues as new (an edge to CONTINUE).
@@ -164,6 +204,8 @@ interface GNode {
   effect: string
   checkpoint: string
   fallback?: JValue
+  concurrency?: ConcurrencyLimit
+  rate?: RateLimit
 }
 
 interface Retry {
@@ -181,6 +223,7 @@ interface Edge {
   action: string
   when: string
   timeout: boolean
+  onMissing: string
 }
 
 type Members = Map<string, JValue>
@@ -328,6 +371,8 @@ function decodeDefinition(v: JValue, p: Problems, graphPrefix: string): Definiti
       retention: (x, f) => (d.retention = str(x, f, top) ?? ''),
       searchAttributes: (x, f) => (d.searchAttributes = strings(x, f, top)),
       continueAsNew: (x, f) => (d.continueAsNew = decodeContinue(x, f, top)),
+      concurrency: (x, f) => (d.concurrency = decodeRunConcurrency(x, f, top)),
+      limits: (x, f) => (d.limits = decodeLimits(x, f, top)),
       nodes: (x, f) => {
         if (x.kind !== 'array') return top(f, `want a list of nodes, got ${kindOf(x)}`)
         d.nodes = x.items.map((item, i) => decodeNode(item, i, p, graphPrefix))
@@ -370,6 +415,129 @@ function decodeContinue(v: JValue, f: string, top: Report): ContinueSpec | undef
     top,
   )
   return c
+}
+
+function decodeRunConcurrency(v: JValue, f: string, r: Report): RunConcurrency | undefined {
+  const m = members(v)
+  if (m === undefined) {
+    r(f, `want an object, got ${kindOf(v)}`)
+    return undefined
+  }
+  const c: RunConcurrency = { max: 0n, key: '', name: '', strategy: '' }
+  fields(
+    m,
+    {
+      max: (x, g) => (c.max = int(x, g, r) ?? 0n),
+      key: (x, g) => (c.key = str(x, g, r) ?? ''),
+      name: (x, g) => (c.name = str(x, g, r) ?? ''),
+      strategy: (x, g) => (c.strategy = str(x, g, r) ?? ''),
+    },
+    f + '.',
+    r,
+  )
+  return c
+}
+
+function decodeConcurrency(v: JValue, f: string, r: Report): ConcurrencyLimit | undefined {
+  const m = members(v)
+  if (m === undefined) {
+    r(f, `want an object, got ${kindOf(v)}`)
+    return undefined
+  }
+  const c: ConcurrencyLimit = { max: 0n, key: '', name: '' }
+  fields(m, { max: (x, g) => (c.max = int(x, g, r) ?? 0n), key: (x, g) => (c.key = str(x, g, r) ?? ''), name: (x, g) => (c.name = str(x, g, r) ?? '') }, f + '.', r)
+  return c
+}
+
+function decodeRate(v: JValue, f: string, r: Report): RateLimit | undefined {
+  const m = members(v)
+  if (m === undefined) {
+    r(f, `want an object, got ${kindOf(v)}`)
+    return undefined
+  }
+  const c: RateLimit = { limit: 0n, per: 0n, key: '', units: '', name: '' }
+  fields(
+    m,
+    {
+      limit: (x, g) => (c.limit = int(x, g, r) ?? 0n),
+      per: (x, g) => (c.per = duration(x, g, r) ?? 0n),
+      key: (x, g) => (c.key = str(x, g, r) ?? ''),
+      units: (x, g) => (c.units = str(x, g, r) ?? ''),
+      name: (x, g) => (c.name = str(x, g, r) ?? ''),
+    },
+    f + '.',
+    r,
+  )
+  return c
+}
+
+// decodeLimits reads limits: {types, queues}. Go decodes the entries of
+// the two maps with encoding/json's own rules, not field by field: keys
+// match case-insensitively, an unknown key is ignored, a key given twice
+// is read again into what the first gave, and null leaves a value as it
+// was (a duration's, per: zero). Keys come in the document's order (YAML's
+// sorted, as Go's conversion to JSON writes them). This reads them the same way, so that a graph
+// gives Go's canonical form.
+function decodeLimits(v: JValue, f: string, r: Report): Limits | undefined {
+  const m = members(v)
+  if (m === undefined) {
+    r(f, `want an object, got ${kindOf(v)}`)
+    return undefined
+  }
+  const l: Limits = {}
+  const byName = (x: JValue, g: string): Map<string, NodeLimits> | undefined => {
+    if (x.kind !== 'object') {
+      r(g, `want an object, got ${got(x)}`)
+      return undefined
+    }
+    const out = new Map<string, NodeLimits>()
+    for (const [name, e] of x.members) out.set(name, looseNodeLimits(e, `${g}.${name}`, r))
+    return out
+  }
+  fields(m, { types: (x, g) => (l.types = byName(x, g)), queues: (x, g) => (l.queues = byName(x, g)) }, f + '.', r)
+  return l
+}
+
+// loose walks an object's members in order as encoding/json does,
+// giving each to the setter its key names (case-insensitively).
+function loose(v: JValue, f: string, r: Report, set: Record<string, (x: JValue, g: string) => void>): void {
+  if (v.kind === 'null') return
+  if (v.kind !== 'object') {
+    r(f, `want an object, got ${got(v)}`)
+    return
+  }
+  for (const [k, x] of v.members) {
+    const name = Object.keys(set).find((n) => n === k) ?? Object.keys(set).find((n) => n.toLowerCase() === k.toLowerCase())
+    if (name !== undefined) (set[name] as (x: JValue, g: string) => void)(x, `${f}.${name}`)
+  }
+}
+
+function looseNodeLimits(v: JValue, f: string, r: Report): NodeLimits {
+  const e: NodeLimits = {}
+  const ifNotNull = (x: JValue, g: string, read: (x: JValue, g: string) => void) => (x.kind === 'null' ? undefined : read(x, g))
+  loose(v, f, r, {
+    concurrency: (x, g) => {
+      if (x.kind === 'null') return void delete e.concurrency
+      const c = (e.concurrency ??= { max: 0n, key: '', name: '' })
+      loose(x, g, r, {
+        max: (y, h) => ifNotNull(y, h, () => (c.max = int(y, h, r) ?? c.max)),
+        key: (y, h) => ifNotNull(y, h, () => (c.key = str(y, h, r) ?? c.key)),
+        name: (y, h) => ifNotNull(y, h, () => (c.name = str(y, h, r) ?? c.name)),
+      })
+    },
+    rate: (x, g) => {
+      if (x.kind === 'null') return void delete e.rate
+      const c = (e.rate ??= { limit: 0n, per: 0n, key: '', units: '', name: '' })
+      loose(x, g, r, {
+        limit: (y, h) => ifNotNull(y, h, () => (c.limit = int(y, h, r) ?? c.limit)),
+        per: (y, h) => (c.per = y.kind === 'null' ? 0n : (duration(y, h, r) ?? c.per)),
+        key: (y, h) => ifNotNull(y, h, () => (c.key = str(y, h, r) ?? c.key)),
+        units: (y, h) => ifNotNull(y, h, () => (c.units = str(y, h, r) ?? c.units)),
+        name: (y, h) => ifNotNull(y, h, () => (c.name = str(y, h, r) ?? c.name)),
+      })
+    },
+  })
+  return e
 }
 
 function decodeNode(v: JValue, i: number, p: Problems, graphPrefix: string): GNode {
@@ -442,6 +610,8 @@ function decodeNode(v: JValue, i: number, p: Problems, graphPrefix: string): GNo
       effect: (x, f) => (n.effect = str(x, f, r) ?? ''),
       checkpoint: (x, f) => (n.checkpoint = str(x, f, r) ?? ''),
       fallback: (x) => (n.fallback = raw(x)),
+      concurrency: (x, f) => (n.concurrency = decodeConcurrency(x, f, r)),
+      rate: (x, f) => (n.rate = decodeRate(x, f, r)),
     },
     '',
     r,
@@ -450,7 +620,7 @@ function decodeNode(v: JValue, i: number, p: Problems, graphPrefix: string): GNo
 }
 
 function decodeEdge(v: JValue, i: number, p: Problems, graphPrefix: string): Edge {
-  const e: Edge = { from: '', to: '', action: '', when: '', timeout: false }
+  const e: Edge = { from: '', to: '', action: '', when: '', timeout: false, onMissing: '' }
   const m = members(v)
   const where = () => `${graphPrefix}edge ${i}${e.from !== '' || e.to !== '' ? ` (${e.from} -> ${e.to})` : ''}`
   if (m === undefined) {
@@ -470,6 +640,7 @@ function decodeEdge(v: JValue, i: number, p: Problems, graphPrefix: string): Edg
       action: (x, f) => (e.action = str(x, f, r) ?? ''),
       when: (x, f) => (e.when = str(x, f, r) ?? ''),
       timeout: (x, f) => (e.timeout = bool(x, f, r) ?? false),
+      onMissing: (x, f) => (e.onMissing = str(x, f, r) ?? ''),
     },
     '',
     r,
@@ -548,6 +719,8 @@ function validate(d: Definition, p: Problems, prefix: string): void {
   for (const [k, r] of d.reducers ?? []) {
     if (!['replace', 'append', 'merge', 'sum'].includes(r)) p.add(`${prefix}state.reducers.${k}`, `unknown reducer ${JSON.stringify(r)} (want replace, append, merge or sum)`)
   }
+  lowerLimits(d, p, prefix)
+  validateRunConcurrency(d.concurrency, p, prefix)
   const ids = new Set<string>()
   for (const [i, n] of d.nodes.entries()) {
     const at = `${prefix}${n.id !== '' ? `node ${JSON.stringify(n.id)}` : `nodes[${i}]`}`
@@ -562,17 +735,123 @@ function validate(d: Definition, p: Problems, prefix: string): void {
     if (!['pure', 'read', 'write', 'external', 'human'].includes(n.effect)) p.add(at + ': effect', `unknown effect ${JSON.stringify(n.effect)} (want pure, read, write, external or human)`)
     if (!['none', 'before', 'after', 'both'].includes(n.checkpoint)) p.add(at + ': checkpoint', `unknown checkpoint ${JSON.stringify(n.checkpoint)} (want none, before, after or both)`)
     if (n.map !== undefined && n.map.over === '') p.add(at + ': map.over', 'missing expression')
+    const bad = (f: string, msg: string) => p.add(`${at}: ${f}`, msg)
+    validateConcurrency(n.concurrency, n.type, bad)
+    validateRate(n.rate, n, bad)
   }
   for (const [i, e] of d.edges.entries()) {
     const at = `${prefix}edge ${i} (${e.from} -> ${e.to})`
     if (e.from === '' || (e.from !== 'START' && !ids.has(e.from))) p.add(at + ': from', e.from === '' ? 'missing' : e.from === 'END' || e.from === 'CONTINUE' ? `no edge may leave ${e.from}` : `unknown node ${JSON.stringify(e.from)}`)
     if (e.to === '' || (e.to !== 'END' && e.to !== 'CONTINUE' && !ids.has(e.to))) p.add(at + ': to', e.to === '' ? 'missing' : e.to === 'START' ? 'no edge may enter START' : `unknown node ${JSON.stringify(e.to)}`)
+    if (e.onMissing !== '' && e.onMissing !== 'fail' && e.onMissing !== 'false') p.add(at + ': onMissing', `want "false" or "fail", got ${JSON.stringify(e.onMissing)}`)
+    else if (e.onMissing !== '' && e.when === '') p.add(at + ': onMissing', 'the edge has no condition (when) to read a key')
   }
   for (const [name, sub] of d.graphs ?? []) {
     if (!validToken(name)) p.add(`${prefix}graphs`, `graph name ${JSON.stringify(name)} ${idRule}`)
     else if (sub.name !== name) p.add(`${prefix}graphs.${name}`, `graph's name ${JSON.stringify(sub.name)} differs from its key ${JSON.stringify(name)}`)
     validate(sub, p, `${prefix}graph ${JSON.stringify(name)}: `)
   }
+}
+
+// The limits' bounds (Go: pkg/graph MaxConcurrency, MaxRate, MaxLimitNameLen).
+const maxConcurrency = 1000n
+const maxRate = 1_000_000n
+const maxLimitNameLen = 256
+const millisecond = 1_000_000n
+
+// coordinatorType says whether nodes of a type are the coordinator's own:
+// they take no worker, queue, slot or rate.
+function coordinatorType(t: string): boolean {
+  return t === 'router' || t === 'human' || t === 'subgraph' || t === 'wait'
+}
+
+function checkName(name: string, f: string, bad: Report): void {
+  const n = Buffer.byteLength(name, 'utf8')
+  if (n > maxLimitNameLen) bad(f, `is ${n} characters, the limit is ${maxLimitNameLen}`)
+}
+
+// validateRunConcurrency checks the graph's run limit (its key's CEL is
+// the coordinator's to compile).
+function validateRunConcurrency(c: RunConcurrency | undefined, p: Problems, prefix: string): void {
+  if (c === undefined) return
+  const bad: Report = (f, msg) => p.add(prefix + f, msg)
+  if (c.max < 1n) bad('concurrency.max', `must be at least 1, got ${c.max}`)
+  else if (c.max > maxConcurrency) bad('concurrency.max', `must be at most ${maxConcurrency}, got ${c.max}`)
+  checkName(c.name, 'concurrency.name', bad)
+  if (!['', 'queue', 'cancel-newest', 'cancel-oldest'].includes(c.strategy)) {
+    bad('concurrency.strategy', `unknown strategy ${JSON.stringify(c.strategy)} (want "queue", "cancel-newest" or "cancel-oldest")`)
+  }
+}
+
+// validateConcurrency checks a node's concurrency limit (type: the node's).
+function validateConcurrency(c: ConcurrencyLimit | undefined, type: string, bad: Report): void {
+  if (c === undefined) return
+  if (c.max < 1n) bad('concurrency.max', `must be at least 1, got ${c.max}`)
+  else if (c.max > maxConcurrency) bad('concurrency.max', `must be at most ${maxConcurrency}, got ${c.max}`)
+  checkName(c.name, 'concurrency.name', bad)
+  if (coordinatorType(type)) bad('concurrency', `a ${type} node runs in the coordinator and takes no slot; limit the nodes that do the work`)
+}
+
+// validateRate checks a node's rate limit.
+function validateRate(r: RateLimit | undefined, n: { type: string; map?: unknown; concurrency?: ConcurrencyLimit }, bad: Report): void {
+  if (r === undefined) return
+  if (r.limit < 1n) bad('rate.limit', `must be at least 1, got ${r.limit}`)
+  else if (r.limit > maxRate) bad('rate.limit', `must be at most ${maxRate}, got ${r.limit}`)
+  if (r.per < millisecond) bad('rate.per', `must be at least 1ms, got ${formatDuration(r.per)}`)
+  checkName(r.name, 'rate.name', bad)
+  if (coordinatorType(n.type)) bad('rate', `a ${n.type} node runs in the coordinator; limit the nodes that do the work`)
+  else if (n.map !== undefined) bad('rate', 'a rate limit on map items is not supported yet')
+  else if (n.concurrency !== undefined) bad('rate', 'a node with a concurrency limit cannot have a rate limit too, yet')
+}
+
+// lowerLimits checks the graph's limits by type and queue and gives each
+// valid one to the nodes it applies to that have no limit of their own,
+// named "type/<type>" or "queue/<queue>" unless it names one, as Go's
+// pkg/graph does at load: the canonical form records them on the nodes.
+function lowerLimits(d: Definition, p: Problems, prefix: string): void {
+  const l = d.limits
+  if (l === undefined) return
+  const okTypes = checkNodeLimits(l.types, 'types', 'type', new Set(d.nodes.map((n) => n.type)), p, prefix)
+  const okQueues = checkNodeLimits(l.queues, 'queues', 'queue', new Set(d.nodes.map((n) => n.queue)), p, prefix)
+  for (const n of d.nodes) {
+    if (n.concurrency !== undefined || n.rate !== undefined) continue // its own limit replaces them
+    const t = okTypes.get(n.type)
+    const q = coordinatorType(n.type) ? undefined : okQueues.get(n.queue)
+    const at = `${prefix}node ${JSON.stringify(n.id)}: `
+    if (t !== undefined && q !== undefined) {
+      p.add(at + 'type', `node is under both limits.types.${n.type} and limits.queues.${n.queue}: give it a limit of its own, or keep one of the two`)
+    } else if (t !== undefined) giveLimits(n, t, 'type/' + n.type, p, at)
+    else if (q !== undefined) giveLimits(n, q, 'queue/' + n.queue, p, at)
+  }
+}
+
+// checkNodeLimits checks the entries of limits.<kind> and returns the valid ones.
+function checkNodeLimits(entries: Map<string, NodeLimits> | undefined, kind: string, what: string, used: Set<string>, p: Problems, prefix: string): Map<string, NodeLimits> {
+  const ok = new Map<string, NodeLimits>()
+  for (const name of [...(entries?.keys() ?? [])].sort(compareUTF8)) {
+    const e = entries?.get(name) as NodeLimits
+    const at = `${prefix}limits.${kind}.${name}`
+    const before = p.list.length
+    const bad: Report = (f, msg) => p.add(`${at}.${f}`, msg)
+    if (!used.has(name)) p.add(at, `no node of this graph has ${what} ${JSON.stringify(name)} (they have: ${[...used].sort(compareUTF8).join(', ')})`)
+    else if (e.concurrency === undefined && e.rate === undefined) p.add(at, 'give a concurrency or a rate limit')
+    const type = kind === 'queues' ? '' : name
+    validateConcurrency(e.concurrency, type, bad)
+    validateRate(e.rate, { type, concurrency: e.concurrency }, bad)
+    if (p.list.length === before) ok.set(name, e)
+  }
+  return ok
+}
+
+// giveLimits gives node n an entry's limits, named name unless the entry
+// names them; a map node's items take a concurrency limit, not a rate.
+function giveLimits(n: GNode, e: NodeLimits, name: string, p: Problems, at: string): void {
+  if (n.map !== undefined && e.rate !== undefined) {
+    p.add(at + 'map', `a map node's items cannot take the rate limit ${JSON.stringify(name)} yet: move the node off the ${name.split('/')[0]}`)
+    return
+  }
+  if (e.concurrency !== undefined) n.concurrency = { ...e.concurrency, name: e.concurrency.name !== '' ? e.concurrency.name : name }
+  if (e.rate !== undefined) n.rate = { ...e.rate, name: e.rate.name !== '' ? e.rate.name : name }
 }
 
 // canonicalJSON is Go's: the value re-encoded with sorted keys, integers
@@ -651,6 +930,19 @@ function renderDefinition(d: Definition): string {
     if (d.continueAsNew.onHistoryBudget) c.f('onHistoryBudget', 'true')
     o.f('continueAsNew', c.i('maxStateBytes', d.continueAsNew.maxStateBytes).done())
   }
+  if (d.concurrency !== undefined) {
+    const c = d.concurrency
+    o.f('concurrency', new Obj().f('max', c.max.toString()).s('key', c.key).s('name', c.name).s('strategy', c.strategy).done())
+  }
+  if (d.limits !== undefined) {
+    const lo = new Obj()
+    for (const k of ['types', 'queues'] as const) {
+      const m = d.limits[k]
+      if (m === undefined || m.size === 0) continue
+      lo.f(k, '{' + [...m.keys()].sort(compareUTF8).map((name) => quote(name) + ':' + renderNodeLimits(m.get(name) as NodeLimits)).join(',') + '}')
+    }
+    o.f('limits', lo.done())
+  }
   return o.done()
 }
 
@@ -681,13 +973,30 @@ function renderNode(n: GNode): string {
   if (n.heartbeat !== 0n) o.f('heartbeat', quote(formatDuration(n.heartbeat)))
   o.i('maxIterations', n.maxIterations).s('effect', n.effect).s('checkpoint', n.checkpoint)
   if (n.fallback !== undefined) o.f('fallback', canonicalJSON(n.fallback))
+  if (n.concurrency !== undefined) o.f('concurrency', renderConcurrency(n.concurrency))
+  if (n.rate !== undefined) o.f('rate', renderRate(n.rate))
+  return o.done()
+}
+
+function renderConcurrency(c: ConcurrencyLimit): string {
+  return new Obj().f('max', c.max.toString()).s('key', c.key).s('name', c.name).done()
+}
+
+function renderRate(r: RateLimit): string {
+  return new Obj().f('limit', r.limit.toString()).f('per', quote(formatDuration(r.per))).s('key', r.key).s('units', r.units).s('name', r.name).done()
+}
+
+function renderNodeLimits(e: NodeLimits): string {
+  const o = new Obj()
+  if (e.concurrency !== undefined) o.f('concurrency', renderConcurrency(e.concurrency))
+  if (e.rate !== undefined) o.f('rate', renderRate(e.rate))
   return o.done()
 }
 
 function renderEdge(e: Edge): string {
   const o = new Obj().s('from', e.from, false).s('to', e.to, false).s('action', e.action).s('when', e.when)
   if (e.timeout) o.f('timeout', 'true')
-  return o.done()
+  return o.s('onMissing', e.onMissing).done()
 }
 
 function editDistance(a: string, b: string): number {

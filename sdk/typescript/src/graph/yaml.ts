@@ -8,7 +8,7 @@
 // scalars are strings; map keys become strings; merge keys (<<) merge.
 
 import { Alias, isAlias, isMap, isScalar, isSeq, type Node, parseAllDocuments, Scalar, type Document } from 'yaml'
-import { formatFloat, type JValue } from '../internal/gojson.js'
+import { compareUTF8, formatFloat, type JValue } from '../internal/gojson.js'
 
 /** YAMLError is YAML the engine would not read. */
 export class YAMLError extends Error {
@@ -183,7 +183,8 @@ class Converter {
           members.delete(key) // the last value wins, where the key first stood
           members.set(key, this.value(pair.value as Node | null))
         }
-        return { kind: 'object', members: [...members] }
+        // Go writes the map it decoded as JSON: keys in byte order.
+        return { kind: 'object', members: [...members].sort((a, b) => compareUTF8(a[0], b[0])) }
       }
       throw new YAMLError('unsupported YAML node')
     } finally {

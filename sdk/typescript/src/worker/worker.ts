@@ -18,8 +18,9 @@ import type { JsMsg } from '@nats-io/jetstream'
 import { jetstream, type Consumer } from '@nats-io/jetstream'
 import type { Context as OtelContext, Span, TracerProvider } from '@opentelemetry/api'
 import { connect, type Connection, type ConnectOptions } from '../connect.js'
-import { decode, decodeWithPayload, HdrRestored, newEvent, type WeftEvent } from '../events/envelope.js'
+import { decode, decodeWithPayload, HdrRestored, type HeaderReader, newEvent, type WeftEvent } from '../events/envelope.js'
 import { isWeftError } from '../events/errors.js'
+import { resolveRef } from '../events/offload.js'
 import { decisionId, idempotencyKey, type NodeRef, refKey } from '../events/ids.js'
 import {
   type ActionOut,
@@ -397,6 +398,13 @@ export class Worker {
     for (const ac of this.items.get(run) ?? []) ac.abort(new WeftAbort('cancelled', `run cancelled by ${c.by}`, c.by, c.reason))
   }
 
+  // decodeWorkItem reads a work item, its body read back from the
+  // payloads bucket when it was kept beside the log (a large input).
+  private async decodeWorkItem(m: JsMsg): Promise<{ ev: WeftEvent; ready: NodeReadyData }> {
+    const r = await resolveRef((this.store as Store).nc, m.subject, headerReader(m.headers), m.data)
+    return decodeWorkItemBody(m, r.headers, r.data)
+  }
+
   // process runs one work item: decode, record invoking, run, record the
   // outcome, ack.
   private async process(q: Queue, m: JsMsg): Promise<void> {
@@ -409,7 +417,7 @@ export class Worker {
     let ev: WeftEvent
     let ready: NodeReadyData
     try {
-      ;({ ev, ready } = decodeWorkItem(m))
+      ;({ ev, ready } = await this.decodeWorkItem(m))
     } catch (err) {
       const newer = newerWorkItem(m, err)
       if (newer !== undefined) {
@@ -424,8 +432,8 @@ export class Worker {
       }
       if (isWeftError(err, 'KeyMissing') || isWeftError(err, 'Unresolvable')) {
         // Sealed with a key this worker does not hold, or kept beside the
-        // log where this SDK does not read: not malformed, left to a
-        // worker that can read it (the error names the key id).
+        // log and not readable now (a timeout): not malformed, left to a
+        // worker that can read it, or to a later try (the error says which).
         this.log.error('work item this worker cannot read; leaving it to other workers', { subject: m.subject, queue: q.name, error: errorMessage(err) })
         nak(m, unknownTypeDelay, this.log)
         return
@@ -969,8 +977,8 @@ export async function ensureQueue(store: Store, queue: string, ackWait: number):
   return info
 }
 
-function decodeWorkItem(m: JsMsg): { ev: WeftEvent; ready: NodeReadyData } {
-  const { event: ev, payload } = decodeWithPayload(m.subject, headerReader(m.headers), m.data)
+function decodeWorkItemBody(m: JsMsg, headers: HeaderReader, data: Uint8Array): { ev: WeftEvent; ready: NodeReadyData } {
+  const { event: ev, payload } = decodeWithPayload(m.subject, headers, data)
   if (ev.type !== EventType.NodeReady) throw new Error(`${m.subject}: a ${ev.type} event on a task queue`)
   if (payload === null || typeof payload !== 'object') throw new Error(`${m.subject}: node-ready event without a payload`)
   const ready = payload as NodeReadyData
