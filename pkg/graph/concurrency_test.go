@@ -176,6 +176,11 @@ func TestLimitsByTypeAndQueueValidation(t *testing.T) {
 		{"rate per", `{types: {echo: {rate: {limit: 1, per: 0s}}}}`, `field "limits.types.echo.rate.per": must be at least 1ms`},
 		{"empty", `{types: {echo: {}}}`, `field "limits.types.echo": give a concurrency or a rate limit`},
 		{"both on a node", `{types: {echo: {concurrency: {max: 1}}}, queues: {default: {concurrency: {max: 2}}}}`, `node "e": field "type": node is under both limits.types.echo and limits.queues.default`},
+		// An entry's keys are read exactly, as every field's, not as
+		// encoding/json reads them (case-insensitive, unknown dropped).
+		{"unknown key in an entry", `{types: {echo: {concurrency: {max: 1, kee: state.k}}}}`, `field "limits.types.echo.concurrency.kee": unknown field (did you mean "key"?)`},
+		{"key in another case", `{queues: {default: {Rate: {limit: 1, per: 1s}}}}`, `field "limits.queues.default.Rate": unknown field (did you mean "rate"?)`},
+		{"an entry not an object", `{types: {echo: 3}}`, `field "limits.types.echo": want an object, got a number`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

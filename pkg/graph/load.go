@@ -310,6 +310,10 @@ func decodeFields(m map[string]json.RawMessage, v reflect.Value, prefix string, 
 			decodeFields(sub, target, name+".", report)
 			continue
 		}
+		if st := structMap(fv.Type()); st != nil {
+			decodeStructMap(raw, fv, st, name, report)
+			continue
+		}
 		if err := json.Unmarshal(raw, fv.Addr().Interface()); err != nil {
 			report(name, decodeMessage(err, fv.Type()))
 		}
@@ -369,6 +373,42 @@ var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
 
 // plainStruct gives the struct type to decode field by field when t is a
 // struct or a pointer to one without its own UnmarshalJSON.
+// structMap is the struct type of a map[string]struct's values, nil for
+// any other type: each value is decoded field by field as a struct field
+// is (limits.types.http.concurrency.max; an unknown key refused), where
+// encoding/json would match keys case-insensitively and drop unknown ones.
+func structMap(t reflect.Type) reflect.Type {
+	if t.Kind() != reflect.Map || t.Key().Kind() != reflect.String {
+		return nil
+	}
+	if st, isPtr := plainStruct(t.Elem()); st != nil && !isPtr {
+		return st
+	}
+	return nil
+}
+
+// decodeStructMap decodes raw, an object, into fv, a map of st by name,
+// each value field by field under name.<key>.
+func decodeStructMap(raw json.RawMessage, fv reflect.Value, st reflect.Type, name string, report func(field, msg string)) {
+	m, ok := asObject(raw)
+	if !ok {
+		report(name, fmt.Sprintf("want an object, got %s", kindOf(raw)))
+		return
+	}
+	out := reflect.MakeMapWithSize(fv.Type(), len(m))
+	for _, k := range sortedKeys(m) {
+		sub, ok := asObject(m[k])
+		if !ok {
+			report(name+"."+k, fmt.Sprintf("want an object, got %s", kindOf(m[k])))
+			continue
+		}
+		v := reflect.New(st).Elem()
+		decodeFields(sub, v, name+"."+k+".", report)
+		out.SetMapIndex(reflect.ValueOf(k).Convert(fv.Type().Key()), v)
+	}
+	fv.Set(out)
+}
+
 func plainStruct(t reflect.Type) (st reflect.Type, isPtr bool) {
 	if t.Kind() == reflect.Pointer {
 		isPtr = true

@@ -162,7 +162,7 @@ concurrency: {max: 2, key: invocation.tenant, name: shared-runs, strategy: cance
 limits:
   types:
     http: {concurrency: {max: 3, key: "state.host"}}
-    llm: {rate: {limit: 60, per: 1m, Per: null, units: "int(state.tokens)", name: llm-tokens}}
+    llm: {rate: {limit: 60, per: 1m, units: "int(state.tokens)", name: llm-tokens}}
   queues:
     gpu: {concurrency: {max: 1}}
 nodes:
@@ -206,12 +206,6 @@ graphs:
 
 const jsonCases = {
   'JSON numbers and strings': `{"name":"nums","nodes":[${node(',"config":{"i":12345678901234567890,"f":1.0,"e":1E2,"neg":-0,"tiny":1e-400,"huge":1e400,"s":"\\u003c\\u2028é\\/","z":[],"o":{}},"fallback":null')}],"edges":[{"from":"START","to":"a"},{"from":"a","to":"END"}]}`,
-  // Go reads the entries of limits.types and limits.queues with
-  // encoding/json's rules: keys case-insensitive, unknown keys ignored, a
-  // key given twice read again into what the first gave, null a no-op
-  // (but a duration's: zero, so per is refused). YAML's keys come sorted
-  // (the YAML case above has Per: null before per: 1m).
-  'JSON limits read as encoding/json reads them': `{"name":"loose","limits":{"types":{"x":{"Concurrency":{"MAX":2,"key":"state.k","extra":1},"concurrency":{"name":"n1","max":null}},"y":null,"y":{"rate":{"limit":3,"PER":null,"per":"1s","Name":"r"}}},"queues":{}},"nodes":[${node('')},{"id":"b","type":"y"}],"edges":[{"from":"START","to":"a"},{"from":"a","to":"b"},{"from":"b","to":"END"}]}`,
   'JSON with duplicate keys and odd key order': `{"nodes":[${node(',"config":{"b":1,"a":2,"b":3,"é":1,"z":0,"😀":1,"ﬀ":2}')}],"name":"dups","edges":[{"to":"a","from":"START"},{"from":"a","to":"END","action":""}],"maxIterations":0}`,
 }
 
@@ -269,15 +263,18 @@ test('a graph Go refuses is refused, saying where', async () => {
     assert.ok(goErr !== undefined, `${name}: Go accepts it`)
     assert.throws(() => parseGraph(text, { source: `${name}.yaml`, format: 'yaml' }), (e) => e instanceof GraphError && want.test(e.message), `${name}`)
   }
-  // In JSON, a limit entry's keys are read in the document's order: per
-  // given null after it is zero, and refused (YAML sorts them: accepted).
-  const perNull = '{"name":"l","limits":{"types":{"x":{"rate":{"limit":1,"per":"1s","Per":null}}}},"nodes":[{"id":"a","type":"x"}],"edges":[{"from":"START","to":"a"},{"from":"a","to":"END"}]}'
-  assert.match((await go.ask({ op: 'graph', text: perNull, source: 'pernull.json' })).error ?? '', /rate\.per": must be at least 1ms/)
-  assert.throws(() => parseGraph(perNull, { source: 'pernull.json' }), /limits\.types\.x\.rate\.per: must be at least 1ms/)
-  const perNullYAML = 'name: l\nlimits: {types: {x: {rate: {limit: 1, per: 1s, Per: null}}}}\nnodes: [{id: a, type: x}]\nedges: [{from: START, to: a}, {from: a, to: END}]\n'
-  const goYAML = await go.ask({ op: 'graph', text: perNullYAML, source: 'pernull.yaml' })
-  assert.equal(goYAML.error, undefined)
-  assert.equal(parseGraph(perNullYAML).digest, goYAML.digest)
+  // A limit entry's keys are read as every other field's: exactly, an
+  // unknown one refused with its place (Go once read them as encoding/json
+  // does, case-insensitively and dropping unknown keys).
+  for (const [name, text] of Object.entries({
+    'limit entry, JSON': '{"name":"l","limits":{"types":{"x":{"rate":{"limit":1,"per":"1s","Per":null}}}},"nodes":[{"id":"a","type":"x"}],"edges":[{"from":"START","to":"a"},{"from":"a","to":"END"}]}',
+    'limit entry, YAML': 'name: l\nlimits: {types: {x: {concurrency: {max: 2, kee: state.k}}}}\nnodes: [{id: a, type: x}]\nedges: [{from: START, to: a}, {from: a, to: END}]\n',
+    'limit entry, key case': 'name: l\nlimits: {queues: {q: {Concurrency: {max: 2}}}}\nnodes: [{id: a, type: x, queue: q}]\nedges: [{from: START, to: a}, {from: a, to: END}]\n',
+  })) {
+    const goErr = (await go.ask({ op: 'graph', text, source: name })).error
+    assert.match(goErr ?? '', /unknown field/, `${name}: Go`)
+    assert.throws(() => parseGraph(text, { source: name }), (e) => e instanceof GraphError && /limits\.(types|queues)\.[xq]\.\S*: unknown field/.test(e.message), name)
+  }
   // A key given twice: refused at the same line and column as Go, naming where it was first.
   const dup = 'name: d\nnodes:\n  - id: a\n    type: x\n    type: y\nedges: [{from: START, to: a}, {from: a, to: END}]\nname: e\n'
   const goDup = (await go.ask({ op: 'graph', text: dup, source: 'dup.yaml' })).error

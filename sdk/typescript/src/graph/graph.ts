@@ -471,13 +471,8 @@ function decodeRate(v: JValue, f: string, r: Report): RateLimit | undefined {
   return c
 }
 
-// decodeLimits reads limits: {types, queues}. Go decodes the entries of
-// the two maps with encoding/json's own rules, not field by field: keys
-// match case-insensitively, an unknown key is ignored, a key given twice
-// is read again into what the first gave, and null leaves a value as it
-// was (a duration's, per: zero). Keys come in the document's order (YAML's
-// sorted, as Go's conversion to JSON writes them). This reads them the same way, so that a graph
-// gives Go's canonical form.
+// decodeLimits reads limits: {types, queues}, each entry field by field
+// as Go's loader does (an unknown key refused, with its place).
 function decodeLimits(v: JValue, f: string, r: Report): Limits | undefined {
   const m = members(v)
   if (m === undefined) {
@@ -486,57 +481,31 @@ function decodeLimits(v: JValue, f: string, r: Report): Limits | undefined {
   }
   const l: Limits = {}
   const byName = (x: JValue, g: string): Map<string, NodeLimits> | undefined => {
-    if (x.kind !== 'object') {
-      r(g, `want an object, got ${got(x)}`)
+    const entries = members(x)
+    if (entries === undefined) {
+      r(g, `want an object, got ${kindOf(x)}`)
       return undefined
     }
     const out = new Map<string, NodeLimits>()
-    for (const [name, e] of x.members) out.set(name, looseNodeLimits(e, `${g}.${name}`, r))
+    for (const [name, e] of entries) {
+      const limits = decodeNodeLimits(e, `${g}.${name}`, r)
+      if (limits !== undefined) out.set(name, limits)
+    }
     return out
   }
   fields(m, { types: (x, g) => (l.types = byName(x, g)), queues: (x, g) => (l.queues = byName(x, g)) }, f + '.', r)
   return l
 }
 
-// loose walks an object's members in order as encoding/json does,
-// giving each to the setter its key names (case-insensitively).
-function loose(v: JValue, f: string, r: Report, set: Record<string, (x: JValue, g: string) => void>): void {
-  if (v.kind === 'null') return
-  if (v.kind !== 'object') {
-    r(f, `want an object, got ${got(v)}`)
-    return
+// decodeNodeLimits reads one entry of limits.types or limits.queues.
+function decodeNodeLimits(v: JValue, f: string, r: Report): NodeLimits | undefined {
+  const m = members(v)
+  if (m === undefined) {
+    r(f, `want an object, got ${kindOf(v)}`)
+    return undefined
   }
-  for (const [k, x] of v.members) {
-    const name = Object.keys(set).find((n) => n === k) ?? Object.keys(set).find((n) => n.toLowerCase() === k.toLowerCase())
-    if (name !== undefined) (set[name] as (x: JValue, g: string) => void)(x, `${f}.${name}`)
-  }
-}
-
-function looseNodeLimits(v: JValue, f: string, r: Report): NodeLimits {
   const e: NodeLimits = {}
-  const ifNotNull = (x: JValue, g: string, read: (x: JValue, g: string) => void) => (x.kind === 'null' ? undefined : read(x, g))
-  loose(v, f, r, {
-    concurrency: (x, g) => {
-      if (x.kind === 'null') return void delete e.concurrency
-      const c = (e.concurrency ??= { max: 0n, key: '', name: '' })
-      loose(x, g, r, {
-        max: (y, h) => ifNotNull(y, h, () => (c.max = int(y, h, r) ?? c.max)),
-        key: (y, h) => ifNotNull(y, h, () => (c.key = str(y, h, r) ?? c.key)),
-        name: (y, h) => ifNotNull(y, h, () => (c.name = str(y, h, r) ?? c.name)),
-      })
-    },
-    rate: (x, g) => {
-      if (x.kind === 'null') return void delete e.rate
-      const c = (e.rate ??= { limit: 0n, per: 0n, key: '', units: '', name: '' })
-      loose(x, g, r, {
-        limit: (y, h) => ifNotNull(y, h, () => (c.limit = int(y, h, r) ?? c.limit)),
-        per: (y, h) => (c.per = y.kind === 'null' ? 0n : (duration(y, h, r) ?? c.per)),
-        key: (y, h) => ifNotNull(y, h, () => (c.key = str(y, h, r) ?? c.key)),
-        units: (y, h) => ifNotNull(y, h, () => (c.units = str(y, h, r) ?? c.units)),
-        name: (y, h) => ifNotNull(y, h, () => (c.name = str(y, h, r) ?? c.name)),
-      })
-    },
-  })
+  fields(m, { concurrency: (x, g) => (e.concurrency = decodeConcurrency(x, g, r)), rate: (x, g) => (e.rate = decodeRate(x, g, r)) }, f + '.', r)
   return e
 }
 
