@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -131,9 +132,59 @@ type Store struct {
 	js jetstream.JetStream
 }
 
+// Reads of the buckets are JetStream requests (a stream info that opens
+// the bucket, a direct get, a batched direct get that lists keys), each
+// answered by the bucket's stream leader or a replica. One sent while a
+// NATS node restarts or a leader is being elected can be dropped with no
+// answer at all, and a request waits for its answer as long as its
+// context allows: a client that passed a deadline of minutes waited those
+// minutes for one lost answer (what stalled
+// TestScheduleFiresOnceThroughKills: DescribeSchedule hung through the
+// rest of the drill while the coordinators kept firing). Reads are
+// idempotent, so each try is bounded by readTry and a try lost so, or
+// refused for want of a leader (no responders), is made again until ctx
+// ends: TestReadsOutliveLostAnswers.
+const readTry = 5 * time.Second
+
+// shortTry, when set, replaces readTry (TestReadsOutliveLostAnswers).
+var shortTry atomic.Int64
+
+// read calls fn until it succeeds, fails otherwise than by a lost answer,
+// or ctx ends, each try bounded by readTry.
+func read[T any](ctx context.Context, fn func(context.Context) (T, error)) (T, error) {
+	pause := 50 * time.Millisecond
+	for {
+		d := readTry
+		if t := shortTry.Load(); t > 0 {
+			d = time.Duration(t)
+		}
+		try, cancel := context.WithTimeout(ctx, d)
+		v, err := fn(try)
+		cancel()
+		if err == nil || ctx.Err() != nil || !lostAnswer(err) {
+			return v, err
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return v, err
+		case <-t.C:
+		}
+		pause = min(2*pause, time.Second)
+	}
+}
+
+// lostAnswer says err is a request that got no answer in time, or that
+// no server could answer yet: worth asking again.
+func lostAnswer(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse)
+}
+
 // Open opens the schedules bucket.
 func Open(ctx context.Context, js jetstream.JetStream) (*Store, error) {
-	kv, err := js.KeyValue(ctx, Bucket)
+	kv, err := read(ctx, func(ctx context.Context) (jetstream.KeyValue, error) { return js.KeyValue(ctx, Bucket) })
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return nil, fmt.Errorf("%w: KV bucket %s (the admin creates it: 'weft roles -setup', or start a coordinator)", ErrNoBucket, Bucket)
 	}
@@ -144,7 +195,7 @@ func Open(ctx context.Context, js jetstream.JetStream) (*Store, error) {
 }
 
 func getJSON[T any](ctx context.Context, kv jetstream.KeyValue, key string) (*T, uint64, error) {
-	e, err := kv.Get(ctx, key)
+	e, err := read(ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return kv.Get(ctx, key) })
 	if err != nil {
 		return nil, 0, err
 	}
@@ -338,17 +389,20 @@ func jitterOf(key []byte, nominal time.Time, max time.Duration) time.Duration {
 // too; a Get of them finds nothing.
 func ListKeys(ctx context.Context, js jetstream.JetStream, prefix string) ([]string, error) {
 	subject := "$KV." + Bucket + "."
-	seen := map[string]bool{}
-	var keys []string
-	err := readmodel.EachDirect(ctx, js.Conn(), "KV_"+Bucket, subject+prefix+">", func(m *nats.Msg) error {
-		// A direct get answers on the inbox; the message's own subject
-		// is in its Nats-Subject header.
-		k := strings.TrimPrefix(m.Header.Get("Nats-Subject"), subject)
-		if !seen[k] {
-			seen[k] = true
-			keys = append(keys, k)
-		}
-		return nil
+	keys, err := read(ctx, func(ctx context.Context) ([]string, error) {
+		seen := map[string]bool{}
+		var keys []string
+		err := readmodel.EachDirect(ctx, js.Conn(), "KV_"+Bucket, subject+prefix+">", func(m *nats.Msg) error {
+			// A direct get answers on the inbox; the message's own
+			// subject is in its Nats-Subject header.
+			k := strings.TrimPrefix(m.Header.Get("Nats-Subject"), subject)
+			if !seen[k] {
+				seen[k] = true
+				keys = append(keys, k)
+			}
+			return nil
+		})
+		return keys, err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("listing %s of KV bucket %s: %w", prefix, Bucket, err)
