@@ -37,9 +37,10 @@
 // Every read of the buckets (opening one, a get, a listing) is a
 // JetStream request that a NATS node's restart or a leader election can
 // leave unanswered; each try is bounded (readTry, 5 s) and a lost one asked
-// again until the caller's context ends, so a caller with a long deadline
-// (a client's describe, a coordinator's reconcile) never waits it out on
-// one lost answer. Writes are compare-and-set or keyed, and are not
+// again until the caller's context ends (30 s when it set no deadline:
+// a read refused by permissions gets no answer either), so a caller with
+// a long deadline (a client's describe) never waits it out on one lost
+// answer. Writes are compare-and-set or keyed, and are not
 // retried blindly. At debug level (-log-level debug) a runner logs each
 // fire, each reconcile with the latest fire time handled, each arm with
 // its time, and each schedule the sweep looked at: enough to tell a silent

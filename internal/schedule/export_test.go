@@ -2,9 +2,11 @@ package schedule
 
 import "time"
 
-// SetReadTry bounds each try of a read of the buckets to d, until the
-// returned func restores readTry.
-func SetReadTry(d time.Duration) (restore func()) {
-	shortTry.Store(int64(d))
-	return func() { shortTry.Store(0) }
+// SetReadTimes bounds each try of a read of the buckets to try, and a
+// read whose caller set no deadline to patience, until the returned func
+// restores readTry and readPatience.
+func SetReadTimes(try, patience time.Duration) (restore func()) {
+	shortTry.Store(int64(try))
+	shortPatience.Store(int64(patience))
+	return func() { shortTry.Store(0); shortPatience.Store(0) }
 }

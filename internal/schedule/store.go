@@ -143,22 +143,37 @@ type Store struct {
 // rest of the drill while the coordinators kept firing). Reads are
 // idempotent, so each try is bounded by readTry and a try lost so, or
 // refused for want of a leader (no responders), is made again until ctx
-// ends: TestReadsOutliveLostAnswers.
-const readTry = 5 * time.Second
+// ends: TestReadsOutliveLostAnswers. A caller that set no deadline gets
+// readPatience: a request refused by permissions is not answered either,
+// and must fail some time.
+const (
+	readTry      = 5 * time.Second
+	readPatience = 30 * time.Second
+)
 
-// shortTry, when set, replaces readTry (TestReadsOutliveLostAnswers).
-var shortTry atomic.Int64
+// shortTry and shortPatience, when set, replace readTry and
+// readPatience (TestReadsOutliveLostAnswers).
+var shortTry, shortPatience atomic.Int64
+
+// orShort is d, or its replacement when one is set.
+func orShort(d time.Duration, short *atomic.Int64) time.Duration {
+	if s := short.Load(); s > 0 {
+		return time.Duration(s)
+	}
+	return d
+}
 
 // read calls fn until it succeeds, fails otherwise than by a lost answer,
 // or ctx ends, each try bounded by readTry.
 func read[T any](ctx context.Context, fn func(context.Context) (T, error)) (T, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, orShort(readPatience, &shortPatience))
+		defer cancel()
+	}
 	pause := 50 * time.Millisecond
 	for {
-		d := readTry
-		if t := shortTry.Load(); t > 0 {
-			d = time.Duration(t)
-		}
-		try, cancel := context.WithTimeout(ctx, d)
+		try, cancel := context.WithTimeout(ctx, orShort(readTry, &shortTry))
 		v, err := fn(try)
 		cancel()
 		if err == nil || ctx.Err() != nil || !lostAnswer(err) {

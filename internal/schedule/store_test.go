@@ -2,6 +2,7 @@ package schedule_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -17,13 +18,14 @@ import (
 // minutes, waited through them for one lost answer while the
 // coordinators kept firing). Opening the bucket, reading a definition
 // and reading its state each lose their first answer, under a deadline
-// of a minute; each is answered after about one try.
+// of a minute; each is answered after about one try. A read that no
+// answer comes to, with no deadline, fails after readPatience.
 func TestReadsOutliveLostAnswers(t *testing.T) {
 	e := newEnv(t)
 	e.create(&schedule.Definition{Name: "tick", Every: schedule.Duration(time.Second), Overlap: schedule.OverlapAllowAll})
 	e.waitFires("tick", 1, 10*time.Second)
-	const try = 500 * time.Millisecond
-	defer schedule.SetReadTry(try)()
+	const try, patience = 500 * time.Millisecond, 3 * time.Second
+	defer schedule.SetReadTimes(try, patience)()
 	l := testkit.NewLosingJetStream(eventlog.JetStream(e.st))
 	ctx, cancel := context.WithTimeout(e.ctx, time.Minute)
 	defer cancel()
@@ -50,4 +52,15 @@ func TestReadsOutliveLostAnswers(t *testing.T) {
 		t.Fatalf("the reads took %s with 3 answers lost and tries of %s", took, try)
 	}
 	t.Logf("3 reads, each with its first answer lost, in %s", took.Round(time.Millisecond))
+
+	// A read none answers, its caller with no deadline: it fails after
+	// readPatience rather than asking forever.
+	l.Always = true
+	began = time.Now()
+	if _, _, err := ss.State(context.Background(), "tick"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a read never answered, with no deadline: %v, want the deadline exceeded", err)
+	}
+	if took := time.Since(began); took < patience || took > patience+5*time.Second {
+		t.Fatalf("a read never answered gave up after %s, want %s", took, patience)
+	}
 }

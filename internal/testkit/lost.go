@@ -17,6 +17,9 @@ type LosingJetStream struct {
 	mu   sync.Mutex
 	seen map[string]bool
 	lost int
+	// Always loses every answer, not only the first (a request refused
+	// by permissions is not answered either).
+	Always bool
 }
 
 // NewLosingJetStream wraps js.
@@ -36,7 +39,7 @@ func (l *LosingJetStream) Lost() int {
 func (l *LosingJetStream) lose(what string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.seen[what] {
+	if l.seen[what] && !l.Always {
 		return false
 	}
 	l.seen[what] = true
