@@ -125,12 +125,13 @@ func TestScheduleFiresOnceThroughKills(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	c.servers[2] = c.start(t, "nats-3-again", "nats-server", "", c.args[2]...)
 	waitFires(handled() + 3)
+	final := watchState(t, ctx, admin)
 	if err := mgr.DeleteSchedule(ctx, "tick"); err != nil {
 		t.Fatal(err)
 	}
-	// Read the state as the admin (the schedule is deleted): the fires it
-	// kept were all started.
-	state := lastState(t, ctx, admin)
+	// The state as the coordinators left it when the schedule was
+	// deleted (read as the admin): the fires it kept were all started.
+	state := final()
 	kept := map[string]bool{}
 	for _, f := range state.Fires {
 		if f.Outcome != schedule.Started {
@@ -217,31 +218,55 @@ func positiveEnv(t *testing.T, name string, def int) int {
 // slowDescribe: a describe of the schedule slower than this is logged.
 const slowDescribe = 5 * time.Second
 
-// lastState reads the deleted schedule's state as the coordinators
-// recorded it until the delete: the state key's last value.
-func lastState(t *testing.T, ctx context.Context, admin events.Store) schedule.State {
+// watchState watches the schedule's state as the admin, from before its
+// delete; the returned func waits for the coordinators to remove the
+// state (which they do once the definition is gone; or for 30 s with no
+// change, a removal that failed is only logged) and returns its last
+// value. (Reading the state after the delete raced with its removal: the
+// bucket keeps one value a key, and a delete marker has replaced it.)
+func watchState(t *testing.T, ctx context.Context, admin events.Store) func() schedule.State {
 	t.Helper()
-	ss, err := eventlog.JetStream(admin).Stream(ctx, "KV_"+schedule.Bucket)
+	kv, err := eventlog.JetStream(admin).KeyValue(ctx, schedule.Bucket)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := ss.GetLastMsgForSubject(ctx, "$KV."+schedule.Bucket+".st.tick")
+	w, err := kv.Watch(ctx, "st.tick")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(m.Data) == 0 {
-		// The delete marker: the value before it.
-		for seq := m.Sequence - 1; seq > 0; seq-- {
-			prev, err := ss.GetMsg(ctx, seq)
-			if err == nil && prev.Subject == m.Subject && len(prev.Data) > 0 {
-				m = prev
-				break
+	return func() schedule.State {
+		t.Helper()
+		defer func() { _ = w.Stop() }()
+		var last []byte
+		quiet := time.NewTimer(30 * time.Second)
+		defer quiet.Stop()
+		for {
+			select {
+			case e := <-w.Updates():
+				if e == nil {
+					continue // the values there were, all seen
+				}
+				if e.Operation() == jetstream.KeyValuePut {
+					last = e.Value()
+					quiet.Reset(30 * time.Second)
+					continue
+				}
+				return decodeState(t, last)
+			case <-quiet.C:
+				t.Logf("the deleted schedule's state is still there after 30 s with no change: taking its last value")
+				return decodeState(t, last)
+			case <-ctx.Done():
+				t.Fatalf("the coordinators never removed the deleted schedule's state (last %s)", last)
 			}
 		}
 	}
+}
+
+func decodeState(t *testing.T, b []byte) schedule.State {
+	t.Helper()
 	var st schedule.State
-	if err := jsonUnmarshal(m.Data, &st); err != nil {
-		t.Fatal(err)
+	if err := jsonUnmarshal(b, &st); err != nil {
+		t.Fatalf("the schedule's last state %q: %v", b, err)
 	}
 	return st
 }
