@@ -230,9 +230,28 @@ func watchState(t *testing.T, ctx context.Context, admin events.Store) func() sc
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := kv.Watch(ctx, "st.tick")
-	if err != nil {
-		t.Fatal(err)
+	// The watch's consumer is made by one request, which may get no
+	// answer just after the NATS node's restart (as a describe's did,
+	// internal/schedule, readTry): each try is bounded, and the watch,
+	// once made, lives with ctx.
+	var w jetstream.KeyWatcher
+	for w == nil {
+		try, cancel := context.WithCancel(ctx)
+		bound := time.AfterFunc(10*time.Second, cancel)
+		w, err = kv.Watch(try, "st.tick")
+		inTime := bound.Stop()
+		switch {
+		case ctx.Err() != nil || inTime && err != nil:
+			t.Fatalf("watching the schedule's state: %v", err)
+		case !inTime:
+			// No answer within the bound (or just after it: a watch
+			// whose context ended is stopped).
+			t.Logf("watching the schedule's state, again: %v", err)
+			if w != nil {
+				_ = w.Stop()
+				w = nil
+			}
+		}
 	}
 	return func() schedule.State {
 		t.Helper()
