@@ -40,7 +40,8 @@
 // again until the caller's context ends (30 s when it set no deadline:
 // a read refused by permissions gets no answer either), so a caller with
 // a long deadline (a client's describe) never waits it out on one lost
-// answer. Writes are compare-and-set or keyed, and are not
+// answer. A delete is asked again the same way (a delete marker twice is
+// one delete); the other writes are compare-and-set or keyed, and are not
 // retried blindly. At debug level (-log-level debug) a runner logs each
 // fire, each reconcile with the latest fire time handled, each arm with
 // its time, and each schedule the sweep looked at: enough to tell a silent

@@ -287,7 +287,10 @@ func (s *Store) Delete(ctx context.Context, name string) error {
 	if _, _, err := s.Get(ctx, name); err != nil {
 		return err
 	}
-	return s.kv.Delete(ctx, defPrefix+name)
+	// A delete marker written twice is one delete: asked again like a
+	// read when its answer is lost.
+	_, err := read(ctx, func(ctx context.Context) (struct{}, error) { return struct{}{}, s.kv.Delete(ctx, defPrefix+name) })
+	return err
 }
 
 // List returns every definition, by name.

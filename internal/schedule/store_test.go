@@ -18,7 +18,8 @@ import (
 // minutes, waited through them for one lost answer while the
 // coordinators kept firing). Opening the bucket, reading a definition
 // and reading its state each lose their first answer, under a deadline
-// of a minute; each is answered after about one try. A read that no
+// of a minute; each is answered after about one try; so is a delete of
+// the schedule (a delete marker twice is one delete). A read that no
 // answer comes to, with no deadline, fails after readPatience.
 func TestReadsOutliveLostAnswers(t *testing.T) {
 	e := newEnv(t)
@@ -53,11 +54,23 @@ func TestReadsOutliveLostAnswers(t *testing.T) {
 	}
 	t.Logf("3 reads, each with its first answer lost, in %s", took.Round(time.Millisecond))
 
+	// A delete, its answer lost: asked again, done once.
+	began = time.Now()
+	if err := ss.Delete(ctx, "tick"); err != nil {
+		t.Fatalf("deleting, its first answer lost: %v (after %s)", err, time.Since(began))
+	}
+	if _, _, err := e.ss.Get(ctx, "tick"); !errors.Is(err, schedule.ErrNotFound) {
+		t.Fatalf("after the delete: %v, want not found", err)
+	}
+	if l.Lost() != 4 {
+		t.Fatalf("%d answers lost, want 4", l.Lost())
+	}
+
 	// A read none answers, its caller with no deadline: it fails after
 	// readPatience rather than asking forever.
 	l.Always = true
 	began = time.Now()
-	if _, _, err := ss.State(context.Background(), "tick"); !errors.Is(err, context.DeadlineExceeded) {
+	if _, _, err := ss.Get(context.Background(), "tick"); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a read never answered, with no deadline: %v, want the deadline exceeded", err)
 	}
 	if took := time.Since(began); took < patience || took > patience+5*time.Second {

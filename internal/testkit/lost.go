@@ -8,7 +8,8 @@ import (
 )
 
 // LosingJetStream wraps a JetStream and loses the first answer of each
-// read of a KV bucket: opening the bucket, and the first get of each key.
+// request of a KV bucket: opening the bucket, and the first get and the
+// first delete of each key.
 // A lost answer is what a request sent while a NATS node restarts, or a
 // leader is being elected, may get: none, so the request waits as long as
 // its context lets it and then fails with the context's error.
@@ -72,4 +73,12 @@ func (kv *losingKV) Get(ctx context.Context, key string) (jetstream.KeyValueEntr
 		return nil, ctx.Err()
 	}
 	return kv.KeyValue.Get(ctx, key)
+}
+
+func (kv *losingKV) Delete(ctx context.Context, key string, opts ...jetstream.KVDeleteOpt) error {
+	if kv.l.lose("delete " + kv.Bucket() + " " + key) {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return kv.KeyValue.Delete(ctx, key, opts...)
 }
