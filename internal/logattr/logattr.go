@@ -30,8 +30,10 @@ const (
 	Schedule  = "schedule"
 	Trigger   = "trigger"
 	Partition = "partition"
-	// Due is when something was due (a schedule's overdue fire).
-	Due = "due"
+	// Due is when something was due (a schedule's overdue fire, its
+	// next fire armed); Last the latest fire time a schedule handled.
+	Due  = "due"
+	Last = "last"
 	// Coordinator is a coordinator's id, as it announces itself in the
 	// leases bucket: which coordinator decided.
 	Coordinator = "coordinator"

@@ -39,13 +39,15 @@ type coordinators struct {
 	start func(t *testing.T, name string, args ...string) *process
 	procs []*process
 	n     int // processes started, for names
+	// extra are flags added to every coordinator started (a log level).
+	extra []string
 }
 
 // add starts one more coordinator process.
 func (cs *coordinators) add(t *testing.T) *process {
 	t.Helper()
 	cs.n++
-	name, args := fmt.Sprintf("coordinator-%d", cs.n), coordinatorArgs(cs.url, cs.replicas, cs.ttl)
+	name, args := fmt.Sprintf("coordinator-%d", cs.n), append(coordinatorArgs(cs.url, cs.replicas, cs.ttl), cs.extra...)
 	var p *process
 	if cs.start != nil {
 		p = cs.start(t, name, args...)

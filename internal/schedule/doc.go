@@ -34,6 +34,19 @@
 // and reconciles one whose next fire is overdue (runner.go, sweep), the
 // same Reconcile a fire calls, so the safety net starts nothing twice.
 //
+// Every read of the buckets (opening one, a get, a listing) is a
+// JetStream request that a NATS node's restart or a leader election can
+// leave unanswered; each try is bounded (readTry, 5 s) and a lost one asked
+// again until the caller's context ends (30 s when it set no deadline:
+// a read refused by permissions gets no answer either), so a caller with
+// a long deadline (a client's describe) never waits it out on one lost
+// answer. A delete is asked again the same way (a delete marker twice is
+// one delete); the other writes are compare-and-set or keyed, and are not
+// retried blindly. At debug level (-log-level debug) a runner logs each
+// fire, each reconcile with the latest fire time handled, each arm with
+// its time, and each schedule the sweep looked at: enough to tell a silent
+// runner from a quiet one.
+//
 // The runs are the engine's: their run-started is a decision of the run,
 // on its decision subject, which only the coordinator role may write, and
 // names the schedule (events.TriggerRef); a start naming a schedule

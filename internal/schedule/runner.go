@@ -87,6 +87,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	if err != nil {
 		return nil //nolint:nilerr // ctx ended
 	}
+	r.log.Debug("handling the schedules' fires", logattr.Consumer, ConsumerName(r.durable))
 	done := make(chan struct{}, 3)
 	go func() { r.watch(ctx, defPrefix+">", r.onDefinition); done <- struct{}{} }()
 	go func() { r.watch(ctx, actPrefix+">", r.onRequest); done <- struct{}{} }()
@@ -108,10 +109,10 @@ func (r *Runner) Run(ctx context.Context) error {
 // at each schedule's state, and one whose next fire time is more than
 // overdueAfter past is reconciled (which starts what is due, exactly
 // once, by compare-and-set and keyed ids, and arms the next fire):
-// TestBrokenChainIsSwept. It does not cure the stall of
-// TestScheduleFiresOnceThroughKills on a loaded machine, where the
-// restarted coordinator's runner fell silent altogether (no fire, no
-// sweep logged for minutes after a few timeouts); that cause is not found.
+// TestBrokenChainIsSwept. (The stall TestScheduleFiresOnceThroughKills
+// showed on a loaded machine, long taken for a runner fallen silent, was
+// its reader's: the runners kept firing, and a describe waited minutes for
+// a lost answer; see readTry in store.go.)
 const (
 	sweepEvery   = 5 * time.Second
 	overdueAfter = 5 * time.Second
@@ -145,6 +146,7 @@ func (r *Runner) reconcileOverdue(ctx context.Context) {
 			continue
 		}
 		next := tm.Next(from(d, st))
+		r.log.Debug("swept a schedule", logattr.Schedule, d.Name, logattr.Last, st.Last, logattr.Due, next)
 		if next.IsZero() || r.now().Sub(next) < overdueAfter+time.Duration(d.Jitter) {
 			continue
 		}
@@ -270,6 +272,7 @@ func (r *Runner) arm(ctx context.Context, name string) error {
 		return r.disarm(ctx, name)
 	}
 	at := next.Add(jitterOf(key, next, time.Duration(d.Jitter)))
+	r.log.Debug("arming a schedule", logattr.Schedule, name, logattr.Due, at)
 	return r.publishAt(ctx, eventlog.ScheduleArmSubject(name), name, at)
 }
 
@@ -326,6 +329,7 @@ func (r *Runner) consume(ctx context.Context) {
 		}
 		iter, err := cons.Messages(jetstream.PullMaxMessages(16))
 		if err != nil {
+			r.log.Warn("consuming the schedules' fires", logattr.Error, err)
 			if !sleep(ctx, time.Second) {
 				return
 			}
@@ -345,6 +349,7 @@ func (r *Runner) consume(ctx context.Context) {
 				_ = msg.Term()
 				continue
 			}
+			r.log.Debug("a schedule's fire", logattr.Schedule, name)
 			if err := r.Reconcile(ctx, name); err != nil {
 				r.log.Warn("handling a schedule's fire", logattr.Schedule, name, logattr.Error, err)
 				_ = msg.NakWithDelay(time.Second)
@@ -389,6 +394,7 @@ func (r *Runner) Reconcile(ctx context.Context, name string) error {
 		} else if err != nil {
 			return err
 		}
+		r.log.Debug("reconciled a schedule", logattr.Schedule, name, logattr.Last, st.Last)
 		r.count(st, now)
 		if st.Buffer != nil {
 			// Look again shortly: the buffered fire starts when the

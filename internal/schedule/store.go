@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -131,9 +132,74 @@ type Store struct {
 	js jetstream.JetStream
 }
 
+// Reads of the buckets are JetStream requests (a stream info that opens
+// the bucket, a direct get, a batched direct get that lists keys), each
+// answered by the bucket's stream leader or a replica. One sent while a
+// NATS node restarts or a leader is being elected can be dropped with no
+// answer at all, and a request waits for its answer as long as its
+// context allows: a client that passed a deadline of minutes waited those
+// minutes for one lost answer (what stalled
+// TestScheduleFiresOnceThroughKills: DescribeSchedule hung through the
+// rest of the drill while the coordinators kept firing). Reads are
+// idempotent, so each try is bounded by readTry and a try lost so, or
+// refused for want of a leader (no responders), is made again until ctx
+// ends: TestReadsOutliveLostAnswers. A caller that set no deadline gets
+// readPatience: a request refused by permissions is not answered either,
+// and must fail some time.
+const (
+	readTry      = 5 * time.Second
+	readPatience = 30 * time.Second
+)
+
+// shortTry and shortPatience, when set, replace readTry and
+// readPatience (TestReadsOutliveLostAnswers).
+var shortTry, shortPatience atomic.Int64
+
+// orShort is d, or its replacement when one is set.
+func orShort(d time.Duration, short *atomic.Int64) time.Duration {
+	if s := short.Load(); s > 0 {
+		return time.Duration(s)
+	}
+	return d
+}
+
+// read calls fn until it succeeds, fails otherwise than by a lost answer,
+// or ctx ends, each try bounded by readTry.
+func read[T any](ctx context.Context, fn func(context.Context) (T, error)) (T, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, orShort(readPatience, &shortPatience))
+		defer cancel()
+	}
+	pause := 50 * time.Millisecond
+	for {
+		try, cancel := context.WithTimeout(ctx, orShort(readTry, &shortTry))
+		v, err := fn(try)
+		cancel()
+		if err == nil || ctx.Err() != nil || !lostAnswer(err) {
+			return v, err
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return v, err
+		case <-t.C:
+		}
+		pause = min(2*pause, time.Second)
+	}
+}
+
+// lostAnswer says err is a request that got no answer in time, or that
+// no server could answer yet: worth asking again.
+func lostAnswer(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse)
+}
+
 // Open opens the schedules bucket.
 func Open(ctx context.Context, js jetstream.JetStream) (*Store, error) {
-	kv, err := js.KeyValue(ctx, Bucket)
+	kv, err := read(ctx, func(ctx context.Context) (jetstream.KeyValue, error) { return js.KeyValue(ctx, Bucket) })
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return nil, fmt.Errorf("%w: KV bucket %s (the admin creates it: 'weft roles -setup', or start a coordinator)", ErrNoBucket, Bucket)
 	}
@@ -165,7 +231,7 @@ func OpenDefinition(key string, b []byte) ([]byte, error) {
 }
 
 func getJSON[T any](ctx context.Context, kv jetstream.KeyValue, key string) (*T, uint64, error) {
-	e, err := kv.Get(ctx, key)
+	e, err := read(ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return kv.Get(ctx, key) })
 	if err != nil {
 		return nil, 0, err
 	}
@@ -252,7 +318,10 @@ func (s *Store) Delete(ctx context.Context, name string) error {
 	if _, _, err := s.Get(ctx, name); err != nil {
 		return err
 	}
-	return s.kv.Delete(ctx, defPrefix+name)
+	// A delete marker written twice is one delete: asked again like a
+	// read when its answer is lost.
+	_, err := read(ctx, func(ctx context.Context) (struct{}, error) { return struct{}{}, s.kv.Delete(ctx, defPrefix+name) })
+	return err
 }
 
 // List returns every definition, by name.
@@ -369,17 +438,20 @@ func jitterOf(key []byte, nominal time.Time, max time.Duration) time.Duration {
 // too; a Get of them finds nothing.
 func ListKeys(ctx context.Context, js jetstream.JetStream, prefix string) ([]string, error) {
 	subject := "$KV." + Bucket + "."
-	seen := map[string]bool{}
-	var keys []string
-	err := readmodel.EachDirect(ctx, js.Conn(), "KV_"+Bucket, subject+prefix+">", func(m *nats.Msg) error {
-		// A direct get answers on the inbox; the message's own subject
-		// is in its Nats-Subject header.
-		k := strings.TrimPrefix(m.Header.Get("Nats-Subject"), subject)
-		if !seen[k] {
-			seen[k] = true
-			keys = append(keys, k)
-		}
-		return nil
+	keys, err := read(ctx, func(ctx context.Context) ([]string, error) {
+		seen := map[string]bool{}
+		var keys []string
+		err := readmodel.EachDirect(ctx, js.Conn(), "KV_"+Bucket, subject+prefix+">", func(m *nats.Msg) error {
+			// A direct get answers on the inbox; the message's own
+			// subject is in its Nats-Subject header.
+			k := strings.TrimPrefix(m.Header.Get("Nats-Subject"), subject)
+			if !seen[k] {
+				seen[k] = true
+				keys = append(keys, k)
+			}
+			return nil
+		})
+		return keys, err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("listing %s of KV bucket %s: %w", prefix, Bucket, err)

@@ -14,6 +14,7 @@ import (
 	"github.com/weft-dev/weft/internal/admission"
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/readmodel"
+	"github.com/weft-dev/weft/internal/schedule"
 	"github.com/weft-dev/weft/internal/telemetry"
 	"github.com/weft-dev/weft/pkg/events"
 )
@@ -28,6 +29,7 @@ type Client struct {
 	mu     sync.Mutex
 	stream jetstream.Stream
 	runs   *readmodel.Model
+	sched  *schedule.Store
 	// arch is where removed runs are read from (list.go); archChecked
 	// says the default was looked for and is missing.
 	arch        Archive

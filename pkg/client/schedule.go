@@ -77,9 +77,26 @@ func WithTrigger(name string) ListOption { return WithAttr("trigger", name) }
 // trigger whose definition names it).
 func WithWebhook(name string) ListOption { return WithAttr("webhook", name) }
 
+// schedules opens the schedules bucket once (each read of it is bounded
+// and a lost answer asked again: internal/schedule, readTry).
 func (c *Client) schedules(ctx context.Context) (*schedule.Store, error) {
-	return schedule.Open(ctx, eventlog.JetStream(c.store))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sched != nil {
+		return c.sched, nil
+	}
+	ss, err := schedule.Open(ctx, eventlog.JetStream(c.store))
+	if err != nil {
+		return nil, err
+	}
+	c.sched = ss
+	return ss, nil
 }
+
+// statusTry bounds the read of one run's status in DescribeSchedule: a
+// status not read in time is left blank, and the description does not
+// wait on it.
+const statusTry = 5 * time.Second
 
 // CreateSchedule creates schedule name over graph g. Nothing is created
 // when a setting is wrong; the error names each.
@@ -260,9 +277,11 @@ func (c *Client) DescribeSchedule(ctx context.Context, name string) (*ScheduleDe
 			continue
 		}
 		r := ScheduleRun{ScheduleFire: f}
-		if sum, err := c.Summary(ctx, f.RunID); err == nil {
+		sctx, cancel := context.WithTimeout(ctx, statusTry)
+		if sum, err := c.Summary(sctx, f.RunID); err == nil {
 			r.Status = string(sum.Status)
 		}
+		cancel()
 		out.Runs = append(out.Runs, r)
 	}
 	return out, nil
