@@ -163,7 +163,7 @@ func (s *Store) Create(ctx context.Context, j *Job) (uint64, error) {
 		return 0, err
 	}
 	rev, err := s.kv.Create(ctx, "job."+j.ID, b)
-	if errors.Is(err, jetstream.ErrKeyExists) {
+	if setup.KVConflict(err) {
 		return 0, fmt.Errorf("batch job %s: %w", j.ID, ErrJobExists)
 	}
 	return rev, err
@@ -195,7 +195,7 @@ func (s *Store) update(ctx context.Context, j *Job, rev uint64) (uint64, error) 
 		return 0, err
 	}
 	n, err := s.kv.Update(ctx, "job."+j.ID, b, rev)
-	if errors.Is(err, jetstream.ErrKeyExists) {
+	if setup.KVConflict(err) {
 		return 0, fmt.Errorf("batch job %s: %w", j.ID, ErrTakenOver)
 	}
 	return n, err

@@ -1,6 +1,8 @@
 package flow
 
 import (
+	"github.com/weft-dev/weft/internal/setup"
+
 	"context"
 	"errors"
 	"strings"
@@ -47,14 +49,7 @@ func (j jsKV) Put(ctx context.Context, key string, value []byte, rev uint64) (ui
 // mismatch"), not the single server's 10071: missed, a lost race was an
 // error, and a slot given back in it stayed held until a sweep (the chaos
 // test, on three servers).
-func conflict(err error) bool {
-	var apiErr *jetstream.APIError
-	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-		return true
-	}
-	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
-}
+func conflict(err error) bool { return setup.KVConflict(err) }
 
 func (j jsKV) Keys(ctx context.Context, prefix string) ([]string, error) {
 	filter := ">"

@@ -224,7 +224,7 @@ func EnsureKey(ctx context.Context, keys jetstream.KeyValue, kind, name string) 
 	v := newKey()
 	if _, err := keys.Create(ctx, k, v); err == nil {
 		return v, nil
-	} else if !errors.Is(err, jetstream.ErrKeyExists) {
+	} else if !setup.KVConflict(err) {
 		return nil, err
 	}
 	e, err := keys.Get(ctx, k)
@@ -389,7 +389,7 @@ func (r *Runner) Reconcile(ctx context.Context, name string) error {
 		if err := r.fireDue(ctx, d, st, key, now); err != nil {
 			return err
 		}
-		if err := r.putState(ctx, name, st, rev); errors.Is(err, jetstream.ErrKeyExists) {
+		if err := r.putState(ctx, name, st, rev); setup.KVConflict(err) {
 			continue // another coordinator moved it: again, from its state
 		} else if err != nil {
 			return err
@@ -646,7 +646,7 @@ func (r *Runner) carryOut(ctx context.Context, name, id string, req Request, res
 			st.record(f)
 			st.Running = append(st.Running, f.RunID)
 		}
-		if err := r.putState(ctx, name, st, rev); errors.Is(err, jetstream.ErrKeyExists) {
+		if err := r.putState(ctx, name, st, rev); setup.KVConflict(err) {
 			continue
 		} else {
 			return err

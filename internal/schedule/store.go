@@ -1,6 +1,8 @@
 package schedule
 
 import (
+	"github.com/weft-dev/weft/internal/setup"
+
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
@@ -277,7 +279,7 @@ func (s *Store) Create(ctx context.Context, d *Definition) error {
 		return err
 	}
 	if _, err := s.kv.Create(ctx, defPrefix+d.Name, b); err != nil {
-		if errors.Is(err, jetstream.ErrKeyExists) {
+		if setup.KVConflict(err) {
 			return fmt.Errorf("%w: %s", ErrExists, d.Name)
 		}
 		return fmt.Errorf("creating schedule %s: %w", d.Name, err)
@@ -306,7 +308,7 @@ func (s *Store) Update(ctx context.Context, name string, fn func(*Definition) er
 		if err == nil {
 			return d, nil
 		}
-		if !errors.Is(err, jetstream.ErrKeyExists) { // a revision mismatch
+		if !setup.KVConflict(err) { // a revision mismatch
 			return nil, fmt.Errorf("updating schedule %s: %w", name, err)
 		}
 	}

@@ -104,3 +104,21 @@ func UpdateConsumer(ctx context.Context, js jetstream.JetStream, stream string, 
 func UpdateKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
 	return js.UpdateKeyValue(ctx, cfg)
 }
+
+// KVConflict reports whether err is a compare-and-set on one of the KV
+// buckets made here that lost: the key exists (Create), or its last
+// revision is not the one given (Update). A replicated bucket (R3) says
+// the latter with its own code (10164, "key revision mismatch"), not the
+// single server's 10071 that nats.go turns into ErrKeyExists: a check of
+// ErrKeyExists alone reads a lost race on a cluster as an error.
+func KVConflict(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}

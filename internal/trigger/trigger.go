@@ -26,6 +26,8 @@
 package trigger
 
 import (
+	"github.com/weft-dev/weft/internal/setup"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -233,7 +235,7 @@ func (s *Store) Create(ctx context.Context, d *Definition) error {
 		return err
 	}
 	if _, err := s.kv.Create(ctx, defPrefix+d.Name, b); err != nil {
-		if errors.Is(err, jetstream.ErrKeyExists) {
+		if setup.KVConflict(err) {
 			return fmt.Errorf("%w: %s", ErrExists, d.Name)
 		}
 		return err
@@ -294,7 +296,7 @@ func (s *Store) SetPaused(ctx context.Context, name string, paused bool, note st
 		}
 		if _, err := s.kv.Update(ctx, defPrefix+name, b, rev); err == nil {
 			return nil
-		} else if !errors.Is(err, jetstream.ErrKeyExists) {
+		} else if !setup.KVConflict(err) {
 			return err
 		}
 	}
