@@ -135,3 +135,29 @@ func TestUIBatchReset(t *testing.T) {
 		t.Errorf("reset to a node the graph lacks: %q; want the run reported, naming the node", o)
 	}
 }
+
+// TestUIBatchReadOnly: a read-only UI reports no batch right, and says
+// why, in /api/config, and refuses signal and reset batches with 403 and
+// that reason.
+func TestUIBatchReadOnly(t *testing.T) {
+	e := newEnv(t, ui.Config{ReadOnly: true})
+	var cfg struct {
+		Rights struct {
+			Batch    bool   `json:"batch"`
+			BatchWhy string `json:"batchWhy"`
+		} `json:"rights"`
+	}
+	e.get("/api/config").decode(t, &cfg)
+	if cfg.Rights.Batch || cfg.Rights.BatchWhy != "the UI is read-only" {
+		t.Errorf("/api/config's rights: %+v; want no batch right, because read-only", cfg.Rights)
+	}
+	for _, body := range []string{
+		`{"operation": "signal", "runs": ["r1"], "node": "approve", "data": "{}"}`,
+		`{"operation": "reset", "runs": ["r1"], "node": "approve"}`,
+	} {
+		r := e.post("/api/batches", body)
+		if r.status != http.StatusForbidden || !strings.Contains(string(r.body), "read-only") {
+			t.Errorf("POST /api/batches %s, read-only: %d %s; want 403 saying read-only", body, r.status, r.body)
+		}
+	}
+}
