@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -32,7 +34,7 @@ import (
 const maxBatchRuns = 1000
 
 // uiBatchOps are the operations the UI's batch actions offer.
-var uiBatchOps = []string{"cancel", "terminate", "delete"}
+var uiBatchOps = []string{"cancel", "terminate", "signal", "reset", "delete"}
 
 // rights are what the server's NATS user may do beyond reading: a
 // client's actions on runs (start, signal, cancel, fork, reset), and batch
@@ -111,10 +113,15 @@ func probeWrite(ctx context.Context, js jetstream.JetStream, subject string) err
 	return err
 }
 
+// batchRequest is a batch action on a selection: Node is the node to
+// signal or to reset each run to (signal and reset only), Data the
+// signal's data as JSON text (signal only; none sends no data).
 type batchRequest struct {
 	Operation string   `json:"operation"`
 	Runs      []string `json:"runs"`
 	Reason    string   `json:"reason"`
+	Node      string   `json:"node"`
+	Data      string   `json:"data"`
 }
 
 // startBatch answers POST /api/batches: a durable batch job over the runs,
@@ -134,9 +141,7 @@ func (s *server) startBatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	j := &batch.Job{ID: "b-" + events.NewRunID(), Op: req.Operation, Runs: req.Runs, Rate: 50, By: "ui " + s.cl.Identity(), Created: time.Now().UTC()}
-	if req.Reason != "" {
-		j.Args = map[string]string{"reason": req.Reason}
-	}
+	j.Args = batchArgs(req)
 	ctx, cancel := readCtx(r)
 	defer cancel()
 	if _, err := s.jobs.Create(ctx, j); err != nil {
@@ -159,11 +164,37 @@ func (s *server) startBatch(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusAccepted, map[string]string{"id": j.ID})
 }
 
+// batchArgs are the job's arguments, as 'weft batch' gives them: the
+// reason, the node, and the signal's data (compacted).
+func batchArgs(req batchRequest) map[string]string {
+	args := map[string]string{}
+	if req.Reason != "" {
+		args["reason"] = req.Reason
+	}
+	if req.Node != "" {
+		args["node"] = req.Node
+	}
+	if strings.TrimSpace(req.Data) != "" {
+		var b bytes.Buffer
+		if json.Compact(&b, []byte(req.Data)) == nil {
+			args["data"] = b.String()
+		}
+	}
+	if len(args) == 0 {
+		return nil
+	}
+	return args
+}
+
 // checkBatch says what is wrong with a batch request.
 func checkBatch(req batchRequest) error {
+	if !slices.Contains(uiBatchOps, req.Operation) {
+		return badParam("operation", "%q: want cancel, terminate, signal, reset or delete", req.Operation)
+	}
+	if err := checkBatchArgs(req); err != nil {
+		return err
+	}
 	switch {
-	case !slices.Contains(uiBatchOps, req.Operation):
-		return badParam("operation", "%q: want cancel, terminate or delete", req.Operation)
 	case len(req.Runs) == 0:
 		return badParam("runs", "select at least one run")
 	case len(req.Runs) > maxBatchRuns:
@@ -176,6 +207,29 @@ func checkBatch(req batchRequest) error {
 		if slices.Contains(req.Runs[:i], id) {
 			return badParam("runs", "[%d] %s given twice", i, id)
 		}
+	}
+	return nil
+}
+
+// checkBatchArgs says what is wrong with a batch request's node and data:
+// signal and reset need a node; only signal takes data, and it must be
+// JSON.
+func checkBatchArgs(req batchRequest) error {
+	withNode := req.Operation == "signal" || req.Operation == "reset"
+	switch {
+	case withNode && req.Node == "":
+		return badParam("node", "the node to %s is required", map[string]string{"signal": "signal", "reset": "reset each run to"}[req.Operation])
+	case withNode && !eventlog.ValidToken(req.Node):
+		return badParam("node", "%q is not a node id", req.Node)
+	case !withNode && req.Node != "":
+		return badParam("node", "a node is for signal and reset only, not %s", req.Operation)
+	case req.Operation != "signal" && req.Data != "":
+		return badParam("data", "data is for signal only, not %s", req.Operation)
+	}
+	if d := strings.TrimSpace(req.Data); d != "" && !json.Valid([]byte(d)) {
+		var v any
+		err := json.Unmarshal([]byte(d), &v)
+		return badParam("data", "not JSON: %v", err)
 	}
 	return nil
 }

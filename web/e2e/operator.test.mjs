@@ -185,6 +185,60 @@ test('batch actions on a selection run as one durable job, each run reported', a
   for (const id of [a, b]) await page.locator(`tr[data-run="${id}"]`).waitFor({ state: 'detached' })
 })
 
+test('batch signal and reset on a selection: the node and the data asked for, the data checked as JSON, each run reported', async () => {
+  const a = await weft.run('examples/approval.yaml')
+  const b = await weft.run('examples/approval.yaml')
+  await go('/runs')
+  for (const id of [a, b]) await page.locator(`tr[data-run="${id}"][data-status="waiting"]`).waitFor({ timeout: 30_000 })
+  for (const id of [a, b, runs.hello]) await page.locator(`tr[data-run="${id}"] input[name="select"]`).check()
+  await page.getByRole('button', { name: 'Signal 3 selected…' }).click()
+  const send = dialog().getByRole('button', { name: 'Signal the runs' })
+  // No node yet: the confirmation may not be sent, and says why.
+  assert.equal(await send.isDisabled(), true)
+  assert.equal(await send.getAttribute('title'), 'name the node to signal')
+  await dialog().locator('input[name="node"]').fill('approve')
+  assert.equal(await dialog().locator('h3').textContent(), 'Signal node approve of 3 runs?')
+  // Data that is not JSON is caught before anything is sent.
+  await dialog().locator('textarea[name="data"]').fill('{"approved": tru')
+  await dialog().locator('.input-error', { hasText: 'The data is not valid JSON' }).waitFor()
+  assert.equal(await send.isDisabled(), true)
+  await dialog().locator('textarea[name="data"]').fill('{"approved": true}')
+  await dialog().locator('.input-error').waitFor({ state: 'detached' })
+  await send.click()
+  await dialog().waitFor({ state: 'detached' })
+  const notice = page.locator('.notice', { hasText: 'signal done for 2 of 3 run(s). 1 skipped: ' + runs.hello })
+  await notice.waitFor({ timeout: 30_000 })
+  const job = (await notice.textContent()).match(/Batch job (\S+):/)[1]
+  for (const id of [a, b]) {
+    await page.locator(`tr[data-run="${id}"][data-status="completed"]`).waitFor({ timeout: 30_000 })
+    assert.equal((await summary(id)).status, 'completed')
+  }
+  const described = await weft.cli('batch', 'describe', job)
+  assert.match(described, /runs: +3: 2 done, 1 skipped, 0 failed, 0 not reached/)
+  assert.match(described, /operation: +signal/)
+
+  // Reset both to the human node: each forked and the job names the new run.
+  for (const id of [a, b]) await page.locator(`tr[data-run="${id}"] input[name="select"]`).check()
+  await page.getByRole('button', { name: 'Reset 2 selected…' }).click()
+  const reset = dialog().getByRole('button', { name: 'Reset the runs' })
+  assert.equal(await reset.isDisabled(), true)
+  assert.equal(await dialog().locator('textarea[name="data"]').count(), 0)
+  await dialog().locator('input[name="node"]').fill('approve')
+  assert.equal(await dialog().locator('h3').textContent(), 'Reset 2 runs to node approve?')
+  await page.screenshot({ path: join(shots, 'batch-reset.png'), fullPage: true })
+  await reset.click()
+  const done = page.locator('.notice', { hasText: 'reset done for 2 of 2 run(s)' })
+  await done.waitFor({ timeout: 30_000 })
+  const resetJob = (await done.textContent()).match(/Batch job (\S+):/)[1]
+  const r = await fetch(`${weft.url}/api/batches/${resetJob}`)
+  const outs = (await r.json()).outcomes
+  assert.deepEqual(outs.map((o) => o.run).sort(), [a, b].sort())
+  for (const o of outs) {
+    const fork = o.detail.match(/new run (\S+)\)/)[1]
+    assert.equal((await summary(fork)).forkedFrom?.runId, o.run)
+  }
+})
+
 test('actions this server may not take are disabled and labelled; bad batches are refused with the field', async () => {
   // The server's rights as a UI on the ui role would report them.
   await page.route('**/api/config', async (r) => {
@@ -206,6 +260,11 @@ test('actions this server may not take are disabled and labelled; bad batches ar
   await page.locator('tbody tr input[name="select"]').first().check()
   assert.equal(await del.isDisabled(), true)
   assert.equal(await del.textContent(), "Delete selected: this UI's NATS user may not run batch jobs (the admin's role may)")
+  for (const op of ['signal', 'reset']) {
+    const b = page.locator(`button[data-batch="${op}"]`)
+    assert.equal(await b.isDisabled(), true)
+    assert.match(await b.textContent(), /selected: this UI's NATS user may not run batch jobs/)
+  }
   // Starting and resetting need the client's rights: disabled, and why.
   await go('/start')
   const start = page.locator('button[type="submit"]')
@@ -232,6 +291,13 @@ test('actions this server may not take are disabled and labelled; bad batches ar
   assert.equal((await r.json()).field, 'runs')
   r = await post({ operation: 'cancel', runs: ['no good'] })
   assert.equal(r.status, 400)
+  r = await post({ operation: 'signal', runs: [runs.hello] })
+  assert.equal((await r.json()).field, 'node')
+  r = await post({ operation: 'signal', runs: [runs.hello], node: 'approve', data: '{nope' })
+  assert.equal(r.status, 400)
+  assert.equal((await r.json()).field, 'data')
+  r = await post({ operation: 'reset', runs: [runs.hello] })
+  assert.equal((await r.json()).field, 'node')
   r = await fetch(`${weft.url}/api/batches/b-nope`)
   assert.equal(r.status, 404)
 })

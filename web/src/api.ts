@@ -379,8 +379,10 @@ export const api = {
   reset: (id: string, node: string) => call<{ runId: string }>('POST', `${run(id)}/reset`, { node }),
   // start starts a run of a pasted graph (YAML or JSON) or of a run's graph.
   start: (p: { graph?: string; fromRun?: string; input?: unknown }) => call<{ runId: string }>('POST', '/api/runs', p),
-  startBatch: (operation: string, runs: string[], reason: string) =>
-    call<{ id: string }>('POST', '/api/batches', { operation, runs, reason }),
+  // startBatch starts a durable batch job: reason for cancel and
+  // terminate, node for signal and reset, data (JSON text) for signal.
+  startBatch: (operation: string, runs: string[], args: { reason?: string; node?: string; data?: string }) =>
+    call<{ id: string }>('POST', '/api/batches', { operation, runs, ...args }),
   batch: (id: string) => call<BatchJob>('GET', `/api/batches/${encodeURIComponent(id)}`),
   schedules: () =>
     call<{ schedules: Schedule[] }>('GET', '/api/schedules').then((l) => list(l.schedules).map(schedule)),

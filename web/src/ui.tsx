@@ -100,6 +100,8 @@ export function Confirm(props: {
   children?: ComponentChildren
   onConfirm: () => Promise<void>
   onClose: () => void
+  // blocked says why the action may not be confirmed yet ('' or absent: it may).
+  blocked?: string
 }) {
   const [busy, setBusy] = useState(false)
   const [error, setError] = useState<unknown>(null)
@@ -129,7 +131,7 @@ export function Confirm(props: {
           <button type="button" onClick={props.onClose} disabled={busy}>
             Back
           </button>
-          <button type="submit" class="primary" disabled={busy}>
+          <button type="submit" class="primary" disabled={busy || !!props.blocked} title={props.blocked || undefined}>
             {busy ? 'Working…' : props.confirm}
           </button>
         </div>

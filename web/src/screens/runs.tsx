@@ -11,8 +11,8 @@ import { Confirm, duration, shownStatus, Loading, Problem, Status, Time } from '
 // (internal/batch: resumable, its progress kept; 'weft batch describe ID'
 // reads it too), waits for it to finish, and says what happened to each
 // run: done, skipped and why, failed and why.
-async function runBatch(op: string, ids: string[], reason: string): Promise<string> {
-  const { id } = await api.startBatch(op, ids, reason)
+async function runBatch(op: string, ids: string[], args: { reason?: string; node?: string; data?: string }): Promise<string> {
+  const { id } = await api.startBatch(op, ids, args)
   let b: BatchJob
   for (;;) {
     b = await api.batch(id)
@@ -32,10 +32,50 @@ async function runBatch(op: string, ids: string[], reason: string): Promise<stri
 }
 
 // The batch actions on a selection, and what each asks.
-const batchOps: Record<string, { title: string; confirm: string; says: string; reason: boolean }> = {
+// node: the action needs a node (signal: the node to signal; reset: the
+// node to reset each run to); data: it takes JSON data (signal).
+const batchOps: Record<string, { title: string; confirm: string; says: string; reason: boolean; node?: boolean; data?: boolean }> = {
   cancel: { title: 'Cancel', confirm: 'Cancel the runs', says: "Each run's running nodes are asked to stop; runs that ended are skipped.", reason: true },
   terminate: { title: 'Terminate', confirm: 'Terminate the runs', says: 'Each run ends at once, as terminated; runs that ended are skipped.', reason: true },
+  signal: {
+    title: 'Signal',
+    confirm: 'Signal the runs',
+    says: "Each run's node gets the signal with the data; runs that ended are skipped, and a run whose node does not wait for a signal fails.",
+    reason: false,
+    node: true,
+    data: true,
+  },
+  reset: {
+    title: 'Reset',
+    confirm: 'Reset the runs',
+    says: 'Each run is forked from just before the node last ran, and then cancelled; the job names each new run. Runs whose node never ran are skipped.',
+    reason: false,
+    node: true,
+  },
   delete: { title: 'Delete', confirm: 'Delete the runs', says: "Each ended run's whole history is removed; runs that have not ended are skipped.", reason: false },
+}
+
+// batchBlocked says why a batch action's form may not be sent yet: no
+// node, or data that is not JSON ('' when it may).
+function batchBlocked(op: string, node: string, data: string): string {
+  const o = batchOps[op]
+  if (o.node && node.trim() === '') return op === 'reset' ? 'name the node to reset each run to' : 'name the node to signal'
+  if (o.data && data.trim() !== '') {
+    try {
+      JSON.parse(data)
+    } catch (e) {
+      return `The data is not valid JSON: ${(e as Error).message}`
+    }
+  }
+  return ''
+}
+
+// batchDoes says, in the confirmation's title, what the action will do.
+function batchDoes(op: string, n: number, node: string): string {
+  const runs = `${n} run${n === 1 ? '' : 's'}`
+  if (op === 'signal') return `Signal node ${node.trim() || '…'} of ${runs}?`
+  if (op === 'reset') return `Reset ${runs} to node ${node.trim() || '…'}?`
+  return `${batchOps[op].title} ${n} run(s)?`
 }
 
 // The read model's statuses (a running run that only waits, on a person or
@@ -70,6 +110,8 @@ export function RunsScreen({ route }: { route: Route }) {
   const [selected, setSelected] = useState<Set<string>>(new Set())
   const [asking, setAsking] = useState<string | null>(null)
   const [reason, setReason] = useState('')
+  const [batchNode, setBatchNode] = useState('')
+  const [batchData, setBatchData] = useState('')
   const [notice, setNotice] = useState<string | null>(null)
   useEffect(() => setSelected(new Set()), [key])
   const toggle = (id: string, on: boolean) =>
@@ -211,7 +253,12 @@ export function RunsScreen({ route }: { route: Route }) {
                 ? 'select runs in the list first'
                 : ''
             return (
-              <button key={op} data-batch={op} disabled={why !== ''} onClick={() => setAsking(op)} title={why}>
+              <button key={op} data-batch={op} disabled={why !== ''} onClick={() => {
+                  // Each action asks for its own node and data afresh.
+                  setBatchNode('')
+                  setBatchData('')
+                  setAsking(op)
+                }} title={why}>
                 {why ? `${o.title} selected: ${why}` : `${o.title} ${selected.size} selected…`}
               </button>
             )
@@ -220,11 +267,18 @@ export function RunsScreen({ route }: { route: Route }) {
       )}
       {asking && (
         <Confirm
-          title={`${batchOps[asking].title} ${selected.size} run(s)?`}
+          title={batchDoes(asking, selected.size, batchNode)}
           confirm={batchOps[asking].confirm}
+          blocked={batchBlocked(asking, batchNode, batchData)}
           onClose={() => setAsking(null)}
           onConfirm={async () => {
-            setNotice(await runBatch(asking, [...selected], batchOps[asking].reason ? reason : ''))
+            const o = batchOps[asking]
+            const args = {
+              reason: o.reason ? reason : undefined,
+              node: o.node ? batchNode.trim() : undefined,
+              data: o.data && batchData.trim() !== '' ? batchData : undefined,
+            }
+            setNotice(await runBatch(asking, [...selected], args))
             setSelected(new Set())
             setTick((t) => t + 1)
           }}
@@ -235,6 +289,23 @@ export function RunsScreen({ route }: { route: Route }) {
               reason
               <input name="reason" value={reason} onInput={(e) => setReason((e.target as HTMLInputElement).value)} />
             </label>
+          )}
+          {batchOps[asking].node && (
+            <label class="block">
+              node
+              <input name="node" value={batchNode} onInput={(e) => setBatchNode((e.target as HTMLInputElement).value)} />
+            </label>
+          )}
+          {batchOps[asking].data && (
+            <label class="block">
+              data (JSON, optional)
+              <textarea name="data" rows={4} value={batchData} onInput={(e) => setBatchData((e.target as HTMLTextAreaElement).value)} />
+            </label>
+          )}
+          {batchOps[asking].data && batchBlocked(asking, batchNode, batchData).startsWith('The data') && (
+            <div class="problem input-error" role="alert">
+              {batchBlocked(asking, batchNode, batchData)}
+            </div>
           )}
         </Confirm>
       )}
