@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -87,8 +89,13 @@ configured in WEFT_LLM_ENDPOINTS is refused rather than shadowed.`,
 		verbose := fs.Bool("v", false, "log the coordinator's and the worker's work")
 		roles := fs.Bool("roles", false, "run under Weft's roles (deploy/SECURITY.md): each part connects as its own role")
 		encryptKeys := fs.String("encrypt-keys", "", "key ring file: seal events' data with AES-256-GCM (env "+events.EnvEncryptKeys+": the ring itself)")
+		approve := fs.String("approve", "", "answer every tool approval the run waits for: yes or no (default: ask at a terminal, else print the weft signal command)")
 		return action{do: func(e *env, x *call) error {
 			c, pos := x.cmd, x.args
+			auto, err := parseApprove(c, *approve)
+			if err != nil {
+				return err
+			}
 			in, err := e.objectArg(c, "input", *input)
 			if err != nil {
 				return err
@@ -154,7 +161,13 @@ configured in WEFT_LLM_ENDPOINTS is refused rather than shadowed.`,
 			}
 			ctx, cancel := context.WithTimeout(e.ctx, *timeout)
 			defer cancel()
-			st, werr := cl.Wait(ctx, run)
+			says := e.stdout
+			if !text {
+				says = e.stderr // stdout is the JSON document
+			}
+			ap := &approver{cl: cl, run: run, natsURL: le.URL(), auto: auto, ask: auto == "" && stdinTerminal(e.stdin),
+				in: bufio.NewReader(e.stdin), out: says, seen: map[string]bool{}, steps: map[string]json.RawMessage{}}
+			st, werr := ap.wait(ctx)
 			evs, err := cl.History(e.ctx, run)
 			if err != nil {
 				return err
