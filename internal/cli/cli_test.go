@@ -452,16 +452,17 @@ func TestDemo(t *testing.T) {
 
 // TestDemoAgentFakeModel: 'weft demo examples/agent.yaml' runs the agent
 // against demo's built-in fake model, which it names as a fake: three
-// model calls and two tool runs, each a step in the log, and the fake's
+// model calls and two tool runs (note's after its approval, -approve
+// yes), each a step in the log, and the fake's
 // answer as the node's output. An endpoint named "fake" configured in the
 // environment is refused, not shadowed by the fake.
 func TestDemoAgentFakeModel(t *testing.T) {
-	r := weft(t, "demo", "../../examples/agent.yaml", "-data", t.TempDir())
+	r := weft(t, "demo", "-approve", "yes", "../../examples/agent.yaml", "-data", t.TempDir())
 	if r.code != 0 {
 		t.Fatalf("demo: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 	wantContains(t, "demo", r.stdout, `FAKE MODEL: the llm endpoint "fake" is weft's built-in scripted fake at http://127.0.0.1:`,
-		"step 1 model", "step 2 tool", "step 3 model", "step 4 tool", "step 5 model", "run.completed",
+		"step 1 model", "step 2 tool", "step 3 model", "step 4 await", "step 5 approval", "step 6 tool", "step 7 model", "run.completed",
 		`"content": "[fake model] I was asked \"Research Ada.\". The tools said: {\"found\":\"Ada Lovelace`, `"turns": 3`)
 
 	t.Setenv("WEFT_LLM_ENDPOINTS", "name=fake,url=https://api.example.com/v1,key=K")
