@@ -79,7 +79,17 @@ examples/agent.yaml does) runs them against a scripted fake of an
 OpenAI-compatible model that demo starts on 127.0.0.1, and says so: it
 calls each of the node's tools once, then answers "[fake model] ...". No
 other endpoint is ever replaced by it, and an endpoint named "fake"
-configured in WEFT_LLM_ENDPOINTS is refused rather than shadowed.`,
+configured in WEFT_LLM_ENDPOINTS is refused rather than shadowed.
+
+An agent's tool marked "approval: required" (examples/agent.yaml's note)
+pauses the run until a person answers. demo answers while it waits: with
+-approve yes or -approve no, every approval that way, without asking (and
+says so); else, when stdin is a terminal, it shows the call (tool,
+arguments) and asks "approve? [y/N]"; else it prints the command that
+answers it, weft signal RUN NODE -nats URL -data '{"approved": true,
+"call": "..."}', and waits for it up to -timeout. A rejection is the
+tool's result for the model: weft demo -approve no examples/agent.yaml.
+With -o json the questions and answers go to stderr.`,
 	max: 1,
 	flags: func(fs *flag.FlagSet) action {
 		dataDir := fs.String("data", "", "JetStream data directory, kept after the demo (default a temporary directory, removed)")
