@@ -531,9 +531,35 @@ func TestDevFakeModel(t *testing.T) {
 			t.Fatalf("dev did not start with the fake model:\n%s\n%s", stdout.String(), stderr.String())
 		}
 	}
-	r := weft(t, "run", "../../examples/agent.yaml", "-nats", url, "-input", `{"name":"Dev"}`, "-wait")
-	if r.code != 0 || !strings.Contains(r.stdout, `[fake model] I was asked \"Research Dev.\"`) {
-		t.Errorf("agent run against dev -fake-model: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	// The run waits for the approval of its note tool: the test answers it.
+	out := &watched{want: regexp.MustCompile(`^(\S+)\n`), found: make(chan []string, 1)}
+	var runErr bytes.Buffer
+	ran := make(chan int, 1)
+	go func() {
+		rctx, rcancel := context.WithTimeout(context.Background(), time.Minute)
+		defer rcancel()
+		ran <- cli.Main(rctx, []string{"run", "../../examples/agent.yaml", "-nats", url, "-input", `{"name":"Dev"}`, "-wait"}, strings.NewReader(""), out, &runErr)
+	}()
+	var run string
+	select {
+	case m := <-out.found:
+		run = m[1]
+	case code := <-ran:
+		t.Fatalf("agent run ended (exit %d) before printing its id\n%s%s", code, out, runErr.String())
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		r := weft(t, "signal", run, "research", "-nats", url, "-data", `{"approved": true, "call": "fake_call_1"}`)
+		if r.code == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("note's approval never accepted: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		// Waits for the agent's await step and the coordinator's wait for a signal.
+		time.Sleep(50 * time.Millisecond)
+	}
+	if code := <-ran; code != 0 || !strings.Contains(out.String(), `[fake model] I was asked \"Research Dev.\"`) {
+		t.Errorf("agent run against dev -fake-model: exit %d\n%s%s", code, out, runErr.String())
 	}
 	cancel()
 	select {
