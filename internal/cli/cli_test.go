@@ -452,16 +452,17 @@ func TestDemo(t *testing.T) {
 
 // TestDemoAgentFakeModel: 'weft demo examples/agent.yaml' runs the agent
 // against demo's built-in fake model, which it names as a fake: three
-// model calls and two tool runs, each a step in the log, and the fake's
+// model calls and two tool runs (note's after its approval, -approve
+// yes), each a step in the log, and the fake's
 // answer as the node's output. An endpoint named "fake" configured in the
 // environment is refused, not shadowed by the fake.
 func TestDemoAgentFakeModel(t *testing.T) {
-	r := weft(t, "demo", "../../examples/agent.yaml", "-data", t.TempDir())
+	r := weft(t, "demo", "-approve", "yes", "../../examples/agent.yaml", "-data", t.TempDir())
 	if r.code != 0 {
 		t.Fatalf("demo: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 	wantContains(t, "demo", r.stdout, `FAKE MODEL: the llm endpoint "fake" is weft's built-in scripted fake at http://127.0.0.1:`,
-		"step 1 model", "step 2 tool", "step 3 model", "step 4 tool", "step 5 model", "run.completed",
+		"step 1 model", "step 2 tool", "step 3 model", "step 4 await", "step 5 approval", "step 6 tool", "step 7 model", "run.completed",
 		`"content": "[fake model] I was asked \"Research Ada.\". The tools said: {\"found\":\"Ada Lovelace`, `"turns": 3`)
 
 	t.Setenv("WEFT_LLM_ENDPOINTS", "name=fake,url=https://api.example.com/v1,key=K")
@@ -530,9 +531,35 @@ func TestDevFakeModel(t *testing.T) {
 			t.Fatalf("dev did not start with the fake model:\n%s\n%s", stdout.String(), stderr.String())
 		}
 	}
-	r := weft(t, "run", "../../examples/agent.yaml", "-nats", url, "-input", `{"name":"Dev"}`, "-wait")
-	if r.code != 0 || !strings.Contains(r.stdout, `[fake model] I was asked \"Research Dev.\"`) {
-		t.Errorf("agent run against dev -fake-model: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	// The run waits for the approval of its note tool: the test answers it.
+	out := &watched{want: regexp.MustCompile(`^(\S+)\n`), found: make(chan []string, 1)}
+	var runErr bytes.Buffer
+	ran := make(chan int, 1)
+	go func() {
+		rctx, rcancel := context.WithTimeout(context.Background(), time.Minute)
+		defer rcancel()
+		ran <- cli.Main(rctx, []string{"run", "../../examples/agent.yaml", "-nats", url, "-input", `{"name":"Dev"}`, "-wait"}, strings.NewReader(""), out, &runErr)
+	}()
+	var run string
+	select {
+	case m := <-out.found:
+		run = m[1]
+	case code := <-ran:
+		t.Fatalf("agent run ended (exit %d) before printing its id\n%s%s", code, out, runErr.String())
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		r := weft(t, "signal", run, "research", "-nats", url, "-data", `{"approved": true, "call": "fake_call_1"}`)
+		if r.code == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("note's approval never accepted: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		// Waits for the agent's await step and the coordinator's wait for a signal.
+		time.Sleep(50 * time.Millisecond)
+	}
+	if code := <-ran; code != 0 || !strings.Contains(out.String(), `[fake model] I was asked \"Research Dev.\"`) {
+		t.Errorf("agent run against dev -fake-model: exit %d\n%s%s", code, out, runErr.String())
 	}
 	cancel()
 	select {

@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -77,7 +79,17 @@ examples/agent.yaml does) runs them against a scripted fake of an
 OpenAI-compatible model that demo starts on 127.0.0.1, and says so: it
 calls each of the node's tools once, then answers "[fake model] ...". No
 other endpoint is ever replaced by it, and an endpoint named "fake"
-configured in WEFT_LLM_ENDPOINTS is refused rather than shadowed.`,
+configured in WEFT_LLM_ENDPOINTS is refused rather than shadowed.
+
+An agent's tool marked "approval: required" (examples/agent.yaml's note)
+pauses the run until a person answers. demo answers while it waits: with
+-approve yes or -approve no, every approval that way, without asking (and
+says so); else, when stdin is a terminal, it shows the call (tool,
+arguments) and asks "approve? [y/N]"; else it prints the command that
+answers it, weft signal RUN NODE -nats URL -data '{"approved": true,
+"call": "..."}', and waits for it up to -timeout. A rejection is the
+tool's result for the model: weft demo -approve no examples/agent.yaml.
+With -o json the questions and answers go to stderr.`,
 	max: 1,
 	flags: func(fs *flag.FlagSet) action {
 		dataDir := fs.String("data", "", "JetStream data directory, kept after the demo (default a temporary directory, removed)")
@@ -87,8 +99,13 @@ configured in WEFT_LLM_ENDPOINTS is refused rather than shadowed.`,
 		verbose := fs.Bool("v", false, "log the coordinator's and the worker's work")
 		roles := fs.Bool("roles", false, "run under Weft's roles (deploy/SECURITY.md): each part connects as its own role")
 		encryptKeys := fs.String("encrypt-keys", "", "key ring file: seal events' data with AES-256-GCM (env "+events.EnvEncryptKeys+": the ring itself)")
+		approve := fs.String("approve", "", "answer every tool approval the run waits for: yes or no (default: ask at a terminal, else print the weft signal command)")
 		return action{do: func(e *env, x *call) error {
 			c, pos := x.cmd, x.args
+			auto, err := parseApprove(c, *approve)
+			if err != nil {
+				return err
+			}
 			in, err := e.objectArg(c, "input", *input)
 			if err != nil {
 				return err
@@ -154,7 +171,13 @@ configured in WEFT_LLM_ENDPOINTS is refused rather than shadowed.`,
 			}
 			ctx, cancel := context.WithTimeout(e.ctx, *timeout)
 			defer cancel()
-			st, werr := cl.Wait(ctx, run)
+			says := e.stdout
+			if !text {
+				says = e.stderr // stdout is the JSON document
+			}
+			ap := &approver{cl: cl, run: run, natsURL: le.URL(), auto: auto, ask: auto == "" && stdinTerminal(e.stdin),
+				in: bufio.NewReader(e.stdin), out: says, seen: map[string]bool{}, steps: map[string]json.RawMessage{}}
+			st, werr := ap.wait(ctx)
 			evs, err := cl.History(e.ctx, run)
 			if err != nil {
 				return err

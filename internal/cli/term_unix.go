@@ -31,3 +31,10 @@ func readHidden(f *os.File) (string, error) {
 	}
 	return strings.TrimRight(line, "\r\n"), nil
 }
+
+// isTTY reports whether f is a terminal (it has a terminal's settings:
+// /dev/null, a character device too, has none).
+func isTTY(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), ioctlGetTermios)
+	return err == nil
+}

@@ -5,7 +5,8 @@
 // show, the scrubbing, a signal sent from the page, live updates, and bad
 // input. Screenshots land in docs/screenshots/ (the README shows them).
 import assert from 'node:assert/strict'
-import { mkdirSync } from 'node:fs'
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, test } from 'node:test'
 import { chromium } from 'playwright-core'
@@ -485,7 +486,15 @@ test('bad input gets a clear message, never a blank page', async () => {
 test('an agent node shows its conversation: messages, tool calls, results, and its tokens as they stream', async () => {
   // weft dev runs with -fake-model: the scripted fake answers at its pace,
   // the final answer word by word.
-  const id = await weft.run('examples/agent.yaml', { input: { name: 'Ada' } })
+  // examples/agent.yaml's note tool waits for a person's approval (weft
+  // demo answers it); this test is about the conversation, so it runs the
+  // graph without that wait.
+  const graph = join(tmpdir(), `weft-e2e-agent-${process.pid}.yaml`)
+  const yaml = readFileSync(join(root, 'examples/agent.yaml'), 'utf8')
+  const unapproved = yaml.replace(/^ +approval: required\n +approvalTimeout: .*\n/m, '')
+  assert.notEqual(unapproved, yaml, 'the approval lines are gone')
+  writeFileSync(graph, unapproved)
+  const id = await weft.run(graph, { input: { name: 'Ada' } })
   await go(`/runs/${id}?node=research`)
   const conv = page.locator('[data-conversation="research"]')
   await conv.waitFor()
