@@ -8,12 +8,55 @@ import (
 
 // The appliers of child runs (subgraph nodes).
 
-func (s *State) applyChildRunStarted(d *events.ChildRunStartedData) error {
+// applyChildRunStarted links the activation to its child run; an end of
+// that child that came before (earlyChildEnd) ends the wait now.
+func (s *State) applyChildRunStarted(d *events.ChildRunStartedData, at time.Time) error {
 	n := s.Nodes[d.Node]
 	if n == nil || n.Iteration != d.Iteration {
 		return stale("%s: not the node's current activation", d.Key())
 	}
 	n.Child = d.ChildRunID
+	early := s.EarlyChildEnds[d.Node]
+	if early == nil || early.Iteration != d.Iteration {
+		return nil
+	}
+	delete(s.EarlyChildEnds, d.Node)
+	if len(s.EarlyChildEnds) == 0 {
+		s.EarlyChildEnds = nil
+	}
+	if d.Attempt == 0 && n.Await == nil && n.Status == NodeWaiting && n.WaitingFor == "child" && early.ChildRunID == d.ChildRunID {
+		return s.applyChildRunFinished(early, at)
+	}
+	return nil
+}
+
+// earlyChildEnd keeps the end of a subgraph node's child run that comes
+// before the activation that starts it is in the log: the coordinator
+// appends the child's start before the parent's decisions (the node's
+// wait and its child-run-started), so a quick child may end, and its end
+// reach the parent's log, first. It is kept only for the node's next
+// activation, and ends that activation's wait when its child-run-started
+// names the same child (applyChildRunStarted); otherwise it is dropped.
+// A tool's child's end (Attempt set) is toolFinished's; the notice that a
+// claimed child is not the node's (FailureChildRunPreempted) changes
+// nothing before the node waits.
+func (s *State) earlyChildEnd(d *events.ChildRunFinishedData, n *NodeState) error {
+	next := 1
+	if n != nil {
+		next = n.Iteration + 1
+	}
+	switch {
+	case d.Iteration != next || d.Item != nil || d.Attempt > 0 || s.Status.Ended():
+		return stale("%s: not the node's current activation", d.Key())
+	case d.Error != nil && d.Error.Type == events.FailureChildRunPreempted:
+		return stale("%s: child run %s is not the node's, and the node does not wait for it yet", d.Key(), d.ChildRunID)
+	case s.EarlyChildEnds[d.Node] != nil:
+		return stale("%s: an end of child run %s came before the node waits already", d.Key(), s.EarlyChildEnds[d.Node].ChildRunID)
+	}
+	if s.EarlyChildEnds == nil {
+		s.EarlyChildEnds = map[string]*events.ChildRunFinishedData{}
+	}
+	s.EarlyChildEnds[d.Node] = d
 	return nil
 }
 
@@ -23,7 +66,7 @@ func (s *State) applyChildRunFinished(d *events.ChildRunFinishedData, at time.Ti
 	n := s.Nodes[d.Node]
 	switch {
 	case n == nil || n.Iteration != d.Iteration:
-		return stale("%s: not the node's current activation", d.Key())
+		return s.earlyChildEnd(d, n)
 	case n.Await != nil || d.Attempt > 0:
 		if n.Await == nil {
 			return stale("%s: child run %s is a tool's, and the node awaits none", d.Key(), d.ChildRunID)
