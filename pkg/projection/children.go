@@ -8,26 +8,31 @@ import (
 
 // The appliers of child runs (subgraph nodes).
 
-// applyChildRunStarted links the activation to its child run; an end of
-// that child that came before (earlyChildEnd) ends the wait now.
-func (s *State) applyChildRunStarted(d *events.ChildRunStartedData, at time.Time) error {
+func (s *State) applyChildRunStarted(d *events.ChildRunStartedData) error {
 	n := s.Nodes[d.Node]
 	if n == nil || n.Iteration != d.Iteration {
 		return stale("%s: not the node's current activation", d.Key())
 	}
 	n.Child = d.ChildRunID
+	return nil
+}
+
+// takeEarlyChildEnd ends the wait for a child run whose node-waiting d
+// was just applied, if the child's end came before (earlyChildEnd): the
+// end is taken as one that comes while the node waits and no
+// child-run-started names its child yet.
+func (s *State) takeEarlyChildEnd(d *events.NodeWaitingData, at time.Time) {
 	early := s.EarlyChildEnds[d.Node]
-	if early == nil || early.Iteration != d.Iteration {
-		return nil
+	if early == nil {
+		return
 	}
 	delete(s.EarlyChildEnds, d.Node)
 	if len(s.EarlyChildEnds) == 0 {
 		s.EarlyChildEnds = nil
 	}
-	if d.Attempt == 0 && n.Await == nil && n.Status == NodeWaiting && n.WaitingFor == "child" && early.ChildRunID == d.ChildRunID {
-		return s.applyChildRunFinished(early, at)
+	if early.Iteration == d.Iteration && d.Attempt == 0 && d.Item == nil {
+		_ = s.applyChildRunFinished(early, at)
 	}
-	return nil
 }
 
 // earlyChildEnd keeps the end of a subgraph node's child run that comes
@@ -35,8 +40,12 @@ func (s *State) applyChildRunStarted(d *events.ChildRunStartedData, at time.Time
 // appends the child's start before the parent's decisions (the node's
 // wait and its child-run-started), so a quick child may end, and its end
 // reach the parent's log, first. It is kept only for the node's next
-// activation, and ends that activation's wait when its child-run-started
-// names the same child (applyChildRunStarted); otherwise it is dropped.
+// activation, and ends that activation's wait as soon as its
+// node-waiting is applied (takeEarlyChildEnd), as an end that came then
+// would: before the child-run-started (which a chain of decisions that
+// failed part-way may lack), any end of the activation's counts, as it
+// always did.
+//
 // A tool's child's end (Attempt set) is toolFinished's; the notice that a
 // claimed child is not the node's (FailureChildRunPreempted) changes
 // nothing before the node waits.

@@ -173,7 +173,7 @@ func (s *State) dispatch(e *events.Event, p events.Payload, at time.Time) error 
 	case *events.SignalReceivedData:
 		return s.applySignalReceived(e, d, at)
 	case *events.ChildRunStartedData:
-		return s.applyChildRunStarted(d, at)
+		return s.applyChildRunStarted(d)
 	case *events.ChildRunFinishedData:
 		return s.applyChildRunFinished(d, at)
 	}
