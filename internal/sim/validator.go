@@ -197,6 +197,7 @@ func (v *validator) onAppend(m *message) {
 	sigBefore := targetOf(rc.state, events.NodeRef{Node: sigNode})
 	bufBefore := len(rc.state.Signals[sigNode])
 	waitBefore := waitOf(rc.state, p)
+	waitingBefore := childWaitOf(rc.state, p)
 	_ = rc.state.Apply(e)
 	if waitBefore != nil {
 		v.checkWaitEnd(rc, m, p.(*events.TimerFiredData), *waitBefore)
@@ -215,6 +216,12 @@ func (v *validator) onAppend(m *message) {
 		v.checkDecision(rc, m, e, p, wasEnded, before)
 	}
 	switch d := p.(type) {
+	case *events.ChildRunFinishedData:
+		if n := waitingBefore[d.Node]; d.Attempt == 0 && (n == nil || n.Iteration < d.Iteration) {
+			// The order the fold must take (projection's early child
+			// ends): "every run ends" checks the parent still ends.
+			v.count("a child's end before its parent's wait")
+		}
 	case *events.NodeInvokedData:
 		v.checkOutcome(rc, m, e, ref, d.Attempt, d.Delivery, true, before)
 	case *events.NodeFailedData:
@@ -223,6 +230,20 @@ func (v *validator) onAppend(m *message) {
 	if rc.state.Status.Ended() {
 		rc.ended = true
 	}
+}
+
+// childWaitOf is, for a child run's end, the node it names before the
+// end is applied, by node (nil for any other event).
+func childWaitOf(s *projection.State, p events.Payload) map[string]*projection.NodeState {
+	d, ok := p.(*events.ChildRunFinishedData)
+	if !ok {
+		return nil
+	}
+	if n := s.Nodes[d.Node]; n != nil {
+		c := *n
+		return map[string]*projection.NodeState{d.Node: &c}
+	}
+	return map[string]*projection.NodeState{}
 }
 
 // waitOf is, for a wait timer's firing, the state of the wait node it
