@@ -123,6 +123,18 @@ func (fs FaultSet) String() string {
 	return strings.Join(names, ",")
 }
 
+// childStartFails reports whether a coordinator's decisions that start
+// a child run fail before write (AppendFail, often): the child's start is
+// in already (it is appended first), so the parent's wait comes only when
+// its event comes again, and the child may end before.
+func (p *procStore) childStartFails(runID string, evs []*events.Event) bool {
+	if p.kind != kindCoordinator || !startsChild(evs) || !p.sim.chance(AppendFail, 0.3) {
+		return false
+	}
+	p.sim.note("%s: the decisions of %s that start a child run fail before write", p.name, runID)
+	return true
+}
+
 // startsChild reports whether evs are decisions that start a child run
 // (a subgraph node's wait and its child-run-started).
 func startsChild(evs []*events.Event) bool {
@@ -180,11 +192,7 @@ func (p *procStore) Append(ctx context.Context, runID string, expectLast uint64,
 		s.note("%s: append of %d event(s) to %s fails before write", p.name, len(evs), runID)
 		return 0, fmt.Errorf("%w: append failed: %w", errInjected, context.DeadlineExceeded)
 	}
-	if p.kind == kindCoordinator && startsChild(evs) && s.chance(AppendFail, 0.3) {
-		// The child's start is in already (it is appended first): the
-		// parent's wait comes when its event comes again, and the child
-		// may end before.
-		s.note("%s: the decisions of %s that start a child run fail before write", p.name, runID)
+	if p.childStartFails(runID, evs) {
 		return 0, fmt.Errorf("%w: append failed: %w", errInjected, context.DeadlineExceeded)
 	}
 	if s.chance(AppendSlow, 0.05) {

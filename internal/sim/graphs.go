@@ -44,7 +44,8 @@ var quickRetry = graph.RetryPolicy{MaxAttempts: 4, InitialInterval: graph.Durati
 // a human node fed by signals with a deadline, a human node in a loop
 // whose person answers each wait, durable waits, a loop that continues
 // as new every two steps (three links a chain), two branches sharing a
-// node limit's slot, and a graph whose runs share a run limit.
+// node limit's slot, a graph whose runs share a run limit, and a
+// subgraph node with a quick child run.
 //
 // Size: a table of the simulator's graphs.
 func graphs() ([]*simGraph, error) {

@@ -215,13 +215,8 @@ func (v *validator) onAppend(m *message) {
 	if e.IsDecision() {
 		v.checkDecision(rc, m, e, p, wasEnded, before)
 	}
+	v.countEarlyChildEnd(p, waitingBefore)
 	switch d := p.(type) {
-	case *events.ChildRunFinishedData:
-		if n := waitingBefore[d.Node]; d.Attempt == 0 && (n == nil || n.Iteration < d.Iteration) {
-			// The order the fold must take (projection's early child
-			// ends): "every run ends" checks the parent still ends.
-			v.count("a child's end before its parent's wait")
-		}
 	case *events.NodeInvokedData:
 		v.checkOutcome(rc, m, e, ref, d.Attempt, d.Delivery, true, before)
 	case *events.NodeFailedData:
@@ -229,6 +224,20 @@ func (v *validator) onAppend(m *message) {
 	}
 	if rc.state.Status.Ended() {
 		rc.ended = true
+	}
+}
+
+// countEarlyChildEnd counts a subgraph node's child's end that comes
+// before the node's wait (the node was at waitingBefore): the order the
+// fold must take (projection's early child ends); "every run ends" checks
+// that the parent still ends.
+func (v *validator) countEarlyChildEnd(p events.Payload, waitingBefore map[string]*projection.NodeState) {
+	d, ok := p.(*events.ChildRunFinishedData)
+	if !ok || d.Attempt > 0 {
+		return
+	}
+	if n := waitingBefore[d.Node]; n == nil || n.Iteration < d.Iteration {
+		v.count("a child's end before its parent's wait")
 	}
 }
 
