@@ -44,7 +44,10 @@
 //   - graphs.go: the graphs runs are started from (chain, fan-out into an
 //     all-join, retries with a fallback, a capped loop, a map, a human
 //     node with a deadline fed by signals, durable waits for a duration,
-//     until a time and until a time long past).
+//     until a time and until a time long past, a subgraph node whose
+//     child run is one node: under append-fail its parent's decisions
+//     that start the child often fail, so the child may end before the
+//     parent's wait is in the log).
 //   - sim.go: the generator: which process acts next, what the clients do,
 //     and the simulated clock, which only moves when the simulator says.
 //   - validator.go: the invariants, checked after every step.
@@ -58,7 +61,8 @@
 // signals. What is guaranteed, and checked: see validator.go. What is not
 // modelled: message loss inside the server (an acknowledged message is
 // stored), stale reads from a replica (reads are as fresh as the leader),
-// partition leases and their hand-over, snapshots, child runs, and the
+// partition leases and their hand-over, snapshots, child runs that are
+// tools of agent nodes (subgraph nodes' are modelled), and the
 // worker SDK itself (the simulated worker follows pkg/worker's protocol).
 // Run's last resort for an event that can never be decided (failing its
 // run) is not reachable through HandleEvent: the simulator injects only

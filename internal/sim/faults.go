@@ -123,6 +123,24 @@ func (fs FaultSet) String() string {
 	return strings.Join(names, ",")
 }
 
+// childStartFails reports whether a coordinator's decisions that start
+// a child run fail before write (AppendFail, often): the child's start is
+// in already (it is appended first), so the parent's wait comes only when
+// its event comes again, and the child may end before.
+func (p *procStore) childStartFails(runID string, evs []*events.Event) bool {
+	if p.kind != kindCoordinator || !startsChild(evs) || !p.sim.chance(AppendFail, 0.3) {
+		return false
+	}
+	p.sim.note("%s: the decisions of %s that start a child run fail before write", p.name, runID)
+	return true
+}
+
+// startsChild reports whether evs are decisions that start a child run
+// (a subgraph node's wait and its child-run-started).
+func startsChild(evs []*events.Event) bool {
+	return slices.ContainsFunc(evs, func(e *events.Event) bool { return e.Type == events.ChildRunStarted })
+}
+
 // errInjected marks a failure the simulator injected. Injected failures
 // wrap context.DeadlineExceeded too: what a NATS call that failed returns,
 // and what the coordinator classifies as transient.
@@ -174,6 +192,9 @@ func (p *procStore) Append(ctx context.Context, runID string, expectLast uint64,
 		s.note("%s: append of %d event(s) to %s fails before write", p.name, len(evs), runID)
 		return 0, fmt.Errorf("%w: append failed: %w", errInjected, context.DeadlineExceeded)
 	}
+	if p.childStartFails(runID, evs) {
+		return 0, fmt.Errorf("%w: append failed: %w", errInjected, context.DeadlineExceeded)
+	}
 	if s.chance(AppendSlow, 0.05) {
 		d := time.Duration(100+s.rng.IntN(3000)) * time.Millisecond
 		s.note("%s: append to %s takes %v", p.name, runID, d)
@@ -221,15 +242,18 @@ func (p *procStore) Read(ctx context.Context, runID string, from, upTo uint64) (
 	if p.sim.chance(ReadFail, 0.05) {
 		return nil, fmt.Errorf("%w: reading %s: %w", errInjected, runID, context.DeadlineExceeded)
 	}
-	evs, err := p.sim.store.Read(ctx, runID, from, upTo)
-	if err == nil && p.onRead != nil && from <= 1 && upTo == 0 {
+	return p.sim.store.Read(ctx, runID, from, upTo)
+}
+
+// ReadThrough is the read a coordinator folds a run into its cache from
+// (eventlog.Each); a plain Read (a child run's start checked, a parent's
+// nonce looked up) fills no cache, and is not reported to onRead.
+func (p *procStore) ReadThrough(ctx context.Context, runID string, from, through uint64) ([]*events.Event, error) {
+	evs, err := p.Read(ctx, runID, from, 0)
+	if err == nil && p.onRead != nil && from <= 1 {
 		p.onRead(runID, evs)
 	}
 	return evs, err
-}
-
-func (p *procStore) ReadThrough(ctx context.Context, runID string, from, through uint64) ([]*events.Event, error) {
-	return p.Read(ctx, runID, from, 0)
 }
 
 func (p *procStore) LastSeq(ctx context.Context, runID string) (uint64, error) {

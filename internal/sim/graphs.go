@@ -44,7 +44,8 @@ var quickRetry = graph.RetryPolicy{MaxAttempts: 4, InitialInterval: graph.Durati
 // a human node fed by signals with a deadline, a human node in a loop
 // whose person answers each wait, durable waits, a loop that continues
 // as new every two steps (three links a chain), two branches sharing a
-// node limit's slot, and a graph whose runs share a run limit.
+// node limit's slot, a graph whose runs share a run limit, and a
+// subgraph node with a quick child run.
 //
 // Size: a table of the simulator's graphs.
 func graphs() ([]*simGraph, error) {
@@ -131,6 +132,19 @@ func graphs() ([]*simGraph, error) {
 			Node("after", nodeType, work(behaviour{Fail: 0.2}, graph.Retry(quickRetry))...).
 			Edge(graph.Start, "draft").Edge("draft", "nap").Edge("nap", "until").Edge("until", "past").
 			Edge("past", "after").Edge("after", graph.End)},
+		// A subgraph node whose child run is one quick node: the child
+		// may end, and its end reach the parent's log, before the
+		// parent's decision to wait for it (the child's start is
+		// appended first, and the parent's appends are slowed, fail
+		// part-way, or its coordinator crashes between them).
+		{name: "subgraph", b: reducers(graph.New("subgraph")).
+			Node("before", nodeType, work(behaviour{})...).
+			Node("child", graph.TypeSubgraph, graph.Config(map[string]string{"graph": "quick"})).
+			Node("after", nodeType, work(behaviour{})...).
+			Edge(graph.Start, "before").Edge("before", "child").Edge("child", "after").Edge("after", graph.End).
+			Subgraph("quick", &graph.Definition{Name: "quick",
+				Nodes: []graph.Node{{ID: "one", Type: nodeType, Config: json.RawMessage(`{"fail":0.2}`), Retry: &quickRetry}},
+				Edges: []graph.Edge{{From: graph.Start, To: "one"}, {From: "one", To: graph.End}}})},
 		{name: "review", human: []string{"approve"}, reactive: true, b: reducers(graph.New("review")).
 			Node("draft", nodeType, work(behaviour{})...).
 			Node("approve", graph.TypeHuman, graph.Config(map[string]string{"timeout": "60s"}), graph.MaxIterations(4)).

@@ -197,6 +197,7 @@ func (v *validator) onAppend(m *message) {
 	sigBefore := targetOf(rc.state, events.NodeRef{Node: sigNode})
 	bufBefore := len(rc.state.Signals[sigNode])
 	waitBefore := waitOf(rc.state, p)
+	waitingBefore := childWaitOf(rc.state, p)
 	_ = rc.state.Apply(e)
 	if waitBefore != nil {
 		v.checkWaitEnd(rc, m, p.(*events.TimerFiredData), *waitBefore)
@@ -214,6 +215,7 @@ func (v *validator) onAppend(m *message) {
 	if e.IsDecision() {
 		v.checkDecision(rc, m, e, p, wasEnded, before)
 	}
+	v.countEarlyChildEnd(p, waitingBefore)
 	switch d := p.(type) {
 	case *events.NodeInvokedData:
 		v.checkOutcome(rc, m, e, ref, d.Attempt, d.Delivery, true, before)
@@ -223,6 +225,34 @@ func (v *validator) onAppend(m *message) {
 	if rc.state.Status.Ended() {
 		rc.ended = true
 	}
+}
+
+// countEarlyChildEnd counts a subgraph node's child's end that comes
+// before the node's wait (the node was at waitingBefore): the order the
+// fold must take (projection's early child ends); "every run ends" checks
+// that the parent still ends.
+func (v *validator) countEarlyChildEnd(p events.Payload, waitingBefore map[string]*projection.NodeState) {
+	d, ok := p.(*events.ChildRunFinishedData)
+	if !ok || d.Attempt > 0 {
+		return
+	}
+	if n := waitingBefore[d.Node]; n == nil || n.Iteration < d.Iteration {
+		v.count("a child's end before its parent's wait")
+	}
+}
+
+// childWaitOf is, for a child run's end, the node it names before the
+// end is applied, by node (nil for any other event).
+func childWaitOf(s *projection.State, p events.Payload) map[string]*projection.NodeState {
+	d, ok := p.(*events.ChildRunFinishedData)
+	if !ok {
+		return nil
+	}
+	if n := s.Nodes[d.Node]; n != nil {
+		c := *n
+		return map[string]*projection.NodeState{d.Node: &c}
+	}
+	return map[string]*projection.NodeState{}
 }
 
 // waitOf is, for a wait timer's firing, the state of the wait node it

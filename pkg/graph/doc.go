@@ -167,7 +167,9 @@
 // child is a run of its own, with its own log; its run-started names the
 // parent run and node, and the parent's log names the child. The child's
 // output (its final state) becomes the node's output; a child that fails
-// fails the node. Cancelling or failing the parent cancels the child.
+// fails the node. Cancelling or failing the parent cancels the child. A
+// subgraph node cannot have map yet (its items would be work items, not
+// child runs): validation says so.
 //
 // A human node waits for a signal and occupies no worker; the signal's data
 // is its output. With config {"timeout": DURATION} its deadline is a

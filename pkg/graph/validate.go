@@ -179,6 +179,11 @@ func validateNode(g *Graph, i int, first map[string]int, scope []*Definition, o 
 	switch n.Type {
 	case TypeSubgraph:
 		validateSubgraphRef(g.def, n, scope, bad)
+		if n.Map != nil {
+			// Its items would go to workers as work items: none starts a
+			// child run.
+			bad("map", "a subgraph node cannot run once per item yet: map a node inside the subgraph, or start one run per item")
+		}
 	case "agent":
 		validateToolGraphs(g.def, n, scope, bad)
 	case TypeRouter:

@@ -141,6 +141,14 @@ edges: [{from: START, to: a}, {from: a, to: b}, {from: b, to: b}, {from: b, to: 
 nodes: [{id: a, type: subgraph, config: {graph: nope}}]
 edges: [{from: START, to: a}, {from: a, to: END}]`, nil,
 			[]string{`node "a": field "config.graph": unknown graph "nope"`}},
+		{"subgraph with map", `name: t
+nodes: [{id: a, type: subgraph, map: {over: "[1, 2]"}, config: {graph: child}}]
+edges: [{from: START, to: a}, {from: a, to: END}]
+graphs:
+  child:
+    nodes: [{id: x, type: echo}]
+    edges: [{from: START, to: x}, {from: x, to: END}]`, nil,
+			[]string{`x.yaml: node "a": field "map": a subgraph node cannot run once per item yet`}},
 		{"subgraph without config", `name: t
 nodes: [{id: a, type: subgraph}]
 edges: [{from: START, to: a}, {from: a, to: END}]`, nil,

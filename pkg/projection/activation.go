@@ -86,6 +86,8 @@ func (s *State) applyNodeWaiting(d *events.NodeWaitingData, at time.Time) error 
 		s.waitForSignal(d, n, at)
 	case WaitingForTimer:
 		s.waitForTimer(d, n, at)
+	case "child":
+		s.takeEarlyChildEnd(d, at) // children.go
 	}
 	return nil
 }

@@ -147,7 +147,12 @@
 // subject, so in a history read from the store it is the coordinator's. A
 // child-run-finished counts for the activation that waits for that child
 // run (NodeState.Child; any, before the child-run-started is folded), and
-// no other.
+// no other. The coordinator appends the child's start before the parent's
+// decisions, so a quick child's end may come before the node's wait: it is
+// kept (State.EarlyChildEnds, one per node, for its next activation) and
+// ends the wait when the node-waiting comes, as an end right after it
+// would. A claimed child's preempted notice that comes early changes
+// nothing.
 //
 // # What it offers
 //

@@ -44,6 +44,9 @@ var ErrForkChild = errors.New("a node waits for a child run")
 // backing off before a retry runs its next attempt).
 func ForkState(parent *State) (*State, error) {
 	s := parent.Clone()
+	// The ends of the parent's children that came before their nodes'
+	// waits are the parent's.
+	s.EarlyChildEnds = nil
 	// The run's wait for, or hold of, its own slot (a graph's run limit,
 	// recorded under START) is the parent's: a fork from before its
 	// entry asks for a slot of its own.

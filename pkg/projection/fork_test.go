@@ -93,6 +93,16 @@ func TestForkStateRefusesAWaitingChild(t *testing.T) {
 	}
 }
 
+// The end of a child run that came before its node's wait is the
+// forked run's: a fork does not keep it.
+func TestForkStateDropsEarlyChildEnds(t *testing.T) {
+	s := &projection.State{EarlyChildEnds: map[string]*events.ChildRunFinishedData{"sub": {NodeRef: events.NodeRef{Node: "sub", Iteration: 1}, ChildRunID: "kid", Status: "completed"}}}
+	f, err := projection.ForkState(s)
+	if err != nil || f.EarlyChildEnds != nil {
+		t.Fatalf("ForkState = %v, early ends %v", err, f.EarlyChildEnds)
+	}
+}
+
 // A fork of a cancelled run takes up what the cancellation ended: the
 // waiting human node waits again with its deadline, the running node runs
 // again.

@@ -119,7 +119,9 @@ const (
 //     its retry timer, every deadline and wait its timer, so nothing
 //     waits forever;
 //   - buffered signals are within MaxBufferedSignals and
-//     MaxBufferedSignalsPerRun.
+//     MaxBufferedSignalsPerRun;
+//   - no child run's end is kept for a node's wait to come
+//     (EarlyChildEnds).
 //
 // The fold runs it on every forked run-started (a fork's state is written
 // by a client, and is believed only once checked): a state that fails is
@@ -153,6 +155,10 @@ func CheckForkState(graphJSON json.RawMessage, st *State) error {
 	c.pending(st)
 	c.timers(st)
 	c.signals(st)
+	if len(st.EarlyChildEnds) > 0 {
+		// They are the ends of child runs the run that was forked started.
+		c.add("", "earlyChildEnds", "a fork starts no child run before its first decision: no child's end can have come")
+	}
 	if len(c.probs) == 0 {
 		return nil
 	}

@@ -132,6 +132,7 @@ func TestCheckForkStateFindsEveryProblem(t *testing.T) {
 			Nodes:  map[string]*projection.NodeState{"w": {Status: projection.NodeSucceeded, Iteration: 1}},
 			Timers: map[string]projection.Timer{"wait-w-1": {Purpose: projection.PurposeWait, Ref: ref("w", 1), At: at}}}), []string{"w/timers[wait-w-1]"}},
 		{"too many buffered signals", bufferedSignals(101), []string{"/signals[h]"}},
+		{"a child's end kept for a wait to come", `{"earlyChildEnds":{"s":{"node":"s","iteration":1,"childRunId":"victim1-s-1","status":"completed","output":{"paid":true}}}}`, []string{"/earlyChildEnds"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

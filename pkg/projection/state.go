@@ -126,6 +126,10 @@ type State struct {
 	// update's, taken in or refused (bounded by the run's history budget:
 	// each is an event of the run).
 	SignalIDs map[string]bool `json:"signalIds,omitempty"`
+	// EarlyChildEnds holds, by node, the end of a subgraph node's child
+	// run that came before the activation that starts it was in the log
+	// (children.go): at most one per node, for its next activation.
+	EarlyChildEnds map[string]*events.ChildRunFinishedData `json:"earlyChildEnds,omitempty"`
 
 	Output json.RawMessage `json:"output,omitempty"`
 	Error  *events.Failure `json:"error,omitempty"`
