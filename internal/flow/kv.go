@@ -1,6 +1,8 @@
 package flow
 
 import (
+	"github.com/nats-io/nats.go"
+	"github.com/weft-dev/weft/internal/readmodel"
 	"github.com/weft-dev/weft/internal/setup"
 
 	"context"
@@ -71,4 +73,29 @@ func (j jsKV) Keys(ctx context.Context, prefix string) ([]string, error) {
 	}
 	_ = lister.Stop() // the keys were all read; it has ended
 	return out, nil
+}
+
+// readerKV is the bucket as a reader sees it: keys listed by direct gets
+// of the bucket's stream (no consumer), gets as jsKV's (direct too, the
+// bucket allowing them).
+type readerKV struct {
+	jsKV
+	nc *nats.Conn
+}
+
+func (r readerKV) Keys(ctx context.Context, prefix string) ([]string, error) {
+	subject := "$KV." + Bucket + "."
+	var out []string
+	seen := map[string]bool{}
+	err := readmodel.EachDirect(ctx, r.nc, "KV_"+Bucket, subject+prefix+">", func(m *nats.Msg) error {
+		// A direct get's answer names the message's subject in a header
+		// (its own subject is the reader's inbox).
+		k := strings.TrimPrefix(m.Header.Get(jetstream.SubjectHeader), subject)
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, k)
+		}
+		return nil
+	})
+	return out, err
 }

@@ -428,8 +428,10 @@ func (l *Limiter) scan(ctx context.Context, all bool) ([]revEntry, error) {
 	return out, nil
 }
 
-// Lookup opens the bucket when it exists, for readers ('weft queues'):
-// ErrNoBucket when no coordinator has made it yet.
+// Lookup opens the bucket when it exists, for readers ('weft queues',
+// the UI's workers page): ErrNoBucket when no coordinator has made it
+// yet. A reader lists keys by direct gets, not with a KV watcher: the
+// readers' roles create no consumer of the bucket (deploy/SECURITY.md).
 func Lookup(ctx context.Context, js jetstream.JetStream) (*Limiter, error) {
 	kv, err := js.KeyValue(ctx, Bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
@@ -438,5 +440,5 @@ func Lookup(ctx context.Context, js jetstream.JetStream) (*Limiter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening the flow bucket %s: %w", Bucket, err)
 	}
-	return New(jsKV{kv}, nil), nil
+	return New(readerKV{jsKV{kv}, js.Conn()}, nil), nil
 }

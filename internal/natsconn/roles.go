@@ -288,6 +288,15 @@ func (d Deployment) user(ns string, r Role, q string) User {
 		api + "DIRECT.GET.KV_" + batchesBucket + ".>",
 		api + "STREAM.MSG.GET.KV_" + batchesBucket,
 	}
+	// Flow control's slots and rate keys, read: 'weft queues' and the
+	// UI's workers page, by direct gets (internal/flow Lookup: no
+	// consumer). Only coordinators write them.
+	flowRead := []string{
+		api + "STREAM.INFO.KV_" + flowBucket,
+		api + "DIRECT.GET.KV_" + flowBucket,
+		api + "DIRECT.GET.KV_" + flowBucket + ".>",
+		api + "STREAM.MSG.GET.KV_" + flowBucket,
+	}
 	// The UI's live list of runs (internal/ui, GET /api/live/runs) is a
 	// KV watcher of the read model: a consumer of that bucket's stream,
 	// the one consumer a reader still creates (deploy/SECURITY.md, gap 4;
@@ -306,14 +315,14 @@ func (d Deployment) user(ns string, r Role, q string) User {
 			// within the namespace's limits and append them.
 			writes = []string{eventlog.AdmitAll}
 		}
-		u.PublishAllow = slices.Concat(writes, reads, workersRead, runsRead, batchesRead, startsRead(api), payloadsRead(api), payloadsWrite())
+		u.PublishAllow = slices.Concat(writes, reads, workersRead, runsRead, batchesRead, flowRead, startsRead(api), payloadsRead(api), payloadsWrite())
 		u.SubscribeAllow = slices.Concat([]string{inbox}, follow, tokens)
 	case RoleUI:
 		// The workers page counts the work waiting on each task queue:
 		// the queues' consumers listed (their configurations and
 		// counts, no messages).
 		queuesRead := []string{api + "CONSUMER.LIST." + s, api + "CONSUMER.INFO." + s + ".*"}
-		u.PublishAllow = slices.Concat(reads, workersRead, runsRead, batchesRead, runsWatch, queuesRead, startsRead(api), payloadsRead(api))
+		u.PublishAllow = slices.Concat(reads, workersRead, runsRead, batchesRead, flowRead, runsWatch, queuesRead, startsRead(api), payloadsRead(api))
 		u.SubscribeAllow = slices.Concat([]string{inbox}, follow, tokens)
 	case RoleCoordinator:
 		u.PublishAllow = slices.Concat(
