@@ -39,8 +39,8 @@ import (
 //     handed back at once, for the partition's next holder (who would
 //     otherwise get it only after the ack wait).
 type inflight struct {
-	c     *Coordinator
-	ctx   context.Context
+	c   *Coordinator
+	ctx context.Context
 	// shards bounds the runs handled at once, and gives the next free
 	// one by the runs' priority and fairness key (turns.go).
 	shards *turns
