@@ -15,11 +15,17 @@ import (
 // events held, the next free shard goes by the runs' priority and
 // fairness key (eventlog.RunStartedData), as the waiters of a
 // concurrency slot are ranked (internal/flow, Entry.next): higher
-// priorities first; within a priority, the fairness keys with runs
-// waiting take turns, one run each; within a key, first come first
-// served. So a key whose 10 runs started after 10,000 of another's is
-// decided in turn with it, not after it: its starts, and the wakes of
-// its slots, do not wait behind the other key's whole burst.
+// priorities first; within a priority, runs in progress before runs
+// starting; then the fairness keys with runs waiting take turns, one run
+// each; within a key, first come first served. So a key whose 10 runs
+// started after 10,000 of another's is decided in turn with it, not
+// after it: its starts, and the wakes of its slots, do not wait behind
+// the other key's whole burst. And the outcomes of the work in progress
+// do not wait behind a burst of starts either: an outcome gives its
+// concurrency slot back, and until it is handled no waiter, of any key,
+// is woken (measured: with 1,000 starts of one key ahead of them, the
+// slots' holders' outcomes came after every start, and no slot changed
+// hands for the 3 s the starts took).
 //
 // This order lives in memory only, and that is safe: it decides which
 // held event is handled first, never what is decided. Each run's own
@@ -39,8 +45,9 @@ import (
 type turns struct {
 	mu   sync.Mutex
 	free int
-	// lines holds the runs waiting, by priority (index: priority).
-	lines [eventlog.MaxPriority + 1]turnLine
+	// lines holds the runs waiting, by rank (runClass.rank): the
+	// highest first.
+	lines [2 * (eventlog.MaxPriority + 1)]turnLine
 }
 
 // turnLine is one priority's waiting runs: the keys in turn order, and
@@ -50,10 +57,21 @@ type turnLine struct {
 	waiters map[string][]chan struct{}
 }
 
-// runClass is what ranks a run's turn: its priority and fairness key.
+// runClass is what ranks a run's turn: its priority, whether its event
+// is its start, and its fairness key.
 type runClass struct {
 	priority int
+	starting bool
 	key      string
+}
+
+// rank orders the lines: by priority, then in progress before starting.
+func (cl runClass) rank() int {
+	r := 2 * clampPriority(cl.priority)
+	if !cl.starting {
+		r++
+	}
+	return r
 }
 
 func newTurns(n int) *turns { return &turns{free: n} }
@@ -68,7 +86,7 @@ func (t *turns) acquire(ctx context.Context, cl runClass) bool {
 		return true
 	}
 	ch := make(chan struct{}, 1)
-	l := &t.lines[clampPriority(cl.priority)]
+	l := &t.lines[cl.rank()]
 	if l.waiters == nil {
 		l.waiters = map[string][]chan struct{}{}
 	}
@@ -163,17 +181,18 @@ func clampPriority(p int) int {
 // classOf is the class of the run a delivery belongs to: from its cached
 // state, else from the delivery when it is the run's start.
 func (c *Coordinator) classOf(run string, msg jetstream.Msg) runClass {
-	if ent := c.cache.peek(run); ent != nil && ent.state != nil {
-		return runClass{priority: ent.state.Priority, key: ent.state.FairnessKey}
-	}
 	h := msg.Headers()
-	if h.Get(eventlog.HdrType) != string(eventlog.RunStarted) || h.Get(eventlog.HdrContentType) != eventlog.ContentJSON {
-		return runClass{}
+	starting := h.Get(eventlog.HdrType) == string(eventlog.RunStarted)
+	if ent := c.cache.peek(run); ent != nil && ent.state != nil {
+		return runClass{priority: ent.state.Priority, starting: starting, key: ent.state.FairnessKey}
+	}
+	if !starting || h.Get(eventlog.HdrContentType) != eventlog.ContentJSON {
+		return runClass{starting: starting}
 	}
 	var d struct {
 		Priority    int    `json:"priority"`
 		FairnessKey string `json:"fairnessKey"`
 	}
 	_ = json.Unmarshal(msg.Data(), &d) // a start that does not decode goes with the default class
-	return runClass{priority: d.Priority, key: d.FairnessKey}
+	return runClass{priority: d.Priority, starting: true, key: d.FairnessKey}
 }

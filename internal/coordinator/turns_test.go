@@ -8,9 +8,10 @@ import (
 )
 
 // With every shard busy, the runs waiting get the shards freed by
-// priority, then by fairness key in turn, then in the order they came:
-// a key whose runs came after another key's many is served every other
-// turn, not after them.
+// priority, then runs in progress before runs starting, then by fairness
+// key in turn, then in the order they came: a key whose runs came after
+// another key's many is served every other turn, not after them, and a
+// run in progress (an outcome that gives a slot back) passes the starts.
 func TestTurnsRankByPriorityThenFairness(t *testing.T) {
 	ctx := t.Context()
 	tr := newTurns(1)
@@ -32,11 +33,12 @@ func TestTurnsRankByPriorityThenFairness(t *testing.T) {
 		waiting = append(waiting, name)
 	}
 	for _, n := range []string{"b1", "b2", "b3", "b4"} {
-		add(n, runClass{key: "big"})
+		add(n, runClass{key: "big", starting: true})
 	}
-	add("s1", runClass{key: "small"})
-	add("s2", runClass{key: "small"})
+	add("s1", runClass{key: "small", starting: true})
+	add("s2", runClass{key: "small", starting: true})
 	add("hi", runClass{priority: 5, key: "big"})
+	add("go-on", runClass{key: "big"})
 	var order []string
 	for range waiting {
 		tr.release()
@@ -47,7 +49,7 @@ func TestTurnsRankByPriorityThenFairness(t *testing.T) {
 			t.Fatalf("no run was given the shard freed; so far %v", order)
 		}
 	}
-	want := []string{"hi", "b1", "s1", "b2", "s2", "b3", "b4"}
+	want := []string{"hi", "go-on", "b1", "s1", "b2", "s2", "b3", "b4"}
 	if !slices.Equal(order, want) {
 		t.Fatalf("shards given in the order %v, want %v", order, want)
 	}
