@@ -112,7 +112,6 @@
 // shared 2-core machine at loads of 7 and 20 to 35; of what is left, the
 // hand-overs are most. Not yet within the 2 times.
 //
-//
 // # Giving a slot back
 //
 // When the coordinator folds an event after which a holder's attempt is no
