@@ -107,10 +107,12 @@
 // bounds how much of a big key can queue (MaxWaiters): past it, the big
 // key's attempts fail rather than wait. Measured in the flow fairness row
 // of 'make bench' (1,900 runs of a big key behind a limit of 8 over a
-// 20ms node, then 10 of a small key): the small key's runs took 26 times
-// their time alone before the intake was ranked, 6.7 times after, on the
-// shared 2-core machine at loads of 7 and 20 to 35; of what is left, the
-// hand-overs are most. Not yet within the 2 times.
+// 20ms node, then 10 of a small key), run back to back on the shared
+// 2-core machine at load 8: the small key's runs took 21.8 times their
+// time alone before the intake was ranked (3,147 ms), 2.7 times after
+// (218 ms; the big key's runs 32.1 s, then 34.8 s); at load 20 to 35, 6.7
+// times. Of what is left, the hand-overs are most: not yet within the
+// issue's 2 times.
 //
 // # Giving a slot back
 //
