@@ -135,3 +135,13 @@ func (ent *runEntry) noteStart(ev *events.Event) {
 		ent.sealedStart = true
 	}
 }
+
+// peek returns a run's entry without counting it as used.
+func (c *runCache) peek(run string) *runEntry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.items[run]; ok {
+		return el.Value.(*runEntry)
+	}
+	return nil
+}

@@ -9,7 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/weft-dev/weft/internal/coordinator"
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/graph"
@@ -37,16 +40,35 @@ func flowEnv(t *testing.T) events.Store {
 	return st
 }
 
+// startFair starts n runs of g with a fairness key in one burst of
+// asynchronous publishes, as 'make bench' does: the coordinator gets them
+// all at once, not at the pace of one append after the other.
 func startFair(t *testing.T, st events.Store, g *graph.Graph, fairness string, n int) []string {
+	js := eventlog.JetStream(st)
 	var runs []string
+	var acks []jetstream.PubAckFuture
 	for range n {
 		run := events.NewRunID()
 		e, _ := events.New(run, run, time.Time{}, &events.RunStartedData{GraphName: g.Definition().Name, GraphDigest: g.Digest(), Graph: g.Canonical(),
 			Invocation: json.RawMessage(`{}`), FairnessKey: fairness})
-		if _, err := st.Append(context.Background(), run, 0, e); err != nil {
+		m, err := eventlog.Encode(e)
+		if err != nil {
 			t.Fatal(err)
 		}
-		runs = append(runs, run)
+		f, err := js.PublishMsgAsync(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs, acks = append(runs, run), append(acks, f)
+	}
+	for _, f := range acks {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			t.Fatal(err)
+		case <-time.After(time.Minute):
+			t.Fatal("a run's start was not acknowledged in a minute")
+		}
 	}
 	return runs
 }

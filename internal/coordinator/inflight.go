@@ -16,7 +16,8 @@ import (
 //
 //   - each run with events held has its own queue, handled in delivery
 //     order by one goroutine at a time; at most WithShards runs are
-//     handled at once. A run whose handling is slow (an append that
+//     handled at once, the next free shard going by the runs' priority
+//     and fairness key (turns.go). A run whose handling is slow (an append that
 //     hangs, a long read) holds up its own later events and nothing else:
 //     the others go on through the free slots;
 //   - every event held, queued or being handled, gets an in-progress
@@ -38,9 +39,12 @@ import (
 //     handed back at once, for the partition's next holder (who would
 //     otherwise get it only after the ack wait).
 type inflight struct {
-	c     *Coordinator
-	ctx   context.Context
-	slots chan struct{} // one per run being handled
+	c   *Coordinator
+	ctx context.Context
+	// shards bounds the runs handled at once, and gives the next free
+	// one by the runs' priority and fairness key (turns.go).
+	shards *turns
+	size   int
 	// fixed, when set (WithMaxHeld, tests), bounds the events held in
 	// place of the partitions' own bounds.
 	fixed int
@@ -100,7 +104,8 @@ const shardFullDelay = 50 * time.Millisecond
 func newInflight(ctx context.Context, c *Coordinator, concurrency int) *inflight {
 	return &inflight{
 		c: c, ctx: ctx,
-		slots:  make(chan struct{}, concurrency),
+		shards: newTurns(concurrency),
+		size:   concurrency,
 		fixed:  c.opts.maxHeld,
 		runs:   map[string]*runQueue{},
 		bounds: map[int]int{},
@@ -130,7 +135,7 @@ func (f *inflight) bound() int {
 	if f.fixed > 0 {
 		return f.fixed
 	}
-	n := cap(f.slots)
+	n := f.size
 	for _, b := range f.bounds {
 		n += b
 	}
@@ -153,20 +158,19 @@ func (f *inflight) push(run string, d delivery) bool {
 	}
 	q = &runQueue{pending: []delivery{d}}
 	f.runs[run] = q
-	f.wg.Go(func() { f.drain(run, q) })
+	cl := f.c.classOf(run, d.msg)
+	f.wg.Go(func() { f.drain(run, q, cl) })
 	return true
 }
 
-// drain handles a run's held events in order, in one of the slots, until
-// none is left.
-func (f *inflight) drain(run string, q *runQueue) {
-	select {
-	case f.slots <- struct{}{}:
-	case <-f.ctx.Done():
+// drain handles a run's held events in order, in one of the shards
+// (given in the turn of its class, cl), until none is left.
+func (f *inflight) drain(run string, q *runQueue, cl runClass) {
+	if !f.shards.acquire(f.ctx, cl) {
 		f.abandon(run)
 		return
 	}
-	defer func() { <-f.slots }()
+	defer f.shards.release()
 	for {
 		f.mu.Lock()
 		if len(q.pending) == 0 {

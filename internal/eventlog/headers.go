@@ -12,3 +12,12 @@ const (
 	// Engines pass such messages over: they are history, not news.
 	HdrRestored = "Weft-Restored"
 )
+
+// HdrType and HdrContentType are the headers of an event's type and of
+// its data's content type (ContentSealed when sealed), for readers that
+// look at a message before decoding it (the coordinator's turns).
+const (
+	HdrType        = hdrType
+	HdrContentType = hdrContentType
+	ContentJSON    = contentJSON
+)

@@ -83,21 +83,36 @@
 // queue's work by a run's priority: a run that needs its priority to
 // count goes through a concurrency limit.
 //
-// What the ranking does not reach (measured by 'make bench', the flow
-// fairness row): work waits in two more places, both first come first
-// served. The coordinator takes a partition's events in log order, so a
-// key whose runs start after 10,000 of another's is not ranked until the
-// coordinator has decided those starts (about a second per 1,000 on the
-// 2-core machine); and a queue's work items go to workers in the order
-// they were readied, so without a binding limit fairness keys do not
-// reorder a queue. A binding limit also bounds how much of a big key can
-// queue (MaxWaiters): past it, the big key's attempts fail rather than
-// wait. And each hand-over of a slot is a round through the log (give
-// back, wake, decide, ready, run, outcome), so a small key's turns come
-// at the pace of hand-overs: measured with 1,900 runs of a big key behind
-// a limit of 8 over a 20ms node, the small key's 10 runs took 42 times
-// their time alone (load 35 on 2 cores; 'make bench'), of which the
-// intake and the hand-overs are each about a third.
+// The coordinator's intake ranks the same way (internal/coordinator,
+// turns.go): of the runs with events held, the next one handled goes by
+// priority, then runs in progress (an outcome, a wake) before runs
+// starting, then fairness keys in turn. So a key whose 10 runs start
+// right after 1,000 of another's is decided in turn with them, not after
+// the whole burst; and the outcomes that give slots back are not queued
+// behind the starts (they were: no slot changed hands, for any key, until
+// the burst was decided). That order is the coordinator's memory only and
+// needs no more: it chooses which held event is handled first, never what
+// is decided, and a crash loses only the order of events not yet
+// acknowledged, which come again.
+//
+// What the ranking does not reach: the coordinator ranks what it holds,
+// the events its partition consumers delivered (max_ack_pending, 4,096
+// over the partitions by default), so a key's starts behind a larger
+// burst still in the stream wait for it; a queue's work items go to
+// workers in the order they were readied, so without a binding limit
+// fairness keys do not reorder a queue (under one, at most max items of
+// the key are ready at once); and each hand-over of a slot is a round
+// through the log (give back, wake, decide, ready, run, outcome), so a
+// small key's turns come at the pace of hand-overs. A binding limit also
+// bounds how much of a big key can queue (MaxWaiters): past it, the big
+// key's attempts fail rather than wait. Measured in the flow fairness row
+// of 'make bench' (1,900 runs of a big key behind a limit of 8 over a
+// 20ms node, then 10 of a small key), run back to back on the shared
+// 2-core machine at load 8: the small key's runs took 21.8 times their
+// time alone before the intake was ranked (3,147 ms), 2.7 times after
+// (218 ms; the big key's runs 32.1 s, then 34.8 s); at load 20 to 35, 6.7
+// times. Of what is left, the hand-overs are most: not yet within the
+// issue's 2 times.
 //
 // # Giving a slot back
 //
