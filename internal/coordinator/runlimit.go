@@ -81,18 +81,5 @@ func (c *Coordinator) releaseRunSlot(ctx context.Context, ent *runEntry) error {
 	if err != nil {
 		return nil // the run failed on its key: it took no slot
 	}
-	wake, err := c.flow.Release(ctx, slotOf(*slot), h)
-	if err != nil {
-		return err
-	}
-	for _, w := range wake {
-		if err := c.wake(ctx, w); err != nil {
-			return err
-		}
-	}
-	if ent.released == nil {
-		ent.released = map[string]struct{}{}
-	}
-	ent.released[h.ID()] = struct{}{}
-	return nil
+	return c.releaseOnce(ctx, ent, *slot, h)
 }

@@ -132,24 +132,7 @@ func (d *decider) awaitTool(n *graph.Node, ns *projection.NodeState, ref events.
 	if len(input) == 0 {
 		input = json.RawMessage("{}")
 	}
-	start, err := events.New(id, id, d.now, &events.RunStartedData{
-		GraphName:   child.Definition().Name,
-		GraphDigest: child.Digest(),
-		Graph:       child.Canonical(),
-		Input:       input,
-		Invocation:  d.s.Invocation,
-		Parent:      &events.ParentRef{RunID: d.s.RunID, Ref: ref, Attempt: ns.Attempt},
-		StartedBy:   "run " + d.s.RunID + " (tool " + name + ")",
-		Nonce:       childNonce(d.s.Nonce, id),
-		Priority:    d.s.Priority,
-		FairnessKey: d.s.FairnessKey,
-	})
-	if err != nil {
-		d.err = err
-		return
-	}
-	eventlog.MarkDecision(start)
-	d.out.Children = append(d.out.Children, start)
+	d.childStart(id, child, input, &events.ParentRef{RunID: d.s.RunID, Ref: ref, Attempt: ns.Attempt}, "run "+d.s.RunID+" (tool "+name+")")
 }
 
 // toolGraph is the graph of a tool's child run that runs the tool's node

@@ -92,14 +92,23 @@ func (d *decider) startChild(n *graph.Node, ref events.NodeRef, consumed, owed [
 		eventlog.DecisionID(d.s.RunID, events.NodeWaiting, ref.Key()))
 	d.emit(&events.ChildRunStartedData{NodeRef: ref, ChildRunID: id, Graph: cfg.Graph},
 		eventlog.DecisionID(d.s.RunID, events.ChildRunStarted, ref.Key()))
+	d.childStart(id, child, d.input(n), &events.ParentRef{RunID: d.s.RunID, Ref: ref}, "run "+d.s.RunID)
+}
+
+// childStart decides the start of child run id of the graph child, with
+// input, under parent (a subgraph node's, or an agent tool's attempt):
+// on the child's decision subject (MarkDecision), where no client may
+// write a start naming a parent; it inherits the run's invocation,
+// priority and fairness key, and its nonce derives from the run's.
+func (d *decider) childStart(id string, child *graph.Graph, input json.RawMessage, parent *events.ParentRef, by string) {
 	start, err := events.New(id, id, d.now, &events.RunStartedData{
 		GraphName:   child.Definition().Name,
 		GraphDigest: child.Digest(),
 		Graph:       child.Canonical(),
-		Input:       d.input(n),
+		Input:       input,
 		Invocation:  d.s.Invocation,
-		Parent:      &events.ParentRef{RunID: d.s.RunID, Ref: ref},
-		StartedBy:   "run " + d.s.RunID,
+		Parent:      parent,
+		StartedBy:   by,
 		Nonce:       childNonce(d.s.Nonce, id),
 		Priority:    d.s.Priority,
 		FairnessKey: d.s.FairnessKey,
