@@ -46,6 +46,8 @@ const (
 	// Continuation is a run's continuation (continue-as-new).
 	Continuation = "continuation"
 	Position     = "position"
+	// Job is a batch job's id (internal/batch).
+	Job = "job"
 
 	// Decision is the type of an event a coordinator decided; Cause and
 	// CauseSeq name the event it decided on and its stream sequence.

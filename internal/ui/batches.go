@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/weft-dev/weft/internal/logattr"
 	"math"
 	"net/http"
 	"os"
@@ -61,7 +62,7 @@ func (s *server) rights() rights {
 		defer cancel()
 		s.rightsAre.Actions = true
 		if err := s.probeActions(ctx); err != nil {
-			s.log.Info("ui: actions off: this server's NATS user may not write runs' events", "error", err)
+			s.log.Info("ui: actions off: this server's NATS user may not write runs' events", logattr.Error, err)
 			s.rightsAre = rights{ActionsWhy: "this UI's NATS user may not act on runs (it reads only: Weft's ui role)"}
 		}
 		jobs, err := batch.Open(ctx, s.js, 1, true)
@@ -69,7 +70,7 @@ func (s *server) rights() rights {
 			err = probeWrite(ctx, s.js, "$KV."+batch.Bucket+".probe")
 		}
 		if err != nil {
-			s.log.Info("ui: batch actions off: this server's NATS user may not write batch jobs", "error", err)
+			s.log.Info("ui: batch actions off: this server's NATS user may not write batch jobs", logattr.Error, err)
 			s.rightsAre.BatchWhy = "this UI's NATS user may not run batch jobs (the admin's role may)"
 			return
 		}
@@ -158,7 +159,7 @@ func (s *server) startBatch(w http.ResponseWriter, r *http.Request) {
 		// The job outlives the request; a server stopped mid-job leaves
 		// it for 'weft batch resume'.
 		if _, err := s.jobs.Run(context.Background(), j, rev, batchops.Do(j, s.cl, s.cfg.Store), nil); err != nil {
-			s.log.Warn("ui: batch job stopped", "job", j.ID, "error", err)
+			s.log.Warn("ui: batch job stopped", logattr.Job, j.ID, logattr.Error, err)
 		}
 	}()
 	writeJSON(w, http.StatusAccepted, map[string]string{"id": j.ID})
