@@ -104,6 +104,25 @@ type Job struct {
 	Resumed int `json:"resumed,omitempty"`
 }
 
+// Takes reports whether operation op takes the argument arg: a node
+// (signal: the node signalled; reset: the node each run is reset to, and
+// both need one), data (signal), a reason (cancel, terminate), an
+// archive (delete). The CLI and the UI refuse any other, each in its own
+// words.
+func Takes(op, arg string) bool {
+	switch arg {
+	case "node":
+		return op == "signal" || op == "reset"
+	case "data":
+		return op == "signal"
+	case "reason":
+		return op == "cancel" || op == "terminate"
+	case "archive":
+		return op == "delete"
+	}
+	return false
+}
+
 // Outcome is what the job did to one run.
 type Outcome struct {
 	Run    string    `json:"run"`

@@ -95,13 +95,13 @@ func addJobFlags(fs *flag.FlagSet) *jobFlags {
 // check says what is wrong with the flags for op.
 func (jf *jobFlags) check(c *command, op string) error {
 	switch {
-	case (op == "reset" || op == "signal") && *jf.node == "":
+	case batch.Takes(op, "node") && *jf.node == "":
 		return &usageError{cmd: c, msg: fmt.Sprintf("want -node NODE: the node to %s each run %s", op, map[string]string{"reset": "to", "signal": "of"}[op])}
-	case op != "reset" && op != "signal" && *jf.node != "":
+	case !batch.Takes(op, "node") && *jf.node != "":
 		return &usageError{cmd: c, msg: "-node is for signal and reset only"}
-	case op != "signal" && *jf.data != "":
+	case !batch.Takes(op, "data") && *jf.data != "":
 		return &usageError{cmd: c, msg: "-data is for signal only"}
-	case op != "cancel" && op != "terminate" && *jf.reason != "":
+	case !batch.Takes(op, "reason") && *jf.reason != "":
 		return &usageError{cmd: c, msg: "-reason is for cancel and terminate only"}
 	case *jf.id != "":
 		if err := batch.CheckID(*jf.id); err != nil {
@@ -122,7 +122,7 @@ func (jf *jobFlags) args(op string, data []byte) map[string]string {
 	set("reason", *jf.reason)
 	set("node", *jf.node)
 	set("data", string(data))
-	if op == "delete" {
+	if batch.Takes(op, "archive") {
 		set("archive", *jf.archive)
 	}
 	return a

@@ -216,7 +216,7 @@ func checkBatch(req batchRequest) error {
 // signal and reset need a node; only signal takes data, and it must be
 // JSON.
 func checkBatchArgs(req batchRequest) error {
-	withNode := req.Operation == "signal" || req.Operation == "reset"
+	withNode := batch.Takes(req.Operation, "node")
 	switch {
 	case withNode && req.Node == "":
 		return badParam("node", "the node to %s is required", map[string]string{"signal": "signal", "reset": "reset each run to"}[req.Operation])
@@ -224,7 +224,7 @@ func checkBatchArgs(req batchRequest) error {
 		return badParam("node", "%q is not a node id", req.Node)
 	case !withNode && req.Node != "":
 		return badParam("node", "a node is for signal and reset only, not %s", req.Operation)
-	case req.Operation != "signal" && req.Data != "":
+	case !batch.Takes(req.Operation, "data") && req.Data != "":
 		return badParam("data", "data is for signal only, not %s", req.Operation)
 	}
 	if d := strings.TrimSpace(req.Data); d != "" && !json.Valid([]byte(d)) {
