@@ -47,9 +47,13 @@ func startsRead(api string) []string {
 
 // startsWatch watches the schedules bucket: the coordinators' runners
 // (definitions and requests) and the trigger role (waiting for a
-// request's result). Watchers are consumers; the readers get none.
+// request's result). Watchers are consumers; the readers get none. A
+// watcher that nats.go starts again (its ordered consumer reset after a
+// NATS node went, with no name) asks on the legacy subject, the filter in
+// the body: no right beyond the watch's, which may already take ">".
 func startsWatch(api string) []string {
 	return []string{
+		api + "CONSUMER.CREATE.KV_" + schedulesBucket,
 		api + "CONSUMER.CREATE.KV_" + schedulesBucket + ".>",
 		api + "CONSUMER.DELETE.KV_" + schedulesBucket + ".*",
 		"$JS.FC.KV_" + schedulesBucket + ".>",
