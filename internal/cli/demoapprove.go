@@ -33,12 +33,12 @@ type approver struct {
 	// clientEnv, under -roles, is the client's credentials file: the
 	// printed command reads it first, or the server refuses it.
 	clientEnv string
-	auto    string // "yes", "no", or "" (ask, or print)
-	ask     bool
-	in      *bufio.Reader
-	out     io.Writer
-	seen    map[string]bool            // node/iteration/call answered or announced
-	steps   map[string]json.RawMessage // node -> its last await step's data
+	auto      string // "yes", "no", or "" (ask, or print)
+	ask       bool
+	in        *bufio.Reader
+	out       io.Writer
+	seen      map[string]bool            // node/iteration/call answered or announced
+	steps     map[string]json.RawMessage // node -> its last await step's data
 }
 
 // parseApprove checks demo's -approve value.
