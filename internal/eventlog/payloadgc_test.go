@@ -1,0 +1,102 @@
+package eventlog_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/testkit"
+)
+
+// TestDeletePayloadsTouchesOnlyItsRun: two runs write the same large
+// body (byte for byte: content addressing alone would make them one
+// object); each run has an object of its own, named by its run, and
+// RunPayloads finds each run's from its log alone. Deleting one run's
+// payloads leaves the other run's object, and the other run reads whole.
+// A reference forged in run a's log to run b's object is not taken for
+// a's (RunPayloads passes it over), and DeletePayloadObjects refuses a
+// name that is not the run's, deleting nothing.
+func TestDeletePayloadsTouchesOnlyItsRun(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	srv := testkit.Server(t)
+	_, js := testkit.Connect(t, srv)
+	st, err := eventlog.Open(ctx, js, eventlog.WithOffloadAt(1024))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(map[string]string{"pad": strings.Repeat("s", 8192)})
+	a, b := eventlog.NewRunID(), eventlog.NewRunID()
+	for _, run := range []string{a, b} {
+		if _, err := eventlog.Append(ctx, st, run, 0, started(t, run)); err != nil {
+			t.Fatal(err)
+		}
+		sig := mustEvent(t, run, "same-signal", &eventlog.SignalReceivedData{Node: "n", Data: body})
+		if _, err := eventlog.Append(ctx, st, run, eventlog.AnySeq, sig); err != nil {
+			t.Fatal(err)
+		}
+	}
+	namesA, err := eventlog.RunPayloads(ctx, st, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	namesB, err := eventlog.RunPayloads(ctx, st, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(namesA) != 1 || len(namesB) != 1 || namesA[0] == namesB[0] || !strings.HasPrefix(namesA[0], a+".") || !strings.HasPrefix(namesB[0], b+".") {
+		t.Fatalf("objects of a %v, of b %v: want one each, named by its run", namesA, namesB)
+	}
+
+	// Run a's log refers to b's object too (a forged reference).
+	ref, _ := json.Marshal(map[string]any{"bucket": eventlog.PayloadsBucket, "object": namesB[0], "size": 8203,
+		"sha256": strings.TrimPrefix(namesB[0], b+"."), "contentType": "application/json"})
+	m, err := eventlog.EncodePlain(mustEvent(t, a, "forged", &eventlog.SignalReceivedData{Node: "n"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Header.Set("content-type", eventlog.ContentRef)
+	m.Data = ref
+	if _, err := js.PublishMsg(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := eventlog.RunPayloads(ctx, st, a); err != nil || !slices.Equal(got, namesA) {
+		t.Fatalf("run a's objects with a forged reference: %v, %v; want %v", got, err, namesA)
+	}
+	if err := eventlog.DeletePayloadObjects(ctx, js, a, namesB); err == nil || !strings.Contains(err.Error(), namesB[0]) {
+		t.Fatalf("deleting b's object as a's: %v, want a refusal naming it", err)
+	}
+
+	if err := eventlog.DeletePayloads(ctx, st, a); err != nil {
+		t.Fatal(err)
+	}
+	obs, err := js.ObjectStore(ctx, eventlog.PayloadsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := obs.GetInfo(ctx, namesA[0]); !errors.Is(err, jetstream.ErrObjectNotFound) {
+		t.Errorf("run a's object after DeletePayloads: %v, want it gone", err)
+	}
+	evs, err := st.Read(ctx, b, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 2 || evs[1].Refused != nil || !bytes.Contains(evs[1].Data, []byte(strings.Repeat("s", 8192))) {
+		t.Fatalf("run b after a's payloads were deleted: %d events, %v; want its signal whole", len(evs), evs[len(evs)-1].Refused)
+	}
+	// Deleting again, or a run with none, is not an error.
+	if err := eventlog.DeletePayloads(ctx, st, a); err != nil {
+		t.Errorf("deleting a's payloads again: %v", err)
+	}
+	if err := eventlog.DeletePayloads(ctx, st, eventlog.NewRunID()); err != nil {
+		t.Errorf("deleting the payloads of a run with none: %v", err)
+	}
+}
