@@ -1,0 +1,216 @@
+package readmodel_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/readmodel"
+	"github.com/weft-dev/weft/internal/testkit"
+	"github.com/weft-dev/weft/pkg/events"
+	"github.com/weft-dev/weft/pkg/projection"
+)
+
+// envInt is the environment variable name as a positive number, or def.
+func envInt(t *testing.T, name string, def int) int {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("%s=%q: want a positive number", name, v)
+	}
+	return n
+}
+
+// largeRuns is a store whose bodies over 1 KiB are kept beside the log,
+// and its read model.
+type largeRuns struct {
+	store events.Store
+	js    jetstream.JetStream
+	model *readmodel.Model
+}
+
+func newLargeRuns(t *testing.T, ctx context.Context) *largeRuns {
+	t.Helper()
+	srv := testkit.Server(t)
+	_, js := testkit.Connect(t, srv)
+	store, err := eventlog.Open(ctx, js, eventlog.WithOffloadAt(1024))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := readmodel.Ensure(ctx, js, store.StreamName(), quiet(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &largeRuns{store: store, js: js, model: m}
+}
+
+// write appends n ended runs, each started with an input and completed
+// with an output of 4 KiB (two objects beside the log), indexed in the
+// read model with the given retention.
+func (l *largeRuns) write(t *testing.T, ctx context.Context, n int, retention time.Duration) []string {
+	t.Helper()
+	runs := make([]string, n)
+	for i := range runs {
+		run := events.NewRunID()
+		runs[i] = run
+		in, _ := json.Marshal(map[string]string{"in": run + strings.Repeat("i", 4096)})
+		out, _ := json.Marshal(map[string]string{"out": run + strings.Repeat("o", 4096)})
+		start, err := events.New(run, run, time.Time{}, &events.RunStartedData{
+			GraphName: "large", GraphDigest: eventlog.GraphDigest([]byte(`{"name":"large"}`)), Graph: []byte(`{"name":"large"}`),
+			Input: in, Retention: retention.String(),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		end, err := events.New(run, eventlog.DecisionID(run, events.RunCompleted), time.Time{}, &events.RunCompletedData{Output: out})
+		if err != nil {
+			t.Fatal(err)
+		}
+		eventlog.MarkDecision(end)
+		if _, err := l.store.Append(ctx, run, 0, start); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := eventlog.Must(l.store).AppendDecisions(ctx, run, events.AnySeq, end); err != nil {
+			t.Fatal(err)
+		}
+		s := l.read(t, ctx, run)
+		if err := l.model.Put(ctx, readmodel.Summarize(s, time.Hour), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return runs
+}
+
+// read folds a live run, checking that its output is read back whole.
+func (l *largeRuns) read(t *testing.T, ctx context.Context, run string) *projection.State {
+	t.Helper()
+	evs, err := l.store.Read(ctx, run, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wholeRun(t, run, evs)
+}
+
+// wholeRun folds a run's events: ended, its output whole.
+func wholeRun(t *testing.T, run string, evs []*events.Event) *projection.State {
+	t.Helper()
+	s := projection.Fold(evs)
+	if s.Status != projection.RunCompleted || !bytes.Contains(s.Output, []byte(run+strings.Repeat("o", 4096))) {
+		t.Fatalf("run %s: %s with a %d-byte output, want it completed with its output whole", run, s.Status, len(s.Output))
+	}
+	return s
+}
+
+// objects lists the payloads bucket's objects by run.
+func (l *largeRuns) objects(t *testing.T, ctx context.Context) map[string]int {
+	t.Helper()
+	obs, err := l.js.ObjectStore(ctx, eventlog.PayloadsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	infos, err := obs.List(ctx)
+	if err != nil && !errors.Is(err, jetstream.ErrNoObjectsFound) {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, info := range infos {
+		run, _, _ := strings.Cut(info.Name, ".")
+		out[run]++
+	}
+	return out
+}
+
+// TestSweepRemovesLargePayloads: a retention sweep over ended runs whose
+// input and output are kept beside the log (two objects each), half of
+// them removed without an archive and half archived (after a sweep to an
+// archive that fails, which removes nothing): once they are gone,
+// the payloads bucket holds none of their objects, only those of the
+// runs still kept, which read whole; an archived run reads whole from its
+// archive. WEFT_PAYLOADGC_RUNS sets how many runs each sweep removes (8),
+// WEFT_PAYLOADGC_KEPT how many runs are kept (3); the sweeps' times are
+// logged:
+//
+//	WEFT_PAYLOADGC_RUNS=300 WEFT_PAYLOADGC_KEPT=1000 go test -v -count=1 -run '^TestSweepRemovesLargePayloads$' ./internal/readmodel/
+func TestSweepRemovesLargePayloads(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	n, k := envInt(t, "WEFT_PAYLOADGC_RUNS", 8), envInt(t, "WEFT_PAYLOADGC_KEPT", 3)
+	l := newLargeRuns(t, ctx)
+	kept := l.write(t, ctx, k, 1000*time.Hour)
+	plain := l.write(t, ctx, n, time.Hour)
+	if got := l.objects(t, ctx); len(got) != n+k || got[plain[0]] != 2 {
+		t.Fatalf("objects by run: %d runs, want %d with two each", len(got), n+k)
+	}
+	// The first sweep removes the plain runs only: the others are
+	// written after it.
+	t0 := time.Now()
+	res, err := readmodel.Sweep(ctx, l.store, nil, time.Now().Add(2*time.Hour), 0, quiet(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(t0)
+	if len(res.Removed) != n || len(res.Failed) != 0 {
+		t.Fatalf("sweep without an archive: %d removed, failed %v; want %d", len(res.Removed), res.Failed, n)
+	}
+	t.Logf("%d runs with 2 objects each, among %d kept runs' objects: swept without an archive in %s", n, 2*k, took.Round(time.Millisecond))
+	archivedRuns := l.write(t, ctx, n, time.Hour)
+	// An archive that fails removes nothing: the objects stay with the
+	// runs, which read whole.
+	if res, err = readmodel.Sweep(ctx, l.store, failingArchive{}, time.Now().Add(2*time.Hour), 0, quiet(t)); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Removed) != 0 || len(res.Failed) != n {
+		t.Fatalf("sweep to a failing archive: %d removed, %d failed; want none and %d", len(res.Removed), len(res.Failed), n)
+	}
+	if got := l.objects(t, ctx); len(got) != n+k || got[archivedRuns[0]] != 2 {
+		t.Fatalf("after a failed archive: objects of %d runs, want %d with two each", len(got), n+k)
+	}
+	l.read(t, ctx, archivedRuns[0])
+	arch, err := readmodel.OpenDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t1 := time.Now()
+	if res, err = readmodel.Sweep(ctx, l.store, arch, time.Now().Add(2*time.Hour), 0, quiet(t)); err != nil {
+		t.Fatal(err)
+	}
+	tookArchived := time.Since(t1)
+	if len(res.Removed) != n || len(res.Failed) != 0 {
+		t.Fatalf("sweep to an archive: %d removed, failed %v; want %d", len(res.Removed), res.Failed, n)
+	}
+	got := l.objects(t, ctx)
+	for _, run := range slices.Concat(plain, archivedRuns) {
+		if got[run] != 0 {
+			t.Errorf("removed run %s: %d objects left", run, got[run])
+		}
+	}
+	for _, run := range kept {
+		if got[run] != 2 {
+			t.Errorf("kept run %s: %d objects, want its 2", run, got[run])
+		}
+		l.read(t, ctx, run)
+	}
+	if len(got) != len(kept) {
+		t.Errorf("objects of %d runs left, want the %d kept runs'", len(got), len(kept))
+	}
+	evs, err := readmodel.Read(ctx, l.store, arch, archivedRuns[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	wholeRun(t, archivedRuns[0], evs)
+	t.Logf("%d runs with 2 objects each: swept to a directory archive in %s", n, tookArchived.Round(time.Millisecond))
+}
