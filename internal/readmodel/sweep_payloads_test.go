@@ -2,9 +2,11 @@ package readmodel_test
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"slices"
 	"strconv"
@@ -213,4 +215,72 @@ func TestSweepRemovesLargePayloads(t *testing.T) {
 	}
 	wholeRun(t, archivedRuns[0], evs)
 	t.Logf("%d runs with 2 objects each: swept to a directory archive in %s", n, tookArchived.Round(time.Millisecond))
+}
+
+// TestArchivedSealedPayloads: under a key ring, a run's objects are
+// sealed, and so they stay in its archive: the archive holds none of the
+// run's output in plain, the bucket none of its objects; read from the
+// archive and restored, the run's output is whole again.
+func TestArchivedSealedPayloads(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	k, err := events.NewKey("k1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := events.UseKeys(events.KeyRing{k}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = events.UseKeys(nil) }) // the ring is process-wide
+	l := newLargeRuns(t, ctx)
+	run := l.write(t, ctx, 1, time.Hour)[0]
+	dir := t.TempDir()
+	arch, err := readmodel.OpenDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readmodel.Remove(ctx, l.store, run, arch); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.objects(t, ctx); len(got) != 0 {
+		t.Fatalf("objects of %d runs left after the archive, want none", len(got))
+	}
+	data, err := arch.Get(ctx, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, carried := splitArchive(t, data)
+	if len(carried) != 2 {
+		t.Fatalf("the archive carries %d objects, want the run's 2", len(carried))
+	}
+	for name, b := range carried {
+		if bytes.Contains(b, []byte(strings.Repeat("o", 64))) || bytes.Contains(b, []byte(strings.Repeat("i", 64))) {
+			t.Errorf("archived object %s holds the run's data in plain", name)
+		}
+	}
+	if unzipped := gunzip(t, plain); bytes.Contains(unzipped, []byte(strings.Repeat("o", 64))) {
+		t.Errorf("the archive's messages hold the run's output in plain")
+	}
+	evs, err := readmodel.Read(ctx, l.store, arch, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wholeRun(t, run, evs)
+	if _, err := readmodel.Restore(ctx, l.store, arch, run, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	l.read(t, ctx, run)
+}
+
+func gunzip(t *testing.T, data []byte) []byte {
+	t.Helper()
+	zr, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
