@@ -62,18 +62,28 @@ func RunPayloads(ctx context.Context, st Store, run string) ([]string, error) {
 	return names, nil
 }
 
-// refObject is the object a stored message of run refers to, if it is a
-// well-formed reference to one of run's.
+// refObject is the object a message of run, got by a direct get, refers
+// to (PayloadRef).
 func refObject(run string, m *nats.Msg) (string, bool) {
-	if m.Header.Get(hdrContentType) != ContentRef {
+	return PayloadRef(run, m.Header.Get("Nats-Subject"), m.Header, m.Data)
+}
+
+// PayloadRef names the object a stored message of run (on subject)
+// refers to, if it is a well-formed reference to one of run's.
+func PayloadRef(run, subject string, hdr nats.Header, body []byte) (string, bool) {
+	if hdr.Get(hdrContentType) != ContentRef {
 		return "", false
 	}
-	ref, err := parseRef(m.Header.Get("Nats-Subject"), run, m.Data)
+	ref, err := parseRef(subject, run, body)
 	if err != nil {
 		return "", false
 	}
 	return ref.Object, true
 }
+
+// IsPayloadName reports whether name is the name of an object of run's:
+// "<run>.<64 lowercase hex digits>".
+func IsPayloadName(run, name string) bool { return runObject(run, name) }
 
 // DeletePayloadObjects deletes the named objects of run from the payloads
 // bucket. A name that is not one of run's objects is refused, and nothing

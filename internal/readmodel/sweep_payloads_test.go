@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -283,4 +286,119 @@ func gunzip(t *testing.T, data []byte) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestSweepPayloadsLeavesOnlyWhatRunsNeed: objects left behind are found
+// by SweepPayloads, which lists the bucket once: a run whose events were
+// purged without its objects (a removal cut short), an object whose event
+// never landed, a run's copies put back by a restore cut short before its
+// first message (its archive carries them). A live run keeps its objects,
+// and a run archived by a Weft before this one (its archive holds
+// references only, its objects in the bucket) gets an archive that carries
+// them, then loses them from the bucket, and still reads and restores
+// whole. Objects younger than the grace are left, whatever their run.
+//
+// Size: one scene of five kinds of runs set up, swept early and late,
+// each kind's outcome asserted where it is.
+func TestSweepPayloadsLeavesOnlyWhatRunsNeed(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	l := newLargeRuns(t, ctx)
+	runs := l.write(t, ctx, 4, time.Hour)
+	live, purged, older, cut := runs[0], runs[1], runs[2], runs[3]
+	st, err := l.js.Stream(ctx, l.store.StreamName())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A removal cut short: the events purged, the objects left.
+	if err := st.Purge(ctx, jetstream.WithPurgeSubject(eventlog.RunFilter(purged))); err != nil {
+		t.Fatal(err)
+	}
+	// An object whose event never landed.
+	never := events.NewRunID()
+	if err := eventlog.RestorePayload(ctx, l.store, never, never+"."+sha(t, []byte("lost")), []byte("lost")); err != nil {
+		t.Fatal(err)
+	}
+	arch, err := readmodel.OpenDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A run archived by an older Weft: references only, objects kept.
+	if _, err := readmodel.Remove(ctx, l.store, older, arch); err != nil {
+		t.Fatal(err)
+	}
+	data, err := arch.Get(ctx, older)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refsOnly, carried := splitArchive(t, data)
+	if err := arch.Put(ctx, older, refsOnly); err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range carried {
+		if err := eventlog.RestorePayload(ctx, l.store, older, name, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A restore cut short: the objects back, no message yet.
+	if _, err := readmodel.Remove(ctx, l.store, cut, arch); err != nil {
+		t.Fatal(err)
+	}
+	data, err = arch.Get(ctx, cut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, carriedCut := splitArchive(t, data)
+	for name, b := range carriedCut {
+		if err := eventlog.RestorePayload(ctx, l.store, cut, name, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := map[string]int{live: 2, purged: 2, never: 1, older: 2, cut: 2}
+	if got := l.objects(t, ctx); !maps.Equal(got, want) {
+		t.Fatalf("objects by run before the sweep: %v, want %v", got, want)
+	}
+
+	// Early: every object is younger than the grace.
+	res, err := readmodel.SweepPayloads(ctx, l.store, arch, time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Objects != 9 || res.Deleted != 0 || len(res.Failed) != 0 {
+		t.Fatalf("sweep within the grace: %+v, want 9 objects, none deleted", res)
+	}
+	// Late: only the live run keeps objects.
+	if res, err = readmodel.SweepPayloads(ctx, l.store, arch, time.Now().Add(2*time.Hour), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if res.Deleted != 7 || len(res.Failed) != 0 || !slices.Equal(res.Migrated, []string{older}) {
+		t.Fatalf("sweep past the grace: %+v, want 7 deleted, the older archive migrated", res)
+	}
+	if got := l.objects(t, ctx); !maps.Equal(got, map[string]int{live: 2}) {
+		t.Fatalf("objects by run after the sweep: %v, want the live run's 2", got)
+	}
+	l.read(t, ctx, live)
+	if data, err = arch.Get(ctx, older); err != nil {
+		t.Fatal(err)
+	}
+	if _, carried := splitArchive(t, data); len(carried) != 2 {
+		t.Fatalf("the older run's archive carries %d objects, want its 2", len(carried))
+	}
+	for _, run := range []string{older, cut} {
+		evs, err := readmodel.Read(ctx, l.store, arch, run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wholeRun(t, run, evs)
+		if _, err := readmodel.Restore(ctx, l.store, arch, run, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		l.read(t, ctx, run)
+	}
+}
+
+func sha(t *testing.T, b []byte) string {
+	t.Helper()
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }
