@@ -18,6 +18,12 @@ import (
 	"github.com/weft-dev/weft/pkg/events"
 )
 
+// OrphanGrace is how old an object must be before a payloads sweep
+// deletes it ('weft admin retention -orphans'): an append writes its
+// object before its event, and a restore its objects before its
+// messages.
+const OrphanGrace = time.Hour
+
 // PayloadSweep says what SweepPayloads did.
 type PayloadSweep struct {
 	// Objects is how many objects the payloads bucket held.

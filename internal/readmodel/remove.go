@@ -182,6 +182,9 @@ type SweepResult struct {
 	Removed []Removed `json:"removed"`
 	// Failed lists the runs that could not be removed, and why.
 	Failed map[string]string `json:"failed,omitempty"`
+	// Payloads is what a payloads sweep after it did ('weft admin
+	// retention -orphans': SweepPayloads), if there was one.
+	Payloads *PayloadSweep `json:"payloads,omitempty"`
 }
 
 // Sweep removes the ended runs whose retention passed by now (at most
