@@ -402,3 +402,61 @@ func sha(t *testing.T, b []byte) string {
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }
+
+// TestArchivedObjectTamperedWith: an archive whose carried object is not
+// its name's bytes (one byte changed), or is named as another run's, is
+// refused whole, reading and restoring, with an error naming the object;
+// nothing is put back.
+func TestArchivedObjectTamperedWith(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	l := newLargeRuns(t, ctx)
+	run := l.write(t, ctx, 1, time.Hour)[0]
+	arch, err := readmodel.OpenDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readmodel.Remove(ctx, l.store, run, arch); err != nil {
+		t.Fatal(err)
+	}
+	data, err := arch.Get(ctx, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refsOnly, carried := splitArchive(t, data)
+	var name string
+	for n := range carried {
+		name = n
+	}
+	other := events.NewRunID()
+	for _, tc := range []struct{ what, object, want string }{
+		{"a changed byte", name, "not its digest"},
+		{"another run's name", other + "." + strings.TrimPrefix(name, run+"."), "not the name of one of run " + run},
+	} {
+		obj := bytes.Clone(carried[name])
+		if tc.object == name {
+			obj[len(obj)/2] ^= 1
+		}
+		line, _ := json.Marshal(map[string]any{"object": tc.object, "data": obj})
+		tampered := append(gunzip(t, refsOnly), append(line, '\n')...)
+		var buf bytes.Buffer
+		zw := gzip.NewWriter(&buf)
+		_, _ = zw.Write(tampered)
+		_ = zw.Close()
+		if err := arch.Put(ctx, run, buf.Bytes()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := readmodel.Read(ctx, l.store, arch, run); err == nil || !strings.Contains(err.Error(), tc.object) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: read %v, want an error naming %s: %q", tc.what, err, tc.object, tc.want)
+		}
+		if _, err := readmodel.Restore(ctx, l.store, arch, run, time.Hour); err == nil || !strings.Contains(err.Error(), tc.object) {
+			t.Errorf("%s: restore %v, want an error naming %s", tc.what, err, tc.object)
+		}
+		if got := l.objects(t, ctx); len(got) != 0 {
+			t.Errorf("%s: objects put back: %v", tc.what, got)
+		}
+		if _, err := l.store.Read(ctx, run, 0, 0); !errors.Is(err, events.ErrRunNotFound) {
+			t.Errorf("%s: the run is in the log: %v", tc.what, err)
+		}
+	}
+}
