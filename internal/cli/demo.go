@@ -140,6 +140,14 @@ With -o json the questions and answers go to stderr.`,
 			} else if err := os.MkdirAll(cfg.dataDir, 0o755); err != nil {
 				return err
 			}
+			clientEnv := ""
+			if cfg.roles {
+				// On disk (mode 0600, removed with a temporary data
+				// directory), so that a command printed for another
+				// terminal can connect as the client.
+				cfg.rolesDir = filepath.Join(cfg.dataDir, "roles")
+				clientEnv = filepath.Join(cfg.rolesDir, natsconn.UserName(natsconn.RoleClient, "")+".env")
+			}
 			le, err := startEngine(e.ctx, cfg)
 			if err != nil {
 				if cfg.removeDir {
@@ -175,7 +183,7 @@ With -o json the questions and answers go to stderr.`,
 			if !text {
 				says = e.stderr // stdout is the JSON document
 			}
-			ap := &approver{cl: cl, run: run, natsURL: le.URL(), auto: auto, ask: auto == "" && stdinTerminal(e.stdin),
+			ap := &approver{cl: cl, run: run, natsURL: le.URL(), clientEnv: clientEnv, auto: auto, ask: auto == "" && stdinTerminal(e.stdin),
 				in: bufio.NewReader(e.stdin), out: says, seen: map[string]bool{}, steps: map[string]json.RawMessage{}}
 			st, werr := ap.wait(ctx)
 			evs, err := cl.History(e.ctx, run)

@@ -30,6 +30,9 @@ type approver struct {
 	cl      *client.Client
 	run     string
 	natsURL string
+	// clientEnv, under -roles, is the client's credentials file: the
+	// printed command reads it first, or the server refuses it.
+	clientEnv string
 	auto    string // "yes", "no", or "" (ask, or print)
 	ask     bool
 	in      *bufio.Reader
@@ -151,7 +154,11 @@ func (a *approver) answer(ctx context.Context, w projection.Wait) error {
 		reason = "rejected at weft demo's prompt"
 	default:
 		call, _ := json.Marshal(w.Await.Call)
-		fmt.Fprintf(a.out, "answer it from another terminal (demo waits for the run, up to its -timeout):\n  weft signal %s %s -nats %s -data '{\"approved\": true, \"call\": %s}'\n  (or {\"approved\": false, \"reason\": \"...\", \"call\": %s})\n\n", a.run, w.Node, a.natsURL, call, call)
+		creds := ""
+		if a.clientEnv != "" {
+			creds = fmt.Sprintf("set -a; . %s; set +a; ", a.clientEnv)
+		}
+		fmt.Fprintf(a.out, "answer it from another terminal (demo waits for the run, up to its -timeout):\n  %sweft signal %s %s -nats %s -data '{\"approved\": true, \"call\": %s}'\n  (or {\"approved\": false, \"reason\": \"...\", \"call\": %s})\n\n", creds, a.run, w.Node, a.natsURL, call, call)
 		return nil
 	}
 	data := map[string]any{"approved": approved, "call": w.Await.Call}

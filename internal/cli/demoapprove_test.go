@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -197,4 +198,51 @@ func (w *watched) String() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.b.String()
+}
+
+// TestDemoRolesPrintsSignalWithCreds: under -roles, the printed command
+// reads the client's credentials first (kept on disk, mode 0600, in the
+// data directory), and run as printed it is admitted and the run
+// completes; without them the server refuses it.
+func TestDemoRolesPrintsSignalWithCreds(t *testing.T) {
+	defer cli.SetStdinTerminal(false)()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out := &watched{want: regexp.MustCompile(`set -a; \. (\S+); set \+a; weft signal (\S+) research -nats (\S+) -data '(\{[^']*\})'`), found: make(chan []string, 1)}
+	var stderr bytes.Buffer
+	done := make(chan int, 1)
+	data := t.TempDir()
+	go func() {
+		done <- cli.Main(ctx, []string{"demo", "-roles", agentFile, "-data", data}, strings.NewReader(""), out, &stderr)
+	}()
+	var m []string
+	select {
+	case m = <-out.found:
+	case code := <-done:
+		t.Fatalf("demo -roles ended (exit %d) before printing the signal command\n%s\n%s", code, out, stderr.String())
+	case <-ctx.Done():
+		t.Fatalf("no signal command with credentials printed\n%s", out)
+	}
+	if !strings.HasPrefix(m[1], data) {
+		t.Errorf("credentials %s, want them in the data directory %s", m[1], data)
+	}
+	if r := weft(t, "signal", m[2], "research", "-nats", m[3], "-data", m[4]); r.code == 0 {
+		t.Fatal("a signal without credentials was let through")
+	}
+	b, err := os.ReadFile(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(k, "#") {
+			t.Setenv(k, v)
+		}
+	}
+	if r := weft(t, "signal", m[2], "research", "-nats", m[3], "-data", m[4]); r.code != 0 {
+		t.Fatalf("the printed signal command: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if code := <-done; code != 0 {
+		t.Fatalf("demo -roles: exit %d\n%s\n%s", code, out, stderr.String())
+	}
+	wantContains(t, "demo -roles", out.String(), "step 6 tool", "run.completed")
 }

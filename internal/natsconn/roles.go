@@ -301,11 +301,7 @@ func (d Deployment) user(ns string, r Role, q string) User {
 	// KV watcher of the read model: a consumer of that bucket's stream,
 	// the one consumer a reader still creates (deploy/SECURITY.md, gap 4;
 	// in a namespace, bounded by its account's max_consumers).
-	runsWatch := []string{
-		api + "CONSUMER.CREATE.KV_" + runsBucket + ".>",
-		api + "CONSUMER.DELETE.KV_" + runsBucket + ".*",
-		"$JS.FC.KV_" + runsBucket + ".>",
-	}
+	runsWatch := kvWatch(api, runsBucket)
 	switch r {
 	case RoleClient:
 		writes := []string{eventlog.ClientSubjects}
@@ -376,9 +372,6 @@ func (d Deployment) user(ns string, r Role, q string) User {
 				api + "STREAM.INFO.KV_" + leasesBucket,
 				api + "DIRECT.GET.KV_" + leasesBucket + ".>",
 				api + "STREAM.MSG.GET.KV_" + leasesBucket,
-				api + "CONSUMER.CREATE.KV_" + leasesBucket + ".>",
-				api + "CONSUMER.DELETE.KV_" + leasesBucket + ".*",
-				"$JS.FC.KV_" + leasesBucket + ".>",
 				// The read model of runs (the bucket is the admin's to
 				// create): puts, gets, and a purge of a run's older keys.
 				// The purge's filter is in the body, so NATS cannot scope
@@ -397,10 +390,9 @@ func (d Deployment) user(ns string, r Role, q string) User {
 				api + "STREAM.INFO.KV_" + flowBucket,
 				api + "DIRECT.GET.KV_" + flowBucket + ".>",
 				api + "STREAM.MSG.GET.KV_" + flowBucket,
-				api + "CONSUMER.CREATE.KV_" + flowBucket + ".>",
-				api + "CONSUMER.DELETE.KV_" + flowBucket + ".*",
-				"$JS.FC.KV_" + flowBucket + ".>",
 			},
+			kvWatch(api, leasesBucket),
+			kvWatch(api, flowBucket),
 			// Its partition consumers: create with any of the
 			// partitions' filters, info, pull, acknowledge; and the
 			// partitions' consumers of fired timers.

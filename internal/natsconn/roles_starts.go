@@ -47,16 +47,24 @@ func startsRead(api string) []string {
 
 // startsWatch watches the schedules bucket: the coordinators' runners
 // (definitions and requests) and the trigger role (waiting for a
-// request's result). Watchers are consumers; the readers get none. A
-// watcher that nats.go starts again (its ordered consumer reset after a
-// NATS node went, with no name) asks on the legacy subject, the filter in
-// the body: no right beyond the watch's, which may already take ">".
+// request's result). Watchers are consumers; the readers get none.
 func startsWatch(api string) []string {
+	return kvWatch(api, schedulesBucket)
+}
+
+// kvWatch is what a KV watcher of bucket needs: its ordered consumer
+// created and deleted, and flow control answered. A watcher that nats.go
+// starts again (its ordered consumer reset after a NATS node went, with
+// no name) asks on the legacy subject, the filter in the body: no right
+// beyond the named form's, whose filter token already takes ">". Without
+// it the watch stops for good after a node restart (TestChaos saw a
+// coordinator's schedules watch refused).
+func kvWatch(api, bucket string) []string {
 	return []string{
-		api + "CONSUMER.CREATE.KV_" + schedulesBucket,
-		api + "CONSUMER.CREATE.KV_" + schedulesBucket + ".>",
-		api + "CONSUMER.DELETE.KV_" + schedulesBucket + ".*",
-		"$JS.FC.KV_" + schedulesBucket + ".>",
+		api + "CONSUMER.CREATE.KV_" + bucket,
+		api + "CONSUMER.CREATE.KV_" + bucket + ".>",
+		api + "CONSUMER.DELETE.KV_" + bucket + ".*",
+		"$JS.FC.KV_" + bucket + ".>",
 	}
 }
 

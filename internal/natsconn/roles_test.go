@@ -247,3 +247,32 @@ func TestServePermissions(t *testing.T) {
 		}
 	}
 }
+
+// TestKVWatchersMayRestart: every role that may create a consumer of a
+// KV bucket's stream (a watcher) may also create it on the legacy
+// subject, with no name: nats.go asks there when it starts an ordered
+// consumer again after a NATS node went, and a watch refused then stops
+// for good (a coordinator's schedules watch did, under TestChaos).
+func TestKVWatchersMayRestart(t *testing.T) {
+	d := natsconn.Deployment{Queues: []string{"default"}}
+	watched := 0
+	for _, u := range d.Users() {
+		for _, p := range u.PublishAllow {
+			rest, ok := strings.CutPrefix(p, "$JS.API.CONSUMER.CREATE.KV_")
+			if !ok {
+				continue
+			}
+			stream, _, named := strings.Cut(rest, ".")
+			if !named {
+				continue
+			}
+			watched++
+			if !slices.Contains(u.PublishAllow, "$JS.API.CONSUMER.CREATE.KV_"+stream) {
+				t.Errorf("%s watches KV_%s but may not create its consumer on the legacy subject", u.Name, stream)
+			}
+		}
+	}
+	if watched < 4 { // UI (runs), coordinator (leases, flow, schedules), trigger (schedules)
+		t.Fatalf("found %d watchers in the roles, want at least 4", watched)
+	}
+}
