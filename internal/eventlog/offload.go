@@ -231,8 +231,11 @@ func runObject(run, name string) bool {
 }
 
 // errObjectMissing is getObject's error for an object (or bucket) that
-// is not there.
-var errObjectMissing = errors.New("object missing")
+// is not there; errObjectCorrupt for one that is not the reference's.
+var (
+	errObjectMissing = errors.New("object missing")
+	errObjectCorrupt = errors.New("not the referenced object")
+)
 
 // getObject reads a reference's object with direct gets: its meta (the
 // last message on its meta subject), then its chunks by their subject,
@@ -257,13 +260,13 @@ func getObject(js jetstream.JetStream, ref payloadRef) ([]byte, error) {
 		return nil, err
 	}
 	if info.NUID == "" || info.Opts != nil && info.Opts.Link != nil || info.Size != uint64(ref.Size) {
-		return nil, fmt.Errorf("the object's meta says %d bytes (a link: %t), not the reference's %d", info.Size, info.Opts != nil && info.Opts.Link != nil, ref.Size)
+		return nil, fmt.Errorf("%w: the object's meta says %d bytes (a link: %t), not the reference's %d", errObjectCorrupt, info.Size, info.Opts != nil && info.Opts.Link != nil, ref.Size)
 	}
 	b := make([]byte, 0, ref.Size)
 	err = eachChunk(ctx, js.Conn(), "OBJ_"+ref.Bucket, "$O."+ref.Bucket+".C."+info.NUID, func(m *nats.Msg) error {
 		chunk := m.Data
 		if int64(len(b)+len(chunk)) > ref.Size {
-			return fmt.Errorf("the object's chunks hold more than the reference's %d bytes", ref.Size)
+			return fmt.Errorf("%w: the object's chunks hold more than the reference's %d bytes", errObjectCorrupt, ref.Size)
 		}
 		b = append(b, chunk...)
 		return nil
@@ -272,7 +275,7 @@ func getObject(js jetstream.JetStream, ref payloadRef) ([]byte, error) {
 		return nil, err
 	}
 	if sum := sha256.Sum256(b); int64(len(b)) != ref.Size || hex.EncodeToString(sum[:]) != ref.SHA256 {
-		return nil, fmt.Errorf("the object's %d bytes are not the reference's %d bytes of digest %s", len(b), ref.Size, ref.SHA256)
+		return nil, fmt.Errorf("%w: the object's %d bytes are not the reference's %d bytes of digest %s", errObjectCorrupt, len(b), ref.Size, ref.SHA256)
 	}
 	return b, nil
 }

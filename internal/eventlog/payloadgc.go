@@ -127,7 +127,9 @@ func DeletePayloads(ctx context.Context, st Store, run string) error {
 // ArchivedPayload reads, for an archive, the object a stored message of
 // run refers to, as stored: its name and bytes. A message that is not a
 // reference gives no name and no error; a reference whose object is gone
-// is ErrPayloadMissing; a malformed one, the error reading it would.
+// is ErrPayloadMissing; a malformed one, or one whose object is not the
+// bytes it names, ErrMalformedEvent or ErrPayloadTooLarge (as reading it
+// would be): the event is refused when read, and archived as it is.
 func ArchivedPayload(ctx context.Context, js jetstream.JetStream, run, subject string, hdr nats.Header, body []byte) (string, []byte, error) {
 	if hdr.Get(hdrContentType) != ContentRef {
 		return "", nil, nil
@@ -139,6 +141,9 @@ func ArchivedPayload(ctx context.Context, js jetstream.JetStream, run, subject s
 	b, err := getObject(js, ref)
 	if errors.Is(err, errObjectMissing) {
 		return ref.Object, nil, fmt.Errorf("%w: %s: object %s of bucket %s", ErrPayloadMissing, subject, ref.Object, ref.Bucket)
+	}
+	if errors.Is(err, errObjectCorrupt) {
+		return ref.Object, nil, fmt.Errorf("%w: %s: payload object %s of bucket %s: %v", ErrMalformedEvent, subject, ref.Object, ref.Bucket, err)
 	}
 	if err != nil {
 		return ref.Object, nil, fmt.Errorf("%s: payload object %s of bucket %s: %w", subject, ref.Object, ref.Bucket, err)

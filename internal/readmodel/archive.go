@@ -231,8 +231,10 @@ func Encode(ctx context.Context, store events.Store, run string) ([]byte, int, e
 	return a.data, a.n, nil
 }
 
-// archived is a run's archive object, and the payload objects it
-// carries (their names in the payloads bucket).
+// archived is a run's archive object, and the payload objects its
+// messages refer to (their names in the payloads bucket): all of them
+// are the run's to delete, whether the archive carries them or not (an
+// object missing, or not the bytes its name says).
 type archived struct {
 	data    []byte
 	n       int
@@ -261,17 +263,18 @@ func encode(ctx context.Context, st jetstream.Stream, js jetstream.JetStream, ru
 		if err := enc.Encode(record{Subject: m.Subject, Seq: m.Sequence, Stored: m.Time.UTC(), Header: m.Header, Data: m.Data}); err != nil {
 			return nil, err
 		}
-		name, obj, err := eventlog.ArchivedPayload(ctx, js, run, m.Subject, m.Header, m.Data)
+		name, ok := eventlog.PayloadRef(run, m.Subject, m.Header, m.Data)
+		if !ok || slices.Contains(out.objects, name) {
+			continue
+		}
+		out.objects = append(out.objects, name)
+		_, obj, err := eventlog.ArchivedPayload(ctx, js, run, m.Subject, m.Header, m.Data)
 		if errors.Is(err, eventlog.ErrPayloadMissing) || errors.Is(err, eventlog.ErrMalformedEvent) || errors.Is(err, eventlog.ErrPayloadTooLarge) {
 			continue // refused when read, live or archived
 		}
 		if err != nil {
 			return nil, fmt.Errorf("archiving run %s: %w", run, err)
 		}
-		if name == "" || slices.Contains(out.objects, name) {
-			continue
-		}
-		out.objects = append(out.objects, name)
 		if err := encodeObject(enc, name, obj); err != nil {
 			return nil, err
 		}

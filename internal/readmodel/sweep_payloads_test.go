@@ -406,7 +406,9 @@ func sha(t *testing.T, b []byte) string {
 // TestArchivedObjectTamperedWith: an archive whose carried object is not
 // its name's bytes (one byte changed), or is named as another run's, is
 // refused whole, reading and restoring, with an error naming the object;
-// nothing is put back.
+// nothing is put back. A run one of whose objects (a late signal's) was
+// overwritten in the bucket is archived and removed all the same, that
+// event refused in the archive as it is in the log.
 func TestArchivedObjectTamperedWith(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -459,4 +461,41 @@ func TestArchivedObjectTamperedWith(t *testing.T) {
 			t.Errorf("%s: the run is in the log: %v", tc.what, err)
 		}
 	}
+
+	// An object overwritten in the bucket: its event is refused, live or
+	// archived, and the run is archived and removed all the same.
+	run = l.write(t, ctx, 1, time.Hour)[0]
+	late, _ := json.Marshal(map[string]string{"late": strings.Repeat("l", 4096)})
+	sig, err := events.New(run, run+":late", time.Time{}, &events.SignalReceivedData{Node: "n", Data: late})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.store.Append(ctx, run, events.AnySeq, sig); err != nil {
+		t.Fatal(err)
+	}
+	names, err := eventlog.RunPayloads(ctx, l.store, run)
+	if err != nil || len(names) != 3 {
+		t.Fatalf("run's objects %v, %v; want 3", names, err)
+	}
+	obs, err := l.js.ObjectStore(ctx, eventlog.PayloadsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := obs.PutBytes(ctx, names[2], []byte(`{"forged":true}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readmodel.Remove(ctx, l.store, run, arch); err != nil {
+		t.Fatalf("removing a run with an overwritten object: %v", err)
+	}
+	if got := l.objects(t, ctx); len(got) != 0 {
+		t.Errorf("objects left: %v", got)
+	}
+	evs, err := readmodel.Read(ctx, l.store, arch, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 3 || !errors.Is(evs[2].Refused, events.ErrMalformedEvent) {
+		t.Fatalf("the archived run: %d events; want its late signal refused", len(evs))
+	}
+	wholeRun(t, run, evs)
 }
