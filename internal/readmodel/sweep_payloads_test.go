@@ -221,7 +221,7 @@ func TestSweepRemovesLargePayloads(t *testing.T) {
 }
 
 // TestArchivedSealedPayloads: under a key ring, a run's objects are
-// sealed, and so they stay in its archive: the archive holds none of the
+// sealed, and so they stay in its archive (the Object Store archive): the archive holds none of the
 // run's output in plain, the bucket none of its objects; read from the
 // archive and restored, the run's output is whole again.
 func TestArchivedSealedPayloads(t *testing.T) {
@@ -237,8 +237,7 @@ func TestArchivedSealedPayloads(t *testing.T) {
 	t.Cleanup(func() { _ = events.UseKeys(nil) }) // the ring is process-wide
 	l := newLargeRuns(t, ctx)
 	run := l.write(t, ctx, 1, time.Hour)[0]
-	dir := t.TempDir()
-	arch, err := readmodel.OpenDir(dir)
+	arch, err := readmodel.OpenObjectStore(ctx, l.js, readmodel.ArchiveBucket, l.store.StreamName(), true)
 	if err != nil {
 		t.Fatal(err)
 	}
