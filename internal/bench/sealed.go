@@ -152,7 +152,7 @@ func (e *env) largePayload(ctx context.Context, ring events.KeyRing) ([]Result, 
 		return nil, fmt.Errorf("appending the %d-byte signal: %w", len(body), err)
 	}
 	write := time.Since(t0)
-	defer func() { _ = eventlog.DeletePayloads(context.WithoutCancel(ctx), e.js, run) }()
+	defer func() { _ = eventlog.DeletePayloads(context.WithoutCancel(ctx), st, run) }()
 	t0 = time.Now()
 	evs, err := st.Read(ctx, run, 0, 0)
 	if err != nil {

@@ -211,6 +211,7 @@ func adminRetention(e *env, c *command, args []string) error {
 		create := fs.Bool("create-archive", false, "create the archive bucket if it is missing")
 		every := fs.Duration("every", 0, "sweep again at this interval until interrupted (0: once)")
 		limit := fs.Int("limit", 0, "remove at most this many runs per sweep (0: all)")
+		orphans := fs.Bool("orphans", false, "after each sweep, delete the large payloads no run needs (lists the whole payloads bucket; objects under an hour old are left)")
 		check := func(e *env, x *call) error {
 			c := x.cmd
 			if *every < 0 {
@@ -232,20 +233,20 @@ func adminRetention(e *env, c *command, args []string) error {
 				if err != nil {
 					return err
 				}
-				if x.out == "json" {
-					if err := e.writeJSON(res); err != nil {
+				if *orphans {
+					if res.Payloads, err = readmodel.SweepPayloads(e.ctx, store, arch, time.Now(), readmodel.OrphanGrace); err != nil {
 						return err
 					}
-				} else {
-					fmt.Fprintf(e.stdout, "%s: %d runs past their retention, %d removed, %d failed\n",
-						time.Now().Format(time.DateTime), res.Expired, len(res.Removed), len(res.Failed))
-					for run, why := range res.Failed {
-						fmt.Fprintf(e.stdout, "  %s: %s\n", run, why)
-					}
+				}
+				if err := reportSweep(e, x, res); err != nil {
+					return err
 				}
 				if *every == 0 {
 					if len(res.Failed) > 0 {
 						return fmt.Errorf("%d runs were not removed", len(res.Failed))
+					}
+					if p := res.Payloads; p != nil && len(p.Failed) > 0 {
+						return fmt.Errorf("the payloads of %d runs were not swept", len(p.Failed))
 					}
 					return nil
 				}
@@ -256,6 +257,29 @@ func adminRetention(e *env, c *command, args []string) error {
 		}}
 	}
 	return e.skeleton(c.with(0, 0, connAdminStore, flags), args)
+}
+
+// reportSweep writes what a retention sweep did: as JSON, or a line (and
+// one per run that failed), and its payloads sweep's, if there was one.
+func reportSweep(e *env, x *call, res *readmodel.SweepResult) error {
+	if x.out == "json" {
+		return e.writeJSON(res)
+	}
+	fmt.Fprintf(e.stdout, "%s: %d runs past their retention, %d removed, %d failed\n",
+		time.Now().Format(time.DateTime), res.Expired, len(res.Removed), len(res.Failed))
+	for run, why := range res.Failed {
+		fmt.Fprintf(e.stdout, "  %s: %s\n", run, why)
+	}
+	p := res.Payloads
+	if p == nil {
+		return nil
+	}
+	fmt.Fprintf(e.stdout, "payloads: %d objects, %d deleted, %d archives rewritten to carry theirs, %d runs failed\n",
+		p.Objects, p.Deleted, len(p.Migrated), len(p.Failed))
+	for run, why := range p.Failed {
+		fmt.Fprintf(e.stdout, "  %s: %s\n", run, why)
+	}
+	return nil
 }
 
 func adminRestore(e *env, c *command, args []string) error {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weft-dev/weft/internal/readmodel"
 	"github.com/weft-dev/weft/pkg/client"
 	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -216,6 +217,13 @@ func TestAdminReindexAndRetention(t *testing.T) {
 		t.Fatalf("admin retention: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	wantContains(t, "admin retention", r.stdout, "1 runs past their retention, 1 removed, 0 failed")
+	// A payloads sweep after it: the live runs' objects are theirs, and
+	// young; nothing is deleted.
+	r = weft(t, "admin", "retention", "-nats", url, "-orphans", "-o", "json")
+	var swept readmodel.SweepResult
+	if err := json.Unmarshal([]byte(r.stdout), &swept); r.code != 0 || err != nil || swept.Payloads == nil || swept.Payloads.Deleted != 0 {
+		t.Fatalf("admin retention -orphans: exit %d, %v\n%s%s", r.code, err, r.stdout, r.stderr)
+	}
 	// The client reads the default archive bucket transparently.
 	st, err := cl.Get(context.Background(), run)
 	if err != nil || st.Status != projection.RunCompleted {

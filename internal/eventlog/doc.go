@@ -53,7 +53,10 @@
 //     is kept beside the log (snapshots).
 //   - offload.go: large bodies beside the log, in the Object Store bucket
 //     PayloadsBucket, the event carrying a reference that Decode resolves
-//     (WithOffloadAt turns it on; DeletePayloads).
+//     (WithOffloadAt turns it on).
+//   - payloadgc.go: a run's objects as the run goes: found through its
+//     log (RunPayloads), deleted (DeletePayloadObjects, DeletePayloads),
+//     carried by an archive and put back by a restore.
 //   - errors.go: the sentinels callers check.
 //
 // On the wire: CloudEvents 1.0 in binary content mode (attributes as

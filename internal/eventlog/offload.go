@@ -49,8 +49,9 @@ import (
 // Reads that bound their memory by a batch (Each, for long histories)
 // cut a batch by the bytes it resolves, not the bytes of its references.
 // Removing a run ('weft admin retention', 'weft admin delete') removes
-// its objects (DeletePayloads) unless it is archived: the archive keeps
-// the references, and a restore reads them again. The admin's set-up
+// its objects, found through its log (payloadgc.go); archiving it first
+// carries them into its archive, and a restore puts them back. The
+// admin's set-up
 // creates the bucket (EnsurePayloads); the roles grant each role the
 // reads and writes of it that it needs (internal/natsconn).
 
@@ -166,21 +167,9 @@ func (s *store) payloads(ctx context.Context) (jetstream.ObjectStore, error) {
 // resolve returns the body and content type a reference (the body of an
 // event of run on subject) stands for.
 func resolve(subject, run string, body []byte) ([]byte, string, error) {
-	var ref payloadRef
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&ref); err != nil {
-		return nil, "", fmt.Errorf("%w: %s: a payload reference that does not decode: %v", ErrMalformedEvent, subject, err)
-	}
-	switch {
-	case ref.Bucket != PayloadsBucket:
-		return nil, "", fmt.Errorf("%w: %s: a payload reference to bucket %q (want %s)", ErrMalformedEvent, subject, ref.Bucket, PayloadsBucket)
-	case ref.Object != run+"."+ref.SHA256 || len(ref.SHA256) != 64 || strings.ContainsAny(ref.SHA256, "./ "):
-		return nil, "", fmt.Errorf("%w: %s: a payload reference to object %q, not one of run %s", ErrMalformedEvent, subject, ref.Object, run)
-	case ref.Size <= 0 || ref.Size > MaxPayloadObject:
-		return nil, "", fmt.Errorf("%w: %s: a payload reference of %d bytes (the limit is %d)", ErrPayloadTooLarge, subject, ref.Size, MaxPayloadObject)
-	case ref.ContentType == ContentRef:
-		return nil, "", fmt.Errorf("%w: %s: a payload reference to a reference", ErrMalformedEvent, subject)
+	ref, err := parseRef(subject, run, body)
+	if err != nil {
+		return nil, "", err
 	}
 	payloadStores.Lock()
 	var stores []jetstream.JetStream
@@ -207,9 +196,46 @@ func resolve(subject, run string, body []byte) ([]byte, string, error) {
 	return nil, "", fmt.Errorf("%w: %s: payload object %s of bucket %s: %v", ErrMalformedEvent, subject, ref.Object, ref.Bucket, lastErr)
 }
 
+// parseRef reads and checks a reference (the body of an event of run on
+// subject): to an object of run's in PayloadsBucket, of a size within
+// the limit, to a body that is not itself a reference.
+func parseRef(subject, run string, body []byte) (payloadRef, error) {
+	var ref payloadRef
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&ref); err != nil {
+		return ref, fmt.Errorf("%w: %s: a payload reference that does not decode: %v", ErrMalformedEvent, subject, err)
+	}
+	switch {
+	case ref.Bucket != PayloadsBucket:
+		return ref, fmt.Errorf("%w: %s: a payload reference to bucket %q (want %s)", ErrMalformedEvent, subject, ref.Bucket, PayloadsBucket)
+	case !runObject(run, ref.Object) || ref.Object != run+"."+ref.SHA256:
+		return ref, fmt.Errorf("%w: %s: a payload reference to object %q, not one of run %s", ErrMalformedEvent, subject, ref.Object, run)
+	case ref.Size <= 0 || ref.Size > MaxPayloadObject:
+		return ref, fmt.Errorf("%w: %s: a payload reference of %d bytes (the limit is %d)", ErrPayloadTooLarge, subject, ref.Size, MaxPayloadObject)
+	case ref.ContentType == ContentRef:
+		return ref, fmt.Errorf("%w: %s: a payload reference to a reference", ErrMalformedEvent, subject)
+	}
+	return ref, nil
+}
+
+// runObject reports whether name is the name of an object of run's:
+// "<run>.<64 hex digits>".
+func runObject(run, name string) bool {
+	digest, ok := strings.CutPrefix(name, run+".")
+	if !ok || run == "" || len(digest) != 64 {
+		return false
+	}
+	_, err := hex.DecodeString(digest)
+	return err == nil && strings.ToLower(digest) == digest
+}
+
 // errObjectMissing is getObject's error for an object (or bucket) that
-// is not there.
-var errObjectMissing = errors.New("object missing")
+// is not there; errObjectCorrupt for one that is not the reference's.
+var (
+	errObjectMissing = errors.New("object missing")
+	errObjectCorrupt = errors.New("not the referenced object")
+)
 
 // getObject reads a reference's object with direct gets: its meta (the
 // last message on its meta subject), then its chunks by their subject,
@@ -234,12 +260,13 @@ func getObject(js jetstream.JetStream, ref payloadRef) ([]byte, error) {
 		return nil, err
 	}
 	if info.NUID == "" || info.Opts != nil && info.Opts.Link != nil || info.Size != uint64(ref.Size) {
-		return nil, fmt.Errorf("the object's meta says %d bytes (a link: %t), not the reference's %d", info.Size, info.Opts != nil && info.Opts.Link != nil, ref.Size)
+		return nil, fmt.Errorf("%w: the object's meta says %d bytes (a link: %t), not the reference's %d", errObjectCorrupt, info.Size, info.Opts != nil && info.Opts.Link != nil, ref.Size)
 	}
 	b := make([]byte, 0, ref.Size)
-	err = eachChunk(ctx, js.Conn(), "OBJ_"+ref.Bucket, "$O."+ref.Bucket+".C."+info.NUID, func(chunk []byte) error {
+	err = eachChunk(ctx, js.Conn(), "OBJ_"+ref.Bucket, "$O."+ref.Bucket+".C."+info.NUID, func(m *nats.Msg) error {
+		chunk := m.Data
 		if int64(len(b)+len(chunk)) > ref.Size {
-			return fmt.Errorf("the object's chunks hold more than the reference's %d bytes", ref.Size)
+			return fmt.Errorf("%w: the object's chunks hold more than the reference's %d bytes", errObjectCorrupt, ref.Size)
 		}
 		b = append(b, chunk...)
 		return nil
@@ -248,16 +275,15 @@ func getObject(js jetstream.JetStream, ref payloadRef) ([]byte, error) {
 		return nil, err
 	}
 	if sum := sha256.Sum256(b); int64(len(b)) != ref.Size || hex.EncodeToString(sum[:]) != ref.SHA256 {
-		return nil, fmt.Errorf("the object's %d bytes are not the reference's %d bytes of digest %s", len(b), ref.Size, ref.SHA256)
+		return nil, fmt.Errorf("%w: the object's %d bytes are not the reference's %d bytes of digest %s", errObjectCorrupt, len(b), ref.Size, ref.SHA256)
 	}
 	return b, nil
 }
 
-// eachChunk calls fn with the body of every message of stream on
-// subject, in order, with batched direct gets of at most readBatchBytes
+// eachChunk calls fn with every message of stream on subject, in order, with batched direct gets of at most readBatchBytes
 // each (the server's max_pending is not reached however large the
 // object).
-func eachChunk(ctx context.Context, nc *nats.Conn, stream, subject string, fn func([]byte) error) error {
+func eachChunk(ctx context.Context, nc *nats.Conn, stream, subject string, fn func(*nats.Msg) error) error {
 	for from := uint64(1); ; {
 		last, pending, err := chunkBatch(ctx, nc, stream, subject, from, fn)
 		if err != nil || pending == 0 || last == 0 {
@@ -269,7 +295,7 @@ func eachChunk(ctx context.Context, nc *nats.Conn, stream, subject string, fn fu
 
 // chunkBatch is one batched direct get of eachChunk: the sequence of the
 // last message it got, and how many the server says are left.
-func chunkBatch(ctx context.Context, nc *nats.Conn, stream, subject string, from uint64, fn func([]byte) error) (last, pending uint64, err error) {
+func chunkBatch(ctx context.Context, nc *nats.Conn, stream, subject string, from uint64, fn func(*nats.Msg) error) (last, pending uint64, err error) {
 	req, _ := json.Marshal(map[string]any{"seq": from, "next_by_subj": subject, "batch": maxBatch, "max_bytes": readBatchBytes})
 	inbox := nc.NewRespInbox()
 	ch := make(chan *nats.Msg, maxBatch+2)
@@ -299,36 +325,8 @@ func chunkBatch(ctx context.Context, nc *nats.Conn, stream, subject string, from
 			return 0, 0, fmt.Errorf("reading %s: status %s %s", subject, m.Header.Get("Status"), m.Header.Get("Description"))
 		}
 		last, _ = strconv.ParseUint(m.Header.Get("Nats-Sequence"), 10, 64)
-		if err := fn(m.Data); err != nil {
+		if err := fn(m); err != nil {
 			return 0, 0, err
 		}
 	}
-}
-
-// DeletePayloads removes the payloads a run kept beside the log (its
-// objects in PayloadsBucket), as its events are removed.
-func DeletePayloads(ctx context.Context, js jetstream.JetStream, run string) error {
-	obs, err := js.ObjectStore(ctx, PayloadsBucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	infos, err := obs.List(ctx)
-	if errors.Is(err, jetstream.ErrNoObjectsFound) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, info := range infos {
-		if strings.HasPrefix(info.Name, run+".") {
-			if err := obs.Delete(ctx, info.Name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
-				errs = append(errs, err)
-			}
-		}
-	}
-	return errors.Join(errs...)
 }

@@ -13,6 +13,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -193,14 +194,23 @@ func ParseArchive(ctx context.Context, js jetstream.JetStream, stream, setting s
 	return a, nil
 }
 
-// record is one line of an archived run: a message as the log stored it.
+// record is one line of an archived run: a message as the log stored it,
+// or a part of a payload object its messages refer to (Object set, no
+// Subject): an object's bytes, as the payloads bucket held them, are
+// the Data of its parts in order, each at most objectPart bytes, written
+// after the first message that refers to it.
 type record struct {
-	Subject string      `json:"subject"`
-	Seq     uint64      `json:"seq"`
-	Stored  time.Time   `json:"stored"`
+	Subject string      `json:"subject,omitempty"`
+	Seq     uint64      `json:"seq,omitempty"`
+	Stored  time.Time   `json:"stored,omitzero"`
 	Header  nats.Header `json:"header,omitempty"`
 	Data    []byte      `json:"data,omitempty"`
+	Object  string      `json:"object,omitempty"`
 }
+
+// objectPart is the most bytes of a payload object one archive record
+// carries (a line stays well under the reader's line limit).
+const objectPart = 1 << 20
 
 // Encode reads a run's messages from the live log, in order, as an
 // archive object. A run with no messages is ErrRunNotFound.
@@ -209,80 +219,148 @@ func Encode(ctx context.Context, store events.Store, run string) ([]byte, int, e
 	if err != nil {
 		return nil, 0, fmt.Errorf("archiving run %s: %w", run, err)
 	}
-	st, err := eventlog.JetStream(store).Stream(ctx, store.StreamName())
+	js := eventlog.JetStream(store)
+	st, err := js.Stream(ctx, store.StreamName())
 	if err != nil {
 		return nil, 0, fmt.Errorf("archiving run %s: %w", run, err)
 	}
-	return encode(ctx, st, run, evs)
+	a, err := encode(ctx, st, js, run, evs)
+	if err != nil {
+		return nil, 0, err
+	}
+	return a.data, a.n, nil
+}
+
+// archived is a run's archive object, and the payload objects its
+// messages refer to (their names in the payloads bucket): all of them
+// are the run's to delete, whether the archive carries them or not (an
+// object missing, or not the bytes its name says).
+type archived struct {
+	data    []byte
+	n       int
+	objects []string
 }
 
 // encode gets the stored messages of a run's events (direct gets by
 // sequence: the messages as stored, headers and all, junk included) and
-// writes them as an archive object.
-func encode(ctx context.Context, st jetstream.Stream, run string, evs []*events.Event) ([]byte, int, error) {
+// writes them as an archive object, with the payload objects they refer
+// to (eventlog.ArchivedPayload): the archive holds the whole run, and
+// the objects may leave the bucket with the run's events. A reference
+// whose object is already gone is archived as it is.
+func encode(ctx context.Context, st jetstream.Stream, js jetstream.JetStream, run string, evs []*events.Event) (*archived, error) {
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
 	enc := json.NewEncoder(zw)
+	out := &archived{n: len(evs)}
 	for _, e := range evs {
 		m, err := st.GetMsg(ctx, e.Seq)
 		if err != nil {
-			return nil, 0, fmt.Errorf("archiving run %s: reading sequence %d: %w", run, e.Seq, err)
+			return nil, fmt.Errorf("archiving run %s: reading sequence %d: %w", run, e.Seq, err)
 		}
 		if got, ok := eventlog.RunOf(m.Subject); !ok || got != run {
-			return nil, 0, fmt.Errorf("archiving run %s: sequence %d is on %s, not the run's", run, e.Seq, m.Subject)
+			return nil, fmt.Errorf("archiving run %s: sequence %d is on %s, not the run's", run, e.Seq, m.Subject)
 		}
 		if err := enc.Encode(record{Subject: m.Subject, Seq: m.Sequence, Stored: m.Time.UTC(), Header: m.Header, Data: m.Data}); err != nil {
-			return nil, 0, err
+			return nil, err
+		}
+		name, ok := eventlog.PayloadRef(run, m.Subject, m.Header, m.Data)
+		if !ok || slices.Contains(out.objects, name) {
+			continue
+		}
+		out.objects = append(out.objects, name)
+		_, obj, err := eventlog.ArchivedPayload(ctx, js, run, m.Subject, m.Header, m.Data)
+		if errors.Is(err, eventlog.ErrPayloadMissing) || errors.Is(err, eventlog.ErrMalformedEvent) || errors.Is(err, eventlog.ErrPayloadTooLarge) {
+			continue // refused when read, live or archived
+		}
+		if err != nil {
+			return nil, fmt.Errorf("archiving run %s: %w", run, err)
+		}
+		if err := encodeObject(enc, name, obj); err != nil {
+			return nil, err
 		}
 	}
 	if err := zw.Close(); err != nil {
-		return nil, 0, err
-	}
-	return buf.Bytes(), len(evs), nil
-}
-
-// Decode reads an archive object back as the run's events, as the live
-// log gave them (events.DecodeStored).
-func Decode(run string, data []byte) ([]*events.Event, error) {
-	recs, err := decodeRecords(run, data)
-	if err != nil {
 		return nil, err
 	}
-	out := make([]*events.Event, len(recs))
-	for i, r := range recs {
-		out[i] = events.DecodeStored(r.Subject, r.Header, r.Data, r.Seq, r.Stored)
-	}
+	out.data = buf.Bytes()
 	return out, nil
 }
 
+// encodeObject writes a payload object as archive records of up to
+// objectPart bytes each.
+func encodeObject(enc *json.Encoder, name string, obj []byte) error {
+	for len(obj) > 0 {
+		part := obj[:min(len(obj), objectPart)]
+		if err := enc.Encode(record{Object: name, Data: part}); err != nil {
+			return err
+		}
+		obj = obj[len(part):]
+	}
+	return nil
+}
+
+// Decode reads an archive object back as the run's events, as the live
+// log gave them (events.DecodeStored), their large payloads read from the
+// archive (or, for an archive written before archives carried them, from
+// the payloads bucket).
+func Decode(run string, data []byte) ([]*events.Event, error) {
+	recs, objects, err := decodeRecords(run, data)
+	if err != nil {
+		return nil, err
+	}
+	return decodeEvents(run, recs, objects), nil
+}
+
+// decodeEvents decodes an archived run's records as its events, the
+// references to the objects the archive carries read from it.
+func decodeEvents(run string, recs []record, objects map[string][]byte) []*events.Event {
+	out := make([]*events.Event, len(recs))
+	for i, r := range recs {
+		h, b := eventlog.InlinePayload(run, r.Subject, r.Header, r.Data, objects)
+		out[i] = events.DecodeStored(r.Subject, h, b, r.Seq, r.Stored)
+	}
+	return out
+}
+
 // decodeRecords reads an archive object's messages, each checked to be
-// on the run's subjects.
-func decodeRecords(run string, data []byte) ([]record, error) {
+// on the run's subjects, and the payload objects it carries, each
+// checked to be one of the run's, whole (eventlog.CheckPayload).
+func decodeRecords(run string, data []byte) ([]record, map[string][]byte, error) {
 	zr, err := gzip.NewReader(bytes.NewReader(data))
 	if err != nil {
-		return nil, fmt.Errorf("archived run %s: %w", run, err)
+		return nil, nil, fmt.Errorf("archived run %s: %w", run, err)
 	}
 	sc := bufio.NewScanner(zr)
 	sc.Buffer(make([]byte, 0, 64<<10), 64<<20)
 	var out []record
+	objects := map[string][]byte{}
 	for line := 1; sc.Scan(); line++ {
 		var r record
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			return nil, fmt.Errorf("archived run %s, line %d: %w", run, line, err)
+			return nil, nil, fmt.Errorf("archived run %s, line %d: %w", run, line, err)
+		}
+		if r.Object != "" && r.Subject == "" {
+			objects[r.Object] = append(objects[r.Object], r.Data...)
+			continue
 		}
 		if got, ok := eventlog.RunOf(r.Subject); !ok || got != run {
-			return nil, fmt.Errorf("archived run %s, line %d: subject %q is not the run's", run, line, r.Subject)
+			return nil, nil, fmt.Errorf("archived run %s, line %d: subject %q is not the run's", run, line, r.Subject)
 		}
 		out = append(out, r)
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("archived run %s: %w", run, err)
+		return nil, nil, fmt.Errorf("archived run %s: %w", run, err)
 	}
 	if _, err := io.Copy(io.Discard, zr); err != nil {
-		return nil, fmt.Errorf("archived run %s: %w", run, err)
+		return nil, nil, fmt.Errorf("archived run %s: %w", run, err)
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("archived run %s: no events", run)
+		return nil, nil, fmt.Errorf("archived run %s: no events", run)
 	}
-	return out, nil
+	for name, b := range objects {
+		if err := eventlog.CheckPayload(run, name, b); err != nil {
+			return nil, nil, fmt.Errorf("archived run %s: %w", run, err)
+		}
+	}
+	return out, objects, nil
 }

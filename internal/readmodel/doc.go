@@ -47,7 +47,10 @@
 // when an Archive is given, and an archive that fails leaves the run as it
 // was. It then purges, in this order: the run's events
 // ("weft.r.<slot>.<run>.>"), its timers in the timers stream, its
-// snapshot, and its read-model entry. Purging needs the admin's rights
+// snapshot, and its read-model entry; then it deletes the large payloads
+// its log referred to (eventlog.RunPayloads names them, read before the
+// purge: the run's own objects, at the cost of its log, never a listing
+// of the bucket). Purging needs the admin's rights
 // (deploy/SECURITY.md): a purge request carries its subject filter in the
 // body, which NATS permissions cannot scope, so no other role may purge
 // the events stream.
@@ -58,7 +61,15 @@
 // stored, in log order, one JSON line each (subject, sequence, stored
 // time, headers and body: the CloudEvents in binary content mode, exactly
 // as the log held them), so that folding the archive gives the same state
-// as folding the live log did. Archive is the seam: ObjectStore (the
+// as folding the live log did. The large payloads the messages refer to
+// (kept in eventlog.PayloadsBucket) go with them: after the first message
+// that refers to it, each object's bytes as stored (sealed if the event
+// is), in lines of up to 1 MiB ({"object": name, "data": bytes}); the
+// bucket then keeps none of the run's, and deleting the archive entry
+// leaves nothing behind. Read reads them from the archive; an archive
+// written before archives carried objects holds references only, which
+// are read from the bucket (where that Weft left the objects). Archive
+// is the seam: ObjectStore (the
 // default, a JetStream Object Store bucket) and Dir implement it, and an
 // S3-compatible store is one more implementation. Read reads a run from
 // the live log, or from the archive when the log has no such run.
@@ -87,7 +98,9 @@
 // (only coordinators and the admin write work items): they are history,
 // not news, so no decision is taken again and no node runs again. A restore cut short (more than 8 messages go as atomic batches
 // of up to 1000; fewer one by one) leaves a prefix of the run, which
-// Restore called again completes.
+// Restore called again completes. The payload objects an archive carries
+// go back into the payloads bucket before any message (each checked to
+// be one of the run's, its bytes its name's digest).
 //
 // # Memory of the server
 //

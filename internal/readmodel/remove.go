@@ -32,9 +32,10 @@ type Removed struct {
 }
 
 // Remove removes an ended run: it archives the run's log first when
-// archive is not nil (Archive.Put is durable when it returns), then purges the run's
-// subjects in the events stream, its timers, its snapshot and its
-// read-model entry. A run that has not ended is refused (ErrNotEnded); an
+// archive is not nil (Archive.Put is durable when it returns), with the
+// large payloads it refers to, then purges the run's subjects in the
+// events stream, its timers, its snapshot and its read-model entry, and
+// deletes its payload objects (the ones its log names, archived or not). A run that has not ended is refused (ErrNotEnded); an
 // archive that fails leaves everything as it was. It needs the admin's
 // rights: purges of the events stream.
 func Remove(ctx context.Context, store events.Store, run string, archive Archive) (*Removed, error) {
@@ -52,35 +53,47 @@ func remove(ctx context.Context, p *purger, run string, archive Archive) (*Remov
 		return nil, fmt.Errorf("removing run %s: %w (status %s): 'weft cancel' or 'weft terminate' it first", run, ErrNotEnded, cmpStatus(s.Status))
 	}
 	out := &Removed{RunID: run, Events: len(evs)}
+	// The run's bodies kept beside the log go with it: an archive carries
+	// them with its events (a restore puts them back). Their names come
+	// from the log, which the purge removes.
+	var objects []string
 	if archive != nil {
-		st, err := p.stream(ctx, store.StreamName())
-		if err != nil || st == nil {
-			return nil, fmt.Errorf("archiving run %s: stream %s: %w", run, store.StreamName(), err)
-		}
-		data, n, err := encode(ctx, st, run, evs)
+		a, err := archiveRun(ctx, p, run, evs, archive)
 		if err != nil {
 			return nil, err
 		}
-		if n < len(evs) {
-			return nil, fmt.Errorf("archiving run %s: read %d of its %d events; the run was not removed", run, n, len(evs))
-		}
-		if err := archive.Put(ctx, run, data); err != nil {
-			return nil, err
-		}
-		out.Archived = archive.String()
+		out.Archived, objects = archive.String(), a.objects
+	} else if objects, err = eventlog.RunPayloads(ctx, store, run); err != nil {
+		return nil, fmt.Errorf("removing run %s: %w", run, err)
 	}
 	if err := p.purge(ctx, run); err != nil {
 		return nil, err
 	}
-	if archive == nil {
-		// Its bodies kept beside the log go with it. An archived run
-		// keeps them: its archive holds the events as stored, references
-		// included, which a restore brings back.
-		if err := eventlog.DeletePayloads(ctx, eventlog.JetStream(store), run); err != nil {
-			return nil, fmt.Errorf("removing run %s: its payloads beside the log: %w", run, err)
-		}
+	if err := eventlog.DeletePayloadObjects(ctx, eventlog.JetStream(store), run, objects); err != nil {
+		return nil, fmt.Errorf("removing run %s: its payloads beside the log: %w", run, err)
 	}
 	return out, nil
+}
+
+// archiveRun puts a run's log, and the payload objects it refers to, in
+// archive (durable when it returns).
+func archiveRun(ctx context.Context, p *purger, run string, evs []*events.Event, archive Archive) (*archived, error) {
+	store := p.store
+	st, err := p.stream(ctx, store.StreamName())
+	if err != nil || st == nil {
+		return nil, fmt.Errorf("archiving run %s: stream %s: %w", run, store.StreamName(), err)
+	}
+	a, err := encode(ctx, st, eventlog.JetStream(store), run, evs)
+	if err != nil {
+		return nil, err
+	}
+	if a.n < len(evs) {
+		return nil, fmt.Errorf("archiving run %s: read %d of its %d events; the run was not removed", run, a.n, len(evs))
+	}
+	if err := archive.Put(ctx, run, a.data); err != nil {
+		return nil, err
+	}
+	return a, nil
 }
 
 func cmpStatus(s projection.RunStatus) string {
@@ -169,6 +182,9 @@ type SweepResult struct {
 	Removed []Removed `json:"removed"`
 	// Failed lists the runs that could not be removed, and why.
 	Failed map[string]string `json:"failed,omitempty"`
+	// Payloads is what a payloads sweep after it did ('weft admin
+	// retention -orphans': SweepPayloads), if there was one.
+	Payloads *PayloadSweep `json:"payloads,omitempty"`
 }
 
 // Sweep removes the ended runs whose retention passed by now (at most

@@ -56,7 +56,8 @@ type Restored struct {
 // short leaves a prefix of restored messages, which Restore, called
 // again, completes.
 //
-// Before, it drops the run's snapshot (its sequences are the old ones)
+// Before, it puts the large payloads the archive carries back into the
+// payloads bucket, drops the run's snapshot (its sequences are the old ones)
 // and writes the run's read-model entry, marked restored (Summary.Restored:
 // the coordinators pass a message marked restored over only for a run so
 // marked, since the header is any writer's), with def as the
@@ -77,8 +78,11 @@ func restore(ctx context.Context, p *purger, archive Archive, run string, def ti
 		return nil, fmt.Errorf("restoring run %s: retention %s must not be negative", run, def)
 	}
 	store := p.store
-	recs, folded, err := archivedRun(ctx, store, archive, run)
+	recs, objects, folded, err := archivedRun(ctx, store, archive, run)
 	if err != nil {
+		return nil, err
+	}
+	if err := restorePayloads(ctx, store, run, objects); err != nil {
 		return nil, err
 	}
 	from, last, err := restoredPrefix(ctx, store, run, recs)
@@ -116,34 +120,42 @@ func restore(ctx context.Context, p *purger, archive Archive, run string, def ti
 	return &Restored{RunID: run, Events: len(recs), From: archive.String(), Status: projection.Fold(evs).Status, ExpiresAt: sum.ExpiresAt}, nil
 }
 
-// archivedRun reads run's records from archive, and their fold: the run
-// must have ended.
-func archivedRun(ctx context.Context, store events.Store, archive Archive, run string) ([]record, *projection.State, error) {
+// restorePayloads puts the payload objects an archive carries back into
+// the payloads bucket, before the run's messages: a reader that sees a
+// restored event finds its object.
+func restorePayloads(ctx context.Context, store events.Store, run string, objects map[string][]byte) error {
+	for name, b := range objects {
+		if err := eventlog.RestorePayload(ctx, store, run, name, b); err != nil {
+			return fmt.Errorf("restoring run %s: %w", run, err)
+		}
+	}
+	return nil
+}
+
+// archivedRun reads run's records from archive, the payload objects it
+// carries, and their fold: the run must have ended.
+func archivedRun(ctx context.Context, store events.Store, archive Archive, run string) ([]record, map[string][]byte, *projection.State, error) {
 	data, err := archive.Get(ctx, run)
 	if errors.Is(err, ErrNotArchived) {
 		if _, lerr := store.LastSeq(ctx, run); lerr == nil {
-			return nil, nil, fmt.Errorf("restoring run %s: %w: it is in the log (and not in %s)", run, ErrLive, archive)
+			return nil, nil, nil, fmt.Errorf("restoring run %s: %w: it is in the log (and not in %s)", run, ErrLive, archive)
 		}
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("restoring run %s: %w", run, err)
+		return nil, nil, nil, fmt.Errorf("restoring run %s: %w", run, err)
 	}
-	recs, err := decodeRecords(run, data)
+	recs, objects, err := decodeRecords(run, data)
 	if err != nil {
-		return nil, nil, fmt.Errorf("restoring run %s: %w", run, err)
+		return nil, nil, nil, fmt.Errorf("restoring run %s: %w", run, err)
 	}
 	// The engine passes restored messages over, so a run that had not
 	// ended would never go on: only ended runs are archived, and only
 	// they come back.
-	archived := make([]*events.Event, len(recs))
-	for i, r := range recs {
-		archived[i] = events.DecodeStored(r.Subject, r.Header, r.Data, r.Seq, r.Stored)
-	}
-	folded := projection.Fold(archived)
+	folded := projection.Fold(decodeEvents(run, recs, objects))
 	if !folded.Status.Ended() {
-		return nil, nil, fmt.Errorf("restoring run %s: %w in %s (status %s): the engine does not take up restored runs", run, ErrNotEnded, archive, cmpStatus(folded.Status))
+		return nil, nil, nil, fmt.Errorf("restoring run %s: %w in %s (status %s): the engine does not take up restored runs", run, ErrNotEnded, archive, cmpStatus(folded.Status))
 	}
-	return recs, folded, nil
+	return recs, objects, folded, nil
 }
 
 // republish appends an archived run's messages after sequence last, each

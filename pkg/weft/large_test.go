@@ -118,7 +118,11 @@ func TestLargeOutputBesideTheLog(t *testing.T) {
 	t.Logf("a %d-byte output: run completed in %s; %d events refer to %d objects", len(big), took.Round(time.Millisecond), refs, len(infos))
 
 	// Deleting the run's payloads removes its objects.
-	if err := eventlog.DeletePayloads(ctx, js, id); err != nil {
+	store, err := eventlog.Open(ctx, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eventlog.DeletePayloads(ctx, store, id); err != nil {
 		t.Fatal(err)
 	}
 	if infos, err := obs.List(ctx); err == nil && len(infos) > 0 {
