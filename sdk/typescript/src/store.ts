@@ -5,12 +5,12 @@
 // NATS permissions can scope them), reads of a run's history, and the
 // count of a run's ends.
 
-import { loadKeys, useKeys } from './events/seal.js'
+import { ContentRef, loadKeys, useKeys } from './events/seal.js'
 import { createInbox, headers as natsHeaders, MsgHdrsImpl, type Msg, type MsgHdrs, type NatsConnection } from '@nats-io/nats-core'
 import type { Connection } from './connect.js'
 import { decode, encode, HdrMsgID, type HeaderReader, type WeftEvent, type Wire, wireSize } from './events/envelope.js'
 import { WeftError } from './events/errors.js'
-import { isRef, resolveRef } from './events/offload.js'
+import { DefaultOffloadAt, isRef, offload, resolveRef } from './events/offload.js'
 import { randomId } from './events/ids.js'
 import { DefaultStream, EventType, isWorkerSubject, runBase, runFilter, terminalSubjects, validToken } from './events/subjects.js'
 import { type Logger, sleep } from './internal/util.js'
@@ -55,6 +55,15 @@ export interface StoreOptions {
    * Without it, the ring in WEFT_ENCRYPT_KEYS, if set. Process-wide (useKeys).
    */
   encryptKeys?: string
+  /**
+   * offloadAt is the body size (bytes) above which an event's body is kept
+   * in the payloads bucket beside the log and the event carries a
+   * reference (docs/worker-protocol.md, "Large bodies beside the log");
+   * default DefaultOffloadAt (256 KiB), as Go's; 0 or less keeps every
+   * body in the log, and an event that does not fit in a message is
+   * refused (PayloadTooLarge).
+   */
+  offloadAt?: number
 }
 
 /**
@@ -67,6 +76,7 @@ export class Store {
     readonly conn: Connection,
     readonly stream: string,
     readonly replicas: number,
+    readonly offloadAt: number,
   ) {}
 
   get nc(): NatsConnection {
@@ -84,7 +94,7 @@ export class Store {
     for (;;) {
       try {
         const info = (await request(conn.nc, `$JS.API.STREAM.INFO.${stream}`, enc.encode('{}'), 5000)) as { config?: { num_replicas?: number }; error?: ApiError }
-        if (info.error === undefined) return new Store(conn, stream, Math.max(info.config?.num_replicas ?? 1, 1))
+        if (info.error === undefined) return new Store(conn, stream, Math.max(info.config?.num_replicas ?? 1, 1), o.offloadAt ?? DefaultOffloadAt)
         if (info.error.code !== 404) throw new Error(`looking up stream ${stream}: ${info.error.description} (code ${info.error.err_code ?? info.error.code})`)
         if (!logged) o.log?.warn(`waiting for the events stream ${stream} (a coordinator or 'weft roles -setup' creates it)`)
       } catch (err) {
@@ -116,7 +126,7 @@ export class Store {
     let last = expectLast
     for (const e of evs) {
       if (e.runId !== runId) throw new WeftError('MalformedEvent', `malformed event: appending an event of run ${JSON.stringify(e.runId)} to run ${JSON.stringify(runId)}`)
-      const w = this.wire(e)
+      const w = await this.wire(e)
       if (expectLast !== AnySeq) {
         w.headers.push(['Nats-Expected-Last-Subject-Sequence', String(expectLast)])
         w.headers.push(['Nats-Expected-Last-Subject-Sequence-Subject', e.type === EventType.RunStarted ? runFilter(runId) : runBase(runId) + 'd.>'])
@@ -157,9 +167,17 @@ export class Store {
     throw new WeftError('RunExists', `run already exists: ${e.runId}`)
   }
 
-  /** wire encodes an event and checks it fits in one message. */
-  wire(e: WeftEvent): Wire {
+  /**
+   * wire encodes an event, with its body kept beside the log when it is
+   * over offloadAt (offload.ts), and checks it fits in one message.
+   */
+  async wire(e: WeftEvent): Promise<Wire> {
     const w = encode(e)
+    if (this.offloadAt > 0 && w.data.length > this.offloadAt) {
+      const ct = w.headers.find((h) => h[0] === 'content-type')
+      w.data = await offload(this.nc, e, w.data, ct?.[1] ?? '')
+      if (ct !== undefined) ct[1] = ContentRef
+    }
     const size = wireSize(w)
     const max = this.maxEventSize - 512
     if (size > max) {

@@ -96,6 +96,12 @@ export interface WorkerOptions {
   connection?: Connection | ConnectOptions
   /** stream is the events stream (default WEFT_STREAM, else "WEFT"). */
   stream?: string
+  /**
+   * offloadAt (bytes): an outcome whose body is over it (an output or
+   * state update over 256 KiB by default) is kept in the payloads bucket
+   * beside the log, as Go's worker keeps it; 0 or less: never (StoreOptions).
+   */
+  offloadAt?: number
 }
 
 /** RunOptions configure Worker.run. */
@@ -241,7 +247,12 @@ export class Worker {
 
   private async serve(conn: Connection): Promise<void> {
     const signal = this.stopping.signal
-    const store = await Store.open(conn, { ...(this.opts.stream !== undefined ? { stream: this.opts.stream } : {}), signal, log: this.log })
+    const store = await Store.open(conn, {
+      ...(this.opts.stream !== undefined ? { stream: this.opts.stream } : {}),
+      ...(this.opts.offloadAt !== undefined ? { offloadAt: this.opts.offloadAt } : {}),
+      signal,
+      log: this.log,
+    })
     this.store = store
     this.runs = new RunReader(store)
     const cancelSub = conn.nc.subscribe(kindFilter(EventType.RunCancelRequested), { callback: (err, m) => {
