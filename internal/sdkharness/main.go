@@ -23,7 +23,8 @@
 //	    the run's events as Go reads them (the client's History: bodies
 //	    kept beside the log resolved, sealed ones opened), each as its
 //	    type, node, whether it was sealed, whether it was refused (why),
-//	    and the size and SHA-256 of its data, not the data itself.
+//	    the size and SHA-256 of its data (not the data itself), and the
+//	    stream's timestamp of it (storedNs, ns since the epoch).
 //
 // It stops when stdin closes, or on SIGTERM.
 package main
@@ -201,7 +202,7 @@ func (h *harness) history(run string) map[string]any {
 	out := make([]map[string]any, 0, len(evs))
 	for _, e := range evs {
 		sum := sha256.Sum256(e.Data)
-		ev := map[string]any{"type": e.Type, "node": e.NodeID, "sealed": e.KeyID != "", "size": len(e.Data), "sha256": hex.EncodeToString(sum[:])}
+		ev := map[string]any{"type": e.Type, "node": e.NodeID, "sealed": e.KeyID != "", "size": len(e.Data), "sha256": hex.EncodeToString(sum[:]), "storedNs": e.Stored.UnixNano()}
 		if e.Refused != nil {
 			ev["refused"] = e.Refused.Error()
 		}

@@ -13,6 +13,7 @@ import { WeftError } from './events/errors.js'
 import { DefaultOffloadAt, isRef, offload, resolveRef } from './events/offload.js'
 import { randomId } from './events/ids.js'
 import { DefaultStream, EventType, isWorkerSubject, runBase, runFilter, terminalSubjects, validToken } from './events/subjects.js'
+import { Replies } from './internal/replies.js'
 import { type Logger, sleep } from './internal/util.js'
 
 /** AnySeq, as the expected last sequence of an append, skips the optimistic concurrency check. */
@@ -72,6 +73,8 @@ export interface StoreOptions {
  * (weft roles -setup); open waits for it.
  */
 export class Store {
+  private replyMux: Replies | undefined
+
   private constructor(
     readonly conn: Connection,
     readonly stream: string,
@@ -81,6 +84,24 @@ export class Store {
 
   get nc(): NatsConnection {
     return this.conn.nc
+  }
+
+  // replies is the request mux of appends and double acks (made at the first).
+  private get replies(): Replies {
+    this.replyMux ??= new Replies(this.nc, this.conn.inboxPrefix)
+    return this.replyMux
+  }
+
+  /**
+   * doubleAck acknowledges a JetStream message and waits for the server to
+   * confirm it (nats.js's ackAck, through the store's request mux); a
+   * message acknowledged before is left as it is.
+   */
+  async doubleAck(m: { didAck: boolean; reply: string }, timeout: number): Promise<void> {
+    if (m.didAck) return
+    m.didAck = true
+    if (m.reply === '') return
+    await this.replies.request(m.reply, ackBody, timeout)
   }
 
   /** open looks the events stream up, waiting (with back-off) while it is missing or NATS is away. */
@@ -126,7 +147,8 @@ export class Store {
     let last = expectLast
     for (const e of evs) {
       if (e.runId !== runId) throw new WeftError('MalformedEvent', `malformed event: appending an event of run ${JSON.stringify(e.runId)} to run ${JSON.stringify(runId)}`)
-      const w = await this.wire(e)
+      const x = this.wire(e)
+      const w = x instanceof Promise ? await x : x
       if (expectLast !== AnySeq) {
         w.headers.push(['Nats-Expected-Last-Subject-Sequence', String(expectLast)])
         w.headers.push(['Nats-Expected-Last-Subject-Sequence-Subject', e.type === EventType.RunStarted ? runFilter(runId) : runBase(runId) + 'd.>'])
@@ -169,15 +191,24 @@ export class Store {
 
   /**
    * wire encodes an event, with its body kept beside the log when it is
-   * over offloadAt (offload.ts), and checks it fits in one message.
+   * over offloadAt (offload.ts), and checks it fits in one message. It
+   * returns the message itself when nothing is to be kept beside the log
+   * (the worker's hot path publishes in the same turn of the event loop).
    */
-  async wire(e: WeftEvent): Promise<Wire> {
+  wire(e: WeftEvent): Wire | Promise<Wire> {
     const w = encode(e)
-    if (this.offloadAt > 0 && w.data.length > this.offloadAt) {
-      const ct = w.headers.find((h) => h[0] === 'content-type')
-      w.data = await offload(this.nc, e, w.data, ct?.[1] ?? '')
-      if (ct !== undefined) ct[1] = ContentRef
-    }
+    if (this.offloadAt > 0 && w.data.length > this.offloadAt) return this.offloaded(e, w)
+    return this.fits(e, w)
+  }
+
+  private async offloaded(e: WeftEvent, w: Wire): Promise<Wire> {
+    const ct = w.headers.find((h) => h[0] === 'content-type')
+    w.data = await offload(this.nc, e, w.data, ct?.[1] ?? '')
+    if (ct !== undefined) ct[1] = ContentRef
+    return this.fits(e, w)
+  }
+
+  private fits(e: WeftEvent, w: Wire): Wire {
     const size = wireSize(w)
     const max = this.maxEventSize - 512
     if (size > max) {
@@ -192,7 +223,7 @@ export class Store {
     let ack: { stream?: string; seq?: number; duplicate?: boolean; error?: ApiError }
     for (let attempt = 0; ; attempt++) {
       try {
-        ack = (await request(this.nc, w.subject, w.data, 10_000, h)) as typeof ack
+        ack = parseReply(w.subject, await this.replies.request(w.subject, w.data, 10_000, h)) as typeof ack
         break
       } catch (err) {
         // No responders: the stream's leader is being elected, or NATS is
@@ -413,7 +444,12 @@ function directMsg(m: Msg): RawMsg {
 }
 
 async function request(nc: NatsConnection, subject: string, data: Uint8Array, timeout: number, headers?: MsgHdrs): Promise<unknown> {
-  const m = await nc.request(subject, data, headers !== undefined ? { timeout, headers } : { timeout })
+  return parseReply(subject, await nc.request(subject, data, headers !== undefined ? { timeout, headers } : { timeout }))
+}
+
+const ackBody = enc.encode('+ACK')
+
+function parseReply(subject: string, m: Msg): unknown {
   if (m.data.length === 0) {
     const code = m.headers?.code ?? 0
     throw new Error(`${subject}: empty answer (status ${code} ${m.headers?.description ?? ''})`)

@@ -163,6 +163,20 @@ export class RunReader {
   }
 
   /**
+   * resolved is resolve without a wait: the item filled in when it needs
+   * nothing or its run's start is cached and names its node; undefined
+   * when resolve must read (or fail).
+   */
+  resolved(run: string, ready: NodeReadyData): NodeReadyData | undefined {
+    if (selfContained(ready)) return ready
+    const want = ready.startSeq ?? 0
+    const s = this.starts.get(want !== 0 ? `${run}@${want}` : run)
+    const spec = s?.nodes.get(ready.node)
+    if (s === undefined || spec === undefined) return undefined
+    return { ...ready, config: spec.config, inputSchema: spec.inputSchema, outputSchema: spec.outputSchema, invocation: s.invocation }
+  }
+
+  /**
    * resolve fills in a work item what it refers to. A run whose start is
    * not in the stream, or whose graph lacks the node, is a non-retryable
    * failure (RunNotFound, InvalidGraph); another error is a read error.

@@ -20,7 +20,7 @@ import type { Context as OtelContext, Span, TracerProvider } from '@opentelemetr
 import { connect, type Connection, type ConnectOptions } from '../connect.js'
 import { decode, decodeWithPayload, HdrRestored, type HeaderReader, newEvent, type WeftEvent } from '../events/envelope.js'
 import { isWeftError } from '../events/errors.js'
-import { resolveRef } from '../events/offload.js'
+import { isRef, resolveRef } from '../events/offload.js'
 import { decisionId, idempotencyKey, type NodeRef, refKey } from '../events/ids.js'
 import {
   type ActionOut,
@@ -410,10 +410,15 @@ export class Worker {
   }
 
   // decodeWorkItem reads a work item, its body read back from the
-  // payloads bucket when it was kept beside the log (a large input).
-  private async decodeWorkItem(m: JsMsg): Promise<{ ev: WeftEvent; ready: NodeReadyData }> {
-    const r = await resolveRef((this.store as Store).nc, m.subject, headerReader(m.headers), m.data)
-    return decodeWorkItemBody(m, r.headers, r.data)
+  // payloads bucket when it was kept beside the log (a large input). An
+  // item whose body is in it is decoded at once: from the item's arrival
+  // to its node.invoking's publish, the common path does not wait (its
+  // publish then shares a write to the server with what was queued in
+  // the same turn, the previous item's ack).
+  private decodeWorkItem(m: JsMsg): { ev: WeftEvent; ready: NodeReadyData } | Promise<{ ev: WeftEvent; ready: NodeReadyData }> {
+    const hdr = headerReader(m.headers)
+    if (!isRef(hdr)) return decodeWorkItemBody(m, hdr, m.data)
+    return resolveRef((this.store as Store).nc, m.subject, hdr, m.data).then((r) => decodeWorkItemBody(m, r.headers, r.data))
   }
 
   // process runs one work item: decode, record invoking, run, record the
@@ -428,7 +433,8 @@ export class Worker {
     let ev: WeftEvent
     let ready: NodeReadyData
     try {
-      ;({ ev, ready } = await this.decodeWorkItem(m))
+      const d = this.decodeWorkItem(m)
+      ;({ ev, ready } = d instanceof Promise ? await d : d)
     } catch (err) {
       const newer = newerWorkItem(m, err)
       if (newer !== undefined) {
@@ -470,12 +476,13 @@ export class Worker {
       return
     }
     const it: Item = { run: ev.runId, ready, event: ev, delivery, msg: m, q, ac: new AbortController(), invoked: [], skipped: false, fallback: false }
-    if (await this.runEnded(it, queued)) {
+    const ended = this.runEnded(it, queued)
+    if (ended === true || (ended !== false && (await ended))) {
       await this.finish(it, this.cancelledEvent(it, { by: 'worker', reason: 'run ended before the work started' }))
       return
     }
     try {
-      it.ready = await (this.runs as RunReader).resolve(it.run, ready)
+      it.ready = (this.runs as RunReader).resolved(it.run, ready) ?? (await (this.runs as RunReader).resolve(it.run, ready))
     } catch (err) {
       if (err instanceof NodeError) it.inputErr = err // the attempt fails with it, in the log
       else {
@@ -508,16 +515,17 @@ export class Worker {
     }
   }
 
-  private async runEnded(it: Item, queued: number): Promise<boolean> {
+  // runEnded reports whether the item's run ended; it reads the log (and
+  // returns a promise) only for an item that was delivered again or
+  // waited in its queue.
+  private runEnded(it: Item, queued: number): boolean | Promise<boolean> {
     const runs = this.runs as RunReader
     if (runs.knownEnded(it.run)) return true
     if (it.delivery === 1 && queued < staleAfter) return false
-    try {
-      return await runs.hasEnded(it.run)
-    } catch (err) {
+    return runs.hasEnded(it.run).catch((err: unknown) => {
       this.log.warn('checking whether the run ended; running the work', { run: it.run, error: errorMessage(err) })
       return false
-    }
+    })
   }
 
   private async execute(it: Item, node: Node): Promise<void> {
@@ -928,7 +936,7 @@ export class Worker {
   // idempotency key, and its outcome is de-duplicated by its id.
   private async ack(it: Item): Promise<void> {
     try {
-      await it.msg.ackAck({ timeout: 5_000 })
+      await (this.store as Store).doubleAck(it.msg as unknown as { didAck: boolean; reply: string }, 5_000)
     } catch (err) {
       this.log.warn('acknowledging work item', { run: it.run, node: it.ready.node, error: errorMessage(err) })
     }
