@@ -6,7 +6,7 @@
 // count of a run's ends.
 
 import { ContentRef, loadKeys, useKeys } from './events/seal.js'
-import { createInbox, headers as natsHeaders, MsgHdrsImpl, type Msg, type MsgHdrs, type NatsConnection } from '@nats-io/nats-core'
+import { createInbox, MsgHdrsImpl, type Msg, type MsgHdrs, type NatsConnection } from '@nats-io/nats-core'
 import type { Connection } from './connect.js'
 import { decode, encode, HdrMsgID, type HeaderReader, type WeftEvent, type Wire, wireSize } from './events/envelope.js'
 import { WeftError } from './events/errors.js'
@@ -218,8 +218,7 @@ export class Store {
   }
 
   private async publishOne(w: Wire): Promise<number> {
-    const h = natsHeaders()
-    for (const [k, v] of w.headers) h.set(k, v)
+    const h = wireHeaders(w)
     let ack: { stream?: string; seq?: number; duplicate?: boolean; error?: ApiError }
     for (let attempt = 0; ; attempt++) {
       try {
@@ -448,6 +447,22 @@ async function request(nc: NatsConnection, subject: string, data: Uint8Array, ti
 }
 
 const ackBody = enc.encode('+ACK')
+
+/**
+ * wireHeaders are an event's headers as NATS headers, set as they are
+ * written: names and values as encode wrote them (the client's set would
+ * check each name's characters and trim each value, twice per work item
+ * on the worker's path); a value with a line break is refused, since it
+ * would end the header block.
+ */
+function wireHeaders(w: Wire): MsgHdrs {
+  const h = new MsgHdrsImpl()
+  for (const [k, v] of w.headers) {
+    if (v.includes('\r') || v.includes('\n')) throw new WeftError('MalformedEvent', `malformed event: header ${k} of ${w.subject}: a value with a line break`)
+    h.headers.set(k, [v])
+  }
+  return h
+}
 
 function parseReply(subject: string, m: Msg): unknown {
   if (m.data.length === 0) {
