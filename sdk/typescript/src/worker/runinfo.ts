@@ -163,9 +163,10 @@ export class RunReader {
   }
 
   /**
-   * resolved is resolve without a wait: the item filled in when it needs
-   * nothing or its run's start is cached and names its node; undefined
-   * when resolve must read (or fail).
+   * resolved is resolve without a wait: the item filled in (in place:
+   * the worker's own decoded copy) when it needs nothing or its run's
+   * start is cached and names its node; undefined when resolve must read
+   * (or fail).
    */
   resolved(run: string, ready: NodeReadyData): NodeReadyData | undefined {
     if (selfContained(ready)) return ready
@@ -173,7 +174,11 @@ export class RunReader {
     const s = this.starts.get(want !== 0 ? `${run}@${want}` : run)
     const spec = s?.nodes.get(ready.node)
     if (s === undefined || spec === undefined) return undefined
-    return { ...ready, config: spec.config, inputSchema: spec.inputSchema, outputSchema: spec.outputSchema, invocation: s.invocation }
+    ready.config = spec.config
+    ready.inputSchema = spec.inputSchema
+    ready.outputSchema = spec.outputSchema
+    ready.invocation = s.invocation
+    return ready
   }
 
   /**

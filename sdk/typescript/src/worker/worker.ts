@@ -553,7 +553,7 @@ export class Worker {
         nodeId: ready.node,
         attempt: ready.attempt,
         queue: ready.queue,
-        data: encodeNodeInvoking({ ...refOf(ready), attempt: ready.attempt, delivery: it.delivery, worker: this.opts.name }),
+        data: encodeNodeInvoking({ node: ready.node, iteration: ready.iteration, item: ready.item ?? undefined, attempt: ready.attempt, delivery: it.delivery, worker: this.opts.name }),
       })
       inject(it.otel as OtelContext, invoking)
       try {
@@ -670,7 +670,6 @@ export class Worker {
         iteration: r.iteration,
         attempt: r.attempt,
         delivery: it.delivery,
-        ...(r.item !== undefined && r.item !== null ? { item: r.item } : {}),
         config: r.config,
         state: obj('input', r.input),
         local: r.local,
@@ -679,6 +678,8 @@ export class Worker {
         maxAttempts: r.maxAttempts ?? 0,
         effect: r.effect ?? '',
       }
+      // A mapped node's item (set, not spread in: once per work item).
+      if (r.item !== undefined && r.item !== null) it.input.item = r.item
     } catch (err) {
       it.inputErr = err
     }
@@ -807,43 +808,9 @@ export class Worker {
 
   private invokedEvent(it: Item, res: Result | undefined, elapsed: number): WeftEvent {
     const r = it.ready
-    const invalid = (what: string, err: unknown) => nonRetryable(FailureType.Validation, `encoding the node's ${what}: ${errorMessage(err)}`)
-    let output: string | undefined
-    const updates: [string, string][] = []
-    const actions: ActionOut[] = []
-    if (res !== undefined) {
-      if (res.output !== undefined) {
-        try {
-          output = marshal(res.output, 'output')
-        } catch (err) {
-          throw invalid('output', err)
-        }
-      }
-      if (res.updates !== undefined && res.updates !== null) {
-        if (typeof res.updates !== 'object' || Array.isArray(res.updates)) throw nonRetryable(FailureType.Validation, "encoding the node's updates: not an object of state keys")
-        for (const [k, v] of Object.entries(res.updates)) {
-          if (v === undefined) continue
-          try {
-            updates.push([k, marshal(v, `updates[${JSON.stringify(k)}]`)])
-          } catch (err) {
-            throw invalid(`update ${JSON.stringify(k)}`, err)
-          }
-        }
-      }
-      for (const [i, a] of (res.actions ?? []).entries()) {
-        const name = typeof a === 'string' ? a : a?.name
-        if (typeof name !== 'string' || name === '') throw nonRetryable(FailureType.Validation, `action ${i} has no name`)
-        const out: ActionOut = { name }
-        if (typeof a === 'object' && a.data !== undefined) {
-          try {
-            out.data = marshal(a.data, `actions[${i}].data`)
-          } catch (err) {
-            throw invalid(`action ${JSON.stringify(name)} data`, err)
-          }
-        }
-        actions.push(out)
-      }
-    }
+    const { output, updates, actions } = encodeResult(res)
+    // The payload's fields set one by one (no spreads): this runs once per
+    // work item, between two appends.
     return newEvent({
       runId: it.run,
       id: this.outcomeId(it, EventType.NodeInvoked),
@@ -852,10 +819,12 @@ export class Worker {
       attempt: r.attempt,
       queue: r.queue,
       data: encodeNodeInvoked({
-        ...refOf(r),
+        node: r.node,
+        iteration: r.iteration,
+        item: r.item ?? undefined,
         attempt: r.attempt,
         delivery: it.delivery,
-        ...(output !== undefined ? { output } : {}),
+        output,
         updates,
         actions,
         filters: it.invoked,
@@ -1037,6 +1006,51 @@ function newerWorkItem(m: JsMsg, err: unknown): string | undefined {
   const t = m.headers?.get('ce-type') ?? ''
   const v = /^dev\.weft\.node\.ready\.v([+-]?[0-9]+)$/.exec(t)
   return v !== null && Number(v[1]) > 1 ? t : undefined
+}
+
+// encodeResult writes a node's result as the invoked event's fields: its
+// output and each update and action's data as JSON text, in Go's bytes; a
+// value that is not JSON is a non-retryable ValidationError naming where.
+function encodeResult(res: Result | undefined): { output: string | undefined; updates: [string, string][]; actions: ActionOut[] } {
+  const invalid = (what: string, err: unknown) => nonRetryable(FailureType.Validation, `encoding the node's ${what}: ${errorMessage(err)}`)
+  let output: string | undefined
+  const updates: [string, string][] = []
+  const actions: ActionOut[] = []
+  if (res === undefined) return { output, updates, actions }
+  if (res.output !== undefined) {
+    try {
+      output = marshal(res.output, 'output')
+    } catch (err) {
+      throw invalid('output', err)
+    }
+  }
+  if (res.updates !== undefined && res.updates !== null) {
+    if (typeof res.updates !== 'object' || Array.isArray(res.updates)) throw nonRetryable(FailureType.Validation, "encoding the node's updates: not an object of state keys")
+    for (const [k, v] of Object.entries(res.updates)) {
+      if (v === undefined) continue
+      try {
+        updates.push([k, marshal(v, `updates[${JSON.stringify(k)}]`)])
+      } catch (err) {
+        throw invalid(`update ${JSON.stringify(k)}`, err)
+      }
+    }
+  }
+  const list = res.actions ?? []
+  for (let i = 0; i < list.length; i++) {
+    const a = list[i]
+    const name = typeof a === 'string' ? a : a?.name
+    if (typeof name !== 'string' || name === '') throw nonRetryable(FailureType.Validation, `action ${i} has no name`)
+    const out: ActionOut = { name }
+    if (typeof a === 'object' && a.data !== undefined) {
+      try {
+        out.data = marshal(a.data, `actions[${i}].data`)
+      } catch (err) {
+        throw invalid(`action ${JSON.stringify(name)} data`, err)
+      }
+    }
+    actions.push(out)
+  }
+  return { output, updates, actions }
 }
 
 function refOf(r: NodeReadyData): NodeRef {
