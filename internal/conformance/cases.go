@@ -56,6 +56,7 @@ var cases = []testCase{
 	{"duplicate-item", false, 30 * time.Second, caseDuplicateItem},
 	{"junk", true, 30 * time.Second, caseJunk},
 	{"oversized-item", false, 30 * time.Second, caseOversized},
+	{"large-payloads", true, 60 * time.Second, caseLargePayloads},
 	{"second-start", true, 30 * time.Second, caseSecondStart},
 	{"newer-version", false, 30 * time.Second, caseNewerVersion},
 	{"unknown-type", false, 30 * time.Second, caseUnknownType},
@@ -843,6 +844,75 @@ func caseOversized(ctx context.Context, k *kit) error {
 	}
 	if k.terminated.has(seq) {
 		return errors.New("the item was terminated: it is a valid work item, to be answered")
+	}
+	return nil
+}
+
+// caseLargePayloads: a run's input of 600 KB and node b's config of 2 MB,
+// over the offload threshold (256 KiB), are kept beside the log by the
+// client. Node a (conf.echo) reads its work item back from the payloads
+// bucket and echoes it: its 600 KB output is over the threshold, so the
+// worker keeps it beside the log too. Node b echoes its config.output,
+// read from the run's start (a reference): its 2 MB output fits in no
+// event (the kit's max_payload is 1 MiB). The engine reads both back
+// equal.
+func caseLargePayloads(ctx context.Context, k *kit) error {
+	input := map[string]any{"blob": lines(600_000)}
+	given := lines(2_000_000)
+	run, err := k.startRun(ctx, chain("conf-large-payloads",
+		node("a", "conf.echo", nil, nil),
+		node("b", "conf.echo", map[string]any{"output": given}, nil)), input)
+	if err != nil {
+		return err
+	}
+	st, evs, err := k.waitEnd(ctx, run)
+	if err != nil {
+		return err
+	}
+	if err := wantStatus(st, projection.RunCompleted, evs); err != nil {
+		return err
+	}
+	for _, n := range []struct {
+		id   string
+		want any
+	}{{"a", input}, {"b", given}} {
+		done := ofType(evs, events.NodeInvoked, n.id)
+		if len(done) != 1 {
+			return fmt.Errorf("node %s: %d invoked events, want 1; run holds: %s", n.id, len(done), summary(evs))
+		}
+		if got, want := payload[events.NodeInvokedData](done[0]).Output, mustJSON(n.want); !jsonEqual(got, want) {
+			return fmt.Errorf("node %s: an output of %d bytes read back, want the %d bytes it echoes", n.id, len(got), len(want))
+		}
+		if err := k.keptBeside(ctx, done[0]); err != nil {
+			return fmt.Errorf("node %s: %w", n.id, err)
+		}
+	}
+	return nil
+}
+
+// lines is n bytes of text in which each line names its place, so that
+// chunks read back out of order do not match.
+func lines(n int) string {
+	var b strings.Builder
+	for i := 0; b.Len() < n; i++ {
+		fmt.Fprintf(&b, "%063d\n", i)
+	}
+	return b.String()[:n]
+}
+
+// keptBeside checks that an event is stored with its body beside the log:
+// the message at its sequence carries a reference.
+func (k *kit) keptBeside(ctx context.Context, e *events.Event) error {
+	s, err := k.adminJS.Stream(ctx, k.admin.StreamName())
+	if err != nil {
+		return err
+	}
+	raw, err := s.GetMsg(ctx, e.Seq)
+	if err != nil {
+		return fmt.Errorf("reading its %s at %d: %w", e.Type, e.Seq, err)
+	}
+	if ct := raw.Header.Get("content-type"); ct != events.ContentRef {
+		return fmt.Errorf("its %s is stored with content-type %q and %d bytes of body: a body over 256 KiB must be kept beside the log (%s)", e.Type, ct, len(raw.Data), events.ContentRef)
 	}
 	return nil
 }

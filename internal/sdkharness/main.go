@@ -19,6 +19,12 @@
 //	    the canonical JSON and digest pkg/graph gives the graph.
 //	{"op":"state","run":R}
 //	    the run's state, folded by pkg/projection (the client's Get).
+//	{"op":"history","run":R}
+//	    the run's events as Go reads them (the client's History: bodies
+//	    kept beside the log resolved, sealed ones opened), each as its
+//	    type, node, whether it was sealed, whether it was refused (why),
+//	    the size and SHA-256 of its data (not the data itself), and the
+//	    stream's timestamp of it (storedNs, ns since the epoch).
 //
 // It stops when stdin closes, or on SIGTERM.
 package main
@@ -27,7 +33,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -67,6 +75,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	data := fs.String("data", "", "the server's store directory (default a temporary one)")
 	noEngine := fs.Bool("no-engine", false, "answer requests only: start no server")
 	verbose := fs.Bool("v", false, "log the engine's work to stderr")
+	keyFile := fs.String("encrypt-keys", "", "seal events with this key ring file (as -encrypt-keys)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -91,6 +100,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		if *roles {
 			ready["roles"] = filepath.Join(dir, "roles")
 			opts = append(opts, weft.WithRoles(ready["roles"]))
+		}
+		if *keyFile != "" {
+			ring, err := events.LoadKeys(*keyFile)
+			if err != nil {
+				return err
+			}
+			opts = append(opts, weft.WithEncryptKeys(ring))
 		}
 		eng, err := weft.Start(ctx, opts...)
 		if err != nil {
@@ -165,8 +181,34 @@ func (h *harness) answer(line []byte) map[string]any {
 			return map[string]any{"error": err.Error()}
 		}
 		return map[string]any{"state": st}
+	case "history":
+		if h.eng == nil {
+			return map[string]any{"error": "no engine"}
+		}
+		return h.history(req.Run)
 	}
 	return map[string]any{"error": fmt.Sprintf("unknown op %q", req.Op)}
+}
+
+// history is the run's events as Go's client reads them, each by the
+// digest of its data.
+func (h *harness) history(run string) map[string]any {
+	ctx, cancel := context.WithTimeout(h.ctx, 2*time.Minute)
+	defer cancel()
+	evs, err := h.eng.Client().History(ctx, run)
+	if err != nil {
+		return map[string]any{"error": err.Error()}
+	}
+	out := make([]map[string]any, 0, len(evs))
+	for _, e := range evs {
+		sum := sha256.Sum256(e.Data)
+		ev := map[string]any{"type": e.Type, "node": e.NodeID, "sealed": e.KeyID != "", "size": len(e.Data), "sha256": hex.EncodeToString(sum[:]), "storedNs": e.Stored.UnixNano()}
+		if e.Refused != nil {
+			ev["refused"] = e.Refused.Error()
+		}
+		out = append(out, ev)
+	}
+	return map[string]any{"events": out}
 }
 
 // wire decodes a message as Go does, builds the same event anew from its

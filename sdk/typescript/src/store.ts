@@ -5,14 +5,15 @@
 // NATS permissions can scope them), reads of a run's history, and the
 // count of a run's ends.
 
-import { loadKeys, useKeys } from './events/seal.js'
-import { createInbox, headers as natsHeaders, MsgHdrsImpl, type Msg, type MsgHdrs, type NatsConnection } from '@nats-io/nats-core'
+import { ContentRef, loadKeys, useKeys } from './events/seal.js'
+import { createInbox, MsgHdrsImpl, type Msg, type MsgHdrs, type NatsConnection } from '@nats-io/nats-core'
 import type { Connection } from './connect.js'
 import { decode, encode, HdrMsgID, type HeaderReader, type WeftEvent, type Wire, wireSize } from './events/envelope.js'
 import { WeftError } from './events/errors.js'
-import { isRef, resolveRef } from './events/offload.js'
+import { DefaultOffloadAt, isRef, offload, resolveRef } from './events/offload.js'
 import { randomId } from './events/ids.js'
 import { DefaultStream, EventType, isWorkerSubject, runBase, runFilter, terminalSubjects, validToken } from './events/subjects.js'
+import { Replies } from './internal/replies.js'
 import { type Logger, sleep } from './internal/util.js'
 
 /** AnySeq, as the expected last sequence of an append, skips the optimistic concurrency check. */
@@ -55,6 +56,15 @@ export interface StoreOptions {
    * Without it, the ring in WEFT_ENCRYPT_KEYS, if set. Process-wide (useKeys).
    */
   encryptKeys?: string
+  /**
+   * offloadAt is the body size (bytes) above which an event's body is kept
+   * in the payloads bucket beside the log and the event carries a
+   * reference (docs/worker-protocol.md, "Large bodies beside the log");
+   * default DefaultOffloadAt (256 KiB), as Go's; 0 or less keeps every
+   * body in the log, and an event that does not fit in a message is
+   * refused (PayloadTooLarge).
+   */
+  offloadAt?: number
 }
 
 /**
@@ -63,14 +73,35 @@ export interface StoreOptions {
  * (weft roles -setup); open waits for it.
  */
 export class Store {
+  private replyMux: Replies | undefined
+
   private constructor(
     readonly conn: Connection,
     readonly stream: string,
     readonly replicas: number,
+    readonly offloadAt: number,
   ) {}
 
   get nc(): NatsConnection {
     return this.conn.nc
+  }
+
+  // replies is the request mux of appends and double acks (made at the first).
+  private get replies(): Replies {
+    this.replyMux ??= new Replies(this.nc, this.conn.inboxPrefix)
+    return this.replyMux
+  }
+
+  /**
+   * doubleAck acknowledges a JetStream message and waits for the server to
+   * confirm it (nats.js's ackAck, through the store's request mux); a
+   * message acknowledged before is left as it is.
+   */
+  async doubleAck(m: { didAck: boolean; reply: string }, timeout: number): Promise<void> {
+    if (m.didAck) return
+    m.didAck = true
+    if (m.reply === '') return
+    await this.replies.request(m.reply, ackBody, timeout)
   }
 
   /** open looks the events stream up, waiting (with back-off) while it is missing or NATS is away. */
@@ -84,7 +115,7 @@ export class Store {
     for (;;) {
       try {
         const info = (await request(conn.nc, `$JS.API.STREAM.INFO.${stream}`, enc.encode('{}'), 5000)) as { config?: { num_replicas?: number }; error?: ApiError }
-        if (info.error === undefined) return new Store(conn, stream, Math.max(info.config?.num_replicas ?? 1, 1))
+        if (info.error === undefined) return new Store(conn, stream, Math.max(info.config?.num_replicas ?? 1, 1), o.offloadAt ?? DefaultOffloadAt)
         if (info.error.code !== 404) throw new Error(`looking up stream ${stream}: ${info.error.description} (code ${info.error.err_code ?? info.error.code})`)
         if (!logged) o.log?.warn(`waiting for the events stream ${stream} (a coordinator or 'weft roles -setup' creates it)`)
       } catch (err) {
@@ -116,7 +147,8 @@ export class Store {
     let last = expectLast
     for (const e of evs) {
       if (e.runId !== runId) throw new WeftError('MalformedEvent', `malformed event: appending an event of run ${JSON.stringify(e.runId)} to run ${JSON.stringify(runId)}`)
-      const w = this.wire(e)
+      const x = this.wire(e)
+      const w = x instanceof Promise ? await x : x
       if (expectLast !== AnySeq) {
         w.headers.push(['Nats-Expected-Last-Subject-Sequence', String(expectLast)])
         w.headers.push(['Nats-Expected-Last-Subject-Sequence-Subject', e.type === EventType.RunStarted ? runFilter(runId) : runBase(runId) + 'd.>'])
@@ -157,9 +189,26 @@ export class Store {
     throw new WeftError('RunExists', `run already exists: ${e.runId}`)
   }
 
-  /** wire encodes an event and checks it fits in one message. */
-  wire(e: WeftEvent): Wire {
+  /**
+   * wire encodes an event, with its body kept beside the log when it is
+   * over offloadAt (offload.ts), and checks it fits in one message. It
+   * returns the message itself when nothing is to be kept beside the log
+   * (the worker's hot path publishes in the same turn of the event loop).
+   */
+  wire(e: WeftEvent): Wire | Promise<Wire> {
     const w = encode(e)
+    if (this.offloadAt > 0 && w.data.length > this.offloadAt) return this.offloaded(e, w)
+    return this.fits(e, w)
+  }
+
+  private async offloaded(e: WeftEvent, w: Wire): Promise<Wire> {
+    const ct = w.headers.find((h) => h[0] === 'content-type')
+    w.data = await offload(this.nc, e, w.data, ct?.[1] ?? '')
+    if (ct !== undefined) ct[1] = ContentRef
+    return this.fits(e, w)
+  }
+
+  private fits(e: WeftEvent, w: Wire): Wire {
     const size = wireSize(w)
     const max = this.maxEventSize - 512
     if (size > max) {
@@ -169,12 +218,11 @@ export class Store {
   }
 
   private async publishOne(w: Wire): Promise<number> {
-    const h = natsHeaders()
-    for (const [k, v] of w.headers) h.set(k, v)
+    const h = wireHeaders(w)
     let ack: { stream?: string; seq?: number; duplicate?: boolean; error?: ApiError }
     for (let attempt = 0; ; attempt++) {
       try {
-        ack = (await request(this.nc, w.subject, w.data, 10_000, h)) as typeof ack
+        ack = parseReply(w.subject, await this.replies.request(w.subject, w.data, 10_000, h)) as typeof ack
         break
       } catch (err) {
         // No responders: the stream's leader is being elected, or NATS is
@@ -395,7 +443,28 @@ function directMsg(m: Msg): RawMsg {
 }
 
 async function request(nc: NatsConnection, subject: string, data: Uint8Array, timeout: number, headers?: MsgHdrs): Promise<unknown> {
-  const m = await nc.request(subject, data, headers !== undefined ? { timeout, headers } : { timeout })
+  return parseReply(subject, await nc.request(subject, data, headers !== undefined ? { timeout, headers } : { timeout }))
+}
+
+const ackBody = enc.encode('+ACK')
+
+/**
+ * wireHeaders are an event's headers as NATS headers, set as they are
+ * written: names and values as encode wrote them (the client's set would
+ * check each name's characters and trim each value, twice per work item
+ * on the worker's path); a value with a line break is refused, since it
+ * would end the header block.
+ */
+function wireHeaders(w: Wire): MsgHdrs {
+  const h = new MsgHdrsImpl()
+  for (const [k, v] of w.headers) {
+    if (v.includes('\r') || v.includes('\n')) throw new WeftError('MalformedEvent', `malformed event: header ${k} of ${w.subject}: a value with a line break`)
+    h.headers.set(k, [v])
+  }
+  return h
+}
+
+function parseReply(subject: string, m: Msg): unknown {
   if (m.data.length === 0) {
     const code = m.headers?.code ?? 0
     throw new Error(`${subject}: empty answer (status ${code} ${m.headers?.description ?? ''})`)

@@ -24,6 +24,13 @@ function graph(name, nodes) {
   return { name, nodes: nodes.map((n) => ({ queue, ...n })), edges }
 }
 const START = (to) => ({ from: 'START', to })
+// blob is n characters of text in which every 64-character line names its
+// place, so that chunks read back out of order or one short do not match.
+function blob(n) {
+  const lines = []
+  for (let i = 0; i * 64 < n; i++) lines.push(`${i}`.padStart(63, '.') + '\n')
+  return lines.join('').slice(0, n)
+}
 const once = { maxAttempts: 1 }
 
 async function logOf(run) {
@@ -58,7 +65,8 @@ before(async () => {
     .handle('badUpdate', () => ({ updates: { when: () => 1 } }))
     .handle('notResult', () => 42)
     .handle('forever', () => new Promise(() => {}))
-    .handle('huge', () => ({ output: 'x'.repeat(9 << 20) }))
+    .handle('huge', () => ({ output: 'x'.repeat(64 << 20) }))
+    .handle('large', (input) => ({ output: blob(input.config.bytes), ...(input.config.update ? { updates: { blob: blob(input.config.bytes) } } : {}) }))
     .handle('measure', (input) => ({ output: { length: input.state.big.length, head: input.state.big.slice(0, 3) } }))
     .handle('structured', (input) => {
       throw nonRetryable('Declined', 'card declined', { node: input.nodeId, code: 51 })
@@ -188,6 +196,49 @@ test('a run whose input is over 256 KiB runs on this worker: its work item, kept
   assert.ok(JSON.stringify(ready[0].payload).includes(big), 'the work item read back whole')
 })
 
+test('a TypeScript node’s output over 256 KiB (2 MB with a state update, 20 MB) is kept beside the log, and Go reads it back byte-equal', async () => {
+  for (const [bytes, update] of [[2_000_000, true], [20_000_000, false]]) {
+    const t0 = performance.now()
+    const run = await client.start(graph(`large-output-${bytes}`, [{ id: 'big', type: 'large', retry: once, config: { bytes, update } }]))
+    const st = await client.wait(run, { timeout: 120_000 })
+    assert.equal(st.status, 'completed', JSON.stringify(st).slice(0, 2000))
+    const want = blob(bytes)
+    assert.ok(st.nodes.big.output === want, `${bytes}: the output read back by this SDK`)
+    // The invoked event's body is an object of the run in weft-payloads
+    // (with a state update, the run's end, the coordinator's, is another),
+    // named by the digest of the body the event would have had; Go's
+    // client reads that body back: the very bytes this SDK wrote.
+    const objects = await objectsOf(run)
+    const goEvents = (await h.ask({ op: 'history', run })).events
+    const goInvoked = goEvents.filter((e) => e.type === 'dev.weft.node.invoked.v1')
+    assert.equal(goInvoked.length, 1)
+    assert.equal(goInvoked[0].refused, undefined, `${bytes}: Go reads the body`)
+    assert.ok(objects.includes(`${run}.${goInvoked[0].sha256}`), `${bytes}: Go reads the bytes of an object of the run: ${goInvoked[0].sha256} among ${JSON.stringify(objects)}`)
+    assert.ok(goInvoked[0].size > bytes, `${bytes}: Go reads ${goInvoked[0].size} bytes`)
+    if (update) {
+      // And Go's fold takes the state update from it.
+      const goState = (await h.ask({ op: 'state', run })).state
+      assert.equal(goState.status, 'completed')
+      assert.ok(goState.state.blob === want, 'Go’s fold has the update')
+    }
+    console.log(`${bytes} bytes: run started, completed and read back in ${(performance.now() - t0).toFixed(0)} ms`)
+  }
+})
+
+// objectsOf lists the names of a run's objects in the payloads bucket.
+async function objectsOf(run) {
+  const conn = await connect(h.connectOptions(`weft-worker-${queue}`))
+  try {
+    const r = await conn.nc.request('$JS.API.STREAM.INFO.OBJ_' + PayloadsBucket, new TextEncoder().encode(JSON.stringify({ subjects_filter: `$O.${PayloadsBucket}.M.>` })), { timeout: 10_000 })
+    const info = JSON.parse(new TextDecoder().decode(r.data))
+    return Object.keys(info.state?.subjects ?? {})
+      .map((s) => Buffer.from(s.split('.').at(-1), 'base64url').toString())
+      .filter((n) => n.startsWith(run + '.'))
+  } finally {
+    await conn.nc.close()
+  }
+}
+
 test('bad nodes get a located failure in the log, and the worker keeps serving', async () => {
   const cases = [
     ['throwString', 'Error', true, /^boom$/],
@@ -197,7 +248,6 @@ test('bad nodes get a located failure in the log, and the worker keeps serving',
     ['badUpdate', 'ValidationError', false, /encoding the node's update "when": updates\["when"\]: a function/],
     ['notResult', 'ValidationError', false, /the node returned 42, not a result/],
     ['forever', 'Timeout', true, /^node timed out after 300ms$/],
-    ['huge', 'PayloadTooLarge', false, /^node "n": its result does not fit in an event: .*node\.invoked.* for node "n" is \d+ bytes, the limit is \d+/],
     ['structured', 'Declined', false, /^card declined$/],
   ]
   const runs = await Promise.all(cases.map(([type]) => client.start(graph(`bad-${type}`, [{ id: 'n', type, retry: once, ...(type === 'forever' ? { timeout: '300ms' } : {}) }]))))
@@ -215,6 +265,21 @@ test('bad nodes get a located failure in the log, and the worker keeps serving',
   }
   // Still serving.
   const ok = await client.start(graph('after-bad', [{ id: 'g', type: 'greet' }]), { input: { name: 'Bob' } })
+  assert.equal((await client.wait(ok, { timeout: 30_000 })).status, 'completed')
+})
+
+test('an output over the limit beside the log (64 MiB) gets a located failure, and the worker keeps serving', async () => {
+  const run = await client.start(graph('bad-huge', [{ id: 'n', type: 'huge', retry: once }]))
+  const st = await client.wait(run, { timeout: 120_000 })
+  assert.equal(st.status, 'failed', JSON.stringify(st))
+  const failed = ofType(await logOf(run), 'node.failed').filter((e) => !e.decision)
+  assert.equal(failed.length, 1, 'one node.failed from the worker')
+  const f = failed[0].payload.error
+  assert.equal(f.type, 'PayloadTooLarge')
+  assert.equal(f.retryable, false)
+  assert.match(f.message, new RegExp(`^node "n": its result does not fit in an event: .*node\\.invoked\\.v1 event of run "${run}": a body of \\d+ bytes, the limit beside the log is 67108864$`))
+  assert.deepEqual(await objectsOf(run), [], 'nothing kept beside the log')
+  const ok = await client.start(graph('after-huge', [{ id: 'g', type: 'greet' }]), { input: { name: 'Eve' } })
   assert.equal((await client.wait(ok, { timeout: 30_000 })).status, 'completed')
 })
 

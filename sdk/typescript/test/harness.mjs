@@ -19,11 +19,13 @@ export class Harness {
   #pending = []
   #lines
 
-  // start runs the harness: engine false answers requests only.
-  static async start({ roles = false, queues = ['default'], engine = true } = {}) {
+  // start runs the harness: engine false answers requests only;
+  // encryptKeys, a key ring file, seals the engine's events.
+  static async start({ roles = false, queues = ['default'], engine = true, encryptKeys = '' } = {}) {
     const h = new Harness()
     const args = ['-queues', queues.join(',')]
     if (roles) args.push('-roles')
+    if (encryptKeys !== '') args.push('-encrypt-keys', encryptKeys)
     if (!engine) args.push('-no-engine')
     h.#proc = spawn(bin, args, { stdio: ['pipe', 'pipe', 'inherit'] })
     h.#lines = createInterface({ input: h.#proc.stdout })

@@ -51,3 +51,37 @@ test('the conformance worker serves its queue and drains on SIGTERM', async () =
     p.kill('SIGKILL')
   }
 })
+
+test('the store’s request mux: a reply resolves its request, in any order; nobody answering and no answer are errors naming the subject', async () => {
+  const { connect } = await import('../dist/index.js')
+  const { Replies } = await import('../dist/internal/replies.js')
+  const conn = await connect({ url: h.url, env: {} })
+  try {
+    // A responder that answers the second request before the first.
+    let first
+    const sub = conn.nc.subscribe('replies.test.echo', {
+      callback: (_, m) => {
+        if (first === undefined) first = m
+        else {
+          m.respond(new TextEncoder().encode('two'))
+          first.respond(new TextEncoder().encode('one'))
+        }
+      },
+    })
+    await conn.nc.flush()
+    const r = new Replies(conn.nc, conn.inboxPrefix)
+    const [a, b] = await Promise.all([r.request('replies.test.echo', new Uint8Array(1), 5_000), r.request('replies.test.echo', new Uint8Array(2), 5_000)])
+    assert.deepEqual([Buffer.from(a.data).toString(), Buffer.from(b.data).toString()], ['one', 'two'])
+    await assert.rejects(r.request('replies.test.nobody', new Uint8Array(0), 5_000), (e) => e.name === 'NoResponders' && /replies\.test\.nobody: no responders/.test(e.message))
+    const silent = conn.nc.subscribe('replies.test.silent', { callback: () => {} })
+    await conn.nc.flush()
+    await assert.rejects(r.request('replies.test.silent', new Uint8Array(0), 200), /replies\.test\.silent: request timed out after 200 ms/)
+    const pending = r.request('replies.test.silent', new Uint8Array(0), 60_000)
+    r.close()
+    await assert.rejects(pending, /replies were closed/)
+    sub.unsubscribe()
+    silent.unsubscribe()
+  } finally {
+    await conn.nc.close()
+  }
+})

@@ -59,8 +59,9 @@ export const HdrRestored = 'Weft-Restored'
 /** formatTime writes a time as Go's time.RFC3339Nano in UTC: no trailing zeros in the fraction. */
 export function formatTime(d: Date): string {
   const iso = d.toISOString() // 2006-01-02T15:04:05.000Z
-  const frac = iso.slice(20, 23).replace(/0+$/, '')
-  return iso.slice(0, 19) + (frac !== '' ? '.' + frac : '') + 'Z'
+  let end = 23 // the fraction's trailing zeros cut, and its dot with them
+  while (end > 20 && iso.charCodeAt(end - 1) === 48) end--
+  return iso.slice(0, end === 20 ? 19 : end) + 'Z'
 }
 
 /** NewEventFields are what newEvent needs besides the payload. */

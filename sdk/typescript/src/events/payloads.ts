@@ -65,10 +65,12 @@ export interface ActionOut {
   data?: string
 }
 
+// Fields writes a JSON object field by field. Names are this file's
+// literals (plain ASCII: written as they are, unquoted by quote).
 class Fields {
-  private parts: string[] = []
+  private text = ''
   raw(name: string, json: string): this {
-    this.parts.push(quote(name) + ':' + json)
+    this.text += (this.text === '' ? '"' : ',"') + name + '":' + json
     return this
   }
   str(name: string, v: string, omitEmpty = false): this {
@@ -90,7 +92,7 @@ class Fields {
     return this
   }
   done(): string {
-    return '{' + this.parts.join(',') + '}'
+    return '{' + this.text + '}'
   }
 }
 

@@ -27,8 +27,13 @@ export class RawJSON {
 
 const hex = '0123456789abcdef'
 
+// plainRE matches strings Go writes as they are: printable ASCII
+// without '"', '\\', '<', '>' and '&' (most ids, names and keys).
+const plainRE = /^[ !#-%'-;=?-[\]-~]*$/
+
 /** quote writes s as a JSON string, as Go's encoder does (HTML-escaped). */
 export function quote(s: string): string {
+  if (s.length < 256 && plainRE.test(s)) return '"' + s + '"'
   let out = '"'
   let start = 0
   for (let i = 0; i < s.length; i++) {

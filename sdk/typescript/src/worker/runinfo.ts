@@ -163,6 +163,25 @@ export class RunReader {
   }
 
   /**
+   * resolved is resolve without a wait: the item filled in (in place:
+   * the worker's own decoded copy) when it needs nothing or its run's
+   * start is cached and names its node; undefined when resolve must read
+   * (or fail).
+   */
+  resolved(run: string, ready: NodeReadyData): NodeReadyData | undefined {
+    if (selfContained(ready)) return ready
+    const want = ready.startSeq ?? 0
+    const s = this.starts.get(want !== 0 ? `${run}@${want}` : run)
+    const spec = s?.nodes.get(ready.node)
+    if (s === undefined || spec === undefined) return undefined
+    ready.config = spec.config
+    ready.inputSchema = spec.inputSchema
+    ready.outputSchema = spec.outputSchema
+    ready.invocation = s.invocation
+    return ready
+  }
+
+  /**
    * resolve fills in a work item what it refers to. A run whose start is
    * not in the stream, or whose graph lacks the node, is a non-retryable
    * failure (RunNotFound, InvalidGraph); another error is a read error.

@@ -20,7 +20,7 @@ import type { Context as OtelContext, Span, TracerProvider } from '@opentelemetr
 import { connect, type Connection, type ConnectOptions } from '../connect.js'
 import { decode, decodeWithPayload, HdrRestored, type HeaderReader, newEvent, type WeftEvent } from '../events/envelope.js'
 import { isWeftError } from '../events/errors.js'
-import { resolveRef } from '../events/offload.js'
+import { isRef, resolveRef } from '../events/offload.js'
 import { decisionId, idempotencyKey, type NodeRef, refKey } from '../events/ids.js'
 import {
   type ActionOut,
@@ -96,6 +96,12 @@ export interface WorkerOptions {
   connection?: Connection | ConnectOptions
   /** stream is the events stream (default WEFT_STREAM, else "WEFT"). */
   stream?: string
+  /**
+   * offloadAt (bytes): an outcome whose body is over it (an output or
+   * state update over 256 KiB by default) is kept in the payloads bucket
+   * beside the log, as Go's worker keeps it; 0 or less: never (StoreOptions).
+   */
+  offloadAt?: number
 }
 
 /** RunOptions configure Worker.run. */
@@ -241,7 +247,12 @@ export class Worker {
 
   private async serve(conn: Connection): Promise<void> {
     const signal = this.stopping.signal
-    const store = await Store.open(conn, { ...(this.opts.stream !== undefined ? { stream: this.opts.stream } : {}), signal, log: this.log })
+    const store = await Store.open(conn, {
+      ...(this.opts.stream !== undefined ? { stream: this.opts.stream } : {}),
+      ...(this.opts.offloadAt !== undefined ? { offloadAt: this.opts.offloadAt } : {}),
+      signal,
+      log: this.log,
+    })
     this.store = store
     this.runs = new RunReader(store)
     const cancelSub = conn.nc.subscribe(kindFilter(EventType.RunCancelRequested), { callback: (err, m) => {
@@ -399,10 +410,15 @@ export class Worker {
   }
 
   // decodeWorkItem reads a work item, its body read back from the
-  // payloads bucket when it was kept beside the log (a large input).
-  private async decodeWorkItem(m: JsMsg): Promise<{ ev: WeftEvent; ready: NodeReadyData }> {
-    const r = await resolveRef((this.store as Store).nc, m.subject, headerReader(m.headers), m.data)
-    return decodeWorkItemBody(m, r.headers, r.data)
+  // payloads bucket when it was kept beside the log (a large input). An
+  // item whose body is in it is decoded at once: from the item's arrival
+  // to its node.invoking's publish, the common path does not wait (its
+  // publish then shares a write to the server with what was queued in
+  // the same turn, the previous item's ack).
+  private decodeWorkItem(m: JsMsg): { ev: WeftEvent; ready: NodeReadyData } | Promise<{ ev: WeftEvent; ready: NodeReadyData }> {
+    const hdr = headerReader(m.headers)
+    if (!isRef(hdr)) return decodeWorkItemBody(m, hdr, m.data)
+    return resolveRef((this.store as Store).nc, m.subject, hdr, m.data).then((r) => decodeWorkItemBody(m, r.headers, r.data))
   }
 
   // process runs one work item: decode, record invoking, run, record the
@@ -417,7 +433,8 @@ export class Worker {
     let ev: WeftEvent
     let ready: NodeReadyData
     try {
-      ;({ ev, ready } = await this.decodeWorkItem(m))
+      const d = this.decodeWorkItem(m)
+      ;({ ev, ready } = d instanceof Promise ? await d : d)
     } catch (err) {
       const newer = newerWorkItem(m, err)
       if (newer !== undefined) {
@@ -459,12 +476,13 @@ export class Worker {
       return
     }
     const it: Item = { run: ev.runId, ready, event: ev, delivery, msg: m, q, ac: new AbortController(), invoked: [], skipped: false, fallback: false }
-    if (await this.runEnded(it, queued)) {
+    const ended = this.runEnded(it, queued)
+    if (ended === true || (ended !== false && (await ended))) {
       await this.finish(it, this.cancelledEvent(it, { by: 'worker', reason: 'run ended before the work started' }))
       return
     }
     try {
-      it.ready = await (this.runs as RunReader).resolve(it.run, ready)
+      it.ready = (this.runs as RunReader).resolved(it.run, ready) ?? (await (this.runs as RunReader).resolve(it.run, ready))
     } catch (err) {
       if (err instanceof NodeError) it.inputErr = err // the attempt fails with it, in the log
       else {
@@ -497,16 +515,17 @@ export class Worker {
     }
   }
 
-  private async runEnded(it: Item, queued: number): Promise<boolean> {
+  // runEnded reports whether the item's run ended; it reads the log (and
+  // returns a promise) only for an item that was delivered again or
+  // waited in its queue.
+  private runEnded(it: Item, queued: number): boolean | Promise<boolean> {
     const runs = this.runs as RunReader
     if (runs.knownEnded(it.run)) return true
     if (it.delivery === 1 && queued < staleAfter) return false
-    try {
-      return await runs.hasEnded(it.run)
-    } catch (err) {
+    return runs.hasEnded(it.run).catch((err: unknown) => {
       this.log.warn('checking whether the run ended; running the work', { run: it.run, error: errorMessage(err) })
       return false
-    }
+    })
   }
 
   private async execute(it: Item, node: Node): Promise<void> {
@@ -534,7 +553,7 @@ export class Worker {
         nodeId: ready.node,
         attempt: ready.attempt,
         queue: ready.queue,
-        data: encodeNodeInvoking({ ...refOf(ready), attempt: ready.attempt, delivery: it.delivery, worker: this.opts.name }),
+        data: encodeNodeInvoking({ node: ready.node, iteration: ready.iteration, item: ready.item ?? undefined, attempt: ready.attempt, delivery: it.delivery, worker: this.opts.name }),
       })
       inject(it.otel as OtelContext, invoking)
       try {
@@ -651,7 +670,6 @@ export class Worker {
         iteration: r.iteration,
         attempt: r.attempt,
         delivery: it.delivery,
-        ...(r.item !== undefined && r.item !== null ? { item: r.item } : {}),
         config: r.config,
         state: obj('input', r.input),
         local: r.local,
@@ -660,6 +678,8 @@ export class Worker {
         maxAttempts: r.maxAttempts ?? 0,
         effect: r.effect ?? '',
       }
+      // A mapped node's item (set, not spread in: once per work item).
+      if (r.item !== undefined && r.item !== null) it.input.item = r.item
     } catch (err) {
       it.inputErr = err
     }
@@ -788,43 +808,9 @@ export class Worker {
 
   private invokedEvent(it: Item, res: Result | undefined, elapsed: number): WeftEvent {
     const r = it.ready
-    const invalid = (what: string, err: unknown) => nonRetryable(FailureType.Validation, `encoding the node's ${what}: ${errorMessage(err)}`)
-    let output: string | undefined
-    const updates: [string, string][] = []
-    const actions: ActionOut[] = []
-    if (res !== undefined) {
-      if (res.output !== undefined) {
-        try {
-          output = marshal(res.output, 'output')
-        } catch (err) {
-          throw invalid('output', err)
-        }
-      }
-      if (res.updates !== undefined && res.updates !== null) {
-        if (typeof res.updates !== 'object' || Array.isArray(res.updates)) throw nonRetryable(FailureType.Validation, "encoding the node's updates: not an object of state keys")
-        for (const [k, v] of Object.entries(res.updates)) {
-          if (v === undefined) continue
-          try {
-            updates.push([k, marshal(v, `updates[${JSON.stringify(k)}]`)])
-          } catch (err) {
-            throw invalid(`update ${JSON.stringify(k)}`, err)
-          }
-        }
-      }
-      for (const [i, a] of (res.actions ?? []).entries()) {
-        const name = typeof a === 'string' ? a : a?.name
-        if (typeof name !== 'string' || name === '') throw nonRetryable(FailureType.Validation, `action ${i} has no name`)
-        const out: ActionOut = { name }
-        if (typeof a === 'object' && a.data !== undefined) {
-          try {
-            out.data = marshal(a.data, `actions[${i}].data`)
-          } catch (err) {
-            throw invalid(`action ${JSON.stringify(name)} data`, err)
-          }
-        }
-        actions.push(out)
-      }
-    }
+    const { output, updates, actions } = encodeResult(res)
+    // The payload's fields set one by one (no spreads): this runs once per
+    // work item, between two appends.
     return newEvent({
       runId: it.run,
       id: this.outcomeId(it, EventType.NodeInvoked),
@@ -833,10 +819,12 @@ export class Worker {
       attempt: r.attempt,
       queue: r.queue,
       data: encodeNodeInvoked({
-        ...refOf(r),
+        node: r.node,
+        iteration: r.iteration,
+        item: r.item ?? undefined,
         attempt: r.attempt,
         delivery: it.delivery,
-        ...(output !== undefined ? { output } : {}),
+        output,
         updates,
         actions,
         filters: it.invoked,
@@ -917,7 +905,7 @@ export class Worker {
   // idempotency key, and its outcome is de-duplicated by its id.
   private async ack(it: Item): Promise<void> {
     try {
-      await it.msg.ackAck({ timeout: 5_000 })
+      await (this.store as Store).doubleAck(it.msg as unknown as { didAck: boolean; reply: string }, 5_000)
     } catch (err) {
       this.log.warn('acknowledging work item', { run: it.run, node: it.ready.node, error: errorMessage(err) })
     }
@@ -1018,6 +1006,51 @@ function newerWorkItem(m: JsMsg, err: unknown): string | undefined {
   const t = m.headers?.get('ce-type') ?? ''
   const v = /^dev\.weft\.node\.ready\.v([+-]?[0-9]+)$/.exec(t)
   return v !== null && Number(v[1]) > 1 ? t : undefined
+}
+
+// encodeResult writes a node's result as the invoked event's fields: its
+// output and each update and action's data as JSON text, in Go's bytes; a
+// value that is not JSON is a non-retryable ValidationError naming where.
+function encodeResult(res: Result | undefined): { output: string | undefined; updates: [string, string][]; actions: ActionOut[] } {
+  const invalid = (what: string, err: unknown) => nonRetryable(FailureType.Validation, `encoding the node's ${what}: ${errorMessage(err)}`)
+  let output: string | undefined
+  const updates: [string, string][] = []
+  const actions: ActionOut[] = []
+  if (res === undefined) return { output, updates, actions }
+  if (res.output !== undefined) {
+    try {
+      output = marshal(res.output, 'output')
+    } catch (err) {
+      throw invalid('output', err)
+    }
+  }
+  if (res.updates !== undefined && res.updates !== null) {
+    if (typeof res.updates !== 'object' || Array.isArray(res.updates)) throw nonRetryable(FailureType.Validation, "encoding the node's updates: not an object of state keys")
+    for (const [k, v] of Object.entries(res.updates)) {
+      if (v === undefined) continue
+      try {
+        updates.push([k, marshal(v, `updates[${JSON.stringify(k)}]`)])
+      } catch (err) {
+        throw invalid(`update ${JSON.stringify(k)}`, err)
+      }
+    }
+  }
+  const list = res.actions ?? []
+  for (let i = 0; i < list.length; i++) {
+    const a = list[i]
+    const name = typeof a === 'string' ? a : a?.name
+    if (typeof name !== 'string' || name === '') throw nonRetryable(FailureType.Validation, `action ${i} has no name`)
+    const out: ActionOut = { name }
+    if (typeof a === 'object' && a.data !== undefined) {
+      try {
+        out.data = marshal(a.data, `actions[${i}].data`)
+      } catch (err) {
+        throw invalid(`action ${JSON.stringify(name)} data`, err)
+      }
+    }
+    actions.push(out)
+  }
+  return { output, updates, actions }
 }
 
 function refOf(r: NodeReadyData): NodeRef {
