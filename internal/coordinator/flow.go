@@ -50,8 +50,12 @@ func (c *Coordinator) flowOptions(ctx context.Context) (decider.Options, func() 
 		if first != nil {
 			return decider.Reservation{At: time.Unix(1<<40, 0)} // not now: the decision is thrown away
 		}
-		h := flow.Holder{Run: r.Run, Node: r.Ref.Node, Iteration: r.Ref.Iteration, Attempt: r.Attempt}
-		at, err := c.flow.Reserve(ctx, flow.RateSpec{Limit: r.Rate.Limit, Key: r.Rate.Key, Rate: r.Limit, Per: r.Per}, h, r.Rate.Units, r.Now)
+		h := flow.Holder{Run: r.Run, Node: holderNode(r.Ref), Iteration: r.Ref.Iteration, Attempt: r.Attempt}
+		take := c.flow.Reserve
+		if r.Ref.Item != nil {
+			take = c.reserveItem(r) // maprate.go
+		}
+		at, err := take(ctx, flow.RateSpec{Limit: r.Rate.Limit, Key: r.Rate.Key, Rate: r.Limit, Per: r.Per}, h, r.Rate.Units, r.Now)
 		switch {
 		case flow.Final(err):
 			details, _ := json.Marshal(map[string]any{"limit": r.Rate.Limit, "key": r.Rate.Key})

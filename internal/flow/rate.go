@@ -40,6 +40,10 @@ type rateEntry struct {
 	PerMs int64  `json:"perMs"`
 	// TAT is the theoretical arrival time of the next unit (unix ns).
 	TAT int64 `json:"tat"`
+	// Turns are the later turns taken by map items and not yet come to
+	// (holder ID → unix ns): their memory, which a node's attempt keeps
+	// in its run's log instead (rateturns.go).
+	Turns map[string]int64 `json:"turns,omitempty"`
 }
 
 // RateKVKey is the bucket key of a rate limit's key.
@@ -60,23 +64,32 @@ func (l *Limiter) Reserve(ctx context.Context, s RateSpec, h Holder, units int, 
 		if !asked.IsZero() {
 			now = asked.UnixNano()
 		}
-		per := s.Per.Nanoseconds()
-		T := per / int64(s.Rate)
-		tat := max(e.TAT, now) + int64(units)*T
-		at = max(now, tat-per)
-		if queued := (tat - now) / T; queued > int64(MaxWaiters)+int64(s.Rate) {
-			return false, fmt.Errorf("rate limit %q key %q: %d units wait for their turn already: %w", s.Limit, s.Key, queued, ErrQueueFull)
-		}
-		e.TAT = tat
-		if at <= now {
-			at = 0
-		}
-		return true, nil
+		var err error
+		at, err = e.take(s, units, now)
+		return err == nil, err
 	})
 	if at == 0 {
 		return time.Time{}, err
 	}
 	return time.Unix(0, at).UTC(), err
+}
+
+// take takes the next turn of e for units at time now (GCRA) and
+// returns it, 0 when it is now; past MaxWaiters units queued it takes
+// none (ErrQueueFull).
+func (e *rateEntry) take(s RateSpec, units int, now int64) (int64, error) {
+	per := s.Per.Nanoseconds()
+	T := per / int64(s.Rate)
+	tat := max(e.TAT, now) + int64(units)*T
+	at := max(now, tat-per)
+	if queued := (tat - now) / T; queued > int64(MaxWaiters)+int64(s.Rate) {
+		return 0, fmt.Errorf("rate limit %q key %q: %d units wait for their turn already: %w", s.Limit, s.Key, queued, ErrQueueFull)
+	}
+	e.TAT = tat
+	if at <= now {
+		return 0, nil
+	}
+	return at, nil
 }
 
 // Backoff makes no turn of s come before until: an outside Retry-After

@@ -1,0 +1,139 @@
+package coordinator_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weft-dev/weft/internal/coordinator"
+	"github.com/weft-dev/weft/internal/testkit"
+	"github.com/weft-dev/weft/pkg/events"
+	"github.com/weft-dev/weft/pkg/projection"
+)
+
+// mapRatedGraph maps over items, each item taking a turn of the node's
+// rate limit, 10 a second.
+const mapRatedGraph = `
+name: maprated
+nodes:
+  - {id: each, type: echo, retry: {maxAttempts: 1}, map: {over: "state.items"}, rate: {limit: 10, per: 1s}}
+edges:
+  - {from: START, to: each}
+  - {from: each, to: END}
+`
+
+// itemTimes reads a run's log and returns the times of its map items'
+// node-readies (the decisions, each naming the rate limit) and of their
+// node-invokings (the workers starting them), each sorted, and the spread
+// of the workers' lags (the most an item's invoking came after its ready,
+// less the least).
+func itemTimes(t *testing.T, st events.Store, run string) (readies, invokings []time.Time, spread time.Duration) {
+	t.Helper()
+	evs, err := st.Read(context.Background(), run, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := map[string]time.Time{}
+	var lags []time.Duration
+	for _, e := range evs {
+		p, err := e.Payload()
+		if err != nil {
+			continue
+		}
+		switch d := p.(type) {
+		case *events.NodeReadyData:
+			if d.Item != nil {
+				if d.Rate == nil || d.Rate.Limit != "maprated/each" {
+					t.Fatalf("item %s readied without its rate limit: %+v", d.Key(), d.Rate)
+				}
+				readies = append(readies, e.Time)
+				ready[d.Key()] = e.Time
+			}
+		case *events.NodeInvokingData:
+			if d.Item != nil {
+				invokings = append(invokings, e.Time)
+				lags = append(lags, e.Time.Sub(ready[d.Key()]))
+			}
+		}
+	}
+	slices.SortFunc(readies, time.Time.Compare)
+	slices.SortFunc(invokings, time.Time.Compare)
+	if len(lags) > 0 {
+		spread = slices.Max(lags) - slices.Min(lags)
+	}
+	return readies, invokings, spread
+}
+
+// checkGCRA fails when more starts fall in a window than a rate limit of
+// limit per per lets in: GCRA's bound, limit (the burst) + (w+slack)/T
+// (T = per/limit) + 1 for the clock's rounding, in any window of length
+// w; slack is how much the starts may have been bunched after their
+// turns.
+func checkGCRA(t *testing.T, what string, starts []time.Time, limit int, per, slack time.Duration) {
+	t.Helper()
+	T := per / time.Duration(limit)
+	for i := range starts {
+		for j := i + 1; j < len(starts); j++ {
+			if n, w := j-i+1, starts[j].Sub(starts[i]); float64(n) > float64(limit)+1+float64(w+slack)/float64(T) {
+				for k, s := range starts {
+					t.Logf("%s %d at +%s", what, k, s.Sub(starts[0]))
+				}
+				t.Fatalf("%s: %d within %s, more than %d + (%s+%s)/%s + 1", what, n, w, limit, w, slack, T)
+			}
+		}
+	}
+}
+
+// A map of 50 items under a rate limit of 10 a second: the items take
+// turns one by one, so they start over at least 4s (10 at once, then one
+// every 100ms), never faster than the limit in any window (from the
+// log's node-readies and node-invokings); every item runs once and the
+// run completes.
+func TestMapItemsTakeTheirNodesRate(t *testing.T) {
+	_, st := testkit.Store(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	runCoordinator(t, ctx, st, coordinator.WithLogger(quiet()))
+	runWorker(t, ctx, st, "w1")
+	g := mustGraph(t, mapRatedGraph)
+	items := make([]string, 50)
+	for i := range items {
+		items[i] = fmt.Sprint(i)
+	}
+	run := events.NewRunID()
+	e, err := events.New(run, run, time.Time{}, &events.RunStartedData{
+		GraphName: g.Definition().Name, GraphDigest: g.Digest(), Graph: g.Canonical(),
+		Input: []byte(`{"items":[` + strings.Join(items, ",") + `]}`),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Append(ctx, run, 0, e); err != nil {
+		t.Fatal(err)
+	}
+	s := waitEnded(t, st, []string{run}, 90*time.Second)[run]
+	if s.Status != projection.RunCompleted {
+		t.Fatalf("run %s %+v", s.Status, s.Error)
+	}
+	if ns := s.Nodes["each"]; ns == nil || len(ns.Items) != 50 {
+		t.Fatalf("the map node: %+v", ns)
+	}
+	readies, invokings, spread := itemTimes(t, st, run)
+	if len(readies) != 50 || len(invokings) != 50 {
+		t.Fatalf("%d items readied and %d invoked, want each of the 50 once", len(readies), len(invokings))
+	}
+	span := readies[49].Sub(readies[0])
+	t.Logf("50 items at 10/s: readied over %s, invoked over %s (the workers' lags spread over %s)", span, invokings[49].Sub(invokings[0]), spread)
+	if span < 3900*time.Millisecond || span > 30*time.Second {
+		t.Errorf("50 items at 10/s with a burst of 10 were readied over %s, want about 4s", span)
+	}
+	// The turns are taken as the items are readied: the readies keep
+	// GCRA's bound exactly; the invokings keep it but for the workers'
+	// lags, which bunch them by up to their spread.
+	checkGCRA(t, "ready", readies, 10, time.Second, 0)
+	checkGCRA(t, "invoking", invokings, 10, time.Second, spread)
+	waitNoSlots(t, st)
+}
