@@ -11,6 +11,7 @@ import (
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/flow"
 	"github.com/weft-dev/weft/pkg/events"
+	"github.com/weft-dev/weft/pkg/projection"
 )
 
 // Map items under a rate limit (internal/decider's maprate.go has the
@@ -54,4 +55,28 @@ func (c *Coordinator) wakeAt(ctx context.Context, r decider.ReserveRequest, at t
 		return fmt.Errorf("waking run %s at its item's turn: %w", r.Run, err)
 	}
 	return nil
+}
+
+// backoffItemRates holds back the rate limit's key of each item of map
+// node id whose attempt failed as RateLimited, as backoffRate does for a
+// node's attempt, while the item has not been readied again. An item's
+// failure has no time of its own in the state: the hold is from when the
+// coordinator folds it, a handling's time later (and, folded afresh
+// after a restart while the item waits for its retry, again from then).
+func (c *Coordinator) backoffItemRates(ctx context.Context, ent *runEntry, id string, ns *projection.NodeState) error {
+	for i, it := range ns.Items {
+		failed := it.Status == projection.NodeFailed || it.Status == projection.NodeRetrying || it.Status == projection.NodeRetryDue
+		if !failed || it.Rate == nil || it.Error == nil || it.Error.Type != events.FailureRateLimited {
+			continue // (an item's error stays past its next ready)
+		}
+		h := flow.Holder{Run: ent.state.RunID, Node: holderNode(itemRef(id, ns.Iteration, i)), Iteration: ns.Iteration, Attempt: it.Attempt}
+		if err := c.holdBack(ctx, ent, id, it.Rate, it.Error, c.opts.now(), h); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func itemRef(node string, iteration, item int) events.NodeRef {
+	return events.NodeRef{Node: node, Iteration: iteration, Item: &item}
 }

@@ -5,12 +5,16 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/testkit"
+	"github.com/weft-dev/weft/internal/worker"
 	"github.com/weft-dev/weft/pkg/events"
+	"github.com/weft-dev/weft/pkg/graph"
 	"github.com/weft-dev/weft/pkg/projection"
 )
 
@@ -136,4 +140,90 @@ func TestMapItemsTakeTheirNodesRate(t *testing.T) {
 	checkGCRA(t, "ready", readies, 10, time.Second, 0)
 	checkGCRA(t, "invoking", invokings, 10, time.Second, spread)
 	waitNoSlots(t, st)
+}
+
+// startItems starts a run of g with input {"items": items}.
+func startItems(t *testing.T, st events.Store, g *graph.Graph, items string) string {
+	t.Helper()
+	run := events.NewRunID()
+	e, err := events.New(run, run, time.Time{}, &events.RunStartedData{
+		GraphName: g.Definition().Name, GraphDigest: g.Digest(), Graph: g.Canonical(),
+		Input: []byte(`{"items":` + items + `}`),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Append(context.Background(), run, 0, e); err != nil {
+		t.Fatal(err)
+	}
+	return run
+}
+
+// A map item that meets a 429 holds its whole key back for the
+// Retry-After, as a node's attempt does: the first item's first attempt
+// says RateLimited with 1.5s; its retry (10ms later by its policy) and
+// the items of a run started after it are readied no sooner than 1.5s
+// after it.
+func TestRateLimitedItemBacksOffTheKey(t *testing.T) {
+	_, st := testkit.Store(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	runCoordinator(t, ctx, st, coordinator.WithLogger(quiet()))
+	w, err := worker.New(st, worker.WithName("w429"), worker.WithConcurrency(16))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var said atomic.Bool
+	var saidAt atomic.Int64
+	w.Handle("quota", worker.NodeFunc(func(ctx context.Context, in *worker.Input) (*worker.Result, error) {
+		if !said.Swap(true) {
+			saidAt.Store(time.Now().UnixNano())
+			return nil, worker.RateLimited("429 from the API", 1500*time.Millisecond)
+		}
+		return &worker.Result{Output: map[string]any{"ok": true}}, nil
+	}))
+	wctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = w.Run(wctx) })
+	t.Cleanup(func() { stop(); wg.Wait() })
+	g := anyTypeGraph(t, `
+name: quotamap
+nodes:
+  - {id: each, type: quota, map: {over: "state.items", concurrency: 1}, rate: {limit: 100, per: 1s},
+     retry: {maxAttempts: 3, initialInterval: 10ms, jitter: 0}}
+edges: [{from: START, to: each}, {from: each, to: END}]
+`)
+	first := startItems(t, st, g, `[1, 2]`)
+	waitFailedOnce(t, st, first)
+	later := startItems(t, st, g, `[3, 4]`)
+	back := time.Unix(0, saidAt.Load())
+	for r, s := range waitEnded(t, st, []string{first, later}, 60*time.Second) {
+		if s.Status != projection.RunCompleted {
+			t.Fatalf("run %s: %s %+v", r, s.Status, s.Error)
+		}
+	}
+	for _, r := range []string{first, later} {
+		evs, err := st.Read(ctx, r, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range evs {
+			if e.Type != events.NodeReady || !e.Time.After(back) {
+				continue
+			}
+			if e.Time.Before(back.Add(1400 * time.Millisecond)) {
+				d := mustPayloadT(t, e).(*events.NodeReadyData)
+				t.Errorf("item %s attempt %d readied %s after the 429, within its Retry-After of 1.5s", d.Key(), d.Attempt, e.Time.Sub(back))
+			}
+		}
+	}
+}
+
+func mustPayloadT(t *testing.T, e *events.Event) events.Payload {
+	t.Helper()
+	p, err := e.Payload()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
