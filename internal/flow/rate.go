@@ -44,6 +44,9 @@ type rateEntry struct {
 	// (holder ID → unix ns): their memory, which a node's attempt keeps
 	// in its run's log instead (rateturns.go).
 	Turns map[string]int64 `json:"turns,omitempty"`
+	// Until is the last time an outside refusal (Backoff) holds the key
+	// back to (unix ns), for 'weft queues'.
+	Until int64 `json:"until,omitempty"`
 }
 
 // RateKVKey is the bucket key of a rate limit's key.
@@ -102,7 +105,7 @@ func (l *Limiter) Backoff(ctx context.Context, s RateSpec, until time.Time) erro
 		if tat <= e.TAT {
 			return false, nil
 		}
-		e.TAT = tat
+		e.TAT, e.Until = tat, until.UnixNano()
 		return true, nil
 	})
 }
@@ -115,6 +118,12 @@ type RateState struct {
 	Per      time.Duration `json:"per"`
 	Waiting  int           `json:"waiting"` // units reserved whose turn is later, about
 	NextTurn time.Time     `json:"nextTurn"`
+	// Tokens are the units that may go at once now (GCRA's burst left,
+	// 0 to Rate).
+	Tokens int `json:"tokens"`
+	// BackoffUntil is, while an outside refusal (a RateLimited failure's
+	// Retry-After) holds the key back, the time it holds it back to.
+	BackoffUntil *time.Time `json:"backoffUntil,omitempty"`
 }
 
 func (l *Limiter) changeRate(ctx context.Context, s RateSpec, fn func(e *rateEntry, now int64) (bool, error)) error {
@@ -198,13 +207,29 @@ func (l *Limiter) Rates(ctx context.Context) ([]RateState, error) {
 		if json.Unmarshal(b, &e) != nil {
 			continue
 		}
-		per := time.Duration(e.PerMs) * time.Millisecond
-		next := time.Unix(0, e.TAT).Add(-per).UTC()
-		waiting := 0
-		if T := per / time.Duration(max(e.Rate, 1)); T > 0 && next.After(l.now()) {
-			waiting = int(next.Sub(l.now()) / T) // units whose turn is later
-		}
-		out = append(out, RateState{Limit: e.Limit, Key: e.Key, Rate: e.Rate, Per: per, Waiting: waiting, NextTurn: next})
+		out = append(out, e.state(l.now()))
 	}
 	return out, nil
+}
+
+// state is e's state at now.
+func (e *rateEntry) state(now time.Time) RateState {
+	per := time.Duration(e.PerMs) * time.Millisecond
+	next := time.Unix(0, e.TAT).Add(-per).UTC()
+	rs := RateState{Limit: e.Limit, Key: e.Key, Rate: e.Rate, Per: per, NextTurn: next, Tokens: e.Rate}
+	T := per / time.Duration(max(e.Rate, 1))
+	if T <= 0 {
+		return rs
+	}
+	if next.After(now) {
+		rs.Waiting = int((next.Sub(now) + T - 1) / T) // units whose turn is later: the next one's, and one every T before it
+	}
+	if busy := time.Unix(0, e.TAT).Sub(now); busy > 0 {
+		// The burst left: what the units not yet come leave of per.
+		rs.Tokens = min(max(int((per-busy)/T), 0), e.Rate)
+	}
+	if until := time.Unix(0, e.Until).UTC(); e.Until != 0 && until.After(now) {
+		rs.BackoffUntil = &until
+	}
+	return rs
 }

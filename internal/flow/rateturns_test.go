@@ -75,3 +75,54 @@ func TestReserveItemRemembersTheTurn(t *testing.T) {
 		t.Fatalf("idle rate key kept with its turns: %+v", rs)
 	}
 }
+
+// 'weft queues' and the UI show a rate key's tokens left (the burst that
+// may go at once) and, while a RateLimited failure holds it back, until
+// when.
+func TestRateStateShowsTokensAndBackoff(t *testing.T) {
+	ctx := t.Context()
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var clock atomic.Int64
+	clock.Store(base.UnixNano())
+	l := open(t, func() time.Time { return time.Unix(0, clock.Load()) })
+	s := flow.RateSpec{Limit: "api", Key: "k", Rate: 4, Per: time.Second}
+	state := func() flow.RateState {
+		t.Helper()
+		rs, err := l.Rates(ctx)
+		if err != nil || len(rs) != 1 {
+			t.Fatalf("rates %+v %v", rs, err)
+		}
+		return rs[0]
+	}
+	for i := range 3 {
+		if _, err := l.Reserve(ctx, s, holder(fmt.Sprint("r", i), 1), 1, time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := state(); r.Tokens != 1 || r.Waiting != 0 || r.BackoffUntil != nil {
+		t.Fatalf("after 3 of a burst of 4: %+v, want 1 token left", r)
+	}
+	for i := 3; i < 5; i++ {
+		if _, err := l.Reserve(ctx, s, holder(fmt.Sprint("r", i), 1), 1, time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := state(); r.Tokens != 0 || r.Waiting != 1 {
+		t.Fatalf("after 5: %+v, want no token and 1 waiting", r)
+	}
+	clock.Add(int64(500 * time.Millisecond)) // two turns' time: two tokens back, less the one waiting
+	if r := state(); r.Tokens != 1 {
+		t.Fatalf("500ms on: %+v, want 1 token", r)
+	}
+	until := base.Add(10 * time.Second)
+	if err := l.Backoff(ctx, s, until); err != nil {
+		t.Fatal(err)
+	}
+	if r := state(); r.Tokens != 0 || r.BackoffUntil == nil || !r.BackoffUntil.Equal(until) {
+		t.Fatalf("backing off: %+v, want no token until %s", r, until)
+	}
+	clock.Store(until.Add(time.Second).UnixNano())
+	if r := state(); r.Tokens != 4 || r.BackoffUntil != nil {
+		t.Fatalf("after the back-off and a turn's time: %+v, want the whole burst and no back-off", r)
+	}
+}
