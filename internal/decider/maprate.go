@@ -17,14 +17,28 @@ import (
 // (flow.Limiter.ReserveItem: asking again before it gives the same turn,
 // not a fresh one), and the caller's Reserve arranges for the run to be
 // decided again at it (the coordinator schedules a wake). Items are asked
-// for in order; once an item's turn is more than ItemTurnHorizon away, the
+// for in order; once an item's turn is more than a horizon away, the
 // later items of its key are not asked in this decision (their turns
 // could only be later still), so a large map takes about the turns of a
 // horizon ahead per decision, not one per item.
+//
+// The horizon is ItemTurnHorizon, and less than per − per/limit: a wake
+// that comes late (a loaded coordinator) readies at once every item whose
+// turn passed, and those are at most the turns taken ahead, the turns of
+// a horizon plus the one past it, so at most limit: no more than the
+// limit's own burst. GCRA's bound on the readies, limit + w·limit/per + 1
+// in any window w, thus holds however late the wakes come.
 
-// ItemTurnHorizon is how far ahead a decision takes map items' turns of
-// one key.
+// ItemTurnHorizon is the farthest ahead a decision takes map items' turns
+// of one key.
 const ItemTurnHorizon = time.Second
+
+// itemHorizon is how far ahead a decision takes the turns of rate limit r
+// for map items: ItemTurnHorizon, and less than per − per/limit.
+func itemHorizon(r *graph.RateLimit) time.Duration {
+	per := r.Per.D()
+	return min(ItemTurnHorizon, per-per/time.Duration(r.Limit))
+}
 
 // readyRatedItem readies item i of map node n (which has a rate limit) as
 // attempt when its turn is now; it reports whether it decided anything.
@@ -44,11 +58,14 @@ func (d *decider) readyRatedItem(n *graph.Node, ns *projection.NodeState, i, att
 		case r.Failure != nil:
 			d.failRun(*r.Failure, n.ID)
 			return true
-		case r.At.After(d.now.Add(ItemTurnHorizon)):
+		case r.At.After(d.now.Add(itemHorizon(n.Rate))):
 			full[late] = true
 			return false
 		case r.At.After(d.now):
 			return false
+		case !r.At.IsZero() && r.At.Before(d.now):
+			at := r.At.UTC()
+			rr.Turn = &at // the turn came before this decision
 		}
 	}
 	before := len(d.out.Events)

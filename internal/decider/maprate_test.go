@@ -95,20 +95,21 @@ func TestMapItemsTakeTurns(t *testing.T) {
 	if got["a"] != 2 || got["b"] != 2 {
 		t.Fatalf("readied %v, want the burst: 2 of each key", got)
 	}
-	// Turns at 0, 0, 500ms, 1s, 1.5s: the fifth item of a key is past
-	// the horizon, so the sixth (items 10 and 11) is never asked for.
-	if f.asked["m/1/10"]+f.asked["m/1/11"] != 0 || f.asked["m/1/8"] == 0 {
-		t.Fatalf("asked %v: want items 8 and 9 asked, 10 and 11 not (past the horizon)", f.asked)
+	// Turns at 0, 0, 500ms, 1s, 1.5s, 2s per key; the horizon is 500ms
+	// (per less a turn): the fourth item of a key (items 6 and 7) is past
+	// it, so the fifth and sixth (items 8 to 11) are not asked for.
+	if f.asked["m/1/6"] == 0 || f.asked["m/1/7"] == 0 || f.asked["m/1/8"]+f.asked["m/1/9"]+f.asked["m/1/10"]+f.asked["m/1/11"] != 0 {
+		t.Fatalf("asked %v: want items 6 and 7 asked, 8 to 11 not (past the horizon)", f.asked)
 	}
-	if f.taken != 10 {
-		t.Fatalf("%d turns taken, want one for each of items 0 to 9", f.taken)
+	if f.taken != 8 {
+		t.Fatalf("%d turns taken, want one for each of items 0 to 7", f.taken)
 	}
 	sm.clock = sm.clock.Add(600 * time.Millisecond)
 	sm.readiedItems(f, got)
 	if got["a"] != 3 || got["b"] != 3 {
 		t.Fatalf("600ms on: readied %v, want 3 of each key", got)
 	}
-	if f.taken != 12 {
-		t.Fatalf("%d turns taken, want 12: items 10 and 11 now within the horizon, no fresh turn for the others", f.taken)
+	if f.taken != 10 {
+		t.Fatalf("%d turns taken, want 10: items 8 and 9 asked now, no fresh turn for the others", f.taken)
 	}
 }

@@ -75,11 +75,19 @@
 // and the first ask at or after it is granted and forgets it, in the
 // key's compare-and-set; the coordinator schedules a wake of the run
 // (a timer.fired notice, purpose "rate") at the turn, each time it is
-// told the turn is later, before the decision is written. A decision asks
-// for the turns of a key's items in order until one is more than a
-// horizon (decider.ItemTurnHorizon, 1s) away, so a map of 10,000 items
-// does not take 10,000 turns at once, and its items go at the rate, each
-// hand-over of turns a round through the log. Turns never asked for again
+// told the turn is later, before the decision is written; the item's
+// node-ready records the turn when it came before the ready (RateRef's
+// turn), so the log shows the rate as exactly as a node's wait deadline
+// does. A decision asks for the turns of a key's items in order until one
+// is more than a horizon away (decider.ItemTurnHorizon, 1s, and less than
+// per − per/limit), so a map of 10,000 items does not take 10,000 turns
+// at once, and its items go at the rate, each hand-over of turns a round
+// through the log. A wake that comes late (a loaded coordinator) readies
+// at once the items whose turns came, at most limit of them (the turns
+// taken ahead: those of the horizon and the one past it), while the key's
+// burst may have come back meanwhile: the readies then bunch up to twice
+// the burst, as the readies of nodes' waits whose timers fire late do; the
+// turns keep GCRA's bound. Turns never asked for again
 // (their run ended) are dropped by the key's next write after Grace, or
 // with the idle key by the sweep, so an entry holds at most the units
 // queued (MaxWaiters plus the rate) and those of the last Grace. A map

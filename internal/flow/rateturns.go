@@ -22,9 +22,9 @@ import (
 // Grace.
 
 // ReserveItem is Reserve for a map item's attempt h, remembering a later
-// turn for h: it returns the turn, the zero time when it is now (taken now,
-// or come); fresh says the turn was taken by this call (the caller then
-// arranges to ask again at it).
+// turn for h: it returns the turn, the zero time when it is now, the turn
+// remembered (not after asked) when it came; fresh says the turn was
+// taken by this call (the caller then arranges to ask again at it).
 func (l *Limiter) ReserveItem(ctx context.Context, s RateSpec, h Holder, units int, asked time.Time) (turn time.Time, fresh bool, err error) {
 	if s.Rate < 1 || s.Per <= 0 || units < 1 {
 		return time.Time{}, false, fmt.Errorf("rate limit %q: %d units of %d per %s", s.Limit, units, s.Rate, s.Per)
@@ -42,7 +42,7 @@ func (l *Limiter) ReserveItem(ctx context.Context, s RateSpec, h Holder, units i
 				at = t
 				return pruned, nil
 			}
-			at = 0 // come: granted, forgotten
+			at = t // come: granted (a time not after asked), forgotten
 			delete(e.Turns, id)
 			return true, nil
 		}
@@ -60,6 +60,7 @@ func (l *Limiter) ReserveItem(ctx context.Context, s RateSpec, h Holder, units i
 	if err != nil || at == 0 {
 		return time.Time{}, fresh, err
 	}
+	// A turn that came is returned as it was given, for the log.
 	return time.Unix(0, at).UTC(), fresh, nil
 }
 

@@ -53,9 +53,10 @@ func TestReserveItemRemembersTheTurn(t *testing.T) {
 			t.Fatalf("item %d asked again: %v fresh %v, want %v remembered", i, at, fresh, want[i])
 		}
 	}
-	// Item 4 at its turn (late, at 300ms): granted now, forgotten.
-	if at, fresh := turn(4, 300*time.Millisecond); at != 300*time.Millisecond || fresh {
-		t.Fatalf("item 4 at its turn: %v fresh %v, want now", at, fresh)
+	// Item 4 after its turn (late, at 300ms): granted, given as its turn
+	// (250ms), forgotten.
+	if at, fresh := turn(4, 300*time.Millisecond); at != 250*time.Millisecond || fresh {
+		t.Fatalf("item 4 at its turn: %v fresh %v, want its turn, 250ms", at, fresh)
 	}
 	// A new item queues behind item 5, not behind a fresh turn of 4.
 	if at, _ := turn(6, 300*time.Millisecond); at != 750*time.Millisecond {
