@@ -242,3 +242,57 @@ func mustPayloadT(t *testing.T, e *events.Event) events.Payload {
 	}
 	return p
 }
+
+// A coordinator stopped while a map's items wait for their turns, and
+// another started a second later: the wakes already scheduled, and the
+// turns remembered in the limit's key, carry the items on; the run
+// completes, every item once, and the turns in the log keep GCRA's bound.
+func TestMapItemTurnsSurviveACoordinatorStop(t *testing.T) {
+	_, st := testkit.Store(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	runWorker(t, ctx, st, "w1")
+	actx, stopA := context.WithCancel(ctx)
+	a := coordinator.New(st, coordinator.WithLogger(quiet()))
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = a.Run(actx) })
+	t.Cleanup(func() { stopA(); wg.Wait() })
+	g := mustGraph(t, strings.Replace(mapRatedGraph, "limit: 10", "limit: 5", 1))
+	items := make([]string, 20)
+	for i := range items {
+		items[i] = fmt.Sprint(i)
+	}
+	run := startItems(t, st, g, "["+strings.Join(items, ",")+"]")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		evs, _ := st.Read(ctx, run, 0, 0)
+		n := 0
+		for _, e := range evs {
+			if e.Type == events.NodeReady {
+				n++
+			}
+		}
+		if n >= 8 {
+			break // the burst of 5 and some turns after it
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d items readied", n)
+		}
+		// Polls: the readies are events of the run, read afresh.
+		time.Sleep(20 * time.Millisecond)
+	}
+	stopA()
+	wg.Wait()
+	// Stopped for a second: wakes come due meanwhile, with no coordinator.
+	time.Sleep(time.Second)
+	runCoordinator(t, ctx, st, coordinator.WithLogger(quiet()))
+	s := waitEnded(t, st, []string{run}, 60*time.Second)[run]
+	if s.Status != projection.RunCompleted {
+		t.Fatalf("run %s %+v", s.Status, s.Error)
+	}
+	turns, _, invokings, _ := itemTimes(t, st, run)
+	if len(turns) != 20 || len(invokings) != 20 {
+		t.Fatalf("%d items readied and %d invoked, want each of the 20 once", len(turns), len(invokings))
+	}
+	checkGCRA(t, "turn", turns, 5, 5, time.Second, 0)
+}
