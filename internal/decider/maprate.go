@@ -19,8 +19,9 @@ import (
 // decided again at it (the coordinator schedules a wake). Items are asked
 // for in order; once an item's turn is more than a horizon away, the
 // later items of its key are not asked in this decision (their turns
-// could only be later still), so a large map takes about the turns of a
-// horizon ahead per decision, not one per item.
+// could only be later still), nor once ItemTurnsAhead of its turns are
+// later, so a large map takes at most the turns of a horizon ahead per
+// decision, not one per item.
 //
 // The horizon is ItemTurnHorizon, and less than per − per/limit: a wake
 // that comes late (a loaded coordinator) readies at once every item whose
@@ -32,6 +33,12 @@ import (
 // ItemTurnHorizon is the farthest ahead a decision takes map items' turns
 // of one key.
 const ItemTurnHorizon = time.Second
+
+// ItemTurnsAhead bounds the later turns of one key a decision asks for
+// (each a read of the key and a wake scheduled), whatever the rate: a
+// fast rate (1,000 a second) would otherwise ask a thousand every
+// decision.
+const ItemTurnsAhead = 64
 
 // itemHorizon is how far ahead a decision takes the turns of rate limit r
 // for map items: ItemTurnHorizon, and less than per − per/limit.
@@ -49,7 +56,7 @@ func (d *decider) readyRatedItem(n *graph.Node, ns *projection.NodeState, i, att
 		return true // the run failed
 	}
 	late := "rate\x00" + rr.Key
-	if full[late] {
+	if full[late] || d.turnsAhead[rr.Key] >= ItemTurnsAhead {
 		return false
 	}
 	if d.reserveFn != nil {
@@ -62,6 +69,10 @@ func (d *decider) readyRatedItem(n *graph.Node, ns *projection.NodeState, i, att
 			full[late] = true
 			return false
 		case r.At.After(d.now):
+			if d.turnsAhead == nil {
+				d.turnsAhead = map[string]int{}
+			}
+			d.turnsAhead[rr.Key]++
 			return false
 		case !r.At.IsZero() && r.At.Before(d.now):
 			at := r.At.UTC()

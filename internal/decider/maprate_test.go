@@ -2,6 +2,7 @@ package decider_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -111,5 +112,38 @@ func TestMapItemsTakeTurns(t *testing.T) {
 	}
 	if f.taken != 10 {
 		t.Fatalf("%d turns taken, want 10: items 8 and 9 asked now, no fresh turn for the others", f.taken)
+	}
+}
+
+// A fast rate (100 a second) over 300 items: a decision asks for at most
+// ItemTurnsAhead later turns of a key, not the whole horizon's (99).
+func TestMapItemTurnsAheadBounded(t *testing.T) {
+	var items []string
+	for range 300 {
+		items = append(items, `{"k":"a"}`)
+	}
+	sm := newSim(t, strings.Replace(mapRated, "limit: 2", "limit: 100", 1), `{"items":[`+strings.Join(items, ",")+`]}`, "", nil)
+	f := &fakeTurns{tat: map[string]time.Time{}, turns: map[string]time.Time{}, asked: map[string]int{}}
+	most := 0
+	for range 20 {
+		later := 0
+		reserve := func(r decider.ReserveRequest) decider.Reservation {
+			res := f.reserve(r)
+			if res.At.After(r.Now) {
+				later++
+			}
+			return res
+		}
+		d := decider.DecideWith(sm.g, sm.s.Clone(), sm.clock, decider.Options{Reserve: reserve})
+		most = max(most, later)
+		for _, e := range d.Events {
+			sm.append(e)
+		}
+		if len(d.Events) == 0 {
+			break
+		}
+	}
+	if most != decider.ItemTurnsAhead {
+		t.Fatalf("a decision asked for %d later turns at most, want the bound, %d", most, decider.ItemTurnsAhead)
 	}
 }

@@ -80,8 +80,9 @@
 // turn), so the log shows the rate as exactly as a node's wait deadline
 // does. A decision asks for the turns of a key's items in order until one
 // is more than a horizon away (decider.ItemTurnHorizon, 1s, and less than
-// per − per/limit), so a map of 10,000 items does not take 10,000 turns
-// at once, and its items go at the rate, each hand-over of turns a round
+// per − per/limit), or 64 of them are later (decider.ItemTurnsAhead), so
+// a map of 10,000 items does not take 10,000 turns at once, nor a fast
+// rate a thousand per decision, and its items go at the rate, each hand-over of turns a round
 // through the log. A wake that comes late (a loaded coordinator) readies
 // at once the items whose turns came, at most limit of them (the turns
 // taken ahead: those of the horizon and the one past it), while the key's
