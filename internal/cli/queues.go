@@ -30,7 +30,9 @@ the flow bucket (weft-flow), which the coordinators keep by compare-and-set:
 for each limit and key, the slots held of its max, the attempts waiting in
 line and the oldest waiter. A key with nothing held and nothing waiting is
 not listed. Rate limits (rate: {limit, per, key}) are listed first: the
-rate, the attempts waiting for their turn, and when the next turn is.
+rate, the tokens left (the units that may start at once now), the units
+waiting for their turn, when the next turn is, and, while a RateLimited
+failure (an HTTP 429's Retry-After) holds the key back, until when.
 -v lists the holders and waiters (run, node, iteration, attempt).`,
 	conn: connStore,
 	flags: func(fs *flag.FlagSet) action {
@@ -71,13 +73,9 @@ rate, the attempts waiting for their turn, and when the next turn is.
 			e.printQueues(queues, note)
 			if len(rs) > 0 {
 				tw := table(e.stdout)
-				fmt.Fprintln(tw, "RATE LIMIT\tKEY\tRATE\tWAITING\tNEXT TURN")
+				fmt.Fprintln(tw, "RATE LIMIT\tKEY\tRATE\tTOKENS\tWAITING\tNEXT TURN\tBACKING OFF")
 				for _, r := range rs {
-					next := "now"
-					if d := time.Until(r.NextTurn); d > 0 {
-						next = "in " + d.Round(time.Millisecond).String()
-					}
-					fmt.Fprintf(tw, "%s\t%s\t%d/%s\t%d\t%s\n", r.Limit, orDash(r.Key), r.Rate, r.Per, r.Waiting, next)
+					fmt.Fprintf(tw, "%s\t%s\t%d/%s\t%d\t%d\t%s\t%s\n", r.Limit, orDash(r.Key), r.Rate, r.Per, r.Tokens, r.Waiting, rateNext(r), rateBackoff(r))
 				}
 				_ = tw.Flush()
 				if len(es) > 0 {
@@ -110,6 +108,22 @@ rate, the attempts waiting for their turn, and when the next turn is.
 			return tw.Flush()
 		}}
 	},
+}
+
+// rateNext says when a rate key's next turn is.
+func rateNext(r flow.RateState) string {
+	if d := time.Until(r.NextTurn); d > 0 {
+		return "in " + d.Round(time.Millisecond).String()
+	}
+	return "now"
+}
+
+// rateBackoff says until when an outside refusal holds a rate key back.
+func rateBackoff(r flow.RateState) string {
+	if r.BackoffUntil == nil {
+		return "-"
+	}
+	return "until " + r.BackoffUntil.Local().Format("15:04:05.000")
 }
 
 // printQueues prints the task queues, then a blank line.

@@ -107,3 +107,46 @@ edges: [{from: START, to: render}, {from: render, to: END}]
 	r = weft(t, "workers", "-nats", url)
 	wantMatch(t, "weft workers", r.stdout, `(?m)^WORKER +QUEUES +TYPES +STARTED +LAST SEEN$`, `(?m)^test-worker +default +.*echo.* ago +\S+ ago$`, `(?m)^coordinators: alive`)
 }
+
+// A rate limit of 2 a minute taken three times: 'weft queues' shows its
+// key with no token left and one unit waiting for its turn, in half a
+// minute.
+func TestQueuesShowsRateTokens(t *testing.T) {
+	url, _ := engine(t)
+	file := filepath.Join(t.TempDir(), "rated.yaml")
+	if err := os.WriteFile(file, []byte(`name: rated
+nodes:
+  - {id: call, type: echo, rate: {limit: 2, per: 1m, key: "invocation.tenant"}}
+edges: [{from: START, to: call}, {from: call, to: END}]
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if r := weft(t, "run", file, "-nats", url, "-invocation", `{"tenant":"acme"}`); r.code != 0 {
+			t.Fatalf("weft run: exit %d: %s", r.code, r.stderr)
+		}
+	}
+	row := regexp.MustCompile(`rated/call\s+acme\s+2/1m0s\s+0\s+1\s+in \d\d\.\d+s\s+-`)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		r := weft(t, "queues", "-nats", url)
+		if strings.Contains(r.stdout, "TOKENS") && row.MatchString(r.stdout) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("weft queues never showed the key with 0 tokens and 1 waiting:\n%s%s", r.stdout, r.stderr)
+		}
+		// Polls: weft queues is a read of the limits, which notifies nobody.
+		time.Sleep(100 * time.Millisecond)
+	}
+	r := weft(t, "queues", "-nats", url, "-o", "json")
+	var v struct {
+		Rates []struct {
+			Limit  string
+			Tokens int
+		}
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil || len(v.Rates) != 1 || v.Rates[0].Limit != "rated/call" || v.Rates[0].Tokens != 0 {
+		t.Fatalf("weft queues -o json: %v %+v\n%s", err, v, r.stdout)
+	}
+}

@@ -50,8 +50,12 @@ func (c *Coordinator) flowOptions(ctx context.Context) (decider.Options, func() 
 		if first != nil {
 			return decider.Reservation{At: time.Unix(1<<40, 0)} // not now: the decision is thrown away
 		}
-		h := flow.Holder{Run: r.Run, Node: r.Ref.Node, Iteration: r.Ref.Iteration, Attempt: r.Attempt}
-		at, err := c.flow.Reserve(ctx, flow.RateSpec{Limit: r.Rate.Limit, Key: r.Rate.Key, Rate: r.Limit, Per: r.Per}, h, r.Rate.Units, r.Now)
+		h := flow.Holder{Run: r.Run, Node: holderNode(r.Ref), Iteration: r.Ref.Iteration, Attempt: r.Attempt}
+		take := c.flow.Reserve
+		if r.Ref.Item != nil {
+			take = c.reserveItem(r) // maprate.go
+		}
+		at, err := take(ctx, flow.RateSpec{Limit: r.Rate.Limit, Key: r.Rate.Key, Rate: r.Limit, Per: r.Per}, h, r.Rate.Units, r.Now)
 		switch {
 		case flow.Final(err):
 			details, _ := json.Marshal(map[string]any{"limit": r.Rate.Limit, "key": r.Rate.Key})
@@ -205,10 +209,20 @@ const releaseTimeout = 10 * time.Second
 // backoffRate holds a rate limit's whole key back when an attempt of a
 // node with the limit failed as RateLimited: no turn of the key comes
 // before the failure's time plus its retryAfterMs (default: one turn).
+// A map node's items: backoffItemRates (maprate.go).
 func (c *Coordinator) backoffRate(ctx context.Context, ent *runEntry, id string, ns *projection.NodeState) error {
+	if err := c.backoffItemRates(ctx, ent, id, ns); err != nil {
+		return err
+	}
 	if ns.Rate == nil || ns.Error == nil || ns.Error.Type != events.FailureRateLimited || ns.EndedAt == nil {
 		return nil
 	}
+	return c.holdBack(ctx, ent, id, ns.Rate, ns.Error, *ns.EndedAt, slotHolder(ent.state.RunID, id, ns))
+}
+
+// holdBack holds back key rr of node id's rate limit after failure f of
+// attempt h at time at, once per attempt.
+func (c *Coordinator) holdBack(ctx context.Context, ent *runEntry, id string, rr *events.RateRef, f *events.Failure, at time.Time, h flow.Holder) error {
 	g, err := c.graphFor(ent.state)
 	if err != nil {
 		return nil // the run fails for its graph elsewhere
@@ -217,18 +231,18 @@ func (c *Coordinator) backoffRate(ctx context.Context, ent *runEntry, id string,
 	if !ok || n.Rate == nil {
 		return nil
 	}
-	memo := "backoff/" + slotHolder(ent.state.RunID, id, ns).ID()
+	memo := "backoff/" + h.ID()
 	if _, done := ent.released[memo]; done {
 		return nil
 	}
 	var d struct {
 		RetryAfterMs int64 `json:"retryAfterMs"`
 	}
-	_ = json.Unmarshal(ns.Error.Details, &d)
+	_ = json.Unmarshal(f.Details, &d)
 	after := time.Duration(d.RetryAfterMs) * time.Millisecond
 	after = min(max(after, n.Rate.Per.D()/time.Duration(n.Rate.Limit)), maxBackoff)
-	spec := flow.RateSpec{Limit: ns.Rate.Limit, Key: ns.Rate.Key, Rate: n.Rate.Limit, Per: n.Rate.Per.D()}
-	if err := c.flow.Backoff(ctx, spec, ns.EndedAt.Add(after)); err != nil {
+	spec := flow.RateSpec{Limit: rr.Limit, Key: rr.Key, Rate: n.Rate.Limit, Per: n.Rate.Per.D()}
+	if err := c.flow.Backoff(ctx, spec, at.Add(after)); err != nil {
 		return err
 	}
 	if ent.released == nil {

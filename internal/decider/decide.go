@@ -121,6 +121,9 @@ type decider struct {
 	// admitFn is Options.Admit (flow.go).
 	admitFn   func(AdmitRequest) Admission
 	reserveFn func(ReserveRequest) Reservation
+	// turnsAhead counts, per rate key, the later turns of map items asked
+	// for in this decision (maprate.go).
+	turnsAhead map[string]int
 	// budget is Options.HistoryBudget; drain is set once the run drains
 	// (continue.go).
 	budget HistoryBudget

@@ -24,7 +24,9 @@ type Options struct {
 	// Reserve takes an attempt's turn of its node's rate limit and says
 	// when it is: now (or before) to ready it at once, else the attempt
 	// waits until then. Asking again for an attempt must give the same
-	// time. Nil: every turn is now.
+	// time. For a map item's attempt (Ref.Item set) a later turn is not
+	// recorded in the log: Reserve remembers it and has the run decided
+	// again at it (maprate.go). Nil: every turn is now.
 	Reserve func(ReserveRequest) Reservation
 	// HistoryBudget is the coordinator's history budget: a run whose
 	// graph continues as new on it drains from DrainFraction of it on
@@ -179,21 +181,10 @@ func (d *decider) rateWait(n *graph.Node, ns *projection.NodeState) bool {
 // limit's reference when the turn is now; otherwise the attempt waits for
 // it (a node.waiting for "rate" with a durable timer), or the run failed.
 func (d *decider) takeTurn(n *graph.Node, ref events.NodeRef, attempt int, local []byte, consumed, owed []int) (*events.RateRef, bool) {
-	env := d.env(nil)
-	env.Local = decode(local)
-	key, units, err := d.ev.RateKey(n.ID, env)
-	switch {
-	case err != nil:
-	case len(key) > MaxKeyLen:
-		err = fmt.Errorf("rate.key gave %d bytes, the limit is %d", len(key), MaxKeyLen)
-	case units < 1 || units > n.Rate.Limit:
-		err = fmt.Errorf("rate.units gave %d, want 1 to the limit, %d", units, n.Rate.Limit)
-	}
-	if err != nil {
-		d.failRun(events.Failure{Type: events.FailureFlowLimit, Message: fmt.Sprintf("node %q: %v", n.ID, err)}, n.ID)
+	rr, ok := d.rateRefFor(n, local)
+	if !ok {
 		return nil, false
 	}
-	rr := &events.RateRef{Limit: graph.RateName(d.g.Definition(), n), Key: key, Units: units}
 	if d.reserveFn == nil {
 		return rr, true
 	}
@@ -211,4 +202,24 @@ func (d *decider) takeTurn(n *graph.Node, ref events.NodeRef, attempt int, local
 	id := projection.RateTimerID(ref, attempt)
 	d.timer(id, at, &events.TimerFiredData{TimerID: id, Purpose: projection.PurposeRate, Ref: ref, Attempt: attempt})
 	return nil, false
+}
+
+// rateRefFor is the key and units of n's rate limit an attempt with local
+// takes; ok is false when the run failed evaluating them.
+func (d *decider) rateRefFor(n *graph.Node, local []byte) (*events.RateRef, bool) {
+	env := d.env(nil)
+	env.Local = decode(local)
+	key, units, err := d.ev.RateKey(n.ID, env)
+	switch {
+	case err != nil:
+	case len(key) > MaxKeyLen:
+		err = fmt.Errorf("rate.key gave %d bytes, the limit is %d", len(key), MaxKeyLen)
+	case units < 1 || units > n.Rate.Limit:
+		err = fmt.Errorf("rate.units gave %d, want 1 to the limit, %d", units, n.Rate.Limit)
+	}
+	if err != nil {
+		d.failRun(events.Failure{Type: events.FailureFlowLimit, Message: fmt.Sprintf("node %q: %v", n.ID, err)}, n.ID)
+		return nil, false
+	}
+	return &events.RateRef{Limit: graph.RateName(d.g.Definition(), n), Key: key, Units: units}, true
 }

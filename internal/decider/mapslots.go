@@ -20,8 +20,12 @@ import (
 // readyItem readies item i of map node n as attempt, taking its slot
 // first when n has a concurrency limit; it reports whether it decided
 // anything (the item readied, or the run failed). full holds the keys
-// found full in this decision.
+// found full in this decision (and, for a rate limit, the keys whose
+// turns are past the horizon: maprate.go).
 func (d *decider) readyItem(n *graph.Node, ns *projection.NodeState, i, attempt int, input json.RawMessage, full map[string]bool) bool {
+	if n.Rate != nil {
+		return d.readyRatedItem(n, ns, i, attempt, input, full) // maprate.go
+	}
 	before := len(d.out.Events)
 	ref, local := itemRef(n, ns, i), itemLocal(ns.Items[i].Data, i)
 	done := (*cleared)(nil)

@@ -102,6 +102,10 @@ type RateRef struct {
 	Limit string `json:"limit"`
 	Key   string `json:"key"`
 	Units int    `json:"units"`
+	// Turn is, on a map item's node-ready, the turn the item was given
+	// when it came before the ready (its run was decided again only
+	// then): the log's record of the rate, as a node's wait's deadline is.
+	Turn *time.Time `json:"turn,omitempty"`
 }
 
 // SlotRef names a concurrency slot: the limit, the key the attempt's

@@ -67,6 +67,35 @@
 // and the sweep reclaims any left (a queued item is live while its run
 // has not ended and the item has not been readied at that attempt).
 //
+// A map node's items take turns of their node's rate limit one by one
+// too (rateturns.go), each attempt asking as it would be readied. An item
+// whose turn is later is not readied and has no record in the log (the
+// node's state is one for all its items), so the key's entry remembers
+// its turn by holder (Turns): asking again before it gives the same turn,
+// and the first ask at or after it is granted and forgets it, in the
+// key's compare-and-set; the coordinator schedules a wake of the run
+// (a timer.fired notice, purpose "rate") at the turn, each time it is
+// told the turn is later, before the decision is written; the item's
+// node-ready records the turn when it came before the ready (RateRef's
+// turn), so the log shows the rate as exactly as a node's wait deadline
+// does. A decision asks for the turns of a key's items in order until one
+// is more than a horizon away (decider.ItemTurnHorizon, 1s, and less than
+// per − per/limit), or 64 of them are later (decider.ItemTurnsAhead), so
+// a map of 10,000 items does not take 10,000 turns at once, nor a fast
+// rate a thousand per decision, and its items go at the rate, each hand-over of turns a round
+// through the log. A wake that comes late (a loaded coordinator) readies
+// at once the items whose turns came, at most limit of them (the turns
+// taken ahead: those of the horizon and the one past it), while the key's
+// burst may have come back meanwhile: the readies then bunch up to twice
+// the burst, as the readies of nodes' waits whose timers fire late do; the
+// turns keep GCRA's bound. Turns never asked for again
+// (their run ended) are dropped by the key's next write after Grace, or
+// with the idle key by the sweep, so an entry holds at most the units
+// queued (MaxWaiters plus the rate) and those of the last Grace. A map
+// item's RateLimited failure holds its key back as a node's attempt's
+// does (from when its coordinator folds it: an item's failure has no
+// time of its own in the state).
+//
 // # Priorities and fairness
 //
 // A run carries a priority (1 to 5, default 3) and a fairness key (a
@@ -160,7 +189,12 @@
 // node.waiting {for: "rate", deadline} with a durable timer, and the
 // attempt is readied when it fires. A worker's RateLimited failure (an
 // HTTP 429 and its Retry-After) moves the key's time on, so every attempt
-// of the key waits it out.
+// of the key waits it out. A map item's turn is remembered in the key
+// instead ("Map items"). GCRA lets a burst of limit units go at once after
+// a quiet spell: in any window of length w at most limit + w/T units
+// start (T = per/limit), so a window of per sees up to 2·limit − 1;
+// measured on the log's node-readies, the decisions, where the turns are
+// taken (a worker's lag may bunch the invokings after them).
 //
 // # The fast path: one compare-and-set for many attempts
 //

@@ -40,6 +40,13 @@ type rateEntry struct {
 	PerMs int64  `json:"perMs"`
 	// TAT is the theoretical arrival time of the next unit (unix ns).
 	TAT int64 `json:"tat"`
+	// Turns are the later turns taken by map items and not yet come to
+	// (holder ID → unix ns): their memory, which a node's attempt keeps
+	// in its run's log instead (rateturns.go).
+	Turns map[string]int64 `json:"turns,omitempty"`
+	// Until is the last time an outside refusal (Backoff) holds the key
+	// back to (unix ns), for 'weft queues'.
+	Until int64 `json:"until,omitempty"`
 }
 
 // RateKVKey is the bucket key of a rate limit's key.
@@ -60,23 +67,32 @@ func (l *Limiter) Reserve(ctx context.Context, s RateSpec, h Holder, units int, 
 		if !asked.IsZero() {
 			now = asked.UnixNano()
 		}
-		per := s.Per.Nanoseconds()
-		T := per / int64(s.Rate)
-		tat := max(e.TAT, now) + int64(units)*T
-		at = max(now, tat-per)
-		if queued := (tat - now) / T; queued > int64(MaxWaiters)+int64(s.Rate) {
-			return false, fmt.Errorf("rate limit %q key %q: %d units wait for their turn already: %w", s.Limit, s.Key, queued, ErrQueueFull)
-		}
-		e.TAT = tat
-		if at <= now {
-			at = 0
-		}
-		return true, nil
+		var err error
+		at, err = e.take(s, units, now)
+		return err == nil, err
 	})
 	if at == 0 {
 		return time.Time{}, err
 	}
 	return time.Unix(0, at).UTC(), err
+}
+
+// take takes the next turn of e for units at time now (GCRA) and
+// returns it, 0 when it is now; past MaxWaiters units queued it takes
+// none (ErrQueueFull).
+func (e *rateEntry) take(s RateSpec, units int, now int64) (int64, error) {
+	per := s.Per.Nanoseconds()
+	T := per / int64(s.Rate)
+	tat := max(e.TAT, now) + int64(units)*T
+	at := max(now, tat-per)
+	if queued := (tat - now) / T; queued > int64(MaxWaiters)+int64(s.Rate) {
+		return 0, fmt.Errorf("rate limit %q key %q: %d units wait for their turn already: %w", s.Limit, s.Key, queued, ErrQueueFull)
+	}
+	e.TAT = tat
+	if at <= now {
+		return 0, nil
+	}
+	return at, nil
 }
 
 // Backoff makes no turn of s come before until: an outside Retry-After
@@ -89,7 +105,7 @@ func (l *Limiter) Backoff(ctx context.Context, s RateSpec, until time.Time) erro
 		if tat <= e.TAT {
 			return false, nil
 		}
-		e.TAT = tat
+		e.TAT, e.Until = tat, until.UnixNano()
 		return true, nil
 	})
 }
@@ -102,6 +118,12 @@ type RateState struct {
 	Per      time.Duration `json:"per"`
 	Waiting  int           `json:"waiting"` // units reserved whose turn is later, about
 	NextTurn time.Time     `json:"nextTurn"`
+	// Tokens are the units that may go at once now (GCRA's burst left,
+	// 0 to Rate).
+	Tokens int `json:"tokens"`
+	// BackoffUntil is, while an outside refusal (a RateLimited failure's
+	// Retry-After) holds the key back, the time it holds it back to.
+	BackoffUntil *time.Time `json:"backoffUntil,omitempty"`
 }
 
 func (l *Limiter) changeRate(ctx context.Context, s RateSpec, fn func(e *rateEntry, now int64) (bool, error)) error {
@@ -185,13 +207,29 @@ func (l *Limiter) Rates(ctx context.Context) ([]RateState, error) {
 		if json.Unmarshal(b, &e) != nil {
 			continue
 		}
-		per := time.Duration(e.PerMs) * time.Millisecond
-		next := time.Unix(0, e.TAT).Add(-per).UTC()
-		waiting := 0
-		if T := per / time.Duration(max(e.Rate, 1)); T > 0 && next.After(l.now()) {
-			waiting = int(next.Sub(l.now()) / T) // units whose turn is later
-		}
-		out = append(out, RateState{Limit: e.Limit, Key: e.Key, Rate: e.Rate, Per: per, Waiting: waiting, NextTurn: next})
+		out = append(out, e.state(l.now()))
 	}
 	return out, nil
+}
+
+// state is e's state at now.
+func (e *rateEntry) state(now time.Time) RateState {
+	per := time.Duration(e.PerMs) * time.Millisecond
+	next := time.Unix(0, e.TAT).Add(-per).UTC()
+	rs := RateState{Limit: e.Limit, Key: e.Key, Rate: e.Rate, Per: per, NextTurn: next, Tokens: e.Rate}
+	T := per / time.Duration(max(e.Rate, 1))
+	if T <= 0 {
+		return rs
+	}
+	if next.After(now) {
+		rs.Waiting = int((next.Sub(now) + T - 1) / T) // units whose turn is later: the next one's, and one every T before it
+	}
+	if busy := time.Unix(0, e.TAT).Sub(now); busy > 0 {
+		// The burst left: what the units not yet come leave of per.
+		rs.Tokens = min(max(int((per-busy)/T), 0), e.Rate)
+	}
+	if until := time.Unix(0, e.Until).UTC(); e.Until != 0 && until.After(now) {
+		rs.BackoffUntil = &until
+	}
+	return rs
 }

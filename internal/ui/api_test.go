@@ -665,6 +665,7 @@ edges: [{from: START, to: nap}, {from: nap, to: END}]
 			Limit   string
 			Rate    int
 			Waiting int
+			Tokens  int
 		}
 		Note string
 	}
@@ -677,8 +678,8 @@ edges: [{from: START, to: nap}, {from: nap, to: END}]
 		len(l.Holders) != 1 || !strings.HasPrefix(l.Holders[0], first+"/START/") || len(l.Waiters) != 1 || !strings.HasPrefix(l.Waiters[0], second+"/START/") {
 		t.Errorf("run limit %+v, want %s holding and %s waiting", l, first, second)
 	}
-	if len(w.Rates) != 1 || w.Rates[0].Limit != "onebyone/nap" || w.Rates[0].Rate != 5 {
-		t.Errorf("rates %+v, want onebyone/nap at 5", w.Rates)
+	if len(w.Rates) != 1 || w.Rates[0].Limit != "onebyone/nap" || w.Rates[0].Rate != 5 || w.Rates[0].Tokens < 4 {
+		t.Errorf("rates %+v, want onebyone/nap at 5, with 4 or 5 tokens left (one taken, back in 200ms)", w.Rates)
 	}
 	for _, id := range []string{first, second} {
 		if err := e.cl.Cancel(context.Background(), id, "done"); err != nil {

@@ -194,8 +194,8 @@ func TestLimitsByTypeAndQueueValidation(t *testing.T) {
 			}
 		})
 	}
-	// A map node's items take a type's concurrency limit, each; not a
-	// rate limit yet: said at the node.
+	// A map node's items take a type's concurrency limit, each, and its
+	// rate limit, each.
 	src := "name: t\nlimits: {types: {echo: {concurrency: {max: 1}}}}\nnodes:\n  - {id: m, type: echo, map: {over: \"state.items\"}}\nedges: [{from: START, to: m}, {from: m, to: END}]\n"
 	if g, err := Parse([]byte(src), "x.yaml"); err != nil {
 		t.Fatalf("map node under a type's concurrency limit: %v", err)
@@ -203,7 +203,9 @@ func TestLimitsByTypeAndQueueValidation(t *testing.T) {
 		t.Fatalf("map node's limit: %+v", m.Concurrency)
 	}
 	src = strings.Replace(src, "concurrency: {max: 1}", "rate: {limit: 1, per: 1s}", 1)
-	if _, err := Parse([]byte(src), "x.yaml"); err == nil || !strings.Contains(err.Error(), `node "m": field "map": a map node's items cannot take the rate limit "type/echo" yet`) {
+	if g, err := Parse([]byte(src), "x.yaml"); err != nil {
 		t.Fatalf("map node under a type's rate limit: %v", err)
+	} else if m, _ := g.Node("m"); m.Rate == nil || RateName(g.Definition(), m) != "type/echo" {
+		t.Fatalf("map node's rate limit: %+v", m.Rate)
 	}
 }

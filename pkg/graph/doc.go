@@ -221,7 +221,9 @@
 // each take a slot of their node's concurrency limit (the key sees the
 // item as local), beside map.concurrency; an item over the limit is not
 // readied until a slot frees (it waits in the limit's line, not in the
-// log). Map items take no rate limit yet.
+// log). Likewise each item takes a turn of its node's rate limit (the key
+// and units see the item as local): an item whose turn is later is not
+// readied until it comes (the limit remembers the turn, not the log).
 //
 // A graph's limits put the same limits on every node of a type, or on a
 // queue, shared by name across graphs:

@@ -42,9 +42,9 @@ func lowerLimits(g *Graph, o *options, p *problems) {
 		case byType && byQueue:
 			p.node(n.ID, "type", "node is under both limits.types.%s and limits.queues.%s: give it a limit of its own, or keep one of the two", n.Type, n.Queue)
 		case byType:
-			giveLimits(n, t, "type/"+n.Type, p)
+			giveLimits(n, t, "type/"+n.Type)
 		case byQueue:
-			giveLimits(n, q, "queue/"+n.Queue, p)
+			giveLimits(n, q, "queue/"+n.Queue)
 		}
 	}
 }
@@ -95,13 +95,8 @@ func checkNodeLimits(g *Graph, kind, what string, entries map[string]NodeLimits,
 }
 
 // giveLimits gives node n the limits of an entry, named name unless the
-// entry names them; a map node's items take a concurrency limit each, but
-// not a rate limit yet.
-func giveLimits(n *Node, e NodeLimits, name string, p *problems) {
-	if n.Map != nil && e.Rate != nil {
-		p.node(n.ID, "map", "a map node's items cannot take the rate limit %q yet: move the node off the %s", name, strings.SplitN(name, "/", 2)[0])
-		return
-	}
+// entry names them; a map node's items take its limits each.
+func giveLimits(n *Node, e NodeLimits, name string) {
 	if c := e.Concurrency; c != nil {
 		cc := *c
 		if cc.Name == "" {

@@ -410,8 +410,6 @@ func validateRate(g *Graph, n *Node, o *options, bad badFunc) {
 	switch {
 	case coordinatorType(n.Type):
 		bad("rate", "a %s node runs in the coordinator; limit the nodes that do the work", n.Type)
-	case n.Map != nil:
-		bad("rate", "a rate limit on map items is not supported yet")
 	case n.Concurrency != nil:
 		bad("rate", "a node with a concurrency limit cannot have a rate limit too, yet")
 	}

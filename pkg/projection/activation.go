@@ -20,7 +20,7 @@ func (s *State) applyNodeReady(d *events.NodeReadyData, at time.Time) error {
 	if d.Item != nil {
 		it := item(n, *d.Item)
 		it.Status, it.Attempt, it.Delivery, it.HeartbeatAt, it.TimedOut = NodeReady, d.Attempt, 0, nil, ""
-		it.Slot = d.Slot
+		it.Slot, it.Rate = d.Slot, d.Rate
 		it.LocalAttempt = d.Queue == events.LocalQueue
 		n.TimeoutMs, n.HeartbeatMs = d.TimeoutMs, d.HeartbeatMs
 		return nil

@@ -282,6 +282,9 @@ type ItemState struct {
 	// Slot is the concurrency slot the item's attempt holds, when its
 	// map node has a concurrency limit (from its node-ready).
 	Slot *events.SlotRef `json:"slot,omitempty"`
+	// Rate is the rate limit's key the item's attempt took a turn of,
+	// when its map node has a rate limit (from its node-ready).
+	Rate *events.RateRef `json:"rate,omitempty"`
 }
 
 // Node returns the state of a node, creating it if absent.

@@ -220,6 +220,10 @@ export interface RateState {
   per: number
   waiting: number
   nextTurn: string
+  // tokens: the units that may start at once now (the burst left).
+  tokens: number
+  // backoffUntil: while a RateLimited failure holds the key back, until when.
+  backoffUntil?: string | null
 }
 
 export interface WorkersView {

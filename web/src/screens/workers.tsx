@@ -159,8 +159,10 @@ function Limits({ limits, rates }: { limits: Limit[]; rates: RateState[] }) {
               <th>rate limit</th>
               <th>key</th>
               <th>rate</th>
+              <th>tokens</th>
               <th>waiting</th>
               <th>next turn</th>
+              <th>backing off</th>
             </tr>
           </thead>
           <tbody>
@@ -171,8 +173,10 @@ function Limits({ limits, rates }: { limits: Limit[]; rates: RateState[] }) {
                 <td>
                   {r.rate} per {per(r.per)}
                 </td>
+                <td>{r.tokens}</td>
                 <td>{r.waiting}</td>
                 <td>{Date.parse(r.nextTurn) <= Date.now() ? 'now' : <Time at={r.nextTurn} />}</td>
+                <td>{r.backoffUntil ? <Time at={r.backoffUntil} /> : '-'}</td>
               </tr>
             ))}
           </tbody>
