@@ -4,13 +4,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -254,6 +254,22 @@ type Grant struct {
 	Position int
 }
 
+// stamp dates h (when it has no time yet) and cuts its fairness key to
+// MaxFairnessLen bytes, at a character's start.
+func (l *Limiter) stamp(h Holder) Holder {
+	if h.Since.IsZero() {
+		h.Since = l.now().UTC()
+	}
+	if len(h.Fairness) > MaxFairnessLen {
+		n := MaxFairnessLen
+		for n > 0 && !utf8.RuneStart(h.Fairness[n]) {
+			n--
+		}
+		h.Fairness = h.Fairness[:n]
+	}
+	return h
+}
+
 // Acquire takes a slot of s for h, or queues h behind the key's waiters.
 // Taking a slot h holds already, or asking again while waiting, changes
 // nothing. Errors wrapping ErrQueueFull or ErrTooManyKeys are final for
@@ -262,9 +278,7 @@ func (l *Limiter) Acquire(ctx context.Context, s Slot, h Holder) (Grant, error) 
 	if s.Max < 1 || s.Max > MaxSlots {
 		return Grant{}, fmt.Errorf("limit %q: max %d is outside 1..%d", s.Limit, s.Max, MaxSlots)
 	}
-	if h.Since.IsZero() {
-		h.Since = l.now().UTC()
-	}
+	h = l.stamp(h)
 	var g Grant
 	err := l.change(ctx, s, func(e *Entry, created bool) (bool, error) {
 		e.Max = s.Max
@@ -273,6 +287,9 @@ func (l *Limiter) Acquire(ctx context.Context, s Slot, h Holder) (Grant, error) 
 			return false, nil
 		}
 		i := indexOf(e.Waiters, h)
+		if i < 0 && e.size()+h.wireSize() > MaxEntryBytes {
+			return false, fmt.Errorf("limit %q key %q: the entry would pass %d bytes: %w", s.Limit, s.Key, MaxEntryBytes, ErrQueueFull)
+		}
 		free := e.free()
 		if free > 0 {
 			// Its place among the waiters, itself included.
@@ -342,11 +359,11 @@ func (l *Limiter) get(ctx context.Context, key string) (*Entry, uint64, error) {
 	if b == nil {
 		return nil, 0, nil
 	}
-	var e Entry
-	if err := json.Unmarshal(b, &e); err != nil {
+	e, err := decodeEntry(b)
+	if err != nil {
 		return nil, 0, fmt.Errorf("flow key %s: %w", key, err)
 	}
-	return &e, rev, nil
+	return e, rev, nil
 }
 
 // write writes e at revision rev (0: the key must not exist) and
@@ -355,9 +372,10 @@ func (l *Limiter) get(ctx context.Context, key string) (*Entry, uint64, error) {
 // not create it again (and count the limit's keys): the sweep deletes it
 // once idle.
 func (l *Limiter) write(ctx context.Context, key string, e *Entry, rev uint64) (uint64, error) {
-	b, err := json.Marshal(e)
-	if err != nil {
-		return 0, err
+	b := encodeEntry(e)
+	if len(b) > MaxEntryBytes {
+		// Acquire refuses what would pass it (fits); this is the last guard.
+		return 0, fmt.Errorf("limit %q key %q: the entry is %d bytes, more than %d: %w", e.Limit, e.Key, len(b), MaxEntryBytes, ErrQueueFull)
 	}
 	return l.kv.Put(ctx, key, b, rev)
 }
