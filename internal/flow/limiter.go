@@ -325,13 +325,16 @@ func (l *Limiter) Acquire(ctx context.Context, s Slot, h Holder) (Grant, error) 
 	return g, err
 }
 
-// Release gives back h's slot of s (or takes h off the waiters) and
-// returns the waiters that now fit, first first: the caller wakes them.
-// Releasing what is not held changes nothing.
+// Release gives back h's slot of s (or takes h off the waiters) and, in
+// the same compare-and-set, hands the slots now free to the waiters
+// first in line (Entry.next): they are holders once it is written. It
+// returns them, first first: the caller wakes each with its grant
+// (HandOver). Releasing what is not held changes nothing but the
+// hand-over of slots free already.
 func (l *Limiter) Release(ctx context.Context, s Slot, h Holder) ([]Holder, error) {
-	var wake []Holder
+	var handed []Holder
 	err := l.change(ctx, s, func(e *Entry, created bool) (bool, error) {
-		wake = nil
+		handed = nil
 		if created {
 			return false, nil
 		}
@@ -345,10 +348,24 @@ func (l *Limiter) Release(ctx context.Context, s Slot, h Holder) ([]Holder, erro
 		if changed {
 			e.normalize()
 		}
-		wake = e.next(e.free())
-		return changed, nil
+		handed = e.handOver()
+		return changed || len(handed) > 0, nil
 	})
-	return wake, err
+	return handed, err
+}
+
+// handOver grants the free slots to the waiters first in line and
+// returns them.
+func (e *Entry) handOver() []Holder {
+	next := e.next(e.free())
+	for _, w := range next {
+		e.grant(w, indexOf(e.Waiters, w))
+		delete(e.Evicts, w.ID())
+	}
+	if len(e.Evicts) == 0 {
+		e.Evicts = nil
+	}
+	return next
 }
 
 func (l *Limiter) get(ctx context.Context, key string) (*Entry, uint64, error) {
