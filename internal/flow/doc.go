@@ -10,9 +10,11 @@
 // the same name share it) and the key is a string the expression gives for
 // the attempt (no key: one key for the whole limit). Each (limit, key
 // value) is one key of the KV bucket weft-flow (Bucket), "c.<hash>", whose
-// value is a JSON Entry: the limit, the key, its max, the holders (attempt
+// value is an Entry: the limit, the key, its max, the holders (attempt
 // references: run, node, iteration, attempt, since when) and the waiters in
-// the order they came. Every change is a compare-and-set on the key's KV
+// the order they came, stored in a compact form (codec.go: each holder a
+// short positional array, its time in milliseconds after the entry's
+// earliest, some 50 bytes; it was JSON with named fields, some 130). Every change is a compare-and-set on the key's KV
 // revision (Create when absent, Update at the revision read, Delete at it
 // when the key is empty), retried from a fresh read on a conflict. A KV key
 // is one subject of one JetStream stream, so its revisions are totally
@@ -114,17 +116,45 @@
 // times. Of what is left, the hand-overs are most: not yet within the
 // issue's 2 times.
 //
-// # Giving a slot back
+// # Giving a slot back: the hand-over
 //
 // When the coordinator folds an event after which a holder's attempt is no
 // longer live (its outcome, its cancellation, its timeout, the run's end),
 // it removes the holder (Release, off the handler's path: the handler
-// goes on without waiting for it) and wakes the waiters that now fit, in
-// order: a wake is a timer.fired notice (purpose "slot") appended to the
-// waiting run (as the timers' relay appends a fired timer; it changes
-// nothing in the state), which the owner of the run's partition folds and
-// decides, asking for the slot again. A wake that is lost or late costs
-// time, never safety.
+// goes on without waiting for it) and, in the same compare-and-set, hands
+// the slots now free to the waiters first in line (Entry.next: priority,
+// fairness turns, first come): they are moved to the holders, their
+// fairness keys' turns counted, as their own Acquire would have. Then it
+// wakes each: a timer.fired notice (purpose "slot", granted) appended to
+// the waiting run (as the timers' relay appends a fired timer; it changes
+// nothing in the state), which the owner of the run's partition folds,
+// whichever coordinator that is, and decides: the wake says the attempt
+// holds its slot, so the decision readies it without asking the bucket.
+// A hand-over is one write, where it was two (the give-back, then the
+// woken waiter's take, confirmed by a write of its own).
+//
+// Why the grant in the wake may be trusted: the wake is appended only
+// after the hand-over's write succeeded at the key's current revision, so
+// the holder was in the bucket; every later write is a compare-and-set on
+// a later revision and keeps it, and a holder leaves the entry only by a
+// Release of its attempt, made by its run's owner once the attempt is no
+// longer live in the log (slotLive), or by the sweep, which reads the log
+// the same way. An attempt waiting for its slot is live, so while the
+// decision asks for that attempt, the grant is there; the decider asks
+// only for the attempt the node waits with (a stale wake, for an older
+// attempt, is not asked about). Never more than max holders: the
+// hand-over grants at most the slots the release freed. A coordinator that
+// dies between the write and the wake leaves a holder whose log still
+// waits: the sweep wakes it (below); meanwhile any decision of its run
+// asks the bucket and finds it a holder (asking again is a no-op). A
+// waiter is handed a slot before it asks again, so a higher-priority
+// attempt that comes between the give-back and the woken decision no
+// longer takes that slot first: it is first for the next one. The note of
+// a grant is the deciding coordinator's memory only (an entry read from a
+// checkpoint misses it and asks the bucket): it saves a write, nothing
+// more. TestReleaseHandsOverInOneWrite, TestHandOverIsOneWrite,
+// TestHandOverSurvivesALostWake and TestConcurrencyLimitAcrossPartitions
+// (internal/coordinator) test it.
 //
 // # Reclaiming
 //
@@ -132,10 +162,13 @@
 // wake may be lost. Each coordinator sweeps the bucket every
 // SweepInterval (Sweep): for the holders and waiters of runs in the
 // partitions it holds that are older than Grace, it reads the run from the
-// log and removes those whose attempt is not live there (a holder is live
-// while its run has not ended and the node's current attempt is that one,
-// ready, running or waiting for this slot); then it wakes the head waiters
-// of keys with free slots. Grace covers the one window where a live holder
+// log (Liveness, which says Gone, Waits or Holds) and removes those whose
+// attempt is not live there (a holder is live while its run has not ended
+// and the node's current attempt is that one, ready, running or waiting
+// for this slot), handing their slots over and waking who gets them,
+// whoever owns their runs; it wakes a holder whose log still waits for
+// its slot (handed it, its wake lost); then it hands the free slots of
+// keys with waiters over, and wakes them. Grace covers the one window where a live holder
 // is not in the log yet: between taking the slot and appending the
 // node-ready, which is an append's time; a grace far above it means the
 // sweep never takes a slot from an attempt about to run.
@@ -147,7 +180,12 @@
 // waiters (ErrTooManyKeys); past either, the attempt is not queued and the
 // run fails with a FlowLimit error naming the limit and the key, so an
 // expression that gives one key per run cannot grow the bucket without
-// bound. A key left with no holder and no waiter is kept until the next
+// bound. An entry's stored form is at most MaxEntryBytes (900 KiB, under
+// the server's default max_payload of 1 MiB): an attempt that would take
+// it past is refused as one past MaxWaiters is (ErrQueueFull); its holders
+// are bounded in size too, a fairness key cut to MaxFairnessLen bytes (a
+// concurrency key is at most decider.MaxKeyLen), so MaxSlots holders and
+// MaxWaiters waiters of ordinary ids fit well within it. A key left with no holder and no waiter is kept until the next
 // sweep deletes it (at its revision), so that a key in steady use is not
 // created, and its limit's keys counted, at every hand-over.
 //
