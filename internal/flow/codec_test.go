@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"sync"
@@ -115,4 +116,39 @@ func TestEntrySizeIsBounded(t *testing.T) {
 	if f := es[0].Holders[0].Fairness; len(f) > MaxFairnessLen || !strings.HasPrefix(f, "éé") || strings.ContainsRune(f, '\uFFFD') {
 		t.Fatalf("fairness key stored as %q (%d bytes)", f, len(f))
 	}
+}
+
+// The stored form against the JSON it replaced, for a key with 1,000
+// holders (a limit that never binds at 1,000 runs): go test -run '^$'
+// -bench Entry ./internal/flow/
+func BenchmarkEntry(b *testing.B) {
+	t0 := time.Now()
+	e := &Entry{Limit: "bench-limited/work", Key: "k", Max: 1000}
+	for i := range 1000 {
+		e.Holders = append(e.Holders, Holder{Run: fmt.Sprintf("01KB3Y8XW4G1R1J6N0Q0Y5%04d", i), Node: "work", Iteration: 1, Attempt: 1, Since: t0.Add(time.Duration(i) * time.Millisecond)})
+	}
+	stored := encodeEntry(e)
+	old, _ := json.Marshal(e)
+	b.Run("encode", func(b *testing.B) {
+		b.SetBytes(int64(len(stored)))
+		for b.Loop() {
+			encodeEntry(e)
+		}
+	})
+	b.Run("encode-json", func(b *testing.B) {
+		b.SetBytes(int64(len(old)))
+		for b.Loop() {
+			_, _ = json.Marshal(e)
+		}
+	})
+	b.Run("decode", func(b *testing.B) {
+		for b.Loop() {
+			_, _ = decodeEntry(stored)
+		}
+	})
+	b.Run("decode-json", func(b *testing.B) {
+		for b.Loop() {
+			_, _ = decodeEntry(old)
+		}
+	})
 }
