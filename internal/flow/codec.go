@@ -16,7 +16,7 @@ import (
 // names, each holder a positional array:
 //
 //	2{"l":limit,"k":key,"m":max,"t":base,
-//	  "h":[[run,node,iteration,attempt,since-base(,priority(,fairness))],...],
+//	  "h":[[run,node,iteration,attempt,since-base(,priority(,fairness(,by)))],...],
 //	  "w":[...waiters...],"s":{fairness:served},"e":{waiter id:holder}}
 //
 // base is the earliest Since, in Unix milliseconds, and each holder's
@@ -45,7 +45,7 @@ const MaxFairnessLen = 128
 // stored, and 48 bytes for its numbers (iteration and attempt up to 10
 // digits, the time up to 13 and the priority 1), brackets and commas.
 func (h Holder) wireSize() int {
-	return stringSize(h.Run) + stringSize(h.Node) + stringSize(h.Fairness) + 48
+	return stringSize(h.Run) + stringSize(h.Node) + stringSize(h.Fairness) + stringSize(h.By) + 48
 }
 
 // size is an upper bound of the entry's stored size (encodeEntry).
@@ -170,13 +170,17 @@ func appendHolder(b []byte, h Holder, base int64) []byte {
 	b = strconv.AppendInt(b, int64(h.Attempt), 10)
 	b = append(b, ',')
 	b = strconv.AppendInt(b, h.Since.UnixMilli()-base, 10)
-	if h.Priority != 0 || h.Fairness != "" {
+	if h.Priority != 0 || h.Fairness != "" || h.By != "" {
 		b = append(b, ',')
 		b = strconv.AppendInt(b, int64(h.Priority), 10)
 	}
-	if h.Fairness != "" {
+	if h.Fairness != "" || h.By != "" {
 		b = append(b, ',')
 		b = appendString(b, h.Fairness)
+	}
+	if h.By != "" {
+		b = append(b, ',')
+		b = appendString(b, h.By)
 	}
 	return append(b, ']')
 }
@@ -205,12 +209,12 @@ type wireEntry struct {
 	Evicts map[string]wireHolder `json:"e"`
 }
 
-type wireHolder [7]json.RawMessage
+type wireHolder [8]json.RawMessage
 
 func (w wireHolder) holder(base int64) (Holder, error) {
 	var h Holder
 	var since int64
-	dst := []any{&h.Run, &h.Node, &h.Iteration, &h.Attempt, &since, &h.Priority, &h.Fairness}
+	dst := []any{&h.Run, &h.Node, &h.Iteration, &h.Attempt, &since, &h.Priority, &h.Fairness, &h.By}
 	for i, raw := range w {
 		if i < 5 && raw == nil {
 			return Holder{}, errors.New("a holder has fewer than 5 fields")

@@ -69,6 +69,7 @@ func TestEntryCodecRoundTrip(t *testing.T) {
 	for i := range 1000 {
 		e.Holders = append(e.Holders, h("01KB3Y8XW4G1R1J6N0Q0Y5K3A"+string(rune('A'+i%26)), i, []string{"", "a", "ü\n"}[i%3]))
 	}
+	e.Holders[7].By, e.Holders[8].By = "r/x/1/2", "r/y.3/1/1"
 	e.Waiters = []Holder{h("w1", 2000, "a"), h("w2", 2001, "")}
 	b := encodeEntry(e)
 	got, err := decodeEntry(b)

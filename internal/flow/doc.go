@@ -144,9 +144,15 @@
 // only for the attempt the node waits with (a stale wake, for an older
 // attempt, is not asked about). Never more than max holders: the
 // hand-over grants at most the slots the release freed. A coordinator that
-// dies between the write and the wake leaves a holder whose log still
-// waits: the sweep wakes it (below); meanwhile any decision of its run
-// asks the bucket and finds it a holder (asking again is a no-op). A
+// dies between the write and the wake, or whose wake's append fails,
+// leaves a holder whose log still waits. The holder records the release
+// that handed it its slot (Holder.By), so that release, asked again (the
+// event that caused it is handled again, or redelivered to the next
+// owner), returns it again and it is woken again; else the sweep wakes it
+// (below); meanwhile any decision of its run asks the bucket and finds
+// it a holder (asking again is a no-op). The simulator found the
+// difference: without By, a release handled again after its wake failed
+// handed nothing and woke nobody, and the run waited for a sweep. A
 // waiter is handed a slot before it asks again, so a higher-priority
 // attempt that comes between the give-back and the woken decision no
 // longer takes that slot first: it is first for the next one. The note of

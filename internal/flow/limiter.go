@@ -57,6 +57,10 @@ type Holder struct {
 	// they rank the attempt among the key's waiters (Entry.next).
 	Priority int    `json:"prio,omitempty"`
 	Fairness string `json:"fair,omitempty"`
+	// By is, for a holder handed its slot by a release (Release), the
+	// holder whose release handed it over, by ID: that release asked
+	// again wakes it again.
+	By string `json:"by,omitempty"`
 }
 
 func (h Holder) priority() int {
@@ -328,9 +332,11 @@ func (l *Limiter) Acquire(ctx context.Context, s Slot, h Holder) (Grant, error) 
 // Release gives back h's slot of s (or takes h off the waiters) and, in
 // the same compare-and-set, hands the slots now free to the waiters
 // first in line (Entry.next): they are holders once it is written. It
-// returns them, first first: the caller wakes each with its grant
-// (HandOver). Releasing what is not held changes nothing but the
-// hand-over of slots free already.
+// returns them, first first: the caller wakes each with its grant.
+// Releasing what is not held changes nothing but the hand-over of slots
+// free already; a release asked again (its wakes failed, or its
+// coordinator stopped before them) returns the holders it handed slots to
+// that still hold them, to be woken again.
 func (l *Limiter) Release(ctx context.Context, s Slot, h Holder) ([]Holder, error) {
 	var handed []Holder
 	err := l.change(ctx, s, func(e *Entry, created bool) (bool, error) {
@@ -348,24 +354,46 @@ func (l *Limiter) Release(ctx context.Context, s Slot, h Holder) ([]Holder, erro
 		if changed {
 			e.normalize()
 		}
-		handed = e.handOver()
-		return changed || len(handed) > 0, nil
+		by := ""
+		if h.Run != "" {
+			by = h.ID()
+		}
+		handed = e.handOver(by)
+		n := len(handed)
+		if by != "" {
+			handed = e.handedBy(by)
+		}
+		return changed || n > 0, nil
 	})
 	return handed, err
 }
 
-// handOver grants the free slots to the waiters first in line and
-// returns them.
-func (e *Entry) handOver() []Holder {
+// handOver grants the free slots to the waiters first in line, handed
+// over by holder by, and returns them.
+func (e *Entry) handOver(by string) []Holder {
 	next := e.next(e.free())
-	for _, w := range next {
-		e.grant(w, indexOf(e.Waiters, w))
+	for k, w := range next {
+		i := indexOf(e.Waiters, w)
+		w.By = by
+		next[k] = w
+		e.grant(w, i)
 		delete(e.Evicts, w.ID())
 	}
 	if len(e.Evicts) == 0 {
 		e.Evicts = nil
 	}
 	return next
+}
+
+// handedBy lists the holders that the release of by handed their slots.
+func (e *Entry) handedBy(by string) []Holder {
+	var out []Holder
+	for _, h := range e.Holders {
+		if h.By == by {
+			out = append(out, h)
+		}
+	}
+	return out
 }
 
 func (l *Limiter) get(ctx context.Context, key string) (*Entry, uint64, error) {

@@ -326,6 +326,11 @@ func TestReleaseHandsOverInOneWrite(t *testing.T) {
 	if g, err := other.Acquire(ctx, s, holder("r2", 1)); err != nil || g.Granted {
 		t.Fatalf("r2 asking: %+v %v, want waiting", g, err)
 	}
+	// The release asked again (its wakes failed): the holder it handed
+	// the slot to, to be woken again; nothing more is handed over.
+	if again, err := l.Release(ctx, s, holder("r0", 1)); err != nil || len(again) != 1 || again[0].Run != "r3" {
+		t.Fatalf("release asked again: %+v %v, want r3 again", again, err)
+	}
 	// A release of what is not held hands nothing over (no slot is free).
 	if handed, err := l.Release(ctx, s, holder("nobody", 1)); err != nil || len(handed) != 0 {
 		t.Fatalf("release of nobody: %+v %v", handed, err)
