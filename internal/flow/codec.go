@@ -2,7 +2,6 @@ package flow
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -197,7 +196,9 @@ func appendString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-// wireEntry is the stored form as decoded.
+// wireEntry is the stored form as decoded: each holder a list of its
+// fields (strings and float64s; a time in milliseconds is well within a
+// float64's exact integers).
 type wireEntry struct {
 	Limit  string                `json:"l"`
 	Key    string                `json:"k"`
@@ -209,25 +210,46 @@ type wireEntry struct {
 	Evicts map[string]wireHolder `json:"e"`
 }
 
-type wireHolder [8]json.RawMessage
+type wireHolder []any
 
 func (w wireHolder) holder(base int64) (Holder, error) {
+	if len(w) < 5 || len(w) > 8 {
+		return Holder{}, fmt.Errorf("a holder has %d fields, want 5 to 8", len(w))
+	}
 	var h Holder
-	var since int64
-	dst := []any{&h.Run, &h.Node, &h.Iteration, &h.Attempt, &since, &h.Priority, &h.Fairness, &h.By}
-	for i, raw := range w {
-		if i < 5 && raw == nil {
-			return Holder{}, errors.New("a holder has fewer than 5 fields")
-		}
-		if raw == nil {
-			break
-		}
-		if err := json.Unmarshal(raw, dst[i]); err != nil {
-			return Holder{}, fmt.Errorf("a holder's field %d: %w", i, err)
+	var ok [8]bool
+	h.Run, ok[0] = w[0].(string)
+	h.Node, ok[1] = w[1].(string)
+	h.Iteration, ok[2] = wireInt(w[2])
+	h.Attempt, ok[3] = wireInt(w[3])
+	since, ok4 := w[4].(float64)
+	ok[4] = ok4 && since == float64(int64(since))
+	ok[5], ok[6], ok[7] = true, true, true
+	if len(w) > 5 {
+		h.Priority, ok[5] = wireInt(w[5])
+	}
+	if len(w) > 6 {
+		h.Fairness, ok[6] = w[6].(string)
+	}
+	if len(w) > 7 {
+		h.By, ok[7] = w[7].(string)
+	}
+	for i, good := range ok {
+		if !good {
+			return Holder{}, fmt.Errorf("a holder's field %d is %v", i, w[i])
 		}
 	}
-	h.Since = time.UnixMilli(base + since).UTC()
+	h.Since = time.UnixMilli(base + int64(since)).UTC()
 	return h, nil
+}
+
+// wireInt is a decoded number that is an int.
+func wireInt(v any) (int, bool) {
+	f, ok := v.(float64)
+	if !ok || f != float64(int(f)) {
+		return 0, false
+	}
+	return int(f), true
 }
 
 // decodeEntry reads an entry in its stored form, or as the JSON an
