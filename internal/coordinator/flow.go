@@ -202,16 +202,36 @@ func (c *Coordinator) giveBack(ctx context.Context, s flow.Slot, h flow.Holder) 
 // it is written the slot is held one attempt longer than needed, and one
 // that is never written (the coordinator crashed, the bucket did not
 // answer) is reclaimed by a sweep, as a release lost between folding an
-// outcome and releasing always was. It finishes when the coordinator
-// stops (Run waits for it), within releaseTimeout.
+// outcome and releasing always was. A give-back whose wakes failed is
+// asked again (the release, asked again, returns the holders it handed
+// slots to: flow.Limiter.Release) a few times, so a wake lost to a passing
+// fault does not wait for a sweep. It finishes when the coordinator stops
+// (Run waits for it), within releaseTimeout.
 func (c *Coordinator) giveBackLater(ctx context.Context, s flow.Slot, h flow.Holder) {
 	c.releases.Go(func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 		defer cancel()
-		if err := c.giveBack(ctx, s, h); err != nil {
+		if err := c.giveBackRetried(ctx, rctx, s, h); err != nil {
 			c.log.Warn("giving a concurrency slot back (a sweep reclaims it)", logattr.RunID, h.Run, logattr.Error, err)
 		}
 	})
+}
+
+// giveBackRetried is giveBack within ctx, asked again after a failure
+// while running (the coordinator's context) is not done.
+func (c *Coordinator) giveBackRetried(running, ctx context.Context, s flow.Slot, h flow.Holder) error {
+	err := c.giveBack(ctx, s, h)
+	for pause := 100 * time.Millisecond; err != nil && pause < releaseTimeout; pause *= 4 {
+		select {
+		case <-running.Done():
+			return err // stopping: a sweep wakes who was handed a slot
+		case <-ctx.Done():
+			return err
+		case <-time.After(pause):
+		}
+		err = c.giveBack(ctx, s, h)
+	}
+	return err
 }
 
 // releaseTimeout bounds one release given back off the handler's path.

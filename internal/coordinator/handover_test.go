@@ -193,3 +193,34 @@ func TestHandOverSurvivesALostWake(t *testing.T) {
 	}
 	checkLimit(t, base, runs, "acme")
 }
+
+// A wake that fails once (a passing fault) is made again by the
+// coordinator that handed the slot over: the run goes on at once, not
+// after a sweep (a minute's grace at least).
+func TestHandOverWakeIsRetried(t *testing.T) {
+	_, base := testkit.Store(t)
+	fs := testkit.NewFaultStore(base)
+	var failed atomic.Int32
+	fs.Set(func(f *testkit.FaultStore) {
+		f.BeforeAppend = func(_ string, evs []*events.Event) error {
+			for _, e := range evs {
+				if d, ok := payload(e).(*events.TimerFiredData); ok && d.Purpose == "slot" && d.Granted && failed.Add(1) == 1 {
+					return errors.New("injected: the wake's append failed")
+				}
+			}
+			return nil
+		}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	runWorker(t, ctx, base, "w1")
+	runCoordinator(t, ctx, fs, coordinator.WithLogger(quiet()))
+	g := mustGraph(t, fmt.Sprintf(limitedGraph, "300ms", "10s"))
+	runs := startFor(t, base, g, "acme", 3)
+	waitEnded(t, base, runs, flow.Grace/2)
+	if failed.Load() < 2 {
+		t.Fatalf("%d wakes with a grant asked for, want the failed one and its retry", failed.Load())
+	}
+	checkExactlyOnce(t, base, runs, 1)
+	checkLimit(t, base, runs, "acme")
+}
