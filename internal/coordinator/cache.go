@@ -53,6 +53,9 @@ type runEntry struct {
 	// released holds the concurrency slots given back for the run, by
 	// holder id (flow.go): it spares the bucket a read, nothing more.
 	released map[string]struct{}
+	// granted holds the attempts a wake said were handed their slot, by
+	// holder id, not yet decided (flow.go, noteGrant).
+	granted map[string]struct{}
 	// traces holds, with tracing on, the trace context of each node's
 	// last outcome (and of the run's start), for the links of joins.
 	traces map[string]trace.SpanContext

@@ -41,7 +41,7 @@ func (c *Coordinator) openFlow(ctx context.Context) {
 // and a function that gives the first error reaching the bucket: a
 // decision made while the bucket could not answer is thrown away, and the
 // event handled again.
-func (c *Coordinator) flowOptions(ctx context.Context) (decider.Options, func() error) {
+func (c *Coordinator) flowOptions(ctx context.Context, ent *runEntry) (decider.Options, func() error) {
 	if c.flow == nil {
 		return decider.Options{}, func() error { return nil }
 	}
@@ -72,6 +72,9 @@ func (c *Coordinator) flowOptions(ctx context.Context) (decider.Options, func() 
 			return decider.Admission{}
 		}
 		h := flow.Holder{Run: r.Run, Node: holderNode(r.Ref), Iteration: r.Ref.Iteration, Attempt: r.Attempt, Priority: r.Priority, Fairness: r.Fairness}
+		if ent.takeGrant(h) {
+			return decider.Admission{Granted: true} // handed over: see noteGrant
+		}
 		if r.Ref.Node == flow.RunNode {
 			a, err := c.admitRun(ctx, r, h) // runlimit.go
 			if err != nil {
@@ -108,24 +111,35 @@ func slotHolder(run, node string, ns *projection.NodeState) flow.Holder {
 
 // slotLive reports whether, in state s, attempt h of its node still holds
 // or waits for its slot.
-func slotLive(s *projection.State, h flow.Holder) bool {
-	if h.Node == flow.RunNode {
-		return !s.Status.Ended() // a run holds its own slot until it ends
+func slotLive(s *projection.State, h flow.Holder) bool { return slotLife(s, h) != flow.Gone }
+
+// slotLife is what state s says of attempt h's slot: it waits for it,
+// holds it (readied or running), or neither.
+func slotLife(s *projection.State, h flow.Holder) flow.Life {
+	switch {
+	case h.Node == flow.RunNode:
+		return runSlotLife(s) // runlimit.go
+	case s.Status.Ended():
+		return flow.Gone
 	}
 	if node, item, ok := itemOf(h.Node); ok {
-		return itemSlotLive(s, node, item, h) // mapslots.go
+		return itemSlotLife(s, node, item, h) // mapslots.go
 	}
 	ns := s.Nodes[h.Node]
-	if s.Status.Ended() || ns == nil || ns.Iteration != h.Iteration {
-		return false
+	if ns == nil || ns.Iteration != h.Iteration {
+		return flow.Gone
 	}
 	switch ns.Status {
 	case projection.NodeWaiting:
-		return ns.WaitingFor == "slot" && ns.Attempt+1 == h.Attempt
+		if ns.WaitingFor == "slot" && ns.Attempt+1 == h.Attempt {
+			return flow.Waits
+		}
 	case projection.NodeReady, projection.NodeRunning:
-		return ns.Attempt == h.Attempt
+		if ns.Attempt == h.Attempt {
+			return flow.Holds
+		}
 	}
-	return false
+	return flow.Gone
 }
 
 // releaseSlots gives back the slots (and places in line) of the run's
@@ -171,14 +185,15 @@ func (c *Coordinator) releaseSlots(ctx context.Context, ent *runEntry) error {
 	return nil
 }
 
-// giveBack releases h's slot of s and wakes the waiters it lets in.
+// giveBack releases h's slot of s, which the same write hands over to
+// the waiters first in line, and wakes them with their grant.
 func (c *Coordinator) giveBack(ctx context.Context, s flow.Slot, h flow.Holder) error {
-	wake, err := c.flow.Release(ctx, s, h)
+	handed, err := c.flow.Release(ctx, s, h)
 	if err != nil {
 		return err
 	}
-	for _, w := range wake {
-		if err := c.wake(ctx, w); err != nil {
+	for _, w := range handed {
+		if err := c.wake(ctx, w, true); err != nil {
 			return err
 		}
 	}
@@ -191,16 +206,36 @@ func (c *Coordinator) giveBack(ctx context.Context, s flow.Slot, h flow.Holder) 
 // it is written the slot is held one attempt longer than needed, and one
 // that is never written (the coordinator crashed, the bucket did not
 // answer) is reclaimed by a sweep, as a release lost between folding an
-// outcome and releasing always was. It finishes when the coordinator
-// stops (Run waits for it), within releaseTimeout.
+// outcome and releasing always was. A give-back whose wakes failed is
+// asked again (the release, asked again, returns the holders it handed
+// slots to: flow.Limiter.Release) a few times, so a wake lost to a passing
+// fault does not wait for a sweep. It finishes when the coordinator stops
+// (Run waits for it), within releaseTimeout.
 func (c *Coordinator) giveBackLater(ctx context.Context, s flow.Slot, h flow.Holder) {
 	c.releases.Go(func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 		defer cancel()
-		if err := c.giveBack(ctx, s, h); err != nil {
+		if err := c.giveBackRetried(ctx, rctx, s, h); err != nil {
 			c.log.Warn("giving a concurrency slot back (a sweep reclaims it)", logattr.RunID, h.Run, logattr.Error, err)
 		}
 	})
+}
+
+// giveBackRetried is giveBack within ctx, asked again after a failure
+// while running (the coordinator's context) is not done.
+func (c *Coordinator) giveBackRetried(running, ctx context.Context, s flow.Slot, h flow.Holder) error {
+	err := c.giveBack(ctx, s, h)
+	for pause := 100 * time.Millisecond; err != nil && pause < releaseTimeout; pause *= 4 {
+		select {
+		case <-running.Done():
+			return err // stopping: a sweep wakes who was handed a slot
+		case <-ctx.Done():
+			return err
+		case <-time.After(pause):
+		}
+		err = c.giveBack(ctx, s, h)
+	}
+	return err
 }
 
 // releaseTimeout bounds one release given back off the handler's path.
@@ -258,7 +293,10 @@ const maxBackoff = time.Hour
 // wake makes the owner of a waiting attempt's run decide it again: a
 // timer.fired notice (purpose "slot") appended to the run, which its
 // partition's owner folds (it changes nothing in the state) and decides.
-func (c *Coordinator) wake(ctx context.Context, h flow.Holder) error {
+// granted says the attempt holds the slot already (handed over by a
+// release): the owner readies it without asking the bucket (noteGrant).
+// It is appended only after the hand-over was written.
+func (c *Coordinator) wake(ctx context.Context, h flow.Holder, granted bool) error {
 	now := c.opts.now().UTC()
 	id := "slot-" + h.Node + "-" + strconv.Itoa(h.Iteration)
 	ref := events.NodeRef{Node: h.Node, Iteration: h.Iteration}
@@ -267,7 +305,7 @@ func (c *Coordinator) wake(ctx context.Context, h flow.Holder) error {
 		ref = events.NodeRef{Node: node, Iteration: h.Iteration, Item: &item}
 	}
 	ev, err := events.New(h.Run, eventlog.DecisionID(h.Run, events.TimerFired, id, strconv.FormatInt(now.UnixNano(), 10)), now,
-		&events.TimerFiredData{TimerID: id, Purpose: "slot", Ref: ref, Attempt: h.Attempt})
+		&events.TimerFiredData{TimerID: id, Purpose: "slot", Ref: ref, Attempt: h.Attempt, Granted: granted})
 	if err != nil {
 		return err
 	}
@@ -311,8 +349,8 @@ func (c *Coordinator) SweepFlow(ctx context.Context, mine func(run string) bool)
 	if c.flow == nil {
 		return 0, nil
 	}
-	return c.flow.Sweep(ctx, mine, c.slotLiveInLog, func(ctx context.Context, _ flow.Slot, h flow.Holder) error {
-		return c.wake(ctx, h)
+	return c.flow.Sweep(ctx, mine, c.slotLifeInLog, func(ctx context.Context, _ flow.Slot, h flow.Holder, granted bool) error {
+		return c.wake(ctx, h, granted)
 	})
 }
 
@@ -321,19 +359,60 @@ func (c *Coordinator) mine(run string) bool {
 	return slices.Contains(c.Partitions(), eventlog.PartitionOf(run, c.opts.partitions))
 }
 
-// slotLiveInLog reads h's run from the log and says whether h still holds
-// or waits for its slot there.
-func (c *Coordinator) slotLiveInLog(ctx context.Context, _ flow.Slot, h flow.Holder, _ bool) (bool, error) {
+// slotLifeInLog reads h's run from the log and says what it says of h's
+// slot (slotLife).
+func (c *Coordinator) slotLifeInLog(ctx context.Context, _ flow.Slot, h flow.Holder) (flow.Life, error) {
 	s := &projection.State{}
 	err := eventlog.Each(ctx, c.store, h.Run, 0, 0, func(ev *events.Event) error {
 		_ = s.Apply(ev) // stale and refused events change nothing
 		return nil
 	})
 	if errors.Is(err, events.ErrRunNotFound) {
-		return false, nil
+		return flow.Gone, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("reading run %s: %w", h.Run, err)
+		return flow.Gone, fmt.Errorf("reading run %s: %w", h.Run, err)
 	}
-	return slotLive(s, h), nil
+	return slotLife(s, h), nil
+}
+
+// noteGrant records, from a wake that says its attempt was handed the
+// slot (wake), that the attempt holds it: the next decision of the run
+// readies it without a compare-and-set (takeGrant). Why that is safe:
+// the wake is appended after the hand-over was written, and a holder
+// leaves the entry only by a release of its attempt, which its run's
+// owner makes once the attempt is no longer live in the log, or the
+// sweep's, which reads the same; an attempt waiting for its slot is live
+// (slotLife), so the grant is there while the decision asks for it for
+// that attempt. A note is this process's memory only: an entry read from
+// a checkpoint misses it, and its decision asks the bucket, which finds
+// the attempt a holder (asking again is a no-op).
+func (ent *runEntry) noteGrant(e *events.Event) {
+	if e.Type != events.TimerFired {
+		return
+	}
+	p, err := e.Payload()
+	d, ok := p.(*events.TimerFiredData)
+	if err != nil || !ok || d.Purpose != "slot" || !d.Granted {
+		return
+	}
+	h := flow.Holder{Run: e.RunID, Node: holderNode(d.Ref), Iteration: d.Ref.Iteration, Attempt: d.Attempt}
+	if ent.granted == nil {
+		ent.granted = map[string]struct{}{}
+	}
+	ent.granted[h.ID()] = struct{}{}
+}
+
+// takeGrant reports whether a wake said h was handed its slot (noteGrant),
+// and forgets it: asked again (the decision was thrown away), h asks the
+// bucket.
+func (ent *runEntry) takeGrant(h flow.Holder) bool {
+	if ent == nil {
+		return false
+	}
+	if _, ok := ent.granted[h.ID()]; !ok {
+		return false
+	}
+	delete(ent.granted, h.ID())
+	return true
 }

@@ -200,6 +200,18 @@ func TestConcurrencyLimitAcrossPartitions(t *testing.T) {
 	if owners[true] == 0 || owners[false] == 0 {
 		t.Fatalf("the runs were not spread over both coordinators: %v", owners)
 	}
+	// Every run that waited was handed its slot by a give-back (made by
+	// the owner of the run giving it back, whichever coordinator that
+	// is) and woken with it; runs of both coordinators were.
+	woken := grantedWakes(t, st, runs)
+	wokenBy := map[bool]int{}
+	for r := range woken {
+		wokenBy[slices.Contains(a.c.Partitions(), eventlog.PartitionOf(r, parts))]++
+	}
+	_, waits := peakHolders(t, st, runs)
+	if len(woken) != waits || wokenBy[true] == 0 || wokenBy[false] == 0 {
+		t.Fatalf("%d runs woken with their slot (by owner %v), %d waited: want all, of both", len(woken), wokenBy, waits)
+	}
 	checkLimit(t, st, runs, "acme")
 }
 

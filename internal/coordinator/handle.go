@@ -357,6 +357,7 @@ func (c *Coordinator) readEntry(ctx context.Context, e *events.Event, redelivere
 		ent.noteStart(ev)
 		ent.noteTrace(ev)
 		ent.noteLocal(ev)
+		ent.noteGrant(ev)
 		ent.prefix = ev.Seq
 		if ev.IsDecision() {
 			// Every message on the decision subjects counts, accepted or
@@ -393,6 +394,7 @@ func (c *Coordinator) apply(ent *runEntry, e *events.Event) bool {
 	c.foldErr(e, ent.state.Apply(e))
 	ent.noteTrace(e)
 	ent.noteLocal(e)
+	ent.noteGrant(e)
 	return true
 }
 
@@ -427,7 +429,7 @@ func (c *Coordinator) decide(ctx context.Context, ent *runEntry) error {
 	if err != nil {
 		return c.failInvalidGraph(ctx, ent, err)
 	}
-	fo, flowErr := c.flowOptions(ctx)
+	fo, flowErr := c.flowOptions(ctx, ent)
 	fo.HistoryBudget = decider.HistoryBudget{Events: c.opts.maxEvents, Bytes: c.opts.maxBytes}
 	d := decider.DecideWith(g, s, c.opts.now(), fo)
 	if err := flowErr(); err != nil {

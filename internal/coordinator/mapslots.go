@@ -42,18 +42,27 @@ func itemOf(holder string) (string, int, bool) {
 // holds its slot (readied or running at that attempt) or waits for it
 // (not readied yet at that attempt).
 func itemSlotLive(s *projection.State, node string, i int, h flow.Holder) bool {
+	return itemSlotLife(s, node, i, h) != flow.Gone
+}
+
+// itemSlotLife is itemSlotLive, saying which.
+func itemSlotLife(s *projection.State, node string, i int, h flow.Holder) flow.Life {
 	ns := s.Nodes[node]
 	if s.Status.Ended() || ns == nil || ns.Iteration != h.Iteration || i >= len(ns.Items) {
-		return false
+		return flow.Gone
 	}
 	it := ns.Items[i]
 	switch it.Status {
 	case projection.NodeReady, projection.NodeRunning:
-		return it.Attempt == h.Attempt
+		if it.Attempt == h.Attempt {
+			return flow.Holds
+		}
 	case projection.NodeIdle, projection.NodeRetryDue, projection.NodeRetrying:
-		return it.Attempt+1 == h.Attempt
+		if it.Attempt+1 == h.Attempt {
+			return flow.Waits
+		}
 	}
-	return false
+	return flow.Gone
 }
 
 // releaseItemSlots gives back the slots of map items' attempts that
@@ -101,14 +110,8 @@ func (c *Coordinator) releaseOnce(ctx context.Context, ent *runEntry, slot event
 	if _, done := ent.released[h.ID()]; done {
 		return nil
 	}
-	wake, err := c.flow.Release(ctx, slotOf(slot), h)
-	if err != nil {
+	if err := c.giveBack(ctx, slotOf(slot), h); err != nil {
 		return err
-	}
-	for _, w := range wake {
-		if err := c.wake(ctx, w); err != nil {
-			return err
-		}
 	}
 	if ent.released == nil {
 		ent.released = map[string]struct{}{}

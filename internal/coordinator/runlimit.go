@@ -11,6 +11,7 @@ import (
 	"github.com/weft-dev/weft/internal/flow"
 	"github.com/weft-dev/weft/internal/graphrt"
 	"github.com/weft-dev/weft/pkg/events"
+	"github.com/weft-dev/weft/pkg/projection"
 )
 
 // Run limits (a graph's concurrency: internal/decider's runlimit.go has
@@ -82,4 +83,16 @@ func (c *Coordinator) releaseRunSlot(ctx context.Context, ent *runEntry) error {
 		return nil // the run failed on its key: it took no slot
 	}
 	return c.releaseOnce(ctx, ent, *slot, h)
+}
+
+// runSlotLife is what state s says of the run's own slot: held until the
+// run ends, waited for while START waits for it.
+func runSlotLife(s *projection.State) flow.Life {
+	if s.Status.Ended() {
+		return flow.Gone
+	}
+	if n := s.Nodes[flow.RunNode]; n != nil && n.Status == projection.NodeWaiting && n.WaitingFor == "slot" {
+		return flow.Waits
+	}
+	return flow.Holds
 }

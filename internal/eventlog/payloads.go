@@ -514,11 +514,18 @@ type RetryScheduledData struct {
 }
 
 // TimerFiredData is a durable timer firing (a JetStream message schedule).
+//
+// Purpose "slot" is not a timer but a wake: a coordinator appends it to a
+// run whose attempt waits for a concurrency slot (internal/flow), and it
+// changes nothing in the run's state. Granted says the slot was handed to
+// that attempt already (written to the flow bucket before the wake was
+// appended): the run's owner readies it without asking the bucket again.
 type TimerFiredData struct {
 	TimerID string  `json:"timerId"`
-	Purpose string  `json:"purpose"` // "retry", "deadline", "timeout", "heartbeat", "rate", "wait"
+	Purpose string  `json:"purpose"` // "retry", "deadline", "timeout", "heartbeat", "rate", "wait", "slot"
 	Ref     NodeRef `json:"ref"`
 	Attempt int     `json:"attempt,omitempty"`
+	Granted bool    `json:"granted,omitempty"`
 }
 
 // SignalReceivedData is outside input for a waiting node (human input).

@@ -2,7 +2,6 @@ package flow_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -127,9 +126,10 @@ func take(ctx context.Context, t *testing.T, l *flow.Limiter, s flow.Slot, h flo
 }
 
 func countHolders(t *testing.T, b []byte) int {
-	var e flow.Entry
-	if err := json.Unmarshal(b, &e); err != nil {
+	e, err := flow.DecodeEntry(b)
+	if err != nil {
 		t.Error(err)
+		return 0
 	}
 	return len(e.Holders)
 }

@@ -4,13 +4,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -57,6 +57,10 @@ type Holder struct {
 	// they rank the attempt among the key's waiters (Entry.next).
 	Priority int    `json:"prio,omitempty"`
 	Fairness string `json:"fair,omitempty"`
+	// By is, for a holder handed its slot by a release (Release), the
+	// holder whose release handed it over, by ID: that release asked
+	// again wakes it again.
+	By string `json:"by,omitempty"`
 }
 
 func (h Holder) priority() int {
@@ -254,6 +258,22 @@ type Grant struct {
 	Position int
 }
 
+// stamp dates h (when it has no time yet) and cuts its fairness key to
+// MaxFairnessLen bytes, at a character's start.
+func (l *Limiter) stamp(h Holder) Holder {
+	if h.Since.IsZero() {
+		h.Since = l.now().UTC()
+	}
+	if len(h.Fairness) > MaxFairnessLen {
+		n := MaxFairnessLen
+		for n > 0 && !utf8.RuneStart(h.Fairness[n]) {
+			n--
+		}
+		h.Fairness = h.Fairness[:n]
+	}
+	return h
+}
+
 // Acquire takes a slot of s for h, or queues h behind the key's waiters.
 // Taking a slot h holds already, or asking again while waiting, changes
 // nothing. Errors wrapping ErrQueueFull or ErrTooManyKeys are final for
@@ -262,9 +282,7 @@ func (l *Limiter) Acquire(ctx context.Context, s Slot, h Holder) (Grant, error) 
 	if s.Max < 1 || s.Max > MaxSlots {
 		return Grant{}, fmt.Errorf("limit %q: max %d is outside 1..%d", s.Limit, s.Max, MaxSlots)
 	}
-	if h.Since.IsZero() {
-		h.Since = l.now().UTC()
-	}
+	h = l.stamp(h)
 	var g Grant
 	err := l.change(ctx, s, func(e *Entry, created bool) (bool, error) {
 		e.Max = s.Max
@@ -273,6 +291,9 @@ func (l *Limiter) Acquire(ctx context.Context, s Slot, h Holder) (Grant, error) 
 			return false, nil
 		}
 		i := indexOf(e.Waiters, h)
+		if i < 0 && e.size()+h.wireSize() > MaxEntryBytes {
+			return false, fmt.Errorf("limit %q key %q: the entry would pass %d bytes: %w", s.Limit, s.Key, MaxEntryBytes, ErrQueueFull)
+		}
 		free := e.free()
 		if free > 0 {
 			// Its place among the waiters, itself included.
@@ -308,13 +329,18 @@ func (l *Limiter) Acquire(ctx context.Context, s Slot, h Holder) (Grant, error) 
 	return g, err
 }
 
-// Release gives back h's slot of s (or takes h off the waiters) and
-// returns the waiters that now fit, first first: the caller wakes them.
-// Releasing what is not held changes nothing.
+// Release gives back h's slot of s (or takes h off the waiters) and, in
+// the same compare-and-set, hands the slots now free to the waiters
+// first in line (Entry.next): they are holders once it is written. It
+// returns them, first first: the caller wakes each with its grant.
+// Releasing what is not held changes nothing but the hand-over of slots
+// free already; a release asked again (its wakes failed, or its
+// coordinator stopped before them) returns the holders it handed slots to
+// that still hold them, to be woken again.
 func (l *Limiter) Release(ctx context.Context, s Slot, h Holder) ([]Holder, error) {
-	var wake []Holder
+	var handed []Holder
 	err := l.change(ctx, s, func(e *Entry, created bool) (bool, error) {
-		wake = nil
+		handed = nil
 		if created {
 			return false, nil
 		}
@@ -328,10 +354,46 @@ func (l *Limiter) Release(ctx context.Context, s Slot, h Holder) ([]Holder, erro
 		if changed {
 			e.normalize()
 		}
-		wake = e.next(e.free())
-		return changed, nil
+		by := ""
+		if h.Run != "" {
+			by = h.ID()
+		}
+		handed = e.handOver(by)
+		n := len(handed)
+		if by != "" {
+			handed = e.handedBy(by)
+		}
+		return changed || n > 0, nil
 	})
-	return wake, err
+	return handed, err
+}
+
+// handOver grants the free slots to the waiters first in line, handed
+// over by holder by, and returns them.
+func (e *Entry) handOver(by string) []Holder {
+	next := e.next(e.free())
+	for k, w := range next {
+		i := indexOf(e.Waiters, w)
+		w.By = by
+		next[k] = w
+		e.grant(w, i)
+		delete(e.Evicts, w.ID())
+	}
+	if len(e.Evicts) == 0 {
+		e.Evicts = nil
+	}
+	return next
+}
+
+// handedBy lists the holders that the release of by handed their slots.
+func (e *Entry) handedBy(by string) []Holder {
+	var out []Holder
+	for _, h := range e.Holders {
+		if h.By == by {
+			out = append(out, h)
+		}
+	}
+	return out
 }
 
 func (l *Limiter) get(ctx context.Context, key string) (*Entry, uint64, error) {
@@ -342,11 +404,11 @@ func (l *Limiter) get(ctx context.Context, key string) (*Entry, uint64, error) {
 	if b == nil {
 		return nil, 0, nil
 	}
-	var e Entry
-	if err := json.Unmarshal(b, &e); err != nil {
+	e, err := decodeEntry(b)
+	if err != nil {
 		return nil, 0, fmt.Errorf("flow key %s: %w", key, err)
 	}
-	return &e, rev, nil
+	return e, rev, nil
 }
 
 // write writes e at revision rev (0: the key must not exist) and
@@ -355,9 +417,10 @@ func (l *Limiter) get(ctx context.Context, key string) (*Entry, uint64, error) {
 // not create it again (and count the limit's keys): the sweep deletes it
 // once idle.
 func (l *Limiter) write(ctx context.Context, key string, e *Entry, rev uint64) (uint64, error) {
-	b, err := json.Marshal(e)
-	if err != nil {
-		return 0, err
+	b := encodeEntry(e)
+	if len(b) > MaxEntryBytes {
+		// Acquire refuses what would pass it (fits); this is the last guard.
+		return 0, fmt.Errorf("limit %q key %q: the entry is %d bytes, more than %d: %w", e.Limit, e.Key, len(b), MaxEntryBytes, ErrQueueFull)
 	}
 	return l.kv.Put(ctx, key, b, rev)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/flow"
+	"github.com/weft-dev/weft/internal/setup"
 	"github.com/weft-dev/weft/internal/testkit"
 )
 
@@ -131,9 +132,23 @@ func TestSweepReclaims(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	live := func(_ context.Context, _ flow.Slot, h flow.Holder, _ bool) (bool, error) { return h.Run != "dead", nil }
+	live := func(_ context.Context, _ flow.Slot, h flow.Holder) (flow.Life, error) {
+		switch h.Run {
+		case "dead":
+			return flow.Gone, nil
+		case "alive":
+			return flow.Waits, nil
+		}
+		return flow.Holds, nil
+	}
 	var woken []string
-	wake := func(_ context.Context, _ flow.Slot, h flow.Holder) error { woken = append(woken, h.Run); return nil }
+	wake := func(_ context.Context, _ flow.Slot, h flow.Holder, granted bool) error {
+		if !granted {
+			t.Errorf("%s woken without its slot", h.Run)
+		}
+		woken = append(woken, h.Run)
+		return nil
+	}
 	mine := func(run string) bool { return run != "other" }
 	if n, err := l.Sweep(ctx, mine, live, wake); err != nil || n != 0 {
 		t.Fatalf("young holders swept: %d %v", n, err)
@@ -146,7 +161,7 @@ func TestSweepReclaims(t *testing.T) {
 	if len(woken) != 1 || woken[0] != "alive" {
 		t.Fatalf("woken %v, want [alive]", woken)
 	}
-	live = func(context.Context, flow.Slot, flow.Holder, bool) (bool, error) { return false, errors.New("boom") }
+	live = func(context.Context, flow.Slot, flow.Holder) (flow.Life, error) { return flow.Gone, errors.New("boom") }
 	if _, err := l.Sweep(ctx, mine, live, wake); err == nil {
 		t.Fatal("a liveness error was not reported")
 	}
@@ -242,5 +257,82 @@ func TestWakeOrder(t *testing.T) {
 	want := "[urgent small0 big0 small1 big1 big2 big3 big4 big5]"
 	if fmt.Sprint(order) != want {
 		t.Fatalf("let in %v, want %s", order, want)
+	}
+}
+
+// countingKV counts the writes made through it.
+type countingKV struct {
+	flow.KV
+	puts atomic.Int64
+}
+
+func (c *countingKV) Put(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
+	c.puts.Add(1)
+	return c.KV.Put(ctx, key, value, rev)
+}
+
+// A slot given back goes to the first waiter in line in the same
+// compare-and-set: one write, after which the bucket names the waiter a
+// holder (read by another process's limiter too), never more than max
+// holders, and the waiter asking for it is granted at once.
+func TestReleaseHandsOverInOneWrite(t *testing.T) {
+	ctx := t.Context()
+	srv := testkit.Server(t)
+	_, js := testkit.Connect(t, srv)
+	kv, _, err := setup.CreateKV(ctx, js, flow.KVConfig(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	counted := &countingKV{KV: flow.BucketKV(kv)}
+	l, other := flow.New(counted, nil), flow.New(flow.BucketKV(kv), nil)
+	s := flow.Slot{Limit: "handover", Key: "k", Max: 2}
+	for i, want := range []bool{true, true, false, false} {
+		h := flow.Holder{Run: fmt.Sprint("r", i), Node: "n", Iteration: 1, Attempt: 1, Priority: []int{0, 0, 0, 5}[i]}
+		if g, err := l.Acquire(ctx, s, h); err != nil || g.Granted != want {
+			t.Fatalf("r%d: %+v %v, want granted %v", i, g, err, want)
+		}
+	}
+	before := counted.puts.Load()
+	handed, err := l.Release(ctx, s, holder("r0", 1))
+	if err != nil || len(handed) != 1 {
+		t.Fatalf("release: %+v %v, want one hand-over", handed, err)
+	}
+	// r3 (priority 5) is first in line (Entry.next), before r2.
+	if handed[0].Run != "r3" {
+		t.Fatalf("handed to %s, want r3 (priority 5)", handed[0].Run)
+	}
+	if n := counted.puts.Load() - before; n != 1 {
+		t.Fatalf("the hand-over took %d writes, want 1", n)
+	}
+	es, err := other.Entries(ctx)
+	if err != nil || len(es) != 1 {
+		t.Fatalf("entries %+v %v", es, err)
+	}
+	var holders, waiters []string
+	for _, h := range es[0].Holders {
+		holders = append(holders, h.Run)
+	}
+	for _, h := range es[0].Waiters {
+		waiters = append(waiters, h.Run)
+	}
+	if fmt.Sprint(holders) != "[r1 r3]" || fmt.Sprint(waiters) != "[r2]" {
+		t.Fatalf("holders %v waiters %v, want [r1 r3] and [r2]", holders, waiters)
+	}
+	// Asked again, from another process, the hand-over is a grant; r2
+	// still waits.
+	if g, err := other.Acquire(ctx, s, handed[0]); err != nil || !g.Granted {
+		t.Fatalf("r3 asking: %+v %v", g, err)
+	}
+	if g, err := other.Acquire(ctx, s, holder("r2", 1)); err != nil || g.Granted {
+		t.Fatalf("r2 asking: %+v %v, want waiting", g, err)
+	}
+	// The release asked again (its wakes failed): the holder it handed
+	// the slot to, to be woken again; nothing more is handed over.
+	if again, err := l.Release(ctx, s, holder("r0", 1)); err != nil || len(again) != 1 || again[0].Run != "r3" {
+		t.Fatalf("release asked again: %+v %v, want r3 again", again, err)
+	}
+	// A release of what is not held hands nothing over (no slot is free).
+	if handed, err := l.Release(ctx, s, holder("nobody", 1)); err != nil || len(handed) != 0 {
+		t.Fatalf("release of nobody: %+v %v", handed, err)
 	}
 }

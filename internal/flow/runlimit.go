@@ -60,9 +60,7 @@ func (l *Limiter) AcquireRun(ctx context.Context, s Slot, h Holder, strategy str
 	if s.Max < 1 || s.Max > MaxSlots {
 		return RunGrant{}, fmt.Errorf("limit %q: max %d is outside 1..%d", s.Limit, s.Max, MaxSlots)
 	}
-	if h.Since.IsZero() {
-		h.Since = l.now().UTC()
-	}
+	h = l.stamp(h)
 	var g RunGrant
 	err := l.change(ctx, s, func(e *Entry, _ bool) (bool, error) {
 		g = RunGrant{}
@@ -115,6 +113,9 @@ func evictOldest(e *Entry, h Holder, i int, g *RunGrant) (bool, error) {
 	}
 	if len(e.Waiters) >= MaxWaiters {
 		return false, fmt.Errorf("limit %q key %q: %d runs wait already: %w", e.Limit, e.Key, len(e.Waiters), ErrQueueFull)
+	}
+	if e.size()+h.wireSize() > MaxEntryBytes {
+		return false, fmt.Errorf("limit %q key %q: the entry would pass %d bytes: %w", e.Limit, e.Key, MaxEntryBytes, ErrQueueFull)
 	}
 	taken := map[string]bool{}
 	for id, v := range e.Evicts {

@@ -6,18 +6,36 @@ import (
 	"time"
 )
 
-// Liveness says whether an attempt still holds (holding) or waits for
-// (!holding) a slot of s in its run's log.
-type Liveness func(ctx context.Context, s Slot, h Holder, holding bool) (bool, error)
+// Life is what an attempt's run's log says of its slot.
+type Life int
+
+const (
+	// Gone: the attempt neither holds nor waits for the slot (it ended,
+	// or its run did): its slot or place is given back.
+	Gone Life = iota
+	// Waits: the attempt waits for the slot (it was not readied at that
+	// attempt). A holder that waits was handed the slot and its wake was
+	// lost or is late: the sweep wakes it.
+	Waits
+	// Holds: the attempt was readied (or is running) with the slot.
+	Holds
+)
+
+// Liveness says what h's run's log says of its slot of s.
+type Liveness func(ctx context.Context, s Slot, h Holder) (Life, error)
 
 // Waker wakes a waiter: it makes the owner of the waiter's run decide it
-// again.
-type Waker func(ctx context.Context, s Slot, h Holder) error
+// again. granted says the waiter holds the slot already (it was handed
+// over, see Release).
+type Waker func(ctx context.Context, s Slot, h Holder, granted bool) error
 
 // Sweep reclaims the slots and places of attempts that are no longer live
-// and wakes the waiters that fit, for the runs mine accepts (the runs of
-// the partitions the caller holds). Holders and waiters younger than
-// Grace are left alone. It returns how many it reclaimed; an error ends
+// (handing them over to the waiters first in line, which it wakes, whoever
+// owns them), wakes the holders of the runs mine accepts that still wait
+// for the slot in their log (handed it, and not woken), and wakes the
+// waiters that fit, for the runs mine accepts (the runs of the partitions
+// the caller holds). Holders and waiters younger than Grace are left
+// alone. It returns how many it reclaimed; an error ends
 // the sweep early (the next one goes on).
 func (l *Limiter) Sweep(ctx context.Context, mine func(run string) bool, live Liveness, wake Waker) (int, error) {
 	if err := l.dropIdleRates(ctx); err != nil {
@@ -58,19 +76,28 @@ func (l *Limiter) sweepEntry(ctx context.Context, e revEntry, now time.Time, min
 		if !mine(h.Run) || now.Sub(h.Since) < Grace {
 			return
 		}
-		ok, err := live(ctx, s, h, holding)
+		life, err := live(ctx, s, h)
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+			return
+		case life == Waits && holding:
+			// Handed the slot; its wake was lost (the coordinator that
+			// handed it over stopped before waking it).
+			if err := wake(ctx, s, h, true); err != nil {
+				errs = append(errs, err)
+			}
+			return
+		case life != Gone:
+			return
+		}
+		handed, err := l.Release(ctx, s, h)
 		if err != nil {
 			errs = append(errs, err)
 			return
 		}
-		if ok {
-			return
-		}
-		if _, err := l.Release(ctx, s, h); err != nil {
-			errs = append(errs, err)
-			return
-		}
 		reclaimed++
+		errs = append(errs, wakeAll(ctx, s, handed, wake))
 	}
 	for _, h := range e.Holders {
 		check(h, true)
@@ -78,17 +105,25 @@ func (l *Limiter) sweepEntry(ctx context.Context, e revEntry, now time.Time, min
 	for _, h := range e.Waiters {
 		check(h, false)
 	}
-	// Wake the waiters that fit, as read now.
+	// Slots free, as read now (none once every release handed its slot
+	// over): handed over to the waiters first in line.
 	cur, _, err := l.get(ctx, e.key)
-	if err != nil || cur == nil {
+	if err != nil || cur == nil || cur.free() == 0 || len(cur.Waiters) == 0 {
 		return reclaimed, errors.Join(append(errs, err)...)
 	}
-	for _, h := range cur.next(cur.free()) {
-		if mine(h.Run) {
-			if err := wake(ctx, s, h); err != nil {
-				errs = append(errs, err)
-			}
+	handed, err := l.Release(ctx, s, Holder{})
+	errs = append(errs, err, wakeAll(ctx, s, handed, wake))
+	return reclaimed, errors.Join(errs...)
+}
+
+// wakeAll wakes the waiters handed a slot, whoever owns their runs (a
+// wake is an append to the run's log, which any coordinator may make).
+func wakeAll(ctx context.Context, s Slot, handed []Holder, wake Waker) error {
+	var errs []error
+	for _, h := range handed {
+		if err := wake(ctx, s, h, true); err != nil {
+			errs = append(errs, err)
 		}
 	}
-	return reclaimed, errors.Join(errs...)
+	return errors.Join(errs...)
 }
