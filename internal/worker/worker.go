@@ -41,6 +41,9 @@ type Worker struct {
 	running  atomic.Bool
 	inflight sync.WaitGroup
 	stats    counters
+	// acks bounds the double acks that go on after their item gave its
+	// slot back (execute.go, ack): as many as the worker's concurrency.
+	acks chan struct{}
 
 	// unknownDelay is how long work of a node type this worker does not
 	// serve waits before it is delivered again.
@@ -102,6 +105,7 @@ func New(store events.Store, opts ...Option) (*Worker, error) {
 		providers:    telemetry.NewProviders(o.tracerProvider, o.meterProvider),
 		unknownDelay: unknownTypeDelay,
 		staleAfter:   staleAfter,
+		acks:         make(chan struct{}, o.concurrency),
 	}, nil
 }
 
