@@ -56,9 +56,11 @@ func (it *item) step(ctx context.Context, step string, args ...any) {
 	it.log().DebugContext(ctx, step, append([]any{logattr.Step, step}, args...)...)
 }
 
-// process runs one work item: decode, record invoking, execute, record the
-// outcome, ack. base is the context nodes run on.
-func (w *Worker) process(base context.Context, q *queue, m jetstream.Msg) {
+// process runs one work item: decode, check, resolve, then in one of the
+// worker's slots (takeSlot) record invoking, execute, record the outcome;
+// then ack. base is the context nodes run on; ctx ends when the worker
+// drains (an item not started then is handed back).
+func (w *Worker) process(ctx, base context.Context, q *queue, m jetstream.Msg, slots chan struct{}) {
 	w.stats.received.Add(1)
 	if w.restored(m) {
 		return
@@ -80,6 +82,12 @@ func (w *Worker) process(base context.Context, q *queue, m jetstream.Msg) {
 	if !w.resolve(base, it) {
 		return
 	}
+	release, ok := w.takeSlot(ctx, q, slots, m)
+	if !ok {
+		w.nak(m)
+		return
+	}
+	defer release()
 	base, span := w.startNode(base, q, it, ev, m.Subject())
 	defer span.End()
 	w.execute(base, q, it, node)

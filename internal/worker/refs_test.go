@@ -236,3 +236,56 @@ func TestNoWorkForEndedRunOnRedelivery(t *testing.T) {
 		t.Fatal("the node ran for an ended run")
 	}
 }
+
+// TestCheckBesideARunningNode: the reads and checks before a node starts
+// hold no slot. With one slot, held by a node that blocks, an item of an
+// ended run is still taken, checked (every item is, as if each had waited
+// long in its queue) and recorded cancelled while the node runs; and work
+// of a run that goes on waits for the slot, then runs.
+func TestCheckBesideARunningNode(t *testing.T) {
+	st := testStore(t)
+	release := make(chan struct{})
+	var running atomic.Int32
+	w, _ := startWorker(t, st, map[string]worker.Node{
+		"block": worker.NodeFunc(func(ctx context.Context, in *worker.Input) (*worker.Result, error) {
+			running.Add(1)
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return &worker.Result{}, nil
+		}),
+		"echo": worker.NodeFunc(func(context.Context, *worker.Input) (*worker.Result, error) { return &worker.Result{}, nil }),
+	}, worker.WithConcurrency(1))
+	worker.SetStaleAfter(w, 0)
+
+	blocked := startRun(t, st, "", map[string]any{"id": "n1", "type": "block"})
+	publishReadyIn(t, st, blocked, "n1", "block")
+	waitOutcome(t, st, blocked, events.NodeInvoking)
+
+	ended := startRun(t, st, "", map[string]any{"id": "n1", "type": "echo"})
+	end, err := events.New(ended, eventlog.DecisionID(ended, events.RunCancelled), time.Time{}, &events.RunCancelledData{By: "tester"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eventlog.Append(context.Background(), st, ended, 0, end); err != nil {
+		t.Fatal(err)
+	}
+	publishReadyIn(t, st, ended, "n1", "echo")
+	goesOn := startRun(t, st, "", map[string]any{"id": "n1", "type": "echo"})
+	publishReadyIn(t, st, goesOn, "n1", "echo")
+
+	evs := waitOutcome(t, st, ended, events.NodeCanceled)
+	if c := ofType[*events.NodeCancelledData](t, evs, events.NodeCanceled)[0]; c.Reason != "run ended before the work started" {
+		t.Fatalf("cancelled %+v", c)
+	}
+	if n := len(ofType[*events.NodeInvokedData](t, runLog(t, st, blocked), events.NodeInvoked)); n != 0 || running.Load() != 1 {
+		t.Fatalf("the blocking node finished (%d invoked, %d running) before the ended run's item was checked; the check should not wait for the slot", n, running.Load())
+	}
+	if n := len(ofType[*events.NodeInvokingData](t, runLog(t, st, goesOn), events.NodeInvoking)); n != 0 {
+		t.Fatalf("a second node started with one slot, held by the blocking node")
+	}
+	close(release)
+	waitOutcome(t, st, blocked, events.NodeInvoked)
+	waitOutcome(t, st, goesOn, events.NodeInvoked)
+}
