@@ -31,7 +31,8 @@ import (
 //
 // The floor is the same number of runs and nodes through flow: the
 // messages the engine writes and reads per node, at the same concurrency
-// (the same worker concurrency, 32 coordinator shards), with no engine
+// (the same worker concurrency, as many coordinator shards as the
+// coordinator's, floorShards), with no engine
 // logic. The engine's message mix per node, counted from its log, is in
 // the notes.
 func runThroughput(ctx context.Context, e *env) ([]Result, error) {
@@ -47,7 +48,7 @@ func runThroughput(ctx context.Context, e *env) ([]Result, error) {
 		return nil, err
 	}
 	if eng.partial != "" {
-		fl, ftput, err := e.floorFlow(ctx, flow{runs: runs, steps: nodes, width: 1, workerConc: conc, shards: 32, body: 460}, total, timeout)
+		fl, ftput, err := e.floorFlow(ctx, flow{runs: runs, steps: nodes, width: 1, workerConc: conc, shards: floorShards, body: 460}, total, timeout)
 		if err != nil || fl == nil {
 			return []Result{
 				row("burst wall clock", eng.tput, "nodes/s", 0, ratioAtLeast(0.6), eng.partial),
@@ -59,7 +60,7 @@ func runThroughput(ctx context.Context, e *env) ([]Result, error) {
 			row("throughput", eng.tput, "nodes/s", ftput, ratioAtLeast(0.6), eng.partial+"; value: invoked nodes / elapsed"),
 		}, nil
 	}
-	fl, ftput, err := e.floorFlow(ctx, flow{runs: runs, steps: nodes, width: 1, workerConc: conc, shards: 32, body: floorBody(eng.avgSize)}, total, timeout)
+	fl, ftput, err := e.floorFlow(ctx, flow{runs: runs, steps: nodes, width: 1, workerConc: conc, shards: floorShards, body: floorBody(eng.avgSize)}, total, timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -73,6 +74,11 @@ func runThroughput(ctx context.Context, e *env) ([]Result, error) {
 		row("throughput", eng.tput, "nodes/s", ftput, ratioAtLeast(0.6), notes),
 	}, nil
 }
+
+// floorShards is the floor's coordinator concurrency: the coordinator's
+// own (coordinator.DefaultShards), so that both decide as many runs at
+// once.
+const floorShards = coordinator.DefaultShards
 
 // engineRun is a finished engine workload.
 type engineRun struct {

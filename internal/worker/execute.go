@@ -27,6 +27,7 @@ type item struct {
 	run      string
 	ready    *events.NodeReadyData
 	delivery int
+	stored   time.Time // when the server stored the item (zero: not known)
 	msg      jetstream.Msg
 	base     *slog.Logger
 
@@ -149,11 +150,13 @@ func (w *Worker) decode(q *queue, m jetstream.Msg) (ev *events.Event, ready *eve
 // its queue (0 when its delivery is not known).
 func (w *Worker) newItem(base context.Context, m jetstream.Msg, ev *events.Event, ready *events.NodeReadyData) (it *item, queued time.Duration) {
 	delivery := 1
+	var stored time.Time
 	if md, err := m.Metadata(); err == nil {
 		delivery = int(md.NumDelivered)
-		queued = time.Since(md.Timestamp)
+		stored = md.Timestamp
+		queued = time.Since(stored)
 	}
-	it = &item{run: ev.RunID, ready: ready, delivery: delivery, msg: m, base: w.log.With(telemetry.LogAttrs(telemetry.SpanContextOf(ev))...)}
+	it = &item{run: ev.RunID, ready: ready, delivery: delivery, stored: stored, msg: m, base: w.log.With(telemetry.LogAttrs(telemetry.SpanContextOf(ev))...)}
 	if delivery > 1 {
 		w.stats.redelivered.Add(1)
 		telemetry.Redelivered(base, telemetry.ComponentWorker)
@@ -203,13 +206,18 @@ var runEndedCancel = &runCancelled{by: "worker", reason: "run ended before the w
 
 // runEnded reports whether the item's run has ended, so that its work is
 // not started. It reads the log only for an item delivered again or one
-// that waited in its queue longer than staleAfter (see runinfo.go); a run
-// already seen ended needs no read.
+// that waited in its queue longer than staleAfter (see runinfo.go), and
+// of those only when the coordinators' ended notices cannot tell
+// (endwatch.go); a run already seen or noticed ended needs no read.
 func (w *Worker) runEnded(ctx context.Context, it *item, queued time.Duration) bool {
 	if w.runs.knownEnded(it.run) {
 		return true
 	}
-	if it.delivery == 1 && queued < w.staleAfter {
+	ended, vouched := w.ends.knows(it.run, it.stored)
+	if ended {
+		return true
+	}
+	if it.delivery == 1 && (queued < w.staleAfter || vouched && !it.stored.IsZero()) {
 		return false
 	}
 	ended, err := w.runs.hasEnded(ctx, it.run)

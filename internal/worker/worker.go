@@ -40,7 +40,10 @@ type Worker struct {
 
 	running  atomic.Bool
 	inflight sync.WaitGroup
-	stats    counters
+	// ends is what the worker heard of runs' ends (endwatch.go), set by
+	// Run; nil: nothing, every check reads.
+	ends  *endWatch
+	stats counters
 	// acks bounds the double acks that go on after their item gave its
 	// slot back (execute.go, ack): as many as the worker's concurrency.
 	acks chan struct{}
@@ -176,6 +179,10 @@ func (w *Worker) Run(ctx context.Context) error {
 		return fmt.Errorf("worker: subscribing to cancel requests: %w", err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
+	if !w.opts.noEndWatch {
+		w.ends = watchEnds(nc)
+		defer w.ends.stop()
+	}
 
 	queues := make([]*queue, 0, len(w.opts.queues))
 	for _, name := range w.opts.queues {
