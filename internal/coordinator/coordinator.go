@@ -37,7 +37,11 @@
 // by the server: each partition consumer delivers at most its
 // max_ack_pending unacknowledged events (partitionAckPending), so a burst
 // of runs waits in the stream, and no event is handed back and no run
-// read again for want of room.
+// read again for want of room. A shard waits for its run's decisions to
+// be appended, so the shards (DefaultShards) bound the appends in flight.
+// Once a run's end is appended, the coordinator publishes the run's ended
+// notice (eventlog.EndedNotice, core NATS, not stored), by which workers
+// spare the read of their ended-run check (ended.go).
 //
 // # Changing the number of partitions
 //
