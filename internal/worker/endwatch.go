@@ -1,6 +1,8 @@
 package worker
 
 import (
+	"errors"
+	"strings"
 	"sync"
 	"time"
 
@@ -50,15 +52,22 @@ const endNotices = 16384
 const endWatchMargin = time.Second
 
 // watchEnds subscribes to every run's ended notice on nc; nil when it
-// cannot (the worker then reads, as before the notices).
+// cannot (the worker then reads, as before the notices), also when its
+// user may not subscribe there (roles generated before the notices).
 func watchEnds(nc *nats.Conn) *endWatch {
 	w := &endWatch{nc: nc, ended: map[string]time.Time{}}
 	sub, err := nc.Subscribe(eventlog.AllEndedNotices, w.heard)
 	if err != nil {
 		return nil
 	}
-	// The subscription is in place on the server once a flush returns.
-	if err := nc.Flush(); err != nil {
+	// The subscription is in place on the server once a flush returns;
+	// a refusal comes before the flush's answer, as the connection's
+	// last error.
+	err = nc.FlushTimeout(5 * time.Second)
+	if last := nc.LastError(); err == nil && errors.Is(last, nats.ErrPermissionViolation) && strings.Contains(last.Error(), eventlog.AllEndedNotices) {
+		err = last
+	}
+	if err != nil {
 		_ = sub.Unsubscribe()
 		return nil
 	}
