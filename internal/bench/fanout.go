@@ -74,7 +74,7 @@ func runFanout(ctx context.Context, e *env) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	fl, _, err := e.floorFlow(ctx, flow{runs: 1, steps: 1, width: n, workerConc: e.sizes.TputWorkerConc, shards: 32, body: floorBody(int(bytes / max(msgs, 1)))}, n, timeout)
+	fl, _, err := e.floorFlow(ctx, flow{runs: 1, steps: 1, width: n, workerConc: e.sizes.TputWorkerConc, shards: floorShards, body: floorBody(int(bytes / max(msgs, 1)))}, n, timeout)
 	if err != nil {
 		return nil, err
 	}

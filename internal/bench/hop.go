@@ -45,7 +45,7 @@ func runHop(ctx context.Context, e *env) ([]Result, error) {
 	var fl *floorRun
 	err = e.profile("floor", func() error {
 		var err error
-		fl, err = e.runFloor(ctx, flow{runs: 1, steps: n, width: 1, workerConc: 16, shards: 32, body: floorBody(avgSize)}, timeout)
+		fl, err = e.runFloor(ctx, flow{runs: 1, steps: n, width: 1, workerConc: 16, shards: floorShards, body: floorBody(avgSize)}, timeout)
 		return err
 	})
 	if err != nil {

@@ -112,7 +112,7 @@ func runTypeScript(ctx context.Context, e *env) ([]Result, error) {
 	}
 	var fhops []time.Duration
 	err = e.profile("floor-hop", func() error {
-		fl, err := e.runFloor(ctx, flow{runs: 1, steps: n, width: 1, workerConc: 16, shards: 32, body: floorBody(avgSize)}, timeout)
+		fl, err := e.runFloor(ctx, flow{runs: 1, steps: n, width: 1, workerConc: 16, shards: floorShards, body: floorBody(avgSize)}, timeout)
 		if fl != nil {
 			defer e.dropStream(fl.stream)
 		}
@@ -149,7 +149,7 @@ func runTypeScript(ctx context.Context, e *env) ([]Result, error) {
 	if goRun.partial != "" || tsRun.partial != "" || nfRun.partial != "" {
 		return nil, fmt.Errorf("throughput: go worker: %s; typescript worker: %s; node floor: %s", or(goRun.partial, "done"), or(tsRun.partial, "done"), or(nfRun.partial, "done"))
 	}
-	_, ftput, err := e.floorFlow(ctx, flow{runs: runs, steps: nodes, width: 1, workerConc: conc, shards: 32, body: floorBody(goRun.avgSize)}, total, ttimeout)
+	_, ftput, err := e.floorFlow(ctx, flow{runs: runs, steps: nodes, width: 1, workerConc: conc, shards: floorShards, body: floorBody(goRun.avgSize)}, total, ttimeout)
 	if err != nil {
 		return nil, err
 	}

@@ -102,6 +102,7 @@ func (c *Coordinator) enforceBudget(ctx context.Context, ent *runEntry) (bool, e
 		c.cache.del(ent.run)
 		return true, fmt.Errorf("failing run %s over its history budget: %w", ent.run, err)
 	}
+	c.noticeEnd(ent.run, ev)
 	c.n.overBudget.Add(1)
 	c.n.failedRuns.Add(1)
 	// The run-failed comes back through the consumer and is folded afresh;

@@ -139,6 +139,7 @@ func (c *Coordinator) fail(ctx context.Context, e *events.Event, cause error) er
 	if _, err := c.store.AppendDecisions(ctx, e.RunID, ent.lastDecision, ev); err != nil {
 		return fmt.Errorf("failing run %s: %w", e.RunID, err)
 	}
+	c.noticeEnd(e.RunID, ev)
 	c.n.failedRuns.Add(1)
 	// Its timers go when the run-failed comes back through the consumer
 	// and the ended run is handled (syncTimers).

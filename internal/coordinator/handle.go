@@ -552,6 +552,7 @@ func (c *Coordinator) failInvalidGraph(ctx context.Context, ent *runEntry, gerr 
 	if _, err := c.store.AppendDecisions(ctx, ent.run, ent.lastDecision, e); err != nil {
 		return err
 	}
+	c.noticeEnd(ent.run, e)
 	c.cache.del(ent.run)
 	return nil
 }

@@ -75,6 +75,7 @@ func (c *Coordinator) appendDecisions(ctx context.Context, g *graph.Graph, ent *
 		recordDecisions(ctx, ent.state, evs)
 	}
 	if err == nil {
+		c.noticeEnd(ent.run, evs...)
 		c.logDecisions(ctx, ent.run, evs)
 		c.recordLifetime(ctx, ent, evs)
 	}

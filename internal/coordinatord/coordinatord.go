@@ -205,7 +205,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 func (c *Config) registerFlags(fs *flag.FlagSet) {
 	c.NATS.RegisterFlags(fs)
 	fs.StringVar(&c.Durable, "durable", "coordinator", "durable consumer shared by all coordinators (env WEFT_COORDINATOR_DURABLE)")
-	fs.IntVar(&c.Shards, "shards", 32, "runs decided concurrently (env WEFT_COORDINATOR_SHARDS)")
+	fs.IntVar(&c.Shards, "shards", coordinator.DefaultShards, "runs decided concurrently (env WEFT_COORDINATOR_SHARDS)")
 	fs.IntVar(&c.CacheSize, "cache", 10000, "run states kept in memory (env WEFT_COORDINATOR_CACHE)")
 	fs.IntVar(&c.Partitions, "partitions", 1, "partitions runs are split into, the same for every coordinator (env WEFT_COORDINATOR_PARTITIONS)")
 	fs.DurationVar(&c.Retention, "retention", readmodel.DefaultRetention, "how long an ended run is kept when neither it nor its graph says; 'weft admin retention' removes it then (env WEFT_COORDINATOR_RETENTION)")

@@ -465,3 +465,34 @@ const MaxTokenLen = 128
 // becomes one token of a NATS subject, so no dots, spaces or wildcards, and
 // at most MaxTokenLen characters.
 func ValidToken(s string) bool { return tokenRE.MatchString(s) }
+
+// Ended notices. When a coordinator has appended a run's end (completed,
+// failed or cancelled) it publishes a notice with core NATS, outside the
+// events stream (nothing of it is stored), with no body:
+//
+//	weft.ended.<slot>.<run>
+//
+// It says only that the run ended, which a worker's role may know of any
+// run (HasEnd), not how: so workers subscribe to every notice and spare
+// the read of the ended-run check (docs/worker-protocol.md, step 4). Only
+// the coordinator's role may publish them. Core NATS delivers at most
+// once, so a notice is a hint: a worker that missed one may run work of an
+// ended run, whose outcome the fold passes over.
+const (
+	endedPrefix = "weft.ended."
+	// AllEndedNotices matches every run's ended notice.
+	AllEndedNotices = endedPrefix + ">"
+)
+
+// EndedNotice is the subject of a run's ended notice.
+func EndedNotice(runID string) string { return endedPrefix + Slot(runID) + "." + runID }
+
+// RunOfEndedNotice is the run an ended notice's subject names.
+func RunOfEndedNotice(subject string) (string, bool) {
+	rest, ok := strings.CutPrefix(subject, endedPrefix)
+	if !ok {
+		return "", false
+	}
+	_, run, ok := strings.Cut(rest, ".")
+	return run, ok && ValidToken(run)
+}

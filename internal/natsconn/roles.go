@@ -325,6 +325,9 @@ func (d Deployment) user(ns string, r Role, q string) User {
 			[]string{
 				eventlog.DecisionSubjects, // decisions, work items included
 				eventlog.NoticeSubjects,   // notices: timers fired, children finished
+				// Runs' ended notices (core NATS, not stored, no body):
+				// workers spare the read of their ended-run check.
+				eventlog.AllEndedNotices,
 				// Outcomes of local nodes, which it runs itself: the
 				// reserved queue no worker may have.
 				eventlog.WorkerFilter(events.LocalQueue),
@@ -459,6 +462,9 @@ func (d Deployment) user(ns string, r Role, q string) User {
 			inbox,
 			// Cancel requests, to stop a node of a cancelled run at once.
 			eventlog.KindFilter(events.RunCancelRequested),
+			// Runs' ended notices (that a run ended, no more: what
+			// eventlog.HasEnd tells), sparing the ended-run check's read.
+			eventlog.AllEndedNotices,
 		}
 	case RoleTrigger:
 		u = triggerUser(u, api, slices.Concat(reads, payloadsRead(api)), runsRead, inbox)

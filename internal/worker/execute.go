@@ -27,6 +27,7 @@ type item struct {
 	run      string
 	ready    *events.NodeReadyData
 	delivery int
+	stored   time.Time // when the server stored the item (zero: not known)
 	msg      jetstream.Msg
 	base     *slog.Logger
 
@@ -56,9 +57,11 @@ func (it *item) step(ctx context.Context, step string, args ...any) {
 	it.log().DebugContext(ctx, step, append([]any{logattr.Step, step}, args...)...)
 }
 
-// process runs one work item: decode, record invoking, execute, record the
-// outcome, ack. base is the context nodes run on.
-func (w *Worker) process(base context.Context, q *queue, m jetstream.Msg) {
+// process runs one work item: decode, check, resolve, then in one of the
+// worker's slots (takeSlot) record invoking, execute, record the outcome;
+// then ack. base is the context nodes run on; ctx ends when the worker
+// drains (an item not started then is handed back).
+func (w *Worker) process(ctx, base context.Context, q *queue, m jetstream.Msg, slots chan struct{}) {
 	w.stats.received.Add(1)
 	if w.restored(m) {
 		return
@@ -80,6 +83,12 @@ func (w *Worker) process(base context.Context, q *queue, m jetstream.Msg) {
 	if !w.resolve(base, it) {
 		return
 	}
+	release, ok := w.takeSlot(ctx, q, slots, m)
+	if !ok {
+		w.nak(m)
+		return
+	}
+	defer release()
 	base, span := w.startNode(base, q, it, ev, m.Subject())
 	defer span.End()
 	w.execute(base, q, it, node)
@@ -141,11 +150,13 @@ func (w *Worker) decode(q *queue, m jetstream.Msg) (ev *events.Event, ready *eve
 // its queue (0 when its delivery is not known).
 func (w *Worker) newItem(base context.Context, m jetstream.Msg, ev *events.Event, ready *events.NodeReadyData) (it *item, queued time.Duration) {
 	delivery := 1
+	var stored time.Time
 	if md, err := m.Metadata(); err == nil {
 		delivery = int(md.NumDelivered)
-		queued = time.Since(md.Timestamp)
+		stored = md.Timestamp
+		queued = time.Since(stored)
 	}
-	it = &item{run: ev.RunID, ready: ready, delivery: delivery, msg: m, base: w.log.With(telemetry.LogAttrs(telemetry.SpanContextOf(ev))...)}
+	it = &item{run: ev.RunID, ready: ready, delivery: delivery, stored: stored, msg: m, base: w.log.With(telemetry.LogAttrs(telemetry.SpanContextOf(ev))...)}
 	if delivery > 1 {
 		w.stats.redelivered.Add(1)
 		telemetry.Redelivered(base, telemetry.ComponentWorker)
@@ -195,13 +206,18 @@ var runEndedCancel = &runCancelled{by: "worker", reason: "run ended before the w
 
 // runEnded reports whether the item's run has ended, so that its work is
 // not started. It reads the log only for an item delivered again or one
-// that waited in its queue longer than staleAfter (see runinfo.go); a run
-// already seen ended needs no read.
+// that waited in its queue longer than staleAfter (see runinfo.go), and
+// of those only when the coordinators' ended notices cannot tell
+// (endwatch.go); a run already seen or noticed ended needs no read.
 func (w *Worker) runEnded(ctx context.Context, it *item, queued time.Duration) bool {
 	if w.runs.knownEnded(it.run) {
 		return true
 	}
-	if it.delivery == 1 && queued < w.staleAfter {
+	ended, vouched := w.ends.knows(it.run, it.stored)
+	if ended {
+		return true
+	}
+	if it.delivery == 1 && (queued < w.staleAfter || vouched && !it.stored.IsZero()) {
 		return false
 	}
 	ended, err := w.runs.hasEnded(ctx, it.run)
@@ -547,7 +563,32 @@ func (w *Worker) append(ctx context.Context, it *item, ev *events.Event) error {
 // ack acknowledges a work item whose outcome is in the log. If the ack is
 // lost the item is delivered again, runs again under the same idempotency
 // key, and its outcome is de-duplicated by its event id.
+//
+// The double ack is a round trip to the server, and the item's node is
+// done: so it goes on beside the next item, and the item's slot is given
+// back at once (process returns). Without that, a slot was held for three
+// round trips per node (invoking, the outcome, the ack) where two are the
+// work's, and the worker's queue was the bottleneck of a burst of runs
+// (issue 30: the ack was 28 ms of a 95 ms slot under load). At most
+// w.acks (the worker's concurrency) acks are in flight so; past that, the
+// ack is made in the slot, which waits for it. The drain waits for them
+// (w.inflight) as for the nodes.
 func (w *Worker) ack(ctx context.Context, it *item) {
+	select {
+	case w.acks <- struct{}{}:
+	default:
+		w.doubleAck(ctx, it)
+		return
+	}
+	w.inflight.Go(func() {
+		defer func() { <-w.acks }()
+		w.doubleAck(ctx, it)
+	})
+}
+
+// doubleAck acknowledges it, waiting at most ackTimeout for the server's
+// answer.
+func (w *Worker) doubleAck(ctx context.Context, it *item) {
 	ctx, cancel := context.WithTimeout(ctx, ackTimeout)
 	defer cancel()
 	if err := it.msg.DoubleAck(ctx); err != nil {

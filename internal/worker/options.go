@@ -41,8 +41,11 @@ type options struct {
 	invoking []namedInvoking // filters.go
 	invoked  []namedInvoked  // filters.go
 	perQueue map[string]int  // WithQueueConcurrency
-	announce time.Duration   // announce.go; 0: workqueue.DefaultAnnounceInterval, <0: off
-	schemas  *schemaCache    // schema.go; nil: the shared cache, no loading
+	// noEndWatch keeps Run from hearing runs' ended notices
+	// (endwatch.go): tests of the ended-run check's read.
+	noEndWatch bool
+	announce   time.Duration // announce.go; 0: workqueue.DefaultAnnounceInterval, <0: off
+	schemas    *schemaCache  // schema.go; nil: the shared cache, no loading
 
 	tracerProvider trace.TracerProvider // nil: the OpenTelemetry global
 	meterProvider  metric.MeterProvider // nil: the OpenTelemetry global

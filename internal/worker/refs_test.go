@@ -116,8 +116,10 @@ func TestNoWorkForEndedRun(t *testing.T) {
 	w, _ := startWorker(t, st, map[string]worker.Node{"echo": worker.NodeFunc(func(_ context.Context, in *worker.Input) (*worker.Result, error) {
 		ran.Add(1)
 		return &worker.Result{}, nil
-	})})
-	// Check every item, as if each had waited long in its queue.
+	})}, worker.NoEndWatch())
+	// Check every item, as if each had waited long in its queue; and read
+	// the log for each (no ended notices are heard, and these runs' ends
+	// were appended here, with none).
 	worker.SetStaleAfter(w, 0)
 
 	for _, end := range []events.Payload{&events.RunCompletedData{}, &events.RunFailedData{Error: events.Failure{Type: "x", Message: "y"}}, &events.RunCancelledData{By: "tester"}} {
@@ -234,5 +236,122 @@ func TestNoWorkForEndedRunOnRedelivery(t *testing.T) {
 	}
 	if ran.Load() != 0 {
 		t.Fatal("the node ran for an ended run")
+	}
+}
+
+// TestCheckBesideARunningNode: the reads and checks before a node starts
+// hold no slot. With one slot, held by a node that blocks, an item of an
+// ended run is still taken, checked (every item is, as if each had waited
+// long in its queue) and recorded cancelled while the node runs; and work
+// of a run that goes on waits for the slot, then runs.
+func TestCheckBesideARunningNode(t *testing.T) {
+	st := testStore(t)
+	release := make(chan struct{})
+	var running atomic.Int32
+	w, _ := startWorker(t, st, map[string]worker.Node{
+		"block": worker.NodeFunc(func(ctx context.Context, in *worker.Input) (*worker.Result, error) {
+			running.Add(1)
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return &worker.Result{}, nil
+		}),
+		"echo": worker.NodeFunc(func(context.Context, *worker.Input) (*worker.Result, error) { return &worker.Result{}, nil }),
+	}, worker.WithConcurrency(1), worker.NoEndWatch())
+	worker.SetStaleAfter(w, 0)
+
+	blocked := startRun(t, st, "", map[string]any{"id": "n1", "type": "block"})
+	publishReadyIn(t, st, blocked, "n1", "block")
+	waitOutcome(t, st, blocked, events.NodeInvoking)
+
+	ended := startRun(t, st, "", map[string]any{"id": "n1", "type": "echo"})
+	end, err := events.New(ended, eventlog.DecisionID(ended, events.RunCancelled), time.Time{}, &events.RunCancelledData{By: "tester"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eventlog.Append(context.Background(), st, ended, 0, end); err != nil {
+		t.Fatal(err)
+	}
+	publishReadyIn(t, st, ended, "n1", "echo")
+	goesOn := startRun(t, st, "", map[string]any{"id": "n1", "type": "echo"})
+	publishReadyIn(t, st, goesOn, "n1", "echo")
+
+	evs := waitOutcome(t, st, ended, events.NodeCanceled)
+	if c := ofType[*events.NodeCancelledData](t, evs, events.NodeCanceled)[0]; c.Reason != "run ended before the work started" {
+		t.Fatalf("cancelled %+v", c)
+	}
+	if n := len(ofType[*events.NodeInvokedData](t, runLog(t, st, blocked), events.NodeInvoked)); n != 0 || running.Load() != 1 {
+		t.Fatalf("the blocking node finished (%d invoked, %d running) before the ended run's item was checked; the check should not wait for the slot", n, running.Load())
+	}
+	if n := len(ofType[*events.NodeInvokingData](t, runLog(t, st, goesOn), events.NodeInvoking)); n != 0 {
+		t.Fatalf("a second node started with one slot, held by the blocking node")
+	}
+	close(release)
+	waitOutcome(t, st, blocked, events.NodeInvoked)
+	waitOutcome(t, st, goesOn, events.NodeInvoked)
+}
+
+// TestEndedNoticeSparesTheRead: a worker hears the coordinators' ended
+// notices (eventlog.EndedNotice). Every item is checked, as if each had
+// waited long in its queue: an item of a run noticed ended is recorded
+// cancelled, and one of a run not noticed ended, stored after the worker
+// began to listen, runs, neither with a read of the log; an item stored
+// within the clock margin of that is read for (its run's end, appended
+// with no notice, is found so).
+func TestEndedNoticeSparesTheRead(t *testing.T) {
+	st := testStore(t)
+	endRun := func(run string) {
+		t.Helper()
+		end, err := events.New(run, eventlog.DecisionID(run, events.RunCompleted), time.Time{}, &events.RunCompletedData{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := eventlog.Append(context.Background(), st, run, 0, end); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ran atomic.Int32
+	echo := worker.NodeFunc(func(context.Context, *worker.Input) (*worker.Result, error) {
+		ran.Add(1)
+		return &worker.Result{}, nil
+	})
+	w, _ := startWorker(t, st, map[string]worker.Node{"echo": echo})
+	worker.SetStaleAfter(w, 0)
+	// Stored within the watch's clock margin of its start: its run
+	// ended, with no notice.
+	before := startRun(t, st, "", map[string]any{"id": "n1", "type": "echo"})
+	endRun(before)
+	publishReadyIn(t, st, before, "n1", "echo")
+	stored := time.Now()
+	evs := waitOutcome(t, st, before, events.NodeCanceled)
+	if n := len(ofType[*events.NodeInvokingData](t, evs, events.NodeInvoking)); n != 0 || worker.EndReads(w) != 1 {
+		t.Fatalf("an item stored within the margin of the watch's start: %d invoking, %d reads; want it read for and cancelled", n, worker.EndReads(w))
+	}
+
+	// Items stored after the watch began (past its clock margin).
+	waitUntil(t, "the watch's clock margin to pass", func() bool { return time.Since(stored) > 1500*time.Millisecond })
+	noticed := startRun(t, st, "", map[string]any{"id": "n1", "type": "echo"})
+	endRun(noticed)
+	nc := eventlog.JetStream(st).Conn()
+	if err := nc.Publish(eventlog.EndedNotice(noticed), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	live := startRun(t, st, "", map[string]any{"id": "n1", "type": "echo"})
+	publishReadyIn(t, st, live, "n1", "echo")
+	waitOutcome(t, st, live, events.NodeInvoked)
+	publishReadyIn(t, st, noticed, "n1", "echo")
+	evs = waitOutcome(t, st, noticed, events.NodeCanceled)
+	if c := ofType[*events.NodeCancelledData](t, evs, events.NodeCanceled)[0]; c.Reason != "run ended before the work started" {
+		t.Fatalf("cancelled %+v", c)
+	}
+	if n := worker.EndReads(w); n != 1 {
+		t.Fatalf("%d reads of whether a run ended; want only the first item's", n)
+	}
+	if n := ran.Load(); n != 1 {
+		t.Fatalf("the node ran %d times; want once, for the live run", n)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/weft-dev/weft/internal/eventlog"
@@ -86,6 +87,8 @@ var errStartMismatch = errors.New("the run's start the worker can read is not th
 // runReader reads and caches runs' starts and ends.
 type runReader struct {
 	store events.Store // read lazily: the worker may not need it
+
+	endReads atomic.Int64 // hasEnded's reads of the log
 
 	mu      sync.Mutex
 	starts  *lru[*runStart]
@@ -253,6 +256,7 @@ func (r *runReader) hasEnded(ctx context.Context, run string) (bool, error) {
 	if ended {
 		return true, nil
 	}
+	r.endReads.Add(1)
 	ended, err := eventlog.HasEnd(ctx, r.store, run)
 	if err != nil {
 		return false, err

@@ -40,7 +40,13 @@ type Worker struct {
 
 	running  atomic.Bool
 	inflight sync.WaitGroup
-	stats    counters
+	// ends is what the worker heard of runs' ends (endwatch.go), set by
+	// Run; nil: nothing, every check reads.
+	ends  *endWatch
+	stats counters
+	// acks bounds the double acks that go on after their item gave its
+	// slot back (execute.go, ack): as many as the worker's concurrency.
+	acks chan struct{}
 
 	// unknownDelay is how long work of a node type this worker does not
 	// serve waits before it is delivered again.
@@ -102,6 +108,7 @@ func New(store events.Store, opts ...Option) (*Worker, error) {
 		providers:    telemetry.NewProviders(o.tracerProvider, o.meterProvider),
 		unknownDelay: unknownTypeDelay,
 		staleAfter:   staleAfter,
+		acks:         make(chan struct{}, o.concurrency),
 	}, nil
 }
 
@@ -172,6 +179,10 @@ func (w *Worker) Run(ctx context.Context) error {
 		return fmt.Errorf("worker: subscribing to cancel requests: %w", err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
+	if !w.opts.noEndWatch {
+		w.ends = watchEnds(nc)
+		defer w.ends.stop()
+	}
 
 	queues := make([]*queue, 0, len(w.opts.queues))
 	for _, name := range w.opts.queues {
@@ -232,9 +243,11 @@ type queue struct {
 	name      string
 	consumer  jetstream.Consumer
 	heartbeat time.Duration
-	// slots bounds the queue's nodes in flight (WithQueueConcurrency);
-	// nil: only the worker's limit applies.
-	slots chan struct{}
+	// perQueue is the queue's own limit (WithQueueConcurrency; 0: none).
+	perQueue int
+	// running bounds the queue's nodes running (its limit), taken the
+	// items taken from it and not done: twice that (see consume).
+	running, taken chan struct{}
 }
 
 // openQueue sets up a queue's consumer, waiting out a NATS that is away
@@ -261,10 +274,9 @@ func (w *Worker) openQueue(ctx context.Context, name string) (*queue, error) {
 			hb = time.Second
 		}
 	}
-	q := &queue{name: name, consumer: c, heartbeat: hb}
-	if n := w.opts.perQueue[name]; n > 0 {
-		q.slots = make(chan struct{}, n)
-	}
+	q := &queue{name: name, consumer: c, heartbeat: hb, perQueue: w.opts.perQueue[name]}
+	n := q.limit(w.opts.concurrency)
+	q.running, q.taken = make(chan struct{}, n), make(chan struct{}, 2*n)
 	return q, nil
 }
 
@@ -321,26 +333,28 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// consume runs the items of one message iterator, at most as many at once
-// as there are slots, until the iterator closes. Once ctx ends the iterator
-// is draining: what it still holds is handed back.
+// consume takes the items of one message iterator until the iterator
+// closes, each on a goroutine of its own (process), at most twice the
+// queue's limit (queue.limit) at once: as many running their node (each
+// holding a slot, takeSlot) as the limit allows, and as many again being
+// read and checked before their node starts (decode, the ended-run check,
+// the run's start) or waiting for a slot. So the reads and checks before a
+// node, round trips to the server, go on beside the running nodes instead
+// of holding their slots (issue 30: under a burst the ended-run check of
+// an item that waited over staleAfter held the slot for a stream-info
+// request). Once ctx ends the iterator is draining: what it still holds
+// is handed back, as are items not yet started.
 func (w *Worker) consume(ctx, base context.Context, q *queue, iter jetstream.MessagesContext, slots chan struct{}) {
 	for {
-		if !q.acquire(ctx) {
-			w.handBack(iter)
-			return
-		}
 		select {
-		case slots <- struct{}{}:
+		case q.taken <- struct{}{}:
 		case <-ctx.Done():
-			q.release()
 			w.handBack(iter)
 			return
 		}
 		m, err := iter.Next()
 		if err != nil {
-			<-slots
-			q.release()
+			<-q.taken
 			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
 				return
 			}
@@ -351,16 +365,47 @@ func (w *Worker) consume(ctx, base context.Context, q *queue, iter jetstream.Mes
 		}
 		if ctx.Err() != nil {
 			w.nak(m)
-			<-slots
-			q.release()
+			<-q.taken
 			continue
 		}
 		w.inflight.Add(1)
 		go func() {
 			defer w.inflight.Done()
-			defer func() { <-slots; q.release() }()
-			w.process(base, q, m)
+			defer func() { <-q.taken }()
+			w.process(ctx, base, q, m, slots)
 		}()
+	}
+}
+
+// takeSlot waits for one of the worker's slots and one of the queue's
+// (WithConcurrency, WithQueueConcurrency), telling the server every
+// heartbeat that m is in progress meanwhile (it was delivered: its ack
+// wait runs); ok is false when ctx ended first (the worker drains: the
+// item is not started).
+func (w *Worker) takeSlot(ctx context.Context, q *queue, slots chan struct{}, m jetstream.Msg) (release func(), ok bool) {
+	beat := time.NewTicker(q.heartbeat)
+	defer beat.Stop()
+	got := false
+	for !got {
+		select {
+		case q.running <- struct{}{}:
+			got = true
+		case <-beat.C:
+			_ = m.InProgress()
+		case <-ctx.Done():
+			return nil, false
+		}
+	}
+	for {
+		select {
+		case slots <- struct{}{}:
+			return func() { <-slots; <-q.running }, true
+		case <-beat.C:
+			_ = m.InProgress()
+		case <-ctx.Done():
+			<-q.running
+			return nil, false
+		}
 	}
 }
 
@@ -387,31 +432,12 @@ func (w *Worker) nak(m jetstream.Msg) {
 	}
 }
 
-// limit is how many of the queue's items the worker may hold at once.
+// limit is how many of the queue's nodes the worker may run at once.
 func (q *queue) limit(worker int) int {
-	if q.slots != nil && cap(q.slots) < worker {
-		return cap(q.slots)
+	if q.perQueue > 0 && q.perQueue < worker {
+		return q.perQueue
 	}
 	return worker
-}
-
-// acquire takes one of the queue's slots, if it has a limit.
-func (q *queue) acquire(ctx context.Context) bool {
-	if q.slots == nil {
-		return true
-	}
-	select {
-	case q.slots <- struct{}{}:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
-func (q *queue) release() {
-	if q.slots != nil {
-		<-q.slots
-	}
 }
 
 // setupFatal reports whether a setup error is one waiting cannot fix.
