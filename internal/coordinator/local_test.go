@@ -305,9 +305,10 @@ func TestLocalOutcomeLostAppendRunsAgain(t *testing.T) {
 	var failed atomic.Int64
 	st.Set(func(f *testkit.FaultStore) {
 		f.BeforeAppend = func(run string, evs []*events.Event) error {
-			// The first outcome of node b is not written: as if the
-			// coordinator died between ready and outcome.
-			if len(evs) == 1 && evs[0].Queue == events.LocalQueue && evs[0].NodeID == "b" && failed.Add(1) == 1 {
+			// The first outcome of node b is not written, nor the
+			// decision made after it (one step: eventlog.Engine.AppendStep):
+			// as if the coordinator died between ready and outcome.
+			if len(evs) > 0 && evs[0].Queue == events.LocalQueue && evs[0].NodeID == "b" && failed.Add(1) == 1 {
 				return errors.New("injected: append lost")
 			}
 			return nil
@@ -335,6 +336,52 @@ edges:
 	}
 	if failed.Load() < 2 {
 		t.Fatalf("node b's outcome was appended %d times, want a failed one then one more", failed.Load())
+	}
+	checkExactlyOnce(t, st, runs, 3)
+	checkNoDuplicates(t, st, runs)
+}
+
+// A local step (node b's outcome and node c's ready, one write) lands
+// but its acknowledgement is lost: the coordinator reads the run again,
+// finds both, and goes on, with no node run twice to a second outcome.
+func TestLocalStepLostAckGoesOn(t *testing.T) {
+	_, inner := testkit.Store(t)
+	st := testkit.NewFaultStore(inner)
+	var lost atomic.Int64
+	var stepped atomic.Bool
+	st.Set(func(f *testkit.FaultStore) {
+		f.AfterAppend = func(run string, evs []*events.Event) error {
+			if len(evs) > 1 && evs[0].Queue == events.LocalQueue && evs[0].NodeID == "b" && evs[1].IsDecision() {
+				stepped.Store(true)
+				if lost.Add(1) == 1 {
+					return errors.New("injected: acknowledgement lost")
+				}
+			}
+			return nil
+		}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	runCoordinator(t, ctx, st, coordinator.WithLogger(quiet()))
+	g := mustGraph(t, `
+name: lostack
+nodes:
+  - {id: a, type: transform, config: {set: {x: '1'}}}
+  - {id: b, type: transform, config: {set: {x2: 'state.x + 1'}}}
+  - {id: c, type: transform, config: {set: {x3: 'state.x2 + 1'}}}
+edges:
+  - {from: START, to: a}
+  - {from: a, to: b}
+  - {from: b, to: c}
+  - {from: c, to: END}
+`)
+	runs := start(t, st, g, 1)
+	s := waitEnded(t, st, runs, 30*time.Second)[runs[0]]
+	if s.VarsMap()["x3"] != float64(3) {
+		t.Fatalf("vars %v", s.VarsMap())
+	}
+	if !stepped.Load() || lost.Load() != 1 {
+		t.Fatalf("node b's outcome went in with the next decision %d times (lost ack injected: %v), want once", lost.Load(), stepped.Load())
 	}
 	checkExactlyOnce(t, st, runs, 3)
 	checkNoDuplicates(t, st, runs)
