@@ -98,9 +98,9 @@
 // after the outcome's ack, as two appends). The events are those of an
 // outcome appended and then decided from, in the same order. So a chain of
 // local nodes runs with no consumer hop between them: up
-// to localInlineSteps (3) rounds in one handled event, then the next
-// round when the echo of the last node-ready is handled (more rounds at
-// once would overflow the shard's buffer with their own echoes). When a
+// to localInlineSteps (16) rounds in one handled event, within its budget
+// (below), then the next round when the echo of the last node-ready is
+// handled (a round's echoes are held for its run meanwhile). When a
 // shard is full anyway (several runs' chains on one shard), the dispatcher
 // takes the coordinator's own echoes itself (ownEchoWhenFull): it
 // acknowledges them, holds a running local node's work item, and hands

@@ -16,6 +16,7 @@ import (
 	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
+	"github.com/weft-dev/weft/pkg/replay"
 	"github.com/weft-dev/weft/pkg/worker"
 )
 
@@ -384,6 +385,46 @@ edges:
 		t.Fatalf("node b's outcome went in with the next decision %d times (lost ack injected: %v), want once", lost.Load(), stepped.Load())
 	}
 	checkExactlyOnce(t, st, runs, 3)
+	checkNoDuplicates(t, st, runs)
+}
+
+// A run of local steps (a chain, then two branches in one round, joined)
+// replays clean on its graph: the outcome and the decisions after it,
+// written as one step, are the events the engine decides from them, in
+// that order.
+func TestLocalStepsReplayClean(t *testing.T) {
+	_, st := testkit.Store(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	runCoordinator(t, ctx, st, coordinator.WithLogger(quiet()))
+	g := mustGraph(t, `
+name: steps
+nodes:
+  - {id: a, type: transform, config: {set: {one: '1'}}}
+  - {id: b, type: transform, config: {set: {two: 'state.one + 1'}}}
+  - {id: c, type: transform, config: {set: {three: 'state.one + 2'}}}
+  - {id: d, type: transform, config: {set: {sum: 'state.two + state.three'}}}
+edges:
+  - {from: START, to: a}
+  - {from: a, to: b}
+  - {from: a, to: c}
+  - {from: b, to: d}
+  - {from: c, to: d}
+  - {from: d, to: END}
+`)
+	runs := start(t, st, g, 3)
+	states := waitEnded(t, st, runs, 30*time.Second)
+	for _, run := range runs {
+		if got := states[run].VarsMap()["sum"]; got != float64(5) {
+			t.Fatalf("run %s: sum = %v, want 5 (status %s, vars %v)", run, got, states[run].Status, states[run].VarsMap())
+		}
+		evs := readRun(t, st, run)
+		r := replay.Check(t, g, evs)
+		if r.Decisions == 0 || r.Events != len(evs) {
+			t.Fatalf("run %s: replayed %d of %d events, %d decisions", run, r.Events, len(evs), r.Decisions)
+		}
+	}
+	checkExactlyOnce(t, st, runs, 4)
 	checkNoDuplicates(t, st, runs)
 }
 
