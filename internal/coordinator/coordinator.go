@@ -90,14 +90,21 @@
 // node contract as on a worker (worker.InvokeLocal); routers are decided
 // by the engine itself. The engine readies a local node like any other,
 // on the reserved queue events.LocalQueue ("_local"), which no worker
-// consumes; once the decision is in the log the shard runs the node and
-// appends its outcome (node-invoked or node-failed on "w._local", which
-// only the coordinator's role may write), applies it to the cached state
-// as it does its own decisions, and decides again, so a chain of local
-// nodes runs at two appends a node with no consumer hop between them: up
-// to localInlineSteps (3) rounds in one handled event, then the next
-// round when the echo of the last node-ready is handled (more rounds at
-// once would overflow the shard's buffer with their own echoes). When a
+// consumes; once the decision is in the log the shard runs the node,
+// applies its outcome (node-invoked or node-failed on "w._local", which
+// only the coordinator's role may write) to the cached state as it does
+// its own decisions, decides again, and writes the outcome and the
+// decisions after it as one step (stepLocal, eventlog.Engine.AppendStep):
+// published without waiting in between, the first decision conditioned on
+// the outcome being the stream's last message, so one round trip a node
+// in the common case, and never a decision in the log without the outcome
+// it follows (where another message came between, the decision goes in
+// after the outcome's ack, as two appends). The events are those of an
+// outcome appended and then decided from, in the same order. So a chain of
+// local nodes runs with no consumer hop between them: up
+// to localInlineSteps (16) rounds in one handled event, within its budget
+// (below), then the next round when the echo of the last node-ready is
+// handled (a round's echoes are held for its run meanwhile). When a
 // shard is full anyway (several runs' chains on one shard), the dispatcher
 // takes the coordinator's own echoes itself (ownEchoWhenFull): it
 // acknowledges them, holds a running local node's work item, and hands
@@ -130,7 +137,9 @@
 // and runs it again. Local nodes must therefore be deterministic and
 // idempotent. The outcome is a fact, appended unchecked and fenced by the
 // fold like a worker's; what follows it is decided under the usual
-// optimistic concurrency, so nothing is decided twice. Every coordinator of
+// optimistic concurrency, so nothing is decided twice. A step whose write
+// fails (or whose ack is lost) drops the run's cache like any decision
+// that fails: the run is read again, and the outcome, if it is in, folded. Every coordinator of
 // a deployment must register the same local types: the engine's choice of
 // queue depends on them.
 //

@@ -421,12 +421,27 @@ func (c *Coordinator) graphFor(s *projection.State) (*graph.Graph, error) {
 // on the one before (events.Store.Append), so a conflict or a crash leaves
 // a prefix that deciding again from the folded state completes.
 func (c *Coordinator) decide(ctx context.Context, ent *runEntry) error {
+	return c.decideAfter(ctx, ent, nil)
+}
+
+// decideAfter is decide after outcomes of local nodes that are folded into
+// the state but not yet in the log (stepLocal): they are written first,
+// with the decisions in one step (eventlog.Engine.AppendStep), or on their
+// own when nothing is decided, the run has ended, or a checkpoint is due
+// (it reads the log up to them).
+func (c *Coordinator) decideAfter(ctx context.Context, ent *runEntry, outs []*events.Event) error {
 	s := ent.state
 	if s.Status.Ended() {
+		if err := c.appendOutcomes(ctx, ent, outs); err != nil {
+			return err
+		}
 		return c.notifyParent(ctx, ent)
 	}
 	g, err := c.graphFor(s)
 	if err != nil {
+		if err := c.appendOutcomes(ctx, ent, outs); err != nil {
+			return err
+		}
 		return c.failInvalidGraph(ctx, ent, err)
 	}
 	fo, flowErr := c.flowOptions(ctx, ent)
@@ -436,9 +451,15 @@ func (c *Coordinator) decide(ctx context.Context, ent *runEntry) error {
 		return err // s is thrown away: the event comes again
 	}
 	if d.Empty() {
-		return nil
+		return c.appendOutcomes(ctx, ent, outs)
 	}
-	preempted, err := c.prepareDecisions(ctx, s.RunID, d)
+	return c.carryOut(ctx, g, ent, d, outs)
+}
+
+// carryOut writes a decision that is not empty, after the outcomes outs
+// it was made from (decideAfter), and does what follows it.
+func (c *Coordinator) carryOut(ctx context.Context, g *graph.Graph, ent *runEntry, d decider.Decision, outs []*events.Event) error {
+	preempted, err := c.prepareDecisions(ctx, ent.run, d)
 	if err != nil {
 		return err
 	}
@@ -451,13 +472,18 @@ func (c *Coordinator) decide(ctx context.Context, ent *runEntry) error {
 		}
 		c.echoes.Store(e.ID, struct{}{})
 	}
-	cp := c.prepareCheckpoint(ctx, g, ent, d.Events)
-	last, err := c.appendDecisions(ctx, g, ent, d.Events)
-	if err != nil {
-		for _, e := range d.Events {
-			c.echoes.Delete(e.ID)
-			c.localPending.Delete(e.ID)
+	if len(outs) > 0 && c.js != nil && checkpointDue(g, d.Events) {
+		// The checkpoint folds the log up to the outcomes: in it first.
+		if err := c.appendOutcomes(ctx, ent, outs); err != nil {
+			c.forgetDecided(d.Events)
+			return err
 		}
+		outs = nil
+	}
+	cp := c.prepareCheckpoint(ctx, g, ent, d.Events)
+	last, err := c.appendDecisions(ctx, g, ent, outs, d.Events)
+	if err != nil {
+		c.forgetDecided(d.Events)
 		return err
 	}
 	c.n.decisions.Add(int64(len(d.Events)))
@@ -465,10 +491,18 @@ func (c *Coordinator) decide(ctx context.Context, ent *runEntry) error {
 	cp.store(ctx, c, last)
 	// Child runs whose ids held another writer's events fail their nodes
 	// now that the nodes wait (children.go).
-	if err := c.tellPreempted(ctx, s.RunID, preempted, false); err != nil {
+	if err := c.tellPreempted(ctx, ent.run, preempted, false); err != nil {
 		return err
 	}
 	return c.notifyParent(ctx, ent)
+}
+
+// forgetDecided drops what carryOut noted of decisions that did not go in.
+func (c *Coordinator) forgetDecided(evs []*events.Event) {
+	for _, e := range evs {
+		c.echoes.Delete(e.ID)
+		c.localPending.Delete(e.ID)
+	}
 }
 
 // prepareDecisions does what a run's decisions need before they are

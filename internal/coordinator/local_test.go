@@ -16,6 +16,7 @@ import (
 	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
+	"github.com/weft-dev/weft/pkg/replay"
 	"github.com/weft-dev/weft/pkg/worker"
 )
 
@@ -305,9 +306,10 @@ func TestLocalOutcomeLostAppendRunsAgain(t *testing.T) {
 	var failed atomic.Int64
 	st.Set(func(f *testkit.FaultStore) {
 		f.BeforeAppend = func(run string, evs []*events.Event) error {
-			// The first outcome of node b is not written: as if the
-			// coordinator died between ready and outcome.
-			if len(evs) == 1 && evs[0].Queue == events.LocalQueue && evs[0].NodeID == "b" && failed.Add(1) == 1 {
+			// The first outcome of node b is not written, nor the
+			// decision made after it (one step: eventlog.Engine.AppendStep):
+			// as if the coordinator died between ready and outcome.
+			if len(evs) > 0 && evs[0].Queue == events.LocalQueue && evs[0].NodeID == "b" && failed.Add(1) == 1 {
 				return errors.New("injected: append lost")
 			}
 			return nil
@@ -337,6 +339,92 @@ edges:
 		t.Fatalf("node b's outcome was appended %d times, want a failed one then one more", failed.Load())
 	}
 	checkExactlyOnce(t, st, runs, 3)
+	checkNoDuplicates(t, st, runs)
+}
+
+// A local step (node b's outcome and node c's ready, one write) lands
+// but its acknowledgement is lost: the coordinator reads the run again,
+// finds both, and goes on, with no node run twice to a second outcome.
+func TestLocalStepLostAckGoesOn(t *testing.T) {
+	_, inner := testkit.Store(t)
+	st := testkit.NewFaultStore(inner)
+	var lost atomic.Int64
+	var stepped atomic.Bool
+	st.Set(func(f *testkit.FaultStore) {
+		f.AfterAppend = func(run string, evs []*events.Event) error {
+			if len(evs) > 1 && evs[0].Queue == events.LocalQueue && evs[0].NodeID == "b" && evs[1].IsDecision() {
+				stepped.Store(true)
+				if lost.Add(1) == 1 {
+					return errors.New("injected: acknowledgement lost")
+				}
+			}
+			return nil
+		}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	runCoordinator(t, ctx, st, coordinator.WithLogger(quiet()))
+	g := mustGraph(t, `
+name: lostack
+nodes:
+  - {id: a, type: transform, config: {set: {x: '1'}}}
+  - {id: b, type: transform, config: {set: {x2: 'state.x + 1'}}}
+  - {id: c, type: transform, config: {set: {x3: 'state.x2 + 1'}}}
+edges:
+  - {from: START, to: a}
+  - {from: a, to: b}
+  - {from: b, to: c}
+  - {from: c, to: END}
+`)
+	runs := start(t, st, g, 1)
+	s := waitEnded(t, st, runs, 30*time.Second)[runs[0]]
+	if s.VarsMap()["x3"] != float64(3) {
+		t.Fatalf("vars %v", s.VarsMap())
+	}
+	if !stepped.Load() || lost.Load() != 1 {
+		t.Fatalf("node b's outcome went in with the next decision %d times (lost ack injected: %v), want once", lost.Load(), stepped.Load())
+	}
+	checkExactlyOnce(t, st, runs, 3)
+	checkNoDuplicates(t, st, runs)
+}
+
+// A run of local steps (a chain, then two branches in one round, joined)
+// replays clean on its graph: the outcome and the decisions after it,
+// written as one step, are the events the engine decides from them, in
+// that order.
+func TestLocalStepsReplayClean(t *testing.T) {
+	_, st := testkit.Store(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	runCoordinator(t, ctx, st, coordinator.WithLogger(quiet()))
+	g := mustGraph(t, `
+name: steps
+nodes:
+  - {id: a, type: transform, config: {set: {one: '1'}}}
+  - {id: b, type: transform, config: {set: {two: 'state.one + 1'}}}
+  - {id: c, type: transform, config: {set: {three: 'state.one + 2'}}}
+  - {id: d, type: transform, config: {set: {sum: 'state.two + state.three'}}}
+edges:
+  - {from: START, to: a}
+  - {from: a, to: b}
+  - {from: a, to: c}
+  - {from: b, to: d}
+  - {from: c, to: d}
+  - {from: d, to: END}
+`)
+	runs := start(t, st, g, 3)
+	states := waitEnded(t, st, runs, 30*time.Second)
+	for _, run := range runs {
+		if got := states[run].VarsMap()["sum"]; got != float64(5) {
+			t.Fatalf("run %s: sum = %v, want 5 (status %s, vars %v)", run, got, states[run].Status, states[run].VarsMap())
+		}
+		evs := readRun(t, st, run)
+		r := replay.Check(t, g, evs)
+		if r.Decisions == 0 || r.Events != len(evs) {
+			t.Fatalf("run %s: replayed %d of %d events, %d decisions", run, r.Events, len(evs), r.Decisions)
+		}
+	}
+	checkExactlyOnce(t, st, runs, 4)
 	checkNoDuplicates(t, st, runs)
 }
 

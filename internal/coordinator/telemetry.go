@@ -61,14 +61,23 @@ func (c *Coordinator) startProcess(ctx context.Context, subject string, e *event
 	return telemetry.StartProcess(ctx, e, subject, c.opts.durable)
 }
 
-// appendDecisions appends a run's decisions under their Producer span,
+// appendDecisions appends a run's decisions, after the outcomes outs of
+// local nodes they were made from if any, under their Producer span,
 // linked to the causes of any join among them.
-func (c *Coordinator) appendDecisions(ctx context.Context, g *graph.Graph, ent *runEntry, evs []*events.Event) (uint64, error) {
+func (c *Coordinator) appendDecisions(ctx context.Context, g *graph.Graph, ent *runEntry, outs, evs []*events.Event) (uint64, error) {
 	if len(evs) == 0 {
 		return ent.lastDecision, nil
 	}
 	ctx, span := telemetry.StartDecisions(ctx, ent.run, evs, joinCauses(g, ent, evs))
-	last, err := c.store.AppendDecisions(ctx, ent.run, ent.lastDecision, evs...)
+	var last uint64
+	var err error
+	if len(outs) > 0 {
+		// After the outcomes of local nodes they were made from, in one
+		// step (stepLocal).
+		last, err = c.store.AppendStep(ctx, ent.run, ent.lastDecision, outs, evs)
+	} else {
+		last, err = c.store.AppendDecisions(ctx, ent.run, ent.lastDecision, evs...)
+	}
 	telemetry.Fail(span, err)
 	span.End()
 	if err == nil && telemetry.MetricsEnabled() {

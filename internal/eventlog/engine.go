@@ -27,6 +27,14 @@ type Engine interface {
 	// decision subjects (ErrConflict). It returns the sequence of
 	// the last event.
 	AppendDecisions(ctx context.Context, runID string, expectLast uint64, evs ...*Event) (uint64, error)
+	// AppendStep appends the outcomes of nodes the coordinator ran
+	// itself (facts, unchecked, as Append writes a worker's) followed by
+	// the decisions made from the state they lead to (checked as
+	// AppendDecisions does), in one round trip where it can: a step of a
+	// chain of local nodes. The decisions never land without the
+	// outcomes before them; a failure may leave a prefix. It sets each
+	// outcome's Seq and returns the sequence of the last event.
+	AppendStep(ctx context.Context, runID string, expectLast uint64, outcomes, decisions []*Event) (uint64, error)
 	// Schedule stores ev to be appended at time at: a durable JetStream
 	// message schedule, surviving the restart of every process. A timer
 	// is one schedule subject: scheduling the same timerID again replaces

@@ -282,6 +282,12 @@ func (s *store) sameStart(ctx context.Context, e *Event) (uint64, error) {
 
 func (s *store) publishOne(ctx context.Context, m *nats.Msg) (uint64, error) {
 	ack, err := s.js.PublishMsg(ctx, m)
+	return s.acked(ctx, m, ack, err)
+}
+
+// acked is the sequence at which m, published, is in the log: its ack,
+// or the error the publish came back with; a duplicate ack is confirmed.
+func (s *store) acked(ctx context.Context, m *nats.Msg, ack *jetstream.PubAck, err error) (uint64, error) {
 	if err != nil {
 		return 0, mapPublishError(err)
 	}

@@ -237,6 +237,16 @@ func (p *procStore) AppendDecisions(ctx context.Context, runID string, expectLas
 	return p.Append(ctx, runID, expectLast, evs...)
 }
 
+// AppendStep is Append of the outcomes, then AppendDecisions, with the
+// faults of each.
+func (p *procStore) AppendStep(ctx context.Context, runID string, expectLast uint64, outcomes, decisions []*events.Event) (uint64, error) {
+	last, err := p.Append(ctx, runID, events.AnySeq, outcomes...)
+	if err != nil || len(decisions) == 0 {
+		return last, err
+	}
+	return p.AppendDecisions(ctx, runID, expectLast, decisions...)
+}
+
 func (p *procStore) Read(ctx context.Context, runID string, from, upTo uint64) ([]*events.Event, error) {
 	p.crashPoint()
 	if p.sim.chance(ReadFail, 0.05) {

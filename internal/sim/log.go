@@ -289,6 +289,17 @@ func (s *memStore) AppendDecisions(ctx context.Context, runID string, expectLast
 	return s.append(ctx, runID, expectLast, evs...)
 }
 
+// AppendStep appends outcomes, then decisions, each as its own append: a
+// prefix may land, which covers what the production store's pipelined
+// step may leave (never a decision without the outcomes before it).
+func (s *memStore) AppendStep(ctx context.Context, runID string, expectLast uint64, outcomes, decisions []*events.Event) (uint64, error) {
+	last, err := s.Append(ctx, runID, events.AnySeq, outcomes...)
+	if err != nil || len(decisions) == 0 {
+		return last, err
+	}
+	return s.AppendDecisions(ctx, runID, expectLast, decisions...)
+}
+
 // append appends evs, facts or decisions: the simulated processes' appends
 // (procStore) reach the log through it, as the real ones reach JetStream.
 func (s *memStore) append(_ context.Context, runID string, expectLast uint64, evs ...*events.Event) (uint64, error) {

@@ -59,6 +59,16 @@ func (f *FaultStore) AppendDecisions(ctx context.Context, run string, expectLast
 	return f.append(ctx, run, expectLast, evs, f.Engine.AppendDecisions)
 }
 
+// AppendStep injects the append faults around the real append of a
+// local step (outcomes, then decisions): the hooks see all its events.
+func (f *FaultStore) AppendStep(ctx context.Context, run string, expectLast uint64, outcomes, decisions []*events.Event) (uint64, error) {
+	all := make([]*events.Event, 0, len(outcomes)+len(decisions))
+	all = append(append(all, outcomes...), decisions...)
+	return f.append(ctx, run, expectLast, all, func(ctx context.Context, run string, expectLast uint64, _ ...*events.Event) (uint64, error) {
+		return f.Engine.AppendStep(ctx, run, expectLast, outcomes, decisions)
+	})
+}
+
 func (f *FaultStore) append(ctx context.Context, run string, expectLast uint64, evs []*events.Event,
 	do func(context.Context, string, uint64, ...*events.Event) (uint64, error)) (uint64, error) {
 	before, after, _, delay := f.hooks()
