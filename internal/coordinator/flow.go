@@ -304,7 +304,16 @@ func (c *Coordinator) wake(ctx context.Context, h flow.Holder, granted bool) err
 		id = "slot-" + node + "-" + strconv.Itoa(h.Iteration) + "-" + strconv.Itoa(item)
 		ref = events.NodeRef{Node: node, Iteration: h.Iteration, Item: &item}
 	}
-	ev, err := events.New(h.Run, eventlog.DecisionID(h.Run, events.TimerFired, id, strconv.FormatInt(now.UnixNano(), 10)), now,
+	// A plain wake may come again (the slot it was for taken by another
+	// first): each its own id. A granted wake is for one hand-over to one
+	// attempt: its id derives from the attempt, so a second (the sweep,
+	// reading the log before its owner decided the first) is a duplicate
+	// the stream drops, and after the window the fold passes it over.
+	nonce := strconv.FormatInt(now.UnixNano(), 10)
+	if granted {
+		nonce = "granted-" + strconv.Itoa(h.Attempt)
+	}
+	ev, err := events.New(h.Run, eventlog.DecisionID(h.Run, events.TimerFired, id, nonce), now,
 		&events.TimerFiredData{TimerID: id, Purpose: "slot", Ref: ref, Attempt: h.Attempt, Granted: granted})
 	if err != nil {
 		return err
