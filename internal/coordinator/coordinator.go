@@ -252,12 +252,16 @@ type Stats struct {
 	// Continued counts continuations started here (continue-as-new:
 	// continue.go); a start found written before is not counted.
 	Continued int64
+	// OverdueTimers counts timers the safety net fired from the log: they
+	// were pending longer than the grace past their time (timers.go).
+	OverdueTimers int64
 }
 
 type counters struct {
 	processed, malformed, orphans, rejected, stale, decisions, conflicts, reloads, reorders, errors, failedRuns, handedBack atomic.Int64
 	snapshotsDiscarded, overBudget                                                                                          atomic.Int64
 	localRuns, localDetached, preempted, continued                                                                          atomic.Int64
+	overdueFired                                                                                                            atomic.Int64
 }
 
 // Option configures a Coordinator.
@@ -285,6 +289,8 @@ type options struct {
 	localBudget  time.Duration // localInlineBudget; tests shorten or lengthen it
 	maxHeld      int           // the bound of the events held (inflight.go), if set; tests lower it
 	flowSweep    time.Duration // how often the flow bucket is swept (flow.go)
+	timerGrace   time.Duration // how late a timer may be before the safety net fires it (timers.go)
+	maxWatched   int           // the runs the safety net watches at most (timers.go)
 	flow         *flow.Limiter // WithFlow
 	// maxDeliveries, backoffMin and backoffMax: WithRedelivery.
 	maxDeliveries          int
@@ -383,6 +389,9 @@ type Coordinator struct {
 	// (children.go), so that a claimed run's every event does not tell
 	// the parent again.
 	claims claimSet
+	// watch holds the runs with pending timers, for the timers' safety
+	// net (timers.go).
+	watch *timerWatch
 }
 
 // New returns a coordinator over the store.
@@ -390,6 +399,7 @@ func New(store events.Store, opts ...Option) *Coordinator {
 	o := options{durable: "coordinator", shards: 32, cacheSize: 10000, now: time.Now, ackWait: 10 * time.Second,
 		partitions: 1, leaseTTL: defaultLeaseTTL, maxEvents: DefaultMaxHistoryEvents, maxBytes: DefaultMaxHistoryBytes, retention: readmodel.DefaultRetention,
 		local: defaultLocal(), localTimeout: DefaultLocalTimeout, localBudget: localInlineBudget, flowSweep: flow.SweepInterval,
+		timerGrace: DefaultTimerGrace, maxWatched: defaultMaxWatched,
 		maxDeliveries: DefaultMaxDeliveries, backoffMin: DefaultBackoffMin, backoffMax: DefaultBackoffMax}
 	for _, opt := range opts {
 		opt(&o)
@@ -406,6 +416,7 @@ func New(store events.Store, opts ...Option) *Coordinator {
 		opts:  o,
 		log:   o.logger.With(logattr.Component, "coordinator"),
 		cache: newRunCache(o.cacheSize),
+		watch: newTimerWatch(o.maxWatched),
 	}
 	c.holder = c.holderValue()
 	c.flow = o.flow
@@ -421,6 +432,7 @@ func (c *Coordinator) Stats() Stats {
 		HandedBack: c.n.handedBack.Load(), SnapshotsDiscarded: c.n.snapshotsDiscarded.Load(), OverBudget: c.n.overBudget.Load(),
 		LocalRuns: c.n.localRuns.Load(), LocalDetached: c.n.localDetached.Load(),
 		ChildrenPreempted: c.n.preempted.Load(), Continued: c.n.continued.Load(),
+		OverdueTimers: c.n.overdueFired.Load(),
 	}
 }
 
@@ -476,6 +488,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	c.releaseLater.Store(true)
 	var sweeper sync.WaitGroup
 	sweeper.Go(func() { c.sweepFlow(ctx) })
+	sweeper.Go(func() { c.sweepTimers(ctx) })
 	defer sweeper.Wait() // it ends with ctx, which has ended when Run returns from below
 	var consumers sync.WaitGroup
 	c.leases(ctx, kv, func(pctx context.Context, p int) {

@@ -24,6 +24,11 @@ type FaultStore struct {
 	AfterAppend func(run string, evs []*events.Event) error
 	// BeforeSchedule runs before a timer is scheduled; an error fails it.
 	BeforeSchedule func(ev *events.Event, timerID string) error
+	// LoseSchedule runs before a timer is scheduled; when it says so the
+	// schedule is acknowledged and not written: a timer the server took
+	// and never fires (as NATS does with a schedule whose fired message
+	// was lost while it was in flight; see coordinator's timers.go).
+	LoseSchedule func(ev *events.Event, timerID string) bool
 	// Delay, if set, is slept before every append and schedule.
 	Delay time.Duration
 }
@@ -89,6 +94,12 @@ func (f *FaultStore) Schedule(ctx context.Context, ev *events.Event, timerID str
 		if err := sched(ev, timerID); err != nil {
 			return err
 		}
+	}
+	f.mu.Lock()
+	lose := f.LoseSchedule
+	f.mu.Unlock()
+	if lose != nil && lose(ev, timerID) {
+		return nil
 	}
 	return f.Engine.Schedule(ctx, ev, timerID, at)
 }
