@@ -38,30 +38,30 @@ import (
 //   - When a run ends, its pending schedules are purged (syncTimers), and
 //     a purge that fails leaves the event to be handled again; a timer
 //     that fires anyway into the ended run is passed over by the fold.
-//   - A schedule the server acknowledged can still never reach the log:
-//     NATS keeps a schedule it fired "in flight" (and fires it no more)
-//     until its fired message is stored, and forgets that mark only when
-//     the stream's leader changes; a fired message the leader proposes
-//     and that is lost to a node's kill, or refused by a stream leader
-//     that is not ready yet, leaves the schedule in flight for as long as
-//     that leader lasts: no retry, no notice. And a run waiting on a timer
-//     has no event to come, so no fold re-arms it. The safety net
-//     (sweepTimers): every coordinator notes, for each run it armed
-//     timers of, the time of the earliest one pending (timerWatch, bounded:
-//     past WithTimerGrace's watched-runs bound new runs go unwatched, and
-//     are counted); every half grace it reads each run whose noted timer
-//     is later than its time by more than the grace from the log, and for
-//     each timer the log says is still pending and overdue it appends the
-//     fired notice itself: the very event the relay appends (same id,
-//     decider.TimerEvent), under the run's last sequence (expectLast), so
-//     that it lands only on the history it was read from. It is safe
-//     whoever holds the run's partition now (the watch outlives the run
-//     cache and partition moves): firing twice is harmless (the id is the
-//     timer's, the fold applies a pending timer only), firing late is
-//     what the timer did anyway, and firing early cannot happen (the
-//     timer was read pending and overdue from the very history the notice
-//     is appended to). A run whose timers all fired or that ended is
-//     dropped from the watch.
+//   - A schedule the server acknowledged can still never reach the log.
+//     NATS (server/scheduler.go, v2.15) marks a schedule it fires "in
+//     flight" and fires it no more until its fired message is stored or
+//     the stream's leader changes; the firing is one proposal by the
+//     leader (processClusteredInboundMsg, node.Propose) that nothing
+//     retries, so a firing refused or lost while a node is killed leaves
+//     the schedule in flight, silently, for as long as that leader lasts.
+//     And a run waiting on a timer has no event to come, so no fold
+//     re-arms it. The safety net (sweepTimers): every coordinator notes,
+//     for each run it armed timers of, the time of the earliest one
+//     pending (timerWatch, bounded by WithTimerGrace's watched runs: past
+//     it new runs go unwatched); every half grace it reads each run whose
+//     noted timer is later than its time by more than the grace from the
+//     log, and for each timer the log says is still pending and overdue
+//     it appends the fired notice itself: the very event the relay
+//     appends (same id, decider.TimerEvent), under the run's last
+//     sequence (expectLast), so that it lands only on the history it was
+//     read from. It is safe whoever holds the run's partition now (the
+//     watch outlives the run cache and partition moves): firing twice is
+//     harmless (the id is the timer's, the fold applies a pending timer
+//     only), firing late is what the timer did anyway, and firing early
+//     cannot happen (the timer was read pending and overdue from the very
+//     history the notice is appended to). A run whose timers all fired or
+//     that ended is dropped from the watch.
 
 // syncTimers arms every timer the run's state says is pending and this
 // coordinator has not armed at that time yet: a timer the decision just
