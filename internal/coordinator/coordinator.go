@@ -255,6 +255,10 @@ type Stats struct {
 	// OverdueTimers counts timers the safety net fired from the log: they
 	// were pending longer than the grace past their time (timers.go).
 	OverdueTimers int64
+	// WatchedRuns is the runs with pending timers the safety net watches
+	// now; UnwatchedRuns counts the runs it could not watch, its bound
+	// reached (WithTimerGrace).
+	WatchedRuns, UnwatchedRuns int64
 }
 
 type counters struct {
@@ -433,6 +437,7 @@ func (c *Coordinator) Stats() Stats {
 		LocalRuns: c.n.localRuns.Load(), LocalDetached: c.n.localDetached.Load(),
 		ChildrenPreempted: c.n.preempted.Load(), Continued: c.n.continued.Load(),
 		OverdueTimers: c.n.overdueFired.Load(),
+		WatchedRuns:   c.watch.size(), UnwatchedRuns: c.watch.missed(),
 	}
 }
 

@@ -2,7 +2,9 @@ package coordinator_test
 
 import (
 	"context"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -76,5 +78,66 @@ func lostSchedules(t *testing.T, cacheSize int) {
 	}
 	if len(lost) != 2*len(runs) || got < want || cacheSize == 0 && got != want {
 		t.Fatalf("timers fired from the log: %d, want %d (lost: %d)", got, want, len(lost))
+	}
+}
+
+// The safety net never fires a timer early: a lost retry timer an hour
+// away is left alone by every sweep until the coordinator's clock is past
+// its time by more than the grace, and then fired once.
+func TestLostScheduleNotFiredEarly(t *testing.T) {
+	_, base := testkit.Store(t)
+	st := testkit.NewFaultStore(base)
+	st.Set(func(f *testkit.FaultStore) {
+		f.LoseSchedule = func(*events.Event, string) bool { return true }
+	})
+	var offset atomic.Int64
+	clock := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	c := runCoordinator(t, ctx, st, coordinator.WithLogger(quiet()), coordinator.WithClock(clock), coordinator.WithTimerGrace(time.Minute, 0))
+	runWorker(t, ctx, base, "w1")
+	run := start(t, base, mustGraph(t, `
+name: later
+nodes:
+  - {id: a, type: fail, config: {failAttempts: 1}, retry: {maxAttempts: 2, initialInterval: 1h, maxInterval: 1h, jitter: 0.01}}
+edges:
+  - {from: START, to: a}
+  - {from: a, to: END}
+`), 1)[0]
+	waitFor(t, base, run, events.RetryScheduled)
+	for deadline := time.Now().Add(20 * time.Second); c.Stats().WatchedRuns == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the run's timer is not watched")
+		}
+		// Waits for the coordinator to note the run's timer: it does
+		// just after the retry's decision landed and its schedule was
+		// (lost), which the test cannot see otherwise.
+		time.Sleep(10 * time.Millisecond)
+	}
+	for range 3 {
+		if n, err := c.SweepTimers(ctx); n != 0 || err != nil {
+			t.Fatalf("a sweep before the timer's time fired %d (%v)", n, err)
+		}
+	}
+	if got := attempts(t, base, run); strings.Contains(got, "timer") {
+		t.Fatalf("fired early: %s", got)
+	}
+	offset.Store(int64(2 * time.Hour))
+	for deadline := time.Now().Add(20 * time.Second); c.Stats().OverdueTimers == 0; {
+		if _, err := c.SweepTimers(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the overdue timer was not fired")
+		}
+	}
+	if s := waitEnded(t, base, []string{run}, 30*time.Second)[run]; s.Status != projection.RunCompleted {
+		t.Fatalf("run %s: %s %v", run, s.Status, s.Error)
+	}
+	if got, want := attempts(t, base, run), "ready 1, failed 1, retry 2, timer 2, ready 2, invoked 2"; got != want {
+		t.Fatalf("run %s: %s\nwant %s", run, got, want)
+	}
+	if st := c.Stats(); st.OverdueTimers != 1 || st.WatchedRuns != 0 {
+		t.Fatalf("timers fired from the log: %d, want 1; runs watched: %d, want 0 (the run ended)", st.OverdueTimers, st.WatchedRuns)
 	}
 }

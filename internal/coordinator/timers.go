@@ -198,6 +198,18 @@ func (w *timerWatch) note(s *projection.State) {
 	w.runs[s.RunID] = earliest
 }
 
+func (w *timerWatch) size() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return int64(len(w.runs))
+}
+
+func (w *timerWatch) missed() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.unwatched
+}
+
 func (w *timerWatch) forget(run string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
