@@ -158,10 +158,11 @@
 // What may fail: any process may stop at any instruction (SIGKILL); any
 // append may fail, time out, or land with its acknowledgement lost; any
 // message may be delivered again, late, or after later ones; timers may
-// fire late or twice; a NATS server of a cluster may go away and a replica
-// may answer reads from behind; anyone with publish rights may write junk,
-// events of types this version does not know, or messages under ids the
-// engine will use, or under the ids of runs the engine will start.
+// fire late or twice, or never (a schedule the server took and lost); a
+// NATS server of a cluster may go away and a replica may answer reads from
+// behind; anyone with publish rights may write junk, events of types this
+// version does not know, or messages under ids the engine will use, or
+// under the ids of runs the engine will start.
 //
 // What is guaranteed:
 //
@@ -172,7 +173,9 @@
 //     run the same way.
 //   - Timers exist exactly when their decisions are in the log (timers.go):
 //     armed after the decision lands, re-armed from the state whenever a
-//     run is folded from the log, purged when the run ends.
+//     run is folded from the log, purged when the run ends; one still
+//     pending a grace (WithTimerGrace) after its time is fired from the
+//     log by the coordinator that armed it.
 //   - No decision is written twice, and none from a stale state: decisions
 //     are appended under per-run optimistic concurrency over the run's
 //     decision subjects, computed from every message there, accepted by
