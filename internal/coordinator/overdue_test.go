@@ -141,3 +141,42 @@ edges:
 		t.Fatalf("timers fired from the log: %d, want 1; runs watched: %d, want 0 (the run ended)", st.OverdueTimers, st.WatchedRuns)
 	}
 }
+
+// A timer the server holds and never fires, armed by a coordinator that
+// is gone (its watch with it): the coordinator that takes the partition
+// finds the run's schedule in the timers stream, and fires the timer from
+// the log once it is overdue. Before, the run waited forever.
+func TestStalledScheduleFiredAfterTakeover(t *testing.T) {
+	_, base := testkit.Store(t)
+	st := testkit.NewFaultStore(base)
+	st.Set(func(f *testkit.FaultStore) {
+		f.StallSchedule = func(*events.Event, string) bool { return true }
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	runWorker(t, ctx, base, "w1")
+	// The first coordinator, with a grace it never reaches.
+	actx, stopA := context.WithCancel(ctx)
+	a := runCoordinator(t, actx, st, coordinator.WithLogger(quiet()), coordinator.WithTimerGrace(time.Hour, 0))
+	run := start(t, base, mustGraph(t, flakyGraph), 1)[0]
+	waitFor(t, base, run, events.RetryScheduled)
+	for deadline := time.Now().Add(20 * time.Second); a.Stats().WatchedRuns == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the run's timer is not watched")
+		}
+		// Waits for the coordinator to note the run's timer, just
+		// after its schedule, which the test cannot see otherwise.
+		time.Sleep(10 * time.Millisecond)
+	}
+	stopA()
+	b := runCoordinator(t, ctx, base, coordinator.WithLogger(quiet()), coordinator.WithTimerGrace(time.Second, 0))
+	if s := waitEnded(t, base, []string{run}, 60*time.Second)[run]; s.Status != projection.RunCompleted {
+		t.Fatalf("run %s: %s %v", run, s.Status, s.Error)
+	}
+	if got := attempts(t, base, run); got != wantFlaky {
+		t.Fatalf("run %s: %s\nwant %s", run, got, wantFlaky)
+	}
+	if n := b.Stats().OverdueTimers; n != 1 {
+		t.Fatalf("timers the second coordinator fired from the log: %d, want 1 (the first stalled; the second, armed by it, fired)", n)
+	}
+}

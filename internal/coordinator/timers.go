@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/weft-dev/weft/internal/decider"
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/logattr"
@@ -43,15 +45,20 @@ import (
 //     flight" and fires it no more until its fired message is stored or
 //     the stream's leader changes; the firing is one proposal by the
 //     leader (processClusteredInboundMsg, node.Propose) that nothing
-//     retries, so a firing refused or lost while a node is killed leaves
-//     the schedule in flight, silently, for as long as that leader lasts.
+//     retries, so a firing refused or lost (a stream leader not ready, a
+//     term that moved, a node killed) can leave the schedule in flight,
+//     silently, for as long as that leader lasts.
 //     And a run waiting on a timer has no event to come, so no fold
 //     re-arms it. The safety net (sweepTimers): every coordinator notes,
 //     for each run it armed timers of, the time of the earliest one
 //     pending (timerWatch, bounded by WithTimerGrace's watched runs: past
-//     it new runs go unwatched); every half grace it reads each run whose
-//     noted timer is later than its time by more than the grace from the
-//     log, and for each timer the log says is still pending and overdue
+//     it new runs go unwatched, counted in Stats), and, when it takes a
+//     partition, every run of it with a schedule in the timers stream (a
+//     schedule held in flight stays there), so that a timer armed by a
+//     coordinator since killed is watched too (watchScheduled, as due
+//     then: read once a grace later); every half grace it reads each run
+//     whose noted timer is later than its time by more than the grace
+//     from the log, and for each timer the log says is still pending and overdue
 //     it appends the fired notice itself: the very event the relay
 //     appends (same id, decider.TimerEvent), under the run's last
 //     sequence (expectLast), so that it lands only on the history it was
@@ -210,6 +217,21 @@ func (w *timerWatch) missed() int64 {
 	return w.unwatched
 }
 
+// suspect watches run, unless watched already, as if its earliest timer
+// were due at: for a run whose timers are known to exist, not when.
+func (w *timerWatch) suspect(run string, at time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, known := w.runs[run]; known {
+		return
+	}
+	if len(w.runs) >= w.max {
+		w.unwatched++
+		return
+	}
+	w.runs[run] = at
+}
+
 func (w *timerWatch) forget(run string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -310,4 +332,30 @@ func (c *Coordinator) fireOverdue(ctx context.Context, run string, now time.Time
 	}
 	c.watch.note(s)
 	return fired, nil
+}
+
+// watchScheduled watches the runs of partition p that have a schedule in
+// the timers stream, as if their timers were due now: a coordinator that
+// takes a partition (a restart, a takeover) learns of the timers another
+// armed, whose watch died with it or stays there. A schedule NATS holds in
+// flight stays in the stream, so it is found; a run whose timers are far
+// off is read once a grace later, and then noted for its real time.
+func (c *Coordinator) watchScheduled(ctx context.Context, p int) error {
+	ts, err := c.js.Stream(ctx, c.store.TimerStream())
+	if err != nil {
+		return err
+	}
+	// One listing of every pending timer's subject, sorted out here: one
+	// request, where a filter per slot of the partition would be many.
+	info, err := ts.Info(ctx, jetstream.WithSubjectFilter(eventlog.PendingTimers))
+	if err != nil {
+		return err
+	}
+	now := c.opts.now()
+	for subj := range info.State.Subjects {
+		if run, ok := eventlog.ScheduledRun(subj); ok && eventlog.PartitionOf(run, c.opts.partitions) == p {
+			c.watch.suspect(run, now)
+		}
+	}
+	return nil
 }
