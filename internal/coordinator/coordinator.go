@@ -171,10 +171,11 @@
 // What may fail: any process may stop at any instruction (SIGKILL); any
 // append may fail, time out, or land with its acknowledgement lost; any
 // message may be delivered again, late, or after later ones; timers may
-// fire late or twice; a NATS server of a cluster may go away and a replica
-// may answer reads from behind; anyone with publish rights may write junk,
-// events of types this version does not know, or messages under ids the
-// engine will use, or under the ids of runs the engine will start.
+// fire late or twice, or never (a schedule the server took and lost); a
+// NATS server of a cluster may go away and a replica may answer reads from
+// behind; anyone with publish rights may write junk, events of types this
+// version does not know, or messages under ids the engine will use, or
+// under the ids of runs the engine will start.
 //
 // What is guaranteed:
 //
@@ -185,7 +186,9 @@
 //     run the same way.
 //   - Timers exist exactly when their decisions are in the log (timers.go):
 //     armed after the decision lands, re-armed from the state whenever a
-//     run is folded from the log, purged when the run ends.
+//     run is folded from the log, purged when the run ends; one still
+//     pending a grace (WithTimerGrace) after its time is fired from the
+//     log by the coordinator that armed it.
 //   - No decision is written twice, and none from a stale state: decisions
 //     are appended under per-run optimistic concurrency over the run's
 //     decision subjects, computed from every message there, accepted by
@@ -265,12 +268,20 @@ type Stats struct {
 	// Continued counts continuations started here (continue-as-new:
 	// continue.go); a start found written before is not counted.
 	Continued int64
+	// OverdueTimers counts timers the safety net fired from the log: they
+	// were pending longer than the grace past their time (timers.go).
+	OverdueTimers int64
+	// WatchedRuns is the runs with pending timers the safety net watches
+	// now; UnwatchedRuns counts the runs it could not watch, its bound
+	// reached (WithTimerGrace).
+	WatchedRuns, UnwatchedRuns int64
 }
 
 type counters struct {
 	processed, malformed, orphans, rejected, stale, decisions, conflicts, reloads, reorders, errors, failedRuns, handedBack atomic.Int64
 	snapshotsDiscarded, overBudget                                                                                          atomic.Int64
 	localRuns, localDetached, preempted, continued                                                                          atomic.Int64
+	overdueFired                                                                                                            atomic.Int64
 }
 
 // Option configures a Coordinator.
@@ -298,6 +309,8 @@ type options struct {
 	localBudget  time.Duration // localInlineBudget; tests shorten or lengthen it
 	maxHeld      int           // the bound of the events held (inflight.go), if set; tests lower it
 	flowSweep    time.Duration // how often the flow bucket is swept (flow.go)
+	timerGrace   time.Duration // how late a timer may be before the safety net fires it (timers.go)
+	maxWatched   int           // the runs the safety net watches at most (timers.go)
 	flow         *flow.Limiter // WithFlow
 	// maxDeliveries, backoffMin and backoffMax: WithRedelivery.
 	maxDeliveries          int
@@ -407,6 +420,9 @@ type Coordinator struct {
 	// (children.go), so that a claimed run's every event does not tell
 	// the parent again.
 	claims claimSet
+	// watch holds the runs with pending timers, for the timers' safety
+	// net (timers.go).
+	watch *timerWatch
 }
 
 // New returns a coordinator over the store.
@@ -414,6 +430,7 @@ func New(store events.Store, opts ...Option) *Coordinator {
 	o := options{durable: "coordinator", shards: DefaultShards, cacheSize: 10000, now: time.Now, ackWait: 10 * time.Second,
 		partitions: 1, leaseTTL: defaultLeaseTTL, maxEvents: DefaultMaxHistoryEvents, maxBytes: DefaultMaxHistoryBytes, retention: readmodel.DefaultRetention,
 		local: defaultLocal(), localTimeout: DefaultLocalTimeout, localBudget: localInlineBudget, flowSweep: flow.SweepInterval,
+		timerGrace: DefaultTimerGrace, maxWatched: defaultMaxWatched,
 		maxDeliveries: DefaultMaxDeliveries, backoffMin: DefaultBackoffMin, backoffMax: DefaultBackoffMax}
 	for _, opt := range opts {
 		opt(&o)
@@ -430,6 +447,7 @@ func New(store events.Store, opts ...Option) *Coordinator {
 		opts:  o,
 		log:   o.logger.With(logattr.Component, "coordinator"),
 		cache: newRunCache(o.cacheSize),
+		watch: newTimerWatch(o.maxWatched),
 	}
 	c.holder = c.holderValue()
 	c.flow = o.flow
@@ -445,6 +463,8 @@ func (c *Coordinator) Stats() Stats {
 		HandedBack: c.n.handedBack.Load(), SnapshotsDiscarded: c.n.snapshotsDiscarded.Load(), OverBudget: c.n.overBudget.Load(),
 		LocalRuns: c.n.localRuns.Load(), LocalDetached: c.n.localDetached.Load(),
 		ChildrenPreempted: c.n.preempted.Load(), Continued: c.n.continued.Load(),
+		OverdueTimers: c.n.overdueFired.Load(),
+		WatchedRuns:   c.watch.size(), UnwatchedRuns: c.watch.missed(),
 	}
 }
 
@@ -500,6 +520,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	c.releaseLater.Store(true)
 	var sweeper sync.WaitGroup
 	sweeper.Go(func() { c.sweepFlow(ctx) })
+	sweeper.Go(func() { c.sweepTimers(ctx) })
 	defer sweeper.Wait() // it ends with ctx, which has ended when Run returns from below
 	var consumers sync.WaitGroup
 	c.leases(ctx, kv, func(pctx context.Context, p int) {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -29,6 +30,15 @@ import (
 // relayTimers relays partition p's fired timers until pctx ends.
 func (c *Coordinator) relayTimers(pctx context.Context, p int) {
 	log := c.log.With(logattr.Partition, p)
+	// The safety net learns of the partition's timers (timers.go), beside
+	// the relay.
+	var listing sync.WaitGroup
+	defer listing.Wait()
+	listing.Go(func() {
+		_, _ = retry(pctx, log, "listing the partition's timers", func(ctx context.Context) (struct{}, error) {
+			return struct{}{}, c.watchScheduled(ctx, p)
+		})
+	})
 	for pctx.Err() == nil {
 		cons, err := retry(pctx, log, "setting up the partition's timer consumer", func(ctx context.Context) (jetstream.Consumer, error) {
 			return c.timerConsumer(ctx, p)

@@ -300,6 +300,18 @@ func FiredFilters(p, n int) []string {
 	return out
 }
 
+// ScheduledRun returns the run of a pending timer's subject
+// (ScheduleSubject).
+func ScheduledRun(subject string) (string, bool) {
+	rest, ok := strings.CutPrefix(subject, schedulePrefix+"s.")
+	if !ok {
+		return "", false
+	}
+	slot, rest, ok := strings.Cut(rest, ".")
+	run, timer, ok2 := strings.Cut(rest, ".")
+	return run, ok && ok2 && run != "" && timer != "" && slot == Slot(run)
+}
+
 // FiredRun returns the run of a fired-timer subject.
 func FiredRun(subject string) (string, bool) {
 	rest, ok := strings.CutPrefix(subject, schedulePrefix+"f.")

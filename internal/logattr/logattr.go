@@ -34,6 +34,8 @@ const (
 	// next fire armed); Last the latest fire time a schedule handled.
 	Due  = "due"
 	Last = "last"
+	// Timer is a durable timer's id (a run's retry, timeout, deadline).
+	Timer = "timer"
 	// Coordinator is a coordinator's id, as it announces itself in the
 	// leases bucket: which coordinator decided.
 	Coordinator = "coordinator"

@@ -24,6 +24,16 @@ type FaultStore struct {
 	AfterAppend func(run string, evs []*events.Event) error
 	// BeforeSchedule runs before a timer is scheduled; an error fails it.
 	BeforeSchedule func(ev *events.Event, timerID string) error
+	// LoseSchedule runs before a timer is scheduled; when it says so the
+	// schedule is acknowledged and not written: a timer the server took
+	// and never fires (as NATS does with a schedule whose fired message
+	// was lost while it was in flight; see coordinator's timers.go).
+	LoseSchedule func(ev *events.Event, timerID string) bool
+	// StallSchedule runs before a timer is scheduled; when it says so the
+	// schedule is written for a time a century later: a timer that stays
+	// in the timers stream and never fires (as a schedule NATS holds in
+	// flight after its fired message was lost).
+	StallSchedule func(ev *events.Event, timerID string) bool
 	// Delay, if set, is slept before every append and schedule.
 	Delay time.Duration
 }
@@ -99,6 +109,15 @@ func (f *FaultStore) Schedule(ctx context.Context, ev *events.Event, timerID str
 		if err := sched(ev, timerID); err != nil {
 			return err
 		}
+	}
+	f.mu.Lock()
+	lose, stall := f.LoseSchedule, f.StallSchedule
+	f.mu.Unlock()
+	if lose != nil && lose(ev, timerID) {
+		return nil
+	}
+	if stall != nil && stall(ev, timerID) {
+		at = at.AddDate(100, 0, 0)
 	}
 	return f.Engine.Schedule(ctx, ev, timerID, at)
 }
