@@ -51,6 +51,11 @@ func user(ns string, r natsconn.Role, q string) string { return natsconn.Namespa
 // nats-server with their accounts, and sets both up as their admins.
 func startTenants(t *testing.T, q natsconn.Quota) *tenants {
 	t.Helper()
+	// Each namespace reserves its stream's bytes from the server's
+	// JetStream storage, which the server sizes from the disk's free
+	// space: two namespaces at the default (10 GiB each, 7.5 GiB of
+	// stream) do not fit beside a disk 81% full. The tests need far less.
+	q.MaxStorage, q.StreamMaxBytes = 1<<30, 0
 	dir := t.TempDir()
 	roles := filepath.Join(dir, "roles")
 	d := natsconn.Deployment{Queues: []string{queueA}, Partitions: 4,
