@@ -173,6 +173,8 @@ nodes:
   - {id: items, type: x, queue: gpu, map: {over: state.list, concurrency: 4}}
   - {id: paced, type: x, rate: {limit: 10, per: 1s, key: invocation.tenant}}
   - {id: slow, type: x, rate: {limit: 1, per: 1500ms}}
+  - {id: each, type: z, map: {over: state.list}, rate: {limit: 10, per: 1s, key: "local.item.tenant"}}
+  - {id: asks, type: llm, config: {model: m, prompt: hi}, map: {over: state.list}}
   - id: agent
     type: agent
     config:
@@ -191,7 +193,9 @@ edges:
   - {from: train, to: items}
   - {from: items, to: paced}
   - {from: paced, to: slow}
-  - {from: slow, to: agent}
+  - {from: slow, to: each}
+  - {from: each, to: asks}
+  - {from: asks, to: agent}
   - {from: agent, to: pick}
   - {from: agent, to: END, timeout: true}
   - {from: pick, to: END}
@@ -248,11 +252,9 @@ test('a graph Go refuses is refused, saying where', async () => {
     'concurrency on a router': ['name: c\nnodes: [{id: a, type: router, concurrency: {max: 1}}]\nedges: [{from: START, to: a}, {from: a, to: END}]\n', /node "a": concurrency: a router node runs in the coordinator/],
     'rate per under 1ms': ['name: r\nnodes: [{id: a, type: x, rate: {limit: 1, per: 10us}}]\nedges: [{from: START, to: a}, {from: a, to: END}]\n', /node "a": rate\.per: must be at least 1ms/],
     'rate and concurrency': ['name: r\nnodes: [{id: a, type: x, concurrency: {max: 1}, rate: {limit: 1, per: 1s}}]\nedges: [{from: START, to: a}, {from: a, to: END}]\n', /node "a": rate: a node with a concurrency limit cannot have a rate limit too/],
-    'rate on map items': ['name: r\nnodes: [{id: a, type: x, map: {over: state.l}, rate: {limit: 1, per: 1s}}]\nedges: [{from: START, to: a}, {from: a, to: END}]\n', /node "a": rate: a rate limit on map items/],
     'limit for a type no node has': ['name: l\nlimits: {types: {htp: {concurrency: {max: 1}}}}\nnodes: [{id: a, type: http}]\nedges: [{from: START, to: a}, {from: a, to: END}]\n', /limits\.types\.htp: no node of this graph has type "htp" \(they have: http\)/],
     'limit entry with no limit': ['name: l\nlimits: {queues: {default: {}}}\nnodes: [{id: a, type: x}]\nedges: [{from: START, to: a}, {from: a, to: END}]\n', /limits\.queues\.default: give a concurrency or a rate limit/],
     'node under a type and a queue limit': ['name: l\nlimits: {types: {x: {concurrency: {max: 1}}}, queues: {q: {concurrency: {max: 2}}}}\nnodes: [{id: a, type: x, queue: q}]\nedges: [{from: START, to: a}, {from: a, to: END}]\n', /node "a": type: node is under both limits\.types\.x and limits\.queues\.q/],
-    'map node under a rate by type': ['name: l\nlimits: {types: {x: {rate: {limit: 1, per: 1s}}}}\nnodes: [{id: a, type: x, map: {over: state.l}}]\nedges: [{from: START, to: a}, {from: a, to: END}]\n', /node "a": map: a map node's items cannot take the rate limit "type\/x" yet/],
     'limit entry with a bad value': ['name: l\nlimits: {types: {x: {concurrency: {max: two}}}}\nnodes: [{id: a, type: x}]\nedges: [{from: START, to: a}, {from: a, to: END}]\n', /limits\.types\.x\.concurrency\.max: want an integer/],
     'onMissing without a condition': ['name: m\nnodes: [{id: a, type: x}]\nedges: [{from: START, to: a}, {from: a, to: END, onMissing: "false"}]\n', /edge 1 \(a -> END\): onMissing: the edge has no condition/],
     'onMissing unknown': ['name: m\nnodes: [{id: a, type: x}]\nedges: [{from: START, to: a}, {from: a, to: END, when: "true", onMissing: skip}]\n', /edge 1 \(a -> END\): onMissing: want "false" or "fail", got "skip"/],

@@ -769,7 +769,6 @@ function validateRate(r: RateLimit | undefined, n: { type: string; map?: unknown
   if (r.per < millisecond) bad('rate.per', `must be at least 1ms, got ${formatDuration(r.per)}`)
   checkName(r.name, 'rate.name', bad)
   if (coordinatorType(n.type)) bad('rate', `a ${n.type} node runs in the coordinator; limit the nodes that do the work`)
-  else if (n.map !== undefined) bad('rate', 'a rate limit on map items is not supported yet')
   else if (n.concurrency !== undefined) bad('rate', 'a node with a concurrency limit cannot have a rate limit too, yet')
 }
 
@@ -789,8 +788,8 @@ function lowerLimits(d: Definition, p: Problems, prefix: string): void {
     const at = `${prefix}node ${JSON.stringify(n.id)}: `
     if (t !== undefined && q !== undefined) {
       p.add(at + 'type', `node is under both limits.types.${n.type} and limits.queues.${n.queue}: give it a limit of its own, or keep one of the two`)
-    } else if (t !== undefined) giveLimits(n, t, 'type/' + n.type, p, at)
-    else if (q !== undefined) giveLimits(n, q, 'queue/' + n.queue, p, at)
+    } else if (t !== undefined) giveLimits(n, t, 'type/' + n.type)
+    else if (q !== undefined) giveLimits(n, q, 'queue/' + n.queue)
   }
 }
 
@@ -813,12 +812,8 @@ function checkNodeLimits(entries: Map<string, NodeLimits> | undefined, kind: str
 }
 
 // giveLimits gives node n an entry's limits, named name unless the entry
-// names them; a map node's items take a concurrency limit, not a rate.
-function giveLimits(n: GNode, e: NodeLimits, name: string, p: Problems, at: string): void {
-  if (n.map !== undefined && e.rate !== undefined) {
-    p.add(at + 'map', `a map node's items cannot take the rate limit ${JSON.stringify(name)} yet: move the node off the ${name.split('/')[0]}`)
-    return
-  }
+// names them; a map node's items take each of them, item by item.
+function giveLimits(n: GNode, e: NodeLimits, name: string): void {
   if (e.concurrency !== undefined) n.concurrency = { ...e.concurrency, name: e.concurrency.name !== '' ? e.concurrency.name : name }
   if (e.rate !== undefined) n.rate = { ...e.rate, name: e.rate.name !== '' ? e.rate.name : name }
 }
