@@ -276,3 +276,29 @@ func TestKVWatchersMayRestart(t *testing.T) {
 		t.Fatalf("found %d watchers in the roles, want at least 4", watched)
 	}
 }
+
+// TestEndedNoticesOnlyFromCoordinators: a worker skips the item of a run
+// it heard ended (internal/worker, endwatch.go), so an ended notice is a
+// coordinator's to publish alone: a client or a worker that could forge
+// one would have live runs' work passed over (the admin may do anything).
+// The workers may hear them.
+func TestEndedNoticesOnlyFromCoordinators(t *testing.T) {
+	d := natsconn.Deployment{Queues: []string{"default"}}
+	notice := "weft.ended.3.06h1tqf5bdddhaqtil06sv88c0"
+	heard := false
+	for _, u := range d.Users() {
+		publishes := slices.ContainsFunc(u.PublishAllow, func(p string) bool { return server.SubjectMatchesFilter(notice, p) })
+		if publishes != (u.Role == natsconn.RoleCoordinator || u.Role == natsconn.RoleAdmin) {
+			t.Errorf("%s (role %s) may publish an ended notice: %t", u.Name, u.Role, publishes)
+		}
+		if u.Role == natsconn.RoleWorker {
+			heard = slices.ContainsFunc(u.SubscribeAllow, func(p string) bool { return server.SubjectMatchesFilter(notice, p) })
+			if !heard {
+				t.Errorf("worker %s may not hear ended notices", u.Name)
+			}
+		}
+	}
+	if !heard {
+		t.Fatal("no worker in the deployment")
+	}
+}
