@@ -115,6 +115,37 @@ func runSpan(ctx context.Context, st events.Store, runs []string) (time.Duration
 	return last.Sub(first), nil
 }
 
+// runPhases splits runs' time, the longest of each: from the start to
+// the first decision about the node (the coordinator's intake), from
+// there to the node's ready (the wait for a slot), from there to the
+// end.
+func runPhases(ctx context.Context, st events.Store, runs []string) (string, error) {
+	var intake, slot, rest time.Duration
+	for _, r := range runs {
+		evs, err := st.Read(ctx, r, 0, 0)
+		if err != nil {
+			return "", err
+		}
+		var started, decided, ready, ended time.Time
+		for _, e := range evs {
+			switch {
+			case e.Type == events.RunStarted:
+				started = e.Time
+			case (e.Type == events.NodeWaiting || e.Type == events.NodeReady) && decided.IsZero():
+				decided = e.Time
+			}
+			if e.Type == events.NodeReady && ready.IsZero() {
+				ready = e.Time
+			}
+			if e.Type == events.RunCompleted {
+				ended = e.Time
+			}
+		}
+		intake, slot, rest = max(intake, decided.Sub(started)), max(slot, ready.Sub(decided)), max(rest, ended.Sub(ready))
+	}
+	return fmt.Sprintf("intake %s, slot wait %s, ready to end %s", intake.Round(time.Millisecond), slot.Round(time.Millisecond), rest.Round(time.Millisecond)), nil
+}
+
 const flowFairGraph = `
 name: bench-fair
 nodes:
@@ -128,6 +159,7 @@ func flowFairness(ctx context.Context, e *env) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	var phases string // the small key's worst run, beside the big key
 	measure := func(big int) (time.Duration, time.Duration, error) {
 		p, err := e.flowPhase(ctx, "WEFT_FAIR")
 		if err != nil {
@@ -153,6 +185,9 @@ func flowFairness(ctx context.Context, e *env) (Result, error) {
 		if err != nil || big == 0 {
 			return smallT, 0, err
 		}
+		if phases, err = runPhases(ctx, st, small); err != nil {
+			return 0, 0, err
+		}
 		bigT, err := runSpan(ctx, st, bigRuns)
 		return smallT, bigT, err
 	}
@@ -171,8 +206,8 @@ func flowFairness(ctx context.Context, e *env) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	notes := fmt.Sprintf("10 runs of key \"small\" started right after %d of key \"big\" (one publish burst), a sleep(20ms) node under concurrency {max: 8}, one worker at 64; small key's first start → last end; floor: the same 10 runs alone; the big key's runs took %s",
-		e.sizes.FlowFairBig, bigT.Round(time.Millisecond))
+	notes := fmt.Sprintf("10 runs of key \"small\" started right after %d of key \"big\" (one publish burst), a sleep(20ms) node under concurrency {max: 8}, one worker at 64; small key's first start → last end; floor: the same 10 runs alone; the big key's runs took %s; the small key's runs beside it, the longest of each: %s",
+		e.sizes.FlowFairBig, bigT.Round(time.Millisecond), phases)
 	return row("flow: fairness, small key beside a big one", ms(beside), "ms", ms(alone), ratioAtMost(2), notes), nil
 }
 

@@ -145,25 +145,35 @@ func (e *Entry) normalize() {
 func (e *Entry) free() int { return max(e.Max-len(e.Holders), 0) }
 
 // next ranks the waiters and returns the first n: higher priorities
-// first; within a priority, fairness keys take turns (the first waiter of
-// each key, in the order the keys' first waiters came, then the second of
-// each, and so on); within a key, first come first served. Without
-// priorities or fairness keys this is the order they came in.
+// first; within a priority, fairness keys share the slots (max-min fair
+// share): the next slot goes to the key holding the fewest, counting the
+// slots this ranking gives out, so a key that comes to a limit another
+// key fills takes every slot given back until the two hold as many; keys
+// holding as many take turns, counted by Served; within a key, first
+// come first served. Without priorities or fairness keys this is the
+// order they came in.
 func (e *Entry) next(n int) []Holder {
 	type ranked struct {
-		h          Holder
-		turn, from int
+		h           Holder
+		share, turn int
+	}
+	held := map[string]int{}
+	for _, h := range e.Holders {
+		held[h.Fairness]++
 	}
 	turns := map[string]int{}
 	rs := make([]ranked, len(e.Waiters))
 	for i, h := range e.Waiters {
 		k := strconv.Itoa(h.priority()) + "\x00" + h.Fairness
-		rs[i] = ranked{h: h, turn: e.Served[h.Fairness] + turns[k], from: i}
+		rs[i] = ranked{h: h, share: held[h.Fairness] + turns[k], turn: e.Served[h.Fairness] + turns[k]}
 		turns[k]++
 	}
 	slices.SortStableFunc(rs, func(a, b ranked) int {
 		if a.h.priority() != b.h.priority() {
 			return b.h.priority() - a.h.priority()
+		}
+		if a.share != b.share {
+			return a.share - b.share
 		}
 		return a.turn - b.turn
 	})
@@ -299,9 +309,8 @@ func (l *Limiter) Acquire(ctx context.Context, s Slot, h Holder) (Grant, error) 
 			// Its place among the waiters, itself included.
 			line := e
 			if i < 0 {
-				line = &Entry{Waiters: append(slices.Clone(e.Waiters), h)}
+				line = &Entry{Holders: e.Holders, Waiters: append(slices.Clone(e.Waiters), h), Served: e.Served}
 			}
-			line.Served = e.Served
 			if indexOf(line.next(free), h) >= 0 {
 				e.grant(h, i)
 				g = Grant{Granted: true}

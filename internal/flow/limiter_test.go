@@ -336,3 +336,56 @@ func TestReleaseHandsOverInOneWrite(t *testing.T) {
 		t.Fatalf("release of nobody: %+v %v", handed, err)
 	}
 }
+
+// Fairness keys share a limit's slots: a key that comes to a limit
+// another key fills takes every slot given back until the two hold as
+// many (4 of 8 each), then each key's slot given back is its own again;
+// the key that filled the limit is not served first because it has more
+// waiting. (Taking turns alone let the newcomer in at every other slot
+// given back: 8 releases to reach its share, not 4.)
+func TestFairnessKeysShareTheSlots(t *testing.T) {
+	ctx := t.Context()
+	l := open(t, nil)
+	s := flow.Slot{Limit: "share", Max: 8}
+	fair := func(run, key string) flow.Holder {
+		return flow.Holder{Run: run, Node: "n", Iteration: 1, Attempt: 1, Fairness: key}
+	}
+	var big []flow.Holder
+	for i := range 30 {
+		h := fair(fmt.Sprint("big", i), "big")
+		g, err := l.Acquire(ctx, s, h)
+		if err != nil || g.Granted != (i < 8) {
+			t.Fatalf("big%d: %+v %v", i, g, err)
+		}
+		big = append(big, h)
+	}
+	for i := range 10 {
+		if g, err := l.Acquire(ctx, s, fair(fmt.Sprint("small", i), "small")); err != nil || g.Granted {
+			t.Fatalf("small%d: %+v %v, want waiting", i, g, err)
+		}
+	}
+	held := map[string][]flow.Holder{"big": big[:8]}
+	release := func(key string) string {
+		h := held[key][0]
+		held[key] = held[key][1:]
+		wake, err := l.Release(ctx, s, h)
+		if err != nil || len(wake) != 1 {
+			t.Fatalf("release %s: %v %v", h.Run, wake, err)
+		}
+		w := wake[0]
+		held[w.Fairness] = append(held[w.Fairness], w)
+		return w.Fairness
+	}
+	var got []string
+	for range 6 { // the big key's holders end, one by one
+		got = append(got, release("big"))
+	}
+	got = append(got, release("small"), release("small")) // then two of the small key's
+	want := "[small small small small big big small small]"
+	if fmt.Sprint(got) != want {
+		t.Fatalf("slots given back went to %v, want %s", got, want)
+	}
+	if len(held["small"]) != 4 || len(held["big"]) != 4 {
+		t.Fatalf("held: small %d, big %d; want 4 each", len(held["small"]), len(held["big"]))
+	}
+}

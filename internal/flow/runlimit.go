@@ -95,7 +95,7 @@ func fits(e *Entry, h Holder, i int) bool {
 	}
 	line := e
 	if i < 0 {
-		line = &Entry{Waiters: append(slices.Clone(e.Waiters), h), Served: e.Served}
+		line = &Entry{Holders: e.Holders, Waiters: append(slices.Clone(e.Waiters), h), Served: e.Served}
 	}
 	return indexOf(line.next(free), h) >= 0
 }
