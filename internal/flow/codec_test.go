@@ -153,3 +153,27 @@ func BenchmarkEntry(b *testing.B) {
 		}
 	})
 }
+
+// A hand-over's ranking of a key's waiters (Entry.next) with 8 holders
+// and 1,900 waiters of two fairness keys, as in the bench's fairness row:
+// go test -run '^$' -bench Next ./internal/flow/
+func BenchmarkNext(b *testing.B) {
+	e := &Entry{Limit: "bench-fair/work", Max: 8}
+	for i := range 8 {
+		e.Holders = append(e.Holders, Holder{Run: fmt.Sprintf("h%04d", i), Node: "work", Iteration: 1, Attempt: 1, Fairness: "big"})
+	}
+	for i := range 1900 {
+		f := "big"
+		if i%190 == 0 {
+			f = "small"
+		}
+		e.Waiters = append(e.Waiters, Holder{Run: fmt.Sprintf("w%04d", i), Node: "work", Iteration: 1, Attempt: 1, Fairness: f})
+	}
+	for _, n := range []int{1, 8} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			for b.Loop() {
+				e.next(n)
+			}
+		})
+	}
+}

@@ -153,35 +153,82 @@ func (e *Entry) free() int { return max(e.Max-len(e.Holders), 0) }
 // come first served. Without priorities or fairness keys this is the
 // order they came in.
 func (e *Entry) next(n int) []Holder {
-	type ranked struct {
-		h           Holder
-		share, turn int
+	n = min(n, len(e.Waiters))
+	if n <= 0 {
+		return nil
 	}
 	held := map[string]int{}
 	for _, h := range e.Holders {
 		held[h.Fairness]++
 	}
-	turns := map[string]int{}
+	// The waiters' lines (priority, fairness key) are few: each found by
+	// a look at the last one's, then the map.
+	type line struct {
+		prio  int
+		fair  string
+		base  int // held + turn of its first waiter
+		turn  int // Served
+		count int
+	}
+	lines := map[[2]string]*line{}
+	var last *line
 	rs := make([]ranked, len(e.Waiters))
 	for i, h := range e.Waiters {
-		k := strconv.Itoa(h.priority()) + "\x00" + h.Fairness
-		rs[i] = ranked{h: h, share: held[h.Fairness] + turns[k], turn: e.Served[h.Fairness] + turns[k]}
-		turns[k]++
+		p := h.priority()
+		if last == nil || last.prio != p || last.fair != h.Fairness {
+			k := [2]string{strconv.Itoa(p), h.Fairness}
+			if last = lines[k]; last == nil {
+				last = &line{prio: p, fair: h.Fairness, base: held[h.Fairness], turn: e.Served[h.Fairness]}
+				lines[k] = last
+			}
+		}
+		rs[i] = ranked{prio: p, share: last.base + last.count, turn: last.turn + last.count}
+		last.count++
 	}
-	slices.SortStableFunc(rs, func(a, b ranked) int {
-		if a.h.priority() != b.h.priority() {
-			return b.h.priority() - a.h.priority()
+	out := make([]Holder, 0, n)
+	if n*8 > len(rs) {
+		idx := make([]int, len(rs))
+		for i := range idx {
+			idx[i] = i
 		}
-		if a.share != b.share {
-			return a.share - b.share
+		slices.SortStableFunc(idx, func(a, b int) int { return rs[a].cmp(rs[b]) })
+		for _, i := range idx[:n] {
+			out = append(out, e.Waiters[i])
 		}
-		return a.turn - b.turn
-	})
-	out := make([]Holder, 0, min(n, len(rs)))
-	for _, r := range rs[:min(n, len(rs))] {
-		out = append(out, r.h)
+		return out
+	}
+	// A few of many (a hand-over is one or two): picked one by one, the
+	// first of equals first, as the stable sort would.
+	taken := make([]bool, len(rs))
+	for range n {
+		best := -1
+		for i := range rs {
+			if !taken[i] && (best < 0 || rs[i].cmp(rs[best]) < 0) {
+				best = i
+			}
+		}
+		taken[best] = true
+		out = append(out, e.Waiters[best])
 	}
 	return out
+}
+
+// ranked is a waiter's rank (Entry.next): its priority, its key's share
+// of the slots were it let in, and its key's turn.
+type ranked struct {
+	prio, share, turn int
+}
+
+// cmp orders ranks: higher priority, then the smaller share, then the
+// earlier turn.
+func (a ranked) cmp(b ranked) int {
+	if a.prio != b.prio {
+		return b.prio - a.prio
+	}
+	if a.share != b.share {
+		return a.share - b.share
+	}
+	return a.turn - b.turn
 }
 
 func indexOf(hs []Holder, h Holder) int {
