@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"sync"
 )
 
@@ -144,14 +142,17 @@ func (l *Limiter) commit(ctx context.Context, key string, s Slot, ks *keyState, 
 	return fmt.Errorf("flow key %s (limit %q key %q): %w", key, s.Limit, s.Key, ErrContended)
 }
 
-// current is a copy of the key's entry and its revision: the cached one
-// when there is one, else read.
+// current is the key's entry and its revision: the cached one when there
+// is one, else read. The cached one is changed in place, not copied
+// (a copy of a key with 2,000 waiters was a third of a commit's CPU): only
+// the batch's writer uses it, one at a time, and a write that fails
+// forgets it (commit), so a change not written is never read again.
 func (l *Limiter) current(ctx context.Context, key string, ks *keyState) (*Entry, uint64, error) {
 	ks.mu.Lock()
 	cached, rev, known := ks.cached, ks.rev, ks.known
 	ks.mu.Unlock()
 	if known {
-		return cached.clone(), rev, nil
+		return cached, rev, nil
 	}
 	return l.get(ctx, key)
 }
@@ -161,15 +162,4 @@ func (ks *keyState) remember(e *Entry, rev uint64, known bool) {
 	ks.mu.Lock()
 	ks.cached, ks.rev, ks.known = e, rev, known
 	ks.mu.Unlock()
-}
-
-func (e *Entry) clone() *Entry {
-	if e == nil {
-		return nil
-	}
-	c := *e
-	c.Holders = slices.Clone(e.Holders)
-	c.Waiters = slices.Clone(e.Waiters)
-	c.Served = maps.Clone(e.Served)
-	return &c
 }

@@ -3,6 +3,7 @@ package flow
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -44,6 +45,9 @@ const MaxFairnessLen = 128
 // stored, and 48 bytes for its numbers (iteration and attempt up to 10
 // digits, the time up to 13 and the priority 1), brackets and commas.
 func (h Holder) wireSize() int {
+	if w := h.wire; w != nil && w.as == h.wireKey(w.as.base) {
+		return len(w.b) + 8 // a base moved lengthens the time by as much
+	}
 	return stringSize(h.Run) + stringSize(h.Node) + stringSize(h.Fairness) + stringSize(h.By) + 48
 }
 
@@ -84,9 +88,10 @@ func plain(s string) bool {
 	return true
 }
 
-// encodeEntry is e's stored form.
+// encodeEntry is e's stored form. It remembers each holder's stored form
+// in e, for the next write of the entry.
 func encodeEntry(e *Entry) []byte {
-	base := e.base()
+	base := e.storedBase()
 	b := make([]byte, 0, e.size())
 	b = append(b, wireVersion)
 	b = append(b, `{"l":`...)
@@ -126,8 +131,23 @@ func encodeEntry(e *Entry) []byte {
 	return append(b, '}')
 }
 
-// base is the earliest Since of the entry's holders, in Unix milliseconds.
-func (e *Entry) base() int64 {
+// storedBase is the base the entry's holders' times are stored relative
+// to: the one it has while no holder is earlier and it is no more than
+// baseSpan before the earliest (the stored times stay short), else the
+// earliest Since.
+func (e *Entry) storedBase() int64 {
+	least := e.earliest()
+	if !e.hasBase || least < e.base || least-e.base > baseSpan.Milliseconds() {
+		e.base, e.hasBase = least, true
+	}
+	return e.base
+}
+
+// baseSpan bounds how far the stored base may lag the earliest holder.
+const baseSpan = time.Hour
+
+// earliest is the earliest Since of the entry's holders, in Unix milliseconds.
+func (e *Entry) earliest() int64 {
 	var base int64
 	first := true
 	each := func(h Holder) {
@@ -147,13 +167,25 @@ func (e *Entry) base() int64 {
 	return base
 }
 
+// appendHolders appends hs, each as it was stored last when nothing it
+// says changed, and remembers each one's stored form.
 func appendHolders(b []byte, hs []Holder, base int64) []byte {
 	b = append(b, '[')
-	for i, h := range hs {
+	for i := range hs {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendHolder(b, h, base)
+		h := &hs[i]
+		k := h.wireKey(base)
+		if w := h.wire; w != nil && w.as == k {
+			b = append(b, w.b...)
+			continue
+		}
+		from := len(b)
+		b = appendHolder(b, *h, base)
+		// A copy: the entry's buffer goes to the bucket, and the stored
+		// forms stay as long as their holders.
+		h.wire = &holderWire{b: slices.Clone(b[from:]), as: k}
 	}
 	return append(b, ']')
 }
@@ -266,7 +298,7 @@ func decodeEntry(b []byte) (*Entry, error) {
 	if err := json.Unmarshal(b[1:], &w); err != nil {
 		return nil, err
 	}
-	e := &Entry{Limit: w.Limit, Key: w.Key, Max: w.Max, Served: w.Served}
+	e := &Entry{Limit: w.Limit, Key: w.Key, Max: w.Max, Served: w.Served, base: w.Base, hasBase: true}
 	var err error
 	if e.Holders, err = holdersOf(w.H, w.Base); err != nil {
 		return nil, err

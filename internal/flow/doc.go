@@ -286,7 +286,16 @@
 // one compare-and-set; the caller of the first of them writes it, and
 // hands the next batch on. It also keeps the entry it last read or wrote,
 // with its revision, and makes the next compare-and-set at that revision
-// without reading the key first.
+// without reading the key first. A key's entry is written whole, its
+// waiters too, so a write's cost grows with them: the batch changes the
+// entry it keeps in place (not a copy: a write that fails forgets it),
+// and each holder keeps its stored form for the next write, which copies
+// what did not change rather than encoding it again (the times are
+// stored relative to a base kept from write to write). A commit of a key
+// with 1,900 waiters (a hand-over and a new waiter; least of five at load
+// 7 to 9, the two builds alternated) took 737 µs of CPU before, 212 µs
+// after (BenchmarkEntry, BenchmarkNext; TestEntryRewrittenAfterChanges
+// checks each write against a fresh encoding over 2,000 random changes).
 //
 // Why this is as safe as one compare-and-set per attempt: every change
 // still lands in the bucket by a compare-and-set at the revision its

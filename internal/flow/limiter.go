@@ -61,6 +61,30 @@ type Holder struct {
 	// holder whose release handed it over, by ID: that release asked
 	// again wakes it again.
 	By string `json:"by,omitempty"`
+
+	// wire is the holder as encodeEntry last stored it: a key's entry is
+	// written whole on every change, and most of it, its holders and
+	// waiters, did not change. Shared by the copies of the holder (never
+	// changed: a new one is made).
+	wire *holderWire
+}
+
+// holderWire is a holder's stored form and what it says (as).
+type holderWire struct {
+	b  []byte
+	as wireKey
+}
+
+// wireKey is what a holder's stored form says: its fields and the base
+// its time is relative to.
+type wireKey struct {
+	run, node, fair, by string
+	iter, attempt, prio int
+	since, base         int64
+}
+
+func (h Holder) wireKey(base int64) wireKey {
+	return wireKey{run: h.Run, node: h.Node, fair: h.Fairness, by: h.By, iter: h.Iteration, attempt: h.Attempt, prio: h.Priority, since: h.Since.UnixMilli(), base: base}
 }
 
 func (h Holder) priority() int {
@@ -93,6 +117,12 @@ type Entry struct {
 	// holder each waiter (by ID) has cancelled to take its slot
 	// (runlimit.go).
 	Evicts map[string]Holder `json:"evicts,omitempty"`
+
+	// base is the time the stored holders' times are relative to (Unix
+	// milliseconds), kept from one write to the next while it is no later
+	// than any of theirs, so their stored forms stay as they were.
+	base    int64
+	hasBase bool
 }
 
 // grant moves h (a waiter at index i, or -1) to the holders and counts
@@ -157,6 +187,15 @@ func (e *Entry) next(n int) []Holder {
 	if n <= 0 {
 		return nil
 	}
+	out := make([]Holder, 0, n)
+	for _, i := range pick(e.ranks(), n) {
+		out = append(out, e.Waiters[i])
+	}
+	return out
+}
+
+// ranks ranks each waiter (Entry.next).
+func (e *Entry) ranks() []ranked {
 	held := map[string]int{}
 	for _, h := range e.Holders {
 		held[h.Fairness]++
@@ -166,8 +205,8 @@ func (e *Entry) next(n int) []Holder {
 	type line struct {
 		prio  int
 		fair  string
-		base  int // held + turn of its first waiter
-		turn  int // Served
+		base  int // held, the share of its first waiter
+		turn  int // Served, the turn of its first waiter
 		count int
 	}
 	lines := map[[2]string]*line{}
@@ -185,21 +224,23 @@ func (e *Entry) next(n int) []Holder {
 		rs[i] = ranked{prio: p, share: last.base + last.count, turn: last.turn + last.count}
 		last.count++
 	}
-	out := make([]Holder, 0, n)
+	return rs
+}
+
+// pick returns the indexes of the first n ranks, in order, the first of
+// equals first (a stable sort's order).
+func pick(rs []ranked, n int) []int {
 	if n*8 > len(rs) {
 		idx := make([]int, len(rs))
 		for i := range idx {
 			idx[i] = i
 		}
 		slices.SortStableFunc(idx, func(a, b int) int { return rs[a].cmp(rs[b]) })
-		for _, i := range idx[:n] {
-			out = append(out, e.Waiters[i])
-		}
-		return out
+		return idx[:n]
 	}
-	// A few of many (a hand-over is one or two): picked one by one, the
-	// first of equals first, as the stable sort would.
+	// A few of many (a hand-over is one or two): picked one by one.
 	taken := make([]bool, len(rs))
+	out := make([]int, 0, n)
 	for range n {
 		best := -1
 		for i := range rs {
@@ -208,7 +249,7 @@ func (e *Entry) next(n int) []Holder {
 			}
 		}
 		taken[best] = true
-		out = append(out, e.Waiters[best])
+		out = append(out, best)
 	}
 	return out
 }
