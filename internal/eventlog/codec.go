@@ -63,8 +63,27 @@ func encodeFast(e *Event, s *sealer) (*nats.Msg, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encoding %s event of run %q: %w", e.Type, e.RunID, err)
 	}
-	// One array backs every header's value (a slice of one each, capped
-	// so that an append copies): one allocation where one per header was.
+	h := headersOf(e)
+	var data []byte
+	if len(e.Data) > 0 {
+		data = e.Data
+		if s != nil {
+			id, sealed, err := s.seal(e)
+			if err != nil {
+				return nil, err
+			}
+			h[hdrContentType] = []string{ContentSealed}
+			h[hdrKeyID] = []string{id}
+			data = sealed
+		}
+	}
+	return &nats.Msg{Subject: subject, Header: h, Data: data}, nil
+}
+
+// headersOf is the CloudEvents headers of e, and its Nats-Msg-Id. One
+// array backs every header's value (a slice of one each, capped so that
+// an append copies): one allocation where one per header was.
+func headersOf(e *Event) nats.Header {
 	vals := make([]string, 0, 16)
 	one := func(v string) []string {
 		vals = append(vals, v)
@@ -97,20 +116,7 @@ func encodeFast(e *Event, s *sealer) (*nats.Msg, error) {
 		h[HdrCheckpoint] = one(e.Checkpoint)
 	}
 	h[nats.MsgIdHdr] = one(e.ID)
-	var data []byte
-	if len(e.Data) > 0 {
-		data = e.Data
-		if s != nil {
-			id, sealed, err := s.seal(e)
-			if err != nil {
-				return nil, err
-			}
-			h[hdrContentType] = []string{ContentSealed}
-			h[hdrKeyID] = []string{id}
-			data = sealed
-		}
-	}
-	return &nats.Msg{Subject: subject, Header: h, Data: data}, nil
+	return h
 }
 
 // decodeFast decodes a message whose headers are all of the kinds Weft
