@@ -401,11 +401,9 @@ type Coordinator struct {
 	// runsModel is the read model of runs (readmodel.go).
 	runsModel readModel
 	// inflight holds the local nodes running here, by the id of their
-	// work item (local.go); localWG waits for them. Run sets locals, the
-	// goroutines they run on.
+	// work item (local.go); localWG waits for them.
 	inflight sync.Map
 	localWG  sync.WaitGroup
-	locals   *goroutines
 	// echoes holds the ids of events this coordinator appended whose echo
 	// has not come back through the consumer, and localPending those of
 	// local nodes' work items not yet started (local.go): a shard that is
@@ -486,7 +484,6 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	defer c.releases.Wait() // slots given back off the handlers' path, after them and the local nodes
 	defer c.localWG.Wait()  // local nodes end with ctx, after the handlers
 	ctx, cancel := context.WithCancel(ctx)
-	c.locals = newGoroutines(&c.localWG, ctx.Done())
 	held := newInflight(ctx, c, c.opts.shards)
 	defer held.wait()
 	var alive sync.WaitGroup

@@ -58,8 +58,6 @@ type inflight struct {
 	// bound).
 	bounds map[int]int
 	wg     sync.WaitGroup
-	// drainers run drain, on goroutines reused from run to run.
-	drainers *goroutines
 }
 
 // runQueue is one run's held events, the first of which may be being
@@ -104,7 +102,7 @@ const unboundedPartition = 20000
 const shardFullDelay = 50 * time.Millisecond
 
 func newInflight(ctx context.Context, c *Coordinator, concurrency int) *inflight {
-	f := &inflight{
+	return &inflight{
 		c: c, ctx: ctx,
 		shards: newTurns(concurrency),
 		size:   concurrency,
@@ -112,8 +110,6 @@ func newInflight(ctx context.Context, c *Coordinator, concurrency int) *inflight
 		runs:   map[string]*runQueue{},
 		bounds: map[int]int{},
 	}
-	f.drainers = newGoroutines(&f.wg, ctx.Done())
-	return f
 }
 
 // setBound records the max_ack_pending of partition p's consumer while p
@@ -163,7 +159,7 @@ func (f *inflight) push(run string, d delivery) bool {
 	q = &runQueue{pending: []delivery{d}}
 	f.runs[run] = q
 	cl := f.c.classOf(run, d.msg)
-	f.drainers.Go(func() { f.drain(run, q, cl) })
+	f.wg.Go(func() { f.drain(run, q, cl) })
 	return true
 }
 

@@ -494,7 +494,7 @@ func (c *Coordinator) startLocal(ctx context.Context, g *graph.Graph, ent *runEn
 	c.localPending.Store(li.id, struct{}{})
 	c.inflight.Store(li.id, lr)
 	run := ent.run
-	c.goLocal(func() {
+	c.localWG.Go(func() {
 		if node == nil {
 			// The graph was compiled with this type local, so this cannot
 			// be; fail the attempt rather than leave it ready.
@@ -525,16 +525,6 @@ func (c *Coordinator) startLocal(ctx context.Context, g *graph.Graph, ent *runEn
 		return nil // given up: ctx ended; the next holder runs it again
 	}
 	return lr
-}
-
-// goLocal runs a local node's execution on one of Run's goroutines
-// (locals), or on a new one outside Run.
-func (c *Coordinator) goLocal(fn func()) {
-	if c.locals == nil {
-		c.localWG.Go(fn)
-		return
-	}
-	c.locals.Go(fn)
 }
 
 // waitOrDetach waits up to wait for the local run to finish, and detaches
