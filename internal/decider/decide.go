@@ -128,6 +128,12 @@ type decider struct {
 	// (continue.go).
 	budget HistoryBudget
 	drain  bool
+	// nodes are g's nodes in order; settled[i] says nodes[i] had nothing
+	// due when step last looked, and no decision touched it since; applied
+	// counts the decisions applied (step, touch).
+	nodes   []*graph.Node
+	settled []bool
+	applied int
 }
 
 // Decide returns what must happen next for the run in state s of graph g,
@@ -166,20 +172,24 @@ func (d *decider) run() {
 	d.failRun(events.Failure{Type: "EngineError", Message: "decision did not settle"}, "")
 }
 
+// fullScan makes step look at every node each time, as it did before
+// nodes were settled: the tests compare the two.
+var fullScan = false
+
 // step makes the first decision that is due, in graph order, and reports
-// whether it made one.
+// whether it made one. A node found with nothing due is settled: later
+// steps of the same call pass over it until an event the decider applies
+// touches it (touch), so that a step costs what changed, not the whole
+// graph (a node's due decisions read only its own state and signals). A
+// node that waits in the coordinator (waitOver) is never settled: a slot
+// or a rate turn may come from what other nodes do.
 func (d *decider) step() bool {
-	for _, n := range d.g.Nodes() {
-		ns := d.s.Nodes[n.ID]
-		if ns != nil {
-			if d.timedOut(n, ns) || d.afterOutcome(n, ns) || d.waitOver(n, ns) {
-				return true
-			}
-		}
-		if !d.drain && d.join(n) {
-			return true
-		}
-		if d.s.Status.Ended() {
+	if d.nodes == nil {
+		d.nodes = d.g.Nodes()
+		d.settled = make([]bool, len(d.nodes))
+	}
+	for i, n := range d.nodes {
+		if (!d.settled[i] || fullScan) && d.nodeStep(i, n) {
 			return true
 		}
 	}
@@ -194,6 +204,21 @@ func (d *decider) step() bool {
 		d.routeStart()
 		return true
 	}
+	return false
+}
+
+// nodeStep makes the first decision due for node n, nodes[i], and reports
+// whether it made one (or the run ended); with nothing due, n is settled.
+func (d *decider) nodeStep(i int, n *graph.Node) bool {
+	applied := d.applied
+	ns := d.s.Nodes[n.ID]
+	if ns != nil && (d.timedOut(n, ns) || d.afterOutcome(n, ns) || d.waitOver(n, ns)) {
+		return true
+	}
+	if !d.drain && d.join(n) || d.s.Status.Ended() {
+		return true
+	}
+	d.settled[i] = d.applied == applied && (ns == nil || ns.Status != projection.NodeWaiting)
 	return false
 }
 
@@ -231,22 +256,30 @@ func (d *decider) emit(p events.Payload, id string) *events.Event {
 	default:
 		d.flushRoutes()
 	}
+	if attach == nil || len(d.routes) == 0 {
+		e := d.build(p, id)
+		if e == nil {
+			return nil
+		}
+		d.apply(e)
+		d.out.Events = append(d.out.Events, e)
+		return e
+	}
+	// The routings are in the state already: the activation is applied
+	// without them (unencoded: the fold reads a decision's payload, not
+	// its data), and the event written records them, encoded once.
+	pre := eventlog.NewUnencoded(d.s.RunID, id, d.now, p)
+	eventlog.MarkDecision(pre)
+	d.apply(pre)
+	r := make([]events.NodeRoutedData, len(d.routes))
+	for i, pr := range d.routes {
+		r[i] = pr.data
+	}
+	attach(r)
+	d.routes = nil
 	e := d.build(p, id)
 	if e == nil {
 		return nil
-	}
-	d.apply(e)
-	if attach != nil && len(d.routes) > 0 {
-		// The routings are in the state already; the event records them.
-		r := make([]events.NodeRoutedData, len(d.routes))
-		for i, pr := range d.routes {
-			r[i] = pr.data
-		}
-		attach(r)
-		d.routes = nil
-		if e = d.build(p, id); e == nil {
-			return nil
-		}
 	}
 	d.out.Events = append(d.out.Events, e)
 	return e
@@ -292,6 +325,61 @@ func (d *decider) apply(e *events.Event) {
 	if err := d.s.Apply(e); err != nil {
 		// A decision the fold cannot apply is a bug; fail loudly in the log.
 		panic(fmt.Sprintf("engine: decided %s that the fold rejects: %v", e.Type, err))
+	}
+	d.applied++
+	d.touch(e)
+}
+
+// touch unsettles (step) the nodes whose state or signals an applied
+// decision may have changed: the node it is about, and for a routing the
+// targets of its signals (also of the routings an activation carries).
+// Any other event (the run's end, say) unsettles every node.
+func (d *decider) touch(e *events.Event) {
+	if d.settled == nil {
+		return
+	}
+	p, _ := e.Payload()
+	switch q := p.(type) {
+	case *events.NodeRoutedData:
+		d.touchRouted(q)
+	case *events.NodeReadyData:
+		d.touchNode(q.Node)
+		d.touchAll(q.Routed)
+	case *events.NodeSkippedData:
+		d.touchNode(q.Node)
+		d.touchAll(q.Routed)
+	case *events.NodeWaitingData:
+		d.touchNode(q.Node)
+		d.touchAll(q.Routed)
+	case *events.NodeInvokedData:
+		d.touchNode(q.Node)
+	case *events.NodeFailedData:
+		d.touchNode(q.Node)
+	case *events.RetryScheduledData:
+		d.touchNode(q.Node)
+	case *events.ChildRunStartedData:
+		d.touchNode(q.Node)
+	default:
+		clear(d.settled)
+	}
+}
+
+func (d *decider) touchAll(rs []events.NodeRoutedData) {
+	for i := range rs {
+		d.touchRouted(&rs[i])
+	}
+}
+
+func (d *decider) touchRouted(r *events.NodeRoutedData) {
+	d.touchNode(r.Node)
+	for _, sig := range r.Signals {
+		d.touchNode(sig.To)
+	}
+}
+
+func (d *decider) touchNode(id string) {
+	if i, ok := d.g.NodeIndex(id); ok && i < len(d.settled) {
+		d.settled[i] = false
 	}
 }
 

@@ -63,33 +63,7 @@ func encodeFast(e *Event, s *sealer) (*nats.Msg, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encoding %s event of run %q: %w", e.Type, e.RunID, err)
 	}
-	h := make(nats.Header, 14)
-	h[hdrSpecVersion] = []string{"1.0"}
-	h[hdrID] = []string{e.ID}
-	h[hdrSource] = []string{e.Source}
-	h[hdrType] = []string{string(e.Type)}
-	h[hdrTime] = []string{e.Time.UTC().Format(time.RFC3339Nano)}
-	h[hdrContentType] = []string{contentJSON}
-	h[hdrRunID] = []string{e.RunID}
-	if e.NodeID != "" {
-		h[hdrSubject] = []string{e.NodeID}
-		h[hdrNodeID] = []string{e.NodeID}
-	}
-	if e.Attempt > 0 {
-		h[hdrAttempt] = []string{strconv.Itoa(e.Attempt)}
-	}
-	if e.TraceParent != "" {
-		h[hdrTraceParent] = []string{e.TraceParent}
-		h["traceparent"] = []string{e.TraceParent}
-		if e.TraceState != "" {
-			h[hdrTraceState] = []string{e.TraceState}
-			h["tracestate"] = []string{e.TraceState}
-		}
-	}
-	if e.Checkpoint != "" && e.decision {
-		h[HdrCheckpoint] = []string{e.Checkpoint}
-	}
-	h[nats.MsgIdHdr] = []string{e.ID}
+	h := headersOf(e)
 	var data []byte
 	if len(e.Data) > 0 {
 		data = e.Data
@@ -104,6 +78,45 @@ func encodeFast(e *Event, s *sealer) (*nats.Msg, error) {
 		}
 	}
 	return &nats.Msg{Subject: subject, Header: h, Data: data}, nil
+}
+
+// headersOf is the CloudEvents headers of e, and its Nats-Msg-Id. One
+// array backs every header's value (a slice of one each, capped so that
+// an append copies): one allocation where one per header was.
+func headersOf(e *Event) nats.Header {
+	vals := make([]string, 0, 16)
+	one := func(v string) []string {
+		vals = append(vals, v)
+		return vals[len(vals)-1 : len(vals) : len(vals)]
+	}
+	h := make(nats.Header, 14)
+	h[hdrSpecVersion] = one("1.0")
+	h[hdrID] = one(e.ID)
+	h[hdrSource] = one(e.Source)
+	h[hdrType] = one(string(e.Type))
+	h[hdrTime] = one(e.Time.UTC().Format(time.RFC3339Nano))
+	h[hdrContentType] = one(contentJSON)
+	h[hdrRunID] = one(e.RunID)
+	if e.NodeID != "" {
+		h[hdrSubject] = one(e.NodeID)
+		h[hdrNodeID] = one(e.NodeID)
+	}
+	if e.Attempt > 0 {
+		h[hdrAttempt] = one(strconv.Itoa(e.Attempt))
+	}
+	if e.TraceParent != "" {
+		h[hdrTraceParent] = one(e.TraceParent)
+		h["traceparent"] = one(e.TraceParent)
+		if e.TraceState != "" {
+			h[hdrTraceState] = one(e.TraceState)
+			h["tracestate"] = one(e.TraceState)
+		}
+	}
+	if e.Checkpoint != "" && e.decision {
+		h[HdrCheckpoint] = one(e.Checkpoint)
+	}
+	h[nats.MsgIdHdr] = one(e.ID)
+	return h
 }
 
 // decodeFast decodes a message whose headers are all of the kinds Weft

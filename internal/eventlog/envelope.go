@@ -107,6 +107,24 @@ func New(runID, id string, at time.Time, p Payload) (*Event, error) {
 	return e, nil
 }
 
+// NewUnencoded is New for a pointer payload without its encoding: Data
+// is left empty. It serves an event folded into a state before its
+// payload is complete (the decider applies an activation, then attaches
+// to it the routings that led to it, and builds the event it writes with
+// New): the fold reads a decision's payload, never its Data. Such an
+// event is never written.
+func NewUnencoded(runID, id string, at time.Time, p Payload) *Event {
+	if at.IsZero() {
+		at = time.Now()
+	}
+	e := &Event{ID: id, Type: p.EventType(), Source: Source, Time: at.UTC(), RunID: runID, payload: p}
+	e.decision = e.Type.Decision()
+	if ref, attempt, ok := nodeOf(p); ok {
+		e.NodeID, e.Attempt = ref, attempt
+	}
+	return e
+}
+
 // IsDecision reports whether the coordinator decided the event (as
 // opposed to a fact reported by a client, a worker or a timer): for an
 // event read from the log, whether it stands on a decision subject

@@ -508,6 +508,12 @@ func (g *Graph) Node(id string) (*Node, bool) {
 	return &g.def.Nodes[i], true
 }
 
+// NodeIndex returns the index of the node with the given id in Nodes.
+func (g *Graph) NodeIndex(id string) (int, bool) {
+	i, ok := g.nodes[id]
+	return i, ok
+}
+
 // Nodes returns the nodes in definition order.
 func (g *Graph) Nodes() []*Node {
 	out := make([]*Node, len(g.def.Nodes))

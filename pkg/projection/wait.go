@@ -2,7 +2,6 @@ package projection
 
 import (
 	"encoding/json"
-	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -90,12 +89,19 @@ func (s *State) Waits() []Wait {
 	if s.Status != RunRunning && s.Status != RunCancelling {
 		return nil
 	}
-	var out []Wait
-	for _, id := range slices.Sorted(maps.Keys(s.Nodes)) {
-		n := s.Nodes[id]
-		if n.Status != NodeWaiting || (n.WaitingFor != "signal" && n.WaitingFor != WaitingForTimer && !runSlotWait(id, n)) {
-			continue
+	// The waiting nodes, in id order: found first, then sorted, as this
+	// runs on every event a coordinator handles (readmodel.IndexKey) and
+	// few of a run's nodes wait.
+	var ids []string
+	for id, n := range s.Nodes {
+		if n.Status == NodeWaiting && (n.WaitingFor == "signal" || n.WaitingFor == WaitingForTimer || runSlotWait(id, n)) {
+			ids = append(ids, id)
 		}
+	}
+	slices.Sort(ids)
+	var out []Wait
+	for _, id := range ids {
+		n := s.Nodes[id]
 		w := Wait{Node: id, Iteration: n.Iteration, For: n.WaitingFor, Await: n.Await}
 		if runSlotWait(id, n) {
 			w.Slot = n.Slot
