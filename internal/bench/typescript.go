@@ -119,7 +119,10 @@ func runTypeScript(ctx context.Context, e *env) ([]Result, error) {
 		if err != nil {
 			return err
 		}
-		fhops, _, err = e.floorHops(ctx, fl, n)
+		fch, err := e.floorHops(ctx, fl, n)
+		if err == nil {
+			fhops = fch.hops
+		}
 		return err
 	})
 	if err != nil {
