@@ -383,6 +383,18 @@ func (w *Worker) consume(ctx, base context.Context, q *queue, iter jetstream.Mes
 // wait runs); ok is false when ctx ended first (the worker drains: the
 // item is not started).
 func (w *Worker) takeSlot(ctx context.Context, q *queue, slots chan struct{}, m jetstream.Msg) (release func(), ok bool) {
+	// The common case, both free: no ticker (a timer set and stopped
+	// for every item, on the way to its node.invoking).
+	select {
+	case q.running <- struct{}{}:
+		select {
+		case slots <- struct{}{}:
+			return func() { <-slots; <-q.running }, true
+		default:
+			<-q.running
+		}
+	default:
+	}
 	beat := time.NewTicker(q.heartbeat)
 	defer beat.Stop()
 	got := false
