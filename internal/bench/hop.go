@@ -36,7 +36,7 @@ func runHop(ctx context.Context, e *env) ([]Result, error) {
 	}
 	defer done()
 	timeout := time.Minute + time.Duration(n)*100*time.Millisecond
-	ch, err := e.runChain(ctx, stream, st, g, n, timeout, "")
+	ch, err := e.runChain(ctx, stream, st, g, n, timeout, "", 0)
 	if err != nil {
 		return nil, err
 	}
@@ -77,12 +77,17 @@ type chainRun struct {
 }
 
 // runChain starts one run of the chain g (n nodes) on stream, where a
-// coordinator and a worker already run and nothing else was written, waits
-// for it to complete (under the profiler, as phase), and measures its hops
-// from the stored times of its log.
-func (e *env) runChain(ctx context.Context, stream string, st events.Store, g *graph.Graph, n int, timeout time.Duration, phase string) (*chainRun, error) {
+// coordinator and a worker already run and ended runs ended before it
+// (nothing is written meanwhile), waits for it to complete (under the
+// profiler, as phase), and measures its hops from the stored times of its
+// log.
+func (e *env) runChain(ctx context.Context, stream string, st events.Store, g *graph.Graph, n int, timeout time.Duration, phase string, ended int) (*chainRun, error) {
+	before, _, err := e.streamBytes(ctx, stream)
+	if err != nil {
+		return nil, err
+	}
 	run := events.NewRunID()
-	err := e.profile(phase, func() error {
+	err = e.profile(phase, func() error {
 		ev, err := startedEvent(run, g, nil)
 		if err != nil {
 			return err
@@ -90,7 +95,7 @@ func (e *env) runChain(ctx context.Context, stream string, st events.Store, g *g
 		if _, err := st.Append(ctx, run, 0, ev); err != nil {
 			return err
 		}
-		_, err = waitRuns(ctx, e.js, stream, 1, timeout)
+		_, err = waitRuns(ctx, e.js, stream, ended+1, timeout)
 		return err
 	})
 	if err != nil {
@@ -100,7 +105,7 @@ func (e *env) runChain(ctx context.Context, stream string, st events.Store, g *g
 	if err != nil {
 		return nil, err
 	}
-	log, err := collect(ctx, e.js, stream, []string{eventlog.RunFilter(run)}, int(msgs), time.Minute)
+	log, err := collect(ctx, e.js, stream, []string{eventlog.RunFilter(run)}, int(msgs-before), time.Minute)
 	if err != nil {
 		return nil, err
 	}
