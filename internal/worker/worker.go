@@ -346,14 +346,17 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // is handed back, as are items not yet started.
 //
 // The goroutines outlive their item: one that is done waits for the next
-// (work), and a new one starts only when none waits, so that there are
-// never more than items taken. A goroutine started for every item grew
+// (work), and a new one starts only when none waits, at most as many as
+// items may be taken (when that many run, one of them has handed its
+// item's token back and is on its way to the next). A goroutine started
+// for every item grew
 // its stack on every item (decoding one needs more than a new stack
 // has): a quarter of the worker's CPU in the hop figure, on the way to
 // the node's invoking.
 func (w *Worker) consume(ctx, base context.Context, q *queue, iter jetstream.MessagesContext, slots chan struct{}) {
 	work := make(chan jetstream.Msg)
 	defer close(work)
+	started := 0
 	run := func(m jetstream.Msg) {
 		defer w.inflight.Done()
 		defer func() { <-q.taken }()
@@ -386,6 +389,11 @@ func (w *Worker) consume(ctx, base context.Context, q *queue, iter jetstream.Mes
 		select {
 		case work <- m:
 		default:
+			if started == cap(q.taken) {
+				work <- m
+				continue
+			}
+			started++
 			go func() {
 				run(m)
 				for m := range work {
