@@ -107,7 +107,7 @@ func (e *env) hopOnce(ctx context.Context, ring events.KeyRing) (time.Duration, 
 		return 0, err
 	}
 	defer done()
-	ch, err := e.runChain(ctx, stream, st, g, n, time.Minute+time.Duration(n)*100*time.Millisecond, "")
+	ch, err := e.runChain(ctx, stream, st, g, n, time.Minute+time.Duration(n)*100*time.Millisecond, "", 0)
 	if err != nil {
 		return 0, err
 	}

@@ -25,8 +25,10 @@ import (
 //   - Hop latency: the hop figure's chain (Sizes.HopNodes noop nodes) run
 //     twice with each worker, alternating (Go, TypeScript, TypeScript,
 //     Go) so that a noisy moment does not fall on one side only, each run
-//     on a fresh stream; the hops of both runs are pooled. Its floor is
-//     the hop figure's floor chain.
+//     on a fresh stream and after one unmeasured chain in the same worker
+//     process (the steady hop: a Node worker's first items run before V8
+//     compiled its hot path); the hops of both runs are pooled. Its floor
+//     is the hop figure's floor chain.
 //   - Throughput: the throughput figure's runs (Sizes.TputRuns ×
 //     Sizes.TputNodes noop nodes, all started before the coordinator and
 //     the worker), at the same worker concurrency; the sustained rate of
@@ -119,7 +121,10 @@ func runTypeScript(ctx context.Context, e *env) ([]Result, error) {
 		if err != nil {
 			return err
 		}
-		fhops, _, err = e.floorHops(ctx, fl, n)
+		fch, err := e.floorHops(ctx, fl, n)
+		if err == nil {
+			fhops = fch.hops
+		}
 		return err
 	})
 	if err != nil {
@@ -158,7 +163,7 @@ func runTypeScript(ctx context.Context, e *env) ([]Result, error) {
 	g50, g99 := pct(goHops, 50), pct(goHops, 99)
 	t50, t99 := pct(tsHops, 50), pct(tsHops, 99)
 	n50 := pct(nfHops, 50)
-	hopNotes := fmt.Sprintf("%d-node noop chain, twice per worker (go, ts, node floor, node floor, ts, go), %d hops each; each worker a process of its own (cmd/nodeworker; node %s; node %s), the coordinator in weftbench; floor: the hop figure's floor chain", n, len(tsHops), tsbuild.BenchWorker, tsbuild.NodeFloor)
+	hopNotes := fmt.Sprintf("%d-node noop chain, twice per worker (go, ts, node floor, node floor, ts, go), %d hops each, each after one unmeasured chain in the same worker process (warm-up); each worker a process of its own (cmd/nodeworker; node %s; node %s), the coordinator in weftbench; floor: the hop figure's floor chain", n, len(tsHops), tsbuild.BenchWorker, tsbuild.NodeFloor)
 	return []Result{
 		row("typescript worker hop latency p50", ms(t50), "ms", ms(f50), nil, hopNotes),
 		row("typescript worker hop latency p99", ms(t99), "ms", ms(f99), nil, "TypeScript: "+split(tsCoord, tsPick)),
@@ -178,7 +183,10 @@ func runTypeScript(ctx context.Context, e *env) ([]Result, error) {
 }
 
 // chainWith runs the chain g on a fresh stream with this process's
-// coordinator and the worker start starts.
+// coordinator and the worker start starts, after one unmeasured run of
+// the same chain: a worker serves for days, and the figure is its steady
+// hop, not its first items' (a Node worker's first hundreds of items run
+// before V8 has compiled its hot path; every side gets the same warm-up).
 func (e *env) chainWith(ctx context.Context, g *graph.Graph, n int, timeout time.Duration, phase string, start startWorkerFunc) (*chainRun, error) {
 	stream := e.name("WEFT_TSHOP")
 	defer e.dropStream(stream)
@@ -196,7 +204,10 @@ func (e *env) chainWith(ctx context.Context, g *graph.Graph, n int, timeout time
 		return nil, err
 	}
 	defer stop()
-	return e.runChain(ctx, stream, st, g, n, timeout, phase)
+	if _, err := e.runChain(ctx, stream, st, g, n, timeout, "", 0); err != nil {
+		return nil, fmt.Errorf("warm-up chain: %w", err)
+	}
+	return e.runChain(ctx, stream, st, g, n, timeout, phase, 1)
 }
 
 // workerProc spawns a worker process of the queue default on stream and

@@ -232,8 +232,11 @@ func checkOutputs(outputs []string, res *Result) error {
 // prepareInput decodes the work item's input and runs the invoking filters
 // over it, before NodeInvoking is written (it carries their notes). A
 // decoding or filter error is kept on it and becomes the attempt's failure.
+// With no invoking filters nothing is done: the input is decoded when the
+// node is called (call), after NodeInvoking's append, so that the next
+// node's invoking (the end of a hop) waits for nothing it does not need.
 func (w *Worker) prepareInput(ctx context.Context, it *item) (notes []events.FilterNote, cancelled *runCancelled) {
-	if it.inErr != nil { // the work item could not be resolved
+	if it.inErr != nil || len(w.opts.invoking) == 0 { // not resolved, or nothing to filter
 		return nil, nil
 	}
 	in, err := input(it)
@@ -242,9 +245,6 @@ func (w *Worker) prepareInput(ctx context.Context, it *item) (notes []events.Fil
 		return nil, nil
 	}
 	it.in = in
-	if len(w.opts.invoking) == 0 {
-		return nil, nil
-	}
 	defer func() {
 		if r := recover(); r != nil {
 			it.inErr = &Error{Type: events.FailurePanic, Message: fmt.Sprintf("invoking filter: %v", r)}

@@ -117,6 +117,9 @@ func TestWorkerFailures(t *testing.T) {
 		"badjson": worker.NodeFunc(func(context.Context, *worker.Input) (*worker.Result, error) {
 			return &worker.Result{Output: make(chan int)}, nil
 		}),
+		"badinput": worker.NodeFunc(func(context.Context, *worker.Input) (*worker.Result, error) {
+			return &worker.Result{}, nil // never called: its input is not an object
+		}),
 	}
 	w, _ := startWorker(t, st, handlers)
 
@@ -152,6 +155,9 @@ func TestWorkerFailures(t *testing.T) {
 			}
 		}},
 		{typ: "badjson", wantType: events.FailureValidation, wantMsg: "encoding the node's output"},
+		// With no invoking filters the input is decoded after
+		// node.invoking's append: its failure still follows invoking.
+		{typ: "badinput", opts: []readyOpt{withInput([]int{1, 2})}, wantType: events.FailureValidation, wantMsg: "work item input"},
 	}
 	runs := map[string]string{}
 	for _, tt := range tests {

@@ -545,7 +545,6 @@ export class Worker {
         await this.finish(it, this.cancelledEvent(it, cancelled))
         return
       }
-      this.prepareInput(it)
       const invoking = newEvent({
         runId: it.run,
         id: decisionId(it.run, EventType.NodeInvoking, refKey(ready), String(ready.attempt), String(it.delivery)),
@@ -563,6 +562,9 @@ export class Worker {
         nak(it.msg, 0, this.log)
         return
       }
+      // The input is made after node.invoking's append, which needs none
+      // of it: the hop to this node ends with that append.
+      this.prepareInput(it)
 
       // The work item's heartbeat: in progress on a timer, so that
       // JetStream does not deliver it again; lost three times in a row,
