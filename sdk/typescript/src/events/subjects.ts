@@ -151,6 +151,32 @@ export function terminalSubjects(runId: string): string[] {
   return [base + 'completed', base + 'failed', base + 'cancelled']
 }
 
+/**
+ * Ended notices (Go: internal/eventlog subjects.go). Once a coordinator
+ * has appended a run's end it publishes an empty core NATS message on
+ * "weft.ended.<slot>.<run>" (nothing stored; only the coordinator's role
+ * may publish there). A namespace is a NATS account of its own, so the
+ * subjects are the same in every namespace, as Go's are.
+ */
+const endedPrefix = 'weft.ended.'
+/** AllEndedNotices matches every run's ended notice. */
+export const AllEndedNotices = endedPrefix + '>'
+
+/** endedNotice is the subject of a run's ended notice. */
+export function endedNotice(runId: string): string {
+  return `${endedPrefix}${slot(runId)}.${runId}`
+}
+
+/** runOfEndedNotice is the run an ended notice's subject names; undefined when it names none. */
+export function runOfEndedNotice(subject: string): string | undefined {
+  if (!subject.startsWith(endedPrefix)) return undefined
+  const rest = subject.slice(endedPrefix.length)
+  const dot = rest.indexOf('.')
+  if (dot < 0) return undefined
+  const run = rest.slice(dot + 1)
+  return validToken(run) ? run : undefined
+}
+
 /** kindFilter is the filter of one type of event across all runs. */
 export function kindFilter(t: EventType): string {
   const { kind, cls } = table[t]

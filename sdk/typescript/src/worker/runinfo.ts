@@ -74,6 +74,8 @@ export class RunReader {
   private graphs = new LRU<Map<string, NodeSpec>>(graphCache)
   private ended = new LRU<true>(endedCache)
   private loading = new Map<string, Promise<RunStart>>()
+  /** endReads counts the reads of whether a run ended (Worker.stats). */
+  endReads = 0
 
   constructor(private store: Store) {}
 
@@ -205,6 +207,7 @@ export class RunReader {
   /** hasEnded reports whether the run's log holds an ending decision; a run once seen ended is remembered. */
   async hasEnded(run: string): Promise<boolean> {
     if (this.ended.has(run)) return true
+    this.endReads++
     const ended = await this.store.hasEnd(run)
     if (ended) this.ended.set(run, true)
     return ended

@@ -44,6 +44,7 @@ import { Announcer } from './announce.js'
 import { DrainTimeoutError, failureOf, NodeError, nonRetryable } from './errors.js'
 import type { Input, Node, NodeContext, NodeFunc, Result } from './node.js'
 import { WeftAbort } from './node.js'
+import { EndWatch } from './endwatch.js'
 import { RunReader } from './runinfo.js'
 import { checkSchema } from './schema.js'
 import { Semaphore } from './semaphore.js'
@@ -120,6 +121,8 @@ export interface Stats {
   cancelled: number
   malformed: number
   redelivered: number
+  /** endReads counts the reads of whether a run ended (the ended notices spare most: endwatch.ts). */
+  endReads: number
 }
 
 interface Queue {
@@ -158,7 +161,7 @@ export class Worker {
   private readonly log: Logger
   private handlers = new Map<string, Node>()
   private unknown = new Set<string>()
-  private counters: Stats = { received: 0, succeeded: 0, failed: 0, cancelled: 0, malformed: 0, redelivered: 0 }
+  private counters: Omit<Stats, 'endReads'> = { received: 0, succeeded: 0, failed: 0, cancelled: 0, malformed: 0, redelivered: 0 }
   private running = false
   private stopping = new AbortController()
   private inflight = new Set<Promise<void>>()
@@ -166,6 +169,7 @@ export class Worker {
   private cancels = new Map<string, RunCancel>()
   private store: Store | undefined
   private runs: RunReader | undefined
+  private ends: EndWatch | undefined
 
   constructor(opts: WorkerOptions = {}) {
     const envQueues = (process.env['WEFT_QUEUES'] ?? '')
@@ -205,7 +209,7 @@ export class Worker {
 
   /** stats returns the worker's counters. */
   stats(): Stats {
-    return { ...this.counters }
+    return { ...this.counters, endReads: this.runs?.endReads ?? 0 }
   }
 
   /** stop tells a running worker to drain and stop; run resolves when it has. */
@@ -255,6 +259,7 @@ export class Worker {
     })
     this.store = store
     this.runs = new RunReader(store)
+    this.ends = await EndWatch.start(conn.nc)
     const cancelSub = conn.nc.subscribe(kindFilter(EventType.RunCancelRequested), { callback: (err, m) => {
       if (err === null) this.onCancelRequest(m.subject, m.headers, m.data)
     } })
@@ -263,6 +268,7 @@ export class Worker {
       for (const name of this.opts.queues) queues.push(await this.openQueue(store, name))
     } catch (err) {
       cancelSub.unsubscribe()
+      this.ends?.stop()
       if (signal.aborted) return
       throw err
     }
@@ -279,6 +285,7 @@ export class Worker {
       await this.waitInflight(abandonGrace + 5_000)
     }
     cancelSub.unsubscribe()
+    this.ends?.stop()
     await announcer?.stop()
     await conn.nc.flush().catch(() => undefined)
     this.log.info('worker stopped', { worker: this.opts.name, stats: this.counters })
@@ -517,11 +524,14 @@ export class Worker {
 
   // runEnded reports whether the item's run ended; it reads the log (and
   // returns a promise) only for an item that was delivered again or
-  // waited in its queue.
+  // waited in its queue, and of those only when the coordinators' ended
+  // notices cannot tell (endwatch.ts).
   private runEnded(it: Item, queued: number): boolean | Promise<boolean> {
     const runs = this.runs as RunReader
     if (runs.knownEnded(it.run)) return true
-    if (it.delivery === 1 && queued < staleAfter) return false
+    const heard = this.ends?.knows(it.run, Math.floor(Number(it.msg.info.timestampNanos) / 1e6))
+    if (heard?.ended === true) return true
+    if (it.delivery === 1 && (queued < staleAfter || heard?.vouched === true)) return false
     return runs.hasEnded(it.run).catch((err: unknown) => {
       this.log.warn('checking whether the run ended; running the work', { run: it.run, error: errorMessage(err) })
       return false
