@@ -3,6 +3,8 @@ package eventlog_test
 import (
 	"fmt"
 	"hash/fnv"
+	"math/rand/v2"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -100,4 +102,34 @@ func splitParse(subject string) (eventlog.Place, bool) {
 		return eventlog.Place{}, false
 	}
 	return p, p.Run != ""
+}
+
+// ValidToken says what the regexp it replaced said, for every string of
+// interest: each edge of its classes, lengths about its bound, bytes
+// outside ASCII, and random strings over an alphabet mixing all of them.
+func TestValidTokenIsTheRegexp(t *testing.T) {
+	re := regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`)
+	cases := []string{"", "a", "-", "_", "a-", "a_", "0", "Z9", "a.b", "a b", "a*", "a>", "é", "aé", "a\x00", "\xff",
+		strings.Repeat("a", 127), strings.Repeat("a", 128), strings.Repeat("a", 129), "-" + strings.Repeat("a", 10)}
+	alphabet := []byte("aZ09_-.*> \x00\x7f\x80é@[`{/:")
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 20000 {
+		b := make([]byte, rng.IntN(132))
+		for i := range b {
+			b[i] = alphabet[rng.IntN(len(alphabet))]
+		}
+		cases = append(cases, string(b))
+	}
+	for _, s := range cases {
+		if got, want := eventlog.ValidToken(s), re.MatchString(s); got != want {
+			t.Fatalf("ValidToken(%q) = %v, the regexp says %v", s, got, want)
+		}
+	}
+}
+
+func BenchmarkValidToken(b *testing.B) {
+	id := eventlog.NewRunID()
+	for b.Loop() {
+		eventlog.ValidToken(id)
+	}
 }
