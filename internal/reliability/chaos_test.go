@@ -827,11 +827,19 @@ func runChaos(t *testing.T, fleet chaosFleet) {
 	logs := map[string][]*events.Event{}
 	for _, r := range runs {
 		var evs []*events.Event
-		if err := retry(time.Minute, func(ctx context.Context) (err error) {
+		// A stream whose leader was killed may stay leaderless a while
+		// (a full -race suite beside the test once kept it so for over a
+		// minute after every server was healthy: reads got 503s); the
+		// runs' ends were read already, the logs wait for a leader.
+		readFrom := time.Now()
+		if err := retry(3*time.Minute, func(ctx context.Context) (err error) {
 			evs, err = st.Read(ctx, r.id, 0, 0)
 			return err
 		}); err != nil {
 			t.Fatalf("reading run %s: %v", r.id, err)
+		}
+		if d := time.Since(readFrom); d > 10*time.Second {
+			t.Logf("reading run %s took %s: the stream did not answer reads meanwhile", r.id, d.Round(time.Second))
 		}
 		logs[r.id] = evs
 		rep.checkRun(r, evs, ended[r.id])
