@@ -272,6 +272,21 @@ func (a ranked) cmp(b ranked) int {
 	return a.turn - b.turn
 }
 
+// fits reports whether h (a waiter at index i, or -1) may take a free
+// slot of e now: one is free and h is among the first waiters to have
+// them, itself included.
+func fits(e *Entry, h Holder, i int) bool {
+	free := e.free()
+	if free == 0 {
+		return false
+	}
+	line := e
+	if i < 0 {
+		line = &Entry{Holders: e.Holders, Waiters: append(slices.Clone(e.Waiters), h), Served: e.Served}
+	}
+	return indexOf(line.next(free), h) >= 0
+}
+
 func indexOf(hs []Holder, h Holder) int {
 	return slices.IndexFunc(hs, h.same)
 }
@@ -392,18 +407,10 @@ func (l *Limiter) Acquire(ctx context.Context, s Slot, h Holder) (Grant, error) 
 		if i < 0 && e.size()+h.wireSize() > MaxEntryBytes {
 			return false, fmt.Errorf("limit %q key %q: the entry would pass %d bytes: %w", s.Limit, s.Key, MaxEntryBytes, ErrQueueFull)
 		}
-		free := e.free()
-		if free > 0 {
-			// Its place among the waiters, itself included.
-			line := e
-			if i < 0 {
-				line = &Entry{Holders: e.Holders, Waiters: append(slices.Clone(e.Waiters), h), Served: e.Served}
-			}
-			if indexOf(line.next(free), h) >= 0 {
-				e.grant(h, i)
-				g = Grant{Granted: true}
-				return true, nil
-			}
+		if fits(e, h, i) {
+			e.grant(h, i)
+			g = Grant{Granted: true}
+			return true, nil
 		}
 		switch {
 		case i >= 0:

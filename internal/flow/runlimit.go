@@ -85,21 +85,6 @@ func (l *Limiter) AcquireRun(ctx context.Context, s Slot, h Holder, strategy str
 	return g, err
 }
 
-// fits reports whether h (a waiter at index i, or -1) may take a free
-// slot of e now: one is free and h is among the first waiters to have
-// them, itself included.
-func fits(e *Entry, h Holder, i int) bool {
-	free := e.free()
-	if free == 0 {
-		return false
-	}
-	line := e
-	if i < 0 {
-		line = &Entry{Holders: e.Holders, Waiters: append(slices.Clone(e.Waiters), h), Served: e.Served}
-	}
-	return indexOf(line.next(free), h) >= 0
-}
-
 // evictOldest queues h (a waiter at index i, or -1) for the slot of the
 // oldest holder that no earlier waiter evicts, and records that holder in
 // g.Evict and e.Evicts; a waiter already queued gets its holder again.
