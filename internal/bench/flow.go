@@ -115,11 +115,12 @@ func runSpan(ctx context.Context, st events.Store, runs []string) (time.Duration
 	return last.Sub(first), nil
 }
 
-// runPhases splits runs' time, the longest of each: from the start to
-// the first decision about the node (the coordinator's intake), from
-// there to the node's ready (the wait for a slot), from there to the
-// end.
-func runPhases(ctx context.Context, st events.Store, runs []string) (string, error) {
+// Phases splits runs' time, the longest of each: from the start to the
+// first decision about the node (the coordinator's intake), from there to
+// the node's ready (the wait for a slot), from there to the end. The
+// fairness row's notes carry it, and so does the coordinator's
+// TestFlowFigures.
+func Phases(ctx context.Context, st events.Store, runs []string) (string, error) {
 	var intake, slot, rest time.Duration
 	for _, r := range runs {
 		evs, err := st.Read(ctx, r, 0, 0)
@@ -185,7 +186,7 @@ func flowFairness(ctx context.Context, e *env) (Result, error) {
 		if err != nil || big == 0 {
 			return smallT, 0, err
 		}
-		if phases, err = runPhases(ctx, st, small); err != nil {
+		if phases, err = Phases(ctx, st, small); err != nil {
 			return 0, 0, err
 		}
 		bigT, err := runSpan(ctx, st, bigRuns)

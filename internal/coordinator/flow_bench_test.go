@@ -3,7 +3,6 @@ package coordinator_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"slices"
 	"testing"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weft-dev/weft/internal/bench"
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/testkit"
@@ -107,38 +107,12 @@ func flowFairness(t *testing.T) {
 	states := waitEnded(t, st, small, 5*time.Minute)
 	smallT := span(states, small)
 	bigStates := waitEnded(t, st, big, 5*time.Minute)
-	t.Logf("fairness: small key alone %s; beside 1,000 runs of another key %s (%.2fx); the big key's 1,000 runs %s; the small key's runs beside it, at most: %s",
-		aloneT.Round(time.Millisecond), smallT.Round(time.Millisecond), float64(smallT)/float64(aloneT), span(bigStates, big).Round(time.Millisecond), phases(t, st, small))
-}
-
-// phases splits runs' time, the longest of each: from the start to the
-// first decision about the node (the coordinator's intake), from there
-// to the node's ready (the wait for a slot), and from there to the end.
-func phases(t *testing.T, st events.Store, runs []string) string {
-	var intake, slot, rest time.Duration
-	for _, r := range runs {
-		evs, err := st.Read(context.Background(), r, 0, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var started, decided, ready, ended time.Time
-		for _, e := range evs {
-			switch {
-			case e.Type == events.RunStarted:
-				started = e.Time
-			case (e.Type == events.NodeWaiting || e.Type == events.NodeReady) && decided.IsZero():
-				decided = e.Time
-			}
-			if e.Type == events.NodeReady && ready.IsZero() {
-				ready = e.Time
-			}
-			if e.Type == events.RunCompleted {
-				ended = e.Time
-			}
-		}
-		intake, slot, rest = max(intake, decided.Sub(started)), max(slot, ready.Sub(decided)), max(rest, ended.Sub(ready))
+	ph, err := bench.Phases(t.Context(), st, small)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return fmt.Sprintf("intake %s, slot wait %s, ready to end %s", intake.Round(time.Millisecond), slot.Round(time.Millisecond), rest.Round(time.Millisecond))
+	t.Logf("fairness: small key alone %s; beside 1,000 runs of another key %s (%.2fx); the big key's 1,000 runs %s; the small key's runs beside it, at most: %s",
+		aloneT.Round(time.Millisecond), smallT.Round(time.Millisecond), float64(smallT)/float64(aloneT), span(bigStates, big).Round(time.Millisecond), ph)
 }
 
 // A limit that never binds (max 1000 over 300 runs): throughput with and
