@@ -288,7 +288,7 @@ export class Worker {
     this.ends?.stop()
     await announcer?.stop()
     await conn.nc.flush().catch(() => undefined)
-    this.log.info('worker stopped', { worker: this.opts.name, stats: this.counters })
+    this.log.info('worker stopped', { worker: this.opts.name, stats: this.stats() })
     if (!clean) throw new DrainTimeoutError()
   }
 
