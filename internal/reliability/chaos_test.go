@@ -826,21 +826,7 @@ func runChaos(t *testing.T, fleet chaosFleet) {
 	rep := &chaosReport{t: t}
 	logs := map[string][]*events.Event{}
 	for _, r := range runs {
-		var evs []*events.Event
-		// A stream whose leader was killed may stay leaderless a while
-		// (a full -race suite beside the test once kept it so for over a
-		// minute after every server was healthy: reads got 503s); the
-		// runs' ends were read already, the logs wait for a leader.
-		readFrom := time.Now()
-		if err := retry(3*time.Minute, func(ctx context.Context) (err error) {
-			evs, err = st.Read(ctx, r.id, 0, 0)
-			return err
-		}); err != nil {
-			t.Fatalf("reading run %s: %v", r.id, err)
-		}
-		if d := time.Since(readFrom); d > 10*time.Second {
-			t.Logf("reading run %s took %s: the stream did not answer reads meanwhile", r.id, d.Round(time.Second))
-		}
+		evs := readAfterChaos(t, c, st, r.id)
 		logs[r.id] = evs
 		rep.checkRun(r, evs, ended[r.id])
 	}
@@ -1502,4 +1488,63 @@ func stuckCauses(s *projection.State, evs []*events.Event) []string {
 func causeClass(cause string) string {
 	class, _, _ := strings.Cut(cause, " [")
 	return class
+}
+
+// readAfterChaos reads a run's log once the chaos is over. Twice under a
+// full -race suite, every run had ended and every server was healthy, yet
+// the test's connection got 503s ("JetStream system temporarily
+// unavailable") from the server it was on for minutes: the run is then
+// read through a fresh connection to each server in turn, and if none
+// answers, the servers' last log lines say why.
+func readAfterChaos(t *testing.T, c *cluster, st events.Store, run string) []*events.Event {
+	t.Helper()
+	var evs []*events.Event
+	read := func(st events.Store, d time.Duration) error {
+		return retry(d, func(ctx context.Context) (err error) {
+			evs, err = st.Read(ctx, run, 0, 0)
+			return err
+		})
+	}
+	err := read(st, time.Minute)
+	if err == nil {
+		return evs
+	}
+	for _, url := range c.urls {
+		other, oerr := openOn(t, c.roles.Config(t, userClient), url)
+		if oerr != nil {
+			t.Logf("reading run %s through %s: %v", run, url, oerr)
+			continue
+		}
+		rerr := read(other, 30*time.Second)
+		if rerr == nil {
+			t.Logf("read run %s through %s: the test's connection got %v for a minute", run, url, err)
+			return evs
+		}
+		t.Logf("reading run %s through %s: %v", run, url, rerr)
+	}
+	var logs []string
+	for _, l := range c.logs {
+		if strings.HasPrefix(filepath.Base(l), "nats-") {
+			logs = append(logs, "--- "+filepath.Base(l)+":\n"+tail(l, 15))
+		}
+	}
+	t.Fatalf("reading run %s: %v, through every server too\n%s", run, err, strings.Join(logs, "\n"))
+	return nil
+}
+
+// openOn opens the events store through a connection of cfg's user to
+// the server at url alone, closed when the test ends.
+func openOn(t *testing.T, cfg natsconn.Config, url string) (events.Store, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	nc, err := cfg.Connect(url)
+	if err != nil {
+		return nil, err
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	return events.Open(ctx, js, events.WithReplicas(3))
 }
