@@ -111,7 +111,10 @@ func TestScheduleCommands(t *testing.T) {
 		t.Fatalf("trigger: %+v", r)
 	}
 	manual := strings.TrimSpace(r.stdout)
-	from := time.Now().Add(-72 * time.Hour).UTC().Truncate(time.Hour)
+	// Three days back to the second, not to the hour: truncated, a run
+	// of the test between 01:00 and 02:00 UTC took in a fourth fire
+	// (02:00 in Paris is 01:00 UTC), the one at the truncated hour.
+	from := time.Now().Add(-72 * time.Hour).UTC().Truncate(time.Second)
 	r = weft(t, "schedule", "backfill", "nightly", nats, "-from", from.Format(time.RFC3339), "-to", time.Now().UTC().Format(time.RFC3339))
 	if r.code != 0 {
 		t.Fatalf("backfill: %+v", r)
