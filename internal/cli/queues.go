@@ -95,13 +95,16 @@ failure (an HTTP 429's Retry-After) holds the key back, until when.
 				if len(en.Waiters) > 0 {
 					oldest = en.Waiters[0].Since.Local().Format("15:04:05")
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%d\t%s\n", en.Limit, orDash(en.Key), len(en.Holders), en.Max, len(en.Waiters), oldest)
+				fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%d\t%s\n", en.Limit, orDash(en.Key), len(en.Holders), en.Max, en.Waiting(), oldest)
 				if *verbose {
 					for _, h := range en.Holders {
 						fmt.Fprintf(tw, "\t  holds\t%s\t\t\n", h.ID())
 					}
 					for _, h := range en.Waiters {
 						fmt.Fprintf(tw, "\t  waits\t%s\t\t\n", h.ID())
+					}
+					for _, p := range en.Parked {
+						fmt.Fprintf(tw, "\t  parked\t%d more (priority %d, fairness %q)\t\t\n", p.Count, p.Priority, p.Fairness)
 					}
 				}
 			}

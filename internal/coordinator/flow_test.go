@@ -419,3 +419,58 @@ func waitFailedOnce(t *testing.T, st events.Store, run string) {
 	}
 	t.Fatal("the node never failed")
 }
+
+// Sixty runs of one key with max 2, over two coordinators that own
+// different partitions: past a line's cap (2×2+16 in the entry) the
+// waiters park in keys of their own (internal/flow, park.go) and are
+// moved back in as slots change hands. Parking is seen in the bucket;
+// never more than two hold a slot, every run completes once, and no
+// slot, waiter or parked key is left.
+func TestParkedWaitersAcrossPartitions(t *testing.T) {
+	_, st := testkit.Store(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	runWorker(t, ctx, st, "w1")
+	const parts = 4
+	a := runPartitioned(t, st, parts)
+	b := runPartitioned(t, st, parts)
+	waitSpread(t, parts, a, b)
+	js := eventlog.JetStream(st)
+	g := mustGraph(t, fmt.Sprintf(limitedGraph, "20ms", "10s"))
+	runs := startFor(t, st, g, "acme", 60)
+	kv, err := js.KeyValue(ctx, flow.Bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parked := false
+	for deadline := time.Now().Add(10 * time.Second); !parked && time.Now().Before(deadline); {
+		if keys, err := kv.ListKeysFiltered(ctx, "q.>"); err == nil {
+			for range keys.Keys() {
+				parked = true
+			}
+		}
+		// Polls: the parked keys come and go as the runs are decided.
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !parked {
+		t.Fatal("no waiter was parked")
+	}
+	waitEnded(t, st, runs, 90*time.Second)
+	checkExactlyOnce(t, st, runs, 1)
+	checkLimit(t, st, runs, "acme")
+	var left []string
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		left = left[:0]
+		if keys, err := kv.ListKeysFiltered(ctx, "q.>"); err == nil {
+			for k := range keys.Keys() {
+				left = append(left, k)
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		// Polls: a refill deletes the keys it moved in after its write.
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("parked keys left: %v", left)
+}

@@ -90,7 +90,7 @@ func (l *Limiter) writeBatch(ctx context.Context, key string, s Slot, ks *keySta
 	batch := ks.pending
 	ks.pending = nil
 	ks.mu.Unlock()
-	err := l.commit(ctx, key, s, ks, batch)
+	moved, err := l.commit(ctx, key, s, ks, batch)
 	for _, c := range batch {
 		if err != nil {
 			c.err = err
@@ -104,6 +104,12 @@ func (l *Limiter) writeBatch(ctx context.Context, key string, s Slot, ks *keySta
 		ks.writing = false
 	}
 	ks.mu.Unlock()
+	// The parked waiters the write moved in are deleted once it is
+	// written (park.go); one left behind is before its line's After, so
+	// never moved in again, and the sweep deletes it.
+	for _, it := range moved {
+		_, _ = l.kv.Put(ctx, it.Key, nil, it.Rev)
+	}
 }
 
 // commit applies a batch to the key's entry and writes it with one
@@ -114,19 +120,27 @@ func (l *Limiter) writeBatch(ctx context.Context, key string, s Slot, ks *keySta
 // direct gets, which any replica answers, one that is behind included
 // (seen in the chaos test: a grant read back as a wait). It returns the
 // error of the batch as a whole; each change's own error is in the change.
-func (l *Limiter) commit(ctx context.Context, key string, s Slot, ks *keyState, batch []*change) error {
+//
+// After the batch's changes, the lines of waiters that are short in the
+// entry and have waiters parked are refilled (park.go); it returns the
+// parked keys moved in, to be deleted once the entry is written.
+func (l *Limiter) commit(ctx context.Context, key string, s Slot, ks *keyState, batch []*change) ([]Item, error) {
 	for range casRetries {
 		e, rev, err := l.current(ctx, key, ks)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		created := e == nil
 		if created {
 			e = &Entry{Limit: s.Limit, Key: s.Key, Max: s.Max}
 		}
+		e.slack, e.ended = l.slack, nil
 		for _, c := range batch {
 			_, c.err = c.fn(e, created)
 		}
+		// A line not refilled (the bucket did not answer) is at the
+		// next write, or the sweep's.
+		moved, _ := l.refill(ctx, s, e)
 		next, err := l.write(ctx, key, e, rev)
 		if errors.Is(err, ErrConflict) {
 			ks.remember(nil, 0, false)
@@ -134,12 +148,12 @@ func (l *Limiter) commit(ctx context.Context, key string, s Slot, ks *keyState, 
 		}
 		if err != nil {
 			ks.remember(nil, 0, false)
-			return fmt.Errorf("writing flow key %s (limit %q key %q): %w", key, s.Limit, s.Key, err)
+			return nil, fmt.Errorf("writing flow key %s (limit %q key %q): %w", key, s.Limit, s.Key, err)
 		}
 		ks.remember(e, next, true)
-		return nil
+		return moved, nil
 	}
-	return fmt.Errorf("flow key %s (limit %q key %q): %w", key, s.Limit, s.Key, ErrContended)
+	return nil, fmt.Errorf("flow key %s (limit %q key %q): %w", key, s.Limit, s.Key, ErrContended)
 }
 
 // current is the key's entry and its revision: the cached one when there

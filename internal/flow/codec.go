@@ -17,7 +17,8 @@ import (
 //
 //	2{"l":limit,"k":key,"m":max,"t":base,
 //	  "h":[[run,node,iteration,attempt,since-base(,priority(,fairness(,by)))],...],
-//	  "w":[...waiters...],"s":{fairness:served},"e":{waiter id:holder}}
+//	  "w":[...waiters...],"s":{fairness:served},"e":{waiter id:holder},
+//	  "p":{line:{"priority":p,"fairness":f,"count":n,"after":revision}}}
 //
 // base is the earliest Since, in Unix milliseconds, and each holder's
 // Since is stored as milliseconds after it. A holder is some 50 bytes
@@ -65,6 +66,9 @@ func (e *Entry) size() int {
 	}
 	for id, h := range e.Evicts {
 		n += stringSize(id) + 1 + h.wireSize()
+	}
+	for line := range e.Parked {
+		n += 2*stringSize(line) + 64 // the line, its fairness key, its numbers
 	}
 	return n
 }
@@ -127,6 +131,10 @@ func encodeEntry(e *Entry) []byte {
 			b = appendHolder(append(appendString(b, id), ':'), h, base)
 		}
 		b = append(b, '}')
+	}
+	if len(e.Parked) > 0 {
+		p, _ := json.Marshal(e.Parked) // plain fields: always marshals
+		b = append(append(b, `,"p":`...), p...)
 	}
 	return append(b, '}')
 }
@@ -240,6 +248,7 @@ type wireEntry struct {
 	W      []wireHolder          `json:"w"`
 	Served map[string]int        `json:"s"`
 	Evicts map[string]wireHolder `json:"e"`
+	Parked map[string]*Parked    `json:"p"`
 }
 
 type wireHolder []any
@@ -298,7 +307,7 @@ func decodeEntry(b []byte) (*Entry, error) {
 	if err := json.Unmarshal(b[1:], &w); err != nil {
 		return nil, err
 	}
-	e := &Entry{Limit: w.Limit, Key: w.Key, Max: w.Max, Served: w.Served, base: w.Base, hasBase: true}
+	e := &Entry{Limit: w.Limit, Key: w.Key, Max: w.Max, Served: w.Served, Parked: w.Parked, base: w.Base, hasBase: true}
 	var err error
 	if e.Holders, err = holdersOf(w.H, w.Base); err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package flow
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -55,6 +56,19 @@ func (m *memKV) Keys(_ context.Context, prefix string) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+func (m *memKV) After(_ context.Context, prefix string, rev uint64, n int) ([]Item, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []Item
+	for k, v := range m.vals {
+		if strings.HasPrefix(k, prefix) && m.revs[k] > rev {
+			out = append(out, Item{Key: k, Value: v, Rev: m.revs[k]})
+		}
+	}
+	slices.SortFunc(out, func(a, b Item) int { return cmp.Compare(a.Rev, b.Rev) })
+	return out[:min(n, len(out))], nil
 }
 
 func newMemKV() *memKV { return &memKV{vals: map[string][]byte{}, revs: map[string]uint64{}} }

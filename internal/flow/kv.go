@@ -75,6 +75,33 @@ func (j jsKV) Keys(ctx context.Context, prefix string) ([]string, error) {
 	return out, nil
 }
 
+// After lists the keys after a revision with a watcher resumed from it:
+// an ordered consumer of the bucket's stream from rev+1 over prefix's
+// subjects, deletes passed over, stopped once n keys or the keys there
+// when it began were read.
+func (j jsKV) After(ctx context.Context, prefix string, rev uint64, n int) ([]Item, error) {
+	w, err := j.kv.WatchFiltered(ctx, []string{prefix + ">"}, jetstream.IgnoreDeletes(), jetstream.ResumeFromRevision(rev+1))
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = w.Stop() }()
+	var out []Item
+	for len(out) < n {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case e, ok := <-w.Updates():
+			if !ok || e == nil {
+				return out, nil // the keys there when it began were read
+			}
+			if e.Revision() > rev {
+				out = append(out, Item{Key: e.Key(), Value: e.Value(), Rev: e.Revision()})
+			}
+		}
+	}
+	return out, nil
+}
+
 // readerKV is the bucket as a reader sees it: keys listed by direct gets
 // of the bucket's stream (no consumer), gets as jsKV's (direct too, the
 // bucket allowing them).
@@ -98,4 +125,9 @@ func (r readerKV) Keys(ctx context.Context, prefix string) ([]string, error) {
 		return nil
 	})
 	return out, err
+}
+
+// After is not a reader's: readers list entries, not parked waiters.
+func (readerKV) After(context.Context, string, uint64, int) ([]Item, error) {
+	return nil, errors.New("flow: a reader does not list parked waiters")
 }

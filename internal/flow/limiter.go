@@ -117,12 +117,20 @@ type Entry struct {
 	// holder each waiter (by ID) has cancelled to take its slot
 	// (runlimit.go).
 	Evicts map[string]Holder `json:"evicts,omitempty"`
+	// Parked is, by line of waiters (priority and fairness key), those
+	// kept out of the entry, in keys of their own (park.go).
+	Parked map[string]*Parked `json:"parked,omitempty"`
 
 	// base is the time the stored holders' times are relative to (Unix
 	// milliseconds), kept from one write to the next while it is no later
 	// than any of theirs, so their stored forms stay as they were.
 	base    int64
 	hasBase bool
+	// slack is the Limiter's (SetParkSlack), set as the entry is changed.
+	slack int
+	// ended are the attempts released by the batch being written that
+	// were in neither list (maybe parked): its refill leaves them out.
+	ended []Holder
 }
 
 // grant moves h (a waiter at index i, or -1) to the holders and counts
@@ -148,6 +156,9 @@ func (e *Entry) normalize() {
 	}
 	for _, h := range e.Waiters {
 		present[h.Fairness] = true
+	}
+	for _, p := range e.Parked {
+		present[p.Fairness] = true
 	}
 	least := -1
 	for k := range present {
@@ -321,6 +332,9 @@ type Limiter struct {
 	// slots are this process's concurrency keys (by KV key, *keyState):
 	// the changes waiting to be written together (batch.go).
 	slots sync.Map
+	// slack is how many waiters of a line an entry keeps past twice its
+	// max (park.go).
+	slack int
 }
 
 // lock takes this process's lock of a key and returns its unlock.
@@ -344,6 +358,9 @@ type KV interface {
 	Put(ctx context.Context, key string, value []byte, rev uint64) (uint64, error)
 	// Keys lists the keys that start with prefix ("" for all).
 	Keys(ctx context.Context, prefix string) ([]string, error)
+	// After lists up to n keys that start with prefix, with revisions
+	// after rev, in the order of their revisions, deleted keys left out.
+	After(ctx context.Context, prefix string, rev uint64, n int) ([]Item, error)
 }
 
 // New returns a Limiter over kv, with now as its clock (nil: time.Now).
@@ -351,7 +368,7 @@ func New(kv KV, now func() time.Time) *Limiter {
 	if now == nil {
 		now = time.Now
 	}
-	return &Limiter{kv: kv, now: now}
+	return &Limiter{kv: kv, now: now, slack: DefaultParkSlack}
 }
 
 // Open opens the bucket, creating it when missing.
@@ -397,13 +414,21 @@ func (l *Limiter) Acquire(ctx context.Context, s Slot, h Holder) (Grant, error) 
 	}
 	h = l.stamp(h)
 	var g Grant
+	park := false
 	err := l.change(ctx, s, func(e *Entry, created bool) (bool, error) {
-		e.Max = s.Max
+		e.Max, park = s.Max, false
 		if indexOf(e.Holders, h) >= 0 {
 			g = Grant{Granted: true}
 			return false, nil
 		}
 		i := indexOf(e.Waiters, h)
+		if i < 0 && e.mustPark(h) {
+			if e.parkedTotal() >= MaxParked {
+				return false, fmt.Errorf("limit %q key %q: %d attempts wait already: %w", s.Limit, s.Key, e.Waiting(), ErrQueueFull)
+			}
+			g, park = Grant{Position: e.Waiting()}, true
+			return false, nil
+		}
 		if i < 0 && e.size()+h.wireSize() > MaxEntryBytes {
 			return false, fmt.Errorf("limit %q key %q: the entry would pass %d bytes: %w", s.Limit, s.Key, MaxEntryBytes, ErrQueueFull)
 		}
@@ -430,7 +455,10 @@ func (l *Limiter) Acquire(ctx context.Context, s Slot, h Holder) (Grant, error) 
 		g = Grant{Position: len(e.Waiters) - 1}
 		return true, nil
 	})
-	return g, err
+	if err != nil || !park {
+		return g, err
+	}
+	return l.park(ctx, s, h, g) // park.go
 }
 
 // Release gives back h's slot of s (or takes h off the waiters) and, in
@@ -443,8 +471,9 @@ func (l *Limiter) Acquire(ctx context.Context, s Slot, h Holder) (Grant, error) 
 // that still hold them, to be woken again.
 func (l *Limiter) Release(ctx context.Context, s Slot, h Holder) ([]Holder, error) {
 	var handed []Holder
+	var lines []string // the lines h may be parked on, when it was in neither
 	err := l.change(ctx, s, func(e *Entry, created bool) (bool, error) {
-		handed = nil
+		handed, lines = nil, nil
 		if created {
 			return false, nil
 		}
@@ -454,6 +483,12 @@ func (l *Limiter) Release(ctx context.Context, s Slot, h Holder) ([]Holder, erro
 		}
 		if i := indexOf(e.Waiters, h); i >= 0 {
 			e.Waiters, changed = slices.Delete(e.Waiters, i, i+1), true
+		}
+		if !changed && h.Run != "" {
+			for line := range e.Parked {
+				lines = append(lines, line)
+			}
+			e.ended = append(e.ended, h) // not moved in by this write's refill (park.go)
 		}
 		if changed {
 			e.normalize()
@@ -469,6 +504,9 @@ func (l *Limiter) Release(ctx context.Context, s Slot, h Holder) ([]Holder, erro
 		}
 		return changed || n > 0, nil
 	})
+	if err == nil && len(lines) > 0 {
+		_, err = l.unpark(ctx, s, h, lines) // park.go
+	}
 	return handed, err
 }
 
@@ -573,7 +611,7 @@ func (l *Limiter) scan(ctx context.Context, all bool) ([]revEntry, error) {
 		if err != nil {
 			return nil, err
 		}
-		if e != nil && (all || len(e.Holders) > 0 || len(e.Waiters) > 0) {
+		if e != nil && (all || len(e.Holders) > 0 || e.Waiting() > 0) {
 			out = append(out, revEntry{Entry: *e, key: k, rev: rev})
 		}
 	}

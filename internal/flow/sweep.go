@@ -61,7 +61,8 @@ func (l *Limiter) Sweep(ctx context.Context, mine func(run string) bool, live Li
 // sweepEntry sweeps one limit key's entry: deleted when idle; else its
 // dead holders and waiters released, then the waiters that fit woken.
 func (l *Limiter) sweepEntry(ctx context.Context, e revEntry, now time.Time, mine func(run string) bool, live Liveness, wake Waker) (int, error) {
-	if len(e.Holders) == 0 && len(e.Waiters) == 0 {
+	reclaimed, err := l.sweepParked(ctx, e, now, mine, live) // park.go
+	if len(e.Holders) == 0 && len(e.Waiters) == 0 && len(e.Parked) == 0 && err == nil && reclaimed == 0 {
 		// Idle since the last change: deleted, at its revision.
 		l.forget(e.key)
 		if _, err := l.kv.Put(ctx, e.key, nil, e.rev); err != nil && !errors.Is(err, ErrConflict) {
@@ -69,8 +70,7 @@ func (l *Limiter) sweepEntry(ctx context.Context, e revEntry, now time.Time, min
 		}
 		return 0, nil
 	}
-	reclaimed := 0
-	var errs []error
+	errs := []error{err}
 	s := Slot{Limit: e.Limit, Key: e.Key, Max: e.Max}
 	check := func(h Holder, holding bool) {
 		if !mine(h.Run) || now.Sub(h.Since) < Grace {
@@ -106,13 +106,17 @@ func (l *Limiter) sweepEntry(ctx context.Context, e revEntry, now time.Time, min
 		check(h, false)
 	}
 	// Slots free, as read now (none once every release handed its slot
-	// over): handed over to the waiters first in line.
-	cur, _, err := l.get(ctx, e.key)
-	if err != nil || cur == nil || cur.free() == 0 || len(cur.Waiters) == 0 {
-		return reclaimed, errors.Join(append(errs, err)...)
+	// over): handed over to the waiters first in line. Twice at most: a
+	// write that hands over before it moves parked waiters in (park.go)
+	// may leave slots free for the next.
+	for range 2 {
+		cur, _, err := l.get(ctx, e.key)
+		if err != nil || cur == nil || cur.free() == 0 || cur.Waiting() == 0 {
+			return reclaimed, errors.Join(append(errs, err)...)
+		}
+		handed, err := l.Release(ctx, s, Holder{})
+		errs = append(errs, err, wakeAll(ctx, s, handed, wake))
 	}
-	handed, err := l.Release(ctx, s, Holder{})
-	errs = append(errs, err, wakeAll(ctx, s, handed, wake))
 	return reclaimed, errors.Join(errs...)
 }
 

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/weft-dev/weft/internal/coordinator"
-	"github.com/weft-dev/weft/internal/flow"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
@@ -54,7 +53,7 @@ func (s *Sim) newCoord() *coordInstance {
 			k[q] = true
 		}
 	}
-	ci.c = coordinator.New(st, coordinator.WithClock(s.clock.Now), coordinator.WithLogger(s.quiet), coordinator.WithFlow(flow.New(s.flowKV, s.clock.Now)))
+	ci.c = coordinator.New(st, coordinator.WithClock(s.clock.Now), coordinator.WithLogger(s.quiet), coordinator.WithFlow(s.newLimiter()))
 	s.note("coordinator %s starts", ci.name)
 	return ci
 }

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -67,6 +68,29 @@ func (m *memKV) Keys(_ context.Context, prefix string) ([]string, error) {
 	}
 	sort.Strings(out)
 	return out, nil
+}
+
+func (m *memKV) After(_ context.Context, prefix string, rev uint64, n int) ([]flow.Item, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []flow.Item
+	for k, v := range m.vals {
+		if strings.HasPrefix(k, prefix) && v.rev > rev {
+			out = append(out, flow.Item{Key: k, Value: slices.Clone(v.v), Rev: v.rev})
+		}
+	}
+	slices.SortFunc(out, func(a, b flow.Item) int { return cmp.Compare(a.Rev, b.Rev) })
+	return out[:min(n, len(out))], nil
+}
+
+// newLimiter is a limiter of the shared bucket, parking the waiters of a
+// line past twice its key's max (none kept past it, where production
+// keeps flow.DefaultParkSlack more), so that the simulator's few waiters
+// park and are moved back in.
+func (s *Sim) newLimiter() *flow.Limiter {
+	l := flow.New(s.flowKV, s.clock.Now)
+	l.SetParkSlack(0)
+	return l
 }
 
 func (m *memKV) empty() bool {

@@ -228,7 +228,7 @@ func newSim(cfg Config) (*Sim, error) {
 	s.log = newMemLog(s.clock, cfg.DedupWindow)
 	s.store = &memStore{log: s.log}
 	s.flowKV = newMemKV()
-	s.flowLimiter = flow.New(s.flowKV, s.clock.Now)
+	s.flowLimiter = s.newLimiter()
 	s.lastSweep = epoch
 	s.val = newValidator(s)
 	s.coordCons = newConsumer("coordinator", s.clock, coordAckWait)

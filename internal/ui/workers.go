@@ -204,7 +204,7 @@ func (s *server) limits(ctx context.Context) ([]limitView, []flow.RateState, err
 		return limits, rates, err
 	}
 	for _, e := range es {
-		v := limitView{Limit: e.Limit, Key: e.Key, Max: e.Max, Held: len(e.Holders), Waiting: len(e.Waiters), Holders: []string{}, Waiters: []string{}}
+		v := limitView{Limit: e.Limit, Key: e.Key, Max: e.Max, Held: len(e.Holders), Waiting: e.Waiting(), Holders: []string{}, Waiters: []string{}}
 		for _, h := range e.Holders {
 			v.Runs = v.Runs || h.Node == flow.RunNode
 			v.Holders = append(v.Holders, h.ID())

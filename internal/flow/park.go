@@ -1,0 +1,329 @@
+package flow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// Parking keeps a key's waiters out of its entry past a line's first few
+// (the package docs, "Parked waiters"): a key's entry holds, for each
+// line of waiters (a priority and a fairness key), at most lineCap of
+// them; the rest wait in keys of their own, "q.<limit>.<key>.<line>.
+// <attempt>", each created once and deleted once, so a line's parked
+// waiters are in the bucket's stream in the order they came. The entry
+// counts them (Parked) and remembers the revision of the last one moved
+// in; a write of the entry that finds a line short moves the next ones in
+// (refill), in order.
+
+// MaxParked bounds the waiters parked for one key (the sum of its lines'
+// counts): past it, an attempt is refused as one past MaxWaiters was
+// (ErrQueueFull).
+const MaxParked = 100000
+
+// Parked is one line's waiters kept out of the entry.
+type Parked struct {
+	Priority int    `json:"priority,omitempty"`
+	Fairness string `json:"fairness,omitempty"`
+	// Count is how many wait parked. It is counted up by a park after
+	// its key was created and down by the refill that moves it in, or the
+	// release of a parked attempt, so it is at least the number parked
+	// while writes succeed; a sweep sets it to what it finds.
+	Count int `json:"count"`
+	// After is the revision of the last parked key moved in: the next
+	// ones come after it.
+	After uint64 `json:"after,omitempty"`
+}
+
+// lineOf names h's line of waiters: its priority and fairness key.
+func lineOf(h Holder) string { return strconv.Itoa(h.priority()) + "/" + h.Fairness }
+
+// lineCap is how many waiters of one line the entry keeps: twice the
+// key's max and some (Limiter.SetParkSlack), so a batch of releases (at
+// most max slots given back) cannot empty a line that has waiters
+// parked; at most MaxWaiters.
+func (e *Entry) lineCap() int { return min(2*e.Max+e.slack, MaxWaiters) }
+
+// DefaultParkSlack is how many waiters of a line an entry keeps past
+// twice its max before parking them.
+const DefaultParkSlack = 16
+
+// SetParkSlack sets how many waiters of a line an entry keeps past twice
+// its max (DefaultParkSlack): the simulator and tests set it low, so that
+// a few waiters park.
+func (l *Limiter) SetParkSlack(n int) { l.slack = max(n, 0) }
+
+// lineLen counts the entry's waiters of line.
+func (e *Entry) lineLen(line string) int {
+	n := 0
+	for _, w := range e.Waiters {
+		if lineOf(w) == line {
+			n++
+		}
+	}
+	return n
+}
+
+// parked is the count of waiters parked for line (0 when none).
+func (e *Entry) parked(line string) int {
+	if p := e.Parked[line]; p != nil {
+		return p.Count
+	}
+	return 0
+}
+
+// parkedTotal is the count of waiters parked for the key.
+func (e *Entry) parkedTotal() int {
+	n := 0
+	for _, p := range e.Parked {
+		n += p.Count
+	}
+	return n
+}
+
+// Waiting is how many attempts wait for a slot of the key: in the entry
+// and parked.
+func (e *Entry) Waiting() int { return len(e.Waiters) + e.parkedTotal() }
+
+// mustPark reports whether h, neither holding nor waiting in e, waits
+// parked: its line has waiters parked already (they are before it), or as
+// many in the entry as it keeps.
+func (e *Entry) mustPark(h Holder) bool {
+	line := lineOf(h)
+	return e.parked(line) > 0 || e.lineLen(line) >= e.lineCap()
+}
+
+// parkKey is the bucket key of attempt h parked on line for s's key.
+func parkKey(s Slot, line string, h Holder) string { return linePrefix(s, line) + hash(h.ID()) }
+
+// linePrefix is the prefix of the keys of line's waiters parked for s's key.
+func linePrefix(s Slot, line string) string {
+	return "q." + hash(s.Limit) + "." + hash(s.Limit+"\x00"+s.Key) + "." + hash(line) + "."
+}
+
+// park keeps h out of the entry, in its own key, then counts it there:
+// created first, so a refill that lists the line finds every waiter the
+// entry counts (it may find one not counted yet: the count then comes
+// after and is one too many, which the refill mends). A key already there
+// is h asking again. g is h's answer (its place).
+func (l *Limiter) park(ctx context.Context, s Slot, h Holder, g Grant) (Grant, error) {
+	b, err := json.Marshal(h)
+	if err != nil {
+		return Grant{}, err
+	}
+	_, err = l.kv.Put(ctx, parkKey(s, lineOf(h), h), b, 0)
+	again := errors.Is(err, ErrConflict)
+	if err != nil && !again {
+		return Grant{}, fmt.Errorf("parking %s for limit %q key %q: %w", h.ID(), s.Limit, s.Key, err)
+	}
+	line := lineOf(h)
+	err = l.change(ctx, s, func(e *Entry, created bool) (bool, error) {
+		if e.Parked == nil {
+			e.Parked = map[string]*Parked{}
+		}
+		p := e.Parked[line]
+		if p == nil {
+			p = &Parked{Priority: h.Priority, Fairness: h.Fairness}
+			e.Parked[line] = p
+		}
+		switch {
+		case !again:
+			p.Count++
+		case p.Count == 0:
+			// Parked already, and maybe never counted (the count's write
+			// was lost): counted, so that a refill lists the line (and
+			// mends the count to what it finds).
+			p.Count = 1
+		}
+		return true, nil
+	})
+	return g, err
+}
+
+// unpark takes h off the lines it may be parked on (its attempt ended
+// while parked; a release names an attempt, not its line): its key
+// deleted, the line's count down by one. A refill may have moved h into
+// the entry meanwhile (the release's own write, which listed the line
+// after its change): it is taken off the waiters then, its count down
+// already. It reports whether h was parked.
+func (l *Limiter) unpark(ctx context.Context, s Slot, h Holder, lines []string) (bool, error) {
+	for _, line := range lines {
+		key := parkKey(s, line, h)
+		b, rev, err := l.kv.Get(ctx, key)
+		if err != nil {
+			return false, err
+		}
+		deleted := false
+		if b != nil {
+			if _, err := l.kv.Put(ctx, key, nil, rev); err != nil && !errors.Is(err, ErrConflict) {
+				return false, err
+			} else if err == nil {
+				deleted = true
+			}
+		}
+		if !deleted && !l.cachedWaiter(s, h) {
+			continue
+		}
+		found := false
+		err = l.change(ctx, s, func(e *Entry, created bool) (bool, error) {
+			found = false
+			if i := indexOf(e.Waiters, h); i >= 0 {
+				e.Waiters, found = slices.Delete(e.Waiters, i, i+1), true
+				e.normalize()
+			} else if p := e.Parked[line]; deleted && p != nil && p.Count > 0 {
+				p.Count--
+			}
+			return found || deleted, nil
+		})
+		if err != nil || found || deleted {
+			return found || deleted, err
+		}
+	}
+	return false, nil
+}
+
+// refill moves parked waiters into e, line by line, for the lines that
+// have no more in the entry than a batch could hand over (max): up to the
+// line's cap, in the order they were parked. Each batch's write refills
+// after its changes, so a line with waiters parked starts every batch
+// with more than max in the entry, and a batch's releases (at most max)
+// leave it some. It returns the keys moved in, which the caller deletes
+// once e is written (a key left behind is before the line's After, never
+// listed again; the sweep deletes it), and the first error, the lines
+// before it refilled.
+func (l *Limiter) refill(ctx context.Context, s Slot, e *Entry) ([]Item, error) {
+	var moved []Item
+	for line, p := range e.Parked {
+		have := e.lineLen(line)
+		if p.Count <= 0 || have > e.Max {
+			continue
+		}
+		items, err := l.kv.After(ctx, linePrefix(s, line), p.After, e.lineCap()-have)
+		if err != nil {
+			return moved, fmt.Errorf("reading the parked waiters of limit %q key %q: %w", s.Limit, s.Key, err)
+		}
+		for _, it := range items {
+			var h Holder
+			if json.Unmarshal(it.Value, &h) == nil && indexOf(e.Holders, h) < 0 && indexOf(e.Waiters, h) < 0 && indexOf(e.ended, h) < 0 {
+				e.Waiters = append(e.Waiters, h)
+			}
+			p.After = it.Rev
+			moved = append(moved, it)
+		}
+		if want := e.lineCap() - have; len(items) < want {
+			// Every one parked after After was listed: the count comes
+			// back to what is there (a park counted twice, or counted
+			// after its refill, is mended here).
+			p.Count = 0
+		} else {
+			p.Count = max(p.Count-len(items), 1) // more may be there
+		}
+	}
+	// A line with none parked keeps its After (keys moved in may be left
+	// behind, and must not be listed again) until the sweep has deleted
+	// its keys (sweepParked).
+	return moved, nil
+}
+
+// Item is a key's value and revision (KV.After).
+type Item struct {
+	Key   string
+	Value []byte
+	Rev   uint64
+}
+
+// sweepParked sweeps the waiters parked for e's key. A key left behind
+// by a refill (at or before its line's After: moved in) is deleted. Of
+// the others, those of the runs mine accepts and older than Grace: a key
+// whose attempt is no longer live is taken off its line (unpark); a live
+// one on a line the entry does not count (a park whose count was lost) is
+// counted again, so a refill finds it. A line with none parked and no key
+// left is dropped. It returns how many it reclaimed.
+func (l *Limiter) sweepParked(ctx context.Context, e revEntry, now time.Time, mine func(run string) bool, live Liveness) (int, error) {
+	s := Slot{Limit: e.Limit, Key: e.Key, Max: e.Max}
+	keys, err := l.kv.Keys(ctx, "q."+hash(s.Limit)+"."+hash(s.Limit+"\x00"+s.Key)+".")
+	if err != nil {
+		return 0, err
+	}
+	reclaimed := 0
+	left := map[string]bool{} // lines with a key left
+	stranded := map[string]*Parked{}
+	var errs []error
+	for _, k := range keys {
+		b, rev, err := l.kv.Get(ctx, k)
+		var h Holder
+		if err != nil || b == nil || json.Unmarshal(b, &h) != nil {
+			errs = append(errs, err)
+			continue
+		}
+		line := lineOf(h)
+		p := e.Parked[line]
+		if p != nil && rev <= p.After {
+			_, err := l.kv.Put(ctx, k, nil, rev) // moved in, left behind
+			errs = append(errs, err)
+			continue
+		}
+		left[line] = true
+		if !mine(h.Run) || now.Sub(h.Since) < Grace {
+			continue
+		}
+		life, err := live(ctx, s, h)
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+		case life == Gone:
+			ok, err := l.unpark(ctx, s, h, []string{line})
+			if ok {
+				reclaimed++
+			}
+			errs = append(errs, err)
+		case p == nil || p.Count == 0:
+			if stranded[line] == nil {
+				stranded[line] = &Parked{Priority: h.Priority, Fairness: h.Fairness}
+			}
+			stranded[line].Count++
+		}
+	}
+	drop := false
+	for line, p := range e.Parked {
+		drop = drop || (p.Count == 0 && !left[line])
+	}
+	if len(stranded) == 0 && !drop {
+		return reclaimed, errors.Join(errs...)
+	}
+	errs = append(errs, l.change(ctx, s, func(e *Entry, _ bool) (bool, error) {
+		for line, p := range e.Parked {
+			if p.Count == 0 && !left[line] {
+				delete(e.Parked, line)
+			}
+		}
+		for line, sp := range stranded {
+			if e.Parked == nil {
+				e.Parked = map[string]*Parked{}
+			}
+			if p := e.Parked[line]; p == nil {
+				e.Parked[line] = sp
+			} else if p.Count == 0 {
+				p.Count = sp.Count
+			}
+		}
+		if len(e.Parked) == 0 {
+			e.Parked = nil
+		}
+		return true, nil
+	}))
+	return reclaimed, errors.Join(errs...)
+}
+
+// cachedWaiter reports whether the entry of s's key as this process last
+// wrote it has h among its waiters.
+func (l *Limiter) cachedWaiter(s Slot, h Holder) bool {
+	ks := l.keyState(KVKey(s.Limit, s.Key))
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	return ks.known && ks.cached != nil && indexOf(ks.cached.Waiters, h) >= 0
+}
