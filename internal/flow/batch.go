@@ -125,6 +125,7 @@ func (l *Limiter) writeBatch(ctx context.Context, key string, s Slot, ks *keySta
 // entry and have waiters parked are refilled (park.go); it returns the
 // parked keys moved in, to be deleted once the entry is written.
 func (l *Limiter) commit(ctx context.Context, key string, s Slot, ks *keyState, batch []*change) ([]Item, error) {
+	listings := map[string]*listing{} // park.go
 	for range casRetries {
 		e, rev, err := l.current(ctx, key, ks)
 		if err != nil {
@@ -140,7 +141,7 @@ func (l *Limiter) commit(ctx context.Context, key string, s Slot, ks *keyState, 
 		}
 		// A line not refilled (the bucket did not answer) is at the
 		// next write, or the sweep's.
-		moved, _ := l.refill(ctx, s, e)
+		moved, _ := l.refill(ctx, s, e, listings)
 		next, err := l.write(ctx, key, e, rev)
 		if errors.Is(err, ErrConflict) {
 			ks.remember(nil, 0, false)

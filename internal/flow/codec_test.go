@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -114,22 +113,46 @@ func TestEntryCodecRoundTrip(t *testing.T) {
 	}
 }
 
-// An attempt that would take a key's entry past MaxEntryBytes is refused
-// as one past MaxWaiters is; a fairness key is cut to MaxFairnessLen.
+// An attempt that would take a key's entry past MaxEntryBytes waits
+// parked (park.go), and is moved in only when there is room; a fairness
+// key is cut to MaxFairnessLen.
 func TestEntrySizeIsBounded(t *testing.T) {
 	ctx := context.Background()
-	l := New(newMemKV(), nil)
+	kv := newMemKV()
+	l := New(kv, nil)
 	s := Slot{Limit: "g/n", Key: "k", Max: 1}
 	big := strings.Repeat("n", MaxEntryBytes/4)
-	for i, want := range []error{nil, nil, nil, ErrQueueFull} {
-		_, err := l.Acquire(ctx, s, Holder{Run: "r" + string(rune('0'+i)), Node: big, Iteration: 1, Attempt: 1, Fairness: strings.Repeat("é", MaxFairnessLen)})
-		if !errors.Is(err, want) {
-			t.Fatalf("attempt %d: %v, want %v", i, err, want)
+	at := func(i int) Holder {
+		return Holder{Run: "r" + string(rune('0'+i)), Node: big, Iteration: 1, Attempt: 1, Fairness: strings.Repeat("é", MaxFairnessLen)}
+	}
+	for i := range 4 {
+		if g, err := l.Acquire(ctx, s, at(i)); err != nil || g.Granted != (i == 0) {
+			t.Fatalf("attempt %d: %+v %v", i, g, err)
 		}
 	}
 	es, err := l.Entries(ctx)
-	if err != nil || len(es) != 1 || len(es[0].Holders)+len(es[0].Waiters) != 3 {
+	if err != nil || len(es) != 1 || len(es[0].Holders)+len(es[0].Waiters) != 3 || es[0].Waiting() != 3 {
 		t.Fatalf("entries %v %v", len(es), err)
+	}
+	// r3 is moved in once r0's release made room, and granted in turn.
+	var order []string
+	h := at(0)
+	for {
+		wake, err := l.Release(ctx, s, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b, _, _ := kv.Get(ctx, KVKey(s.Limit, s.Key)); len(b) > MaxEntryBytes {
+			t.Fatalf("the entry is %d bytes", len(b))
+		}
+		if len(wake) == 0 {
+			break
+		}
+		h = wake[0]
+		order = append(order, h.Run)
+	}
+	if fmt.Sprint(order) != "[r1 r2 r3]" {
+		t.Fatalf("granted %v, want [r1 r2 r3]", order)
 	}
 	if f := es[0].Holders[0].Fairness; len(f) > MaxFairnessLen || !strings.HasPrefix(f, "éé") || strings.ContainsRune(f, '\uFFFD') {
 		t.Fatalf("fairness key stored as %q (%d bytes)", f, len(f))

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -80,6 +81,9 @@ func (j jsKV) Keys(ctx context.Context, prefix string) ([]string, error) {
 // subjects, deletes passed over, stopped once n keys or the keys there
 // when it began were read.
 func (j jsKV) After(ctx context.Context, prefix string, rev uint64, n int) ([]Item, error) {
+	// Bounded: a key's batch waits on it.
+	ctx, cancel := context.WithTimeout(ctx, afterTimeout)
+	defer cancel()
 	w, err := j.kv.WatchFiltered(ctx, []string{prefix + ">"}, jetstream.IgnoreDeletes(), jetstream.ResumeFromRevision(rev+1))
 	if err != nil {
 		return nil, err
@@ -101,6 +105,9 @@ func (j jsKV) After(ctx context.Context, prefix string, rev uint64, n int) ([]It
 	}
 	return out, nil
 }
+
+// afterTimeout bounds one listing of parked waiters (jsKV.After).
+const afterTimeout = 5 * time.Second
 
 // readerKV is the bucket as a reader sees it: keys listed by direct gets
 // of the bucket's stream (no consumer), gets as jsKV's (direct too, the

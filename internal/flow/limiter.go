@@ -414,51 +414,77 @@ func (l *Limiter) Acquire(ctx context.Context, s Slot, h Holder) (Grant, error) 
 	}
 	h = l.stamp(h)
 	var g Grant
-	park := false
+	var a answer
 	err := l.change(ctx, s, func(e *Entry, created bool) (bool, error) {
-		e.Max, park = s.Max, false
-		if indexOf(e.Holders, h) >= 0 {
-			g = Grant{Granted: true}
-			return false, nil
-		}
-		i := indexOf(e.Waiters, h)
-		if i < 0 && e.mustPark(h) {
-			if e.parkedTotal() >= MaxParked {
-				return false, fmt.Errorf("limit %q key %q: %d attempts wait already: %w", s.Limit, s.Key, e.Waiting(), ErrQueueFull)
-			}
-			g, park = Grant{Position: e.Waiting()}, true
-			return false, nil
-		}
-		if i < 0 && e.size()+h.wireSize() > MaxEntryBytes {
-			return false, fmt.Errorf("limit %q key %q: the entry would pass %d bytes: %w", s.Limit, s.Key, MaxEntryBytes, ErrQueueFull)
-		}
-		if fits(e, h, i) {
-			e.grant(h, i)
-			g = Grant{Granted: true}
-			return true, nil
-		}
-		switch {
-		case i >= 0:
-			g = Grant{Position: i}
-			return false, nil
-		case len(e.Waiters) >= MaxWaiters:
-			return false, fmt.Errorf("limit %q key %q: %d attempts wait already: %w", s.Limit, s.Key, len(e.Waiters), ErrQueueFull)
-		}
-		if created {
+		e.Max = s.Max
+		if created && e.wouldQueue(h) {
 			if n, err := l.keys(ctx, s.Limit); err != nil {
 				return false, err
 			} else if n >= MaxKeys {
 				return false, fmt.Errorf("limit %q: %d keys are in use: %w", s.Limit, n, ErrTooManyKeys)
 			}
 		}
-		e.Waiters = append(e.Waiters, h)
-		g = Grant{Position: len(e.Waiters) - 1}
-		return true, nil
+		var err error
+		g, a, err = e.ask(h)
+		return a == granted || a == queued, err
 	})
-	if err != nil || !park {
+	if err != nil || a != parks {
 		return g, err
 	}
 	return l.park(ctx, s, h, g) // park.go
+}
+
+// answer is what asking for a slot did to the entry (Entry.ask).
+type answer int
+
+const (
+	unchanged answer = iota // held already, or waiting at its place
+	granted                 // a holder now
+	queued                  // a waiter now, in the entry
+	parks                   // to wait parked (park.go)
+)
+
+// ask is h's answer in e: it holds the slot already, takes a free one
+// (Entry.next: first in line), waits at its place, joins the line in the
+// entry, or parks: behind its line's parked waiters, past its line's cap,
+// or past what the entry may hold (MaxWaiters, MaxEntryBytes). Past
+// MaxParked it is refused (ErrQueueFull).
+func (e *Entry) ask(h Holder) (Grant, answer, error) {
+	if indexOf(e.Holders, h) >= 0 {
+		return Grant{Granted: true}, unchanged, nil
+	}
+	if i := indexOf(e.Waiters, h); i >= 0 {
+		if fits(e, h, i) {
+			e.grant(h, i)
+			return Grant{Granted: true}, granted, nil
+		}
+		return Grant{Position: i}, unchanged, nil
+	}
+	switch {
+	case e.mustPark(h) || e.size()+h.wireSize() > MaxEntryBytes:
+		return e.parkAnswer()
+	case fits(e, h, -1):
+		e.grant(h, -1)
+		return Grant{Granted: true}, granted, nil
+	case len(e.Waiters) >= MaxWaiters:
+		return e.parkAnswer()
+	}
+	e.Waiters = append(e.Waiters, h)
+	return Grant{Position: len(e.Waiters) - 1}, queued, nil
+}
+
+// wouldQueue reports whether h, new to e, would wait in the entry.
+func (e *Entry) wouldQueue(h Holder) bool {
+	return indexOf(e.Holders, h) < 0 && indexOf(e.Waiters, h) < 0 && !e.mustPark(h) && !fits(e, h, -1)
+}
+
+// parkAnswer is the answer of an attempt that parks, or is refused past
+// MaxParked.
+func (e *Entry) parkAnswer() (Grant, answer, error) {
+	if e.parkedTotal() >= MaxParked {
+		return Grant{}, unchanged, fmt.Errorf("limit %q key %q: %d attempts wait already: %w", e.Limit, e.Key, e.Waiting(), ErrQueueFull)
+	}
+	return Grant{Position: e.Waiting()}, parks, nil
 }
 
 // Release gives back h's slot of s (or takes h off the waiters) and, in
@@ -484,11 +510,15 @@ func (l *Limiter) Release(ctx context.Context, s Slot, h Holder) ([]Holder, erro
 		if i := indexOf(e.Waiters, h); i >= 0 {
 			e.Waiters, changed = slices.Delete(e.Waiters, i, i+1), true
 		}
+		if len(e.Parked) > 0 && h.Run != "" {
+			// Not moved in by this write's refill (park.go): a key of
+			// h's left parked is passed over.
+			e.ended = append(e.ended, h)
+		}
 		if !changed && h.Run != "" {
 			for line := range e.Parked {
 				lines = append(lines, line)
 			}
-			e.ended = append(e.ended, h) // not moved in by this write's refill (park.go)
 		}
 		if changed {
 			e.normalize()

@@ -37,7 +37,17 @@ type Parked struct {
 	// After is the revision of the last parked key moved in: the next
 	// ones come after it.
 	After uint64 `json:"after,omitempty"`
+	// Ended are the attempts parked on the line that ended (by ID, their
+	// keys' revisions): a refill whose listing was read before their
+	// keys were deleted passes them over. Forgotten once After passes
+	// them; at most maxEnded.
+	Ended map[string]uint64 `json:"ended,omitempty"`
 }
+
+// maxEnded bounds a line's Ended. Past it, an ended attempt's key is only
+// deleted: a listing read before cannot be told it ended, and moves it in
+// (its run's owner gives the slot back when it is handed it, or the sweep).
+const maxEnded = 256
 
 // lineOf names h's line of waiters: its priority and fairness key.
 func lineOf(h Holder) string { return strconv.Itoa(h.priority()) + "/" + h.Fairness }
@@ -115,13 +125,35 @@ func (l *Limiter) park(ctx context.Context, s Slot, h Holder, g Grant) (Grant, e
 	if err != nil {
 		return Grant{}, err
 	}
-	_, err = l.kv.Put(ctx, parkKey(s, lineOf(h), h), b, 0)
+	key := parkKey(s, lineOf(h), h)
+	rev, err := l.kv.Put(ctx, key, b, 0)
 	again := errors.Is(err, ErrConflict)
 	if err != nil && !again {
+		// The key may be there all the same (the reply was lost): taken
+		// away, so that a refill does not move in an attempt that, asked
+		// again, was let in without parking, nor one that ended.
+		if _, rev, gerr := l.kv.Get(ctx, key); gerr == nil && rev > 0 {
+			_, _ = l.kv.Put(ctx, key, nil, rev)
+		}
 		return Grant{}, fmt.Errorf("parking %s for limit %q key %q: %w", h.ID(), s.Limit, s.Key, err)
 	}
 	line := lineOf(h)
+	redundant := false
 	err = l.change(ctx, s, func(e *Entry, created bool) (bool, error) {
+		// h asked again while parked, and a refill moved its key in (and
+		// deleted it) between this answer and the key's creation: h is in
+		// the entry, and the key made now is one too many (moved in too
+		// after h's end, it would be a waiter whose attempt is gone).
+		redundant = true
+		if indexOf(e.Holders, h) >= 0 {
+			g = Grant{Granted: true}
+			return false, nil
+		}
+		if i := indexOf(e.Waiters, h); i >= 0 {
+			g = Grant{Position: i}
+			return false, nil
+		}
+		redundant = false
 		if e.Parked == nil {
 			e.Parked = map[string]*Parked{}
 		}
@@ -141,15 +173,20 @@ func (l *Limiter) park(ctx context.Context, s Slot, h Holder, g Grant) (Grant, e
 		}
 		return true, nil
 	})
+	if err == nil && redundant && !again {
+		_, err = l.kv.Put(ctx, key, nil, rev)
+	}
 	return g, err
 }
 
 // unpark takes h off the lines it may be parked on (its attempt ended
-// while parked; a release names an attempt, not its line): its key
-// deleted, the line's count down by one. A refill may have moved h into
-// the entry meanwhile (the release's own write, which listed the line
-// after its change): it is taken off the waiters then, its count down
-// already. It reports whether h was parked.
+// while parked; a release names an attempt, not its line): on the line
+// whose key of h is there, it is counted down and noted ended (so that a
+// refill whose listing was read before passes it over), then its key is
+// deleted. A refill may have moved h into the entry meanwhile (the
+// release's own write, which listed the line after its change): it is
+// taken off the waiters then, its count down already. It reports whether
+// h was parked.
 func (l *Limiter) unpark(ctx context.Context, s Slot, h Holder, lines []string) (bool, error) {
 	for _, line := range lines {
 		key := parkKey(s, line, h)
@@ -157,31 +194,37 @@ func (l *Limiter) unpark(ctx context.Context, s Slot, h Holder, lines []string) 
 		if err != nil {
 			return false, err
 		}
-		deleted := false
-		if b != nil {
-			if _, err := l.kv.Put(ctx, key, nil, rev); err != nil && !errors.Is(err, ErrConflict) {
-				return false, err
-			} else if err == nil {
-				deleted = true
-			}
-		}
-		if !deleted && !l.cachedWaiter(s, h) {
+		if b == nil && !l.cachedWaiter(s, h) {
 			continue
 		}
-		found := false
 		err = l.change(ctx, s, func(e *Entry, created bool) (bool, error) {
-			found = false
 			if i := indexOf(e.Waiters, h); i >= 0 {
-				e.Waiters, found = slices.Delete(e.Waiters, i, i+1), true
+				e.Waiters = slices.Delete(e.Waiters, i, i+1)
 				e.normalize()
-			} else if p := e.Parked[line]; deleted && p != nil && p.Count > 0 {
-				p.Count--
+				return true, nil
 			}
-			return found || deleted, nil
+			p := e.Parked[line]
+			if b == nil || p == nil || rev <= p.After {
+				return false, nil // moved in and given back already
+			}
+			if _, done := p.Ended[h.ID()]; !done {
+				p.Count = max(p.Count-1, 0)
+				if len(p.Ended) < maxEnded {
+					if p.Ended == nil {
+						p.Ended = map[string]uint64{}
+					}
+					p.Ended[h.ID()] = rev
+				}
+			}
+			return true, nil
 		})
-		if err != nil || found || deleted {
-			return found || deleted, err
+		if err != nil {
+			return false, err
 		}
+		if b != nil {
+			_, _ = l.kv.Put(ctx, key, nil, rev) // else the refill or the sweep
+		}
+		return true, nil
 	}
 	return false, nil
 }
@@ -191,42 +234,92 @@ func (l *Limiter) unpark(ctx context.Context, s Slot, h Holder, lines []string) 
 // line's cap, in the order they were parked. Each batch's write refills
 // after its changes, so a line with waiters parked starts every batch
 // with more than max in the entry, and a batch's releases (at most max)
-// leave it some. It returns the keys moved in, which the caller deletes
-// once e is written (a key left behind is before the line's After, never
-// listed again; the sweep deletes it), and the first error, the lines
-// before it refilled.
-func (l *Limiter) refill(ctx context.Context, s Slot, e *Entry) ([]Item, error) {
+// leave it some. A line's listing is read once per batch (cache), not on
+// every compare-and-set of it: read again on each, it widened the window
+// another process's write falls in, and three processes on one key
+// livelocked. A listing may thus be older than the entry it is applied
+// to: what it lists at or before the line's After was moved in by
+// another write, and an attempt that ended since is in the line's Ended.
+// It returns the keys moved in, which the caller deletes once e is
+// written (a key left behind is before the line's After, never listed
+// again; the sweep deletes it), and the first error, the lines before it
+// refilled.
+func (l *Limiter) refill(ctx context.Context, s Slot, e *Entry, cache map[string]*listing) ([]Item, error) {
 	var moved []Item
 	for line, p := range e.Parked {
 		have := e.lineLen(line)
-		if p.Count <= 0 || have > e.Max {
-			continue
+		want := min(e.lineCap()-have, MaxWaiters-len(e.Waiters))
+		if p.Count <= 0 || have > e.Max || want <= 0 {
+			continue // none parked, enough in the entry, or no room
 		}
-		items, err := l.kv.After(ctx, linePrefix(s, line), p.After, e.lineCap()-have)
+		lst, fresh, err := l.listed(ctx, s, line, p, want, cache)
 		if err != nil {
-			return moved, fmt.Errorf("reading the parked waiters of limit %q key %q: %w", s.Limit, s.Key, err)
+			return moved, err
 		}
-		for _, it := range items {
+		n, full := 0, false
+		for _, it := range lst.items {
+			if it.Rev <= p.After {
+				continue // moved in by another write
+			}
 			var h Holder
-			if json.Unmarshal(it.Value, &h) == nil && indexOf(e.Holders, h) < 0 && indexOf(e.Waiters, h) < 0 && indexOf(e.ended, h) < 0 {
-				e.Waiters = append(e.Waiters, h)
+			bad := json.Unmarshal(it.Value, &h) != nil
+			if !bad && e.size()+h.wireSize() > MaxEntryBytes {
+				full = true // the rest wait for room
+				break
 			}
 			p.After = it.Rev
 			moved = append(moved, it)
+			if _, ended := p.Ended[h.ID()]; ended || bad {
+				continue // counted down when it ended
+			}
+			n++
+			if indexOf(e.Holders, h) < 0 && indexOf(e.Waiters, h) < 0 && indexOf(e.ended, h) < 0 {
+				e.Waiters = append(e.Waiters, h)
+			}
 		}
-		if want := e.lineCap() - have; len(items) < want {
+		for id, rev := range p.Ended {
+			if rev <= p.After {
+				delete(p.Ended, id)
+			}
+		}
+		if fresh && lst.complete && !full {
 			// Every one parked after After was listed: the count comes
 			// back to what is there (a park counted twice, or counted
 			// after its refill, is mended here).
 			p.Count = 0
 		} else {
-			p.Count = max(p.Count-len(items), 1) // more may be there
+			p.Count = max(p.Count-n, 1) // more may be there
 		}
 	}
 	// A line with none parked keeps its After (keys moved in may be left
 	// behind, and must not be listed again) until the sweep has deleted
 	// its keys (sweepParked).
 	return moved, nil
+}
+
+// listing is a line's parked waiters as listed after a revision.
+type listing struct {
+	after    uint64
+	items    []Item
+	complete bool // fewer than asked for: every one there was listed
+}
+
+// listed is line's listing for this batch: the one read already when it
+// still has waiters after the line's After (or listed every one there),
+// else read now from After (fresh).
+func (l *Limiter) listed(ctx context.Context, s Slot, line string, p *Parked, want int, cache map[string]*listing) (*listing, bool, error) {
+	if lst := cache[line]; lst != nil && lst.after <= p.After {
+		if lst.complete || slices.ContainsFunc(lst.items, func(it Item) bool { return it.Rev > p.After }) {
+			return lst, false, nil
+		}
+	}
+	items, err := l.kv.After(ctx, linePrefix(s, line), p.After, want)
+	if err != nil {
+		return nil, false, fmt.Errorf("reading the parked waiters of limit %q key %q: %w", s.Limit, s.Key, err)
+	}
+	lst := &listing{after: p.After, items: items, complete: len(items) < want}
+	cache[line] = lst
+	return lst, true, nil
 }
 
 // Item is a key's value and revision (KV.After).
