@@ -60,7 +60,7 @@ func FullSizes() Sizes {
 		CoordRuns:    1000, CoordNodes: 10, CoordWorkers: 2, CoordProcs: []int{1, 2, 4},
 		FailoverKills: 20, FailoverRate: 40,
 		StartsBurst: 10000, StartsFires: 30,
-		FlowFairBig: 1900, FlowRuns: 1000, FlowRounds: 3, FlowRateWindow: time.Minute,
+		FlowFairBig: 10000, FlowRuns: 1000, FlowRounds: 3, FlowRateWindow: time.Minute,
 		AgentRuns: 100,
 	}
 }

@@ -12,7 +12,8 @@
 // value) is one key of the KV bucket weft-flow (Bucket), "c.<hash>", whose
 // value is an Entry: the limit, the key, its max, the holders (attempt
 // references: run, node, iteration, attempt, since when) and the waiters in
-// the order they came, stored in a compact form (codec.go: each holder a
+// the order they came (past a line's cap, parked in keys of their own:
+// "Parked waiters"), stored in a compact form (codec.go: each holder a
 // short positional array, its time in milliseconds after the entry's
 // earliest, some 50 bytes; it was JSON with named fields, some 130). Every change is a compare-and-set on the key's KV
 // revision (Create when absent, Update at the revision read, Delete at it
@@ -185,6 +186,64 @@
 // needs those overheads near halved, or a small key given more than its
 // share.
 //
+// # Parked waiters
+//
+// A key's entry is written whole on every change, so a key with 10,000
+// waiters in it cost every hand-over a write of half a megabyte, and the
+// intake of a burst (each waiter a write of the growing entry) was
+// quadratic: 10,000 runs of one key behind a limit of 8, with 10 of
+// another key started among them, took 45.8 to 51.9 s, and the small
+// key's runs 38 to 76 times their time alone. So the entry keeps, of each
+// line of waiters (a priority and a fairness key), at most its cap,
+// 2×max + DefaultParkSlack; the rest park (park.go): each in a key of its
+// own, "q.<limit>.<key>.<line>.<attempt>", created once and deleted
+// once, so a line's parked waiters are in the bucket's stream in the
+// order they came, and the entry counts them (Parked: count, and After,
+// the revision of the last one moved in). An attempt parks when its line
+// has waiters parked (they are before it) or as many in the entry as the
+// cap, or when the entry is full (MaxWaiters, MaxEntryBytes). Every write
+// of the key, after its batch's changes, refills a line that has no more
+// in the entry than max: the keys after After, listed in revision order
+// by a watcher resumed from it, up to the cap, are moved in, After moved
+// on, and the keys deleted once the entry is written. So a line with
+// waiters parked starts every batch with more than max in the entry, a
+// batch hands over at most max slots, and the line is never empty while
+// any of it waits: the ranking (Entry.next) sees every line, and within a
+// line first come first served holds across the parked ones.
+//
+// Why it is as safe: a parked waiter holds nothing, and a slot is still
+// granted only in the entry's compare-and-set; what parking may do wrong
+// is lose a waiter or move one in twice. A park creates its key before it
+// counts it, so a listing finds every waiter the count says (a count
+// lost to a crash is mended when the attempt asks again, which finds its
+// key there and counts the line, or by the sweep); a listing that finds
+// fewer than it asked for sets the count to what it found. A key left
+// behind (its write's reply lost, its deletion failed) is at or before
+// After, never listed again, and deleted by the sweep. A line's listing
+// is read once per batch, not on every compare-and-set (read again on
+// each, it widened the window for another process's write, and three
+// processes on one key livelocked), so a listing may be older than the
+// entry it is applied to: what it lists at or before After was moved in
+// by another write, and an attempt parked that ended since (its release
+// finds its key and notes it, by ID and revision, in the line's Ended)
+// is passed over. An attempt that asks again while its key is being
+// moved in may make a second key: its count finds it in the entry, and
+// the key is deleted. TestParkedWaitersKeepTheirOrder,
+// TestParkedWaiterReleased, TestParkCountLost, TestSweepParked and
+// TestBatchedSlotsAcrossProcesses (three processes, one losing a third of
+// its replies; parking since the cap is 22 there) test it here;
+// TestParkedWaitersAcrossPartitions (internal/coordinator) with two
+// coordinators; the simulator parks every waiter past 2×max.
+//
+// With parking, in the flow fairness row of 'make bench' (10,000 runs of
+// a big key and 10 of a small one started at once, a limit of 8 over a
+// 20 ms node): the big key's runs took 40.2 s (45.8 to 51.9 s before);
+// the small key's runs 21 times their time alone (38 to 76 before). What
+// bounds it now is not the bucket but the partition's delivery: the
+// small key's outcome is delivered behind the thousands of the big key's
+// starts still in the stream (an outcome at 313 ms handled at 1,362 ms),
+// which the intake's ranking cannot reach ("Priorities and fairness").
+//
 // # Giving a slot back: the hand-over
 //
 // When the coordinator folds an event after which a holder's attempt is no
@@ -250,14 +309,15 @@
 //
 // # Bounds
 //
-// A limit's max is at most MaxSlots. A key holds at most MaxWaiters waiters
-// (ErrQueueFull) and a limit at most MaxKeys distinct keys with holders or
+// A limit's max is at most MaxSlots. A key's entry holds at most
+// MaxWaiters waiters and parks the rest, at most MaxParked (ErrQueueFull
+// past it), and a limit has at most MaxKeys distinct keys with holders or
 // waiters (ErrTooManyKeys); past either, the attempt is not queued and the
 // run fails with a FlowLimit error naming the limit and the key, so an
 // expression that gives one key per run cannot grow the bucket without
 // bound. An entry's stored form is at most MaxEntryBytes (900 KiB, under
 // the server's default max_payload of 1 MiB): an attempt that would take
-// it past is refused as one past MaxWaiters is (ErrQueueFull); its holders
+// it past parks, and a refill moves in only what fits; its holders
 // are bounded in size too, a fairness key cut to MaxFairnessLen bytes (a
 // concurrency key is at most decider.MaxKeyLen), so MaxSlots holders and
 // MaxWaiters waiters of ordinary ids fit well within it. A key left with no holder and no waiter is kept until the next

@@ -256,27 +256,7 @@ func (l *Limiter) refill(ctx context.Context, s Slot, e *Entry, cache map[string
 		if err != nil {
 			return moved, err
 		}
-		n, full := 0, false
-		for _, it := range lst.items {
-			if it.Rev <= p.After {
-				continue // moved in by another write
-			}
-			var h Holder
-			bad := json.Unmarshal(it.Value, &h) != nil
-			if !bad && e.size()+h.wireSize() > MaxEntryBytes {
-				full = true // the rest wait for room
-				break
-			}
-			p.After = it.Rev
-			moved = append(moved, it)
-			if _, ended := p.Ended[h.ID()]; ended || bad {
-				continue // counted down when it ended
-			}
-			n++
-			if indexOf(e.Holders, h) < 0 && indexOf(e.Waiters, h) < 0 && indexOf(e.ended, h) < 0 {
-				e.Waiters = append(e.Waiters, h)
-			}
-		}
+		n, full := e.moveIn(p, lst.items, &moved)
 		for id, rev := range p.Ended {
 			if rev <= p.After {
 				delete(p.Ended, id)
@@ -295,6 +275,34 @@ func (l *Limiter) refill(ctx context.Context, s Slot, e *Entry, cache map[string
 	// behind, and must not be listed again) until the sweep has deleted
 	// its keys (sweepParked).
 	return moved, nil
+}
+
+// moveIn moves the waiters of items after p's After into e, in order,
+// while they fit, and adds their keys to moved. It returns how many of
+// them it counts off the line (an ended one was counted off when it
+// ended) and whether it stopped for room.
+func (e *Entry) moveIn(p *Parked, items []Item, moved *[]Item) (int, bool) {
+	n := 0
+	for _, it := range items {
+		if it.Rev <= p.After {
+			continue // moved in by another write
+		}
+		var h Holder
+		bad := json.Unmarshal(it.Value, &h) != nil
+		if !bad && e.size()+h.wireSize() > MaxEntryBytes {
+			return n, true // the rest wait for room
+		}
+		p.After = it.Rev
+		*moved = append(*moved, it)
+		if _, ended := p.Ended[h.ID()]; ended || bad {
+			continue // counted down when it ended
+		}
+		n++
+		if indexOf(e.Holders, h) < 0 && indexOf(e.Waiters, h) < 0 && indexOf(e.ended, h) < 0 {
+			e.Waiters = append(e.Waiters, h)
+		}
+	}
+	return n, false
 }
 
 // listing is a line's parked waiters as listed after a revision.
@@ -342,59 +350,86 @@ func (l *Limiter) sweepParked(ctx context.Context, e revEntry, now time.Time, mi
 	if err != nil {
 		return 0, err
 	}
-	reclaimed := 0
-	left := map[string]bool{} // lines with a key left
-	stranded := map[string]*Parked{}
-	var errs []error
+	sw := &parkSweep{l: l, e: e, s: s, now: now, mine: mine, live: live, left: map[string]bool{}, stranded: map[string]*Parked{}}
 	for _, k := range keys {
-		b, rev, err := l.kv.Get(ctx, k)
-		var h Holder
-		if err != nil || b == nil || json.Unmarshal(b, &h) != nil {
-			errs = append(errs, err)
-			continue
-		}
-		line := lineOf(h)
-		p := e.Parked[line]
-		if p != nil && rev <= p.After {
-			_, err := l.kv.Put(ctx, k, nil, rev) // moved in, left behind
-			errs = append(errs, err)
-			continue
-		}
-		left[line] = true
-		if !mine(h.Run) || now.Sub(h.Since) < Grace {
-			continue
-		}
-		life, err := live(ctx, s, h)
-		switch {
-		case err != nil:
-			errs = append(errs, err)
-		case life == Gone:
-			ok, err := l.unpark(ctx, s, h, []string{line})
-			if ok {
-				reclaimed++
-			}
-			errs = append(errs, err)
-		case p == nil || p.Count == 0:
-			if stranded[line] == nil {
-				stranded[line] = &Parked{Priority: h.Priority, Fairness: h.Fairness}
-			}
-			stranded[line].Count++
-		}
+		sw.key(ctx, k)
 	}
+	sw.errs = append(sw.errs, sw.recount(ctx))
+	return sw.reclaimed, errors.Join(sw.errs...)
+}
+
+// parkSweep is one sweep of a key's parked waiters (sweepParked).
+type parkSweep struct {
+	l         *Limiter
+	e         revEntry
+	s         Slot
+	now       time.Time
+	mine      func(run string) bool
+	live      Liveness
+	reclaimed int
+	left      map[string]bool    // lines with a key left
+	stranded  map[string]*Parked // lines to count again
+	errs      []error
+}
+
+// key sweeps one parked key (sweepParked).
+func (sw *parkSweep) key(ctx context.Context, k string) {
+	b, rev, err := sw.l.kv.Get(ctx, k)
+	var h Holder
+	if err != nil || b == nil || json.Unmarshal(b, &h) != nil {
+		sw.errs = append(sw.errs, err)
+		return
+	}
+	line := lineOf(h)
+	p := sw.e.Parked[line]
+	if p != nil && rev <= p.After {
+		// Moved in, left behind; while it is there, its line keeps its
+		// After (a line dropped would list it again).
+		if _, err := sw.l.kv.Put(ctx, k, nil, rev); err != nil {
+			sw.left[line] = true
+			sw.errs = append(sw.errs, err)
+		}
+		return
+	}
+	sw.left[line] = true
+	if !sw.mine(h.Run) || sw.now.Sub(h.Since) < Grace {
+		return
+	}
+	life, err := sw.live(ctx, sw.s, h)
+	switch {
+	case err != nil:
+		sw.errs = append(sw.errs, err)
+	case life == Gone:
+		ok, err := sw.l.unpark(ctx, sw.s, h, []string{line})
+		if ok {
+			sw.reclaimed++
+		}
+		sw.errs = append(sw.errs, err)
+	case p == nil || p.Count == 0:
+		if sw.stranded[line] == nil {
+			sw.stranded[line] = &Parked{Priority: h.Priority, Fairness: h.Fairness}
+		}
+		sw.stranded[line].Count++
+	}
+}
+
+// recount writes what the sweep found: lines counted again, lines with
+// none parked and no key left dropped.
+func (sw *parkSweep) recount(ctx context.Context) error {
 	drop := false
-	for line, p := range e.Parked {
-		drop = drop || (p.Count == 0 && !left[line])
+	for line, p := range sw.e.Parked {
+		drop = drop || (p.Count == 0 && !sw.left[line])
 	}
-	if len(stranded) == 0 && !drop {
-		return reclaimed, errors.Join(errs...)
+	if len(sw.stranded) == 0 && !drop {
+		return nil
 	}
-	errs = append(errs, l.change(ctx, s, func(e *Entry, _ bool) (bool, error) {
+	return sw.l.change(ctx, sw.s, func(e *Entry, _ bool) (bool, error) {
 		for line, p := range e.Parked {
-			if p.Count == 0 && !left[line] {
+			if p.Count == 0 && !sw.left[line] {
 				delete(e.Parked, line)
 			}
 		}
-		for line, sp := range stranded {
+		for line, sp := range sw.stranded {
 			if e.Parked == nil {
 				e.Parked = map[string]*Parked{}
 			}
@@ -408,8 +443,7 @@ func (l *Limiter) sweepParked(ctx context.Context, e revEntry, now time.Time, mi
 			e.Parked = nil
 		}
 		return true, nil
-	}))
-	return reclaimed, errors.Join(errs...)
+	})
 }
 
 // cachedWaiter reports whether the entry of s's key as this process last
