@@ -45,7 +45,7 @@ func TestBatchedSlotsAcrossProcesses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := flow.BucketKV(kv)
+	base := flow.BucketKV(js, kv)
 	ls := []*flow.Limiter{flow.New(base, nil), flow.New(base, nil), flow.New(&faultyKV{KV: base}, nil)}
 	s := flow.Slot{Limit: "batch", Key: "k", Max: 3}
 	var holding, peak, granted atomic.Int32
@@ -186,7 +186,7 @@ func TestStaleReadIsNoAnswer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stale := &staleKV{KV: flow.BucketKV(kv), frozen: map[string]frozenValue{}}
+	stale := &staleKV{KV: flow.BucketKV(js, kv), frozen: map[string]frozenValue{}}
 	a, b := flow.New(stale, nil), flow.New(stale, nil)
 	s := flow.Slot{Limit: "stale", Key: "k", Max: 1}
 	r1, r2 := holder("r1", 1), holder("r2", 1)

@@ -377,7 +377,7 @@ func Open(ctx context.Context, js jetstream.JetStream, replicas int, now func() 
 	if err != nil {
 		return nil, fmt.Errorf("opening the flow bucket %s: %w", Bucket, err)
 	}
-	return New(jsKV{kv}, now), nil
+	return New(jsKV{kv, js.Conn()}, now), nil
 }
 
 // Grant is the answer to Acquire.
@@ -675,5 +675,5 @@ func Lookup(ctx context.Context, js jetstream.JetStream) (*Limiter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening the flow bucket %s: %w", Bucket, err)
 	}
-	return New(readerKV{jsKV{kv}, js.Conn()}, nil), nil
+	return New(readerKV{jsKV{kv, js.Conn()}, js.Conn()}, nil), nil
 }

@@ -283,8 +283,8 @@ func TestReleaseHandsOverInOneWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	counted := &countingKV{KV: flow.BucketKV(kv)}
-	l, other := flow.New(counted, nil), flow.New(flow.BucketKV(kv), nil)
+	counted := &countingKV{KV: flow.BucketKV(js, kv)}
+	l, other := flow.New(counted, nil), flow.New(flow.BucketKV(js, kv), nil)
 	s := flow.Slot{Limit: "handover", Key: "k", Max: 2}
 	for i, want := range []bool{true, true, false, false} {
 		h := flow.Holder{Run: fmt.Sprint("r", i), Node: "n", Iteration: 1, Attempt: 1, Priority: []int{0, 0, 0, 5}[i]}

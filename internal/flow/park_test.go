@@ -41,7 +41,7 @@ func TestParkedWaitersKeepTheirOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kv := flow.BucketKV(bucket)
+	kv := flow.BucketKV(js, bucket)
 	l := flow.New(kv, nil)
 	s := flow.Slot{Limit: "park", Max: 2}
 	const big = 300
@@ -178,7 +178,7 @@ func TestParkCountLost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kv := &lossyKV{KV: flow.BucketKV(bucket)}
+	kv := &lossyKV{KV: flow.BucketKV(js, bucket)}
 	l := flow.New(kv, nil)
 	l.SetParkSlack(0)
 	s := flow.Slot{Limit: "park-lost", Max: 1}
@@ -225,7 +225,7 @@ func TestSweepParked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kv := &lossyKV{KV: flow.BucketKV(bucket)}
+	kv := &lossyKV{KV: flow.BucketKV(js, bucket)}
 	kv.lost.Store(1) // nothing lost until the test says so
 	l := flow.New(kv, now)
 	l.SetParkSlack(0)
