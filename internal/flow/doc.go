@@ -204,7 +204,8 @@
 // cap, or when the entry is full (MaxWaiters, MaxEntryBytes). Every write
 // of the key, after its batch's changes, refills a line that has no more
 // in the entry than max: the keys after After, listed in revision order
-// by a watcher resumed from it, up to the cap, are moved in, After moved
+// by the bucket stream's message gets from it (its leader answers: no
+// consumer, and no replica behind), up to the cap, are moved in, After moved
 // on, and the keys deleted once the entry is written. So a line with
 // waiters parked starts every batch with more than max in the entry, a
 // batch hands over at most max slots, and the line is never empty while
