@@ -67,16 +67,21 @@ const DefaultParkSlack = 16
 // a few waiters park.
 func (l *Limiter) SetParkSlack(n int) { l.slack = max(n, 0) }
 
-// lineLen counts the entry's waiters of line.
-func (e *Entry) lineLen(line string) int {
-	n := 0
+// lineLen counts the entry's waiters of h's line (asked of every
+// attempt that is not granted at once: compared field by field, not by
+// lineOf's string, which would be made for every waiter).
+func (e *Entry) lineLen(h Holder) int {
+	prio, n := h.priority(), 0
 	for _, w := range e.Waiters {
-		if lineOf(w) == line {
+		if w.Fairness == h.Fairness && w.priority() == prio {
 			n++
 		}
 	}
 	return n
 }
+
+// line is a holder of p's line (its priority and fairness key).
+func (p *Parked) line() Holder { return Holder{Priority: p.Priority, Fairness: p.Fairness} }
 
 // parked is the count of waiters parked for line (0 when none).
 func (e *Entry) parked(line string) int {
@@ -103,8 +108,7 @@ func (e *Entry) Waiting() int { return len(e.Waiters) + e.parkedTotal() }
 // parked: its line has waiters parked already (they are before it), or as
 // many in the entry as it keeps.
 func (e *Entry) mustPark(h Holder) bool {
-	line := lineOf(h)
-	return e.parked(line) > 0 || e.lineLen(line) >= e.lineCap()
+	return e.parked(lineOf(h)) > 0 || e.lineLen(h) >= e.lineCap()
 }
 
 // parkKey is the bucket key of attempt h parked on line for s's key.
@@ -247,7 +251,7 @@ func (l *Limiter) unpark(ctx context.Context, s Slot, h Holder, lines []string) 
 func (l *Limiter) refill(ctx context.Context, s Slot, e *Entry, cache map[string]*listing) ([]Item, error) {
 	var moved []Item
 	for line, p := range e.Parked {
-		have := e.lineLen(line)
+		have := e.lineLen(p.line())
 		want := min(e.lineCap()-have, MaxWaiters-len(e.Waiters))
 		if p.Count <= 0 || have > e.Max || want <= 0 {
 			continue // none parked, enough in the entry, or no room
@@ -282,14 +286,14 @@ func (l *Limiter) refill(ctx context.Context, s Slot, e *Entry, cache map[string
 // them it counts off the line (an ended one was counted off when it
 // ended) and whether it stopped for room.
 func (e *Entry) moveIn(p *Parked, items []Item, moved *[]Item) (int, bool) {
-	n := 0
+	n, size := 0, e.size()
 	for _, it := range items {
 		if it.Rev <= p.After {
 			continue // moved in by another write
 		}
 		var h Holder
 		bad := json.Unmarshal(it.Value, &h) != nil
-		if !bad && e.size()+h.wireSize() > MaxEntryBytes {
+		if !bad && size+h.wireSize() > MaxEntryBytes {
 			return n, true // the rest wait for room
 		}
 		p.After = it.Rev
@@ -300,6 +304,7 @@ func (e *Entry) moveIn(p *Parked, items []Item, moved *[]Item) (int, bool) {
 		n++
 		if indexOf(e.Holders, h) < 0 && indexOf(e.Waiters, h) < 0 && indexOf(e.ended, h) < 0 {
 			e.Waiters = append(e.Waiters, h)
+			size += h.wireSize()
 		}
 	}
 	return n, false
