@@ -18,6 +18,39 @@ func fairHolder(run, key string) flow.Holder {
 	return flow.Holder{Run: run, Node: "n", Iteration: 1, Attempt: 1, Fairness: key}
 }
 
+// bucketKV is the flow bucket of a fresh server, as a Limiter opens it.
+func bucketKV(t *testing.T) flow.KV {
+	t.Helper()
+	srv := testkit.Server(t)
+	_, js := testkit.Connect(t, srv)
+	bucket, _, err := setup.CreateKV(t.Context(), js, flow.KVConfig(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return flow.BucketKV(js, bucket)
+}
+
+// grantsInTurn gives back the slots of held, then of each holder it
+// hands a slot to, in the order they were granted, until none is handed
+// over; it returns the runs handed a slot, in that order.
+func grantsInTurn(t *testing.T, l *flow.Limiter, s flow.Slot, held ...flow.Holder) []string {
+	t.Helper()
+	var order []string
+	for len(held) > 0 {
+		h := held[0]
+		held = held[1:]
+		wake, err := l.Release(t.Context(), s, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range wake {
+			order = append(order, w.Run)
+			held = append(held, w)
+		}
+	}
+	return order
+}
+
 // stored is the size of a key's entry as the bucket stores it.
 func stored(t *testing.T, kv flow.KV, s flow.Slot) int {
 	t.Helper()
@@ -35,13 +68,7 @@ func stored(t *testing.T, kv flow.KV, s flow.Slot) int {
 // entry beside the big one's first waiters).
 func TestParkedWaitersKeepTheirOrder(t *testing.T) {
 	ctx := t.Context()
-	srv := testkit.Server(t)
-	_, js := testkit.Connect(t, srv)
-	bucket, _, err := setup.CreateKV(ctx, js, flow.KVConfig(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	kv := flow.BucketKV(js, bucket)
+	kv := bucketKV(t)
 	l := flow.New(kv, nil)
 	s := flow.Slot{Limit: "park", Max: 2}
 	const big = 300
@@ -72,20 +99,7 @@ func TestParkedWaitersKeepTheirOrder(t *testing.T) {
 	}
 	// Slots given back one at a time, each holder in the order it was
 	// granted.
-	held := []flow.Holder{fairHolder("big0", "big"), fairHolder("big1", "big")}
-	var order []string
-	for len(held) > 0 {
-		h := held[0]
-		held = held[1:]
-		wake, err := l.Release(ctx, s, h)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, w := range wake {
-			order = append(order, w.Run)
-			held = append(held, w)
-		}
-	}
+	order := grantsInTurn(t, l, s, fairHolder("big0", "big"), fairHolder("big1", "big"))
 	if len(order) != big-2+3 {
 		t.Fatalf("%d granted, want %d", len(order), big-2+3)
 	}
@@ -129,19 +143,7 @@ func TestParkedWaiterReleased(t *testing.T) {
 	if len(es) != 1 || es[0].Waiting() != 4 {
 		t.Fatalf("entries after a parked attempt ended: %+v, want 4 waiting", es)
 	}
-	var order []string
-	h := holder("r0", 1)
-	for {
-		wake, err := l.Release(ctx, s, h)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(wake) == 0 {
-			break
-		}
-		h = wake[0]
-		order = append(order, h.Run)
-	}
+	order := grantsInTurn(t, l, s, holder("r0", 1))
 	if got := strings.Join(order, " "); got != "r1 r2 r3 r5" {
 		t.Fatalf("granted %q, want r1 r2 r3 r5 (r4 ended while parked)", got)
 	}
@@ -172,13 +174,7 @@ func (k *lossyKV) Put(ctx context.Context, key string, value []byte, rev uint64)
 // line is counted again, so the waiter is granted in its turn.
 func TestParkCountLost(t *testing.T) {
 	ctx := t.Context()
-	srv := testkit.Server(t)
-	_, js := testkit.Connect(t, srv)
-	bucket, _, err := setup.CreateKV(ctx, js, flow.KVConfig(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	kv := &lossyKV{KV: flow.BucketKV(js, bucket)}
+	kv := &lossyKV{KV: bucketKV(t)}
 	l := flow.New(kv, nil)
 	l.SetParkSlack(0)
 	s := flow.Slot{Limit: "park-lost", Max: 1}
@@ -193,19 +189,7 @@ func TestParkCountLost(t *testing.T) {
 	if _, err := l.Acquire(ctx, s, holder("r3", 1)); err != nil { // asked again
 		t.Fatal(err)
 	}
-	var order []string
-	h := holder("r0", 1)
-	for {
-		wake, err := l.Release(ctx, s, h)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(wake) == 0 {
-			break
-		}
-		h = wake[0]
-		order = append(order, h.Run)
-	}
+	order := grantsInTurn(t, l, s, holder("r0", 1))
 	if got := strings.Join(order, " "); got != "r1 r2 r3" {
 		t.Fatalf("granted %q, want r1 r2 r3", got)
 	}
@@ -219,13 +203,7 @@ func TestSweepParked(t *testing.T) {
 	var clock atomic.Int64
 	clock.Store(time.Now().UnixNano())
 	now := func() time.Time { return time.Unix(0, clock.Load()) }
-	srv := testkit.Server(t)
-	_, js := testkit.Connect(t, srv)
-	bucket, _, err := setup.CreateKV(ctx, js, flow.KVConfig(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	kv := &lossyKV{KV: flow.BucketKV(js, bucket)}
+	kv := &lossyKV{KV: bucketKV(t)}
 	kv.lost.Store(1) // nothing lost until the test says so
 	l := flow.New(kv, now)
 	l.SetParkSlack(0)
@@ -256,19 +234,7 @@ func TestSweepParked(t *testing.T) {
 	if err != nil || n != 1 {
 		t.Fatalf("sweep: %d %v, want r3 reclaimed", n, err)
 	}
-	var order []string
-	h := holder("r0", 1)
-	for {
-		wake, err := l.Release(ctx, s, h)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(wake) == 0 {
-			break
-		}
-		h = wake[0]
-		order = append(order, h.Run)
-	}
+	order := grantsInTurn(t, l, s, holder("r0", 1))
 	if got := strings.Join(order, " "); got != "r1 r2 r4 r5" {
 		t.Fatalf("granted %q, want r1 r2 r4 r5", got)
 	}
