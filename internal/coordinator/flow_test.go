@@ -181,21 +181,14 @@ func TestConcurrencyLimitByKey(t *testing.T) {
 // The same across two coordinators that own different partitions: the
 // slots are one compare-and-set state for both.
 func TestConcurrencyLimitAcrossPartitions(t *testing.T) {
-	_, st := testkit.Store(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	runWorker(t, ctx, st, "w1")
-	const parts = 4
-	a := runPartitioned(t, st, parts)
-	b := runPartitioned(t, st, parts)
-	waitSpread(t, parts, a, b)
+	st, a, _ := spreadPair(t)
 	g := mustGraph(t, fmt.Sprintf(limitedGraph, "150ms", "10s"))
 	runs := startFor(t, st, g, "acme", 12)
 	waitEnded(t, st, runs, 60*time.Second)
 	checkExactlyOnce(t, st, runs, 1)
 	owners := map[bool]int{}
 	for _, r := range runs {
-		owners[slices.Contains(a.c.Partitions(), eventlog.PartitionOf(r, parts))]++
+		owners[slices.Contains(a.c.Partitions(), eventlog.PartitionOf(r, pairParts))]++
 	}
 	if owners[true] == 0 || owners[false] == 0 {
 		t.Fatalf("the runs were not spread over both coordinators: %v", owners)
@@ -206,7 +199,7 @@ func TestConcurrencyLimitAcrossPartitions(t *testing.T) {
 	woken := grantedWakes(t, st, runs)
 	wokenBy := map[bool]int{}
 	for r := range woken {
-		wokenBy[slices.Contains(a.c.Partitions(), eventlog.PartitionOf(r, parts))]++
+		wokenBy[slices.Contains(a.c.Partitions(), eventlog.PartitionOf(r, pairParts))]++
 	}
 	_, waits := peakHolders(t, st, runs)
 	if len(woken) != waits || wokenBy[true] == 0 || wokenBy[false] == 0 {
@@ -427,14 +420,8 @@ func waitFailedOnce(t *testing.T, st events.Store, run string) {
 // never more than two hold a slot, every run completes once, and no
 // slot, waiter or parked key is left.
 func TestParkedWaitersAcrossPartitions(t *testing.T) {
-	_, st := testkit.Store(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	runWorker(t, ctx, st, "w1")
-	const parts = 4
-	a := runPartitioned(t, st, parts)
-	b := runPartitioned(t, st, parts)
-	waitSpread(t, parts, a, b)
+	st, _, _ := spreadPair(t)
+	ctx := t.Context()
 	js := eventlog.JetStream(st)
 	g := mustGraph(t, fmt.Sprintf(limitedGraph, "20ms", "10s"))
 	runs := startFor(t, st, g, "acme", 60)

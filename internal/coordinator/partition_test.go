@@ -31,6 +31,24 @@ func runPartitioned(t *testing.T, st events.Store, partitions int) *held {
 	return &held{c: c, stop: stop}
 }
 
+// pairParts is the partition count of spreadPair's coordinators.
+const pairParts = 4
+
+// spreadPair is the set-up of the tests of a limit across partitions: a
+// fresh store, a worker, and two coordinators holding pairParts
+// partitions between them, each some.
+func spreadPair(t *testing.T) (events.Store, *held, *held) {
+	t.Helper()
+	_, st := testkit.Store(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	runWorker(t, ctx, st, "w1")
+	a := runPartitioned(t, st, pairParts)
+	b := runPartitioned(t, st, pairParts)
+	waitSpread(t, pairParts, a, b)
+	return st, a, b
+}
+
 // waitSpread waits until the coordinators hold every partition between
 // them, each at most its share, none twice.
 func waitSpread(t *testing.T, partitions int, cs ...*held) {

@@ -77,29 +77,22 @@ func checkEvicted(t *testing.T, run string, s *projection.State) string {
 // two runs of the key in progress (from the log), every run ends, no
 // slot is left.
 func TestRunLimitCancelOldestAcrossPartitions(t *testing.T) {
-	_, st := testkit.Store(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	runWorker(t, ctx, st, "w1")
-	const parts = 4
-	a := runPartitioned(t, st, parts)
-	b := runPartitioned(t, st, parts)
-	waitSpread(t, parts, a, b)
+	st, a, b := spreadPair(t)
 	byA, byB := heldBy(a.c), heldBy(b.c)
 	long := mustGraph(t, fmt.Sprintf(runLimitGraph, "cancel-oldest", "60s"))
 	// The new runs last long enough that the second finds the first
 	// still holding its slot, so that the oldest is old[1].
 	short := mustGraph(t, fmt.Sprintf(runLimitGraph, "cancel-oldest", "3s"))
 
-	old := []string{startOwned(t, st, long, "acme", parts, byA)}
+	old := []string{startOwned(t, st, long, "acme", pairParts, byA)}
 	waitRunning(t, st, old[0])
-	old = append(old, startOwned(t, st, long, "acme", parts, byB))
+	old = append(old, startOwned(t, st, long, "acme", pairParts, byB))
 	waitRunning(t, st, old[1])
 	// old[0] (a's) is the oldest: a run of b's evicts it; then old[1]
 	// (b's) is, and a run of a's evicts it.
 	var newer []string
 	for i, owner := range []func(int) bool{byB, byA} {
-		r := startOwned(t, st, short, "acme", parts, owner)
+		r := startOwned(t, st, short, "acme", pairParts, owner)
 		newer = append(newer, r)
 		s := waitEnded(t, st, []string{old[i]}, 30*time.Second)[old[i]]
 		if got := checkEvicted(t, old[i], s); got != r {
@@ -116,7 +109,7 @@ func TestRunLimitCancelOldestAcrossPartitions(t *testing.T) {
 	burstG := mustGraph(t, fmt.Sprintf(runLimitGraph, "cancel-oldest", "1s"))
 	var burst []string
 	for i := range 8 {
-		burst = append(burst, startOwned(t, st, burstG, "acme", parts, []func(int) bool{byA, byB}[i%2]))
+		burst = append(burst, startOwned(t, st, burstG, "acme", pairParts, []func(int) bool{byA, byB}[i%2]))
 	}
 	checkBurst(t, st, burst)
 	all := slices.Concat(old, newer, burst)

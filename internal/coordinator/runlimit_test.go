@@ -121,21 +121,14 @@ func TestRunLimitQueue(t *testing.T) {
 // The same across two coordinators owning different partitions, which
 // race for the last slot of the key: one compare-and-set state for both.
 func TestRunLimitAcrossPartitions(t *testing.T) {
-	_, st := testkit.Store(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	runWorker(t, ctx, st, "w1")
-	const parts = 4
-	a := runPartitioned(t, st, parts)
-	b := runPartitioned(t, st, parts)
-	waitSpread(t, parts, a, b)
+	st, a, _ := spreadPair(t)
 	g := mustGraph(t, fmt.Sprintf(runLimitGraph, "queue", "100ms"))
 	runs := startFor(t, st, g, "acme", 16)
 	waitEnded(t, st, runs, 90*time.Second)
 	checkExactlyOnce(t, st, runs, 1)
 	owners := map[bool]int{}
 	for _, r := range runs {
-		owners[slices.Contains(a.c.Partitions(), eventlog.PartitionOf(r, parts))]++
+		owners[slices.Contains(a.c.Partitions(), eventlog.PartitionOf(r, pairParts))]++
 	}
 	if owners[true] == 0 || owners[false] == 0 {
 		t.Fatalf("the runs were not spread over both coordinators: %v", owners)
