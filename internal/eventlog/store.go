@@ -338,7 +338,7 @@ func (s *store) confirm(ctx context.Context, m *nats.Msg, seq uint64) error {
 // any replica may answer from behind). It returns nil when there is no
 // such message.
 func (s *store) leaderGet(ctx context.Context, req map[string]any) (*jetstream.RawStreamMsg, error) {
-	return leaderGet(ctx, s.nc, s.cfg.Stream, req)
+	return LeaderGet(ctx, s.nc, s.cfg.Stream, req)
 }
 
 // LeaderLast returns the last message on subject in the events stream,
@@ -368,7 +368,11 @@ func (s *store) LeaderSeq(ctx context.Context, seq uint64) (*jetstream.RawStream
 	return s.leaderGet(ctx, map[string]any{"seq": seq})
 }
 
-func leaderGet(ctx context.Context, nc *nats.Conn, stream string, req map[string]any) (*jetstream.RawStreamMsg, error) {
+// LeaderGet is the JetStream API's message get of stream
+// (STREAM.MSG.GET, answered by the stream's leader, never a replica that
+// is behind), req its request ("seq", "next_by_subj", "last_by_subj"):
+// the message, or nil when there is none.
+func LeaderGet(ctx context.Context, nc *nats.Conn, stream string, req map[string]any) (*jetstream.RawStreamMsg, error) {
 	body, _ := json.Marshal(req)
 	resp, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, body)
 	if err != nil {

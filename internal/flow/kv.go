@@ -2,12 +2,11 @@ package flow
 
 import (
 	"github.com/nats-io/nats.go"
+	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/readmodel"
 	"github.com/weft-dev/weft/internal/setup"
 
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -98,54 +97,23 @@ func (j jsKV) After(ctx context.Context, prefix string, rev uint64, n int) ([]It
 	subject := "$KV." + Bucket + "."
 	var out []Item
 	for seq := rev + 1; len(out) < n; {
-		req, _ := json.Marshal(msgGetRequest{Seq: seq, NextFor: subject + prefix + ">"})
-		resp, err := j.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET.KV_"+Bucket, req)
+		m, err := eventlog.LeaderGet(ctx, j.nc, "KV_"+Bucket, map[string]any{"seq": seq, "next_by_subj": subject + prefix + ">"})
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("reading the flow bucket after %d: %w", seq, err)
 		}
-		var r msgGetResponse
-		if err := json.Unmarshal(resp.Data, &r); err != nil {
-			return nil, err
+		if m == nil {
+			return out, nil // none after seq
 		}
-		if r.Error != nil {
-			if r.Error.Code == 404 {
-				return out, nil // none after seq
-			}
-			return nil, fmt.Errorf("reading the flow bucket after %d: %s (%d)", seq, r.Error.Description, r.Error.ErrCode)
+		if m.Sequence < seq {
+			return nil, fmt.Errorf("reading the flow bucket after %d: the answer is message %d", seq, m.Sequence)
 		}
-		m := r.Message
-		if m == nil || m.Seq < seq {
-			return nil, fmt.Errorf("reading the flow bucket after %d: no message in the answer", seq)
-		}
-		seq = m.Seq + 1
-		if bytes.Contains(m.Header, []byte("KV-Operation")) || bytes.Contains(m.Header, []byte("Nats-Marker-Reason")) {
+		seq = m.Sequence + 1
+		if m.Header.Get("KV-Operation") != "" || m.Header.Get("Nats-Marker-Reason") != "" {
 			continue // a delete or purge marker
 		}
-		out = append(out, Item{Key: strings.TrimPrefix(m.Subject, subject), Value: m.Data, Rev: m.Seq})
+		out = append(out, Item{Key: strings.TrimPrefix(m.Subject, subject), Value: m.Data, Rev: m.Sequence})
 	}
 	return out, nil
-}
-
-// msgGetRequest and msgGetResponse are the JetStream API's message get
-// (STREAM.MSG.GET): the first message at or after Seq on NextFor's
-// subjects; its headers and data base64 in JSON ([]byte decodes them).
-type msgGetRequest struct {
-	Seq     uint64 `json:"seq"`
-	NextFor string `json:"next_by_subj"`
-}
-
-type msgGetResponse struct {
-	Error *struct {
-		Code        int    `json:"code"`
-		ErrCode     int    `json:"err_code"`
-		Description string `json:"description"`
-	} `json:"error"`
-	Message *struct {
-		Subject string `json:"subject"`
-		Seq     uint64 `json:"seq"`
-		Header  []byte `json:"hdrs"`
-		Data    []byte `json:"data"`
-	} `json:"message"`
 }
 
 // afterTimeout bounds one listing of parked waiters (jsKV.After).
