@@ -327,7 +327,8 @@ func WithFlow(l *flow.Limiter) Option { return func(o *options) { o.flow = l } }
 func WithFlowSweep(d time.Duration) Option { return func(o *options) { o.flowSweep = d } }
 
 // WithDurable names the partition consumers (default "coordinator": the
-// consumers are "coordinator-0", "coordinator-1", …). Every coordinator of
+// consumers are "coordinator-0", "coordinator-1", …, and the starts
+// consumers "coordinator-starts-0", …: lanes.go). Every coordinator of
 // a deployment uses the same name.
 func WithDurable(name string) Option { return func(o *options) { o.durable = name } }
 
@@ -532,23 +533,32 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	return nil
 }
 
-// consume reads one partition's consumer until pctx ends, handing its
-// events to their runs' handlers (inflight.go); it takes the consumer up
-// again when its iterator fails.
+// consume reads one partition's consumers (lanes.go) until pctx ends,
+// handing their events to their runs' handlers (inflight.go), and relays
+// its fired timers.
 func (c *Coordinator) consume(pctx context.Context, p int, held *inflight) {
-	log := c.log.With(logattr.Partition, p)
-	var relay sync.WaitGroup
-	relay.Go(func() { c.relayTimers(pctx, p) })
-	defer relay.Wait()
-	defer held.setBound(p, 0)
+	var others sync.WaitGroup
+	others.Go(func() { c.relayTimers(pctx, p) })
+	others.Go(func() { c.consumeLane(pctx, p, startsLane, held) })
+	defer others.Wait()
+	c.consumeLane(pctx, p, progressLane, held)
+}
+
+// consumeLane reads partition p's consumer of lane l until pctx ends; it
+// takes the consumer up again when its iterator fails.
+func (c *Coordinator) consumeLane(pctx context.Context, p int, l lane, held *inflight) {
+	log := c.log.With(logattr.Partition, p, logattr.Lane, l.String())
+	key := laneKey{p: p, lane: l}
+	defer held.setBound(key, 0)
 	for pctx.Err() == nil {
-		cons, err := retry(pctx, log, "setting up the partition consumer", func(ctx context.Context) (jetstream.Consumer, error) {
-			return c.partitionConsumer(ctx, p)
+		cons, err := retry(pctx, log, "setting up the partition's "+l.String()+" consumer", func(ctx context.Context) (jetstream.Consumer, error) {
+			return c.laneConsumer(ctx, p, l)
 		})
 		if err != nil {
 			return
 		}
-		iter, err := cons.Messages(partitionPull(cons.CachedInfo().Config.MaxAckPending)...)
+		info := cons.CachedInfo()
+		iter, err := cons.Messages(partitionPull(info.Config.MaxAckPending)...)
 		if err != nil {
 			log.Warn("consuming a partition", logattr.Error, err)
 			if !sleepCtx(pctx, time.Second) {
@@ -556,8 +566,8 @@ func (c *Coordinator) consume(pctx context.Context, p int, held *inflight) {
 			}
 			continue
 		}
-		held.noteAckWait(cons.CachedInfo().Config.AckWait)
-		held.setBound(p, cons.CachedInfo().Config.MaxAckPending)
+		held.noteAckWait(info.Config.AckWait)
+		held.setBound(key, info.Config.MaxAckPending)
 		stopLag := c.observeLag(cons)
 		stop := context.AfterFunc(pctx, iter.Drain)
 		c.dispatch(pctx, p, iter, held, log)

@@ -215,7 +215,10 @@ func (c *Coordinator) process(ctx context.Context, e *events.Event, redelivered 
 		return nil // not a run's: nothing to decide
 	}
 	for try := 0; ; try++ {
-		ent, fresh, err := c.fold(ctx, e, redelivered)
+		// After a conflict the run is read from the log, even for its
+		// start's first delivery: a start handled after a later event
+		// of its run (lanes.go) may find its run decided.
+		ent, fresh, err := c.fold(ctx, e, redelivered || try > 0)
 		if err != nil || ent == nil {
 			return err
 		}

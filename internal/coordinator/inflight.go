@@ -56,7 +56,7 @@ type inflight struct {
 	held int
 	// bounds holds the max_ack_pending of each partition consumed (see
 	// bound).
-	bounds map[int]int
+	bounds map[laneKey]int
 	wg     sync.WaitGroup
 }
 
@@ -108,23 +108,23 @@ func newInflight(ctx context.Context, c *Coordinator, concurrency int) *inflight
 		size:   concurrency,
 		fixed:  c.opts.maxHeld,
 		runs:   map[string]*runQueue{},
-		bounds: map[int]int{},
+		bounds: map[laneKey]int{},
 	}
 }
 
-// setBound records the max_ack_pending of partition p's consumer while p
-// is consumed here (n > 0), or forgets it (n == 0).
-func (f *inflight) setBound(p, n int) {
+// setBound records the max_ack_pending of a partition's consumer (k)
+// while it is consumed here (n > 0), or forgets it (n == 0).
+func (f *inflight) setBound(k laneKey, n int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if n == 0 {
-		delete(f.bounds, p)
+		delete(f.bounds, k)
 		return
 	}
 	if n < 0 {
 		n = unboundedPartition
 	}
-	f.bounds[p] = n
+	f.bounds[k] = n
 }
 
 // bound is how many events the coordinator may hold: what the server may

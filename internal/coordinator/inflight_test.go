@@ -134,19 +134,19 @@ func TestStoppedCoordinatorHandsHeldEventsBack(t *testing.T) {
 	if _, err := st.Append(ctx, run, events.AnySeq, e); err != nil {
 		t.Fatal(err)
 	}
-	// Both events are delivered to the coordinator and unacknowledged.
-	cons, err := eventlog.JetStream(st).Consumer(ctx, st.StreamName(), coordinator.ConsumerName("coordinator", 0))
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Both events are delivered to the coordinator and unacknowledged,
+	// the start by the starts consumer, the cancel request by the
+	// progress consumer.
+	js, stream := eventlog.JetStream(st), st.StreamName()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		ci, err := cons.Info(ctx)
-		if err == nil && ci.NumAckPending == 2 {
+		starts := ackPendingOf(t, js, stream, coordinator.StartsConsumerName("coordinator", 0))
+		progress := ackPendingOf(t, js, stream, coordinator.ConsumerName("coordinator", 0))
+		if starts == 1 && progress == 1 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the cancel request never reached the coordinator: %+v, %v", ci, err)
+			t.Fatalf("the cancel request never reached the coordinator: %d starts and %d other events held", starts, progress)
 		}
 		// No event says the coordinator holds it (it is in the log
 		// before): the consumer's state is polled.

@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -358,17 +358,23 @@ func (c *Coordinator) replicas(ctx context.Context) int {
 	return max(s.CachedInfo().Config.Replicas, 1)
 }
 
-// partitionConsumer returns the durable consumer of partition p, creating
-// it when missing; an existing one is used as it is.
+// partitionConsumer returns the progress consumer of partition p
+// (lanes.go), creating it when missing, splitting one made before the
+// starts had their own; an existing one is used as it is.
 func (c *Coordinator) partitionConsumer(ctx context.Context, p int) (jetstream.Consumer, error) {
 	name := ConsumerName(c.opts.durable, p)
 	cons, err := c.js.Consumer(ctx, c.store.StreamName(), name)
 	startAt := c.startAt
 	if err == nil {
 		have := cons.CachedInfo().Config
-		want := eventlog.PartitionFilters(p, c.opts.partitions)
-		if strings.Join(filtersOf(have), ",") == strings.Join(want, ",") {
+		want := eventlog.ProgressFilters(p, c.opts.partitions)
+		switch {
+		case slices.Equal(filtersOf(have), want):
 			return cons, nil
+		case slices.Equal(filtersOf(have), eventlog.PartitionFilters(p, c.opts.partitions)):
+			// Made for this count before the starts had a consumer of
+			// their own (lanes.go).
+			return c.splitPartition(ctx, p, cons)
 		}
 		if p == 0 {
 			// Partition 0's consumer records the deployment's count:
@@ -395,7 +401,7 @@ func (c *Coordinator) partitionConsumer(ctx context.Context, p int) (jetstream.C
 	return setup.CreateConsumer(ctx, c.js, c.store.StreamName(), c.partitionConfig(p, startAt))
 }
 
-// partitionConfig is partition p's consumer, delivering from startAt (0:
+// partitionConfig is partition p's progress consumer, delivering from startAt (0:
 // from the start); partition 0's records the partition count and where a
 // repartition started the timer consumers.
 func (c *Coordinator) partitionConfig(p int, startAt uint64) jetstream.ConsumerConfig {
@@ -415,11 +421,7 @@ func (c *Coordinator) partitionConfig(p int, startAt uint64) jetstream.ConsumerC
 	if p == 0 && c.timersStartAt > 0 {
 		cfg.Metadata[timersStartMeta] = strconv.FormatUint(c.timersStartAt, 10)
 	}
-	if f := eventlog.PartitionFilters(p, c.opts.partitions); len(f) == 1 {
-		cfg.FilterSubject = f[0]
-	} else {
-		cfg.FilterSubjects = f
-	}
+	setFilters(&cfg, eventlog.ProgressFilters(p, c.opts.partitions))
 	return cfg
 }
 

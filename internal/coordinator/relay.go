@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -14,7 +13,6 @@ import (
 
 	"github.com/weft-dev/weft/internal/eventlog"
 	"github.com/weft-dev/weft/internal/logattr"
-	"github.com/weft-dev/weft/internal/setup"
 	"github.com/weft-dev/weft/pkg/events"
 )
 
@@ -95,50 +93,33 @@ func (c *Coordinator) relay(ctx context.Context, msg jetstream.Msg, log *slog.Lo
 	_ = msg.Ack()
 }
 
-// timerConsumer returns partition p's consumer of fired timers, creating
-// it when missing.
-//
-// (Like partitionConsumer: use it as it is, replace one left from another
-// partition count, or create it; one decision, kept in one place.)
+// timerConsumer returns partition p's consumer of fired timers, set up
+// as partConsumer says.
 func (c *Coordinator) timerConsumer(ctx context.Context, p int) (jetstream.Consumer, error) {
 	name := c.opts.durable + "-timers-" + strconv.Itoa(p)
-	stream := c.store.TimerStream()
-	cons, err := c.js.Consumer(ctx, stream, name)
-	startAt := c.timersStartAt
-	if err == nil {
-		have := strings.Join(filtersOf(cons.CachedInfo().Config), ",")
-		if have == strings.Join(eventlog.FiredFilters(p, c.opts.partitions), ",") {
-			return cons, nil
-		}
-		// Left from another partition count (repartition.go): replaced,
-		// from where the repartition started the timers.
-		rec, err := c.js.Consumer(ctx, c.store.StreamName(), ConsumerName(c.opts.durable, 0))
-		if err != nil {
-			return nil, err
-		}
-		_, startAt = recordedStarts(rec.CachedInfo().Config)
-		c.log.Warn("replacing a timer consumer left from another partition count", logattr.Consumer, name, logattr.FromSeq, startAt)
-		if err := c.js.DeleteConsumer(ctx, stream, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-			return nil, err
-		}
-	} else if !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return nil, err
-	}
-	cfg := jetstream.ConsumerConfig{
-		Durable:       name,
-		Description:   fmt.Sprintf("Weft coordinator partition %d of %d: fired timers", p, c.opts.partitions),
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       c.opts.ackWait,
-		MaxDeliver:    -1,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-	}
-	if startAt > 0 {
-		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, startAt
-	}
-	if f := eventlog.FiredFilters(p, c.opts.partitions); len(f) == 1 {
-		cfg.FilterSubject = f[0]
-	} else {
-		cfg.FilterSubjects = f
-	}
-	return setup.CreateConsumer(ctx, c.js, stream, cfg)
+	filters := eventlog.FiredFilters(p, c.opts.partitions)
+	return c.partConsumer(ctx, partConsumerSpec{
+		stream: c.store.TimerStream(), name: name, what: "timer",
+		filters: filters,
+		startAt: c.timersStartAt,
+		recorded: func(cfg jetstream.ConsumerConfig) uint64 {
+			_, timers := recordedStarts(cfg)
+			return timers
+		},
+		config: func(startAt uint64) jetstream.ConsumerConfig {
+			cfg := jetstream.ConsumerConfig{
+				Durable:       name,
+				Description:   fmt.Sprintf("Weft coordinator partition %d of %d: fired timers", p, c.opts.partitions),
+				AckPolicy:     jetstream.AckExplicitPolicy,
+				AckWait:       c.opts.ackWait,
+				MaxDeliver:    -1,
+				DeliverPolicy: jetstream.DeliverAllPolicy,
+			}
+			if startAt > 0 {
+				cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, startAt
+			}
+			setFilters(&cfg, filters)
+			return cfg
+		},
+	})
 }

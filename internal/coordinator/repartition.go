@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -29,7 +28,8 @@ import (
 // in flight wait meanwhile, their events kept by the stream, and go on
 // once the new partitions are taken. Repartitioning refuses while another
 // coordinator is announced in the leases bucket; it reads where the old
-// consumers stand, deletes them (and the timer consumers), and creates the
+// consumers stand, deletes them (the progress and starts consumers,
+// lanes.go, and the timer consumers), and creates the
 // new ones starting at the earliest event any old one had not
 // acknowledged: events handled already may be handled again, which
 // de-duplication and the concurrency check make harmless, and no event is
@@ -82,7 +82,7 @@ func (c *Coordinator) checkPartitions(ctx context.Context, kv jetstream.KeyValue
 	if have == c.opts.partitions {
 		return nil
 	}
-	if have == 0 && strings.Join(filtersOf(cfg), ",") == strings.Join(eventlog.PartitionFilters(0, c.opts.partitions), ",") {
+	if have == 0 && slices.Equal(filtersOf(cfg), eventlog.ProgressFilters(0, c.opts.partitions)) {
 		return nil // made without the record, by its filters for this count
 	}
 	if !c.opts.repartition {
@@ -122,13 +122,18 @@ func (c *Coordinator) repartitionTo(ctx context.Context, kv jetstream.KeyValue, 
 	if others > 0 {
 		return fmt.Errorf("%w: repartitioning needs every other coordinator stopped, and %d is announced in %s (a killed one's announcement expires after %s)", ErrPartitionCount, others, LeasesBucket, c.opts.leaseTTL)
 	}
-	old, eventsFrom, err := c.oldPartitions(ctx, c.store.StreamName(), c.opts.durable)
+	old, eventsFrom, err := c.oldPartitions(ctx, c.store.StreamName(), c.opts.durable, c.opts.durable+"-starts")
 	if err != nil {
 		return err
 	}
 	timers, timersFrom, err := c.oldPartitions(ctx, c.store.TimerStream(), c.opts.durable+"-timers")
 	if err != nil {
 		return err
+	}
+	if from, err := c.unconsumedFrom(ctx, have); err != nil {
+		return err
+	} else if from > 0 {
+		eventsFrom = min(eventsFrom, from)
 	}
 	c.log.Warn("repartitioning", logattr.From, countText(have), logattr.To, c.opts.partitions, logattr.EventsFromSeq, eventsFrom, logattr.TimersFromSeq, timersFrom)
 	// Partition 0's consumer first: it records the new count and where
@@ -151,6 +156,9 @@ func (c *Coordinator) repartitionTo(ctx context.Context, kv jetstream.KeyValue, 
 	}
 	for p := range c.opts.partitions {
 		if _, err := c.partitionConsumer(ctx, p); err != nil {
+			return err
+		}
+		if _, err := c.startsConsumer(ctx, p); err != nil {
 			return err
 		}
 		if _, err := c.timerConsumer(ctx, p); err != nil {
@@ -242,10 +250,13 @@ func resumePoint(ctx context.Context, js jetstream.JetStream, stream string, nam
 	return floor + 1, nil
 }
 
-// oldPartitions lists the partition consumers of durable on stream, and
+// oldPartitions lists the partition consumers on stream of the
+// durables (a partition's consumers of one kind are "<durable>-<i>"), and
 // the sequence the new ones resume from.
-func (c *Coordinator) oldPartitions(ctx context.Context, stream, durable string) ([]string, uint64, error) {
-	names, err := c.consumersOf(ctx, stream, func(name string) bool { return partitionIndex(durable, name) >= 0 })
+func (c *Coordinator) oldPartitions(ctx context.Context, stream string, durables ...string) ([]string, uint64, error) {
+	names, err := c.consumersOf(ctx, stream, func(name string) bool {
+		return slices.ContainsFunc(durables, func(d string) bool { return partitionIndex(d, name) >= 0 })
+	})
 	if err != nil {
 		return nil, 0, err
 	}
@@ -265,4 +276,42 @@ func (c *Coordinator) deleteConsumers(ctx context.Context, stream string, names 
 		}
 	}
 	return nil
+}
+
+// unconsumedFrom is where the events begin that no consumer of the old
+// count may have delivered, 0 when there are none: an old partition
+// whose progress or starts consumer was never made (its coordinators
+// stopped before they took it) has passed nothing over, and its events
+// are read again from where the old deployment started its consumers
+// (the start recorded on partition 0's; the stream's start when none
+// is). Without it the resume point, read from the consumers there are,
+// would pass over every start of a partition whose starts consumer was
+// not made yet (TestRepartitionWithLanesMissing).
+func (c *Coordinator) unconsumedFrom(ctx context.Context, have int) (uint64, error) {
+	if have == 0 {
+		return 0, nil // made before the count was recorded, and before the split
+	}
+	stream := c.store.StreamName()
+	var from uint64 = 1
+	if rec, err := c.js.Consumer(ctx, stream, ConsumerName(c.opts.durable, 0)); err == nil {
+		from, _ = recordedStarts(rec.CachedInfo().Config)
+		from = max(from, 1)
+	}
+	for i := range have {
+		cons, err := c.js.Consumer(ctx, stream, ConsumerName(c.opts.durable, i))
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return from, nil
+		} else if err != nil {
+			return 0, err
+		}
+		if slices.Equal(filtersOf(cons.CachedInfo().Config), eventlog.PartitionFilters(i, have)) {
+			continue // made before the split: it delivers the starts too
+		}
+		if _, err := c.js.Consumer(ctx, stream, StartsConsumerName(c.opts.durable, i)); errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return from, nil
+		} else if err != nil {
+			return 0, err
+		}
+	}
+	return 0, nil
 }

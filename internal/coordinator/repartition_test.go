@@ -147,7 +147,7 @@ func TestInterruptedRepartitionFinishes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := cons.CachedInfo().Config.FilterSubjects, eventlog.PartitionFilters(1, 2); strings.Join(got, ",") != strings.Join(want, ",") {
+	if got, want := cons.CachedInfo().Config.FilterSubjects, eventlog.ProgressFilters(1, 2); strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("partition 1's consumer filters %v, want %v", got, want)
 	}
 	if err := stop(); err != nil {

@@ -35,3 +35,6 @@ func Codec(keys Keys) (func(*Event) (*nats.Msg, error), func(string, nats.Header
 
 // LiveConfig is the configuration a store opened with: the live stream's.
 func LiveConfig(s Store) Settings { return s.(*store).cfg.Settings }
+
+// SubsetOf is subsetOf: whether every subject filter a matches, b matches.
+var SubsetOf = subsetOf

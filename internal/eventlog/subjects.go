@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strings"
 )
 
@@ -192,13 +193,66 @@ func StartedSubjects(runID string) []string {
 
 // PartitionFilters returns the subject filters of partition p of n: the
 // runs whose slot is p modulo n. With one partition it is every event.
+// (The coordinators consume a partition in two parts, StartFilters and
+// ProgressFilters; this is the whole, as partition consumers were made
+// before they were split.)
 func PartitionFilters(p, n int) []string {
-	if n <= 1 {
+	return slotFilters(p, n, []string{">"})
+}
+
+// StartFilters are the subject filters of partition p's runs' starts by
+// clients: the coordinators' intake, consumed apart from the runs'
+// progress so that a burst of starts never stands in the stream before
+// the outcomes of runs already going.
+func StartFilters(p, n int) []string {
+	return slotFilters(p, n, []string{classClient + "." + kind(typeRunStarted)})
+}
+
+// ProgressFilters are the subject filters of every other event of
+// partition p's runs: the other client events (cancel requests,
+// signals), the workers', the decisions (a child run's start among them)
+// and the notices. With StartFilters they cover each run's subjects, and
+// no subject is in both (TestPartitionLanes).
+func ProgressFilters(p, n int) []string {
+	return slotFilters(p, n, progressTails)
+}
+
+// progressTails are the subjects' tails after "<slot>.<run>." that
+// ProgressFilters match: every class, and of the client class every kind
+// but the start.
+var progressTails = func() []string {
+	var client []string
+	for _, e := range table {
+		if e.class == classClient && e.kind != kind(typeRunStarted) {
+			client = append(client, classClient+"."+e.kind)
+		}
+	}
+	slices.Sort(client)
+	return append(client, classWorker+".>", classCoordinator+".>", classNotice+".>")
+}()
+
+// slotFilters are the filters of partition p of n's slots (every slot
+// with one partition), one per tail.
+func slotFilters(p, n int, tails []string) []string {
+	slots := []string{"*"}
+	if n > 1 {
+		slots = nil
+		for s := p; s < Slots; s += n {
+			slots = append(slots, slotTokens[s])
+		}
+	}
+	if n <= 1 && len(tails) == 1 && tails[0] == ">" {
 		return []string{AllEvents}
 	}
 	var out []string
-	for s := p; s < Slots; s += n {
-		out = append(out, fmt.Sprintf("%s%02x.>", runPrefix, s))
+	for _, s := range slots {
+		for _, t := range tails {
+			if t == ">" {
+				out = append(out, runPrefix+s+".>")
+				continue
+			}
+			out = append(out, runPrefix+s+".*."+t)
+		}
 	}
 	return out
 }

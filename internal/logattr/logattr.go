@@ -30,6 +30,8 @@ const (
 	Schedule  = "schedule"
 	Trigger   = "trigger"
 	Partition = "partition"
+	// Lane is which of a partition's consumers: "starts" or "progress".
+	Lane = "lane"
 	// Due is when something was due (a schedule's overdue fire, its
 	// next fire armed); Last the latest fire time a schedule handled.
 	Due  = "due"

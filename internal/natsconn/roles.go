@@ -489,12 +489,12 @@ func workerReads(q string) []string {
 }
 
 // coordinatorConsumers are the names of the coordinators' partition
-// consumers (internal/coordinator's ConsumerName), and the durable's own
-// name (a single consumer, as before partitions).
+// consumers (internal/coordinator's ConsumerName and StartsConsumerName),
+// and the durable's own name (a single consumer, as before partitions).
 func (d Deployment) coordinatorConsumers() []string {
 	out := []string{d.Durable}
 	for p := range d.Partitions {
-		out = append(out, d.Durable+"-"+strconv.Itoa(p))
+		out = append(out, d.Durable+"-"+strconv.Itoa(p), d.Durable+"-starts-"+strconv.Itoa(p))
 	}
 	return out
 }

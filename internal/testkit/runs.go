@@ -96,7 +96,7 @@ func CheckExactlyOnce(t testing.TB, st events.Store, runs []string, nodes int) {
 // consumers: where the work stands when a run does not end.
 func logConsumers(t testing.TB, st events.Store) {
 	t.Helper()
-	for _, name := range []string{"coordinator-0", "work-default"} {
+	for _, name := range []string{"coordinator-0", "coordinator-starts-0", "work-default"} {
 		cons, err := eventlog.JetStream(st).Consumer(context.Background(), st.StreamName(), name)
 		if err != nil {
 			continue
