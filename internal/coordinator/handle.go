@@ -468,12 +468,15 @@ func (c *Coordinator) carryOut(ctx context.Context, g *graph.Graph, ent *runEntr
 	}
 	// Known before they are appended, as their echoes may come first (see
 	// ownEchoWhenFull): a local node's work item as pending before it as
-	// an echo.
+	// an echo. Only the decisions the partition consumers deliver come
+	// back (eventlog.Consumed; lanes.go).
 	for _, e := range d.Events {
 		if ent.noteLocal(e) {
 			c.localPending.Store(e.ID, struct{}{})
 		}
-		c.echoes.Store(e.ID, struct{}{})
+		if echoed(e) {
+			c.echoes.Store(e.ID, struct{}{})
+		}
 	}
 	if len(outs) > 0 && c.js != nil && checkpointDue(g, d.Events) {
 		// The checkpoint folds the log up to the outcomes: in it first.
@@ -492,6 +495,11 @@ func (c *Coordinator) carryOut(ctx context.Context, g *graph.Graph, ent *runEntr
 	c.n.decisions.Add(int64(len(d.Events)))
 	ent.noteOwn(d.Events, last)
 	cp.store(ctx, c, last)
+	if ent.state.ContinuedAs != "" && len(ent.own) == 0 {
+		// Continued as new, with no echo to wait for: nothing is left to
+		// decide (see ownEcho).
+		defer c.cache.del(ent.run)
+	}
 	// Child runs whose ids held another writer's events fail their nodes
 	// now that the nodes wait (children.go).
 	if err := c.tellPreempted(ctx, ent.run, preempted, false); err != nil {
@@ -544,9 +552,16 @@ func (ent *runEntry) noteOwn(decided []*events.Event, last uint64) {
 		clear(ent.own)
 	}
 	for _, e := range decided {
-		ent.own[e.ID] = struct{}{}
+		if echoed(e) {
+			ent.own[e.ID] = struct{}{}
+		}
 	}
 }
+
+// echoed reports whether a decision comes back through the partition
+// consumers: a run's start or a local node's work item. The others are
+// not delivered to the coordinator that made them (lanes.go).
+func echoed(e *events.Event) bool { return eventlog.Consumed(e.Subject()) }
 
 // notifyParent tells the parent of an ended child run how it ended.
 func (c *Coordinator) notifyParent(ctx context.Context, ent *runEntry) error {

@@ -16,11 +16,26 @@ import (
 
 // Lanes. A partition's events come to its holder through two durable
 // consumers of the events stream: the progress consumer ("<durable>-<i>",
-// eventlog.ProgressFilters: every event of the partition's runs but a
-// client's start) and the starts consumer ("<durable>-starts-<i>",
-// eventlog.StartFilters: the clients' run starts). Each delivers in
-// stream order, each has its own max_ack_pending, and the holder reads
-// both at once. So a burst of starts waits in the stream, or in the
+// eventlog.ProgressFilters) and the starts consumer
+// ("<durable>-starts-<i>", eventlog.StartFilters: the clients' run
+// starts). Each delivers in stream order, each has its own
+// max_ack_pending, and the holder reads both at once.
+//
+// The progress consumer delivers the runs' other client events, the
+// workers' and the notices, and of the decisions only a run's start by
+// its parent's coordinator and a local node's work item (which its
+// coordinator holds until the node's outcome is in: local.go). A
+// coordinator's other decisions are not delivered back to it: it applied
+// them to its cached run as it appended them, and their echoes were half
+// of what a burst delivered (a node-ready per node, a waiting per run
+// behind a full limit: 9,000 of them in front of one tenant's outcomes
+// when another's burst waited for its slots). A decision of another
+// coordinator (two that both took a run: a pause past the lease) is not
+// delivered either, and needs not be: the next decision either makes
+// for the run is appended under the run's optimistic concurrency, which
+// refuses it, and the run is read again from the log (handle.go,
+// process); and a coordinator that was paused past its lease finds a
+// gap in its deliveries and drops the partition's cached runs (dispatch). So a burst of starts waits in the stream, or in the
 // shards' queue behind the runs in progress (turns.go), and never in
 // front of the outcomes, cancel requests, signals and wakes of the runs
 // already going: with one consumer, a run's outcome published after a

@@ -208,18 +208,22 @@ func StartFilters(p, n int) []string {
 	return slotFilters(p, n, []string{classClient + "." + kind(typeRunStarted)})
 }
 
-// ProgressFilters are the subject filters of every other event of
-// partition p's runs: the other client events (cancel requests,
-// signals), the workers', the decisions (a child run's start among them)
-// and the notices. With StartFilters they cover each run's subjects, and
-// no subject is in both (TestPartitionLanes).
+// ProgressFilters are the subject filters of the other events of
+// partition p's runs that their coordinator must see: the other client
+// events (cancel requests, signals), the workers', the notices, and of
+// the decisions only those a coordinator must see come back: a run's
+// start by its parent's coordinator (a child run, a continuation), and a
+// local node's work item, which its coordinator holds until the node's
+// outcome is in. A coordinator's other decisions are not delivered back
+// to it: it applied them as it appended them. With StartFilters they
+// cover every subject a coordinator consumes, and no subject is in both
+// (TestPartitionLanes).
 func ProgressFilters(p, n int) []string {
 	return slotFilters(p, n, progressTails)
 }
 
 // progressTails are the subjects' tails after "<slot>.<run>." that
-// ProgressFilters match: every class, and of the client class every kind
-// but the start.
+// ProgressFilters match.
 var progressTails = func() []string {
 	var client []string
 	for _, e := range table {
@@ -228,8 +232,20 @@ var progressTails = func() []string {
 		}
 	}
 	slices.Sort(client)
-	return append(client, classWorker+".>", classCoordinator+".>", classNotice+".>")
+	return append(client, classWorker+".>", classNotice+".>",
+		classCoordinator+"."+kind(typeRunStarted), classCoordinator+"."+kind(typeNodeReady)+"."+LocalQueue)
 }()
+
+// Consumed reports whether the coordinators consume the event on subj
+// (StartFilters or ProgressFilters): every event but a coordinator's
+// decisions other than a run's start and a local node's work item.
+func Consumed(subj string) bool {
+	p, ok := Parse(subj)
+	if !ok || p.Class != classCoordinator {
+		return ok
+	}
+	return p.Kind == kind(typeRunStarted) || p.Kind == kind(typeNodeReady) && p.Queue == LocalQueue
+}
 
 // slotFilters are the filters of partition p of n's slots (every slot
 // with one partition), one per tail.

@@ -16,6 +16,7 @@ type delivery struct {
 	msg   *message
 	dseq  uint64 // the consumer sequence, kept across redeliveries
 	count int    // NumDelivered
+	cons  *consumer
 }
 
 // pending is a delivered message not yet acknowledged.
@@ -63,7 +64,7 @@ func (c *consumer) next() (delivery, bool) {
 	if p := c.redeliverable(); p != nil {
 		p.count++
 		p.due = c.clock.now.Add(c.ackWait)
-		return delivery{msg: p.msg, dseq: p.dseq, count: p.count}, true
+		return delivery{msg: p.msg, dseq: p.dseq, count: p.count, cons: c}, true
 	}
 	if len(c.queue) == 0 {
 		return delivery{}, false
@@ -72,7 +73,7 @@ func (c *consumer) next() (delivery, bool) {
 	c.queue = c.queue[1:]
 	c.nextD++
 	c.pending[m.seq] = &pending{msg: m, dseq: c.nextD, count: 1, due: c.clock.now.Add(c.ackWait)}
-	return delivery{msg: m, dseq: c.nextD, count: 1}, true
+	return delivery{msg: m, dseq: c.nextD, count: 1, cons: c}, true
 }
 
 // ack acknowledges a message (any delivery of it).

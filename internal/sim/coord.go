@@ -16,11 +16,11 @@ type coordInstance struct {
 	name  string
 	c     *coordinator.Coordinator
 	inbox []delivery
-	// lastD is the consumer sequence of the last delivery: a gap means
-	// another coordinator took part of the stream, so every cached run is
-	// unverified: the simulator hands a run's next event in as redelivered,
-	// which re-reads it (see doc.go).
-	lastD uint64
+	// lastD is the consumer sequence of the last delivery of each lane: a
+	// gap means another coordinator took part of the stream, so every
+	// cached run is unverified: the simulator hands a run's next event in
+	// as redelivered, which re-reads it (see doc.go).
+	lastD map[*consumer]uint64
 	stale map[string]bool
 	// known holds, per run, the sequences of the log the cached state is
 	// known to hold: read, handled, or decided here. A run's cached state
@@ -34,7 +34,7 @@ type coordInstance struct {
 
 func (s *Sim) newCoord() *coordInstance {
 	s.gen++
-	ci := &coordInstance{name: fmt.Sprintf("c%d", s.gen), stale: map[string]bool{}, known: map[string]map[uint64]bool{}, touched: map[string]bool{}}
+	ci := &coordInstance{name: fmt.Sprintf("c%d", s.gen), lastD: map[*consumer]uint64{}, stale: map[string]bool{}, known: map[string]map[uint64]bool{}, touched: map[string]bool{}}
 	st := &procStore{sim: s, name: ci.name, kind: kindCoordinator}
 	st.onRead = func(run string, evs []*events.Event) {
 		k := map[uint64]bool{}
@@ -58,18 +58,18 @@ func (s *Sim) newCoord() *coordInstance {
 	return ci
 }
 
-// deliverCoord gives the consumer's next message to a coordinator.
-func (s *Sim) deliverCoord(ci *coordInstance) {
-	d, ok := s.coordCons.next()
+// deliverCoord gives a lane's next message to a coordinator.
+func (s *Sim) deliverCoord(ci *coordInstance, l *consumer) {
+	d, ok := l.next()
 	if !ok {
 		return
 	}
-	if ci.lastD != 0 && d.dseq != ci.lastD+1 {
+	if last := ci.lastD[l]; last != 0 && d.dseq != last+1 {
 		for run := range ci.known {
 			ci.stale[run] = true
 		}
 	}
-	ci.lastD = d.dseq
+	ci.lastD[l] = d.dseq
 	ci.inbox = append(ci.inbox, d)
 }
 
@@ -104,7 +104,7 @@ func (s *Sim) handleCoord(ci *coordInstance) {
 	}
 	if err != nil {
 		delete(ci.known, run)
-		s.coordCons.nak(m.seq, backoff(d.count))
+		d.cons.nak(m.seq, backoff(d.count))
 		s.note("%s: %s %d of %s failed: %v", ci.name, short(e.Type), m.seq, run, err)
 		return
 	}
@@ -117,7 +117,7 @@ func (s *Sim) handleCoord(ci *coordInstance) {
 		s.note("%s: ack of %d lost", ci.name, m.seq)
 		return
 	}
-	s.coordCons.ack(m.seq)
+	d.cons.ack(m.seq)
 }
 
 // backoff is the coordinator's wait before an event that failed on its

@@ -128,8 +128,13 @@ type Sim struct {
 	store  *memStore
 	graphs []*simGraph
 
-	coords    []*coordInstance
-	coordCons *consumer
+	coords []*coordInstance
+	// lanes are the partition's two consumers, progress and starts, as
+	// the coordinators' (internal/coordinator lanes.go): each run's
+	// start on the one, what else a coordinator consumes on the other
+	// (eventlog.Consumed), so a start may come after its run's later
+	// events, and a coordinator's own decisions do not come back.
+	lanes     [2]*consumer
 	queues    map[string]*consumer
 	queueList []string
 	workers   []*simWorker
@@ -231,7 +236,7 @@ func newSim(cfg Config) (*Sim, error) {
 	s.flowLimiter = s.newLimiter()
 	s.lastSweep = epoch
 	s.val = newValidator(s)
-	s.coordCons = newConsumer("coordinator", s.clock, coordAckWait)
+	s.lanes = [2]*consumer{newConsumer("coordinator", s.clock, coordAckWait), newConsumer("coordinator-starts", s.clock, coordAckWait)}
 	s.log.onAppend = s.onAppend
 	if cfg.Faults[LateTimer] {
 		s.log.lateTimer = func() time.Duration {
@@ -297,8 +302,12 @@ func (s *Sim) advance(d time.Duration) {
 // onAppend routes every message written to the consumers and the
 // validator.
 func (s *Sim) onAppend(m *message) {
-	if m.run != "" {
-		s.coordCons.add(m)
+	switch {
+	case m.run == "" || !eventlog.Consumed(m.subject):
+	case m.subject == eventlog.StartedSubject(m.run):
+		s.lanes[1].add(m)
+	default:
+		s.lanes[0].add(m)
 	}
 	if m.ev.Refused == nil && m.ev.Type == events.NodeReady {
 		q := m.ev.Queue
@@ -417,10 +426,13 @@ func (s *Sim) clientActions() []action {
 // processActions are the coordinators' and workers' steps possible now.
 func (s *Sim) processActions() []action {
 	var acts []action
-	if s.coordCons.ready() {
+	for _, l := range s.lanes {
+		if !l.ready() {
+			continue
+		}
 		for _, c := range s.coords {
 			if len(c.inbox) < 16 {
-				acts = append(acts, action{"deliver to " + c.name, 10, func() { s.deliverCoord(c) }})
+				acts = append(acts, action{"deliver " + l.name + " to " + c.name, 5, func() { s.deliverCoord(c, l) }})
 			}
 		}
 	}
@@ -505,8 +517,10 @@ func (s *Sim) dueTimes() []time.Time {
 			}
 		}
 	}
-	if t, ok := s.coordCons.nextDue(); ok {
-		ts = append(ts, t)
+	for _, l := range s.lanes {
+		if t, ok := l.nextDue(); ok {
+			ts = append(ts, t)
+		}
 	}
 	for _, q := range s.queueList {
 		if t, ok := s.queues[q].nextDue(); ok {
