@@ -124,30 +124,40 @@ func runSpan(ctx context.Context, st events.Store, runs []string) (time.Duration
 // fairness row's notes carry it, and so does the coordinator's
 // TestFlowFigures.
 func Phases(ctx context.Context, st events.Store, runs []string) (string, error) {
-	var intake, slot, rest time.Duration
+	var intake, slot, woken, rest, outcome time.Duration
 	for _, r := range runs {
 		evs, err := st.Read(ctx, r, 0, 0)
 		if err != nil {
 			return "", err
 		}
-		var started, decided, ready, ended time.Time
+		var started, decided, wake, ready, invoked, ended time.Time
 		for _, e := range evs {
 			switch {
 			case e.Type == events.RunStarted:
 				started = e.Time
 			case (e.Type == events.NodeWaiting || e.Type == events.NodeReady) && decided.IsZero():
 				decided = e.Time
+			case e.Type == events.TimerFired && ready.IsZero():
+				wake = e.Time // the slot's wake (the last before the node was made ready)
 			}
 			if e.Type == events.NodeReady && ready.IsZero() {
 				ready = e.Time
+			}
+			if e.Type == events.NodeInvoked {
+				invoked = e.Time
 			}
 			if e.Type == events.RunCompleted {
 				ended = e.Time
 			}
 		}
+		outcome = max(outcome, ended.Sub(invoked))
 		intake, slot, rest = max(intake, decided.Sub(started)), max(slot, ready.Sub(decided)), max(rest, ended.Sub(ready))
+		if !wake.IsZero() {
+			woken = max(woken, ready.Sub(wake))
+		}
 	}
-	return fmt.Sprintf("intake %s, slot wait %s, ready to end %s", intake.Round(time.Millisecond), slot.Round(time.Millisecond), rest.Round(time.Millisecond)), nil
+	return fmt.Sprintf("intake %s, slot wait %s (of which wake to ready %s), ready to end %s (of which outcome to end %s)",
+		intake.Round(time.Millisecond), slot.Round(time.Millisecond), woken.Round(time.Millisecond), rest.Round(time.Millisecond), outcome.Round(time.Millisecond)), nil
 }
 
 // fairLead is how many of the big key's runs are published before the

@@ -170,7 +170,7 @@ func (f *inflight) drain(run string, q *runQueue, cl runClass) {
 		f.abandon(run)
 		return
 	}
-	defer f.shards.release()
+	defer f.shards.release(cl)
 	for {
 		f.mu.Lock()
 		if len(q.pending) == 0 {

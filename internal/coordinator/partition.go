@@ -20,9 +20,10 @@ import (
 )
 
 // Partitions. Runs are split into a fixed number of partitions by their
-// slot (eventlog.PartitionFilters, eventlog.PartitionOf); each partition is a
-// durable consumer of the events stream ("<durable>-<i>") filtered on its
-// slots. A coordinator consumes a partition only while it holds the
+// slot (eventlog.PartitionFilters, eventlog.PartitionOf); each partition is
+// two durable consumers of the events stream filtered on its slots, one
+// for the runs' starts ("<durable>-starts-<i>") and one for the rest
+// ("<durable>-<i>"; lanes.go). A coordinator consumes a partition only while it holds the
 // partition's lease: a key "lease.<i>" in the KV bucket LeasesBucket, whose
 // keys expire leaseTTL after their last write. The holder renews it every
 // renewEvery with a revision-checked update; when it dies, the key expires

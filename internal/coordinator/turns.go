@@ -27,6 +27,12 @@ import (
 // slots' holders' outcomes came after every start, and no slot changed
 // hands for the 3 s the starts took).
 //
+// Runs starting hold at most a quarter of the shards at once
+// (startShare); the rest are kept for the runs in progress. The partition
+// consumers deliver the starts apart from the rest (lanes.go), so the
+// outcomes are not behind a burst of starts in the stream; this keeps
+// them from being behind it in the process.
+//
 // This order lives in memory only, and that is safe: it decides which
 // held event is handled first, never what is decided. Each run's own
 // events are still handled in delivery order, one at a time, and every
@@ -35,8 +41,9 @@ import (
 // acknowledged, which come again to the partition's next holder. What
 // the ranking reaches is what the coordinator holds: the events the
 // partition consumers delivered (their max_ack_pending, 4,096 over the
-// partitions by default); a key's runs behind a larger burst in the
-// stream wait until they are delivered.
+// partitions by default, for the starts and for the rest each); a key's
+// starts behind a larger burst of starts in the stream wait until they
+// are delivered.
 //
 // A run's class is read from its cached state, or, for the run's start,
 // from the event's data (unless it is sealed); a run neither cached nor
@@ -45,6 +52,12 @@ import (
 type turns struct {
 	mu   sync.Mutex
 	free int
+	// starting counts the shards held by runs starting, which hold at
+	// most startCap: the others are kept for the runs in progress, so a
+	// burst of starts does not take every shard, and the process's CPU
+	// with them, from the outcomes and wakes of the runs going (see
+	// startShare).
+	starting, startCap int
 	// lines holds the runs waiting, by rank (runClass.rank): the
 	// highest first.
 	lines [2 * (eventlog.MaxPriority + 1)]turnLine
@@ -74,14 +87,29 @@ func (cl runClass) rank() int {
 	return r
 }
 
-func newTurns(n int) *turns { return &turns{free: n} }
+// startShare: runs starting may hold one shard in startShare at once.
+// What it buys is a floor under the runs in progress, not speed:
+// measured (go run ./cmd/weftbench -only flow, the fairness row: a
+// burst of 10,000 starts of one tenant beside 10 runs of another), the
+// small tenant's runs took 5.4 times their time alone with every shard
+// open to starts, 5.3 at a quarter (32 of 128) and 4.4 at a sixteenth;
+// but at a sixteenth a burst of one-node runs started 20% slower (the
+// flow rows' 1,000-run bursts: some 2,000 runs/s against 2,500), and at
+// a quarter it did not (and 2,000 × 10 burst's wall clock did not move
+// at either). So a quarter.
+const startShare = 4
+
+func newTurns(n int) *turns { return &turns{free: n, startCap: max(n/startShare, 1)} }
 
 // acquire takes a shard for a run of class cl, waiting its turn; false
 // says ctx ended first (no shard is held then).
 func (t *turns) acquire(ctx context.Context, cl runClass) bool {
 	t.mu.Lock()
-	if t.free > 0 {
+	if t.free > 0 && (!cl.starting || t.starting < t.startCap) {
 		t.free--
+		if cl.starting {
+			t.starting++
+		}
 		t.mu.Unlock()
 		return true
 	}
@@ -104,25 +132,41 @@ func (t *turns) acquire(ctx context.Context, cl runClass) bool {
 	defer t.mu.Unlock()
 	select {
 	case <-ch: // handed over meanwhile: passed on
-		t.handOver()
+		t.giveBack(cl)
 	default:
 		l.remove(cl.key, ch)
 	}
 	return false
 }
 
-// release gives a shard back: to the next run in turn, if any waits.
-func (t *turns) release() {
+// release gives back the shard a run of class cl held: to the next run in
+// turn, if any waits.
+func (t *turns) release(cl runClass) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.giveBack(cl)
+}
+
+// giveBack is release, with mu held.
+func (t *turns) giveBack(cl runClass) {
+	if cl.starting {
+		t.starting--
+	}
 	t.handOver()
 }
 
-// handOver gives a shard to the next waiter, or frees it. Called with mu
-// held.
+// handOver gives a shard to the next waiter, or frees it: runs starting
+// wait while they hold startCap shards. Called with mu held.
 func (t *turns) handOver() {
 	for p := len(t.lines) - 1; p >= 0; p-- {
+		starting := p%2 == 0 // rank: in progress is the odd line of a priority
+		if starting && t.starting >= t.startCap {
+			continue
+		}
 		if ch := t.lines[p].next(); ch != nil {
+			if starting {
+				t.starting++
+			}
 			ch <- struct{}{}
 			return
 		}

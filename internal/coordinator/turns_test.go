@@ -20,7 +20,9 @@ func TestTurnsRankByPriorityThenFairness(t *testing.T) {
 	}
 	got := make(chan string, 16)
 	var waiting []string
+	classes := map[string]runClass{}
 	add := func(name string, cl runClass) {
+		classes[name] = cl
 		ready := make(chan struct{})
 		go func() {
 			close(ready)
@@ -40,11 +42,13 @@ func TestTurnsRankByPriorityThenFairness(t *testing.T) {
 	add("hi", runClass{priority: 5, key: "big"})
 	add("go-on", runClass{key: "big"})
 	var order []string
+	holder := runClass{}
 	for range waiting {
-		tr.release()
+		tr.release(holder)
 		select {
 		case n := <-got:
 			order = append(order, n)
+			holder = classes[n]
 		case <-time.After(30 * time.Second):
 			t.Fatalf("no run was given the shard freed; so far %v", order)
 		}
@@ -53,9 +57,9 @@ func TestTurnsRankByPriorityThenFairness(t *testing.T) {
 	if !slices.Equal(order, want) {
 		t.Fatalf("shards given in the order %v, want %v", order, want)
 	}
-	tr.release()
-	if tr.free != 1 {
-		t.Fatalf("%d shards free after every run gave its back, want 1", tr.free)
+	tr.release(holder)
+	if tr.free != 1 || tr.starting != 0 {
+		t.Fatalf("%d shards free and %d held by starts after every run gave its back, want 1 and 0", tr.free, tr.starting)
 	}
 }
 
@@ -77,7 +81,7 @@ func TestTurnsGiveUpLeavesNoShardBehind(t *testing.T) {
 	if n := tr.waiting(); n != 0 {
 		t.Fatalf("%d runs still in line after the only one gave up", n)
 	}
-	tr.release()
+	tr.release(runClass{})
 	if !tr.acquire(t.Context(), runClass{key: "b"}) {
 		t.Fatal("the shard given back was not free again")
 	}
@@ -105,5 +109,48 @@ func waitFor(t *testing.T, cond func() bool) {
 		}
 		// Polls the turns' state, which other goroutines change.
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// Runs starting hold at most a quarter of the shards: with that many
+// starting, another start waits though shards are free, a run in
+// progress takes one at once, and a start that ends lets the next in.
+func TestStartsLeaveShardsForRunsInProgress(t *testing.T) {
+	ctx := t.Context()
+	tr := newTurns(8)
+	start := runClass{key: "big", starting: true}
+	for i := range 2 {
+		if !tr.acquire(ctx, start) {
+			t.Fatalf("start %d was not given a free shard", i)
+		}
+	}
+	third := make(chan bool, 1)
+	go func() { third <- tr.acquire(ctx, start) }()
+	waitFor(t, func() bool { return tr.waiting() == 1 })
+	if !tr.acquire(ctx, runClass{key: "small"}) {
+		t.Fatal("a run in progress was not given a free shard")
+	}
+	select {
+	case <-third:
+		t.Fatal("a third start took a shard: starts hold at most 2 of 8")
+	default:
+	}
+	tr.release(runClass{key: "small"})
+	if tr.waiting() != 1 || tr.free != 6 {
+		t.Fatalf("a run in progress that ended: %d waiting, %d shards free; want the third start still waiting, 6 free", tr.waiting(), tr.free)
+	}
+	tr.release(start)
+	select {
+	case ok := <-third:
+		if !ok {
+			t.Fatal("the third start gave up")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a start that ended did not let the next in")
+	}
+	tr.release(start)
+	tr.release(start)
+	if tr.free != 8 || tr.starting != 0 {
+		t.Fatalf("%d shards free and %d held by starts at the end, want 8 and 0", tr.free, tr.starting)
 	}
 }
