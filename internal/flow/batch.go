@@ -136,8 +136,16 @@ func (l *Limiter) commit(ctx context.Context, key string, s Slot, ks *keyState, 
 			e = &Entry{Limit: s.Limit, Key: s.Key, Max: s.Max}
 		}
 		e.slack, e.ended = l.slack, nil
+		failed := 0
 		for _, c := range batch {
-			_, c.err = c.fn(e, created)
+			if _, c.err = c.fn(e, created); c.err != nil {
+				failed++
+			}
+		}
+		if created && failed == len(batch) {
+			// Nothing to write: a key whose every change was refused
+			// (ErrTooManyKeys) is not created empty.
+			return nil, nil
 		}
 		// A line not refilled (the bucket did not answer) is at the
 		// next write, or the sweep's.

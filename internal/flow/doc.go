@@ -312,11 +312,16 @@
 //
 // A limit's max is at most MaxSlots. A key's entry holds at most
 // MaxWaiters waiters and parks the rest, at most MaxParked (ErrQueueFull
-// past it), and a limit has at most MaxKeys distinct keys with holders or
-// waiters (ErrTooManyKeys); past either, the attempt is not queued and the
-// run fails with a FlowLimit error naming the limit and the key, so an
-// expression that gives one key per run cannot grow the bucket without
-// bound. An entry's stored form is at most MaxEntryBytes (900 KiB, under
+// past it), and a limit has at most MaxKeys keys (ErrTooManyKeys: a key
+// is refused, not created, when the limit has that many); past either,
+// the attempt is not queued and the run fails with a FlowLimit error
+// naming the limit and the key, so an expression that gives one key per
+// run cannot grow the bucket without bound. The keys are counted by a
+// listing made at most SweepInterval ago plus the keys the process
+// created since (Limiter.admitKey), and listed again before a key is
+// refused: one coordinator holds the bound exactly, and several may
+// together pass it by what the others created since each one's listing
+// (at most their number times MaxKeys, until their listings catch up). An entry's stored form is at most MaxEntryBytes (900 KiB, under
 // the server's default max_payload of 1 MiB): an attempt that would take
 // it past parks, and a refill moves in only what fits; its holders
 // are bounded in size too, a fairness key cut to MaxFairnessLen bytes (a

@@ -8,3 +8,6 @@ func BucketKV(js jetstream.JetStream, kv jetstream.KeyValue) KV { return jsKV{kv
 
 // DecodeEntry reads a key's value as the bucket stores it.
 func DecodeEntry(b []byte) (*Entry, error) { return decodeEntry(b) }
+
+// SetMaxKeys bounds a limit's keys at n in place of MaxKeys.
+func (l *Limiter) SetMaxKeys(n int) { l.maxKeys = n }

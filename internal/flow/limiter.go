@@ -1,6 +1,7 @@
 package flow
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -335,6 +336,50 @@ type Limiter struct {
 	// slack is how many waiters of a line an entry keeps past twice its
 	// max (park.go).
 	slack int
+	// counts are this process's counts of each limit's keys (by limit,
+	// *keyCount: admitKey), and maxKeys the bound they are held to
+	// (MaxKeys unless a test sets it).
+	counts  sync.Map
+	maxKeys int
+}
+
+// keyCount is what a process knows of how many keys a limit has: a
+// listing's count, when it was made, and the keys created here since.
+type keyCount struct {
+	mu      sync.Mutex
+	listed  int
+	at      time.Time
+	created int
+}
+
+// admitKey answers, for a key of limit about to be created, whether the
+// limit has room for it (ErrTooManyKeys when not). The count is a
+// listing of the limit's keys made at most SweepInterval ago plus the
+// keys this process created since, so a process lists a limit's keys at
+// most once a sweep interval, not at every new key; a limit that looks
+// full is listed again before a key is refused. Coordinators together
+// may go past maxKeys by what the others created since each one's
+// listing, never further: a key per run cannot grow the bucket without
+// bound.
+func (l *Limiter) admitKey(ctx context.Context, limit string) error {
+	v, _ := l.counts.LoadOrStore(limit, &keyCount{})
+	kc := v.(*keyCount)
+	kc.mu.Lock()
+	defer kc.mu.Unlock()
+	bound := cmp.Or(l.maxKeys, MaxKeys)
+	now := l.now()
+	if kc.at.IsZero() || now.Sub(kc.at) >= SweepInterval || kc.listed+kc.created >= bound {
+		n, err := l.keys(ctx, limit)
+		if err != nil {
+			return err
+		}
+		kc.listed, kc.created, kc.at = n, 0, now
+	}
+	if n := kc.listed + kc.created; n >= bound {
+		return fmt.Errorf("limit %q: %d keys are in use: %w", limit, n, ErrTooManyKeys)
+	}
+	kc.created++
+	return nil
 }
 
 // lock takes this process's lock of a key and returns its unlock.
@@ -417,11 +462,9 @@ func (l *Limiter) Acquire(ctx context.Context, s Slot, h Holder) (Grant, error) 
 	var a answer
 	err := l.change(ctx, s, func(e *Entry, created bool) (bool, error) {
 		e.Max = s.Max
-		if created && e.wouldQueue(h) {
-			if n, err := l.keys(ctx, s.Limit); err != nil {
+		if created {
+			if err := l.admitKey(ctx, s.Limit); err != nil {
 				return false, err
-			} else if n >= MaxKeys {
-				return false, fmt.Errorf("limit %q: %d keys are in use: %w", s.Limit, n, ErrTooManyKeys)
 			}
 		}
 		var err error
@@ -471,11 +514,6 @@ func (e *Entry) ask(h Holder) (Grant, answer, error) {
 	}
 	e.Waiters = append(e.Waiters, h)
 	return Grant{Position: len(e.Waiters) - 1}, queued, nil
-}
-
-// wouldQueue reports whether h, new to e, would wait in the entry.
-func (e *Entry) wouldQueue(h Holder) bool {
-	return indexOf(e.Holders, h) < 0 && indexOf(e.Waiters, h) < 0 && !e.mustPark(h) && !fits(e, h, -1)
 }
 
 // parkAnswer is the answer of an attempt that parks, or is refused past

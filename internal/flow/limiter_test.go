@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -387,5 +388,56 @@ func TestFairnessKeysShareTheSlots(t *testing.T) {
 	}
 	if len(held["small"]) != 4 || len(held["big"]) != 4 {
 		t.Fatalf("held: small %d, big %d; want 4 each", len(held["small"]), len(held["big"]))
+	}
+}
+
+// A limit has at most its bound of keys, holders or not: a key
+// expression that gives one key per run gets ErrTooManyKeys past it (the
+// run fails, naming the limit), from the limiter that made the keys and
+// from another (another coordinator) that lists them, and a key given
+// back and swept makes room again.
+func TestMaxKeysBoundsKeysWithHolders(t *testing.T) {
+	ctx := t.Context()
+	srv := testkit.Server(t)
+	_, js := testkit.Connect(t, srv)
+	a, err := flow.Open(ctx, js, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := flow.Open(ctx, js, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.SetMaxKeys(5)
+	b.SetMaxKeys(5)
+	slot := func(i int) flow.Slot { return flow.Slot{Limit: "per-run", Key: fmt.Sprint("run-", i), Max: 2} }
+	for i := range 5 {
+		if g, err := a.Acquire(ctx, slot(i), holder(fmt.Sprint("r", i), 1)); err != nil || !g.Granted {
+			t.Fatalf("key %d: %+v %v, want granted", i, g, err)
+		}
+	}
+	for name, l := range map[string]*flow.Limiter{"the limiter that made them": a, "another": b} {
+		_, err := l.Acquire(ctx, slot(5), holder("r5", 1))
+		if !errors.Is(err, flow.ErrTooManyKeys) || !strings.Contains(err.Error(), `limit "per-run"`) {
+			t.Fatalf("a sixth key from %s: %v, want ErrTooManyKeys naming the limit", name, err)
+		}
+	}
+	// Another limit has keys of its own.
+	if g, err := a.Acquire(ctx, flow.Slot{Limit: "other", Key: "k", Max: 1}, holder("o", 1)); err != nil || !g.Granted {
+		t.Fatalf("another limit: %+v %v", g, err)
+	}
+	// A holder asking again is no new key.
+	if g, err := a.Acquire(ctx, slot(0), holder("r0", 1)); err != nil || !g.Granted {
+		t.Fatalf("a holder asking again: %+v %v", g, err)
+	}
+	if _, err := a.Release(ctx, slot(0), holder("r0", 1)); err != nil {
+		t.Fatal(err)
+	}
+	gone := func(context.Context, flow.Slot, flow.Holder) (flow.Life, error) { return flow.Holds, nil }
+	if _, err := a.Sweep(ctx, func(string) bool { return true }, gone, nil); err != nil {
+		t.Fatal(err)
+	}
+	if g, err := b.Acquire(ctx, slot(5), holder("r5", 1)); err != nil || !g.Granted {
+		t.Fatalf("a new key once one was swept: %+v %v, want granted", g, err)
 	}
 }
