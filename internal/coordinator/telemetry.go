@@ -225,12 +225,13 @@ func recordDecisions(ctx context.Context, s *projection.State, evs []*events.Eve
 	telemetry.RetriesScheduled(ctx, s.GraphName, retries)
 }
 
-// observeLag reports the durable consumer's backlog as the lag gauge.
+// observeLag reports a partition consumer's backlog as the lag gauge,
+// under the consumer's name (each partition's starts and progress apart).
 func (c *Coordinator) observeLag(cons jetstream.Consumer) func() {
 	if !telemetry.MetricsEnabled() {
 		return func() {}
 	}
-	return telemetry.ObserveLag(c.opts.durable, func(ctx context.Context) (int64, bool) {
+	return telemetry.ObserveLag(cons.CachedInfo().Name, func(ctx context.Context) (int64, bool) {
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		info, err := cons.Info(ctx)
