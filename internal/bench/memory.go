@@ -106,8 +106,8 @@ func (e *env) memoryWith(ctx context.Context, g *graph.Graph, n, cache int) (Res
 			return Result{}, err
 		}
 		started += wave
-		// Each run is two events: run-started, then waiting (which carries
-		// the routing from START).
+		// Each run is one event handled: its run-started (the waiting,
+		// which carries the routing from START, is the coordinator's own).
 		want := int64(eventsPerWaitingRun * started)
 		for {
 			if after, err = c.stats(); err != nil {
@@ -141,5 +141,6 @@ func (e *env) memoryWith(ctx context.Context, g *graph.Graph, n, cache int) (Res
 func mib(b uint64) float64 { return float64(b) / (1 << 20) }
 
 // eventsPerWaitingRun is what the coordinator handles per run before the
-// run waits on its human node: run-started and node-waiting.
-const eventsPerWaitingRun = 2
+// run waits on its human node: its run-started (the node-waiting is its
+// own decision, not delivered back to it: internal/coordinator lanes.go).
+const eventsPerWaitingRun = 1
