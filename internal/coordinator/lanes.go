@@ -126,20 +126,31 @@ func (c *Coordinator) startsConsumer(ctx context.Context, p int) (jetstream.Cons
 // (0: from the start). It holds as many unacknowledged events as the
 // progress consumer (partitionAckPending).
 func (c *Coordinator) startsConfig(p int, startAt uint64) jetstream.ConsumerConfig {
+	return c.laneConfig(p, startAt, startsLane)
+}
+
+// laneConfig is partition p's consumer of lane l, delivering from
+// startAt (0: from the start).
+func (c *Coordinator) laneConfig(p int, startAt uint64, l lane) jetstream.ConsumerConfig {
+	n := c.opts.partitions
+	name, desc, filters := ConsumerName(c.opts.durable, p), fmt.Sprintf("Weft coordinator partition %d of %d", p, n), eventlog.ProgressFilters(p, n)
+	if l == startsLane {
+		name, desc, filters = StartsConsumerName(c.opts.durable, p), desc+": run starts", eventlog.StartFilters(p, n)
+	}
 	cfg := jetstream.ConsumerConfig{
-		Durable:       StartsConsumerName(c.opts.durable, p),
-		Description:   fmt.Sprintf("Weft coordinator partition %d of %d: run starts", p, c.opts.partitions),
+		Durable:       name,
+		Description:   desc,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       c.opts.ackWait,
-		MaxAckPending: partitionAckPending(c.opts.partitions),
+		MaxAckPending: partitionAckPending(n),
 		MaxDeliver:    -1,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
-		Metadata:      map[string]string{"weft.partition": strconv.Itoa(p), partitionsMeta: strconv.Itoa(c.opts.partitions)},
+		Metadata:      map[string]string{"weft.partition": strconv.Itoa(p), partitionsMeta: strconv.Itoa(n)},
 	}
 	if startAt > 0 {
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, startAt
 	}
-	setFilters(&cfg, eventlog.StartFilters(p, c.opts.partitions))
+	setFilters(&cfg, filters)
 	return cfg
 }
 

@@ -406,23 +406,10 @@ func (c *Coordinator) partitionConsumer(ctx context.Context, p int) (jetstream.C
 // from the start); partition 0's records the partition count and where a
 // repartition started the timer consumers.
 func (c *Coordinator) partitionConfig(p int, startAt uint64) jetstream.ConsumerConfig {
-	cfg := jetstream.ConsumerConfig{
-		Durable:       ConsumerName(c.opts.durable, p),
-		Description:   fmt.Sprintf("Weft coordinator partition %d of %d", p, c.opts.partitions),
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       c.opts.ackWait,
-		MaxAckPending: partitionAckPending(c.opts.partitions),
-		MaxDeliver:    -1,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-		Metadata:      map[string]string{"weft.partition": strconv.Itoa(p), partitionsMeta: strconv.Itoa(c.opts.partitions)},
-	}
-	if startAt > 0 {
-		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, startAt
-	}
+	cfg := c.laneConfig(p, startAt, progressLane)
 	if p == 0 && c.timersStartAt > 0 {
 		cfg.Metadata[timersStartMeta] = strconv.FormatUint(c.timersStartAt, 10)
 	}
-	setFilters(&cfg, eventlog.ProgressFilters(p, c.opts.partitions))
 	return cfg
 }
 
