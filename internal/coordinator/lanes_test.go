@@ -277,3 +277,29 @@ func consumerInfo(t *testing.T, js jetstream.JetStream, stream, name string) *je
 	}
 	return ci
 }
+
+// A coordinator is not delivered its own decisions back: for runs of the
+// five-node chain it handles each run's start and each node's invoking
+// and invoked, 11 events a run, not the whole of the run's log (its
+// node-readies and the run's end are its own).
+func TestOwnDecisionsNotDeliveredBack(t *testing.T) {
+	_, st := testkit.Store(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	c := runCoordinator(t, ctx, st, coordinator.WithLogger(quiet()))
+	runWorker(t, ctx, st, "w1")
+	runs := start(t, st, mustGraph(t, chain), 3)
+	waitEnded(t, st, runs, 30*time.Second)
+	checkExactlyOnce(t, st, runs, 5)
+	logged := 0
+	for _, run := range runs {
+		evs, err := st.Read(ctx, run, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logged += len(evs)
+	}
+	if got, want := c.Stats().Processed, int64(11*len(runs)); got != want {
+		t.Fatalf("the coordinator handled %d events of the runs' %d, want %d: a start and each node's invoking and invoked", got, logged, want)
+	}
+}
