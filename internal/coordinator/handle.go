@@ -233,7 +233,10 @@ func (c *Coordinator) process(ctx context.Context, e *events.Event, redelivered 
 				return err
 			}
 		}
-		err = c.settle(ctx, ent, e.ID, fresh && e.Type == events.RunStarted && !redelivered)
+		// A run's first entry in the read model only from its start's
+		// first delivery and first try: one retried after a conflict
+		// was decided (and indexed) already.
+		err = c.settle(ctx, ent, e.ID, fresh && e.Type == events.RunStarted && !redelivered && try == 0)
 		if err == nil {
 			return nil
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/weft-dev/weft/internal/coordinator"
 	"github.com/weft-dev/weft/internal/eventlog"
+	"github.com/weft-dev/weft/internal/readmodel"
 	"github.com/weft-dev/weft/internal/testkit"
 	"github.com/weft-dev/weft/pkg/events"
 	"github.com/weft-dev/weft/pkg/projection"
@@ -101,6 +102,28 @@ func TestStartAfterALaterEvent(t *testing.T) {
 	}
 	if s := c.Stats(); s.Conflicts == 0 {
 		t.Errorf("no decision conflicted: the starts did not decide from the start alone, so the eviction path went untested")
+	}
+	// The read model lists each run once, cancelled: the start handled
+	// last did not index its run as new beside its cancelled entry.
+	m, err := readmodel.Open(ctx, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := m.List(ctx, readmodel.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]int{}
+	for _, sum := range page.Runs {
+		listed[sum.RunID]++
+		if sum.Status != projection.RunCancelled {
+			t.Errorf("run %s is listed %s, want cancelled", sum.RunID, sum.Status)
+		}
+	}
+	for _, run := range runs {
+		if listed[run] != 1 {
+			t.Errorf("run %s is listed %d times, want once", run, listed[run])
+		}
 	}
 }
 
