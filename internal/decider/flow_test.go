@@ -105,3 +105,64 @@ func TestSlotBoundFailsRun(t *testing.T) {
 		t.Fatalf("run %s %+v", sm.s.Status, sm.s.Error)
 	}
 }
+
+// A routing written with a retry's wait for a slot (the wait is the first
+// activation of the decision, so the routing rides on it) counts when
+// the run is folded from the log: deciding again from the fold does not
+// route the node a second time. (Found by the 1,000-run chaos test: the
+// fold dropped a within-activation wait's routings, and the next
+// decision after a coordinator read the run wrote "routed" again.)
+func TestRoutingOnARetrysSlotWaitCounts(t *testing.T) {
+	const src = `
+name: lim2
+nodes:
+  - {id: b, type: echo}
+  - {id: a, type: echo, concurrency: {max: 1, key: "invocation.tenant"}, retry: {maxAttempts: 3, initialInterval: 1ms, jitter: 0}}
+edges:
+  - {from: START, to: b}
+  - {from: START, to: a}
+  - {from: a, to: END}
+  - {from: b, to: END}
+`
+	sm := newSim(t, src, "", `{"tenant":"acme"}`, nil)
+	grant := func(decider.AdmitRequest) decider.Admission { return decider.Admission{Granted: true} }
+	deny := func(decider.AdmitRequest) decider.Admission { return decider.Admission{} }
+	evs := sm.decideWith(grant)
+	var a, b *events.NodeReadyData
+	for _, e := range evs {
+		if r, ok := mustPayload(t, e).(*events.NodeReadyData); ok {
+			if r.Node == "a" {
+				a = r
+			} else {
+				b = r
+			}
+		}
+	}
+	if a == nil || b == nil {
+		t.Fatalf("first decision: %s, want a and b ready", sm.types())
+	}
+	sm.append(sm.event("fa", &events.NodeFailedData{NodeRef: a.NodeRef, Attempt: 1, Delivery: 1, Error: events.Failure{Type: "X", Message: "x", Retryable: true}}))
+	sm.decideWith(deny) // a's retry and its timer, fired
+	sm.append(sm.event("ob", &events.NodeInvokedData{NodeRef: b.NodeRef, Attempt: 1, Delivery: 1, Output: json.RawMessage(`{}`)}))
+	evs = sm.decideWith(deny) // a's retry waits for the slot; b's routing rides on it
+	var rode bool
+	for _, e := range evs {
+		if w, ok := mustPayload(t, e).(*events.NodeWaitingData); ok && w.Node == "a" && w.Attempt == 2 && len(w.Routed) > 0 {
+			rode = true
+		}
+	}
+	if !rode {
+		t.Fatalf("b's routing did not ride on a's wait for the slot (%s): the test does not reach the case", sm.types())
+	}
+	if ns := sm.s.Nodes["b"]; ns.Routed != 1 {
+		t.Fatalf("folded from the log, b's routing is at iteration %d, want 1", ns.Routed)
+	}
+	for _, e := range sm.decideWith(grant) {
+		if r, ok := mustPayload(t, e).(*events.NodeRoutedData); ok && r.Node == "b" {
+			t.Fatal("b was routed a second time")
+		}
+		if r, ok := mustPayload(t, e).(*events.NodeReadyData); ok && len(r.Routed) > 0 {
+			t.Fatalf("a's ready carries routings %v again", r.Routed)
+		}
+	}
+}

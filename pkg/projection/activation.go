@@ -67,6 +67,12 @@ func (s *State) readyStale(d *events.NodeReadyData) error {
 
 func (s *State) applyNodeWaiting(d *events.NodeWaitingData, at time.Time) error {
 	if ok, err := s.waitWithin(d); ok {
+		if err == nil {
+			// The routings written with it are the decision's, whatever
+			// wait carries them (the decider puts them on its first
+			// activation, a retry's wait for a slot included).
+			s.routedAll(d.Routed)
+		}
 		return err
 	}
 	if err := s.newActivation(d.NodeRef); err != nil {
