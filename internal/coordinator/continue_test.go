@@ -3,6 +3,7 @@ package coordinator_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -204,5 +205,31 @@ edges:
 	}
 	if s := c.Stats(); s.OverBudget != 0 || s.Continued != int64(len(links)-1) {
 		t.Fatalf("stats: %d over budget, %d continued; want 0 and %d", s.OverBudget, s.Continued, len(links)-1)
+	}
+}
+
+// A link that continued as new leaves the coordinator's cache once its
+// end is decided (its decisions do not come back to it: lanes.go), so
+// the links of a long chain do not fill the cache; the last link, which
+// ended without continuing, may stay.
+func TestContinuedLinksLeaveTheCache(t *testing.T) {
+	_, st := testkit.Store(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	c := runCoordinator(t, ctx, st, coordinator.WithLogger(quiet()))
+	runWorker(t, ctx, st, "w1")
+	// On a worker: a local node's work item comes back to its coordinator,
+	// which keeps the link until it has.
+	g := mustGraph(t, strings.Replace(entityGraph, "type: transform,", "type: transform, local: false,", 1))
+	run, err := client.New(st).Start(ctx, g, client.WithInput(map[string]any{"i": 0}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	links := followChain(t, st, run, 30*time.Second)
+	checkChain(t, st, links, 6)
+	for _, l := range links[:len(links)-1] {
+		if c.Cached(l.RunID) {
+			t.Errorf("link %s continued as %s and is still cached", l.RunID, l.ContinuedAs)
+		}
 	}
 }

@@ -22,3 +22,6 @@ func WithLocalInlineBudget(d time.Duration) Option { return func(o *options) { o
 // past it, the dispatcher takes the coordinator's own echoes itself
 // (ownEchoWhenFull) or hands events back.
 func WithMaxHeld(n int) Option { return func(o *options) { o.maxHeld = n } }
+
+// Cached reports whether the coordinator holds run in its cache.
+func (c *Coordinator) Cached(run string) bool { return c.cache.peek(run) != nil }

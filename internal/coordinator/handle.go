@@ -217,8 +217,9 @@ func (c *Coordinator) process(ctx context.Context, e *events.Event, redelivered 
 	for try := 0; ; try++ {
 		// After a conflict the run is read from the log, even for its
 		// start's first delivery: a start handled after a later event
-		// of its run (lanes.go) may find its run decided.
-		ent, fresh, err := c.fold(ctx, e, redelivered || try > 0)
+		// of its run (lanes.go) may find its run decided (and indexed).
+		reread := redelivered || try > 0
+		ent, fresh, err := c.fold(ctx, e, reread)
 		if err != nil || ent == nil {
 			return err
 		}
@@ -233,10 +234,7 @@ func (c *Coordinator) process(ctx context.Context, e *events.Event, redelivered 
 				return err
 			}
 		}
-		// A run's first entry in the read model only from its start's
-		// first delivery and first try: one retried after a conflict
-		// was decided (and indexed) already.
-		err = c.settle(ctx, ent, e.ID, fresh && e.Type == events.RunStarted && !redelivered && try == 0)
+		err = c.settle(ctx, ent, e.ID, fresh && e.Type == events.RunStarted && !reread)
 		if err == nil {
 			return nil
 		}

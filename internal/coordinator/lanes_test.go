@@ -75,12 +75,12 @@ func TestStartAfterALaterEvent(t *testing.T) {
 	c := runCoordinator(t, ctx, st, coordinator.WithCacheSize(1), coordinator.WithLogger(quiet()))
 	runWorker(t, ctx, st, "w1")
 	states := waitEnded(t, st, runs, 30*time.Second)
-	if got := pendingOf(t, js, stream, cfg.Durable); time.Now().After(until) || got != len(runs) {
+	if got := heldOrPending(t, js, stream, cfg.Durable); time.Now().After(until) || got != len(runs) {
 		t.Fatalf("when the runs ended, %d starts were waiting: the test did not put the starts behind later events", got)
 	}
 	// Every start is handled once its consumer resumes.
 	deadline := time.Now().Add(20 * time.Second)
-	for pendingOf(t, js, stream, cfg.Durable) > 0 || ackPendingOf(t, js, stream, cfg.Durable) > 0 {
+	for heldOrPending(t, js, stream, cfg.Durable) > 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the paused starts were never handled")
 		}
@@ -253,11 +253,6 @@ func waitReady(t *testing.T, st events.Store, run string) {
 		}
 		time.Sleep(20 * time.Millisecond) // polled: the log is the only witness
 	}
-}
-
-func pendingOf(t *testing.T, js jetstream.JetStream, stream, name string) int {
-	t.Helper()
-	return int(consumerInfo(t, js, stream, name).NumPending)
 }
 
 // heldOrPending counts a consumer's events not acknowledged: pending,
